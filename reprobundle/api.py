@@ -1,0 +1,176 @@
+"""The Python API: what the CLI and users call. Each function resolves stores and refs, then delegates."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .capture import export_function, load_exported
+from .errors import ReproBundleError, ScriptError, UsageError
+from .execution import Timing, dtype_of
+from .packing import pack as _pack
+from .registry import Bundle, BundleRef, Registry, open_ref
+from .replay import replay as _replay
+
+DEFAULT_FACTORY = "make"
+
+
+def open_registry(store: str | os.PathLike | None = None) -> Registry:
+    """The registry at `store` (a URL or path); None means $REPROBUNDLE_STORE or the default local folder."""
+    return Registry.open(store)
+
+
+def resolve(ref: str, store: str | None = None) -> tuple[Registry, Bundle]:
+    """Resolve a ref (NAME, NAME@3, NAME@TAG, sha256:PREFIX, a store URL ending in /NAME@3, or a .zip path)."""
+    return open_ref(ref, store)
+
+
+def _timing(warmup: int, repeat: int) -> Timing:
+    if warmup < 0 or repeat < 1:
+        raise UsageError(f"invalid timing: warmup={warmup}, repeat={repeat}", hint="use warmup >= 0 and repeat >= 1")
+    return Timing(warmup=warmup, repeat=repeat)
+
+
+def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: dict | None = None,
+         synthetic_inputs: bool = False, seed: int = 0, description: str = "", labels: dict[str, str] | None = None,
+         source: str | None = None, warmup: int = 5, repeat: int = 50, dump: bool = True,
+         profile: bool = True) -> BundleRef:
+    """Capture `fn(*args, **kwargs)` with jax.export, run it once as the reference, and publish a bundle.
+
+    `fn` is any jittable function or jax.jit object; the arguments any pytree of arrays. Returns the new
+    bundle's reference (name, version, bundle id, URL).
+    """
+    exported, leaves = export_function(fn, args, kwargs)
+    return _pack(open_registry(store), exported, None if synthetic_inputs else leaves, name=name,
+                 synthetic=synthetic_inputs, seed=seed, description=description, labels=labels, source=source,
+                 timing=_timing(warmup, repeat), dump=dump, profile=profile)
+
+
+def load_npz(path: str | Path, expected: Sequence[dict] | None = None) -> list[np.ndarray]:
+    """Input leaves from an .npz: keys arr_0..arr_N-1 (np.savez(*leaves)) in numeric order, else file order.
+
+    Arrays saved from ml_dtypes types (bfloat16...) come back as raw void data; they are reinterpreted as the
+    expected dtype when the item size matches.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            keys = list(npz.files)
+            if keys and all(k.startswith("arr_") and k[4:].isdigit() for k in keys):
+                keys.sort(key=lambda k: int(k[4:]))
+            leaves = [npz[k] for k in keys]
+    except FileNotFoundError:
+        raise UsageError(f"inputs file {path} does not exist") from None
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
+        raise UsageError(f"cannot read inputs from {path}: {e}",
+                         hint="save the inputs with numpy.savez(path, *leaves), without object arrays") from None
+    if expected:
+        for i, (leaf, aval) in enumerate(zip(leaves, expected)):
+            want = dtype_of(aval["dtype"])
+            if leaf.dtype.kind == "V" and leaf.dtype.itemsize == want.itemsize:
+                leaves[i] = leaf.view(want)
+    return leaves
+
+
+def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np.ndarray] | None = None, *,
+                  name: str, store: str | None = None, synthetic_inputs: bool = False, seed: int = 0,
+                  description: str = "", labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50,
+                  dump: bool = True, profile: bool = True) -> BundleRef:
+    """Package a `jax.export` artifact someone already serialized (bytes or a file) with its inputs."""
+    if not isinstance(exported, (bytes, bytearray)):
+        try:
+            exported = Path(exported).read_bytes()
+        except OSError as e:
+            raise UsageError(f"cannot read the exported artifact {exported}: {e.strerror}") from None
+    fn = load_exported(bytes(exported))
+    leaves = None
+    if not synthetic_inputs:
+        if inputs is None:
+            raise UsageError("no inputs given", hint="pass --inputs FILE.npz or --synthetic-inputs")
+        leaves = load_npz(inputs, fn.fields["in_avals"]) if isinstance(inputs, (str, Path)) else list(inputs)
+    return _pack(open_registry(store), fn, leaves, name=name, synthetic=synthetic_inputs, seed=seed,
+                 description=description, labels=labels, timing=_timing(warmup, repeat), dump=dump, profile=profile)
+
+
+def load_factory(script: str) -> tuple[Path, str, Callable]:
+    """`path/to/script.py[:FACTORY]` -> (path, source text, factory). Runs the script: the user asked for it."""
+    path_text, _, factory_name = script.partition(":")
+    factory_name = factory_name or DEFAULT_FACTORY
+    path = Path(path_text)
+    if not path.is_file():
+        raise ScriptError(f"script {path} does not exist")
+    source = path.read_text()
+    spec = importlib.util.spec_from_file_location(f"_reprobundle_script_{abs(hash(str(path.absolute())))}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent.absolute()))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise ScriptError(f"running {path} failed: {type(e).__name__}: {e}") from e
+    finally:
+        sys.path.pop(0)
+    factory = getattr(module, factory_name, None)
+    if not callable(factory):
+        raise ScriptError(f"{path} has no function {factory_name}()",
+                          hint=f"define {factory_name}() returning (fn, args) or (fn, args, kwargs), "
+                               f"or name another one with {path}:FACTORY")
+    return path, source, factory
+
+
+def pack_script(script: str, *, name: str, store: str | None = None, **options) -> BundleRef:
+    """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`."""
+    path, source, factory = load_factory(script)
+    try:
+        made = factory()
+    except ReproBundleError:
+        raise
+    except Exception as e:
+        raise ScriptError(f"{path}:{factory.__name__}() failed: {type(e).__name__}: {e}") from e
+    if not (isinstance(made, tuple) and len(made) in (2, 3) and callable(made[0])):
+        raise ScriptError(f"{path}:{factory.__name__}() must return (fn, args) or (fn, args, kwargs)")
+    fn, args, kwargs = (*made, {}) if len(made) == 2 else made
+    if not isinstance(args, (tuple, list)):
+        args = (args,)
+    return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, **options)
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """The bundle that was replayed and one run record per requested version, in order."""
+
+    bundle: Bundle
+    runs: list[dict]
+
+    @property
+    def run(self) -> dict:
+        return self.runs[0]
+
+
+def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | None = None, warmup: int = 5,
+           repeat: int = 50, timeout_s: float = 1800.0, dump: bool = True, profile: bool = True,
+           python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+           memory_limit_bytes: int | None = None) -> ReplayResult:
+    """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
+
+    A bundle in a read-only store (a .zip) is first copied into the default local store, where its runs go.
+    """
+    registry, bundle = resolve(ref, store)
+    if registry.store.read_only:
+        local = open_registry(None)
+        copied = local.copy_bundle(bundle, registry)
+        registry, bundle = local, local.load(copied.name, copied.version)
+    env_manager = None
+    if any(v != "installed" for v in versions) or python:
+        from .envs import EnvironmentManager
+
+        env_manager = EnvironmentManager(Path(env_dir) if env_dir else None, python=python)
+    runs = _replay(registry, bundle, versions, timing=_timing(warmup, repeat), timeout_s=timeout_s, dump=dump,
+                   profile=profile, python=python, env_manager=env_manager, progress=progress,
+                   memory_limit_bytes=memory_limit_bytes)
+    return ReplayResult(bundle, runs)

@@ -1,0 +1,176 @@
+"""Capture a JAX function as data: the only module that runs JAX in the host process.
+
+It turns a jittable function and its arguments, an already serialized `jax.export` artifact, or a raw StableHLO
+module into an `ExportedFunction` (bytes and plain fields, nothing tied to this JAX version) plus the flat input
+leaves as numpy arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .errors import InputMismatchError, ReproBundleError, UsageError
+
+
+@dataclass(frozen=True)
+class ExportedFunction:
+    kind: str  # "jax.export" or "stablehlo"
+    fields: dict  # manifest.function.fields: what rebuilds an Exported without its flatbuffer
+    in_tree: dict
+    out_tree: dict
+    mlir_module: bytes  # StableHLO portable artifact as the packing JAX serialized it
+    stablehlo_text: str
+    serialized: bytes | None = None  # jax.export flatbuffer
+    mlir_module_compat: bytes | None = None  # same module at the oldest StableHLO version this jaxlib writes
+    serialization_version: int | None = None
+
+
+def _dtype_name(dtype) -> str:
+    return np.dtype(dtype).name
+
+
+def aval_spec(aval) -> dict:
+    return {"shape": [int(d) for d in aval.shape], "dtype": _dtype_name(aval.dtype)}
+
+
+class _Leaf:
+    pass
+
+
+def describe_tree(treedef) -> dict:
+    """A version-independent description of a pytree structure (for display and for unflattening outputs)."""
+    import jax
+
+    marker = _Leaf()
+    structure = jax.tree_util.tree_unflatten(treedef, [marker] * treedef.num_leaves)
+
+    def walk(node) -> dict:
+        if node is marker:
+            return {"kind": "leaf"}
+        if node is None:
+            return {"kind": "none"}
+        if isinstance(node, tuple) and not hasattr(node, "_fields"):
+            return {"kind": "tuple", "children": [walk(c) for c in node]}
+        if isinstance(node, list):
+            return {"kind": "list", "children": [walk(c) for c in node]}
+        if isinstance(node, dict):
+            keys = sorted(node)
+            return {"kind": "dict", "keys": [str(k) for k in keys], "children": [walk(node[k]) for k in keys]}
+        children, _ = jax.tree_util.tree_flatten(node, is_leaf=lambda x: x is not node)
+        return {"kind": "custom", "type": f"{type(node).__module__}.{type(node).__qualname__}",
+                "children": [walk(c) for c in children]}
+
+    return walk(structure)
+
+
+def flat_tree(n: int) -> dict:
+    """The tree of a function called with n positional arrays and no keywords: ((a0, ..., an-1), {})."""
+    return {"kind": "tuple", "children": [{"kind": "tuple", "children": [{"kind": "leaf"}] * n},
+                                          {"kind": "dict", "keys": [], "children": []}]}
+
+
+def _fields(exp) -> dict:
+    return {
+        "fun_name": str(exp.fun_name),
+        "in_avals": [aval_spec(a) for a in exp.in_avals],
+        "out_avals": [aval_spec(a) for a in exp.out_avals],
+        "platforms": [str(p) for p in exp.platforms],
+        "nr_devices": int(exp.nr_devices),
+        "in_shardings_hlo": [None if s is None else str(s) for s in exp.in_shardings_hlo],
+        "out_shardings_hlo": [None if s is None else str(s) for s in exp.out_shardings_hlo],
+        "calling_convention_version": int(exp.calling_convention_version),
+        "ordered_effects": [str(e) for e in exp.ordered_effects],
+        "unordered_effects": [str(e) for e in exp.unordered_effects],
+        "disabled_safety_checks": [str(c) for c in exp.disabled_safety_checks],
+        "module_kept_var_idx": [int(i) for i in exp.module_kept_var_idx],
+        "uses_global_constants": bool(exp.uses_global_constants),
+    }
+
+
+def _compat_artifact(exp) -> bytes | None:
+    from . import worker
+
+    make = getattr(worker, "serialize_compat_artifact", None)
+    if make is None:
+        return None
+    try:
+        return make(exp)
+    except Exception:  # the compat artifact is an extra route; its absence is recorded, not fatal
+        return None
+
+
+def _from_exported(exp, serialized: bytes | None) -> ExportedFunction:
+    from jax._src.export import serialization
+
+    return ExportedFunction(
+        kind="jax.export",
+        fields=_fields(exp),
+        in_tree=describe_tree(exp.in_tree),
+        out_tree=describe_tree(exp.out_tree),
+        mlir_module=bytes(exp.mlir_module_serialized),
+        stablehlo_text=exp.mlir_module(),
+        serialized=serialized if serialized is not None else bytes(exp.serialize()),
+        mlir_module_compat=_compat_artifact(exp),
+        serialization_version=getattr(serialization, "_SERIALIZATION_VERSION", None),
+    )
+
+
+def export_function(fn: Callable, args: Sequence[Any], kwargs: dict | None = None) -> tuple[ExportedFunction, list[np.ndarray]]:
+    """Export `fn(*args, **kwargs)` with `jax.export` and return it with the flat input leaves."""
+    import jax
+    from jax import export
+
+    kwargs = kwargs or {}
+    if not callable(fn):
+        raise UsageError(f"{fn!r} is not callable", hint="pass a function or a jax.jit object")
+    jitted = fn if hasattr(fn, "lower") and hasattr(fn, "trace") else jax.jit(fn)
+    try:
+        exp = export.export(jitted)(*args, **kwargs)
+    except Exception as e:
+        raise UsageError(f"jax.export could not export {getattr(fn, '__name__', fn)!r}: {type(e).__name__}: {e}",
+                         hint="the function must be jittable with these arguments") from e
+    leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves((tuple(args), kwargs))]
+    return _from_exported(exp, None), leaves
+
+
+def load_exported(data: bytes) -> ExportedFunction:
+    """Read a `jax.export` artifact someone serialized (with `Exported.serialize()`)."""
+    from jax import export
+
+    try:
+        exp = export.deserialize(bytearray(data))
+    except Exception as e:
+        raise UsageError(f"not a jax.export artifact this JAX can read: {type(e).__name__}: {e}",
+                         hint="serialize it with jax.export.export(f)(*args).serialize() and save the bytes") from None
+    return _from_exported(exp, bytes(data))
+
+
+def check_inputs(fields: dict, leaves: Sequence[np.ndarray]) -> None:
+    """Raise InputMismatchError naming the first argument whose count, shape or dtype is wrong."""
+    expected = fields["in_avals"]
+    if len(leaves) != len(expected):
+        raise InputMismatchError(
+            f"the function takes {len(expected)} array arguments, {len(leaves)} were given",
+            hint="the inputs must match the exported function's flattened arguments, in order",
+        )
+    for i, (leaf, aval) in enumerate(zip(leaves, expected)):
+        got = {"shape": [int(d) for d in leaf.shape], "dtype": _dtype_name(leaf.dtype)}
+        if got != aval:
+            raise InputMismatchError(
+                f"argument {i}: expected {aval['dtype']}{aval['shape']}, got {got['dtype']}{got['shape']}",
+                hint="pass inputs with the shapes and dtypes the function was exported for",
+            )
+
+
+def as_bytes(leaf: np.ndarray) -> memoryview:
+    """The raw C-order bytes of an array without copying when it is already contiguous."""
+    arr = np.ascontiguousarray(leaf)
+    return memoryview(arr.reshape(-1).view(np.uint8))
+
+
+def leaf_error(e: Exception) -> ReproBundleError:
+    return UsageError(f"cannot read the inputs: {e}")

@@ -1,0 +1,190 @@
+"""The command line: parse, call the library, render. Errors become one line and an exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from . import api
+from . import manifest as mf
+from . import report
+from .errors import ReproBundleError, UsageError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Capture a JAX computation once; replay it on any JAX version and see what changed.")
+
+StoreOpt = typer.Option(None, "--store", envvar="REPROBUNDLE_STORE",
+                        help="Store URL or folder (default: a local folder under the user data directory).")
+JsonOpt = typer.Option(False, "--json", help="Machine-readable output.")
+
+
+def _emit(as_json: bool, data, human: str) -> None:
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        typer.echo(human)
+
+
+def _progress(as_json: bool):
+    if as_json:
+        return None
+    return lambda line: typer.echo(line, err=True)
+
+
+def _labels(items: List[str]) -> dict[str, str]:
+    labels = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"invalid label {item!r}", hint="labels are KEY=VALUE")
+        labels[key] = value
+    return labels
+
+
+@app.command()
+def pack(
+    script: Optional[str] = typer.Argument(None, help="SCRIPT.py[:FACTORY]; FACTORY() returns (fn, args) or "
+                                                      "(fn, args, kwargs); default factory: make"),
+    name: str = typer.Option(..., "--name", help="Bundle name."),
+    exported: Optional[Path] = typer.Option(None, "--exported", help="A serialized jax.export artifact."),
+    inputs: Optional[Path] = typer.Option(None, "--inputs", help=".npz of the flat input arrays (with --exported)."),
+    synthetic_inputs: bool = typer.Option(False, "--synthetic-inputs",
+                                          help="Store shape, dtype and seed instead of the data."),
+    seed: int = typer.Option(0, "--seed", help="Seed of synthetic inputs."),
+    description: str = typer.Option("", "--description"),
+    label: List[str] = typer.Option([], "--label", help="KEY=VALUE, repeatable."),
+    warmup: int = typer.Option(5, "--warmup"),
+    repeat: int = typer.Option(50, "--repeat", help="Timed calls of the reference run."),
+    no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Capture a function into a new bundle version."""
+    options = dict(name=name, store=store, synthetic_inputs=synthetic_inputs, seed=seed, description=description,
+                   labels=_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump)
+    if exported is not None:
+        if script:
+            raise UsageError("give either SCRIPT or --exported, not both")
+        ref = api.pack_exported(exported, inputs, **options)
+    elif script:
+        if inputs is not None:
+            raise UsageError("--inputs goes with --exported", hint="a script's factory returns its own arguments")
+        ref = api.pack_script(script, **options)
+    else:
+        raise UsageError("nothing to pack", hint="give SCRIPT.py[:FACTORY] or --exported FILE")
+    _emit(as_json, report.ref_data(ref), f"packed {ref}  {ref.bundle_id}\n{ref.url}")
+
+
+@app.command("ls")
+def ls(name: Optional[str] = typer.Argument(None), store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """List bundles (all names, or the versions of NAME)."""
+    registry = api.open_registry(store)
+    if name:
+        mf.check_name(name)
+    rows = [report.bundle_row(b) for b in registry.iter_bundles(name)]
+    _emit(as_json, rows, report.bundle_table(rows) if rows else f"no bundles in {registry.url}")
+
+
+@app.command()
+def show(ref: str, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """Describe a bundle: function, inputs, reference timing, environment, artifacts."""
+    registry, bundle = api.resolve(ref, store)
+    runs = [] if registry.store.read_only else registry.runs(bundle.ref.bundle_id)
+    _emit(as_json, report.bundle_data(bundle, runs), report.describe_bundle(bundle, runs))
+
+
+@app.command()
+def verify(ref: str, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """Re-hash every blob of a bundle."""
+    registry, bundle = api.resolve(ref, store)
+    problems = registry.verify(bundle)
+    _emit(as_json, {"bundle": str(bundle.ref), "ok": not problems, "problems": problems},
+          "\n".join(problems) if problems else f"{bundle.ref}: all blobs intact")
+    if problems:
+        raise typer.Exit(6)
+
+
+@app.command()
+def tag(ref: str, tag_name: str = typer.Argument(..., metavar="TAG"), store: Optional[str] = StoreOpt,
+        as_json: bool = JsonOpt) -> None:
+    """Point TAG at a bundle version (NAME@TAG then resolves to it)."""
+    registry, bundle = api.resolve(ref, store)
+    registry.tag(bundle.ref.name, bundle.ref.version, tag_name)
+    _emit(as_json, {"tag": f"{bundle.ref.name}@{tag_name}", "version": bundle.ref.version},
+          f"{bundle.ref.name}@{tag_name} -> {bundle.ref}")
+
+
+@app.command()
+def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="The .zip file to write."),
+           store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """Write a bundle as a single .zip file (replayable as is)."""
+    registry, bundle = api.resolve(ref, store)
+    path = registry.export_zip(bundle, output)
+    size = path.stat().st_size
+    _emit(as_json, {"bundle": str(bundle.ref), "path": str(path), "bytes": size},
+          f"wrote {path} ({report.human_bytes(size)})")
+
+
+@app.command()
+def replay(
+    ref: str,
+    jax_versions: List[str] = typer.Option([], "--jax", help="JAX version to replay on (repeatable); "
+                                                            "'installed' is this interpreter's JAX (default)."),
+    warmup: int = typer.Option(5, "--warmup"),
+    repeat: int = typer.Option(50, "--repeat", help="Timed calls per version."),
+    timeout: float = typer.Option(1800.0, "--timeout", help="Seconds per version before the worker is killed."),
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    no_profile: bool = typer.Option(False, "--no-profile"),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Rerun a bundle and compare with its reference."""
+    result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat,
+                        timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json))
+    _emit(as_json, [report.run_data(r) for r in result.runs], report.describe_runs(result.bundle, result.runs))
+    if any(r["status"] != "ok" for r in result.runs):
+        raise typer.Exit(9)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Entry point: runs the app and maps reprobundle errors to one line and an exit code."""
+    debug = os.environ.get("REPROBUNDLE_DEBUG") == "1"
+    try:
+        app(args=argv, prog_name="reprobundle", standalone_mode=False)
+        return 0
+    except ReproBundleError as e:
+        if debug:
+            traceback.print_exc()
+        typer.echo(f"error: {e.message}", err=True)
+        if e.hint:
+            typer.echo(f"hint: {e.hint}", err=True)
+        return e.exit_code
+    except typer.Exit as e:
+        return e.exit_code
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        return 130
+    except Exception as e:  # click usage errors and anything unexpected
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return e.exit_code
+        if isinstance(e, click.exceptions.Abort):
+            return 1
+        if debug:
+            traceback.print_exc()
+        typer.echo(f"error: unexpected {type(e).__name__}: {e}", err=True)
+        typer.echo("hint: this is a bug in reprobundle; rerun with REPROBUNDLE_DEBUG=1 and report the traceback",
+                   err=True)
+        return 70
+
+
+def run() -> None:
+    sys.exit(main())

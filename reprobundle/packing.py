@@ -1,0 +1,97 @@
+"""Packing: an ExportedFunction plus inputs becomes a published bundle.
+
+Order of writes: function and input blobs, then the reference run (the worker on the packing interpreter, so
+the reference is measured exactly as every later replay), its output and artifact blobs, the manifest last.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from . import __version__
+from . import manifest as mf
+from .capture import ExportedFunction, as_bytes, check_inputs
+from .errors import ReplayError, UsageError
+from .execution import Timing, build_job, environment_of, run_worker, store_result
+from .registry import BundleRef, Registry, utc_now
+
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+def synthetic_spec(dtype: str, seed: int) -> dict:
+    """The default synthetic data for a leaf: standard normal floats, small non-negative integers, fair booleans."""
+    if dtype == "bool":
+        return {"distribution": "randint", "seed": seed, "low": 0, "high": 2}
+    if dtype.startswith(("int", "uint")):
+        return {"distribution": "randint", "seed": seed, "low": 0, "high": 16}
+    return {"distribution": "normal", "seed": seed}
+
+
+def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] | None, *, name: str,
+         synthetic: bool = False, seed: int = 0, description: str = "", labels: dict[str, str] | None = None,
+         parent: str | None = None, source: str | None = None, timing: Timing = Timing(), dump: bool = True,
+         profile: bool = True, python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> BundleRef:
+    mf.check_name(name)
+    labels = dict(labels or {})
+    for k, v in labels.items():
+        if not isinstance(k, str) or not isinstance(v, str) or not k:
+            raise UsageError(f"invalid label {k!r}={v!r}", hint="labels are key=value strings")
+    in_avals = fn.fields["in_avals"]
+    if synthetic:
+        input_leaves = [{**aval, "synthetic": synthetic_spec(aval["dtype"], seed + i)} for i, aval in enumerate(in_avals)]
+    else:
+        if leaves is None:
+            raise UsageError("no inputs given", hint="pass the inputs, or use synthetic inputs")
+        check_inputs(fn.fields, leaves)
+        input_leaves = [{**aval, "blob": registry.put_blob(as_bytes(leaf))} for aval, leaf in zip(in_avals, leaves)]
+
+    function = {
+        "kind": fn.kind,
+        "fields": fn.fields,
+        "in_tree": fn.in_tree,
+        "out_tree": fn.out_tree,
+        "exported": registry.put_blob(fn.serialized) if fn.serialized is not None else None,
+        "mlir_module": registry.put_blob(fn.mlir_module),
+        "mlir_module_compat": registry.put_blob(fn.mlir_module_compat) if fn.mlir_module_compat else None,
+        "stablehlo_text": registry.put_blob(fn.stablehlo_text.encode()),
+        "source": registry.put_blob(source.encode()) if source else None,
+    }
+    if fn.serialization_version is not None:
+        function["serialization_version"] = fn.serialization_version
+
+    with tempfile.TemporaryDirectory(prefix="reprobundle-pack-") as tmp:
+        job = build_job(registry, function, input_leaves, Path(tmp), timing=timing, dump=dump, profile=profile)
+        outcome = run_worker(python or sys.executable, job, timeout_s=timeout_s)
+        if outcome.status != "ok":
+            raise ReplayError(f"the reference run on the packing JAX failed ({outcome.status}): {outcome.reason}",
+                              hint=_stderr_hint(outcome.stderr_tail))
+        stored = store_result(registry, outcome.result, warmup=timing.warmup)
+
+    manifest = {
+        "format": mf.MANIFEST_FORMAT,
+        "format_version": mf.MANIFEST_VERSION,
+        "name": name,
+        "version": 0,  # allocated by publish
+        "created": utc_now(),
+        "description": description,
+        "labels": labels,
+        "parent": parent,
+        "tool": {"name": "reprobundle", "version": __version__},
+        "function": function,
+        "inputs": {"leaves": input_leaves},
+        "reference": {"outputs": stored.outputs, "timing": stored.timing, "route": outcome.result.get("route") or "",
+                      "per_op": stored.per_op},
+        "environment": environment_of(outcome.result),
+        "artifacts": stored.artifacts,
+    }
+    return registry.publish(manifest)
+
+
+def _stderr_hint(tail: str) -> str:
+    lines = [l for l in tail.strip().splitlines() if l.strip()]
+    return f"worker said: {lines[-1]}" if lines else "run with REPROBUNDLE_DEBUG=1 for details"

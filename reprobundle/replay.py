@@ -1,0 +1,121 @@
+"""Replay: run a stored bundle on one or more JAX versions and record each run beside the bundle.
+
+Each version runs the worker in its own environment (see envs.py); what goes wrong in one version (no
+environment, incompatible artifact, crash, hang) is that version's run record, and the others still run.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from . import manifest as mf
+from .compare import check_outputs
+from .errors import ReproBundleError
+from .execution import Timing, build_job, dtype_of, environment_of, run_worker, store_result
+from .registry import Bundle, Registry, utc_now
+
+DEFAULT_TIMEOUT_S = 1800.0
+
+
+def reference_arrays(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
+    out = []
+    for leaf in bundle.manifest["reference"]["outputs"]:
+        data = registry.get_blob(leaf["blob"])
+        out.append(np.frombuffer(data, dtype=dtype_of(leaf["dtype"])).reshape(leaf["shape"]))
+    return out
+
+
+def _record(bundle: Bundle, requested: str, status: str, reason: str, **extra) -> dict:
+    run = {
+        "format": mf.RUN_FORMAT,
+        "format_version": mf.RUN_VERSION,
+        "run_id": Registry.new_run_id(),
+        "bundle_id": bundle.ref.bundle_id,
+        "bundle": str(bundle.ref),
+        "created": utc_now(),
+        "requested": requested,
+        "status": status,
+        "reason": reason,
+        "environment": {},
+        "outputs": [],
+        "check": None,
+        "artifacts": {},
+    }
+    run.update(extra)
+    return run
+
+
+def replay_version(registry: Registry, bundle: Bundle, requested: str, python: str | Path | None, *,
+                   reference: Sequence[np.ndarray], timing: Timing, timeout_s: float, dump: bool, profile: bool,
+                   memory_limit_bytes: int | None = None, routes: Sequence[str] | None = None) -> dict:
+    """One version's run record (not yet stored). `python` None means the environment could not be made."""
+    m = bundle.manifest
+    with tempfile.TemporaryDirectory(prefix="reprobundle-replay-") as tmp:
+        job = build_job(registry, m["function"], m["inputs"]["leaves"], Path(tmp), timing=timing, dump=dump,
+                        profile=profile, routes=routes)
+        outcome = run_worker(python, job, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
+        result = outcome.result or {}
+        extra = {"duration_s": outcome.duration_s, "route": result.get("route"),
+                 "attempts": [{"route": str(a.get("route")), "error": str(a.get("error"))}
+                              for a in result.get("attempts") or []],
+                 "environment": environment_of(result)}
+        if outcome.status != "ok":
+            return _record(bundle, requested, outcome.status if outcome.status in mf.RUN_STATUSES else "error",
+                           outcome.reason, **extra)
+        stored = store_result(registry, result, warmup=timing.warmup)
+    check = check_outputs(reference, stored.arrays)
+    status = "ok" if check["ok"] else "mismatch"
+    reason = "" if check["ok"] else _mismatch_reason(check)
+    return _record(bundle, requested, status, reason, outputs=stored.outputs, check=check,
+                   artifacts=stored.artifacts, timing=stored.timing, per_op=stored.per_op, **extra)
+
+
+def _mismatch_reason(check: dict) -> str:
+    if check.get("reason"):
+        return check["reason"]
+    for i, leaf in enumerate(check["leaves"]):
+        if not leaf["ok"]:
+            return (leaf.get("reason") or f"output {i}: {leaf['mismatched']} elements outside tolerance "
+                    f"(max abs err {leaf['max_abs_err']:.3g}, rtol {leaf['rtol']:g}, atol {leaf['atol']:g})")
+    return "outputs differ"
+
+
+def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("installed",), *,
+           timing: Timing = Timing(), timeout_s: float = DEFAULT_TIMEOUT_S, dump: bool = True, profile: bool = True,
+           python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
+           memory_limit_bytes: int | None = None, store_runs: bool = True) -> list[dict]:
+    """Replay `bundle` on each version ("installed" is the host interpreter) and return the run records."""
+    reference = reference_arrays(registry, bundle)
+    runs = []
+    for requested in versions:
+        start = time.perf_counter()
+        if requested == "installed" and python is None:
+            interpreter: str | Path | None = sys.executable
+        else:
+            try:
+                if env_manager is None:
+                    from .envs import EnvironmentManager
+
+                    env_manager = EnvironmentManager(python=python)
+                interpreter = env_manager.ensure(requested, progress=progress).python_executable
+            except ReproBundleError as e:
+                run = _record(bundle, requested, "error", f"no environment for jax {requested}: {e.message}",
+                              duration_s=time.perf_counter() - start)
+                runs.append(run)
+                if store_runs:
+                    registry.put_run(run)
+                continue
+        if progress:
+            progress(f"replaying {bundle.ref} on jax {requested} ...")
+        run = replay_version(registry, bundle, requested, interpreter, reference=reference, timing=timing,
+                             timeout_s=timeout_s, dump=dump, profile=profile, memory_limit_bytes=memory_limit_bytes)
+        if store_runs:
+            registry.put_run(run)
+        runs.append(run)
+    return runs

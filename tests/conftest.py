@@ -1,0 +1,26 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+try:  # the GCS server fixtures, when that backend is present
+    from conftest_gcs import gcs_server, gcs_store_url  # noqa: F401
+except ImportError:  # pragma: no cover
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _isolated_default_store(tmp_path_factory, monkeypatch):
+    """No test touches the user's real store or cache."""
+    root = tmp_path_factory.mktemp("default")
+    monkeypatch.setenv("REPROBUNDLE_STORE", str(root / "store"))
+    monkeypatch.setenv("REPROBUNDLE_CACHE_DIR", str(root / "cache"))
+    monkeypatch.delenv("REPROBUNDLE_DEBUG", raising=False)
+
+
+@pytest.fixture
+def store_dir(tmp_path):
+    return tmp_path / "store"

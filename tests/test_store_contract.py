@@ -1,0 +1,185 @@
+"""The store contract: every backend passes the same tests."""
+
+import multiprocessing
+import uuid
+import zipfile
+
+import pytest
+
+from reprobundle.errors import AlreadyExistsError, NotFoundError, ReadOnlyStoreError, StoreError, UsageError
+from reprobundle.store import LocalStore, ZipStore, open_store, write_zip_store
+
+
+def _race_create_only(url, key, token, queue):
+    store = open_store(url)
+    try:
+        store.put(key, token.encode(), create_only=True)
+        queue.put(("won", token))
+    except AlreadyExistsError:
+        queue.put(("lost", token))
+
+
+class StoreContract:
+    """Subclasses provide a `store` fixture with a fresh, empty, writable store."""
+
+    cross_process = True
+
+    def test_put_get_roundtrip(self, store):
+        store.put("a/b/c", b"hello")
+        assert store.get("a/b/c") == b"hello"
+        assert store.exists("a/b/c")
+        assert store.size("a/b/c") == 5
+
+    def test_overwrite(self, store):
+        store.put("k", b"one")
+        store.put("k", b"two")
+        assert store.get("k") == b"two"
+
+    def test_missing_key(self, store):
+        with pytest.raises(NotFoundError):
+            store.get("nope/none")
+        with pytest.raises(NotFoundError):
+            store.size("nope/none")
+        assert not store.exists("nope/none")
+
+    def test_create_only(self, store):
+        store.put("once", b"1", create_only=True)
+        with pytest.raises(AlreadyExistsError):
+            store.put("once", b"2", create_only=True)
+        assert store.get("once") == b"1"
+
+    def test_list_sorted_under_prefix(self, store):
+        for k in ["x/2", "x/1", "x/sub/3", "y/1"]:
+            store.put(k, k.encode())
+        assert list(store.list("x")) == ["x/1", "x/2", "x/sub/3"]
+        assert list(store.list("missing")) == []
+        assert set(store.list()) >= {"x/1", "x/2", "x/sub/3", "y/1"}
+
+    def test_delete(self, store):
+        store.put("d", b"1")
+        store.delete("d")
+        assert not store.exists("d")
+        store.delete("d")  # idempotent
+
+    def test_streams_and_files(self, store, tmp_path):
+        data = bytes(range(256)) * 40000
+        src = tmp_path / "src.bin"
+        src.write_bytes(data)
+        store.put_file("big/file", src)
+        with store.open_read("big/file") as f:
+            assert f.read() == data
+        store.get_file("big/file", tmp_path / "out" / "copy.bin")
+        assert (tmp_path / "out" / "copy.bin").read_bytes() == data
+
+    def test_empty_value(self, store):
+        store.put("empty", b"")
+        assert store.get("empty") == b""
+        assert store.size("empty") == 0
+
+    @pytest.mark.parametrize("key", ["../escape", "/abs", "a//b", "a/./b", "a/../b", "sp ace", "", "a/", "ü"])
+    def test_unsafe_keys_rejected(self, store, key):
+        with pytest.raises(UsageError):
+            store.put(key, b"x")
+        with pytest.raises(UsageError):
+            store.get(key)
+
+    def test_create_only_race_across_processes(self, store):
+        if not self.cross_process:
+            pytest.skip("in-process backend")
+        ctx = multiprocessing.get_context("spawn")
+        queue = ctx.Queue()
+        key = f"race/{uuid.uuid4().hex}"
+        procs = [ctx.Process(target=_race_create_only, args=(store.url, key, f"p{i}", queue)) for i in range(6)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        outcomes = [queue.get(timeout=5) for _ in procs]
+        winners = [t for o, t in outcomes if o == "won"]
+        assert len(winners) == 1
+        assert store.get(key).decode() == winners[0]
+
+
+class TestLocalStore(StoreContract):
+    @pytest.fixture
+    def store(self, tmp_path):
+        return LocalStore(tmp_path / "local")
+
+    def test_no_temp_files_visible(self, store):
+        store.put("a", b"1")
+        assert list(store.list()) == ["a"]
+
+    def test_unwritable_root(self, tmp_path):
+        blocker = tmp_path / "file"
+        blocker.write_text("not a folder")
+        with pytest.raises(StoreError):
+            LocalStore(blocker / "store").put("a", b"1")
+
+
+class TestMemoryStore(StoreContract):
+    cross_process = False
+
+    @pytest.fixture
+    def store(self):
+        return open_store(f"memory://contract-{uuid.uuid4().hex}")
+
+
+def _zip_of(tmp_path, entries: dict[str, bytes]) -> ZipStore:
+    src = LocalStore(tmp_path / "zipsrc")
+    for k, v in entries.items():
+        src.put(k, v)
+    path = tmp_path / "bundle.zip"
+    write_zip_store(path, ((k, src, k) for k in entries))
+    return ZipStore(path)
+
+
+class TestZipStore:
+    """A zip store is read-only: the read half of the contract, plus its own failure modes."""
+
+    def test_read_contract(self, tmp_path):
+        store = _zip_of(tmp_path, {"x/1": b"one", "x/2": b"two", "y/1": b"", "big": bytes(range(256)) * 5000})
+        assert store.get("x/1") == b"one"
+        assert store.size("big") == 256 * 5000
+        assert list(store.list("x")) == ["x/1", "x/2"]
+        assert store.exists("y/1") and not store.exists("y/2")
+        with pytest.raises(NotFoundError):
+            store.get("x/3")
+        with store.open_read("big") as f:
+            assert f.read() == bytes(range(256)) * 5000
+        with pytest.raises(ReadOnlyStoreError):
+            store.put("z", b"1")
+
+    def test_open_store_routes_zip(self, tmp_path):
+        store = _zip_of(tmp_path, {"a": b"1"})
+        assert isinstance(open_store(str(store.path)), ZipStore)
+        assert open_store(f"zip://::{store.path}").get("a") == b"1"
+
+    def test_truncated_zip(self, tmp_path):
+        store = _zip_of(tmp_path, {"a": b"1" * 1000})
+        data = store.path.read_bytes()
+        store.path.write_bytes(data[: len(data) // 2])
+        with pytest.raises(StoreError, match="truncated or corrupt|not a readable zip"):
+            ZipStore(store.path)
+
+    def test_path_traversal_entry_refused(self, tmp_path):
+        path = tmp_path / "evil.zip"
+        with zipfile.ZipFile(path, "w") as zf:
+            zf.writestr("../../etc/evil", b"x")
+        with pytest.raises(StoreError, match="unsafe name"):
+            ZipStore(path)
+
+    def test_zip_bomb_refused(self, tmp_path):
+        path = tmp_path / "bomb.zip"
+        with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("blobs/x", b"\0" * (64 << 20))
+        with pytest.raises(StoreError, match="zip bomb"):
+            ZipStore(path)
+
+    def test_missing_file(self, tmp_path):
+        with pytest.raises(NotFoundError):
+            ZipStore(tmp_path / "none.zip")
+
+
+def test_open_store_rejects_unknown_scheme():
+    with pytest.raises(UsageError, match="unsupported store URL"):
+        open_store("ftp://host/x")
