@@ -1,0 +1,48 @@
+"""Builders of valid manifests and run records without JAX, and the schema check every test write goes through."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+
+from reprobundle import manifest as mf
+
+SCHEMAS = Path(__file__).parent.parent / "schemas"
+_VALIDATORS = {
+    name: jsonschema.Draft202012Validator(json.loads((SCHEMAS / f"{name}-v1.schema.json").read_text()))
+    for name in ("manifest", "run")
+}
+
+
+def assert_schema_valid(obj: dict, kind: str = "manifest") -> None:
+    _VALIDATORS[kind].validate(obj)
+
+
+def fields(n_in=1, n_out=1):
+    return {
+        "fun_name": "f", "in_avals": [{"shape": [2, 3], "dtype": "float32"}] * n_in,
+        "out_avals": [{"shape": [2, 3], "dtype": "float32"}] * n_out, "platforms": ["cpu"], "nr_devices": 1,
+        "in_shardings_hlo": [None] * n_in, "out_shardings_hlo": [None] * n_out, "calling_convention_version": 9,
+        "ordered_effects": [], "unordered_effects": [], "disabled_safety_checks": [],
+        "module_kept_var_idx": list(range(n_in)), "uses_global_constants": False,
+    }
+
+
+def make_manifest(registry, name="demo", payload=b"module", input_bytes=b"\0" * 24) -> dict:
+    """A structurally valid manifest whose blobs are stored in `registry` (not runnable: no real module)."""
+    module = registry.put_blob(payload)
+    leaf = registry.put_blob(input_bytes)
+    out = registry.put_blob(b"\1" * 24)
+    leaf_tree = {"kind": "leaf"}
+    return {
+        "format": mf.MANIFEST_FORMAT, "format_version": mf.MANIFEST_VERSION, "name": name, "version": 0,
+        "created": "2026-11-30T00:00:00.000000Z", "description": "", "labels": {}, "parent": None,
+        "tool": {"name": "reprobundle", "version": "test"},
+        "function": {"kind": "jax.export", "fields": fields(), "in_tree": leaf_tree, "out_tree": leaf_tree,
+                     "exported": module, "mlir_module": module, "mlir_module_compat": None,
+                     "stablehlo_text": module, "source": None},
+        "inputs": {"leaves": [{"shape": [2, 3], "dtype": "float32", "blob": leaf}]},
+        "reference": {"outputs": [{"shape": [2, 3], "dtype": "float32", "blob": out}],
+                      "timing": {"warmup": 1, "samples_ns": [10, 11, 12], "compile_s": 0.1}, "route": "deserialize"},
+        "environment": {"jax": "0.0"}, "artifacts": {},
+    }

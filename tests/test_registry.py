@@ -1,0 +1,140 @@
+import multiprocessing
+import os
+from pathlib import Path
+
+import pytest
+
+from reprobundle import manifest as mf
+from reprobundle.errors import (BlobNotFoundError, BundleNotFoundError, CorruptBlobError, InvalidRefError,
+                                StoreError, UnsupportedFormatVersionError)
+from reprobundle.registry import Registry, blob_key, open_ref, split_store_ref
+
+from manifests import assert_schema_valid, make_manifest
+
+
+@pytest.fixture
+def registry(store_dir):
+    return Registry.open(store_dir)
+
+
+def test_blobs_are_stored_once(registry, store_dir):
+    a = registry.put_blob(b"same bytes")
+    b = registry.put_blob(b"same bytes")
+    assert a == b
+    assert len(list(registry.store.list("blobs"))) == 1
+    assert registry.get_blob(a) == b"same bytes"
+
+
+def test_publish_versions_and_resolve(registry):
+    m = make_manifest(registry)
+    r1 = registry.publish(m)
+    r2 = registry.publish(m)
+    assert (r1.version, r2.version) == (1, 2)
+    assert r1.bundle_id != r2.bundle_id
+    assert registry.resolve("demo").ref == r2
+    assert registry.resolve("demo@1").ref == r1
+    assert registry.resolve(r1.bundle_id[:14]).ref == r1
+    registry.tag("demo", 1, "good")
+    assert registry.resolve("demo@good").ref == r1
+    assert r1.url.endswith("/demo@1")
+    assert_schema_valid(registry.resolve("demo@1").manifest)
+
+
+@pytest.mark.parametrize("ref,error", [
+    ("nope", BundleNotFoundError), ("demo@9", BundleNotFoundError), ("demo@missing", BundleNotFoundError),
+    ("Bad Name", InvalidRefError), ("sha256:zz", InvalidRefError), ("sha256:ffff", BundleNotFoundError),
+])
+def test_bad_refs(registry, ref, error):
+    registry.publish(make_manifest(registry))
+    with pytest.raises(error):
+        registry.resolve(ref)
+
+
+def test_publish_refuses_missing_blobs(registry):
+    m = make_manifest(registry)
+    registry.store.delete(blob_key(m["inputs"]["leaves"][0]["blob"]["digest"]))
+    with pytest.raises(BlobNotFoundError):
+        registry.publish(m)
+    assert registry.versions("demo") == []
+
+
+def test_verify_names_corrupted_blob(registry):
+    ref = registry.publish(make_manifest(registry))
+    bundle = registry.resolve(str(ref))
+    assert registry.verify(bundle) == []
+    digest = bundle.manifest["inputs"]["leaves"][0]["blob"]["digest"]
+    path = registry.store.root / blob_key(digest)
+    data = bytearray(path.read_bytes())
+    data[3] ^= 0x40
+    path.write_bytes(bytes(data))
+    problems = registry.verify(bundle)
+    assert problems == [f"blob {digest} is corrupt (content hash differs)"]
+    with pytest.raises(CorruptBlobError, match=digest):
+        registry.get_blob(digest)
+
+
+def _publish_many(url, n, queue):
+    registry = Registry.open(url)
+    for _ in range(n):
+        queue.put(registry.publish(make_manifest(registry)).version)
+
+
+def test_concurrent_publish_gives_distinct_versions(store_dir):
+    Registry.open(store_dir).put_blob(b"init")
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_publish_many, args=(str(store_dir), 5, queue)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    versions = [queue.get(timeout=120) for _ in range(20)]
+    for p in procs:
+        p.join(30)
+    assert sorted(versions) == list(range(1, 21))
+    assert Registry.open(store_dir).versions("demo") == list(range(1, 21))
+
+
+def test_gc_removes_only_unreferenced(registry):
+    ref = registry.publish(make_manifest(registry))
+    orphan = registry.put_blob(b"left behind by a killed pack")
+    dead = registry.gc(dry_run=True)
+    assert dead == [blob_key(orphan["digest"])]
+    assert registry.has_blob(orphan["digest"])
+    registry.gc(dry_run=False)
+    assert not registry.has_blob(orphan["digest"])
+    assert registry.verify(registry.resolve(str(ref))) == []
+
+
+def test_export_zip_roundtrip(registry, tmp_path):
+    ref = registry.publish(make_manifest(registry))
+    path = registry.export_zip(registry.resolve(str(ref)), tmp_path / "b.zip")
+    zreg, bundle = open_ref(str(path))
+    assert bundle.ref.bundle_id == ref.bundle_id
+    assert zreg.verify(bundle) == []
+    copy = Registry.open(tmp_path / "other")
+    copied = copy.copy_bundle(bundle, zreg)
+    assert copied.bundle_id == ref.bundle_id
+    assert copy.verify(copy.resolve("demo")) == []
+
+
+def test_not_a_store(tmp_path):
+    folder = tmp_path / "random"
+    folder.mkdir()
+    (folder / "file.txt").write_text("user data")
+    with pytest.raises(StoreError, match="not a reprobundle store"):
+        Registry.open(folder).put_blob(b"x")
+    assert sorted(os.listdir(folder)) == ["file.txt"]
+
+
+def test_store_from_the_future(registry, store_dir):
+    registry.put_blob(b"x")
+    (store_dir / "reprobundle-store.json").write_text('{"format": "reprobundle-store", "format_version": 99}')
+    with pytest.raises(UnsupportedFormatVersionError):
+        Registry.open(store_dir).put_blob(b"y")
+
+
+def test_split_store_ref():
+    assert split_store_ref("gs://b/p/q/name@3") == ("gs://b/p/q", "name@3")
+    assert split_store_ref("name@3") == (None, "name@3")
+    assert split_store_ref("x/bundle.zip") == ("x/bundle.zip", "")
+    with pytest.raises(InvalidRefError):
+        split_store_ref("gs://bucket")
