@@ -18,19 +18,19 @@ def init_params(rng):
     return {"layers": layers, "step": jnp.zeros((), jnp.int32)}
 
 
-def loss_fn(params, batch):
+def loss_fn(layers, batch):
     h = batch["x"]
-    for i, layer in enumerate(params["layers"]):
+    for i, layer in enumerate(layers):
         h = h @ layer["w"] + layer["b"]
-        if i < len(params["layers"]) - 1:
+        if i < len(layers) - 1:
             h = jax.nn.relu(h)
     logp = jax.nn.log_softmax(h)
     return -jnp.mean(jnp.take_along_axis(logp, batch["y"][:, None], axis=1))
 
 
 def train_step(params, batch, lr):
-    loss, grads = jax.value_and_grad(loss_fn)(params, batch)
-    new_layers = jax.tree_util.tree_map(lambda p, g: p - lr * g, params["layers"], grads["layers"])
+    loss, grads = jax.value_and_grad(loss_fn)(params["layers"], batch)
+    new_layers = jax.tree_util.tree_map(lambda p, g: p - lr * g, params["layers"], grads)
     return {"layers": new_layers, "step": params["step"] + 1}, loss
 
 

@@ -156,8 +156,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     """Entry point: runs the app and maps reprobundle errors to one line and an exit code."""
     debug = os.environ.get("REPROBUNDLE_DEBUG") == "1"
     try:
-        app(args=argv, prog_name="reprobundle", standalone_mode=False)
-        return 0
+        code = app(args=argv, prog_name="reprobundle", standalone_mode=False)
+        return code if isinstance(code, int) else 0  # click returns typer.Exit codes in this mode
     except ReproBundleError as e:
         if debug:
             traceback.print_exc()

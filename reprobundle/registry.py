@@ -25,6 +25,7 @@ from .errors import (
     AlreadyExistsError,
     BlobNotFoundError,
     BundleNotFoundError,
+    CorruptBundleError,
     CorruptBlobError,
     FormatError,
     InvalidRefError,
@@ -91,6 +92,11 @@ class Registry:
         try:
             raw = self.store.get(MARKER_KEY)
         except NotFoundError:
+            if self.store.read_only:
+                raise CorruptBundleError(
+                    f"{self.store.url} is not a reprobundle bundle: it has no {MARKER_KEY}",
+                    hint="the file is truncated or corrupt, or was not written by `reprobundle export`",
+                ) from None
             if not create:
                 return  # an empty or absent store simply holds no bundles
             if any(True for _ in self.store.list()):
@@ -260,6 +266,7 @@ class Registry:
     def resolve(self, ref: str) -> Bundle:
         """`name`, `name@3`, `name@tag`, `sha256:<prefix>`; or '' / None for the single bundle of a zip store."""
         if not ref:
+            self._check_marker(create=False)
             names = self.names()
             if isinstance(self.store, ZipStore) and len(names) == 1:
                 return self.load(names[0], self.versions(names[0])[-1])

@@ -1,0 +1,35 @@
+from reprobundle.redaction import REDACTED, redact, redact_env
+
+SECRETS = {
+    "GITHUB_TOKEN": "ghp_0123456789abcdefghijABCDEFGHIJ012345",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "MY_PASSWORD": "hunter2",
+    "DB_PASSWD": "pw",
+    "OPENAI_API_KEY": "sk-abcdefghijklmnopqrstuvwxyz012345",
+    "GOOGLE_APPLICATION_CREDENTIALS": "/home/u/.config/gcloud/application_default_credentials.json",
+    "DATABASE_URL": "postgres://admin:s3cr3t@db.internal:5432/app",
+    "HF_TOKEN": "hf_abcdefghijklmnopqrstuvwxyz",
+    "SOME_VAR": "Bearer abcdefghijklmnop12345",
+    "NOT_OBVIOUS": "aB3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5hJ7k",
+    "SLACK_HOOK": "xoxb-123456789012-abcdefghij",
+}
+SAFE = {"XLA_FLAGS": "--xla_dump_to=/tmp/dump --xla_cpu_use_thunk_runtime=true", "JAX_ENABLE_X64": "1",
+        "PATH": "/usr/bin:/bin", "HOME": "/root", "PWD": "/work", "LANG": "C.UTF-8"}
+
+
+def test_secret_env_values_are_redacted_and_safe_ones_kept():
+    out = redact_env({**SECRETS, **SAFE})
+    for k in SECRETS:
+        assert out[k] == REDACTED, k
+    for k, v in SAFE.items():
+        assert out[k] == v, k
+
+
+def test_redact_nested_values():
+    data = {"packages": {"google-auth": "2.0", "keyring": "25"}, "argv": ["--token", SECRETS["GITHUB_TOKEN"]],
+            "url": SECRETS["DATABASE_URL"]}
+    out = redact(data)
+    assert out["packages"] == data["packages"]
+    assert out["argv"] == ["--token", REDACTED]
+    assert out["url"] == REDACTED
