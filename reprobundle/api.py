@@ -140,6 +140,13 @@ def pack_script(script: str, *, name: str, store: str | None = None, **options) 
     return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, **options)
 
 
+def environment_manager(env_dir: str | None = None, *, python: str | None = None):
+    """The cache of per-version JAX environments ($REPROBUNDLE_ENV_DIR or the user cache by default)."""
+    from .envs import EnvironmentManager
+
+    return EnvironmentManager(Path(env_dir) if env_dir else None, python=python)
+
+
 @dataclass(frozen=True)
 class ReplayResult:
     """The bundle that was replayed and one run record per requested version, in order."""
@@ -167,9 +174,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
         registry, bundle = local, local.load(copied.name, copied.version)
     env_manager = None
     if any(v != "installed" for v in versions) or python:
-        from .envs import EnvironmentManager
-
-        env_manager = EnvironmentManager(Path(env_dir) if env_dir else None, python=python)
+        env_manager = environment_manager(env_dir, python=python)
     runs = _replay(registry, bundle, versions, timing=_timing(warmup, repeat), timeout_s=timeout_s, dump=dump,
                    profile=profile, python=python, env_manager=env_manager, progress=progress,
                    memory_limit_bytes=memory_limit_bytes)

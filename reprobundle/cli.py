@@ -152,6 +152,24 @@ def replay(
         raise typer.Exit(9)
 
 
+@app.command()
+def envs(
+    remove: Optional[str] = typer.Option(None, "--remove", help="Remove the environment of this JAX version."),
+    remove_all: bool = typer.Option(False, "--remove-all", help="Remove every cached environment."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """List (or remove) the cached per-version JAX environments."""
+    manager = api.environment_manager()
+    if remove or remove_all:
+        gone = manager.remove(None if remove_all else remove)
+        _emit(as_json, [report.env_data(e) for e in gone],
+              "\n".join(f"removed jax {e.jax_version} (Python {e.python_version})" for e in gone) or "nothing removed")
+        return
+    found = manager.list()
+    _emit(as_json, [report.env_data(e) for e in found],
+          report.env_table(found) if found else f"no environments under {manager.root}")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     """Entry point: runs the app and maps reprobundle errors to one line and an exit code."""
     debug = os.environ.get("REPROBUNDLE_DEBUG") == "1"

@@ -209,9 +209,8 @@ class _SimpleHTML(HTMLParser):
         if tag == "a" and self._attrs is not None:
             a = self._attrs
             name = "".join(self._text).strip() or a.get("href", "").split("#")[0].rsplit("/", 1)[-1]
-            yanked = a.get("data-yanked")
             self.files.append({"filename": name, "requires-python": a.get("data-requires-python"),
-                               "yanked": yanked is not None})
+                               "yanked": "data-yanked" in a})
             self._attrs = None
 
 
@@ -295,12 +294,14 @@ class _Interpreter:
         return f"{self.version} at {self.executable}"
 
 
+# Run with -I -S: about 40 ms per interpreter. A "t" in abiflags marks a free-threaded build.
 _PROBE = (
-    "import sys, platform, json, sysconfig\n"
-    "print(json.dumps({'impl': sys.implementation.name, 'version': platform.python_version(),"
+    "import sys, json\n"
+    "print(json.dumps({'impl': sys.implementation.name, 'version': sys.version.split()[0],"
     " 'exe': sys.executable, 'base': getattr(sys, '_base_executable', None) or sys.executable,"
-    " 'ft': bool(sysconfig.get_config_var('Py_GIL_DISABLED'))}))\n"
+    " 'ft': 't' in getattr(sys, 'abiflags', '')}))\n"
 )
+_MIN_MINOR = 8  # older interpreters are not even probed: no jaxlib on the index supports them
 _probe_cache: dict[tuple[str, float], dict | None] = {}
 
 
@@ -313,7 +314,7 @@ def _probe(path: str) -> dict | None:
         return _probe_cache[key]
     info = None
     try:
-        out = subprocess.run([path, "-I", "-c", _PROBE], capture_output=True, text=True, timeout=20,
+        out = subprocess.run([path, "-I", "-S", "-c", _PROBE], capture_output=True, text=True, timeout=20,
                              stdin=subprocess.DEVNULL)
         if out.returncode == 0:
             info = json.loads(out.stdout.strip().splitlines()[-1])
@@ -347,15 +348,30 @@ def _candidate_paths(uv: str | None) -> list[tuple[str, str]]:
             bindir = d / "bin" if os.name != "nt" else d
             with contextlib.suppress(OSError):
                 for exe in sorted(bindir.iterdir(), reverse=True):
-                    if re.fullmatch(r"python3\.\d+(\.exe)?", exe.name):
+                    m = re.fullmatch(r"python3\.(\d+)(\.exe)?", exe.name)
+                    if m and int(m.group(1)) >= _MIN_MINOR:
                         out.append((str(exe), source))
                         break
-    names = [f"python3.{m}" for m in range(20, 7, -1)] + ["python3", "python"]
-    for name in names:
-        found = shutil.which(name)
-        if found and Path(found).parent.name != "shims":
-            out.append((found, "PATH"))
+    names = [f"python3.{m}" for m in range(20, _MIN_MINOR - 1, -1)] + ["python3"]
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if not d or Path(d).name == "shims":  # pyenv/asdf shims: the real interpreters are found above
+            continue
+        for name in names:
+            for suffix in ((".exe",) if os.name == "nt" else ("",)):
+                exe = os.path.join(d, name + suffix)
+                if os.path.isfile(exe) and os.access(exe, os.X_OK):
+                    out.append((exe, "PATH"))
     return out
+
+
+def _host_interpreter() -> _Interpreter | None:
+    """The interpreter running this code (its base, when it is a venv's), known without a subprocess."""
+    if sys.implementation.name != "cpython" or "t" in getattr(sys, "abiflags", "") or sys.version_info[0] != 3:
+        return None
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    if not base or not os.path.exists(base):
+        return None
+    return _Interpreter(os.path.realpath(base), sys.version.split()[0], "host")
 
 
 def _interpreter_from(path: str, source: str) -> _Interpreter | None:
@@ -380,12 +396,14 @@ def _now_iso() -> str:
 
 
 def _dir_size(path: Path) -> int:
+    import stat
+
     total, seen = 0, set()
     for dirpath, _dirs, files in os.walk(path):
         for name in files:
             with contextlib.suppress(OSError):
                 st = os.lstat(os.path.join(dirpath, name))
-                if (st.st_dev, st.st_ino) in seen or not os.path.isfile(os.path.join(dirpath, name)):
+                if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
                     continue
                 seen.add((st.st_dev, st.st_ino))
                 total += st.st_size
@@ -457,12 +475,12 @@ if [int(v) for v in y] != [1, 2, 3]:
 import msgpack
 if importlib.util.find_spec("reprobundle") is not None:
     raise SystemExit("reprobundle is importable inside the environment")
-print(%r + json.dumps({
+print("__MARK__" + json.dumps({
     "jax": jax.__version__, "jaxlib": md.version("jaxlib"), "numpy": numpy.__version__,
     "python": platform.python_version(), "devices": [str(d) for d in devices],
     "packages": {d.metadata["Name"]: d.version for d in md.distributions()},
 }))
-""" % (_VERIFY_MARK,)
+""".replace("__MARK__", _VERIFY_MARK)
 
 
 # ------------------------------------------------------------------------------------------------ manager
@@ -472,6 +490,11 @@ class EnvironmentManager:
     """Creates, finds, lists and removes the per-JAX-version environments under one root directory."""
 
     def __init__(self, root: Path | None = None, *, python: str | None = None, uv: str | None = None) -> None:
+        """`root`: where environments live (default: $REPROBUNDLE_ENV_DIR, else the user cache's envs/).
+        `python`: the interpreter the user named with --python (a path, a command, or a version such as
+        "3.12"); when given, it is the only candidate. `uv`: the uv binary (default: the `uv` package's, else
+        `uv` on PATH); "" builds with `python -m venv` and pip instead.
+        """
         self.root = Path(root).expanduser() if root is not None else default_root()
         self.python = str(python) if python else None
         self._uv = uv
@@ -580,6 +603,9 @@ class EnvironmentManager:
     # -------------------------------------------------------------------------- host ("installed")
 
     def _installed(self) -> JaxEnvironment:
+        """The host's interpreter and its jax; with --python, that interpreter (as given) and its jax."""
+        if self.python:
+            return self._installed_in_user_python()
         import importlib.metadata as md
 
         try:
@@ -595,6 +621,35 @@ class EnvironmentManager:
             numpy = md.version("numpy")
         return JaxEnvironment(jax_version, Path(sys.executable), platform.python_version(), None, None, None,
                               jaxlib, numpy)
+
+    def _installed_in_user_python(self) -> JaxEnvironment:
+        spec = self.python
+        assert spec is not None
+        m = _PY_VERSION_RE.match(spec)
+        if m and not os.path.exists(spec):
+            interp = self._user_interpreter()
+            path = interp.executable if interp else None
+        else:
+            path = spec if (os.sep in spec or os.path.exists(spec)) else shutil.which(spec)
+        if not path:
+            raise NoSuitablePythonError(f"--python {spec}: no such Python interpreter found",
+                                        hint="pass the path of an existing interpreter")
+        code = ("import importlib.metadata as m, json, platform\n"
+                "def v(n):\n"
+                "    try:\n        return m.version(n)\n"
+                "    except m.PackageNotFoundError:\n        return None\n"
+                "print(json.dumps([v('jax'), v('jaxlib'), v('numpy'), platform.python_version()]))")
+        try:
+            r = subprocess.run([os.path.expanduser(path), "-I", "-c", code], capture_output=True, text=True,
+                               timeout=60, stdin=subprocess.DEVNULL, env=_clean_env())
+            jax_v, jaxlib_v, numpy_v, py_v = json.loads(r.stdout.strip().splitlines()[-1])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+            raise NoSuitablePythonError(f"--python {spec}: could not run {path}",
+                                        hint="pass the path of a working Python interpreter") from None
+        if not jax_v:
+            raise EnvironmentCreationError(f"jax is not installed in --python {spec} ({path})",
+                                           hint="install jax there, or ask for a released version such as 0.8.0")
+        return JaxEnvironment(jax_v, Path(os.path.expanduser(path)), py_v, None, None, None, jaxlib_v, numpy_v)
 
     # ------------------------------------------------------------------------------- existing envs
 
@@ -687,13 +742,14 @@ class EnvironmentManager:
             summary = _summarize_index(_fetch_project_files(url, "jax"), _fetch_project_files(url, "jaxlib"))
         except (OSError, ValueError, urllib.error.URLError) as e:
             self._index_error = f"{type(e).__name__}: {e}"
-            if cached and cached.get("url") == url:  # stale beats nothing
-                self._index = cached
-                return cached
+            if cached and cached.get("url") == url and (
+                    not want or any(_vtuple(v) == _vtuple(want) for v in cached["jax"])):
+                return cached  # stale beats nothing (but does not get to say that `want` does not exist)
             return None
         if not summary["jax"]:
             self._index_error = "no jax files listed"
             return None
+        self._index_error = None
         summary.update(url=url, fetched=time.time())
         self._index = summary
         with contextlib.suppress(OSError):
@@ -783,6 +839,10 @@ class EnvironmentManager:
 
     def _choose_python(self, version: str, minors: list[int], requires_python: str | None,
                        jaxlib: str | None) -> _Interpreter:
+        if not self.python:
+            host = _host_interpreter()  # the host's minor is the closest possible: no need to look further
+            if host and host.minor[1] in minors and _spec_allows(requires_python, _parse_pyversion(host.version)):
+                return host
         found = self._discover()
         fits = [i for i in found if i.minor[0] == 3 and i.minor[1] in minors
                 and _spec_allows(requires_python, _parse_pyversion(i.version))]
@@ -794,16 +854,26 @@ class EnvironmentManager:
         why = f"jaxlib {jaxlib} has wheels for CPython {need}" if jaxlib else f"it supports CPython {need}"
         if requires_python:
             why += f"; jax requires-python {requires_python}"
-        if self.python:
-            seen = (f"--python {self.python} is {found[0].describe()}" if found
-                    else f"--python {self.python} is not a usable CPython interpreter")
+        if self.python and found:
+            exe = found[0].executable
+            seen = f"--python {self.python} is Python {found[0].version}" + (
+                f" ({exe})" if os.path.realpath(os.path.expanduser(self.python)) != exe else "")
+        elif self.python:
+            seen = (f"no Python {self.python} was found" if _PY_VERSION_RE.match(self.python)
+                    else f"--python {self.python} is not a usable CPython 3 interpreter")
         else:
             seen = "found " + (", ".join(i.describe() for i in found) if found else "no CPython interpreter")
-        lowest = f"3.{minors[0]}" if minors else "3"
-        raise NoSuitablePythonError(
-            f"jax {version} needs Python {need} ({why}); {seen}",
-            hint=f"install Python {lowest} (e.g. `pyenv install {lowest}` or `uv python install {lowest}`), "
-                 f"or pass --python PATH to a Python {need} interpreter")
+        host = sys.version_info[1]
+        best = f"3.{min(minors, key=lambda m: (abs(m - host), -m))}" if minors else "3"
+        hint = (f"install Python {best} (e.g. `uv python install {best}` or `pyenv install {best}`), "
+                f"or pass --python PATH to a Python {need} interpreter")
+        if self.python:  # maybe another interpreter here would do
+            others = [i for i in self._discover(include_user=False) if i.minor[1] in minors
+                      and _spec_allows(requires_python, _parse_pyversion(i.version))]
+            if others:
+                pick = min(others, key=lambda i: (abs(i.minor[1] - host), -i.minor[1]))
+                hint = f"pass --python {pick.executable} (Python {pick.version}), or drop --python"
+        raise NoSuitablePythonError(f"jax {version} needs Python {need} ({why}); {seen}", hint=hint)
 
     def _resolve_latest(self, versions: list[str]) -> str:
         for v in reversed(versions):
@@ -832,10 +902,12 @@ class EnvironmentManager:
         if index is not None:
             canonical = next((v for v in index["jax"] if _vtuple(v) == _vtuple(version)), None)
             if canonical is None:
-                near = _nearest(version, self._installable(index))
+                installable = self._installable(index)
+                near = _nearest(version, installable)
+                newest = max(installable, key=_vkey) if installable else None
                 raise EnvironmentCreationError(
                     f"jax {version} is not a release on {index['url']}",
-                    hint=f"pick a released version{near} (see `available_versions`)")
+                    hint=f"pick a released version{near}" + (f" (newest: {newest})" if newest else ""))
             version = canonical
             if self._jaxlib_for(index, version) is None:
                 entry = index["jax"][version]
@@ -844,24 +916,32 @@ class EnvironmentManager:
                 raise EnvironmentCreationError(f"jax {version} cannot be installed: {what}",
                                                hint=f"pick another version{near}")
         minors, requires_python, jaxlib, from_index = self._supported(version)
+        if not minors and from_index:
+            raise EnvironmentCreationError(f"jaxlib {jaxlib} has no CPython wheels for this platform",
+                                           hint="pick another jax version")
         if not minors:
             raise EnvironmentCreationError(
                 f"jax {version} is older than any jaxlib this tool knows of (0.4.13) and the index "
                 f"could not be read ({self._index_error})",
                 hint="check the network, or pick a jax release >= 0.4.13")
         interp = self._choose_python(version, minors, requires_python, jaxlib)
-        self.root.mkdir(parents=True, exist_ok=True)
-        with _file_lock(self._lock_path(version),
-                        lambda: say(f"waiting for another process creating the environment for jax {version} ...")):
+        waiting = f"waiting for another process creating the environment for jax {version} ..."
+        with contextlib.ExitStack() as stack:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(_file_lock(self._lock_path(version), lambda: say(waiting)))
+            except OSError as e:
+                raise EnvironmentCreationError(f"cannot write to the environment directory {self.root}: {e}",
+                                               hint="set REPROBUNDLE_ENV_DIR to a writable directory") from None
             hit = self._find_existing(version)  # built by someone else while we waited
             if hit is not None:
                 return hit
-            return self._build(version, interp, jaxlib, from_index, say)
+            return self._build(version, interp, jaxlib, say)
 
     def _installable(self, index: dict) -> list[str]:
         return [v for v in index["jax"] if self._jaxlib_for(index, v) is not None]
 
-    def _build(self, version: str, interp: _Interpreter, jaxlib: str | None, from_index: bool,
+    def _build(self, version: str, interp: _Interpreter, jaxlib: str | None,
                say: Callable[[str], None]) -> JaxEnvironment:
         start = time.perf_counter()
         pyminor = f"{interp.minor[0]}.{interp.minor[1]}"
@@ -882,8 +962,7 @@ class EnvironmentManager:
             reqs.append("numpy")
         reqs += list(EXTRA_PACKAGES)
         try:
-            installer = self._install(tmp, interp, reqs, offline=not from_index and self._index_error is not None,
-                                      say=say)
+            installer = self._install(tmp, interp, reqs, offline=self._index_error is not None, say=say)
             say("verifying: importing jax in the new environment ...")
             info = self._verify(tmp, version)
             size = _dir_size(tmp)
@@ -916,6 +995,8 @@ class EnvironmentManager:
 
     def _run(self, cmd: list[str], what: str, version: str, *, timeout: float, cwd: Path | None = None,
              env: dict | None = None) -> str:
+        unreachable = (f"; the package index was unreachable ({self._index_error}), so only the uv cache "
+                       f"was used" if self._index_error else "")
         try:
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                timeout=timeout, cwd=cwd or self.root, env=env or _clean_env(),
@@ -933,19 +1014,23 @@ class EnvironmentManager:
             raise EnvironmentCreationError(
                 f"could not create the environment for jax {version}: {what} failed "
                 f"(exit {r.returncode}):\n{_tail(r.stdout)}",
-                hint="read the installer output above; check the network and the package index settings")
+                hint="read the installer output above; check the network and the package index settings"
+                     + unreachable)
         return r.stdout
 
     def _install(self, tmp: Path, interp: _Interpreter, reqs: list[str], *, offline: bool,
                  say: Callable[[str], None]) -> str:
         """Create the venv at `tmp` and install `reqs`; returns the installer's name and version."""
         version = reqs[0].split("==", 1)[1]
+        prompt = f"jax-{version}"
         uv = self._uv_bin()
         if uv:
             uv_version = self._run([uv, "--version"], "uv --version", version, timeout=60).strip()
             self._run([uv, "venv", "--quiet", "--relocatable", "--python-preference", "only-system",
-                       "--python", interp.executable, str(tmp)], "uv venv", version, timeout=300)
-            say(f"installing {' '.join(reqs)} with {uv_version}{' (offline: the index is unreachable)' if offline else ''} ...")
+                       "--prompt", prompt, "--python", interp.executable, str(tmp)], "uv venv", version,
+                      timeout=300)
+            note = " (offline: the index is unreachable)" if offline else ""
+            say(f"installing {' '.join(reqs)} with {uv_version}{note} ...")
             t = time.perf_counter()
             cmd = [uv, "pip", "install", "--python", str(_venv_python(tmp)), "--python-preference", "only-system",
                    *reqs]
@@ -955,7 +1040,8 @@ class EnvironmentManager:
             n = sum(1 for line in out.splitlines() if line.startswith(" + "))
             say(f"installed {n} packages in {time.perf_counter() - t:.1f} s")
             return uv_version
-        self._run([interp.executable, "-m", "venv", str(tmp)], "python -m venv", version, timeout=300)
+        self._run([interp.executable, "-m", "venv", "--prompt", prompt, str(tmp)], "python -m venv", version,
+                  timeout=300)
         say(f"installing {' '.join(reqs)} with pip ...")
         t = time.perf_counter()
         self._run([str(_venv_python(tmp)), "-m", "pip", "install", "--disable-pip-version-check",
@@ -1003,11 +1089,11 @@ def _nearest(version: str, versions: list[str]) -> str:
 
 
 def _fix_paths(tmp: Path, final: Path) -> None:
-    """Rewrite mentions of the build directory in bin/ scripts (venv activate scripts, pip shebangs)."""
+    """Rewrite mentions of the build directory (venv activate scripts, pip's shebangs, pyvenv.cfg)."""
     old, new = str(tmp).encode(), str(final).encode()
     bindir = tmp / ("Scripts" if os.name == "nt" else "bin")
     with contextlib.suppress(OSError):
-        for f in bindir.iterdir():
+        for f in [tmp / "pyvenv.cfg", *bindir.iterdir()]:
             if f.is_symlink() or not f.is_file():
                 continue
             with contextlib.suppress(OSError):

@@ -133,3 +133,14 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
     if notes:
         text += "\n" + "\n".join(notes)
     return text
+
+
+def env_data(e) -> dict:
+    return {"jax": e.jax_version, "python": e.python_version, "path": str(e.path) if e.path else None,
+            "created": e.created, "bytes": e.size_bytes}
+
+
+def env_table(found) -> str:
+    return table(["JAX", "PYTHON", "CREATED", "SIZE", "PATH"],
+                 [[e.jax_version, e.python_version, (e.created or "")[:19],
+                   human_bytes(e.size_bytes) if e.size_bytes is not None else "-", str(e.path)] for e in found])

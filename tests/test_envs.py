@@ -1,0 +1,283 @@
+"""Per-JAX-version environments: real interpreters, real installs, real processes (no mocks).
+
+The first run downloads jax/jaxlib 0.4.30 (~90 MB) into uv's cache; later runs create environments from
+that cache. One session-wide environment root serves most tests.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from reprobundle.envs import INSTALLED, EnvironmentManager, JaxEnvironment
+from reprobundle.errors import EnvironmentCreationError, NoSuitablePythonError
+
+OLD = "0.4.30"  # an old release that still installs (and runs with NumPy 2) on Python 3.9-3.12
+REPO = Path(__file__).resolve().parents[1]
+HOST = platform.python_version()
+
+# A proxy that refuses connections: a process with these settings cannot reach any index.
+NO_NETWORK = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9",
+              "ALL_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9",
+              "https_proxy": "http://127.0.0.1:9", "all_proxy": "http://127.0.0.1:9"}
+
+
+def _subprocess_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k.lower() != "no_proxy"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.update(extra)
+    return env
+
+
+ENSURE_SCRIPT = textwrap.dedent("""
+    import json, sys, time
+    from reprobundle.envs import EnvironmentManager
+    from reprobundle.errors import ReproBundleError
+    root, version = sys.argv[1], sys.argv[2]
+    t = time.perf_counter()
+    try:
+        env = EnvironmentManager(root).ensure(version, progress=lambda line: print("PROGRESS", line, flush=True))
+    except ReproBundleError as e:
+        print("RESULT", json.dumps({"error": type(e).__name__, "message": e.message, "hint": e.hint}))
+    else:
+        print("RESULT", json.dumps({"path": str(env.path), "created": env.created, "jax": env.jax_version,
+                                    "seconds": time.perf_counter() - t}))
+""")
+
+
+def _ensure_in_subprocess(root: Path, version: str, **env: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", ENSURE_SCRIPT, str(root), version], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=_subprocess_env(**env), cwd=root.parent)
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 900) -> tuple[dict, list[str], str]:
+    out, _ = proc.communicate(timeout=timeout)
+    assert proc.returncode == 0, out
+    result = next(json.loads(line[7:]) for line in out.splitlines() if line.startswith("RESULT "))
+    progress = [line[9:] for line in out.splitlines() if line.startswith("PROGRESS ")]
+    return result, progress, out
+
+
+def _leftovers(root: Path) -> list[str]:
+    """Everything under root except the lock directory and the index cache."""
+    if not root.exists():
+        return []
+    return sorted(p.name for p in root.iterdir() if p.name not in (".locks", ".index-cache.json"))
+
+
+def _run_in(env: JaxEnvironment, code: str) -> dict:
+    """Run code with the environment's interpreter from a neutral directory, as the worker would."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    clean["JAX_PLATFORMS"] = "cpu"
+    r = subprocess.run([str(env.python_executable), "-c", code], capture_output=True, text=True, env=clean,
+                       cwd=env.path, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def root(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("envs")
+
+
+@pytest.fixture(scope="session")
+def built(root):
+    """The session's environment for OLD: (environment, progress lines, seconds taken)."""
+    lines: list[str] = []
+    t = time.perf_counter()
+    env = EnvironmentManager(root).ensure(OLD, progress=lines.append)
+    seconds = time.perf_counter() - t
+    print(f"\ncreated the environment for jax {OLD} in {seconds:.1f} s")
+    return env, lines, seconds
+
+
+@pytest.fixture(scope="session")
+def raced(tmp_path_factory):
+    """Two processes ensure OLD into one fresh root at the same time (built from the warm uv cache)."""
+    root = tmp_path_factory.mktemp("race") / "envs"
+    root.mkdir()
+    procs = [_ensure_in_subprocess(root, OLD) for _ in range(2)]
+    results = [_finish(p) for p in procs]
+    snapshot = _leftovers(root)
+    return root, results, snapshot
+
+
+# ---------------------------------------------------------------------------------------------- tests
+
+
+def test_environment_runs_the_requested_jax(built, root):
+    env, lines, _ = built
+    assert env.jax_version == OLD
+    assert env.path is not None and env.path.parent == root
+    assert env.python_executable == env.path / "bin" / "python"
+    assert env.size_bytes and env.size_bytes > 10_000_000
+    assert env.created and env.created.endswith("+00:00")
+    info = _run_in(env, textwrap.dedent("""
+        import importlib.metadata as md, importlib.util, json, platform
+        import jax, numpy, msgpack, flatbuffers
+        print(json.dumps({"jax": jax.__version__, "jaxlib": md.version("jaxlib"), "numpy": numpy.__version__,
+                          "python": platform.python_version(), "devices": [d.platform for d in jax.devices()],
+                          "sum": float(jax.numpy.arange(4.0).sum()),
+                          "reprobundle": importlib.util.find_spec("reprobundle") is not None}))
+    """))
+    assert info["jax"] == OLD and info["jaxlib"] == OLD
+    assert int(info["numpy"].split(".")[0]) >= 2  # 0.4.30 works with NumPy 2
+    assert info["python"] == env.python_version
+    assert info["devices"] == ["cpu"] and info["sum"] == 6.0
+    assert info["reprobundle"] is False  # nothing of ours is installed in the environment
+    assert env.jaxlib_version == OLD and env.numpy_version == info["numpy"]
+    assert any(line.startswith(f"creating environment for jax {OLD} (Python 3.") for line in lines), lines
+    assert any(line.startswith("installing jax==0.4.30 jaxlib==0.4.30") for line in lines), lines
+    assert lines[-1].startswith("ready in "), lines
+
+
+def test_second_ensure_is_cached(built, root):
+    env, _, _ = built
+    meta = env.path / "reprobundle-env.json"
+    stamp = meta.stat().st_mtime_ns
+    lines: list[str] = []
+    manager = EnvironmentManager(root)  # a fresh manager: nothing remembered in memory
+    t = time.perf_counter()
+    again = manager.ensure(OLD, progress=lines.append)
+    assert time.perf_counter() - t < 0.5
+    assert again == env  # same created time: not rebuilt
+    assert lines == []
+    assert meta.stat().st_mtime_ns == stamp
+    assert manager.ensure("v0.4.30.0") == env  # spelled differently, same release
+    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if env.python_version.startswith(minor + "."):  # built with the host's Python: --python finds it too
+        assert EnvironmentManager(root, python=sys.executable).ensure(OLD) == env
+        assert EnvironmentManager(root, python=minor).ensure(OLD) == env
+
+    # And without any network at all (every connection refused), from a new process.
+    result, progress, out = _finish(_ensure_in_subprocess(root, OLD, **NO_NETWORK))
+    assert result.get("path") == str(env.path), out
+    assert result["created"] == env.created and progress == []
+
+
+def test_concurrent_ensure_builds_once(raced):
+    _, results, snapshot = raced
+    (a, pa, _), (b, pb, _) = results
+    assert a.get("path") and a["path"] == b["path"], (a, b)
+    assert a["created"] == b["created"]
+    assert snapshot == [Path(a["path"]).name]  # one environment, no temporary directories left
+    creators = [p for p in (pa, pb) if any(line.startswith("creating environment") for line in p)]
+    assert len(creators) == 1, (pa, pb)
+    print(f"\nrace: {a['seconds']:.1f} s and {b['seconds']:.1f} s; progress {pa} / {pb}")
+
+
+def test_creation_from_warm_cache_is_quick(raced):
+    _, results, _ = raced
+    creator = next(r for r, p, _ in results if any(line.startswith("ready in") for line in p))
+    print(f"\ncreation from a warm uv cache took {creator['seconds']:.1f} s")
+    assert creator["seconds"] < 120
+
+
+def test_list_and_remove(raced):
+    root, results, _ = raced
+    manager = EnvironmentManager(root)
+    envs = manager.list()
+    assert [(e.jax_version, str(e.path)) for e in envs] == [(OLD, results[0][0]["path"])]
+    assert manager.remove("0.4.31") == []
+    assert manager.remove(INSTALLED) == []
+    removed = manager.remove(OLD)
+    assert removed == envs
+    assert not envs[0].path.exists()
+    assert manager.list() == [] and manager.remove() == []
+    assert _leftovers(root) == []
+
+
+def test_no_suitable_python(tmp_path):
+    # A release the host's own Python cannot run; discovery is limited to that Python with python=.
+    minor = sys.version_info[1]
+    version = {11: "0.12.0.1", 12: "0.4.13"}.get(minor, OLD if minor >= 13 else "0.12.0.1")
+    for python in (sys.executable, f"3.{minor}"):
+        with pytest.raises(NoSuitablePythonError) as info:
+            EnvironmentManager(tmp_path, python=python).ensure(version)
+        message = info.value.message
+        assert f"jax {version} needs Python 3." in message, message
+        assert HOST in message, message
+        assert "--python" in info.value.hint, info.value.hint  # install Python 3.X, or use one found here
+    with pytest.raises(NoSuitablePythonError):
+        EnvironmentManager(tmp_path, python="3.99").ensure(OLD)
+    assert _leftovers(tmp_path) == []
+
+
+def test_unknown_version(tmp_path):
+    with pytest.raises(EnvironmentCreationError) as info:
+        EnvironmentManager(tmp_path).ensure("0.0.999")
+    assert not isinstance(info.value, NoSuitablePythonError)
+    assert "jax 0.0.999 is not a release" in info.value.message
+    assert "e.g. " in info.value.hint  # names the nearest real releases
+    assert _leftovers(tmp_path) == [] and not (tmp_path / ".locks").exists()
+    with pytest.raises(EnvironmentCreationError):
+        EnvironmentManager(tmp_path).ensure("not-a-version")
+
+
+def test_failed_install_leaves_nothing_behind(tmp_path):
+    # An index that refuses connections: the table picks the Python, uv runs --offline, finds nothing in its
+    # cache for that index, and fails; its output tail is in the error.
+    root = tmp_path / "envs"
+    result, _, out = _finish(_ensure_in_subprocess(root, OLD, UV_DEFAULT_INDEX="http://127.0.0.1:9/simple"))
+    assert result.get("error") == "EnvironmentCreationError", out
+    assert "uv pip install failed" in result["message"], result  # with uv's own words after it
+    assert len(result["message"].splitlines()) > 2, result
+    assert "unreachable" in result["hint"]
+    assert _leftovers(root) == []
+
+
+def test_offline_creation_from_uv_cache(built, tmp_path):
+    # No network at all: Python chosen from the built-in table, packages from uv's cache only.
+    root = tmp_path / "envs"
+    result, progress, out = _finish(_ensure_in_subprocess(root, OLD, **NO_NETWORK))
+    assert result.get("jax") == OLD, out
+    assert any("offline" in line for line in progress), progress
+    assert [e.jax_version for e in EnvironmentManager(root).list()] == [OLD]
+
+
+def test_installed_pseudo_version(tmp_path):
+    manager = EnvironmentManager(tmp_path)
+    try:
+        expected = importlib.metadata.version("jax")
+    except importlib.metadata.PackageNotFoundError:
+        with pytest.raises(EnvironmentCreationError):
+            manager.ensure(INSTALLED)
+        return
+    env = manager.ensure(INSTALLED)
+    assert env.jax_version == expected
+    assert env.python_executable == Path(sys.executable) and env.python_version == HOST
+    assert env.path is None and env.created is None and env.size_bytes is None
+    assert _leftovers(tmp_path) == []
+
+
+def test_available_versions_and_latest(root):
+    manager = EnvironmentManager(root)
+    versions = manager.available_versions()
+    keys = [tuple(int(x) for x in v.split(".")) for v in versions]
+    assert keys == sorted(keys) and len(set(versions)) == len(versions)
+    assert OLD in versions and "0.4.37" in versions  # 0.4.37 is a jax-only release on jaxlib 0.4.36
+    assert "0.4.32" not in versions  # yanked
+    assert "0.4.16" not in versions  # its jaxlib is not on PyPI
+    assert min(keys) >= (0, 4, 13)
+    t = time.perf_counter()
+    assert EnvironmentManager(root).available_versions() == versions  # served from the cache
+    assert time.perf_counter() - t < 0.5
+
+    latest = manager.resolve_version("latest")
+    assert latest in versions
+    host_only = EnvironmentManager(root, python=sys.executable).resolve_version("latest")
+    if sys.version_info < (3, 12):
+        assert tuple(map(int, host_only.split("."))) < (0, 11)  # 0.11+ needs Python 3.12
+    assert manager.resolve_version("0.8") == "0.8.0"
