@@ -19,6 +19,7 @@ Usable without pytest:
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import signal
@@ -110,6 +111,7 @@ class GCSServer:
             )
             ok, last_error = self._wait_ready(timeout)
             if ok:
+                atexit.register(self.stop)  # a crashed caller must not leave the server running
                 self.create_bucket(self.bucket)
                 return self
             self._kill()
@@ -158,6 +160,7 @@ class GCSServer:
             self._log = None
 
     def stop(self) -> None:
+        atexit.unregister(self.stop)
         self._kill()
         if self._tmp is not None:
             self._tmp.cleanup()
