@@ -124,6 +124,14 @@ class TestMemoryStore(StoreContract):
         return open_store(f"memory://contract-{uuid.uuid4().hex}")
 
 
+class TestGCSStore(StoreContract):
+    """Against a real GCS JSON-API server on localhost (tests/gcs_server.py)."""
+
+    @pytest.fixture
+    def store(self, gcs_store_url):
+        return open_store(gcs_store_url)
+
+
 def _zip_of(tmp_path, entries: dict[str, bytes]) -> ZipStore:
     src = LocalStore(tmp_path / "zipsrc")
     for k, v in entries.items():
