@@ -151,6 +151,7 @@ def environment_manager(env_dir: str | None = None, *, python: str | None = None
 class ReplayResult:
     """The bundle that was replayed and one run record per requested version, in order."""
 
+    registry: Registry
     bundle: Bundle
     runs: list[dict]
 
@@ -178,4 +179,81 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     runs = _replay(registry, bundle, versions, timing=_timing(warmup, repeat), timeout_s=timeout_s, dump=dump,
                    profile=profile, python=python, env_manager=env_manager, progress=progress,
                    memory_limit_bytes=memory_limit_bytes)
-    return ReplayResult(bundle, runs)
+    return ReplayResult(registry, bundle, runs)
+
+
+def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None) -> dict:
+    """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs."""
+    from .comparison import REFERENCE, build_comparison
+    from .replay import reference_arrays
+
+    def hlo_text(artifacts: dict) -> str | None:
+        art = artifacts.get("hlo_after")
+        return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
+
+    def arrays(leaves: list[dict]) -> list[np.ndarray]:
+        return [np.frombuffer(registry.get_blob(l["blob"]), dtype=dtype_of(l["dtype"])).reshape(l["shape"])
+                for l in leaves]
+
+    hlo_texts = {REFERENCE: hlo_text(bundle.manifest["artifacts"])}
+    outputs = {REFERENCE: reference_arrays(registry, bundle)}
+    for run in runs:
+        hlo_texts[run["requested"]] = hlo_text(run["artifacts"])
+        outputs[run["requested"]] = arrays(run["outputs"])
+    try:
+        return build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs)
+    except ValueError as e:
+        raise UsageError(str(e), hint="--baseline names one of the replayed versions, or 'reference'") from None
+
+
+def compare(ref: str, versions: Sequence[str] | None = None, *, store: str | None = None,
+            baseline: str | None = None) -> dict:
+    """Compare the stored runs of a bundle: the latest run of each requested version (default: every version)."""
+    registry, bundle = resolve(ref, store)
+    latest: dict[str, dict] = {}
+    for run in registry.runs(bundle.ref.bundle_id):  # oldest first, so later runs win
+        latest[run["requested"]] = run
+    wanted = list(versions) if versions else list(latest)
+    missing = [v for v in wanted if v not in latest]
+    if missing:
+        raise UsageError(f"no stored run of {bundle.ref} on jax {', '.join(missing)}",
+                         hint=f"replay it first: reprobundle replay {bundle.ref} --jax {missing[0]}")
+    if not wanted:
+        raise UsageError(f"{bundle.ref} has no stored runs", hint=f"reprobundle replay {bundle.ref} --jax VERSION")
+    return comparison_of(registry, bundle, [latest[v] for v in wanted], baseline)
+
+
+def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: int = 5, repeat: int = 50,
+           timeout_s: float = 1800.0, python: str | None = None, env_dir: str | None = None,
+           progress: Callable[[str], None] | None = None):
+    """Find the first released JAX version between `good` and `bad` where the bundle regressed."""
+    from .bisect import bisect as _bisect
+
+    registry, bundle = resolve(ref, store)
+    manager = environment_manager(env_dir, python=python)
+    reference = None
+
+    def replay_one(version: str) -> dict:
+        nonlocal reference
+        from .replay import reference_arrays, replay_version
+
+        if reference is None:
+            reference = reference_arrays(registry, bundle)
+        try:
+            env = manager.ensure(version, progress=progress)
+        except ReproBundleError as e:
+            return {"requested": version, "status": "error", "reason": e.message, "environment": {}, "outputs": [],
+                    "artifacts": {}}
+        if progress:
+            progress(f"replaying {bundle.ref} on jax {version} ...")
+        run = replay_version(registry, bundle, version, env.python_executable, reference=reference,
+                             timing=_timing(warmup, repeat), timeout_s=timeout_s, dump=False, profile=True)
+        if not registry.store.read_only:
+            registry.put_run(run)
+        return run
+
+    result = _bisect(manager.available_versions(), good, bad, replay_one, progress=progress)
+    tested = [result.runs[v] for v in sorted(result.runs, key=lambda v: [int(p) for p in v.split(".") if p.isdigit()])]
+    usable = [r for r in tested if "run_id" in r]
+    comparison = comparison_of(registry, bundle, usable, baseline=good) if usable else None
+    return result, comparison

@@ -131,6 +131,21 @@ def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="Th
           f"wrote {path} ({report.human_bytes(size)})")
 
 
+ReportOpt = typer.Option(None, "--report", help="Write a Markdown report (pastes into a GitHub issue).")
+HtmlOpt = typer.Option(None, "--html", help="Write an HTML page with a chart of the timings.")
+BaselineOpt = typer.Option(None, "--baseline", help="Version the others are compared with "
+                                                    "(default: the first that ran; 'reference' for the packing run).")
+
+
+def _write_reports(comparison: dict, report_path: Optional[Path], html_path: Optional[Path]) -> None:
+    from . import comparison as comparison_render
+
+    for path, render in ((report_path, comparison_render.to_markdown), (html_path, comparison_render.to_html)):
+        if path is not None:
+            path.write_text(render(comparison))
+            typer.echo(f"wrote {path}", err=True)
+
+
 @app.command()
 def replay(
     ref: str,
@@ -141,15 +156,77 @@ def replay(
     timeout: float = typer.Option(1800.0, "--timeout", help="Seconds per version before the worker is killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
     no_profile: bool = typer.Option(False, "--no-profile"),
+    baseline: Optional[str] = BaselineOpt,
+    report_path: Optional[Path] = ReportOpt,
+    html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Rerun a bundle and compare with its reference."""
+    """Rerun a bundle on one or more JAX versions and compare them."""
+    from . import comparison as comparison_render
+
     result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat,
                         timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json))
-    _emit(as_json, [report.run_data(r) for r in result.runs], report.describe_runs(result.bundle, result.runs))
+    multi = len(result.runs) > 1
+    comparison = None
+    if multi or report_path or html_path or baseline:
+        comparison = api.comparison_of(result.registry, result.bundle, result.runs, baseline)
+        _write_reports(comparison, report_path, html_path)
+    data = {"runs": [report.run_data(r) for r in result.runs], "comparison": comparison}
+    human = report.describe_runs(result.bundle, result.runs)
+    if multi:
+        human += "\n\n" + comparison_render.to_text(comparison)
+    _emit(as_json, data, human)
     if any(r["status"] != "ok" for r in result.runs):
         raise typer.Exit(9)
+
+
+@app.command()
+def compare(
+    ref: str,
+    jax_versions: List[str] = typer.Option([], "--jax", help="Versions to compare (default: every stored run)."),
+    baseline: Optional[str] = BaselineOpt,
+    report_path: Optional[Path] = ReportOpt,
+    html_path: Optional[Path] = HtmlOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Compare the stored runs of a bundle across JAX versions."""
+    from . import comparison as comparison_render
+
+    comparison = api.compare(ref, jax_versions or None, store=store, baseline=baseline)
+    _write_reports(comparison, report_path, html_path)
+    _emit(as_json, comparison, comparison_render.to_text(comparison))
+
+
+@app.command("bisect")
+def bisect_cmd(
+    ref: str,
+    good: str = typer.Option(..., "--good", help="A JAX version where the bundle is fine."),
+    bad: str = typer.Option(..., "--bad", help="A later JAX version where it regressed."),
+    warmup: int = typer.Option(5, "--warmup"),
+    repeat: int = typer.Option(50, "--repeat"),
+    timeout: float = typer.Option(1800.0, "--timeout"),
+    python: Optional[str] = typer.Option(None, "--python"),
+    report_path: Optional[Path] = ReportOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Binary-search the released JAX versions between --good and --bad for the first bad one."""
+    from . import comparison as comparison_render
+
+    result, comparison = api.bisect(ref, good, bad, store=store, warmup=warmup, repeat=repeat, timeout_s=timeout,
+                                    python=python, progress=_progress(as_json))
+    if comparison is not None:
+        _write_reports(comparison, report_path, None)
+    data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
+            "last_good": result.last_good, "classes": result.classes, "comparison": comparison}
+    human = (f"first bad release: jax {result.first_bad} (last good: {result.last_good}; "
+             f"judged by {result.criterion})\n"
+             + "\n".join(f"  {v}: {c}" for v, c in result.classes.items()))
+    if comparison is not None:
+        human += "\n\n" + comparison_render.to_text(comparison)
+    _emit(as_json, data, human)
 
 
 @app.command()

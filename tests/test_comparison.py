@@ -1,0 +1,280 @@
+"""reprobundle.comparison: the multi-version report, built from real HLO, real per-op profiles and real timings
+(tests/data/hlo, see its README), and from HLO compiled by the installed JAX at test time."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reprobundle import comparison as C
+from reprobundle import hlo
+from reprobundle.compare import timing_verdict
+
+DATA = Path(__file__).parent / "data" / "hlo"
+VERSIONS = ("0.7.2", "0.8.0", "0.10.2", "0.4.30")
+
+
+def fixture(version: str) -> tuple[str, dict]:
+    return ((DATA / f"attention-{version}.hlo").read_text(),
+            json.loads((DATA / f"attention-{version}.per_op.json").read_text()))
+
+
+def env(version: str) -> dict:
+    return {"jax": version, "jaxlib": version, "python": "3.11.7", "platform": "cpu", "cpu_model": "AMD EPYC 7B13"}
+
+
+def make_run(version: str, samples: list[int], per_op: list[dict], *, status: str = "ok", reason: str = "",
+             err: float = 0.0) -> dict:
+    run = {"run_id": f"run-{version}", "bundle": "attention@3", "bundle_id": "sha256:" + "ab" * 32,
+           "requested": version, "status": status, "reason": reason, "route": "deserialize",
+           "environment": env(version), "per_op": per_op, "artifacts": {},
+           "check": {"ok": err < 1e-4, "bit_identical": err == 0.0, "max_abs_err": err, "max_rel_err": err, "leaves": []}}
+    if status in ("ok", "mismatch"):
+        run["timing"] = {"warmup": 5, "samples_ns": samples, "compile_s": 0.25}
+    else:
+        run["check"] = None
+    return run
+
+
+@pytest.fixture
+def case():
+    return make_case()
+
+
+def make_case():
+    """Manifest, runs, HLO texts and outputs for attention@3 packed with 0.7.2 and replayed on four versions."""
+    texts, runs, outputs = {}, [], {}
+    rng = np.random.default_rng(0)
+    out = rng.standard_normal((4, 16)).astype(np.float32)
+    for k, v in enumerate(VERSIONS):
+        text, data = fixture(v)
+        texts[v] = text
+        runs.append(make_run(v, data["samples_ns"], data["per_op"], err=0.0 if v == "0.7.2" else 3e-7))
+        outputs[v] = [out if v in ("0.7.2", "0.8.0") else out + np.float32(1e-6 * (k + 1))]
+    runs.append(make_run("0.4.20", [], [], status="incompatible",
+                         reason="no route could load the function | deserialize: Traceback <most recent>\n  line 2"))
+    _, ref = fixture("0.7.2")
+    manifest = {"name": "attention", "version": 3, "description": "attention layer",
+                "function": {"kind": "jax.export", "fields": {"fun_name": "attention"}},
+                "environment": env("0.7.2"),
+                "reference": {"outputs": [], "route": "deserialize", "per_op": ref["per_op"],
+                              "timing": {"warmup": 5, "samples_ns": ref["samples_ns"], "compile_s": 0.3}}}
+    return manifest, runs, texts, outputs
+
+
+def build(case, baseline=None, **kw):
+    manifest, runs, texts, outputs = case
+    return C.build_comparison(manifest, runs, baseline, hlo_texts=texts, outputs=outputs, **kw)
+
+
+# ------------------------------------------------------------------------------------------------ data
+
+
+def test_rows_and_default_baseline(case):
+    c = build(case)
+    json.dumps(c)  # plain data
+    assert c["baseline"] == "0.7.2" and c["bundle"] == "attention@3" and c["function"] == "attention"
+    labels = [r["label"] for r in c["rows"]]
+    assert labels == ["reference", "0.7.2", "0.8.0", "0.10.2", "0.4.30", "0.4.20"]
+    rows = {r["label"]: r for r in c["rows"]}
+    assert rows["0.7.2"]["is_baseline"] and rows["0.7.2"]["ratio"] == 1.0 and rows["0.7.2"]["verdict"] == "baseline"
+    _, runs, _, _ = case
+    for r in runs[1:4]:
+        row = rows[r["requested"]]
+        expect = timing_verdict(runs[0]["timing"]["samples_ns"], r["timing"]["samples_ns"])
+        assert row["verdict"] == expect["verdict"] and row["ratio"] == pytest.approx(expect["ratio"])
+        assert row["median_ns"] == pytest.approx(float(np.median(r["timing"]["samples_ns"])))
+        assert row["compile_s"] == 0.25
+    assert rows["0.8.0"]["err_base"]["bit_identical"] and not rows["0.10.2"]["err_base"]["bit_identical"]
+    assert rows["0.10.2"]["err_base"]["max_abs_err"] == pytest.approx(3e-6, rel=0.1)
+    assert rows["0.10.2"]["err_ref"]["max_abs_err"] == 3e-7
+    assert rows["0.7.2"]["fusions"] == 7 and rows["0.8.0"]["fusions"] == 11
+    assert rows["0.4.20"]["status"] == "incompatible" and rows["0.4.20"]["median_ns"] is None
+    assert any("0.4.20: incompatible" in n for n in c["notes"])
+    assert [d["label"] for d in c["diffs"]] == ["0.8.0", "0.10.2", "0.4.30"]
+
+
+def test_each_diff_names_where_the_time_moved(case):
+    c = build(case)
+    for d in c["diffs"]:
+        if d["per_op"]:
+            top = d["per_op"][0]
+            assert top is d["moved_row"]
+            assert abs(top["delta_ns"]) == max(abs(r["delta_ns"]) for r in d["per_op"])
+            assert (top["cand_name"] or top["base_name"].split(" + ")[0]) in d["moved"]
+    d080 = next(d for d in c["diffs"] if d["label"] == "0.8.0")
+    assert d080["fusion"]["summary"].startswith("fusions 7 -> 11; wrapped into fusions")
+    d0430 = next(d for d in c["diffs"] if d["label"] == "0.4.30")
+    assert d0430["per_op"] == [] and "no per-op profile for 0.4.30" in d0430["moved"]
+
+
+def test_acceptance_report_names_the_fusion_where_the_time_moved(case):
+    """The candidate's subtract_exponential_fusion got 30x slower, and so did its wall time: every rendering says so."""
+    manifest, runs, texts, outputs = case
+    runs = copy.deepcopy(runs)
+    slow = runs[1]  # 0.8.0
+    extra = 0.0
+    for row in slow["per_op"]:
+        if row["name"] == "subtract_exponential_fusion":
+            extra = row["time_ns"] * 29
+            row["time_ns"] *= 30
+    slow["timing"]["samples_ns"] = [int(s + extra) for s in runs[0]["timing"]["samples_ns"]]
+    c = C.build_comparison(manifest, runs, "0.7.2", hlo_texts=texts, outputs=outputs)
+    d = next(d for d in c["diffs"] if d["label"] == "0.8.0")
+    assert d["moved_row"]["cand_name"] == "subtract_exponential_fusion"
+    assert d["moved_row"]["signature"] == "broadcast×2+multiply+subtract+exponential"
+    assert "most moved: subtract_exponential_fusion" in d["moved"] and "slower" in d["moved"]
+    text, md, page = C.to_text(c), C.to_markdown(c), C.to_html(c)
+    assert re.search(r"jax 0\.8\.0 vs 0\.7\.2: median \+.*most moved: subtract_exponential_fusion", text)
+    assert re.search(r"\*\*Where the time moved:\*\* median \+.*most moved: subtract\\_exponential\\_fusion", md)
+    assert "<b>Where the time moved:</b> median +" in page and "most moved: subtract_exponential_fusion" in page
+
+
+def test_explicit_baselines(case):
+    c = build(case, "0.8.0")
+    assert c["baseline"] == "0.8.0"
+    assert [d["label"] for d in c["diffs"]] == ["0.7.2", "0.10.2", "0.4.30"]
+    d = next(d for d in c["diffs"] if d["label"] == "0.7.2")
+    assert {e["how"] for e in d["fusion"]["refused"]} == {"unwrapped"}
+    ref = build(case, "reference")
+    assert ref["baseline"] == "reference" and len(ref["diffs"]) == 4
+    rows = {r["label"]: r for r in ref["rows"]}
+    assert rows["0.10.2"]["err_base"] == rows["0.10.2"]["err_ref"]
+    assert next(d for d in ref["diffs"] if d["label"] == "0.7.2")["fusion"] is None  # no HLO text for the reference
+    with pytest.raises(ValueError, match="0.9.9"):
+        build(case, "0.9.9")
+
+
+def test_nothing_ran(case):
+    manifest, runs, _, _ = case
+    failed = [make_run(v, [], [], status=s, reason="boom") for v, s in (("0.8.0", "crashed"), ("0.9.0", "timeout"))]
+    c = C.build_comparison(manifest, failed, None, hlo_texts={}, outputs={})
+    assert c["baseline"] is None and c["diffs"] == []
+    assert "no run succeeded" in c["notes"][0]
+    for render in (C.to_text, C.to_markdown, C.to_html):
+        assert "crashed" in render(c)
+
+
+def test_missing_hlo_and_outputs(case):
+    manifest, runs, _, _ = case
+    c = C.build_comparison(manifest, runs, None, hlo_texts={}, outputs={})
+    for d in c["diffs"]:
+        assert d["fusion"] is None
+    assert all(r["err_base"] is None for r in c["rows"])
+    assert "no fusion diff" in C.to_markdown(c)
+
+
+def test_duplicate_versions_get_distinct_labels(case):
+    manifest, runs, texts, outputs = case
+    c = C.build_comparison(manifest, runs + [copy.deepcopy(runs[1])], None, hlo_texts=texts, outputs=outputs)
+    assert [r["label"] for r in c["rows"]][-1] == "0.8.0 #2"
+    assert next(d for d in c["diffs"] if d["label"] == "0.8.0 #2")["fusion"]["summary"].startswith("fusions 7 -> 11")
+
+
+# ------------------------------------------------------------------------------------------------ renderers
+
+
+def test_text(case):
+    out = C.to_text(build(case))
+    assert out.splitlines()[0] == "attention@3 (attention): 5 runs, baseline jax 0.7.2"
+    assert "packed with jax 0.7.2, jaxlib 0.7.2, Python 3.11.7, cpu, AMD EPYC 7B13" in out
+    assert "VERSION" in out and "0.7.2 *" in out and "incompatible: no route could load" in out
+    assert "wrapped: reduce_max.7 (unfused) -> wrapped_reduce (kLoop): reduce f32[4,8,512]" in out
+    assert "top per-op moves:" in out
+
+
+def test_markdown(case):
+    out = C.to_markdown(build(case))
+    assert out.startswith("### reprobundle: `attention@3` across JAX versions")
+    tables = re.findall(r"(?:^\|.*\n)+", out, re.M)
+    assert len(tables) >= 4
+    for t in tables:  # pipes inside cells are escaped: every row has as many cell separators as the header
+        assert len({len(re.findall(r"(?<!\\)\|", line)) for line in t.splitlines()}) == 1, t
+    assert "no route could load the function \\| deserialize" in out
+    assert out.count("<details>") == out.count("</details>") >= 3
+    assert "<most recent>" in out  # the failure's reason, verbatim inside a code block in <details>
+    assert "#### jax 0.8.0 vs 0.7.2" in out and "wrapped into fusions" in out
+    assert "kCustom:\\_\\_ynn\\_fusion" in out  # no accidental bold from __ynn_fusion
+
+
+def test_markdown_stays_within_an_issue_body(case):
+    manifest, runs, texts, outputs = case
+    runs = copy.deepcopy(runs)
+    runs[1]["per_op"] = [{"name": f"op{k}", "kind": "", "time_ns": float(k), "count": 1} for k in range(2000)]
+    runs[-1]["reason"] = "Traceback:\n" + "  frame\n" * 5000 + "ValueError: the real error"
+    out = C.to_markdown(C.build_comparison(manifest, runs, None, hlo_texts=texts, outputs=outputs))
+    assert len(out) < 65536
+    assert "ValueError: the real error" in out and "... and" in out
+
+
+def test_html_is_self_contained_and_escaped(case):
+    manifest, runs, texts, outputs = case
+    runs = copy.deepcopy(runs)
+    runs[-1]["reason"] = "<script>alert(1)</script>"
+    page = C.to_html(C.build_comparison(manifest, runs, None, hlo_texts=texts, outputs=outputs))
+    assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
+    assert "<script" not in page and "&lt;script&gt;" in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+    assert "<link" not in page and "@import" not in page
+    svgs = re.findall(r"<svg.*?</svg>", page, re.S)
+    assert len(svgs) == 1
+    chart = ET.fromstring(svgs[0])
+    ns = "{http://www.w3.org/2000/svg}"
+    labels = [t.text for t in chart.iter(f"{ns}text")]
+    assert "0.7.2 (baseline)" in labels and "0.4.20" not in labels
+    n_samples = sum(len(r["timing"]["samples_ns"]) for r in runs if r.get("timing"))
+    n_samples += len(manifest["reference"]["timing"]["samples_ns"])
+    assert len(list(chart.iter(f"{ns}circle"))) == n_samples
+    assert len(list(chart.iter(f"{ns}rect"))) == 5  # one box per timed version
+
+
+def test_nice_ticks():
+    assert C.nice_ticks(0.0, 10.0) == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    ticks = C.nice_ticks(4.44e6, 26.27e6)
+    assert ticks[0] >= 4.44e6 and ticks[-1] <= 26.27e6 and 4 <= len(ticks) <= 7
+    assert all(t % 1e6 == 0 for t in ticks)
+    assert C.nice_ticks(5.0, 5.0) == [5.0]
+
+
+# ------------------------------------------------------------------------------------------------ live JAX
+
+
+def test_installed_jax_against_the_0_7_2_fixture(case):
+    """Replay-like: the installed JAX compiles and times the attention example; the report sets it against the
+    0.7.2 fixture (HLO, samples, per-op profile) and diffs the fusion of two real compilers."""
+    jax = pytest.importorskip("jax")
+    import sys
+    import time
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+    import attention
+
+    _, args = attention.make()
+    compiled = jax.jit(attention.attention).lower(*args).compile()
+    out = np.asarray(compiled(*args))
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        jax.block_until_ready(compiled(*args))
+        samples.append(time.perf_counter_ns() - t0)
+    manifest, runs, texts, _ = case
+    live = make_run("installed", samples, [])
+    live["environment"]["jax"] = jax.__version__
+    c = C.build_comparison(manifest, [runs[0], live], "0.7.2",
+                           hlo_texts={"0.7.2": texts["0.7.2"], "installed": compiled.as_text()},
+                           outputs={"installed": [out]})
+    (d,) = c["diffs"]
+    live_row = c["rows"][-1]
+    assert live_row["jax"] == jax.__version__ and live_row["verdict"] in ("same", "slower", "faster")
+    assert live_row["err_base"] is None  # no 0.7.2 outputs to compare with
+    assert live_row["fusions"] == hlo.fusion_summary(compiled.as_text())["n_fusions"]
+    assert d["fusion"]["identical"] == (jax.__version__ == "0.7.2")
+    assert "no per-op profile for installed" in d["moved"]
+    assert d["fusion"]["summary"] in C.to_text(c)
+    C.to_html(c), C.to_markdown(c)
