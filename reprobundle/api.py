@@ -78,24 +78,49 @@ def load_npz(path: str | Path, expected: Sequence[dict] | None = None) -> list[n
     return leaves
 
 
-def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np.ndarray] | None = None, *,
-                  name: str, store: str | None = None, synthetic_inputs: bool = False, seed: int = 0,
-                  description: str = "", labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50,
-                  dump: bool = True, profile: bool = True) -> BundleRef:
-    """Package a `jax.export` artifact someone already serialized (bytes or a file) with its inputs."""
-    if not isinstance(exported, (bytes, bytearray)):
-        try:
-            exported = Path(exported).read_bytes()
-        except OSError as e:
-            raise UsageError(f"cannot read the exported artifact {exported}: {e.strerror}") from None
-    fn = load_exported(bytes(exported))
+def _read(path: str | Path, what: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read the {what} {path}: {e.strerror}") from None
+
+
+def _pack_loaded(fn, inputs, *, store, synthetic_inputs, warmup, repeat, **options) -> BundleRef:
     leaves = None
     if not synthetic_inputs:
         if inputs is None:
             raise UsageError("no inputs given", hint="pass --inputs FILE.npz or --synthetic-inputs")
         leaves = load_npz(inputs, fn.fields["in_avals"]) if isinstance(inputs, (str, Path)) else list(inputs)
-    return _pack(open_registry(store), fn, leaves, name=name, synthetic=synthetic_inputs, seed=seed,
-                 description=description, labels=labels, timing=_timing(warmup, repeat), dump=dump, profile=profile)
+    return _pack(open_registry(store), fn, leaves, synthetic=synthetic_inputs, timing=_timing(warmup, repeat),
+                 **options)
+
+
+def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np.ndarray] | None = None, *,
+                  name: str, store: str | None = None, synthetic_inputs: bool = False, seed: int = 0,
+                  description: str = "", labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50,
+                  dump: bool = True, profile: bool = True) -> BundleRef:
+    """Package a `jax.export` artifact someone already serialized (bytes or a file) with its inputs."""
+    data = bytes(exported) if isinstance(exported, (bytes, bytearray)) else _read(exported, "exported artifact")
+    return _pack_loaded(load_exported(data), inputs, name=name, store=store, synthetic_inputs=synthetic_inputs,
+                        seed=seed, description=description, labels=labels, warmup=warmup, repeat=repeat, dump=dump,
+                        profile=profile)
+
+
+def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray] | None = None, *, name: str,
+                   store: str | None = None, synthetic_inputs: bool = False, seed: int = 0, description: str = "",
+                   labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50, dump: bool = True,
+                   profile: bool = True) -> BundleRef:
+    """Package a raw StableHLO module (MLIR text, such as an IR dump's module.mlir) with its inputs.
+
+    The module's public @main is called with the inputs as its arguments, in order (the .npz keys arr_0, arr_1,
+    ... as numpy.savez(path, *arrays) writes them), on one device, without effects.
+    """
+    from .capture import load_stablehlo
+
+    text = _read(module, "StableHLO module").decode("utf-8", "replace")
+    return _pack_loaded(load_stablehlo(text), inputs, name=name, store=store, synthetic_inputs=synthetic_inputs,
+                        seed=seed, description=description, labels=labels, warmup=warmup, repeat=repeat, dump=dump,
+                        profile=profile, source=text)
 
 
 def load_factory(script: str) -> tuple[Path, str, Callable]:
@@ -173,6 +198,9 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
         local = open_registry(None)
         copied = local.copy_bundle(bundle, registry)
         registry, bundle = local, local.load(copied.name, copied.version)
+    from .transfer import prefetch
+
+    prefetch(registry, bundle, progress)  # a remote store's blobs come into the local cache at once, in parallel
     env_manager = None
     if any(v != "installed" for v in versions) or python:
         env_manager = environment_manager(env_dir, python=python)
@@ -257,3 +285,57 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
     usable = [r for r in tested if "run_id" in r]
     comparison = comparison_of(registry, bundle, usable, baseline=good) if usable else None
     return result, comparison
+
+
+# ------------------------------------------------------------------------------------------------------ sharing
+
+
+def push(ref: str, to: str, *, store: str | None = None, progress: Callable[[int, int], None] | None = None,
+         jobs: int | None = None):
+    """Copy a bundle of `store` to the store at `to` (sending only the blobs it lacks); a TransferResult."""
+    from . import sharing
+
+    return sharing.push(ref, to, store=store, progress=progress, jobs=jobs)
+
+
+def pull(url: str, *, store: str | None = None, progress: Callable[[int, int], None] | None = None,
+         jobs: int | None = None):
+    """Copy the bundle at `url` (gs://BUCKET/PREFIX/NAME@V, a .zip...) into `store`; a TransferResult."""
+    from . import sharing
+
+    return sharing.pull(url, store=store, progress=progress, jobs=jobs)
+
+
+def copy(src_ref: str, dest_url: str, *, store: str | None = None,
+         progress: Callable[[int, int], None] | None = None, jobs: int | None = None):
+    """Copy a bundle between any two stores (a .zip may be the source); a TransferResult."""
+    from . import sharing
+
+    return sharing.copy(src_ref, dest_url, store=store, progress=progress, jobs=jobs)
+
+
+def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str] = ()) -> dict:
+    """URLs of a bundle and a Markdown snippet for a bug report (with the command that replays it)."""
+    from . import sharing
+
+    return sharing.share_info(ref, store=store, jax_versions=jax_versions)
+
+
+def gc(store: str | None = None, *, delete: bool = False) -> dict:
+    """Unreferenced blobs of a store and their bytes; deleted only with delete=True."""
+    from . import sharing
+
+    return sharing.gc(store, delete=delete)
+
+
+def cache_info() -> dict:
+    """Where the local cache of remote blobs is, how many blobs and bytes it holds, and its limit."""
+    from . import sharing
+
+    return sharing.cache_info()
+
+
+def clear_cache() -> dict:
+    from . import sharing
+
+    return sharing.cache_clear()

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import InputMismatchError, ReproBundleError, UsageError
+from .errors import InputMismatchError, UsageError
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,109 @@ def load_exported(data: bytes) -> ExportedFunction:
     return _from_exported(exp, bytes(data))
 
 
+_MLIR_DTYPES = {
+    "i1": "bool", "i2": "int2", "i4": "int4", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "ui2": "uint2", "ui4": "uint4", "ui8": "uint8", "ui16": "uint16", "ui32": "uint32", "ui64": "uint64",
+    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+    "complex<f32>": "complex64", "complex<f64>": "complex128",
+    "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2", "f8E4M3FNUZ": "float8_e4m3fnuz",
+    "f8E5M2FNUZ": "float8_e5m2fnuz", "f8E4M3B11FNUZ": "float8_e4m3b11fnuz", "f8E4M3": "float8_e4m3",
+    "f8E3M4": "float8_e3m4", "f8E8M0FNU": "float8_e8m0fnu", "f4E2M1FN": "float4_e2m1fn",
+}
+
+
+def _main_signature(text: str) -> tuple[list[dict], list[dict]]:
+    """In and out avals of the module's public @main, read with the jaxlib MLIR bindings."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    with mlir.make_ir_context():
+        module = ir.Module.parse(text)
+        mains = [op for op in module.body.operations
+                 if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == "main"]
+        if not mains:
+            raise UsageError("the StableHLO module has no @main function",
+                             hint="reprobundle calls the module's public @main with the inputs in order")
+        ftype = ir.FunctionType(ir.TypeAttr(mains[0].attributes["function_type"]).value)
+
+        def aval(t) -> dict:
+            try:
+                tensor = ir.RankedTensorType(t)
+            except (ValueError, TypeError):
+                raise UsageError(f"@main has a non-tensor or unranked type {t}; only static shapes can be replayed") from None
+            if not tensor.has_static_shape:
+                raise UsageError(f"@main has a dynamic shape {t}; only static shapes can be replayed")
+            element = str(tensor.element_type)
+            if element not in _MLIR_DTYPES:
+                raise UsageError(f"@main uses the element type {element}, which reprobundle cannot feed")
+            return {"shape": [int(d) for d in tensor.shape], "dtype": _MLIR_DTYPES[element]}
+
+        return [aval(t) for t in ftype.inputs], [aval(t) for t in ftype.results]
+
+
+def load_stablehlo(text: str) -> ExportedFunction:
+    """Wrap a raw StableHLO module (e.g. the module.mlir of an IR dump) as a jax.export artifact.
+
+    The module's public @main is called with the input leaves in order, on one device, with no effects; the
+    platform is the host's default backend. The result is a regular `Exported`, serialized by this JAX.
+    """
+    import jax
+    from jax._src import core
+    from jax._src.export import _export
+
+    from . import worker
+
+    try:
+        in_avals, out_avals = _main_signature(text)
+    except UsageError:
+        raise
+    except Exception as e:
+        raise UsageError(f"not a StableHLO module this jaxlib can parse: {_first_line(e)}",
+                         hint="pass MLIR text in the stablehlo dialect, e.g. the module.mlir of a JAX IR dump") from None
+    try:
+        artifact = worker.serialize_compat_artifact(text)
+    except Exception as e:
+        raise UsageError(f"cannot serialize the StableHLO module: {_first_line(e)}") from None
+    shaped = lambda avals: tuple(core.ShapedArray(tuple(a["shape"]), np.dtype(_np_dtype(a["dtype"]))) for a in avals)
+    values = dict(
+        fun_name="main",
+        in_tree=jax.tree_util.tree_structure(((0,) * len(in_avals), {})),
+        in_avals=shaped(in_avals),
+        out_tree=jax.tree_util.tree_structure((0,) * len(out_avals)),
+        out_avals=shaped(out_avals),
+        _has_named_shardings=True,  # unsharded: every named sharding is None
+        _in_named_shardings=(None,) * len(in_avals),
+        _out_named_shardings=(None,) * len(out_avals),
+        in_shardings_hlo=(None,) * len(in_avals),
+        out_shardings_hlo=(None,) * len(out_avals),
+        nr_devices=1,
+        platforms=(jax.default_backend(),),
+        ordered_effects=(),
+        unordered_effects=(),
+        disabled_safety_checks=(),
+        mlir_module_serialized=artifact,
+        calling_convention_version=_export.maximum_supported_calling_convention_version,
+        module_kept_var_idx=tuple(range(len(in_avals))),
+        uses_global_constants=False,
+        _get_vjp=None,
+    )
+    names = {f.name for f in dataclasses.fields(_export.Exported)}
+    exp = _export.Exported(**{k: v for k, v in values.items() if k in names})
+    captured = _from_exported(exp, None)
+    return dataclasses.replace(captured, kind="stablehlo", stablehlo_text=text)
+
+
+def _np_dtype(name: str):
+    from .execution import dtype_of
+
+    return dtype_of(name)
+
+
+def _first_line(e: Exception) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0] if lines else ''}"
+
+
 def check_inputs(fields: dict, leaves: Sequence[np.ndarray]) -> None:
     """Raise InputMismatchError naming the first argument whose count, shape or dtype is wrong."""
     expected = fields["in_avals"]
@@ -171,6 +274,3 @@ def as_bytes(leaf: np.ndarray) -> memoryview:
     arr = np.ascontiguousarray(leaf)
     return memoryview(arr.reshape(-1).view(np.uint8))
 
-
-def leaf_error(e: Exception) -> ReproBundleError:
-    return UsageError(f"cannot read the inputs: {e}")

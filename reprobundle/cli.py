@@ -53,7 +53,10 @@ def pack(
                                                       "(fn, args, kwargs); default factory: make"),
     name: str = typer.Option(..., "--name", help="Bundle name."),
     exported: Optional[Path] = typer.Option(None, "--exported", help="A serialized jax.export artifact."),
-    inputs: Optional[Path] = typer.Option(None, "--inputs", help=".npz of the flat input arrays (with --exported)."),
+    stablehlo: Optional[Path] = typer.Option(None, "--stablehlo", help="A StableHLO module (MLIR text); its @main "
+                                                                      "is called with the inputs in order."),
+    inputs: Optional[Path] = typer.Option(None, "--inputs", help=".npz of the flat input arrays, in order "
+                                                                "(numpy.savez(path, *arrays)); with --exported or --stablehlo."),
     synthetic_inputs: bool = typer.Option(False, "--synthetic-inputs",
                                           help="Store shape, dtype and seed instead of the data."),
     seed: int = typer.Option(0, "--seed", help="Seed of synthetic inputs."),
@@ -68,16 +71,18 @@ def pack(
     """Capture a function into a new bundle version."""
     options = dict(name=name, store=store, synthetic_inputs=synthetic_inputs, seed=seed, description=description,
                    labels=_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump)
+    sources = [x for x in (script, exported, stablehlo) if x is not None]
+    if len(sources) != 1:
+        raise UsageError("give exactly one of SCRIPT.py[:FACTORY], --exported FILE, --stablehlo FILE")
     if exported is not None:
-        if script:
-            raise UsageError("give either SCRIPT or --exported, not both")
         ref = api.pack_exported(exported, inputs, **options)
-    elif script:
-        if inputs is not None:
-            raise UsageError("--inputs goes with --exported", hint="a script's factory returns its own arguments")
-        ref = api.pack_script(script, **options)
+    elif stablehlo is not None:
+        ref = api.pack_stablehlo(stablehlo, inputs, **options)
     else:
-        raise UsageError("nothing to pack", hint="give SCRIPT.py[:FACTORY] or --exported FILE")
+        if inputs is not None:
+            raise UsageError("--inputs goes with --exported or --stablehlo",
+                             hint="a script's factory returns its own arguments")
+        ref = api.pack_script(script, **options)
     _emit(as_json, report.ref_data(ref), f"packed {ref}  {ref.bundle_id}\n{ref.url}")
 
 
@@ -127,7 +132,12 @@ def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="Th
     registry, bundle = api.resolve(ref, store)
     path = registry.export_zip(bundle, output)
     size = path.stat().st_size
-    _emit(as_json, {"bundle": str(bundle.ref), "path": str(path), "bytes": size},
+    from .sharing import export_size_warning
+
+    warning = export_size_warning(bundle, size)  # too big for a GitHub attachment: still written, says how to fit
+    if warning:
+        typer.echo(warning, err=True)
+    _emit(as_json, {"bundle": str(bundle.ref), "path": str(path), "bytes": size, "warning": warning},
           f"wrote {path} ({report.human_bytes(size)})")
 
 
@@ -245,6 +255,85 @@ def envs(
     found = manager.list()
     _emit(as_json, [report.env_data(e) for e in found],
           report.env_table(found) if found else f"no environments under {manager.root}")
+
+
+# -- sharing: push / pull / copy / url / gc / cache ---------------------------------------------------------------
+
+
+def _transfer_progress(as_json: bool, label: str):
+    if as_json:
+        return None
+    from .sharing import byte_progress
+
+    return byte_progress(label, lambda line: typer.echo(line, err=True))
+
+
+JobsOpt = typer.Option(None, "--jobs", min=1, help="Parallel blob transfers (default 8; GCS uses its own pool).")
+
+
+@app.command("push")
+def push_cmd(ref: str, to: str = typer.Option(..., "--to", help="Destination store: gs://BUCKET/PREFIX, a folder..."),
+             jobs: Optional[int] = JobsOpt, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """Copy a bundle to another store, sending only the blobs it lacks."""
+    from .sharing import transfer_text
+
+    result = api.push(ref, to, store=store, progress=_transfer_progress(as_json, f"push {ref}"), jobs=jobs)
+    _emit(as_json, result.data(), transfer_text(result, "pushed"))
+
+
+@app.command("pull")
+def pull_cmd(url: str = typer.Argument(..., help="STORE_URL/NAME[@VERSION], e.g. gs://bucket/prefix/name@3, or a .zip"),
+             jobs: Optional[int] = JobsOpt, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """Copy a bundle from another store into the current one."""
+    from .sharing import transfer_text
+
+    result = api.pull(url, store=store, progress=_transfer_progress(as_json, f"pull {url}"), jobs=jobs)
+    _emit(as_json, result.data(), transfer_text(result, "pulled"))
+
+
+@app.command("copy")
+def copy_cmd(src_ref: str = typer.Argument(..., metavar="SRC_REF"),
+             dest_url: str = typer.Argument(..., metavar="DEST_URL", help="Destination store URL or folder."),
+             jobs: Optional[int] = JobsOpt, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """Copy a bundle between any two stores (a .zip may be the source)."""
+    from .sharing import transfer_text
+
+    result = api.copy(src_ref, dest_url, store=store, progress=_transfer_progress(as_json, f"copy {src_ref}"),
+                      jobs=jobs)
+    _emit(as_json, result.data(), transfer_text(result, "copied"))
+
+
+@app.command("url")
+def url_cmd(ref: str,
+            jax_versions: List[str] = typer.Option([], "--jax", help="Versions for the replay command (repeatable; "
+                                                                     "default: captured + those of recorded runs)."),
+            store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """The bundle's URLs and a Markdown snippet for a bug report, with the command that replays it."""
+    from .sharing import share_text
+
+    info = api.share_info(ref, store=store, jax_versions=jax_versions)
+    if info.get("note") and not as_json:
+        typer.echo(f"note: {info['note']}", err=True)
+    _emit(as_json, info, share_text(info))
+
+
+@app.command("gc")
+def gc_cmd(delete: bool = typer.Option(False, "--delete", help="Remove them (default: only list them)."),
+           store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """List (or remove) blobs that no bundle or run references."""
+    from .sharing import gc_text
+
+    data = api.gc(store, delete=delete)
+    _emit(as_json, data, gc_text(data))
+
+
+@app.command("cache")
+def cache_cmd(clear: bool = typer.Option(False, "--clear", help="Empty the cache."), as_json: bool = JsonOpt) -> None:
+    """Size of the local cache of blobs read from remote stores (or --clear it)."""
+    from .sharing import cache_text
+
+    data = api.clear_cache() if clear else api.cache_info()
+    _emit(as_json, data, cache_text(data))
 
 
 def main(argv: Optional[list[str]] = None) -> int:

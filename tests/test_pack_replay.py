@@ -229,3 +229,20 @@ def test_input_mismatch_python_api(store_dir, args):
         check_inputs({"in_avals": [{"shape": [1], "dtype": "float32"}] * 2}, [np.zeros(1, np.float32)])
     with pytest.raises(UsageError):
         reprobundle.pack(jax.jit(_f), *args, name="x", store=str(store_dir), repeat=0)
+
+
+def test_pack_raw_stablehlo_module(store_dir, tmp_path, args):
+    (tmp_path / "module.mlir").write_text(jax.jit(_f).lower(*args).as_text())
+    np.savez(tmp_path / "in.npz", *[np.asarray(a) for a in args])
+    code, out, err = cli("pack", "--stablehlo", str(tmp_path / "module.mlir"), "--inputs", str(tmp_path / "in.npz"),
+                         "--name", "raw", "--repeat", "3", "--warmup", "1", "--json", store=store_dir)
+    assert code == 0, err
+    m = Registry.open(store_dir).resolve("raw").manifest
+    assert m["function"]["kind"] == "stablehlo"
+    assert [a["shape"] for a in m["function"]["fields"]["out_avals"]] == [[16, 8], []]
+    run = reprobundle.replay("raw", store=str(store_dir), **FAST).run
+    assert run["status"] == "ok" and run["check"]["bit_identical"]
+    (tmp_path / "bad.mlir").write_text("this is not mlir")
+    code, out, err = cli("pack", "--stablehlo", str(tmp_path / "bad.mlir"), "--inputs", str(tmp_path / "in.npz"),
+                         "--name", "raw", store=store_dir)
+    assert code == 2 and "not a StableHLO module" in err
