@@ -355,10 +355,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         typer.echo("interrupted", err=True)
         return 130
     except Exception as e:  # click usage errors and anything unexpected
-        import click
+        try:
+            import click
+        except ImportError:  # typer >= 0.29 bundles its own click
+            import typer._click as click
 
         if isinstance(e, click.exceptions.ClickException):
-            e.show()
+            typer.echo(f"error: {e.format_message()}", err=True)
+            typer.echo("hint: reprobundle --help lists the commands; reprobundle COMMAND --help their options", err=True)
             return e.exit_code
         if isinstance(e, click.exceptions.Abort):
             return 1

@@ -76,6 +76,8 @@ class Registry:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._marker_checked = False
+        # Blobs of remote stores (gs://) are read through the persistent local cache (transfer.BlobCache).
+        self.blob_cache = _default_blob_cache(store)
 
     @classmethod
     def open(cls, url: str | os.PathLike | None = None) -> "Registry":
@@ -100,16 +102,20 @@ class Registry:
             if not create:
                 return  # an empty or absent store simply holds no bundles
             if any(True for _ in self.store.list()):
-                raise StoreError(
-                    f"{self.store.url} is not empty and is not a reprobundle store",
-                    hint="point --store at an empty folder or an existing reprobundle store",
-                )
-            marker = json.dumps({"format": mf.STORE_FORMAT, "format_version": mf.STORE_VERSION}).encode()
-            try:
-                self.store.put(MARKER_KEY, marker, create_only=True)
-            except AlreadyExistsError:
-                pass
-            raw = self.store.get(MARKER_KEY)
+                try:  # a concurrent writer may have just created the store: it writes the marker before anything
+                    raw = self.store.get(MARKER_KEY)
+                except NotFoundError:
+                    raise StoreError(
+                        f"{self.store.url} is not empty and is not a reprobundle store",
+                        hint="point --store at an empty folder or an existing reprobundle store",
+                    ) from None
+            else:
+                marker = json.dumps({"format": mf.STORE_FORMAT, "format_version": mf.STORE_VERSION}).encode()
+                try:
+                    self.store.put(MARKER_KEY, marker, create_only=True)
+                except AlreadyExistsError:
+                    pass
+                raw = self.store.get(MARKER_KEY)
         try:
             marker = json.loads(raw)
             ok = marker.get("format") == mf.STORE_FORMAT and isinstance(marker.get("format_version"), int)
@@ -154,6 +160,8 @@ class Registry:
 
     def get_blob(self, ref: dict | str) -> bytes:
         digest = ref["digest"] if isinstance(ref, dict) else ref
+        if self.blob_cache is not None:
+            return self.blob_cache.fetch(self.store, digest).read_bytes()
         try:
             data = self.store.get(blob_key(digest))
         except NotFoundError:
@@ -163,7 +171,8 @@ class Registry:
         return data
 
     def blob_file(self, ref: dict | str, cache_dir: Path) -> Path:
-        """A verified local file holding the blob: in place for a folder store, else copied into cache_dir."""
+        """A verified local file holding the blob: in place for a folder store, from the persistent blob cache for a
+        remote store (see `_default_blob_cache`), else copied into cache_dir."""
         digest = check_digest(ref["digest"] if isinstance(ref, dict) else ref)
         key = blob_key(digest)
         local = self.store.local_path(key)
@@ -171,6 +180,8 @@ class Registry:
             if digest_file(local)[0] != digest:
                 raise self._corrupt(digest)
             return local
+        if self.blob_cache is not None:
+            return self.blob_cache.fetch(self.store, digest)
         target = Path(cache_dir) / hex_of(digest)
         if target.is_file() and digest_file(target)[0] == digest:
             return target
@@ -409,6 +420,15 @@ class Registry:
             if existing.ref.bundle_id == bundle.ref.bundle_id:
                 return existing.ref
             return self.publish(bundle.manifest)
+
+
+def _default_blob_cache(store: Store):
+    """The persistent blob cache for stores that are neither local folders, zips nor in this process's memory."""
+    if isinstance(store, (LocalStore, ZipStore)) or store.url.startswith("memory://"):
+        return None
+    from .transfer import BlobCache
+
+    return BlobCache.default()
 
 
 def split_store_ref(text: str) -> tuple[str | None, str]:

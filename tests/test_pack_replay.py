@@ -141,7 +141,7 @@ def test_cli_pack_ls_show_verify_tag_export_replay(store_dir, tmp_path):
     assert code == 0 and zipfile.is_zipfile(zpath)
     code, out, err = cli("replay", str(zpath), "--repeat", "5", "--warmup", "1", "--json")
     assert code == 0, err
-    runs = json.loads(out)
+    runs = json.loads(out)["runs"]
     assert runs[0]["status"] == "ok" and runs[0]["check"]["ok"]
 
 
@@ -185,6 +185,8 @@ def test_pack_exported_with_npz(store_dir, tmp_path, args):
     (["pack", "examples/attention.py", "--name", "Bad/Name"], 2, "invalid bundle name"),
     (["replay", "/nonexistent/b.zip"], 4, "does not exist"),
     (["ls", "--store", "ftp://x/y"], 2, "unsupported store URL"),
+    (["no-such-command"], 2, "No such command"),
+    (["pack", "examples/attention.py"], 2, "Missing option '--name'"),
 ])
 def test_cli_errors_are_one_clear_line(store_dir, argv, code, message, monkeypatch):
     monkeypatch.chdir(ROOT)
