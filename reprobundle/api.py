@@ -255,7 +255,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
            timeout_s: float = 1800.0, python: str | None = None, env_dir: str | None = None,
            progress: Callable[[str], None] | None = None):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed."""
-    from .bisect import bisect as _bisect
+    from .bisection import bisect as _bisect
 
     registry, bundle = resolve(ref, store)
     manager = environment_manager(env_dir, python=python)
