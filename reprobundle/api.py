@@ -98,9 +98,24 @@ def _pack_loaded(fn, inputs, *, store, synthetic_inputs, warmup, repeat, **optio
 def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np.ndarray] | None = None, *,
                   name: str, store: str | None = None, synthetic_inputs: bool = False, seed: int = 0,
                   description: str = "", labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50,
-                  dump: bool = True, profile: bool = True) -> BundleRef:
-    """Package a `jax.export` artifact someone already serialized (bytes or a file) with its inputs."""
+                  dump: bool = True, profile: bool = True, jax_version: str | None = None,
+                  python: str | None = None) -> BundleRef:
+    """Package a `jax.export` artifact someone already serialized (bytes or a file) with its inputs.
+
+    With `jax_version`, the artifact is read and the reference made by that JAX release, in its environment,
+    so the bundle is exactly what that release produces; the host's JAX never reads the artifact.
+    """
     data = bytes(exported) if isinstance(exported, (bytes, bytearray)) else _read(exported, "exported artifact")
+    if jax_version and jax_version != "installed":
+        from .packing import pack_serialized_in
+
+        if synthetic_inputs or inputs is None:
+            raise UsageError("packing on another JAX version needs real inputs", hint="pass --inputs FILE.npz")
+        leaves = load_npz(inputs) if isinstance(inputs, (str, Path)) else list(inputs)
+        env = environment_manager(python=python).ensure(jax_version)
+        return pack_serialized_in(open_registry(store), data, leaves, python=str(env.python_executable), name=name,
+                                  description=description, labels=labels, timing=_timing(warmup, repeat), dump=dump,
+                                  profile=profile)
     return _pack_loaded(load_exported(data), inputs, name=name, store=store, synthetic_inputs=synthetic_inputs,
                         seed=seed, description=description, labels=labels, warmup=warmup, repeat=repeat, dump=dump,
                         profile=profile)

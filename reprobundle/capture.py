@@ -37,60 +37,6 @@ def aval_spec(aval) -> dict:
     return {"shape": [int(d) for d in aval.shape], "dtype": _dtype_name(aval.dtype)}
 
 
-class _Leaf:
-    pass
-
-
-def describe_tree(treedef) -> dict:
-    """A version-independent description of a pytree structure (for display and for unflattening outputs)."""
-    import jax
-
-    marker = _Leaf()
-    structure = jax.tree_util.tree_unflatten(treedef, [marker] * treedef.num_leaves)
-
-    def walk(node) -> dict:
-        if node is marker:
-            return {"kind": "leaf"}
-        if node is None:
-            return {"kind": "none"}
-        if isinstance(node, tuple) and not hasattr(node, "_fields"):
-            return {"kind": "tuple", "children": [walk(c) for c in node]}
-        if isinstance(node, list):
-            return {"kind": "list", "children": [walk(c) for c in node]}
-        if isinstance(node, dict):
-            keys = sorted(node)
-            return {"kind": "dict", "keys": [str(k) for k in keys], "children": [walk(node[k]) for k in keys]}
-        children, _ = jax.tree_util.tree_flatten(node, is_leaf=lambda x: x is not node)
-        return {"kind": "custom", "type": f"{type(node).__module__}.{type(node).__qualname__}",
-                "children": [walk(c) for c in children]}
-
-    return walk(structure)
-
-
-def flat_tree(n: int) -> dict:
-    """The tree of a function called with n positional arrays and no keywords: ((a0, ..., an-1), {})."""
-    return {"kind": "tuple", "children": [{"kind": "tuple", "children": [{"kind": "leaf"}] * n},
-                                          {"kind": "dict", "keys": [], "children": []}]}
-
-
-def _fields(exp) -> dict:
-    return {
-        "fun_name": str(exp.fun_name),
-        "in_avals": [aval_spec(a) for a in exp.in_avals],
-        "out_avals": [aval_spec(a) for a in exp.out_avals],
-        "platforms": [str(p) for p in exp.platforms],
-        "nr_devices": int(exp.nr_devices),
-        "in_shardings_hlo": [None if s is None else str(s) for s in exp.in_shardings_hlo],
-        "out_shardings_hlo": [None if s is None else str(s) for s in exp.out_shardings_hlo],
-        "calling_convention_version": int(exp.calling_convention_version),
-        "ordered_effects": [str(e) for e in exp.ordered_effects],
-        "unordered_effects": [str(e) for e in exp.unordered_effects],
-        "disabled_safety_checks": [str(c) for c in exp.disabled_safety_checks],
-        "module_kept_var_idx": [int(i) for i in exp.module_kept_var_idx],
-        "uses_global_constants": bool(exp.uses_global_constants),
-    }
-
-
 def _compat_artifact(exp) -> bytes | None:
     from . import worker
 
@@ -106,9 +52,11 @@ def _compat_artifact(exp) -> bytes | None:
 def _from_exported(exp, serialized: bytes | None) -> ExportedFunction:
     from jax._src.export import serialization
 
+    from .worker import describe_tree, exported_fields
+
     return ExportedFunction(
         kind="jax.export",
-        fields=_fields(exp),
+        fields=exported_fields(exp),
         in_tree=describe_tree(exp.in_tree),
         out_tree=describe_tree(exp.out_tree),
         mlir_module=bytes(exp.mlir_module_serialized),

@@ -65,6 +65,8 @@ def pack(
     warmup: int = typer.Option(5, "--warmup"),
     repeat: int = typer.Option(50, "--repeat", help="Timed calls of the reference run."),
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
+    jax_version: Optional[str] = typer.Option(None, "--jax", help="With --exported: read the artifact and make the "
+                                                                 "reference on this JAX release (its own environment)."),
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -74,8 +76,10 @@ def pack(
     sources = [x for x in (script, exported, stablehlo) if x is not None]
     if len(sources) != 1:
         raise UsageError("give exactly one of SCRIPT.py[:FACTORY], --exported FILE, --stablehlo FILE")
+    if jax_version and exported is None:
+        raise UsageError("--jax goes with --exported", hint="a script or module is exported by the installed JAX")
     if exported is not None:
-        ref = api.pack_exported(exported, inputs, **options)
+        ref = api.pack_exported(exported, inputs, jax_version=jax_version, **options)
     elif stablehlo is not None:
         ref = api.pack_stablehlo(stablehlo, inputs, **options)
     else:

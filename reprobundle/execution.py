@@ -55,7 +55,8 @@ class WorkerOutcome:
 
 
 def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], workdir: Path, *,
-              timing: Timing, dump: bool, profile: bool, routes: Sequence[str] | None = None) -> Path:
+              timing: Timing, dump: bool, profile: bool, routes: Sequence[str] | None = None,
+              describe: bool = False) -> Path:
     """Write job.msgpack for the worker under `workdir`; blobs are read in place or via `workdir/blobs`."""
     cache = workdir / "blobs"
 
@@ -77,7 +78,7 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
             "mlir_module": path_of(function.get("mlir_module")),
             "mlir_module_compat": path_of(function.get("mlir_module_compat")),
             "stablehlo_text": path_of(function.get("stablehlo_text")),
-            "fields": function["fields"],
+            "fields": function.get("fields"),
         },
         "inputs": inputs,
         "outputs_dir": str(workdir / "outputs"),
@@ -86,6 +87,7 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
         "dump": dump,
         "profile": profile,
         "routes": list(routes) if routes else None,
+        "describe": describe,
     }
     (workdir / "outputs").mkdir(parents=True, exist_ok=True)
     (workdir / "artifacts").mkdir(parents=True, exist_ok=True)

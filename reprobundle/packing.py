@@ -32,24 +32,15 @@ def synthetic_spec(dtype: str, seed: int) -> dict:
     return {"distribution": "normal", "seed": seed}
 
 
-def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] | None, *, name: str,
-         synthetic: bool = False, seed: int = 0, description: str = "", labels: dict[str, str] | None = None,
-         parent: str | None = None, source: str | None = None, timing: Timing = Timing(), dump: bool = True,
-         profile: bool = True, python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> BundleRef:
-    mf.check_name(name)
+def _checked_labels(labels: dict[str, str] | None) -> dict[str, str]:
     labels = dict(labels or {})
     for k, v in labels.items():
         if not isinstance(k, str) or not isinstance(v, str) or not k:
             raise UsageError(f"invalid label {k!r}={v!r}", hint="labels are key=value strings")
-    in_avals = fn.fields["in_avals"]
-    if synthetic:
-        input_leaves = [{**aval, "synthetic": synthetic_spec(aval["dtype"], seed + i)} for i, aval in enumerate(in_avals)]
-    else:
-        if leaves is None:
-            raise UsageError("no inputs given", hint="pass the inputs, or use synthetic inputs")
-        check_inputs(fn.fields, leaves)
-        input_leaves = [{**aval, "blob": registry.put_blob(as_bytes(leaf))} for aval, leaf in zip(in_avals, leaves)]
+    return labels
 
+
+def _function_section(registry: Registry, fn: ExportedFunction, source: str | None) -> dict:
     function = {
         "kind": fn.kind,
         "fields": fn.fields,
@@ -63,15 +54,44 @@ def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] 
     }
     if fn.serialization_version is not None:
         function["serialization_version"] = fn.serialization_version
+    return function
 
+
+def _real_input_leaves(registry: Registry, leaves: Sequence[np.ndarray]) -> list[dict]:
+    return [{"shape": [int(d) for d in leaf.shape], "dtype": np.dtype(leaf.dtype).name,
+             "blob": registry.put_blob(as_bytes(leaf))} for leaf in leaves]
+
+
+def _reference_run(registry: Registry, function: dict, input_leaves: list[dict], *, python: str | None,
+                   timing: Timing, dump: bool, profile: bool, timeout_s: float, describe: bool = False):
+    """Run the worker once on the packing interpreter; returns (outcome, stored result)."""
     with tempfile.TemporaryDirectory(prefix="reprobundle-pack-") as tmp:
-        job = build_job(registry, function, input_leaves, Path(tmp), timing=timing, dump=dump, profile=profile)
+        job = build_job(registry, function, input_leaves, Path(tmp), timing=timing, dump=dump, profile=profile,
+                        routes=["deserialize"] if describe else None, describe=describe)
         outcome = run_worker(python or sys.executable, job, timeout_s=timeout_s)
         if outcome.status != "ok":
             raise ReplayError(f"the reference run on the packing JAX failed ({outcome.status}): {outcome.reason}",
                               hint=_stderr_hint(outcome.stderr_tail))
         stored = store_result(registry, outcome.result, warmup=timing.warmup)
+        if describe:
+            function.update(_described_function(registry, outcome.result["description"]))
+    return outcome, stored
 
+
+def _described_function(registry: Registry, desc: dict) -> dict:
+    def blob(path):
+        return registry.put_blob_file(path) if path else None
+
+    section = {"fields": desc["fields"], "in_tree": desc["in_tree"], "out_tree": desc["out_tree"],
+               "mlir_module": blob(desc["mlir_module"]), "mlir_module_compat": blob(desc.get("mlir_module_compat")),
+               "stablehlo_text": blob(desc["stablehlo_text"])}
+    if desc.get("serialization_version") is not None:
+        section["serialization_version"] = int(desc["serialization_version"])
+    return section
+
+
+def _publish(registry: Registry, *, name: str, description: str, labels: dict, parent: str | None, function: dict,
+             input_leaves: list[dict], outcome, stored) -> BundleRef:
     manifest = {
         "format": mf.MANIFEST_FORMAT,
         "format_version": mf.MANIFEST_VERSION,
@@ -90,6 +110,45 @@ def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] 
         "artifacts": stored.artifacts,
     }
     return registry.publish(manifest)
+
+
+def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] | None, *, name: str,
+         synthetic: bool = False, seed: int = 0, description: str = "", labels: dict[str, str] | None = None,
+         parent: str | None = None, source: str | None = None, timing: Timing = Timing(), dump: bool = True,
+         profile: bool = True, python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> BundleRef:
+    """Publish a bundle of a function exported by this process's JAX; the reference runs on `python`."""
+    mf.check_name(name)
+    labels = _checked_labels(labels)
+    in_avals = fn.fields["in_avals"]
+    if synthetic:
+        input_leaves = [{**aval, "synthetic": synthetic_spec(aval["dtype"], seed + i)} for i, aval in enumerate(in_avals)]
+    else:
+        if leaves is None:
+            raise UsageError("no inputs given", hint="pass the inputs, or use synthetic inputs")
+        check_inputs(fn.fields, leaves)
+        input_leaves = _real_input_leaves(registry, leaves)
+    function = _function_section(registry, fn, source)
+    outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=timing, dump=dump,
+                                     profile=profile, timeout_s=timeout_s)
+    return _publish(registry, name=name, description=description, labels=labels, parent=parent, function=function,
+                    input_leaves=input_leaves, outcome=outcome, stored=stored)
+
+
+def pack_serialized_in(registry: Registry, serialized: bytes, leaves: Sequence[np.ndarray], *, python: str,
+                       name: str, description: str = "", labels: dict[str, str] | None = None,
+                       parent: str | None = None, timing: Timing = Timing(), dump: bool = True, profile: bool = True,
+                       timeout_s: float = DEFAULT_TIMEOUT_S) -> BundleRef:
+    """Publish a bundle of a serialized jax.export artifact that the host's JAX need not read: the worker in
+    `python` (an environment of another JAX version) deserializes it, describes it and makes the reference."""
+    mf.check_name(name)
+    labels = _checked_labels(labels)
+    input_leaves = _real_input_leaves(registry, leaves)
+    function = {"kind": "jax.export", "exported": registry.put_blob(serialized), "fields": None}
+    outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=timing, dump=dump,
+                                     profile=profile, timeout_s=timeout_s, describe=True)
+    check_inputs(function["fields"], leaves)
+    return _publish(registry, name=name, description=description, labels=labels, parent=parent, function=function,
+                    input_leaves=input_leaves, outcome=outcome, stored=stored)
 
 
 def _stderr_hint(tail: str) -> str:

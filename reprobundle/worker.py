@@ -675,6 +675,37 @@ def _sharding_str(s):
         return repr(s)
 
 
+class _TreeLeaf(object):
+    pass
+
+
+def describe_tree(treedef):
+    """A version-independent description of a pytree structure: nested {"kind": leaf|none|tuple|list|dict|
+    custom, "children", "keys", "type"} maps (manifest ``in_tree``/``out_tree``)."""
+    import jax
+
+    marker = _TreeLeaf()
+    structure = jax.tree_util.tree_unflatten(treedef, [marker] * treedef.num_leaves)
+
+    def walk(node):
+        if node is marker:
+            return {"kind": "leaf"}
+        if node is None:
+            return {"kind": "none"}
+        if isinstance(node, tuple) and not hasattr(node, "_fields"):
+            return {"kind": "tuple", "children": [walk(c) for c in node]}
+        if isinstance(node, list):
+            return {"kind": "list", "children": [walk(c) for c in node]}
+        if isinstance(node, dict):
+            keys = sorted(node)
+            return {"kind": "dict", "keys": [str(k) for k in keys], "children": [walk(node[k]) for k in keys]}
+        children = jax.tree_util.tree_flatten(node, is_leaf=lambda x: x is not node)[0]
+        return {"kind": "custom", "type": "%s.%s" % (type(node).__module__, type(node).__qualname__),
+                "children": [walk(c) for c in children]}
+
+    return walk(structure)
+
+
 def exported_fields(exported):
     """Host side: the job's ``function.fields`` dict for a jax.export.Exported."""
     def aval(a):
@@ -1488,6 +1519,11 @@ class _Worker:
                            "platforms": list(exp.platforms),
                            "calling_convention_version": int(exp.calling_convention_version)}
 
+        if self.job.get("describe"):
+            self.checkpoint("describe")
+            res["description"] = self.describe(exp)
+            self.end_phase()
+
         self.checkpoint("hlo_text")
         self.write_hlo(lowered, compiled)
         self.end_phase()
@@ -1562,6 +1598,30 @@ class _Worker:
             reason += " || other routes: " + "; ".join(
                 "%s (%s): %s" % (a["route"], a["stage"], _first_lines(a["error"], 400)) for a in others)
         return reason
+
+    def describe(self, exp):
+        """What the host stores for a function it cannot deserialize itself (packing on another JAX)."""
+        from jax._src.export import serialization
+
+        adir = self.job["artifacts_dir"]
+
+        def write(fname, data):
+            p = os.path.join(adir, fname)
+            with open(p, "wb") as fh:
+                fh.write(data)
+            return p
+
+        desc = {"fields": exported_fields(exp), "in_tree": describe_tree(exp.in_tree),
+                "out_tree": describe_tree(exp.out_tree),
+                "serialization_version": getattr(serialization, "_SERIALIZATION_VERSION", None),
+                "mlir_module": write("describe.mlir_module.bc", bytes(exp.mlir_module_serialized)),
+                "stablehlo_text": write("describe.stablehlo.mlir", exp.mlir_module().encode("utf-8")),
+                "mlir_module_compat": None}
+        try:
+            desc["mlir_module_compat"] = write("describe.mlir_module_compat.bc", serialize_compat_artifact(exp))
+        except Exception as e:
+            self.notes.append("describe: no compat artifact: %s" % _exc_msg(e))
+        return desc
 
     def write_hlo(self, lowered, compiled):
         adir = self.job["artifacts_dir"]

@@ -42,3 +42,50 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     report = report_path.read_text()
     assert moved_name in report and "0.7.2" in report and "0.8.0" in report
     assert "<svg" in html_path.read_text()
+
+
+EXPORT_SCRIPT = """
+import sys, jax, jax.numpy as jnp, numpy as np
+from jax import export
+def f(x, w, b):
+    h = jnp.tanh(x @ w + b)
+    return jax.nn.softmax(h, axis=-1).T, (x * 2).sum(), h.astype(jnp.bfloat16)
+rng = np.random.default_rng(0)
+args = (rng.standard_normal((16, 32), dtype=np.float32), rng.standard_normal((32, 8), dtype=np.float32),
+        rng.standard_normal((8,), dtype=np.float32))
+open(sys.argv[1] + "/f.jax", "wb").write(export.export(jax.jit(f))(*args).serialize())
+np.savez(sys.argv[1] + "/in.npz", *args)
+"""
+
+
+def _export_with(version, tmp_path):
+    """Export a function with the given JAX release, in the environment reprobundle itself creates for it."""
+    import subprocess
+
+    from reprobundle.api import environment_manager
+
+    env = environment_manager().ensure(version)
+    subprocess.run([str(env.python_executable), "-c", EXPORT_SCRIPT, str(tmp_path)], check=True, timeout=300)
+    return env
+
+
+@pytest.mark.parametrize("packer,replayer", [("newest", "0.7.2"), ("0.7.2", "newest")])
+def test_bundles_cross_the_export_windows(store_dir, tmp_path, packer, replayer):
+    from reprobundle.api import environment_manager
+
+    newest = environment_manager().resolve_version("latest")
+    packer, replayer = (newest if v == "newest" else v for v in (packer, replayer))
+    env = _export_with(packer, tmp_path)
+    code, out, err = cli("pack", "--exported", str(tmp_path / "f.jax"), "--inputs", str(tmp_path / "in.npz"),
+                         "--jax", packer, "--name", "crossing", "--repeat", "3", "--warmup", "1", store=store_dir)
+    assert code == 0, err
+    m = Registry.open(store_dir).resolve("crossing").manifest
+    assert m["environment"]["jax"] == packer
+    code, out, err = cli("replay", "crossing", "--jax", replayer, "--repeat", "3", "--warmup", "1", "--json",
+                         store=store_dir)
+    assert code == 0, err
+    run = json.loads(out)["runs"][0]
+    assert run["jax"] == replayer
+    assert run["status"] == "ok" and run["check"]["ok"], run
+    if replayer == newest:
+        assert environment_manager().ensure(newest).python_version.startswith(("3.12", "3.13", "3.14"))
