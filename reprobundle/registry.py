@@ -59,6 +59,8 @@ class BundleRef:
 
     @property
     def url(self) -> str:
+        if self.store_url.lower().endswith(".zip"):
+            return self.store_url  # a zip bundle holds one bundle: its path is its URL
         return f"{self.store_url.rstrip('/')}/{self.name}@{self.version}"
 
     def __str__(self) -> str:
