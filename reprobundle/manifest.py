@@ -29,6 +29,7 @@ STORE_VERSION = 1
 
 # Bounds for decoding untrusted bytes: a manifest is metadata, so these are generous but finite.
 MAX_MANIFEST_BYTES = 64 << 20
+MAX_TREE_DEPTH = 100  # pytree nesting in in_tree/out_tree; real functions stay far below
 _UNPACK_LIMITS = dict(
     max_str_len=32 << 20, max_bin_len=0, max_array_len=1 << 22, max_map_len=1 << 20, max_ext_len=0,
 )
@@ -45,7 +46,7 @@ SYNTHETIC_DISTRIBUTIONS = frozenset({"normal", "uniform", "randint", "zeros", "o
 
 
 def check_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise InvalidNameError(
             f"invalid bundle name {name!r}",
             hint="names are 1-100 characters of a-z, 0-9, '.', '_' and '-', starting with a letter or digit",
@@ -54,7 +55,7 @@ def check_name(name: str) -> str:
 
 
 def check_tag(tag: str) -> str:
-    if not isinstance(tag, str) or not TAG_RE.match(tag):
+    if not isinstance(tag, str) or not TAG_RE.fullmatch(tag):
         raise InvalidNameError(
             f"invalid tag {tag!r}",
             hint="tags are 1-64 characters of letters, digits, '.', '_' and '-', starting with a letter",
@@ -145,6 +146,10 @@ class _Checker:
         if self.typed(obj, path, (int,)) < 0:
             self.fail(path, "must be >= 0")
 
+    def pos_int(self, obj, path):
+        if self.typed(obj, path, (int,)) < 1:
+            self.fail(path, "must be >= 1")
+
     def num(self, obj, path):
         self.typed(obj, path, (int, float))
 
@@ -173,7 +178,7 @@ class _Checker:
             self.fail(path, f"not a sha256 digest: {obj!r}")
 
     def dtype(self, obj, path):
-        if obj not in KNOWN_DTYPES:
+        if not isinstance(obj, str) or obj not in KNOWN_DTYPES:  # a list or map here is unhashable: check type first
             self.fail(path, f"unknown dtype {obj!r}")
 
     def shape(self, obj, path):
@@ -198,6 +203,8 @@ class _Checker:
         self.map(obj, path, {"shape": self.shape, "dtype": self.dtype})
 
     def tree(self, obj, path):
+        if path.count(".children[") > MAX_TREE_DEPTH:  # bounded before recursing: no RecursionError on hostile input
+            self.fail(path, f"tree nested deeper than {MAX_TREE_DEPTH} levels")
         self.map(obj, path, {"kind": self.str_}, {"children": self.list_of(self.tree), "keys": self.list_of(self.any_),
                                                    "type": self.str_})
         if obj["kind"] not in ("leaf", "none", "tuple", "list", "dict", "custom"):
@@ -235,7 +242,7 @@ def validate_manifest(m: dict) -> dict:
     c = _Checker("manifest")
     c.map(m, "manifest", {
         "format": c.str_, "format_version": c.int_, "name": lambda o, p: _name_field(c, o, p),
-        "version": c.nonneg_int, "created": c.str_, "description": c.str_, "labels": c.str_map,
+        "version": c.pos_int, "created": c.str_, "description": c.str_, "labels": c.str_map,
         "parent": c.opt_str, "tool": lambda o, p: c.map(o, p, {"name": c.str_, "version": c.str_}),
         "function": lambda o, p: c.map(o, p, {
             "kind": c.str_, "fields": lambda o2, p2: _check_fields(c, o2, p2),
@@ -264,7 +271,7 @@ def validate_manifest(m: dict) -> dict:
 
 def _name_field(c: _Checker, obj, path):
     c.str_(obj, path)
-    if not NAME_RE.match(obj):
+    if not NAME_RE.fullmatch(obj):
         c.fail(path, f"invalid bundle name {obj!r}")
 
 
