@@ -1,0 +1,75 @@
+"""End to end: the attention example on three JAX versions with warm environments, and a new environment from a
+warm package cache, each against a baseline measured in the same run.
+
+- compare: `reprobundle replay attention --jax 0.7.2 --jax 0.8.0 --jax installed` wall time (goal <= 60 s),
+  against the sum of the three bare worker runs' own time (import, compile, timed calls) as the floor;
+- environment: `EnvironmentManager.ensure(V)` into an empty root while the uv cache is warm (goal <= 5 s),
+  against a bare `uv venv` + `uv pip install` of the same packages.
+
+Usage: .venv/bin/python benchmarks/bench_e2e.py [--versions 0.7.2 0.8.0 installed] [--env-version 0.8.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from reprobundle import api  # noqa: E402
+from reprobundle.envs import EnvironmentManager  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--versions", nargs="+", default=["0.7.2", "0.8.0", "installed"])
+    parser.add_argument("--env-version", default="0.8.0")
+    parser.add_argument("--repeat", type=int, default=50)
+    opts = parser.parse_args()
+
+    manager = EnvironmentManager()
+    for v in opts.versions:  # warm environments: this benchmark is about the steady state
+        if v != "installed":
+            manager.ensure(v)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = os.path.join(tmp, "store")
+        api.pack_script(str(ROOT / "examples/attention.py"), name="attention", store=store, repeat=5, warmup=2)
+        t0 = time.perf_counter()
+        result = api.replay("attention", opts.versions, store=store, repeat=opts.repeat)
+        wall = time.perf_counter() - t0
+        worker_total = sum(r.get("duration_s", 0.0) for r in result.runs)
+        statuses = ", ".join(f"{r['requested']}={r['status']}" for r in result.runs)
+        print(f"compare on {len(opts.versions)} versions ({statuses}), repeat={opts.repeat}: {wall:.1f} s wall; "
+              f"worker subprocesses {worker_total:.1f} s; tool overhead {wall - worker_total:.1f} s "
+              f"({wall / worker_total:.2f}x the workers)  goal <= 60 s")
+
+        root = Path(tmp) / "envs"
+        fresh = EnvironmentManager(root)
+        t0 = time.perf_counter()
+        env = fresh.ensure(opts.env_version)
+        ensure_s = time.perf_counter() - t0
+        uv = fresh._uv_bin()
+        bare = Path(tmp) / "bare"
+        t0 = time.perf_counter()
+        subprocess.run([uv, "venv", "-q", "-p", str(env.python_executable.resolve()), str(bare)], check=True,
+                       env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"})
+        subprocess.run([uv, "pip", "install", "-q", "--python", str(bare / "bin" / "python"),
+                        f"jax=={opts.env_version}", f"jaxlib=={opts.env_version}", "numpy", "msgpack", "flatbuffers"],
+                       check=True)
+        subprocess.run([str(bare / "bin" / "python"), "-c", "import jax; jax.devices()"], check=True)
+        bare_s = time.perf_counter() - t0
+        print(f"new environment for jax {opts.env_version} from a warm uv cache: {ensure_s:.1f} s; bare uv venv + "
+              f"install + import jax: {bare_s:.1f} s ({ensure_s / bare_s:.2f}x)  goal <= 5 s")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
