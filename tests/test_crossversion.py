@@ -33,12 +33,20 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     comparison = data["comparison"]
     assert comparison["baseline"] == "0.7.2"
     row = next(r for r in comparison["rows"] if r["requested"] == "0.8.0")
-    assert row["verdict"] in ("slower", "faster"), row
+    # The whole-function verdict is a Mann-Whitney test on the raw samples. On this shared 2-core VM the same
+    # release's median moves by up to 1.8x between processes minutes apart, so which way it falls is not asserted.
+    assert row["verdict"] in ("slower", "faster", "same") and 0.0 <= row["p_value"] <= 1.0, row
     diff = next(d for d in comparison["diffs"] if d["label"] == "0.8.0")
+    # What did change between these releases on CPU, deterministically: 0.8.0 wraps the softmax's reduce-window
+    # and reduce ops in single-op kLoop fusions that 0.7.2 leaves unfused.
+    fusion = diff["fusion"]
+    assert not fusion["identical"]
+    wrapped = [m for m in fusion["refused"] if m["how"] == "wrapped"]
+    assert {m["label"] for m in wrapped} >= {"reduce-window", "reduce"}, fusion["summary"]
+    assert "wrapped into fusions: reduce-window" in fusion["summary"]
     assert diff["moved_row"] is not None
     moved_name = diff["moved_row"]["cand_name"] or diff["moved_row"]["base_name"]
     assert moved_name in diff["moved"]
-    assert not diff["fusion"]["identical"]
     report = report_path.read_text()
     assert moved_name in report and "0.7.2" in report and "0.8.0" in report
     assert "<svg" in html_path.read_text()
