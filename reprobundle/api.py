@@ -228,15 +228,14 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
 def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None) -> dict:
     """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs."""
     from .comparison import REFERENCE, build_comparison
-    from .replay import reference_arrays
+    from .replay import leaf_array, reference_arrays
 
     def hlo_text(artifacts: dict) -> str | None:
         art = artifacts.get("hlo_after")
         return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
 
     def arrays(leaves: list[dict]) -> list[np.ndarray]:
-        return [np.frombuffer(registry.get_blob(l["blob"]), dtype=dtype_of(l["dtype"])).reshape(l["shape"])
-                for l in leaves]
+        return [leaf_array(registry.get_blob(l["blob"]), l) for l in leaves]
 
     hlo_texts = {REFERENCE: hlo_text(bundle.manifest["artifacts"])}
     outputs = {REFERENCE: reference_arrays(registry, bundle)}

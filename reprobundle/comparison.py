@@ -81,8 +81,11 @@ def _bundle_name(manifest: dict, runs: list[dict]) -> str:
 
 
 def _machine_notes(manifest: dict, runs: list[dict]) -> list[str]:
-    models = {r["environment"].get("cpu_model") for r in runs if r.get("environment")} - {None}
+    # str(): environments are free-form data from the store, not always text
+    models = {str(r["environment"]["cpu_model"]) for r in runs
+              if isinstance(r.get("environment"), dict) and r["environment"].get("cpu_model") is not None}
     packed = (manifest.get("environment") or {}).get("cpu_model")
+    packed = None if packed is None else str(packed)
     notes = []
     if len(models) > 1:
         notes.append("runs come from different machines (" + ", ".join(sorted(models)) + "): times do not compare")
@@ -103,7 +106,7 @@ def _num(x: float) -> float | None:
 
 def _reference_row(manifest: dict) -> dict:
     ref, env = manifest.get("reference") or {}, manifest.get("environment") or {}
-    return {"label": REFERENCE, "requested": REFERENCE, "jax": env.get("jax", "?"), "status": "ok", "reason": "",
+    return {"label": REFERENCE, "requested": REFERENCE, "jax": str(env.get("jax") or "?"), "status": "ok", "reason": "",
             "route": ref.get("route"), "compile_s": _num((ref.get("timing") or {}).get("compile_s")),
             "err_ref": {"ok": True, "bit_identical": True, "max_abs_err": 0.0, "max_rel_err": 0.0},
             "per_op": ref.get("per_op") or [], **_timing_fields((ref.get("timing") or {}).get("samples_ns") or [])}
@@ -113,7 +116,7 @@ def _run_row(run: dict) -> dict:
     timing = run.get("timing") or {}
     check = run.get("check")
     return {"label": run["requested"], "requested": run["requested"],
-            "jax": (run.get("environment") or {}).get("jax", "?"), "status": run["status"],
+            "jax": str((run.get("environment") or {}).get("jax") or "?"), "status": run["status"],
             "reason": run.get("reason", ""), "route": run.get("route"), "compile_s": _num(timing.get("compile_s")),
             "err_ref": _error_fields(check) if check else None, "per_op": run.get("per_op") or [],
             **_timing_fields(timing.get("samples_ns") or [])}
@@ -128,8 +131,11 @@ def _label_duplicates(rows: list[dict]) -> None:
 
 
 def _error_fields(check: dict) -> dict:
+    def number(x):  # a run record is data from the store: anything but a number renders as unknown
+        return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
     return {"ok": bool(check.get("ok")), "bit_identical": bool(check.get("bit_identical")),
-            "max_abs_err": check.get("max_abs_err"), "max_rel_err": check.get("max_rel_err"),
+            "max_abs_err": number(check.get("max_abs_err")), "max_rel_err": number(check.get("max_rel_err")),
             **({"reason": check["reason"]} if check.get("reason") else {})}
 
 

@@ -34,7 +34,7 @@ def digest_file(path: str | Path) -> tuple[str, int]:
 
 
 def is_digest(text: str) -> bool:
-    return bool(_DIGEST_RE.match(text))
+    return bool(_DIGEST_RE.fullmatch(text))
 
 
 def check_digest(text: str) -> str:

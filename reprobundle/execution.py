@@ -119,10 +119,37 @@ def run_worker(python: str | Path, job_path: Path, *, timeout_s: float, memory_l
             resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
 
     start = time.perf_counter()
-    # -I: isolated mode, so nothing from the host's cwd or user site shadows the environment's packages.
-    proc = subprocess.Popen([str(python), "-I", str(WORKER_PATH), str(job_path), str(result_path)],
+    # -I: isolated mode, so nothing from the host's cwd or user site shadows the environment's packages. The
+    # launcher ties the worker's life to the host's first (see _LAUNCHER), then becomes the worker (exec).
+    proc = subprocess.Popen([str(python), "-I", "-c", _LAUNCHER, str(os.getpid()), str(WORKER_PATH), str(job_path),
+                             str(result_path)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=workdir,
                             start_new_session=True, preexec_fn=limit_memory if memory_limit_bytes else None)
+    outcome = _wait_worker(proc, workdir, result_path, timeout_s, start)
+    if memory_limit_bytes and outcome.status not in ("ok", "mismatch"):
+        outcome.reason += f" (it ran under a memory limit of {memory_limit_bytes / 2**20:g} MiB: out of memory?)"
+    return outcome
+
+
+# Runs in the worker's interpreter before the worker: on Linux, PR_SET_PDEATHSIG makes the kernel SIGKILL the
+# worker when the host dies, so a killed `reprobundle pack/replay` never leaves a worker running (and holding the
+# accelerator) in its own session until its timeout. It survives the exec into worker.py. Without ctypes or prctl
+# (other systems) it just runs the worker. A host that died before prctl took effect is caught by the ppid check.
+_LAUNCHER = """\
+import os, sys
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
+except Exception:
+    pass
+if os.getppid() != int(sys.argv[1]):
+    os._exit(1)
+os.execv(sys.executable, [sys.executable, "-I"] + sys.argv[2:])
+"""
+
+
+def _wait_worker(proc: subprocess.Popen, workdir: Path, result_path: Path, timeout_s: float,
+                 start: float) -> WorkerOutcome:
     try:
         _, stderr = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

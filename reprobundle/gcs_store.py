@@ -202,14 +202,14 @@ def parse_gcs_url(url: str) -> tuple[str, str]:
     if not m:
         raise UsageError(f"not a GCS URL: {url!r}", hint="write gs://BUCKET/PREFIX")
     bucket, prefix = m.group(2), m.group(3).strip("/")
-    if not _BUCKET_RE.match(bucket) or ".." in bucket:
+    if not _BUCKET_RE.fullmatch(bucket) or ".." in bucket:
         raise UsageError(
             f"invalid GCS bucket name {bucket!r} in {url!r}",
             hint="bucket names are 3-63 characters of a-z, 0-9, '-', '_' and '.'; write gs://BUCKET/PREFIX",
         )
     if prefix:
         for part in prefix.split("/"):
-            if part in (".", "..") or not _PREFIX_PART_RE.match(part):
+            if part in (".", "..") or not _PREFIX_PART_RE.fullmatch(part):
                 raise UsageError(f"invalid prefix {prefix!r} in {url!r}: part {part!r} is not allowed")
     return bucket, prefix
 

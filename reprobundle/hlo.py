@@ -286,9 +286,10 @@ class _SourceTables:
         if frame_id not in self._frames:
             frame = self.tables["StackFrames"].get(frame_id, "")
             loc_id = _field(frame, "file_location_id")
-            loc = self.tables["FileLocations"].get(int(loc_id), "") if loc_id.isdigit() else ""
+            loc = self.tables["FileLocations"].get(int(loc_id), "") if loc_id.isascii() and loc_id.isdigit() else ""
             file_id = _field(loc, "file_name_id")
-            path = self.tables["FileNames"].get(int(file_id), "").strip('"') if file_id.isdigit() else ""
+            known = file_id.isascii() and file_id.isdigit()
+            path = self.tables["FileNames"].get(int(file_id), "").strip('"') if known else ""
             self._frames[frame_id] = (path, _field(loc, "line"), _field(loc, "column"))
         return self._frames[frame_id]
 
@@ -311,7 +312,7 @@ def _set_source(instr: Instruction, tables: _SourceTables) -> None:
         return
     path, line, column = _field(meta, "source_file"), _field(meta, "source_line"), _field(meta, "source_column")
     frame = _field(meta, "stack_frame_id")
-    if not (path and line) and frame.isdigit():
+    if not (path and line) and frame.isascii() and frame.isdigit():  # int() refuses some unicode digits (²)
         path, line, column = tables.frame_location(int(frame))
     if path and line:
         instr.source = f"{path.rsplit('/', 1)[-1]}:{line}"

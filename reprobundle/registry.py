@@ -218,6 +218,8 @@ class Registry:
                     h.update(chunk)
         except NotFoundError:
             return f"blob {digest} is missing"
+        except FormatError as e:  # the store itself cannot read it back (a damaged zip entry)
+            return f"blob {digest} is corrupt ({e.message})"
         return None if f"sha256:{h.hexdigest()}" == digest else f"blob {digest} is corrupt (content hash differs)"
 
     def _missing(self, digest: str) -> BlobNotFoundError:
@@ -236,7 +238,7 @@ class Registry:
         mf.check_name(name)
         found = []
         for key in self.store.list(f"bundles/{name}"):
-            m = _VERSION_KEY_RE.match(key.rsplit("/", 1)[-1])
+            m = _VERSION_KEY_RE.fullmatch(key.rsplit("/", 1)[-1])
             if m:
                 found.append(int(m.group(1)))
         return sorted(found)
@@ -298,7 +300,7 @@ class Registry:
                 raise BundleNotFoundError(f"no bundle named {name!r} in {self.store.url}",
                                           hint="`reprobundle ls` lists the bundles in this store")
             return self.load(name, versions[-1])
-        if selector.isdigit():
+        if selector.isascii() and selector.isdigit():  # int() refuses some unicode digits (²)
             return self.load(name, int(selector))
         return self.load(name, self.tag_version(name, selector))
 
@@ -378,6 +380,8 @@ class Registry:
             if key.endswith(".msgpack"):
                 try:
                     live.update(r["digest"] for r in mf.blob_refs(mf.decode_run(self.store.get(key))))
+                except mf.UnsupportedFormatVersionError:
+                    raise  # a newer reprobundle's run: its blobs are unknown here, so nothing can be deleted safely
                 except FormatError:
                     continue
         dead = [k for k in self.store.list("blobs") if f"sha256:{k.rsplit('/', 1)[-1]}" not in live]

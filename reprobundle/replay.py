@@ -6,6 +6,7 @@ environment, incompatible artifact, crash, hang) is that version's run record, a
 
 from __future__ import annotations
 
+import math
 import sys
 import tempfile
 import time
@@ -16,19 +17,27 @@ import numpy as np
 
 from . import manifest as mf
 from .compare import check_outputs
-from .errors import ReproBundleError
+from .errors import CorruptBundleError, ReproBundleError
 from .execution import Timing, build_job, dtype_of, environment_of, run_worker, store_result
 from .registry import Bundle, Registry, utc_now
 
 DEFAULT_TIMEOUT_S = 1800.0
 
 
+def leaf_array(data: bytes, leaf: dict) -> np.ndarray:
+    """The array a stored leaf holds; a blob that does not hold exactly shape x dtype bytes is corrupt (checked
+    before numpy sees the shape, so a hostile shape allocates nothing)."""
+    dtype = dtype_of(leaf["dtype"])
+    want = math.prod(leaf["shape"]) * dtype.itemsize
+    if len(data) != want:
+        raise CorruptBundleError(f"blob {leaf['blob']['digest']} holds {len(data)} bytes, but its leaf declares "
+                                 f"{leaf['dtype']}{list(leaf['shape'])} ({want} bytes)",
+                                 hint="the manifest is inconsistent with its blobs; fetch the bundle again")
+    return np.frombuffer(data, dtype=dtype).reshape(leaf["shape"])
+
+
 def reference_arrays(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
-    out = []
-    for leaf in bundle.manifest["reference"]["outputs"]:
-        data = registry.get_blob(leaf["blob"])
-        out.append(np.frombuffer(data, dtype=dtype_of(leaf["dtype"])).reshape(leaf["shape"]))
-    return out
+    return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in bundle.manifest["reference"]["outputs"]]
 
 
 def _record(bundle: Bundle, requested: str, status: str, reason: str, **extra) -> dict:

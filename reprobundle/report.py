@@ -123,7 +123,7 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
             human_ns(t.median_ns), human_ns(t.iqr_ns),
             f"{verdict['ratio']:.2f}x" if verdict else "-",
             f"{verdict['verdict']} (p={verdict['p_value']:.1g})" if verdict else "-",
-            f"{check['max_abs_err']:.3g}" if check else "-",
+            f"{check['max_abs_err']:.3g}" if isinstance(check.get("max_abs_err"), (int, float)) else "-",
             ("yes" if check.get("bit_identical") else "no") if check else "-",
         ])
         if r["status"] != "ok":

@@ -105,14 +105,19 @@ def _object_urls(registry: Registry, key: str) -> dict:
 
 def default_replay_versions(registry: Registry, bundle: Bundle) -> list[str]:
     """The JAX it was captured with, then the other versions its recorded runs used (newest runs last)."""
-    captured = bundle.manifest.get("environment", {}).get("jax")
+    captured = _text(bundle.manifest.get("environment", {}).get("jax"))
     versions = [captured] if captured else []
     if not registry.store.read_only:
         for run in registry.runs(bundle.ref.bundle_id):
-            v = (run.get("environment") or {}).get("jax")
+            v = _text((run.get("environment") or {}).get("jax"))
             if v and v not in versions:
                 versions.append(v)
     return versions[:4] or ["installed"]
+
+
+def _text(value) -> str | None:
+    """An environment value as text: the environment map is free-form data from the bundle, of any type."""
+    return value if value is None or isinstance(value, str) else str(value)
 
 
 def _leaf(leaf: dict) -> str:
@@ -133,7 +138,8 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
     env = m.get("environment") or {}
     timing = TimingSummary.of((m["reference"].get("timing") or {}).get("samples_ns") or [])
     fields = m["function"]["fields"]
-    devices = sorted({d.get("kind") or d.get("platform") for d in env.get("devices") or [] if isinstance(d, dict)})
+    devices = sorted({_text(d.get("kind") or d.get("platform")) or "?" for d in env.get("devices") or []
+                      if isinstance(d, dict)})
     shareable = not isinstance(registry.store, (LocalStore, ZipStore)) and not registry.url.startswith("memory://")
     info = {
         "bundle": str(bundle.ref),
@@ -147,8 +153,8 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
         "description": m.get("description", ""),
         "inputs": [_leaf(l) for l in m["inputs"]["leaves"]],
         "outputs": [_leaf(o) for o in m["reference"]["outputs"]],
-        "environment": {k: env.get(k) for k in ("jax", "jaxlib", "python", "platform", "platform_version", "os",
-                                                 "machine", "cpu_model")} | {"devices": devices},
+        "environment": {k: _text(env.get(k)) for k in ("jax", "jaxlib", "python", "platform", "platform_version",
+                                                        "os", "machine", "cpu_model")} | {"devices": devices},
         "reference_median_ns": timing.median_ns,
         "reference_n": timing.n,
         "jax_versions": versions,
@@ -214,7 +220,7 @@ def gc(store: str | None = None, *, delete: bool = False) -> dict:
         registry.store._check_writable()
     keys = registry.gc(dry_run=True)
     sizes = dict(zip(keys, transfer._pool_map(registry.store.size, keys, 16)))
-    if delete and keys:
+    if delete:  # also with no dead blob: it clears the stale temp files of killed writers
         keys = registry.gc(dry_run=False)  # derived again right before deleting: what is referenced by now stays
     blobs = [{"key": k, "digest": "sha256:" + k.rsplit("/", 1)[-1], "bytes": sizes.get(k, 0)} for k in keys]
     return {"store": registry.url, "dry_run": not delete, "blobs": blobs, "count": len(blobs),

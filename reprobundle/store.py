@@ -15,15 +15,18 @@ import os
 import re
 import shutil
 import tempfile
+import struct
 import threading
 import uuid
 import zipfile
+import zlib
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from .errors import (
     AlreadyExistsError,
+    CorruptBundleError,
     NotFoundError,
     ReadOnlyStoreError,
     StoreError,
@@ -40,7 +43,7 @@ def check_key(key: str) -> str:
     if not isinstance(key, str) or not key or len(key) > 1024:
         raise UsageError(f"invalid store key {key!r}")
     for part in key.split("/"):
-        if part in ("", ".", "..") or not _KEY_PART_RE.match(part):
+        if part in ("", ".", "..") or not _KEY_PART_RE.fullmatch(part):
             raise UsageError(f"invalid store key {key!r}: part {part!r} is not allowed")
     return key
 
@@ -168,6 +171,8 @@ class LocalStore(Store):
                     raise AlreadyExistsError(f"{key} already exists in {self.url}") from None
             else:
                 os.replace(tmp, final)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as e:  # a folder at the key, a file above it
+            raise StoreError(f"cannot write {key} in {self.url}: {e.strerror}") from None
         finally:
             _unlink_quietly(tmp)
 
@@ -188,8 +193,11 @@ class LocalStore(Store):
         return self._path(key).is_file()
 
     def size(self, key: str) -> int:
+        path = self._path(key)
+        if not path.is_file():  # missing, a folder, or below a file: no value under this key
+            raise NotFoundError(f"{key} not found in {self.url}")
         try:
-            return self._path(key).stat().st_size
+            return path.stat().st_size
         except FileNotFoundError:
             raise NotFoundError(f"{key} not found in {self.url}") from None
 
@@ -205,7 +213,10 @@ class LocalStore(Store):
         return iter(sorted(keys))
 
     def delete(self, key: str) -> None:
-        _unlink_quietly(self._path(key))
+        try:
+            _unlink_quietly(self._path(key))
+        except (IsADirectoryError, NotADirectoryError):
+            pass  # a folder, or below a file: no value under this key
 
     def remove_stale_temp_files(self, older_than_s: float = 3600.0) -> int:
         """Delete temp files left by killed writers; returns how many."""
@@ -291,6 +302,10 @@ class FsspecStore(Store):
 MAX_ZIP_ENTRIES = 100_000
 MAX_ZIP_MEMBER_BYTES = 64 << 30
 MAX_COMPRESSION_RATIO = 200
+# What zipfile raises on hostile or damaged input (bad headers, CRC, truncation, unsupported methods or versions,
+# encryption, undecodable names), at open and while reading a member.
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
+               RuntimeError, zlib.error, struct.error, IndexError, OverflowError)
 
 
 class ZipStore(Store):
@@ -305,7 +320,7 @@ class ZipStore(Store):
             self._zip = zipfile.ZipFile(self.path)
         except FileNotFoundError:
             raise NotFoundError(f"zip bundle {self.path} does not exist") from None
-        except (zipfile.BadZipFile, OSError, EOFError) as e:
+        except _ZIP_ERRORS as e:
             raise StoreError(
                 f"{self.path} is not a readable zip bundle ({e})",
                 hint="the file is truncated or corrupt; download or export it again",
@@ -324,6 +339,9 @@ class ZipStore(Store):
                     f"{self.path} holds an entry with an unsafe name {info.filename!r}",
                     hint="this zip was not written by reprobundle; do not use it",
                 ) from None
+            if info.filename in self._members:  # readers disagree on which copy wins: refuse the ambiguity
+                raise StoreError(f"{self.path} holds the entry {info.filename} twice",
+                                 hint="this zip was not written by reprobundle; do not use it")
             ratio = info.file_size / max(info.compress_size, 1)
             if info.file_size > MAX_ZIP_MEMBER_BYTES or (info.file_size > (1 << 20) and ratio > MAX_COMPRESSION_RATIO):
                 raise StoreError(
@@ -345,9 +363,9 @@ class ZipStore(Store):
     def open_read(self, key: str) -> BinaryIO:
         info = self._info(key)
         try:
-            return self._zip.open(info)
-        except (zipfile.BadZipFile, OSError, EOFError) as e:
-            raise StoreError(f"cannot read {key} from {self.path}: {e}", hint="the zip is corrupt") from None
+            return _ZipMemberReader(self._zip.open(info), key, self.path)
+        except _ZIP_ERRORS as e:
+            raise _zip_corrupt(key, self.path, e) from None
 
     def put(self, key: str, data: bytes | memoryview, *, create_only: bool = False) -> None:
         self._check_writable()
@@ -369,6 +387,33 @@ class ZipStore(Store):
 
     def close(self) -> None:
         self._zip.close()
+
+
+def _zip_corrupt(key: str, path: Path, e: BaseException) -> CorruptBundleError:
+    return CorruptBundleError(f"cannot read {key} from {path}: {type(e).__name__}: {e}",
+                              hint="the zip is corrupt; download or export it again")
+
+
+class _ZipMemberReader:
+    """A zip member's stream whose read errors (bad CRC, truncated or corrupt data) are CorruptBundleError."""
+
+    def __init__(self, f, key: str, path: Path) -> None:
+        self._f, self._key, self._path = f, key, path
+
+    def read(self, n: int = -1) -> bytes:
+        try:
+            return self._f.read(n)
+        except _ZIP_ERRORS as e:
+            raise _zip_corrupt(self._key, self._path, e) from None
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> "_ZipMemberReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def write_zip_store(path: str | Path, entries: Iterator[tuple[str, Store, str]]) -> None:

@@ -1,0 +1,958 @@
+"""Untrusted input: manifests, tags, refs, keys and zip bundles from someone else are data, never code or paths.
+
+Every test feeds hostile bytes to the real readers (decode_manifest, Registry.resolve/load/verify/gc, open_ref on a
+.zip, the stores) and checks three things:
+- only ReproBundleError subclasses come out (the CLI turns those into one line and an exit code; anything else is
+  "unexpected error: this is a bug");
+- nothing is executed and no path outside the store escapes: a Python audit hook (sys.addaudithook, the
+  interpreter's own instrumentation, not a mock) records every open/listdir/remove/rename/link/mkdir and every
+  exec/compile/pickle/subprocess/ctypes event while the product runs, and each is checked against the store root;
+- memory stays bounded: declared sizes and counts are checked before allocation (tracemalloc peaks, and a
+  subprocess under RLIMIT_AS for msgpack header bombs).
+The source scan at the end checks that no eval/exec/pickle/shell route exists in the package at all.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import os
+import re
+import struct
+import subprocess
+import sys
+import sysconfig
+import tracemalloc
+import uuid
+import zipfile
+from contextlib import contextmanager
+from pathlib import Path
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+import reprobundle
+from reprobundle import manifest as mf
+from reprobundle.errors import (
+    CorruptBundleError,
+    FormatError,
+    ReproBundleError,
+    StoreError,
+)
+from reprobundle.registry import Registry, blob_key, open_ref
+from reprobundle.store import LocalStore, ZipStore, check_key
+
+from reprobundle import report, sharing
+from reprobundle.replay import reference_arrays
+
+from manifests import make_manifest
+
+ROOT = Path(__file__).parent.parent
+PKG = Path(reprobundle.__file__).parent
+GOLDEN_ZIP = ROOT / "tests/golden/v1-tanh-matmul.zip"
+SCALE = int(os.environ.get("REPROBUNDLE_FUZZ_SCALE", "1"))  # e.g. 20 for a long local run; CI keeps 1
+FUZZ = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                                  HealthCheck.data_too_large])
+
+# ------------------------------------------------------------------------------------------ the audit hook
+
+_FILE_EVENTS = {"open", "os.listdir", "os.scandir", "os.remove", "os.rename", "os.link", "os.symlink", "os.mkdir",
+                "os.rmdir", "os.truncate", "os.chmod", "os.chown", "os.utime", "shutil.rmtree", "shutil.copyfile",
+                "shutil.move"}
+_EXEC_EVENTS = {"exec", "compile"}
+_FORBIDDEN_EVENTS = {"pickle.find_class", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+                     "os.fork", "os.forkpty", "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "os.startfile",
+                     "builtins.input", "marshal.load"}
+_WATCHED = _FILE_EVENTS | _EXEC_EVENTS | _FORBIDDEN_EVENTS
+_RECORDER: dict = {"on": False, "events": []}
+
+
+def _importing() -> bool:
+    """Whether an import is under way (a lazy import of an installed module compiles and runs its code)."""
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        f = f.f_back
+    return False
+
+
+def _hook(event, args):
+    if _RECORDER["on"] and event in _WATCHED:
+        if event in _EXEC_EVENTS and _importing():
+            return
+        _RECORDER["events"].append((event, args))
+
+
+sys.addaudithook(_hook)  # process-wide and permanent, so it only records inside `audited()`
+
+# Code the interpreter may import lazily while the product runs (stdlib, site-packages, the package itself).
+_LIBRARY_ROOTS = tuple({f(p) for f in (os.path.realpath, os.path.abspath) for p in (
+    sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"],
+    sys.prefix, sys.base_prefix, sys.exec_prefix, str(PKG))})
+
+
+def _under(path: str, roots) -> bool:
+    """Whether `path`, as named (a symlink inside a root counts as inside: names are what a bundle controls), lies
+    under one of `roots`."""
+    named = os.path.normpath(os.path.abspath(path))
+    return any(named == r or named.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+@contextmanager
+def audited(*roots: str | Path):
+    """Record what the block does; fail if it touches a path outside `roots` (library reads excepted), runs code
+    that is not an installed module, unpickles, or starts a process."""
+    roots = tuple({f(str(r)) for f in (os.path.realpath, os.path.abspath) for r in roots})
+    _RECORDER["events"] = []
+    _RECORDER["on"] = True
+    try:
+        yield
+    finally:
+        _RECORDER["on"] = False
+        events, _RECORDER["events"] = _RECORDER["events"], []
+    bad = []
+    for event, args in events:
+        if event in _FORBIDDEN_EVENTS:
+            bad.append(f"{event} {args!r:.200}")
+        elif event == "exec":
+            code = args[0] if args else None
+            filename = getattr(code, "co_filename", "<?>")
+            if not (os.path.isabs(filename) and _under(filename, _LIBRARY_ROOTS)):
+                bad.append(f"exec of code from {filename!r}")
+        elif event == "compile":
+            filename = args[1] if len(args) > 1 else "<?>"
+            filename = os.fsdecode(filename) if isinstance(filename, (str, bytes)) else str(filename)
+            if not (os.path.isabs(filename) and _under(filename, _LIBRARY_ROOTS)):
+                bad.append(f"compile of {filename!r}")
+        elif event in _FILE_EVENTS:
+            for arg in args[:2] if event in ("os.rename", "os.link", "os.symlink", "shutil.copyfile",
+                                             "shutil.move") else args[:1]:
+                if isinstance(arg, int) or arg is None:
+                    continue  # a file descriptor (dir_fd walks of an already checked folder)
+                path = os.path.abspath(os.fsdecode(arg))
+                if _under(path, roots):
+                    continue
+                if event == "open" and _under(path, _LIBRARY_ROOTS) and "w" not in str(args[1] if len(args) > 1
+                                                                                        else "r"):
+                    continue  # lazy imports and package data
+                if event in ("os.listdir", "os.scandir") and _under(path, _LIBRARY_ROOTS):
+                    continue
+                bad.append(f"{event} {path}")
+    assert not bad, "escaped the store root or ran code:\n" + "\n".join(bad[:20])
+
+
+def only_reprobundle_errors(fn, *args, **kwargs):
+    """fn's result, or None when it raised a ReproBundleError; any other exception fails the test."""
+    try:
+        return fn(*args, **kwargs)
+    except ReproBundleError as e:
+        assert str(e), f"{type(e).__name__} without a message"
+        return None
+
+
+def _walk_paths(obj, prefix=()):
+    yield prefix
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _walk_paths(v, prefix + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            yield from _walk_paths(v, prefix + (i,))
+
+
+def _get(obj, path):
+    for p in path:
+        obj = obj[p]
+    return obj
+
+
+def _set(obj, path, value):
+    if not path:
+        return value
+    _get(obj, path[:-1])[path[-1]] = value
+    return obj
+
+
+def _deepcopy(obj):
+    return msgpack.unpackb(msgpack.packb(obj), raw=False, strict_map_key=False)
+
+
+# ---------------------------------------------------------------------------------------- hostile values
+
+TRAVERSAL = ["../x", "../../etc/passwd", "/etc/passwd", "..", ".", "a/../../b", "a/b", "a\\..\\b", "C:\\x",
+             "a\x00b", "\x00", "", " ", "~/x", "$HOME", "%2e%2e%2f", "..%2f", "a/./b", "a//b", "/", "bündle",
+             "\u202eevil", "ｅｖｉｌ", "a" * 300, "日本", "file:///etc/passwd", "gs://b/../x",
+             "sha256:" + "../" * 20 + "a" * 4, "sha256:" + "0" * 63 + "/", "sha256:" + "A" * 64,
+             "demo\n", "good\n", "1\n", "sha256:" + "0" * 64 + "\n", "a/b\n", "demo\r", "demo@1\n"]
+hostile_text = st.one_of(st.sampled_from(TRAVERSAL), st.text(max_size=40),
+                         st.text(alphabet=st.sampled_from("./\\\x00a1-_@:~%"), max_size=20))
+hostile_int = st.one_of(st.sampled_from([0, -1, 1, 2**31, 2**32, 2**40, 2**62, 2**63 - 1, -(2**63), 2**64 - 1]),
+                        st.integers(min_value=-(2**63), max_value=2**64 - 1))
+hostile_scalar = st.one_of(st.none(), st.booleans(), hostile_int, st.floats(allow_nan=True, allow_infinity=True),
+                           hostile_text, st.binary(max_size=8))
+hostile_value = st.recursive(
+    hostile_scalar,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(hostile_text, inner, max_size=4),
+                            st.builds(lambda d, s: {"digest": d, "size": s}, hostile_text, hostile_int),
+                            st.lists(hostile_int, max_size=4)),  # shapes
+    max_leaves=8)
+
+
+@pytest.fixture
+def demo(tmp_path):
+    """A folder store with one structurally valid bundle (demo@1) whose blobs are stored."""
+    registry = Registry.open(tmp_path / "store")
+    m = make_manifest(registry)
+    m["environment"] = _deepcopy(_GOLDEN_ENVIRONMENT)  # a real one: what `show` and `url` render
+    m["environment"]["packages"] = dict(list(m["environment"]["packages"].items())[:3])
+    ref = registry.publish(m)
+    assert ref.version == 1
+    return registry, registry.load("demo", 1).manifest
+
+
+def _golden_environment() -> dict:
+    with zipfile.ZipFile(GOLDEN_ZIP) as zf:
+        name = next(n for n in zf.namelist() if n.startswith("bundles/"))
+        return mf.decode_manifest(zf.read(name))["environment"]
+
+
+_GOLDEN_ENVIRONMENT = _golden_environment()
+
+
+def _exercise_registry(registry: Registry, cache: Path) -> None:
+    """Every read path a user reaches with a bundle from somewhere else; only ReproBundleErrors may come out."""
+    for ref in ("demo", "demo@1", "demo@latest", "demo@good"):
+        only_reprobundle_errors(registry.resolve, ref)
+    bundle = only_reprobundle_errors(registry.load, "demo", 1)
+    if bundle is not None:
+        problems = only_reprobundle_errors(registry.verify, bundle)
+        assert problems is None or all(isinstance(p, str) for p in problems)
+        for r in mf.blob_refs(bundle.manifest):
+            assert check_key(blob_key(r["digest"])).startswith("blobs/sha256/")
+            only_reprobundle_errors(registry.get_blob, r)
+            only_reprobundle_errors(registry.blob_file, r, cache)
+        # what `show`, `url` and a replay's first step do with it
+        only_reprobundle_errors(reference_arrays, registry, bundle)
+        only_reprobundle_errors(report.describe_bundle, bundle, [])
+        only_reprobundle_errors(report.bundle_data, bundle, [])
+        only_reprobundle_errors(sharing.share_info, "demo@1", store=str(registry.store.root))
+    only_reprobundle_errors(lambda: list(registry.iter_bundles()))
+    only_reprobundle_errors(registry.gc, dry_run=True)
+    only_reprobundle_errors(registry.tags, "demo")
+
+
+# ------------------------------------------------------------------------------------------ manifests
+
+
+@settings(max_examples=250 * SCALE, **FUZZ)
+@given(data=st.data())
+def test_structure_aware_manifest_mutations(demo, tmp_path, data):
+    """Wrong types, missing/unknown fields, huge sizes and shapes, traversal in names/digests/keys, NUL, unicode:
+    decode_manifest and the registry only raise ReproBundleErrors, and what validates is safe to use as keys."""
+    registry, base = demo
+    m = _deepcopy(base)
+    for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+        paths = list(_walk_paths(m))
+        path = data.draw(st.sampled_from(paths), label="path")
+        op = data.draw(st.sampled_from(["replace", "replace", "delete", "add", "wrap"]), label="op")
+        target = _get(m, path) if path else m
+        if op == "replace" or not path:
+            m = _set(m, path, data.draw(hostile_value, label="value"))
+        elif op == "delete":
+            parent = _get(m, path[:-1])
+            del parent[path[-1]]
+        elif op == "add" and isinstance(target, dict):
+            target[data.draw(hostile_text, label="key")] = data.draw(hostile_value, label="value")
+        else:
+            m = _set(m, path, [target])
+    try:
+        raw = msgpack.packb(m, use_bin_type=True)
+    except (OverflowError, ValueError, TypeError):
+        assume(False)
+    decoded = only_reprobundle_errors(mf.decode_manifest, raw)
+    if decoded is not None:  # it validated: then names and digests are safe keys, and it re-encodes canonically
+        mf.check_name(decoded["name"])
+        for r in mf.blob_refs(decoded):
+            check_key(blob_key(r["digest"]))
+            assert isinstance(r["size"], int) and not isinstance(r["size"], bool) and r["size"] >= 0
+        encoded = only_reprobundle_errors(mf.encode_manifest, decoded)  # NaN/inf decode, and refuse to encode
+        if encoded is not None:
+            assert mf.decode_manifest(encoded) == decoded
+    registry.store.put("bundles/demo/1.msgpack", raw)
+    cache = tmp_path / "cache"
+    with audited(registry.store.root, cache):
+        _exercise_registry(registry, cache)
+
+
+def _mutate_bytes(data, raw: bytes) -> bytes:
+    b = bytearray(raw)
+    kind = data.draw(st.sampled_from(["flip", "truncate", "insert", "overwrite", "splice"]), label="kind")
+    if kind == "truncate":
+        return bytes(b[:data.draw(st.integers(0, max(0, len(b) - 1)), label="at")])
+    if kind == "flip":
+        for _ in range(data.draw(st.integers(1, 8), label="n")):
+            i = data.draw(st.integers(0, len(b) - 1), label="i")
+            b[i] ^= 1 << data.draw(st.integers(0, 7), label="bit")
+        return bytes(b)
+    i = data.draw(st.integers(0, len(b)), label="i")
+    chunk = data.draw(st.binary(min_size=1, max_size=16), label="chunk")
+    if kind == "insert":
+        return bytes(b[:i] + chunk + b[i:])
+    if kind == "overwrite":
+        return bytes(b[:i] + chunk + b[i + len(chunk):])
+    j = data.draw(st.integers(0, len(b)), label="j")
+    return bytes(b[:i] + b[j:j + 64] + b[i:])
+
+
+@settings(max_examples=250 * SCALE, **FUZZ)
+@given(data=st.data())
+def test_byte_level_manifest_corruption(demo, tmp_path, data):
+    """Flipped bits, truncation, inserted and spliced bytes in a stored manifest, and arbitrary bytes."""
+    registry, base = demo
+    raw = mf.encode_manifest(base)
+    bad = data.draw(st.one_of(st.binary(max_size=200), st.just(None)), label="random")
+    bad = _mutate_bytes(data, raw) if bad is None else bad
+    decoded = only_reprobundle_errors(mf.decode_manifest, bad)
+    if decoded is not None:
+        mf.check_name(decoded["name"])
+    registry.store.put("bundles/demo/1.msgpack", bad)
+    cache = tmp_path / "cache"
+    with audited(registry.store.root, cache):
+        _exercise_registry(registry, cache)
+
+
+def _deep(level: bytes, depth: int, tail: bytes) -> bytes:
+    return level * depth + tail
+
+
+@pytest.mark.parametrize("where", ["in_tree", "out_tree"])
+@pytest.mark.parametrize("depth", [150, 400, 505, 3000])
+def test_deeply_nested_trees_are_a_format_error(demo, where, depth):
+    """A pytree nested hundreds of levels deep (msgpack allows ~510) must not blow Python's recursion limit."""
+    _, base = demo
+    placeholder = "P" * 24
+    m = _deepcopy(base)
+    m["function"][where] = placeholder
+    level = (b"\x82" + msgpack.packb("kind") + msgpack.packb("tuple") + msgpack.packb("children") + b"\x91")
+    raw = msgpack.packb(m).replace(msgpack.packb(placeholder), _deep(level, depth, msgpack.packb({"kind": "leaf"})))
+    with pytest.raises(CorruptBundleError):
+        mf.decode_manifest(raw)
+
+
+def test_shallow_trees_still_decode(demo):
+    _, base = demo
+    tree = {"kind": "leaf"}
+    for _ in range(60):
+        tree = {"kind": "tuple", "children": [tree]}
+    m = _deepcopy(base)
+    m["function"]["in_tree"] = tree
+    assert mf.decode_manifest(mf.encode_manifest(m))["function"]["in_tree"] == tree
+
+
+_BOMB_SCRIPT = r"""
+import resource, struct, sys
+limit = 768 << 20
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+from reprobundle import manifest as mf
+from reprobundle.errors import CorruptBundleError
+k = b"\xa1k"
+cases = {
+    "nested array32 headers claiming 4M items each": b"\xdd" + struct.pack(">I", 1 << 22) * 1,
+    "1000 nested arrays of 4M items": (b"\xdd" + struct.pack(">I", 1 << 22)) * 1000,
+    "400 nested maps of 1M entries": (b"\xdf" + struct.pack(">I", 1 << 20) + k) * 400,
+    "array of 2**32-1 items": b"\xdd\xff\xff\xff\xff",
+    "map of 2**32-1 entries": b"\xdf\xff\xff\xff\xff",
+    "str of 4 GiB": b"\x81" + k + b"\xdb\xff\xff\xff\xff",
+    "bin of 1 GiB": b"\x81" + k + b"\xc6" + struct.pack(">I", 1 << 30),
+    "ext of 1 GiB": b"\x81" + k + b"\xc9" + struct.pack(">I", 1 << 30) + b"\x05",
+    "65 MiB of nils": b"\xc0" * (65 << 20),
+}
+for name, data in cases.items():
+    try:
+        mf.decode_manifest(data)
+    except CorruptBundleError:
+        continue
+    raise SystemExit(f"{name}: decoded")
+print("maxrss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_msgpack_header_bombs_stay_bounded():
+    """Headers that declare 4-GiB strings, billions of items or deep nests of big containers: a clean
+    CorruptBundleError each, inside 768 MiB of address space (a real RLIMIT_AS, in a subprocess)."""
+    done = subprocess.run([sys.executable, "-c", _BOMB_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:] + done.stdout
+    maxrss_mib = int(done.stdout.split("maxrss_kib")[1]) / 1024
+    assert maxrss_mib < 400, f"decoding hostile headers peaked at {maxrss_mib:.0f} MiB"
+
+
+def test_huge_declared_shapes_load_without_allocating(demo, tmp_path):
+    """Leaves declaring 2**40 elements (inputs, synthetic inputs, reference outputs): loading, verifying and listing
+    the bundle allocates nothing of that size; using the reference outputs fails cleanly, also without allocating."""
+    registry, base = demo
+    m = _deepcopy(base)
+    huge = [2**20, 2**20]
+    m["function"]["fields"]["in_avals"] = [{"shape": huge, "dtype": "float32"}] * 2
+    m["inputs"]["leaves"] = [dict(m["inputs"]["leaves"][0], shape=huge),
+                             {"shape": huge, "dtype": "float32", "synthetic": {"distribution": "normal", "seed": 0}}]
+    m["function"]["fields"]["module_kept_var_idx"] = [0, 1]
+    m["function"]["fields"]["in_shardings_hlo"] = [None, None]
+    m["reference"]["outputs"][0]["shape"] = [2**40]
+    ref = registry.publish(m)
+    from reprobundle.replay import reference_arrays
+
+    tracemalloc.start()
+    try:
+        bundle = registry.resolve(f"demo@{ref.version}")
+        assert registry.verify(bundle) == []
+        assert [b.ref for b in registry.iter_bundles("demo")][-1] == ref
+        with pytest.raises(FormatError, match="shape|bytes|size"):
+            reference_arrays(registry, bundle)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_output_leaf_size_mismatch_is_a_format_error(demo):
+    """A reference output whose blob does not hold shape x dtype bytes is corrupt, not a numpy ValueError."""
+    registry, base = demo
+    m = _deepcopy(base)
+    m["reference"]["outputs"][0]["shape"] = [5, 5]  # the blob holds 24 bytes, 2x3 float32
+    registry.publish(m)
+    from reprobundle.replay import reference_arrays
+
+    with pytest.raises(FormatError):
+        reference_arrays(registry, registry.resolve("demo@2"))
+
+
+# --------------------------------------------------------------------------------------- refs, tags, keys
+
+
+@settings(max_examples=300 * SCALE, **FUZZ)
+@given(ref=st.one_of(hostile_text, st.builds(lambda a, b: f"{a}@{b}", hostile_text, hostile_text),
+                     st.builds(lambda b: f"demo@{b}", hostile_text), st.builds(lambda h: f"sha256:{h}", hostile_text)))
+def test_hostile_refs_stay_inside_the_store(demo, ref):
+    registry, _ = demo
+    assume("://" not in ref)  # URLs go to other stores (network); Registry.resolve is what reads this store
+    with audited(registry.store.root):
+        bundle = only_reprobundle_errors(registry.resolve, ref)
+    if bundle is not None:
+        assert bundle.ref.name == "demo"
+
+
+@settings(max_examples=200 * SCALE, **FUZZ)
+@given(tag=hostile_text, content=st.one_of(st.binary(max_size=40), st.sampled_from(
+    [b"../../etc/passwd", b"1\x00", b"-1", b"1e9", b"9" * 400, "\u0663".encode(), "\u00b2".encode(), b" 1 ", b""])))
+def test_hostile_tags_stay_inside_the_store(demo, tag, content):
+    """Tag names (traversal, NUL, unicode) and tag file contents (not a number, paths, huge numbers)."""
+    registry, _ = demo
+    with audited(registry.store.root):
+        only_reprobundle_errors(registry.tag, "demo", 1, tag)
+        only_reprobundle_errors(registry.tag_version, "demo", tag)
+        only_reprobundle_errors(registry.resolve, f"demo@{tag}")
+    (registry.store.root / "tags/demo").mkdir(parents=True, exist_ok=True)
+    (registry.store.root / "tags/demo/good").write_bytes(content)
+    with audited(registry.store.root):
+        version = only_reprobundle_errors(registry.tag_version, "demo", "good")
+        bundle = only_reprobundle_errors(registry.resolve, "demo@good")
+        only_reprobundle_errors(registry.tags, "demo")
+    if bundle is not None:
+        assert bundle.ref.version == version == 1
+
+
+@settings(max_examples=300 * SCALE, **FUZZ)
+@given(key=hostile_text)
+def test_hostile_keys_are_refused_by_every_store(tmp_path, key):
+    """Keys with '..', absolute paths, NUL or odd characters never reach the filesystem or the memory store."""
+    local = LocalStore(tmp_path / "k")
+    from reprobundle.store import open_store
+
+    memory = open_store(f"memory://fuzz-{uuid.uuid4().hex[:8]}")
+    try:
+        check_key(key)
+        ok = True
+    except ReproBundleError:
+        ok = False
+    for store in (local, memory):
+        with audited(tmp_path / "k"):
+            ops = [lambda: store.get(key), lambda: store.exists(key), lambda: store.size(key),
+                   lambda: store.put(key, b"x", create_only=True), lambda: store.delete(key)]
+            if key:  # list("") is the whole store, by design
+                ops.append(lambda: list(store.list(key)))
+            for op in ops:
+                try:
+                    op()
+                except ReproBundleError:
+                    pass
+                else:
+                    assert ok, f"{store!r} accepted the unsafe key {key!r}"
+    assert {p.name for p in tmp_path.iterdir()} <= {"k"}  # nothing was written beside the store folder
+
+
+def test_names_from_a_store_folder_cannot_escape(tmp_path):
+    """Odd folder names under bundles/ and tags/ and a symlinked blob: listing, verify and gc stay inside the
+    root; gc removes the symlink, never its target; verify reports the symlink's content as corrupt."""
+    registry = Registry.open(tmp_path / "store")
+    m = make_manifest(registry)
+    registry.publish(m)
+    root = registry.store.root
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"precious")
+    digest = m["inputs"]["leaves"][0]["blob"]["digest"]
+    blob = root / blob_key(digest)
+    blob.unlink()
+    blob.symlink_to(outside)
+    (root / "bundles/Evil Name").mkdir()
+    (root / "bundles/Evil Name/1.msgpack").write_bytes(mf.encode_manifest(dict(m, version=1)))
+    (root / "tags/demo").mkdir(parents=True)
+    (root / "tags/demo/.hidden").write_bytes(b"1")
+    cache = tmp_path / "cache"
+    with audited(root, cache):
+        problems = registry.verify(registry.load("demo", 1))
+        assert any(digest in p and "corrupt" in p for p in problems), problems
+        with pytest.raises(ReproBundleError):
+            registry.get_blob(digest)
+        only_reprobundle_errors(lambda: list(registry.iter_bundles()))
+        only_reprobundle_errors(registry.resolve, "Evil Name")
+    # gc deletes orphan keys inside the root only; a symlink is removed as a link
+    (root / "blobs/sha256/ff").mkdir(parents=True, exist_ok=True)
+    orphan_link = root / "blobs/sha256/ff" / ("f" * 64)
+    orphan_link.symlink_to(outside)
+    (root / "bundles/Evil Name/1.msgpack").unlink()
+    (root / "bundles/Evil Name").rmdir()
+    with audited(root):
+        dead = registry.gc(dry_run=False)
+    assert blob_key("sha256:" + "f" * 64) in dead
+    assert not orphan_link.is_symlink() and outside.read_bytes() == b"precious"
+
+
+# ----------------------------------------------------------------------------------------------- zips
+
+
+def _zip_members(data: bytes) -> list[zipfile.ZipInfo]:
+    return zipfile.ZipFile(io.BytesIO(data)).infolist()
+
+
+def _exercise_zip(path: Path, cache: Path) -> None:
+    opened = only_reprobundle_errors(open_ref, str(path))
+    if opened is None:
+        return
+    registry, bundle = opened
+    problems = only_reprobundle_errors(registry.verify, bundle)
+    for r in mf.blob_refs(bundle.manifest):
+        data = only_reprobundle_errors(registry.get_blob, r)
+        if data is not None:
+            from reprobundle.digest import digest_bytes
+
+            assert digest_bytes(data) == r["digest"]  # what is handed out is what the digest names
+        only_reprobundle_errors(registry.blob_file, r, cache)
+    if problems == []:  # verified: then every blob reads back intact
+        for r in mf.blob_refs(bundle.manifest):
+            assert registry.get_blob(r) is not None
+    only_reprobundle_errors(lambda: list(registry.iter_bundles()))
+    registry.store.close()
+
+
+@settings(max_examples=200 * SCALE, **FUZZ)
+@given(data=st.data())
+def test_mutated_and_truncated_zips(tmp_path, data):
+    """The golden bundle (a real one) with flipped bits, truncation, overwritten headers or central directory."""
+    raw = GOLDEN_ZIP.read_bytes()
+    where = data.draw(st.sampled_from(["anywhere", "central directory", "local headers"]), label="where")
+    b = bytearray(raw)
+    if where == "anywhere":
+        bad = _mutate_bytes(data, raw)
+    else:
+        infos = _zip_members(raw)
+        if where == "central directory":
+            lo, hi = raw.find(b"PK\x01\x02"), len(raw)
+        else:
+            info = data.draw(st.sampled_from(infos), label="member")
+            lo, hi = info.header_offset, info.header_offset + 30 + len(info.filename) + 40
+        for _ in range(data.draw(st.integers(1, 4), label="n")):
+            i = data.draw(st.integers(lo, hi - 1), label="i")
+            b[i] = data.draw(st.integers(0, 255), label="byte")
+        bad = bytes(b)
+    path = tmp_path / "fuzzed.zip"
+    path.write_bytes(bad)
+    cache = tmp_path / "cache"
+    with audited(path, cache, tmp_path):
+        _exercise_zip(path, cache)
+
+
+def _zip_of(entries: list[tuple[str, bytes]], *, compress=zipfile.ZIP_STORED) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=compress) as zf:
+        for name, data in entries:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = compress
+            with _nowarn():
+                zf.writestr(info, data)
+    return buf.getvalue()
+
+
+@contextmanager
+def _nowarn():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zipfile warns about duplicate names, which we write on purpose
+        yield
+
+
+@pytest.fixture(scope="module")
+def golden_entries() -> list[tuple[str, bytes]]:
+    with zipfile.ZipFile(GOLDEN_ZIP) as zf:
+        return [(i.filename, zf.read(i)) for i in zf.infolist()]
+
+
+def _manifest_entry(entries):
+    return next(i for i, (n, _) in enumerate(entries) if n.startswith("bundles/"))
+
+
+def _patch_all(data: bytes, old: bytes, new: bytes) -> bytes:
+    assert len(old) == len(new) and data.count(old) >= 2  # local header and central directory
+    return data.replace(old, new)
+
+
+def _set_header_fields(data: bytes, name: str, **fields) -> bytes:
+    """Rewrite fields of one member in both its local header and its central directory record."""
+    b = bytearray(data)
+    enc = name.encode()
+    for sig, offs in ((b"PK\x03\x04", dict(flags=6, method=8, size=22, crc=14, csize=18, version=4)),
+                      (b"PK\x01\x02", dict(flags=8, method=10, size=24, crc=16, csize=20, version=6))):
+        nlen_off = 26 if sig == b"PK\x03\x04" else 28
+        name_off = 30 if sig == b"PK\x03\x04" else 46
+        pos = 0
+        while (pos := bytes(b).find(sig, pos)) != -1:
+            nlen = struct.unpack_from("<H", b, pos + nlen_off)[0]
+            if bytes(b[pos + name_off:pos + name_off + nlen]) == enc:
+                for field, value in fields.items():
+                    fmt = "<H" if field in ("flags", "method", "version") else "<I"
+                    struct.pack_into(fmt, b, pos + offs[field], value)
+            pos += 4
+    return bytes(b)
+
+
+def _hostile_zips(entries) -> dict[str, bytes]:
+    mi = _manifest_entry(entries)
+    mname, mdata = entries[mi]
+    blob_name, blob_data = next((n, d) for n, d in entries if n.startswith("blobs/") and len(d) > 64)
+    zeros = b"\0" * (48 << 20)
+    out = {}
+    for evil in ["../evil", "../../../../tmp/evil", "/etc/passwd", "/abs/bundles/x/1.msgpack", "blobs/../../evil",
+                 "bundles/golden/../../../evil", "bundles\\..\\..\\evil", "C:/evil", "bundles//golden/1.msgpack",
+                 "bundles/./golden/2.msgpack", "bundles/gölden/1.msgpack", "bundles/golden/1.msgpack ",
+                 "x" * 300, "bundles/golden/-1.msgpack/..", "~/.ssh/authorized_keys"]:
+        out[f"traversal entry {evil!r}"] = _zip_of(entries + [(evil, b"pwned")])
+    out["NUL in an entry name"] = _zip_of(entries).replace(b"reprobundle-store.json", b"reprobundle\x00store.json")
+    out["zip bomb: 48 MiB of zeros deflated as a blob"] = _zip_of(entries[:mi] + [(blob_name, zeros)] + entries[mi:],
+                                                                   compress=zipfile.ZIP_DEFLATED)
+    stored = _zip_of(entries)
+    out["declares 4 GiB for a 24-byte manifest"] = _set_header_fields(stored, mname, size=0xFFFFFFF0)
+    out["declares less than it inflates to"] = _set_header_fields(
+        _zip_of(entries[:mi] + [(mname, mdata + b"\0" * (8 << 20))], compress=zipfile.ZIP_DEFLATED), mname,
+        size=len(mdata))
+    out["duplicate manifest entries"] = _zip_of(entries + [(mname, mdata.replace(b"golden", b"goldeN"))])
+    out["duplicate blob entries, the last one corrupt"] = _zip_of(entries + [(blob_name, blob_data[::-1])])
+    out["duplicate blob entries, the first one corrupt"] = _zip_of(
+        [(n, d[::-1] if n == blob_name else d) for n, d in entries] + [(blob_name, blob_data)])
+    out["encrypted flag on the manifest"] = _set_header_fields(stored, mname, flags=1)
+    out["unsupported compression method"] = _set_header_fields(stored, blob_name, method=99)
+    out["needs zip version 63"] = _set_header_fields(stored, blob_name, version=63)
+    out["wrong CRC on a blob"] = _set_header_fields(stored, blob_name, crc=0xDEADBEEF)
+    out["wrong CRC on the manifest"] = _set_header_fields(stored, mname, crc=0xDEADBEEF)
+    out["empty file"] = b""
+    out["not a zip"] = b"PK\x05\x06" + os.urandom(200)
+    out["only the end record"] = b"PK\x05\x06" + b"\0" * 18
+    out["marker only"] = _zip_of([e for e in entries if e[0] == "reprobundle-store.json"])
+    out["no marker"] = _zip_of([e for e in entries if e[0] != "reprobundle-store.json"])
+    out["marker from the future"] = _zip_of(
+        [(n, b'{"format": "reprobundle-store", "format_version": 99}' if n == "reprobundle-store.json" else d)
+         for n, d in entries])
+    out["marker is not json"] = _zip_of([(n, b"\xff\xfe[" if n == "reprobundle-store.json" else d)
+                                        for n, d in entries])
+    out["blobs missing"] = _zip_of([e for e in entries if not e[0].startswith("blobs/")])
+    out["manifest renamed to another name"] = _zip_of(
+        [(n.replace("bundles/golden/", "bundles/other/") if n == mname else n, d) for n, d in entries])
+    out["manifest is garbage"] = _zip_of([(n, os.urandom(64) if n == mname else d) for n, d in entries])
+    return out
+
+
+def test_hostile_zips(tmp_path, golden_entries):
+    """Path traversal entries, a zip bomb, lying declared sizes, duplicate entries, encryption, unknown methods and
+    versions, bad CRCs, empty/foreign files, a missing/foreign/future marker: only ReproBundleErrors, nothing read
+    or written outside the zip, memory bounded, and nothing a reader hands out differs from what verify checked."""
+    from reprobundle.digest import digest_bytes
+
+    zips = _hostile_zips(golden_entries)
+    tracemalloc.start()
+    try:
+        for label, data in zips.items():
+            path = tmp_path / f"{uuid.uuid4().hex[:8]}.zip"
+            path.write_bytes(data)
+            cache = tmp_path / "cache"
+            tracemalloc.reset_peak()
+            with audited(path, cache):
+                _exercise_zip(path, cache)
+            _, peak = tracemalloc.get_traced_memory()
+            assert peak < 24 << 20, f"{label}: peak {peak / 2**20:.1f} MiB"
+            assert not (tmp_path / "evil").exists() and not Path("/tmp/evil").exists()
+            if label.startswith(("traversal", "duplicate", "zip bomb", "declares 4 GiB")):
+                with pytest.raises(StoreError):
+                    ZipStore(path)
+                    pytest.fail(f"{label}: the zip was accepted")
+            if label.startswith("NUL"):
+                only_reprobundle_errors(open_ref, str(path))
+    finally:
+        tracemalloc.stop()
+    # the untouched golden zip still opens, verifies and reads back
+    registry, bundle = open_ref(str(GOLDEN_ZIP))
+    assert registry.verify(bundle) == []
+    assert all(digest_bytes(registry.get_blob(r)) == r["digest"] for r in mf.blob_refs(bundle.manifest))
+
+
+def test_corrupt_zip_entry_is_reported_by_verify_and_cli(tmp_path, golden_entries):
+    """A damaged blob inside a zip (bad CRC): verify lists it (naming the digest), the CLI exits 6, no traceback."""
+    import contextlib
+
+    from reprobundle.cli import main
+
+    blob_name = next(n for n, d in golden_entries if n.startswith("blobs/") and len(d) > 64)
+    path = tmp_path / "bad.zip"
+    path.write_bytes(_set_header_fields(_zip_of(golden_entries), blob_name, crc=0xDEADBEEF))
+    registry, bundle = open_ref(str(path))
+    problems = registry.verify(bundle)
+    assert len(problems) == 1 and blob_name.rsplit("/", 1)[1] in problems[0], problems
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(err):
+        code = main(["verify", str(path)])
+    assert code == 6 and blob_name.rsplit("/", 1)[1] in out.getvalue() and "Traceback" not in err.getvalue()
+
+
+def test_too_many_zip_entries(tmp_path, monkeypatch):
+    """The entry-count bound is enforced before any entry is examined (bound lowered here to keep the test fast)."""
+    import reprobundle.store as store_mod
+
+    monkeypatch.setattr(store_mod, "MAX_ZIP_ENTRIES", 1000)
+    path = tmp_path / "many.zip"
+    path.write_bytes(_zip_of([(f"blobs/sha256/00/{i:064x}", b"") for i in range(1001)]))
+    with pytest.raises(StoreError, match="entries"):
+        ZipStore(path)
+
+
+# ----------------------------------------------------------------------------------- nothing is executed
+
+# Places in the package that may run code or start processes, each for a stated reason. Anything else that
+# matches is a new route from data to code and fails the test.
+ALLOWED_TEXT_MATCHES = {
+    ("api.py", "np.load(path, allow_pickle=False)"): "numpy's loader with pickles refused",
+}
+ALLOWED_CALLS = {
+    ("api.py", "load_factory", "exec_module"): "runs the user's own pack script, only when `pack SCRIPT.py` asks",
+    ("capture.py", "load_exported", "deserialize"): "jax.export.deserialize of a file the user passes to pack",
+}
+SUBPROCESS_MODULES = {
+    "execution.py": "runs worker.py by path in the chosen interpreter (argument list, no shell)",
+    "envs.py": "runs uv and probes interpreters (argument lists, no shell, fixed probe code)",
+    "worker.py": "sysctl for the CPU model on macOS",
+}
+JAX_IMPORTERS = {"capture.py": "the only in-process JAX user on the host", "worker.py": "runs in the subprocess"}
+
+
+def _package_sources() -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(PKG.glob("*.py"))}
+
+
+def test_no_pickle_eval_exec_in_the_package():
+    """grep: `pickle`, `eval(`, `exec(` (and marshal/shelve/yaml/os.system/shell=True) appear nowhere except the
+    listed, justified places."""
+    pattern = re.compile(r"pickle|\beval\(|\bexec\(|marshal|shelve|dill|yaml\.|os\.system|os\.popen|shell=True|"
+                         r"__import__\(|\bcompile\(")
+    found = []
+    for name, text in _package_sources().items():
+        for line in text.splitlines():
+            for m in pattern.finditer(line):
+                if m.group(0) == "compile(" and re.search(r"\bre\.compile\(|\.compile\(", line):
+                    continue  # re.compile / lowered.compile(): not Python's compile()
+                if not any(name == f and snippet in line for f, snippet in ALLOWED_TEXT_MATCHES):
+                    found.append(f"{name}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_no_code_execution_routes_in_the_package_ast():
+    """The same, by syntax: calls to eval/exec/compile/__import__, pickle-like imports, exec_module and
+    deserialize outside the allowed functions, msgpack hooks that could build objects, np.load with pickles,
+    subprocesses outside the allowed modules, JAX imported on the host outside capture.py."""
+    problems = []
+    for name, text in _package_sources().items():
+        tree = ast.parse(text, name)
+        parents = {}
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                parents[child] = node
+
+        def function_of(node):
+            while node in parents:
+                node = parents[node]
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    return node.name
+            return "<module>"
+
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                for mod in mods:
+                    top = mod.split(".")[0]
+                    if top in ("pickle", "_pickle", "cPickle", "marshal", "shelve", "dill", "cloudpickle", "joblib",
+                               "yaml", "pty", "code", "codeop"):
+                        problems.append(f"{name}:{node.lineno} imports {mod}")
+                    if top == "jax" and name not in JAX_IMPORTERS:
+                        problems.append(f"{name}:{node.lineno} imports {mod} on the host")
+                    if top == "subprocess" and name not in SUBPROCESS_MODULES:
+                        problems.append(f"{name}:{node.lineno} imports subprocess")
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            called = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            if isinstance(f, ast.Name) and called in ("eval", "exec", "compile", "__import__", "input", "breakpoint"):
+                problems.append(f"{name}:{node.lineno} calls {called}()")
+            if called in ("exec_module", "deserialize", "load_module", "run_path", "run_module"):
+                if (name, function_of(node), called) not in ALLOWED_CALLS and name != "worker.py":
+                    problems.append(f"{name}:{node.lineno} {function_of(node)}() calls {called}")
+            if called in ("system", "popen", "execv", "execve", "execvp", "spawnv", "startfile") and \
+                    isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "os":
+                problems.append(f"{name}:{node.lineno} calls os.{called}")
+            kwargs = {k.arg: k.value for k in node.keywords}
+            if "shell" in kwargs and not (isinstance(kwargs["shell"], ast.Constant) and kwargs["shell"].value is False):
+                problems.append(f"{name}:{node.lineno} passes shell=")
+            if called in ("unpackb", "Unpacker", "unpack") and set(kwargs) & {"object_hook", "object_pairs_hook",
+                                                                            "ext_hook", "list_hook"}:
+                problems.append(f"{name}:{node.lineno} msgpack with an object-building hook")
+            if called == "load" and isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and \
+                    f.value.id in ("np", "numpy"):
+                ap = kwargs.get("allow_pickle")
+                if not (isinstance(ap, ast.Constant) and ap.value is False):
+                    problems.append(f"{name}:{node.lineno} np.load without allow_pickle=False")
+    assert not problems, "\n".join(problems)
+
+
+def test_decoding_runs_no_code(demo, tmp_path):
+    """A manifest whose strings are Python, pickles and shell: decoding, loading, verifying and describing it
+    stays inside the store and executes nothing (the audit hook sees no exec/compile/pickle/process event)."""
+    import pickle  # noqa: S403  (the test builds a hostile payload; the package never imports pickle)
+
+    registry, base = demo
+    payload = pickle.dumps(os.system)  # would call os.system when unpickled
+    m = _deepcopy(base)
+    m["description"] = "__import__('os').system('touch /tmp/pwned-reprobundle')"
+    m["labels"] = {"x": "$(touch /tmp/pwned-reprobundle)", "p": payload.decode("latin-1")}
+    m["environment"] = {"code": "eval(compile('1', 'x', 'eval'))", "!!python/object": "os.system"}
+    m["function"]["fields"]["fun_name"] = "`touch /tmp/pwned-reprobundle`"
+    ref = registry.publish(m)
+    from reprobundle import report
+
+    benign = registry.load("demo", 1)  # warm-up: lazy imports (numpy.ma parses signatures) happen outside the audit
+    report.describe_bundle(benign, [])
+    report.bundle_data(benign, [])
+    with audited(registry.store.root, tmp_path / "cache"):
+        bundle = registry.resolve(f"demo@{ref.version}")
+        assert registry.verify(bundle) == []
+        report.describe_bundle(bundle, [])
+        report.bundle_data(bundle, [])
+    assert not Path("/tmp/pwned-reprobundle").exists()
+
+
+UNICODE_DIGITS = ["²", "١", "٣", "𝟙", "①", "¹²"]
+
+
+@pytest.mark.parametrize("digit", UNICODE_DIGITS)
+def test_hlo_artifacts_with_unicode_digits(digit):
+    """A bundle's HLO artifact is untrusted text: ids made of non-ASCII digits (str.isdigit() but not int()) in
+    metadata and source tables parse without error."""
+    from reprobundle import hlo
+
+    text = ("HloModule m\n\nENTRY %main (p: f32[4]) -> f32[4] {\n  %p = f32[4]{0} parameter(0)\n"
+            f"  ROOT %a = f32[4]{{0}} add(f32[4]{{0}} %p, f32[4]{{0}} %p), metadata={{op_name=\"x\" "
+            f"stack_frame_id={digit}}}\n}}\n")
+    tables = (f"\nFileNames\n1 \"f.py\"\nFileLocations\n1 file_name_id={digit} line=3\n"
+              f"StackFrames\n1 file_location_id={digit}\n")
+    for t in (text, text + tables, text.replace(f"stack_frame_id={digit}", "stack_frame_id=1") + tables):
+        module = hlo.parse_hlo(t)
+        hlo.fusion_summary(module)
+        hlo.fusion_diff(t, t)
+
+
+@pytest.mark.parametrize("digit", UNICODE_DIGITS)
+def test_refs_with_unicode_digits(demo, digit):
+    """`demo@²` is a tag name (not a version): a clean not-found, never int()'s ValueError."""
+    registry, _ = demo
+    with pytest.raises(ReproBundleError):
+        registry.resolve(f"demo@{digit}")
+
+
+# ------------------------------------------------------------------------------------------- run records
+
+
+def _base_run(registry: Registry, bundle) -> dict:
+    out = registry.put_blob(b"\1" * 24)
+    hlo = registry.put_blob(b"HloModule m\n\nENTRY %main (p: f32[4]) -> f32[4] {\n  ROOT %p = f32[4]{0} parameter(0)\n}\n")
+    return {
+        "format": mf.RUN_FORMAT, "format_version": mf.RUN_VERSION, "run_id": "20261130T000000-deadbeef",
+        "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": "2026-11-30T00:00:00.000000Z",
+        "requested": "0.4.30", "status": "ok", "reason": "", "route": "deserialize",
+        "environment": _deepcopy(_GOLDEN_ENVIRONMENT), "outputs": [{"shape": [2, 3], "dtype": "float32", "blob": out}],
+        "check": {"ok": True, "bit_identical": True, "max_abs_err": 0.0, "max_rel_err": 0.0, "leaves": []},
+        "artifacts": {"hlo_after": {"blob": hlo, "media_type": "text/x-hlo"}},
+        "timing": {"warmup": 1, "samples_ns": [100, 110, 120, 130], "compile_s": 0.1},
+        "per_op": [{"name": "p", "kind": "parameter", "time_ns": 1.0, "count": 1}],
+        "attempts": [{"route": "deserialize", "error": ""}], "duration_s": 1.0,
+    }
+
+
+@settings(max_examples=150 * SCALE, **FUZZ)
+@given(data=st.data())
+def test_hostile_run_records(demo, tmp_path, data):
+    """Run records sit beside bundles in shared stores: mutated ones make `show`, `compare`, `url` and gc fail
+    cleanly (or work), never with another exception, and never reach outside the store."""
+    from reprobundle import api
+    from reprobundle import comparison as render
+
+    registry, _ = demo
+    bundle = registry.load("demo", 1)
+    run = _base_run(registry, bundle)
+    for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+        path = data.draw(st.sampled_from(list(_walk_paths(run))[1:]), label="path")
+        op = data.draw(st.sampled_from(["replace", "replace", "delete", "add"]), label="op")
+        target = _get(run, path)
+        if op == "replace":
+            run = _set(run, path, data.draw(hostile_value, label="value"))
+        elif op == "delete":
+            del _get(run, path[:-1])[path[-1]]
+        elif isinstance(target, dict):
+            target[data.draw(hostile_text, label="key")] = data.draw(hostile_value, label="value")
+    try:
+        raw = msgpack.packb(run, use_bin_type=True)
+    except (OverflowError, ValueError, TypeError):
+        assume(False)
+    from reprobundle.digest import hex_of
+
+    registry.store.put(f"runs/{hex_of(bundle.ref.bundle_id)}/20261130T000000-deadbeef.msgpack", raw)
+    cache = tmp_path / "cache"
+    with audited(registry.store.root, cache):
+        runs = only_reprobundle_errors(registry.runs, bundle.ref.bundle_id)
+        if runs:
+            comparison = only_reprobundle_errors(api.comparison_of, registry, bundle, runs)
+            if comparison is not None:
+                for fmt in (render.to_text, render.to_markdown, render.to_html):
+                    fmt(comparison)
+            only_reprobundle_errors(report.describe_runs, bundle, runs)
+            only_reprobundle_errors(lambda: [report.run_data(r) for r in runs])
+            only_reprobundle_errors(report.describe_bundle, bundle, runs)
+            only_reprobundle_errors(report.bundle_data, bundle, runs)
+        only_reprobundle_errors(sharing.share_info, "demo@1", store=str(registry.store.root))
+        only_reprobundle_errors(registry.gc, dry_run=True)
