@@ -42,6 +42,7 @@ from .errors import (
     UsageError,
 )
 from .registry import Bundle, BundleRef, Registry, blob_key
+from .report import human_bytes
 from .store import COPY_CHUNK, Store
 
 CACHE_MAX_ENV = "REPROBUNDLE_CACHE_MAX_BYTES"
@@ -426,7 +427,7 @@ class BlobCache:
             with self._lock:
                 self._pinned.update(got)  # verified, and not to be evicted while this instance hands them out
             if progress:
-                progress(f"fetched {len(got)} blob(s), {_human(nbytes)} from {store.url} into the cache "
+                progress(f"fetched {len(got)} blob(s), {human_bytes(nbytes)} from {store.url} into the cache "
                          f"in {time.monotonic() - started:.1f} s")
         self.trim()
         return found
@@ -492,11 +493,3 @@ def prefetch(registry: Registry, bundle: Bundle, progress: Callable[[str], None]
     cache = getattr(registry, "blob_cache", None)
     if cache is not None:
         cache.fetch_many(registry.store, [r["digest"] for r in replay_blob_refs(bundle.manifest)], progress=progress)
-
-
-def _human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
