@@ -32,10 +32,11 @@ def resolve(ref: str, store: str | None = None) -> tuple[Registry, Bundle]:
     return open_ref(ref, store)
 
 
-def _timing(warmup: int, repeat: int) -> Timing:
-    if warmup < 0 or repeat < 1:
-        raise UsageError(f"invalid timing: warmup={warmup}, repeat={repeat}", hint="use warmup >= 0 and repeat >= 1")
-    return Timing(warmup=warmup, repeat=repeat)
+def _timing(warmup: int, repeat: int, rounds: int | None = None) -> Timing:
+    if warmup < 0 or repeat < 1 or (rounds is not None and not 1 <= rounds <= repeat):
+        raise UsageError(f"invalid timing: warmup={warmup}, repeat={repeat}, rounds={rounds}",
+                         hint="use warmup >= 0, repeat >= 1 and 1 <= rounds <= repeat")
+    return Timing(warmup=warmup, repeat=repeat, rounds=rounds)
 
 
 def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: dict | None = None,
@@ -201,8 +202,8 @@ class ReplayResult:
 
 
 def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | None = None, warmup: int = 5,
-           repeat: int = 50, timeout_s: float = 1800.0, dump: bool = True, profile: bool = True,
-           python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+           repeat: int = 50, rounds: int | None = None, timeout_s: float = 1800.0, dump: bool = True,
+           profile: bool = True, python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
            memory_limit_bytes: int | None = None) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
@@ -219,7 +220,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     env_manager = None
     if any(v != "installed" for v in versions) or python:
         env_manager = environment_manager(env_dir, python=python)
-    runs = _replay(registry, bundle, versions, timing=_timing(warmup, repeat), timeout_s=timeout_s, dump=dump,
+    runs = _replay(registry, bundle, versions, timing=_timing(warmup, repeat, rounds), timeout_s=timeout_s, dump=dump,
                    profile=profile, python=python, env_manager=env_manager, progress=progress,
                    memory_limit_bytes=memory_limit_bytes)
     return ReplayResult(registry, bundle, runs)
@@ -266,38 +267,23 @@ def compare(ref: str, versions: Sequence[str] | None = None, *, store: str | Non
 
 
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: int = 5, repeat: int = 50,
-           timeout_s: float = 1800.0, python: str | None = None, env_dir: str | None = None,
-           progress: Callable[[str], None] | None = None):
+           rounds: int | None = None, timeout_s: float = 1800.0, python: str | None = None,
+           env_dir: str | None = None, progress: Callable[[str], None] | None = None):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed."""
     from .bisection import bisect as _bisect
+    from .replay import replay as _replay
 
     registry, bundle = resolve(ref, store)
     manager = environment_manager(env_dir, python=python)
-    reference = None
+    timing = _timing(warmup, repeat, rounds)
 
-    def replay_one(version: str) -> dict:
-        nonlocal reference
-        from .replay import reference_arrays, replay_version
+    def replay_together(versions: Sequence[str]) -> list[dict]:
+        return _replay(registry, bundle, versions, timing=timing, timeout_s=timeout_s, dump=False, profile=True,
+                       env_manager=manager, progress=progress, store_runs=not registry.store.read_only)
 
-        if reference is None:
-            reference = reference_arrays(registry, bundle)
-        try:
-            env = manager.ensure(version, progress=progress)
-        except ReproBundleError as e:
-            return {"requested": version, "status": "error", "reason": e.message, "environment": {}, "outputs": [],
-                    "artifacts": {}}
-        if progress:
-            progress(f"replaying {bundle.ref} on jax {version} ...")
-        run = replay_version(registry, bundle, version, env.python_executable, reference=reference,
-                             timing=_timing(warmup, repeat), timeout_s=timeout_s, dump=False, profile=True)
-        if not registry.store.read_only:
-            registry.put_run(run)
-        return run
-
-    result = _bisect(manager.available_versions(), good, bad, replay_one, progress=progress)
+    result = _bisect(manager.available_versions(), good, bad, replay_together, progress=progress)
     tested = [result.runs[v] for v in sorted(result.runs, key=lambda v: [int(p) for p in v.split(".") if p.isdigit()])]
-    usable = [r for r in tested if "run_id" in r]
-    comparison = comparison_of(registry, bundle, usable, baseline=good) if usable else None
+    comparison = comparison_of(registry, bundle, tested, baseline=good)
     return result, comparison
 
 

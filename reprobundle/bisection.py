@@ -1,8 +1,10 @@
 """Bisect: the first released JAX version between a good and a bad one where a bundle regressed.
 
 The regression is what tells the two endpoints apart: wrong outputs (when the bad one mismatches and the good
-one does not), otherwise time. A version is bad for time when it is significantly slower than the good
-endpoint (Mann-Whitney on the raw samples) and at least half-way there in log-ratio terms.
+one does not), otherwise time. For time, every tested version is replayed together with the good endpoint
+(interleaved, see schedule.py), so each judgement is a paired verdict made under the same machine conditions: a
+version is bad when it is significantly slower (or faster, if that is the regression) than the good one timed
+beside it, and at least half-way to the bad endpoint in log-ratio terms.
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from .compare import TimingSummary, timing_verdict
+from .compare import timing_verdict
 from .errors import UsageError
 
-ReplayOne = Callable[[str], dict]  # version -> run record
+ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
 
 
 def _vkey(v: str) -> tuple[int, ...]:
@@ -30,30 +32,41 @@ class BisectResult:
     last_good: str | None
     runs: dict[str, dict] = field(default_factory=dict)  # version -> run record, every version tested
     classes: dict[str, str] = field(default_factory=dict)  # version -> "good" / "bad" / "skip"
+    evidence: dict[str, str] = field(default_factory=dict)  # version -> why it was classed so, one line
     candidates: list[str] = field(default_factory=list)
 
 
-def _samples(run: dict) -> list[int]:
-    return (run.get("timing") or {}).get("samples_ns") or []
+def _timing(run: dict) -> dict:
+    return run.get("timing") or {}
 
 
 def _usable(run: dict) -> bool:
     return run["status"] in ("ok", "mismatch")
 
 
-def classify(run: dict, good: dict, bad: dict, criterion: str) -> str:
+def _verdict_line(verdict: dict, good: str) -> str:
+    ci = verdict.get("ci95")
+    interval = f" [{ci[0]:.3f}-{ci[1]:.3f}]" if ci else ""
+    return (f"{verdict['ratio']:.3f}x{interval} vs jax {good} timed beside it: {verdict['verdict']} "
+            f"(p={verdict['p_value']:.2g}, {verdict['method']})")
+
+
+def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterion: str) -> tuple[str, str]:
+    """("good" | "bad" | "skip", evidence) for a run against the good endpoint's run timed beside it."""
     if not _usable(run):
-        return "skip"
+        return "skip", f"{run['status']}: {run['reason']}"
     if criterion == "outputs":
-        return "bad" if run["status"] == "mismatch" else "good"
-    target = math.log(TimingSummary.of(_samples(bad)).median_ns / TimingSummary.of(_samples(good)).median_ns)
-    verdict = timing_verdict(_samples(good), _samples(run))
+        return ("bad", "outputs mismatch") if run["status"] == "mismatch" else ("good", "outputs match")
+    if not _usable(good_run):
+        return "skip", f"the good endpoint failed beside it: {good_run['status']}: {good_run['reason']}"
+    verdict = timing_verdict(_timing(good_run), _timing(run))
     moved = math.log(verdict["ratio"]) if verdict["ratio"] > 0 else 0.0
-    same_direction = verdict["verdict"] == ("slower" if target > 0 else "faster")
-    return "bad" if same_direction and abs(moved) >= abs(target) / 2 else "good"
+    same_direction = verdict["verdict"] == ("slower" if target_log_ratio > 0 else "faster")
+    cls = "bad" if same_direction and abs(moved) >= abs(target_log_ratio) / 2 else "good"
+    return cls, _verdict_line(verdict, good_run["requested"])
 
 
-def bisect(versions: Sequence[str], good: str, bad: str, replay_one: ReplayOne,
+def bisect(versions: Sequence[str], good: str, bad: str, replay_together: ReplayTogether,
            progress: Callable[[str], None] | None = None) -> BisectResult:
     """Binary search over the released `versions` strictly between `good` and `bad`."""
     ordered = sorted(set(versions) | {good, bad}, key=_vkey)
@@ -61,18 +74,24 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_one: ReplayOne,
         raise UsageError(f"--good {good} must be older than --bad {bad}")
     candidates = [v for v in ordered if _vkey(good) < _vkey(v) < _vkey(bad)]
     result = BisectResult(good, bad, "time", None, None, candidates=candidates)
-    for endpoint in (good, bad):
-        result.runs[endpoint] = replay_one(endpoint)
-    g, b = result.runs[good], result.runs[bad]
+    g, b = replay_together([good, bad])
+    result.runs[good], result.runs[bad] = g, b
     for name, run in (("good", g), ("bad", b)):
         if not _usable(run):
             raise UsageError(f"the {name} version {run['requested']} did not run: {run['status']}: {run['reason']}",
                              hint="pick endpoints on which the bundle runs")
+    target = None
     if b["status"] == "mismatch" and g["status"] == "ok":
         result.criterion = "outputs"
-    elif timing_verdict(_samples(g), _samples(b))["verdict"] == "same":
-        raise UsageError(f"jax {good} and {bad} are not distinguishable: same outputs and no significant time change",
-                         hint="replay with more --repeat, or pick other endpoints")
+        result.evidence = {good: "outputs match", bad: "outputs mismatch"}
+    else:
+        verdict = timing_verdict(_timing(g), _timing(b))
+        if verdict["verdict"] in ("same", "unknown"):
+            raise UsageError(f"jax {good} and {bad} are not distinguishable: same outputs and no significant time "
+                             f"change ({_verdict_line(verdict, good)})",
+                             hint="replay with more --repeat or --rounds, or pick other endpoints")
+        target = math.log(verdict["ratio"])
+        result.evidence = {good: "the good endpoint", bad: _verdict_line(verdict, good)}
     result.classes = {good: "good", bad: "bad"}
 
     last_good, first_bad = good, bad
@@ -81,9 +100,13 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_one: ReplayOne,
         version = remaining[len(remaining) // 2]
         if progress:
             progress(f"bisect: {len(remaining)} versions left between {last_good} and {first_bad}; testing {version}")
-        run = replay_one(version)
+        if result.criterion == "outputs":
+            (run,), good_run = replay_together([version]), g
+        else:
+            good_run, run = replay_together([good, version])
         result.runs[version] = run
-        cls = result.classes[version] = classify(run, g, b, result.criterion)
+        cls, result.evidence[version] = classify(run, good_run, target, result.criterion)
+        result.classes[version] = cls
         if cls == "skip":  # untestable: decide without it
             remaining.remove(version)
         elif cls == "bad":
@@ -95,7 +118,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_one: ReplayOne,
     result.first_bad, result.last_good = first_bad, last_good
     return result
 
-    
+
 def skipped_between(result: BisectResult) -> list[str]:
     """Versions between the last good and the first bad that could not be tested (the answer is a range then)."""
     lo, hi = _vkey(result.last_good), _vkey(result.first_bad)

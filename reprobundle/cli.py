@@ -145,6 +145,8 @@ def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="Th
           f"wrote {path} ({report.human_bytes(size)})")
 
 
+RoundsOpt = typer.Option(None, "--rounds", help="Rounds of fresh worker processes, the versions timed in "
+                                               "alternation in each (default: 5 for several versions, else 1).")
 ReportOpt = typer.Option(None, "--report", help="Write a Markdown report (pastes into a GitHub issue).")
 HtmlOpt = typer.Option(None, "--html", help="Write an HTML page with a chart of the timings.")
 BaselineOpt = typer.Option(None, "--baseline", help="Version the others are compared with "
@@ -166,8 +168,10 @@ def replay(
     jax_versions: List[str] = typer.Option([], "--jax", help="JAX version to replay on (repeatable); "
                                                             "'installed' is this interpreter's JAX (default)."),
     warmup: int = typer.Option(5, "--warmup"),
-    repeat: int = typer.Option(50, "--repeat", help="Timed calls per version."),
-    timeout: float = typer.Option(1800.0, "--timeout", help="Seconds per version before the worker is killed."),
+    repeat: int = typer.Option(50, "--repeat", help="Timed steps per version, over all rounds (a step is one call, "
+                                                    "or a batch of calls lasting ~50 ms for fast functions)."),
+    rounds: Optional[int] = RoundsOpt,
+    timeout: float = typer.Option(1800.0, "--timeout", help="Seconds per worker process before it is killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
     no_profile: bool = typer.Option(False, "--no-profile"),
     baseline: Optional[str] = BaselineOpt,
@@ -179,7 +183,7 @@ def replay(
     """Rerun a bundle on one or more JAX versions and compare them."""
     from . import comparison as comparison_render
 
-    result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat,
+    result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                         timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json))
     multi = len(result.runs) > 1
     comparison = None
@@ -220,6 +224,7 @@ def bisect_cmd(
     bad: str = typer.Option(..., "--bad", help="A later JAX version where it regressed."),
     warmup: int = typer.Option(5, "--warmup"),
     repeat: int = typer.Option(50, "--repeat"),
+    rounds: Optional[int] = RoundsOpt,
     timeout: float = typer.Option(1800.0, "--timeout"),
     python: Optional[str] = typer.Option(None, "--python"),
     report_path: Optional[Path] = ReportOpt,
@@ -229,15 +234,17 @@ def bisect_cmd(
     """Binary-search the released JAX versions between --good and --bad for the first bad one."""
     from . import comparison as comparison_render
 
-    result, comparison = api.bisect(ref, good, bad, store=store, warmup=warmup, repeat=repeat, timeout_s=timeout,
+    result, comparison = api.bisect(ref, good, bad, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
+                                    timeout_s=timeout,
                                     python=python, progress=_progress(as_json))
     if comparison is not None:
         _write_reports(comparison, report_path, None)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
-            "last_good": result.last_good, "classes": result.classes, "comparison": comparison}
+            "last_good": result.last_good, "classes": result.classes, "evidence": result.evidence,
+            "comparison": comparison}
     human = (f"first bad release: jax {result.first_bad} (last good: {result.last_good}; "
              f"judged by {result.criterion})\n"
-             + "\n".join(f"  {v}: {c}" for v, c in result.classes.items()))
+             + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
     if comparison is not None:
         human += "\n\n" + comparison_render.to_text(comparison)
     _emit(as_json, data, human)

@@ -11,6 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
+from .stats import mann_whitney_u, one_sample_t, t_quantile, welch_t
+
 # (rtol, atol) by dtype: loose enough for the reassociation XLA may do between releases, tight enough to
 # catch a wrong result. Integers and booleans must match exactly.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -99,55 +101,92 @@ class TimingSummary:
         return cls(int(a.size), float(med), float(q3 - q1), float(a.min()), float(a.mean()))
 
 
-def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
-    """Two-sided Mann-Whitney U test, normal approximation with tie correction.
-
-    Returns (U of `a`, p-value). Adequate for the sample sizes timing produces (tens to thousands).
-    """
-    x = np.asarray(a, dtype=np.float64)
-    y = np.asarray(b, dtype=np.float64)
-    n1, n2 = x.size, y.size
-    if n1 == 0 or n2 == 0:
-        return math.nan, 1.0
-    combined = np.concatenate([x, y])
-    order = np.argsort(combined, kind="mergesort")
-    ranks = np.empty(combined.size, dtype=np.float64)
-    sorted_vals = combined[order]
-    # Average ranks over ties.
-    boundaries = np.flatnonzero(np.diff(sorted_vals)) + 1
-    starts = np.concatenate([[0], boundaries])
-    ends = np.concatenate([boundaries, [combined.size]])
-    avg = (starts + ends + 1) / 2.0
-    ranks[order] = np.repeat(avg, ends - starts)
-    u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
-    tie_sizes = ends - starts
-    n = n1 + n2
-    tie_term = float(np.sum(tie_sizes**3 - tie_sizes)) / (n * (n - 1)) if n > 1 else 0.0
-    sigma = math.sqrt(n1 * n2 / 12.0 * ((n + 1) - tie_term))
-    if sigma == 0:
-        return u1, 1.0
-    mu = n1 * n2 / 2.0
-    z = (abs(u1 - mu) - 0.5) / sigma  # continuity correction
-    p = math.erfc(max(z, 0.0) / math.sqrt(2.0))
-    return float(u1), float(min(1.0, p))
+def step_medians(timing: dict) -> list[list[float]] | None:
+    """Per round, the median call time of each step; None for a run that was not measured in steps."""
+    samples, steps, rounds = timing.get("samples_ns") or [], timing.get("steps"), timing.get("rounds")
+    if not steps or not rounds or sum(steps) != len(samples) or sum(rounds) != len(steps):
+        return None
+    per_step, at = [], 0
+    for calls in steps:
+        per_step.append(float(np.median(samples[at:at + calls])))
+        at += calls
+    out, at = [], 0
+    for n in rounds:
+        out.append(per_step[at:at + n])
+        at += n
+    return out
 
 
 # A difference must be both statistically clear and big enough to matter.
-DEFAULT_ALPHA = 0.001
+DEFAULT_ALPHA = 0.01
 DEFAULT_MIN_EFFECT = 0.02
+MIN_ROUNDS = 3
+METHOD_PAIRED = "paired rounds"
+METHOD_ROUNDS = "rounds"
+METHOD_SAMPLES = "samples"
 
 
-def timing_verdict(baseline: Sequence[float], candidate: Sequence[float], *, alpha: float = DEFAULT_ALPHA,
+def timing_verdict(baseline: dict, candidate: dict, *, alpha: float = DEFAULT_ALPHA,
                    min_effect: float = DEFAULT_MIN_EFFECT) -> dict:
-    """'slower', 'faster' or 'same' for candidate against baseline, with the ratio of medians and the p-value."""
-    b = TimingSummary.of(baseline)
-    c = TimingSummary.of(candidate)
+    """'slower', 'faster', 'same' or 'unknown' for the candidate's timing against the baseline's.
+
+    Both are timing maps of run records (`samples_ns`, and for interleaved runs `steps`, `rounds`, `group`). The
+    test is the best the data allows:
+    - "paired rounds" (both timed in one interleaved measurement, >= MIN_ROUNDS rounds): per round, the median
+      log ratio of back-to-back steps, then a one-sample t-test over rounds. Drift cancels within a step pair;
+      the process-to-process variation is the spread between rounds, so it is in the test.
+    - "rounds" (>= MIN_ROUNDS rounds each, measured apart): Welch's t-test on the log medians of the rounds.
+      Drift between the two measurements is not in the test (the caveat says so).
+    - "samples" (anything else, e.g. a pack's reference run): Mann-Whitney U on the raw samples of one process
+      each; process-to-process variation is not in the test, so on a noisy machine its verdicts are unreliable
+      (the caveat says so).
+    A verdict other than 'same' needs p < alpha and a ratio at least `min_effect` away from 1. Returns
+    {"verdict", "ratio", "p_value", "method", "ci95": [lo, hi] | None, "rounds": int, "caveat": str | None}.
+    """
+    base_rounds, cand_rounds = step_medians(baseline), step_medians(candidate)
+    same_group = baseline.get("group") is not None and baseline.get("group") == candidate.get("group")
+    if same_group and base_rounds and cand_rounds:
+        paired = [_paired_log_ratio(b, c) for b, c in zip(base_rounds, cand_rounds)]
+        paired = [d for d in paired if d is not None]
+        if len(paired) >= MIN_ROUNDS:
+            mean, se, df, p = one_sample_t(paired)
+            return _decide(mean, se, df, p, METHOD_PAIRED, len(paired), None, alpha, min_effect)
+    if base_rounds and cand_rounds:
+        b_logs = [math.log(float(np.median(r))) for r in base_rounds if r]
+        c_logs = [math.log(float(np.median(r))) for r in cand_rounds if r]
+        if len(b_logs) >= MIN_ROUNDS and len(c_logs) >= MIN_ROUNDS:
+            diff, se, df, p = welch_t(b_logs, c_logs)
+            return _decide(diff, se, df, p, METHOD_ROUNDS, min(len(b_logs), len(c_logs)),
+                           "measured at different times: drift between them is not in the test; replay the "
+                           "versions together for a paired verdict", alpha, min_effect)
+    b_samples, c_samples = baseline.get("samples_ns") or [], candidate.get("samples_ns") or []
+    b, c = TimingSummary.of(b_samples), TimingSummary.of(c_samples)
     if b.n < 3 or c.n < 3 or not b.median_ns:
-        return {"verdict": "unknown", "ratio": math.nan, "p_value": 1.0, "reason": "too few samples"}
+        return {"verdict": "unknown", "ratio": math.nan, "p_value": 1.0, "method": METHOD_SAMPLES, "ci95": None,
+                "rounds": 0, "caveat": "too few samples"}
     ratio = c.median_ns / b.median_ns
-    _, p = mann_whitney_u(baseline, candidate)
-    if p < alpha and abs(ratio - 1.0) >= min_effect:
-        verdict = "slower" if ratio > 1 else "faster"
-    else:
-        verdict = "same"
-    return {"verdict": verdict, "ratio": ratio, "p_value": p}
+    _, p = mann_whitney_u(b_samples, c_samples)
+    verdict = _direction(ratio) if p < alpha and abs(ratio - 1.0) >= min_effect else "same"
+    return {"verdict": verdict, "ratio": ratio, "p_value": p, "method": METHOD_SAMPLES, "ci95": None, "rounds": 1,
+            "caveat": "one process each, not interleaved: process-to-process variation is not in the test, so "
+                      "on a noisy machine this verdict is unreliable; replay the versions together"}
+
+
+def _paired_log_ratio(base_steps: list[float], cand_steps: list[float]) -> float | None:
+    n = min(len(base_steps), len(cand_steps))
+    if n == 0:
+        return None
+    return float(np.median(np.log(np.asarray(cand_steps[:n]) / np.asarray(base_steps[:n]))))
+
+
+def _decide(log_ratio: float, se: float, df: float, p: float, method: str, rounds: int, caveat: str | None,
+            alpha: float, min_effect: float) -> dict:
+    ratio = math.exp(log_ratio)
+    half = t_quantile(0.05, df) * se if se > 0 and df > 0 else 0.0
+    verdict = _direction(ratio) if p < alpha and abs(ratio - 1.0) >= min_effect else "same"
+    return {"verdict": verdict, "ratio": ratio, "p_value": p, "method": method,
+            "ci95": [math.exp(log_ratio - half), math.exp(log_ratio + half)], "rounds": rounds, "caveat": caveat}
+
+
+def _direction(ratio: float) -> str:
+    return "slower" if ratio > 1 else "faster"

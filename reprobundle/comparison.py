@@ -9,12 +9,12 @@ from __future__ import annotations
 import html
 import math
 import re
-from typing import Sequence
 
 import numpy as np
 
 from . import hlo
-from .compare import TimingSummary, check_outputs, timing_verdict
+from .compare import (DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, METHOD_PAIRED, TimingSummary, check_outputs,
+                      timing_verdict)
 from .report import human_ns, table
 
 COMPARISON_FORMAT = "reprobundle.comparison"
@@ -55,6 +55,7 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
         row["fusions"] = _fusion_count(modules.get(row["requested"]))
         if row["status"] not in _TIMED:
             notes.append(f"jax {row['label']}: {row['status']}: {row['reason']}")
+    notes += _verdict_notes(rows)
     diffs = [_version_diff(row, base, modules) for row in rows
              if base is not None and row is not base and row["requested"] != REFERENCE and row["status"] in _TIMED]
     return {
@@ -67,6 +68,19 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
         "baseline": base["label"] if base else None, "top": top,
         "rows": rows, "diffs": diffs, "notes": notes + _machine_notes(manifest, runs),
     }
+
+
+def _verdict_notes(rows: list[dict]) -> list[str]:
+    notes = []
+    paired = [r for r in rows if r["method"] == METHOD_PAIRED]
+    if paired:
+        notes.append(f"verdicts for {', '.join(r['label'] for r in paired)}: timed interleaved with the baseline "
+                     f"in {paired[0]['rounds']} rounds of fresh processes; paired t-test over rounds, p < "
+                     f"{DEFAULT_ALPHA:g} and at least {DEFAULT_MIN_EFFECT:.0%} apart to count")
+    for caveat in sorted({r["caveat"] for r in rows if r["caveat"]}):
+        labels = ", ".join(r["label"] for r in rows if r["caveat"] == caveat)
+        notes.append(f"verdicts for {labels}: {caveat}")
+    return notes
 
 
 def _env(env: dict) -> dict:
@@ -94,10 +108,12 @@ def _machine_notes(manifest: dict, runs: list[dict]) -> list[str]:
     return notes
 
 
-def _timing_fields(samples: Sequence[float]) -> dict:
+def _timing_fields(timing: dict) -> dict:
+    samples = timing.get("samples_ns") or []
     t = TimingSummary.of(samples)
     return {"n": t.n, "median_ns": _num(t.median_ns), "iqr_ns": _num(t.iqr_ns), "min_ns": _num(t.min_ns),
-            "samples_ns": [int(s) for s in samples]}
+            "samples_ns": [int(s) for s in samples], "rounds": len(timing.get("rounds") or []) or 1,
+            "schedule": {k: timing[k] for k in ("steps", "rounds", "group") if k in timing}}
 
 
 def _num(x: float) -> float | None:
@@ -109,7 +125,7 @@ def _reference_row(manifest: dict) -> dict:
     return {"label": REFERENCE, "requested": REFERENCE, "jax": str(env.get("jax") or "?"), "status": "ok", "reason": "",
             "route": ref.get("route"), "compile_s": _num((ref.get("timing") or {}).get("compile_s")),
             "err_ref": {"ok": True, "bit_identical": True, "max_abs_err": 0.0, "max_rel_err": 0.0},
-            "per_op": ref.get("per_op") or [], **_timing_fields((ref.get("timing") or {}).get("samples_ns") or [])}
+            "per_op": ref.get("per_op") or [], **_timing_fields(ref.get("timing") or {})}
 
 
 def _run_row(run: dict) -> dict:
@@ -119,7 +135,7 @@ def _run_row(run: dict) -> dict:
             "jax": str((run.get("environment") or {}).get("jax") or "?"), "status": run["status"],
             "reason": run.get("reason", ""), "route": run.get("route"), "compile_s": _num(timing.get("compile_s")),
             "err_ref": _error_fields(check) if check else None, "per_op": run.get("per_op") or [],
-            **_timing_fields(timing.get("samples_ns") or [])}
+            **_timing_fields(timing)}
 
 
 def _label_duplicates(rows: list[dict]) -> None:
@@ -151,14 +167,18 @@ def _pick_baseline(rows: list[dict], baseline: str | None) -> dict | None:
 
 def _fill_against_baseline(row: dict, base: dict | None, outputs: dict) -> None:
     row["is_baseline"] = row is base
-    row["ratio"] = row["verdict"] = row["p_value"] = row["err_base"] = None
+    row["ratio"] = row["verdict"] = row["p_value"] = row["err_base"] = row["ci95"] = row["method"] = None
+    row["caveat"] = None
     if base is None:
         return
     if row is base:
         row["ratio"], row["verdict"] = 1.0, "baseline"
     elif row["n"] and base["n"]:
-        v = timing_verdict(base["samples_ns"], row["samples_ns"])
+        v = timing_verdict({"samples_ns": base["samples_ns"], **base["schedule"]},
+                           {"samples_ns": row["samples_ns"], **row["schedule"]})
         row["ratio"], row["verdict"], row["p_value"] = _num(v["ratio"]), v["verdict"], v["p_value"]
+        row["ci95"] = [_num(x) for x in v["ci95"]] if v["ci95"] else None
+        row["method"], row["caveat"] = v["method"], v["caveat"]
     row["err_base"] = _error_vs_baseline(row, base, outputs)
 
 
@@ -248,6 +268,15 @@ def _err_text(err: dict | None) -> str:
     return text if err.get("ok") else f"{text} (over tol)"
 
 
+def _ratio_text(row: dict) -> str:
+    if row["ratio"] is None:
+        return "-"
+    ci = row.get("ci95")
+    if ci and None not in ci and not row["is_baseline"]:
+        return f"{row['ratio']:.3f}x [{ci[0]:.3f}-{ci[1]:.3f}]"
+    return f"{row['ratio']:.2f}x"
+
+
 def _verdict_text(row: dict) -> str:
     if row["verdict"] in (None, "baseline"):
         return row["verdict"] or "-"
@@ -260,7 +289,7 @@ def _cells(row: dict) -> list[str]:
     return [row["label"] + (" *" if row["is_baseline"] else ""), row["jax"], status,
             human_ns(row["median_ns"]) if row["median_ns"] is not None else "-",
             human_ns(row["iqr_ns"]) if row["iqr_ns"] is not None else "-",
-            f"{row['ratio']:.2f}x" if row["ratio"] is not None else "-", _verdict_text(row),
+            _ratio_text(row), _verdict_text(row),
             _err_text(row["err_ref"]), _err_text(row["err_base"]),
             f"{row['compile_s']:.2f} s" if row["compile_s"] is not None else "-",
             str(row["fusions"]) if row["fusions"] is not None else "-"]

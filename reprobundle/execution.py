@@ -7,6 +7,7 @@ environment's interpreter. A crash, a hang or an out-of-memory kill is an outcom
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
@@ -24,6 +25,7 @@ from .registry import Registry, copy_tree_to_zip_blob
 WORKER_PATH = Path(__file__).with_name("worker.py")
 PROTOCOL = 1
 _STDERR_TAIL = 4000
+_MAX_CONTROL_LINE = 64 << 20  # a reply to `time n` is n numbers
 
 
 def dtype_of(name: str) -> np.dtype:
@@ -40,8 +42,12 @@ def dtype_of(name: str) -> np.dtype:
 
 @dataclass(frozen=True)
 class Timing:
+    """Untimed calls per worker, timed steps in all (a step is one call, or a batch for fast functions, see
+    schedule.py), and rounds of fresh worker processes (None: schedule.rounds_for decides)."""
+
     warmup: int = 5
     repeat: int = 50
+    rounds: int | None = None
 
 
 @dataclass
@@ -56,7 +62,7 @@ class WorkerOutcome:
 
 def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], workdir: Path, *,
               timing: Timing, dump: bool, profile: bool, routes: Sequence[str] | None = None,
-              describe: bool = False) -> Path:
+              describe: bool = False, lockstep: bool = False) -> Path:
     """Write job.msgpack for the worker under `workdir`; blobs are read in place or via `workdir/blobs`."""
     cache = workdir / "blobs"
 
@@ -83,7 +89,7 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
         "inputs": inputs,
         "outputs_dir": str(workdir / "outputs"),
         "artifacts_dir": str(workdir / "artifacts"),
-        "timing": {"warmup": timing.warmup, "repeat": timing.repeat},
+        "timing": {"warmup": timing.warmup, "repeat": timing.repeat, "lockstep": lockstep},
         "dump": dump,
         "profile": profile,
         "routes": list(routes) if routes else None,
@@ -106,29 +112,163 @@ def _signal_name(code: int) -> str:
 def run_worker(python: str | Path, job_path: Path, *, timeout_s: float, memory_limit_bytes: int | None = None,
                extra_env: dict[str, str] | None = None) -> WorkerOutcome:
     """Run the worker on a job in `python`; never raises for what happens inside the subprocess."""
-    workdir = job_path.parent
-    result_path = workdir / "result.msgpack"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
-    env.update(extra_env or {})
-    env["PYTHONNOUSERSITE"] = "1"
+    return WorkerProcess(python, job_path, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes,
+                         extra_env=extra_env).finish()
 
-    def limit_memory() -> None:
-        if memory_limit_bytes:
-            import resource
 
-            resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+class WorkerProcess:
+    """A worker subprocess, from its start to its outcome; never raises for what happens inside it.
 
-    start = time.perf_counter()
-    # -I: isolated mode, so nothing from the host's cwd or user site shadows the environment's packages. The
-    # launcher ties the worker's life to the host's first (see _LAUNCHER), then becomes the worker (exec).
-    proc = subprocess.Popen([str(python), "-I", "-c", _LAUNCHER, str(os.getpid()), str(WORKER_PATH), str(job_path),
-                             str(result_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=workdir,
-                            start_new_session=True, preexec_fn=limit_memory if memory_limit_bytes else None)
-    outcome = _wait_worker(proc, workdir, result_path, timeout_s, start)
-    if memory_limit_bytes and outcome.status not in ("ok", "mismatch"):
-        outcome.reason += f" (it ran under a memory limit of {memory_limit_bytes / 2**20:g} MiB: out of memory?)"
-    return outcome
+    With `lockstep` (the job must say `timing.lockstep` too) the worker waits after its warmup for `time_calls`,
+    so that several of them can be timed in alternation (see schedule.py and the worker's module docstring).
+    `timeout_s` bounds the time the worker works: from its start to its ready line, each batch of timed calls, its
+    finish; not the time it waits while the host times the others.
+    """
+
+    def __init__(self, python: str | Path, job_path: Path, *, timeout_s: float,
+                 memory_limit_bytes: int | None = None, extra_env: dict[str, str] | None = None,
+                 lockstep: bool = False) -> None:
+        self.workdir = job_path.parent
+        self.result_path = self.workdir / "result.msgpack"
+        self.memory_limit_bytes = memory_limit_bytes
+        self.timeout_s = timeout_s
+        self.start = time.perf_counter()
+        self._budget_s = timeout_s  # working time left
+        self._working_since: float | None = self.start
+        self.timed_out = False
+        self._buffer = b""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+        env.update(extra_env or {})
+        env["PYTHONNOUSERSITE"] = "1"
+
+        def limit_memory() -> None:
+            if memory_limit_bytes:
+                import resource
+
+                resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+
+        # stderr goes to a file: a pipe nobody reads while the worker waits for commands could fill and block it.
+        self._stderr_path = self.workdir / "worker-stderr.txt"
+        with open(self._stderr_path, "wb") as stderr:
+            # -I: isolated mode, so nothing from the host's cwd or user site shadows the environment's packages.
+            # The launcher ties the worker's life to the host's first (see _LAUNCHER), then becomes the worker.
+            self.proc = subprocess.Popen(
+                [str(python), "-I", "-c", _LAUNCHER, str(os.getpid()), str(WORKER_PATH), str(job_path),
+                 str(self.result_path)],
+                stdin=subprocess.PIPE if lockstep else subprocess.DEVNULL,
+                stdout=subprocess.PIPE if lockstep else subprocess.DEVNULL, stderr=stderr, env=env,
+                cwd=self.workdir, start_new_session=True, preexec_fn=limit_memory if memory_limit_bytes else None)
+
+    # -- lockstep ------------------------------------------------------------------------------------------------
+    def wait_ready(self) -> int | None:
+        """The worker's median warmup call in ns once it is ready for timed calls; None if it ended instead."""
+        line = self._read_line()
+        if line is None or not line.startswith("ready "):
+            return None
+        value = line.split()[1]
+        return int(value) if value.isdigit() else None
+
+    def time_calls(self, n: int) -> list[int] | None:
+        """Times of `n` calls made now; None if the worker ended (the outcome then says why)."""
+        self._working_since = time.perf_counter()
+        if not self._send(f"time {n}"):
+            return None
+        line = self._read_line()
+        if line is None:
+            return None
+        fields = line.split()
+        if len(fields) != n or not all(f.isdigit() for f in fields):
+            self._kill()
+            return None
+        return [int(f) for f in fields]
+
+    def _send(self, line: str) -> bool:
+        try:
+            self.proc.stdin.write(line.encode() + b"\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def _read_line(self) -> str | None:
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = self._deadline() - time.perf_counter()
+            if remaining <= 0:
+                self.timed_out = True
+                self._kill()
+                return None
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buffer += chunk
+            if len(self._buffer) > _MAX_CONTROL_LINE:
+                self._kill()
+                return None
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        self._budget_s -= time.perf_counter() - self._working_since
+        self._working_since = None  # it waits for the next command now
+        return line.decode("ascii", "replace").strip()
+
+    def _deadline(self) -> float:
+        if self._working_since is None:
+            self._working_since = time.perf_counter()
+        return self._working_since + self._budget_s
+
+    # -- end ---------------------------------------------------------------------------------------------------
+    def finish(self) -> WorkerOutcome:
+        """Let the worker finish (a lockstep one: end of its commands) and return its outcome."""
+        if self.proc.stdin:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        if not self.timed_out:
+            try:
+                self.proc.wait(timeout=max(0.0, self._deadline() - time.perf_counter()))
+            except subprocess.TimeoutExpired:
+                self.timed_out = True
+                self._kill()
+        self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        outcome = self._outcome()
+        if self.memory_limit_bytes and outcome.status not in ("ok", "mismatch"):
+            outcome.reason += f" (it ran under a memory limit of {self.memory_limit_bytes / 2**20:g} MiB: out of memory?)"
+        return outcome
+
+    def _kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def _outcome(self) -> WorkerOutcome:
+        duration = time.perf_counter() - self.start
+        tail = _tail(self._stderr_path)
+        workdir, result_path = self.workdir, self.result_path
+        if self.timed_out:
+            return WorkerOutcome("timeout", f"the worker did not finish within {self.timeout_s:g} s and was killed",
+                                 None, duration, tail, workdir)
+        code = self.proc.returncode
+        if code < 0:
+            sig = _signal_name(-code)
+            why = " (out of memory?)" if sig == "SIGKILL" else ""
+            return WorkerOutcome("crashed", f"the worker was killed by {sig}{why}", None, duration, tail, workdir)
+        if not result_path.is_file():
+            last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
+            return WorkerOutcome("crashed", f"the worker exited with code {code} without a result: {last}",
+                                 None, duration, tail, workdir)
+        try:
+            result = msgpack.unpackb(result_path.read_bytes(), raw=False, strict_map_key=False)
+        except Exception as e:
+            return WorkerOutcome("crashed", f"the worker wrote an unreadable result ({e})", None, duration, tail,
+                                 workdir)
+        return WorkerOutcome(str(result.get("status", "error")), str(result.get("reason", "")), result, duration,
+                             tail, workdir)
 
 
 # Runs in the worker's interpreter before the worker: on Linux, PR_SET_PDEATHSIG makes the kernel SIGKILL the
@@ -148,35 +288,13 @@ os.execv(sys.executable, [sys.executable, "-I"] + sys.argv[2:])
 """
 
 
-def _wait_worker(proc: subprocess.Popen, workdir: Path, result_path: Path, timeout_s: float,
-                 start: float) -> WorkerOutcome:
+def _tail(path: Path) -> str:
     try:
-        _, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, stderr = proc.communicate()
-        return WorkerOutcome("timeout", f"the worker did not finish within {timeout_s:g} s and was killed",
-                             None, time.perf_counter() - start, _tail(stderr), workdir)
-    duration = time.perf_counter() - start
-    tail = _tail(stderr)
-    if proc.returncode < 0:
-        sig = _signal_name(-proc.returncode)
-        why = " (out of memory?)" if sig == "SIGKILL" else ""
-        return WorkerOutcome("crashed", f"the worker was killed by {sig}{why}", None, duration, tail, workdir)
-    if not result_path.is_file():
-        last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
-        return WorkerOutcome("crashed", f"the worker exited with code {proc.returncode} without a result: {last}",
-                             None, duration, tail, workdir)
-    try:
-        result = msgpack.unpackb(result_path.read_bytes(), raw=False, strict_map_key=False)
-    except Exception as e:
-        return WorkerOutcome("crashed", f"the worker wrote an unreadable result ({e})", None, duration, tail, workdir)
-    return WorkerOutcome(str(result.get("status", "error")), str(result.get("reason", "")), result, duration, tail,
-                         workdir)
-
-
-def _tail(stderr: bytes | None) -> str:
-    return (stderr or b"")[-_STDERR_TAIL:].decode("utf-8", "replace")
+        with open(path, "rb") as fh:
+            fh.seek(max(0, os.path.getsize(path) - _STDERR_TAIL))
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def read_outputs(result: dict) -> list[np.ndarray]:

@@ -7,6 +7,9 @@ knows is an UnsupportedFormatVersionError; older versions are upgraded one step 
 Format versions (dated, like jax.export's serialization versions):
 - manifest 1 (2026-11-30): first version. schemas/manifest-v1.schema.json describes it.
 - run 1 (2026-11-30): first version. schemas/run-v1.schema.json describes it.
+- run 2 (2026-11-30): timing may say how it was measured interleaved with other runs: `steps` (calls per step),
+  `rounds` (steps per round, a fresh worker process each) and `group` (shared by the runs timed together). A
+  version 1 record upgrades unchanged: it was one process, not interleaved. schemas/run-v2.schema.json.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from .errors import CorruptBundleError, FormatError, InvalidNameError, Unsupport
 MANIFEST_FORMAT = "reprobundle-bundle"
 MANIFEST_VERSION = 1
 RUN_FORMAT = "reprobundle-run"
-RUN_VERSION = 1
+RUN_VERSION = 2
 STORE_FORMAT = "reprobundle-store"
 STORE_VERSION = 1
 
@@ -222,6 +225,17 @@ class _Checker:
         self.map(obj, path, {"warmup": self.nonneg_int, "samples_ns": self.list_of(self.nonneg_int),
                              "compile_s": self.num})
 
+    def run_timing(self, obj, path):
+        self.map(obj, path, {"warmup": self.nonneg_int, "samples_ns": self.list_of(self.nonneg_int),
+                             "compile_s": self.num},
+                 {"steps": self.list_of(self.pos_int), "rounds": self.list_of(self.nonneg_int), "group": self.str_})
+        if ("steps" in obj) != ("rounds" in obj):
+            self.fail(path, "steps and rounds come together")
+        if "steps" in obj and sum(obj["steps"]) != len(obj["samples_ns"]):
+            self.fail(f"{path}.steps", f"{sum(obj['steps'])} calls for {len(obj['samples_ns'])} samples")
+        if "rounds" in obj and sum(obj["rounds"]) != len(obj["steps"]):
+            self.fail(f"{path}.rounds", f"{sum(obj['rounds'])} steps for {len(obj['steps'])} listed")
+
     def per_op(self, obj, path):
         self.list_of(lambda o, p: self.map(o, p, {"name": self.str_, "kind": self.str_, "time_ns": self.num,
                                                   "count": self.nonneg_int}))(obj, path)
@@ -283,7 +297,7 @@ def validate_run(r: dict) -> dict:
         "environment": lambda o, p: c.typed(o, p, (dict,)),
         "outputs": c.list_of(c.output_leaf), "check": lambda o, p: c.typed(o, p, (dict,), optional=True),
         "artifacts": c.artifacts,
-    }, {"route": c.opt_str, "timing": c.timing, "per_op": c.per_op, "attempts": c.list_of(c.any_),
+    }, {"route": c.opt_str, "timing": c.run_timing, "per_op": c.per_op, "attempts": c.list_of(c.any_),
         "duration_s": c.num, "labels": c.str_map})
     if r["status"] not in RUN_STATUSES:
         c.fail("run.status", f"unknown status {r['status']!r}")
@@ -294,8 +308,13 @@ RUN_STATUSES = ("ok", "mismatch", "incompatible", "error", "crashed", "timeout")
 
 # ------------------------------------------------------------------------------------------------ versions
 
-# Upgraders from version N to N+1: {N: fn}. Empty while only version 1 exists.
-_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {MANIFEST_FORMAT: {}, RUN_FORMAT: {}}
+
+def _run_1_to_2(run: dict) -> dict:
+    return {**run, "format_version": 2}
+
+
+# Upgraders from version N to N+1: {N: fn}.
+_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {MANIFEST_FORMAT: {}, RUN_FORMAT: {1: _run_1_to_2}}
 _CURRENT = {MANIFEST_FORMAT: MANIFEST_VERSION, RUN_FORMAT: RUN_VERSION}
 
 

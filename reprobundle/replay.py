@@ -1,7 +1,8 @@
 """Replay: run a stored bundle on one or more JAX versions and record each run beside the bundle.
 
-Each version runs the worker in its own environment (see envs.py); what goes wrong in one version (no
-environment, incompatible artifact, crash, hang) is that version's run record, and the others still run.
+Each version runs the worker in its own environment (see envs.py), all versions timed together in interleaved
+rounds (see schedule.py); what goes wrong in one version (no environment, incompatible artifact, crash, hang) is
+that version's run record, and the others still run.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import numpy as np
 from . import manifest as mf
 from .compare import check_outputs
 from .errors import CorruptBundleError, ReproBundleError
-from .execution import Timing, build_job, dtype_of, environment_of, run_worker, store_result
+from .execution import Timing, build_job, dtype_of, environment_of, store_result
 from .registry import Bundle, Registry, utc_now
+from .schedule import Contender, Measurement, measure_interleaved, rounds_for
 
 DEFAULT_TIMEOUT_S = 1800.0
 
@@ -60,24 +62,20 @@ def _record(bundle: Bundle, requested: str, status: str, reason: str, **extra) -
     return run
 
 
-def replay_version(registry: Registry, bundle: Bundle, requested: str, python: str | Path | None, *,
-                   reference: Sequence[np.ndarray], timing: Timing, timeout_s: float, dump: bool, profile: bool,
-                   memory_limit_bytes: int | None = None, routes: Sequence[str] | None = None) -> dict:
-    """One version's run record (not yet stored). `python` None means the environment could not be made."""
-    m = bundle.manifest
-    with tempfile.TemporaryDirectory(prefix="reprobundle-replay-") as tmp:
-        job = build_job(registry, m["function"], m["inputs"]["leaves"], Path(tmp), timing=timing, dump=dump,
-                        profile=profile, routes=routes)
-        outcome = run_worker(python, job, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes)
-        result = outcome.result or {}
-        extra = {"duration_s": outcome.duration_s, "route": result.get("route"),
-                 "attempts": [{"route": str(a.get("route")), "error": str(a.get("error"))}
-                              for a in result.get("attempts") or []],
-                 "environment": environment_of(result)}
-        if outcome.status != "ok":
-            return _record(bundle, requested, outcome.status if outcome.status in mf.RUN_STATUSES else "error",
-                           outcome.reason, **extra)
-        stored = store_result(registry, result, warmup=timing.warmup)
+def _measured_run(registry: Registry, bundle: Bundle, requested: str, measured: Measurement, *,
+                  reference: Sequence[np.ndarray], warmup: int, group: str) -> dict:
+    """A contender's measurement as a run record (not yet stored)."""
+    outcome = measured.outcome
+    result = outcome.result or {}
+    extra = {"duration_s": outcome.duration_s, "route": result.get("route"),
+             "attempts": [{"route": str(a.get("route")), "error": str(a.get("error"))}
+                          for a in result.get("attempts") or []],
+             "environment": environment_of(result)}
+    if measured.failed_round is not None:
+        return _record(bundle, requested, outcome.status if outcome.status in mf.RUN_STATUSES else "error",
+                       outcome.reason, **extra)
+    stored = store_result(registry, result, warmup=warmup)
+    stored.timing.update(samples_ns=measured.samples_ns, steps=measured.steps, rounds=measured.rounds, group=group)
     check = check_outputs(reference, stored.arrays)
     status = "ok" if check["ok"] else "mismatch"
     reason = "" if check["ok"] else _mismatch_reason(check)
@@ -99,13 +97,22 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
            timing: Timing = Timing(), timeout_s: float = DEFAULT_TIMEOUT_S, dump: bool = True, profile: bool = True,
            python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
            memory_limit_bytes: int | None = None, store_runs: bool = True) -> list[dict]:
-    """Replay `bundle` on each version ("installed" is the host interpreter) and return the run records."""
+    """Replay `bundle` on each version ("installed" is the host interpreter) and return the run records, in the
+    order of `versions`. The versions are timed together, interleaved (see schedule.py); runs measured together
+    share `timing.group`, which is what lets the verdict pair their samples."""
     reference = reference_arrays(registry, bundle)
-    runs = []
-    for requested in versions:
+    runs: dict[int, dict] = {}
+    contenders: list[tuple[int, str, Contender]] = []
+    m = bundle.manifest
+
+    def write_job(folder: Path, first_round: bool) -> Path:
+        return build_job(registry, m["function"], m["inputs"]["leaves"], folder, timing=timing,
+                         dump=dump and first_round, profile=profile and first_round, lockstep=True)
+
+    for index, requested in enumerate(versions):
         start = time.perf_counter()
         if requested == "installed" and python is None:
-            interpreter: str | Path | None = sys.executable
+            interpreter: str | Path = sys.executable
         else:
             try:
                 if env_manager is None:
@@ -114,17 +121,24 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
                     env_manager = EnvironmentManager(python=python)
                 interpreter = env_manager.ensure(requested, progress=progress).python_executable
             except ReproBundleError as e:
-                run = _record(bundle, requested, "error", f"no environment for jax {requested}: {e.message}",
-                              duration_s=time.perf_counter() - start)
-                runs.append(run)
-                if store_runs:
-                    registry.put_run(run)
+                runs[index] = _record(bundle, requested, "error", f"no environment for jax {requested}: {e.message}",
+                                      duration_s=time.perf_counter() - start)
                 continue
-        if progress:
-            progress(f"replaying {bundle.ref} on jax {requested} ...")
-        run = replay_version(registry, bundle, requested, interpreter, reference=reference, timing=timing,
-                             timeout_s=timeout_s, dump=dump, profile=profile, memory_limit_bytes=memory_limit_bytes)
-        if store_runs:
+
+        contenders.append((index, requested, Contender(f"{index}:{requested}", interpreter, write_job)))
+    if progress and contenders:
+        progress(f"replaying {bundle.ref} on jax " + ", ".join(requested for _, requested, _ in contenders))
+    rounds = rounds_for(len(contenders), timing.repeat, timing.rounds)
+    group = Registry.new_run_id()
+    with tempfile.TemporaryDirectory(prefix="reprobundle-replay-") as tmp:
+        measured = measure_interleaved([c for _, _, c in contenders], Path(tmp), steps=timing.repeat,
+                                       rounds=rounds, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes,
+                                       progress=progress)
+        for index, requested, contender in contenders:
+            runs[index] = _measured_run(registry, bundle, requested, measured[contender.key], reference=reference,
+                                        warmup=timing.warmup, group=group)
+    ordered = [runs[i] for i in range(len(versions))]
+    if store_runs:
+        for run in ordered:
             registry.put_run(run)
-        runs.append(run)
-    return runs
+    return ordered

@@ -116,7 +116,7 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
     for r in runs:
         samples = (r.get("timing") or {}).get("samples_ns") or []
         t = TimingSummary.of(samples)
-        verdict = timing_verdict(ref_samples, samples) if samples else None
+        verdict = timing_verdict(b.manifest["reference"]["timing"], r["timing"]) if samples else None
         check = r.get("check") or {}
         rows.append([
             r["requested"], r["environment"].get("jax", "?"), r["status"], r.get("route") or "-",

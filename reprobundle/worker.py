@@ -39,7 +39,9 @@ Job (protocol 1)
               # flat leaves in the order of the exported function's flattened in_tree
     "outputs_dir": str,                 # output leaf i -> outputs_dir/out_<i>.bin (raw C-order)
     "artifacts_dir": str,               # hlo text, xla_dump/, profile/ go here
-    "timing": {"warmup": int, "repeat": int},
+    "timing": {"warmup": int, "repeat": int,
+               "lockstep": bool},      # optional (default false): the host drives the timed calls,
+                                        #   see "Lockstep timing" below; "repeat" is then ignored
     "dump": bool,                       # XLA dump of the compile into artifacts_dir/xla_dump/
     "profile": bool,                    # profiler trace + per-op table
     "profile_iters": int,               # optional (default 3): iterations inside the trace
@@ -92,6 +94,20 @@ Sequence: load inputs -> route loop (build Exported, check inputs vs in_avals,
 lower, compile; first route that compiles wins) -> one call whose outputs are
 written -> ``warmup`` untimed calls -> ``repeat`` timed calls -> (profile) a
 separate traced run of ``profile_iters`` calls.
+
+Lockstep timing
+---------------
+With ``timing.lockstep`` the host times several workers (JAX versions) in
+alternation, so that the machine's drift hits them alike.  The worker keeps its
+original stdout as a private control channel (fd 1 then points at stderr, so
+nothing else can write into it) and reads commands from stdin, one ASCII line each:
+
+  worker -> host   ``ready <ns>`` after the warmup calls; <ns> is the median warmup call
+  host -> worker   ``time <n>``   make n timed calls
+  worker -> host   ``<ns> <ns> ...`` their n times
+  host -> worker   end of stdin (or ``finish``): go on to profile, write the result, exit
+
+Every timed call also lands in ``samples_ns``, in order.
 
 Status: "incompatible" when no route could load+lower+compile the function;
 "error" for bad jobs/inputs (e.g. input leaf shape/dtype mismatch, which names
@@ -935,10 +951,28 @@ def _jax_environment(env):
 # ---------------------------------------------------------------------------
 
 
+class _Control:
+    """The lockstep control channel: commands on stdin, replies on a private copy of the original stdout."""
+
+    def __init__(self):
+        self._out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)  # whatever else prints (jax, XLA) goes to stderr, never into the channel
+        sys.stdout = sys.stderr
+
+    def send(self, line):
+        self._out.write(line + "\n")
+        self._out.flush()
+
+    def receive(self):
+        line = sys.stdin.readline()
+        return line.strip() if line else None
+
+
 class _Worker:
-    def __init__(self, job, result_path=None):
+    def __init__(self, job, result_path=None, control=None):
         self.job = job
         self.result_path = result_path
+        self.control = control
         self.notes = []
         self.attempts = []
         self.result = {
@@ -1549,7 +1583,10 @@ class _Worker:
         warmup = int(timing.get("warmup", 1))
         repeat = int(timing.get("repeat", 5))
         try:
-            res["samples_ns"] = self.time_calls(compiled, warmup, repeat)
+            if self.control is not None:
+                res["samples_ns"] = self.serve_timed_calls(compiled, warmup)
+            else:
+                res["samples_ns"] = self.time_calls(compiled, warmup, repeat)
         except Exception as e:
             res["status"] = STATUS_ERROR
             res["reason"] = "timed execution failed: %s" % _exc_msg(e)
@@ -1659,13 +1696,43 @@ class _Worker:
         self.result["outputs"] = outs
 
     def time_calls(self, compiled, warmup, repeat):
+        self.warm_up(compiled, warmup)
+        return self.timed_calls(compiled, repeat)
+
+    def warm_up(self, compiled, warmup):
+        import time
+
+        import jax
+
+        took = []
+        for _ in range(max(0, warmup)):
+            t0 = time.perf_counter_ns()
+            jax.block_until_ready(compiled(*self.dev_inputs))
+            took.append(time.perf_counter_ns() - t0)
+        took.sort()
+        return took[len(took) // 2] if took else 0
+
+    def serve_timed_calls(self, compiled, warmup):
+        """Lockstep timing: timed calls only when the host asks (see the module docstring)."""
+        self.control.send("ready %d" % self.warm_up(compiled, max(1, warmup)))
+        samples = []
+        while True:
+            command = self.control.receive()
+            if command is None or command == "finish":
+                return samples
+            verb, _, count = command.partition(" ")
+            if verb != "time" or not count.isdigit():
+                raise _JobError("unknown lockstep command %r" % command[:100])
+            batch = self.timed_calls(compiled, int(count))
+            samples.extend(batch)
+            self.control.send(" ".join(str(t) for t in batch))
+
+    def timed_calls(self, compiled, repeat):
         import time
 
         import jax
 
         args = self.dev_inputs
-        for _ in range(max(0, warmup)):
-            jax.block_until_ready(compiled(*args))
         samples = []
         pc = time.perf_counter_ns
         bur = jax.block_until_ready
@@ -1845,7 +1912,7 @@ def _per_op_from_trace(path, hlo_text, iters):
 # ---------------------------------------------------------------------------
 
 
-def run_job(job, result_path=None):
+def run_job(job, result_path=None, control=None):
     """Run a job dict and return the result dict (never raises).
 
     Prefer the CLI (`python worker.py JOB RESULT`) in a fresh process: this
@@ -1854,7 +1921,7 @@ def run_job(job, result_path=None):
     """
     import traceback
 
-    w = _Worker(job, result_path)
+    w = _Worker(job, result_path, control)
     try:
         res = w.run()
     except _JobError as e:
@@ -1905,7 +1972,8 @@ def main(argv=None):
             sys.stderr.write("worker: cannot write result %s: %s\n" % (result_path, e2))
             return 1
         return 0
-    res = run_job(job, result_path)
+    lockstep = isinstance(job, dict) and isinstance(job.get("timing"), dict) and bool(job["timing"].get("lockstep"))
+    res = run_job(job, result_path, _Control() if lockstep else None)
     try:
         _write_msgpack(result_path, res)
     except BaseException as e:

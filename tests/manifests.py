@@ -9,13 +9,16 @@ from reprobundle import manifest as mf
 
 SCHEMAS = Path(__file__).parent.parent / "schemas"
 _VALIDATORS = {
-    name: jsonschema.Draft202012Validator(json.loads((SCHEMAS / f"{name}-v1.schema.json").read_text()))
-    for name in ("manifest", "run")
+    (name, version): jsonschema.Draft202012Validator(
+        json.loads((SCHEMAS / f"{name}-v{version}.schema.json").read_text()))
+    for name, version in (("manifest", 1), ("run", 1), ("run", 2))
 }
 
 
 def assert_schema_valid(obj: dict, kind: str = "manifest") -> None:
-    _VALIDATORS[kind].validate(obj)
+    """Valid against the schema of the object's own format_version (current when it has none)."""
+    current = mf.MANIFEST_VERSION if kind == "manifest" else mf.RUN_VERSION
+    _VALIDATORS[kind, obj.get("format_version", current)].validate(obj)
 
 
 def fields(n_in=1, n_out=1):

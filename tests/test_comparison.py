@@ -87,7 +87,7 @@ def test_rows_and_default_baseline(case):
     _, runs, _, _ = case
     for r in runs[1:4]:
         row = rows[r["requested"]]
-        expect = timing_verdict(runs[0]["timing"]["samples_ns"], r["timing"]["samples_ns"])
+        expect = timing_verdict(runs[0]["timing"], r["timing"])
         assert row["verdict"] == expect["verdict"] and row["ratio"] == pytest.approx(expect["ratio"])
         assert row["median_ns"] == pytest.approx(float(np.median(r["timing"]["samples_ns"])))
         assert row["compile_s"] == 0.25

@@ -68,7 +68,9 @@ def test_pack_and_replay_python_api(store_dir, args):
     run = result.run
     assert run["status"] == "ok", run["reason"]
     assert run["check"]["ok"] and run["check"]["bit_identical"]
-    assert len(run["timing"]["samples_ns"]) == 5
+    timing = run["timing"]
+    assert len(timing["steps"]) == 5 and timing["rounds"] == [5]  # one version: one round of 5 steps
+    assert sum(timing["steps"]) == len(timing["samples_ns"]) and timing["steps"][0] > 1  # a tiny function: batches
     assert_schema_valid(run, "run")
     assert [r["run_id"] for r in registry.runs(bundle.ref.bundle_id)] == [run["run_id"]]
 

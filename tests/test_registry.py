@@ -1,10 +1,8 @@
 import multiprocessing
 import os
-from pathlib import Path
 
 import pytest
 
-from reprobundle import manifest as mf
 from reprobundle.errors import (BlobNotFoundError, BundleNotFoundError, CorruptBlobError, InvalidRefError,
                                 StoreError, UnsupportedFormatVersionError)
 from reprobundle.registry import Registry, blob_key, open_ref, split_store_ref

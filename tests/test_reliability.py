@@ -727,6 +727,40 @@ def test_crash_hang_and_garbage_workers_are_their_own_runs(small_bundle, tmp_pat
         assert fmt(comparison)
 
 
+def _later_round_failure(folder: Path, name: str, failure: str) -> Path:
+    """An interpreter that is the real one on its first start, and on later starts says ready, then `failure`."""
+    counter = folder / f"{name}.starts"
+    return _interpreter(folder, name, (
+        "import os, signal, sys, time\n"
+        f"counter = {str(counter)!r}\n"
+        "starts = len(open(counter).read()) if os.path.exists(counter) else 0\n"
+        "open(counter, 'a').write('x')\n"
+        f"if starts == 0:\n    os.execv({sys.executable!r}, [{sys.executable!r}] + sys.argv[1:])\n"
+        "print('ready 1000', flush=True)\n"
+        "sys.stdin.readline()\n"
+        + {"segv": "os.kill(os.getpid(), signal.SIGSEGV)\n", "hang": "time.sleep(600)\n"}[failure]))
+
+
+def test_a_worker_failing_in_a_later_round_leaves_the_others_measuring(small_bundle, tmp_path):
+    """Interleaved rounds: a version whose worker crashes or hangs in round 2 of 3 is that version's run, with the
+    round in its reason; the version timed beside it completes all its rounds."""
+    from reprobundle.execution import Timing
+    from reprobundle.replay import replay
+
+    envs = FakeEnvironments({"0.0.1-segv-later": _later_round_failure(tmp_path, "segv", "segv"),
+                             "0.0.2-hang-later": _later_round_failure(tmp_path, "hang", "hang")})
+    registry = Registry.open(small_bundle)
+    bundle = registry.resolve("small")
+    runs = replay(registry, bundle, ["installed", "0.0.1-segv-later", "0.0.2-hang-later"],
+                  timing=Timing(warmup=0, repeat=6, rounds=3), timeout_s=20.0, dump=False, profile=False,
+                  env_manager=envs)
+    installed, segv, hang = runs
+    assert installed["status"] == "ok", installed["reason"]
+    assert installed["timing"]["rounds"] == [2, 2, 2]
+    assert segv["status"] == "crashed" and "in round 2 of 3" in segv["reason"] and "SIGSEGV" in segv["reason"]
+    assert hang["status"] == "timeout" and "in round 2 of 3" in hang["reason"]
+
+
 def test_out_of_memory_worker_is_its_own_run(small_bundle):
     """The real worker under a 200 MiB address-space limit (RLIMIT_AS): JAX cannot even load; the run says
     error/crashed with a reason that names the memory limit; the comparison over the failed runs completes."""

@@ -1,0 +1,133 @@
+"""Interleaved measurement: time several workers (JAX versions) in rounds, alternating step by step.
+
+On a shared machine, speed drifts within minutes by more than the differences worth reporting, and one process
+runs the same code faster or slower than the next. So the contenders are never timed one after the other:
+
+- A round starts one lockstep worker per contender, one after another (their compiles never overlap), then
+  alternates timed steps between them in ABBA order, so that every contender meets the same drift, then lets
+  them finish one at a time (profiles never overlap).
+- A step is a batch of calls lasting about STEP_TARGET_NS (one call for anything slower), so a tiny function
+  is not measured against the cost of switching processes.
+- Rounds repeat all of this in fresh processes: the process-to-process variation becomes the spread between
+  rounds, which is what the verdict (compare.timing_verdict) tests a difference against.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .execution import WorkerOutcome, WorkerProcess
+
+STEP_TARGET_NS = 50_000_000
+MAX_CALLS_PER_STEP = 512
+DEFAULT_ROUNDS = 5
+
+JobWriter = Callable[[Path, bool], Path]  # (empty work folder, first round?) -> job file for a lockstep worker
+
+
+@dataclass(frozen=True)
+class Contender:
+    key: str
+    python: str | Path
+    write_job: JobWriter
+
+
+@dataclass
+class Measurement:
+    """One contender's measurement. `outcome` is its first round's (result, outputs and artifacts in its work
+    folder), or the outcome of the round where it failed; `failed_round` says which (None: every round ran)."""
+
+    outcome: WorkerOutcome | None = None
+    failed_round: int | None = None
+    samples_ns: list[int] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)  # calls in each step, consecutive in samples_ns
+    rounds: list[int] = field(default_factory=list)  # steps in each round, consecutive in steps
+    calls_per_step: int = 0
+
+
+def rounds_for(contenders: int, steps: int, rounds: int | None) -> int:
+    """The number of rounds: `rounds` if given, else DEFAULT_ROUNDS when there is something to alternate with."""
+    if rounds is not None:
+        return max(1, rounds)
+    return max(1, min(DEFAULT_ROUNDS, steps)) if contenders > 1 else 1
+
+
+def calls_per_step(call_ns: int) -> int:
+    return max(1, min(MAX_CALLS_PER_STEP, math.ceil(STEP_TARGET_NS / max(1, call_ns))))
+
+
+def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps: int, rounds: int,
+                        timeout_s: float, memory_limit_bytes: int | None = None,
+                        progress: Callable[[str], None] | None = None) -> dict[str, Measurement]:
+    """Measure `contenders` in `rounds` rounds of about steps/rounds steps each; never raises for a worker.
+
+    A contender that fails in a round (crash, hang, error, incompatible) leaves the later rounds; the others go on.
+    Every round's worker gets its own folder under `workdir`; only the first round's is kept.
+    """
+    measured = {c.key: Measurement() for c in contenders}
+    steps_per_round = max(1, math.ceil(steps / rounds))
+    active = list(contenders)
+    for round_index in range(rounds):
+        if not active:
+            break
+        if progress:
+            progress(f"round {round_index + 1}/{rounds}: timing " + ", ".join(c.key for c in active))
+        shift = round_index % len(active)
+        order = active[shift:] + active[:shift]
+        live: list[tuple[Contender, WorkerProcess]] = []
+        for position, c in enumerate(order):
+            folder = workdir / f"{position}-{_safe(c.key)}" / f"round-{round_index}"
+            folder.mkdir(parents=True)
+            worker = WorkerProcess(c.python, c.write_job(folder, round_index == 0), timeout_s=timeout_s,
+                                   memory_limit_bytes=memory_limit_bytes, lockstep=True)
+            call_ns = worker.wait_ready()
+            m = measured[c.key]
+            if call_ns is None:
+                _fail(m, worker.finish(), round_index, rounds)
+                continue
+            if round_index == 0:
+                m.calls_per_step = calls_per_step(call_ns)
+            live.append((c, worker))
+        steps_done = {c.key: 0 for c, _ in live}
+        for step in range(steps_per_round):
+            for c, worker in (live if step % 2 == 0 else live[::-1]):
+                m = measured[c.key]
+                if m.failed_round is not None:
+                    continue
+                times = worker.time_calls(m.calls_per_step)
+                if times is None:
+                    m.failed_round = round_index  # its outcome says why, below
+                    continue
+                m.samples_ns.extend(times)
+                m.steps.append(len(times))
+                steps_done[c.key] += 1
+        for c, worker in live:
+            m = measured[c.key]
+            outcome = worker.finish()
+            if m.failed_round is not None or outcome.status != "ok":
+                _fail(m, outcome, round_index, rounds)
+                continue
+            m.rounds.append(steps_done[c.key])
+            if round_index == 0:
+                m.outcome = outcome
+            else:
+                shutil.rmtree(outcome.workdir, ignore_errors=True)
+        active = [c for c in active if measured[c.key].failed_round is None]
+    return measured
+
+
+def _fail(m: Measurement, outcome: WorkerOutcome, round_index: int, rounds: int) -> None:
+    m.failed_round = round_index
+    if outcome.status == "ok":  # it ended its timing before it was asked to
+        outcome.status, outcome.reason = "crashed", f"it stopped answering timing requests ({outcome.reason})"
+    if round_index > 0:
+        outcome.reason = f"in round {round_index + 1} of {rounds}: {outcome.reason}"
+    m.outcome = outcome
+
+
+def _safe(key: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in key)[:64]
