@@ -146,7 +146,7 @@ def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="Th
 
 
 RoundsOpt = typer.Option(None, "--rounds", help="Rounds of fresh worker processes, the versions timed in "
-                                               "alternation in each (default: 5 for several versions, else 1).")
+                                               "alternation in each (default: 8 for several versions, else 1).")
 ReportOpt = typer.Option(None, "--report", help="Write a Markdown report (pastes into a GitHub issue).")
 HtmlOpt = typer.Option(None, "--html", help="Write an HTML page with a chart of the timings.")
 BaselineOpt = typer.Option(None, "--baseline", help="Version the others are compared with "

@@ -24,7 +24,7 @@ from .execution import WorkerOutcome, WorkerProcess
 
 STEP_TARGET_NS = 50_000_000
 MAX_CALLS_PER_STEP = 512
-DEFAULT_ROUNDS = 5
+DEFAULT_ROUNDS = 8
 
 JobWriter = Callable[[Path, bool], Path]  # (empty work folder, first round?) -> job file for a lockstep worker
 

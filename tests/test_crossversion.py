@@ -23,8 +23,8 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     assert code == 0, err
     report_path = tmp_path / "report.md"
     html_path = tmp_path / "report.html"
-    code, out, err = cli("replay", "attention", "--jax", "0.7.2", "--jax", "0.8.0", "--repeat", "40", "--warmup", "3",
-                         "--report", str(report_path), "--html", str(html_path), "--json", store=store_dir)
+    code, out, err = cli("replay", "attention", "--jax", "0.7.2", "--jax", "0.8.0", "--report", str(report_path),
+                         "--html", str(html_path), "--json", store=store_dir)
     assert code == 0, err
     data = json.loads(out)
     runs = {r["requested"]: r for r in data["runs"]}
@@ -33,9 +33,10 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     comparison = data["comparison"]
     assert comparison["baseline"] == "0.7.2"
     row = next(r for r in comparison["rows"] if r["requested"] == "0.8.0")
-    # The whole-function verdict is a Mann-Whitney test on the raw samples. On this shared 2-core VM the same
-    # release's median moves by up to 1.8x between processes minutes apart, so which way it falls is not asserted.
-    assert row["verdict"] in ("slower", "faster", "same") and 0.0 <= row["p_value"] <= 1.0, row
+    # Timed interleaved in 8 rounds of fresh processes at the default budget, the whole function is ~12% faster on
+    # 0.8.0 on this CPU (0.86-0.90x in every measurement so far): a paired verdict, its 95% interval below 1.
+    assert row["method"] == "paired rounds" and row["rounds"] == 8, row
+    assert row["verdict"] == "faster" and row["p_value"] < 0.01 and row["ci95"][1] < 0.98, row
     diff = next(d for d in comparison["diffs"] if d["label"] == "0.8.0")
     # What did change between these releases on CPU, deterministically: 0.8.0 wraps the softmax's reduce-window
     # and reduce ops in single-op kLoop fusions that 0.7.2 leaves unfused.
@@ -44,11 +45,13 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     wrapped = [m for m in fusion["refused"] if m["how"] == "wrapped"]
     assert {m["label"] for m in wrapped} >= {"reduce-window", "reduce"}, fusion["summary"]
     assert "wrapped into fusions: reduce-window" in fusion["summary"]
-    assert diff["moved_row"] is not None
-    moved_name = diff["moved_row"]["cand_name"] or diff["moved_row"]["base_name"]
+    # Where the time moved: the op with the biggest per-op change moved the way the whole function did.
+    moved = diff["moved_row"]
+    assert moved is not None and moved["delta_ns"] < 0, moved
+    moved_name = moved["cand_name"] or moved["base_name"]
     assert moved_name in diff["moved"]
     report = report_path.read_text()
-    assert moved_name in report and "0.7.2" in report and "0.8.0" in report
+    assert moved_name in report and "0.7.2" in report and "0.8.0" in report and "faster" in report
     assert "<svg" in html_path.read_text()
 
 

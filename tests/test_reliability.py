@@ -752,7 +752,7 @@ def test_a_worker_failing_in_a_later_round_leaves_the_others_measuring(small_bun
     registry = Registry.open(small_bundle)
     bundle = registry.resolve("small")
     runs = replay(registry, bundle, ["installed", "0.0.1-segv-later", "0.0.2-hang-later"],
-                  timing=Timing(warmup=0, repeat=6, rounds=3), timeout_s=20.0, dump=False, profile=False,
+                  timing=Timing(warmup=0, repeat=6, rounds=3), timeout_s=12.0, dump=False, profile=False,
                   env_manager=envs)
     installed, segv, hang = runs
     assert installed["status"] == "ok", installed["reason"]
