@@ -4,7 +4,7 @@
    (goal: within 3%).
 2. Overhead: a one-version replay's wall time beyond a bare subprocess that imports jax, compiles and makes the
    same number of calls (goal: <= 0.3 s per version).
-3. Verdict quality at the default budget (50 steps, 8 interleaved rounds), from real replays:
+3. Verdict quality at the default budget (100 steps, 8 interleaved rounds), from real replays:
    - false positives: replays of K copies of the same version timed together (K(K-1)/2 identical pairs each);
      any verdict but "same" is a false positive (goal <= 1%);
    - power, exact: the same pairs with the candidate's samples scaled by 1.10, a pure 10% slowdown (goal >= 95%);
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import os
 import statistics
@@ -36,7 +37,7 @@ import reprobundle  # noqa: E402
 from reprobundle.api import load_factory, open_registry  # noqa: E402
 from reprobundle.compare import timing_verdict  # noqa: E402
 from reprobundle.execution import Timing, build_job  # noqa: E402
-from reprobundle.schedule import DEFAULT_ROUNDS, Contender, measure_interleaved  # noqa: E402
+from reprobundle.schedule import DEFAULT_ROUNDS, DEFAULT_STEPS, Contender, measure_interleaved  # noqa: E402
 
 BARE = r"""
 import sys, time
@@ -78,7 +79,7 @@ def chain(n: int):
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((256, 512), dtype=np.float32)
-    w = rng.standard_normal((512, 512), dtype=np.float32) / np.sqrt(512)
+    w = rng.standard_normal((512, 512), dtype=np.float32) / np.float32(np.sqrt(512))
     return jax.jit(f), (x, w)
 
 
@@ -86,13 +87,18 @@ def scaled(timing: dict, factor: float) -> dict:
     return {**timing, "samples_ns": [int(s * factor) for s in timing["samples_ns"]]}
 
 
-def accuracy_and_overhead(opts, tmp: str) -> tuple[list[float], list[float]]:
-    store = os.path.join(tmp, "store")
+def pack_example(opts, tmp: str):
     _, _, factory = load_factory(str(ROOT / opts.example))
     fn, args = factory()[:2]
-    ref = reprobundle.pack(fn, *args, name="bench", store=store, warmup=opts.warmup, repeat=opts.repeat)
+    reprobundle.pack(fn, *args, name="bench", store=os.path.join(tmp, "store"), warmup=opts.warmup,
+                     repeat=opts.repeat)
+    return fn, args
+
+
+def accuracy_and_overhead(opts, tmp: str, fn, args) -> tuple[list[float], list[float]]:
+    store = os.path.join(tmp, "store")
     registry = open_registry(store)
-    bundle = registry.resolve(str(ref))
+    bundle = registry.resolve("bench")
     exported = registry.blob_file(bundle.manifest["function"]["exported"], Path(tmp) / "c")
     inputs = []
     for i, _ in enumerate(bundle.manifest["inputs"]["leaves"]):
@@ -129,7 +135,7 @@ def identical_pairs(opts, tmp: str) -> list[tuple[dict, dict]]:
     return pairs
 
 
-def real_slowdown(opts, tmp: str) -> tuple[list[dict], list[float]]:
+def real_slowdown(opts, tmp: str) -> tuple[list[dict], list[float], list[tuple[dict, dict]]]:
     store = os.path.join(tmp, "chains")
     for n in (10, 11):
         fn, args = chain(n)
@@ -143,7 +149,7 @@ def real_slowdown(opts, tmp: str) -> tuple[list[dict], list[float]]:
         return lambda folder, first: build_job(registry, m["function"], m["inputs"]["leaves"], folder, timing=timing,
                                                dump=False, profile=False, lockstep=True)
 
-    verdicts, inproc = [], []
+    verdicts, inproc, timings = [], [], []
     for i in range(opts.real_replays):
         contenders = [Contender(f"chain{n}", sys.executable, writer(bundles[n])) for n in (10, 11)]
         with tempfile.TemporaryDirectory(dir=tmp) as work:
@@ -155,49 +161,62 @@ def real_slowdown(opts, tmp: str) -> tuple[list[dict], list[float]]:
             assert m.failed_round is None, m.outcome.reason
             t[c.key] = {"samples_ns": m.samples_ns, "steps": m.steps, "rounds": m.rounds, "group": str(i)}
         verdicts.append(timing_verdict(t["chain10"], t["chain11"]))
+        timings.append((t["chain10"], t["chain11"]))
         medians = [in_process_median(*chain(n), opts.warmup, opts.repeat) for n in (10, 11)]
         inproc.append(medians[1] / medians[0])
         print(f"  real slowdown {i + 1}/{opts.real_replays}: {verdicts[-1]['verdict']} "
               f"{verdicts[-1]['ratio']:.3f}x (in-process {inproc[-1]:.3f}x)", file=sys.stderr)
-    return verdicts, inproc
+    return verdicts, inproc, timings
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--example", default="examples/attention.py:make_small")
-    parser.add_argument("--repeat", type=int, default=50, help="the default budget of timed steps")
+    parser.add_argument("--repeat", type=int, default=DEFAULT_STEPS, help="the default budget of timed steps")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--accuracy-rounds", type=int, default=6)
     parser.add_argument("--replays", type=int, default=6, help="replays of --copies identical versions")
     parser.add_argument("--copies", type=int, default=4)
     parser.add_argument("--real-replays", type=int, default=6)
+    parser.add_argument("--save", type=Path, help="write the raw timings of the verdict pairs here (JSON)")
     opts = parser.parse_args()
+    saved: dict = {}
 
-    with tempfile.TemporaryDirectory() as tmp:
-        ratios, overheads = accuracy_and_overhead(opts, tmp)
-        pairs = identical_pairs(opts, tmp)
-        real, inproc = real_slowdown(opts, tmp)
-
-    false_pos = [timing_verdict(a, b) for a, b in pairs]
-    power = [timing_verdict(a, scaled(b, 1.10)) for a, b in pairs]
-    fp = sum(v["verdict"] != "same" for v in false_pos)
-    hit = sum(v["verdict"] == "slower" for v in power)
-    covered = sum(v["ci95"][0] <= 1.10 <= v["ci95"][1] for v in power)
-    real_hit = sum(v["verdict"] == "slower" for v in real)
-    spread = [math.log(v["ratio"]) for v in false_pos]
     print(f"example: {opts.example}, repeat={opts.repeat}, warmup={opts.warmup}, rounds={DEFAULT_ROUNDS} "
-          f"(interleaved), {opts.replays} replays x {opts.copies} copies")
-    print(f"replay median / in-process median: median {statistics.median(ratios):.3f} "
-          f"(range {min(ratios):.3f}-{max(ratios):.3f})  goal 0.97-1.03")
-    print(f"tool overhead per version (replay wall - bare subprocess wall): median "
-          f"{statistics.median(overheads):.2f} s (range {min(overheads):.2f}-{max(overheads):.2f})  goal <= 0.3 s")
-    print(f"false-positive rate, identical versions: {fp}/{len(pairs)} = {fp / len(pairs):.1%}  goal <= 1%; "
-          f"sd of the log ratio {statistics.pstdev(spread):.4f}, pairs with p < 0.05: "
-          f"{sum(v['p_value'] < 0.05 for v in false_pos)}")
-    print(f"power, exact 10% slowdown (samples x1.10): {hit}/{len(pairs)} = {hit / len(pairs):.1%}  goal >= 95%; "
-          f"its 95% interval covers 1.10 in {covered}/{len(pairs)}")
-    print(f"power, real slowdown (11 vs 10 chained matmuls, in-process ratio {statistics.median(inproc):.3f}): "
-          f"{real_hit}/{len(real)} flagged slower; paired ratios " + ", ".join(f"{v['ratio']:.3f}" for v in real))
+          f"(interleaved), {opts.replays} replays x {opts.copies} copies", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        fn, args = pack_example(opts, tmp)
+        if opts.accuracy_rounds:
+            ratios, overheads = accuracy_and_overhead(opts, tmp, fn, args)
+            print(f"replay median / in-process median: median {statistics.median(ratios):.3f} "
+                  f"(range {min(ratios):.3f}-{max(ratios):.3f})  goal 0.97-1.03")
+            print(f"tool overhead per version (replay wall - bare subprocess wall): median "
+                  f"{statistics.median(overheads):.2f} s (range {min(overheads):.2f}-{max(overheads):.2f})  "
+                  f"goal <= 0.3 s", flush=True)
+        if opts.replays:
+            pairs = identical_pairs(opts, tmp)
+            saved["identical"] = pairs
+            false_pos = [timing_verdict(a, b) for a, b in pairs]
+            power = [timing_verdict(a, scaled(b, 1.10)) for a, b in pairs]
+            fp = sum(v["verdict"] != "same" for v in false_pos)
+            hit = sum(v["verdict"] == "slower" for v in power)
+            covered = sum(v["ci95"][0] <= 1.10 <= v["ci95"][1] for v in power)
+            spread = [math.log(v["ratio"]) for v in false_pos]
+            print(f"false-positive rate, identical versions: {fp}/{len(pairs)} = {fp / len(pairs):.1%}  goal <= 1%; "
+                  f"sd of the log ratio {statistics.pstdev(spread):.4f}, pairs with p < 0.05: "
+                  f"{sum(v['p_value'] < 0.05 for v in false_pos)}")
+            print(f"power, exact 10% slowdown (samples x1.10): {hit}/{len(pairs)} = {hit / len(pairs):.1%}  "
+                  f"goal >= 95%; its 95% interval covers 1.10 in {covered}/{len(pairs)}", flush=True)
+        if opts.real_replays:
+            real, inproc, saved["real"] = real_slowdown(opts, tmp)
+            real_hit = sum(v["verdict"] == "slower" for v in real)
+            print(f"power, real slowdown (11 vs 10 chained matmuls, in-process ratio {statistics.median(inproc):.3f}):"
+                  f" {real_hit}/{len(real)} flagged slower; paired ratios "
+                  + ", ".join(f"{v['ratio']:.3f}" for v in real)
+                  + "; p " + ", ".join(f"{v['p_value']:.1g}" for v in real))
+
+    if opts.save:
+        opts.save.write_text(json.dumps(saved))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from .execution import Timing, dtype_of
 from .packing import pack as _pack
 from .registry import Bundle, BundleRef, Registry, open_ref
 from .replay import replay as _replay
+from .schedule import DEFAULT_STEPS
 
 DEFAULT_FACTORY = "make"
 
@@ -202,8 +203,9 @@ class ReplayResult:
 
 
 def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | None = None, warmup: int = 5,
-           repeat: int = 50, rounds: int | None = None, timeout_s: float = 1800.0, dump: bool = True,
-           profile: bool = True, python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+           repeat: int = DEFAULT_STEPS, rounds: int | None = None, timeout_s: float = 1800.0, dump: bool = True,
+           profile: bool = True, python: str | None = None, env_dir: str | None = None,
+           progress: Callable[[str], None] | None = None,
            memory_limit_bytes: int | None = None) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
@@ -266,7 +268,8 @@ def compare(ref: str, versions: Sequence[str] | None = None, *, store: str | Non
     return comparison_of(registry, bundle, [latest[v] for v in wanted], baseline)
 
 
-def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: int = 5, repeat: int = 50,
+def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: int = 5,
+           repeat: int = DEFAULT_STEPS,
            rounds: int | None = None, timeout_s: float = 1800.0, python: str | None = None,
            env_dir: str | None = None, progress: Callable[[str], None] | None = None):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed."""

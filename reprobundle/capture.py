@@ -81,8 +81,17 @@ def export_function(fn: Callable, args: Sequence[Any], kwargs: dict | None = Non
     except Exception as e:
         raise UsageError(f"jax.export could not export {getattr(fn, '__name__', fn)!r}: {type(e).__name__}: {e}",
                          hint="the function must be jittable with these arguments") from e
-    leaves = [np.asarray(x) for x in jax.tree_util.tree_leaves((tuple(args), kwargs))]
+    leaves = [_as_jax_sees_it(np.asarray(x)) for x in jax.tree_util.tree_leaves((tuple(args), kwargs))]
     return _from_exported(exp, None), leaves
+
+
+def _as_jax_sees_it(leaf: np.ndarray) -> np.ndarray:
+    """The array jax computes with: without jax_enable_x64, a float64 NumPy input is float32 inside the export,
+    so that is what the bundle stores (a copy only when the dtype changes)."""
+    import jax
+
+    dtype = jax.dtypes.canonicalize_dtype(leaf.dtype)
+    return leaf if dtype == leaf.dtype else leaf.astype(dtype)
 
 
 def load_exported(data: bytes) -> ExportedFunction:

@@ -168,10 +168,12 @@ def replay(
     jax_versions: List[str] = typer.Option([], "--jax", help="JAX version to replay on (repeatable); "
                                                             "'installed' is this interpreter's JAX (default)."),
     warmup: int = typer.Option(5, "--warmup"),
-    repeat: int = typer.Option(50, "--repeat", help="Timed steps per version, over all rounds (a step is one call, "
-                                                    "or a batch of calls lasting ~50 ms for fast functions)."),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat",
+                               help="Timed steps per version, over all rounds (a step is one call, or a batch of "
+                                    "calls lasting ~50 ms for fast functions)."),
     rounds: Optional[int] = RoundsOpt,
-    timeout: float = typer.Option(1800.0, "--timeout", help="Seconds per worker process before it is killed."),
+    timeout: float = typer.Option(1800.0, "--timeout", help="Seconds of work per worker process before it is "
+                                                            "killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
     no_profile: bool = typer.Option(False, "--no-profile"),
     baseline: Optional[str] = BaselineOpt,
@@ -223,7 +225,7 @@ def bisect_cmd(
     good: str = typer.Option(..., "--good", help="A JAX version where the bundle is fine."),
     bad: str = typer.Option(..., "--bad", help="A later JAX version where it regressed."),
     warmup: int = typer.Option(5, "--warmup"),
-    repeat: int = typer.Option(50, "--repeat"),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per tested version, over all rounds."),
     rounds: Optional[int] = RoundsOpt,
     timeout: float = typer.Option(1800.0, "--timeout"),
     python: Optional[str] = typer.Option(None, "--python"),

@@ -237,7 +237,8 @@ class WorkerProcess:
             self.proc.stdout.close()
         outcome = self._outcome()
         if self.memory_limit_bytes and outcome.status not in ("ok", "mismatch"):
-            outcome.reason += f" (it ran under a memory limit of {self.memory_limit_bytes / 2**20:g} MiB: out of memory?)"
+            limit_mib = self.memory_limit_bytes / 2**20
+            outcome.reason += f" (it ran under a memory limit of {limit_mib:g} MiB: out of memory?)"
         return outcome
 
     def _kill(self) -> None:

@@ -91,7 +91,22 @@ def decode_map(data: bytes, what: str) -> dict:
                                  hint="the stored bytes are corrupt; verify the store or fetch the bundle again") from None
     if not isinstance(obj, dict):
         raise CorruptBundleError(f"{what} is not a map")
+    _check_finite(obj, what)
     return obj
+
+
+def _check_finite(obj: Any, what: str) -> None:
+    """What `encode` refuses, decoding refuses too: NaN and infinities never come out of a stored map."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise CorruptBundleError(f"{what} holds a non-finite number ({item!r}), which no reprobundle writes",
+                                     hint="the stored bytes are corrupt or hand-made; fetch the bundle again")
 
 
 # ---------------------------------------------------------------------------------------------- validation

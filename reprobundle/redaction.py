@@ -46,11 +46,18 @@ def _entropy_per_char(s: str) -> float:
 def looks_secret_value(value: str) -> bool:
     if any(r.search(value) for r in _SECRET_VALUE_RES):
         return True
-    # A long unbroken run of mixed characters with high entropy is most likely a key.
+    # A long unbroken run of mixed characters with high entropy is most likely a key. An absolute path is judged
+    # by its components: a long temp path is not a key, a key hidden in one component still is.
     for word in re.findall(r"[A-Za-z0-9+/_=-]{32,}", value):
-        if _entropy_per_char(word) > 4.0 and re.search(r"[0-9]", word) and re.search(r"[A-Za-z]", word):
+        parts = word.split("/") if re.search(r"(^|=)/", word) else [word]  # "/a/b" or "--flag=/a/b"
+        if any(_looks_random(part) for part in parts):
             return True
     return False
+
+
+def _looks_random(word: str) -> bool:
+    return (len(word) >= 32 and _entropy_per_char(word) > 4.0 and re.search(r"[0-9]", word) is not None
+            and re.search(r"[A-Za-z]", word) is not None)
 
 
 def looks_secret_name(name: str) -> bool:

@@ -21,7 +21,7 @@ from .compare import check_outputs
 from .errors import CorruptBundleError, ReproBundleError
 from .execution import Timing, build_job, dtype_of, environment_of, store_result
 from .registry import Bundle, Registry, utc_now
-from .schedule import Contender, Measurement, measure_interleaved, rounds_for
+from .schedule import DEFAULT_STEPS, Contender, Measurement, measure_interleaved, rounds_for
 
 DEFAULT_TIMEOUT_S = 1800.0
 
@@ -94,7 +94,8 @@ def _mismatch_reason(check: dict) -> str:
 
 
 def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("installed",), *,
-           timing: Timing = Timing(), timeout_s: float = DEFAULT_TIMEOUT_S, dump: bool = True, profile: bool = True,
+           timing: Timing = Timing(repeat=DEFAULT_STEPS), timeout_s: float = DEFAULT_TIMEOUT_S, dump: bool = True,
+           profile: bool = True,
            python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
            memory_limit_bytes: int | None = None, store_runs: bool = True) -> list[dict]:
     """Replay `bundle` on each version ("installed" is the host interpreter) and return the run records, in the
@@ -125,7 +126,7 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
                                       duration_s=time.perf_counter() - start)
                 continue
 
-        contenders.append((index, requested, Contender(f"{index}:{requested}", interpreter, write_job)))
+        contenders.append((index, requested, Contender(str(index), interpreter, write_job, label=requested)))
     if progress and contenders:
         progress(f"replaying {bundle.ref} on jax " + ", ".join(requested for _, requested, _ in contenders))
     rounds = rounds_for(len(contenders), timing.repeat, timing.rounds)

@@ -113,6 +113,7 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
     rows = [["reference", ref_env.get("jax", "?"), "ok", b.manifest["reference"]["route"],
              human_ns(ref_timing.median_ns), human_ns(ref_timing.iqr_ns), "1.00x", "", "", ""]]
     notes = []
+    caveat_noted = False
     for r in runs:
         samples = (r.get("timing") or {}).get("samples_ns") or []
         t = TimingSummary.of(samples)
@@ -128,6 +129,9 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
         ])
         if r["status"] != "ok":
             notes.append(f"jax {r['requested']}: {r['status']}: {r['reason']}")
+        if verdict and verdict["caveat"] and not caveat_noted:
+            notes.append(f"verdicts against the reference: {verdict['caveat']}")
+            caveat_noted = True
     text = f"{b.ref}  ({b.manifest['function']['fields']['fun_name']})\n" + table(
         ["JAX", "VERSION", "STATUS", "ROUTE", "MEDIAN", "IQR", "VS REF", "VERDICT", "MAX ABS ERR", "BIT-EXACT"], rows)
     if notes:

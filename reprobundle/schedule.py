@@ -3,9 +3,9 @@
 On a shared machine, speed drifts within minutes by more than the differences worth reporting, and one process
 runs the same code faster or slower than the next. So the contenders are never timed one after the other:
 
-- A round starts one lockstep worker per contender, one after another (their compiles never overlap), then
-  alternates timed steps between them in ABBA order, so that every contender meets the same drift, then lets
-  them finish one at a time (profiles never overlap).
+- A round starts one lockstep worker per contender (in the first round one after another, so that compiles
+  never overlap), then alternates timed steps between them in ABBA order, so that every contender meets the
+  same drift, then lets them finish one at a time (the first round's profiles never overlap).
 - A step is a batch of calls lasting about STEP_TARGET_NS (one call for anything slower), so a tiny function
   is not measured against the cost of switching processes.
 - Rounds repeat all of this in fresh processes: the process-to-process variation becomes the spread between
@@ -25,15 +25,19 @@ from .execution import WorkerOutcome, WorkerProcess
 STEP_TARGET_NS = 50_000_000
 MAX_CALLS_PER_STEP = 512
 DEFAULT_ROUNDS = 8
+# Timed steps per version over all rounds: at 100 steps in 8 rounds, replays of identical versions on the 2-core
+# CI VM gave no false verdict and a 10% slowdown was flagged every time (benchmarks/README.md); at 50, 92%.
+DEFAULT_STEPS = 100
 
 JobWriter = Callable[[Path, bool], Path]  # (empty work folder, first round?) -> job file for a lockstep worker
 
 
 @dataclass(frozen=True)
 class Contender:
-    key: str
+    key: str  # unique among the contenders
     python: str | Path
     write_job: JobWriter
+    label: str = ""  # for progress lines (default: the key)
 
 
 @dataclass
@@ -75,23 +79,23 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
         if not active:
             break
         if progress:
-            progress(f"round {round_index + 1}/{rounds}: timing " + ", ".join(c.key for c in active))
+            progress(f"round {round_index + 1}/{rounds}: timing " + ", ".join(c.label or c.key for c in active))
         shift = round_index % len(active)
         order = active[shift:] + active[:shift]
         live: list[tuple[Contender, WorkerProcess]] = []
-        for position, c in enumerate(order):
-            folder = workdir / f"{position}-{_safe(c.key)}" / f"round-{round_index}"
+        started: list[tuple[Contender, WorkerProcess]] = []
+        for c in order:
+            folder = workdir / f"contender-{contenders.index(c)}" / f"round-{round_index}"
             folder.mkdir(parents=True)
-            worker = WorkerProcess(c.python, c.write_job(folder, round_index == 0), timeout_s=timeout_s,
-                                   memory_limit_bytes=memory_limit_bytes, lockstep=True)
-            call_ns = worker.wait_ready()
-            m = measured[c.key]
-            if call_ns is None:
-                _fail(m, worker.finish(), round_index, rounds)
-                continue
+            started.append((c, WorkerProcess(c.python, c.write_job(folder, round_index == 0), timeout_s=timeout_s,
+                                             memory_limit_bytes=memory_limit_bytes, lockstep=True)))
+            # The first round's workers load and compile one at a time, so that their compile times and dumps are
+            # clean; later rounds only time, so their workers start together, which saves most of a start each.
             if round_index == 0:
-                m.calls_per_step = calls_per_step(call_ns)
-            live.append((c, worker))
+                _get_ready(*started[-1], measured, live, round_index, rounds)
+        if round_index > 0:
+            for c, worker in started:
+                _get_ready(c, worker, measured, live, round_index, rounds)
         steps_done = {c.key: 0 for c, _ in live}
         for step in range(steps_per_round):
             for c, worker in (live if step % 2 == 0 else live[::-1]):
@@ -120,6 +124,18 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
     return measured
 
 
+def _get_ready(c: Contender, worker: WorkerProcess, measured: dict[str, Measurement],
+               live: list[tuple[Contender, WorkerProcess]], round_index: int, rounds: int) -> None:
+    call_ns = worker.wait_ready()
+    m = measured[c.key]
+    if call_ns is None:
+        _fail(m, worker.finish(), round_index, rounds)
+        return
+    if round_index == 0:
+        m.calls_per_step = calls_per_step(call_ns)
+    live.append((c, worker))
+
+
 def _fail(m: Measurement, outcome: WorkerOutcome, round_index: int, rounds: int) -> None:
     m.failed_round = round_index
     if outcome.status == "ok":  # it ended its timing before it was asked to
@@ -127,7 +143,3 @@ def _fail(m: Measurement, outcome: WorkerOutcome, round_index: int, rounds: int)
     if round_index > 0:
         outcome.reason = f"in round {round_index + 1} of {rounds}: {outcome.reason}"
     m.outcome = outcome
-
-
-def _safe(key: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in key)[:64]

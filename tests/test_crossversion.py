@@ -33,8 +33,9 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     comparison = data["comparison"]
     assert comparison["baseline"] == "0.7.2"
     row = next(r for r in comparison["rows"] if r["requested"] == "0.8.0")
-    # Timed interleaved in 8 rounds of fresh processes at the default budget, the whole function is ~12% faster on
-    # 0.8.0 on this CPU (0.86-0.90x in every measurement so far): a paired verdict, its 95% interval below 1.
+    # Timed interleaved in 8 rounds of fresh processes at the default budget (100 steps), the whole function is
+    # ~12% faster on 0.8.0 on this CPU (0.86-0.90x in every measurement so far): a paired verdict, its 95%
+    # interval below 1.
     assert row["method"] == "paired rounds" and row["rounds"] == 8, row
     assert row["verdict"] == "faster" and row["p_value"] < 0.01 and row["ci95"][1] < 0.98, row
     diff = next(d for d in comparison["diffs"] if d["label"] == "0.8.0")

@@ -62,6 +62,15 @@ def test_not_msgpack():
         mf.decode_manifest(msgpack.packb([1, 2]))
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_numbers_are_refused_both_ways(base, value):
+    base["environment"] = {"nested": [{"x": value}]}
+    with pytest.raises(CorruptBundleError, match="non-finite"):
+        mf.decode_manifest(msgpack.packb(base, use_bin_type=True))
+    with pytest.raises(FormatError, match="non-finite"):
+        mf.encode_manifest(base)
+
+
 def test_bytes_values_refused(base):
     base["description"] = b"bytes"
     with pytest.raises(CorruptBundleError):

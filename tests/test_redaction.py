@@ -33,3 +33,11 @@ def test_redact_nested_values():
     assert out["packages"] == data["packages"]
     assert out["argv"] == ["--token", REDACTED]
     assert out["url"] == REDACTED
+
+
+def test_long_temp_paths_are_not_secrets_but_keys_inside_paths_are():
+    flags = ("--xla_dump_to=/tmp/reprobundle-replay-k3j2h1x0/contender-0/round-0/artifacts/xla_dump "
+             "--xla_dump_hlo_as_text")
+    assert redact_env({"XLA_FLAGS": flags}) == {"XLA_FLAGS": flags}
+    hidden = "/home/me/keys/Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1u/file"
+    assert redact_env({"SOME_PATH": hidden}) == {"SOME_PATH": REDACTED}

@@ -341,7 +341,7 @@ def test_default_chain_outputs_timing_artifacts(runs, bundle):
               "machine", "cpu_model", "cpu_flags", "env_vars", "packages", "jax_config"):
         assert k in env, k
     assert env["jax"] == jax.__version__ and env["devices"][0]["platform"] == env["platform"]
-    assert "--xla_dump_to=" in env["env_vars"]["XLA_FLAGS"]
+    assert "--xla_dump_to=" not in env["env_vars"].get("XLA_FLAGS", "")  # the worker's own flag is not the user's
     assert "numpy" in {k.lower() for k in env["packages"]}
 
 
@@ -421,3 +421,47 @@ def test_flatbuffer_info():
     assert info["function_name"] == "<lambda>"
     assert info["serialization_version"] >= 2
     assert (info["nr_devices"] or info["nr_devices_short"]) == 1
+
+
+def test_lockstep_protocol(bundle, tmp_path):
+    """The host's side of lockstep timing, spoken by hand: ready after the warmup, `time n` answered with n times,
+    stray prints kept out of the channel, end of stdin finishes the run; the user's XLA_FLAGS recorded as they
+    were, without the dump flag the worker adds."""
+    d = _write_job(tmp_path / "lockstep", bundle["fn"], bundle["inputs"], dump=True,
+                   timing={"warmup": 2, "repeat": 999, "lockstep": True})
+    user_flags = "--xla_cpu_enable_fast_math=false"
+    p = subprocess.Popen([sys.executable, str(WORKER_PY), str(d / "job.msgpack"), str(d / "result.msgpack")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "XLA_FLAGS": user_flags})
+    verb, call_ns = p.stdout.readline().split()
+    assert verb == "ready" and int(call_ns) > 0
+    sent = []
+    for n in (3, 1, 5):
+        p.stdin.write(f"time {n}\n")
+        p.stdin.flush()
+        times = [int(t) for t in p.stdout.readline().split()]
+        assert len(times) == n and all(t > 0 for t in times)
+        sent += times
+    p.stdin.close()
+    assert p.stdout.read() == ""  # nothing else ever reaches the channel
+    assert p.wait(timeout=120) == 0, p.stderr.read()[-3000:]
+    res = msgpack.unpackb((d / "result.msgpack").read_bytes(), raw=False)
+    assert res["status"] == "ok", res["reason"]
+    assert res["samples_ns"] == sent  # "repeat" is ignored in lockstep: the host decides
+    _check_outputs(res, bundle["expected"])
+    assert res["environment"]["env_vars"]["XLA_FLAGS"] == user_flags
+    assert os.listdir(res["artifacts"]["xla_dump"])
+
+
+def test_lockstep_unknown_command_is_a_clean_error(bundle, tmp_path):
+    d = _write_job(tmp_path / "bad-command", bundle["fn"], bundle["inputs"],
+                   timing={"warmup": 0, "repeat": 1, "lockstep": True})
+    p = subprocess.Popen([sys.executable, str(WORKER_PY), str(d / "job.msgpack"), str(d / "result.msgpack")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().startswith("ready ")
+    p.stdin.write("rm -rf /\n")
+    p.stdin.flush()
+    p.wait(timeout=120)
+    res = msgpack.unpackb((d / "result.msgpack").read_bytes(), raw=False)
+    assert res["status"] == "error" and "timed execution failed" in res["reason"] and "rm -rf" in res["reason"]
+
