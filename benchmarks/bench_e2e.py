@@ -25,13 +25,14 @@ sys.path.insert(0, str(ROOT))
 
 from reprobundle import api  # noqa: E402
 from reprobundle.envs import EnvironmentManager  # noqa: E402
+from reprobundle.schedule import DEFAULT_STEPS  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--versions", nargs="+", default=["0.7.2", "0.8.0", "installed"])
     parser.add_argument("--env-version", default="0.8.0")
-    parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=DEFAULT_STEPS)
     opts = parser.parse_args()
 
     manager = EnvironmentManager()

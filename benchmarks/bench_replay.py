@@ -45,7 +45,7 @@ import jax
 from jax import export
 import numpy as np
 exp = export.deserialize(bytearray(open(sys.argv[1], "rb").read()))
-args = [np.load(p) for p in sys.argv[2:]]
+args = [jax.device_put(np.load(p)) for p in sys.argv[2:]]  # on the device, as the worker holds them
 f = jax.jit(exp.call).lower(*args).compile()
 for _ in range({warmup}):
     jax.block_until_ready(f(*args))
@@ -57,6 +57,7 @@ for _ in range({calls}):
 def in_process_median(fn, args, warmup: int, repeat: int) -> float:
     import jax
 
+    args = jax.device_put(args)  # on the device, as the worker holds them
     compiled = jax.jit(fn).lower(*args).compile()
     for _ in range(warmup):
         jax.block_until_ready(compiled(*args))

@@ -163,10 +163,13 @@ class WorkerProcess:
     def wait_ready(self) -> int | None:
         """The worker's median warmup call in ns once it is ready for timed calls; None if it ended instead."""
         line = self._read_line()
-        if line is None or not line.startswith("ready "):
+        if line is None:
             return None
-        value = line.split()[1]
-        return int(value) if value.isdigit() else None
+        fields = line.split()
+        if len(fields) != 2 or fields[0] != "ready" or not fields[1].isdigit():
+            self._kill()  # not the worker speaking: its outcome will say it crashed
+            return None
+        return int(fields[1])
 
     def time_calls(self, n: int) -> list[int] | None:
         """Times of `n` calls made now; None if the worker ended (the outcome then says why)."""

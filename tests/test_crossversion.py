@@ -87,7 +87,7 @@ def test_bundles_cross_the_export_windows(store_dir, tmp_path, packer, replayer)
 
     newest = environment_manager().resolve_version("latest")
     packer, replayer = (newest if v == "newest" else v for v in (packer, replayer))
-    env = _export_with(packer, tmp_path)
+    _export_with(packer, tmp_path)
     code, out, err = cli("pack", "--exported", str(tmp_path / "f.jax"), "--inputs", str(tmp_path / "in.npz"),
                          "--jax", packer, "--name", "crossing", "--repeat", "3", "--warmup", "1", store=store_dir)
     assert code == 0, err

@@ -198,7 +198,7 @@ def test_cli_errors_are_one_clear_line(store_dir, argv, code, message, monkeypat
 
 
 def test_corrupted_blob_detected_by_verify_and_replay(store_dir, args):
-    ref = reprobundle.pack(jax.jit(_f), *args, name="c", store=str(store_dir), **FAST)
+    reprobundle.pack(jax.jit(_f), *args, name="c", store=str(store_dir), **FAST)
     registry = Registry.open(store_dir)
     digest = registry.resolve("c").manifest["inputs"]["leaves"][0]["blob"]["digest"]
     path = store_dir / blob_key(digest)
