@@ -1094,14 +1094,14 @@ class _Worker:
         adir = job["artifacts_dir"]
         os.makedirs(adir, exist_ok=True)
         os.makedirs(job["outputs_dir"], exist_ok=True)
-        old = os.environ.get("XLA_FLAGS", "").strip()
+        user_flags = os.environ.get("XLA_FLAGS", "").strip()
         if job.get("dump"):
             ddir = os.path.join(adir, "xla_dump")
             os.makedirs(ddir, exist_ok=True)
             extra = "--xla_dump_to=%s --xla_dump_hlo_as_text" % ddir
             if "jax" in sys.modules:
                 self.notes.append("jax was already imported before the worker set XLA_FLAGS; dump may be missing")
-            os.environ["XLA_FLAGS"] = (old + " " + extra).strip()
+            os.environ["XLA_FLAGS"] = (user_flags + " " + extra).strip()
             self.result["artifacts"]["xla_dump"] = ddir
         import jax  # noqa: F401  (first import of jax happens here)
 
@@ -1109,8 +1109,8 @@ class _Worker:
         _jax_environment(env)
         env["env_vars"] = _env_vars()
         if job.get("dump"):  # record the user's flags, not the worker's own dump flags
-            if old:
-                env["env_vars"]["XLA_FLAGS"] = old
+            if user_flags:
+                env["env_vars"]["XLA_FLAGS"] = user_flags
             else:
                 env["env_vars"].pop("XLA_FLAGS", None)
         if env.get("platform") is None:
