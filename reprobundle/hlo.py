@@ -18,10 +18,11 @@ the kind and whether it is fused at all, so `reduce` and a single-op `wrapped_re
 from __future__ import annotations
 
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable
+from typing import Iterable, Sequence
 
 # Ops that cost nothing or only move tuples: left out of signatures and of the unfused-op listing.
 FREE_OPCODES = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all"})
@@ -757,6 +758,21 @@ def _row_nodes(rows: dict[str, dict], module: HloModule) -> list[Node]:
         else:
             nodes.append(Node(name=name, kind="", ops=((f"?{name}", 1),), order=(f"?{name}",), shape="?"))
     return nodes
+
+
+def median_per_op(tables: Sequence[Sequence[dict]]) -> list[dict]:
+    """One per-op table from several profiles of the same compiled module: per op (by name), the median time over
+    the profiles that saw it; kind and count from the first that did. Ordered by time, biggest first."""
+    times: dict[str, list[float]] = {}
+    first: dict[str, dict] = {}
+    for table in tables:
+        for row in table:
+            name = str(row["name"])
+            times.setdefault(name, []).append(float(row["time_ns"]))
+            first.setdefault(name, row)
+    merged = [{"name": name, "kind": str(first[name].get("kind", "")), "time_ns": float(statistics.median(t)),
+               "count": int(first[name].get("count", 0))} for name, t in times.items()]
+    return sorted(merged, key=lambda r: -r["time_ns"])
 
 
 def per_op_diff(base_per_op: list[dict] | None, cand_per_op: list[dict] | None, base_hlo: str | HloModule | None,

@@ -20,10 +20,14 @@ from . import manifest as mf
 from .compare import check_outputs
 from .errors import CorruptBundleError, ReproBundleError
 from .execution import Timing, build_job, dtype_of, environment_of, store_result
+from .hlo import median_per_op
 from .registry import Bundle, Registry, utc_now
 from .schedule import DEFAULT_STEPS, Contender, Measurement, measure_interleaved, rounds_for
 
 DEFAULT_TIMEOUT_S = 1800.0
+# One profile of a few iterations can put a small op off by several times on a noisy machine; the per-op table is
+# the median over the profiles of the first rounds (only the first round's trace is kept as an artifact).
+PROFILED_ROUNDS = 3
 
 
 def leaf_array(data: bytes, leaf: dict) -> np.ndarray:
@@ -76,6 +80,8 @@ def _measured_run(registry: Registry, bundle: Bundle, requested: str, measured: 
                        outcome.reason, **extra)
     stored = store_result(registry, result, warmup=warmup)
     stored.timing.update(samples_ns=measured.samples_ns, steps=measured.steps, rounds=measured.rounds, group=group)
+    if len(measured.per_op_tables) > 1:
+        stored.per_op = median_per_op(measured.per_op_tables)
     check = check_outputs(reference, stored.arrays)
     status = "ok" if check["ok"] else "mismatch"
     reason = "" if check["ok"] else _mismatch_reason(check)
@@ -106,9 +112,10 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
     contenders: list[tuple[int, str, Contender]] = []
     m = bundle.manifest
 
-    def write_job(folder: Path, first_round: bool) -> Path:
+    def write_job(folder: Path, round_index: int) -> Path:
         return build_job(registry, m["function"], m["inputs"]["leaves"], folder, timing=timing,
-                         dump=dump and first_round, profile=profile and first_round, lockstep=True)
+                         dump=dump and round_index == 0, profile=profile and round_index < PROFILED_ROUNDS,
+                         lockstep=True)
 
     for index, requested in enumerate(versions):
         start = time.perf_counter()

@@ -29,7 +29,7 @@ DEFAULT_ROUNDS = 8
 # CI VM gave no false verdict and a 10% slowdown was flagged every time (benchmarks/README.md); at 50, 92%.
 DEFAULT_STEPS = 100
 
-JobWriter = Callable[[Path, bool], Path]  # (empty work folder, first round?) -> job file for a lockstep worker
+JobWriter = Callable[[Path, int], Path]  # (empty work folder, round index) -> job file for a lockstep worker
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Measurement:
     outcome: WorkerOutcome | None = None
     failed_round: int | None = None
     samples_ns: list[int] = field(default_factory=list)
+    per_op_tables: list[list[dict]] = field(default_factory=list)  # the per-op table of each round that profiled
     steps: list[int] = field(default_factory=list)  # calls in each step, consecutive in samples_ns
     rounds: list[int] = field(default_factory=list)  # steps in each round, consecutive in steps
     calls_per_step: int = 0
@@ -87,7 +88,7 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
         for c in order:
             folder = workdir / f"contender-{contenders.index(c)}" / f"round-{round_index}"
             folder.mkdir(parents=True)
-            started.append((c, WorkerProcess(c.python, c.write_job(folder, round_index == 0), timeout_s=timeout_s,
+            started.append((c, WorkerProcess(c.python, c.write_job(folder, round_index), timeout_s=timeout_s,
                                              memory_limit_bytes=memory_limit_bytes, lockstep=True)))
             # The first round's workers load and compile one at a time, so that their compile times and dumps are
             # clean; later rounds only time, so their workers start together, which saves most of a start each.
@@ -116,6 +117,8 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
                 _fail(m, outcome, round_index, rounds)
                 continue
             m.rounds.append(steps_done[c.key])
+            if (outcome.result or {}).get("per_op"):
+                m.per_op_tables.append(outcome.result["per_op"])
             if round_index == 0:
                 m.outcome = outcome
             else:

@@ -382,3 +382,16 @@ def test_installed_jax_attention_against_fixtures():
         assert hlo.fusion_diff(fixture.read_text(), live)["identical"]
     d = hlo.fusion_diff(text("attention-0.7.2.hlo"), live)
     assert d["base"]["fusions"] == 7 and d["cand"]["fusions"] == hlo.fusion_summary(live)["n_fusions"]
+
+
+def test_median_per_op_over_profiles():
+    from reprobundle.hlo import median_per_op
+
+    tables = [[{"name": "dot.1", "kind": "dot", "time_ns": 100.0, "count": 1},
+               {"name": "fusion.2", "kind": "fusion(kLoop)", "time_ns": 50.0, "count": 2}],
+              [{"name": "dot.1", "kind": "dot", "time_ns": 400.0, "count": 1},  # a noisy profile
+               {"name": "fusion.2", "kind": "fusion(kLoop)", "time_ns": 52.0, "count": 2}],
+              [{"name": "dot.1", "kind": "dot", "time_ns": 110.0, "count": 1}]]  # fusion.2 missing here
+    merged = median_per_op(tables)
+    assert merged == [{"name": "dot.1", "kind": "dot", "time_ns": 110.0, "count": 1},
+                      {"name": "fusion.2", "kind": "fusion(kLoop)", "time_ns": 51.0, "count": 2}]
