@@ -13,7 +13,8 @@ from reprobundle.stats import t_quantile, t_two_sided_p, welch_t
 
 from manifests import assert_schema_valid
 
-GOLDEN_RUN = Path(__file__).parent / "golden" / "v1-run-tanh-matmul.msgpack"
+GOLDEN = Path(__file__).parent / "golden"
+GOLDEN_RUN = GOLDEN / "v1-run-tanh-matmul.msgpack"
 
 
 @pytest.mark.parametrize("t, df, p", [
@@ -116,3 +117,17 @@ def test_golden_v1_run_record_reads_and_compares():
     assert "steps" not in run["timing"] and len(run["timing"]["samples_ns"]) == 5
     v = timing_verdict(run["timing"], run["timing"])
     assert v["method"] == METHOD_SAMPLES and v["verdict"] == "same"
+
+
+def test_there_is_a_golden_run_record_for_every_run_format_version():
+    versions = {int(p.name.split("-")[0][1:]) for p in GOLDEN.glob("v*-run-*.msgpack")}
+    assert versions == set(range(1, mf.RUN_VERSION + 1))
+
+
+def test_golden_v2_run_record_reads_with_its_interleaving():
+    run = mf.decode_run((GOLDEN / "v2-run-tanh-matmul.msgpack").read_bytes())
+    assert_schema_valid(run, "run")
+    timing = run["timing"]
+    assert timing["rounds"] == [2, 2, 2] and len(timing["steps"]) == 6 and timing["group"]
+    assert [len(r) for r in step_medians(timing)] == [2, 2, 2]
+
