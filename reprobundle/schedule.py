@@ -5,7 +5,7 @@ runs the same code faster or slower than the next. So the contenders are never t
 
 - A round starts one lockstep worker per contender (in the first round one after another, so that compiles
   never overlap), then alternates timed steps between them in ABBA order, so that every contender meets the
-  same drift, then lets them finish one at a time (the first round's profiles never overlap).
+  same drift, then lets them finish one at a time (so their profiles never overlap).
 - A step is a batch of calls lasting about STEP_TARGET_NS (one call for anything slower), so a tiny function
   is not measured against the cost of switching processes.
 - Rounds repeat all of this in fresh processes: the process-to-process variation becomes the spread between
