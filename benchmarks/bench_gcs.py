@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 
-def _load_server_module():
+def load_server_module():
+    """tests/gcs_server.py, loaded by path (the benchmarks are scripts, not a package of the tests)."""
     spec = importlib.util.spec_from_file_location("reprobundle_tests_gcs_server", REPO / "tests" / "gcs_server.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -53,7 +54,7 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="where to write the local test files (default: a temp dir)")
     args = ap.parse_args()
 
-    server = _load_server_module().start_gcs_server("bench-bucket")
+    server = load_server_module().start_gcs_server("bench-bucket")
     try:
         os.environ.update(server.env())
         import gcsfs

@@ -8,7 +8,6 @@ Ratio = raw gcsfs time / reprobundle time (goal >= 0.8x). Usage: .venv/bin/pytho
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import sys
 import tempfile
@@ -20,20 +19,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-
-
-def _server_module():
-    spec = importlib.util.spec_from_file_location("bench_gcs_server", ROOT / "tests" / "gcs_server.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from bench_gcs import load_server_module  # noqa: E402  (this folder is first on sys.path)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gib", type=float, default=1.0)
     opts = parser.parse_args()
-    server = _server_module().start_gcs_server()
+    server = load_server_module().start_gcs_server()
     os.environ.update(server.env())
     try:
         import gcsfs

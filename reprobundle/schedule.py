@@ -97,7 +97,6 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
         if round_index > 0:
             for c, worker in started:
                 _get_ready(c, worker, measured, live, round_index, rounds)
-        steps_done = {c.key: 0 for c, _ in live}
         for step in range(steps_per_round):
             for c, worker in (live if step % 2 == 0 else live[::-1]):
                 m = measured[c.key]
@@ -109,14 +108,13 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
                     continue
                 m.samples_ns.extend(times)
                 m.steps.append(len(times))
-                steps_done[c.key] += 1
         for c, worker in live:
             m = measured[c.key]
             outcome = worker.finish()
             if m.failed_round is not None or outcome.status != "ok":
                 _fail(m, outcome, round_index, rounds)
                 continue
-            m.rounds.append(steps_done[c.key])
+            m.rounds.append(len(m.steps) - sum(m.rounds))
             if (outcome.result or {}).get("per_op"):
                 m.per_op_tables.append(outcome.result["per_op"])
             if round_index == 0:
