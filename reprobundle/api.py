@@ -41,15 +41,17 @@ def _timing(warmup: int, repeat: int, rounds: int | None = None) -> Timing:
 
 
 def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: dict | None = None,
-         synthetic_inputs: bool = False, seed: int = 0, description: str = "", labels: dict[str, str] | None = None,
-         source: str | None = None, warmup: int = 5, repeat: int = 50, dump: bool = True,
-         profile: bool = True) -> BundleRef:
+         static: Sequence[int | str] = (), synthetic_inputs: bool = False, seed: int = 0, description: str = "",
+         labels: dict[str, str] | None = None, source: str | None = None, warmup: int = 5, repeat: int = 50,
+         dump: bool = True, profile: bool = True) -> BundleRef:
     """Capture `fn(*args, **kwargs)` with jax.export, run it once as the reference, and publish a bundle.
 
-    `fn` is any jittable function or jax.jit object; the arguments any pytree of arrays. Returns the new
-    bundle's reference (name, version, bundle id, URL).
+    `fn` is any function JAX can jit (a plain function, a `jax.jit`, `nnx.jit` or `eqx.filter_jit` object) or a
+    `jax.export.Exported` (symbolic shapes included, with concrete arguments). The arguments are any pytrees:
+    array leaves are the bundle's inputs, other leaves (and the arguments `static` names, by index or name) are
+    baked into the export and recorded. Returns the new bundle's reference (name, version, bundle id, URL).
     """
-    exported, leaves = export_function(fn, args, kwargs)
+    exported, leaves = export_function(fn, args, kwargs, static)
     return _pack(open_registry(store), exported, None if synthetic_inputs else leaves, name=name,
                  synthetic=synthetic_inputs, seed=seed, description=description, labels=labels, source=source,
                  timing=_timing(warmup, repeat), dump=dump, profile=profile)
@@ -132,10 +134,14 @@ def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray]
     The module's public @main is called with the inputs as its arguments, in order (the .npz keys arr_0, arr_1,
     ... as numpy.savez(path, *arrays) writes them), on one device, without effects.
     """
-    from .capture import load_stablehlo
+    from .capture import load_stablehlo, stablehlo_signature
 
     text = _read(module, "StableHLO module").decode("utf-8", "replace")
-    return _pack_loaded(load_stablehlo(text), inputs, name=name, store=store, synthetic_inputs=synthetic_inputs,
+    if not synthetic_inputs and inputs is not None:  # a module with dynamic dimensions takes the inputs' sizes
+        in_avals = stablehlo_signature(text)[0]
+        inputs = load_npz(inputs, in_avals) if isinstance(inputs, (str, Path)) else list(inputs)
+    shapes = None if synthetic_inputs or inputs is None else [np.shape(x) for x in inputs]
+    return _pack_loaded(load_stablehlo(text, shapes), inputs, name=name, store=store, synthetic_inputs=synthetic_inputs,
                         seed=seed, description=description, labels=labels, warmup=warmup, repeat=repeat, dump=dump,
                         profile=profile, source=text)
 
@@ -206,11 +212,15 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
            repeat: int = DEFAULT_STEPS, rounds: int | None = None, timeout_s: float = 1800.0, dump: bool = True,
            profile: bool = True, python: str | None = None, env_dir: str | None = None,
            progress: Callable[[str], None] | None = None,
-           memory_limit_bytes: int | None = None) -> ReplayResult:
+           memory_limit_bytes: int | None = None, shapes: dict[str, int] | Sequence[str] | None = None) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
     A bundle in a read-only store (a .zip) is first copied into the default local store, where its runs go.
+    `shapes` ({"b": 16} or ["b=16"]) replays a shape-polymorphic bundle at other sizes, on synthetic inputs.
     """
+    from .dims import parse_bindings
+
+    shapes = parse_bindings(shapes)
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         local = open_registry(None)
@@ -224,7 +234,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
         env_manager = environment_manager(env_dir, python=python)
     runs = _replay(registry, bundle, versions, timing=_timing(warmup, repeat, rounds), timeout_s=timeout_s, dump=dump,
                    profile=profile, python=python, env_manager=env_manager, progress=progress,
-                   memory_limit_bytes=memory_limit_bytes)
+                   memory_limit_bytes=memory_limit_bytes, shapes=shapes)
     return ReplayResult(registry, bundle, runs)
 
 

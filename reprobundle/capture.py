@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from .errors import InputMismatchError, UsageError
+from .flatten import flatten_call
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,9 @@ class ExportedFunction:
     serialized: bytes | None = None  # jax.export flatbuffer
     mlir_module_compat: bytes | None = None  # same module at the oldest StableHLO version this jaxlib writes
     serialization_version: int | None = None
+    input_paths: list[dict] | None = None  # per input leaf: {"path", "key_impl"?} (manifest 2)
+    output_paths: list[dict] | None = None  # per output leaf: {"path", "key_impl"?}
+    static: list[dict] | None = None  # values baked into the export: {"path", "type", "repr"}
 
 
 def _dtype_name(dtype) -> str:
@@ -67,22 +71,66 @@ def _from_exported(exp, serialized: bytes | None) -> ExportedFunction:
     )
 
 
-def export_function(fn: Callable, args: Sequence[Any], kwargs: dict | None = None) -> tuple[ExportedFunction, list[np.ndarray]]:
-    """Export `fn(*args, **kwargs)` with `jax.export` and return it with the flat input leaves."""
+def export_function(fn: Callable, args: Sequence[Any], kwargs: dict | None = None,
+                    static: Iterable[int | str] = ()) -> tuple[ExportedFunction, list[np.ndarray]]:
+    """Export `fn(*args, **kwargs)` with `jax.export` and return it with the flat input leaves.
+
+    The artifact is the flat function of `flatten.flatten_call`: any pytree goes in and out, non-array leaves
+    and the arguments named in `static` are baked in, and the trees are described in the returned fields.
+    """
     import jax
     from jax import export
 
+    if isinstance(fn, export.Exported):
+        return _exported_object(fn, args, kwargs)
     kwargs = kwargs or {}
     if not callable(fn):
-        raise UsageError(f"{fn!r} is not callable", hint="pass a function or a jax.jit object")
-    jitted = fn if hasattr(fn, "lower") and hasattr(fn, "trace") else jax.jit(fn)
+        raise UsageError(f"{fn!r} is not callable", hint="pass a function, a jax.jit object or a jax.export.Exported")
+    call = flatten_call(fn, tuple(args), dict(kwargs), static)
+    if not call.dynamic:
+        raise UsageError(f"{call.fn_flat.__name__} has no array arguments in this call, so there is nothing to feed",
+                         hint="pass the inputs as arrays (jax or numpy); Python numbers and objects are baked in")
     try:
-        exp = export.export(jitted)(*args, **kwargs)
+        exp = export.export(jax.jit(call.fn_flat))(*call.dynamic)
     except Exception as e:
-        raise UsageError(f"jax.export could not export {getattr(fn, '__name__', fn)!r}: {type(e).__name__}: {e}",
-                         hint="the function must be jittable with these arguments") from e
-    leaves = [_as_jax_sees_it(np.asarray(x)) for x in jax.tree_util.tree_leaves((tuple(args), kwargs))]
-    return _from_exported(exp, None), leaves
+        raise _export_refusal(call.fn_flat.__name__, e) from e
+    leaves = [_as_jax_sees_it(np.asarray(x)) for x in call.dynamic]
+    captured = _from_exported(exp, None)
+    return dataclasses.replace(captured, in_tree=call.in_tree, out_tree=dict(call.out_tree),
+                               input_paths=call.input_leaves, output_paths=list(call.outputs),
+                               static=call.static), leaves
+
+
+def _export_refusal(name: str, e: Exception) -> UsageError:
+    """One typed line for what jax.export refuses, with what to do instead where it is known."""
+    text = f"{type(e).__name__}: {e}"
+    known = (
+        (("callback",), "a host callback (jax.pure_callback, io_callback, jax.debug.print/callback) cannot be "
+                         "exported", "remove the callback from the function, or pack the part around it"),
+        (("effect",), "the function has effects jax.export cannot serialize",
+         "pack a version of the function without side effects (callbacks, ordered effects)"),
+        (("sharding", "devices", "mesh"), "the function is sharded over several devices",
+         "reprobundle packs single-device functions: pack the per-device computation, or run with one device"),
+    )
+    lowered = text.lower()
+    for words, what, hint in known:
+        if any(w in lowered for w in words):
+            return UsageError(f"cannot pack {name!r}: {what} ({_first_line(e)})", hint=hint)
+    return UsageError(f"jax.export could not export {name!r}: {_first_line(e)}",
+                      hint="the function must be jittable with these arguments")
+
+
+def _exported_object(exp, args, kwargs) -> tuple[ExportedFunction, list[np.ndarray]]:
+    """An `Exported` the user made (possibly with symbolic shapes), with the concrete arguments to feed it."""
+    import jax
+
+    leaves = [_as_jax_sees_it(np.asarray(x)) for x in jax.tree_util.tree_leaves((tuple(args), kwargs or {}))]
+    try:
+        serialized = bytes(exp.serialize())
+    except Exception as e:
+        raise UsageError(f"the Exported for {exp.fun_name!r} cannot be serialized: {_first_line(e)}",
+                         hint="pass the function itself instead: reprobundle exports it with flat arguments") from None
+    return _from_exported(exp, serialized), leaves
 
 
 def _as_jax_sees_it(leaf: np.ndarray) -> np.ndarray:
@@ -117,40 +165,83 @@ _MLIR_DTYPES = {
 }
 
 
-def _main_signature(text: str) -> tuple[list[dict], list[dict]]:
-    """In and out avals of the module's public @main, read with the jaxlib MLIR bindings."""
+def _main_op(module):
+    from jax._src.lib.mlir import ir
+
+    for op in module.body.operations:
+        if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == "main":
+            return op
+    raise UsageError("the StableHLO module has no @main function",
+                     hint="reprobundle calls the module's public @main with the inputs in order")
+
+
+def stablehlo_signature(text: str) -> tuple[list[dict], list[dict]]:
+    """In and out avals of the module's public @main, read with the jaxlib MLIR bindings; a dynamic dimension
+    (`tensor<?x4xf32>`) is None."""
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
 
-    with mlir.make_ir_context():
+    try:
+        with mlir.make_ir_context():
+            module = ir.Module.parse(text)
+            ftype = ir.FunctionType(ir.TypeAttr(_main_op(module).attributes["function_type"]).value)
+            return [_mlir_aval(t) for t in ftype.inputs], [_mlir_aval(t) for t in ftype.results]
+    except UsageError:
+        raise
+    except Exception as e:
+        raise UsageError(f"not a StableHLO module this jaxlib can parse: {_first_line(e)}",
+                         hint="pass MLIR text in the stablehlo dialect, e.g. the module.mlir of a JAX IR dump") from None
+
+
+def _mlir_aval(t) -> dict:
+    from jax._src.lib.mlir import ir
+
+    try:
+        tensor = ir.RankedTensorType(t)
+    except (ValueError, TypeError):
+        raise UsageError(f"@main has a non-tensor or unranked type {t}; only ranked tensors can be replayed") from None
+    element = str(tensor.element_type)
+    if element not in _MLIR_DTYPES:
+        raise UsageError(f"@main uses the element type {element}, which reprobundle cannot feed")
+    return {"shape": [None if tensor.is_dynamic_dim(i) else int(d) for i, d in enumerate(tensor.shape)],
+            "dtype": _MLIR_DTYPES[element]}
+
+
+def _specialize(text: str, in_avals: list[dict], shapes: Sequence[Sequence[int]]) -> str:
+    """The module with @main's dynamic dimensions set to the inputs' sizes and shapes refined through its body
+    (the StableHLO refine-shapes pass jax.export runs on shape-polymorphic modules)."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    if len(shapes) != len(in_avals):
+        raise InputMismatchError(f"@main takes {len(in_avals)} arguments, {len(shapes)} inputs were given")
+    for i, (aval, shape) in enumerate(zip(in_avals, shapes)):
+        if len(aval["shape"]) != len(shape) or any(d is not None and d != s for d, s in zip(aval["shape"], shape)):
+            raise InputMismatchError(f"argument {i}: @main expects {aval['dtype']}{aval['shape']} (None: any size), "
+                                     f"got the shape {list(shape)}")
+    with mlir.make_ir_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
-        mains = [op for op in module.body.operations
-                 if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == "main"]
-        if not mains:
-            raise UsageError("the StableHLO module has no @main function",
-                             hint="reprobundle calls the module's public @main with the inputs in order")
-        ftype = ir.FunctionType(ir.TypeAttr(mains[0].attributes["function_type"]).value)
-
-        def aval(t) -> dict:
-            try:
-                tensor = ir.RankedTensorType(t)
-            except (ValueError, TypeError):
-                raise UsageError(f"@main has a non-tensor or unranked type {t}; only static shapes can be replayed") from None
-            if not tensor.has_static_shape:
-                raise UsageError(f"@main has a dynamic shape {t}; only static shapes can be replayed")
-            element = str(tensor.element_type)
-            if element not in _MLIR_DTYPES:
-                raise UsageError(f"@main uses the element type {element}, which reprobundle cannot feed")
-            return {"shape": [int(d) for d in tensor.shape], "dtype": _MLIR_DTYPES[element]}
-
-        return [aval(t) for t in ftype.inputs], [aval(t) for t in ftype.results]
+        main = _main_op(module)
+        ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
+        concrete = [ir.RankedTensorType.get([int(d) for d in shape], ir.RankedTensorType(t).element_type)
+                    for t, shape in zip(ftype.inputs, shapes)]
+        main.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(concrete, ftype.results))
+        for argument, t in zip(main.regions[0].blocks[0].arguments, concrete):
+            argument.set_type(t)
+        try:
+            refined = mlir.refine_polymorphic_shapes(module)
+        except Exception as e:
+            raise UsageError(f"cannot specialize the module's dynamic dimensions to the inputs: {_first_line(e)}",
+                             hint="export the module at static shapes") from None
+        return str(refined)
 
 
-def load_stablehlo(text: str) -> ExportedFunction:
+def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = None) -> ExportedFunction:
     """Wrap a raw StableHLO module (e.g. the module.mlir of an IR dump) as a jax.export artifact.
 
     The module's public @main is called with the input leaves in order, on one device, with no effects; the
-    platform is the host's default backend. The result is a regular `Exported`, serialized by this JAX.
+    platform is the host's default backend. A module with dynamic dimensions is specialized to `input_shapes`
+    (the bundle then runs at those sizes). The result is a regular `Exported`, serialized by this JAX.
     """
     import jax
     from jax._src import core
@@ -158,13 +249,16 @@ def load_stablehlo(text: str) -> ExportedFunction:
 
     from . import worker
 
-    try:
-        in_avals, out_avals = _main_signature(text)
-    except UsageError:
-        raise
-    except Exception as e:
-        raise UsageError(f"not a StableHLO module this jaxlib can parse: {_first_line(e)}",
-                         hint="pass MLIR text in the stablehlo dialect, e.g. the module.mlir of a JAX IR dump") from None
+    in_avals, out_avals = stablehlo_signature(text)
+    if any(d is None for aval in in_avals + out_avals for d in aval["shape"]):
+        if input_shapes is None:
+            raise UsageError("the StableHLO module has dynamic dimensions, so it needs real inputs to fix their sizes",
+                             hint="pass --inputs FILE.npz")
+        text = _specialize(text, in_avals, input_shapes)
+        in_avals, out_avals = stablehlo_signature(text)
+        if any(d is None for aval in out_avals for d in aval["shape"]):
+            raise UsageError("the module's output sizes stay dynamic at these input sizes",
+                             hint="export the module at static shapes")
     try:
         artifact = worker.serialize_compat_artifact(text)
     except Exception as e:
@@ -219,7 +313,9 @@ def check_inputs(fields: dict, leaves: Sequence[np.ndarray]) -> None:
         )
     for i, (leaf, aval) in enumerate(zip(leaves, expected)):
         got = {"shape": [int(d) for d in leaf.shape], "dtype": _dtype_name(leaf.dtype)}
-        if got != aval:
+        symbolic_fits = len(got["shape"]) == len(aval["shape"]) and all(
+            isinstance(want, str) or want == have for want, have in zip(aval["shape"], got["shape"]))
+        if got["dtype"] != aval["dtype"] or not symbolic_fits:
             raise InputMismatchError(
                 f"argument {i}: expected {aval['dtype']}{aval['shape']}, got {got['dtype']}{got['shape']}",
                 hint="pass inputs with the shapes and dtypes the function was exported for",

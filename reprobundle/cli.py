@@ -180,13 +180,16 @@ def replay(
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
+    shapes: List[str] = typer.Option([], "--shape", help="NAME=SIZE: run a shape-polymorphic bundle at another "
+                                                          "size, on synthetic inputs (repeatable)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
     from . import comparison as comparison_render
 
     result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat, rounds=rounds,
-                        timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json))
+                        timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json),
+                        shapes=shapes)
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:

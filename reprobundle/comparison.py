@@ -16,6 +16,7 @@ from . import hlo
 from .compare import (DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, METHOD_PAIRED, TimingSummary, check_outputs,
                       timing_verdict)
 from .report import human_ns, table
+from .treeview import output_names
 
 COMPARISON_FORMAT = "reprobundle.comparison"
 COMPARISON_VERSION = 1
@@ -44,18 +45,24 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
     show the first `top`), "moved": one line naming where the time moved, "moved_row": the biggest move or None}.
     """
     modules = {k: hlo.parse_hlo(v) for k, v in hlo_texts.items() if v}  # parse each text once
-    rows = [_reference_row(manifest)] + [_run_row(r) for r in runs]
+    names = output_names(manifest)
+    resized = sorted({(r.get("labels") or {}).get("shape") for r in runs} - {None})
+    # Runs at other sizes (replay --shape) are compared with each other, never with the reference's sizes.
+    rows = ([] if resized else [_reference_row(manifest)]) + [_run_row(r, names) for r in runs]
     _label_duplicates(rows)
     base = _pick_baseline(rows, baseline)
     notes = []
     if base is None:
         notes.append("no run succeeded: nothing to compare against")
     for row in rows:
-        _fill_against_baseline(row, base, outputs)
+        _fill_against_baseline(row, base, outputs, names)
         row["fusions"] = _fusion_count(modules.get(row["requested"]))
         if row["status"] not in _TIMED:
             notes.append(f"jax {row['label']}: {row['status']}: {row['reason']}")
     notes += _verdict_notes(rows)
+    if resized:
+        notes.append(f"replayed at {'; '.join(resized)} on synthetic inputs: the reference ran at the packed sizes, "
+                     "so it is left out")
     diffs = [_version_diff(row, base, modules) for row in rows
              if base is not None and row is not base and row["requested"] != REFERENCE and row["status"] in _TIMED]
     return {
@@ -128,13 +135,13 @@ def _reference_row(manifest: dict) -> dict:
             "per_op": ref.get("per_op") or [], **_timing_fields(ref.get("timing") or {})}
 
 
-def _run_row(run: dict) -> dict:
+def _run_row(run: dict, names: list[str]) -> dict:
     timing = run.get("timing") or {}
     check = run.get("check")
     return {"label": run["requested"], "requested": run["requested"],
             "jax": str((run.get("environment") or {}).get("jax") or "?"), "status": run["status"],
             "reason": run.get("reason", ""), "route": run.get("route"), "compile_s": _num(timing.get("compile_s")),
-            "err_ref": _error_fields(check) if check else None, "per_op": run.get("per_op") or [],
+            "err_ref": _error_fields(check, names) if check else None, "per_op": run.get("per_op") or [],
             **_timing_fields(timing)}
 
 
@@ -146,18 +153,27 @@ def _label_duplicates(rows: list[dict]) -> None:
             row["label"] = f"{row['label']} #{seen[row['label']]}"
 
 
-def _error_fields(check: dict) -> dict:
+def _error_fields(check: dict, names: list[str]) -> dict:
+    """The check's summary, with `worst`: the key path of the output leaf with the largest error, if any differs."""
     def number(x):  # a run record is data from the store: anything but a number renders as unknown
         return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
+    leaves = [l for l in check.get("leaves") or [] if isinstance(l, dict)]
+    errors = [(number(l.get("max_abs_err")) or 0.0, i) for i, l in enumerate(leaves) if not l.get("bit_identical")]
+    worst = max(errors)[1] if errors else None
     return {"ok": bool(check.get("ok")), "bit_identical": bool(check.get("bit_identical")),
             "max_abs_err": number(check.get("max_abs_err")), "max_rel_err": number(check.get("max_rel_err")),
+            **({"worst": names[worst] if worst < len(names) else f"output {worst}"} if worst is not None else {}),
             **({"reason": check["reason"]} if check.get("reason") else {})}
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _pick_baseline(rows: list[dict], baseline: str | None) -> dict | None:
     if baseline is None:
-        return next((r for r in rows[1:] if r["status"] == "ok"), None)
+        return next((r for r in rows if r["requested"] != REFERENCE and r["status"] == "ok"), None)
     match = next((r for r in rows if baseline in (r["requested"], r["label"])), None)
     if match is None:
         known = ", ".join(r["label"] for r in rows)
@@ -165,7 +181,7 @@ def _pick_baseline(rows: list[dict], baseline: str | None) -> dict | None:
     return match
 
 
-def _fill_against_baseline(row: dict, base: dict | None, outputs: dict) -> None:
+def _fill_against_baseline(row: dict, base: dict | None, outputs: dict, names: list[str]) -> None:
     row["is_baseline"] = row is base
     row["ratio"] = row["verdict"] = row["p_value"] = row["err_base"] = row["ci95"] = row["method"] = None
     row["caveat"] = None
@@ -179,10 +195,10 @@ def _fill_against_baseline(row: dict, base: dict | None, outputs: dict) -> None:
         row["ratio"], row["verdict"], row["p_value"] = _num(v["ratio"]), v["verdict"], v["p_value"]
         row["ci95"] = [_num(x) for x in v["ci95"]] if v["ci95"] else None
         row["method"], row["caveat"] = v["method"], v["caveat"]
-    row["err_base"] = _error_vs_baseline(row, base, outputs)
+    row["err_base"] = _error_vs_baseline(row, base, outputs, names)
 
 
-def _error_vs_baseline(row: dict, base: dict, outputs: dict) -> dict | None:
+def _error_vs_baseline(row: dict, base: dict, outputs: dict, names: list[str]) -> dict | None:
     if row is base:
         return None
     if base["requested"] == REFERENCE:
@@ -190,7 +206,7 @@ def _error_vs_baseline(row: dict, base: dict, outputs: dict) -> dict | None:
     mine, theirs = outputs.get(row["requested"]), outputs.get(base["requested"])
     if mine is None or theirs is None:
         return None
-    return _error_fields(check_outputs(list(theirs), list(mine)))
+    return _error_fields(check_outputs(list(theirs), list(mine)), names)
 
 
 def _fusion_count(module: hlo.HloModule | None) -> int | None:
@@ -326,7 +342,7 @@ def _env_text(env: dict) -> str:
 
 def _header_lines(c: dict) -> list[str]:
     fn = f" ({c['function']})" if c["function"] else ""
-    return [f"{c['bundle']}{fn}: {len(c['rows']) - 1} runs, baseline {_baseline_text(c)}",
+    return [f"{c['bundle']}{fn}: {_count(sum(r['requested'] != REFERENCE for r in c['rows']), 'run')}, baseline {_baseline_text(c)}",
             f"packed with {_env_text(c['packed'])}", f"runs on {_env_text({k: v for k, v in c['machine'].items() if k not in ('jax', 'jaxlib')})}"]
 
 

@@ -6,6 +6,11 @@ knows is an UnsupportedFormatVersionError; older versions are upgraded one step 
 
 Format versions (dated, like jax.export's serialization versions):
 - manifest 1 (2026-11-30): first version. schemas/manifest-v1.schema.json describes it.
+- manifest 2 (2026-11-30): any pytree. The exported function takes and returns a flat tuple; the user's trees
+  stay as data: `inputs.leaves[i].path` and `function.outputs[i].path` (key paths), `key_impl` on leaves that are
+  typed PRNG keys (stored as key data), `function.static` (values baked into the export: path, type, repr), tree
+  node kind `static`, and symbolic dimensions (strings such as "b" or "2*b") in `function.fields` avals. A
+  version 1 manifest upgrades unchanged. schemas/manifest-v2.schema.json.
 - run 1 (2026-11-30): first version. schemas/run-v1.schema.json describes it.
 - run 2 (2026-11-30): timing may say how it was measured interleaved with other runs: `steps` (calls per step),
   `rounds` (steps per round, a fresh worker process each) and `group` (shared by the runs timed together). A
@@ -24,7 +29,7 @@ from .digest import check_digest, digest_bytes
 from .errors import CorruptBundleError, FormatError, InvalidNameError, UnsupportedFormatVersionError
 
 MANIFEST_FORMAT = "reprobundle-bundle"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 RUN_FORMAT = "reprobundle-run"
 RUN_VERSION = 2
 STORE_FORMAT = "reprobundle-store"
@@ -210,7 +215,7 @@ class _Checker:
 
     def leaf(self, obj, path):
         self.map(obj, path, {"shape": self.shape, "dtype": self.dtype},
-                 {"blob": self.blob, "synthetic": self.synthetic})
+                 {"blob": self.blob, "synthetic": self.synthetic, "path": self.str_, "key_impl": self.str_})
         if ("blob" in obj) == ("synthetic" in obj):
             self.fail(path, "a leaf has exactly one of 'blob' and 'synthetic'")
 
@@ -218,14 +223,27 @@ class _Checker:
         self.map(obj, path, {"shape": self.shape, "dtype": self.dtype, "blob": self.blob})
 
     def aval(self, obj, path):
-        self.map(obj, path, {"shape": self.shape, "dtype": self.dtype})
+        self.map(obj, path, {"shape": self.list_of(self.dimension), "dtype": self.dtype})
+
+    def dimension(self, obj, path):
+        if isinstance(obj, str):
+            if not obj or len(obj) > 200:
+                self.fail(path, "a symbolic dimension is a non-empty expression of at most 200 characters")
+        else:
+            self.nonneg_int(obj, path)
+
+    def leaf_name(self, obj, path):
+        self.map(obj, path, {"path": self.str_}, {"key_impl": self.str_})
+
+    def static_value(self, obj, path):
+        self.map(obj, path, {"path": self.str_, "type": self.str_, "repr": self.str_})
 
     def tree(self, obj, path):
         if path.count(".children[") > MAX_TREE_DEPTH:  # bounded before recursing: no RecursionError on hostile input
             self.fail(path, f"tree nested deeper than {MAX_TREE_DEPTH} levels")
         self.map(obj, path, {"kind": self.str_}, {"children": self.list_of(self.tree), "keys": self.list_of(self.any_),
                                                    "type": self.str_})
-        if obj["kind"] not in ("leaf", "none", "tuple", "list", "dict", "custom"):
+        if obj["kind"] not in ("leaf", "static", "none", "tuple", "list", "dict", "custom"):
             self.fail(f"{path}.kind", f"unknown tree node kind {obj['kind']!r}")
 
     def artifact(self, obj, path):
@@ -279,6 +297,7 @@ def validate_manifest(m: dict) -> dict:
         }, {
             "exported": c.opt_blob, "mlir_module": c.opt_blob, "mlir_module_compat": c.opt_blob,
             "stablehlo_text": c.opt_blob, "source": c.opt_blob, "serialization_version": c.int_,
+            "outputs": c.list_of(c.leaf_name), "static": c.list_of(c.static_value),
         }),
         "inputs": lambda o, p: c.map(o, p, {"leaves": c.list_of(c.leaf)}),
         "reference": lambda o, p: c.map(o, p, {
@@ -295,6 +314,8 @@ def validate_manifest(m: dict) -> dict:
     n_in = len(fn["fields"]["in_avals"])
     if len(m["inputs"]["leaves"]) != n_in:
         c.fail("manifest.inputs.leaves", f"{len(m['inputs']['leaves'])} leaves for {n_in} function arguments")
+    if "outputs" in fn and len(fn["outputs"]) != len(fn["fields"]["out_avals"]):
+        c.fail("manifest.function.outputs", f"{len(fn['outputs'])} names for {len(fn['fields']['out_avals'])} outputs")
     return m
 
 
@@ -324,12 +345,14 @@ RUN_STATUSES = ("ok", "mismatch", "incompatible", "error", "crashed", "timeout")
 # ------------------------------------------------------------------------------------------------ versions
 
 
-def _run_1_to_2(run: dict) -> dict:
-    return {**run, "format_version": 2}
+def _to_version_2(obj: dict) -> dict:
+    """Manifest 1 -> 2 and run 1 -> 2: every version 1 map is a valid version 2 map."""
+    return {**obj, "format_version": 2}
 
 
 # Upgraders from version N to N+1: {N: fn}.
-_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {MANIFEST_FORMAT: {}, RUN_FORMAT: {1: _run_1_to_2}}
+_UPGRADES: dict[str, dict[int, Callable[[dict], dict]]] = {MANIFEST_FORMAT: {1: _to_version_2},
+                                                           RUN_FORMAT: {1: _to_version_2}}
 _CURRENT = {MANIFEST_FORMAT: MANIFEST_VERSION, RUN_FORMAT: RUN_VERSION}
 
 

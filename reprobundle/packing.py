@@ -16,8 +16,8 @@ import numpy as np
 from . import __version__
 from . import manifest as mf
 from .capture import ExportedFunction, as_bytes, check_inputs
-from .errors import ReplayError, UsageError
-from .execution import Timing, build_job, environment_of, run_worker, store_result
+from .errors import FormatError, ReplayError, UsageError
+from .execution import Timing, build_job, dtype_of, environment_of, run_worker, store_result
 from .registry import BundleRef, Registry, utc_now
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -54,7 +54,16 @@ def _function_section(registry: Registry, fn: ExportedFunction, source: str | No
     }
     if fn.serialization_version is not None:
         function["serialization_version"] = fn.serialization_version
+    if fn.output_paths is not None:
+        function["outputs"] = fn.output_paths
+    if fn.static:
+        function["static"] = fn.static
     return function
+
+
+def _named(leaves: list[dict], paths: list[dict] | None) -> list[dict]:
+    """Input leaves with their key paths (and PRNG key impls) when the capture knows them."""
+    return leaves if paths is None else [{**leaf, **named} for leaf, named in zip(leaves, paths)]
 
 
 def _real_input_leaves(registry: Registry, leaves: Sequence[np.ndarray]) -> list[dict]:
@@ -121,12 +130,16 @@ def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] 
     labels = _checked_labels(labels)
     in_avals = fn.fields["in_avals"]
     if synthetic:
+        if any(isinstance(d, str) for aval in in_avals for d in aval["shape"]):
+            raise UsageError("synthetic inputs need concrete shapes, and this function has symbolic dimensions",
+                             hint="pass real inputs; replay --shape NAME=SIZE then runs other sizes synthetically")
         input_leaves = [{**aval, "synthetic": synthetic_spec(aval["dtype"], seed + i)} for i, aval in enumerate(in_avals)]
     else:
         if leaves is None:
             raise UsageError("no inputs given", hint="pass the inputs, or use synthetic inputs")
         check_inputs(fn.fields, leaves)
         input_leaves = _real_input_leaves(registry, leaves)
+    input_leaves = _named(input_leaves, fn.input_paths)
     function = _function_section(registry, fn, source)
     outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=timing, dump=dump,
                                      profile=profile, timeout_s=timeout_s)
@@ -146,9 +159,28 @@ def pack_serialized_in(registry: Registry, serialized: bytes, leaves: Sequence[n
     function = {"kind": "jax.export", "exported": registry.put_blob(serialized), "fields": None}
     outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=timing, dump=dump,
                                      profile=profile, timeout_s=timeout_s, describe=True)
+    leaves = _typed_by_avals(leaves, function["fields"]["in_avals"])
+    for spec, leaf in zip(input_leaves, leaves):
+        spec["dtype"] = np.dtype(leaf.dtype).name  # same bytes, same blob: only the name changes
     check_inputs(function["fields"], leaves)
     return _publish(registry, name=name, description=description, labels=labels, parent=parent, function=function,
                     input_leaves=input_leaves, outcome=outcome, stored=stored)
+
+
+def _typed_by_avals(leaves: Sequence[np.ndarray], avals: Sequence[dict]) -> list[np.ndarray]:
+    """Raw-byte leaves (void dtype: how numpy.savez stores bfloat16, float8_*, int4...) as the dtype of their aval
+    when the item sizes agree, as api.load_npz does when it knows the avals (the worker does the same)."""
+    typed = list(leaves)
+    for i, (leaf, aval) in enumerate(zip(typed, avals)):
+        if leaf.dtype.type is not np.void or leaf.dtype.names is not None:  # ml_dtypes types are kind "V" too
+            continue
+        try:
+            want = dtype_of(aval["dtype"])
+        except FormatError:
+            continue
+        if want.type is not np.void and want.itemsize == leaf.dtype.itemsize:
+            typed[i] = leaf.view(want)
+    return typed
 
 
 def _stderr_hint(tail: str) -> str:

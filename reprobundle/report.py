@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import treeview
 from .compare import TimingSummary, timing_verdict
 from .registry import Bundle, BundleRef
 
@@ -57,11 +58,6 @@ def bundle_table(rows: list[dict]) -> str:
                    human_bytes(r["inputs_bytes"]), r["description"][:40]] for r in rows])
 
 
-def _leaf_text(leaf: dict) -> str:
-    where = "synthetic " + leaf["synthetic"]["distribution"] if "synthetic" in leaf else human_bytes(leaf["blob"]["size"])
-    return f"{leaf['dtype']}{leaf['shape']} ({where})"
-
-
 def bundle_data(b: Bundle, runs: list[dict]) -> dict:
     return {"ref": ref_data(b.ref), "manifest": b.manifest, "runs": [run_data(r) for r in runs]}
 
@@ -83,8 +79,19 @@ def describe_bundle(b: Bundle, runs: list[dict]) -> str:
     lines += [
         f"  function:     {fn['fields']['fun_name']} ({fn['kind']}, platforms {', '.join(fn['fields']['platforms'])}, "
         f"calling convention {fn['fields']['calling_convention_version']})",
-        "  inputs:       " + "; ".join(_leaf_text(l) for l in m["inputs"]["leaves"]),
-        "  outputs:      " + "; ".join(f"{o['dtype']}{o['shape']}" for o in m["reference"]["outputs"]),
+    ]
+    inputs, outputs = treeview.leaves_of(m, "inputs"), treeview.leaves_of(m, "outputs")
+    lines.append("  inputs:       " + treeview.summary(inputs, human_bytes))
+    lines += treeview.render(inputs, human_bytes)
+    static = fn.get("static") or []
+    if static:
+        lines.append(f"  static:       {len(static)} value{'s' if len(static) != 1 else ''} baked into the export")
+        lines += [f"    {v['path']} = {v['repr'][:60]}" for v in static[:treeview.MAX_LINES]]
+        if len(static) > treeview.MAX_LINES:
+            lines.append(f"    ... and {len(static) - treeview.MAX_LINES} more (show --json lists them all)")
+    lines.append("  outputs:      " + treeview.summary(outputs, human_bytes))
+    lines += treeview.render(outputs, human_bytes)
+    lines += [
         f"  reference:    median {human_ns(timing.median_ns)} (IQR {human_ns(timing.iqr_ns)}, n={timing.n}) "
         f"via {m['reference']['route']}",
         f"  environment:  jax {env.get('jax', '?')}, jaxlib {env.get('jaxlib', '?')}, python {env.get('python', '?')}, "
@@ -117,7 +124,8 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
     for r in runs:
         samples = (r.get("timing") or {}).get("samples_ns") or []
         t = TimingSummary.of(samples)
-        verdict = timing_verdict(b.manifest["reference"]["timing"], r["timing"]) if samples else None
+        resized = (r.get("labels") or {}).get("shape")  # replay --shape: other sizes than the reference's
+        verdict = timing_verdict(b.manifest["reference"]["timing"], r["timing"]) if samples and not resized else None
         check = r.get("check") or {}
         rows.append([
             r["requested"], r["environment"].get("jax", "?"), r["status"], r.get("route") or "-",
@@ -127,7 +135,7 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
             f"{check['max_abs_err']:.3g}" if isinstance(check.get("max_abs_err"), (int, float)) else "-",
             ("yes" if check.get("bit_identical") else "no") if check else "-",
         ])
-        if r["status"] != "ok":
+        if r["status"] != "ok" or resized:
             notes.append(f"jax {r['requested']}: {r['status']}: {r['reason']}")
         if verdict and verdict["caveat"] and not caveat_noted:
             notes.append(f"verdicts against the reference: {verdict['caveat']}")
