@@ -54,7 +54,7 @@ class Timing:
 class WorkerOutcome:
     status: str  # ok / incompatible / error (from the worker) or crashed / timeout (from here)
     reason: str
-    result: dict | None
+    result: dict | None  # crashed / timeout: the last (provisional) result the worker wrote, if any
     duration_s: float
     stderr_tail: str = ""
     workdir: Path | None = None
@@ -255,13 +255,16 @@ class WorkerProcess:
         tail = _tail(self._stderr_path)
         workdir, result_path = self.workdir, self.result_path
         if self.timed_out:
-            return WorkerOutcome("timeout", f"the worker did not finish within {self.timeout_s:g} s and was killed",
-                                 None, duration, tail, workdir)
+            result = self._last_result("timeout")
+            return WorkerOutcome("timeout", f"the worker did not finish within {self.timeout_s:g} s and was killed"
+                                 f"{_where(result)}", result, duration, tail, workdir)
         code = self.proc.returncode
         if code < 0:
             sig = _signal_name(-code)
             why = " (out of memory?)" if sig == "SIGKILL" else ""
-            return WorkerOutcome("crashed", f"the worker was killed by {sig}{why}", None, duration, tail, workdir)
+            result = self._last_result("crashed")
+            return WorkerOutcome("crashed", f"the worker was killed by {sig}{why}{_where(result)}", result, duration,
+                                 tail, workdir)
         if not result_path.is_file():
             last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
             return WorkerOutcome("crashed", f"the worker exited with code {code} without a result: {last}",
@@ -273,6 +276,33 @@ class WorkerProcess:
                                  workdir)
         return WorkerOutcome(str(result.get("status", "error")), str(result.get("reason", "")), result, duration,
                              tail, workdir)
+
+    def _last_result(self, status: str) -> dict | None:
+        """What a worker that was killed left: the provisional result it writes before each risky phase (see the
+        worker's docstring), which names the phase and keeps the route, attempts, notes and environment so far."""
+        try:
+            result = msgpack.unpackb(self.result_path.read_bytes(), raw=False, strict_map_key=False)
+        except Exception:
+            return None
+        if not isinstance(result, dict):
+            return None
+        phase = result.get("phase")
+        if not result.get("route") and isinstance(phase, str) and phase.startswith("route:"):
+            result["route"] = phase[len("route:"):]  # it died loading or compiling via that route
+        result["status"] = status
+        return result
+
+
+def _where(result: dict | None) -> str:
+    """Where a killed worker had got to, from its last result (see WorkerProcess._last_result)."""
+    if not result:
+        return ""
+    phase, route = result.get("phase"), result.get("route")
+    if not phase:
+        return " after it wrote its result"
+    if str(phase).startswith("route:"):
+        return f" while loading and compiling the function via route {route!r}"
+    return f" during phase {phase!r}" + (f" (loaded via route {route!r})" if route else "")
 
 
 # Runs in the worker's interpreter before the worker: on Linux, PR_SET_PDEATHSIG makes the kernel SIGKILL the

@@ -16,7 +16,8 @@ Both files are msgpack maps (packed with ``use_bin_type=True``, read with
 whenever RESULT was written (whatever the status); 2 on bad command line.
 A provisional result (status "error", reason "worker process ended abnormally
 during <phase>") is written before each risky phase, so a hard crash (segfault,
-OOM kill, host timeout) still leaves a result that names the phase.
+OOM kill, host timeout) still leaves a result that names the phase (also in its
+"phase" field, which only provisional results have).
 
 Job (protocol 1)
 ----------------
@@ -133,6 +134,14 @@ Why plain ``deserialize(...).call(...)`` fails from a newer to an older JAX
   tf.XlaCallModule, so the rebuild routes use 9 there (noted).
 * jax 0.4.30's jax.export imports absl-py, which it does not declare; the worker
   substitutes a stdlib-logging stand-in when absl is missing (noted).
+* jaxlib's CPU kernels (LAPACK: cholesky, qr, eigh, svd, lu, triangular_solve...)
+  are custom calls.  jax 0.4.30 .. 0.9 initialize the LAPACK ones
+  (``jaxlib.cpu._lapack.initialize()``) only while lowering a linalg op, never
+  in a replay, whose call then dies by SIGSEGV; jaxlib 0.4.30 also registers its
+  one typed-FFI kernel (``lapack_?potrf_ffi``) under the untyped API.  The worker
+  does both before compiling (noted), and a kernel the jaxlib lacks (0.4.30 has
+  no ``*_ffi`` but potrf; 0.7+ none of the pre-FFI ones) makes the route fail at
+  "compile", naming it (see ``prepare_kernels``).
 
 Public helpers for the host (all importable without jax being imported):
 ``synthetic_array``, ``np_dtype``, ``serialize_compat_artifact``,
@@ -176,6 +185,10 @@ def np_dtype(name):
     n = name.strip()
     if n in ("bool", "bool_"):
         return np.dtype(np.bool_)
+    if n.startswith("void") and n[4:].isdigit() and int(n[4:]) % 8 == 0:
+        # raw bytes (numpy's name for V<n/8>, which numpy 2 no longer parses): numpy.savez stores ml_dtypes
+        # arrays (bfloat16, float8_*, int4) so; the worker reinterprets them by the function's avals
+        return np.dtype("V%d" % (int(n[4:]) // 8))
     try:
         dt = np.dtype(n)
         if dt.kind != "V" or n.startswith("void"):
@@ -748,6 +761,23 @@ def exported_fields(exported):
     }
 
 
+def _shape_builder(avals):
+    """A function turning a fields shape into a jax shape: ints stay ints; symbolic dimensions ("b", "2*b") are
+    parsed by jax.export.symbolic_shape in one scope shared by all the avals, as the exporter had them."""
+    if all(isinstance(d, int) for a in avals for d in a["shape"]):
+        return lambda dims: tuple(int(d) for d in dims)
+    from jax import export as jexport
+
+    scope = jexport.SymbolicScope()
+
+    def build(dims):
+        if all(isinstance(d, int) for d in dims):
+            return tuple(int(d) for d in dims)
+        return tuple(jexport.symbolic_shape(", ".join(str(d) for d in dims), scope=scope))
+
+    return build
+
+
 def _dtype_name(dt):
     import numpy as np
 
@@ -819,6 +849,74 @@ class _JobError(Exception):
 
 
 _STAGE_RANK = {"skipped": 0, "load": 1, "lower": 2, "compile": 3}
+
+# Custom-call target families of jaxlib's own CPU kernels, which the replaying jaxlib must provide itself:
+# LAPACK (lapack_spotrf, lapack_spotrf_ffi, ...) and, in jaxlib 0.4.30, BLAS (blas_strsm).
+_KERNEL_PREFIXES = ("lapack_", "blas_")
+
+
+def _custom_call_targets(text):
+    """The custom-call targets of an MLIR module's text (pretty or generic form)."""
+    import re
+
+    found = set()
+    for m in re.finditer(r'custom_call\s*@(?:"([^"]+)"|([\w.$-]+))|call_target_name\s*=\s*"([^"]+)"', text):
+        found.add(m.group(1) or m.group(2) or m.group(3))
+    return found
+
+
+def _jaxlib_lapack():
+    """jaxlib's CPU LAPACK extension module (registrations(), initialize()), or None."""
+    try:
+        from jax._src.lib import lapack
+
+        mod = getattr(lapack, "_lapack", None)
+        if mod is not None:
+            return mod
+    except Exception:
+        pass
+    try:
+        from jaxlib.cpu import _lapack
+
+        return _lapack
+    except Exception:
+        return None
+
+
+def _registered_targets():
+    """The CPU's registered custom-call targets: name -> a dict for typed-FFI handlers (jaxlib >= 0.7 lists
+    them), a capsule for the untyped API (all jaxlib 0.4.30 lists, under its XLA platform name "Host")."""
+    try:
+        from jax._src.lib import xla_client
+    except Exception:
+        return {}
+    found = {}
+    for platform in ("cpu", "Host"):
+        try:
+            found.update(xla_client.custom_call_targets(platform))
+        except Exception:
+            pass
+    return found
+
+
+def _missing_kernels_message(missing, provided):
+    try:
+        import jaxlib.version
+
+        jl = "jaxlib %s" % jaxlib.version.__version__
+    except Exception:
+        jl = "this jaxlib"
+    names = []
+    for t in missing:
+        if t.endswith("_ffi") and t[:-4] in provided:
+            names.append("%s (it has only the older %s, another calling convention)" % (t, t[:-4]))
+        elif t + "_ffi" in provided:
+            names.append("%s (it has only the newer %s_ffi, another calling convention)" % (t, t))
+        else:
+            names.append(t)
+    plural = "s" if len(missing) > 1 else ""
+    return ("the module calls jaxlib CPU kernel%s that %s does not provide, custom-call target%s: %s"
+            % (plural, jl, plural, ", ".join(names)))
 
 
 # ---------------------------------------------------------------------------
@@ -993,6 +1091,7 @@ class _Worker:
             prov = dict(self.result)
             prov["status"] = STATUS_ERROR
             prov["reason"] = "worker process ended abnormally during phase %r (crash, kill or timeout)" % phase
+            prov["phase"] = phase  # only provisional results name a phase: the host's crash record reports it
             try:
                 _write_msgpack(self.result_path, prov)
             except Exception:
@@ -1067,8 +1166,29 @@ class _Worker:
         self.host_inputs = arrays
         self.input_meta = [(tuple(a.shape), a.dtype) for a in arrays]
 
+    def adopt_raw_inputs(self, avals, what):
+        """Raw-byte input leaves (void dtype: ml_dtypes arrays as numpy.savez stores them) take the dtype of
+        the function's aval when the item sizes agree, as the host does for the manifest."""
+        if getattr(self, "host_inputs", None) is None or len(avals) != len(self.host_inputs):
+            return
+        import numpy as np
+
+        for i, ((_, dt), arr) in enumerate(zip(avals, self.host_inputs)):
+            if arr.dtype.type is not np.void or arr.dtype.names is not None:  # ml_dtypes types are kind "V" too
+                continue
+            try:
+                want = np_dtype(dt)
+            except Exception:
+                continue
+            if want.type is not np.void and want.itemsize == arr.dtype.itemsize:
+                self.host_inputs[i] = arr.view(want)
+                self.input_meta[i] = (tuple(arr.shape), want)
+                self.notes.append("input leaf %d: raw %s data taken as %s (from %s)"
+                                  % (i, arr.dtype.name, want.name, what))
+
     def check_inputs(self, avals, what):
         """avals: list of (shape tuple, dtype name). Returns error message or None."""
+        self.adopt_raw_inputs(avals, what)
         metas = self.input_meta
         if len(avals) != len(metas):
             return ("the function (%s) takes %d input leaves but the job has %d"
@@ -1263,10 +1383,9 @@ class _Worker:
         if not f:
             raise _RouteFailure("load", "bundle has no 'fields' to rebuild the Exported from")
         try:
-            in_avals = tuple(jcore.ShapedArray(tuple(int(d) for d in a["shape"]), np_dtype(a["dtype"]))
-                             for a in f["in_avals"])
-            out_avals = tuple(jcore.ShapedArray(tuple(int(d) for d in a["shape"]), np_dtype(a["dtype"]))
-                              for a in f["out_avals"])
+            shape_of = _shape_builder(f["in_avals"] + f["out_avals"])
+            in_avals = tuple(jcore.ShapedArray(shape_of(a["shape"]), np_dtype(a["dtype"])) for a in f["in_avals"])
+            out_avals = tuple(jcore.ShapedArray(shape_of(a["shape"]), np_dtype(a["dtype"])) for a in f["out_avals"])
         except Exception as e:
             raise _RouteFailure("load", "cannot build avals from fields: %s" % _exc_msg(e))
         nr_devices = int(f.get("nr_devices", 1))
@@ -1468,6 +1587,7 @@ class _Worker:
             lowered = fn.lower(*self.dev_inputs)
         except Exception as e:
             raise _RouteFailure("lower", self._explain_module_failure(e, desc))
+        self.prepare_kernels(lowered, exp)
         t0 = time.perf_counter()
         try:
             compiled = lowered.compile()
@@ -1475,6 +1595,77 @@ class _Worker:
             raise _RouteFailure("compile", "XLA compilation failed: %s" % _exc_msg(e))
         compile_s = time.perf_counter() - t0
         return lowered, compiled, compile_s
+
+    def prepare_kernels(self, lowered, exp):
+        """Make the jaxlib CPU kernels (LAPACK, BLAS) that the module calls usable in this process, or fail
+        the route naming those this jaxlib lacks (XLA would only say so at the call, or not at all).
+
+        jax registers jaxlib's kernels as custom-call targets when it is imported, but the LAPACK ones work
+        only after ``jaxlib.cpu._lapack.initialize()`` (it takes their function pointers from scipy's
+        LAPACK), which jax 0.4.30 .. 0.9 calls only while lowering a linalg op itself (``prepare_lapack_call``
+        and the ``*_hlo`` builders), never in a replay: the call then dies by SIGSEGV.  jax >= 0.10 does it
+        when it lowers the call of an Exported.  jaxlib 0.4.30 also registers its one typed-FFI kernel
+        (``lapack_?potrf_ffi``) under the untyped custom-call API, where a typed-FFI call cannot find it.
+        """
+        import jax
+
+        if jax.default_backend() != "cpu":
+            return
+        data = bytes(exp.mlir_module_serialized)
+        if not any(p.encode() in data for p in _KERNEL_PREFIXES):  # cheap: bytecode keeps strings as they are
+            return
+        try:
+            targets = _custom_call_targets(lowered.as_text())
+        except Exception:
+            import re
+
+            targets = set(re.findall(r"(?:%s)[A-Za-z0-9_]+" % "|".join(_KERNEL_PREFIXES), data.decode("latin-1")))
+        kernels = sorted(t for t in targets if t.startswith(_KERNEL_PREFIXES))
+        if not kernels:
+            return
+        lapack = _jaxlib_lapack()
+        try:
+            provided = dict(lapack.registrations()) if lapack is not None else {}
+        except Exception:
+            provided = {}
+        registered = _registered_targets()
+        missing = [t for t in kernels if t not in provided and t not in registered]
+        if missing:
+            raise _RouteFailure("compile", _missing_kernels_message(missing, provided))
+        done = self.__dict__.setdefault("_prepared_kernels", set())  # by an earlier route of this job
+        new = [t for t in kernels if t not in done]
+        done.update(kernels)
+        if not new:
+            return
+        # An *_ffi kernel listed with a bare capsule is registered under the untyped API (jaxlib 0.4.30):
+        # register it again as a typed-FFI handler, which is what the module's custom call looks up.
+        for t in new:
+            if t.endswith("_ffi") and t in provided and t in registered and not isinstance(registered[t], dict):
+                try:
+                    from jax._src.lib import xla_client
+
+                    xla_client.register_custom_call_target(t, provided[t], platform="cpu", api_version=1)
+                    self.notes.append("registered jaxlib's %s as a typed-FFI custom-call target (this jaxlib "
+                                      "registers it only under the untyped API, where the module's typed-FFI "
+                                      "call cannot find it)" % t)
+                except Exception as e:
+                    self.notes.append("could not register %s as a typed-FFI custom-call target: %s"
+                                      % (t, _exc_msg(e)))
+        init = getattr(lapack, "initialize", None)
+        if init is None:
+            return
+        try:
+            init()
+        except Exception as e:
+            done.difference_update(new)
+            raise _RouteFailure("compile", "cannot initialize jaxlib's CPU LAPACK kernels, which the module's "
+                                "custom calls %s need (calling them uninitialized would crash): %s"
+                                % (", ".join(kernels), _exc_msg(e)))
+        export_mod = sys.modules.get("jax._src.export._export")
+        if not hasattr(export_mod, "_ensure_backends_initialized"):  # else jax's own lowering of the call did it
+            self.notes.append("initialized jaxlib's CPU LAPACK kernels (jaxlib.cpu._lapack.initialize) for the "
+                              "custom calls %s: this jax does so only when it lowers a linalg op itself, and "
+                              "without it the call would crash" % ", ".join(new))
 
     def _explain_module_failure(self, e, desc):
         msg = _exc_msg(e)
