@@ -87,13 +87,15 @@ def export_function(fn: Callable, args: Sequence[Any], kwargs: dict | None = Non
     if not callable(fn):
         raise UsageError(f"{fn!r} is not callable", hint="pass a function, a jax.jit object or a jax.export.Exported")
     call = flatten_call(fn, tuple(args), dict(kwargs), static)
-    if not call.dynamic:
-        raise UsageError(f"{call.fn_flat.__name__} has no array arguments in this call, so there is nothing to feed",
-                         hint="pass the inputs as arrays (jax or numpy); Python numbers and objects are baked in")
     try:
         exp = export.export(jax.jit(call.fn_flat))(*call.dynamic)
     except Exception as e:
         raise _export_refusal(call.fn_flat.__name__, e) from e
+    if exp.nr_devices != 1:
+        raise UsageError(f"cannot pack {call.fn_flat.__name__!r}: it is sharded over {exp.nr_devices} devices, and "
+                         "reprobundle packs single-device computations",
+                         hint="pack it with its inputs on one device (jax.device_put(x, jax.devices()[0])), or pack "
+                              "the per-device computation (the body of your shard_map)")
     leaves = [_as_jax_sees_it(np.asarray(x)) for x in call.dynamic]
     captured = _from_exported(exp, None)
     return dataclasses.replace(captured, in_tree=call.in_tree, out_tree=dict(call.out_tree),
@@ -109,8 +111,6 @@ def _export_refusal(name: str, e: Exception) -> UsageError:
                          "exported", "remove the callback from the function, or pack the part around it"),
         (("effect",), "the function has effects jax.export cannot serialize",
          "pack a version of the function without side effects (callbacks, ordered effects)"),
-        (("sharding", "devices", "mesh"), "the function is sharded over several devices",
-         "reprobundle packs single-device functions: pack the per-device computation, or run with one device"),
     )
     lowered = text.lower()
     for words, what, hint in known:

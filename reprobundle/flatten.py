@@ -6,6 +6,10 @@ namedtuples, dataclasses, `None`) without registering anything, and a bundle nev
 original trees stay in the manifest as data: one key path per leaf (`params['attn']['key']['bias']`), node type
 names for display, and the static values (repr and type) that were baked into the export.
 
+A call that updates its inputs in place (`nnx.jit` applying an optimizer step to a module) returns the updated
+arrays as extra outputs named `updated <input path>`. Non-array results are static, dropped from the outputs and
+marked in the output tree.
+
 Which leaves are inputs: arrays (`jax.Array`, `numpy.ndarray`, NumPy scalars) are; every other leaf (Python
 numbers, strings, functions, an Equinox module's non-array fields) is static and baked in, as `eqx.filter_jit`
 treats them, and so are whole arguments named in `static` (argnums or argnames). Arguments a `jax.jit` object
@@ -86,19 +90,35 @@ def flatten_call(fn: Callable, args: tuple, kwargs: dict, static: Iterable[int |
         a, k = jax.tree_util.tree_unflatten(treedef, leaves)
         out = fn(*a, **k)
         out_with_path, out_treedef = jax.tree_util.tree_flatten_with_path(out)
+        # Non-array results (an Equinox module's functions and sizes) are static, as eqx.filter_jit returns them.
+        returned_arrays = [_is_array(leaf) for _, leaf in out_with_path]
+        named = [("out" + jax.tree_util.keystr(path), leaf)
+                 for (path, leaf), is_array in zip(out_with_path, returned_arrays) if is_array]
+        named += _updated_in_place((a, k), leaves, names)
         outputs, results = [], []
-        for path, leaf in out_with_path:
+        for name, leaf in named:
             impl = _key_impl(leaf)
-            outputs.append({"path": "out" + jax.tree_util.keystr(path), **({"key_impl": impl} if impl else {})})
+            outputs.append({"path": name, **({"key_impl": impl} if impl else {})})
             results.append(jax.random.key_data(leaf) if impl else leaf)
         call.outputs[:] = outputs
         call.out_tree.clear()
-        call.out_tree.update(describe_structure(out_treedef, [False] * out_treedef.num_leaves))
+        call.out_tree.update(describe_structure(out_treedef, [not is_array for is_array in returned_arrays]))
         return tuple(results)
 
     fn_flat.__name__ = fn_flat.__qualname__ = _function_name(fn)
     object.__setattr__(call, "fn_flat", fn_flat)
     return call
+
+
+def _updated_in_place(args_kwargs, passed: list, names: list[str]) -> list[tuple[str, Any]]:
+    """Input leaves the call replaced in place (a Flax NNX module or optimizer updated by `nnx.jit`): they are
+    outputs too, named `updated <input path>`, or the export would drop the update as dead code."""
+    import jax
+
+    before = {id(leaf) for leaf in passed}
+    after = jax.tree_util.tree_flatten_with_path(args_kwargs)[0]
+    return [("updated " + _input_path(path, names), leaf) for path, leaf in after
+            if id(leaf) not in before and _is_array(leaf)]
 
 
 def _is_array(leaf) -> bool:
@@ -117,13 +137,16 @@ def _key_impl(leaf) -> str | None:
 
 
 def _argument_names(fn: Callable, n_args: int) -> list[str]:
-    """Names of the first `n_args` positional parameters, `args[i]` where the signature does not say."""
+    """Names of the first `n_args` positional arguments: the parameter's name, `rest[j]` for the j-th of a
+    `*rest`, `args[i]` where there is no signature."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         params = []
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return [positional[i] if i < len(positional) else f"args[{i}]" for i in range(n_args)]
+    var = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    return [positional[i] if i < len(positional) else f"{var}[{i - len(positional)}]" if var else f"args[{i}]"
+            for i in range(n_args)]
 
 
 def _input_path(path: tuple, names: list[str]) -> str:

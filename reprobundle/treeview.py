@@ -86,11 +86,13 @@ def render(leaves: list[Leaf], human_bytes, *, limit: int = MAX_LINES, indent: s
     for leaf, parts in zip(leaves, split):
         groups.setdefault("".join(parts[:depth]), []).append(leaf)
     lines = []
-    width = min(max(len(prefix) for prefix in groups), 48)
+    shown = {prefix: members[0].name if len(members) == 1 else prefix for prefix, members in groups.items()}
+    width = min(max(len(name) for name in shown.values()), 48)
     for prefix, members in list(groups.items())[:limit]:
         if len(members) == 1:
             leaf = members[0]
-            lines.append(f"{indent}{leaf.name.ljust(width)}  {leaf.type_text}" + (f"  {leaf.note}" if leaf.note else ""))
+            lines.append(f"{indent}{leaf.name.ljust(width)}  {leaf.type_text}" + (f"  {leaf.note}" if leaf.note else "")
+                         + (f"  ({human_bytes(leaf.nbytes)})" if leaf.nbytes is not None else ""))
             continue
         dtypes = sorted({m.dtype for m in members})
         elements = sum(int(np.prod(m.shape)) if m.shape else 1 for m in members)

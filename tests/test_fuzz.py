@@ -763,7 +763,8 @@ SUBPROCESS_MODULES = {
     "envs.py": "runs uv and probes interpreters (argument lists, no shell, fixed probe code)",
     "worker.py": "sysctl for the CPU model on macOS",
 }
-JAX_IMPORTERS = {"capture.py": "the only in-process JAX user on the host", "worker.py": "runs in the subprocess"}
+JAX_IMPORTERS = {"capture.py": "the only in-process JAX user on the host, with flatten.py",
+                 "flatten.py": "the call flattened for export, under capture.py", "worker.py": "runs in the subprocess"}
 
 
 def _package_sources() -> dict[str, str]:
