@@ -59,7 +59,7 @@ def main() -> int:
         os.environ.update(server.env())
         import gcsfs
 
-        from reprobundle.gcs_store import GCSStore
+        from reprobundle.store.gcs import GCSStore
 
         raw = gcsfs.GCSFileSystem(endpoint_url=server.endpoint, token="anon", use_listings_cache=False)
         store = GCSStore(server.url("store"))

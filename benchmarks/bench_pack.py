@@ -28,8 +28,8 @@ import numpy as np
 sys.path.insert(0, sys.argv[1])
 import jax, jax.numpy as jnp
 import reprobundle
-from reprobundle.capture import as_bytes
-from reprobundle.registry import Registry
+from reprobundle.capture.export import as_bytes
+from reprobundle.bundle.registry import Registry
 
 n_bytes, store, mode = int(sys.argv[2]), sys.argv[3], sys.argv[4]
 leaves = [np.random.default_rng(i).standard_normal(n_bytes // 4 // 4, dtype=np.float32) for i in range(4)]

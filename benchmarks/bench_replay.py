@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT))
 
 import reprobundle  # noqa: E402
 from reprobundle.api import load_factory, open_registry  # noqa: E402
-from reprobundle.compare import timing_verdict  # noqa: E402
-from reprobundle.execution import Timing, build_job  # noqa: E402
-from reprobundle.schedule import DEFAULT_ROUNDS, DEFAULT_STEPS, Contender, measure_interleaved  # noqa: E402
+from reprobundle.analysis.verdict import timing_verdict  # noqa: E402
+from reprobundle.run.execution import Timing, build_job  # noqa: E402
+from reprobundle.run.schedule import DEFAULT_ROUNDS, DEFAULT_STEPS, Contender, measure_interleaved  # noqa: E402
 
 BARE = r"""
 import sys, time

@@ -12,13 +12,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .capture import export_function, load_exported
+from .bundle.registry import Bundle, BundleRef, Registry, open_ref
+from .capture.export import export_function, load_exported
+from .capture.pack import pack as _pack
 from .errors import ReproBundleError, ScriptError, UsageError
-from .execution import Timing, dtype_of
-from .packing import pack as _pack
-from .registry import Bundle, BundleRef, Registry, open_ref
-from .replay import replay as _replay
-from .schedule import DEFAULT_STEPS
+from .run.execution import Timing, dtype_of
+from .run.replay import replay as _replay
+from .run.schedule import DEFAULT_STEPS
 
 DEFAULT_FACTORY = "make"
 
@@ -111,7 +111,7 @@ def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np
     """
     data = bytes(exported) if isinstance(exported, (bytes, bytearray)) else _read(exported, "exported artifact")
     if jax_version and jax_version != "installed":
-        from .packing import pack_serialized_in
+        from .capture.pack import pack_serialized_in
 
         if synthetic_inputs or inputs is None:
             raise UsageError("packing on another JAX version needs real inputs", hint="pass --inputs FILE.npz")
@@ -134,7 +134,7 @@ def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray]
     The module's public @main is called with the inputs as its arguments, in order (the .npz keys arr_0, arr_1,
     ... as numpy.savez(path, *arrays) writes them), on one device, without effects.
     """
-    from .capture import load_stablehlo, stablehlo_signature
+    from .capture.export import load_stablehlo, stablehlo_signature
 
     text = _read(module, "StableHLO module").decode("utf-8", "replace")
     if not synthetic_inputs and inputs is not None:  # a module with dynamic dimensions takes the inputs' sizes
@@ -190,7 +190,7 @@ def pack_script(script: str, *, name: str, store: str | None = None, **options) 
 
 def environment_manager(env_dir: str | None = None, *, python: str | None = None):
     """The cache of per-version JAX environments ($REPROBUNDLE_ENV_DIR or the user cache by default)."""
-    from .envs import EnvironmentManager
+    from .run.envs import EnvironmentManager
 
     return EnvironmentManager(Path(env_dir) if env_dir else None, python=python)
 
@@ -218,7 +218,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     A bundle in a read-only store (a .zip) is first copied into the default local store, where its runs go.
     `shapes` ({"b": 16} or ["b=16"]) replays a shape-polymorphic bundle at other sizes, on synthetic inputs.
     """
-    from .dims import parse_bindings
+    from .bundle.dims import parse_bindings
 
     shapes = parse_bindings(shapes)
     registry, bundle = resolve(ref, store)
@@ -226,7 +226,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
         local = open_registry(None)
         copied = local.copy_bundle(bundle, registry)
         registry, bundle = local, local.load(copied.name, copied.version)
-    from .transfer import prefetch
+    from .bundle.transfer import prefetch
 
     prefetch(registry, bundle, progress)  # a remote store's blobs come into the local cache at once, in parallel
     env_manager = None
@@ -240,8 +240,8 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
 
 def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None) -> dict:
     """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs."""
-    from .comparison import REFERENCE, build_comparison
-    from .replay import leaf_array, reference_arrays
+    from .analysis.comparison import REFERENCE, build_comparison
+    from .run.replay import leaf_array, reference_arrays
 
     def hlo_text(artifacts: dict) -> str | None:
         art = artifacts.get("hlo_after")
@@ -283,8 +283,8 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
            rounds: int | None = None, timeout_s: float = 1800.0, python: str | None = None,
            env_dir: str | None = None, progress: Callable[[str], None] | None = None):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed."""
-    from .bisection import bisect as _bisect
-    from .replay import replay as _replay
+    from .run.bisection import bisect as _bisect
+    from .run.replay import replay as _replay
 
     registry, bundle = resolve(ref, store)
     manager = environment_manager(env_dir, python=python)
@@ -306,7 +306,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
 def push(ref: str, to: str, *, store: str | None = None, progress: Callable[[int, int], None] | None = None,
          jobs: int | None = None):
     """Copy a bundle of `store` to the store at `to` (sending only the blobs it lacks); a TransferResult."""
-    from . import sharing
+    from .bundle import sharing
 
     return sharing.push(ref, to, store=store, progress=progress, jobs=jobs)
 
@@ -314,7 +314,7 @@ def push(ref: str, to: str, *, store: str | None = None, progress: Callable[[int
 def pull(url: str, *, store: str | None = None, progress: Callable[[int, int], None] | None = None,
          jobs: int | None = None):
     """Copy the bundle at `url` (gs://BUCKET/PREFIX/NAME@V, a .zip...) into `store`; a TransferResult."""
-    from . import sharing
+    from .bundle import sharing
 
     return sharing.pull(url, store=store, progress=progress, jobs=jobs)
 
@@ -322,33 +322,33 @@ def pull(url: str, *, store: str | None = None, progress: Callable[[int, int], N
 def copy(src_ref: str, dest_url: str, *, store: str | None = None,
          progress: Callable[[int, int], None] | None = None, jobs: int | None = None):
     """Copy a bundle between any two stores (a .zip may be the source); a TransferResult."""
-    from . import sharing
+    from .bundle import sharing
 
     return sharing.copy(src_ref, dest_url, store=store, progress=progress, jobs=jobs)
 
 
 def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str] = ()) -> dict:
     """URLs of a bundle and a Markdown snippet for a bug report (with the command that replays it)."""
-    from . import sharing
+    from .bundle import sharing
 
     return sharing.share_info(ref, store=store, jax_versions=jax_versions)
 
 
 def gc(store: str | None = None, *, delete: bool = False) -> dict:
     """Unreferenced blobs of a store and their bytes; deleted only with delete=True."""
-    from . import sharing
+    from .bundle import sharing
 
     return sharing.gc(store, delete=delete)
 
 
 def cache_info() -> dict:
     """Where the local cache of remote blobs is, how many blobs and bytes it holds, and its limit."""
-    from . import sharing
+    from .bundle import sharing
 
     return sharing.cache_info()
 
 
 def clear_cache() -> dict:
-    from . import sharing
+    from .bundle import sharing
 
     return sharing.cache_clear()

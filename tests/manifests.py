@@ -5,7 +5,7 @@ from pathlib import Path
 
 import jsonschema
 
-from reprobundle import manifest as mf
+from reprobundle.bundle import manifest as mf
 
 SCHEMAS = Path(__file__).parent.parent / "schemas"
 _VALIDATORS = {

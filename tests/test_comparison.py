@@ -1,4 +1,4 @@
-"""reprobundle.comparison: the multi-version report, built from real HLO, real per-op profiles and real timings
+"""reprobundle.analysis.comparison: the multi-version report, built from real HLO, real per-op profiles and real timings
 (tests/data/hlo, see its README), and from HLO compiled by the installed JAX at test time."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reprobundle import comparison as C
-from reprobundle import hlo
-from reprobundle.compare import timing_verdict
+from reprobundle.analysis import comparison as C
+from reprobundle.analysis import hlo
+from reprobundle.analysis.verdict import timing_verdict
 
 DATA = Path(__file__).parent / "data" / "hlo"
 VERSIONS = ("0.7.2", "0.8.0", "0.10.2", "0.4.30")

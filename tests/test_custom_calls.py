@@ -19,12 +19,12 @@ import pytest
 
 import reprobundle
 from reprobundle.api import environment_manager, load_npz
-from reprobundle.compare import check_outputs
-from reprobundle.execution import Timing, build_job, read_outputs, run_worker
-from reprobundle.packing import pack_serialized_in
-from reprobundle.registry import Registry
-from reprobundle.replay import reference_arrays, replay
-from reprobundle.worker import np_dtype
+from reprobundle.analysis.verdict import check_outputs
+from reprobundle.run.execution import Timing, build_job, read_outputs, run_worker
+from reprobundle.capture.pack import pack_serialized_in
+from reprobundle.bundle.registry import Registry
+from reprobundle.run.replay import reference_arrays, replay
+from reprobundle.worker.dtypes import np_dtype
 
 from test_pack_replay import cli
 
@@ -100,25 +100,29 @@ def test_cholesky_on_0_4_30_gets_its_kernel_registered_and_initialized(store_dir
 # ------------------------------------------------------------------------------------------- crash records
 
 _CRASH_AT_EXECUTE = """\
-import ctypes, importlib.util, sys
+import ctypes, importlib, importlib.util, os, sys
 worker_path, job, result = sys.argv[-3:]
-spec = importlib.util.spec_from_file_location("reprobundle_worker", worker_path)
-w = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(w)
+spec = importlib.util.spec_from_file_location("reprobundle_worker", os.path.join(worker_path, "__init__.py"),
+                                              submodule_search_locations=[worker_path])
+sys.modules["reprobundle_worker"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sys.modules["reprobundle_worker"])
+job_module = importlib.import_module("reprobundle_worker.job")
+protocol = importlib.import_module("reprobundle_worker.protocol")
+main = importlib.import_module("reprobundle_worker.main").main
 
 def route_deserialize(self):
-    raise w._RouteFailure("load", "forced to fail by the test")
+    raise protocol.RouteFailure("load", "forced to fail by the test")
 
-checkpoint = w._Worker.checkpoint
+checkpoint = job_module.Worker.checkpoint
 
 def crash_at_execute(self, phase):
     checkpoint(self, phase)
     if phase == "execute":
         ctypes.string_at(0)  # SIGSEGV right after the provisional result, as the LAPACK calls did
 
-w._Worker.route_deserialize = route_deserialize
-w._Worker.checkpoint = crash_at_execute
-sys.exit(w.main([job, result]))
+job_module.Worker.route_deserialize = route_deserialize
+job_module.Worker.checkpoint = crash_at_execute
+sys.exit(main([job, result]))
 """
 
 
@@ -127,7 +131,7 @@ class _Envs:
         self.python = python
 
     def ensure(self, version, progress=None):
-        from reprobundle.envs import JaxEnvironment
+        from reprobundle.run.envs import JaxEnvironment
 
         return JaxEnvironment(jax_version=version, python_executable=self.python, python_version="3",
                               path=self.python.parent, created=None, size_bytes=None)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from reprobundle.envs import INSTALLED, EnvironmentManager, JaxEnvironment
+from reprobundle.run.envs import INSTALLED, EnvironmentManager, JaxEnvironment
 from reprobundle.errors import EnvironmentCreationError, NoSuitablePythonError
 
 OLD = "0.4.30"  # an old release that still installs (and runs with NumPy 2) on Python 3.9-3.12
@@ -40,7 +40,7 @@ def _subprocess_env(**extra: str) -> dict[str, str]:
 
 ENSURE_SCRIPT = textwrap.dedent("""
     import json, sys, time
-    from reprobundle.envs import EnvironmentManager
+    from reprobundle.run.envs import EnvironmentManager
     from reprobundle.errors import ReproBundleError
     root, version = sys.argv[1], sys.argv[2]
     t = time.perf_counter()

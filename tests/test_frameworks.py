@@ -17,7 +17,7 @@ import pytest
 import reprobundle
 from reprobundle import api
 from reprobundle.errors import ReproBundleError, UsageError
-from reprobundle.registry import Registry
+from reprobundle.bundle.registry import Registry
 
 from manifests import assert_schema_valid
 from test_pack_replay import cli
@@ -157,9 +157,9 @@ def test_show_prints_the_train_state_tree(store_dir):
 
 
 def test_mismatch_names_the_output_leaf(store_dir, monkeypatch):
-    from reprobundle.comparison import build_comparison
-    from reprobundle.replay import _mismatch_reason
-    from reprobundle.compare import check_outputs
+    from reprobundle.analysis.comparison import build_comparison
+    from reprobundle.run.replay import _mismatch_reason
+    from reprobundle.analysis.verdict import check_outputs
 
     ref = reprobundle.pack(lambda s: {"params": {"attn": {"bias": s["w"] * 2}}, "step": s["n"] + 1},
                            {"w": jnp.ones(3), "n": jnp.int32(0)}, name="named", store=str(store_dir), **FAST)
@@ -256,7 +256,7 @@ module @m {
 
 
 def test_dimension_expressions_are_evaluated_without_eval():
-    from reprobundle.dims import evaluate, parse_bindings
+    from reprobundle.bundle.dims import evaluate, parse_bindings
 
     env = {"b": 8, "s": 3}
     assert [evaluate(e, env) for e in ("b", "2*b", "b + 1", "floordiv(b, 3)", "mod(b, 3)", "max(b, s)",

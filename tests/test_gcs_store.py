@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-import reprobundle.gcs_store as gcs_store
+import reprobundle.store.gcs as gcs_store
 from reprobundle.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -29,8 +29,8 @@ from reprobundle.errors import (
     StoreUnreachableError,
     UsageError,
 )
-from reprobundle.gcs_store import GCSStore
-from reprobundle.store import open_store
+from reprobundle.store.gcs import GCSStore
+from reprobundle.store.base import open_store
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -184,9 +184,9 @@ def test_create_only_large_file(store, tmp_path, small_chunks):
 RACE_LAUNCHER = textwrap.dedent(
     """
     import os, sys, time
-    import reprobundle.gcs_store as g
+    import reprobundle.store.gcs as g
     from reprobundle.errors import AlreadyExistsError
-    from reprobundle.store import open_store
+    from reprobundle.store.base import open_store
 
     url, key, go, n, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     if size > 256 << 10:  # force the resumable path

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from reprobundle import api
-from reprobundle import manifest as mf
-from reprobundle.registry import open_ref
+from reprobundle.bundle import manifest as mf
+from reprobundle.bundle.registry import open_ref
 
 from manifests import assert_schema_valid
 

@@ -1,4 +1,4 @@
-"""reprobundle.hlo on real optimized HLO (tests/data/hlo, see its README) and on HLO compiled at test time."""
+"""reprobundle.analysis.hlo on real optimized HLO (tests/data/hlo, see its README) and on HLO compiled at test time."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reprobundle import hlo
+from reprobundle.analysis import hlo
 
 DATA = Path(__file__).parent / "data" / "hlo"
 HLO_FILES = sorted(DATA.glob("*.hlo"))
@@ -385,7 +385,7 @@ def test_installed_jax_attention_against_fixtures():
 
 
 def test_median_per_op_over_profiles():
-    from reprobundle.hlo import median_per_op
+    from reprobundle.analysis.hlo import median_per_op
 
     tables = [[{"name": "dot.1", "kind": "dot", "time_ns": 100.0, "count": 1},
                {"name": "fusion.2", "kind": "fusion(kLoop)", "time_ns": 50.0, "count": 2}],

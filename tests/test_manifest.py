@@ -3,10 +3,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reprobundle import manifest as mf
+from reprobundle.bundle import manifest as mf
 from reprobundle.errors import CorruptBundleError, FormatError, InvalidNameError, UnsupportedFormatVersionError
-from reprobundle.registry import Registry
-from reprobundle.store import open_store
+from reprobundle.bundle.registry import Registry
+from reprobundle.store.base import open_store
 
 from manifests import assert_schema_valid, make_manifest
 

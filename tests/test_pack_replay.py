@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import reprobundle
-from reprobundle import manifest as mf
+from reprobundle.bundle import manifest as mf
 from reprobundle.cli import main
 from reprobundle.errors import InputMismatchError, UsageError
-from reprobundle.registry import Registry, blob_key
+from reprobundle.bundle.registry import Registry, blob_key
 
 from manifests import assert_schema_valid
 
@@ -228,7 +228,7 @@ def test_truncated_zip_and_future_manifest(store_dir, tmp_path, args):
 
 
 def test_input_mismatch_python_api(store_dir, args):
-    from reprobundle.capture import check_inputs
+    from reprobundle.capture.export import check_inputs
     with pytest.raises(InputMismatchError, match="takes 2 array arguments, 1 were given"):
         check_inputs({"in_avals": [{"shape": [1], "dtype": "float32"}] * 2}, [np.zeros(1, np.float32)])
     with pytest.raises(UsageError):

@@ -1,4 +1,4 @@
-from reprobundle.redaction import REDACTED, redact, redact_env
+from reprobundle.bundle.redaction import REDACTED, redact, redact_env
 
 SECRETS = {
     "GITHUB_TOKEN": "ghp_0123456789abcdefghijABCDEFGHIJ012345",

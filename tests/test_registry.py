@@ -5,7 +5,7 @@ import pytest
 
 from reprobundle.errors import (BlobNotFoundError, BundleNotFoundError, CorruptBlobError, InvalidRefError,
                                 StoreError, UnsupportedFormatVersionError)
-from reprobundle.registry import Registry, blob_key, open_ref, split_store_ref
+from reprobundle.bundle.registry import Registry, blob_key, open_ref, split_store_ref
 
 from manifests import assert_schema_valid, make_manifest
 

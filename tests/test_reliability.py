@@ -33,10 +33,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from reprobundle import manifest as mf
+from reprobundle.bundle import manifest as mf
 from reprobundle.cli import main
 from reprobundle.errors import EnvironmentCreationError
-from reprobundle.registry import Registry, blob_key
+from reprobundle.bundle.registry import Registry, blob_key
 
 from manifests import make_manifest
 
@@ -75,7 +75,7 @@ def sub_env(tmp: Path, **extra) -> dict[str, str]:
 
 def workers_alive(marker: str, *, running_only: bool = False) -> list[int]:
     """Pids of worker processes whose command line mentions `marker` (their job folder is under our TMPDIR).
-    running_only: only those past the launcher (exec'd into worker.py), which PR_SET_PDEATHSIG covers; a launcher
+    running_only: only those past the launcher (exec'd into the worker), which PR_SET_PDEATHSIG covers; a launcher
     whose host is already gone exits by itself once its interpreter is up (seconds, on a loaded machine)."""
     found = []
     for pid in os.listdir("/proc"):
@@ -85,7 +85,7 @@ def workers_alive(marker: str, *, running_only: bool = False) -> list[int]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"worker.py" in cmd and marker.encode() in cmd and not (running_only and b"\x00-c\x00" in cmd):
+        if b"reprobundle/worker" in cmd and marker.encode() in cmd and not (running_only and b"\x00-c\x00" in cmd):
             found.append(int(pid))
     return found
 
@@ -159,7 +159,7 @@ def test_concurrent_cli_packs_of_one_name(source):
 def count_files(dest: str):
     """A probe of how far a writer got: the number of files under a store (temp files included)."""
     if "://" in dest:
-        from reprobundle.store import open_store
+        from reprobundle.store.base import open_store
 
         store = open_store(dest)
         return lambda: sum(1 for _ in store.list())
@@ -626,7 +626,7 @@ class FakeEnvironments:
         self.asked: list[str] = []
 
     def ensure(self, version: str, progress=None):
-        from reprobundle.envs import JaxEnvironment
+        from reprobundle.run.envs import JaxEnvironment
 
         self.asked.append(version)
         if version not in self.pythons:
@@ -668,8 +668,8 @@ def test_crash_hang_and_garbage_workers_are_their_own_runs(small_bundle, tmp_pat
     result, or has no environment: each is its own failed run with a reason; the real versions before and after
     them complete; the hang's whole process group is killed; runs are stored; the comparison completes."""
     from reprobundle.api import comparison_of
-    from reprobundle.execution import Timing
-    from reprobundle.replay import replay
+    from reprobundle.run.execution import Timing
+    from reprobundle.run.replay import replay
 
     pidfile = tmp_path / "hang-child.pid"
     envs = FakeEnvironments({
@@ -721,7 +721,7 @@ def test_crash_hang_and_garbage_workers_are_their_own_runs(small_bundle, tmp_pat
     text = json.dumps(comparison, default=str)
     for v in versions:
         assert v in text
-    from reprobundle import comparison as render
+    from reprobundle.analysis import comparison as render
 
     for fmt in (render.to_text, render.to_markdown, render.to_html):
         assert fmt(comparison)
@@ -744,8 +744,8 @@ def _later_round_failure(folder: Path, name: str, failure: str) -> Path:
 def test_a_worker_failing_in_a_later_round_leaves_the_others_measuring(small_bundle, tmp_path):
     """Interleaved rounds: a version whose worker crashes or hangs in round 2 of 3 is that version's run, with the
     round in its reason; the version timed beside it completes all its rounds."""
-    from reprobundle.execution import Timing
-    from reprobundle.replay import replay
+    from reprobundle.run.execution import Timing
+    from reprobundle.run.replay import replay
 
     envs = FakeEnvironments({"0.0.1-segv-later": _later_round_failure(tmp_path, "segv", "segv"),
                              "0.0.2-hang-later": _later_round_failure(tmp_path, "hang", "hang")})
@@ -765,8 +765,8 @@ def test_out_of_memory_worker_is_its_own_run(small_bundle):
     """The real worker under a 200 MiB address-space limit (RLIMIT_AS): JAX cannot even load; the run says
     error/crashed with a reason that names the memory limit; the comparison over the failed runs completes."""
     from reprobundle.api import comparison_of
-    from reprobundle.execution import Timing
-    from reprobundle.replay import replay
+    from reprobundle.run.execution import Timing
+    from reprobundle.run.replay import replay
 
     registry = Registry.open(small_bundle)
     bundle = registry.resolve("small")
@@ -787,7 +787,7 @@ def test_gc_never_deletes_what_it_cannot_read(tmp_path):
     """gc deletes blobs only when it has read every manifest and run that could reference them: a corrupt
     manifest, or a manifest or run record written by a newer reprobundle (a teammate's, in a shared store), stops
     it with a clear error and nothing is deleted; an orphan is collected once the store is readable again."""
-    from reprobundle.digest import hex_of
+    from reprobundle.bundle.digest import hex_of
 
     registry = Registry.open(tmp_path / "store")
     m = make_manifest(registry)

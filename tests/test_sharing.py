@@ -21,13 +21,14 @@ import numpy as np
 import pytest
 
 import reprobundle
-from reprobundle import manifest as mf
-from reprobundle import sharing, transfer
+from reprobundle.bundle import manifest as mf
+from reprobundle.bundle import sharing
+from reprobundle.bundle import transfer
 from reprobundle.cli import main
 from reprobundle.config import cache_dir
-from reprobundle.registry import Registry, blob_key
-from reprobundle.store import open_store
-from reprobundle.transfer import BlobCache
+from reprobundle.bundle.registry import Registry, blob_key
+from reprobundle.store.base import open_store
+from reprobundle.bundle.transfer import BlobCache
 
 FAST = ["--warmup", "1", "--repeat", "3", "--no-profile"]
 EXE = Path(sys.executable).with_name("reprobundle")
@@ -40,7 +41,7 @@ def proc_env():
     env = dict(os.environ)
     if env.pop("PYTHONDONTWRITEBYTECODE", None):
         env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "reprobundle-test-pycache")
-        subprocess.run([sys.executable, "-c", "import reprobundle.cli, reprobundle.gcs_store, reprobundle.sharing"],
+        subprocess.run([sys.executable, "-c", "import reprobundle.cli, reprobundle.store.gcs, reprobundle.bundle.sharing"],
                        env=env, check=True, timeout=120)
     return env
 

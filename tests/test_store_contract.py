@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from reprobundle.errors import AlreadyExistsError, NotFoundError, ReadOnlyStoreError, StoreError, UsageError
-from reprobundle.store import LocalStore, ZipStore, open_store, write_zip_store
+from reprobundle.store.base import LocalStore, ZipStore, open_store, write_zip_store
 
 
 def _race_create_only(url, key, token, queue):

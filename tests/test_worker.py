@@ -1,4 +1,4 @@
-"""Tests for reprobundle/worker.py: the replay worker runs as a real subprocess.
+"""Tests for the reprobundle/worker package: the replay worker runs as a real subprocess.
 
 All worker subprocesses are started together by one module-scoped fixture (each
 one imports jax, which dominates the run time), then the tests inspect results.
@@ -18,14 +18,24 @@ import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-WORKER_PY = ROOT / "reprobundle" / "worker.py"
+WORKER_PY = ROOT / "reprobundle" / "worker"
 
 
 def _load_worker():
-    spec = importlib.util.spec_from_file_location("_rb_worker_under_test", str(WORKER_PY))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The worker package loaded from its folder as the replay environments load it (not as part of the host
+    package), its modules' names merged into one namespace for the tests."""
+    import types
+
+    name = "_rb_worker_under_test"
+    spec = importlib.util.spec_from_file_location(name, str(WORKER_PY / "__init__.py"),
+                                                  submodule_search_locations=[str(WORKER_PY)])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[name] = package
+    spec.loader.exec_module(package)
+    merged = types.SimpleNamespace()
+    for module in sorted(p.stem for p in WORKER_PY.glob("*.py") if not p.stem.startswith("__")):
+        vars(merged).update(vars(importlib.import_module(f"{name}.{module}")))
+    return merged
 
 
 W = _load_worker()
@@ -48,19 +58,21 @@ except ImportError:
 
 
 def test_loading_worker_does_not_import_jax():
-    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('w', %r); "
-            "w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w); "
-            "a = w.synthetic_array((3,), 'float32', {'distribution': 'normal', 'seed': 0}); "
+    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('w', %r, "
+            "submodule_search_locations=[%r]); "
+            "w = importlib.util.module_from_spec(spec); sys.modules['w'] = w; spec.loader.exec_module(w); "
+            "import w.main, w.synthetic, w.protocol; "
+            "a = w.synthetic.synthetic_array((3,), 'float32', {'distribution': 'normal', 'seed': 0}); "
             "assert 'jax' not in sys.modules and 'jaxlib' not in sys.modules, 'jax imported'; "
-            "print(w.PROTOCOL_VERSION, a.dtype)" % str(WORKER_PY))
+            "print(w.protocol.PROTOCOL_VERSION, a.dtype)" % (str(WORKER_PY / "__init__.py"), str(WORKER_PY)))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), check=False)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["1", "float32"]
 
 
 def test_package_import_of_worker_does_not_import_jax():
-    # the host does `from reprobundle.worker import synthetic_array` (this also runs the package __init__)
-    code = ("import sys; sys.path.insert(0, %r); from reprobundle.worker import synthetic_array; "
+    # the host does `from reprobundle.worker.synthetic import synthetic_array` (this also runs the package __init__)
+    code = ("import sys; sys.path.insert(0, %r); from reprobundle.worker.synthetic import synthetic_array; "
             "synthetic_array((2,), 'bfloat16', {'distribution': 'uniform', 'seed': 1}); "
             "assert 'jax' not in sys.modules, 'jax imported'" % str(ROOT))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), check=False)
@@ -181,7 +193,7 @@ def test_per_op_reduction_from_trace(tmp_path):
     p = tmp_path / "perfetto_trace.json.gz"
     with gzip.open(str(p), "wt") as fh:
         json.dump({"traceEvents": ev}, fh)
-    rows, note, module = W._per_op_from_trace(str(p), hlo, 2)
+    rows, note, module = W.per_op_from_trace(str(p), hlo, 2)
     assert module == "jit_g"
     assert [(r["name"], r["kind"], r["time_ns"], r["count"]) for r in rows] == [
         ("wrapped_sine", "fusion(kLoop)", 3000.0, 2), ("ynn_fusion", "fusion(kCustom:__ynn_fusion)", 1000.0, 1)]
@@ -189,7 +201,7 @@ def test_per_op_reduction_from_trace(tmp_path):
     empty = tmp_path / "empty.json.gz"
     with gzip.open(str(empty), "wt") as fh:
         json.dump({"traceEvents": [ev[4]]}, fh)
-    rows, note, _ = W._per_op_from_trace(str(empty), hlo, 2)
+    rows, note, _ = W.per_op_from_trace(str(empty), hlo, 2)
     assert rows == [] and "no per-HLO-op events" in note
 
 

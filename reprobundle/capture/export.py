@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from .errors import InputMismatchError, UsageError
+from ..errors import InputMismatchError, UsageError
 from .flatten import flatten_call
 
 
@@ -42,13 +42,10 @@ def aval_spec(aval) -> dict:
 
 
 def _compat_artifact(exp) -> bytes | None:
-    from . import worker
+    from ..worker.stablehlo import serialize_compat_artifact
 
-    make = getattr(worker, "serialize_compat_artifact", None)
-    if make is None:
-        return None
     try:
-        return make(exp)
+        return serialize_compat_artifact(exp)
     except Exception:  # the compat artifact is an extra route; its absence is recorded, not fatal
         return None
 
@@ -56,7 +53,7 @@ def _compat_artifact(exp) -> bytes | None:
 def _from_exported(exp, serialized: bytes | None) -> ExportedFunction:
     from jax._src.export import serialization
 
-    from .worker import describe_tree, exported_fields
+    from ..worker.describe import describe_tree, exported_fields
 
     return ExportedFunction(
         kind="jax.export",
@@ -247,7 +244,7 @@ def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = Non
     from jax._src import core
     from jax._src.export import _export
 
-    from . import worker
+    from ..worker.stablehlo import serialize_compat_artifact
 
     in_avals, out_avals = stablehlo_signature(text)
     if any(d is None for aval in in_avals + out_avals for d in aval["shape"]):
@@ -260,7 +257,7 @@ def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = Non
             raise UsageError("the module's output sizes stay dynamic at these input sizes",
                              hint="export the module at static shapes")
     try:
-        artifact = worker.serialize_compat_artifact(text)
+        artifact = serialize_compat_artifact(text)
     except Exception as e:
         raise UsageError(f"cannot serialize the StableHLO module: {_first_line(e)}") from None
     shaped = lambda avals: tuple(core.ShapedArray(tuple(a["shape"]), np.dtype(_np_dtype(a["dtype"]))) for a in avals)
@@ -293,7 +290,7 @@ def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = Non
 
 
 def _np_dtype(name: str):
-    from .execution import dtype_of
+    from ..run.execution import dtype_of
 
     return dtype_of(name)
 

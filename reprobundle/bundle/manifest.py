@@ -25,8 +25,13 @@ from typing import Any, Callable
 
 import msgpack
 
+from ..errors import (
+    CorruptBundleError,
+    FormatError,
+    InvalidNameError,
+    UnsupportedFormatVersionError,
+)
 from .digest import check_digest, digest_bytes
-from .errors import CorruptBundleError, FormatError, InvalidNameError, UnsupportedFormatVersionError
 
 MANIFEST_FORMAT = "reprobundle-bundle"
 MANIFEST_VERSION = 2

@@ -57,7 +57,7 @@ import gcsfs.core  # noqa: E402
 import gcsfs.retry  # noqa: E402
 import requests.exceptions  # noqa: E402
 
-from .errors import (  # noqa: E402
+from ..errors import (  # noqa: E402
     AlreadyExistsError,
     NotFoundError,
     StoreError,
@@ -65,7 +65,7 @@ from .errors import (  # noqa: E402
     StoreUnreachableError,
     UsageError,
 )
-from .store import FsspecStore, _unlink_quietly, check_key  # noqa: E402
+from .base import FsspecStore, _unlink_quietly, check_key  # noqa: E402
 
 ENV_TOKEN = "REPROBUNDLE_GCS_TOKEN"
 ENV_TIMEOUT = "REPROBUNDLE_GCS_TIMEOUT"

@@ -19,20 +19,27 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from . import manifest as mf
-from .digest import check_digest, digest_bytes, digest_file, hex_of
-from .errors import (
+from ..errors import (
     AlreadyExistsError,
     BlobNotFoundError,
     BundleNotFoundError,
-    CorruptBundleError,
     CorruptBlobError,
+    CorruptBundleError,
     FormatError,
     InvalidRefError,
     NotFoundError,
     StoreError,
 )
-from .store import COPY_CHUNK, LocalStore, Store, ZipStore, open_store, write_zip_store
+from ..store.base import (
+    COPY_CHUNK,
+    LocalStore,
+    Store,
+    ZipStore,
+    open_store,
+    write_zip_store,
+)
+from . import manifest as mf
+from .digest import check_digest, digest_bytes, digest_file, hex_of
 
 MARKER_KEY = "reprobundle-store.json"
 _VERSION_KEY_RE = re.compile(r"^([1-9][0-9]{0,8})\.msgpack$")

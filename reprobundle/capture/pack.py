@@ -13,12 +13,19 @@ from typing import Sequence
 
 import numpy as np
 
-from . import __version__
-from . import manifest as mf
-from .capture import ExportedFunction, as_bytes, check_inputs
-from .errors import FormatError, ReplayError, UsageError
-from .execution import Timing, build_job, dtype_of, environment_of, run_worker, store_result
-from .registry import BundleRef, Registry, utc_now
+from .. import __version__
+from ..bundle import manifest as mf
+from ..bundle.registry import BundleRef, Registry, utc_now
+from ..errors import FormatError, ReplayError, UsageError
+from ..run.execution import (
+    Timing,
+    build_job,
+    dtype_of,
+    environment_of,
+    run_worker,
+    store_result,
+)
+from .export import ExportedFunction, as_bytes, check_inputs
 
 DEFAULT_TIMEOUT_S = 1800.0
 

@@ -13,8 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from .compare import timing_verdict
-from .errors import UsageError
+from ..analysis.verdict import timing_verdict
+from ..errors import UsageError
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
 

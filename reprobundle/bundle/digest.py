@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import FormatError
+from ..errors import FormatError
 
 ALGORITHM = "sha256"
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")

@@ -1,4 +1,4 @@
-"""Running the worker: turn a bundle into a job, run `worker.py` by path in some Python, turn its result into data.
+"""Running the worker: turn a bundle into a job, run the `worker` package by path in some Python, turn its result into data.
 
 The host never imports the measured code or the worker's JAX: the worker is a subprocess of the chosen
 environment's interpreter. A crash, a hang or an out-of-memory kill is an outcome like any other.
@@ -18,11 +18,11 @@ from typing import Sequence
 import msgpack
 import numpy as np
 
-from .errors import FormatError
-from .redaction import redact, redact_env
-from .registry import Registry, copy_tree_to_zip_blob
+from ..bundle.redaction import redact, redact_env
+from ..bundle.registry import Registry, copy_tree_to_zip_blob
+from ..errors import FormatError
 
-WORKER_PATH = Path(__file__).with_name("worker.py")
+WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
 PROTOCOL = 1
 _STDERR_TAIL = 4000
 _MAX_CONTROL_LINE = 64 << 20  # a reply to `time n` is n numbers
@@ -307,7 +307,7 @@ def _where(result: dict | None) -> str:
 
 # Runs in the worker's interpreter before the worker: on Linux, PR_SET_PDEATHSIG makes the kernel SIGKILL the
 # worker when the host dies, so a killed `reprobundle pack/replay` never leaves a worker running (and holding the
-# accelerator) in its own session until its timeout. It survives the exec into worker.py. Without ctypes or prctl
+# accelerator) in its own session until its timeout. It survives the exec into the worker. Without ctypes or prctl
 # (other systems) it just runs the worker. A host that died before prctl took effect is caught by the ppid check.
 _LAUNCHER = """\
 import os, sys

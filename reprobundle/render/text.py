@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from . import treeview
-from .compare import TimingSummary, timing_verdict
-from .registry import Bundle, BundleRef
+from ..analysis.verdict import TimingSummary, timing_verdict
+from ..bundle import trees
+from ..bundle.registry import Bundle, BundleRef
 
 
 def human_bytes(n: float) -> str:
@@ -80,17 +80,17 @@ def describe_bundle(b: Bundle, runs: list[dict]) -> str:
         f"  function:     {fn['fields']['fun_name']} ({fn['kind']}, platforms {', '.join(fn['fields']['platforms'])}, "
         f"calling convention {fn['fields']['calling_convention_version']})",
     ]
-    inputs, outputs = treeview.leaves_of(m, "inputs"), treeview.leaves_of(m, "outputs")
-    lines.append("  inputs:       " + treeview.summary(inputs, human_bytes))
-    lines += treeview.render(inputs, human_bytes)
+    inputs, outputs = trees.leaves_of(m, "inputs"), trees.leaves_of(m, "outputs")
+    lines.append("  inputs:       " + trees.summary(inputs, human_bytes))
+    lines += trees.render(inputs, human_bytes)
     static = fn.get("static") or []
     if static:
         lines.append(f"  static:       {len(static)} value{'s' if len(static) != 1 else ''} baked into the export")
-        lines += [f"    {v['path']} = {v['repr'][:60]}" for v in static[:treeview.MAX_LINES]]
-        if len(static) > treeview.MAX_LINES:
-            lines.append(f"    ... and {len(static) - treeview.MAX_LINES} more (show --json lists them all)")
-    lines.append("  outputs:      " + treeview.summary(outputs, human_bytes))
-    lines += treeview.render(outputs, human_bytes)
+        lines += [f"    {v['path']} = {v['repr'][:60]}" for v in static[:trees.MAX_LINES]]
+        if len(static) > trees.MAX_LINES:
+            lines.append(f"    ... and {len(static) - trees.MAX_LINES} more (show --json lists them all)")
+    lines.append("  outputs:      " + trees.summary(outputs, human_bytes))
+    lines += trees.render(outputs, human_bytes)
     lines += [
         f"  reference:    median {human_ns(timing.median_ns)} (IQR {human_ns(timing.iqr_ns)}, n={timing.n}) "
         f"via {m['reference']['route']}",

@@ -14,8 +14,8 @@ import io
 import os
 import re
 import shutil
-import tempfile
 import struct
+import tempfile
 import threading
 import uuid
 import zipfile
@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
-from .errors import (
+from ..errors import (
     AlreadyExistsError,
     CorruptBundleError,
     NotFoundError,
@@ -443,7 +443,7 @@ def _is_zip_url(url: str) -> bool:
 def open_store(url: str | os.PathLike | None = None) -> Store:
     """Open the store at `url`: a folder path or file://, memory://, gs://bucket/prefix, or a .zip file
     (also written zip://::path.zip). None means $REPROBUNDLE_STORE or the default local folder."""
-    from .config import default_store_url
+    from ..config import default_store_url
 
     url = os.fspath(url) if url is not None else default_store_url()
     if not url:
@@ -457,7 +457,7 @@ def open_store(url: str | os.PathLike | None = None) -> Store:
         fs = fsspec.filesystem("memory")
         return FsspecStore(fs, "/" + url[len("memory://"):].strip("/"), url.rstrip("/"))
     if url.startswith(("gs://", "gcs://")):
-        from .gcs_store import GCSStore
+        from .gcs import GCSStore
 
         return GCSStore(url)
     if url.startswith("file://"):

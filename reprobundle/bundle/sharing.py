@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 from urllib.parse import quote
 
+from ..analysis.verdict import TimingSummary
+from ..errors import UsageError
+from ..render.text import human_bytes, human_ns
+from ..store.base import LocalStore, ZipStore, _is_zip_url
 from . import transfer
-from .compare import TimingSummary
-from .errors import UsageError
 from .registry import Bundle, Registry, open_ref, split_store_ref
-from .report import human_bytes, human_ns
-from .store import LocalStore, ZipStore, _is_zip_url
 
 GITHUB_ATTACHMENT_LIMIT = 25_000_000  # bytes; GitHub refuses larger issue attachments ("25 MB")
 GCS_ENDPOINT = "https://storage.googleapis.com"

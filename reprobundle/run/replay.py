@@ -16,15 +16,21 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from . import manifest as mf
-from .compare import check_outputs
-from .errors import CorruptBundleError, ReproBundleError
+from ..analysis.hlo import median_per_op
+from ..analysis.verdict import check_outputs
+from ..bundle import manifest as mf
+from ..bundle.dims import resized_inputs
+from ..bundle.registry import Bundle, Registry, utc_now
+from ..bundle.trees import output_names
+from ..errors import CorruptBundleError, ReproBundleError
 from .execution import Timing, build_job, dtype_of, environment_of, store_result
-from .hlo import median_per_op
-from .registry import Bundle, Registry, utc_now
-from .schedule import DEFAULT_STEPS, Contender, Measurement, measure_interleaved, rounds_for
-from .dims import resized_inputs
-from .treeview import output_names
+from .schedule import (
+    DEFAULT_STEPS,
+    Contender,
+    Measurement,
+    measure_interleaved,
+    rounds_for,
+)
 
 DEFAULT_TIMEOUT_S = 1800.0
 # One profile of a few iterations can put a small op off by several times on a noisy machine; the per-op table is
@@ -122,7 +128,7 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
     m = bundle.manifest
     resized = None
     if shapes:
-        from .packing import synthetic_spec
+        from ..capture.pack import synthetic_spec
 
         resized = resized_inputs(m, shapes, synthetic_spec)
     reference = None if resized else reference_arrays(registry, bundle)

@@ -12,11 +12,17 @@ import re
 
 import numpy as np
 
+from ..bundle.trees import output_names
+from ..render.text import human_ns, table
 from . import hlo
-from .compare import (DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, METHOD_PAIRED, TimingSummary, check_outputs,
-                      timing_verdict)
-from .report import human_ns, table
-from .treeview import output_names
+from .verdict import (
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
+    METHOD_PAIRED,
+    TimingSummary,
+    check_outputs,
+    timing_verdict,
+)
 
 COMPARISON_FORMAT = "reprobundle.comparison"
 COMPARISON_VERSION = 1

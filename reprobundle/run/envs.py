@@ -43,7 +43,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .errors import EnvironmentCreationError, NoSuitablePythonError
+from ..errors import EnvironmentCreationError, NoSuitablePythonError
 
 __all__ = ["INSTALLED", "LATEST", "JaxEnvironment", "EnvironmentManager", "default_root"]
 

@@ -30,10 +30,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
-from . import manifest as mf
-from .config import cache_dir
-from .digest import check_digest, hex_of
-from .errors import (
+from ..config import cache_dir
+from ..errors import (
     AlreadyExistsError,
     BlobNotFoundError,
     CorruptBlobError,
@@ -41,9 +39,11 @@ from .errors import (
     ReadOnlyStoreError,
     UsageError,
 )
+from ..render.text import human_bytes
+from ..store.base import COPY_CHUNK, Store
+from . import manifest as mf
+from .digest import check_digest, hex_of
 from .registry import Bundle, BundleRef, Registry, blob_key
-from .report import human_bytes
-from .store import COPY_CHUNK, Store
 
 CACHE_MAX_ENV = "REPROBUNDLE_CACHE_MAX_BYTES"
 DEFAULT_CACHE_MAX_BYTES = 20 << 30

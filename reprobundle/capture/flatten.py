@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .errors import UsageError
+from ..errors import UsageError
 
 _MAX_REPR = 200
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 
-from .errors import UsageError
+from ..errors import UsageError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _FUNCTIONS = {

@@ -1,0 +1,445 @@
+"""One job: inputs, jax setup, the route loop, outputs and artifacts, in the order the protocol gives."""
+from __future__ import annotations
+
+import os
+import sys
+
+from .describe import describe_tree, exported_fields
+from .dtypes import np_dtype
+from .environment import base_environment, env_vars, jax_environment
+from .protocol import (
+    PROTOCOL_VERSION,
+    ROUTES,
+    STAGE_RANK,
+    STATUS_ERROR,
+    STATUS_INCOMPATIBLE,
+    STATUS_OK,
+    JobError,
+    RouteFailure,
+    exc_msg,
+    first_lines,
+    write_msgpack,
+)
+from .routes import Routes
+from .stablehlo import serialize_compat_artifact, stablehlo_versions, version_tuple
+from .synthetic import synthetic_array
+from .timing import Timing
+from .trace import Profiling
+
+
+class Worker(Routes, Timing, Profiling):
+    """The state of one job; each phase checkpoints so a crash still names it."""
+
+    def __init__(self, job, result_path=None, control=None):
+        self.job = job
+        self.result_path = result_path
+        self.control = control
+        self.notes = []
+        self.attempts = []
+        self.result = {
+            "protocol": PROTOCOL_VERSION, "status": STATUS_ERROR, "reason": "", "route": None,
+            "attempts": self.attempts, "notes": self.notes, "environment": {}, "stablehlo": {},
+            "compile_s": None, "samples_ns": [], "outputs": [], "artifacts": {}, "per_op": [],
+            "profile": None, "phase_s": {},
+        }
+        self.phase = "start"
+
+    def checkpoint(self, phase):
+        import time
+
+        self.phase = phase
+        self._phase_t0 = time.perf_counter()
+        if self.result_path:
+            prov = dict(self.result)
+            prov["status"] = STATUS_ERROR
+            prov["reason"] = "worker process ended abnormally during phase %r (crash, kill or timeout)" % phase
+            prov["phase"] = phase  # only provisional results name a phase: the host's crash record reports it
+            try:
+                write_msgpack(self.result_path, prov)
+            except Exception:
+                pass
+
+    def end_phase(self):
+        import time
+
+        t0 = getattr(self, "_phase_t0", None)
+        if t0 is not None:
+            self.result["phase_s"][self.phase] = round(time.perf_counter() - t0, 6)
+            self._phase_t0 = None
+
+    def validate(self):
+        job = self.job
+        if not isinstance(job, dict):
+            raise JobError("job is not a map")
+        proto = job.get("protocol")
+        if proto != PROTOCOL_VERSION:
+            raise JobError("unsupported job protocol %r (this worker speaks %d)" % (proto, PROTOCOL_VERSION))
+        fn = job.get("function")
+        if not isinstance(fn, dict):
+            raise JobError("job.function missing or not a map")
+        if not isinstance(job.get("inputs"), list):
+            raise JobError("job.inputs missing or not a list")
+        for k in ("outputs_dir", "artifacts_dir"):
+            if not isinstance(job.get(k), str) or not job.get(k):
+                raise JobError("job.%s missing" % k)
+        routes = job.get("routes")
+        if routes is not None:
+            bad = [r for r in routes if r not in ROUTES]
+            if bad:
+                raise JobError("unknown route(s) %s; known: %s" % (bad, list(ROUTES)))
+        self.fields = fn.get("fields") or None
+
+    def load_inputs(self):
+        import numpy as np
+
+        arrays = []
+        for i, leaf in enumerate(self.job["inputs"]):
+            if not isinstance(leaf, dict):
+                raise JobError("input leaf %d is not a map" % i)
+            try:
+                shape = tuple(int(d) for d in leaf["shape"])
+                dt = np_dtype(leaf["dtype"])
+            except Exception as e:
+                raise JobError("input leaf %d: bad shape/dtype (%s)" % (i, exc_msg(e)))
+            if leaf.get("path"):
+                path = leaf["path"]
+                n = 1
+                for d in shape:
+                    n *= d
+                want = n * dt.itemsize
+                try:
+                    size = os.path.getsize(path)
+                except OSError as e:
+                    raise JobError("input leaf %d: cannot read %s (%s)" % (i, path, e))
+                if size != want:
+                    raise JobError("input leaf %d: file %s has %d bytes, expected %d for %s%s"
+                                    % (i, path, size, want, dt.name, list(shape)))
+                arr = np.fromfile(path, dtype=dt, count=n).reshape(shape)
+            elif leaf.get("synthetic") is not None:
+                try:
+                    arr = synthetic_array(shape, dt, leaf["synthetic"])
+                except Exception as e:
+                    raise JobError("input leaf %d: synthetic generation failed (%s)" % (i, exc_msg(e)))
+            else:
+                raise JobError("input leaf %d has neither 'path' nor 'synthetic'" % i)
+            arrays.append(arr)
+        self.host_inputs = arrays
+        self.input_meta = [(tuple(a.shape), a.dtype) for a in arrays]
+
+    def adopt_raw_inputs(self, avals, what):
+        """Raw-byte input leaves (void dtype: ml_dtypes arrays as numpy.savez stores them) take the dtype of
+        the function's aval when the item sizes agree, as the host does for the manifest."""
+        if getattr(self, "host_inputs", None) is None or len(avals) != len(self.host_inputs):
+            return
+        import numpy as np
+
+        for i, ((_, dt), arr) in enumerate(zip(avals, self.host_inputs)):
+            if arr.dtype.type is not np.void or arr.dtype.names is not None:  # ml_dtypes types are kind "V" too
+                continue
+            try:
+                want = np_dtype(dt)
+            except Exception:
+                continue
+            if want.type is not np.void and want.itemsize == arr.dtype.itemsize:
+                self.host_inputs[i] = arr.view(want)
+                self.input_meta[i] = (tuple(arr.shape), want)
+                self.notes.append("input leaf %d: raw %s data taken as %s (from %s)"
+                                  % (i, arr.dtype.name, want.name, what))
+
+    def check_inputs(self, avals, what):
+        """avals: list of (shape tuple, dtype name). Returns error message or None."""
+        self.adopt_raw_inputs(avals, what)
+        metas = self.input_meta
+        if len(avals) != len(metas):
+            return ("the function (%s) takes %d input leaves but the job has %d"
+                    % (what, len(avals), len(metas)))
+        for i, ((shape, dt), (act_shape, act_dt)) in enumerate(zip(avals, metas)):
+            exp_shape = list(shape)
+            act_shape = list(act_shape)
+            shape_ok = len(exp_shape) == len(act_shape) and all(
+                (not isinstance(e, int)) or e == x for e, x in zip(exp_shape, act_shape))
+            try:
+                dt_ok = np_dtype(dt) == act_dt
+            except Exception:
+                dt_ok = str(dt) == act_dt.name
+            if not (shape_ok and dt_ok):
+                return ("input leaf %d: expected %s%s (from %s), got %s%s"
+                        % (i, dt, [e if isinstance(e, int) else str(e) for e in exp_shape], what,
+                           act_dt.name, act_shape))
+        return None
+
+    def setup_jax(self):
+        job = self.job
+        adir = job["artifacts_dir"]
+        os.makedirs(adir, exist_ok=True)
+        os.makedirs(job["outputs_dir"], exist_ok=True)
+        user_flags = os.environ.get("XLA_FLAGS", "").strip()
+        if job.get("dump"):
+            ddir = os.path.join(adir, "xla_dump")
+            os.makedirs(ddir, exist_ok=True)
+            extra = "--xla_dump_to=%s --xla_dump_hlo_as_text" % ddir
+            if "jax" in sys.modules:
+                self.notes.append("jax was already imported before the worker set XLA_FLAGS; dump may be missing")
+            os.environ["XLA_FLAGS"] = (user_flags + " " + extra).strip()
+            self.result["artifacts"]["xla_dump"] = ddir
+        import jax  # noqa: F401  (first import of jax happens here)
+
+        env = self.result["environment"]
+        jax_environment(env)
+        env["env_vars"] = env_vars()
+        if job.get("dump"):  # record the user's flags, not the worker's own dump flags
+            if user_flags:
+                env["env_vars"]["XLA_FLAGS"] = user_flags
+            else:
+                env["env_vars"].pop("XLA_FLAGS", None)
+        if env.get("platform") is None:
+            raise JobError("no JAX backend could be initialised: %s" % env.get("backend_error"))
+        try:
+            self.result["stablehlo"]["jaxlib"] = stablehlo_versions()
+        except Exception as e:
+            self.result["stablehlo"]["jaxlib_error"] = exc_msg(e)
+        # 64-bit inputs need x64 mode, otherwise jax silently truncates them.
+        wide64 = ("float64", "int64", "uint64", "complex128")
+        wide = [m for m in self.input_meta if m[1].name in wide64]
+        if self.fields:
+            wide += [a for a in self.fields.get("out_avals") or [] if str(a.get("dtype")) in wide64]
+        if wide:
+            jax.config.update("jax_enable_x64", True)
+            self.notes.append("enabled jax_enable_x64 because the function has 64-bit inputs/outputs")
+
+    def import_export(self):
+        """Import jax's export machinery (with a logging shim for jax 0.4.30 without absl)."""
+        try:
+            from jax._src.export import _export  # noqa: F401
+        except ImportError as e:
+            if "absl" not in str(e):
+                raise
+            import logging
+            import types
+
+            log = logging.getLogger("absl")
+            absl = types.ModuleType("absl")
+            absl.__path__ = []
+            alog = types.ModuleType("absl.logging")
+            alog.vlog_is_on = lambda level: False
+            for name in ("info", "warning", "error", "debug", "log", "exception"):
+                setattr(alog, name, getattr(log, name) if name != "log" else log.log)
+            alog.vlog = lambda level, msg, *args: None
+            absl.logging = alog
+            sys.modules.setdefault("absl", absl)
+            sys.modules.setdefault("absl.logging", alog)
+            try:
+                from jax._src.export import _export  # noqa: F401
+            finally:
+                if sys.modules.get("absl") is absl:
+                    del sys.modules["absl"]
+                if sys.modules.get("absl.logging") is alog:
+                    del sys.modules["absl.logging"]
+            self.notes.append("absl-py is not installed (an undeclared dependency of this jax's "
+                              "jax.export); provided a stdlib-logging stand-in for absl.logging")
+        from jax._src.export import _export
+
+        return _export
+
+    def run(self):
+        res = self.result
+        self.checkpoint("validate")
+        self.validate()
+        res["environment"] = base_environment()
+        self.end_phase()
+
+        self.checkpoint("inputs")
+        self.load_inputs()
+        if self.fields and self.fields.get("in_avals") is not None:
+            avals = [(tuple(a["shape"]), a["dtype"]) for a in self.fields["in_avals"]]
+            msg = self.check_inputs(avals, "bundle fields in_avals")
+            if msg:
+                raise JobError(msg)
+        self.end_phase()
+
+        self.checkpoint("import_jax")
+        self.setup_jax()
+        self.end_phase()
+
+        routes = list(self.job.get("routes") or ROUTES)
+        handlers = {
+            "deserialize": self.route_deserialize,
+            "rebuild": lambda: self.route_rebuild("mlir_module", "rebuild"),
+            "rebuild-compat": lambda: self.route_rebuild("mlir_module_compat", "rebuild-compat"),
+            "stablehlo-text": self.route_text,
+        }
+        loaded = None
+        loaded_desc = None
+        for route in routes:
+            self.checkpoint("route:" + route)
+            try:
+                exp, desc = handlers[route]()
+                lowered, compiled, compile_s = self.lower_and_compile(exp, route, desc)
+                loaded = (route, exp, lowered, compiled, compile_s)
+                loaded_desc = desc
+                self.end_phase()
+                break
+            except RouteFailure as rf:
+                entry = {"route": route, "error": rf.message, "stage": rf.stage}
+                if rf.stage == "skipped":
+                    entry["skipped"] = True
+                self.attempts.append(entry)
+            self.end_phase()
+        if loaded is None:
+            res["status"] = STATUS_INCOMPATIBLE
+            res["reason"] = self._incompatible_reason()
+            return res
+        route, exp, lowered, compiled, compile_s = loaded
+        res["route"] = route
+        ver = loaded_desc.get("version") if loaded_desc else None
+        cur = (res["stablehlo"].get("jaxlib") or {}).get("current")
+        if ver and cur and version_tuple(ver) > version_tuple(cur):
+            self.notes.append("%s: %s declares StableHLO %s, newer than this jaxlib's %s, but every VHLO op and "
+                              "attribute in it is known here, so it deserialized (VHLO versions ops whose "
+                              "semantics change, so this is sound)" % (route, loaded_desc["what"], ver, cur))
+        res["compile_s"] = compile_s
+        res["function"] = {"fun_name": str(exp.fun_name), "nr_devices": int(exp.nr_devices),
+                           "platforms": list(exp.platforms),
+                           "calling_convention_version": int(exp.calling_convention_version)}
+
+        if self.job.get("describe"):
+            self.checkpoint("describe")
+            res["description"] = self.describe(exp)
+            self.end_phase()
+
+        self.checkpoint("hlo_text")
+        self.write_hlo(lowered, compiled)
+        self.end_phase()
+
+        self.checkpoint("execute")
+        try:
+            out = compiled(*self.dev_inputs)
+            import jax
+
+            jax.block_until_ready(out)
+            self.write_outputs(out)
+            del out
+        except JobError:
+            raise
+        except Exception as e:
+            res["status"] = STATUS_ERROR
+            res["reason"] = "execution failed after loading via route %r: %s" % (route, exc_msg(e))
+            return res
+        self.end_phase()
+
+        self.checkpoint("timing")
+        timing = self.job.get("timing") or {}
+        warmup = int(timing.get("warmup", 1))
+        repeat = int(timing.get("repeat", 5))
+        try:
+            if self.control is not None:
+                res["samples_ns"] = self.serve_timed_calls(compiled, warmup)
+            else:
+                res["samples_ns"] = self.time_calls(compiled, warmup, repeat)
+        except Exception as e:
+            res["status"] = STATUS_ERROR
+            res["reason"] = "timed execution failed: %s" % exc_msg(e)
+            return res
+        self.end_phase()
+
+        if self.job.get("profile"):
+            self.checkpoint("profile")
+            try:
+                self.profile(compiled)
+            except Exception as e:
+                res["profile"] = {"note": "profiling failed: %s" % exc_msg(e)}
+                self.notes.append("profiling failed: %s" % exc_msg(e))
+            self.end_phase()
+
+        if self.job.get("dump"):
+            d = res["artifacts"].get("xla_dump")
+            if d and not (os.path.isdir(d) and os.listdir(d)):
+                self.notes.append("XLA dump directory is empty (this backend/version ignored --xla_dump_to)")
+
+        res["status"] = STATUS_OK
+        failed = [a for a in self.attempts if not a.get("skipped")]
+        reason = "replayed via route %r" % route
+        if failed:
+            reason += " after %s failed (%s)" % (", ".join(a["route"] for a in failed),
+                                                 "; ".join("%s: %s" % (a["route"], first_lines(a["error"], 300))
+                                                           for a in failed))
+        res["reason"] = reason
+        return res
+
+    def _incompatible_reason(self):
+        import jax
+
+        tried = [a for a in self.attempts if not a.get("skipped")]
+        if not tried:
+            return ("incompatible: no load route was possible (%s)"
+                    % "; ".join("%s: %s" % (a["route"], a["error"]) for a in self.attempts))
+        best = None
+        for a in tried:  # furthest stage wins; ties go to the later (more targeted) route
+            if best is None or STAGE_RANK[a["stage"]] >= STAGE_RANK[best["stage"]]:
+                best = a
+        others = [a for a in tried if a is not best]
+        reason = "incompatible with jax %s: route %r failed at %s: %s" % (
+            jax.__version__, best["route"], best["stage"], best["error"])
+        if others:
+            reason += " || other routes: " + "; ".join(
+                "%s (%s): %s" % (a["route"], a["stage"], first_lines(a["error"], 400)) for a in others)
+        return reason
+
+    def describe(self, exp):
+        """What the host stores for a function it cannot deserialize itself (packing on another JAX)."""
+        from jax._src.export import serialization
+
+        adir = self.job["artifacts_dir"]
+
+        def write(fname, data):
+            p = os.path.join(adir, fname)
+            with open(p, "wb") as fh:
+                fh.write(data)
+            return p
+
+        desc = {"fields": exported_fields(exp), "in_tree": describe_tree(exp.in_tree),
+                "out_tree": describe_tree(exp.out_tree),
+                "serialization_version": getattr(serialization, "_SERIALIZATION_VERSION", None),
+                "mlir_module": write("describe.mlir_module.bc", bytes(exp.mlir_module_serialized)),
+                "stablehlo_text": write("describe.stablehlo.mlir", exp.mlir_module().encode("utf-8")),
+                "mlir_module_compat": None}
+        try:
+            desc["mlir_module_compat"] = write("describe.mlir_module_compat.bc", serialize_compat_artifact(exp))
+        except Exception as e:
+            self.notes.append("describe: no compat artifact: %s" % exc_msg(e))
+        return desc
+
+    def write_hlo(self, lowered, compiled):
+        adir = self.job["artifacts_dir"]
+        arts = self.result["artifacts"]
+
+        def put(name, fname, fn):
+            try:
+                text = fn()
+            except Exception as e:
+                self.notes.append("could not produce %s: %s" % (name, exc_msg(e)))
+                return None
+            p = os.path.join(adir, fname)
+            with open(p, "w") as fh:
+                fh.write(text)
+            arts[name] = p
+            return text
+
+        put("stablehlo_lowered", "lowered.stablehlo.mlir", lambda: lowered.as_text())
+        put("hlo_before", "hlo_before_optimizations.txt", lambda: lowered.as_text(dialect="hlo"))
+        self.hlo_after = put("hlo_after", "hlo_after_optimizations.txt", lambda: compiled.as_text())
+
+    def write_outputs(self, out):
+        import jax
+        import numpy as np
+
+        leaves = jax.tree_util.tree_leaves(out)
+        odir = self.job["outputs_dir"]
+        outs = []
+        for i, leaf in enumerate(leaves):
+            a = np.asarray(leaf)
+            a = np.ascontiguousarray(a) if a.ndim else a  # ascontiguousarray turns 0-d into 1-d
+            p = os.path.join(odir, "out_%d.bin" % i)
+            a.tofile(p)
+            outs.append({"shape": [int(d) for d in a.shape], "dtype": a.dtype.name, "path": p})
+        self.result["outputs"] = outs

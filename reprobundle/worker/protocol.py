@@ -1,0 +1,80 @@
+"""Protocol constants, the worker's two error types and small helpers shared by its modules."""
+from __future__ import annotations
+
+import os
+
+PROTOCOL_VERSION = 1
+
+
+ROUTES = ("deserialize", "rebuild", "rebuild-compat", "stablehlo-text")
+
+
+STATUS_OK = "ok"
+
+
+STATUS_INCOMPATIBLE = "incompatible"
+
+
+STATUS_ERROR = "error"
+
+
+MAX_MSG = 1500
+
+
+def first_lines(msg, limit=MAX_MSG):
+    msg = str(msg).strip()
+    if len(msg) > limit:
+        msg = msg[:limit] + " ...[truncated]"
+    return msg
+
+
+def exc_msg(e):
+    return "%s: %s" % (type(e).__name__, first_lines(str(e)))
+
+
+def plain(obj):
+    """Make obj msgpack-friendly."""
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if obj is None or isinstance(obj, (str, int, float, bool, bytes)):
+        return obj
+    return str(obj)
+
+
+def write_msgpack(path, obj):
+    import msgpack
+
+    data = msgpack.packb(plain(obj), use_bin_type=True)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class RouteFailure(Exception):
+    def __init__(self, stage, message):
+        Exception.__init__(self, message)
+        self.stage = stage
+        self.message = message
+
+
+class JobError(Exception):
+    """A problem with the job or its inputs -> status "error"."""
+
+
+STAGE_RANK = {"skipped": 0, "load": 1, "lower": 2, "compile": 3}
