@@ -221,12 +221,13 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     from .bundle.dims import parse_bindings
 
     shapes = parse_bindings(shapes)
+    from .bundle.transfer import copy_bundle, prefetch
+
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         local = open_registry(None)
-        copied = local.copy_bundle(bundle, registry)
+        copied = copy_bundle(registry, bundle, local).ref
         registry, bundle = local, local.load(copied.name, copied.version)
-    from .bundle.transfer import prefetch
 
     prefetch(registry, bundle, progress)  # a remote store's blobs come into the local cache at once, in parallel
     env_manager = None
@@ -330,8 +331,10 @@ def copy(src_ref: str, dest_url: str, *, store: str | None = None,
 def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str] = ()) -> dict:
     """URLs of a bundle and a Markdown snippet for a bug report (with the command that replays it)."""
     from .bundle import sharing
+    from .render.sharing import markdown_snippet
 
-    return sharing.share_info(ref, store=store, jax_versions=jax_versions)
+    info = sharing.share_info(ref, store=store, jax_versions=jax_versions)
+    return {**info, "markdown": markdown_snippet(info)}
 
 
 def gc(store: str | None = None, *, delete: bool = False) -> dict:

@@ -136,7 +136,7 @@ def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="Th
     registry, bundle = api.resolve(ref, store)
     path = registry.export_zip(bundle, output)
     size = path.stat().st_size
-    from .bundle.sharing import export_size_warning
+    from .render.sharing import export_size_warning
 
     warning = export_size_warning(bundle, size)  # too big for a GitHub attachment: still written, says how to fit
     if warning:
@@ -154,7 +154,7 @@ BaselineOpt = typer.Option(None, "--baseline", help="Version the others are comp
 
 
 def _write_reports(comparison: dict, report_path: Optional[Path], html_path: Optional[Path]) -> None:
-    from .analysis import comparison as comparison_render
+    from .render import comparison as comparison_render
 
     for path, render in ((report_path, comparison_render.to_markdown), (html_path, comparison_render.to_html)):
         if path is not None:
@@ -185,7 +185,7 @@ def replay(
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
-    from .analysis import comparison as comparison_render
+    from .render import comparison as comparison_render
 
     result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                         timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json),
@@ -215,7 +215,7 @@ def compare(
     as_json: bool = JsonOpt,
 ) -> None:
     """Compare the stored runs of a bundle across JAX versions."""
-    from .analysis import comparison as comparison_render
+    from .render import comparison as comparison_render
 
     comparison = api.compare(ref, jax_versions or None, store=store, baseline=baseline)
     _write_reports(comparison, report_path, html_path)
@@ -237,7 +237,7 @@ def bisect_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Binary-search the released JAX versions between --good and --bad for the first bad one."""
-    from .analysis import comparison as comparison_render
+    from .render import comparison as comparison_render
 
     result, comparison = api.bisect(ref, good, bad, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                                     timeout_s=timeout,
@@ -279,7 +279,7 @@ def envs(
 def _transfer_progress(as_json: bool, label: str):
     if as_json:
         return None
-    from .bundle.sharing import byte_progress
+    from .render.sharing import byte_progress
 
     return byte_progress(label, lambda line: typer.echo(line, err=True))
 
@@ -291,7 +291,7 @@ JobsOpt = typer.Option(None, "--jobs", min=1, help="Parallel blob transfers (def
 def push_cmd(ref: str, to: str = typer.Option(..., "--to", help="Destination store: gs://BUCKET/PREFIX, a folder..."),
              jobs: Optional[int] = JobsOpt, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """Copy a bundle to another store, sending only the blobs it lacks."""
-    from .bundle.sharing import transfer_text
+    from .render.sharing import transfer_text
 
     result = api.push(ref, to, store=store, progress=_transfer_progress(as_json, f"push {ref}"), jobs=jobs)
     _emit(as_json, result.data(), transfer_text(result, "pushed"))
@@ -301,7 +301,7 @@ def push_cmd(ref: str, to: str = typer.Option(..., "--to", help="Destination sto
 def pull_cmd(url: str = typer.Argument(..., help="STORE_URL/NAME[@VERSION], e.g. gs://bucket/prefix/name@3, or a .zip"),
              jobs: Optional[int] = JobsOpt, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """Copy a bundle from another store into the current one."""
-    from .bundle.sharing import transfer_text
+    from .render.sharing import transfer_text
 
     result = api.pull(url, store=store, progress=_transfer_progress(as_json, f"pull {url}"), jobs=jobs)
     _emit(as_json, result.data(), transfer_text(result, "pulled"))
@@ -312,7 +312,7 @@ def copy_cmd(src_ref: str = typer.Argument(..., metavar="SRC_REF"),
              dest_url: str = typer.Argument(..., metavar="DEST_URL", help="Destination store URL or folder."),
              jobs: Optional[int] = JobsOpt, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """Copy a bundle between any two stores (a .zip may be the source)."""
-    from .bundle.sharing import transfer_text
+    from .render.sharing import transfer_text
 
     result = api.copy(src_ref, dest_url, store=store, progress=_transfer_progress(as_json, f"copy {src_ref}"),
                       jobs=jobs)
@@ -325,7 +325,7 @@ def url_cmd(ref: str,
                                                                      "default: captured + those of recorded runs)."),
             store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """The bundle's URLs and a Markdown snippet for a bug report, with the command that replays it."""
-    from .bundle.sharing import share_text
+    from .render.sharing import share_text
 
     info = api.share_info(ref, store=store, jax_versions=jax_versions)
     if info.get("note") and not as_json:
@@ -337,7 +337,7 @@ def url_cmd(ref: str,
 def gc_cmd(delete: bool = typer.Option(False, "--delete", help="Remove them (default: only list them)."),
            store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """List (or remove) blobs that no bundle or run references."""
-    from .bundle.sharing import gc_text
+    from .render.sharing import gc_text
 
     data = api.gc(store, delete=delete)
     _emit(as_json, data, gc_text(data))
@@ -346,7 +346,7 @@ def gc_cmd(delete: bool = typer.Option(False, "--delete", help="Remove them (def
 @app.command("cache")
 def cache_cmd(clear: bool = typer.Option(False, "--clear", help="Empty the cache."), as_json: bool = JsonOpt) -> None:
     """Size of the local cache of blobs read from remote stores (or --clear it)."""
-    from .bundle.sharing import cache_text
+    from .render.sharing import cache_text
 
     data = api.clear_cache() if clear else api.cache_info()
     _emit(as_json, data, cache_text(data))

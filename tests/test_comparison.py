@@ -15,6 +15,7 @@ import pytest
 from reprobundle.analysis import comparison as C
 from reprobundle.analysis import hlo
 from reprobundle.analysis.verdict import timing_verdict
+from reprobundle.render import comparison as R
 
 DATA = Path(__file__).parent / "data" / "hlo"
 VERSIONS = ("0.7.2", "0.8.0", "0.10.2", "0.4.30")
@@ -130,7 +131,7 @@ def test_acceptance_report_names_the_fusion_where_the_time_moved(case):
     assert d["moved_row"]["cand_name"] == "subtract_exponential_fusion"
     assert d["moved_row"]["signature"] == "broadcast×2+multiply+subtract+exponential"
     assert "most moved: subtract_exponential_fusion" in d["moved"] and "slower" in d["moved"]
-    text, md, page = C.to_text(c), C.to_markdown(c), C.to_html(c)
+    text, md, page = R.to_text(c), R.to_markdown(c), R.to_html(c)
     assert re.search(r"jax 0\.8\.0 vs 0\.7\.2: median \+.*most moved: subtract_exponential_fusion", text)
     assert re.search(r"\*\*Where the time moved:\*\* median \+.*most moved: subtract\\_exponential\\_fusion", md)
     assert "<b>Where the time moved:</b> median +" in page and "most moved: subtract_exponential_fusion" in page
@@ -157,7 +158,7 @@ def test_nothing_ran(case):
     c = C.build_comparison(manifest, failed, None, hlo_texts={}, outputs={})
     assert c["baseline"] is None and c["diffs"] == []
     assert "no run succeeded" in c["notes"][0]
-    for render in (C.to_text, C.to_markdown, C.to_html):
+    for render in (R.to_text, R.to_markdown, R.to_html):
         assert "crashed" in render(c)
 
 
@@ -167,7 +168,7 @@ def test_missing_hlo_and_outputs(case):
     for d in c["diffs"]:
         assert d["fusion"] is None
     assert all(r["err_base"] is None for r in c["rows"])
-    assert "no fusion diff" in C.to_markdown(c)
+    assert "no fusion diff" in R.to_markdown(c)
 
 
 def test_duplicate_versions_get_distinct_labels(case):
@@ -181,7 +182,7 @@ def test_duplicate_versions_get_distinct_labels(case):
 
 
 def test_text(case):
-    out = C.to_text(build(case))
+    out = R.to_text(build(case))
     assert out.splitlines()[0] == "attention@3 (attention): 5 runs, baseline jax 0.7.2"
     assert "packed with jax 0.7.2, jaxlib 0.7.2, Python 3.11.7, cpu, AMD EPYC 7B13" in out
     assert "VERSION" in out and "0.7.2 *" in out and "incompatible: no route could load" in out
@@ -190,7 +191,7 @@ def test_text(case):
 
 
 def test_markdown(case):
-    out = C.to_markdown(build(case))
+    out = R.to_markdown(build(case))
     assert out.startswith("### reprobundle: `attention@3` across JAX versions")
     tables = re.findall(r"(?:^\|.*\n)+", out, re.M)
     assert len(tables) >= 4
@@ -208,7 +209,7 @@ def test_markdown_stays_within_an_issue_body(case):
     runs = copy.deepcopy(runs)
     runs[1]["per_op"] = [{"name": f"op{k}", "kind": "", "time_ns": float(k), "count": 1} for k in range(2000)]
     runs[-1]["reason"] = "Traceback:\n" + "  frame\n" * 5000 + "ValueError: the real error"
-    out = C.to_markdown(C.build_comparison(manifest, runs, None, hlo_texts=texts, outputs=outputs))
+    out = R.to_markdown(C.build_comparison(manifest, runs, None, hlo_texts=texts, outputs=outputs))
     assert len(out) < 65536
     assert "ValueError: the real error" in out and "... and" in out
 
@@ -217,7 +218,7 @@ def test_html_is_self_contained_and_escaped(case):
     manifest, runs, texts, outputs = case
     runs = copy.deepcopy(runs)
     runs[-1]["reason"] = "<script>alert(1)</script>"
-    page = C.to_html(C.build_comparison(manifest, runs, None, hlo_texts=texts, outputs=outputs))
+    page = R.to_html(C.build_comparison(manifest, runs, None, hlo_texts=texts, outputs=outputs))
     assert page.startswith("<!doctype html>") and page.rstrip().endswith("</html>")
     assert "<script" not in page and "&lt;script&gt;" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
@@ -235,11 +236,11 @@ def test_html_is_self_contained_and_escaped(case):
 
 
 def test_nice_ticks():
-    assert C.nice_ticks(0.0, 10.0) == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
-    ticks = C.nice_ticks(4.44e6, 26.27e6)
+    assert R.nice_ticks(0.0, 10.0) == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    ticks = R.nice_ticks(4.44e6, 26.27e6)
     assert ticks[0] >= 4.44e6 and ticks[-1] <= 26.27e6 and 4 <= len(ticks) <= 7
     assert all(t % 1e6 == 0 for t in ticks)
-    assert C.nice_ticks(5.0, 5.0) == [5.0]
+    assert R.nice_ticks(5.0, 5.0) == [5.0]
 
 
 # ------------------------------------------------------------------------------------------------ live JAX
@@ -276,5 +277,5 @@ def test_installed_jax_against_the_0_7_2_fixture(case):
     assert live_row["fusions"] == hlo.fusion_summary(compiled.as_text())["n_fusions"]
     assert d["fusion"]["identical"] == (jax.__version__ == "0.7.2")
     assert "no per-op profile for installed" in d["moved"]
-    assert d["fusion"]["summary"] in C.to_text(c)
-    C.to_html(c), C.to_markdown(c)
+    assert d["fusion"]["summary"] in R.to_text(c)
+    R.to_html(c), R.to_markdown(c)

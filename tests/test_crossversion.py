@@ -8,10 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from test_pack_replay import cli
 
 from reprobundle.bundle.registry import Registry
-
-from test_pack_replay import cli
 
 ROOT = Path(__file__).parent.parent
 pytestmark = pytest.mark.crossversion
@@ -55,7 +54,7 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     moved_name = moved["cand_name"] or moved["base_name"]
     assert moved_name in diff["moved"]
     report = report_path.read_text()
-    from reprobundle.analysis.comparison import _md
+    from reprobundle.render.comparison import _md
 
     assert _md(moved_name) in report and "0.7.2" in report and "0.8.0" in report and row["verdict"] in report
     assert "<svg" in html_path.read_text()

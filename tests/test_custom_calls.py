@@ -16,17 +16,16 @@ import jax.scipy.linalg as jsl
 import ml_dtypes
 import numpy as np
 import pytest
+from test_pack_replay import cli
 
 import reprobundle
-from reprobundle.api import environment_manager, load_npz
 from reprobundle.analysis.verdict import check_outputs
-from reprobundle.run.execution import Timing, build_job, read_outputs, run_worker
-from reprobundle.capture.pack import pack_serialized_in
+from reprobundle.api import environment_manager, load_npz
 from reprobundle.bundle.registry import Registry
+from reprobundle.capture.pack import pack_serialized_in
+from reprobundle.run.execution import Timing, build_job, read_outputs, run_worker
 from reprobundle.run.replay import reference_arrays, replay
 from reprobundle.worker.dtypes import np_dtype
-
-from test_pack_replay import cli
 
 QUICK = dict(warmup=1, repeat=2, dump=False, profile=False)
 

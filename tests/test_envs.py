@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from reprobundle.run.envs import INSTALLED, EnvironmentManager, JaxEnvironment
 from reprobundle.errors import EnvironmentCreationError, NoSuitablePythonError
+from reprobundle.run.envs import INSTALLED, EnvironmentManager, JaxEnvironment
 
 OLD = "0.4.30"  # an old release that still installs (and runs with NumPy 2) on Python 3.9-3.12
 REPO = Path(__file__).resolve().parents[1]

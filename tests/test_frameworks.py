@@ -6,21 +6,19 @@ all three timed together in one replay; the bundle needs none of the frameworks 
 
 import collections
 import dataclasses
-import json
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from manifests import assert_schema_valid
+from test_pack_replay import cli
 
 import reprobundle
 from reprobundle import api
-from reprobundle.errors import ReproBundleError, UsageError
 from reprobundle.bundle.registry import Registry
-
-from manifests import assert_schema_valid
-from test_pack_replay import cli
+from reprobundle.errors import UsageError
 
 ROOT = Path(__file__).parent.parent
 FAST = dict(warmup=1, repeat=3, profile=False, dump=False)
@@ -158,8 +156,8 @@ def test_show_prints_the_train_state_tree(store_dir):
 
 def test_mismatch_names_the_output_leaf(store_dir, monkeypatch):
     from reprobundle.analysis.comparison import build_comparison
-    from reprobundle.run.replay import _mismatch_reason
     from reprobundle.analysis.verdict import check_outputs
+    from reprobundle.run.replay import _mismatch_reason
 
     ref = reprobundle.pack(lambda s: {"params": {"attn": {"bias": s["w"] * 2}}, "step": s["n"] + 1},
                            {"w": jnp.ones(3), "n": jnp.int32(0)}, name="named", store=str(store_dir), **FAST)

@@ -32,24 +32,23 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from manifests import make_manifest
 
 import reprobundle
 from reprobundle.bundle import manifest as mf
+from reprobundle.bundle import sharing
+from reprobundle.bundle.registry import Registry, blob_key, open_ref
 from reprobundle.errors import (
     CorruptBundleError,
     FormatError,
     ReproBundleError,
     StoreError,
 )
-from reprobundle.bundle.registry import Registry, blob_key, open_ref
-from reprobundle.store.base import LocalStore, ZipStore, check_key
-
 from reprobundle.render import text as report
-
-from reprobundle.bundle import sharing
 from reprobundle.run.replay import reference_arrays
-
-from manifests import make_manifest
+from reprobundle.store import check_key
+from reprobundle.store.local import LocalStore
+from reprobundle.store.zip_store import ZipStore
 
 ROOT = Path(__file__).parent.parent
 PKG = Path(reprobundle.__file__).parent
@@ -473,7 +472,7 @@ def test_hostile_tags_stay_inside_the_store(demo, tag, content):
 def test_hostile_keys_are_refused_by_every_store(tmp_path, key):
     """Keys with '..', absolute paths, NUL or odd characters never reach the filesystem or the memory store."""
     local = LocalStore(tmp_path / "k")
-    from reprobundle.store.base import open_store
+    from reprobundle.store import open_store
 
     memory = open_store(f"memory://fuzz-{uuid.uuid4().hex[:8]}")
     try:
@@ -740,7 +739,7 @@ def test_corrupt_zip_entry_is_reported_by_verify_and_cli(tmp_path, golden_entrie
 
 def test_too_many_zip_entries(tmp_path, monkeypatch):
     """The entry-count bound is enforced before any entry is examined (bound lowered here to keep the test fast)."""
-    import reprobundle.store.base as store_mod
+    import reprobundle.store.zip_store as store_mod
 
     monkeypatch.setattr(store_mod, "MAX_ZIP_ENTRIES", 1000)
     path = tmp_path / "many.zip"
@@ -928,7 +927,7 @@ def test_hostile_run_records(demo, tmp_path, data):
     """Run records sit beside bundles in shared stores: mutated ones make `show`, `compare`, `url` and gc fail
     cleanly (or work), never with another exception, and never reach outside the store."""
     from reprobundle import api
-    from reprobundle.analysis import comparison as render
+    from reprobundle.render import comparison as render
 
     registry, _ = demo
     bundle = registry.load("demo", 1)

@@ -29,9 +29,8 @@ from reprobundle.errors import (
     StoreUnreachableError,
     UsageError,
 )
+from reprobundle.store import open_store
 from reprobundle.store.gcs import GCSStore
-from reprobundle.store.base import open_store
-
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -186,7 +185,7 @@ RACE_LAUNCHER = textwrap.dedent(
     import os, sys, time
     import reprobundle.store.gcs as g
     from reprobundle.errors import AlreadyExistsError
-    from reprobundle.store.base import open_store
+    from reprobundle.store import open_store
 
     url, key, go, n, size = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
     if size > 256 << 10:  # force the resumable path

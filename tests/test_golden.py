@@ -4,12 +4,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from manifests import assert_schema_valid
 
 from reprobundle import api
 from reprobundle.bundle import manifest as mf
 from reprobundle.bundle.registry import open_ref
-
-from manifests import assert_schema_valid
 
 GOLDEN = sorted((Path(__file__).parent / "golden").glob("v*.zip"))
 

@@ -2,13 +2,17 @@ import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from manifests import assert_schema_valid, make_manifest
 
 from reprobundle.bundle import manifest as mf
-from reprobundle.errors import CorruptBundleError, FormatError, InvalidNameError, UnsupportedFormatVersionError
 from reprobundle.bundle.registry import Registry
-from reprobundle.store.base import open_store
-
-from manifests import assert_schema_valid, make_manifest
+from reprobundle.errors import (
+    CorruptBundleError,
+    FormatError,
+    InvalidNameError,
+    UnsupportedFormatVersionError,
+)
+from reprobundle.store import open_store
 
 
 @pytest.fixture

@@ -11,14 +11,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from manifests import assert_schema_valid
 
 import reprobundle
 from reprobundle.bundle import manifest as mf
+from reprobundle.bundle.registry import Registry, blob_key
 from reprobundle.cli import main
 from reprobundle.errors import InputMismatchError, UsageError
-from reprobundle.bundle.registry import Registry, blob_key
-
-from manifests import assert_schema_valid
 
 ROOT = Path(__file__).parent.parent
 FAST = dict(warmup=1, repeat=5)

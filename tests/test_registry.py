@@ -2,12 +2,18 @@ import multiprocessing
 import os
 
 import pytest
-
-from reprobundle.errors import (BlobNotFoundError, BundleNotFoundError, CorruptBlobError, InvalidRefError,
-                                StoreError, UnsupportedFormatVersionError)
-from reprobundle.bundle.registry import Registry, blob_key, open_ref, split_store_ref
-
 from manifests import assert_schema_valid, make_manifest
+
+from reprobundle.bundle.registry import Registry, blob_key, open_ref, split_store_ref
+from reprobundle.bundle.transfer import copy_bundle
+from reprobundle.errors import (
+    BlobNotFoundError,
+    BundleNotFoundError,
+    CorruptBlobError,
+    InvalidRefError,
+    StoreError,
+    UnsupportedFormatVersionError,
+)
 
 
 @pytest.fixture
@@ -109,7 +115,7 @@ def test_export_zip_roundtrip(registry, tmp_path):
     assert bundle.ref.bundle_id == ref.bundle_id
     assert zreg.verify(bundle) == []
     copy = Registry.open(tmp_path / "other")
-    copied = copy.copy_bundle(bundle, zreg)
+    copied = copy_bundle(zreg, bundle, copy).ref
     assert copied.bundle_id == ref.bundle_id
     assert copy.verify(copy.resolve("demo")) == []
 

@@ -32,13 +32,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from manifests import make_manifest
 
 from reprobundle.bundle import manifest as mf
+from reprobundle.bundle.registry import Registry, blob_key
 from reprobundle.cli import main
 from reprobundle.errors import EnvironmentCreationError
-from reprobundle.bundle.registry import Registry, blob_key
-
-from manifests import make_manifest
 
 ROOT = Path(__file__).parent.parent
 EXE = str(Path(sys.executable).with_name("reprobundle"))
@@ -159,7 +158,7 @@ def test_concurrent_cli_packs_of_one_name(source):
 def count_files(dest: str):
     """A probe of how far a writer got: the number of files under a store (temp files included)."""
     if "://" in dest:
-        from reprobundle.store.base import open_store
+        from reprobundle.store import open_store
 
         store = open_store(dest)
         return lambda: sum(1 for _ in store.list())
@@ -721,7 +720,7 @@ def test_crash_hang_and_garbage_workers_are_their_own_runs(small_bundle, tmp_pat
     text = json.dumps(comparison, default=str)
     for v in versions:
         assert v in text
-    from reprobundle.analysis import comparison as render
+    from reprobundle.render import comparison as render
 
     for fmt in (render.to_text, render.to_markdown, render.to_html):
         assert fmt(comparison)

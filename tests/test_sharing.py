@@ -21,14 +21,14 @@ import numpy as np
 import pytest
 
 import reprobundle
+from reprobundle.bundle import blobs, sharing
+from reprobundle.bundle import cache as cache_mod
 from reprobundle.bundle import manifest as mf
-from reprobundle.bundle import sharing
-from reprobundle.bundle import transfer
+from reprobundle.bundle.cache import BlobCache
+from reprobundle.bundle.registry import Registry, blob_key
 from reprobundle.cli import main
 from reprobundle.config import cache_dir
-from reprobundle.bundle.registry import Registry, blob_key
-from reprobundle.store.base import open_store
-from reprobundle.bundle.transfer import BlobCache
+from reprobundle.store import open_store
 
 FAST = ["--warmup", "1", "--repeat", "3", "--no-profile"]
 EXE = Path(sys.executable).with_name("reprobundle")
@@ -112,10 +112,10 @@ def test_push_twice_pull_replay(packed, gcs_store_url, tmp_path):
 def test_gs_replay_reads_through_the_cache(packed, gcs_store_url, gcs_server, proc_env):
     assert reprobundle.api.push("small@1", gcs_store_url, store=str(packed)).outcome == "kept"
     url = f"{gcs_store_url}/small@1"
-    before = transfer.STATS.snapshot()
+    before = blobs.STATS.snapshot()
     code, out, err = cli("replay", url, *FAST)
     assert code == 0, err
-    first = transfer.STATS.snapshot()
+    first = blobs.STATS.snapshot()
     assert first.bytes_downloaded > before.bytes_downloaded
     assert "into the cache" in err
     cached = sorted((cache_dir() / "blobs" / "sha256").rglob("*"))
@@ -123,7 +123,7 @@ def test_gs_replay_reads_through_the_cache(packed, gcs_store_url, gcs_server, pr
 
     code, out, err = cli("replay", url, *FAST, "--json")
     assert code == 0, err
-    second = transfer.STATS.snapshot()
+    second = blobs.STATS.snapshot()
     assert second.bytes_downloaded == first.bytes_downloaded  # nothing fetched again
     assert second.cache_hits > first.cache_hits
     assert _runs(out)[0]["status"] == "ok"
@@ -149,9 +149,9 @@ def test_cache_evicts_least_recently_used(gcs_store_url, monkeypatch):
     registry = Registry.open(gcs_store_url)
     blobs = [registry.put_blob(bytes([i]) * 1000) for i in range(3)]
     assert registry.blob_cache is not None  # remote stores read through the cache
-    monkeypatch.setenv(transfer.CACHE_MAX_ENV, "2500")
+    monkeypatch.setenv(cache_mod.CACHE_MAX_ENV, "2500")
     cache = BlobCache.default()
-    assert cache.max_bytes == 2500 and transfer.parse_size("20G") == 20 << 30
+    assert cache.max_bytes == 2500 and cache_mod.parse_size("20G") == 20 << 30
     for i, b in enumerate(blobs[:2]):
         path = BlobCache.default().fetch(registry.store, b["digest"])  # a fresh instance: nothing pinned
         os.utime(path, (time.time() - 100 + i, time.time() - 100 + i))

@@ -5,13 +5,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from reprobundle.bundle import manifest as mf
-from reprobundle.analysis.verdict import METHOD_PAIRED, METHOD_ROUNDS, METHOD_SAMPLES, step_medians, timing_verdict
-from reprobundle.errors import CorruptBundleError
-from reprobundle.analysis.stats import t_quantile, t_two_sided_p, welch_t
-
 from manifests import assert_schema_valid
+
+from reprobundle.analysis.stats import t_quantile, t_two_sided_p, welch_t
+from reprobundle.analysis.verdict import (
+    METHOD_PAIRED,
+    METHOD_ROUNDS,
+    METHOD_SAMPLES,
+    step_medians,
+    timing_verdict,
+)
+from reprobundle.bundle import manifest as mf
+from reprobundle.errors import CorruptBundleError
 
 GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_RUN = GOLDEN / "v1-run-tanh-matmul.msgpack"

@@ -6,8 +6,16 @@ import zipfile
 
 import pytest
 
-from reprobundle.errors import AlreadyExistsError, NotFoundError, ReadOnlyStoreError, StoreError, UsageError
-from reprobundle.store.base import LocalStore, ZipStore, open_store, write_zip_store
+from reprobundle.errors import (
+    AlreadyExistsError,
+    NotFoundError,
+    ReadOnlyStoreError,
+    StoreError,
+    UsageError,
+)
+from reprobundle.store import open_store
+from reprobundle.store.local import LocalStore
+from reprobundle.store.zip_store import ZipStore, write_zip_store
 
 
 def _race_create_only(url, key, token, queue):

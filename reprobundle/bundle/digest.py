@@ -45,3 +45,9 @@ def check_digest(text: str) -> str:
 
 def hex_of(digest: str) -> str:
     return check_digest(digest).split(":", 1)[1]
+
+
+def blob_key(digest: str) -> str:
+    """Where a blob lives in every store: blobs/sha256/<2 hex>/<64 hex>."""
+    h = hex_of(digest)
+    return f"blobs/sha256/{h[:2]}/{h}"

@@ -30,25 +30,15 @@ from ..errors import (
     NotFoundError,
     StoreError,
 )
-from ..store.base import (
-    COPY_CHUNK,
-    LocalStore,
-    Store,
-    ZipStore,
-    open_store,
-    write_zip_store,
-)
+from ..store import COPY_CHUNK, Store, open_store
+from ..store.local import LocalStore
+from ..store.zip_store import ZipStore, write_zip_store
 from . import manifest as mf
-from .digest import check_digest, digest_bytes, digest_file, hex_of
+from .digest import blob_key, check_digest, digest_bytes, digest_file, hex_of
 
 MARKER_KEY = "reprobundle-store.json"
 _VERSION_KEY_RE = re.compile(r"^([1-9][0-9]{0,8})\.msgpack$")
 _PUBLISH_ATTEMPTS = 1000
-
-
-def blob_key(digest: str) -> str:
-    h = hex_of(digest)
-    return f"blobs/sha256/{h[:2]}/{h}"
 
 
 def utc_now() -> str:
@@ -85,7 +75,7 @@ class Registry:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._marker_checked = False
-        # Blobs of remote stores (gs://) are read through the persistent local cache (transfer.BlobCache).
+        # Blobs of remote stores (gs://) are read through the persistent local cache (cache.BlobCache).
         self.blob_cache = _default_blob_cache(store)
 
     @classmethod
@@ -97,7 +87,7 @@ class Registry:
         return self.store.url
 
     # ----------------------------------------------------------------------------------------- marker
-    def _check_marker(self, *, create: bool) -> None:
+    def check_marker(self, *, create: bool) -> None:
         if self._marker_checked:
             return
         try:
@@ -146,7 +136,7 @@ class Registry:
 
     def put_blob(self, data: bytes | memoryview) -> dict:
         """Store bytes once by content; returns the manifest blob reference."""
-        self._check_marker(create=True)
+        self.check_marker(create=True)
         digest = digest_bytes(data)
         key = blob_key(digest)
         if not self.store.exists(key):
@@ -157,7 +147,7 @@ class Registry:
         return {"digest": digest, "size": memoryview(data).nbytes}
 
     def put_blob_file(self, path: str | Path) -> dict:
-        self._check_marker(create=True)
+        self.check_marker(create=True)
         digest, size = digest_file(path)
         key = blob_key(digest)
         if not self.store.exists(key):
@@ -252,7 +242,7 @@ class Registry:
 
     def publish(self, manifest: dict) -> BundleRef:
         """Publish a manifest whose blobs are already stored, under the next free version of its name."""
-        self._check_marker(create=True)
+        self.check_marker(create=True)
         name = mf.check_name(manifest["name"])
         for digest in (b["digest"] for b in mf.blob_refs(manifest)):
             if not self.has_blob(digest):
@@ -288,7 +278,7 @@ class Registry:
     def resolve(self, ref: str) -> Bundle:
         """`name`, `name@3`, `name@tag`, `sha256:<prefix>`; or '' / None for the single bundle of a zip store."""
         if not ref:
-            self._check_marker(create=False)
+            self.check_marker(create=False)
             names = self.names()
             if isinstance(self.store, ZipStore) and len(names) == 1:
                 return self.load(names[0], self.versions(names[0])[-1])
@@ -350,7 +340,7 @@ class Registry:
 
     # ----------------------------------------------------------------------------------------- runs
     def put_run(self, run: dict) -> str:
-        self._check_marker(create=True)
+        self.check_marker(create=True)
         run_id = run["run_id"]
         self.store.put(f"runs/{hex_of(run['bundle_id'])}/{run_id}.msgpack", mf.encode_run(run), create_only=True)
         return run_id
@@ -417,29 +407,12 @@ class Registry:
         write_zip_store(path, entries())
         return Path(path)
 
-    def copy_bundle(self, bundle: Bundle, source: "Registry") -> BundleRef:
-        """Copy blobs that are missing here, then publish the manifest unchanged at the same version if free."""
-        self._check_marker(create=True)
-        for ref in mf.blob_refs(bundle.manifest):
-            if not self.has_blob(ref["digest"]):
-                with tempfile.TemporaryDirectory() as tmp:
-                    self.put_blob_file(source.blob_file(ref, Path(tmp)))
-        key = f"bundles/{bundle.ref.name}/{bundle.ref.version}.msgpack"
-        try:
-            self.store.put(key, bundle.manifest_bytes, create_only=True)
-            return BundleRef(self.store.url, bundle.ref.name, bundle.ref.version, bundle.ref.bundle_id)
-        except AlreadyExistsError:
-            existing = self.load(bundle.ref.name, bundle.ref.version)
-            if existing.ref.bundle_id == bundle.ref.bundle_id:
-                return existing.ref
-            return self.publish(bundle.manifest)
-
 
 def _default_blob_cache(store: Store):
     """The persistent blob cache for stores that are neither local folders, zips nor in this process's memory."""
-    if isinstance(store, (LocalStore, ZipStore)) or store.url.startswith("memory://"):
+    if store.capabilities.local:
         return None
-    from .transfer import BlobCache
+    from .cache import BlobCache
 
     return BlobCache.default()
 

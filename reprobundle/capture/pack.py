@@ -25,18 +25,10 @@ from ..run.execution import (
     run_worker,
     store_result,
 )
+from ..worker.synthetic import synthetic_spec
 from .export import ExportedFunction, as_bytes, check_inputs
 
 DEFAULT_TIMEOUT_S = 1800.0
-
-
-def synthetic_spec(dtype: str, seed: int) -> dict:
-    """The default synthetic data for a leaf: standard normal floats, small non-negative integers, fair booleans."""
-    if dtype == "bool":
-        return {"distribution": "randint", "seed": seed, "low": 0, "high": 2}
-    if dtype.startswith(("int", "uint")):
-        return {"distribution": "randint", "seed": seed, "low": 0, "high": 16}
-    return {"distribution": "normal", "seed": seed}
 
 
 def _checked_labels(labels: dict[str, str] | None) -> dict[str, str]:

@@ -128,7 +128,7 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
     m = bundle.manifest
     resized = None
     if shapes:
-        from ..capture.pack import synthetic_spec
+        from ..worker.synthetic import synthetic_spec
 
         resized = resized_inputs(m, shapes, synthetic_spec)
     reference = None if resized else reference_arrays(registry, bundle)

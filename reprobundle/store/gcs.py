@@ -49,6 +49,7 @@ import threading  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import BinaryIO, Callable, Iterable, Iterator  # noqa: E402
+from urllib.parse import quote  # noqa: E402
 
 import aiohttp  # noqa: E402
 import fsspec.asyn  # noqa: E402
@@ -65,7 +66,8 @@ from ..errors import (  # noqa: E402
     StoreUnreachableError,
     UsageError,
 )
-from .base import FsspecStore, _unlink_quietly, check_key  # noqa: E402
+from .base import Capabilities, check_key, unlink_quietly  # noqa: E402
+from .fsspec_store import FsspecStore  # noqa: E402
 
 ENV_TOKEN = "REPROBUNDLE_GCS_TOKEN"
 ENV_TIMEOUT = "REPROBUNDLE_GCS_TIMEOUT"
@@ -79,6 +81,7 @@ DEFAULT_RETRIES = 3
 DEFAULT_CONCURRENCY = 16
 
 GCS_ENDPOINT = "https://storage.googleapis.com"
+GCS_CONSOLE = "https://console.cloud.google.com/storage/browser"
 MiB = 1 << 20
 SIMPLE_UPLOAD_MAX = 8 * MiB  # one multipart request up to this size; resumable above
 CREATE_ONLY_SIMPLE_MAX = 32 * MiB  # create-only writes stay single-request (one precondition check) up to this
@@ -250,6 +253,17 @@ class _NotFound(Exception):
 
 class GCSStore(FsspecStore):
     """A bucket (and optional prefix) of Google Cloud Storage. See the module docstring for the guarantees."""
+
+    capabilities = Capabilities(shareable=True)
+
+    def object_urls(self, key: str) -> dict[str, str]:
+        """The JSON/XML API download URL of one object and, on Google's endpoint, its Cloud console page."""
+        name = self._name_prefix + check_key(key)
+        if self.endpoint.rstrip("/") != GCS_ENDPOINT:  # an emulator or private endpoint: its JSON-API download URL
+            endpoint = self.endpoint.rstrip("/")
+            return {"https_url": f"{endpoint}/storage/v1/b/{self.bucket}/o/{quote(name, safe='')}?alt=media"}
+        return {"https_url": f"{GCS_ENDPOINT}/{self.bucket}/{quote(name)}",
+                "console_url": f"{GCS_CONSOLE}/_details/{self.bucket}/{quote(name)}"}
 
     def __init__(
         self,
@@ -676,7 +690,7 @@ class GCSStore(FsspecStore):
         except BaseException:
             if fd >= 0:
                 os.close(fd)
-            _unlink_quietly(tmp)
+            unlink_quietly(tmp)
             raise
 
     async def _aexists(self, key: str) -> bool:
@@ -730,11 +744,11 @@ class GCSStore(FsspecStore):
         return self._run(self._aget, key, key=key)
 
     def put(self, key: str, data: bytes | memoryview, *, create_only: bool = False) -> None:
-        self._check_writable()
+        self.check_writable()
         self._run(self._aupload_bytes, self._name(key), data, create_only, key=key)
 
     def put_file(self, key: str, path: str | Path, *, create_only: bool = False) -> None:
-        self._check_writable()
+        self.check_writable()
         self._run(self._aupload_file, self._name(key), os.fspath(path), create_only, key=key)
 
     def get_file(self, key: str, path: str | Path) -> None:
@@ -756,7 +770,7 @@ class GCSStore(FsspecStore):
         return iter(self._run(self._alist, prefix))
 
     def delete(self, key: str) -> None:
-        self._check_writable()
+        self.check_writable()
         self._run(self._adelete, key, key=key)
 
     def open_read(self, key: str) -> BinaryIO:
@@ -771,7 +785,7 @@ class GCSStore(FsspecStore):
         Overwrites (skipping existing keys is the caller's choice: see `exists_many`). Each object is atomic; on the
         first failure the rest is cancelled and that failure raised, so some keys may be written and others not.
         `progress(nbytes)` is called from the I/O thread as bytes are sent; keep it cheap."""
-        self._check_writable()
+        self.check_writable()
         pairs = [(self._name(k), os.fspath(p)) for k, p in items]
         if pairs:
             self._run(self._aput_many, pairs, progress)

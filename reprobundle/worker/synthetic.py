@@ -256,3 +256,12 @@ def synthetic_array(shape, dtype, spec=None):
             for _ in ex.map(work, starts):
                 pass
     return out
+
+
+def synthetic_spec(dtype, seed):
+    """The default synthetic spec of a leaf (host and worker share it): standard normal floats, small non-negative integers, fair booleans."""
+    if dtype == "bool":
+        return {"distribution": "randint", "seed": seed, "low": 0, "high": 2}
+    if dtype.startswith(("int", "uint")):
+        return {"distribution": "randint", "seed": seed, "low": 0, "high": 16}
+    return {"distribution": "normal", "seed": seed}

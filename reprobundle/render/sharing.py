@@ -1,0 +1,126 @@
+"""Text for the sharing commands: transfers, the bug-report snippet, gc and cache summaries, size warnings."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ..bundle import transfer
+from ..bundle.cache import CACHE_MAX_ENV
+from ..bundle.registry import Bundle
+from ..units import human_bytes, human_ns
+
+GITHUB_ATTACHMENT_LIMIT = 25_000_000  # bytes; GitHub refuses larger issue attachments ("25 MB")
+
+
+def transfer_text(result: transfer.TransferResult, verb: str = "copied") -> str:
+    d = result.data()
+    if result.outcome == "present":
+        head = f"{result.source} is already in {result.ref.store_url} as {result.ref}: nothing published"
+    elif result.outcome == "kept":
+        head = f"{verb} {result.source} to {result.ref.store_url} as {result.ref} (version kept)"
+    else:
+        head = (f"{verb} {result.source} to {result.ref.store_url} as {result.ref} "
+                f"(version {result.source.version} is taken there)")
+    what = f"{d['blobs_sent']} blobs" + (" and the manifest" if result.outcome != "present" else "")
+    return (f"{head}\n"
+            f"  sent {human_bytes(d['bytes_sent'])} ({what}), skipped {d['blobs_skipped']} blobs "
+            f"({human_bytes(d['bytes_skipped'])}) already there, in {d['seconds']:.1f} s\n"
+            f"  {result.ref.url}")
+
+
+def markdown_snippet(info: dict) -> str:
+    env = info["environment"]
+    where = f"`{info['url']}`"
+    if info.get("https_url"):
+        where += f" ([manifest]({info['https_url']}))"
+    captured = ", ".join(filter(None, [
+        f"jax {env.get('jax') or '?'}", f"jaxlib {env.get('jaxlib') or '?'}", f"Python {env.get('python') or '?'}",
+        f"backend {env.get('platform') or '?'}" + (f" ({', '.join(env['devices'])})" if env.get("devices") else ""),
+        env.get("os"), env.get("cpu_model"),
+    ]))
+    median = info["reference_median_ns"]
+    lines = [f"**Reproducer:** reprobundle bundle `{info['bundle']}` (id `{info['bundle_id'][:19]}`)", ""]
+    if info["description"]:
+        lines += [f"> {info['description']}", ""]
+    lines += [
+        f"- **Function:** `{info['function']}`",
+        "- **Inputs:** " + (", ".join(f"`{i}`" for i in info["inputs"]) or "none"),
+        "- **Outputs:** " + (", ".join(f"`{o}`" for o in info["outputs"]) or "none"),
+        f"- **Captured on:** {captured}",
+        f"- **Reference time:** median {human_ns(median)} over {info['reference_n']} calls",
+        f"- **Bundle:** {where}",
+        "",
+        "Replay it (`pip install reprobundle`):",
+        "",
+        "```sh",
+        info["replay_command"],
+        "```",
+    ]
+    return "\n".join(lines)
+
+def share_text(info: dict) -> str:
+    lines = [f"{info['bundle']}  {info['bundle_id']}", f"  url:      {info['url']}"]
+    if info.get("https_url"):
+        lines.append(f"  https:    {info['https_url']}")
+    if info.get("console_url"):
+        lines.append(f"  console:  {info['console_url']}")
+    if info.get("file_url"):
+        lines.append(f"  file:     {info['file_url']}")
+    lines += [f"  replay:   {info['replay_command']}", "", info["markdown"]]
+    return "\n".join(lines)
+
+
+def gc_text(data: dict) -> str:
+    lines = [f"  {b['digest']}  {human_bytes(b['bytes'])}" for b in data["blobs"][:50]]
+    if data["count"] > 50:
+        lines.append(f"  ... and {data['count'] - 50} more")
+    total = f"{data['count']} unreferenced blobs ({human_bytes(data['bytes'])}) in {data['store']}"
+    if data["dry_run"]:
+        tail = f"would remove {total}" + ("; rerun with --delete to remove them" if data["count"] else "")
+    else:
+        tail = f"removed {total}"
+    return "\n".join(lines + [tail])
+
+
+def cache_text(data: dict) -> str:
+    if "removed_blobs" in data:
+        return f"removed {data['removed_blobs']} blobs ({human_bytes(data['removed_bytes'])}) from {data['root']}"
+    return (f"{data['root']}: {data['blobs']} blobs, {human_bytes(data['bytes'])} of "
+            f"{human_bytes(data['max_bytes'])} ({CACHE_MAX_ENV})")
+
+
+def export_size_warning(bundle: Bundle, size: int, limit: int = GITHUB_ATTACHMENT_LIMIT) -> str | None:
+    """A warning when an exported zip is too big to attach to a GitHub issue, with what would make it fit."""
+    if size <= limit:
+        return None
+    m = bundle.manifest
+    inputs = sum(l["blob"]["size"] for l in m["inputs"]["leaves"] if "blob" in l)
+    dump = (m.get("artifacts") or {}).get("xla_dump")
+    ways = []
+    if inputs:
+        ways.append(f"pack with --synthetic-inputs (the stored inputs are {human_bytes(inputs)})")
+    if dump:
+        ways.append(f"pack with --no-dump (the XLA dump folder is {human_bytes(dump['blob']['size'])})")
+    ways.append("or share it through a store instead: `reprobundle push REF --to gs://BUCKET/PREFIX`, then "
+                "`reprobundle url`")
+    return (f"warning: the zip is {human_bytes(size)}, over GitHub's 25 MB attachment limit; to fit: "
+            + "; ".join(ways))
+
+
+def byte_progress(label: str, echo: Callable[[str], None], *, every_s: float = 1.0) -> transfer.Progress:
+    """A plain-text progress line (at most one per `every_s` seconds, and the last one) for transfer.copy_bundle."""
+
+    state = {"last": 0.0, "shown_done": False}
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        finished = done >= total
+        if (now - state["last"] < every_s and not finished) or (finished and state["shown_done"]):
+            return
+        state["last"] = now
+        state["shown_done"] = finished
+        pct = 100.0 * done / total if total else 100.0
+        echo(f"{label}: {human_bytes(done)} / {human_bytes(total)} ({pct:.0f}%)")
+
+    return show

@@ -1,0 +1,76 @@
+"""A store on any fsspec filesystem (memory:// here; gcs.py builds on it)."""
+
+from __future__ import annotations
+
+import threading
+from typing import BinaryIO, Iterator
+
+from ..errors import AlreadyExistsError, NotFoundError
+from .base import Capabilities, Store, check_key
+
+
+class FsspecStore(Store):
+    """Any fsspec filesystem (memory://, gs://, ...). Subclasses make create-only writes atomic on their backend."""
+
+    capabilities = Capabilities(local=True)  # memory://: this process's memory; remote subclasses declare their own
+
+    def __init__(self, fs, root: str, url: str) -> None:
+        self.fs = fs
+        self.root = root.rstrip("/")
+        self.url = url
+        self._lock = threading.Lock()
+
+    def _path(self, key: str) -> str:
+        return f"{self.root}/{check_key(key)}"
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self.fs.cat_file(self._path(key))
+        except FileNotFoundError:
+            raise NotFoundError(f"{key} not found in {self.url}") from None
+
+    def open_read(self, key: str) -> BinaryIO:
+        try:
+            return self.fs.open(self._path(key), "rb")
+        except FileNotFoundError:
+            raise NotFoundError(f"{key} not found in {self.url}") from None
+
+    def put(self, key: str, data: bytes | memoryview, *, create_only: bool = False) -> None:
+        self.check_writable()
+        path = self._path(key)
+        # One process owns a memory:// filesystem, so a lock makes exists+write atomic there.
+        with self._lock:
+            if create_only and self.fs.exists(path):
+                raise AlreadyExistsError(f"{key} already exists in {self.url}")
+            self.fs.pipe_file(path, bytes(data))
+
+    def exists(self, key: str) -> bool:
+        return self.fs.isfile(self._path(key))
+
+    def size(self, key: str) -> int:
+        try:
+            return int(self.fs.size(self._path(key)))
+        except FileNotFoundError:
+            raise NotFoundError(f"{key} not found in {self.url}") from None
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        base = self._path(prefix) if prefix else self.root
+        try:
+            found = self.fs.find(base)
+        except FileNotFoundError:
+            return iter(())
+        root = self.root.lstrip("/") + "/"
+        keys = []
+        for p in found:
+            p = p.lstrip("/")
+            if p.startswith(root):
+                keys.append(p[len(root):])
+        return iter(sorted(keys))
+
+    def delete(self, key: str) -> None:
+        try:
+            self.fs.rm_file(self._path(key))
+        except FileNotFoundError:
+            pass
+
+
