@@ -4,14 +4,22 @@
    (goal: within 3%).
 2. Overhead: a one-version replay's wall time beyond a bare subprocess that imports jax, compiles and makes the
    same number of calls (goal: <= 0.3 s per version).
-3. Verdict quality at the default budget (100 steps, 8 interleaved rounds), from real replays:
-   - false positives: replays of K copies of the same version timed together (K(K-1)/2 identical pairs each);
+3. Verdict quality under the adaptive budget (run/budget.py: rounds of 13 steps, the group-sequential test after
+   each from the third, up to 16), from real replays:
+   - false positives: K copies of the same version timed together for the full 16 rounds (K(K-1)/2 identical
+     pairs each); the sequential procedure is applied to each pair's real per-round ratios exactly as the adaptive
+     schedule applies it (it decides at its first settled look, which is where the schedule would have stopped);
      any verdict but "same" is a false positive (goal <= 1%);
-   - power, exact: the same pairs with the candidate's samples scaled by 1.10, a pure 10% slowdown (goal >= 95%);
-   - power, real: two bundles timed together by the same scheduler, a chain of 10 and of 11 dependent matmuls
-     (10% more work), whose in-process time ratio is measured alongside.
+   - power at 5% and 10%: the same pairs with the candidate's per-round log ratios shifted by log 1.05 / log 1.10,
+     a pure slowdown (goal >= 95% at 5%);
+   - budget spent: the rounds (and seconds) each decision took, median;
+   - real slowdown: two bundles timed together by the replay's scheduler with the adaptive budget itself, a chain of
+     10 and of 11 dependent matmuls (10% more work), against an in-process A/B of the same two functions (one fresh
+     process, calls alternated, pinned alike with --pin); agreement: the paired ratio / the in-process ratio, and
+     whether the in-process ratio is in the 95% interval.
+   Every replay records its conditions (load, other processes); the figures print them.
 
-Usage: .venv/bin/python benchmarks/bench_replay.py [--accuracy-rounds R] [--replays N] [--copies K]
+Usage: .venv/bin/python benchmarks/bench_replay.py [--accuracy-rounds R] [--replays N] [--copies K] [--pin CPUS]
 """
 
 from __future__ import annotations
@@ -34,10 +42,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import reprobundle  # noqa: E402
-from reprobundle.api import load_factory, open_registry  # noqa: E402
-from reprobundle.analysis.verdict import timing_verdict  # noqa: E402
+from reprobundle.analysis import sequential  # noqa: E402
+from reprobundle.analysis.conditions import summary  # noqa: E402
+from reprobundle.analysis.verdict import paired_log_ratios, timing_verdict  # noqa: E402
+from reprobundle.api import (  # noqa: E402
+    load_factory,
+    open_registry,
+    parse_pin,  # noqa: E402
+)
+from reprobundle.run import budget as B  # noqa: E402
+from reprobundle.run.conditions import conditions, snapshot  # noqa: E402
 from reprobundle.run.execution import Timing, build_job  # noqa: E402
-from reprobundle.run.schedule import DEFAULT_ROUNDS, DEFAULT_STEPS, Contender, measure_interleaved  # noqa: E402
+from reprobundle.run.schedule import DEFAULT_STEPS, Contender, measure_interleaved  # noqa: E402
 
 BARE = r"""
 import sys, time
@@ -52,6 +68,42 @@ for _ in range({warmup}):
 for _ in range({calls}):
     jax.block_until_ready(f(*args))
 """
+
+
+IN_PROCESS_AB = r"""
+import os, sys, time, statistics
+cpus = sys.argv[1]
+if cpus:
+    os.sched_setaffinity(0, [int(c) for c in cpus.split(",")])
+sys.path.insert(0, sys.argv[2])
+from bench_replay import chain
+import jax
+fns = {n: chain(n) for n in (10, 11)}
+compiled = {n: (jax.jit(f).lower(*a).compile(), jax.device_put(a)) for n, (f, a) in fns.items()}
+for n, (c, a) in compiled.items():
+    for _ in range(int(sys.argv[3])):
+        jax.block_until_ready(c(*a))
+times = {10: [], 11: []}
+for i in range(int(sys.argv[4])):  # alternated, ABBA
+    for n in ((10, 11) if i % 2 == 0 else (11, 10)):
+        c, a = compiled[n]
+        t0 = time.perf_counter_ns()
+        jax.block_until_ready(c(*a))
+        times[n].append(time.perf_counter_ns() - t0)
+print(statistics.median(times[11]) / statistics.median(times[10]))
+"""
+
+
+def in_process_ab(opts) -> float:
+    """The chains' time ratio measured the ordinary way: both in one fresh process, calls alternated, under the same
+    pinning as the replay (affinity and thread settings) when --pin is given."""
+    from reprobundle.run.execution import pinned_env
+
+    env = dict(os.environ, **(pinned_env(opts.pin.threads) if opts.pin else {}))
+    cpus = ",".join(map(str, opts.pin.cpus)) if opts.pin else ""
+    out = subprocess.run([sys.executable, "-c", IN_PROCESS_AB, cpus, str(Path(__file__).parent), str(opts.warmup),
+                          str(opts.repeat)], check=True, capture_output=True, text=True, env=env)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def in_process_median(fn, args, warmup: int, repeat: int) -> float:
@@ -123,17 +175,34 @@ def accuracy_and_overhead(opts, tmp: str, fn, args) -> tuple[list[float], list[f
     return ratios, overheads
 
 
-def identical_pairs(opts, tmp: str) -> list[tuple[dict, dict]]:
+def identical_pairs(opts, tmp: str) -> tuple[list[list[float]], list[float], list[str]]:
+    """Per identical pair, its per-round paired log ratios over the full LAST_LOOK rounds; the replays' seconds per
+    round; the conditions each replay was measured under."""
     store = os.path.join(tmp, "store")  # the bundle packed by accuracy_and_overhead
-    pairs = []
+    pairs, per_round, measured_under = [], [], []
     for i in range(opts.replays):
         t0 = time.perf_counter()
         runs = reprobundle.replay("bench", ["installed"] * opts.copies, store=store, warmup=opts.warmup,
-                                  repeat=opts.repeat, dump=False, profile=False).runs
+                                  repeat=B.STEPS_PER_ROUND * sequential.LAST_LOOK, rounds=sequential.LAST_LOOK,
+                                  dump=False, profile=False, pin=opts.pin).runs
+        wall = time.perf_counter() - t0
         assert all(r["status"] == "ok" for r in runs), [r["reason"] for r in runs]
-        pairs += [(a["timing"], b["timing"]) for a, b in itertools.combinations(runs, 2)]
-        print(f"  identical replay {i + 1}/{opts.replays}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    return pairs
+        pairs += [paired_log_ratios(a["timing"], b["timing"]) for a, b in itertools.combinations(runs, 2)]
+        per_round.append(wall / sequential.LAST_LOOK)
+        measured_under.append(summary(runs[0]["environment"]["conditions"]))
+        print(f"  identical replay {i + 1}/{opts.replays}: {wall:.0f} s; {measured_under[-1]}", file=sys.stderr)
+    return pairs, per_round, measured_under
+
+
+def sequential_figures(pairs: list[list[float]], shift: float) -> tuple[int, list[int]]:
+    """Verdicts other than 'same' (shift 0) or 'slower' (shift > 0) counted as the procedure decides them, and the
+    rounds each decision took (LAST_LOOK when unsettled)."""
+    hits, rounds = 0, []
+    for ratios in pairs:
+        found = sequential.first_decision([d + shift for d in ratios])
+        hits += (found.decision in ("slower", "faster")) if shift == 0 else (found.decision == "slower")
+        rounds.append(found.rounds)
+    return hits, rounds
 
 
 def real_slowdown(opts, tmp: str) -> tuple[list[dict], list[float], list[tuple[dict, dict]]]:
@@ -153,20 +222,27 @@ def real_slowdown(opts, tmp: str) -> tuple[list[dict], list[float], list[tuple[d
     verdicts, inproc, timings = [], [], []
     for i in range(opts.real_replays):
         contenders = [Contender(f"chain{n}", sys.executable, writer(bundles[n])) for n in (10, 11)]
+        budget = B.plan([c.key for c in contenders], opts.repeat, None)
+        before = snapshot()
+        t0 = time.perf_counter()
+        budget.begin()
         with tempfile.TemporaryDirectory(dir=tmp) as work:
-            measured = measure_interleaved(contenders, Path(work), steps=opts.repeat, rounds=DEFAULT_ROUNDS,
-                                           timeout_s=600)
+            measured = measure_interleaved(contenders, Path(work), steps=budget.steps, rounds=budget.rounds,
+                                           timeout_s=600, more=budget.more, pin=opts.pin)
+        wall = time.perf_counter() - t0
         t = {}
         for c in contenders:
             m = measured[c.key]
             assert m.failed_round is None, m.outcome.reason
             t[c.key] = {"samples_ns": m.samples_ns, "steps": m.steps, "rounds": m.rounds, "group": str(i)}
         verdicts.append(timing_verdict(t["chain10"], t["chain11"]))
+        verdicts[-1]["wall_s"] = wall
         timings.append((t["chain10"], t["chain11"]))
-        medians = [in_process_median(*chain(n), opts.warmup, opts.repeat) for n in (10, 11)]
-        inproc.append(medians[1] / medians[0])
-        print(f"  real slowdown {i + 1}/{opts.real_replays}: {verdicts[-1]['verdict']} "
-              f"{verdicts[-1]['ratio']:.3f}x (in-process {inproc[-1]:.3f}x)", file=sys.stderr)
+        inproc.append(in_process_ab(opts))
+        v = verdicts[-1]
+        print(f"  real slowdown {i + 1}/{opts.real_replays}: {v['verdict']} {v['ratio']:.3f}x "
+              f"[{v['ci95'][0]:.3f}-{v['ci95'][1]:.3f}] in {v['rounds']} rounds, {wall:.0f} s "
+              f"(in-process {inproc[-1]:.3f}x); {summary(conditions(before, snapshot()))}", file=sys.stderr)
     return verdicts, inproc, timings
 
 
@@ -180,11 +256,14 @@ def main() -> None:
     parser.add_argument("--copies", type=int, default=4)
     parser.add_argument("--real-replays", type=int, default=6)
     parser.add_argument("--save", type=Path, help="write the raw timings of the verdict pairs here (JSON)")
+    parser.add_argument("--pin", default=None, help="pin every worker (replay --pin): CPUS or auto")
     opts = parser.parse_args()
+    opts.pin = parse_pin(opts.pin)
     saved: dict = {}
 
-    print(f"example: {opts.example}, repeat={opts.repeat}, warmup={opts.warmup}, rounds={DEFAULT_ROUNDS} "
-          f"(interleaved), {opts.replays} replays x {opts.copies} copies", flush=True)
+    print(f"example: {opts.example}, warmup={opts.warmup}, adaptive budget ({B.STEPS_PER_ROUND} steps a round, "
+          f"{sequential.FIRST_LOOK}-{sequential.LAST_LOOK} rounds), {opts.replays} replays x {opts.copies} copies"
+          + (f", {opts.pin.describe()}" if opts.pin else ""), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         fn, args = pack_example(opts, tmp)
         if opts.accuracy_rounds:
@@ -195,26 +274,34 @@ def main() -> None:
                   f"{statistics.median(overheads):.2f} s (range {min(overheads):.2f}-{max(overheads):.2f})  "
                   f"goal <= 0.3 s", flush=True)
         if opts.replays:
-            pairs = identical_pairs(opts, tmp)
+            pairs, per_round, measured_under = identical_pairs(opts, tmp)
             saved["identical"] = pairs
-            false_pos = [timing_verdict(a, b) for a, b in pairs]
-            power = [timing_verdict(a, scaled(b, 1.10)) for a, b in pairs]
-            fp = sum(v["verdict"] != "same" for v in false_pos)
-            hit = sum(v["verdict"] == "slower" for v in power)
-            covered = sum(v["ci95"][0] <= 1.10 <= v["ci95"][1] for v in power)
-            spread = [math.log(v["ratio"]) for v in false_pos]
-            print(f"false-positive rate, identical versions: {fp}/{len(pairs)} = {fp / len(pairs):.1%}  goal <= 1%; "
-                  f"sd of the log ratio {statistics.pstdev(spread):.4f}, pairs with p < 0.05: "
-                  f"{sum(v['p_value'] < 0.05 for v in false_pos)}")
-            print(f"power, exact 10% slowdown (samples x1.10): {hit}/{len(pairs)} = {hit / len(pairs):.1%}  "
-                  f"goal >= 95%; its 95% interval covers 1.10 in {covered}/{len(pairs)}", flush=True)
+            fp, rounds0 = sequential_figures(pairs, 0.0)
+            spread = [statistics.stdev(r) for r in pairs]
+            print(f"identical pairs: {len(pairs)}; per-round spread of the paired log ratio (sd) median "
+                  f"{statistics.median(spread):.4f}; {statistics.median(per_round):.1f} s per round "
+                  f"({opts.copies} versions)")
+            print(f"false-positive rate, adaptive budget: {fp}/{len(pairs)} = {fp / len(pairs):.1%}  goal <= 1%; "
+                  f"median rounds to a decision {statistics.median(rounds0):g} "
+                  f"(unsettled at {sequential.LAST_LOOK}: {sum(r == sequential.LAST_LOOK for r in rounds0)})")
+            for effect in (1.05, 1.10):
+                hit, rounds = sequential_figures(pairs, math.log(effect))
+                print(f"power, {effect - 1:.0%} slowdown (per-round log ratios + log {effect:g}): {hit}/{len(pairs)} "
+                      f"= {hit / len(pairs):.1%}  goal >= 95% at 5%; median rounds {statistics.median(rounds):g}")
+            print("  measured under: " + "\n  measured under: ".join(measured_under), flush=True)
         if opts.real_replays:
             real, inproc, saved["real"] = real_slowdown(opts, tmp)
             real_hit = sum(v["verdict"] == "slower" for v in real)
-            print(f"power, real slowdown (11 vs 10 chained matmuls, in-process ratio {statistics.median(inproc):.3f}):"
-                  f" {real_hit}/{len(real)} flagged slower; paired ratios "
-                  + ", ".join(f"{v['ratio']:.3f}" for v in real)
-                  + "; p " + ", ".join(f"{v['p_value']:.1g}" for v in real))
+            agree = [v["ratio"] / r for v, r in zip(real, inproc)]
+            inside = sum(v["ci95"][0] <= r <= v["ci95"][1] for v, r in zip(real, inproc))
+            print(f"real slowdown (11 vs 10 chained matmuls), adaptive budget: {real_hit}/{len(real)} flagged slower; "
+                  f"paired ratios " + ", ".join(f"{v['ratio']:.3f}" for v in real)
+                  + "; rounds " + ", ".join(str(v["rounds"]) for v in real)
+                  + f"; median {statistics.median(v['wall_s'] for v in real):.0f} s each")
+            print("agreement with an in-process A/B (in-process ratios "
+                  + ", ".join(f"{r:.3f}" for r in inproc) + f"): paired / in-process median "
+                  f"{statistics.median(agree):.3f} (range {min(agree):.3f}-{max(agree):.3f}); in-process ratio inside "
+                  f"the 95% interval {inside}/{len(real)}")
 
     if opts.save:
         opts.save.write_text(json.dumps(saved))

@@ -5,7 +5,6 @@ Pack it (flax must be installed where you pack; the bundle does not need it to r
 """
 
 import jax
-import jax.numpy as jnp
 from flax import linen as nn
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import sys
 import zipfile
@@ -12,11 +13,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .bundle.registry import Bundle, BundleRef, Registry, open_ref
+from .bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_ref
 from .capture.export import export_function, load_exported
 from .capture.pack import pack as _pack
-from .errors import ReproBundleError, ScriptError, UsageError
-from .run.execution import Timing, dtype_of
+from .errors import ReproBundleError, ScriptError, UsageError, clean
+from .logs import Status
+from .run.execution import DEFAULT_TIMEOUT_S, Timing, dtype_of
 from .run.replay import replay as _replay
 from .run.schedule import DEFAULT_STEPS
 
@@ -33,6 +35,17 @@ def resolve(ref: str, store: str | None = None) -> tuple[Registry, Bundle]:
     return open_ref(ref, store)
 
 
+def _timeout(timeout_s: float) -> float:
+    """A worker timeout: a positive, finite number of seconds (NaN, infinities, zero and negatives are refused)."""
+    try:
+        value = float(timeout_s)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"invalid timeout {clean(timeout_s, 40)}", hint="give a positive number of seconds, e.g. 600")
+    return value
+
+
 def _timing(warmup: int, repeat: int, rounds: int | None = None) -> Timing:
     if warmup < 0 or repeat < 1 or (rounds is not None and not 1 <= rounds <= repeat):
         raise UsageError(f"invalid timing: warmup={warmup}, repeat={repeat}, rounds={rounds}",
@@ -43,18 +56,27 @@ def _timing(warmup: int, repeat: int, rounds: int | None = None) -> Timing:
 def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: dict | None = None,
          static: Sequence[int | str] = (), synthetic_inputs: bool = False, seed: int = 0, description: str = "",
          labels: dict[str, str] | None = None, source: str | None = None, warmup: int = 5, repeat: int = 50,
-         dump: bool = True, profile: bool = True) -> BundleRef:
+         dump: bool = True, profile: bool = True, progress: Callable[[str], None] | None = None,
+         timeout_s: float = DEFAULT_TIMEOUT_S,
+         platforms: Sequence[str] | str | None = None) -> BundleRef:
     """Capture `fn(*args, **kwargs)` with jax.export, run it once as the reference, and publish a bundle.
 
     `fn` is any function JAX can jit (a plain function, a `jax.jit`, `nnx.jit` or `eqx.filter_jit` object) or a
     `jax.export.Exported` (symbolic shapes included, with concrete arguments). The arguments are any pytrees:
     array leaves are the bundle's inputs, other leaves (and the arguments `static` names, by index or name) are
     baked into the export and recorded. Returns the new bundle's reference (name, version, bundle id, URL).
+    `platforms` ("cuda,cpu" or a list): lower one artifact for each, on any machine; the reference runs on the first
+    accelerator of them this process's jax has, else the CPU (default: the default backend's platform).
+    `progress` gets a line as each phase starts (export, inputs, reference run, publish). `timeout_s` bounds the
+    reference run's worker.
     """
-    exported, leaves = export_function(fn, args, kwargs, static)
+    timeout_s = _timeout(timeout_s)
+    if progress:
+        progress(Status("exporting the function with jax.export", "export"))
+    exported, leaves = export_function(fn, args, kwargs, static, platforms)
     return _pack(open_registry(store), exported, None if synthetic_inputs else leaves, name=name,
                  synthetic=synthetic_inputs, seed=seed, description=description, labels=labels, source=source,
-                 timing=_timing(warmup, repeat), dump=dump, profile=profile)
+                 timing=_timing(warmup, repeat), dump=dump, profile=profile, progress=progress, timeout_s=timeout_s)
 
 
 def load_npz(path: str | Path, expected: Sequence[dict] | None = None) -> list[np.ndarray]:
@@ -95,6 +117,7 @@ def _pack_loaded(fn, inputs, *, store, synthetic_inputs, warmup, repeat, **optio
         if inputs is None:
             raise UsageError("no inputs given", hint="pass --inputs FILE.npz or --synthetic-inputs")
         leaves = load_npz(inputs, fn.fields["in_avals"]) if isinstance(inputs, (str, Path)) else list(inputs)
+    options["timeout_s"] = _timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))
     return _pack(open_registry(store), fn, leaves, synthetic=synthetic_inputs, timing=_timing(warmup, repeat),
                  **options)
 
@@ -103,12 +126,15 @@ def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np
                   name: str, store: str | None = None, synthetic_inputs: bool = False, seed: int = 0,
                   description: str = "", labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50,
                   dump: bool = True, profile: bool = True, jax_version: str | None = None,
-                  python: str | None = None) -> BundleRef:
+                  python: str | None = None, progress: Callable[[str], None] | None = None,
+                  timeout_s: float = DEFAULT_TIMEOUT_S,
+                  platforms: Sequence[str] | str | None = None) -> BundleRef:
     """Package a `jax.export` artifact someone already serialized (bytes or a file) with its inputs.
 
     With `jax_version`, the artifact is read and the reference made by that JAX release, in its environment,
     so the bundle is exactly what that release produces; the host's JAX never reads the artifact.
     """
+    timeout_s = _timeout(timeout_s)
     data = bytes(exported) if isinstance(exported, (bytes, bytearray)) else _read(exported, "exported artifact")
     if jax_version and jax_version != "installed":
         from .capture.pack import pack_serialized_in
@@ -116,34 +142,52 @@ def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np
         if synthetic_inputs or inputs is None:
             raise UsageError("packing on another JAX version needs real inputs", hint="pass --inputs FILE.npz")
         leaves = load_npz(inputs) if isinstance(inputs, (str, Path)) else list(inputs)
-        env = environment_manager(python=python).ensure(jax_version)
+        env = environment_manager(python=python).ensure(jax_version, progress=progress)
         return pack_serialized_in(open_registry(store), data, leaves, python=str(env.python_executable), name=name,
                                   description=description, labels=labels, timing=_timing(warmup, repeat), dump=dump,
-                                  profile=profile)
-    return _pack_loaded(load_exported(data), inputs, name=name, store=store, synthetic_inputs=synthetic_inputs,
+                                  profile=profile, progress=progress, timeout_s=timeout_s)
+    loaded = load_exported(data)
+    if platforms is not None:
+        from .capture.export import lowering_platforms
+
+        if lowering_platforms(platforms) != tuple(loaded.fields["platforms"]):
+            raise UsageError(f"this artifact was exported for {','.join(loaded.fields['platforms'])}: "
+                             "--platforms cannot change that",
+                             hint="export it again with jax.export.export(f, platforms=(...)), or drop --platforms")
+    return _pack_loaded(loaded, inputs, name=name, store=store, synthetic_inputs=synthetic_inputs,
                         seed=seed, description=description, labels=labels, warmup=warmup, repeat=repeat, dump=dump,
-                        profile=profile)
+                        profile=profile, progress=progress, timeout_s=timeout_s)
 
 
 def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray] | None = None, *, name: str,
                    store: str | None = None, synthetic_inputs: bool = False, seed: int = 0, description: str = "",
                    labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50, dump: bool = True,
-                   profile: bool = True) -> BundleRef:
+                   profile: bool = True, progress: Callable[[str], None] | None = None,
+                   timeout_s: float = DEFAULT_TIMEOUT_S,
+                   platforms: Sequence[str] | str | None = None) -> BundleRef:
     """Package a raw StableHLO module (MLIR text, such as an IR dump's module.mlir) with its inputs.
 
     The module's public @main is called with the inputs as its arguments, in order (the .npz keys arr_0, arr_1,
     ... as numpy.savez(path, *arrays) writes them), on one device, without effects.
     """
-    from .capture.export import load_stablehlo, stablehlo_signature
+    from .capture.export import load_stablehlo, lowering_platforms, stablehlo_signature
+
+    platform = None
+    if platforms is not None:  # the one platform the module is for
+        names = lowering_platforms(platforms) or ()
+        if len(names) != 1:
+            raise UsageError("a StableHLO module is for one platform", hint="give one: --platforms cuda")
+        platform = names[0]
 
     text = _read(module, "StableHLO module").decode("utf-8", "replace")
     if not synthetic_inputs and inputs is not None:  # a module with dynamic dimensions takes the inputs' sizes
         in_avals = stablehlo_signature(text)[0]
         inputs = load_npz(inputs, in_avals) if isinstance(inputs, (str, Path)) else list(inputs)
     shapes = None if synthetic_inputs or inputs is None else [np.shape(x) for x in inputs]
-    return _pack_loaded(load_stablehlo(text, shapes), inputs, name=name, store=store, synthetic_inputs=synthetic_inputs,
+    return _pack_loaded(load_stablehlo(text, shapes, platform), inputs, name=name, store=store,
+                        synthetic_inputs=synthetic_inputs,
                         seed=seed, description=description, labels=labels, warmup=warmup, repeat=repeat, dump=dump,
-                        profile=profile, source=text)
+                        profile=profile, source=text, progress=progress, timeout_s=timeout_s)
 
 
 def load_factory(script: str) -> tuple[Path, str, Callable]:
@@ -173,6 +217,11 @@ def load_factory(script: str) -> tuple[Path, str, Callable]:
 
 def pack_script(script: str, *, name: str, store: str | None = None, **options) -> BundleRef:
     """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`."""
+    options["timeout_s"] = _timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))  # before the script runs
+    # This process never needs a GPU's memory held: the reference run is another process, which does.
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if options.get("progress"):
+        options["progress"](Status(f"running {script} to build the call", "script"))
     path, source, factory = load_factory(script)
     try:
         made = factory()
@@ -186,6 +235,33 @@ def pack_script(script: str, *, name: str, store: str | None = None, **options) 
     if not isinstance(args, (tuple, list)):
         args = (args,)
     return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, **options)
+
+
+def capture_program(command: Sequence[str], *, match: str | None = None, call: int | None = None,
+                    top: int | None = None, all_signatures: bool = False, listing: bool = False,
+                    name: str | None = None, store: str | None = None, description: str = "",
+                    labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50, dump: bool = True,
+                    profile: bool = True, progress: Callable[[str], None] | None = None):
+    """Run an unmodified program (`["python", "train.py", ...]`) and list or pack the jitted computations it runs.
+
+    `listing`: time every call and capture nothing. Otherwise the functions whose name matches `match` (a regular
+    expression), or the `top` K most expensive ones, are packed at their `call`-th call (per signature; default:
+    the first call after the one that compiled, or the only call) into `store`. Returns a CaptureResult
+    (computations, captures with their refs, failures, the program's exit code).
+    """
+    from .capture.launch import capture_program as _capture_program
+    from .capture.session import PackOptions
+    from .capture.staging import CaptureOptions
+
+    _timing(warmup, repeat)
+    if name is not None:
+        from .bundle import manifest as mf
+
+        mf.check_name(name)
+    options = CaptureOptions(match=match, call=call, top=top, all_signatures=all_signatures, listing=listing)
+    pack_options = PackOptions(store=None if store is None else str(store), name=name, description=description,
+                               labels=dict(labels or {}), warmup=warmup, repeat=repeat, dump=dump, profile=profile)
+    return _capture_program(list(command), options.check(), pack_options, progress=progress)
 
 
 def environment_manager(env_dir: str | None = None, *, python: str | None = None):
@@ -202,6 +278,8 @@ class ReplayResult:
     registry: Registry
     bundle: Bundle
     runs: list[dict]
+    origin: tuple[Registry, Bundle] | None = None  # where the ref resolved (a zip, an https store), if not `registry`
+    replay_args: tuple[str, ...] = ()  # the non-default timing options, as the replay command's flags
 
     @property
     def run(self) -> dict:
@@ -209,38 +287,142 @@ class ReplayResult:
 
 
 def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | None = None, warmup: int = 5,
-           repeat: int = DEFAULT_STEPS, rounds: int | None = None, timeout_s: float = 1800.0, dump: bool = True,
+           repeat: int = DEFAULT_STEPS, rounds: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+           dump: bool = True,
            profile: bool = True, python: str | None = None, env_dir: str | None = None,
            progress: Callable[[str], None] | None = None,
-           memory_limit_bytes: int | None = None, shapes: dict[str, int] | Sequence[str] | None = None) -> ReplayResult:
+           memory_limit_bytes: int | None = None, shapes: dict[str, int] | Sequence[str] | None = None,
+           platform: str | None = None, pin: str | Sequence[int] | None = None,
+           max_time_s: float | None = None) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
-    A bundle in a read-only store (a .zip) is first copied into the default local store, where its runs go.
+    Several versions are timed in as many rounds as settle their verdicts (at most 16) unless `rounds` fixes them;
+    `max_time_s` bounds that timing. `pin` ("1", "0-3", "auto" for the last CPU this process may use, or CPU ids)
+    runs every version's worker on those CPUs with as many XLA threads: steadier, less realistic timings.
+
+    A bundle in a read-only store (a .zip) is first copied (checked whole first) into `store` when the ref names
+    its own store (`replay X.zip --store DIR`), else into the default local store; its runs go there.
     `shapes` ({"b": 16} or ["b=16"]) replays a shape-polymorphic bundle at other sizes, on synthetic inputs.
+    `platform` ("cpu", "cuda", "cuda12", "cuda13", "rocm", "tpu"): where every version runs (default: the bundle's
+    first accelerator platform this machine has, else the CPU; see run/platforms.py).
     """
     from .bundle.dims import parse_bindings
 
     shapes = parse_bindings(shapes)
     from .bundle.transfer import copy_bundle, prefetch
 
+    timeout_s = _timeout(timeout_s)
     registry, bundle = resolve(ref, store)
+    origin = (registry, bundle)
     if registry.store.read_only:
-        local = open_registry(None)
+        if progress:
+            progress(Status(f"copying {bundle.ref} from {registry.url} into the local store", "fetch"))
+        local = open_registry(store if store is not None and split_store_ref(ref)[0] is not None else None)
         copied = copy_bundle(registry, bundle, local).ref
         registry, bundle = local, local.load(copied.name, copied.version)
 
-    prefetch(registry, bundle, progress)  # a remote store's blobs come into the local cache at once, in parallel
+    prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
     env_manager = None
     if any(v != "installed" for v in versions) or python:
         env_manager = environment_manager(env_dir, python=python)
+    pinned = parse_pin(pin)
+    if max_time_s is not None and not max_time_s > 0:
+        raise UsageError(f"invalid --max-time {max_time_s:g}", hint="give the seconds the timing may take, > 0")
     runs = _replay(registry, bundle, versions, timing=_timing(warmup, repeat, rounds), timeout_s=timeout_s, dump=dump,
                    profile=profile, python=python, env_manager=env_manager, progress=progress,
-                   memory_limit_bytes=memory_limit_bytes, shapes=shapes)
-    return ReplayResult(registry, bundle, runs)
+                   memory_limit_bytes=memory_limit_bytes, shapes=shapes, platform=platform, pin=pinned,
+                   max_time_s=max_time_s)
+    args = (["--repeat", str(repeat)] if repeat != DEFAULT_STEPS else []) + (
+        ["--rounds", str(rounds)] if rounds is not None else []) + (["--warmup", str(warmup)] if warmup != 5 else [])
+    args += [a for k, v in sorted((shapes or {}).items()) for a in ("--shape", f"{k}={v}")]
+    args += ["--platform", platform] if platform else []
+    args += ["--pin", ",".join(map(str, pinned.cpus))] if pinned else []
+    return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(args))
 
 
-def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None) -> dict:
-    """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs."""
+def parse_pin(pin: str | Sequence[int] | None):
+    """`--pin` as a schedule.Pin: "auto" (the last CPU of this process's affinity mask, alone), "2", "0-3",
+    "0,2" or a sequence of CPU ids; every worker gets those CPUs and as many threads. None: not pinned."""
+    from .run.schedule import Pin
+
+    if pin is None or isinstance(pin, Pin):
+        return pin
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = list(range(os.cpu_count() or 1))
+    if isinstance(pin, str):
+        text = pin.strip().lower()
+        if text == "auto":
+            cpus = [allowed[-1]]
+        else:
+            cpus = []
+            try:
+                for part in text.split(","):
+                    lo, sep, hi = part.partition("-")
+                    cpus += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
+            except ValueError:
+                raise UsageError(f"invalid --pin {pin!r}", hint="CPU ids: 2, 0-3, 0,2 or auto") from None
+    else:
+        cpus = [int(c) for c in pin]
+    cpus = sorted(set(cpus))
+    missing = [c for c in cpus if c not in allowed]
+    if not cpus or missing:
+        raise UsageError(f"--pin {pin}: CPU(s) {', '.join(map(str, missing)) or 'none'} not available to this "
+                         f"process", hint=f"this process may use CPUs {','.join(map(str, allowed))}")
+    return Pin(tuple(cpus), len(cpus))
+
+
+def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name: str | None = None,
+            max_pieces: int = 8, warmup: int = 2, repeat: int = DEFAULT_STEPS, max_time_s: float | None = None,
+            pin: str | Sequence[int] | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None,
+            env_dir: str | None = None, progress: Callable[[str], None] | None = None):
+    """Split a bundle's StableHLO into pieces (by source line, else before each op that does work), time each piece
+    standalone on versions[0] and versions[1] in paired rounds, and pack the piece whose median moved most into
+    `store` as `name` (default NAME-piece-K): a minimal repro. Returns a capture.isolate.Isolation."""
+    from .capture.isolate import isolate as _isolate
+
+    if len(versions) != 2:
+        raise UsageError("isolate compares two versions", hint="give --jax twice: the baseline, then the candidate")
+    if max_pieces < 2:
+        raise UsageError(f"invalid --pieces {max_pieces}", hint="at least 2")
+    if name is not None:
+        from .bundle import manifest as mf
+
+        mf.check_name(name)
+    registry, bundle = resolve(ref, store)
+    if registry.store.read_only:
+        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
+    env_manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in versions) else None
+    return _isolate(registry, bundle, list(versions), max_pieces=max_pieces, name=name,
+                    timing=_timing(warmup, repeat), max_time_s=max_time_s, pin=parse_pin(pin),
+                    timeout_s=_timeout(timeout_s), env_manager=env_manager, python=python, progress=progress)
+
+
+def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict:
+    """The comparison of a replay's runs, with the Reproduce block: where the bundle is (the zip or store the ref
+    named) and the exact command that replays it on the same versions with the same timing options."""
+    return comparison_of(result.registry, result.bundle, result.runs, baseline, origin=result.origin,
+                         replay_args=result.replay_args)
+
+
+def concrete_versions(runs: Sequence[dict]) -> list[str]:
+    """The versions of runs as a reader would ask for them: `installed` becomes the JAX version it was."""
+    out = []
+    for run in runs:
+        v = run["requested"]
+        if v == "installed":
+            v = str((run.get("environment") or {}).get("jax") or v)
+        out.append(v)
+    return out
+
+
+def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None, *,
+                  origin: tuple[Registry, Bundle] | None = None, replay_args: Sequence[str] = (),
+                  reproduce: bool = True) -> dict:
+    """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs;
+    with `reproduce`, its "reproduce" block (bundle/sharing.reproduce_info) names the bundle where `origin`
+    (registry, bundle; default: these) holds it."""
     from .analysis.comparison import REFERENCE, build_comparison
     from .run.replay import leaf_array, reference_arrays
 
@@ -257,46 +439,109 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
         hlo_texts[run["requested"]] = hlo_text(run["artifacts"])
         outputs[run["requested"]] = arrays(run["outputs"])
     try:
-        return build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs)
+        comparison = build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs)
     except ValueError as e:
         raise UsageError(str(e), hint="--baseline names one of the replayed versions, or 'reference'") from None
+    if reproduce:
+        from .bundle.sharing import reproduce_info
+
+        source, there = origin or (registry, bundle)
+        comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=replay_args)
+    return comparison
+
+
+def write_attachment(comparison: dict, folder: str | Path, ref: str, store: str | None = None) -> Path | None:
+    """The zip a report's Reproduce block asks to attach (a bundle of a local store, or the zip `ref` named),
+    exported from `ref` into `folder` unless it is there already; None when the bundle is reachable by URL."""
+    rep = comparison.get("reproduce") or {}
+    if not rep.get("attach"):
+        return None
+    path = Path(folder) / rep["attach"]
+    if not path.exists():
+        registry, bundle = resolve(ref, store)
+        registry.export_zip(bundle, path)
+    return path
 
 
 def compare(ref: str, versions: Sequence[str] | None = None, *, store: str | None = None,
             baseline: str | None = None) -> dict:
-    """Compare the stored runs of a bundle: the latest run of each requested version (default: every version)."""
+    """Compare the stored runs of a bundle. It prefers runs timed together: the latest replay that holds every
+    requested version (default: the latest replay of several versions), else the latest run of each version, shown
+    as not comparable. The comparison says which runs it used ("runs_used", "selection")."""
     registry, bundle = resolve(ref, store)
-    latest: dict[str, dict] = {}
-    for run in registry.runs(bundle.ref.bundle_id):  # oldest first, so later runs win
-        latest[run["requested"]] = run
-    wanted = list(versions) if versions else list(latest)
-    missing = [v for v in wanted if v not in latest]
+    stored = registry.runs(bundle.ref.bundle_id)  # oldest first
+    if not stored:
+        raise UsageError(f"{bundle.ref} has no stored runs", hint=f"reprobundle replay {bundle.ref} --jax VERSION")
+    chosen, selection = select_runs(stored, list(versions) if versions else None)
+    missing = [v for v in versions or [] if not any(r["requested"] == v for r in chosen)]
     if missing:
         raise UsageError(f"no stored run of {bundle.ref} on jax {', '.join(missing)}",
                          hint=f"replay it first: reprobundle replay {bundle.ref} --jax {missing[0]}")
-    if not wanted:
-        raise UsageError(f"{bundle.ref} has no stored runs", hint=f"reprobundle replay {bundle.ref} --jax VERSION")
-    return comparison_of(registry, bundle, [latest[v] for v in wanted], baseline)
+    comparison = comparison_of(registry, bundle, chosen, baseline)
+    comparison["selection"] = selection
+    return comparison
+
+
+def _group_of(run: dict) -> str | None:
+    return run.get("group") or (run.get("timing") or {}).get("group")
+
+
+def select_runs(runs: Sequence[dict], versions: list[str] | None) -> tuple[list[dict], str]:
+    """The runs to compare (oldest first in, chosen out) and a sentence saying which and why."""
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        group = _group_of(run)
+        if group:
+            groups.setdefault(group, []).append(run)
+    latest_first = sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True)
+    every = sorted({r["requested"] for r in runs})
+    for members in latest_first:
+        have = [r["requested"] for r in members]
+        if versions is None and len(members) < 2:
+            continue
+        if versions is not None and not all(v in have for v in versions):
+            continue
+        chosen = members if versions is None else [next(r for r in members if r["requested"] == v) for v in versions]
+        others = sorted(set(every) - {r["requested"] for r in chosen})
+        when = min(r["created"] for r in chosen)[:16].replace("T", " ")
+        text = (f"compared the latest replay that timed {', '.join(r['requested'] for r in chosen)} together "
+                f"(replay {_group_of(chosen[0])}, {when} UTC)")
+        if others:
+            text += f"; other stored versions: {', '.join(others)} (name them with --jax)"
+        return list(chosen), text
+    latest: dict[str, dict] = {}
+    for run in runs:  # oldest first, so later runs win
+        latest[run["requested"]] = run
+    wanted = versions or list(latest)
+    chosen = [latest[v] for v in wanted if v in latest]
+    text = (f"no single replay timed {', '.join(wanted)} together: compared the latest run of each, which are not "
+            "comparable in time (replay them together: reprobundle replay REF "
+            + " ".join("--jax " + v for v in wanted) + ")")
+    return chosen, text
 
 
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: int = 5,
            repeat: int = DEFAULT_STEPS,
-           rounds: int | None = None, timeout_s: float = 1800.0, python: str | None = None,
-           env_dir: str | None = None, progress: Callable[[str], None] | None = None):
-    """Find the first released JAX version between `good` and `bad` where the bundle regressed."""
+           rounds: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None,
+           env_dir: str | None = None, progress: Callable[[str], None] | None = None, platform: str | None = None):
+    """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
+    tested on one platform: `platform`, else as replay chooses)."""
     from .run.bisection import bisect as _bisect
     from .run.replay import replay as _replay
+    from .run.versions import version_key
 
+    timeout_s = _timeout(timeout_s)
     registry, bundle = resolve(ref, store)
     manager = environment_manager(env_dir, python=python)
     timing = _timing(warmup, repeat, rounds)
 
     def replay_together(versions: Sequence[str]) -> list[dict]:
         return _replay(registry, bundle, versions, timing=timing, timeout_s=timeout_s, dump=False, profile=True,
-                       env_manager=manager, progress=progress, store_runs=not registry.store.read_only)
+                       env_manager=manager, progress=progress, store_runs=not registry.store.read_only,
+                       platform=platform)
 
     result = _bisect(manager.available_versions(), good, bad, replay_together, progress=progress)
-    tested = [result.runs[v] for v in sorted(result.runs, key=lambda v: [int(p) for p in v.split(".") if p.isdigit()])]
+    tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
     comparison = comparison_of(registry, bundle, tested, baseline=good)
     return result, comparison
 
@@ -305,27 +550,29 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
 
 
 def push(ref: str, to: str, *, store: str | None = None, progress: Callable[[int, int], None] | None = None,
-         jobs: int | None = None):
-    """Copy a bundle of `store` to the store at `to` (sending only the blobs it lacks); a TransferResult."""
+         jobs: int | None = None, runs: bool = True):
+    """Copy a bundle of `store` to the store at `to` (sending only the blobs it lacks), with its run records unless
+    `runs` is False (so a shared registry shows the history); a TransferResult."""
     from .bundle import sharing
 
-    return sharing.push(ref, to, store=store, progress=progress, jobs=jobs)
+    return sharing.push(ref, to, store=store, progress=progress, jobs=jobs, runs=runs)
 
 
 def pull(url: str, *, store: str | None = None, progress: Callable[[int, int], None] | None = None,
-         jobs: int | None = None):
-    """Copy the bundle at `url` (gs://BUCKET/PREFIX/NAME@V, a .zip...) into `store`; a TransferResult."""
+         jobs: int | None = None, runs: bool = True):
+    """Copy the bundle at `url` (gs://BUCKET/PREFIX/NAME@V, https://..., a .zip...) into `store`, with its run
+    records unless `runs` is False; a TransferResult."""
     from .bundle import sharing
 
-    return sharing.pull(url, store=store, progress=progress, jobs=jobs)
+    return sharing.pull(url, store=store, progress=progress, jobs=jobs, runs=runs)
 
 
 def copy(src_ref: str, dest_url: str, *, store: str | None = None,
-         progress: Callable[[int, int], None] | None = None, jobs: int | None = None):
-    """Copy a bundle between any two stores (a .zip may be the source); a TransferResult."""
+         progress: Callable[[int, int], None] | None = None, jobs: int | None = None, runs: bool = True):
+    """Copy a bundle between any two stores (a .zip may be the source), with its runs; a TransferResult."""
     from .bundle import sharing
 
-    return sharing.copy(src_ref, dest_url, store=store, progress=progress, jobs=jobs)
+    return sharing.copy(src_ref, dest_url, store=store, progress=progress, jobs=jobs, runs=runs)
 
 
 def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str] = ()) -> dict:
@@ -337,11 +584,12 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
     return {**info, "markdown": markdown_snippet(info)}
 
 
-def gc(store: str | None = None, *, delete: bool = False) -> dict:
-    """Unreferenced blobs of a store and their bytes; deleted only with delete=True."""
+def gc(store: str | None = None, *, delete: bool = False, grace_s: float | None = None) -> dict:
+    """Unreferenced blobs of a store and their bytes; deleted only with delete=True, and only once unused for the
+    grace period (`grace_s` seconds; None: $REPROBUNDLE_GC_GRACE or 24 h) and held by no running writer."""
     from .bundle import sharing
 
-    return sharing.gc(store, delete=delete)
+    return sharing.gc(store, delete=delete, grace_s=grace_s)
 
 
 def cache_info() -> dict:

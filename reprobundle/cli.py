@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import List, Optional
@@ -13,7 +16,7 @@ import typer
 
 from . import api
 from .bundle import manifest as mf
-from .errors import ReproBundleError, UsageError
+from .errors import ReproBundleError, UsageError, clean, clean_values, terminal_text
 from .render import text as report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -24,17 +27,63 @@ StoreOpt = typer.Option(None, "--store", envvar="REPROBUNDLE_STORE",
 JsonOpt = typer.Option(False, "--json", help="Machine-readable output.")
 
 
+@app.callback()
+def _options(verbose: int = typer.Option(0, "--verbose", "-v", count=True,
+                                         help="Log what reprobundle decides (retries, fallbacks, cache); -vv: debug. "
+                                              "Or set REPROBUNDLE_LOG=info|debug.")) -> None:
+    from .logs import configure
+
+    configure(verbose)
+
+
+_SINKS: list = []  # live progress displays, closed before any output and when the command ends
+
+
+def _close_progress() -> None:
+    while _SINKS:
+        _SINKS.pop().close()
+
+
 def _emit(as_json: bool, data, human: str) -> None:
+    _close_progress()
     if as_json:
         typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
     else:
-        typer.echo(human)
+        typer.echo(terminal_text(human))  # the net under render/'s per-value escaping: no terminal controls
 
 
 def _progress(as_json: bool):
+    """Progress on stderr: phase, elapsed time and ETA; live (rich) on a terminal, plain lines elsewhere."""
     if as_json:
         return None
-    return lambda line: typer.echo(line, err=True)
+    from .render.progress import Progress
+
+    sink = Progress(sys.stderr, width=_terminal(sys.stderr)[0])
+    _SINKS.append(sink)
+    return sink
+
+
+def _terminal(stream=None) -> tuple[int, bool]:
+    """(columns, colour) for text on `stream` (stdout): 100 columns unless a terminal is wider; colour on a
+    terminal unless NO_COLOR is set or TERM is dumb."""
+    import shutil
+
+    stream = stream or sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    width = max(100, shutil.get_terminal_size((100, 24)).columns) if tty else 100
+    color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    return width, color
+
+
+def _comparison_text(comparison: dict) -> str:
+    from .render import comparison as comparison_render
+
+    width, color = _terminal()
+    # its values come from bundles and run records: each one line, escaped (errors.clean_values)
+    return comparison_render.to_text(clean_values(comparison), width=width, color=color)
 
 
 def _labels(items: List[str]) -> dict[str, str]:
@@ -67,12 +116,24 @@ def pack(
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     jax_version: Optional[str] = typer.Option(None, "--jax", help="With --exported: read the artifact and make the "
                                                                  "reference on this JAX release (its own environment)."),
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+                                  help="Seconds of work the reference run's worker gets before it is killed."),
+    platforms: Optional[str] = typer.Option(None, "--platforms", help="Lower for these platforms, comma-separated "
+                                                                     "(cpu, cuda, rocm, tpu; any machine can), e.g. "
+                                                                     "cuda,cpu: replays then run on either. Default: "
+                                                                     "this machine's."),
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Capture a function into a new bundle version."""
+    mf.check_name(name)  # before any work: a bad name is refused at once
     options = dict(name=name, store=store, synthetic_inputs=synthetic_inputs, seed=seed, description=description,
-                   labels=_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump)
+                   labels=_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump, timeout_s=timeout,
+                   progress=_progress(as_json))
+    if platforms is not None:
+        options["platforms"] = platforms
+        if jax_version:
+            raise UsageError("--platforms does not go with --jax", hint="the artifact's platforms are fixed already")
     sources = [x for x in (script, exported, stablehlo) if x is not None]
     if len(sources) != 1:
         raise UsageError("give exactly one of SCRIPT.py[:FACTORY], --exported FILE, --stablehlo FILE")
@@ -88,6 +149,52 @@ def pack(
                              hint="a script's factory returns its own arguments")
         ref = api.pack_script(script, **options)
     _emit(as_json, report.ref_data(ref), f"packed {ref}  {ref.bundle_id}\n{ref.url}")
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def capture(
+    command: Optional[List[str]] = typer.Argument(None, metavar="-- PROGRAM [ARGS]...",
+                                                  help="The program, unmodified, e.g. -- python train.py --steps 20."),
+    listing: bool = typer.Option(False, "--list", help="List every jitted computation the program ran (calls, "
+                                                       "compile and run times, measured with block_until_ready "
+                                                       "after each call), and capture nothing."),
+    match: Optional[str] = typer.Option(None, "--match", help="Capture the jitted functions whose qualified or jit "
+                                                              "name matches this regular expression."),
+    call: Optional[int] = typer.Option(None, "--call", help="Capture at this call of the function, counted per "
+                                                            "signature (1: the call that compiled it). Default: the "
+                                                            "first call after that one, or the only call."),
+    top: Optional[int] = typer.Option(None, "--top", help="Capture the K computations that took the most run time "
+                                                          "(every call is then timed with block_until_ready)."),
+    all_signatures: bool = typer.Option(False, "--all-signatures", help="Capture each distinct signature of a "
+                                                                        "matching function, not only its first."),
+    name: Optional[str] = typer.Option(None, "--name", help="Bundle name (a prefix when several are captured; "
+                                                            "default: the function's name)."),
+    description: str = typer.Option("", "--description"),
+    label: List[str] = typer.Option([], "--label", help="KEY=VALUE, repeatable."),
+    warmup: int = typer.Option(5, "--warmup"),
+    repeat: int = typer.Option(50, "--repeat", help="Timed calls of each bundle's reference run."),
+    no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
+    no_profile: bool = typer.Option(False, "--no-profile", help="No profiler trace in the reference run."),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run a program unmodified; list its jitted computations, or pack the matching ones with their real inputs."""
+    from .errors import NotFoundError
+    from .render import capture as capture_render
+
+    result = api.capture_program(command or [], match=match, call=call, top=top, all_signatures=all_signatures,
+                                 listing=listing, name=name, store=store, description=description,
+                                 labels=_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump,
+                                 profile=not no_profile, progress=_progress(as_json))
+    human = (capture_render.listing_text(result, limit=top) if listing else capture_render.capture_text(result))
+    _emit(as_json, capture_render.capture_data(result), human)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)  # the program's own exit code, passed through
+    if not listing and not result.captures:
+        if result.failures:
+            raise typer.Exit(8)
+        raise NotFoundError("no jitted computation matched" + (f" --match {match!r}" if match else ""),
+                            hint="reprobundle capture --list -- PROGRAM shows the names of those it ran")
 
 
 @app.command("ls")
@@ -146,20 +253,42 @@ def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="Th
 
 
 RoundsOpt = typer.Option(None, "--rounds", help="Rounds of fresh worker processes, the versions timed in "
-                                               "alternation in each (default: 8 for several versions, else 1).")
+                                               "alternation in each (default for several versions: as many as "
+                                               "settle the verdicts, 3 to 16; one version: 1).")
 ReportOpt = typer.Option(None, "--report", help="Write a Markdown report (pastes into a GitHub issue).")
 HtmlOpt = typer.Option(None, "--html", help="Write an HTML page with a chart of the timings.")
 BaselineOpt = typer.Option(None, "--baseline", help="Version the others are compared with "
                                                     "(default: the first that ran; 'reference' for the packing run).")
 
 
-def _write_reports(comparison: dict, report_path: Optional[Path], html_path: Optional[Path]) -> None:
+def _write_reports(comparison: dict, report_path: Optional[Path], html_path: Optional[Path],
+                   ref: Optional[str] = None, store: Optional[str] = None) -> None:
     from .render import comparison as comparison_render
 
+    _close_progress()
     for path, render in ((report_path, comparison_render.to_markdown), (html_path, comparison_render.to_html)):
         if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(render(comparison))
             typer.echo(f"wrote {path}", err=True)
+    written = report_path or html_path
+    if written is not None and ref is not None:  # the zip the Reproduce block asks to attach, beside the report
+        attachment = api.write_attachment(comparison, written.parent, ref, store)
+        if attachment is not None:
+            typer.echo(f"wrote {attachment}\n  attach it to the issue with the report; `python {attachment.name}` "
+                       "replays it with nothing but JAX", err=True)
+
+
+PlatformOpt = typer.Option(None, "--platform", help="Run on this platform: cpu, cuda (cuda12, cuda13), rocm, tpu "
+                                                  "(default: the bundle's first accelerator platform this machine "
+                                                  "has, else cpu).")
+
+
+MaxTimeOpt = typer.Option(None, "--max-time", help="Seconds the timing of several versions may take: rounds stop "
+                                                  "there even if a verdict is not settled (default: up to 16 rounds).")
+PinOpt = typer.Option(None, "--pin", help="Run every version's worker on these CPUs (2, 0-3, 0,2 or auto: the last "
+                                          "CPU, alone) with as many XLA threads: steadier timings, less realistic "
+                                          "(a change that needs more threads is not seen).")
 
 
 @app.command()
@@ -169,11 +298,11 @@ def replay(
                                                             "'installed' is this interpreter's JAX (default)."),
     warmup: int = typer.Option(5, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat",
-                               help="Timed steps per version, over all rounds (a step is one call, or a batch of "
-                                    "calls lasting ~50 ms for fast functions)."),
+                               help="Timed steps per version over 8 rounds, so repeat/8 a round (all rounds with "
+                                    "--rounds); a step is one call, or a batch of calls lasting ~50 ms."),
     rounds: Optional[int] = RoundsOpt,
-    timeout: float = typer.Option(1800.0, "--timeout", help="Seconds of work per worker process before it is "
-                                                            "killed."),
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+                                  help="Seconds of work per worker process before it is killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
     no_profile: bool = typer.Option(False, "--no-profile"),
     baseline: Optional[str] = BaselineOpt,
@@ -182,26 +311,53 @@ def replay(
     store: Optional[str] = StoreOpt,
     shapes: List[str] = typer.Option([], "--shape", help="NAME=SIZE: run a shape-polymorphic bundle at another "
                                                           "size, on synthetic inputs (repeatable)."),
+    platform: Optional[str] = PlatformOpt,
+    max_time: Optional[float] = MaxTimeOpt,
+    pin: Optional[str] = PinOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
-    from .render import comparison as comparison_render
-
     result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                         timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json),
-                        shapes=shapes)
+                        shapes=shapes, platform=platform, max_time_s=max_time, pin=pin)
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:
-        comparison = api.comparison_of(result.registry, result.bundle, result.runs, baseline)
-        _write_reports(comparison, report_path, html_path)
+        comparison = api.replay_comparison(result, baseline)
+        _write_reports(comparison, report_path, html_path, ref, store)
     data = {"runs": [report.run_data(r) for r in result.runs], "comparison": comparison}
-    human = report.describe_runs(result.bundle, result.runs)
-    if multi:
-        human += "\n\n" + comparison_render.to_text(comparison)
+    # Several versions: the comparison says everything, headlines first; one version: the run against the pack.
+    human = _comparison_text(comparison) if comparison is not None and multi else \
+        report.describe_runs(result.bundle, result.runs)
     _emit(as_json, data, human)
     if any(r["status"] != "ok" for r in result.runs):
         raise typer.Exit(9)
+
+
+@app.command()
+def isolate(
+    ref: str,
+    jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Name of the bundle the piece that moved most becomes "
+                                                            "(default: NAME-piece-K)."),
+    pieces: int = typer.Option(8, "--pieces", help="At most this many pieces."),
+    warmup: int = typer.Option(2, "--warmup"),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds each piece's timing may take."),
+    pin: Optional[str] = PinOpt,
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+                                  help="Seconds of work per worker process before it is killed."),
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Split a bundle into pieces, time each alone on two versions and pack the one that moved as a small bundle."""
+    from .render.isolate import isolation_data, isolation_text
+
+    result = api.isolate(ref, jax_versions, store=store, name=name, max_pieces=pieces, warmup=warmup, repeat=repeat,
+                         max_time_s=max_time, pin=pin, timeout_s=timeout, python=python,
+                         progress=_progress(as_json))
+    _emit(as_json, isolation_data(result), isolation_text(result))
 
 
 @app.command()
@@ -214,12 +370,10 @@ def compare(
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Compare the stored runs of a bundle across JAX versions."""
-    from .render import comparison as comparison_render
-
+    """Compare the stored runs of a bundle across JAX versions (preferring the latest replay timed together)."""
     comparison = api.compare(ref, jax_versions or None, store=store, baseline=baseline)
-    _write_reports(comparison, report_path, html_path)
-    _emit(as_json, comparison, comparison_render.to_text(comparison))
+    _write_reports(comparison, report_path, html_path, ref, store)
+    _emit(as_json, comparison, _comparison_text(comparison))
 
 
 @app.command("bisect")
@@ -230,20 +384,19 @@ def bisect_cmd(
     warmup: int = typer.Option(5, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per tested version, over all rounds."),
     rounds: Optional[int] = RoundsOpt,
-    timeout: float = typer.Option(1800.0, "--timeout"),
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout"),
     python: Optional[str] = typer.Option(None, "--python"),
     report_path: Optional[Path] = ReportOpt,
     store: Optional[str] = StoreOpt,
+    platform: Optional[str] = PlatformOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Binary-search the released JAX versions between --good and --bad for the first bad one."""
-    from .render import comparison as comparison_render
-
     result, comparison = api.bisect(ref, good, bad, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                                     timeout_s=timeout,
-                                    python=python, progress=_progress(as_json))
+                                    python=python, progress=_progress(as_json), platform=platform)
     if comparison is not None:
-        _write_reports(comparison, report_path, None)
+        _write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
             "last_good": result.last_good, "classes": result.classes, "evidence": result.evidence,
             "comparison": comparison}
@@ -251,7 +404,7 @@ def bisect_cmd(
              f"judged by {result.criterion})\n"
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
     if comparison is not None:
-        human += "\n\n" + comparison_render.to_text(comparison)
+        human += "\n\n" + _comparison_text(comparison)
     _emit(as_json, data, human)
 
 
@@ -259,16 +412,21 @@ def bisect_cmd(
 def envs(
     remove: Optional[str] = typer.Option(None, "--remove", help="Remove the environment of this JAX version."),
     remove_all: bool = typer.Option(False, "--remove-all", help="Remove every cached environment."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="Only the environments of this platform or "
+                                                                   "build (cpu, cuda, cuda12, cuda13, rocm, tpu)."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """List (or remove) the cached per-version JAX environments."""
+    """List (or remove) the cached per-version JAX environments (one per release and platform build)."""
     manager = api.environment_manager()
     if remove or remove_all:
-        gone = manager.remove(None if remove_all else remove)
+        gone = manager.remove(None if remove_all else remove, platform=platform)
         _emit(as_json, [report.env_data(e) for e in gone],
-              "\n".join(f"removed jax {e.jax_version} (Python {e.python_version})" for e in gone) or "nothing removed")
+              "\n".join(f"removed jax {e.jax_version} {e.build} (Python {e.python_version})" for e in gone)
+              or "nothing removed")
         return
     found = manager.list()
+    if platform:
+        found = [e for e in found if platform in (e.platform, e.build)]
     _emit(as_json, [report.env_data(e) for e in found],
           report.env_table(found) if found else f"no environments under {manager.root}")
 
@@ -285,37 +443,43 @@ def _transfer_progress(as_json: bool, label: str):
 
 
 JobsOpt = typer.Option(None, "--jobs", min=1, help="Parallel blob transfers (default 8; GCS uses its own pool).")
+NoRunsOpt = typer.Option(False, "--no-runs", help="Copy the bundle only, not its run records (the replay history).")
 
 
 @app.command("push")
 def push_cmd(ref: str, to: str = typer.Option(..., "--to", help="Destination store: gs://BUCKET/PREFIX, a folder..."),
-             jobs: Optional[int] = JobsOpt, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
-    """Copy a bundle to another store, sending only the blobs it lacks."""
+             jobs: Optional[int] = JobsOpt, no_runs: bool = NoRunsOpt, store: Optional[str] = StoreOpt,
+             as_json: bool = JsonOpt) -> None:
+    """Copy a bundle and its runs to another store, sending only the blobs it lacks."""
     from .render.sharing import transfer_text
 
-    result = api.push(ref, to, store=store, progress=_transfer_progress(as_json, f"push {ref}"), jobs=jobs)
+    result = api.push(ref, to, store=store, progress=_transfer_progress(as_json, f"push {ref}"), jobs=jobs,
+                      runs=not no_runs)
     _emit(as_json, result.data(), transfer_text(result, "pushed"))
 
 
 @app.command("pull")
 def pull_cmd(url: str = typer.Argument(..., help="STORE_URL/NAME[@VERSION], e.g. gs://bucket/prefix/name@3, or a .zip"),
-             jobs: Optional[int] = JobsOpt, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
-    """Copy a bundle from another store into the current one."""
+             jobs: Optional[int] = JobsOpt, no_runs: bool = NoRunsOpt, store: Optional[str] = StoreOpt,
+             as_json: bool = JsonOpt) -> None:
+    """Copy a bundle (and its runs) from another store into the current one."""
     from .render.sharing import transfer_text
 
-    result = api.pull(url, store=store, progress=_transfer_progress(as_json, f"pull {url}"), jobs=jobs)
+    result = api.pull(url, store=store, progress=_transfer_progress(as_json, f"pull {url}"), jobs=jobs,
+                      runs=not no_runs)
     _emit(as_json, result.data(), transfer_text(result, "pulled"))
 
 
 @app.command("copy")
 def copy_cmd(src_ref: str = typer.Argument(..., metavar="SRC_REF"),
              dest_url: str = typer.Argument(..., metavar="DEST_URL", help="Destination store URL or folder."),
-             jobs: Optional[int] = JobsOpt, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
-    """Copy a bundle between any two stores (a .zip may be the source)."""
+             jobs: Optional[int] = JobsOpt, no_runs: bool = NoRunsOpt, store: Optional[str] = StoreOpt,
+             as_json: bool = JsonOpt) -> None:
+    """Copy a bundle and its runs between any two stores (a .zip may be the source)."""
     from .render.sharing import transfer_text
 
     result = api.copy(src_ref, dest_url, store=store, progress=_transfer_progress(as_json, f"copy {src_ref}"),
-                      jobs=jobs)
+                      jobs=jobs, runs=not no_runs)
     _emit(as_json, result.data(), transfer_text(result, "copied"))
 
 
@@ -328,18 +492,25 @@ def url_cmd(ref: str,
     from .render.sharing import share_text
 
     info = api.share_info(ref, store=store, jax_versions=jax_versions)
-    if info.get("note") and not as_json:
-        typer.echo(f"note: {info['note']}", err=True)
-    _emit(as_json, info, share_text(info))
+    _emit(as_json, info, share_text(info))  # a store only this machine reads: the snippet itself says so
 
 
 @app.command("gc")
 def gc_cmd(delete: bool = typer.Option(False, "--delete", help="Remove them (default: only list them)."),
+           grace: Optional[str] = typer.Option(None, "--grace", help="Keep blobs used more recently than this "
+                                               "(90s, 30m, 6h, 2d; 0: any age). Default: $REPROBUNDLE_GC_GRACE or "
+                                               "24h, so a pack or push still running keeps what it wrote."),
            store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
-    """List (or remove) blobs that no bundle or run references."""
+    """List (or remove) blobs that no bundle or run references (and no running pack, replay or push holds)."""
     from .render.sharing import gc_text
+    from .units import parse_duration
 
-    data = api.gc(store, delete=delete)
+    try:
+        grace_s = None if grace is None else parse_duration(grace)
+    except ValueError:
+        raise UsageError(f"--grace {clean(grace, 40)} is not a duration",
+                         hint="write seconds, or a number with s, m, h or d (e.g. 6h)") from None
+    data = api.gc(store, delete=delete, grace_s=grace_s)
     _emit(as_json, data, gc_text(data))
 
 
@@ -352,37 +523,96 @@ def cache_cmd(clear: bool = typer.Option(False, "--clear", help="Empty the cache
     _emit(as_json, data, cache_text(data))
 
 
+class Interrupted(Exception):
+    """Ctrl-C during a command, carried past the CLI framework to `main`, which says so: typer turns a
+    KeyboardInterrupt into a silent exit 130 in some versions and into Abort (exit 1) in others."""
+
+
+def _guard(callback):
+    @functools.wraps(callback)
+    def guarded(*args, **kwargs):
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+
+    guarded.reprobundle_guarded = True
+    return guarded
+
+
+def _guard_commands() -> None:
+    """Every registered command (whoever added it) turns Ctrl-C into Interrupted; idempotent."""
+    for info in app.registered_commands:
+        if info.callback is not None and not getattr(info.callback, "reprobundle_guarded", False):
+            info.callback = _guard(info.callback)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    """Entry point: runs the app and maps reprobundle errors to one line and an exit code."""
+    """Entry point: runs the app and maps every outcome to one line and an exit code, never a traceback unless
+    REPROBUNDLE_DEBUG=1: reprobundle's errors their own codes, Ctrl-C "interrupted" and 130, a bug 70."""
+    from .errors import exception_line
+
     debug = os.environ.get("REPROBUNDLE_DEBUG") == "1"
+    _guard_commands()
+    previous_sigterm = _catch_sigterm()
     try:
         code = app(args=argv, prog_name="reprobundle", standalone_mode=False)
         return code if isinstance(code, int) else 0  # click returns typer.Exit codes in this mode
     except ReproBundleError as e:
+        _close_progress()
         if debug:
             traceback.print_exc()
-        typer.echo(f"error: {e.message}", err=True)
+        typer.echo(f"error: {clean(e.message, 2000)}", err=True)  # one line: what a store holds is escaped, cut
         if e.hint:
-            typer.echo(f"hint: {e.hint}", err=True)
+            typer.echo(f"hint: {clean(e.hint, 1000)}", err=True)
         return e.exit_code
+    except Terminated:
+        _close_progress()
+        typer.echo("terminated", err=True)
+        return 128 + signal.SIGTERM
     except typer.Exit as e:
         return e.exit_code
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
+        _close_progress()
         typer.echo("interrupted", err=True)
         return 130
     except typer.Abort:
         return 1
     except Exception as e:  # usage errors (typer >= 0.29 bundles click: TyperException is their base) and bugs
+        _close_progress()
         if isinstance(e, typer.TyperException) and hasattr(e, "format_message"):
-            typer.echo(f"error: {e.format_message()}", err=True)
+            typer.echo(f"error: {clean(e.format_message(), 2000)}", err=True)
             typer.echo("hint: reprobundle --help lists the commands; reprobundle COMMAND --help their options", err=True)
             return getattr(e, "exit_code", 2)
         if debug:
             traceback.print_exc()
-        typer.echo(f"error: unexpected {type(e).__name__}: {e}", err=True)
+        typer.echo(f"error: unexpected {exception_line(e)}", err=True)
         typer.echo("hint: this is a bug in reprobundle; rerun with REPROBUNDLE_DEBUG=1 and report the traceback",
                    err=True)
         return 70
+    finally:
+        _close_progress()
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+class Terminated(BaseException):
+    """SIGTERM during a command: raised where the command is, so it unwinds like Ctrl-C does (its temporary folders
+    and worker processes go with it) instead of dying on the spot; `main` says so and exits 143."""
+
+
+def _catch_sigterm():
+    """Turn SIGTERM into Terminated while the CLI runs (main thread only); returns the handler to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise Terminated()
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        return None
 
 
 def run() -> None:

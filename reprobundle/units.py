@@ -21,3 +21,28 @@ def human_ns(ns: float) -> str:
     if ns >= 1e3:
         return f"{ns / 1e3:.1f} us"
     return f"{ns:.0f} ns"
+
+
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '30m', '6h', '2d' -> seconds (finite, >= 0); ValueError otherwise."""
+    import math
+    import re
+
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|m|min|h|d)?\s*", str(text), re.IGNORECASE)
+    if not m:
+        raise ValueError(f"not a duration: {str(text)[:40]!r}")
+    seconds = float(m.group(1)) * _DURATION_UNITS[(m.group(2) or "").lower()]
+    if not math.isfinite(seconds):
+        raise ValueError(f"not a duration: {str(text)[:40]!r}")
+    return seconds
+
+
+def human_duration(seconds: float) -> str:
+    """3600 -> '1 h', 90 -> '90 s', 86400 -> '1 d' (the largest unit that divides it, else seconds)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} s"

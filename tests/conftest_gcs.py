@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import uuid
 
-# Must precede any import of gcsfs (see reprobundle/gcs_store.py).
+# Must precede any import of gcsfs (see reprobundle/store/gcs.py).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import pytest  # noqa: E402

@@ -11,7 +11,7 @@ SCHEMAS = Path(__file__).parent.parent / "schemas"
 _VALIDATORS = {
     (name, version): jsonschema.Draft202012Validator(
         json.loads((SCHEMAS / f"{name}-v{version}.schema.json").read_text()))
-    for name, version in (("manifest", 1), ("manifest", 2), ("run", 1), ("run", 2))
+    for name, version in (("manifest", 1), ("manifest", 2), ("run", 1), ("run", 2), ("run", 3))
 }
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_pack_replay import cli
+from cli_runner import cli
 
 from reprobundle.bundle.registry import Registry
 
@@ -32,14 +32,17 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     comparison = data["comparison"]
     assert comparison["baseline"] == "0.7.2"
     row = next(r for r in comparison["rows"] if r["requested"] == "0.8.0")
-    # Timed interleaved in 8 rounds of fresh processes at the default budget (100 steps): a paired verdict with
-    # its 95% interval around the ratio. Which way the time goes depends on the CPU (faster on some 2-core VMs of
-    # this kind, ~25% slower on others), so the direction is not asserted, only that the verdict is consistent.
-    assert row["method"] == "paired rounds" and row["rounds"] == 8, row
+    # Timed interleaved in rounds of fresh processes with the adaptive budget (3 to 16 rounds, as many as settle the
+    # verdict): a paired verdict with its 95% interval around the ratio. Which way the time goes depends on the CPU
+    # (faster on some 2-core VMs of this kind, ~30% slower on others), and how many rounds it takes on how busy the
+    # machine is, so neither is asserted, only that the verdict is consistent and the conditions recorded.
+    assert row["method"] == "paired rounds" and 3 <= row["rounds"] <= 16, row
     assert row["ci95"][0] <= row["ratio"] <= row["ci95"][1], row
-    expected = "faster" if row["ci95"][1] < 0.98 else "slower" if row["ci95"][0] > 1.02 else None
-    if row["p_value"] < 0.01 and expected:
-        assert row["verdict"] == expected, row
+    if row["verdict"] in ("slower", "faster"):
+        assert row["settled"] and (row["verdict"] == "slower") == (row["ratio"] > 1), row
+    registry = Registry.open(store_dir)
+    stored = registry.runs(registry.resolve("attention").ref.bundle_id)
+    assert stored and all(r["environment"]["conditions"]["schedule"]["adaptive"] for r in stored)
     diff = next(d for d in comparison["diffs"] if d["label"] == "0.8.0")
     # What did change between these releases on CPU, deterministically: 0.8.0 wraps the softmax's reduce-window
     # and reduce ops in single-op kLoop fusions that 0.7.2 leaves unfused.
@@ -48,15 +51,25 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     wrapped = [m for m in fusion["refused"] if m["how"] == "wrapped"]
     assert {m["label"] for m in wrapped} >= {"reduce-window", "reduce"}, fusion["summary"]
     assert "wrapped into fusions: reduce-window" in fusion["summary"]
-    # Where the time moved: the op with the biggest per-op change is named in the diff and the report.
+    # Where the time moved: the op whose move agrees in sign with the whole change is named in the diff and the
+    # report; or the line says that the profile does not explain the change.
     moved = diff["moved_row"]
-    assert moved is not None, diff
-    moved_name = moved["cand_name"] or moved["base_name"]
-    assert moved_name in diff["moved"]
     report = report_path.read_text()
     from reprobundle.render.comparison import _md
 
-    assert _md(moved_name) in report and "0.7.2" in report and "0.8.0" in report and row["verdict"] in report
+    if moved is None:
+        assert diff["moved_how"] in ("unexplained", "uncovered") and "does not explain" in diff["moved"], diff
+    else:
+        moved_name = moved["cand_name"] or moved["base_name"]
+        assert moved_name in diff["moved"] and _md(moved_name) in report
+        if diff["moved_how"] == "explains":
+            assert (moved["delta_ns"] > 0) == (row["ratio"] > 1), diff["moved"]
+    # The report opens with the headline: direction, ratio, interval, how it was measured, p.
+    headline = next(h for h in comparison["headlines"] if h["label"] == "0.8.0")
+    assert headline["text"].startswith("jax 0.8.0 ") and "rounds timed together" in headline["text"]
+    assert "p=" in headline["text"] and "95% CI" in headline["text"]
+    assert _md(headline["text"][:40]) in report.split("|")[0]  # before the table: the first thing one reads
+    assert "0.7.2" in report and "0.8.0" in report and row["verdict"] in report
     assert "<svg" in html_path.read_text()
 
 

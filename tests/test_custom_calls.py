@@ -16,7 +16,7 @@ import jax.scipy.linalg as jsl
 import ml_dtypes
 import numpy as np
 import pytest
-from test_pack_replay import cli
+from cli_runner import cli
 
 import reprobundle
 from reprobundle.analysis.verdict import check_outputs

@@ -17,9 +17,18 @@ import time
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from reprobundle.errors import EnvironmentCreationError, NoSuitablePythonError
 from reprobundle.run.envs import INSTALLED, EnvironmentManager, JaxEnvironment
+from reprobundle.run.package_index import (
+    fallback_pythons,
+    jax_file_version,
+    jaxlib_for,
+    jaxlib_wheel_pythons,
+    summarize_index,
+)
+from reprobundle.run.versions import python_allowed, python_release, release_name, same_release, version_key
 
 OLD = "0.4.30"  # an old release that still installs (and runs with NumPy 2) on Python 3.9-3.12
 REPO = Path(__file__).resolve().parents[1]
@@ -281,3 +290,95 @@ def test_available_versions_and_latest(root):
     if sys.version_info < (3, 12):
         assert tuple(map(int, host_only.split("."))) < (0, 11)  # 0.11+ needs Python 3.12
     assert manager.resolve_version("0.8") == "0.8.0"
+
+
+# ------------------------------------------------------------------------ versions and file names (no network)
+
+
+def test_arbitrary_equality_specifier_is_string_equality():
+    # PEP 440 `===` compares the version text, without padding: "===3.12" admits a Python that calls itself "3.12"
+    # and no 3.12.x interpreter (they report three numbers). The hand-written parser read it as `==` and let 3.12.0
+    # in.
+    assert not python_allowed("===3.12", "3.12.0")
+    assert not python_allowed("===3.12", "3.12.4")
+    assert python_allowed("===3.12.4", "3.12.4")
+    assert not python_allowed("===3.12.4", "3.12.5")
+    assert python_allowed("==3.12", "3.12.0") and not python_allowed("==3.12", "3.12.4")  # `==` pads, `===` not
+    assert python_allowed("==3.12.*", "3.12.4")
+
+
+def test_requires_python_specifiers():
+    assert python_allowed(None, "3.8.0") and python_allowed("", "3.8.0")
+    assert python_allowed(">=3.10", "3.12.1") and not python_allowed(">=3.10", "3.9.18")
+    assert python_allowed(">=3.7,<4", "3.13.0") and not python_allowed(">=3.7,<4", "4.0.0")
+    assert not python_allowed("!=3.0.*,>=3.9", "3.0.1") and python_allowed("!=3.0.*,>=3.9", "3.11.2")
+    assert python_allowed("~=3.9", "3.12.0") and not python_allowed("~=3.9.1", "3.10.0")
+    assert python_allowed("> 3.10", "3.10.1")  # spaces, and > of a later patch release
+    # An interpreter's pre-release counts as its release, as pip and uv check it.
+    assert python_allowed(">=3.13", "3.13.0rc1") and not python_allowed("<3.13", "3.13.0rc1")
+    assert python_release("3.14.0a1+") == Version("3.14.0")  # a source build's version is not PEP 440
+    # A clause that is not PEP 440 does not exclude anything; the others still do.
+    assert python_allowed(">=3.9, >=3.*", "3.11.0") and not python_allowed(">=3.9, >=3.*", "3.8.10")
+
+
+def test_version_order_and_equality():
+    assert sorted(["0.10.0", "0.9.2", "installed", "0.4.30", "0.4.4", "0.12.0.1"], key=version_key) == \
+        ["installed", "0.4.4", "0.4.30", "0.9.2", "0.10.0", "0.12.0.1"]
+    assert same_release("0.8", "0.8.0") and same_release("v0.4.30", "0.4.30.0") and not same_release("0.8", "0.8.1")
+    assert not same_release("latest", "latest")  # not a version
+    assert release_name("0.8.0") == "0.8" and release_name("0.4.30") == "0.4.30"  # lock file names
+    # The fallback table is read with PEP 440 order: 0.11.0 is in the 0.11 range (the tuple comparison put it in the
+    # range before: (0, 11) < (0, 11, 0)).
+    assert fallback_pythons("0.11.0") == [12, 13, 14, 15]
+    assert fallback_pythons("0.7.0") == [11, 12, 13, 14]
+    assert fallback_pythons("0.4.30") == [9, 10, 11, 12] and fallback_pythons("0.4.12") == []
+
+
+LINUX_X86 = ("linux", ("x86_64",))
+
+
+def test_jaxlib_wheel_names():
+    v = Version("0.4.30")
+    assert jaxlib_wheel_pythons("jaxlib-0.4.30-cp312-cp312-manylinux2014_x86_64.whl", LINUX_X86) == (v, {12}, True)
+    assert jaxlib_wheel_pythons("jaxlib-0.4.30-cp310-cp310-macosx_11_0_arm64.whl", LINUX_X86) == (v, {10}, False)
+    assert jaxlib_wheel_pythons("jaxlib-0.4.30-cp311-cp311-manylinux2014_aarch64.whl", LINUX_X86) == (v, {11}, False)
+    # A compressed tag set (PEP 425): one wheel, several platform tags.
+    assert jaxlib_wheel_pythons("jaxlib-0.7.0-cp313-cp313-manylinux_2_27_x86_64.manylinux_2_17_x86_64.whl",
+                                LINUX_X86) == (Version("0.7.0"), {13}, True)
+    assert jaxlib_wheel_pythons("jaxlib-0.7.0-1-cp313-cp313-win_amd64.whl", ("win", ("amd64",)))[2]  # a build tag
+    for name in ("jaxlib-0.7.0-cp313-cp313t-manylinux_2_27_x86_64.whl",  # free-threaded
+                 "jaxlib-0.7.0-cp39-abi3-manylinux_2_27_x86_64.whl",  # not a per-version ABI
+                 "jaxlib-0.7.0-py3-none-any.whl",
+                 "jaxlib-0.7.0rc1-cp313-cp313-manylinux_2_27_x86_64.whl",  # not a plain release
+                 "jaxlib-0.7.0-cp27-cp27mu-manylinux1_x86_64.whl",  # Python 2
+                 "jax_cuda12_plugin-0.7.0-cp313-cp313-manylinux_2_27_x86_64.whl",  # another project
+                 "jaxlib-0.7.0.tar.gz", "jaxlib-not-a-wheel.whl"):
+        assert jaxlib_wheel_pythons(name, LINUX_X86) is None, name
+
+
+def test_jax_file_names():
+    assert jax_file_version("jax-0.4.30-py3-none-any.whl") == Version("0.4.30")
+    assert jax_file_version("jax-0.4.30.tar.gz") == Version("0.4.30")
+    assert jax_file_version("jax-0.1.75.zip") == Version("0.1.75")
+    for name in ("jax-0.4.30rc1.tar.gz", "jax-0.4.30-cp312-cp312-manylinux2014_x86_64.whl", "jaxlib-0.4.30.tar.gz",
+                 "jax-0.4.30.egg", "jax-0.4.30.tar.bz2", "jax.tar.gz", "jax-0.4.30.post1-py3-none-any.whl"):
+        assert jax_file_version(name) is None, name
+
+
+def test_index_summary():
+    f = lambda name, yanked=False, rp=None: {"filename": name, "requires-python": rp, "yanked": yanked}
+    jax = [f("jax-0.4.36-py3-none-any.whl", rp=">=3.10"), f("jax-0.4.36.tar.gz", rp=">=3.10"),
+           f("jax-0.4.37-py3-none-any.whl", rp=">=3.10"),  # a jax-only release, on jaxlib 0.4.36
+           f("jax-0.4.32-py3-none-any.whl", yanked=True, rp=">=3.10"), f("jax-0.5.0rc1-py3-none-any.whl")]
+    jaxlib = [f(f"jaxlib-0.4.36-cp3{m}-cp3{m}-{plat}.whl", rp=">=3.10")
+              for m in (10, 11, 12, 13) for plat in ("manylinux2014_x86_64", "macosx_11_0_arm64", "win_amd64")]
+    jaxlib += [f("jaxlib-0.4.36-cp313-cp313t-manylinux2014_x86_64.whl"),
+               f("jaxlib-0.4.32-cp312-cp312-manylinux2014_x86_64.whl", yanked=True)]
+    index = summarize_index(jax, jaxlib)
+    assert sorted(index["jax"]) == ["0.4.32", "0.4.36", "0.4.37"]
+    assert index["jax"]["0.4.32"]["yanked"] and not index["jax"]["0.4.36"]["yanked"]
+    assert index["jax"]["0.4.36"]["requires_python"] == ">=3.10"
+    assert index["jaxlib"] == {"0.4.36": {"pythons": [10, 11, 12, 13], "requires_python": ">=3.10"}}
+    assert jaxlib_for(index, "0.4.36") == "0.4.36" and jaxlib_for(index, "0.4.37") == "0.4.36"
+    assert jaxlib_for(index, "0.4.32") is None  # yanked
+

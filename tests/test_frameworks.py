@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_runner import cli
 from manifests import assert_schema_valid
-from test_pack_replay import cli
 
 import reprobundle
 from reprobundle import api

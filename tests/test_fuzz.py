@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import os
+import random
 import re
 import struct
 import subprocess
@@ -211,7 +213,8 @@ def demo(tmp_path):
     m["environment"]["packages"] = dict(list(m["environment"]["packages"].items())[:3])
     ref = registry.publish(m)
     assert ref.version == 1
-    return registry, registry.load("demo", 1).manifest
+    yield registry, registry.load("demo", 1).manifest
+    registry.close()  # its lease (a file in the store) goes now, not whenever the registry is garbage-collected
 
 
 def _golden_environment() -> dict:
@@ -498,7 +501,7 @@ def test_hostile_keys_are_refused_by_every_store(tmp_path, key):
 
 def test_names_from_a_store_folder_cannot_escape(tmp_path):
     """Odd folder names under bundles/ and tags/ and a symlinked blob: listing, verify and gc stay inside the
-    root; gc removes the symlink, never its target; verify reports the symlink's content as corrupt."""
+    root; gc removes the symlink, never its target; verify reports the symlink out of the store, unread."""
     registry = Registry.open(tmp_path / "store")
     m = make_manifest(registry)
     registry.publish(m)
@@ -516,7 +519,7 @@ def test_names_from_a_store_folder_cannot_escape(tmp_path):
     cache = tmp_path / "cache"
     with audited(root, cache):
         problems = registry.verify(registry.load("demo", 1))
-        assert any(digest in p and "corrupt" in p for p in problems), problems
+        assert any(digest in p and "symbolic link out of the store" in p for p in problems), problems
         with pytest.raises(ReproBundleError):
             registry.get_blob(digest)
         only_reprobundle_errors(lambda: list(registry.iter_bundles()))
@@ -528,7 +531,7 @@ def test_names_from_a_store_folder_cannot_escape(tmp_path):
     (root / "bundles/Evil Name/1.msgpack").unlink()
     (root / "bundles/Evil Name").rmdir()
     with audited(root):
-        dead = registry.gc(dry_run=False)
+        dead = registry.gc(dry_run=False, grace_s=0)
     assert blob_key("sha256:" + "f" * 64) in dead
     assert not orphan_link.is_symlink() and outside.read_bytes() == b"precious"
 
@@ -759,14 +762,24 @@ ALLOWED_CALLS = {
     ("api.py", "load_factory", "exec_module"): "runs the user's own pack script, only when `pack SCRIPT.py` asks",
     ("capture/export.py", "load_exported", "deserialize"): "jax.export.deserialize of a file the user passes to pack",
     ("worker/__main__.py", "<module>", "exec_module"): "loads the worker's own folder as a package, run by path",
+    ("capture/site/sitecustomize.py", "exec_module", "exec_module"):
+        "inside a program run by `reprobundle capture`: runs jax's own loader for the program's `import jax`, "
+        "then installs the capture hook",
 }
 SUBPROCESS_MODULES = {
     "run/execution.py": "runs the worker package by path in the chosen interpreter (argument list, no shell)",
-    "run/envs.py": "runs uv and probes interpreters (argument lists, no shell, fixed probe code)",
+    "run/envs.py": "runs uv / python -m venv / pip and the environment's verification (argument lists, no shell, "
+                   "fixed verification code)",
+    "run/interpreters.py": "probes candidate interpreters and asks uv where its Pythons live (argument lists, no "
+                           "shell, fixed probe code)",
     "worker/environment.py": "sysctl for the CPU model on macOS",
+    "run/platforms.py": "nvidia-smi -L where /proc/driver/nvidia does not list the GPUs (argument list, no shell)",
+    "capture/launch.py": "runs the program the user gives to `reprobundle capture` (their argument list, no shell)",
 }
 JAX_IMPORTERS = {"capture/export.py": "the only in-process JAX user on the host, with flatten.py",
-                 "capture/flatten.py": "the call flattened for export, under export.py"}
+                 "capture/flatten.py": "the call flattened for export, under export.py",
+                 "capture/hook.py": "inside the program `reprobundle capture` runs (or the `reprobundle.capture()` "
+                                    "block): sees its jitted calls and exports the matching ones with export.py"}
 WORKER = "worker/"  # runs in the replay environment's subprocess: jax and jax.export.deserialize are its job
 
 
@@ -881,7 +894,7 @@ UNICODE_DIGITS = ["²", "١", "٣", "𝟙", "①", "¹²"]
 def test_hlo_artifacts_with_unicode_digits(digit):
     """A bundle's HLO artifact is untrusted text: ids made of non-ASCII digits (str.isdigit() but not int()) in
     metadata and source tables parse without error."""
-    from reprobundle.analysis import hlo
+    from reprobundle.analysis import hlo_diff, hlo_parse
 
     text = ("HloModule m\n\nENTRY %main (p: f32[4]) -> f32[4] {\n  %p = f32[4]{0} parameter(0)\n"
             f"  ROOT %a = f32[4]{{0}} add(f32[4]{{0}} %p, f32[4]{{0}} %p), metadata={{op_name=\"x\" "
@@ -889,9 +902,9 @@ def test_hlo_artifacts_with_unicode_digits(digit):
     tables = (f"\nFileNames\n1 \"f.py\"\nFileLocations\n1 file_name_id={digit} line=3\n"
               f"StackFrames\n1 file_location_id={digit}\n")
     for t in (text, text + tables, text.replace(f"stack_frame_id={digit}", "stack_frame_id=1") + tables):
-        module = hlo.parse_hlo(t)
-        hlo.fusion_summary(module)
-        hlo.fusion_diff(t, t)
+        module = hlo_parse.parse_hlo(t)
+        hlo_diff.fusion_summary(module)
+        hlo_diff.fusion_diff(t, t)
 
 
 @pytest.mark.parametrize("digit", UNICODE_DIGITS)
@@ -963,3 +976,470 @@ def test_hostile_run_records(demo, tmp_path, data):
             only_reprobundle_errors(report.bundle_data, bundle, runs)
         only_reprobundle_errors(sharing.share_info, "demo@1", store=str(registry.store.root))
         only_reprobundle_errors(registry.gc, dry_run=True)
+
+
+# ---------------------------------------------------------------------------------- round two (issue #14)
+# A store or bundle from someone else, attacked as a reviewer would: a marker from the future, records that do not
+# read, files that are not files, sizes that lie, text that talks to the terminal, refs that never end, options
+# that are not numbers, killed processes. Each test names the rule it checks (README "Errors", docs/architecture).
+
+
+def _clean_failure(code: int, out: str, err: str) -> None:
+    """One line and a hint, an exit code of reprobundle's own: never a traceback, never "unexpected"."""
+    assert code not in (0, 1, 70) and "Traceback" not in err and "unexpected" not in err, (code, out, err)
+
+
+def _future_store(demo_registry: Registry) -> Path:
+    root = demo_registry.store.root
+    (root / "reprobundle-store.json").write_text('{"format": "reprobundle-store", "format_version": 99}')
+    return root
+
+
+def test_a_store_of_an_unknown_layout_is_refused_by_every_command(demo, tmp_path):
+    """A marker that declares a layout from the future (or is not a marker): every command refuses the store with
+    one typed error (StoreLayoutError, exit 6) before it reads or writes anything in it; `gc --delete` deletes
+    nothing; a copy into it writes nothing."""
+    from cli_runner import cli
+
+    from reprobundle.errors import StoreLayoutError
+
+    registry, _ = demo
+    orphan = registry.put_blob(b"an orphan gc would delete")["digest"]
+    registry.close()
+    other = Registry.open(tmp_path / "other")
+    other.publish(make_manifest(other, name="elsewhere"))
+    other.close()
+    root = _future_store(registry)
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    commands = [["ls"], ["ls", "demo"], ["show", "demo"], ["show", "demo", "--json"], ["verify", "demo"],
+                ["tag", "demo@1", "good"], ["export", "demo", "-o", str(tmp_path / "x.zip")], ["url", "demo"],
+                ["compare", "demo"], ["gc"], ["gc", "--delete", "--grace", "0"], ["copy", "demo", str(tmp_path / "d")],
+                ["push", "demo", "--to", str(tmp_path / "d2")], ["replay", "demo", "--repeat", "1"],
+                ["show", f"{root}/demo@1"], ["show", "sha256:" + "0" * 8]]
+    for argv in commands:
+        code, out, err = cli(*argv, store=root)
+        assert code == 6 and "layout version 99" in err and "upgrade reprobundle" in err, (argv, code, out, err)
+    for argv in (["copy", "elsewhere", str(root)], ["push", "elsewhere", "--to", str(root)],
+                 ["pull", f"{tmp_path / 'other'}/elsewhere@1", "--store", str(root)]):
+        code, out, err = cli(*argv, store=None if argv[0] == "pull" else tmp_path / "other")
+        assert code == 6 and "layout version 99" in err, (argv, code, out, err)
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before and registry.store.exists(blob_key(orphan))
+    for marker in (b"not json", b'{"format": "something-else", "format_version": 1}', b"[1]", b"{" * 100_000):
+        (root / "reprobundle-store.json").write_bytes(marker)
+        with pytest.raises(StoreLayoutError):
+            Registry.open(root).gc(dry_run=False, grace_s=0)
+        code, out, err = cli("ls", store=root)
+        assert code == 6 and "not a reprobundle store marker" in err and len(err) < 1000, (code, err)
+    (root / "reprobundle-store.json").unlink()
+    (root / "reprobundle-store.json").symlink_to("/dev/zero")
+    code, out, err = cli("gc", "--delete", "--grace", "0", store=root)
+    assert code in (3, 6) and "Traceback" not in err and registry.store.exists(blob_key(orphan)), (code, err)
+
+
+def test_store_urls_and_paths_that_name_no_store(tmp_path):
+    """`--store zip://` and `--store file://` name nothing (a usage error, not a traceback or the current folder);
+    a store path that is a regular file is refused, not listed as an empty store."""
+    from cli_runner import cli
+
+    for url in ("zip://", "zip://::", "file://", "file:// "):
+        code, out, err = cli("ls", store=url)
+        assert code == 2 and "names no" in err and "Traceback" not in err, (url, code, err)
+    plain = tmp_path / "notes.txt"
+    plain.write_text("not a store")
+    code, out, err = cli("ls", store=plain)
+    assert code == 3 and "is a file, not a folder" in err, (code, out, err)
+    code, out, err = cli("gc", "--delete", store=plain)
+    assert code == 3 and plain.read_text() == "not a store"
+
+
+def test_refs_that_never_end_are_cut_and_escaped(demo):
+    """Refs of thousands of digits (int()'s digit limit), of megabytes, or with terminal controls: a clean
+    not-found or invalid-ref error whose message is short and shows no control character."""
+    from cli_runner import cli
+
+    registry, _ = demo
+    root = registry.store.root
+    for ref in ("demo@" + "0" * 5000, "demo@" + "9" * 5000, "demo@" + "0" * 5000 + "2", "x" * 1_000_000,
+                "demo@\x1b[2J\x1b]0;pwned\x07", "de\nmo", "sha256:" + "a" * 5000, "demo@" + "1" * 10):
+        code, out, err = cli("show", ref, store=root)
+        assert code in (2, 4) and "Traceback" not in err and len(err) < 600, (ref[:20], code, err[:300])
+        assert "\x1b" not in err and "\x07" not in err and err.count("\n") <= 2, err
+    assert registry.resolve("demo@" + "0" * 5000 + "1").ref.version == 1
+
+
+def test_terminal_controls_from_a_bundle_never_reach_the_terminal(demo):
+    """Escape sequences (clear screen, window title, colours), bidirectional overrides and newlines in a bundle's
+    description, labels, function name, static reprs, tags or run records: `show`, `ls`, `verify`, `compare` and
+    the error printer write them escaped, on the line they belong to (no forged `error:` line)."""
+    from cli_runner import cli
+
+    registry, base = demo
+    evil = "\x1b[2J\x1b[H\x1b]0;owned\x07\u202eevil\nerror: forged line\r\x9b31m"
+    m = _deepcopy(base)
+    m["description"] = evil
+    m["labels"] = {"team": evil, evil[:6]: "x"}
+    m["function"]["fields"]["fun_name"] = evil
+    m["environment"]["jax"] = evil
+    ref = registry.publish(m)
+    run = _base_run(registry, registry.load("demo", ref.version))
+    run.update(requested=evil, status="error", reason=evil)
+    registry.put_run(run)
+    root = registry.store.root
+    (root / "tags/demo").mkdir(parents=True, exist_ok=True)
+    (root / "tags/demo/bad").write_bytes(evil.encode()[:60])
+    outputs = []
+    for argv in (["show", f"demo@{ref.version}"], ["ls"], ["verify", f"demo@{ref.version}"], ["show", "demo@bad"],
+                 ["compare", f"demo@{ref.version}"], ["url", f"demo@{ref.version}"]):
+        code, out, err = cli(*argv, store=root)
+        assert "Traceback" not in err, (argv, err)
+        outputs.append((argv, out + err))
+    for argv, text in outputs:
+        for bad in ("\x1b[2J", "\x1b]", "\x07", "\u202e", "\r", "\x9b"):
+            assert bad not in text, (argv, repr(bad), text[:2000])
+        if argv[0] != "url":  # its Markdown snippet quotes the description as Markdown (render/sharing.py)
+            assert not any(line.startswith("error: forged") for line in text.splitlines()), (argv, text)
+    show = outputs[0][1]
+    assert "\\x1b[2J" in show and "\\u202eevil\\nerror: forged line" in show
+
+
+def test_a_deeply_nested_environment_is_a_format_error(demo):
+    """An environment nested a thousand levels deep passes msgpack but not the decoder (JSON output would recurse
+    past Python's limit): a CorruptBundleError, and `show --json` exits 6."""
+    from cli_runner import cli
+
+    registry, base = demo
+    m = _deepcopy(base)
+    raw = msgpack.packb(m).replace(msgpack.packb(m["environment"]), b"\x81\xa1e" * 1000 + b"\xc0", 1)
+    with pytest.raises(CorruptBundleError, match="deeper"):
+        mf.decode_manifest(raw)
+    registry.store.put("bundles/demo/2.msgpack", raw)
+    code, out, err = cli("show", "demo@2", "--json", store=registry.store.root)
+    assert code == 6 and "deeper than" in err and "Traceback" not in err
+
+
+def test_one_bad_record_never_hides_the_rest_of_the_store(demo, tmp_path):
+    """A corrupt manifest, a manifest of a newer reprobundle, a folder no name can have, a corrupt or newer run
+    record, a tag that is not a number: `ls`, `show`, `compare` and `gc` work on the rest and name what they
+    skipped (a warning with the file); `show` of the bad one itself is a clean error."""
+    from cli_runner import cli
+
+    from reprobundle.bundle.digest import hex_of
+
+    registry, base = demo
+    for _ in range(2):
+        registry.publish(_deepcopy(base))
+    bundle = registry.load("demo", 3)
+    root = registry.store.root
+    good_run = _base_run(registry, bundle)
+    registry.put_run(good_run)
+    runs = root / "runs" / hex_of(bundle.ref.bundle_id)
+    (runs / "20261130T000001-0000bad0.msgpack").write_bytes(b"\x85garbage")
+    (runs / "20261130T000002-0000bad1.msgpack").write_bytes(mf.encode({**good_run, "format_version": 99}))
+    (root / "bundles/demo/2.msgpack").write_bytes(b"\x93truncated")
+    (root / "bundles/other").mkdir()
+    (root / "bundles/other/1.msgpack").write_bytes(mf.encode({**base, "name": "other", "format_version": 99}))
+    (root / "bundles/Bad Name").mkdir()
+    (root / "bundles/Bad Name/1.msgpack").write_bytes(b"")
+    (root / "tags/demo").mkdir(parents=True, exist_ok=True)
+    (root / "tags/demo/broken").write_bytes(b"not a number")
+    registry.close()
+    code, out, err = cli("ls", "--json", store=root)
+    assert code == 0 and [r["ref"] for r in json.loads(out)] == ["demo@1", "demo@3"], (out, err)
+    assert "warning: skipped bundles/demo/2.msgpack" in err and "warning: skipped bundles/other/1.msgpack" in err
+    code, out, err = cli("show", "demo@3", store=root)
+    assert code == 0 and "runs:         1" in out, (out, err)
+    assert "0000bad0.msgpack" in err and "0000bad1.msgpack" in err and "format_version 99" in err
+    code, out, err = cli("compare", "demo@3", "--json", store=root)
+    assert code == 0 and "0000bad0.msgpack" in err, (code, out, err)
+    code, out, err = cli("show", "demo@2", store=root)
+    assert code == 6 and "demo@2" in err and "Traceback" not in err
+    code, out, err = cli("gc", "--json", "--grace", "0", store=root)
+    data = json.loads(out)
+    assert code == 0 and {u["key"] for u in data["unreadable"]} >= {"bundles/demo/2.msgpack",
+                                                                    "bundles/other/1.msgpack"}
+    assert registry.tags("demo") == {} or "broken" not in registry.tags("demo")
+
+
+def test_records_and_zip_entries_are_read_within_their_limits(demo, tmp_path):
+    """Size limits hold while reading: a zip whose manifest entry honestly inflates to 100 MiB (a ratio no zip-bomb
+    check flags) is refused by its declared size without inflating; a 100 MiB manifest or run file in a folder is
+    refused by its size; a tag is read at most 65 bytes; nothing near those sizes is ever allocated."""
+    registry, base = demo
+    path = tmp_path / "big.zip"
+    rng = random.Random(3)
+    block = bytes(rng.getrandbits(8) if i % 48 == 0 else 0 for i in range(1 << 16))
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("reprobundle-store.json", b'{"format": "reprobundle-store", "format_version": 1}')
+        with zf.open(zipfile.ZipInfo("bundles/big/1.msgpack"), "w", force_zip64=True) as f:
+            for _ in range(1600):
+                f.write(block)
+    info = zipfile.ZipFile(path).getinfo("bundles/big/1.msgpack")
+    assert info.file_size == 100 << 20 and info.file_size / info.compress_size < 200  # not a "zip bomb"
+    root = registry.store.root
+    with open(root / "bundles/demo/7.msgpack", "wb") as f:
+        f.truncate(100 << 20)
+    (root / "tags/demo").mkdir(parents=True, exist_ok=True)
+    with open(root / "tags/demo/huge", "wb") as f:
+        f.write(b"1" * (10 << 20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError, match="larger than"):
+            open_ref(str(path))
+        with pytest.raises(FormatError, match="larger than"):
+            registry.load("demo", 7)
+        with pytest.raises(FormatError, match="larger than"):
+            registry.resolve("demo@huge")
+        assert [b.ref.version for b in registry.iter_bundles("demo")] == [1]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_hostile_files_in_a_store_folder(demo, tmp_path):
+    """A tag or manifest that is a symlink to /dev/zero, a FIFO, a symlink to /etc/passwd, a socket: every read is
+    refused at once (no unbounded read, no hang waiting for a FIFO's writer) with an error that names the key and
+    quotes none of the target's content; `verify` lists a blob that is such a file."""
+    import socket
+    import threading
+
+    from cli_runner import cli
+
+    registry, base = demo
+    root = registry.store.root
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\n" * 1000)
+    (root / "tags/demo").mkdir(parents=True, exist_ok=True)
+    (root / "tags/demo/zero").symlink_to("/dev/zero")
+    os.mkfifo(root / "tags/demo/fifo")
+    (root / "tags/demo/passwd").symlink_to(passwd)
+    (root / "bundles/demo/5.msgpack").symlink_to("/dev/zero")
+    os.mkfifo(root / "bundles/demo/6.msgpack")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "tags/demo/sock"))
+    digest = base["inputs"]["leaves"][0]["blob"]["digest"]
+    blob = root / blob_key(digest)
+    blob.unlink()
+    os.mkfifo(blob)
+    results: dict = {}
+
+    def run():
+        for argv in (["show", "demo@zero"], ["show", "demo@fifo"], ["show", "demo@passwd"], ["show", "demo@sock"],
+                     ["show", "demo@5"], ["show", "demo@6"], ["ls", "--json"], ["verify", "demo@1"],
+                     ["gc", "--grace", "0"]):
+            results[" ".join(argv)] = cli(*argv, store=root)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(60)
+    sock.close()
+    assert not worker.is_alive(), f"a read hung; done so far: {list(results)}"
+    for argv, (code, out, err) in results.items():
+        assert "Traceback" not in err and "root:x:0:0" not in out + err and len(err) < 2000, (argv, code, err)
+    for argv in ("show demo@zero", "show demo@fifo", "show demo@passwd", "show demo@sock", "show demo@5",
+                 "show demo@6"):
+        code, out, err = results[argv]
+        _clean_failure(code, out, err)
+    assert "a FIFO" in results["show demo@fifo"][2] and "symbolic link out of the store" in results[
+        "show demo@passwd"][2]
+    code, out, err = results["ls --json"]
+    assert code == 0 and [r["ref"] for r in json.loads(out)] == ["demo@1"] and "bundles/demo/5.msgpack" in err
+    code, out, err = results["verify demo@1"]
+    assert code == 6 and digest in out and "a FIFO" in out, (out, err)
+
+
+def test_unreadable_blobs_and_records_as_another_user(demo, tmp_path):
+    """Files the user may not read (a store shared by several users; here as `nobody`): `verify` lists the blob
+    with the reason; `replay`, `export` and `copy` fail with one line naming it (exit 3 or 6); a manifest or run
+    record that cannot be read is skipped by `ls` and `show` with a warning naming it, and `gc` keeps every blob
+    rather than guess. No traceback anywhere."""
+    import shutil as sh
+
+    from as_nobody import run_as_nobody, shared_dir
+
+    from reprobundle.bundle.digest import hex_of
+
+    registry, base = demo
+    with shared_dir() as shared:
+        twin, store = shared / "twin", shared / "store"
+        other = _deepcopy(base)
+        other["name"] = "other"
+        registry.publish(other)
+        bundle = registry.load("demo", 1)
+        registry.put_run(_base_run(registry, bundle))
+        registry.close()
+        sh.copytree(registry.store.root, twin, symlinks=True)
+        sh.copytree(registry.store.root, store, symlinks=True)
+        for folder in (twin, store):
+            for p in folder.rglob("*"):
+                p.chmod(0o755 if p.is_dir() else 0o644)
+            folder.chmod(0o755)
+        digest = base["inputs"]["leaves"][0]["blob"]["digest"]
+        run_key = next((store / "runs" / hex_of(bundle.ref.bundle_id)).iterdir())
+        for p in (store / blob_key(digest), store / "bundles/other/1.msgpack", run_key):
+            p.chmod(0o600)
+        env = {**os.environ, "TMPDIR": str(shared), "REPROBUNDLE_CACHE_DIR": str(shared / "cache"),
+               "JAX_PLATFORMS": "cpu", "HOME": str(shared)}
+        for folder in (shared / "cache/tmp", shared / "cache/blobs/.tmp"):  # warmed up by root, then used by nobody
+            folder.mkdir(parents=True)
+            for p in (folder, *folder.parents):
+                if str(p).startswith(str(shared)):
+                    p.chmod(0o777)
+
+        def commands(s: Path, tag: str) -> list[list[str]]:
+            return [["verify", "demo", "--store", s], ["replay", "demo", "--repeat", "1", "--store", s],
+                    ["export", "demo", "-o", shared / f"{tag}.zip", "--store", s],
+                    ["copy", "demo", shared / f"{tag}-dest", "--store", s], ["ls", "--store", s],
+                    ["show", "demo", "--store", s], ["gc", "--grace", "0", "--store", s]]
+
+        results = run_as_nobody([[str(a) for a in c] for c in commands(store, "x")],
+                                warmup=[[str(a) for a in c] for c in commands(twin, "w")], env=env)
+    verify, replay, export, copy, ls, show, gc = results
+    for code, out, err in results:
+        assert "Traceback" not in err and "unexpected" not in err, (code, out, err)
+    assert verify[0] == 6 and f"blob {digest} is unreadable" in verify[1] and "permission denied" in verify[1]
+    assert replay[0] == 3 and "permission denied" in replay[2] and hex_of(digest) in replay[2], replay
+    assert export[0] == 6 and digest in export[2] and "permission denied" in export[2], export
+    assert copy[0] == 3 and "permission denied" in copy[2], copy
+    assert ls[0] == 0 and "demo@1" in ls[1] and "warning: skipped bundles/other/1.msgpack" in ls[2], ls
+    assert show[0] == 0 and f"warning: skipped runs/{hex_of(bundle.ref.bundle_id)}/" in show[2], show
+    assert gc[0] == 0 and "could not read bundles/other/1.msgpack" in gc[1] and "may reference any" in gc[1], gc
+
+
+def test_a_zip_holding_two_bundles_names_them(demo, tmp_path):
+    """A zip bundle holds one bundle; one holding two is not guessed at: the error names what it holds and how to
+    pick one, and `--store X.zip NAME@V` does."""
+    from cli_runner import cli
+
+    from reprobundle.store.zip_store import write_zip_store
+
+    registry, base = demo
+    other = _deepcopy(base)
+    other["name"] = "other"
+    registry.publish(other)
+    store = registry.store
+    keys = ["reprobundle-store.json", *store.list("blobs"), "bundles/demo/1.msgpack", "bundles/other/1.msgpack"]
+    path = tmp_path / "two.zip"
+    write_zip_store(path, ((k, store, k) for k in keys))
+    code, out, err = cli("show", str(path))
+    assert code == 2 and "holds 2 bundles (demo@1, other@1)" in err and "--store" in err, err
+    code, out, err = cli("show", "other@1", store=path)
+    assert code == 0 and "other@1" in out
+
+
+def test_timeouts_must_be_positive_and_finite(demo, tmp_path):
+    """`--timeout nan|inf|-1|0` is a usage error (exit 2) for replay, bisect and pack, before anything runs; pack
+    takes --timeout."""
+    from cli_runner import cli
+
+    registry, _ = demo
+    script = tmp_path / "s.py"
+    script.write_text("def make():\n    raise SystemExit('must not run')\n")
+    for value in ("nan", "inf", "-inf", "-1", "0"):
+        for argv in (["replay", "demo", "--timeout", value], ["bisect", "demo", "--good", "0.4.30", "--bad", "0.5.0",
+                                                              "--timeout", value],
+                     ["pack", str(script), "--name", "x", "--timeout", value]):
+            code, out, err = cli(*argv, store=registry.store.root)
+            assert code == 2 and "invalid timeout" in err and "Traceback" not in err, (argv, code, err)
+    assert registry.runs(registry.load("demo", 1).ref.bundle_id) == []
+
+
+def test_latest_is_not_a_tag_name(demo):
+    """`NAME@latest` always means the newest version, so a tag named latest could never be reached: refused."""
+    from cli_runner import cli
+
+    registry, _ = demo
+    code, out, err = cli("tag", "demo@1", "latest", store=registry.store.root)
+    assert code == 2 and "reserved" in err
+    assert not (registry.store.root / "tags/demo/latest").exists()
+
+
+def test_a_damaged_zip_replays_into_nothing_and_store_is_honoured(tmp_path, golden_entries, monkeypatch):
+    """`replay X.zip` copies the bundle into the store its runs go to: `--store DIR` when given, else the default;
+    a zip with a damaged blob is checked whole first, so the failed replay leaves none of its blobs anywhere."""
+    from cli_runner import cli
+
+    blob_name = next(n for n, d in golden_entries if n.startswith("blobs/") and len(d) > 64)
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(_set_header_fields(_zip_of(golden_entries), blob_name, crc=0xDEADBEEF))
+    default = Path(os.environ["REPROBUNDLE_STORE"])
+    dest = tmp_path / "dest"
+    for store in (None, dest):
+        code, out, err = cli("replay", str(bad), "--repeat", "1", *(["--store", str(dest)] if store else []))
+        assert code == 6 and blob_name.rsplit("/", 1)[1] in err and "Traceback" not in err, (code, err)
+        for folder in (default, dest):
+            assert not (folder / "blobs").exists() or not any((folder / "blobs").rglob("*")), folder
+    from reprobundle import api
+
+    calls = []
+    monkeypatch.setattr(api, "_replay", lambda registry, bundle, versions, **kw: calls.append(registry.url) or [])
+    api.replay(str(GOLDEN_ZIP), store=str(dest))
+    assert calls == [str(dest)] and Registry.open(dest).versions("golden") == [1]
+
+
+def test_a_killed_pack_leaves_nothing_gc_does_not_remove(tmp_path, monkeypatch):
+    """SIGKILL of `reprobundle pack` mid reference run leaves its work folder in $TMPDIR (nothing runs at a SIGKILL),
+    locked by nobody: `gc --delete` removes it, and never the folder of a pack still running (its lock is held).
+    SIGTERM unwinds the pack: exit 143, its worker killed and its folder removed at once, nothing published. Store
+    files get the umask's mode, not 0600."""
+    import signal
+    import tempfile
+    import time
+
+    from cli_runner import cli
+
+    from reprobundle.store.scratch import scratch_dir
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    store = tmp_path / "store"
+    script = tmp_path / "tiny.py"
+    script.write_text("import jax, jax.numpy as jnp, numpy as np\n\n\ndef make():\n"
+                      "    return jax.jit(lambda a: jnp.tanh(a) * 2), (np.ones((4, 4), np.float32),)\n")
+    env = {**os.environ, "TMPDIR": str(tmp), "JAX_PLATFORMS": "cpu", "REPROBUNDLE_CACHE_DIR": str(tmp_path / "c")}
+    exe = str(Path(sys.executable).with_name("reprobundle"))
+    procs = {sig: subprocess.Popen([exe, "pack", str(script), "--name", f"s{int(sig)}", "--repeat", "1000000",
+                                    "--warmup", "0", "--no-dump", "--store", str(store)], env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for sig in (signal.SIGKILL, signal.SIGTERM)}
+    deadline = time.monotonic() + 180
+    while len(list(tmp.glob("reprobundle-pack-*/job.msgpack"))) < 2 and time.monotonic() < deadline:
+        assert all(p.poll() is None for p in procs.values()), [p.communicate() for p in procs.values()]
+        time.sleep(0.05)
+    for sig, proc in procs.items():
+        proc.send_signal(sig)
+    _, err = procs[signal.SIGTERM].communicate(timeout=60)
+    assert procs[signal.SIGTERM].returncode == 143 and "terminated" in err and "Traceback" not in err, err
+    procs[signal.SIGKILL].communicate(timeout=60)
+    left = sorted(tmp.glob("reprobundle-pack-*"))
+    assert len(left) == 1, left  # the SIGKILLed pack's; the SIGTERMed one removed its own
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    with scratch_dir(tmp, "reprobundle-pack-") as running:  # a pack still running: its folder is locked
+        code, out, err = cli("gc", "--delete", store=store)
+        assert code == 0, err
+        assert sorted(tmp.glob("reprobundle-pack-*")) == [running]
+    assert not list(tmp.glob("reprobundle-pack-*"))
+    assert Registry.open(store).names() == []
+    modes = {oct(p.stat().st_mode & 0o777) for p in (store / "blobs").rglob("*") if p.is_file()}
+    umask = os.umask(0)
+    os.umask(umask)
+    assert modes == {oct(0o666 & ~umask)}, modes
+
+
+def test_store_and_cache_files_take_the_umask(tmp_path):
+    """Files the folder store and the blob cache write are created as `open` creates them (0666 less the umask),
+    so a store shared by a group stays readable to it (mkstemp's 0600 made it unreadable to the others)."""
+    from reprobundle.bundle.cache import BlobCache
+
+    old = os.umask(0o002)
+    try:
+        registry = Registry.open(tmp_path / "store")
+        ref = registry.put_blob(b"shared with my group")
+        registry.put_run  # noqa: B018 - the same put path writes records
+        registry.store.put("tags/x/y", b"1")
+        cache = BlobCache(tmp_path / "cache", 1 << 30)
+        cached = cache.fetch(registry.store, ref["digest"])
+    finally:
+        os.umask(old)
+    for p in (registry.store.root / blob_key(ref["digest"]), registry.store.root / "tags/x/y", cached):
+        assert p.stat().st_mode & 0o777 == 0o664, (p, oct(p.stat().st_mode))

@@ -470,15 +470,14 @@ def test_server_that_never_answers_times_out():
 
 
 def test_permission_errors_map_to_one_line_with_a_hint(store):
-    import gcsfs.retry
+    from reprobundle.store.gcs_http import GCSResponseError, check_status
 
     for status, body in ((403, b'{"error": {"code": 403, "message": "anon caller does not have storage.objects.get'
                                 b' access to the Google Cloud Storage object."}}'),
                          (401, b'{"error": {"code": 401, "message": "Invalid Credentials"}}')):
-        try:
-            gcsfs.retry.validate_response(status, body, "b/bucket/o/key")  # gcsfs's own mapping of the response
-        except Exception as e:
-            raw = e
+        with pytest.raises(GCSResponseError) as e:
+            check_status(status, body, "http://gcs/b/bucket/o/key")  # the client's own mapping of the response
+        raw = e.value
         err = asyncio.run(store._translate(raw, "blobs/k"))
         assert isinstance(err, StorePermissionError), (status, raw, err)
         assert "\n" not in str(err) and f"HTTP {status}" in str(err) and "blobs/k" in str(err)

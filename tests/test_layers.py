@@ -10,7 +10,7 @@ PKG = Path(__file__).resolve().parent.parent / "reprobundle"
 # Lowest first. A module may import its own layer's modules and those of lower layers; `worker` imports nothing of
 # the host (it runs in other environments), and nothing imports `cli`.
 LAYERS = [
-    {"errors", "config", "units"},
+    {"errors", "config", "units", "logs"},
     {"store"},
     {"bundle"},
     {"analysis"},

@@ -41,22 +41,49 @@ def test_newer_format_version_asks_to_upgrade(base):
 
 
 @pytest.mark.parametrize("mutate,match", [
-    (lambda m: m.pop("inputs"), "missing field 'inputs'"),
-    (lambda m: m.update(extra=1), "unknown field 'extra'"),
-    (lambda m: m["inputs"]["leaves"][0].update(dtype="float33"), "unknown dtype"),
-    (lambda m: m["inputs"]["leaves"][0]["blob"].update(digest="md5:00"), "not a sha256 digest"),
-    (lambda m: m["inputs"]["leaves"][0].update(synthetic={"distribution": "normal", "seed": 1}), "exactly one"),
-    (lambda m: m["inputs"]["leaves"][0].update(shape=[-1]), "must be >= 0"),
-    (lambda m: m.update(name="../x"), "invalid bundle name"),
+    (lambda m: m.pop("inputs"), "manifest: missing field 'inputs'"),
+    (lambda m: m.update(extra=1), "manifest: unknown field 'extra'"),
+    (lambda m: m["inputs"]["leaves"][0].update(dtype="float33"), r"manifest\.inputs\.leaves\[0\]\.dtype: unknown dtype"),
+    (lambda m: m["inputs"]["leaves"][0]["blob"].update(digest="md5:00"),
+     r"manifest\.inputs\.leaves\[0\]\.blob\.digest: not a sha256 digest"),
+    (lambda m: m["inputs"]["leaves"][0].update(synthetic={"distribution": "normal", "seed": 1}),
+     r"manifest\.inputs\.leaves\[0\]: a leaf has exactly one"),
+    (lambda m: m["inputs"]["leaves"][0].update(shape=[-1]), r"manifest\.inputs\.leaves\[0\]\.shape\[0\]: must be >= 0"),
+    (lambda m: m.update(name="../x"), "manifest.name: invalid bundle name"),
     (lambda m: m.update(format="zip"), "format"),
     (lambda m: m["inputs"]["leaves"].append(m["inputs"]["leaves"][0]), "2 leaves for 1"),
-    (lambda m: m["function"].update(kind="pickle"), "unknown kind"),
-    (lambda m: m.update(version=True), "expected int"),
+    (lambda m: m["function"].update(kind="pickle"), "manifest.function.kind: unknown kind"),
+    (lambda m: m.update(version=True), "manifest.version: expected int, got bool"),
+    (lambda m: m["function"]["fields"]["in_avals"][0].update(shape=[""]), r"in_avals\[0\]\.shape\[0\]"),
+    (lambda m: m["function"].update(in_tree={"kind": "leaf", "children": [{"kind": "nope"}]}),
+     r"manifest\.function\.in_tree\.children\[0\]\.kind: unknown kind"),
 ])
 def test_strict_validation(base, mutate, match):
+    """The schema is what refuses: every violation is one line naming its path."""
     mutate(base)
-    with pytest.raises(FormatError, match=match):
+    with pytest.raises(FormatError, match=match) as e:
         mf.decode_manifest(mf.encode(base))
+    assert "\n" not in e.value.message and len(e.value.message) < 200
+
+
+def test_the_schema_knows_the_dtypes_the_worker_knows():
+    import json
+
+    from reprobundle.bundle.schema import SCHEMA_DIR
+    from reprobundle.worker.dtypes import DTYPE_NAMES
+
+    for name in ("manifest-v2", "run-v2", "run-v3"):
+        schema = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
+        assert set(schema["$defs"]["dtype"]["enum"]) == set(DTYPE_NAMES), name
+
+
+def test_hostile_tree_depth_is_refused_before_validation(base):
+    tree = {"kind": "leaf"}
+    for _ in range(5000):
+        tree = {"kind": "tuple", "children": [tree]}
+    base["function"]["in_tree"] = tree
+    with pytest.raises(FormatError, match="deeper than"):
+        mf.validate_manifest(base)
 
 
 def test_not_msgpack():

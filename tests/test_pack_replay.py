@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -11,12 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_runner import cli
 from manifests import assert_schema_valid
 
 import reprobundle
 from reprobundle.bundle import manifest as mf
 from reprobundle.bundle.registry import Registry, blob_key
-from reprobundle.cli import main
 from reprobundle.errors import InputMismatchError, UsageError
 
 ROOT = Path(__file__).parent.parent
@@ -32,18 +33,6 @@ def args():
     rng = np.random.default_rng(1)
     return (jnp.asarray(rng.standard_normal((8, 16), dtype=np.float32)),
             jnp.asarray(rng.standard_normal((16, 4), dtype=np.float32)))
-
-
-def cli(*argv, store=None):
-    """Run the CLI in-process and capture stdout/stderr via capsys-free redirection."""
-    import contextlib
-    import io
-
-    out, err = io.StringIO(), io.StringIO()
-    full = list(argv) + (["--store", str(store)] if store else [])
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(full)
-    return code, out.getvalue(), err.getvalue()
 
 
 def test_pack_and_replay_python_api(store_dir, args):
@@ -193,6 +182,7 @@ def test_cli_errors_are_one_clear_line(store_dir, argv, code, message, monkeypat
     monkeypatch.chdir(ROOT)
     got, out, err = cli(*argv, store=store_dir if "--store" not in argv else None)
     assert got == code, err
+    err = "".join(line for line in err.splitlines(True) if not re.match(r"\[\d+:\d\d", line))  # progress lines
     assert err.startswith("error: ") and message in err and "Traceback" not in err
 
 

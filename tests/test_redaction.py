@@ -41,3 +41,33 @@ def test_long_temp_paths_are_not_secrets_but_keys_inside_paths_are():
     assert redact_env({"XLA_FLAGS": flags}) == {"XLA_FLAGS": flags}
     hidden = "/home/me/keys/Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MGFiY2RlZmdoaWprbG1u/file"
     assert redact_env({"SOME_PATH": hidden}) == {"SOME_PATH": REDACTED}
+
+
+def test_secrets_in_files_a_worker_wrote_are_masked_in_place():
+    """What an XLA dump writes (its debug options quote XLA_FLAGS' values, text protos escape them): every secret
+    value of the environment, each secret word or flag value of a flag list, and token-shaped spans are masked
+    with a mask of the same length (binary formats keep their structure); safe flags and short values stay."""
+    from reprobundle.bundle.redaction import scrub, scrub_file, secret_values
+
+    env = {**SECRETS, **SAFE, "XLA_FLAGS": "--xla_gpu_cuda_data_dir=/x/ghp_AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH1234 "
+                                           "--xla_cpu_use_thunk_runtime=true", "X_PASSWORD": "pem\nline-two-of-it"}
+    secrets = secret_values(env)
+    assert "/x/ghp_AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH1234" in secrets and "pem\\nline-two-of-it" in secrets
+    assert all(len(s) >= 8 for s in secrets) and "hunter2" not in secrets and "/tmp/dump" not in secrets
+    text = (b'xla_gpu_cuda_data_dir: "/x/ghp_AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH1234"\nxla_dump_to: "/tmp/dump"\n'
+            b'pw: "pem\\nline-two-of-it" url: https://bob:hunter2@h/x\n')
+    out = scrub(text, secrets, patterns=True)
+    assert len(out) == len(text) and b"ghp_" not in out and b"line-two" not in out and b"hunter2" not in out
+    assert b'xla_dump_to: "/tmp/dump"' in out and out.count(b"<redacted>") == 3
+    assert scrub(b"nothing here", secrets, patterns=True) == b"nothing here"
+    import gzip
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".gz") as f:
+        f.write(gzip.compress(text))
+        f.flush()
+        assert b"ghp_" not in gzip.decompress(scrub_file(f.name, secrets))
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(b"clean")
+        f.flush()
+        assert scrub_file(f.name, secrets) is None

@@ -13,6 +13,7 @@ from reprobundle.errors import (
     InvalidRefError,
     StoreError,
     UnsupportedFormatVersionError,
+    UsageError,
 )
 
 
@@ -100,12 +101,52 @@ def test_concurrent_publish_gives_distinct_versions(store_dir):
 def test_gc_removes_only_unreferenced(registry):
     ref = registry.publish(make_manifest(registry))
     orphan = registry.put_blob(b"left behind by a killed pack")
-    dead = registry.gc(dry_run=True)
+    dead = registry.gc(dry_run=True, grace_s=0)
     assert dead == [blob_key(orphan["digest"])]
     assert registry.has_blob(orphan["digest"])
-    registry.gc(dry_run=False)
+    registry.gc(dry_run=False, grace_s=0)
     assert not registry.has_blob(orphan["digest"])
     assert registry.verify(registry.resolve(str(ref))) == []
+
+
+def test_gc_grace_period_keeps_recent_blobs(registry, monkeypatch):
+    """An unreferenced blob is deleted only once unused for the grace period (default 24 h, REPROBUNDLE_GC_GRACE):
+    a running writer's unpublished blobs are young; reusing a blob (put_blob of the same bytes) makes it young again."""
+    orphan = registry.put_blob(b"written by a pack that is still running")
+    registry.close()  # its lease would keep the blob too (see the next test): here the grace period alone
+    key = blob_key(orphan["digest"])
+    report = Registry.open(registry.url).collect(delete=True)
+    assert report.deleted == [] and report.kept_recent == [key] and report.grace_s == 24 * 3600
+    old = os.path.getmtime(registry.store.root / key) - 7200
+    os.utime(registry.store.root / key, (old, old))
+    monkeypatch.setenv("REPROBUNDLE_GC_GRACE", "1h")
+    assert Registry.open(registry.url).gc(dry_run=True) == [key]
+    registry.put_blob(b"written by a pack that is still running")  # reused by another pack: touched
+    registry.close()
+    assert Registry.open(registry.url).gc(dry_run=False) == []
+    assert registry.has_blob(orphan["digest"])
+    os.utime(registry.store.root / key, (old, old))
+    assert Registry.open(registry.url).gc(dry_run=False) == [key]
+    assert not registry.has_blob(orphan["digest"])
+    monkeypatch.setenv("REPROBUNDLE_GC_GRACE", "soon")
+    with pytest.raises(UsageError, match="REPROBUNDLE_GC_GRACE"):
+        registry.gc()
+
+
+def test_gc_keeps_what_a_running_writer_holds(registry):
+    """A registry that wrote or reused blobs holds them (a lease: a locked file in the store's .tmp) until it is
+    closed: gc, even with --grace 0, keeps them; once the writer is gone (closed, or killed: the kernel drops the
+    lock) they are collected, and the dead lease file with them."""
+    blob = registry.put_blob(b"not yet published")
+    key = blob_key(blob["digest"])
+    leases = list((registry.store.root / ".tmp").glob("lease-*"))
+    assert len(leases) == 1 and key in leases[0].read_text()
+    report = Registry.open(registry.url).collect(delete=True, grace_s=0)
+    assert report.kept_leased == [key] and report.deleted == [] and registry.has_blob(blob["digest"])
+    assert registry.gc(dry_run=True, grace_s=0) == [key]  # its own lease does not stop the writer's own gc
+    registry.close()
+    assert not list((registry.store.root / ".tmp").glob("lease-*"))
+    assert Registry.open(registry.url).gc(dry_run=False, grace_s=0) == [key]
 
 
 def test_export_zip_roundtrip(registry, tmp_path):

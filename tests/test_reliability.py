@@ -6,8 +6,9 @@ of memory. The only seam is the environment manager in the containment tests (it
 worker subprocess, its timeout and its memory limit are the product's own).
 
 About 3 minutes on 2 cores (most of it the 104 SIGKILLed CLI processes, each paying its interpreter start): packs
-use `--repeat 1 --warmup 0 --no-dump`, several victims run at once, and one set of concurrent real packs (the 4 x 2
-CLI race) doubles as the source of the crash campaigns. The untrusted-input fuzzing lives in tests/test_fuzz.py.
+use `--repeat 1 --warmup 0 --no-dump`, several victims run at once, and one set of concurrent real packs (8 at once,
+beside a `gc --grace 0` loop) doubles as the source of the crash campaigns. The untrusted-input fuzzing lives in
+tests/test_fuzz.py.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from cli_runner import cli
 from manifests import make_manifest
 
 from reprobundle.bundle import manifest as mf
 from reprobundle.bundle.registry import Registry, blob_key
-from reprobundle.cli import main
 from reprobundle.errors import EnvironmentCreationError
 
 ROOT = Path(__file__).parent.parent
@@ -52,15 +53,6 @@ def make():
     x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
     return jax.jit(lambda a, b: (jnp.tanh(a @ b), (a * 2).sum())), (x, x.T.copy())
 """
-
-
-def cli(*argv, store=None) -> tuple[int, str, str]:
-    """The CLI in-process (stdout, stderr captured), as tests/test_pack_replay.py does."""
-    out, err = io.StringIO(), io.StringIO()
-    full = list(argv) + (["--store", str(store)] if store else [])
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(full)
-    return code, out.getvalue(), err.getvalue()
 
 
 def sub_env(tmp: Path, **extra) -> dict[str, str]:
@@ -94,37 +86,73 @@ def workers_alive(marker: str, *, running_only: bool = False) -> list[int]:
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
-    """4 processes x 2 real `reprobundle pack` of one name into one folder store, all at once (timed: the kill
-    campaigns use the measured durations), plus a wide bundle of 64 blobs for the push campaigns."""
+    """8 real `reprobundle pack` processes of one name into one folder store, all at once (timed: the kill campaigns
+    use the measured durations), beside a `gc --delete --grace 0` loop that keeps deleting every unreferenced blob
+    no running writer holds, while it puts back, unreferenced and two days old, the blobs of an earlier pack of the
+    same script: the packs keep finding their function and input blobs already stored and stale, the case where a
+    pack that reuses a blob races gc. Plus a wide bundle of 64 blobs for the push campaigns."""
+    from reprobundle.bundle import sharing
+
     base = tmp_path_factory.mktemp("source")
     store = base / "store"
     script = base / "tiny.py"
     script.write_text(TINY)
     env = sub_env(base / "tmp")
+    done = subprocess.run([EXE, "pack", str(script), "--name", "tiny", *FAST_PACK, "--store", str(store), "--json"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    seeds = {key: (store / key).read_bytes() for key in Registry.open(store).store.list("blobs")}
+    shutil.rmtree(store / "bundles")
+    old = time.time() - 2 * 86400
+    for key in seeds:
+        os.utime(store / key, (old, old))
     first_write: list[float] = []
     stop = threading.Event()
+    gc_stats = {"runs": 0, "deleted": 0, "leased": 0, "reseeded": 0, "errors": []}
+
+    def collector():
+        while not stop.is_set():
+            try:
+                data = sharing.gc(str(store), delete=True, grace_s=0)
+                gc_stats["runs"] += 1
+                gc_stats["deleted"] += data["count"]
+                gc_stats["leased"] += data["kept"]["leased"]
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                gc_stats["errors"].append(f"{type(e).__name__}: {e}")
+            for key, data in seeds.items():  # back, unreferenced and old: the next pack may reuse it
+                path = store / key
+                if not path.exists():
+                    tmp = path.with_name(f".seed-{uuid.uuid4().hex}")
+                    tmp.write_bytes(data)
+                    os.utime(tmp, (old, old))
+                    os.replace(tmp, path)
+                    gc_stats["reseeded"] += 1
+            time.sleep(0.05)
+
     t0 = time.monotonic()
 
     def watch():
         while not stop.is_set() and not first_write:
-            if (store / "blobs").is_dir():
+            if any((store / "bundles").glob("tiny/*.msgpack")) or list((store / ".tmp").glob("lease-*")):
                 first_write.append(time.monotonic() - t0)
             time.sleep(0.01)
 
     def packer(_):
-        runs = []
-        for _ in range(2):
-            start = time.monotonic()
-            done = subprocess.run([EXE, "pack", str(script), "--name", "tiny", *FAST_PACK, "--store", str(store),
-                                   "--json"], env=env, capture_output=True, text=True, timeout=600)
-            runs.append((done.returncode, done.stdout, done.stderr, time.monotonic() - start))
-        return runs
+        start = time.monotonic()
+        done = subprocess.run([EXE, "pack", str(script), "--name", "tiny", *FAST_PACK, "--store", str(store),
+                               "--json"], env=env, capture_output=True, text=True, timeout=600)
+        return done.returncode, done.stdout, done.stderr, time.monotonic() - start
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    with ThreadPoolExecutor(4) as pool:
-        runs = [r for rs in pool.map(packer, range(4)) for r in rs]
-    stop.set()
+    threads = [threading.Thread(target=f, daemon=True) for f in (watch, collector)]
+    for t in threads:
+        t.start()
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            runs = list(pool.map(packer, range(8)))
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
     registry = Registry.open(store)
     # A bundle with many blobs, so a push spends most of its time writing blobs (where a kill is interesting).
     m = make_manifest(registry, name="wide")
@@ -132,15 +160,18 @@ def source(tmp_path_factory):
     m["artifacts"] = {f"a{i:03d}": {"blob": registry.put_blob(rng.randbytes(16 << 10)), "media_type": "x/y"}
                       for i in range(64)}
     registry.publish(m)
+    registry.close()
     durations = sorted(r[3] for r in runs if r[0] == 0)
-    return SimpleNamespace(store=store, script=script, runs=runs, durations=durations,
+    return SimpleNamespace(store=store, script=script, runs=runs, durations=durations, gc=gc_stats,
                            t_full=durations[len(durations) // 2] if durations else 10.0,
                            t_first=first_write[0] if first_write else 0.0)
 
 
 def test_concurrent_cli_packs_of_one_name(source):
-    """4 processes x 2 real `reprobundle pack` of one name: all 8 succeed with distinct versions 1..8, each
-    complete and intact."""
+    """8 real `reprobundle pack` processes of one name at once, beside a gc loop (`--grace 0`: only the packs'
+    leases protect what they have not published) that deletes and puts back stale copies of their blobs: all 8
+    succeed with distinct versions 1..8, each complete and intact; gc ran throughout, deleted what no pack held,
+    and saw the packs' leases."""
     assert all(code == 0 for code, *_ in source.runs), [err[-500:] for code, _, err, _ in source.runs if code]
     versions = sorted(json.loads(out)["version"] for _, out, _, _ in source.runs)
     assert versions == list(range(1, 9))
@@ -148,6 +179,15 @@ def test_concurrent_cli_packs_of_one_name(source):
     assert registry.versions("tiny") == versions
     ids = {registry.load("tiny", v).ref.bundle_id for v in versions}
     assert len(ids) == 8
+    for v in versions:
+        assert registry.verify(registry.load("tiny", v)) == []
+    stats = source.gc
+    print(f"\ngc beside 8 packs: {stats}")
+    assert not stats["errors"], stats["errors"][:3]
+    assert stats["runs"] >= 10 and stats["deleted"] > 0 and stats["reseeded"] > 0, stats
+    assert stats["leased"] > 0, "gc never saw a running pack's lease: the race was not exercised"
+    code, out, err = cli("gc", "--delete", "--grace", "0", "--json", store=source.store)
+    assert code == 0, err
     for v in versions:
         assert registry.verify(registry.load("tiny", v)) == []
 
@@ -248,7 +288,7 @@ def check_after_crashes(url: str) -> dict:
     orphans = blobs - live
     tmp = Path(url) / ".tmp" if "://" not in url else None
     temp_files = sorted(tmp.iterdir()) if tmp is not None and tmp.is_dir() else []
-    code, out, err = cli("gc", "--delete", "--json", store=url)
+    code, out, err = cli("gc", "--delete", "--grace", "0", "--json", store=url)
     assert code == 0, err
     assert {b["key"] for b in json.loads(out)["blobs"]} == orphans
     # Temp files of killed writers are kept while they might belong to a live writer (1 h); once stale they go.
@@ -256,13 +296,13 @@ def check_after_crashes(url: str) -> dict:
         if p.exists():
             old = time.time() - 7200
             os.utime(p, (old, old))
-    code, out, err = cli("gc", "--delete", "--json", store=url)
+    code, out, err = cli("gc", "--delete", "--grace", "0", "--json", store=url)
     assert code == 0 and json.loads(out)["count"] == 0, (out, err)
     if tmp is not None and tmp.is_dir():
         assert not list(tmp.iterdir()), f"temp files left in {tmp}"
     registry = Registry.open(url)
     assert set(registry.store.list("blobs")) == live
-    assert registry.gc(dry_run=True) == []
+    assert registry.gc(dry_run=True, grace_s=0) == []
     for ref in refs:
         assert registry.verify(registry.resolve(ref)) == []
     assert [r["ref"] for r in json.loads(cli("ls", "--json", store=url)[1])] == refs
@@ -448,6 +488,9 @@ SECRETS = {
     "TF_CPP_API_KEY": "AIzaSyA1b2C3d4E5f6G7h8I9j0KlMnOpQrStUvW",
     "JAX_OPAQUE_VALUE": "q8Zt3LmW9xKp2VnR7sYb4HcJ6dFg1EaU0oTi5rQw",
     "LIBTPU_INIT_ARGS": "--xla_tpu_foo=true --auth=ghp_AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH1234",
+    # A real XLA flag (XLA refuses unknown ones) whose value holds a token: XLA writes its flags into the dump's
+    # *.debug_options and compile_options.textproto, so redaction must reach every file of the dump.
+    "XLA_FLAGS": "--xla_gpu_cuda_data_dir=/home/alice/ghp_QQQQBBBBCCCCDDDDEEEEFFFFGGGGHHHH5678",
     # Not recorded at all, and must stay so:
     "AWS_SECRET_ACCESS_KEY": "Xq9rL2mN8vB4cZ7tY1wE5uI3oP6aS0dF2gH4jK8l",
     "GITHUB_TOKEN": "ghp_ZZZZYYYYXXXXWWWWVVVVUUUUTTTTSSSS9876",
@@ -525,8 +568,14 @@ def test_no_secret_reaches_the_store_or_any_output(secret_pack, tmp_path):
     registry = Registry.open(store)
     m = registry.resolve("tiny").manifest
     assert "xla_dump" in m["artifacts"] and "profile_trace" in m["artifacts"]
+    with zipfile.ZipFile(io.BytesIO(registry.get_blob(m["artifacts"]["xla_dump"]["blob"]))) as dump:
+        options = [n for n in dump.namelist() if n.endswith((".debug_options", "compile_options.textproto"))]
+        assert options, "the XLA dump holds no debug options: this test no longer shows the leak it guards against"
+        assert all(b"xla_gpu_cuda_data_dir" in dump.read(n) and b"<redacted>" in dump.read(n) for n in options
+                   if n.endswith(".debug_options"))
     recorded = m["environment"]["env_vars"]
-    for name in ("JAX_GCS_TOKEN", "JAX_DB_PASS", "XLA_SIGNING_PASSPHRASE", "JAX_OPAQUE_VALUE", "LIBTPU_INIT_ARGS"):
+    for name in ("JAX_GCS_TOKEN", "JAX_DB_PASS", "XLA_SIGNING_PASSPHRASE", "JAX_OPAQUE_VALUE", "LIBTPU_INIT_ARGS",
+                 "XLA_FLAGS"):
         assert recorded.get(name) == "<redacted>", (name, recorded.get(name))
     assert_no_secret("the store after pack", _all_bytes(store))
 
@@ -783,36 +832,61 @@ def test_out_of_memory_worker_is_its_own_run(small_bundle):
 
 
 def test_gc_never_deletes_what_it_cannot_read(tmp_path):
-    """gc deletes blobs only when it has read every manifest and run that could reference them: a corrupt
-    manifest, or a manifest or run record written by a newer reprobundle (a teammate's, in a shared store), stops
-    it with a clear error and nothing is deleted; an orphan is collected once the store is readable again."""
+    """gc reads every manifest and run record before it deletes anything, and one it cannot read is reported (the
+    key and why, in the output and in --json), never fatal: one that still decodes as a map (a newer reprobundle's,
+    a schema violation) keeps every blob it mentions while the true orphans go; one whose bytes are garbage or
+    truncated may reference any blob, so nothing is deleted while it is there. Repaired, the orphans go."""
     from reprobundle.bundle.digest import hex_of
 
-    registry = Registry.open(tmp_path / "store")
+    store = tmp_path / "store"
+    registry = Registry.open(store)
     m = make_manifest(registry)
     ref = registry.publish(m)
+    demo = {r["digest"] for r in mf.blob_refs(m)}
+    key = "bundles/demo/1.msgpack"
+    good = registry.store.get(key)
+
+    def blobs() -> set[str]:
+        return {"sha256:" + k.rsplit("/", 1)[-1] for k in registry.store.list("blobs")}
+
+    def gc() -> tuple[dict, str]:
+        registry.close()  # the blobs this test wrote are not held by a running writer
+        code, out, err = cli("gc", "--delete", "--grace", "0", "--json", store=store)
+        assert code == 0 and "Traceback" not in err, (code, out, err)
+        return json.loads(out), err
+
+    # A manifest from the future: read as a map, its blobs kept; the orphan goes.
     orphan = registry.put_blob(b"orphan")["digest"]
+    registry.store.put(key, mf.encode({**mf.decode_manifest(good), "format_version": mf.MANIFEST_VERSION + 1}))
+    data, _ = gc()
+    assert [u["key"] for u in data["unreadable"]] == [key] and "format_version" in data["unreadable"][0]["reason"]
+    assert {b["digest"] for b in data["blobs"]} == {orphan} and blobs() == demo
+    code, out, _ = cli("gc", "--grace", "0", store=store)
+    assert code == 0 and f"warning: could not read {key}" in out, out
+
+    # A run record from the future: the blob it names stays.
     run_blob = registry.put_blob(b"an artifact of a run from the future")
     future_run = {"format": mf.RUN_FORMAT, "format_version": mf.RUN_VERSION + 1, "run_id": "r1",
                   "artifacts": {"trace": {"blob": run_blob, "media_type": "x/y"}}, "new_field": 1}
     run_key = f"runs/{hex_of(ref.bundle_id)}/r1.msgpack"
-    key = "bundles/demo/1.msgpack"
-    good = registry.store.get(key)
-    before = set(registry.store.list("blobs"))
-    for label, apply in [
-        ("corrupt manifest", lambda: registry.store.put(key, good[: len(good) // 2])),
-        ("manifest from the future", lambda: registry.store.put(key, mf.encode(
-            {**mf.decode_manifest(good), "format_version": mf.MANIFEST_VERSION + 1}))),
-        ("run record from the future", lambda: registry.store.put(run_key, mf.encode(future_run))),
-    ]:
-        apply()
-        code, out, err = cli("gc", "--delete", store=tmp_path / "store")
-        assert code != 0 and err.startswith("error: ") and "Traceback" not in err, (label, code, out, err)
-        assert set(registry.store.list("blobs")) == before, f"{label}: gc deleted blobs it could not account for"
-        registry.store.put(key, good)
+    registry.store.put(run_key, mf.encode(future_run))
+    orphan = registry.put_blob(b"orphan 2")["digest"]
+    data, _ = gc()
+    assert {u["key"] for u in data["unreadable"]} == {key, run_key}
+    assert {b["digest"] for b in data["blobs"]} == {orphan} and blobs() == demo | {run_blob["digest"]}
+
+    # A truncated manifest may have named anything: nothing is deleted, and the output says why.
+    orphan = registry.put_blob(b"orphan 3")["digest"]
+    registry.store.put(key, good[: len(good) // 2])
+    data, _ = gc()
+    assert data["count"] == 0 and data["kept"]["unaccounted"] >= 1 and blobs() == demo | {orphan, run_blob["digest"]}
+    code, out, _ = cli("gc", "--delete", "--grace", "0", store=store)
+    assert code == 0 and "may reference any of them" in out and f"could not read {key}" in out, out
+    assert orphan in blobs()
+
+    # Repaired: the orphans are collected, the bundle is intact.
+    registry.store.put(key, good)
     registry.store.delete(run_key)
-    code, out, err = cli("gc", "--delete", "--json", store=tmp_path / "store")
-    assert code == 0, err
-    gone = {b["digest"] for b in json.loads(out)["blobs"]}
-    assert gone == {orphan, run_blob["digest"]}
-    assert registry.verify(registry.resolve("demo")) == []
+    data, _ = gc()
+    assert {b["digest"] for b in data["blobs"]} == {orphan, run_blob["digest"]} and not data["unreadable"]
+    assert registry.verify(registry.resolve("demo")) == [] and blobs() == demo

@@ -3,8 +3,6 @@ the read-through blob cache, url snippets, gc, export size advice, and the error
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -19,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cli_runner import cli
 
 import reprobundle
 from reprobundle.bundle import blobs, sharing
@@ -26,7 +25,6 @@ from reprobundle.bundle import cache as cache_mod
 from reprobundle.bundle import manifest as mf
 from reprobundle.bundle.cache import BlobCache
 from reprobundle.bundle.registry import Registry, blob_key
-from reprobundle.cli import main
 from reprobundle.config import cache_dir
 from reprobundle.store import open_store
 
@@ -44,14 +42,6 @@ def proc_env():
         subprocess.run([sys.executable, "-c", "import reprobundle.cli, reprobundle.store.gcs, reprobundle.bundle.sharing"],
                        env=env, check=True, timeout=120)
     return env
-
-
-def cli(*argv, store=None):
-    out, err = io.StringIO(), io.StringIO()
-    full = [str(a) for a in argv] + (["--store", str(store)] if store else [])
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(full)
-    return code, out.getvalue(), err.getvalue()
 
 
 def _small(x, y):
@@ -254,8 +244,11 @@ def test_url_snippet(packed, gcs_store_url, gcs_server, monkeypatch):
     assert urls == {"https_url": "https://storage.googleapis.com/team-bucket/repro/bundles/small/1.msgpack",
                     "console_url": "https://console.cloud.google.com/storage/browser/_details/team-bucket/repro/"
                                    "bundles/small/1.msgpack"}
-    code, out, err = cli("url", "small@1", store=packed)  # a local store: says how to share it
-    assert code == 0 and "push" in err and "file://" in out
+    assert f"([https](https://storage.googleapis.com/{gcs_store_url[5:]}/small@1))" in md  # its public form
+    code, out, err = cli("url", "small@1", store=packed)  # a local store: the snippet itself says how to share it
+    assert code == 0 and err == "" and "file://" in out  # the url line; never in the snippet
+    snippet = out.split("Paste into the issue:")[1]
+    assert "Not shareable yet" in snippet and "push" in snippet and "file://" not in snippet
 
 
 def test_gc_dry_run_then_delete(packed, gcs_store_url, tmp_path):
@@ -263,17 +256,22 @@ def test_gc_dry_run_then_delete(packed, gcs_store_url, tmp_path):
         reprobundle.api.copy("small@1", str(target), store=str(packed))
         registry = Registry.open(target)
         orphan = registry.put_blob(b"nobody refers to me" * 100)
-        code, out, err = cli("gc", "--json", store=target)
+        registry.close()  # no longer a running writer: its lease goes
+        # The default grace period (24 h) keeps a blob written a moment ago (a pack or push may still be running).
+        code, out, err = cli("gc", "--delete", store=target)
+        assert code == 0 and "removed 0 unreferenced blobs" in out and registry.has_blob(orphan["digest"]), out
+        assert "kept 1 blobs used within the grace period (1 d)" in out, out
+        code, out, err = cli("gc", "--json", "--grace", "0", store=target)
         assert code == 0, err
         data = json.loads(out)
         assert data["dry_run"] and [b["digest"] for b in data["blobs"]] == [orphan["digest"]]
         assert data["bytes"] == orphan["size"] == 1900
         assert registry.has_blob(orphan["digest"])
-        code, out, err = cli("gc", "--delete", store=target)
+        code, out, err = cli("gc", "--delete", "--grace", "0", store=target)
         assert code == 0 and "removed 1 unreferenced blobs (1.9 KiB)" in out
         assert not registry.has_blob(orphan["digest"])
         assert registry.verify(registry.resolve("small@1")) == []
-        assert "would remove 0" in cli("gc", store=target)[1]
+        assert "would remove 0" in cli("gc", "--grace", "0", store=target)[1]
 
 
 def test_export_warns_over_25_mb(tmp_path):

@@ -1,6 +1,7 @@
 """The store contract: every backend passes the same tests."""
 
 import multiprocessing
+import re
 import uuid
 import zipfile
 
@@ -199,3 +200,130 @@ class TestZipStore:
 def test_open_store_rejects_unknown_scheme():
     with pytest.raises(UsageError, match="unsupported store URL"):
         open_store("ftp://host/x")
+
+
+HOSTILE = {  # key under the store -> what a reader must say (StoreError text), for the entries _hostile_folder makes
+    "hostile/link-out": "symbolic link out of the store",
+    "hostile/zero": "a character device",
+    "hostile/fifo": "a FIFO",
+    "hostile/loop": "cannot read",
+    "hostile/socket": "cannot read|a socket",
+    "hostile/dirlink/secret.txt": "symbolic link out of the store",
+}
+
+
+def _hostile_folder(root, outside) -> None:
+    """What a store folder from someone else may hold beside real values: symlinks out of the store (to a file, to
+    a device, to a folder), a FIFO, a socket, a symlink loop, a folder where a value would be; and a symlink to a
+    value inside the store, which is fine."""
+    import os
+    import socket
+
+    (root / "hostile").mkdir(parents=True)
+    outside.mkdir(exist_ok=True)
+    (outside / "secret.txt").write_text("root:x:0:0:precious\n")
+    (root / "hostile/link-out").symlink_to(outside / "secret.txt")
+    (root / "hostile/zero").symlink_to("/dev/zero")
+    os.mkfifo(root / "hostile/fifo")
+    (root / "hostile/loop").symlink_to(root / "hostile/loop")
+    (root / "hostile/dir").mkdir()
+    (root / "hostile/dirlink").symlink_to(outside, target_is_directory=True)
+    (root / "hostile/plain").write_bytes(b"plain")
+    (root / "hostile/inside").symlink_to(root / "hostile/plain")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "hostile/socket"))
+    sock.close()
+
+
+def _within(seconds: float, fn):
+    """fn() in a thread; fails the test if it has not returned in time (a read waiting on a FIFO hangs)."""
+    import threading
+
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"{fn} did not return within {seconds} s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class TestHostileLocalStore(StoreContract):
+    """The whole contract on a folder that already holds hostile entries (a store from someone else), then what
+    reading those entries must do: refuse at once with a StoreError naming the key, never follow a symlink out of
+    the store, never wait on a FIFO, never read a device, never quote a target's content."""
+
+    @pytest.fixture
+    def store(self, tmp_path):
+        _hostile_folder(tmp_path / "hostile-store", tmp_path / "outside")
+        return LocalStore(tmp_path / "hostile-store")
+
+    @pytest.mark.parametrize("key", sorted(HOSTILE))
+    def test_hostile_entries_are_refused_at_once(self, store, key):
+        for op in (lambda: store.get(key), lambda: store.get_bounded(key, 100), lambda: store.open_read(key).read(),
+                   lambda: store.size(key)):
+            with pytest.raises(StoreError) as e:
+                _within(10, op)
+            assert key in e.value.message and re.search(HOSTILE[key], e.value.message), e.value.message
+            assert "precious" not in e.value.message
+        assert not _within(10, lambda: store.exists(key))
+        assert _within(10, lambda: store.local_path(key)) is None
+
+    def test_folders_links_inside_and_listing(self, store, tmp_path):
+        with pytest.raises(NotFoundError):
+            store.get("hostile/dir")
+        assert store.get("hostile/inside") == b"plain" and store.local_path("hostile/inside") is not None
+        listed = set(store.list("hostile"))
+        assert {"hostile/link-out", "hostile/fifo", "hostile/plain"} <= listed
+        assert not any(k.startswith("hostile/dirlink/") for k in listed)  # a symlinked folder is not followed
+        store.delete("hostile/link-out")
+        assert not (store.root / "hostile/link-out").is_symlink()
+        assert (tmp_path / "outside/secret.txt").read_text().startswith("root:")  # the link went, not its target
+
+    def test_reads_are_bounded_by_size(self, store):
+        from reprobundle.errors import FormatError
+
+        with open(store.root / "hostile/big", "wb") as f:
+            f.truncate(1 << 30)  # sparse: 1 GiB that costs nothing to make
+        import tracemalloc
+
+        tracemalloc.start()
+        try:
+            with pytest.raises(FormatError, match="larger than"):
+                store.get_bounded("hostile/big", 64 << 10)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert peak < 4 << 20
+
+    def test_unreadable_values_as_another_user(self, tmp_path):
+        """A value the user may not read (here as `nobody`): StorePermissionError (a StoreError), not a
+        PermissionError traceback; `ls` of a store whose manifest it cannot read warns and goes on."""
+        import json
+        import os
+        import shutil
+
+        from as_nobody import run_as_nobody, shared_dir
+
+        with shared_dir() as shared:
+            store = LocalStore(shared / "store")
+            store.put("reprobundle-store.json", b'{"format": "reprobundle-store", "format_version": 1}')
+            store.put("bundles/x/1.msgpack", b"secret manifest")
+            shutil.copytree(store.root, shared / "twin")
+            for p in [shared / "store", *(shared / "store").rglob("*")]:
+                p.chmod(0o755 if p.is_dir() else 0o644)
+            (shared / "store/bundles/x/1.msgpack").chmod(0o600)
+            env = {**os.environ, "TMPDIR": str(shared), "REPROBUNDLE_CACHE_DIR": str(shared / "cache"),
+                   "HOME": str(shared)}
+            (code, out, err), = run_as_nobody([["ls", "--json", "--store", str(shared / "store")]],
+                                              warmup=[["ls", "--json", "--store", str(shared / "twin")]], env=env)
+        assert code == 0 and json.loads(out) == [], (code, out, err)
+        assert "warning: skipped bundles/x/1.msgpack" in err and "permission denied" in err, err

@@ -203,6 +203,9 @@ def test_per_op_reduction_from_trace(tmp_path):
         json.dump({"traceEvents": [ev[4]]}, fh)
     rows, note, _ = W.per_op_from_trace(str(empty), hlo, 2)
     assert rows == [] and "no per-HLO-op events" in note
+    gpu = W.parse_hlo_instructions('%f = bf16[8,8]{1,0} fusion(%a), kind=kCustom, calls=%c, '
+                                   'backend_config={"fusion_backend_config":{"kind":"__triton_gemm"}}')
+    assert gpu["f"]["kind"] == "fusion(kCustom:__triton_gemm)"  # worker/hlo_kind.py, shared with the host
 
 
 # ---------------------------------------------------------------------------

@@ -11,8 +11,22 @@ import math
 import numpy as np
 
 from ..bundle.trees import output_names
+from ..errors import first_line
 from ..units import human_ns
-from . import hlo
+from .conditions import report as conditions_report
+from .hardware import hardware_note
+from .hlo_diff import (
+    COVERAGE_MIN,
+    coverage_explains,
+    fusion_diff,
+    fusion_summary,
+    per_op_coverage,
+    per_op_diff,
+)
+from .hlo_parse import HloModule, parse_hlo
+from .sequential import ALPHA as SEQ_ALPHA
+from .sequential import BETA as SEQ_BETA
+from .sequential import DETECT_EFFECT as SEQ_DETECT
 from .verdict import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
@@ -23,11 +37,11 @@ from .verdict import (
 )
 
 COMPARISON_FORMAT = "reprobundle.comparison"
-COMPARISON_VERSION = 1
+COMPARISON_VERSION = 2  # 2: headlines, rows timed apart (no verdict), runs used, worker notes, moved_row by sign
 TOP_MOVES = 10
 REFERENCE = "reference"  # the label (and `baseline` value) of the bundle's reference run
 TIMED = ("ok", "mismatch")
-_ENV_KEYS = ("jax", "jaxlib", "python", "platform", "cpu_model")
+_ENV_KEYS = ("jax", "jaxlib", "python", "platform", "device_kind", "cpu_model")
 
 # ------------------------------------------------------------------------------------------------ building
 
@@ -41,12 +55,17 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
     (either may be missing; "reference" keys work too). Raises ValueError for a baseline no run requested.
 
     Returns {"format", "version", "bundle", "bundle_id", "function", "description", "packed": env, "machine": env,
-    "baseline", "rows": [row], "diffs": [diff], "notes": [str]} where a row is one version's status, timing
-    (median/IQR/ratio/verdict/samples), output errors vs the reference and vs the baseline, compile time and fusion
-    count, and a diff is {"label", "vs", "fusion": fusion_diff | None, "per_op": per_op_diff rows (all; renderers
-    show the first `top`), "moved": one line naming where the time moved, "moved_row": the biggest move or None}.
+    "baseline", "headlines": [headline], "rows": [row], "diffs": [diff], "runs_used": [run], "notes": [str]}.
+    A row is one version's status, timing (median/IQR/ratio/verdict/samples), output errors vs the reference and vs
+    the baseline, compile time, fusion count and the worker's notes. `row["together"]` says whether it was timed
+    together with the baseline (same interleaved replay): only those get a verdict, a p-value and an interval; the
+    others (the pack's reference run, runs of other replays) are `apart`, with the ratio of medians only and
+    `apart_reason`. A headline is one sentence per candidate: {"label", "vs", "direction", "comparable", "text"}.
+    A diff is {"label", "vs", "fusion": fusion_diff | None, "per_op": per_op_diff rows (all; renderers show the
+    first `top`), "moved": one line naming where the time moved, "moved_row": the biggest move in the direction of
+    the whole-function change, or None when the profile does not explain it}.
     """
-    modules = {k: hlo.parse_hlo(v) for k, v in hlo_texts.items() if v}  # parse each text once
+    modules = {k: parse_hlo(v) for k, v in hlo_texts.items() if v}  # parse each text once
     names = output_names(manifest)
     resized = sorted({(r.get("labels") or {}).get("shape") for r in runs} - {None})
     # Runs at other sizes (replay --shape) are compared with each other, never with the reference's sizes.
@@ -67,6 +86,9 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
                      "so it is left out")
     diffs = [_version_diff(row, base, modules) for row in rows
              if base is not None and row is not base and row["requested"] != REFERENCE and row["status"] in TIMED]
+    for row in rows:
+        notes += [f"jax {row['label']}: {note}" for note in row["worker_notes"]]
+    warned, measured_under = conditions_report(runs)
     return {
         "format": COMPARISON_FORMAT, "version": COMPARISON_VERSION,
         "bundle": _bundle_name(manifest, runs), "bundle_id": next((r.get("bundle_id") for r in runs), None),
@@ -75,8 +97,84 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
         "packed": _env(manifest.get("environment") or {}),
         "machine": _env(next((r["environment"] for r in runs if r.get("environment")), {})),
         "baseline": base["label"] if base else None, "top": top,
-        "rows": rows, "diffs": diffs, "notes": notes + _machine_notes(manifest, runs),
+        "headlines": headlines(rows, base) + _hardware_headline(manifest, runs) + _condition_headlines(warned),
+        "rows": rows, "diffs": diffs, "runs_used": runs_used(rows),
+        "notes": notes + _machine_notes(manifest, runs) + measured_under,
     }
+
+
+# ------------------------------------------------------------------------------------------------ headlines
+
+
+def headlines(rows: list[dict], base: dict | None) -> list[dict]:
+    """One sentence per candidate (every row but the baseline and the reference): direction, ratio, 95% interval,
+    how it was measured and p; a candidate not timed together with the baseline says it is not comparable."""
+    if base is None:
+        return [{"label": "", "vs": None, "direction": "none", "comparable": False,
+                 "text": "no version ran: nothing to compare"}]
+    return [_headline(r, base) for r in rows if r is not base and r["requested"] != REFERENCE]
+
+
+def _headline(row: dict, base: dict) -> dict:
+    who, vs = _version_name(row), _version_name(base)
+    out = {"label": row["label"], "vs": base["label"], "comparable": bool(row["together"]), "direction": "unknown"}
+    if row["status"] not in TIMED:
+        out["direction"] = "failed"
+        return {**out, "text": f"{who} did not run ({row['status']}): {first_line(row['reason'], 100)}"}
+    if row["median_ns"] is None or base["median_ns"] is None or not row["ratio"]:
+        return {**out, "text": f"{who}: no timing to compare with {vs}"}
+    if not row["together"]:
+        out["direction"] = "apart"
+        return {**out, "text": f"{who} vs {vs}: not comparable, not timed together ({row['apart_reason']}); "
+                               f"medians {human_ns(row['median_ns'])} vs {human_ns(base['median_ns'])} "
+                               f"({row['ratio']:.2f}x), no verdict"}
+    if row["verdict"] is None:
+        return {**out, "text": f"{who} vs {vs}: {row['ratio']:.2f}x the time, timed together in {row['rounds']} "
+                               f"round(s), too few for a verdict (replay with --rounds 8)"}
+    ratio, (lo, hi), p = row["ratio"], row["ci95"], row["p_value"]
+    # a version settled before the others gets fewer rounds; one settled on its last round needs no mention
+    settled_at = (f", settled at round {row['decided_at']}" if row.get("decided_at")
+                  and row["decided_at"] != row["rounds"] else "")
+    how = f"paired, {row['rounds']} rounds timed together{settled_at}; p={p:.1g}"
+    out["direction"] = row["verdict"]
+    if row["verdict"] == "slower":
+        text = f"{who} is {ratio:.2f}x slower than {vs} (95% CI {lo:.2f}-{hi:.2f}x; {how})"
+    elif row["verdict"] == "faster":
+        text = f"{who} is {1 / ratio:.2f}x faster than {vs} (95% CI {1 / hi:.2f}-{1 / lo:.2f}x; {how})"
+    elif p < DEFAULT_ALPHA and abs(ratio - 1.0) < DEFAULT_MIN_EFFECT:
+        text = (f"{who} is within {DEFAULT_MIN_EFFECT:.0%} of {vs}: {ratio:.3f}x the time "
+                f"(95% CI {lo:.3f}-{hi:.3f}x; {how})")
+    else:
+        text = f"{who} is not measurably different from {vs}: {ratio:.3f}x the time (95% CI {lo:.3f}-{hi:.3f}x; {how})"
+    if row.get("settled") is False and row.get("equivalence"):
+        e_lo, e_hi = row["equivalence"]
+        text += f"; not settled: a change between {e_lo:.2f}x and {e_hi:.2f}x is not ruled out"
+    return {**out, "text": text}
+
+
+def _version_name(row: dict) -> str:
+    """`jax 0.8.0`, `jax 0.10.2 (installed)`, `the reference run`."""
+    if row["requested"] == REFERENCE:
+        return "the reference run"
+    if row["label"].startswith("installed") and row["jax"] not in ("?", ""):
+        return f"jax {row['jax']} ({row['label']})"
+    return f"jax {row['label']}"
+
+
+def runs_used(rows: list[dict]) -> list[dict]:
+    """Which stored runs the comparison used: id, date, timing budget and whether it was timed together."""
+    return [{"label": r["label"], "run_id": r.get("run_id"), "created": r.get("created"), "status": r["status"],
+             "group": r["schedule"].get("group"), "budget": r["budget"], "together": r["together"],
+             "is_baseline": r["is_baseline"]} for r in rows]
+
+
+def budget_text(timing: dict) -> str:
+    """`100 steps in 8 rounds (1600 calls)`, or `50 calls in one process`: how much timing a run holds."""
+    n = len(timing.get("samples_ns") or [])
+    steps, rounds = timing.get("steps"), timing.get("rounds")
+    if steps and rounds:
+        return f"{len(steps)} steps in {len(rounds)} round{'s' if len(rounds) != 1 else ''} ({n} calls)"
+    return f"{n} call{'s' if n != 1 else ''} in one process" if n else "no timing"
 
 
 def _verdict_notes(rows: list[dict]) -> list[str]:
@@ -84,11 +182,10 @@ def _verdict_notes(rows: list[dict]) -> list[str]:
     paired = [r for r in rows if r["method"] == METHOD_PAIRED]
     if paired:
         notes.append(f"verdicts for {', '.join(r['label'] for r in paired)}: timed interleaved with the baseline "
-                     f"in {paired[0]['rounds']} rounds of fresh processes; paired t-test over rounds, p < "
-                     f"{DEFAULT_ALPHA:g} and at least {DEFAULT_MIN_EFFECT:.0%} apart to count")
-    for caveat in sorted({r["caveat"] for r in rows if r["caveat"]}):
-        labels = ", ".join(r["label"] for r in rows if r["caveat"] == caveat)
-        notes.append(f"verdicts for {labels}: {caveat}")
+                     f"in {'/'.join(sorted({str(r['rounds']) for r in paired}))} rounds of fresh processes; "
+                     f"group-sequential paired t-test over rounds, looked at after each round and stopped once "
+                     f"settled ({SEQ_ALPHA:.0%} false verdicts, {1 - SEQ_BETA:.0%} power for a {SEQ_DETECT:.0%} "
+                     f"change over all looks), at least {DEFAULT_MIN_EFFECT:.0%} apart to count")
     return notes
 
 
@@ -101,6 +198,21 @@ def _bundle_name(manifest: dict, runs: list[dict]) -> str:
         return runs[0]["bundle"]
     name, version = manifest.get("name", "?"), manifest.get("version")
     return f"{name}@{version}" if version is not None else name
+
+
+def _condition_headlines(warnings: list[str]) -> list[dict]:
+    """A headline per warning about the conditions of the timing (analysis/conditions.py: a busy machine, runs
+    measured under different CPUs, masks or thread settings)."""
+    return [{"label": "", "vs": None, "comparable": False, "direction": "warning", "conditions": True, "text": w}
+            for w in warnings]
+
+
+def _hardware_headline(manifest: dict, runs: list[dict]) -> list[dict]:
+    """A headline when the runs ran on other hardware than the reference (analysis/hardware.py)."""
+    note = hardware_note(manifest.get("environment"), [r.get("environment") for r in runs if r["status"] in TIMED])
+    if note is None:
+        return []
+    return [{"label": "", "vs": REFERENCE, "comparable": False, "direction": "apart", "hardware": True, "text": note}]
 
 
 def _machine_notes(manifest: dict, runs: list[dict]) -> list[str]:
@@ -134,7 +246,9 @@ def _reference_row(manifest: dict) -> dict:
     return {"label": REFERENCE, "requested": REFERENCE, "jax": str(env.get("jax") or "?"), "status": "ok", "reason": "",
             "route": ref.get("route"), "compile_s": _num((ref.get("timing") or {}).get("compile_s")),
             "err_ref": {"ok": True, "bit_identical": True, "max_abs_err": 0.0, "max_rel_err": 0.0},
-            "per_op": ref.get("per_op") or [], **_timing_fields(ref.get("timing") or {})}
+            "per_op": ref.get("per_op") or [], "run_id": None, "created": manifest.get("created"),
+            "worker_notes": [], "budget": budget_text(ref.get("timing") or {}),
+            **_timing_fields(ref.get("timing") or {})}
 
 
 def _run_row(run: dict, names: list[str]) -> dict:
@@ -144,7 +258,9 @@ def _run_row(run: dict, names: list[str]) -> dict:
             "jax": str((run.get("environment") or {}).get("jax") or "?"), "status": run["status"],
             "reason": run.get("reason", ""), "route": run.get("route"), "compile_s": _num(timing.get("compile_s")),
             "err_ref": _error_fields(check, names) if check else None, "per_op": run.get("per_op") or [],
-            **_timing_fields(timing)}
+            "run_id": run.get("run_id"), "created": run.get("created"),
+            "worker_notes": [first_line(n, 300) for n in run.get("notes") or [] if isinstance(n, str)],
+            "budget": budget_text(timing), **_timing_fields(timing)}
 
 
 def _label_duplicates(rows: list[dict]) -> None:
@@ -163,9 +279,14 @@ def _error_fields(check: dict, names: list[str]) -> dict:
     leaves = [l for l in check.get("leaves") or [] if isinstance(l, dict)]
     errors = [(number(l.get("max_abs_err")) or 0.0, i) for i, l in enumerate(leaves) if not l.get("bit_identical")]
     worst = max(errors)[1] if errors else None
+    element = check.get("worst") if isinstance(check.get("worst"), dict) else None  # checks since tolerances scaled
+    if element is not None and isinstance(element.get("leaf"), int) and not isinstance(element["leaf"], bool):
+        worst = element["leaf"]
     return {"ok": bool(check.get("ok")), "bit_identical": bool(check.get("bit_identical")),
             "max_abs_err": number(check.get("max_abs_err")), "max_rel_err": number(check.get("max_rel_err")),
             **({"worst": names[worst] if worst < len(names) else f"output {worst}"} if worst is not None else {}),
+            **({"worst_element": {k: element[k] for k in ("index", "expected", "actual", "abs_err", "allowed")
+                                  if k in element}} if element is not None else {}),
             **({"reason": check["reason"]} if check.get("reason") else {})}
 
 
@@ -182,18 +303,35 @@ def _pick_baseline(rows: list[dict], baseline: str | None) -> dict | None:
 def _fill_against_baseline(row: dict, base: dict | None, outputs: dict, names: list[str]) -> None:
     row["is_baseline"] = row is base
     row["ratio"] = row["verdict"] = row["p_value"] = row["err_base"] = row["ci95"] = row["method"] = None
-    row["caveat"] = None
+    row["caveat"] = row["apart_reason"] = None
+    row["settled"] = row["decided_at"] = row["equivalence"] = None  # the sequential test's (analysis/sequential.py)
+    row["together"] = row is base
     if base is None:
         return
     if row is base:
         row["ratio"], row["verdict"] = 1.0, "baseline"
     elif row["n"] and base["n"]:
-        v = timing_verdict({"samples_ns": base["samples_ns"], **base["schedule"]},
-                           {"samples_ns": row["samples_ns"], **row["schedule"]})
-        row["ratio"], row["verdict"], row["p_value"] = _num(v["ratio"]), v["verdict"], v["p_value"]
-        row["ci95"] = [_num(x) for x in v["ci95"]] if v["ci95"] else None
-        row["method"], row["caveat"] = v["method"], v["caveat"]
+        group = base["schedule"].get("group")
+        row["together"] = group is not None and row["schedule"].get("group") == group
+        row["ratio"] = _num(row["median_ns"] / base["median_ns"]) if base["median_ns"] else None
+        if row["together"]:
+            v = timing_verdict({"samples_ns": base["samples_ns"], **base["schedule"]},
+                               {"samples_ns": row["samples_ns"], **row["schedule"]})
+            if v["method"] == METHOD_PAIRED:
+                row["ratio"], row["verdict"], row["p_value"] = _num(v["ratio"]), v["verdict"], v["p_value"]
+                row["ci95"] = [_num(x) for x in v["ci95"]] if v["ci95"] else None
+                row["method"] = v["method"]
+                row["settled"], row["decided_at"] = v.get("settled"), v.get("decided_at")
+                row["equivalence"], row["caveat"] = v.get("equivalence"), v.get("caveat")
+        else:
+            row["apart_reason"] = _apart_reason(row, base)
     row["err_base"] = _error_vs_baseline(row, base, outputs, names)
+
+
+def _apart_reason(row: dict, base: dict) -> str:
+    if REFERENCE in (row["requested"], base["requested"]):
+        return "the pack's reference run is another process, timed at pack time"
+    return "measured in separate replays"
 
 
 def _error_vs_baseline(row: dict, base: dict, outputs: dict, names: list[str]) -> dict | None:
@@ -204,31 +342,70 @@ def _error_vs_baseline(row: dict, base: dict, outputs: dict, names: list[str]) -
     mine, theirs = outputs.get(row["requested"]), outputs.get(base["requested"])
     if mine is None or theirs is None:
         return None
-    return _error_fields(check_outputs(list(theirs), list(mine)), names)
+    return _error_fields(check_outputs(list(theirs), list(mine), names), names)
 
 
-def _fusion_count(module: hlo.HloModule | None) -> int | None:
-    return hlo.fusion_summary(module)["n_fusions"] if module is not None else None
+def _fusion_count(module: HloModule | None) -> int | None:
+    return fusion_summary(module)["n_fusions"] if module is not None else None
 
 
-def _version_diff(row: dict, base: dict, modules: dict[str, hlo.HloModule]) -> dict:
+def _version_diff(row: dict, base: dict, modules: dict[str, HloModule]) -> dict:
     base_hlo, cand_hlo = modules.get(base["requested"]), modules.get(row["requested"])
-    fusion = hlo.fusion_diff(base_hlo, cand_hlo) if base_hlo is not None and cand_hlo is not None else None
-    moves = hlo.per_op_diff(base["per_op"], row["per_op"], base_hlo, cand_hlo) if base["per_op"] and row["per_op"] else []
+    fusion = fusion_diff(base_hlo, cand_hlo) if base_hlo is not None and cand_hlo is not None else None
+    moves = per_op_diff(base["per_op"], row["per_op"], base_hlo, cand_hlo) if base["per_op"] and row["per_op"] else []
+    # coverage: each side's per-op times over its median step; a profile that misses most of the step names no op
+    coverage = {"base": per_op_coverage(base["per_op"], base["median_ns"]),
+                "cand": per_op_coverage(row["per_op"], row["median_ns"])}
+    covered = all(coverage_explains(x) for x in coverage.values())
     diff = {"label": row["label"], "jax": row["jax"], "vs": base["label"], "fusion": fusion, "per_op": moves,
-            "moved_row": moves[0] if moves else None}
+            "coverage": coverage, "moved_row": explaining_move(row, base, moves) if covered else None}
+    diff["moved_how"] = ("none" if not moves else "uncovered" if not covered else "unexplained"
+                         if diff["moved_row"] is None else "biggest" if _direction(row, base) == 0 else "explains")
     diff["moved"] = moved_line(row, base, diff)
     return diff
+
+
+def _direction(row: dict, base: dict) -> int:
+    """+1 slower, -1 faster, 0 no change to explain (a verdict of same, or no timing)."""
+    if row.get("verdict") == "same" or row["median_ns"] is None or base["median_ns"] is None:
+        return 0
+    delta = row["median_ns"] - base["median_ns"]
+    return (delta > 0) - (delta < 0)
+
+
+def explaining_move(row: dict, base: dict, moves: list[dict]) -> dict | None:
+    """The biggest per-op move in the direction of the whole-function change, when the profile as a whole moved
+    that way too; None when it did not (the profile does not explain the change) or there is nothing to explain
+    (then the biggest move of any sign)."""
+    if not moves:
+        return None
+    direction = _direction(row, base)
+    if direction == 0:
+        return moves[0]
+    total = sum(r["delta_ns"] for r in moves)
+    if (total > 0) - (total < 0) != direction:
+        return None
+    return next((r for r in moves if (r["delta_ns"] > 0) - (r["delta_ns"] < 0) == direction), None)
 
 
 # ------------------------------------------------------------------------------------------------ wording
 
 
 def moved_line(row: dict, base: dict, diff: dict) -> str:
-    """One line: how the median moved and the op or fusion whose time moved most."""
+    """One line: how the median moved and the op or fusion whose time moved most in the same direction, or that
+    the per-op profile does not explain the change."""
     head = _median_move(row, base)
+    moves = diff.get("per_op") or []
     top_row = diff.get("moved_row")
-    if top_row is not None:
+    if moves and diff.get("moved_how") == "uncovered":
+        return head + "; " + coverage_text(diff["coverage"], base["label"], row["label"])
+    if moves:
+        if top_row is None:
+            total = sum(r["delta_ns"] for r in moves)
+            return (head + f"; the per-op profile does not explain it (its ops moved {signed_ns(total)} in all; "
+                    f"biggest move: {describe_move(moves[0])})")
+        if _direction(row, base) == 0:
+            return head + "; biggest per-op move: " + describe_move(top_row)
         return head + "; most moved: " + describe_move(top_row)
     missing = [r["label"] for r in (base, row) if not r["per_op"]]
     fusion = diff.get("fusion")
@@ -236,6 +413,16 @@ def moved_line(row: dict, base: dict, diff: dict) -> str:
     if fusion is not None:
         tail += "; same fusion structure" if fusion["identical"] else "; fusion structure differs"
     return head + tail
+
+
+def coverage_text(coverage: dict, base_label: str, cand_label: str) -> str:
+    """`the per-op profile does not explain the step: its ops add up to 42% of the median on 0.7.2 (and 97% on
+    0.8.0); naming an op needs at least 75%`."""
+    parts = [f"{'no table' if c is None else f'{c:.0%}'} of the median on {label}"
+             for label, c in ((base_label, coverage.get("base")), (cand_label, coverage.get("cand")))]
+    return (f"the per-op profile does not explain the step: its ops add up to {parts[0]} and {parts[1]}; naming an "
+            f"op needs at least {COVERAGE_MIN:.0%} (replay on a release whose profiler traces whole ops, or "
+            f"use `reprobundle isolate`)")
 
 
 def _median_move(row: dict, base: dict) -> str:
@@ -250,8 +437,8 @@ def describe_move(r: dict) -> str:
     """`dot_general.9 -> ynn_fusion.1 (dot×2+exponential, merged, attention.py:26): 2.1 ms -> 5.3 ms (+3.2 ms, 2.52x)`."""
     names = _move_names(r)
     what = ", ".join(x for x in (r.get("signature"), r["match"], r.get("source")) if x)
-    base = human_ns(r["base_ns"]) if r["base_ns"] is not None else "absent"
-    cand = human_ns(r["cand_ns"]) if r["cand_ns"] is not None else "absent"
+    base = human_ns(r["base_ns"]) if r["base_ns"] is not None else ("not profiled" if r.get("base_name") else "absent")
+    cand = human_ns(r["cand_ns"]) if r["cand_ns"] is not None else ("not profiled" if r.get("cand_name") else "absent")
     ratio = f", {r['ratio']:.2f}x" if r.get("ratio") else ""
     return f"{names} ({what}): {base} -> {cand} ({signed_ns(r['delta_ns'])}{ratio})"
 

@@ -11,27 +11,20 @@ from typing import Sequence
 
 import numpy as np
 
+from ..worker.tolerance import scaled_atol, tolerance_for
+from . import sequential
 from .stats import mann_whitney_u, one_sample_t, t_quantile, welch_t
 
-# (rtol, atol) by dtype: loose enough for the reassociation XLA may do between releases, tight enough to
-# catch a wrong result. Integers and booleans must match exactly.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-10, 1e-12),
-    "complex128": (1e-10, 1e-12),
-    "float32": (1e-4, 1e-5),
-    "complex64": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-3),
-    "bfloat16": (2e-2, 1e-2),
-}
-_FP8_TOLERANCE = (0.25, 0.1)
-
-
-def tolerance_for(dtype_name: str) -> tuple[float, float]:
-    if dtype_name in TOLERANCES:
-        return TOLERANCES[dtype_name]
-    if dtype_name.startswith(("float8", "float4", "float6")):
-        return _FP8_TOLERANCE
-    return (0.0, 0.0)
+# Tolerances: one definition, in the worker package (a zip that replays itself checks its outputs with them too).
+# (rtol, atol) by dtype is the per-element floor; integers and booleans must match exactly.
+# On top of (rtol, atol), every element of a leaf may differ by SCALED_ULPS units in the last place of the leaf's
+# largest |reference| value. Reassociation (XLA summing in another order, another blocking of a dot, a fusion that
+# keeps an intermediate in float32) errs in proportion to the magnitude of the terms summed, not of each result:
+# an element near zero of an attention output whose values reach 3000 differs by ~0.3 in float32 between releases
+# (~1000 ulps of 3000), which a fixed atol of 1e-5 calls wrong. 4096 ulps of the largest value is 2^-12 of it in
+# float32 and float64 (2.4e-4..4.9e-4 relative to the maximum): a real change of numerics (a dot rounded to
+# bfloat16: ~4e-3 of the maximum; a wrong sign; a dropped term) is far beyond it. Narrow formats keep a few ulps of
+# their maximum, their rounding being the error XLA's choices make there.
 
 
 def _as_compute(arr: np.ndarray) -> np.ndarray:
@@ -43,6 +36,10 @@ def _as_compute(arr: np.ndarray) -> np.ndarray:
 
 
 def check_leaf(reference: np.ndarray, actual: np.ndarray) -> dict:
+    """One output leaf against the reference: element i passes when |actual - reference| <= atol_scaled + rtol *
+    |reference|, where atol_scaled is the larger of the dtype's atol and SCALED_ULPS ulps of the leaf's largest finite
+    |reference| (`scale`). `worst` is the element furthest over (or nearest to) its allowance: its index, both
+    values (as text: they may be nan or inf) and its error against what it was allowed."""
     dtype = reference.dtype.name
     rtol, atol = tolerance_for(dtype)
     out = {"dtype": dtype, "rtol": rtol, "atol": atol}
@@ -52,17 +49,37 @@ def check_leaf(reference: np.ndarray, actual: np.ndarray) -> dict:
                 "reason": f"expected {dtype}{list(reference.shape)}, got {actual.dtype.name}{list(actual.shape)}"}
     bit_identical = reference.tobytes() == actual.tobytes()
     ref, act = _as_compute(reference), _as_compute(actual)
+    magnitude = np.abs(ref)
+    finite = magnitude[np.isfinite(magnitude)] if ref.dtype.kind in "fc" else magnitude
+    scale = float(finite.max()) if finite.size else 0.0
+    atol_scaled = max(atol, scaled_atol(dtype, scale))
     both_nan = np.isnan(ref) & np.isnan(act) if ref.dtype.kind in "fc" else np.zeros(ref.shape, bool)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = np.abs(ref - act)
         diff = np.where(both_nan | (ref == act), 0.0, diff)  # equal infinities differ by nan, not by anything
-        bad = ~(diff <= atol + rtol * np.abs(ref))
-        rel = diff / np.maximum(np.abs(ref), np.finfo(np.float64).tiny)
+        allowed = atol_scaled + rtol * np.where(np.isfinite(magnitude), magnitude, 0.0)  # inf: only itself
+        bad = (diff != 0) & ~(diff <= allowed)  # equal values pass whatever the allowance (nan included)
+        rel = diff / np.maximum(magnitude, np.finfo(np.float64).tiny)
+        excess = np.where(diff == 0, 0.0, np.where(np.isnan(diff), np.inf, diff / allowed))
     max_abs = float(np.max(diff)) if diff.size else 0.0
     max_rel = float(np.max(np.where(diff == 0, 0.0, rel))) if diff.size else 0.0
     mismatched = int(np.count_nonzero(bad))
-    return {**out, "ok": mismatched == 0, "bit_identical": bit_identical,
-            "max_abs_err": _finite(max_abs), "max_rel_err": _finite(max_rel), "mismatched": mismatched}
+    out.update(ok=mismatched == 0, bit_identical=bit_identical, max_abs_err=_finite(max_abs),
+               max_rel_err=_finite(max_rel), mismatched=mismatched, scale=_finite(scale),
+               atol_scaled=_finite(atol_scaled))
+    if excess.size and np.any(diff != 0):
+        flat = int(np.nanargmax(np.where(np.isnan(excess), np.inf, excess)))
+        at = np.unravel_index(flat, reference.shape) if reference.ndim else ()
+        out["worst"] = {"index": [int(i) for i in at], "expected": _value_text(reference[at]),
+                        "actual": _value_text(actual[at]), "abs_err": _finite(float(diff[at])),
+                        "allowed": _finite(float(allowed[at])), "excess": _finite(float(excess[at]))}
+    return out
+
+
+def _value_text(x) -> str:
+    """An element as short text (nan, inf and complex values included)."""
+    value = complex(x) if np.iscomplexobj(x) else float(x) if np.asarray(x).dtype.kind != "b" else bool(x)
+    return f"{value:.7g}" if isinstance(value, float) else str(value)
 
 
 def _finite(x: float) -> float:
@@ -70,16 +87,25 @@ def _finite(x: float) -> float:
     return x if math.isfinite(x) else float(np.finfo(np.float64).max)
 
 
-def check_outputs(reference: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> dict:
-    """Per-leaf errors and the overall verdict: `ok` within tolerance, `bit_identical` byte for byte."""
+def check_outputs(reference: Sequence[np.ndarray], actual: Sequence[np.ndarray],
+                  names: Sequence[str] | None = None) -> dict:
+    """Per-leaf errors and the overall verdict: `ok` within tolerance, `bit_identical` byte for byte; `worst`: the
+    element furthest over its allowance over all leaves, with its leaf's index and key path (`names`, the output
+    leaves' paths; `output i` without them)."""
     if len(reference) != len(actual):
         return {"ok": False, "bit_identical": False, "leaves": [],
                 "reason": f"{len(actual)} outputs, the reference has {len(reference)}"}
     leaves = [check_leaf(r, a) for r, a in zip(reference, actual)]
-    return {"ok": all(l["ok"] for l in leaves), "bit_identical": all(l["bit_identical"] for l in leaves),
-            "max_abs_err": max((l["max_abs_err"] for l in leaves), default=0.0),
-            "max_rel_err": max((l["max_rel_err"] for l in leaves), default=0.0),
-            "leaves": leaves}
+    out = {"ok": all(l["ok"] for l in leaves), "bit_identical": all(l["bit_identical"] for l in leaves),
+           "max_abs_err": max((l["max_abs_err"] for l in leaves), default=0.0),
+           "max_rel_err": max((l["max_rel_err"] for l in leaves), default=0.0),
+           "leaves": leaves}
+    ranked = [(not l["ok"], l["worst"]["excess"], i) for i, l in enumerate(leaves) if l.get("worst")]
+    if ranked:
+        i = max(ranked)[2]
+        path = names[i] if names is not None and i < len(names) else f"output {i}"
+        out["worst"] = {"leaf": i, "path": path, **leaves[i]["worst"]}
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ timing
@@ -133,8 +159,10 @@ def timing_verdict(baseline: dict, candidate: dict, *, alpha: float = DEFAULT_AL
     Both are timing maps of run records (`samples_ns`, and for interleaved runs `steps`, `rounds`, `group`). The
     test is the best the data allows:
     - "paired rounds" (both timed in one interleaved measurement, >= MIN_ROUNDS rounds): per round, the median
-      log ratio of back-to-back steps, then a one-sample t-test over rounds. Drift cancels within a step pair;
-      the process-to-process variation is the spread between rounds, so it is in the test.
+      log ratio of back-to-back steps, then the group-sequential t-test over rounds (analysis/sequential.py: 1%
+      false verdicts and 95% power for a 5% change over all its looks, so the schedule may stop as soon as it is
+      settled). Drift cancels within a step pair; the process-to-process variation is the spread between rounds,
+      so it is in the test. Adds "settled", "decided_at" (the round of the decision) and "equivalence".
     - "rounds" (>= MIN_ROUNDS rounds each, measured apart): Welch's t-test on the log medians of the rounds.
       Drift between the two measurements is not in the test (the caveat says so).
     - "samples" (anything else, e.g. a pack's reference run): Mann-Whitney U on the raw samples of one process
@@ -149,8 +177,7 @@ def timing_verdict(baseline: dict, candidate: dict, *, alpha: float = DEFAULT_AL
         paired = [_paired_log_ratio(b, c) for b, c in zip(base_rounds, cand_rounds)]
         paired = [d for d in paired if d is not None]
         if len(paired) >= MIN_ROUNDS:
-            mean, se, df, p = one_sample_t(paired)
-            return _decide(mean, se, df, p, METHOD_PAIRED, len(paired), None, alpha, min_effect)
+            return _sequential(paired, min_effect)
     if base_rounds and cand_rounds:
         b_logs = [math.log(float(np.median(r))) for r in base_rounds if r]
         c_logs = [math.log(float(np.median(r))) for r in cand_rounds if r]
@@ -170,6 +197,36 @@ def timing_verdict(baseline: dict, candidate: dict, *, alpha: float = DEFAULT_AL
     return {"verdict": verdict, "ratio": ratio, "p_value": p, "method": METHOD_SAMPLES, "ci95": None, "rounds": 1,
             "caveat": "one process each, not interleaved: process-to-process variation is not in the test, so "
                       "on a noisy machine this verdict is unreliable; replay the versions together"}
+
+
+def paired_log_ratios(baseline: dict, candidate: dict) -> list[float] | None:
+    """Per round both ran together, the median log ratio of back-to-back steps; None unless the two timings were
+    measured together (same `group`) in steps and rounds."""
+    base_rounds, cand_rounds = step_medians(baseline), step_medians(candidate)
+    same_group = baseline.get("group") is not None and baseline.get("group") == candidate.get("group")
+    if not (same_group and base_rounds and cand_rounds):
+        return None
+    paired = [_paired_log_ratio(b, c) for b, c in zip(base_rounds, cand_rounds)]
+    return [d for d in paired if d is not None]
+
+
+def _sequential(paired: list[float], min_effect: float) -> dict:
+    """The paired verdict: the group-sequential test (analysis/sequential.py) decides; the ratio and its 95%
+    interval use every round."""
+    first = sequential.first_decision(paired, min_effect=min_effect)
+    mean, se, df, _ = one_sample_t(paired)
+    out = _decide(mean, se, df, sequential.p_value(paired), METHOD_PAIRED, len(paired), None, 1.0, 0.0)
+    out["verdict"] = first.decision or "same"
+    out["settled"] = first.decision is not None
+    out["decided_at"] = first.rounds if first.decision is not None else None
+    interval = sequential.equivalence_interval(paired)
+    out["equivalence"] = list(interval) if interval else None
+    if not out["settled"]:
+        lo, hi = interval or (math.nan, math.nan)
+        out["caveat"] = (f"not settled in {len(paired)} rounds: no difference was shown, but a change between "
+                         f"{lo:.3f}x and {hi:.3f}x is not ruled out (more rounds, --pin or a quieter machine narrow "
+                         f"it)")
+    return out
 
 
 def _paired_log_ratio(base_steps: list[float], cand_steps: list[float]) -> float | None:

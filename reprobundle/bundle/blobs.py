@@ -43,10 +43,6 @@ def count_cache_hit(n: int = 1) -> None:
         STATS.cache_hits += n
 
 
-def is_batch_store(store: Store) -> bool:
-    return all(callable(getattr(store, m, None)) for m in ("get_many", "put_many", "exists_many"))
-
-
 def sha256_of_file(path: Path) -> str:
     return digest_file(path)[0]
 
@@ -84,15 +80,7 @@ def download_verified(store: Store, refs: Sequence[dict], folder: Path, *, jobs:
     paths = {r["digest"]: folder / hex_of(r["digest"]) for r in refs}
     digests = list(paths)
     try:
-        if is_batch_store(store):
-            store.get_many([(blob_key(d), paths[d]) for d in digests], progress=on_bytes)
-        else:
-            def one(d: str) -> None:
-                store.get_file(blob_key(d), paths[d])
-                if on_bytes:
-                    on_bytes(paths[d].stat().st_size)
-
-            pool_map(one, digests, jobs)
+        store.get_many([(blob_key(d), paths[d]) for d in digests], progress=on_bytes)
     except NotFoundError as e:
         bad = _digest_in_message(digests, e.message)
         if bad is None:
@@ -103,9 +91,9 @@ def download_verified(store: Store, refs: Sequence[dict], folder: Path, *, jobs:
     def check(d: str) -> str | None:
         return None if sha256_of_file(paths[d]) == d else d
 
-    bad = [d for d in pool_map(check, digests, jobs) if d]
-    if bad:
-        for d in bad:
+    corrupt = [d for d in pool_map(check, digests, jobs) if d]
+    if corrupt:
+        for d in corrupt:
             paths[d].unlink(missing_ok=True)
-        raise corrupt_blob(bad[0], store.url)
+        raise corrupt_blob(corrupt[0], store.url)
     return paths

@@ -7,10 +7,9 @@ used blobs. A cache is shared by processes: files appear by rename, so readers n
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-import shutil
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -20,9 +19,12 @@ from typing import Callable, Iterable
 from ..config import cache_dir
 from ..errors import UsageError
 from ..store import Store
+from ..store.scratch import scratch_dir, sweep
 from ..units import human_bytes
 from .blobs import DEFAULT_JOBS, count_cache_hit, download_verified, sha256_of_file
 from .digest import check_digest, hex_of
+
+log = logging.getLogger(__name__)
 
 CACHE_MAX_ENV = "REPROBUNDLE_CACHE_MAX_BYTES"
 DEFAULT_CACHE_MAX_BYTES = 20 << 30
@@ -88,6 +90,7 @@ class BlobCache:
         with self._lock:
             self._pinned.add(digest)
         count_cache_hit()
+        log.debug("cache hit: %s", digest)
         return path
 
     def fetch(self, store: Store, digest: str) -> Path:
@@ -107,9 +110,7 @@ class BlobCache:
                 misses.append(d)
         if not misses:
             return found
-        tmp_root = self.root / ".tmp"
-        tmp_root.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=tmp_root) as tmp:
+        with scratch_dir(self.root / ".tmp", "fetch-") as tmp:  # a killed fetch's folder is swept by gc
             started = time.monotonic()
             refs = [{"digest": d} for d in misses]
             got = download_verified(store, refs, Path(tmp), jobs=jobs)
@@ -122,6 +123,8 @@ class BlobCache:
                 found[d] = final
             with self._lock:
                 self._pinned.update(got)  # verified, and not to be evicted while this instance hands them out
+            log.info("fetched %d blob(s), %s from %s into the cache %s", len(got), human_bytes(nbytes), store.url,
+                     self.root)
             if progress:
                 progress(f"fetched {len(got)} blob(s), {human_bytes(nbytes)} from {store.url} into the cache "
                          f"in {time.monotonic() - started:.1f} s")
@@ -129,7 +132,7 @@ class BlobCache:
         return found
 
     def _entries(self) -> list[tuple[float, int, Path]]:
-        out = []
+        out: list[tuple[float, int, Path]] = []
         base = self.root / "sha256"
         if not base.is_dir():
             return out
@@ -150,7 +153,7 @@ class BlobCache:
         """Evict least recently used blobs (never pinned ones) until the cache fits its limit."""
         entries = self._entries()
         total = sum(size for _, size, _ in entries)
-        removed = []
+        removed: list[Path] = []
         if total <= self.max_bytes:
             return removed
         with self._lock:
@@ -174,5 +177,5 @@ class BlobCache:
         before = self.usage()
         for _, _, path in self._entries():
             path.unlink(missing_ok=True)
-        shutil.rmtree(self.root / ".tmp", ignore_errors=True)
+        sweep(self.root / ".tmp")  # what killed fetches left; a running fetch keeps its folder
         return before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 from typing import BinaryIO
@@ -18,19 +19,22 @@ def digest_bytes(data: bytes | memoryview) -> str:
     return f"{ALGORITHM}:{hashlib.sha256(data).hexdigest()}"
 
 
-def digest_stream(stream: BinaryIO) -> tuple[str, int]:
-    """Digest and size of everything left in `stream`, read in chunks so memory stays flat."""
+def digest_stream(stream: BinaryIO, sink: BinaryIO | None = None) -> tuple[str, int]:
+    """Digest and size of everything left in `stream`, read in chunks so memory stays flat; each chunk is also
+    written to `sink` when one is given (copy and hash in one pass)."""
     h = hashlib.sha256()
     size = 0
     while chunk := stream.read(_CHUNK):
         h.update(chunk)
         size += len(chunk)
+        if sink is not None:
+            sink.write(chunk)
     return f"{ALGORITHM}:{h.hexdigest()}", size
 
 
 def digest_file(path: str | Path) -> tuple[str, int]:
     with open(path, "rb") as f:
-        return digest_stream(f)
+        return f"{ALGORITHM}:{hashlib.file_digest(f, ALGORITHM).hexdigest()}", os.fstat(f.fileno()).st_size
 
 
 def is_digest(text: str) -> bool:

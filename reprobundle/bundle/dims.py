@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Callable
 
 from ..errors import UsageError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_FUNCTIONS = {
+_FUNCTIONS: dict[str, Callable[..., int]] = {
     "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "max": max, "min": min,
     "non_negative": lambda a: max(a, 0),
 }

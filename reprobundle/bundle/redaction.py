@@ -78,3 +78,97 @@ def redact(obj: Any) -> Any:
     if isinstance(obj, str) and looks_secret_value(obj):
         return REDACTED
     return obj
+
+
+# ------------------------------------------------------------------------------------- files a program wrote
+
+MIN_SECRET_LEN = 8  # shorter values are not looked for in files: replacing them would garble unrelated text
+_FLAG_LIST_NAMES = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TF_XLA_FLAGS")
+_TOKEN_RES = _SECRET_VALUE_RES[:-1]  # the shapes of tokens and credentials in URLs (not the credential-path words)
+
+
+def secret_values(env: dict[str, str]) -> list[str]:
+    """The secrets an environment holds, as they may appear in files a program run in it wrote (an XLA dump writes
+    its debug options, XLA_FLAGS' values among them): every value `redact_env` hides; inside flag lists and other
+    multi-word values, each word and each `--flag=value`'s value that looks secret by `looks_secret_value` (or by
+    its flag's name), each line of a multi-line value; and their escaped forms (as text protos and JSON write them).
+    Longest first; shorter than MIN_SECRET_LEN characters left out."""
+    found: set[str] = set()
+    for name, value in env.items():
+        if not isinstance(value, str) or not value.strip():
+            continue
+        by_name = looks_secret_name(name)
+        if not (by_name or looks_secret_value(value) or name in _FLAG_LIST_NAMES):
+            continue
+        if by_name or looks_secret_value(value):
+            found.add(value)
+            found.update(line.strip() for line in value.splitlines())
+        for word in value.split():
+            flag, eq, flag_value = word.partition("=")
+            if looks_secret_value(word):
+                found.add(word)
+            if eq and (looks_secret_value(flag_value) or looks_secret_name(flag.lstrip("-"))):
+                found.add(flag_value)
+                found.add(flag_value.strip("'\""))
+    escaped = set()
+    for value in found:
+        escaped.add(value.encode("unicode_escape").decode("ascii"))
+        escaped.add(value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n"))
+    return sorted((v for v in found | escaped if len(v) >= MIN_SECRET_LEN), key=lambda v: (-len(v), v))
+
+
+def _mask(n: int) -> bytes:
+    """A replacement of exactly n bytes: binary formats (protobufs, offsets) keep their structure."""
+    return (REDACTED.encode() + b"*" * n)[:n]
+
+
+def scrub(data: bytes, secrets: list[str], *, patterns: bool = False) -> bytes:
+    """`data` with every occurrence of each secret replaced by a mask of the same length ("<redacted>***"), and
+    with `patterns`, every span that has the shape of a token or of credentials in a URL too (text only).
+    Returns `data` itself when nothing was found."""
+    out = data
+    for secret in secrets:
+        needle = secret.encode("utf-8", "surrogateescape")
+        if needle in out:
+            out = out.replace(needle, _mask(len(needle)))
+    if patterns:
+        try:
+            text = out.decode("utf-8")
+        except UnicodeDecodeError:
+            return out
+        changed = text
+        for r in _TOKEN_RES:
+            changed = r.sub(lambda m: _mask(len(m.group(0).encode())).decode("ascii"), changed)
+        if changed != text:
+            out = changed.encode("utf-8")
+    return out
+
+
+def scrub_file(path, secrets: list[str], *, patterns: bool = False) -> bytes | None:
+    """The bytes of a file a worker wrote with the secrets masked (a gzip file: inside it), or None when it holds
+    none (store the file as it is)."""
+    import gzip
+
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:2] == b"\x1f\x8b":
+        try:
+            inner = gzip.decompress(data)
+        except (OSError, EOFError, ValueError):
+            inner = None
+        if inner is not None:
+            clean_inner = scrub(inner, secrets, patterns=patterns)
+            return None if clean_inner is inner else gzip.compress(clean_inner, mtime=0)
+    cleaned = scrub(data, secrets, patterns=patterns)
+    return None if cleaned is data else cleaned
+
+
+def redact_environment(env: Any) -> Any:
+    """An environment map as bundles and runs record it, redacted: its `env_vars` by name and value (`redact_env`),
+    every other string by value (`redact`), maps of variables (`thread_env`...) included."""
+    if not isinstance(env, dict):
+        return redact(env)
+    env = dict(env)
+    if isinstance(env.get("env_vars"), dict):
+        env["env_vars"] = redact_env(env["env_vars"])
+    return redact(env)

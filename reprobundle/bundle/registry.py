@@ -1,4 +1,4 @@
-"""The registry: bundles, blobs, tags and runs laid out in a store (see shared/DESIGN.md, "Store layout").
+"""The registry: bundles, blobs, tags and runs laid out in a store (see docs/architecture.md, "Store layout").
 
 Publishing writes every blob first and the manifest last, create-only, so a crash leaves no visible half
 bundle; versions are allocated by racing create-only writes, so concurrent packs of one name all succeed with
@@ -7,15 +7,14 @@ distinct versions. Blobs are verified against their digest whenever they are rea
 
 from __future__ import annotations
 
-import hashlib
 import json
+import logging
 import os
 import re
 import shutil
-import tempfile
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Iterator
 
@@ -28,21 +27,31 @@ from ..errors import (
     FormatError,
     InvalidRefError,
     NotFoundError,
+    ReproBundleError,
     StoreError,
+    StoreLayoutError,
+    clean,
+    first_line,
+    quoted,
 )
 from ..store import COPY_CHUNK, Store, open_store
-from ..store.local import LocalStore
+from ..store.base import Lease, make_temp_file
 from ..store.zip_store import ZipStore, write_zip_store
 from . import manifest as mf
-from .digest import blob_key, check_digest, digest_bytes, digest_file, hex_of
+from .digest import blob_key, check_digest, digest_bytes, digest_file, digest_stream, hex_of
+from .redaction import redact_environment
+
+log = logging.getLogger(__name__)
 
 MARKER_KEY = "reprobundle-store.json"
+MAX_MARKER_BYTES = 64 << 10
+MAX_TAG_BYTES = 64  # a version number
 _VERSION_KEY_RE = re.compile(r"^([1-9][0-9]{0,8})\.msgpack$")
 _PUBLISH_ATTEMPTS = 1000
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,8 @@ class Registry:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._marker_checked = False
+        self._marker_absent = False  # checked for reading: no marker, so no bundles (a write checks again)
+        self.lease_in_use: Lease | None = None  # this registry's hold on the keys it writes (see `hold`)
         # Blobs of remote stores (gs://) are read through the persistent local cache (cache.BlobCache).
         self.blob_cache = _default_blob_cache(store)
 
@@ -86,12 +97,27 @@ class Registry:
     def url(self) -> str:
         return self.store.url
 
+    def hold(self, keys) -> None:
+        """Hold store keys this registry is about to write or reference (a lease where the store has them, see
+        bundle/collection.py): call before checking whether they exist. Held until `close`."""
+        if self.lease_in_use is None:
+            self.lease_in_use = self.store.lease()
+        self.lease_in_use.add(keys)
+
+    def close(self) -> None:
+        """Drop this registry's lease (its writes are published, or abandoned to gc)."""
+        if self.lease_in_use is not None:
+            self.lease_in_use.close()
+            self.lease_in_use = None
+
     # ----------------------------------------------------------------------------------------- marker
     def check_marker(self, *, create: bool) -> None:
-        if self._marker_checked:
+        """Every read and write starts here: a store whose marker declares an unknown layout is a
+        StoreLayoutError before anything else of it is read or written."""
+        if self._marker_checked or (self._marker_absent and not create):
             return
         try:
-            raw = self.store.get(MARKER_KEY)
+            raw = self._read_marker()
         except NotFoundError:
             if self.store.read_only:
                 raise CorruptBundleError(
@@ -99,10 +125,11 @@ class Registry:
                     hint="the file is truncated or corrupt, or was not written by `reprobundle export`",
                 ) from None
             if not create:
+                self._marker_absent = True
                 return  # an empty or absent store simply holds no bundles
             if any(True for _ in self.store.list()):
                 try:  # a concurrent writer may have just created the store: it writes the marker before anything
-                    raw = self.store.get(MARKER_KEY)
+                    raw = self._read_marker()
                 except NotFoundError:
                     raise StoreError(
                         f"{self.store.url} is not empty and is not a reprobundle store",
@@ -114,24 +141,33 @@ class Registry:
                     self.store.put(MARKER_KEY, marker, create_only=True)
                 except AlreadyExistsError:
                     pass
-                raw = self.store.get(MARKER_KEY)
+                raw = self._read_marker()
         try:
             marker = json.loads(raw)
             ok = marker.get("format") == mf.STORE_FORMAT and isinstance(marker.get("format_version"), int)
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             ok = False
         if not ok:
-            raise FormatError(f"{self.store.url}/{MARKER_KEY} is not a reprobundle store marker")
+            raise StoreLayoutError(f"{self.store.url}/{MARKER_KEY} is not a reprobundle store marker",
+                                   hint="this is not a reprobundle store (or a damaged one): nothing in it is used")
         if marker["format_version"] > mf.STORE_VERSION:
-            raise mf.UnsupportedFormatVersionError(
+            raise StoreLayoutError(
                 f"the store {self.store.url} has layout version {marker['format_version']}; "
                 f"this reprobundle knows up to {mf.STORE_VERSION}",
                 hint="upgrade reprobundle",
             )
         self._marker_checked = True
+        self._marker_absent = False
+
+    def _read_marker(self) -> bytes:
+        try:
+            return self.store.get_bounded(MARKER_KEY, MAX_MARKER_BYTES)
+        except FormatError:  # larger than any marker
+            raise StoreLayoutError(f"{self.store.url}/{MARKER_KEY} is not a reprobundle store marker") from None
 
     # ------------------------------------------------------------------------------------------ blobs
     def has_blob(self, digest: str) -> bool:
+        self.check_marker(create=False)
         return self.store.exists(blob_key(digest))
 
     def put_blob(self, data: bytes | memoryview) -> dict:
@@ -139,7 +175,8 @@ class Registry:
         self.check_marker(create=True)
         digest = digest_bytes(data)
         key = blob_key(digest)
-        if not self.store.exists(key):
+        self.hold([key])
+        if not self.store.touch(key):  # stored already: touched, so gc's grace period counts from now
             try:
                 self.store.put(key, data, create_only=True)
             except AlreadyExistsError:
@@ -150,7 +187,8 @@ class Registry:
         self.check_marker(create=True)
         digest, size = digest_file(path)
         key = blob_key(digest)
-        if not self.store.exists(key):
+        self.hold([key])
+        if not self.store.touch(key):
             try:
                 self.store.put_file(key, path, create_only=True)
             except AlreadyExistsError:
@@ -159,6 +197,7 @@ class Registry:
 
     def get_blob(self, ref: dict | str) -> bytes:
         digest = ref["digest"] if isinstance(ref, dict) else ref
+        self.check_marker(create=False)
         if self.blob_cache is not None:
             return self.blob_cache.fetch(self.store, digest).read_bytes()
         try:
@@ -174,9 +213,14 @@ class Registry:
         remote store (see `_default_blob_cache`), else copied into cache_dir."""
         digest = check_digest(ref["digest"] if isinstance(ref, dict) else ref)
         key = blob_key(digest)
+        self.check_marker(create=False)
         local = self.store.local_path(key)
         if local is not None:
-            if digest_file(local)[0] != digest:
+            try:
+                got = digest_file(local)[0]
+            except OSError as e:
+                raise StoreError(f"cannot read blob {digest} in {self.store.url}: {e.strerror}") from None
+            if got != digest:
                 raise self._corrupt(digest)
             return local
         if self.blob_cache is not None:
@@ -185,8 +229,7 @@ class Registry:
         if target.is_file() and digest_file(target)[0] == digest:
             return target
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
-        h = hashlib.sha256()
+        fd, tmp = make_temp_file(target.parent, ".part-")
         try:
             with os.fdopen(fd, "wb") as out:
                 try:
@@ -194,10 +237,8 @@ class Registry:
                 except NotFoundError:
                     raise self._missing(digest) from None
                 with src:
-                    while chunk := src.read(COPY_CHUNK):
-                        h.update(chunk)
-                        out.write(chunk)
-            if f"sha256:{h.hexdigest()}" != digest:
+                    got, _ = digest_stream(src, out)
+            if got != digest:
                 raise self._corrupt(digest)
             os.replace(tmp, target)
         finally:
@@ -206,18 +247,22 @@ class Registry:
         return target
 
     def verify_blob(self, digest: str) -> str | None:
-        """None if the blob is present and intact, else a one-line problem."""
+        """None if the blob is present and intact, else a one-line problem (missing, corrupt, or unreadable and
+        why: permission denied, not a regular file, a symbolic link out of the store...)."""
         key = blob_key(digest)
+        self.check_marker(create=False)
         try:
             with self.store.open_read(key) as f:
-                h = hashlib.sha256()
-                while chunk := f.read(COPY_CHUNK):
-                    h.update(chunk)
+                got, _ = digest_stream(f)
         except NotFoundError:
             return f"blob {digest} is missing"
         except FormatError as e:  # the store itself cannot read it back (a damaged zip entry)
-            return f"blob {digest} is corrupt ({e.message})"
-        return None if f"sha256:{h.hexdigest()}" == digest else f"blob {digest} is corrupt (content hash differs)"
+            return f"blob {digest} is corrupt ({first_line(e.message, 300)})"
+        except ReproBundleError as e:
+            return f"blob {digest} is unreadable ({first_line(e.message, 300)})"
+        except OSError as e:
+            return f"blob {digest} is unreadable ({clean(e.strerror or e, 100)})"
+        return None if got == digest else f"blob {digest} is corrupt (content hash differs)"
 
     def _missing(self, digest: str) -> BlobNotFoundError:
         return BlobNotFoundError(f"blob {digest} is missing from {self.store.url}",
@@ -229,10 +274,20 @@ class Registry:
 
     # -------------------------------------------------------------------------------------- bundles
     def names(self) -> list[str]:
-        return sorted({k.split("/")[1] for k in self.store.list("bundles") if k.count("/") == 2})
+        """The bundle names of the store (a folder under bundles/ that no name can have is skipped, with a
+        warning)."""
+        self.check_marker(create=False)
+        found = set()
+        for name in {k.split("/")[1] for k in self.store.list("bundles") if k.count("/") == 2}:
+            if mf.NAME_RE.fullmatch(name):
+                found.add(name)
+            else:
+                log.warning("skipped bundles/%s in %s: not a bundle name", clean(name, 80), self.store.url)
+        return sorted(found)
 
     def versions(self, name: str) -> list[int]:
         mf.check_name(name)
+        self.check_marker(create=False)
         found = []
         for key in self.store.list(f"bundles/{name}"):
             m = _VERSION_KEY_RE.fullmatch(key.rsplit("/", 1)[-1])
@@ -244,9 +299,12 @@ class Registry:
         """Publish a manifest whose blobs are already stored, under the next free version of its name."""
         self.check_marker(create=True)
         name = mf.check_name(manifest["name"])
-        for digest in (b["digest"] for b in mf.blob_refs(manifest)):
-            if not self.has_blob(digest):
-                raise BlobNotFoundError(f"cannot publish {name}: blob {digest} was not stored first")
+        keys = [blob_key(b["digest"]) for b in mf.blob_refs(manifest)]
+        self.hold(keys)
+        for key in keys:  # touched: a long pack's first blobs are as young as its manifest for gc's grace period
+            if not self.store.touch(key):
+                raise BlobNotFoundError(f"cannot publish {name}: blob sha256:{key.rsplit('/', 1)[-1]} was not "
+                                        "stored first")
         existing = self.versions(name)
         version = (existing[-1] if existing else 0) + 1
         for _ in range(_PUBLISH_ATTEMPTS):
@@ -261,8 +319,9 @@ class Registry:
 
     def load(self, name: str, version: int) -> Bundle:
         key = f"bundles/{mf.check_name(name)}/{version}.msgpack"
+        self.check_marker(create=False)
         try:
-            data = self.store.get(key)
+            data = self.store.get_bounded(key, mf.MAX_MANIFEST_BYTES)
         except NotFoundError:
             raise BundleNotFoundError(f"no bundle {name}@{version} in {self.store.url}",
                                       hint=f"`reprobundle ls {name}` lists its versions") from None
@@ -279,9 +338,15 @@ class Registry:
         """`name`, `name@3`, `name@tag`, `sha256:<prefix>`; or '' / None for the single bundle of a zip store."""
         if not ref:
             self.check_marker(create=False)
-            names = self.names()
+            names = [n for n in self.names() if self.versions(n)]
             if isinstance(self.store, ZipStore) and len(names) == 1:
                 return self.load(names[0], self.versions(names[0])[-1])
+            if isinstance(self.store, ZipStore) and names:
+                shown = ", ".join(f"{n}@{self.versions(n)[-1]}" for n in names[:5])
+                shown += ", ..." if len(names) > 5 else ""
+                raise InvalidRefError(f"{self.store.url} holds {len(names)} bundles ({shown}); name one",
+                                      hint=f"give the bundle with the zip as the store: NAME@VERSION --store "
+                                           f"{self.store.url}")
             raise InvalidRefError("no bundle named", hint="name a bundle: NAME, NAME@VERSION, NAME@TAG or sha256:PREFIX")
         if ref.startswith("sha256:"):
             return self._resolve_digest(ref)
@@ -289,7 +354,7 @@ class Registry:
         try:
             mf.check_name(name)
         except mf.InvalidNameError:
-            raise InvalidRefError(f"invalid ref {ref!r}",
+            raise InvalidRefError(f"invalid ref {quoted(ref)}",
                                   hint="refs look like NAME, NAME@VERSION, NAME@TAG, sha256:PREFIX or a .zip path") from None
         if not selector or selector == "latest":
             versions = self.versions(name)
@@ -298,13 +363,18 @@ class Registry:
                                           hint="`reprobundle ls` lists the bundles in this store")
             return self.load(name, versions[-1])
         if selector.isascii() and selector.isdigit():  # int() refuses some unicode digits (²)
-            return self.load(name, int(selector))
+            digits = selector.lstrip("0")
+            if not digits or len(digits) > 9:  # versions are 1..999999999; int() refuses thousands of digits
+                raise BundleNotFoundError(f"no bundle {name}@{clean(selector, 20)} in {self.store.url}",
+                                          hint=f"`reprobundle ls {name}` lists its versions")
+            return self.load(name, int(digits))
         return self.load(name, self.tag_version(name, selector))
 
     def _resolve_digest(self, ref: str) -> Bundle:
         prefix = ref.split(":", 1)[1]
         if not re.fullmatch(r"[0-9a-f]{4,64}", prefix):
-            raise InvalidRefError(f"invalid digest ref {ref!r}", hint="use sha256: and at least 4 lowercase hex digits")
+            raise InvalidRefError(f"invalid digest ref {quoted(ref)}",
+                                  hint="use sha256: and at least 4 lowercase hex digits")
         matches = [b for b in self.iter_bundles() if hex_of(b.ref.bundle_id).startswith(prefix)]
         if not matches:
             raise BundleNotFoundError(f"no bundle with id {ref} in {self.store.url}")
@@ -314,47 +384,73 @@ class Registry:
         return matches[0]
 
     def iter_bundles(self, name: str | None = None) -> Iterator[Bundle]:
+        """Every bundle (of `name`); a manifest that cannot be read is skipped with a warning naming it, so one
+        bad record does not hide the rest of the store."""
         for n in [name] if name else self.names():
             for v in self.versions(n):
-                yield self.load(n, v)
+                try:
+                    bundle = self.load(n, v)
+                except (FormatError, StoreError) as e:
+                    log.warning("skipped bundles/%s/%d.msgpack: %s", n, v, first_line(e.message, 200))
+                    continue
+                yield bundle
 
     # ----------------------------------------------------------------------------------------- tags
     def tag(self, name: str, version: int, tag: str) -> None:
         mf.check_tag(tag)
+        self.check_marker(create=True)
         self.load(name, version)
         self.store.put(f"tags/{name}/{tag}", str(version).encode())
 
     def tag_version(self, name: str, tag: str) -> int:
         mf.check_tag(tag)
+        self.check_marker(create=False)
         try:
-            raw = self.store.get(f"tags/{name}/{tag}").decode("ascii", "replace").strip()
+            raw = self.store.get_bounded(f"tags/{name}/{tag}", MAX_TAG_BYTES).decode("ascii", "replace").strip()
         except NotFoundError:
             raise BundleNotFoundError(f"no tag {tag!r} on {name} in {self.store.url}") from None
-        if not raw.isdigit():
-            raise FormatError(f"tag {name}@{tag} holds {raw!r}, not a version number")
+        if not (raw.isascii() and raw.isdigit() and len(raw) <= 9):
+            raise FormatError(f"tag {name}@{tag} holds {quoted(raw, 20)}, not a version number")
         return int(raw)
 
     def tags(self, name: str) -> dict[str, int]:
-        return {k.rsplit("/", 1)[-1]: self.tag_version(name, k.rsplit("/", 1)[-1])
-                for k in self.store.list(f"tags/{mf.check_name(name)}")}
+        """The tags of `name`; one that cannot be read is skipped with a warning naming it."""
+        found = {}
+        for key in self.store.list(f"tags/{mf.check_name(name)}"):
+            tag = key.rsplit("/", 1)[-1]
+            try:
+                found[tag] = self.tag_version(name, tag)
+            except ReproBundleError as e:
+                log.warning("skipped %s: %s", key, first_line(e.message, 200))
+        return found
 
     # ----------------------------------------------------------------------------------------- runs
     def put_run(self, run: dict) -> str:
+        """Store a run record; its environment is redacted once more on the way in (whatever a producer added to
+        it after its own redaction, such as the conditions of a measurement, is judged by the same rules)."""
         self.check_marker(create=True)
+        run = {**run, "environment": redact_environment(run.get("environment") or {})}
         run_id = run["run_id"]
         self.store.put(f"runs/{hex_of(run['bundle_id'])}/{run_id}.msgpack", mf.encode_run(run), create_only=True)
         return run_id
 
     def runs(self, bundle_id: str) -> list[dict]:
+        """The bundle's run records, oldest first; one that cannot be read is skipped with a warning naming it."""
+        self.check_marker(create=False)
         out = []
         for key in self.store.list(f"runs/{hex_of(bundle_id)}"):
             if key.endswith(".msgpack"):
-                out.append(mf.decode_run(self.store.get(key)))
+                try:
+                    out.append(mf.decode_run(self.store.get_bounded(key, mf.MAX_MANIFEST_BYTES)))
+                except NotFoundError:
+                    continue
+                except (FormatError, StoreError) as e:
+                    log.warning("skipped %s: %s", key, first_line(e.message, 200))
         return sorted(out, key=lambda r: r["created"])
 
     @staticmethod
     def new_run_id() -> str:
-        return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+        return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
     # ------------------------------------------------------------------------------------- checking
     def verify(self, bundle: Bundle) -> list[str]:
@@ -362,36 +458,34 @@ class Registry:
         problems = []
         for ref in mf.blob_refs(bundle.manifest):
             problem = self.verify_blob(ref["digest"])
-            if problem is None and self.store.size(blob_key(ref["digest"])) != ref["size"]:
-                problem = f"blob {ref['digest']} has the wrong size"
+            if problem is None:
+                try:
+                    if self.store.size(blob_key(ref["digest"])) != ref["size"]:
+                        problem = f"blob {ref['digest']} has the wrong size"
+                except ReproBundleError as e:  # gone or changed since it was read
+                    problem = f"blob {ref['digest']} is unreadable ({first_line(e.message, 300)})"
             if problem:
                 problems.append(problem)
         return problems
 
-    def gc(self, *, dry_run: bool = True) -> list[str]:
-        """Blobs that no manifest or run references (deleted unless dry_run). Also clears stale temp files."""
-        live: set[str] = set()
-        for b in self.iter_bundles():
-            live.update(r["digest"] for r in mf.blob_refs(b.manifest))
-        for key in self.store.list("runs"):
-            if key.endswith(".msgpack"):
-                try:
-                    live.update(r["digest"] for r in mf.blob_refs(mf.decode_run(self.store.get(key))))
-                except mf.UnsupportedFormatVersionError:
-                    raise  # a newer reprobundle's run: its blobs are unknown here, so nothing can be deleted safely
-                except FormatError:
-                    continue
-        dead = [k for k in self.store.list("blobs") if f"sha256:{k.rsplit('/', 1)[-1]}" not in live]
-        if not dry_run:
-            for key in dead:
-                self.store.delete(key)
-            if isinstance(self.store, LocalStore):
-                self.store.remove_stale_temp_files()
-        return dead
+    def gc(self, *, dry_run: bool = True, grace_s: float | None = None) -> list[str]:
+        """The keys of the unreferenced blobs gc deletes (deleted unless dry_run); see `collect`."""
+        return self.collect(delete=not dry_run, grace_s=grace_s).deleted
+
+    def collect(self, *, delete: bool, grace_s: float | None = None):
+        """Garbage collection with its whole report (bundle/collection.py): blobs no record references, no running
+        writer holds and unused for `grace_s` seconds (None: $REPROBUNDLE_GC_GRACE or 24 h) are deleted; records
+        it could not read are named. With `delete`, also removes what killed writers left in a folder store's
+        `.tmp` (old temp files, dead leases)."""
+        from ..config import gc_grace_s
+        from .collection import collect
+
+        return collect(self, delete=delete, grace_s=gc_grace_s() if grace_s is None else grace_s)
 
     # ---------------------------------------------------------------------------------------- export
-    def export_zip(self, bundle: Bundle, path: str | Path, *, include_runs: bool = False) -> Path:
-        """Write the bundle as a single-file store (same layout) at `path`, atomically."""
+    def export_zip(self, bundle: Bundle, path: str | Path, *, include_runs: bool = False, runner: bool = True) -> Path:
+        """Write the bundle as a single-file store (same layout) at `path`, atomically. With `runner`, the zip also
+        replays itself with nothing but JAX installed: `python NAME.zip` (see worker/standalone.py)."""
         problems = self.verify(bundle)
         if problems:
             raise CorruptBlobError(f"cannot export {bundle.ref}: {problems[0]}")
@@ -404,7 +498,9 @@ class Registry:
             key = f"bundles/{bundle.ref.name}/{bundle.ref.version}.msgpack"
             yield key, self.store, key
 
-        write_zip_store(path, entries())
+        from ..worker.standalone import runner_files
+
+        write_zip_store(path, entries(), runner_files() if runner else ())
         return Path(path)
 
 
@@ -420,7 +516,9 @@ def _default_blob_cache(store: Store):
 def split_store_ref(text: str) -> tuple[str | None, str]:
     """Split a user ref into (store URL or None, ref within the store).
 
-    `gs://b/p/name@3` -> ("gs://b/p", "name@3"); `bundle.zip` -> ("bundle.zip", ""); `name@3` -> (None, "name@3").
+    `gs://b/p/name@3` -> ("gs://b/p", "name@3"); `bundle.zip` -> ("bundle.zip", ""); `name@3` -> (None, "name@3");
+    a path to a bundle in a store folder, as reprobundle prints it (`/data/store/name@3`), -> ("/data/store",
+    "name@3").
     """
     if text.lower().endswith(".zip") or text.startswith("zip://"):
         return text, ""
@@ -430,6 +528,10 @@ def split_store_ref(text: str) -> tuple[str | None, str]:
             raise InvalidRefError(f"{text!r} names a store but no bundle", hint="append /NAME or /NAME@VERSION")
         base, _, ref = rest.rstrip("/").rpartition("/")
         return f"{scheme}://{base}", ref
+    if "/" in text.rstrip("/") or (os.sep != "/" and os.sep in text):
+        base, _, ref = text.rstrip("/").replace(os.sep, "/").rpartition("/")
+        if ref and (Path(base or "/") / MARKER_KEY).is_file():
+            return base or "/", ref
     return None, text
 
 
@@ -441,8 +543,9 @@ def open_ref(text: str, store: str | None = None) -> tuple[Registry, Bundle]:
     return registry, registry.resolve(ref)
 
 
-def copy_tree_to_zip_blob(folder: Path) -> bytes:
-    """Deterministic zip (sorted names, fixed timestamps) of a folder's files, for folder artifacts."""
+def copy_tree_to_zip_blob(folder: Path, transform=None) -> bytes:
+    """Deterministic zip (sorted names, fixed timestamps) of a folder's files, for folder artifacts. `transform`
+    (bytes -> bytes) is applied to every file's content and name first (the redaction of an XLA dump)."""
     import io
     import zipfile
 
@@ -450,8 +553,14 @@ def copy_tree_to_zip_blob(folder: Path) -> bytes:
     with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for p in sorted(Path(folder).rglob("*")):
             if p.is_file():
-                info = zipfile.ZipInfo(str(p.relative_to(folder)), date_time=(1980, 1, 1, 0, 0, 0))
+                name = str(p.relative_to(folder))
+                if transform is not None:
+                    name = transform(name.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
+                if transform is not None:
+                    zf.writestr(info, transform(p.read_bytes()))
+                    continue
                 with open(p, "rb") as src, zf.open(info, "w") as dst:
                     shutil.copyfileobj(src, dst, COPY_CHUNK)
     return buf.getvalue()

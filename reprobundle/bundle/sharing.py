@@ -4,16 +4,20 @@ the blob cache, and the size advice for exported zips. The CLI calls these (thro
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
+import os
 import shlex
 import statistics
+import sys
 from typing import Sequence
 
-from ..errors import UsageError
+from ..config import default_store_url
+from ..errors import ReproBundleError, UsageError
 from ..store import is_zip_url
 from ..store.local import LocalStore
 from ..store.zip_store import ZipStore
-from . import transfer
-from .blobs import pool_map
+from . import collection, transfer
 from .cache import BlobCache
 from .registry import Bundle, Registry, open_ref, split_store_ref
 
@@ -31,32 +35,38 @@ def open_destination(url: str) -> Registry:
 
 
 def copy(src_ref: str, dest_url: str, *, store: str | None = None, progress: transfer.Progress | None = None,
-         jobs: int | None = None) -> transfer.TransferResult:
-    """Copy the bundle `src_ref` (resolved in `store` unless it is a URL or .zip) into the store at `dest_url`."""
+         jobs: int | None = None, runs: bool = True) -> transfer.TransferResult:
+    """Copy the bundle `src_ref` (resolved in `store` unless it is a URL or .zip) into the store at `dest_url`, and
+    its run records too unless `runs` is False."""
     source, bundle = open_ref(src_ref, store)
-    return transfer.copy_bundle(source, bundle, open_destination(dest_url), progress=progress, jobs=jobs)
+    dest = open_destination(dest_url)
+    result = transfer.copy_bundle(source, bundle, dest, progress=progress, jobs=jobs)
+    return transfer.copy_runs(source, bundle, dest, result, progress=progress, jobs=jobs) if runs else result
 
 
 def push(ref: str, to: str, *, store: str | None = None, progress: transfer.Progress | None = None,
-         jobs: int | None = None) -> transfer.TransferResult:
-    """Copy a bundle of the current store (`store`, else $REPROBUNDLE_STORE or the default) to the store `to`."""
-    return copy(ref, to, store=store, progress=progress, jobs=jobs)
+         jobs: int | None = None, runs: bool = True) -> transfer.TransferResult:
+    """Copy a bundle of the current store (`store`, else $REPROBUNDLE_STORE or the default) to the store `to`, with
+    its runs (so a shared registry shows the history) unless `runs` is False."""
+    return copy(ref, to, store=store, progress=progress, jobs=jobs, runs=runs)
 
 
 def pull(url: str, *, store: str | None = None, progress: transfer.Progress | None = None,
-         jobs: int | None = None) -> transfer.TransferResult:
-    """Copy the bundle at `url` (gs://BUCKET/PREFIX/NAME@V, a .zip, ...) into the current store."""
+         jobs: int | None = None, runs: bool = True) -> transfer.TransferResult:
+    """Copy the bundle at `url` (gs://BUCKET/PREFIX/NAME@V, a .zip, ...) into the current store, with its runs."""
     store_url, _ = split_store_ref(url)
     if store_url is None:
         raise UsageError(f"{url!r} is not a bundle URL",
                          hint="pull takes STORE_URL/NAME[@VERSION] (e.g. gs://bucket/prefix/name@3) or a .zip")
     source, bundle = open_ref(url)
     dest = Registry.open(store)
-    return transfer.copy_bundle(source, bundle, dest, progress=progress, jobs=jobs)
+    result = transfer.copy_bundle(source, bundle, dest, progress=progress, jobs=jobs)
+    return transfer.copy_runs(source, bundle, dest, result, progress=progress, jobs=jobs) if runs else result
 
 
 def bundle_url(registry: Registry, bundle: Bundle) -> str:
-    """A URL that names this bundle version wherever reprobundle runs and can reach the store."""
+    """A URL that names this bundle version wherever reprobundle runs and can reach the store (and that every
+    command takes back as a ref)."""
     store = registry.store
     if isinstance(store, ZipStore):
         return store.url
@@ -71,15 +81,24 @@ def _object_urls(registry: Registry, key: str) -> dict:
 
 
 def default_replay_versions(registry: Registry, bundle: Bundle) -> list[str]:
-    """The JAX it was captured with, then the other versions its recorded runs used (newest runs last)."""
+    """The JAX it was captured with, then the other versions its recorded runs used (newest runs last). A zip
+    holds no runs: those of its copy in the default local store (where `replay NAME.zip` puts them) count."""
     captured = _text(bundle.manifest.get("environment", {}).get("jax"))
     versions = [captured] if captured else []
-    if not registry.store.read_only:
-        for run in registry.runs(bundle.ref.bundle_id):
-            v = _text((run.get("environment") or {}).get("jax"))
-            if v and v not in versions:
-                versions.append(v)
+    for run in _recorded_runs(registry, bundle):
+        v = _text((run.get("environment") or {}).get("jax"))
+        if v and v not in versions:
+            versions.append(v)
     return versions[:4] or ["installed"]
+
+
+def _recorded_runs(registry: Registry, bundle: Bundle) -> list[dict]:
+    if not registry.store.read_only:
+        return registry.runs(bundle.ref.bundle_id)
+    try:
+        return Registry.open(None).runs(bundle.ref.bundle_id)
+    except ReproBundleError:
+        return []
 
 
 def _text(value) -> str | None:
@@ -94,6 +113,96 @@ def _leaf(leaf: dict) -> str:
     return text
 
 
+INSTALL_ENV = "REPROBUNDLE_INSTALL"
+
+
+def install_line() -> str | None:
+    """How a reader with nothing installs this reprobundle, when that is known: $REPROBUNDLE_INSTALL, else what pip
+    recorded when it installed this copy (a git URL and commit, or a wheel URL; an index install means the version
+    is published there). None for a copy installed from a local folder, which no one else can reach."""
+    override = os.environ.get(INSTALL_ENV, "").strip()
+    if override:
+        return override
+    # Installed copies only: metadata in site-packages (a source tree's egg-info says nothing of where it came from).
+    installed = [p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages")]
+    dist = next(iter(importlib.metadata.distributions(name="reprobundle", path=installed)), None)
+    if dist is None:
+        return None
+    raw = dist.read_text("direct_url.json")
+    if not raw:  # installed from an index (an installer left its name), or metadata of a source tree: unknown
+        return f"pip install reprobundle=={dist.version}" if dist.read_text("INSTALLER") else None
+    try:
+        direct = json.loads(raw)
+    except ValueError:
+        return None
+    url = str(direct.get("url") or "")
+    if not url.startswith(("https://", "http://")):
+        return None
+    vcs = direct.get("vcs_info")
+    if isinstance(vcs, dict):
+        commit = vcs.get("commit_id") or vcs.get("requested_revision")
+        return f'pip install "reprobundle @ {vcs.get("vcs", "git")}+{url}' + (f"@{commit}" if commit else "") + '"'
+    return f'pip install "reprobundle @ {url}"'
+
+
+def public_https_url(url: str) -> str | None:
+    """The public https form of a gs:// URL (what a reader without credentials fetches, if the bucket is public)."""
+    if url.startswith(("gs://", "gcs://")):
+        return "https://storage.googleapis.com/" + url.split("://", 1)[1]
+    return None
+
+
+def standalone_lines(zip_name: str, versions: Sequence[str], download: str | None = None) -> list[str]:
+    """Shell lines that replay a zip with nothing but Python: one environment per JAX version."""
+    lines = [f"curl -LO {shlex.quote(download)}"] if download else []
+    for v in [v for v in versions if v and v != "installed"][:3] or ["installed"]:
+        if v == "installed":
+            lines += ["pip install jax msgpack flatbuffers", f"python {shlex.quote(zip_name)}"]
+            continue
+        env = f"jax-{v}"
+        lines += [f"python3 -m venv {env} && {env}/bin/pip install -q jax=={v} msgpack flatbuffers",
+                  f"{env}/bin/python {shlex.quote(zip_name)}"]
+    return lines
+
+
+def reproduce_info(registry: Registry, bundle: Bundle, versions: Sequence[str], *,
+                   extra_args: Sequence[str] = (), context: str = "report") -> dict:
+    """What a Reproduce block says: where the bundle is (a bucket URL and its https form, an https zip, or a zip to
+    attach), the exact `reprobundle replay ... --jax A --jax B` (relative to the attached zip), an install line,
+    and for zips the commands that replay them with nothing but Python; `warning` when the store is not shareable.
+    `versions` are concrete JAX versions (not "installed", which means something else on the reader's machine);
+    `context`: "report" (the command made the report it is in) or "snippet" (`url`)."""
+    store = registry.store
+    name, version = bundle.ref.name, bundle.ref.version
+    rep: dict = {"bundle": str(bundle.ref), "versions": list(versions), "install": install_line(), "context": context,
+                 "shareable": store.capabilities.shareable, "attach": None, "export_command": None,
+                 "https_url": None, "warning": None, "standalone": None}
+    if isinstance(store, ZipStore):
+        if "://" in store.url:  # a zip fetched from an https URL
+            zip_name = store.url.rstrip("/").rsplit("/", 1)[-1]
+            rep.update(kind="https-zip", url=store.url,
+                       standalone=standalone_lines(zip_name, versions, download=store.url))
+        else:
+            zip_name = os.path.basename(store.url)
+            rep.update(kind="zip", url=zip_name, attach=zip_name, standalone=standalone_lines(zip_name, versions))
+    elif store.capabilities.shareable:
+        rep.update(kind="store", url=bundle.ref.url, https_url=public_https_url(bundle.ref.url))
+    else:
+        zip_name = f"{name}-{version}.zip"
+        export = f"reprobundle export {name}@{version} -o {zip_name}"
+        if os.path.abspath(registry.url) != os.path.abspath(default_store_url()):
+            export += f" --store {shlex.quote(registry.url)}"
+        rep.update(kind="local", url=zip_name, attach=zip_name, export_command=export,
+                   standalone=standalone_lines(zip_name, versions),
+                   warning=f"{bundle.ref} is in a store only this machine can read ({registry.url}): attach the "
+                           f"zip below, or push it to a bucket (`reprobundle push {bundle.ref} --to "
+                           "gs://BUCKET/PREFIX`) and take `reprobundle url` from there")
+    rep["command"] = ("reprobundle replay " + shlex.quote(rep["url"])
+                      + "".join(f" --jax {shlex.quote(v)}" for v in versions)
+                      + "".join(f" {shlex.quote(a)}" for a in extra_args))
+    return rep
+
+
 def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str] = ()) -> dict:
     """Where a bundle is (store URL, https URL of its manifest) and a Markdown snippet for a bug report."""
     registry, bundle = open_ref(ref, store)
@@ -101,13 +210,14 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
     url = bundle_url(registry, bundle)
     key = f"bundles/{bundle.ref.name}/{bundle.ref.version}.msgpack"
     versions = list(jax_versions) or default_replay_versions(registry, bundle)
-    command = "reprobundle replay " + shlex.quote(url) + "".join(f" --jax {shlex.quote(v)}" for v in versions)
+    captured = _text((m.get("environment") or {}).get("jax"))
+    versions = [captured if v == "installed" and captured else v for v in versions]
+    rep = reproduce_info(registry, bundle, versions, context="snippet")
     env = m.get("environment") or {}
     samples = (m["reference"].get("timing") or {}).get("samples_ns") or []
     fields = m["function"]["fields"]
     devices = sorted({_text(d.get("kind") or d.get("platform")) or "?" for d in env.get("devices") or []
                       if isinstance(d, dict)})
-    shareable = registry.store.capabilities.shareable
     info = {
         "bundle": str(bundle.ref),
         "bundle_id": bundle.ref.bundle_id,
@@ -115,7 +225,7 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
         "url": url,
         "manifest_key": key,
         **_object_urls(registry, key),
-        "shareable": shareable,
+        "shareable": rep["shareable"],
         "function": fields.get("fun_name"),
         "description": m.get("description", ""),
         "inputs": [_leaf(l) for l in m["inputs"]["leaves"]],
@@ -125,26 +235,30 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
         "reference_median_ns": float(statistics.median(samples)) if samples else float("nan"),
         "reference_n": len(samples),
         "jax_versions": versions,
-        "replay_command": command,
+        "replay_command": rep["command"],
+        "reproduce": rep,
     }
-    if not shareable:
-        info["note"] = ("this bundle is in a store only this machine can read; share it with "
-                        "`reprobundle push REF --to gs://BUCKET/PREFIX` (or `reprobundle export`) first")
+    if rep["warning"]:
+        info["note"] = rep["warning"]
     return info
 
 
-def gc(store: str | None = None, *, delete: bool = False) -> dict:
-    """Blobs that no manifest or run references, with their sizes; removed only with delete=True."""
+def gc(store: str | None = None, *, delete: bool = False, grace_s: float | None = None) -> dict:
+    """Blobs that no manifest or run references, no running writer holds and nobody used for the grace period
+    (`grace_s`; None: $REPROBUNDLE_GC_GRACE or 24 h), with their sizes; removed only with delete=True. Also says
+    what it kept and why, and which records it could not read (see bundle/collection.py)."""
     registry = Registry.open(store)
-    if delete:
-        registry.store.check_writable()
-    keys = registry.gc(dry_run=True)
-    sizes = dict(zip(keys, pool_map(registry.store.size, keys, 16)))
-    if delete:  # also with no dead blob: it clears the stale temp files of killed writers
-        keys = registry.gc(dry_run=False)  # derived again right before deleting: what is referenced by now stays
-    blobs = [{"key": k, "digest": "sha256:" + k.rsplit("/", 1)[-1], "bytes": sizes.get(k, 0)} for k in keys]
+    report = registry.collect(delete=delete, grace_s=grace_s)
+    if delete:  # and what killed reprobundle processes left on this machine
+        report.temp_removed += collection.sweep_scratch()
+    blobs = [{"key": k, "digest": "sha256:" + k.rsplit("/", 1)[-1], "bytes": report.sizes.get(k, 0)}
+             for k in report.deleted]
     return {"store": registry.url, "dry_run": not delete, "blobs": blobs, "count": len(blobs),
-            "bytes": sum(b["bytes"] for b in blobs)}
+            "bytes": sum(b["bytes"] for b in blobs), "grace_s": report.grace_s,
+            "kept": {"recent": len(report.kept_recent), "unknown_age": len(report.kept_unknown_age),
+                     "leased": len(report.kept_leased), "unaccounted": len(report.kept_unaccounted)},
+            "unreadable": [{"key": k, "reason": why} for k, why in report.unreadable],
+            "temp_removed": report.temp_removed}
 
 
 def cache_info() -> dict:
@@ -153,7 +267,15 @@ def cache_info() -> dict:
 
 
 def cache_clear() -> dict:
+    """Empty the blob cache, and the downloads of https zips beside it (<cache>/http)."""
+    import shutil
+
+    from ..config import cache_dir
+
     u = BlobCache.default().clear()
-    return {"root": u.root, "removed_blobs": u.blobs, "removed_bytes": u.bytes}
+    downloads = cache_dir() / "http"
+    nbytes = sum(p.stat().st_size for p in downloads.glob("*") if p.is_file()) if downloads.is_dir() else 0
+    shutil.rmtree(downloads, ignore_errors=True)
+    return {"root": u.root, "removed_blobs": u.blobs, "removed_bytes": u.bytes + nbytes}
 
 

@@ -14,7 +14,6 @@ Copying a bundle (push, pull, copy all come here):
 from __future__ import annotations
 
 import shutil
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -24,20 +23,22 @@ from typing import Callable
 from ..config import cache_dir
 from ..errors import (
     AlreadyExistsError,
+    CorruptBlobError,
     ReadOnlyStoreError,
+    StoreError,
     UsageError,
 )
 from ..store import Store
+from ..store.scratch import scratch_dir
 from . import manifest as mf
 from .blobs import (
     DEFAULT_JOBS,
     corrupt_blob,
     download_verified,
-    is_batch_store,
     pool_map,
     sha256_of_file,
 )
-from .digest import blob_key
+from .digest import blob_key, hex_of
 from .registry import Bundle, BundleRef, Registry
 
 BATCH_BYTES = 1 << 30  # staged at most at a time while copying
@@ -78,6 +79,8 @@ class TransferResult:
     bytes_sent: int  # blob bytes written plus the manifest's, when one was written
     bytes_skipped: int
     seconds: float
+    runs_copied: int = 0  # run records copied with the bundle (push/pull/copy without --no-runs)
+    runs_present: int = 0  # run records the destination already held
 
     def data(self) -> dict:
         return {
@@ -86,16 +89,14 @@ class TransferResult:
             "outcome": self.outcome, "version_kept": self.ref.version == self.source.version,
             "blobs_total": self.blobs_total, "blobs_sent": self.blobs_sent, "blobs_skipped": self.blobs_skipped,
             "bytes_sent": self.bytes_sent, "bytes_skipped": self.bytes_skipped, "seconds": round(self.seconds, 3),
+            "runs_copied": self.runs_copied, "runs_present": self.runs_present,
         }
 
 
 def _existing_keys(store: Store, keys: list[str], jobs: int) -> set[str]:
     if not keys:
         return set()
-    if is_batch_store(store):
-        return set(store.exists_many(keys))
-    flags = pool_map(store.exists, keys, jobs)
-    return {k for k, f in zip(keys, flags) if f}
+    return set(store.exists_many(keys))
 
 
 def _batches(refs: list[dict], limit: int) -> list[list[dict]]:
@@ -122,7 +123,10 @@ def _stage(source: Store, batch: list[dict], folder: Path, meter: _Meter, jobs: 
             remote.append(r)
 
     def check_local(d: str) -> str | None:
-        return None if sha256_of_file(staged[d]) == d else d
+        try:
+            return None if sha256_of_file(staged[d]) == d else d
+        except OSError as e:
+            raise StoreError(f"cannot read blob {d} in {source.url}: {e.strerror}") from None
 
     bad = [d for d in pool_map(check_local, list(staged), jobs) if d]
     if bad:
@@ -133,18 +137,7 @@ def _stage(source: Store, batch: list[dict], folder: Path, meter: _Meter, jobs: 
 
 
 def _upload(dest: Store, batch: list[dict], staged: dict[str, Path], meter: _Meter, jobs: int) -> None:
-    if is_batch_store(dest):
-        dest.put_many([(blob_key(r["digest"]), staged[r["digest"]]) for r in batch], progress=meter.add)
-        return
-
-    def one(r: dict) -> None:
-        try:
-            dest.put_file(blob_key(r["digest"]), staged[r["digest"]], create_only=True)
-        except AlreadyExistsError:
-            pass  # a concurrent writer stored the same content
-        meter.add(r["size"])
-
-    pool_map(one, batch, jobs)
+    dest.put_many([(blob_key(r["digest"]), staged[r["digest"]]) for r in batch], progress=meter.add)
 
 
 def _without_version(m: dict) -> dict:
@@ -200,25 +193,101 @@ def copy_bundle(source: Registry, bundle: Bundle, dest: Registry, *, progress: P
         raise UsageError(f"{bundle.ref} is already in {dest.url}", hint="give another destination store")
     dest.check_marker(create=True)
     refs = mf.blob_refs(bundle.manifest)
-    present = _existing_keys(dest.store, [blob_key(r["digest"]) for r in refs], jobs)
-    missing = [r for r in refs if blob_key(r["digest"]) not in present]
-    missing_bytes = sum(r["size"] for r in missing)
-    # Bytes to move: the upload of each missing blob, plus its download when the source is not a local folder.
-    download_bytes = sum(r["size"] for r in missing if source.store.local_path(blob_key(r["digest"])) is None)
-    meter = _Meter(missing_bytes + download_bytes, progress)
-    if missing:
-        with tempfile.TemporaryDirectory(prefix="transfer-", dir=_staging_root()) as tmp:
-            for i, batch in enumerate(_batches(missing, BATCH_BYTES)):
-                folder = Path(tmp) / str(i)
-                staged = _stage(source.store, batch, folder, meter, jobs)
-                _upload(dest.store, batch, staged, meter, jobs)
-                shutil.rmtree(folder, ignore_errors=True)
+    if source.store.read_only and source.store.capabilities.local:
+        # a zip: checked whole first, so a damaged one leaves nothing at the destination (a remote read-only store,
+        # https://, is not read twice: each blob it sends is verified on the way, and present ones are not sent)
+        problems = source.verify(bundle)
+        if problems:
+            raise CorruptBlobError(f"cannot copy {bundle.ref} from {source.url}: {problems[0]}",
+                                   hint="the zip is damaged; download or export it again")
+    dest.hold([blob_key(r["digest"]) for r in refs])  # before looking: gc keeps what a running copy holds
+    missing, missing_bytes = _copy_blobs(source.store, dest.store, refs, progress, jobs)
+    _confirm_blobs(source.store, dest, refs, jobs)
     ref, outcome, manifest_bytes = _place_manifest(dest, bundle)
     return TransferResult(
         source=bundle.ref, ref=ref, outcome=outcome, blobs_total=len(refs), blobs_sent=len(missing),
         blobs_skipped=len(refs) - len(missing), bytes_sent=missing_bytes + manifest_bytes,
         bytes_skipped=sum(r["size"] for r in refs) - missing_bytes, seconds=time.monotonic() - started,
     )
+
+
+def _copy_blobs(source: Store, dest: Store, refs: list[dict], progress: Progress | None,
+                jobs: int) -> tuple[list[dict], int]:
+    """Copy the blobs of `refs` that `dest` lacks, verified, in parallel batches; (those copied, their bytes)."""
+    present = _existing_keys(dest, [blob_key(r["digest"]) for r in refs], jobs)
+    missing = [r for r in refs if blob_key(r["digest"]) not in present]
+    missing_bytes = sum(r["size"] for r in missing)
+    # Bytes to move: the upload of each missing blob, plus its download when the source is not a local folder.
+    download_bytes = sum(r["size"] for r in missing if source.local_path(blob_key(r["digest"])) is None)
+    meter = _Meter(missing_bytes + download_bytes, progress)
+    if missing:
+        with scratch_dir(_staging_root(), "transfer-") as tmp:
+            for i, batch in enumerate(_batches(missing, BATCH_BYTES)):
+                folder = Path(tmp) / str(i)
+                staged = _stage(source, batch, folder, meter, jobs)
+                _upload(dest, batch, staged, meter, jobs)
+                shutil.rmtree(folder, ignore_errors=True)
+    return missing, missing_bytes
+
+
+def _confirm_blobs(source: Store, dest: Registry, refs: list[dict], jobs: int) -> None:
+    """Right before a record names them: every blob is at the destination, touched (a grace period counts from
+    now). One a gc removed meanwhile (a store without leases, a copy longer than the grace period) is sent again."""
+    keys = {blob_key(r["digest"]): r for r in refs}
+    for _ in range(3):
+        if type(dest.store).touch is Store.touch:  # cannot refresh a time: one batched existence check
+            there = dest.store.exists_many(list(keys))
+        else:
+            there = {k for k, ok in zip(keys, pool_map(dest.store.touch, list(keys), jobs)) if ok}
+        gone = [r for k, r in keys.items() if k not in there]
+        if not gone:
+            return
+        _copy_blobs(source, dest.store, gone, None, jobs)
+    raise StoreError(f"blobs keep disappearing from {dest.url} while they are copied there",
+                     hint="is a `reprobundle gc --grace 0` running on it? let the copy finish first")
+
+
+def copy_runs(source: Registry, bundle: Bundle, dest: Registry, result: TransferResult, *,
+              progress: Progress | None = None, jobs: int | None = None) -> TransferResult:
+    """Copy the run records of `bundle` (and the blobs they name) after `copy_bundle` put it at `result.ref`, so the
+    destination shows its history. A run the destination holds is left alone (run ids are unique); when the bundle
+    was renumbered there, the copies name the new version and id. Sources that cannot list (a zip, an https store)
+    have no runs to copy. Returns `result` with runs_copied and runs_present set."""
+    if not source.store.capabilities.writable and not source.store.capabilities.shareable:
+        return result  # a zip: it holds no runs
+    try:
+        runs = source.runs(bundle.ref.bundle_id)
+    except UsageError:
+        return result  # a store that cannot list
+    prefix = f"runs/{hex_of(result.ref.bundle_id)}"
+    there = set(dest.store.list(prefix))
+    todo = []
+    for run in runs:
+        key = f"{prefix}/{run['run_id']}.msgpack"
+        if key in there:
+            result.runs_present += 1
+            continue
+        if result.ref.bundle_id != bundle.ref.bundle_id:
+            run = {**run, "bundle_id": result.ref.bundle_id, "bundle": str(result.ref)}
+        todo.append((key, run))
+    if not todo:
+        return result
+    refs = list({r["digest"]: r for _, run in todo for r in mf.blob_refs(run)}.values())
+    dest.hold([blob_key(r["digest"]) for r in refs])
+    missing, missing_bytes = _copy_blobs(source.store, dest.store, refs, progress, max(1, jobs or DEFAULT_JOBS))
+    _confirm_blobs(source.store, dest, refs, max(1, jobs or DEFAULT_JOBS))
+    result.blobs_sent += len(missing)
+    result.bytes_sent += missing_bytes
+    for key, run in todo:
+        data = mf.encode_run(run)
+        try:
+            dest.store.put(key, data, create_only=True)
+        except AlreadyExistsError:
+            result.runs_present += 1
+            continue
+        result.runs_copied += 1
+        result.bytes_sent += len(data)
+    return result
 
 
 def replay_blob_refs(manifest: dict) -> list[dict]:

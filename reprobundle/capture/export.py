@@ -13,7 +13,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import InputMismatchError, UsageError
+from ..errors import InputMismatchError, ReplayError, UsageError, exception_line
+from ..run.platforms import PLATFORMS, canonical_platforms, choose_platform
+from ..worker.dtypes import MLIR_ELEMENT_DTYPES, np_dtype
 from .flatten import flatten_call
 
 
@@ -68,24 +70,67 @@ def _from_exported(exp, serialized: bytes | None) -> ExportedFunction:
     )
 
 
+def lowering_platforms(platforms: Iterable[str] | str | None) -> tuple[str, ...] | None:
+    """`--platforms cuda,cpu` as jax.export's platforms ("gpu" -> "cuda"); None: the default backend's."""
+    if platforms is None:
+        return None
+    names = canonical_platforms(platforms.split(",") if isinstance(platforms, str) else platforms)
+    bad = [p for p in names if p not in PLATFORMS]
+    if bad or not names:
+        raise UsageError(f"unknown platform(s) {', '.join(bad) or '(none given)'}",
+                         hint="--platforms takes a comma-separated subset of cpu, cuda, rocm, tpu")
+    return tuple(names)
+
+
+def reference_platform(platforms: Sequence[str]) -> str:
+    """Where the reference run goes: of the artifact's platforms, the first accelerator this process's jax has
+    devices for, else the CPU (the rule replays follow too); ReplayError when it has none of them."""
+    from jax._src import xla_bridge
+
+    try:
+        names = list(xla_bridge.backends())
+    except Exception:  # no backend at all: the worker will say why
+        names = ["cpu"]
+    present = []
+    for name in names:
+        try:
+            present.append(str(xla_bridge.canonicalize_platform(name)))
+        except Exception:
+            present.append(name)
+    try:
+        return choose_platform(platforms, present, what="the exported function").platform
+    except ReplayError as e:
+        raise ReplayError(f"{e.message}: no reference run can be made here",
+                          hint=f"pack it where its platform is, or add cpu: --platforms {','.join(platforms)},cpu "
+                               "(the reference then runs on the CPU)") from None
+
+
 def export_function(fn: Callable, args: Sequence[Any], kwargs: dict | None = None,
-                    static: Iterable[int | str] = ()) -> tuple[ExportedFunction, list[np.ndarray]]:
+                    static: Iterable[int | str] = (), platforms: Sequence[str] | str | None = None
+                    ) -> tuple[ExportedFunction, list[np.ndarray]]:
     """Export `fn(*args, **kwargs)` with `jax.export` and return it with the flat input leaves.
 
     The artifact is the flat function of `flatten.flatten_call`: any pytree goes in and out, non-array leaves
     and the arguments named in `static` are baked in, and the trees are described in the returned fields.
+    `platforms` ("cuda,cpu"): lower one artifact for each of them (jax.export does so on any machine); default:
+    the platform of this process's default backend.
     """
     import jax
     from jax import export
 
+    lowering = lowering_platforms(platforms)
     if isinstance(fn, export.Exported):
+        if lowering is not None and tuple(fn.platforms) != lowering:
+            raise UsageError(f"this Exported was lowered for {', '.join(fn.platforms)}; --platforms cannot change that",
+                             hint="export it again with jax.export.export(f, platforms=...), or pass the function")
         return _exported_object(fn, args, kwargs)
     kwargs = kwargs or {}
     if not callable(fn):
         raise UsageError(f"{fn!r} is not callable", hint="pass a function, a jax.jit object or a jax.export.Exported")
     call = flatten_call(fn, tuple(args), dict(kwargs), static)
     try:
-        exp = export.export(jax.jit(call.fn_flat))(*call.dynamic)
+        exp = (export.export(jax.jit(call.fn_flat)) if lowering is None else
+               export.export(jax.jit(call.fn_flat), platforms=lowering))(*call.dynamic)
     except Exception as e:
         raise _export_refusal(call.fn_flat.__name__, e) from e
     if exp.nr_devices != 1:
@@ -93,7 +138,7 @@ def export_function(fn: Callable, args: Sequence[Any], kwargs: dict | None = Non
                          "reprobundle packs single-device computations",
                          hint="pack it with its inputs on one device (jax.device_put(x, jax.devices()[0])), or pack "
                               "the per-device computation (the body of your shard_map)")
-    leaves = [_as_jax_sees_it(np.asarray(x)) for x in call.dynamic]
+    leaves = host_leaves(call.dynamic)
     captured = _from_exported(exp, None)
     return dataclasses.replace(captured, in_tree=call.in_tree, out_tree=dict(call.out_tree),
                                input_paths=call.input_leaves, output_paths=list(call.outputs),
@@ -112,8 +157,8 @@ def _export_refusal(name: str, e: Exception) -> UsageError:
     lowered = text.lower()
     for words, what, hint in known:
         if any(w in lowered for w in words):
-            return UsageError(f"cannot pack {name!r}: {what} ({_first_line(e)})", hint=hint)
-    return UsageError(f"jax.export could not export {name!r}: {_first_line(e)}",
+            return UsageError(f"cannot pack {name!r}: {what} ({exception_line(e)})", hint=hint)
+    return UsageError(f"jax.export could not export {name!r}: {exception_line(e)}",
                       hint="the function must be jittable with these arguments")
 
 
@@ -125,9 +170,15 @@ def _exported_object(exp, args, kwargs) -> tuple[ExportedFunction, list[np.ndarr
     try:
         serialized = bytes(exp.serialize())
     except Exception as e:
-        raise UsageError(f"the Exported for {exp.fun_name!r} cannot be serialized: {_first_line(e)}",
+        raise UsageError(f"the Exported for {exp.fun_name!r} cannot be serialized: {exception_line(e)}",
                          hint="pass the function itself instead: reprobundle exports it with flat arguments") from None
     return _from_exported(exp, serialized), leaves
+
+
+def host_leaves(dynamic: Sequence[Any]) -> list[np.ndarray]:
+    """A flat call's input leaves as a bundle stores them: NumPy arrays of the dtypes jax computes with. On CPU
+    they may share memory with the jax arrays; copy them where the call that follows may donate its inputs."""
+    return [_as_jax_sees_it(np.asarray(x)) for x in dynamic]
 
 
 def _as_jax_sees_it(leaf: np.ndarray) -> np.ndarray:
@@ -151,15 +202,6 @@ def load_exported(data: bytes) -> ExportedFunction:
     return _from_exported(exp, bytes(data))
 
 
-_MLIR_DTYPES = {
-    "i1": "bool", "i2": "int2", "i4": "int4", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-    "ui2": "uint2", "ui4": "uint4", "ui8": "uint8", "ui16": "uint16", "ui32": "uint32", "ui64": "uint64",
-    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-    "complex<f32>": "complex64", "complex<f64>": "complex128",
-    "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2", "f8E4M3FNUZ": "float8_e4m3fnuz",
-    "f8E5M2FNUZ": "float8_e5m2fnuz", "f8E4M3B11FNUZ": "float8_e4m3b11fnuz", "f8E4M3": "float8_e4m3",
-    "f8E3M4": "float8_e3m4", "f8E8M0FNU": "float8_e8m0fnu", "f4E2M1FN": "float4_e2m1fn",
-}
 
 
 def _main_op(module):
@@ -186,7 +228,7 @@ def stablehlo_signature(text: str) -> tuple[list[dict], list[dict]]:
     except UsageError:
         raise
     except Exception as e:
-        raise UsageError(f"not a StableHLO module this jaxlib can parse: {_first_line(e)}",
+        raise UsageError(f"not a StableHLO module this jaxlib can parse: {exception_line(e)}",
                          hint="pass MLIR text in the stablehlo dialect, e.g. the module.mlir of a JAX IR dump") from None
 
 
@@ -198,10 +240,10 @@ def _mlir_aval(t) -> dict:
     except (ValueError, TypeError):
         raise UsageError(f"@main has a non-tensor or unranked type {t}; only ranked tensors can be replayed") from None
     element = str(tensor.element_type)
-    if element not in _MLIR_DTYPES:
+    if element not in MLIR_ELEMENT_DTYPES:
         raise UsageError(f"@main uses the element type {element}, which reprobundle cannot feed")
     return {"shape": [None if tensor.is_dynamic_dim(i) else int(d) for i, d in enumerate(tensor.shape)],
-            "dtype": _MLIR_DTYPES[element]}
+            "dtype": MLIR_ELEMENT_DTYPES[element]}
 
 
 def _specialize(text: str, in_avals: list[dict], shapes: Sequence[Sequence[int]]) -> str:
@@ -228,22 +270,24 @@ def _specialize(text: str, in_avals: list[dict], shapes: Sequence[Sequence[int]]
         try:
             refined = mlir.refine_polymorphic_shapes(module)
         except Exception as e:
-            raise UsageError(f"cannot specialize the module's dynamic dimensions to the inputs: {_first_line(e)}",
+            raise UsageError(f"cannot specialize the module's dynamic dimensions to the inputs: {exception_line(e)}",
                              hint="export the module at static shapes") from None
         return str(refined)
 
 
-def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = None) -> ExportedFunction:
+def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = None,
+                   platform: str | None = None) -> ExportedFunction:
     """Wrap a raw StableHLO module (e.g. the module.mlir of an IR dump) as a jax.export artifact.
 
     The module's public @main is called with the input leaves in order, on one device, with no effects; the
-    platform is the host's default backend. A module with dynamic dimensions is specialized to `input_shapes`
-    (the bundle then runs at those sizes). The result is a regular `Exported`, serialized by this JAX.
+    platform is `platform`, else the host's default backend's. A module with dynamic dimensions is specialized to
+    `input_shapes` (the bundle then runs at those sizes). The result is a regular `Exported`, serialized by this JAX.
     """
     import jax
     from jax._src import core
     from jax._src.export import _export
 
+    from ..worker.environment import lowering_platform
     from ..worker.stablehlo import serialize_compat_artifact
 
     in_avals, out_avals = stablehlo_signature(text)
@@ -259,8 +303,8 @@ def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = Non
     try:
         artifact = serialize_compat_artifact(text)
     except Exception as e:
-        raise UsageError(f"cannot serialize the StableHLO module: {_first_line(e)}") from None
-    shaped = lambda avals: tuple(core.ShapedArray(tuple(a["shape"]), np.dtype(_np_dtype(a["dtype"]))) for a in avals)
+        raise UsageError(f"cannot serialize the StableHLO module: {exception_line(e)}") from None
+    shaped = lambda avals: tuple(core.ShapedArray(tuple(a["shape"]), np_dtype(a["dtype"])) for a in avals)
     values = dict(
         fun_name="main",
         in_tree=jax.tree_util.tree_structure(((0,) * len(in_avals), {})),
@@ -273,7 +317,7 @@ def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = Non
         in_shardings_hlo=(None,) * len(in_avals),
         out_shardings_hlo=(None,) * len(out_avals),
         nr_devices=1,
-        platforms=(jax.default_backend(),),
+        platforms=(platform or lowering_platform(),),
         ordered_effects=(),
         unordered_effects=(),
         disabled_safety_checks=(),
@@ -289,15 +333,79 @@ def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = Non
     return dataclasses.replace(captured, kind="stablehlo", stablehlo_text=text)
 
 
-def _np_dtype(name: str):
-    from ..run.execution import dtype_of
+@dataclass
+class OpText:
+    """One top-level op of a function as text and names (capture/isolate.py splits functions with these)."""
 
-    return dtype_of(name)
+    name: str  # stablehlo.dot_general
+    asm: str  # the op printed without locations, with the function's value names
+    results: list[str]  # %5, or %7#0 %7#1
+    result_types: list[str]
+    operands: list[str]
+    location: str  # the op's location printed (file:line frames, innermost first)
 
 
-def _first_line(e: Exception) -> str:
-    lines = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {lines[0] if lines else ''}"
+@dataclass
+class FunctionText:
+    name: str  # the function the body is of: @main, or the function @main only calls
+    args: list[str]
+    arg_types: list[str]
+    ops: list[OpText]  # without the return
+    returned: list[str]
+    callees: list[str]  # the text of every function it calls, transitively, made private
+
+
+def function_ops(text: str) -> FunctionText:
+    """The ops of a StableHLO module's main computation, read with the jaxlib MLIR bindings: @main's body, or the
+    body of the function @main only calls (and returns), descending through such wrappers."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    with mlir.make_ir_context(), ir.Location.unknown():
+        try:
+            module = ir.Module.parse(text)
+        except Exception as e:
+            raise UsageError(f"the StableHLO does not parse here: {exception_line(e)}") from None
+        funcs = {ir.StringAttr(op.attributes["sym_name"]).value: op for op in module.body.operations
+                 if "sym_name" in op.attributes}
+        if "main" not in funcs:
+            raise UsageError("the StableHLO module has no @main function")
+        name = "main"
+        while True:
+            body = list(funcs[name].regions[0].blocks[0].operations)
+            if len(body) == 2 and body[0].name == "func.call" and body[1].name == "func.return":
+                callee = ir.FlatSymbolRefAttr(body[0].attributes["callee"]).value
+                if callee in funcs and [v.get_name() for v in body[1].operands] == [
+                        r.get_name() for r in body[0].results]:
+                    name = callee
+                    continue
+            break
+        block = funcs[name].regions[0].blocks[0]
+        ops = list(block.operations)
+        seen, todo, callees = {name}, [name], []
+
+        def walk(op) -> None:
+            if op.name == "func.call":
+                callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+                if callee in funcs and callee not in seen:
+                    seen.add(callee)
+                    todo.append(callee)
+                    callees.append(funcs[callee].get_asm(enable_debug_info=False).strip().replace(
+                        "func.func public", "func.func private"))
+            for region in op.regions:
+                for inner_block in region.blocks:
+                    for inner in inner_block.operations:
+                        walk(inner)
+
+        while todo:
+            for op in funcs[todo.pop()].regions[0].blocks[0].operations:
+                walk(op)
+        return FunctionText(
+            name=name, args=[a.get_name() for a in block.arguments], arg_types=[str(a.type) for a in block.arguments],
+            ops=[OpText(op.name, op.get_asm(enable_debug_info=False).strip(), [r.get_name() for r in op.results],
+                        [str(r.type) for r in op.results], [v.get_name() for v in op.operands], str(op.location))
+                 for op in ops[:-1]],
+            returned=[v.get_name() for v in ops[-1].operands], callees=callees)
 
 
 def check_inputs(fields: dict, leaves: Sequence[np.ndarray]) -> None:

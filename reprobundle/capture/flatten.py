@@ -49,12 +49,12 @@ def flatten_call(fn: Callable, args: tuple, kwargs: dict, static: Iterable[int |
     import jax
 
     static = set(static)
-    names = _argument_names(fn, len(args))
+    names = argument_names(fn, len(args))
     unknown = {s for s in static if isinstance(s, str) and s not in kwargs and s not in names}
     if unknown or any(isinstance(s, int) and not 0 <= s < len(args) for s in static):
         raise UsageError(f"static={sorted(map(str, static))} names no argument of this call",
                          hint="static takes positional argument indexes or argument names")
-    static_roots = {("args", s) for s in static if isinstance(s, int)}
+    static_roots: set[tuple[str, int | str]] = {("args", s) for s in static if isinstance(s, int)}
     static_roots |= {("args", names.index(s)) for s in static if isinstance(s, str) and s in names}
     static_roots |= {("kwargs", s) for s in static if isinstance(s, str) and s in kwargs}
 
@@ -136,7 +136,7 @@ def _key_impl(leaf) -> str | None:
     return str(jax.random.key_impl(leaf))
 
 
-def _argument_names(fn: Callable, n_args: int) -> list[str]:
+def argument_names(fn: Callable, n_args: int) -> list[str]:
     """Names of the first `n_args` positional arguments: the parameter's name, `rest[j]` for the j-th of a
     `*rest`, `args[i]` where there is no signature."""
     try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import tempfile
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -17,7 +17,9 @@ from .. import __version__
 from ..bundle import manifest as mf
 from ..bundle.registry import BundleRef, Registry, utc_now
 from ..errors import FormatError, ReplayError, UsageError
+from ..logs import Status
 from ..run.execution import (
+    DEFAULT_TIMEOUT_S,
     Timing,
     build_job,
     dtype_of,
@@ -25,10 +27,10 @@ from ..run.execution import (
     run_worker,
     store_result,
 )
+from ..store.scratch import scratch_dir
+from ..units import human_bytes
 from ..worker.synthetic import synthetic_spec
-from .export import ExportedFunction, as_bytes, check_inputs
-
-DEFAULT_TIMEOUT_S = 1800.0
+from .export import ExportedFunction, as_bytes, check_inputs, reference_platform
 
 
 def _checked_labels(labels: dict[str, str] | None) -> dict[str, str]:
@@ -40,7 +42,7 @@ def _checked_labels(labels: dict[str, str] | None) -> dict[str, str]:
 
 
 def _function_section(registry: Registry, fn: ExportedFunction, source: str | None) -> dict:
-    function = {
+    function: dict[str, Any] = {
         "kind": fn.kind,
         "fields": fn.fields,
         "in_tree": fn.in_tree,
@@ -71,15 +73,22 @@ def _real_input_leaves(registry: Registry, leaves: Sequence[np.ndarray]) -> list
 
 
 def _reference_run(registry: Registry, function: dict, input_leaves: list[dict], *, python: str | None,
-                   timing: Timing, dump: bool, profile: bool, timeout_s: float, describe: bool = False):
-    """Run the worker once on the packing interpreter; returns (outcome, stored result)."""
-    with tempfile.TemporaryDirectory(prefix="reprobundle-pack-") as tmp:
+                   timing: Timing, dump: bool, profile: bool, timeout_s: float, describe: bool = False,
+                   progress: Callable[[str], None] | None = None, platform: str | None = None):
+    """Run the worker once on the packing interpreter (on `platform`, when given); returns (outcome, stored
+    result)."""
+    if progress:
+        what = ["load and compile", f"{timing.warmup} warm-up and {timing.repeat} timed calls"]
+        what += (["profile"] if profile else []) + (["XLA dump"] if dump else [])
+        progress(Status("reference run in a worker process: " + ", ".join(what), "reference"))
+    with scratch_dir(tempfile.gettempdir(), "reprobundle-pack-") as tmp:  # a killed pack's folder: gc removes it
         job = build_job(registry, function, input_leaves, Path(tmp), timing=timing, dump=dump, profile=profile,
-                        routes=["deserialize"] if describe else None, describe=describe)
+                        routes=["deserialize"] if describe else None, describe=describe, platform=platform)
         outcome = run_worker(python or sys.executable, job, timeout_s=timeout_s)
         if outcome.status != "ok":
             raise ReplayError(f"the reference run on the packing JAX failed ({outcome.status}): {outcome.reason}",
                               hint=_stderr_hint(outcome.stderr_tail))
+        assert outcome.result is not None  # an ok outcome carries the worker's result
         stored = store_result(registry, outcome.result, warmup=timing.warmup)
         if describe:
             function.update(_described_function(registry, outcome.result["description"]))
@@ -123,8 +132,11 @@ def _publish(registry: Registry, *, name: str, description: str, labels: dict, p
 def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] | None, *, name: str,
          synthetic: bool = False, seed: int = 0, description: str = "", labels: dict[str, str] | None = None,
          parent: str | None = None, source: str | None = None, timing: Timing = Timing(), dump: bool = True,
-         profile: bool = True, python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> BundleRef:
-    """Publish a bundle of a function exported by this process's JAX; the reference runs on `python`."""
+         profile: bool = True, python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+         progress: Callable[[str], None] | None = None) -> BundleRef:
+    """Publish a bundle of a function exported by this process's JAX; the reference runs on `python`. `progress`
+    gets a line (a logs.Status) as each phase starts: inputs, reference, publish."""
+    say = progress or (lambda _line: None)
     mf.check_name(name)
     labels = _checked_labels(labels)
     in_avals = fn.fields["in_avals"]
@@ -137,11 +149,16 @@ def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] 
         if leaves is None:
             raise UsageError("no inputs given", hint="pass the inputs, or use synthetic inputs")
         check_inputs(fn.fields, leaves)
+        size = sum(int(np.asarray(leaf).nbytes) for leaf in leaves)
+        say(Status(f"storing {len(leaves)} input array{'s' if len(leaves) != 1 else ''} ({human_bytes(size)}) and "
+                   "the function", "inputs"))
         input_leaves = _real_input_leaves(registry, leaves)
     input_leaves = _named(input_leaves, fn.input_paths)
     function = _function_section(registry, fn, source)
+    platform = reference_platform(fn.fields.get("platforms") or ["cpu"])  # the first accelerator it has, else cpu
     outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=timing, dump=dump,
-                                     profile=profile, timeout_s=timeout_s)
+                                     profile=profile, timeout_s=timeout_s, progress=progress, platform=platform)
+    say(Status(f"publishing {name} (blobs first, the manifest last)", "publish"))
     return _publish(registry, name=name, description=description, labels=labels, parent=parent, function=function,
                     input_leaves=input_leaves, outcome=outcome, stored=stored)
 
@@ -149,15 +166,16 @@ def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] 
 def pack_serialized_in(registry: Registry, serialized: bytes, leaves: Sequence[np.ndarray], *, python: str,
                        name: str, description: str = "", labels: dict[str, str] | None = None,
                        parent: str | None = None, timing: Timing = Timing(), dump: bool = True, profile: bool = True,
-                       timeout_s: float = DEFAULT_TIMEOUT_S) -> BundleRef:
+                       timeout_s: float = DEFAULT_TIMEOUT_S, progress: Callable[[str], None] | None = None
+                       ) -> BundleRef:
     """Publish a bundle of a serialized jax.export artifact that the host's JAX need not read: the worker in
     `python` (an environment of another JAX version) deserializes it, describes it and makes the reference."""
     mf.check_name(name)
     labels = _checked_labels(labels)
     input_leaves = _real_input_leaves(registry, leaves)
-    function = {"kind": "jax.export", "exported": registry.put_blob(serialized), "fields": None}
+    function: dict[str, Any] = {"kind": "jax.export", "exported": registry.put_blob(serialized), "fields": None}
     outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=timing, dump=dump,
-                                     profile=profile, timeout_s=timeout_s, describe=True)
+                                     profile=profile, timeout_s=timeout_s, describe=True, progress=progress)
     leaves = _typed_by_avals(leaves, function["fields"]["in_avals"])
     for spec, leaf in zip(input_leaves, leaves):
         spec["dtype"] = np.dtype(leaf.dtype).name  # same bytes, same blob: only the name changes

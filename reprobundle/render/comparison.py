@@ -1,19 +1,40 @@
-"""Rendering a comparison (analysis/comparison.py's data) for a terminal, a GitHub issue and a browser. No I/O."""
+"""Rendering a comparison (analysis/comparison.py's data) for a terminal, a GitHub issue and a browser. No I/O.
+
+Every rendering starts with the headlines (one sentence per candidate: direction, ratio, 95% interval, how it was
+measured, p), then the Reproduce block when the comparison carries one, then one narrow table; runs not timed
+together with the baseline are shown apart, without a verdict. The terminal text fits `width` columns (100 by
+default); the Markdown fits GitHub's comment column (details collapsed); the HTML is one offline page that fits
+1000 px, with a colour-blind-safe palette (Okabe-Ito).
+"""
 
 from __future__ import annotations
 
 import html
 import math
 import re
+import textwrap
 
 import numpy as np
 
 from ..analysis.comparison import REFERENCE, TIMED, short, signed_ns
+from ..errors import clean, first_line
 from ..units import human_ns
-from .text import table
+from .sharing import reproduce_lines, reproduce_markdown, reproduce_text, where_text
 
+WIDTH = 100  # terminal columns the text fits unless told more
+WIDE = 140  # from this width on, the table shows every column
 MD_MAX_LINES = 60  # per <details> list: a GitHub issue body holds 65536 characters
 HTML_MAX_LINES = 1000
+TEXT_TOP = 6  # per-op rows in the terminal (the Markdown and HTML show `top`)
+
+# Okabe-Ito: told apart with every common colour-vision deficiency.
+PALETTE = {"slower": "#D55E00", "faster": "#0072B2", "same": "#009E73", "baseline": "#000000", "failed": "#CC79A7",
+           "apart": "#999999", "unknown": "#999999"}
+_ANSI = {"slower": "1;38;5;166", "faster": "1;38;5;25", "same": "38;5;29", "failed": "1;38;5;169",
+         "apart": "2", "baseline": "1", "unknown": ""}
+
+
+# ------------------------------------------------------------------------------------------------ shared
 
 
 def _err_text(err: dict | None) -> str:
@@ -29,67 +50,80 @@ def _err_text(err: dict | None) -> str:
 def _ratio_text(row: dict) -> str:
     if row["ratio"] is None:
         return "-"
-    ci = row.get("ci95")
-    if ci and None not in ci and not row["is_baseline"]:
-        return f"{row['ratio']:.3f}x [{ci[0]:.3f}-{ci[1]:.3f}]"
     return f"{row['ratio']:.2f}x"
 
 
-def _verdict_text(row: dict) -> str:
-    if row["verdict"] in (None, "baseline"):
-        return row["verdict"] or "-"
-    return f"{row['verdict']} (p={row['p_value']:.1g})" if row.get("p_value") is not None else row["verdict"]
+def _ci_text(row: dict) -> str:
+    ci = row.get("ci95")
+    if row["is_baseline"] or not ci or None in ci:
+        return "-"
+    return f"{ci[0]:.2f}-{ci[1]:.2f}x"
 
 
-def _cells(row: dict) -> list[str]:
-    """The table cells of one version: the same columns in every renderer."""
-    status = row["status"] if row["status"] in TIMED else f"{row['status']}: {_first_line(row['reason'], 40)}"
-    return [row["label"] + (" *" if row["is_baseline"] else ""), row["jax"], status,
-            human_ns(row["median_ns"]) if row["median_ns"] is not None else "-",
-            human_ns(row["iqr_ns"]) if row["iqr_ns"] is not None else "-",
-            _ratio_text(row), _verdict_text(row),
-            _err_text(row["err_ref"]), _err_text(row["err_base"]),
-            f"{row['compile_s']:.2f} s" if row["compile_s"] is not None else "-",
-            str(row["fusions"]) if row["fusions"] is not None else "-"]
+def _verdict_word(row: dict) -> str:
+    if row["status"] not in TIMED:
+        return row["status"]
+    if row["is_baseline"]:
+        return "baseline"
+    return row["verdict"] or ("no verdict" if row["together"] else "apart")
 
 
-HEADERS = ["VERSION", "JAX", "STATUS", "MEDIAN", "IQR", "VS BASE", "VERDICT", "ERR VS REF", "ERR VS BASE",
-           "COMPILE", "FUSIONS"]
-MOVE_HEADERS = ["BASELINE OP", "CANDIDATE OP", "OPS", "MATCH", "BASELINE", "CANDIDATE", "DELTA", "RATIO"]
+def _style_of(row: dict) -> str:
+    if row["status"] not in TIMED:
+        return "failed"
+    if row["is_baseline"]:
+        return "baseline"
+    if not row["together"]:
+        return "apart"
+    return row["verdict"] if row["verdict"] in ("slower", "faster", "same") else "unknown"
 
 
-def _move_cells(r: dict) -> list[str]:
-    return [short(r["base_name"]) if r["base_name"] else "-", r["cand_name"] or "-", r["signature"] or r["kind"],
-            r["match"], human_ns(r["base_ns"]) if r["base_ns"] is not None else "-",
-            human_ns(r["cand_ns"]) if r["cand_ns"] is not None else "-", signed_ns(r["delta_ns"]),
-            f"{r['ratio']:.2f}x" if r["ratio"] is not None else "-"]
+def _version_cell(row: dict) -> str:
+    label = row["label"]
+    if row["jax"] not in ("?", label) and not label.startswith(row["jax"]):
+        label += f" ({row['jax']})"
+    return label + (" *" if row["is_baseline"] else "")
 
 
-def _tail(text: str, limit: int) -> str:
-    """The end of a long message (where tracebacks keep the error), safe inside a fenced code block."""
-    text = (text or "").strip().replace("```", "` ` `")
-    return text if len(text) <= limit else "…" + text[-limit:]
+def _p_text(row: dict) -> str:
+    return f"{row['p_value']:.1g}" if row.get("p_value") is not None else "-"
 
 
-def _first_line(text: str, limit: int) -> str:
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= limit else line[:limit - 1] + "…"
+def _compared(c: dict) -> list[dict]:
+    """The rows of the main table: the baseline, candidates timed together with it, and versions that failed."""
+    return [r for r in c["rows"] if r["is_baseline"] or r["together"] or r["status"] not in TIMED]
+
+
+def _apart(c: dict) -> list[dict]:
+    return [r for r in c["rows"] if not (r["is_baseline"] or r["together"] or r["status"] not in TIMED)]
+
+
+def _apart_line(r: dict, c: dict) -> str:
+    ratio = f", {r['ratio']:.2f}x the baseline's median" if r["ratio"] else ""
+    median = human_ns(r["median_ns"]) if r["median_ns"] is not None else "-"
+    reason = r["apart_reason"] or "not timed together"
+    return f"{r['label']} (jax {r['jax']}): median {median}{ratio}; {reason}"
+
+
+def _run_line(u: dict) -> str:
+    when = (u.get("created") or "")[:16].replace("T", " ")
+    together = "baseline" if u["is_baseline"] else ("timed together" if u["together"] else "apart")
+    return f"{u['label']}: run {u.get('run_id') or 'reference (pack)'}, {when or '?'}, {u['budget']}, {together}"
 
 
 def _env_text(env: dict) -> str:
     parts = [f"jax {env['jax']}" if "jax" in env else "", f"jaxlib {env['jaxlib']}" if "jaxlib" in env else "",
-             f"Python {env['python']}" if "python" in env else "", env.get("platform", ""), env.get("cpu_model", "")]
+             f"Python {env['python']}" if "python" in env else "", env.get("platform", ""),
+             env.get("device_kind", "") if env.get("device_kind") != env.get("cpu_model") else "",
+             env.get("cpu_model", "")]
     return ", ".join(p for p in parts if p) or "unknown"
 
 
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _header_lines(c: dict) -> list[str]:
+def _context_line(c: dict) -> str:
     fn = f" ({c['function']})" if c["function"] else ""
-    return [f"{c['bundle']}{fn}: {_count(sum(r['requested'] != REFERENCE for r in c['rows']), 'run')}, baseline {_baseline_text(c)}",
-            f"packed with {_env_text(c['packed'])}", f"runs on {_env_text({k: v for k, v in c['machine'].items() if k not in ('jax', 'jaxlib')})}"]
+    n = sum(r["requested"] != REFERENCE for r in c["rows"])
+    machine = _env_text({k: v for k, v in c["machine"].items() if k not in ("jax", "jaxlib")})
+    return f"{c['bundle']}{fn}: {n} run{'s' if n != 1 else ''}, baseline {_baseline_text(c)}, on {machine}"
 
 
 def _baseline_text(c: dict) -> str:
@@ -109,7 +143,8 @@ def _fusion_lines(f: dict) -> list[str]:
             moved.append(f"kind {e['base_kind']} -> {e['cand_kind']}")
         lines.append(f"changed: {e['base']} -> {e['cand']} ({e['label']}): {', '.join(moved)}")
     for e in f["merged"]:
-        lines.append(f"merged: {short(' + '.join(x['name'] for x in e['absorbed']), 8)} -> {e['name']} ({e['kind']}: {e['label']})")
+        absorbed = short(" + ".join(x["name"] for x in e["absorbed"]), 8)
+        lines.append(f"merged: {absorbed} -> {e['name']} ({e['kind']}: {e['label']})")
     for e in f["split"]:
         lines.append(f"split: {e['name']} ({e['kind']}) -> {', '.join(x['name'] for x in e['split_into'])}")
     lines += [f"new: {e['name']} ({e['kind']}: {e['label']}) {e['shape']}" for e in f["appeared"]]
@@ -120,27 +155,159 @@ def _fusion_lines(f: dict) -> list[str]:
 
 
 def _kinds_text(counts: dict) -> str:
-    return f"{counts['fusions']} fusions (" + ", ".join(f"{k} {n}" for k, n in counts["by_kind"].items()) + f"), {counts['unfused']} unfused"
+    kinds = ", ".join(f"{k} {n}" for k, n in counts["by_kind"].items())
+    return f"{counts['fusions']} fusions ({kinds}), {counts['unfused']} unfused"
+
+
+def op_text(r: dict, arrow: str = "->") -> str:
+    """The op of a per-op row, named once when it did not change: `dot_general.9 (dot)`,
+    `reduce-window -> wrapped_reduce-window (wrapped, reduce-window)`."""
+    b, c = r.get("base_name"), r.get("cand_name")
+    what = r.get("signature") or r.get("kind") or ""
+    if b and c and b == c:
+        return f"{b} ({what})" if what else b
+    if b and c:
+        names, detail = f"{short(b)} {arrow} {c}", ", ".join(x for x in (r["match"], what) if x)
+    else:
+        names, detail = short(b or c or "?"), ", ".join(x for x in ("gone" if b else "new", what) if x)
+    return f"{names} ({detail})"
+
+
+def _move_cells(r: dict, arrow: str = "->") -> list[str]:
+    return [signed_ns(r["delta_ns"]), f"{r['ratio']:.2f}x" if r["ratio"] is not None else "-",
+            human_ns(r["base_ns"]) if r["base_ns"] is not None else "-",
+            human_ns(r["cand_ns"]) if r["cand_ns"] is not None else "-", op_text(r, arrow)]
+
+
+MOVE_HEADERS = ["DELTA", "RATIO", "BASELINE", "CANDIDATE", "OP"]
+
+
+def _moved_summary(d: dict) -> str:
+    """`jax 0.8.0 vs 0.7.2: most moved wrapped_reduce-window (+3.1 ms)`: a details summary."""
+    r = d.get("moved_row")
+    head = f"jax {d['label']} vs {d['vs']}"
+    if r is None:
+        return head + (": the per-op profile does not explain the change" if d["per_op"] else ": fusion and ops")
+    name = r.get("cand_name") or r.get("base_name") or "?"
+    what = "most moved" if d.get("moved_how") == "explains" else "biggest per-op move"
+    return f"{head}: {what} {short(name, 2)} ({signed_ns(r['delta_ns'])})"
 
 
 # ------------------------------------------------------------------------------------------------ text
 
 
-def to_text(c: dict) -> str:
-    """A terminal report: header, the version table, then per version where the time moved and what fused."""
-    out = _header_lines(c) + ["", table(HEADERS, [_cells(r) for r in c["rows"]])]
+def _paint(text: str, style: str, color: bool) -> str:
+    code = _ANSI.get(style, "")
+    return f"\x1b[{code}m{text}\x1b[0m" if color and code and text else text
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:max(1, width - 1)] + "…"
+
+
+def _wrap(text: str, width: int, indent: str = "", more: str = "    ") -> list[str]:
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + more,
+                         break_long_words=True, break_on_hyphens=False) or [indent.rstrip()]
+
+
+def _grid(headers: list[str], rows: list[list[str]], width: int, styles: list[list[str]] | None = None,
+          color: bool = False, indent: str = "", flex: int = -1) -> list[str]:
+    """A plain table that fits `width`: column `flex` (default the last) is cut to what is left; `styles` colour
+    cells after the layout, so the widths count only visible characters."""
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    flex = flex % len(widths)
+    room = width - len(indent) - sum(w for i, w in enumerate(widths) if i != flex) - 2 * (len(widths) - 1)
+    widths[flex] = max(4, min(widths[flex], room))
+    out = []
+    for k, cells in enumerate([headers, ["-" * w for w in widths], *rows]):
+        parts = []
+        for i, (cell, w) in enumerate(zip(cells, widths)):
+            text = _cut(str(cell), w)
+            pad = text.ljust(w) if i < len(widths) - 1 else text
+            style = styles[k - 2][i] if styles and k >= 2 and i < len(styles[k - 2]) else ""
+            parts.append(_paint(pad, style, color) if style and text.strip() else pad)
+        out.append((indent + "  ".join(parts)).rstrip())
+    return out
+
+
+def _text_table(c: dict, width: int, color: bool) -> list[str]:
+    rows = _compared(c)
+    wide = width >= WIDE
+    headers = ["VERSION", "STATUS", "MEDIAN", "IQR", "VS BASE", "95% CI", "VERDICT", "ERR VS REF", "FUSIONS"]
+    if wide:
+        headers[1:1] = ["JAX"]
+        headers[8:8] = ["P"]
+        headers += ["ERR VS BASE", "COMPILE"]
+    cells, styles = [], []
+    for r in rows:
+        line = [_version_cell(r), r["status"], human_ns(r["median_ns"]) if r["median_ns"] is not None else "-",
+                human_ns(r["iqr_ns"]) if r["iqr_ns"] is not None else "-", _ratio_text(r), _ci_text(r),
+                _verdict_word(r), _err_text(r["err_ref"]), str(r["fusions"]) if r["fusions"] is not None else "-"]
+        if wide:
+            line[1:1] = [r["jax"]]
+            line[8:8] = [_p_text(r)]
+            line += [_err_text(r["err_base"]), f"{r['compile_s']:.2f} s" if r["compile_s"] is not None else "-"]
+        cells.append(line)
+        st = [""] * len(line)
+        st[headers.index("VERDICT")] = _style_of(r)
+        st[headers.index("STATUS")] = "failed" if r["status"] not in TIMED else ""
+        styles.append(st)
+    return _grid(headers, cells, width, styles, color, flex=0)
+
+
+def _cleaned(obj):
+    """The comparison with every string made one line of printable text (errors.clean, not cut)."""
+    if isinstance(obj, str):
+        return clean(obj, None)
+    if isinstance(obj, dict):
+        return {k: _cleaned(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_cleaned(v) for v in obj]
+    return obj
+
+
+def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
+    """A terminal report: the headlines, the version table, runs timed apart, then per version where the time
+    moved and what fused, the runs used and the notes. Every line fits `width` columns (at least 100 used)."""
+    width = max(WIDTH, width)
+    c = _cleaned(c)  # names, reasons and notes come from bundles and runs: no control character reaches a terminal
+    out = []
+    for h in c["headlines"]:
+        lines = _wrap(h["text"], width)
+        style = h["direction"] if h["direction"] in _ANSI else ""
+        out += [_paint(line, style, color) for line in lines]
+    out += ["", _cut(_context_line(c), width)]
+    rep = c.get("reproduce")
+    if rep:
+        out += [""] + [line for x in reproduce_text(rep, brief=True) for line in _wrap(x, width, more="  ")]
+    out += [""] + _text_table(c, width, color)
+    apart = _apart(c)
+    if apart:
+        out += ["", _paint("Not timed together with the baseline (not comparable, no verdict):", "apart", color)]
+        out += [line for r in apart for line in _wrap(_apart_line(r, c), width, "  ")]
     for d in c["diffs"]:
-        out += ["", f"jax {d['label']} vs {d['vs']}: {d['moved']}"]
+        out += [""] + _wrap(f"jax {d['label']} vs {d['vs']}: {d['moved']}", width, more="  ")
         if d["fusion"] is not None:
             f = d["fusion"]
-            out.append(f"  fusion: {_kinds_text(f['base'])} -> {_kinds_text(f['cand'])}; {f['summary']}")
+            out += _wrap(f"fusion: {_kinds_text(f['base'])} -> {_kinds_text(f['cand'])}; {f['summary']}", width,
+                         "  ", "  ")
             lines = _fusion_lines(f)
-            out += ["    " + line for line in lines[:12]] + ([f"    ... and {len(lines) - 12} more"] if len(lines) > 12 else [])
+            out += ["    " + _cut(line, width - 4) for line in lines[:8]]
+            if len(lines) > 8:
+                out.append(f"    ... and {len(lines) - 8} more (--report or --html lists them all)")
         if d["per_op"]:
-            rows = [_move_cells(r) for r in d["per_op"][:c["top"]]]
-            out += ["  top per-op moves:"] + ["    " + line for line in table(MOVE_HEADERS, rows).splitlines()]
+            rows = [_move_cells(r) for r in d["per_op"][:TEXT_TOP]]
+            more = len(d["per_op"]) - len(rows)
+            out += [f"  top per-op moves ({len(rows)} of {len(d['per_op'])}):"]
+            out += _grid(MOVE_HEADERS, rows, width, indent="    ")
+            if more > 0:
+                out.append(f"    ... and {more} more (--report or --html lists them)")
+    if c.get("runs_used"):
+        out += ["", "Runs used:"] + [line for u in c["runs_used"] for line in _wrap(_run_line(u), width, "  ")]
+        if c.get("selection"):
+            out += _wrap(c["selection"], width, "  ")
     if c["notes"]:
-        out += ["", "notes:"] + [f"  {_first_line(n, 200)}" for n in c["notes"]]
+        out += ["", "Notes:"] + [line for n in c["notes"] for line in _wrap(first_line(n, 400), width, "  ")]
     return "\n".join(out)
 
 
@@ -167,26 +334,73 @@ def _details(summary: str, body: str) -> str:
     return f"<details><summary>{html.escape(summary)}</summary>\n\n{body}\n\n</details>"
 
 
+def _md_headline(h: dict) -> str:
+    text = _md(h["text"])
+    if h["direction"] in ("slower", "faster", "failed"):
+        return f"- **{text}**"
+    return f"- {text}"
+
+
+def _narrow_cells(r: dict) -> list[str]:
+    ratio = _ratio_text(r)
+    if _ci_text(r) != "-":
+        ratio += f" ({_ci_text(r)})"
+    verdict = _verdict_word(r)
+    if r.get("p_value") is not None:
+        verdict += f", p={_p_text(r)}"
+    return [_version_cell(r), human_ns(r["median_ns"]) if r["median_ns"] is not None else "-", ratio, verdict,
+            _err_text(r["err_ref"])]
+
+
+NARROW_HEADERS = ["version", "median", "time vs baseline (95% CI)", "verdict", "outputs vs packed"]
+FULL_HEADERS = ["VERSION", "JAX", "STATUS", "MEDIAN", "IQR", "VS BASE", "95% CI", "VERDICT", "P", "ERR VS REF",
+                "ERR VS BASE", "COMPILE", "FUSIONS", "RUN"]
+
+
+def _full_cells(r: dict) -> list[str]:
+    status = r["status"] if r["status"] in TIMED else f"{r['status']}: {first_line(r['reason'], 40)}"
+    return [_version_cell(r), r["jax"], status, human_ns(r["median_ns"]) if r["median_ns"] is not None else "-",
+            human_ns(r["iqr_ns"]) if r["iqr_ns"] is not None else "-", _ratio_text(r), _ci_text(r),
+            _verdict_word(r), _p_text(r), _err_text(r["err_ref"]), _err_text(r["err_base"]),
+            f"{r['compile_s']:.2f} s" if r["compile_s"] is not None else "-",
+            str(r["fusions"]) if r["fusions"] is not None else "-", r.get("run_id") or "pack"]
+
+
 def to_markdown(c: dict) -> str:
-    """A GitHub-issue-ready report: header, the version table, per-version moves; long parts in <details>."""
-    head = _header_lines(c)
-    out = [f"### reprobundle: `{c['bundle']}` across JAX versions", "",
-           f"**Bundle** `{c['bundle']}`" + (f" (`{c['function']}`)" if c["function"] else "")
-           + (f", id `{c['bundle_id'][:19]}`" if c.get("bundle_id") else "") + "  ",
-           f"**Packed with** {_md(_env_text(c['packed']))}  ", f"**Runs on** {_md(head[2][len('runs on '):])}  ",
-           f"**Baseline** {_md(_baseline_text(c))} (marked *)", "",
-           _md_table(HEADERS, [_cells(r) for r in c["rows"]])]
+    """A GitHub-issue-ready report that fits the comment column: the headlines, the Reproduce block, one narrow
+    table; everything else in collapsed <details>."""
+    out = [f"### reprobundle: `{c['bundle']}` across JAX versions", ""]
+    out += [_md_headline(h) for h in c["headlines"]]
+    out += ["", _md(_context_line(c)) + " (baseline marked \\*)", "",
+            _md_table(NARROW_HEADERS, [_narrow_cells(r) for r in _compared(c)])]
+    apart = _apart(c)
+    if apart:
+        out += ["", "Not timed together with the baseline (not comparable, no verdict): "
+                + "; ".join(_md(_apart_line(r, c)) for r in apart)]
+    if c.get("reproduce"):
+        out += ["", reproduce_markdown(c["reproduce"])]
     for d in c["diffs"]:
-        out += ["", f"#### jax {_md(d['label'])} vs {_md(d['vs'])}", "", f"**Where the time moved:** {_md(d['moved'])}"]
-        out += _md_fusion(d["fusion"]) + _md_moves(d, c["top"])
+        body = [f"**Where the time moved:** {_md(d['moved'])}"] + _md_fusion(d["fusion"]) + _md_moves(d, c["top"])
+        out += ["", _details(_moved_summary(d), "\n".join(body))]
     failures = [r for r in c["rows"] if r["status"] not in TIMED]
     if failures:
-        body = "\n\n".join(f"**jax {_md(r['label'])}: {r['status']}**\n\n```\n{_tail(r['reason'], 3000)}\n```"
-                             for r in failures)
-        out += ["", _details(f"{len(failures)} version(s) did not run", body)]
-    if c["notes"]:
-        out += ["", "Notes:"] + [f"- {_md(n)}" for n in c["notes"]]
+        reasons = "\n\n".join(f"**jax {_md(r['label'])}: {r['status']}**\n\n```\n{_tail(r['reason'], 3000)}\n```"
+                              for r in failures)
+        out += ["", _details(f"{len(failures)} version(s) did not run", reasons)]
+    out += ["", _details("Every column", _md_table(FULL_HEADERS, [_full_cells(r) for r in c["rows"]]))]
+    env = [f"- packed with {_md(_env_text(c['packed']))}", f"- runs on {_md(_env_text(c['machine']))}"]
+    runs = [f"- {_md(_run_line(u))}" for u in c.get("runs_used") or []]
+    if c.get("selection"):
+        runs.append(f"- {_md(c['selection'])}")
+    notes = [f"- {_md(n)}" for n in c["notes"]]
+    out += ["", _details("Environment, runs used and notes", "\n".join(env + runs + notes))]
     return "\n".join(out) + "\n"
+
+
+def _tail(text: str, limit: int) -> str:
+    """The end of a long message (where tracebacks keep the error), safe inside a fenced code block."""
+    text = (text or "").strip().replace("```", "` ` `")
+    return text if len(text) <= limit else "…" + text[-limit:]
 
 
 def _md_fusion(f: dict | None) -> list[str]:
@@ -195,40 +409,61 @@ def _md_fusion(f: dict | None) -> list[str]:
     lines = ["", f"**Fusion:** {_md(_kinds_text(f['base']))} → {_md(_kinds_text(f['cand']))}; {_md(f['summary'])}"]
     items, rest = _capped(_fusion_lines(f), MD_MAX_LINES)
     if items:
-        body = "\n".join(f"- {_md(x)}" for x in items) + (f"\n- {rest}" if rest else "")
-        lines += ["", _details(f"Fusion diff ({len(_fusion_lines(f))} changes)", body)]
+        lines += [""] + [f"- {_md(x)}" for x in items] + ([f"- {rest}"] if rest else [])
     return lines
 
 
 def _md_moves(d: dict, top: int) -> list[str]:
     if not d["per_op"]:
         return []
-    rows = [_move_cells(r) for r in d["per_op"]]
-    out = ["", f"**Top per-op moves** ({min(top, len(rows))} of {len(rows)})", "", _md_table(MOVE_HEADERS, rows[:top])]
-    if len(rows) > top:
-        shown, rest = _capped(rows, MD_MAX_LINES)
-        out += ["", _details(f"More per-op rows ({len(shown)} of {len(rows)})",
-                             _md_table(MOVE_HEADERS, shown) + (f"\n\n{rest}" if rest else ""))]
-    return out
+    rows = [_move_cells(r, "→") for r in d["per_op"]]
+    shown, rest = _capped(rows, max(top, MD_MAX_LINES))
+    return ["", f"**Per-op moves** ({len(shown)} of {len(rows)}, biggest first)", "",
+            _md_table([h.lower() for h in MOVE_HEADERS], shown)] + (["", rest] if rest else [])
 
 
 # ------------------------------------------------------------------------------------------------ html
 
-_CSS = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-variant-numeric:tabular-nums}th{background:#f3f3f3}
-tr.base td{font-weight:600}.bad{color:#b00}.good{color:#070}code{background:#f5f5f5;padding:0 3px}
-details{margin:.5em 0}svg text{font:12px system-ui,sans-serif}"""
+_CSS = """body{font:15px/1.45 system-ui,sans-serif;color:#222;max-width:960px;margin:1.5em auto;padding:0 16px}
+h1{font-size:1.5em;overflow-wrap:anywhere}h2{font-size:1.2em;margin-top:1.6em}
+.scroll{overflow-x:auto;max-width:100%}table{border-collapse:collapse;margin:.6em 0}
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-variant-numeric:tabular-nums;
+overflow-wrap:anywhere;vertical-align:top}th{background:#f3f3f3}tr.baseline td{font-weight:600}
+.headline{font-size:1.08em;margin:.3em 0;padding:.3em .6em;border-left:6px solid #999}
+.headline.slower{border-color:#D55E00}.headline.faster{border-color:#0072B2}.headline.same{border-color:#009E73}
+.headline.failed{border-color:#CC79A7}
+.apart{color:#555}.tag{font-weight:600}td.slower{color:#D55E00;font-weight:600}td.faster{color:#0072B2;font-weight:600}
+td.failed{color:#AA4488;font-weight:600}pre{background:#f5f5f5;padding:.6em;white-space:pre-wrap;
+overflow-wrap:anywhere}code{background:#f5f5f5;padding:0 3px;overflow-wrap:anywhere}details{margin:.5em 0}
+li{overflow-wrap:anywhere}table.moves td:not(:last-child),table.narrow td{white-space:nowrap}
+svg{max-width:100%;height:auto}svg text{font:12px system-ui,sans-serif}
+svg .axis-title{font-weight:600}"""
 
 
 def to_html(c: dict) -> str:
-    """One self-contained page: header, the version table, a chart of the timing samples, per-version moves."""
+    """One self-contained page: headlines, Reproduce, the version table, a chart of the paired ratios with their
+    intervals and one of the timing samples, per-version moves; nothing wider than the page at 1000 px."""
     e = html.escape
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(c['bundle'])}: JAX versions</title>",
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'>"
+             f"<meta name='viewport' content='width=device-width'><title>{e(c['bundle'])}: JAX versions</title>",
              f"<style>{_CSS}</style></head><body>", f"<h1>{e(c['bundle'])} across JAX versions</h1>"]
-    parts += [f"<p>{e(line)}</p>" for line in _header_lines(c)]
-    parts.append(_html_table(HEADERS, [_cells(r) for r in c["rows"]],
-                             [("base" if r["is_baseline"] else _verdict_class(r)) for r in c["rows"]]))
-    parts += ["<h2>Timing samples</h2>", timing_chart_svg(c["rows"])]
+    for h in c["headlines"]:
+        cls = h["direction"] if h["direction"] in PALETTE else "apart"
+        parts.append(f"<p class='headline {cls}'>{e(h['text'])}</p>")
+    parts.append(f"<p>{e(_context_line(c))} (baseline marked *)</p>")
+    rows = _compared(c)
+    parts.append(_html_table(NARROW_HEADERS, [_narrow_cells(r) for r in rows],
+                             ["baseline" if r["is_baseline"] else "" for r in rows],
+                             cell_classes=[{3: _style_of(r)} for r in rows], kind="narrow"))
+    apart = _apart(c)
+    if apart:
+        parts.append("<p class='apart'><span class='tag'>Not timed together with the baseline (not comparable, no "
+                     "verdict):</span> " + "; ".join(e(_apart_line(r, c)) for r in apart) + "</p>")
+    rep = c.get("reproduce")
+    if rep:
+        parts += ["<h2>Reproduce</h2>"] + _html_reproduce(rep)
+    parts += ["<h2>Time against the baseline</h2>", ratio_chart_svg(c),
+              "<h2>Timing samples</h2>", timing_chart_svg(c["rows"])]
     for d in c["diffs"]:
         parts += [f"<h2>jax {e(d['label'])} vs {e(d['vs'])}</h2>", f"<p><b>Where the time moved:</b> {e(d['moved'])}</p>"]
         if d["fusion"] is not None:
@@ -239,47 +474,164 @@ def to_html(c: dict) -> str:
                 parts.append(f"<details><summary>Fusion diff ({len(_fusion_lines(f))} changes)</summary><ul>"
                              + "".join(f"<li>{e(x)}</li>" for x in items + ([rest] if rest else [])) + "</ul></details>")
         if d["per_op"]:
-            rows = [_move_cells(r) for r in d["per_op"]]
-            parts.append(_html_table(MOVE_HEADERS, rows[:c["top"]]))
-            if len(rows) > c["top"]:
-                shown, _ = _capped(rows, HTML_MAX_LINES)
-                parts.append(f"<details><summary>More per-op rows ({len(shown)} of {len(rows)})</summary>"
-                             f"{_html_table(MOVE_HEADERS, shown)}</details>")
-    if c["notes"]:
-        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li><pre>{e(n)}</pre></li>" for n in c["notes"]) + "</ul>")
+            moves = [_move_cells(r, "→") for r in d["per_op"]]
+            parts.append(_html_table(MOVE_HEADERS, moves[:c["top"]], kind="moves"))
+            if len(moves) > c["top"]:
+                shown, _ = _capped(moves, HTML_MAX_LINES)
+                parts.append(f"<details><summary>More per-op rows ({len(shown)} of {len(moves)})</summary>"
+                             f"{_html_table(MOVE_HEADERS, shown, kind='moves')}</details>")
+    failures = [r for r in c["rows"] if r["status"] not in TIMED]
+    for r in failures:
+        parts.append(f"<details><summary>jax {e(r['label'])}: {e(r['status'])}</summary>"
+                     f"<pre>{e(_tail(r['reason'], 6000))}</pre></details>")
+    parts += ["<details><summary>Every column</summary>",
+              _html_table(FULL_HEADERS, [_full_cells(r) for r in c["rows"]]), "</details>"]
+    runs = [_run_line(u) for u in c.get("runs_used") or []] + ([c["selection"]] if c.get("selection") else [])
+    parts.append("<h2>Environment, runs used and notes</h2><ul>"
+                 + f"<li>packed with {e(_env_text(c['packed']))}</li><li>runs on {e(_env_text(c['machine']))}</li>"
+                 + "".join(f"<li>{e(x)}</li>" for x in runs + c["notes"]) + "</ul>")
     return "\n".join(parts + ["</body></html>"])
 
 
-def _verdict_class(row: dict) -> str:
-    if row["status"] not in TIMED or row["verdict"] == "slower":
-        return "bad"
-    return "good" if row["verdict"] == "faster" else ""
-
-
-def _html_table(headers: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
+def _html_reproduce(rep: dict) -> list[str]:
     e = html.escape
-    body = "".join(f"<tr class='{cls}'>" + "".join(f"<td>{e(x)}</td>" for x in row) + "</tr>"
-                   for row, cls in zip(rows, classes or [""] * len(rows)))
-    return "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in headers) + f"</tr>{body}</table>"
+    out = []
+    if rep.get("warning"):
+        out.append(f"<p><b>Not shareable yet:</b> {e(rep['warning'])}</p>")
+    out.append(f"<p><b>Bundle:</b> {e(where_text(rep))}</p>")
+    for caption, commands in reproduce_lines(rep):
+        out += [f"<p>{e(caption)}</p>", f"<pre>{e(chr(10).join(commands))}</pre>"]
+    return out
 
 
-def timing_chart_svg(rows: list[dict], width: int = 760, row_h: int = 34, left: int = 150) -> str:
+def _html_table(headers: list[str], rows: list[list[str]], classes: list[str] | None = None,
+                cell_classes: list[dict[int, str]] | None = None, kind: str = "") -> str:
+    e = html.escape
+    body = []
+    for k, (row, cls) in enumerate(zip(rows, classes or [""] * len(rows))):
+        marks = (cell_classes or [{}] * len(rows))[k]
+        body.append(f"<tr class='{cls}'>" + "".join(
+            f"<td class='{marks.get(i, '')}'>{e(x)}</td>" if marks.get(i) else f"<td>{e(x)}</td>"
+            for i, x in enumerate(row)) + "</tr>")
+    return (f"<div class='scroll'><table class='{kind}'><tr>" + "".join(f"<th>{e(h)}</th>" for h in headers) + "</tr>"
+            + "".join(body) + "</table></div>")
+
+
+def _legend(items: list[tuple[str, str, str]], x: float, y: float) -> list[str]:
+    """A row of legend entries (shape, colour, text) from (x, y); shapes: dot, box, line, hollow."""
+    out, at = [], x
+    for shape, colour, text in items:
+        if shape == "box":
+            out.append(f"<rect x='{at:.1f}' y='{y - 8:.1f}' width='14' height='10' fill='{colour}' "
+                       f"fill-opacity='0.2' stroke='{colour}'/>")
+        elif shape == "line":
+            out.append(f"<line x1='{at:.1f}' x2='{at + 14:.1f}' y1='{y - 3:.1f}' y2='{y - 3:.1f}' stroke='{colour}' "
+                       f"stroke-width='2'/>")
+        elif shape == "hollow":
+            out.append(f"<circle cx='{at + 7:.1f}' cy='{y - 3:.1f}' r='4' fill='white' stroke='{colour}'/>")
+        else:
+            out.append(f"<circle cx='{at + 7:.1f}' cy='{y - 3:.1f}' r='4' fill='{colour}'/>")
+        out.append(f"<text x='{at + 19:.1f}' y='{y + 1:.1f}'>{html.escape(text)}</text>")
+        at += 26 + 6.6 * len(text)
+    return out
+
+
+def ratio_chart_svg(c: dict, width: int = 900, row_h: int = 30, left: int = 170) -> str:
+    """Inline SVG: per candidate, its time relative to the baseline on a log axis: the paired ratio with its 95%
+    interval for versions timed together, a hollow dot (the ratio of medians, no interval) for those apart."""
+    rows = [r for r in c["rows"] if not r["is_baseline"] and r["ratio"] and r["status"] in TIMED]
+    if not rows:
+        return "<p>No candidate to set against the baseline.</p>"
+    values = [1.0] + [r["ratio"] for r in rows] + [x for r in rows for x in (r.get("ci95") or []) if x]
+    lo, hi = math.log(min(values)), math.log(max(values))
+    pad = max(0.03, (hi - lo) * 0.1)
+    lo, hi = lo - pad, hi + pad
+    plot_w = width - left - 30
+    x = lambda v: left + (math.log(v) - lo) / (hi - lo) * plot_w  # noqa: E731
+    top = 34
+    height = top + row_h * len(rows) + 62
+    base = _baseline_text(c)
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='{width}' "
+           f"height='{height}' role='img' aria-label='time relative to {html.escape(base)}'>"]
+    out += _legend([("dot", PALETTE["slower"], "slower"), ("dot", PALETTE["faster"], "faster"),
+                    ("dot", PALETTE["same"], "no clear difference"), ("line", "#333", "95% interval (paired)"),
+                    ("hollow", PALETTE["apart"], "not timed together: no interval")], left, 14)
+    y_axis = top + row_h * len(rows)
+    band = [x(1 / 1.02), x(1.02)]
+    out.append(f"<rect x='{band[0]:.1f}' y='{top}' width='{band[1] - band[0]:.1f}' height='{row_h * len(rows)}' "
+               f"fill='#009E73' fill-opacity='0.08'/>")
+    out.append(f"<line x1='{x(1):.1f}' x2='{x(1):.1f}' y1='{top - 4}' y2='{y_axis}' stroke='#000' "
+               f"stroke-dasharray='4 3'/>")
+    for i, r in enumerate(rows):
+        mid = top + i * row_h + row_h / 2
+        style = _style_of(r)
+        colour = PALETTE.get(style, PALETTE["unknown"])
+        name = "reference (pack)" if r["requested"] == REFERENCE else f"jax {r['label']}"
+        label = html.escape(first_line(name, 24))
+        out.append(f"<text x='{left - 8}' y='{mid + 4:.1f}' text-anchor='end'>{label}</text>")
+        ci = r.get("ci95")
+        if r["together"] and ci and None not in ci:
+            out += [f"<line x1='{x(ci[0]):.1f}' x2='{x(ci[1]):.1f}' y1='{mid:.1f}' y2='{mid:.1f}' stroke='#333' "
+                    f"stroke-width='2'/>"] + [
+                    f"<line x1='{x(v):.1f}' x2='{x(v):.1f}' y1='{mid - 6:.1f}' y2='{mid + 6:.1f}' stroke='#333' "
+                    f"stroke-width='2'/>" for v in ci]
+            out.append(f"<circle cx='{x(r['ratio']):.1f}' cy='{mid:.1f}' r='6' fill='{colour}'/>")
+        else:
+            out.append(f"<circle cx='{x(r['ratio']):.1f}' cy='{mid:.1f}' r='6' fill='white' stroke='{colour}' "
+                       f"stroke-width='2'/>")
+        tip = f"{r['ratio']:.3f}x" + (f", 95% CI {ci[0]:.3f}-{ci[1]:.3f}x" if ci and None not in ci else "")
+        out.append(f"<title>jax {html.escape(r['label'])}: {html.escape(tip)}</title>")
+    out.append(f"<line x1='{left}' x2='{left + plot_w}' y1='{y_axis}' y2='{y_axis}' stroke='#333'/>")
+    for v in _ratio_ticks(math.exp(lo), math.exp(hi)):
+        out += [f"<line x1='{x(v):.1f}' x2='{x(v):.1f}' y1='{y_axis}' y2='{y_axis + 4}' stroke='#333'/>",
+                f"<text x='{x(v):.1f}' y='{y_axis + 17}' text-anchor='middle'>{v:g}x</text>"]
+    out.append(f"<text class='axis-title' x='{left + plot_w / 2:.1f}' y='{y_axis + 40}' text-anchor='middle'>"
+               f"time per call relative to {html.escape(base)} (ratio, log scale; 1x = same, "
+               f"shaded: within 2%)</text>")
+    return "".join(out + ["</svg>"])
+
+
+def _ratio_ticks(lo: float, hi: float) -> list[float]:
+    """Round ratios inside [lo, hi] for a log axis: 1 always, then steps of 0.01 to 0.5 as the span needs."""
+    step = next((s for s in (0.01, 0.02, 0.05, 0.1, 0.2, 0.5) if (hi - lo) / s <= 7), 1.0)
+    first = math.ceil(lo / step - 1e-9) * step
+    ticks = [round(first + k * step, 6) for k in range(int((hi - first) / step) + 1)]
+    return [t for t in ticks if lo <= t <= hi] or [1.0]
+
+
+def timing_chart_svg(rows: list[dict], width: int = 900, row_h: int = 34, left: int = 170) -> str:
     """Inline SVG: per version, its samples as a strip (deterministic jitter) over a box plot (IQR, median,
-    whiskers at 1.5 IQR), on one shared linear time axis."""
+    whiskers at 1.5 IQR), on one shared linear time axis with its unit, and a legend."""
     timed = [r for r in rows if r["samples_ns"]]
     if not timed:
         return "<p>No timing samples.</p>"
     lo = min(min(r["samples_ns"]) for r in timed)
     hi = max(max(r["samples_ns"]) for r in timed)
     lo, hi = (lo * 0.98, hi * 1.02) if hi > lo else (lo * 0.9, lo * 1.1 + 1)
-    plot_w = width - left - 20
+    unit, scale = _unit_of(hi)
+    plot_w = width - left - 30
     x = lambda v: left + (v - lo) / (hi - lo) * plot_w  # noqa: E731
-    height = row_h * len(timed) + 40
-    out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' role='img'>"]
+    top = 30
+    height = top + row_h * len(timed) + 56
+    out = [f"<svg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 {width} {height}' width='{width}' "
+           f"height='{height}' role='img' aria-label='timing samples per version'>"]
+    out += _legend([("box", PALETTE["baseline"], "baseline"), ("box", PALETTE["slower"], "slower"),
+                    ("box", PALETTE["faster"], "faster"), ("box", PALETTE["same"], "no clear difference"),
+                    ("box", PALETTE["apart"], "not timed together"),
+                    ("dot", "#555", "one call")], left, 14)
     for i, r in enumerate(timed):
-        out += _svg_row(r, i * row_h + 10, row_h, x)
-    out += _svg_axis(lo, hi, x, row_h * len(timed) + 12)
+        out += _svg_row(r, top + i * row_h, row_h, x)
+    out += _svg_axis(lo, hi, x, top + row_h * len(timed) + 2, scale)
+    out.append(f"<text class='axis-title' x='{left + plot_w / 2:.1f}' y='{top + row_h * len(timed) + 44}' "
+               f"text-anchor='middle'>time per call ({unit}); box: quartiles, bar: median, whiskers: 1.5 IQR</text>")
     return "".join(out + ["</svg>"])
+
+
+def _unit_of(ns: float) -> tuple[str, float]:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return unit, scale
+    return "ns", 1.0
 
 
 def _svg_row(r: dict, y0: float, row_h: int, x) -> list[str]:
@@ -288,8 +640,8 @@ def _svg_row(r: dict, y0: float, row_h: int, x) -> list[str]:
     iqr = q3 - q1
     inside = s[(s >= q1 - 1.5 * iqr) & (s <= q3 + 1.5 * iqr)]
     w_lo, w_hi = float(inside.min()), float(inside.max())
-    mid, color = y0 + row_h / 2, "#c33" if r["verdict"] == "slower" else "#393" if r["verdict"] == "faster" else "#357"
-    label = html.escape(_first_line(r["label"] + (" (baseline)" if r["is_baseline"] else ""), 20))
+    mid, color = y0 + row_h / 2, PALETTE.get(_style_of(r), PALETTE["unknown"])
+    label = html.escape(first_line(r["label"] + (" (baseline)" if r["is_baseline"] else ""), 22))
     out = [f"<text x='4' y='{mid + 4:.1f}'>{label}</text>",
            f"<line x1='{x(w_lo):.1f}' x2='{x(w_hi):.1f}' y1='{mid:.1f}' y2='{mid:.1f}' stroke='#999'/>",
            f"<rect x='{x(q1):.1f}' y='{mid - 9:.1f}' width='{max(x(q3) - x(q1), 1):.1f}' height='18' "
@@ -302,17 +654,12 @@ def _svg_row(r: dict, y0: float, row_h: int, x) -> list[str]:
     return out
 
 
-def _svg_axis(lo: float, hi: float, x, y: float) -> list[str]:
+def _svg_axis(lo: float, hi: float, x, y: float, scale: float) -> list[str]:
     out = [f"<line x1='{x(lo):.1f}' x2='{x(hi):.1f}' y1='{y}' y2='{y}' stroke='#333'/>"]
     for v in nice_ticks(lo, hi):
         out += [f"<line x1='{x(v):.1f}' x2='{x(v):.1f}' y1='{y}' y2='{y + 4}' stroke='#333'/>",
-                f"<text x='{x(v):.1f}' y='{y + 17}' text-anchor='middle'>{html.escape(_tick_label(v))}</text>"]
+                f"<text x='{x(v):.1f}' y='{y + 17}' text-anchor='middle'>{round(v / scale, 6):g}</text>"]
     return out
-
-
-def _tick_label(ns: float) -> str:
-    """human_ns without trailing zeros: `300 ms`, `2.5 ms`."""
-    return re.sub(r"\.?0+ ", " ", human_ns(ns)) if "." in human_ns(ns) else human_ns(ns)
 
 
 def nice_ticks(lo: float, hi: float, target: int = 5) -> list[float]:

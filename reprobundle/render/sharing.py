@@ -8,7 +8,8 @@ from typing import Callable
 from ..bundle import transfer
 from ..bundle.cache import CACHE_MAX_ENV
 from ..bundle.registry import Bundle
-from ..units import human_bytes, human_ns
+from ..errors import clean
+from ..units import human_bytes, human_duration, human_ns
 
 GITHUB_ATTACHMENT_LIMIT = 25_000_000  # bytes; GitHub refuses larger issue attachments ("25 MB")
 
@@ -23,17 +24,73 @@ def transfer_text(result: transfer.TransferResult, verb: str = "copied") -> str:
         head = (f"{verb} {result.source} to {result.ref.store_url} as {result.ref} "
                 f"(version {result.source.version} is taken there)")
     what = f"{d['blobs_sent']} blobs" + (" and the manifest" if result.outcome != "present" else "")
+    runs = ""
+    if d["runs_copied"] or d["runs_present"]:
+        runs = f"\n  runs: {d['runs_copied']} copied, {d['runs_present']} already there"
     return (f"{head}\n"
             f"  sent {human_bytes(d['bytes_sent'])} ({what}), skipped {d['blobs_skipped']} blobs "
-            f"({human_bytes(d['bytes_skipped'])}) already there, in {d['seconds']:.1f} s\n"
+            f"({human_bytes(d['bytes_skipped'])}) already there, in {d['seconds']:.1f} s{runs}\n"
             f"  {result.ref.url}")
+
+
+def reproduce_lines(rep: dict) -> list[tuple[str, list[str]]]:
+    """The Reproduce block as (caption, shell lines) pairs, the same in every rendering: where the bundle is, the
+    exact replay command, and what a reader with nothing installed runs."""
+    parts: list[tuple[str, list[str]]] = []
+    replay = ([rep["install"]] if rep.get("install") else []) + [rep["command"]]
+    caption = ("With reprobundle, the command that made this report" if rep.get("context", "report") == "report"
+               else "With reprobundle, which times the versions together and compares them")
+    if not rep.get("install"):
+        caption += " (install reprobundle from its source: this copy did not come from a package index)"
+    parts.append((caption + ":", replay))
+    if rep.get("standalone"):
+        parts.append(("With nothing but Python: the zip replays itself on the JAX of the interpreter that runs it "
+                      "(one version per environment; it checks the outputs against the packed ones):",
+                      rep["standalone"]))
+    return parts
+
+
+def where_text(rep: dict) -> str:
+    """Where the bundle is, in words: a bucket URL and its public https form, or the zip to attach."""
+    if rep.get("attach"):
+        return f"attach {rep['attach']} to the issue (every command below runs in the folder it is saved in)"
+    text = rep["url"]
+    if rep.get("https_url"):
+        text += f" (public https form: {rep['https_url']})"
+    return text
+
+
+def reproduce_markdown(rep: dict, heading: str = "#### Reproduce") -> str:
+    lines = [heading, ""] if heading else []
+    if rep.get("warning"):
+        lines += [f"> **Not shareable yet:** {rep['warning']}", ""]
+    if rep.get("attach"):
+        lines.append(f"**Bundle:** attach `{rep['attach']}` to the issue"
+                     + (f" (written by `{rep['export_command']}`)" if rep.get("export_command") else "")
+                     + "; the commands run in the folder it is saved in.")
+    else:
+        where = f"`{rep['url']}`" + (f" ([https]({rep['https_url']}))" if rep.get("https_url") else "")
+        lines.append(f"**Bundle:** {where}")
+    for caption, commands in reproduce_lines(rep):
+        lines += ["", caption, "", "```sh", *commands, "```"]
+    return "\n".join(lines)
+
+
+def reproduce_text(rep: dict, brief: bool = False) -> list[str]:
+    """The Reproduce block for a terminal; `brief`: where the bundle is and the replay command only (the report
+    files carry the rest)."""
+    if brief:
+        return [f"Reproduce: {rep['command']}", f"  bundle: {where_text(rep)}"]
+    lines = ["Reproduce:", f"  bundle:  {where_text(rep)}"]
+    if rep.get("warning"):
+        lines.append(f"  warning: {rep['warning']}")
+    for caption, commands in reproduce_lines(rep):
+        lines += [f"  {caption}"] + [f"    {c}" for c in commands]
+    return lines
 
 
 def markdown_snippet(info: dict) -> str:
     env = info["environment"]
-    where = f"`{info['url']}`"
-    if info.get("https_url"):
-        where += f" ([manifest]({info['https_url']}))"
     captured = ", ".join(filter(None, [
         f"jax {env.get('jax') or '?'}", f"jaxlib {env.get('jaxlib') or '?'}", f"Python {env.get('python') or '?'}",
         f"backend {env.get('platform') or '?'}" + (f" ({', '.join(env['devices'])})" if env.get("devices") else ""),
@@ -49,15 +106,11 @@ def markdown_snippet(info: dict) -> str:
         "- **Outputs:** " + (", ".join(f"`{o}`" for o in info["outputs"]) or "none"),
         f"- **Captured on:** {captured}",
         f"- **Reference time:** median {human_ns(median)} over {info['reference_n']} calls",
-        f"- **Bundle:** {where}",
         "",
-        "Replay it (`pip install reprobundle`):",
-        "",
-        "```sh",
-        info["replay_command"],
-        "```",
+        reproduce_markdown(info["reproduce"], heading="**Reproduce**"),
     ]
     return "\n".join(lines)
+
 
 def share_text(info: dict) -> str:
     lines = [f"{info['bundle']}  {info['bundle_id']}", f"  url:      {info['url']}"]
@@ -67,7 +120,7 @@ def share_text(info: dict) -> str:
         lines.append(f"  console:  {info['console_url']}")
     if info.get("file_url"):
         lines.append(f"  file:     {info['file_url']}")
-    lines += [f"  replay:   {info['replay_command']}", "", info["markdown"]]
+    lines += [f"  replay:   {info['replay_command']}", "", "Paste into the issue:", "", info["markdown"]]
     return "\n".join(lines)
 
 
@@ -80,7 +133,27 @@ def gc_text(data: dict) -> str:
         tail = f"would remove {total}" + ("; rerun with --delete to remove them" if data["count"] else "")
     else:
         tail = f"removed {total}"
-    return "\n".join(lines + [tail])
+    return "\n".join(lines + [tail] + gc_kept_lines(data))
+
+
+def gc_kept_lines(data: dict) -> list[str]:
+    """What gc kept although no record references it, and why; the records it could not read."""
+    kept = data.get("kept") or {}
+    lines = []
+    if kept.get("leased"):
+        lines.append(f"kept {kept['leased']} blobs held by a running pack, replay or push")
+    if kept.get("recent"):
+        lines.append(f"kept {kept['recent']} blobs used within the grace period ({human_duration(data['grace_s'])}); "
+                     "--grace 0 removes them when nothing else writes to the store")
+    if kept.get("unknown_age"):
+        lines.append(f"kept {kept['unknown_age']} blobs whose age this store cannot tell; --grace 0 removes them when "
+                     "nothing else writes to the store")
+    for item in data.get("unreadable") or []:
+        lines.append(f"warning: could not read {clean(item['key'], 200)}: {clean(item['reason'], 200)}")
+    if kept.get("unaccounted"):
+        lines.append(f"kept {kept['unaccounted']} unreferenced blobs: a record gc could not read may reference any "
+                     "of them; repair or remove it, then run gc again")
+    return lines
 
 
 def cache_text(data: dict) -> str:

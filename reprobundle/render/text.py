@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from ..analysis.verdict import TimingSummary, timing_verdict
+from ..analysis.hardware import hardware_note, hardware_text
+from ..analysis.verdict import TimingSummary
 from ..bundle import trees
 from ..bundle.registry import Bundle, BundleRef
+from ..errors import clean
 from ..units import human_bytes, human_ns
 
 
+def _t(value: object, limit: int | None = None) -> str:
+    """A value from a bundle or run record as one line of terminal text (errors.clean: controls escaped)."""
+    return clean(value, limit)
+
+
 def table(headers: list[str], rows: list[list[str]]) -> str:
+    rows = [[_t(c) for c in row] for row in rows]  # cells come from bundles and runs: escaped, one line each
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
     lines = ["  ".join(str(c).ljust(w) for c, w in zip(headers, widths)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
@@ -51,38 +59,42 @@ def describe_bundle(b: Bundle, runs: list[dict]) -> str:
     lines = [
         f"{b.ref}  {b.ref.bundle_id}",
         f"  url:          {b.ref.url}",
-        f"  created:      {m['created']} by reprobundle {m['tool']['version']}",
+        f"  created:      {_t(m['created'])} by reprobundle {_t(m['tool']['version'])}",
     ]
     if m["description"]:
-        lines.append(f"  description:  {m['description']}")
+        lines.append(f"  description:  {_t(m['description'])}")
     if m["labels"]:
-        lines.append("  labels:       " + ", ".join(f"{k}={v}" for k, v in sorted(m["labels"].items())))
+        lines.append("  labels:       " + ", ".join(f"{_t(k)}={_t(v)}" for k, v in sorted(m["labels"].items())))
     lines += [
-        f"  function:     {fn['fields']['fun_name']} ({fn['kind']}, platforms {', '.join(fn['fields']['platforms'])}, "
-        f"calling convention {fn['fields']['calling_convention_version']})",
+        f"  function:     {_t(fn['fields']['fun_name'])} ({_t(fn['kind'])}, platforms "
+        f"{_t(', '.join(fn['fields']['platforms']))}, calling convention {fn['fields']['calling_convention_version']})",
     ]
     inputs, outputs = trees.leaves_of(m, "inputs"), trees.leaves_of(m, "outputs")
-    lines.append("  inputs:       " + trees.summary(inputs, human_bytes))
-    lines += trees.render(inputs, human_bytes)
+    lines.append("  inputs:       " + _t(trees.summary(inputs, human_bytes)))
+    lines += [_t(line) for line in trees.render(inputs, human_bytes)]
     static = fn.get("static") or []
     if static:
         lines.append(f"  static:       {len(static)} value{'s' if len(static) != 1 else ''} baked into the export")
-        lines += [f"    {v['path']} = {v['repr'][:60]}" for v in static[:trees.MAX_LINES]]
+        lines += [f"    {_t(v['path'])} = {_t(v['repr'], 60)}" for v in static[:trees.MAX_LINES]]
         if len(static) > trees.MAX_LINES:
             lines.append(f"    ... and {len(static) - trees.MAX_LINES} more (show --json lists them all)")
-    lines.append("  outputs:      " + trees.summary(outputs, human_bytes))
-    lines += trees.render(outputs, human_bytes)
+    lines.append("  outputs:      " + _t(trees.summary(outputs, human_bytes)))
+    lines += [_t(line) for line in trees.render(outputs, human_bytes)]
     lines += [
         f"  reference:    median {human_ns(timing.median_ns)} (IQR {human_ns(timing.iqr_ns)}, n={timing.n}) "
-        f"via {m['reference']['route']}",
-        f"  environment:  jax {env.get('jax', '?')}, jaxlib {env.get('jaxlib', '?')}, python {env.get('python', '?')}, "
-        f"{env.get('platform', '?')} ({env.get('cpu_model', '?')})",
-        "  artifacts:    " + ", ".join(f"{k} ({human_bytes(v['blob']['size'])})" for k, v in sorted(m["artifacts"].items())),
+        f"via {_t(m['reference']['route'])}",
+        _t(f"  environment:  jax {env.get('jax', '?')}, jaxlib {env.get('jaxlib', '?')}, python "
+           f"{env.get('python', '?')}, {hardware_text(env)}"
+           + (f", {env['accelerator'].get('driver')} driver" if isinstance(env.get("accelerator"), dict)
+              and env["accelerator"].get("driver") else "")),
+        "  artifacts:    " + ", ".join(f"{_t(k)} ({human_bytes(v['blob']['size'])})"
+                                       for k, v in sorted(m["artifacts"].items())),
     ]
     if runs:
         lines.append(f"  runs:         {len(runs)}")
         for r in runs[-10:]:
-            lines.append(f"    {r['created'][:19]}  jax {r['environment'].get('jax', r['requested'])}: {r['status']}")
+            lines.append(_t(f"    {r['created'][:19]}  jax {r['environment'].get('jax', r['requested'])}: "
+                            f"{r['status']}"))
     return "\n".join(lines)
 
 
@@ -99,41 +111,55 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
     ref_timing = TimingSummary.of(ref_samples)
     ref_env = b.manifest["environment"]
     rows = [["reference", ref_env.get("jax", "?"), "ok", b.manifest["reference"]["route"],
-             human_ns(ref_timing.median_ns), human_ns(ref_timing.iqr_ns), "1.00x", "", "", ""]]
+             human_ns(ref_timing.median_ns), human_ns(ref_timing.iqr_ns), "1.00x", "bit-exact"]]
     notes = []
-    caveat_noted = False
     for r in runs:
         samples = (r.get("timing") or {}).get("samples_ns") or []
         t = TimingSummary.of(samples)
         resized = (r.get("labels") or {}).get("shape")  # replay --shape: other sizes than the reference's
-        verdict = timing_verdict(b.manifest["reference"]["timing"], r["timing"]) if samples and not resized else None
+        # The reference ran in another process at pack time: the ratio of medians only, never a verdict.
+        ratio = t.median_ns / ref_timing.median_ns if samples and not resized and ref_timing.median_ns else None
         check = r.get("check") or {}
+        err = check.get("max_abs_err")
         rows.append([
             r["requested"], r["environment"].get("jax", "?"), r["status"], r.get("route") or "-",
-            human_ns(t.median_ns), human_ns(t.iqr_ns),
-            f"{verdict['ratio']:.2f}x" if verdict else "-",
-            f"{verdict['verdict']} (p={verdict['p_value']:.1g})" if verdict else "-",
-            f"{check['max_abs_err']:.3g}" if isinstance(check.get("max_abs_err"), (int, float)) else "-",
-            ("yes" if check.get("bit_identical") else "no") if check else "-",
+            human_ns(t.median_ns), human_ns(t.iqr_ns), f"{ratio:.2f}x" if ratio else "-",
+            "-" if not check else "bit-exact" if check.get("bit_identical") else
+            (f"{err:.2g}" if isinstance(err, (int, float)) else "?") + ("" if check.get("ok") else " (over tol)"),
         ])
         if r["status"] != "ok" or resized:
-            notes.append(f"jax {r['requested']}: {r['status']}: {r['reason']}")
-        if verdict and verdict["caveat"] and not caveat_noted:
-            notes.append(f"verdicts against the reference: {verdict['caveat']}")
-            caveat_noted = True
-    text = f"{b.ref}  ({b.manifest['function']['fields']['fun_name']})\n" + table(
-        ["JAX", "VERSION", "STATUS", "ROUTE", "MEDIAN", "IQR", "VS REF", "VERDICT", "MAX ABS ERR", "BIT-EXACT"], rows)
+            notes.append(_t(f"jax {r['requested']}: {r['status']}: {r['reason']}"))
+        notes += [_t(f"jax {r['requested']}: {note}") for note in r.get("notes") or []]
+    if any(row[6] not in ("-", "1.00x") for row in rows[1:]) or runs:
+        notes.insert(0, "VS REF: median over the pack's reference run, another process timed at pack time: not "
+                        "comparable, so no verdict; `replay REF --jax A --jax B` times versions together")
+    hardware = hardware_note(b.manifest.get("environment"), [r.get("environment") for r in runs
+                                                               if r["status"] in ("ok", "mismatch")])
+    text = (hardware + "\n" if hardware else "") + f"{b.ref}  ({_t(b.manifest['function']['fields']['fun_name'])})\n"
+    text += table(["JAX", "VERSION", "STATUS", "ROUTE", "MEDIAN", "IQR", "VS REF", "OUTPUTS"], rows)
     if notes:
-        text += "\n" + "\n".join(notes)
+        import textwrap
+
+        text += "\n" + "\n".join(w for n in notes for w in textwrap.wrap(n, 100, subsequent_indent="    "))
     return text
 
 
 def env_data(e) -> dict:
     return {"jax": e.jax_version, "python": e.python_version, "path": str(e.path) if e.path else None,
-            "created": e.created, "bytes": e.size_bytes}
+            "created": e.created, "bytes": e.size_bytes, "platform": getattr(e, "platform", "cpu"),
+            "build": getattr(e, "build", "cpu"), "shared_bytes": getattr(e, "shared_bytes", None)}
+
+
+def _size_text(e) -> str:
+    """"3.1 GiB (2.9 GiB shared)": of an environment's bytes, those hardlinked from uv's cache, which other
+    environments of the same packages share on disk."""
+    if e.size_bytes is None:
+        return "-"
+    shared = getattr(e, "shared_bytes", None)
+    return human_bytes(e.size_bytes) + (f" ({human_bytes(shared)} shared)" if shared else "")
 
 
 def env_table(found) -> str:
-    return table(["JAX", "PYTHON", "CREATED", "SIZE", "PATH"],
-                 [[e.jax_version, e.python_version, (e.created or "")[:19],
-                   human_bytes(e.size_bytes) if e.size_bytes is not None else "-", str(e.path)] for e in found])
+    return table(["JAX", "PLATFORM", "PYTHON", "CREATED", "SIZE", "PATH"],
+                 [[e.jax_version, getattr(e, "build", "cpu"), e.python_version, (e.created or "")[:19],
+                   _size_text(e), str(e.path)] for e in found])

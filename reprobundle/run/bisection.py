@@ -15,12 +15,9 @@ from typing import Callable, Sequence
 
 from ..analysis.verdict import timing_verdict
 from ..errors import UsageError
+from .versions import version_key
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
-
-
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in v.split(".") if p.isdigit())
 
 
 @dataclass
@@ -69,10 +66,10 @@ def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterio
 def bisect(versions: Sequence[str], good: str, bad: str, replay_together: ReplayTogether,
            progress: Callable[[str], None] | None = None) -> BisectResult:
     """Binary search over the released `versions` strictly between `good` and `bad`."""
-    ordered = sorted(set(versions) | {good, bad}, key=_vkey)
-    if _vkey(good) >= _vkey(bad):
+    ordered = sorted(set(versions) | {good, bad}, key=version_key)
+    if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
-    candidates = [v for v in ordered if _vkey(good) < _vkey(v) < _vkey(bad)]
+    candidates = [v for v in ordered if version_key(good) < version_key(v) < version_key(bad)]
     result = BisectResult(good, bad, "time", None, None, candidates=candidates)
     g, b = replay_together([good, bad])
     result.runs[good], result.runs[bad] = g, b
@@ -111,15 +108,15 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
             remaining.remove(version)
         elif cls == "bad":
             first_bad = version
-            remaining = [v for v in remaining if _vkey(v) < _vkey(version)]
+            remaining = [v for v in remaining if version_key(v) < version_key(version)]
         else:
             last_good = version
-            remaining = [v for v in remaining if _vkey(v) > _vkey(version)]
+            remaining = [v for v in remaining if version_key(v) > version_key(version)]
     result.first_bad, result.last_good = first_bad, last_good
     return result
 
 
 def skipped_between(result: BisectResult) -> list[str]:
     """Versions between the last good and the first bad that could not be tested (the answer is a range then)."""
-    lo, hi = _vkey(result.last_good), _vkey(result.first_bad)
-    return [v for v, c in result.classes.items() if c == "skip" and lo < _vkey(v) < hi]
+    lo, hi = version_key(result.last_good), version_key(result.first_bad)
+    return [v for v, c in result.classes.items() if c == "skip" and lo < version_key(v) < hi]

@@ -2,31 +2,38 @@
 
 Layout of the environment root (default: $REPROBUNDLE_ENV_DIR, else <user cache>/reprobundle/envs)::
 
-    jax-0.8.0-py3.12/            a finished venv; reprobundle-env.json inside marks it complete
+    jax-0.8.0-py3.12/            a finished venv; reprobundle-env.json inside marks it complete (CPU build)
+    jax-0.8.0-cuda13-py3.12/     the same release built for another platform: cuda12, cuda13, rocm, tpu
     .tmp-jax-0.8.0-py3.12-<rnd>/ a venv being built (renamed into place when verified)
     .trash-<rnd>/                an environment being removed
-    .locks/jax-0.8.0.lock        fcntl lock: one builder per JAX version at a time, across processes
-    .index-cache.json            what the package index said about jax and jaxlib (versions, wheels)
+    .locks/jax-0.8.lock          fcntl lock: one builder per JAX release (and build) at a time, across processes
+    .index-cache.json            what the package index said about jax and jaxlib (see package_index.py)
 
 Each environment holds `jax==V`, the jaxlib it needs, numpy (numpy<2 for releases built before NumPy 2),
 msgpack and flatbuffers (which `jax.export` deserialization imports but jax does not depend on), plus
 their dependencies - nothing from reprobundle: the worker is run by path.
 
 Choosing a Python: a jax release is only installable on the CPython versions its jaxlib has wheels for
-(intersected with jax's requires-python). Both are read from the package index (simple API, cached; a
-table below is the fallback when the index cannot be read). Candidate interpreters are the one given with
-`--python` (then only it), else the host's own, pyenv's, uv-managed ones and python3.X on PATH. Of those
-that fit, the one whose minor version is closest to the host's wins (ties: the newer), so that by default
-a release runs on the host's Python whenever it can.
+(intersected with jax's requires-python). Both are read from the package index (package_index.py: simple API,
+cached; a built-in table is the fallback when the index cannot be read); interpreters.py finds the candidate
+interpreters and picks the one whose minor version is closest to the host's.
 
 Environments are built with uv (`uv.find_uv_bin()`, else `uv` on PATH), else with `python -m venv` and pip.
+
+Platforms (see platforms.py): an environment is built per (JAX release, build). The CPU build keeps the names it
+always had; the others install the release's own accelerator extra from the index: `jax[cuda13]` or `jax[cuda12]`
+(the newest CUDA major the release has wheels for and the NVIDIA driver supports), `jax[tpu]` (libtpu; releases
+before 0.5.1 take libtpu-nightly from Google's find-links page), `jax[rocm]`. uv links packages from its cache
+(hardlinks on Linux), so environments of one build share the CUDA libraries on disk instead of copying ~3 GB each;
+`envs` shows how much of each environment is shared that way. The verification imports jax with JAX_PLATFORMS set to
+the platform and fails unless that platform's devices are there.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import json
+import logging
 import os
 import platform
 import re
@@ -35,27 +42,29 @@ import shutil
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from html.parser import HTMLParser
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, List, Sequence
+
+from packaging.version import Version
 
 from ..errors import EnvironmentCreationError, NoSuitablePythonError
+from .interpreters import Interpreter, InterpreterFinder, requested_python
+from .package_index import CACHE_FILE, INDEX_CACHE_TTL_S, PackageIndex, index_url, installable, jaxlib_for
+from .platforms import ACCELERATORS, CUDA_BUILDS, PLATFORMS, build_platform, detect_devices, platform_label
+from .versions import python_release, release_name, same_release, version_key
 
 __all__ = ["INSTALLED", "LATEST", "JaxEnvironment", "EnvironmentManager", "default_root"]
+
+log = logging.getLogger(__name__)
 
 INSTALLED = "installed"  # pseudo-version: the host's own interpreter and its installed jax; no env is created
 LATEST = "latest"  # pseudo-version: the newest jax on the index that some interpreter found here can run
 
 METADATA_FILE = "reprobundle-env.json"
 METADATA_SCHEMA = 1
-DEFAULT_INDEX = "https://pypi.org/simple"
-INDEX_CACHE_TTL_S = 3600.0  # how long available_versions() trusts its cached copy of the index
-INDEX_RECHECK_S = 60.0  # a version missing from a cache older than this triggers a refetch
-INSTALL_TIMEOUT_S = 1800.0
+INSTALL_TIMEOUT_S = 1800.0  # uv/pip install of jax, jaxlib and numpy (not the worker's timeout, see execution.py)
 VERIFY_TIMEOUT_S = 600.0
 _TAIL_LINES = 25
 
@@ -66,23 +75,10 @@ EXTRA_PACKAGES = ("msgpack", "flatbuffers")
 # jaxlib releases before 0.4.26 were built against NumPy 1.x: with NumPy 2 they fail at import
 # (np.trapz, np.issubsctype removed; "_ARRAY_API not found"). Checked: 0.4.13, 0.4.20, 0.4.23, 0.4.25 fail
 # with numpy 2.4, 0.4.26, 0.4.29 and 0.4.30 work.
-NUMPY2_FIRST_JAX = (0, 4, 26)
+NUMPY2_FIRST_JAX = Version("0.4.26")
 
-# Fallback only, used when the index cannot be read: CPython minors that jaxlib ships Linux/macOS wheels for,
-# by first jax release of each range (read off PyPI's jaxlib wheel tags, 2026). Newest first.
-# jax releases older than 0.4.13 have no jaxlib left on PyPI at all.
-_FALLBACK_PYTHONS: list[tuple[tuple[int, ...], tuple[int, int]]] = [
-    ((0, 11, 0), (12, 15)),
-    ((0, 7, 0), (11, 14)),
-    ((0, 4, 34), (10, 13)),
-    ((0, 4, 31), (10, 12)),
-    ((0, 4, 14), (9, 12)),
-    ((0, 4, 13), (8, 11)),
-]
-
-_VERSION_RE = re.compile(r"^\d+(\.\d+)*$")
-_ENV_DIR_RE = re.compile(r"^jax-(\d+(?:\.\d+)*)-py(\d+)\.(\d+)$")
-_PY_VERSION_RE = re.compile(r"^(?:python|py)?(\d+)\.(\d+)(?:\.(\d+))?$")
+_VERSION_RE = re.compile(r"^\d+(\.\d+)*$")  # what ensure() accepts: a plain release ("0.8.0", "0.12.0.1")
+_ENV_DIR_RE = re.compile(r"^jax-(\d+(?:\.\d+)*)(?:-(cuda\d+|rocm|tpu))?-py(\d+)\.(\d+)$")  # no build: cpu
 _VERIFY_MARK = "REPROBUNDLE-VERIFY "
 
 
@@ -96,6 +92,54 @@ class JaxEnvironment:
     size_bytes: int | None
     jaxlib_version: str | None = None
     numpy_version: str | None = None
+    build: str = "cpu"  # "cpu", "cuda12", "cuda13", "rocm", "tpu": the wheels it holds (see platforms.py)
+    shared_bytes: int | None = None  # of size_bytes, in files linked from uv's cache (shared with other envs)
+
+    @property
+    def platform(self) -> str:
+        """The platform the environment's jax runs on: "cpu", "cuda", "rocm", "tpu"."""
+        return build_platform(self.build)
+
+
+# The first jax release whose jax[tpu] takes libtpu from PyPI; older ones pin a libtpu-nightly that only Google's
+# find-links page has.
+TPU_PYPI_FIRST_JAX = Version("0.5.1")
+LIBTPU_FIND_LINKS = "https://storage.googleapis.com/jax-releases/libtpu_releases.html"
+# Fallback only (the index is unreadable): the first release with jax[cuda13] wheels.
+CUDA13_FIRST_JAX = Version("0.7.2")
+
+
+def env_dir_name(version: str, build: str, pyminor: str) -> str:
+    """jax-0.8.0-py3.12 (the CPU build, named as it always was), jax-0.8.0-cuda13-py3.12 (the others)."""
+    return f"jax-{version}-py{pyminor}" if build == "cpu" else f"jax-{version}-{build}-py{pyminor}"
+
+
+def plugin_project(build: str) -> str | None:
+    """The index project whose releases say whether a jaxlib has wheels for `build` (None: the CPU build)."""
+    return f"jax-{build}-plugin" if build.startswith("cuda") else None
+
+
+def requirements(version: str, jaxlib: str | None, build: str = "cpu") -> tuple[list[str], list[str]]:
+    """(requirements, installer options) of the environment of jax `version` with `jaxlib` (None: left to the
+    installer) for `build`: jax with the release's own accelerator extra, numpy (<2 before NUMPY2_FIRST_JAX),
+    EXTRA_PACKAGES."""
+    jax = "jax" if build == "cpu" else f"jax[{build}]"
+    reqs = [f"{jax}=={version}", f"jaxlib=={jaxlib}" if jaxlib else f"jaxlib<={version}"]
+    reqs.append("numpy<2" if Version(version) < NUMPY2_FIRST_JAX else "numpy")
+    reqs += list(EXTRA_PACKAGES)
+    options = []
+    if build == "tpu" and Version(version) < TPU_PYPI_FIRST_JAX:
+        options = ["--find-links", LIBTPU_FIND_LINKS]
+    return reqs, options
+
+
+def choose_cuda_build(available: list[str], driver_cuda: tuple[int, int] | None) -> str | None:
+    """The newest CUDA build of `available` ("cuda13", "cuda12") that the driver supports (its CUDA version
+    `driver_cuda`, None when unknown: then the newest); None when none fits."""
+    for build in CUDA_BUILDS:
+        if build in available and (driver_cuda is None or driver_cuda[0] >= int(build[4:])):
+            return build
+    return None
 
 
 def default_root() -> Path:
@@ -110,278 +154,12 @@ def default_root() -> Path:
         return Path.home() / ".cache" / "reprobundle" / "envs"
 
 
-# ---------------------------------------------------------------------------------------------- versions
-
-
-def _vtuple(v: str) -> tuple[int, ...]:
-    """Numeric release tuple without trailing zeros, so "0.8" == "0.8.0"."""
-    t = [int(x) for x in v.split(".")]
-    while len(t) > 1 and t[-1] == 0:
-        t.pop()
-    return tuple(t)
-
-
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split("."))
-
-
 def _normalize_request(version: str) -> str:
     v = version.strip()
     v = re.sub(r"^jax\s*==\s*", "", v)
     if v[:1] in ("v", "V") and _VERSION_RE.match(v[1:]):
         v = v[1:]
     return v
-
-
-def _parse_pyversion(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
-
-
-def _spec_allows(spec: str | None, pyver: tuple[int, ...]) -> bool:
-    """Whether a requires-python specifier (">=3.9", ">=3.7,<4", "!=3.0.*") admits the version `pyver`."""
-    if not spec:
-        return True
-    for clause in spec.split(","):
-        clause = clause.strip()
-        if not clause:
-            continue
-        m = re.match(r"^(~=|===|==|!=|<=|>=|<|>)\s*([0-9][0-9.]*)(\.\*)?$", clause)
-        if not m:
-            continue  # something exotic: do not exclude on it
-        op, ver, star = m.group(1), m.group(2).rstrip("."), bool(m.group(3))
-        want = _parse_pyversion(ver)
-        have = pyver
-        if star:
-            match = have[: len(want)] == want
-            ok = match if op == "==" else (not match) if op == "!=" else True
-        else:
-            n = max(len(want), len(have))
-            a = have + (0,) * (n - len(have))
-            b = want + (0,) * (n - len(want))
-            if op in ("==", "==="):
-                ok = a == b
-            elif op == "!=":
-                ok = a != b
-            elif op == "<=":
-                ok = a <= b
-            elif op == ">=":
-                ok = a >= b
-            elif op == "<":
-                ok = a < b
-            elif op == ">":
-                ok = a > b
-            else:  # ~=
-                ok = a >= b and have[: len(want) - 1] == want[: len(want) - 1]
-        if not ok:
-            return False
-    return True
-
-
-# ---------------------------------------------------------------------------------------- package index
-
-
-def _index_url() -> str:
-    """The index uv will install from (its environment settings; PyPI by default)."""
-    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL"):
-        url = os.environ.get(var, "").strip()
-        if url:
-            return url.split()[0].rstrip("/")
-    return DEFAULT_INDEX
-
-
-class _SimpleHTML(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.files: list[dict] = []
-        self._attrs: dict | None = None
-        self._text: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        if tag == "a":
-            self._attrs = dict(attrs)
-            self._text = []
-
-    def handle_data(self, data):
-        if self._attrs is not None:
-            self._text.append(data)
-
-    def handle_endtag(self, tag):
-        if tag == "a" and self._attrs is not None:
-            a = self._attrs
-            name = "".join(self._text).strip() or a.get("href", "").split("#")[0].rsplit("/", 1)[-1]
-            self.files.append({"filename": name, "requires-python": a.get("data-requires-python"),
-                               "yanked": "data-yanked" in a})
-            self._attrs = None
-
-
-def _fetch_project_files(index: str, project: str, timeout: float = 30.0) -> list[dict]:
-    url = f"{index}/{project}/"
-    req = urllib.request.Request(url, headers={
-        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
-        "User-Agent": "reprobundle-envs",
-    })
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        ctype = resp.headers.get("Content-Type", "")
-        body = resp.read()
-    if "json" in ctype:
-        data = json.loads(body)
-        return [{"filename": f["filename"], "requires-python": f.get("requires-python"),
-                 "yanked": bool(f.get("yanked"))} for f in data.get("files", [])]
-    parser = _SimpleHTML()
-    parser.feed(body.decode("utf-8", "replace"))
-    return parser.files
-
-
-def _platform_markers() -> tuple[str, tuple[str, ...]]:
-    """(os word, machine words) that a wheel's platform tag must contain to install here."""
-    machine = platform.machine().lower()
-    if sys.platform.startswith("linux"):
-        return "linux", ("aarch64",) if machine in ("aarch64", "arm64") else (machine,)
-    if sys.platform == "darwin":
-        return "macosx", ("arm64", "universal2") if machine == "arm64" else ("x86_64", "universal2", "intel")
-    if sys.platform == "win32":
-        return "win", ("amd64",) if machine in ("amd64", "x86_64") else (machine,)
-    return sys.platform, (machine,)
-
-
-def _summarize_index(jax_files: list[dict], jaxlib_files: list[dict]) -> dict:
-    """Boil the two project listings down to what version and interpreter choice need."""
-    jax: dict[str, dict] = {}
-    for f in jax_files:
-        m = re.match(r"^jax-(\d+(?:\.\d+)*)(?:-py3-none-any\.whl|\.tar\.gz|\.zip)$", f["filename"])
-        if not m:
-            continue
-        e = jax.setdefault(m.group(1), {"requires_python": None, "yanked": True})
-        e["yanked"] = e["yanked"] and f["yanked"]
-        if f.get("requires-python") and (e["requires_python"] is None or not f["yanked"]):
-            e["requires_python"] = f["requires-python"]
-    osword, machines = _platform_markers()
-    here: dict[str, set[int]] = {}
-    anywhere: dict[str, set[int]] = {}
-    jaxlib_rp: dict[str, str | None] = {}
-    for f in jaxlib_files:
-        m = re.match(r"^jaxlib-(\d+(?:\.\d+)*)-cp(\d)(\d+)-cp\d+(t?)-(.+)\.whl$", f["filename"])
-        if not m or f["yanked"]:
-            continue
-        ver, major, minor, threaded, plat = m.groups()
-        if major != "3" or threaded:  # free-threaded builds: not what a plain venv gets
-            continue
-        anywhere.setdefault(ver, set()).add(int(minor))
-        jaxlib_rp[ver] = f.get("requires-python")
-        plat = plat.lower()
-        if osword in plat and any(w in plat for w in machines):
-            here.setdefault(ver, set()).add(int(minor))
-    wheels = here if here else anywhere  # exotic platform: trust tags from any platform rather than none
-    jaxlib = {v: {"pythons": sorted(ms), "requires_python": jaxlib_rp.get(v)} for v, ms in wheels.items()}
-    return {"jax": jax, "jaxlib": jaxlib}
-
-
-# ------------------------------------------------------------------------------------------ interpreters
-
-
-@dataclass(frozen=True)
-class _Interpreter:
-    executable: str  # the base interpreter (not a venv's), as the interpreter reports itself
-    version: str  # "3.12.1"
-    source: str  # where it was found: "--python", "host", "pyenv", "uv", "PATH"
-
-    @property
-    def minor(self) -> tuple[int, int]:
-        v = _parse_pyversion(self.version)
-        return (v[0], v[1])
-
-    def describe(self) -> str:
-        return f"{self.version} at {self.executable}"
-
-
-# Run with -I -S: about 40 ms per interpreter. A "t" in abiflags marks a free-threaded build.
-_PROBE = (
-    "import sys, json\n"
-    "print(json.dumps({'impl': sys.implementation.name, 'version': sys.version.split()[0],"
-    " 'exe': sys.executable, 'base': getattr(sys, '_base_executable', None) or sys.executable,"
-    " 'ft': 't' in getattr(sys, 'abiflags', '')}))\n"
-)
-_MIN_MINOR = 8  # older interpreters are not even probed: no jaxlib on the index supports them
-_probe_cache: dict[tuple[str, float], dict | None] = {}
-
-
-def _probe(path: str) -> dict | None:
-    try:
-        key = (os.path.realpath(path), os.stat(path).st_mtime)
-    except OSError:
-        return None
-    if key in _probe_cache:
-        return _probe_cache[key]
-    info = None
-    try:
-        out = subprocess.run([path, "-I", "-S", "-c", _PROBE], capture_output=True, text=True, timeout=20,
-                             stdin=subprocess.DEVNULL)
-        if out.returncode == 0:
-            info = json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        info = None
-    _probe_cache[key] = info
-    return info
-
-
-def _candidate_paths(uv: str | None) -> list[tuple[str, str]]:
-    """(path, source) of interpreters worth probing, most preferred first; pyenv shims are skipped."""
-    out: list[tuple[str, str]] = [(sys.executable, "host")]
-    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    roots = [("pyenv", pyenv_root / "versions")]
-    uv_dir = os.environ.get("UV_PYTHON_INSTALL_DIR")
-    if not uv_dir and uv:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            r = subprocess.run([uv, "python", "dir"], capture_output=True, text=True, timeout=10,
-                               stdin=subprocess.DEVNULL)
-            if r.returncode == 0:
-                uv_dir = r.stdout.strip()
-    if uv_dir:
-        roots.append(("uv", Path(uv_dir)))
-    for source, root in roots:
-        try:
-            dirs = sorted(root.iterdir(), key=lambda p: [int(x) for x in re.findall(r"\d+", p.name)][:3],
-                          reverse=True)
-        except OSError:
-            continue
-        for d in dirs:
-            bindir = d / "bin" if os.name != "nt" else d
-            with contextlib.suppress(OSError):
-                for exe in sorted(bindir.iterdir(), reverse=True):
-                    m = re.fullmatch(r"python3\.(\d+)(\.exe)?", exe.name)
-                    if m and int(m.group(1)) >= _MIN_MINOR:
-                        out.append((str(exe), source))
-                        break
-    names = [f"python3.{m}" for m in range(20, _MIN_MINOR - 1, -1)] + ["python3"]
-    for d in os.environ.get("PATH", "").split(os.pathsep):
-        if not d or Path(d).name == "shims":  # pyenv/asdf shims: the real interpreters are found above
-            continue
-        for name in names:
-            for suffix in ((".exe",) if os.name == "nt" else ("",)):
-                exe = os.path.join(d, name + suffix)
-                if os.path.isfile(exe) and os.access(exe, os.X_OK):
-                    out.append((exe, "PATH"))
-    return out
-
-
-def _host_interpreter() -> _Interpreter | None:
-    """The interpreter running this code (its base, when it is a venv's), known without a subprocess."""
-    if sys.implementation.name != "cpython" or "t" in getattr(sys, "abiflags", "") or sys.version_info[0] != 3:
-        return None
-    base = getattr(sys, "_base_executable", None) or sys.executable
-    if not base or not os.path.exists(base):
-        return None
-    return _Interpreter(os.path.realpath(base), sys.version.split()[0], "host")
-
-
-def _interpreter_from(path: str, source: str) -> _Interpreter | None:
-    info = _probe(path)
-    if not info or info.get("impl") != "cpython" or info.get("ft"):
-        return None
-    if _parse_pyversion(info["version"])[:1] != (3,):
-        return None
-    base = info.get("base") or info.get("exe") or path
-    return _Interpreter(os.path.realpath(base), info["version"], source)
 
 
 # -------------------------------------------------------------------------------------------- utilities
@@ -392,7 +170,7 @@ def _tail(text: str, lines: int = _TAIL_LINES) -> str:
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def _dir_size(path: Path) -> int:
@@ -407,6 +185,22 @@ def _dir_size(path: Path) -> int:
                     continue
                 seen.add((st.st_dev, st.st_ino))
                 total += st.st_size
+    return total
+
+
+def _shared_size(path: Path) -> int:
+    """Bytes of the regular files under `path` that have other hard links (uv links them from its cache, so other
+    environments of the same packages share them on disk)."""
+    import stat
+
+    total, seen = 0, set()
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(dirpath, name))
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_size
     return total
 
 
@@ -462,13 +256,19 @@ def _clean_env() -> dict[str, str]:
 
 
 _VERIFY = """
-import importlib.metadata as md, importlib.util, json, platform, sys
+import importlib.metadata as md, importlib.util, json, os, platform, sys
 import numpy
 import jax
 import jax.numpy as jnp
+want = os.environ["JAX_PLATFORMS"]
 devices = jax.devices()
-if not any(d.platform == "cpu" for d in devices):
-    raise SystemExit("no CPU device: %r" % (devices,))
+def lowering(d):
+    if d.platform != "gpu":
+        return d.platform
+    version = str(getattr(d.client, "platform_version", "")).lower()
+    return "rocm" if ("rocm" in version or "hip" in version) else "cuda"
+if not any(lowering(d) == want for d in devices):
+    raise SystemExit("no %s device: jax sees %r" % (want, devices))
 y = jax.jit(lambda x: x + 1)(jnp.arange(3))
 if [int(v) for v in y] != [1, 2, 3]:
     raise SystemExit("jit(x + 1) gave %r" % (y,))
@@ -478,6 +278,7 @@ if importlib.util.find_spec("reprobundle") is not None:
 print("__MARK__" + json.dumps({
     "jax": jax.__version__, "jaxlib": md.version("jaxlib"), "numpy": numpy.__version__,
     "python": platform.python_version(), "devices": [str(d) for d in devices],
+    "device_kind": str(getattr(devices[0], "device_kind", "")),
     "packages": {d.metadata["Name"]: d.version for d in md.distributions()},
 }))
 """.replace("__MARK__", _VERIFY_MARK)
@@ -499,24 +300,33 @@ class EnvironmentManager:
         self.python = str(python) if python else None
         self._uv = uv
         self._uv_resolved = uv is not None
-        self._interpreters: list[_Interpreter] | None = None
-        self._index: dict | None = None  # {"url", "fetched", "jax", "jaxlib"}
-        self._index_error: str | None = None
+        self._interpreters = InterpreterFinder(self.python, self._uv_bin)
+        self._index = PackageIndex(self.root / CACHE_FILE)
+        self._found_devices = None  # detect_devices(), when a choice needs it
 
     # ------------------------------------------------------------------------------ public API
 
-    def ensure(self, version: str, *, progress: Callable[[str], None] | None = None) -> JaxEnvironment:
-        """The environment for jax `version` ("0.8.0", "installed" or "latest"), created if not cached."""
+    def ensure(self, version: str, *, platform: str = "cpu", build: str | None = None,
+               progress: Callable[[str], None] | None = None) -> JaxEnvironment:
+        """The environment for jax `version` ("0.8.0", "installed" or "latest") on `platform` ("cpu", "cuda",
+        "rocm", "tpu"), created if not cached. `build` ("cuda12", "cuda13") fixes which CUDA wheels; by default a
+        cached environment of the platform is used, else the newest build the release has and the driver runs.
+        "installed" is the host's interpreter whatever the platform (its jax runs there or the worker says not)."""
         say = progress or (lambda _line: None)
         requested = _normalize_request(version)
         if requested == INSTALLED:
             return self._installed()
+        if platform not in PLATFORMS or (build is not None and build_platform(build) != platform):
+            raise EnvironmentCreationError(f"no {build or platform} build of jax for the platform {platform!r}",
+                                           hint="platforms: cpu, cuda (builds cuda12, cuda13), rocm, tpu")
+        if platform == "cpu":
+            build = "cpu"
         if requested == LATEST:
             versions = self.available_versions()
             if not versions:
                 raise EnvironmentCreationError("no jax release found on the package index",
-                                               hint=f"check the index ({_index_url()}) is reachable")
-            hit = self._find_existing(versions[-1])
+                                               hint=f"check the index ({index_url()}) is reachable")
+            hit = self._find_existing(versions[-1], platform, build)
             if hit is not None:
                 return hit
             requested = self._resolve_latest(versions)
@@ -524,10 +334,67 @@ class EnvironmentManager:
             raise EnvironmentCreationError(
                 f"{version!r} is not a jax version",
                 hint='give a release such as "0.8.0", or "installed" or "latest"')
-        hit = self._find_existing(requested)
+        hit = self._find_existing(requested, platform, build)
         if hit is not None:
             return hit
-        return self._create(requested, say)
+        return self._create(requested, platform, build, say)
+
+    def plan(self, version: str, *, platform: str = "cpu", build: str | None = None) -> dict:
+        """What `ensure` would install for a new environment, without installing anything (needs the index):
+        {"version", "jaxlib", "build", "platform", "pythons" (CPython 3 minors that fit), "requirements",
+        "options" (installer options), "name" (of the environment folder, at the Python closest to the host's)}."""
+        requested = _normalize_request(version)
+        if requested == LATEST:
+            requested = self.available_versions()[-1]
+        if platform == "cpu":
+            build = "cpu"
+        index = self._index.load(want=requested)
+        if index is None:
+            raise EnvironmentCreationError(f"the package index is unreachable: {self._index.error}",
+                                           hint=f"check the index ({index_url()}) is reachable")
+        canonical = next((v for v in index["jax"] if same_release(v, requested)), None)
+        if canonical is None or jaxlib_for(index, canonical) is None:
+            raise EnvironmentCreationError(f"jax {requested} is not an installable release on {index['url']}")
+        minors, _rp, jaxlib, _ = self._index.supported(canonical)
+        build = self._build_for(canonical, jaxlib, platform, build)
+        minors = self._build_pythons(build, jaxlib or canonical, minors)
+        reqs, options = requirements(canonical, jaxlib, build)
+        host = sys.version_info[1]
+        best = min(minors, key=lambda m: (abs(m - host), -m)) if minors else host
+        return {"version": canonical, "jaxlib": jaxlib, "build": build, "platform": build_platform(build),
+                "pythons": minors, "requirements": reqs, "options": options,
+                "name": env_dir_name(canonical, build, f"3.{best}")}
+
+    def resolve(self, plan: dict, *, python_minor: int | None = None,
+                python_platform: str | None = None) -> dict[str, str]:
+        """A dry run of `plan` (see plan()): the packages and versions the installer resolves for it
+        ({"jax": "0.7.2", "jax-cuda12-plugin": "0.7.2", "nvidia-cublas-cu12": ...}), read from the index's
+        metadata only: `uv pip compile` for Linux (manylinux_2_31) on this machine's architecture, nothing
+        downloaded but metadata. Raises EnvironmentCreationError when it does not resolve."""
+        uv = self._uv_bin()
+        if not uv:
+            raise EnvironmentCreationError("resolving needs uv", hint="pip install uv")
+        minor = python_minor or (plan["pythons"][len(plan["pythons"]) // 2] if plan["pythons"] else
+                                 sys.version_info[1])
+        arch = "aarch64" if platform.machine().lower() in ("aarch64", "arm64") else "x86_64"
+        target = python_platform or f"{arch}-manylinux_2_31"
+        cmd = [uv, "pip", "compile", "-", "--no-header", "--no-annotate", "--quiet", "--python-version",
+               f"3.{minor}", "--python-platform", target, *plan["options"]]
+        what = f"uv pip compile ({plan['build']}, Python 3.{minor}, {target})"
+        try:
+            r = subprocess.run(cmd, input="\n".join(plan["requirements"]) + "\n", capture_output=True, text=True,
+                               timeout=300, env=_clean_env(), cwd=self.root if self.root.is_dir() else None)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise EnvironmentCreationError(f"{what} could not run: {e}") from None
+        if r.returncode != 0:
+            raise EnvironmentCreationError(f"jax {plan['version']} ({plan['build']}) does not resolve: {what} "
+                                           f"failed:\n{_tail(r.stderr or r.stdout)}")
+        pins = {}
+        for line in r.stdout.splitlines():
+            name, sep, ver = line.strip().partition("==")
+            if sep and not name.startswith("#"):
+                pins[name.strip().lower()] = ver.strip()
+        return pins
 
     def resolve_version(self, version: str) -> str:
         """What `ensure(version)` would install: "latest" resolved, "0.8" -> "0.8.0"; needs the index."""
@@ -536,15 +403,15 @@ class EnvironmentManager:
             return self._installed().jax_version
         if requested == LATEST:
             return self._resolve_latest(self.available_versions())
-        index = self._load_index(want=requested)
+        index = self._index.load(want=requested)
         if index and _VERSION_RE.match(requested):
             for v in index["jax"]:
-                if _vtuple(v) == _vtuple(requested):
+                if same_release(v, requested):
                     return v
         return requested
 
     def list(self) -> list[JaxEnvironment]:
-        """The finished environments under the root, by jax version then Python version."""
+        """The finished environments under the root, by jax version, build, then Python version."""
         envs = []
         try:
             entries = list(self.root.iterdir())
@@ -555,10 +422,11 @@ class EnvironmentManager:
                 env = self._read_env(d)
                 if env is not None:
                     envs.append(env)
-        return sorted(envs, key=lambda e: (_vkey(e.jax_version), _parse_pyversion(e.python_version)))
+        return sorted(envs, key=lambda e: (version_key(e.jax_version), e.build, python_release(e.python_version)))
 
-    def remove(self, version: str | None = None) -> list[JaxEnvironment]:
-        """Remove the environments of jax `version` (all of them when None); returns what was removed."""
+    def remove(self, version: str | None = None, platform: str | None = None) -> list[JaxEnvironment]:
+        """Remove the environments of jax `version` (all of them when None), of every build or of those of
+        `platform` ("cuda", or a build such as "cuda12"); returns what was removed."""
         if version is None:
             targets = self.list()
         else:
@@ -570,11 +438,13 @@ class EnvironmentManager:
                 requested = envs[-1].jax_version if envs else ""
             if not _VERSION_RE.match(requested):
                 return []
-            targets = [e for e in envs if _vtuple(e.jax_version) == _vtuple(requested)]
+            targets = [e for e in envs if same_release(e.jax_version, requested)]
+        if platform:
+            targets = [e for e in targets if platform in (e.platform, e.build)]
         removed = []
         for env in targets:
             assert env.path is not None
-            with _file_lock(self._lock_path(env.jax_version)):
+            with _file_lock(self._lock_path(env.jax_version, env.build)):
                 if not env.path.exists():
                     continue
                 trash = self.root / f".trash-{secrets.token_hex(6)}"
@@ -593,12 +463,12 @@ class EnvironmentManager:
         for the jax-only patch releases (0.4.37, 0.5.2), the previous release's. So 0.4.32 (yanked),
         0.4.15-0.4.17 (their jaxlib is gone) and everything before 0.4.13 are left out.
         """
-        index = self._load_index(max_age=INDEX_CACHE_TTL_S)
+        index = self._index.load(max_age=INDEX_CACHE_TTL_S)
         if index is None:
             raise EnvironmentCreationError(
-                f"could not read the list of jax releases from {_index_url()}: {self._index_error}",
+                f"could not read the list of jax releases from {index_url()}: {self._index.error}",
                 hint="check the network or the index settings (UV_DEFAULT_INDEX / UV_INDEX_URL)")
-        return [v for v in sorted(index["jax"], key=_vkey) if self._jaxlib_for(index, v) is not None]
+        return sorted(installable(index), key=Version)
 
     # -------------------------------------------------------------------------- host ("installed")
 
@@ -625,9 +495,8 @@ class EnvironmentManager:
     def _installed_in_user_python(self) -> JaxEnvironment:
         spec = self.python
         assert spec is not None
-        m = _PY_VERSION_RE.match(spec)
-        if m and not os.path.exists(spec):
-            interp = self._user_interpreter()
+        if requested_python(spec) is not None:
+            interp = self._interpreters.user_interpreter()
             path = interp.executable if interp else None
         else:
             path = spec if (os.sep in spec or os.path.exists(spec)) else shutil.which(spec)
@@ -660,13 +529,15 @@ class EnvironmentManager:
                 jax_version=meta["jax_version"], python_executable=_venv_python(d),
                 python_version=meta["python_version"], path=d, created=meta.get("created"),
                 size_bytes=meta.get("size_bytes"), jaxlib_version=meta.get("jaxlib_version"),
-                numpy_version=meta.get("numpy_version"))
+                numpy_version=meta.get("numpy_version"), build=str(meta.get("build") or "cpu"),
+                shared_bytes=meta.get("shared_bytes"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
-    def _find_existing(self, version: str) -> JaxEnvironment | None:
-        """A usable finished environment for `version` (and for --python, if given), without the network."""
-        want = _vtuple(version)
+    def _find_existing(self, version: str, platform: str = "cpu", build: str | None = None) -> JaxEnvironment | None:
+        """A usable finished environment for `version` on `platform` (of `build`, when given; else the build the
+        driver runs first), and for --python, if given; without the network."""
+        want = Version(version)
         matches = []
         try:
             entries = list(self.root.iterdir())
@@ -674,7 +545,10 @@ class EnvironmentManager:
             return None
         for d in entries:
             m = _ENV_DIR_RE.match(d.name)
-            if not m or _vtuple(m.group(1)) != want:
+            if not m or Version(m.group(1)) != want:
+                continue
+            found = m.group(2) or "cpu"
+            if build_platform(found) != platform or (build is not None and found != build):
                 continue
             env = self._read_env(d)
             if env is None or not env.python_executable.exists():  # unfinished, or its base Python is gone
@@ -682,24 +556,35 @@ class EnvironmentManager:
             matches.append(env)
         if not matches:
             return None
+        if platform == "cuda" and build is None and len({e.build for e in matches}) > 1:
+            fits = choose_cuda_build(sorted({e.build for e in matches}), self._devices().cuda_driver())
+            matches = [e for e in matches if e.build == fits] or matches
         if self.python:
             fit = [e for e in matches if self._python_matches(e)]
-            return fit[0] if fit else None
+            if not fit:
+                log.info("jax %s: %d cached environment(s), none built with --python %s", version, len(matches),
+                         self.python)
+                return None
+            log.info("jax %s: using the cached environment %s (Python %s, as --python %s asks)", version,
+                     fit[0].path, fit[0].python_version, self.python)
+            return fit[0]
         host = sys.version_info[:2]
 
         def distance(e: JaxEnvironment) -> tuple:
-            v = _parse_pyversion(e.python_version)
+            v = python_release(e.python_version).release
             return (abs(v[1] - host[1]) if v[0] == host[0] else 99, -v[1])
 
-        return min(matches, key=distance)
+        hit = min(matches, key=distance)
+        log.info("jax %s: using the cached environment %s (Python %s%s)", version, hit.path, hit.python_version,
+                 f"; the closest to the host's of {len(matches)}" if len(matches) > 1 else "")
+        return hit
 
     def _python_matches(self, env: JaxEnvironment) -> bool:
         assert self.python is not None
-        m = _PY_VERSION_RE.match(self.python)
-        if m and not os.path.exists(self.python):
-            want = tuple(int(x) for x in m.groups() if x is not None)
-            return _parse_pyversion(env.python_version)[: len(want)] == want
-        interp = self._user_interpreter()
+        want = requested_python(self.python)
+        if want is not None:
+            return python_release(env.python_version).release[: len(want)] == want
+        interp = self._interpreters.user_interpreter()
         if interp is None:
             return False
         try:
@@ -707,75 +592,6 @@ class EnvironmentManager:
         except (OSError, ValueError):
             return False
         return os.path.realpath(meta.get("base_python", "")) == interp.executable
-
-    # ------------------------------------------------------------------------------ the index
-
-    def _index_cache_path(self) -> Path:
-        return self.root / ".index-cache.json"
-
-    def _load_index(self, *, max_age: float = float("inf"), want: str | None = None) -> dict | None:
-        """The index summary: from memory, the on-disk cache, or the network; None when none can be had.
-
-        `want`: a version that must be in it; a cache older than INDEX_RECHECK_S without it is refreshed.
-        """
-        url = _index_url()
-
-        def fresh_enough(ix: dict | None) -> bool:
-            if not ix or ix.get("url") != url:
-                return False
-            age = time.time() - ix.get("fetched", 0)
-            if age > max_age:
-                return False
-            if want and _VERSION_RE.match(want) and not any(_vtuple(v) == _vtuple(want) for v in ix["jax"]):
-                return age < INDEX_RECHECK_S
-            return True
-
-        if fresh_enough(self._index):
-            return self._index
-        cached = None
-        with contextlib.suppress(OSError, ValueError):
-            cached = json.loads(self._index_cache_path().read_text())
-        if fresh_enough(cached):
-            self._index = cached
-            return cached
-        try:
-            summary = _summarize_index(_fetch_project_files(url, "jax"), _fetch_project_files(url, "jaxlib"))
-        except (OSError, ValueError, urllib.error.URLError) as e:
-            self._index_error = f"{type(e).__name__}: {e}"
-            if cached and cached.get("url") == url and (
-                    not want or any(_vtuple(v) == _vtuple(want) for v in cached["jax"])):
-                return cached  # stale beats nothing (but does not get to say that `want` does not exist)
-            return None
-        if not summary["jax"]:
-            self._index_error = "no jax files listed"
-            return None
-        self._index_error = None
-        summary.update(url=url, fetched=time.time())
-        self._index = summary
-        with contextlib.suppress(OSError):
-            self.root.mkdir(parents=True, exist_ok=True)
-            tmp = self.root / f".index-cache.json.{os.getpid()}.{secrets.token_hex(4)}"
-            tmp.write_text(json.dumps(summary))
-            os.replace(tmp, self._index_cache_path())
-        return summary
-
-    @staticmethod
-    def _jaxlib_for(index: dict, version: str) -> str | None:
-        """The jaxlib release that goes with jax `version`, per the index; None when it cannot be installed."""
-        entry = index["jax"].get(version)
-        if entry is None or entry["yanked"]:
-            return None
-        if version in index["jaxlib"]:
-            return version
-        # A jax-only patch release (e.g. 0.4.37) runs on the jaxlib of the jax release just before it.
-        released = sorted((v for v, e in index["jax"].items() if not e["yanked"]), key=_vkey)
-        i = released.index(version)
-        if i == 0:
-            return None
-        prev = released[i - 1]
-        if prev in index["jaxlib"] and _vkey(prev)[:2] == _vkey(version)[:2]:
-            return prev
-        return None
 
     # ------------------------------------------------------------------------------ interpreters
 
@@ -786,110 +602,86 @@ class EnvironmentManager:
                 from uv import find_uv_bin
 
                 self._uv = find_uv_bin()
+                log.debug("uv: %s (the uv package's binary)", self._uv)
             except (ImportError, FileNotFoundError, OSError):
                 self._uv = shutil.which("uv")
+                log.debug("uv: the uv package is not usable here; on PATH: %s", self._uv or "none")
         return self._uv
-
-    def _user_interpreter(self) -> _Interpreter | None:
-        """The interpreter named with --python: a path, a command, or a version such as "3.12"."""
-        assert self.python is not None
-        spec = self.python
-        m = _PY_VERSION_RE.match(spec)
-        if m and not os.path.exists(spec):
-            want = tuple(int(x) for x in m.groups() if x is not None)
-            for interp in self._discover(include_user=False):
-                if _parse_pyversion(interp.version)[: len(want)] == want:
-                    return _Interpreter(interp.executable, interp.version, "--python")
-            return None
-        path = spec if (os.sep in spec or os.path.exists(spec)) else shutil.which(spec)
-        if not path:
-            return None
-        return _interpreter_from(os.path.expanduser(path), "--python")
-
-    def _discover(self, *, include_user: bool = True) -> list[_Interpreter]:
-        """Usable CPython interpreters, most preferred first (only the --python one when it was given)."""
-        if include_user and self.python:
-            interp = self._user_interpreter()
-            return [interp] if interp else []
-        if self._interpreters is None:
-            cands = _candidate_paths(self._uv_bin())
-            with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-                infos = list(pool.map(lambda c: _interpreter_from(*c), cands))
-            seen, found = set(), []
-            for interp in infos:
-                if interp and interp.executable not in seen:
-                    seen.add(interp.executable)
-                    found.append(interp)
-            self._interpreters = found
-        return list(self._interpreters)
-
-    def _supported(self, version: str) -> tuple[list[int], str | None, str | None, bool]:
-        """(CPython 3 minors, requires-python, jaxlib version, from_index) for jax `version`."""
-        index = self._load_index(want=version)
-        if index is not None:
-            jaxlib = self._jaxlib_for(index, version)
-            if jaxlib is None:
-                return [], None, None, True
-            return (index["jaxlib"][jaxlib]["pythons"], index["jax"][version]["requires_python"], jaxlib, True)
-        t = _vtuple(version)
-        for first, (lo, hi) in _FALLBACK_PYTHONS:
-            if t >= first:
-                return list(range(lo, hi + 1)), None, None, False
-        return [], None, None, False
-
-    def _choose_python(self, version: str, minors: list[int], requires_python: str | None,
-                       jaxlib: str | None) -> _Interpreter:
-        if not self.python:
-            host = _host_interpreter()  # the host's minor is the closest possible: no need to look further
-            if host and host.minor[1] in minors and _spec_allows(requires_python, _parse_pyversion(host.version)):
-                return host
-        found = self._discover()
-        fits = [i for i in found if i.minor[0] == 3 and i.minor[1] in minors
-                and _spec_allows(requires_python, _parse_pyversion(i.version))]
-        if fits:
-            host = sys.version_info[1]
-            order = {id(i): n for n, i in enumerate(fits)}
-            return min(fits, key=lambda i: (abs(i.minor[1] - host), -i.minor[1], order[id(i)]))
-        need = _describe_minors(minors)
-        why = f"jaxlib {jaxlib} has wheels for CPython {need}" if jaxlib else f"it supports CPython {need}"
-        if requires_python:
-            why += f"; jax requires-python {requires_python}"
-        if self.python and found:
-            exe = found[0].executable
-            seen = f"--python {self.python} is Python {found[0].version}" + (
-                f" ({exe})" if os.path.realpath(os.path.expanduser(self.python)) != exe else "")
-        elif self.python:
-            seen = (f"no Python {self.python} was found" if _PY_VERSION_RE.match(self.python)
-                    else f"--python {self.python} is not a usable CPython 3 interpreter")
-        else:
-            seen = "found " + (", ".join(i.describe() for i in found) if found else "no CPython interpreter")
-        host = sys.version_info[1]
-        best = f"3.{min(minors, key=lambda m: (abs(m - host), -m))}" if minors else "3"
-        hint = (f"install Python {best} (e.g. `uv python install {best}` or `pyenv install {best}`), "
-                f"or pass --python PATH to a Python {need} interpreter")
-        if self.python:  # maybe another interpreter here would do
-            others = [i for i in self._discover(include_user=False) if i.minor[1] in minors
-                      and _spec_allows(requires_python, _parse_pyversion(i.version))]
-            if others:
-                pick = min(others, key=lambda i: (abs(i.minor[1] - host), -i.minor[1]))
-                hint = f"pass --python {pick.executable} (Python {pick.version}), or drop --python"
-        raise NoSuitablePythonError(f"jax {version} needs Python {need} ({why}); {seen}", hint=hint)
 
     def _resolve_latest(self, versions: list[str]) -> str:
         for v in reversed(versions):
-            minors, rp, _jaxlib, _ = self._supported(v)
-            if any(i.minor[1] in minors and _spec_allows(rp, _parse_pyversion(i.version))
-                   for i in self._discover()):
+            minors, rp, _jaxlib, _ = self._index.supported(v)
+            if self._interpreters.runs_any(minors, rp):
+                log.info("latest: jax %s (the newest release an interpreter found here can run)", v)
                 return v
-        found = ", ".join(i.describe() for i in self._discover()) or "none"
+        found = ", ".join(i.describe() for i in self._interpreters.discover()) or "none"
         raise NoSuitablePythonError(
             f"no jax release on the index runs on the Python interpreters found here ({found})",
             hint="install a recent Python (3.12 or newer) or pass --python PATH")
 
     # ------------------------------------------------------------------------------ creation
 
-    def _lock_path(self, version: str) -> Path:
-        return self.root / ".locks" / f"jax-{'.'.join(map(str, _vtuple(version)))}.lock"
+    def _lock_path(self, version: str, build: str = "cpu") -> Path:
+        suffix = "" if build == "cpu" else f"-{build}"
+        return self.root / ".locks" / f"jax-{release_name(version)}{suffix}.lock"
+
+    def _devices(self):
+        if self._found_devices is None:
+            self._found_devices = detect_devices()
+        return self._found_devices
+
+    def _build_for(self, version: str, jaxlib: str | None, platform: str, build: str | None) -> str:
+        """The build of a new environment of jax `version` for `platform`: `build` if given (checked against the
+        index), else for CUDA the newest of the release's CUDA builds that the NVIDIA driver supports."""
+        if platform != "cuda":
+            return build or platform
+        release = jaxlib or version
+        available = []
+        unknown = False
+        for candidate in CUDA_BUILDS:
+            listing = self._index.project(plugin_project(candidate) or "", want=release)
+            if listing is None:  # the index is unreadable: the built-in rule
+                unknown = True
+                if candidate == "cuda12" or Version(version) >= CUDA13_FIRST_JAX:
+                    available.append(candidate)
+            elif release in listing:
+                available.append(candidate)
+        if build is not None:
+            if build not in available and not unknown:
+                raise EnvironmentCreationError(
+                    f"jax {version} has no {build} wheels on {index_url()} (it has: {', '.join(available) or 'none'})",
+                    hint="pick another CUDA build with --platform, or another release")
+            return build
+        driver = self._devices().cuda_driver()
+        chosen = choose_cuda_build(available, driver)
+        if chosen is None:
+            if not available:
+                raise EnvironmentCreationError(
+                    f"jax {version} has no CUDA wheels on {index_url()} (no jax-cuda12-plugin or jax-cuda13-plugin "
+                    f"{release})", hint="pick a newer release: its CUDA build comes from those plugin packages")
+            raise EnvironmentCreationError(
+                f"jax {version} has CUDA wheels for {', '.join(available)}, and this NVIDIA driver supports CUDA "
+                f"{driver[0]}.{driver[1] if driver else ''} only",
+                hint="update the NVIDIA driver, or pick another release")
+        if driver is None:
+            log.info("jax %s: the NVIDIA driver's CUDA version is unknown; building %s", version, chosen)
+        else:
+            log.info("jax %s: %s (the newest CUDA build of %s that the driver's CUDA %d.%d runs)", version, chosen,
+                     ", ".join(available), *driver)
+        return chosen
+
+    def _build_pythons(self, build: str, release: str, minors: List[int]) -> List[int]:
+        """`minors` narrowed to those the build's plugin has wheels for (when the index says)."""
+        project = plugin_project(build)
+        listing = self._index.project(project, want=release) if project else None
+        pythons = (listing or {}).get(release, {}).get("pythons")
+        if pythons is None:
+            return minors
+        narrowed = [m for m in minors if m in pythons]
+        if narrowed != minors:
+            log.info("jax %s (%s): %s has wheels for CPython %s", release, build, project,
+                     ", ".join(f"3.{m}" for m in pythons))
+        return narrowed
 
     def _dot_dirs(self, prefix: str) -> list[Path]:
         try:
@@ -897,75 +689,91 @@ class EnvironmentManager:
         except OSError:
             return []
 
-    def _create(self, version: str, say: Callable[[str], None]) -> JaxEnvironment:
-        index = self._load_index(want=version)
+    def _create(self, version: str, platform: str, build: str | None, say: Callable[[str], None]) -> JaxEnvironment:
+        index = self._index.load(want=version)
         if index is not None:
-            canonical = next((v for v in index["jax"] if _vtuple(v) == _vtuple(version)), None)
+            canonical = next((v for v in index["jax"] if same_release(v, version)), None)
             if canonical is None:
-                installable = self._installable(index)
-                near = _nearest(version, installable)
-                newest = max(installable, key=_vkey) if installable else None
+                releases = installable(index)
+                near = _nearest(version, releases)
+                newest = max(releases, key=Version) if releases else None
                 raise EnvironmentCreationError(
                     f"jax {version} is not a release on {index['url']}",
                     hint=f"pick a released version{near}" + (f" (newest: {newest})" if newest else ""))
             version = canonical
-            if self._jaxlib_for(index, version) is None:
+            if jaxlib_for(index, version) is None:
                 entry = index["jax"][version]
                 what = "it is yanked" if entry["yanked"] else f"no matching jaxlib is on {index['url']}"
-                near = _nearest(version, self._installable(index))
+                near = _nearest(version, installable(index))
                 raise EnvironmentCreationError(f"jax {version} cannot be installed: {what}",
                                                hint=f"pick another version{near}")
-        minors, requires_python, jaxlib, from_index = self._supported(version)
+        minors, requires_python, jaxlib, from_index = self._index.supported(version)
         if not minors and from_index:
             raise EnvironmentCreationError(f"jaxlib {jaxlib} has no CPython wheels for this platform",
                                            hint="pick another jax version")
         if not minors:
             raise EnvironmentCreationError(
                 f"jax {version} is older than any jaxlib this tool knows of (0.4.13) and the index "
-                f"could not be read ({self._index_error})",
+                f"could not be read ({self._index.error})",
                 hint="check the network, or pick a jax release >= 0.4.13")
-        interp = self._choose_python(version, minors, requires_python, jaxlib)
-        waiting = f"waiting for another process creating the environment for jax {version} ..."
+        build = self._build_for(version, jaxlib, platform, build)
+        if build != "cpu":
+            minors = self._build_pythons(build, jaxlib or version, minors)
+            if not minors:
+                raise EnvironmentCreationError(f"jax {version} has no {build} wheels for a CPython that its jaxlib "
+                                               "has wheels for", hint="pick another release")
+        interp = self._interpreters.choose(version, minors, requires_python, jaxlib)
+        what = f"jax {version}" + ("" if build == "cpu" else f" ({build})")
+        waiting = f"waiting for another process creating the environment for {what} ..."
+        lock = self._lock_path(version, build)
+
+        def on_wait() -> None:
+            log.info("%s: %s is held by another process; waiting", what, lock)
+            say(waiting)
+
         with contextlib.ExitStack() as stack:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
-                stack.enter_context(_file_lock(self._lock_path(version), lambda: say(waiting)))
+                stack.enter_context(_file_lock(lock, on_wait))
             except OSError as e:
                 raise EnvironmentCreationError(f"cannot write to the environment directory {self.root}: {e}",
                                                hint="set REPROBUNDLE_ENV_DIR to a writable directory") from None
-            hit = self._find_existing(version)  # built by someone else while we waited
+            hit = self._find_existing(version, platform, build)  # built by someone else while we waited
             if hit is not None:
                 return hit
-            return self._build(version, interp, jaxlib, say)
+            log.info("%s: no usable environment in %s; building one", what, self.root)
+            return self._build(version, interp, jaxlib, say, build=build)
 
-    def _installable(self, index: dict) -> list[str]:
-        return [v for v in index["jax"] if self._jaxlib_for(index, v) is not None]
-
-    def _build(self, version: str, interp: _Interpreter, jaxlib: str | None,
-               say: Callable[[str], None]) -> JaxEnvironment:
+    def _build(self, version: str, interp: Interpreter, jaxlib: str | None,
+               say: Callable[[str], None], *, build: str = "cpu") -> JaxEnvironment:
         start = time.perf_counter()
         pyminor = f"{interp.minor[0]}.{interp.minor[1]}"
-        name = f"jax-{version}-py{pyminor}"
+        name = env_dir_name(version, build, pyminor)
         final = self.root / name
         for stale in self._dot_dirs(f".tmp-{name}-"):  # left by a killed builder (we hold the lock)
+            log.info("removing %s, left by an interrupted build", stale)
             _rmtree(stale)
         if final.exists():  # unfinished or broken (its base Python vanished): rebuild
+            log.info("rebuilding %s: it is unfinished or its base Python is gone", final)
             trash = self.root / f".trash-{secrets.token_hex(6)}"
             os.rename(final, trash)
             _rmtree(trash)
         tmp = self.root / f".tmp-{name}-{secrets.token_hex(4)}"
-        say(f"creating environment for jax {version} (Python {interp.version}) ...")
-        reqs = [f"jax=={version}", f"jaxlib=={jaxlib}" if jaxlib else f"jaxlib<={version}"]
-        if _vtuple(version) < NUMPY2_FIRST_JAX:
-            reqs.append("numpy<2")
-        else:
-            reqs.append("numpy")
-        reqs += list(EXTRA_PACKAGES)
+        on = "" if build == "cpu" else f" for {platform_label(build_platform(build))} ({build})"
+        say(f"creating environment for jax {version}{on} (Python {interp.version}) ...")
+        reqs, options = requirements(version, jaxlib, build)
+        if not jaxlib:
+            log.info("jax %s: the index is unreadable, so the jaxlib is left to the installer (jaxlib<=%s)",
+                     version, version)
+        if Version(version) < NUMPY2_FIRST_JAX:
+            log.info("jax %s: numpy<2 (jaxlib releases before %s fail to import with NumPy 2)", version,
+                     NUMPY2_FIRST_JAX)
         try:
-            installer = self._install(tmp, interp, reqs, offline=self._index_error is not None, say=say)
-            say("verifying: importing jax in the new environment ...")
-            info = self._verify(tmp, version)
-            size = _dir_size(tmp)
+            installer = self._install(tmp, interp, reqs, offline=self._index.error is not None, say=say,
+                                      options=options)
+            say(f"verifying: importing jax in the new environment{' on ' + build_platform(build) if on else ''} ...")
+            info = self._verify(tmp, version, build_platform(build))
+            size, shared = _dir_size(tmp), _shared_size(tmp)
             meta = {
                 "schema": METADATA_SCHEMA,
                 "jax_version": info["jax"],
@@ -980,6 +788,11 @@ class EnvironmentManager:
                 "created": _now_iso(),
                 "creation_seconds": round(time.perf_counter() - start, 3),
                 "size_bytes": size,
+                "shared_bytes": shared,
+                "platform": build_platform(build),
+                "build": build,
+                "installer_options": options,
+                "device_kind": info.get("device_kind"),
             }
             _fix_paths(tmp, final)
             (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
@@ -990,13 +803,17 @@ class EnvironmentManager:
         env = self._read_env(final)
         assert env is not None
         say(f"ready in {time.perf_counter() - start:.1f} s: jax {env.jax_version}, jaxlib {env.jaxlib_version}, "
-            f"numpy {env.numpy_version}, Python {env.python_version} ({final})")
+            f"numpy {env.numpy_version}, Python {env.python_version}"
+            + (f", {build} on {info.get('device_kind') or build_platform(build)}" if on else "") + f" ({final})")
         return env
 
     def _run(self, cmd: list[str], what: str, version: str, *, timeout: float, cwd: Path | None = None,
              env: dict | None = None) -> str:
-        unreachable = (f"; the package index was unreachable ({self._index_error}), so only the uv cache "
-                       f"was used" if self._index_error else "")
+        unreachable = (f"; the package index was unreachable ({self._index.error}), so only the uv cache "
+                       f"was used" if self._index.error else "")
+        if log.isEnabledFor(logging.DEBUG):
+            shown = " ".join(a if len(a) <= 200 else f"<{len(a)} characters>" for a in cmd)
+            log.debug("%s: running %s (timeout %g s)", what, shown, timeout)
         try:
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                timeout=timeout, cwd=cwd or self.root, env=env or _clean_env(),
@@ -1018,13 +835,16 @@ class EnvironmentManager:
                      + unreachable)
         return r.stdout
 
-    def _install(self, tmp: Path, interp: _Interpreter, reqs: list[str], *, offline: bool,
-                 say: Callable[[str], None]) -> str:
-        """Create the venv at `tmp` and install `reqs`; returns the installer's name and version."""
+    def _install(self, tmp: Path, interp: Interpreter, reqs: list[str], *, offline: bool,
+                 say: Callable[[str], None], options: Sequence[str] = ()) -> str:
+        """Create the venv at `tmp` and install `reqs` (with installer `options`, such as --find-links); returns
+        the installer's name and version."""
         version = reqs[0].split("==", 1)[1]
         prompt = f"jax-{version}"
         uv = self._uv_bin()
         if uv:
+            log.info("jax %s: building with uv (%s)%s", version, uv,
+                     ", offline (the index is unreachable): packages come from uv's cache only" if offline else "")
             uv_version = self._run([uv, "--version"], "uv --version", version, timeout=60).strip()
             self._run([uv, "venv", "--quiet", "--relocatable", "--python-preference", "only-system",
                        "--prompt", prompt, "--python", interp.executable, str(tmp)], "uv venv", version,
@@ -1033,27 +853,32 @@ class EnvironmentManager:
             say(f"installing {' '.join(reqs)} with {uv_version}{note} ...")
             t = time.perf_counter()
             cmd = [uv, "pip", "install", "--python", str(_venv_python(tmp)), "--python-preference", "only-system",
-                   *reqs]
+                   *options, *reqs]
             if offline:
                 cmd.insert(3, "--offline")
             out = self._run(cmd, "uv pip install", version, timeout=INSTALL_TIMEOUT_S)
             n = sum(1 for line in out.splitlines() if line.startswith(" + "))
             say(f"installed {n} packages in {time.perf_counter() - t:.1f} s")
             return uv_version
+        log.info("jax %s: %s; building with python -m venv and pip", version,
+                 "uv is disabled (uv='')" if self._uv == "" else "no uv found (uv package or uv on PATH)")
         self._run([interp.executable, "-m", "venv", "--prompt", prompt, str(tmp)], "python -m venv", version,
                   timeout=300)
         say(f"installing {' '.join(reqs)} with pip ...")
         t = time.perf_counter()
         self._run([str(_venv_python(tmp)), "-m", "pip", "install", "--disable-pip-version-check",
-                   "--no-input", *reqs], "pip install", version, timeout=INSTALL_TIMEOUT_S)
+                   "--no-input", *options, *reqs], "pip install", version, timeout=INSTALL_TIMEOUT_S)
         say(f"installed in {time.perf_counter() - t:.1f} s")
         return "pip"
 
-    def _verify(self, tmp: Path, version: str) -> dict:
+    def _verify(self, tmp: Path, version: str, platform: str = "cpu") -> dict:
         env = _clean_env()
-        env["JAX_PLATFORMS"] = "cpu"
+        env["JAX_PLATFORMS"] = platform  # the verification fails unless that platform's devices are there
+        if platform in ACCELERATORS:
+            env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # never hold the device's memory to check it
         # -I: no cwd, PYTHONPATH or user site; bytecode is written so later imports are faster.
-        out = self._run([str(_venv_python(tmp)), "-I", "-c", _VERIFY], "verification (import jax)", version,
+        what = "verification (import jax)" if platform == "cpu" else f"verification (import jax, {platform} devices)"
+        out = self._run([str(_venv_python(tmp)), "-I", "-c", _VERIFY], what, version,
                         timeout=VERIFY_TIMEOUT_S, cwd=tmp, env=env)
         line = next((ln for ln in reversed(out.splitlines()) if ln.startswith(_VERIFY_MARK)), None)
         if line is None:
@@ -1061,29 +886,20 @@ class EnvironmentManager:
                 f"could not create the environment for jax {version}: verification printed no result:\n"
                 f"{_tail(out)}", hint="report this as a bug")
         info = json.loads(line[len(_VERIFY_MARK):])
-        if _vtuple(info["jax"]) != _vtuple(version):
+        if not same_release(info["jax"], version):
             raise EnvironmentCreationError(
                 f"could not create the environment for jax {version}: it imports jax {info['jax']}",
                 hint="report this as a bug")
         return info
 
 
-def _describe_minors(minors: list[int]) -> str:
-    if not minors:
-        return "(none known)"
-    lo, hi = min(minors), max(minors)
-    if sorted(minors) == list(range(lo, hi + 1)):
-        return f"3.{lo}" if lo == hi else f"3.{lo}-3.{hi}"
-    return ", ".join(f"3.{m}" for m in sorted(minors))
-
-
 def _nearest(version: str, versions: list[str]) -> str:
     if not versions:
         return ""
-    vs = sorted(versions, key=_vkey)
-    t = _vtuple(version)
-    below = [v for v in vs if _vtuple(v) < t]
-    above = [v for v in vs if _vtuple(v) > t]
+    vs = sorted(versions, key=Version)
+    t = Version(version)
+    below = [v for v in vs if Version(v) < t]
+    above = [v for v in vs if Version(v) > t]
     near = ([below[-1]] if below else []) + ([above[0]] if above else [])
     return f", e.g. {' or '.join(near)}" if near else ""
 

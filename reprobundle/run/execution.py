@@ -18,26 +18,26 @@ from typing import Sequence
 import msgpack
 import numpy as np
 
-from ..bundle.redaction import redact, redact_env
+from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_values
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
 from ..errors import FormatError
+from ..worker.dtypes import np_dtype
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
 PROTOCOL = 1
+# Seconds of work a worker process gets before it is killed, unless told otherwise: the default of pack, replay,
+# bisect and the CLI's --timeout (see WorkerProcess for what counts as work).
+DEFAULT_TIMEOUT_S = 1800.0
 _STDERR_TAIL = 4000
 _MAX_CONTROL_LINE = 64 << 20  # a reply to `time n` is n numbers
 
 
 def dtype_of(name: str) -> np.dtype:
+    """The numpy dtype of a bundle's dtype name (ml_dtypes included); FormatError for a name no table has."""
     try:
-        return np.dtype(name)
-    except TypeError:
-        import ml_dtypes
-
-        try:
-            return np.dtype(getattr(ml_dtypes, name))
-        except AttributeError:
-            raise FormatError(f"unknown dtype {name!r}") from None
+        return np_dtype(name)
+    except (TypeError, ValueError):
+        raise FormatError(f"unknown dtype {name!r}") from None
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,13 @@ class WorkerOutcome:
 
 def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], workdir: Path, *,
               timing: Timing, dump: bool, profile: bool, routes: Sequence[str] | None = None,
-              describe: bool = False, lockstep: bool = False) -> Path:
-    """Write job.msgpack for the worker under `workdir`; blobs are read in place or via `workdir/blobs`."""
+              describe: bool = False, lockstep: bool = False, platform: str | None = None,
+              brief_environment: bool = False) -> Path:
+    """Write job.msgpack for the worker under `workdir`; blobs are read in place or via `workdir/blobs`.
+    `brief_environment`: the worker leaves out its package list (a replay's later rounds, whose environment the
+    host does not keep).
+    `platform` ("cpu", "cuda", "rocm", "tpu"): the worker runs there (JAX_PLATFORMS) or fails saying why; None:
+    wherever its jax runs by default."""
     cache = workdir / "blobs"
 
     def path_of(ref: dict | None) -> str | None:
@@ -94,6 +99,8 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
         "profile": profile,
         "routes": list(routes) if routes else None,
         "describe": describe,
+        "platform": platform,
+        "brief_environment": brief_environment,
     }
     (workdir / "outputs").mkdir(parents=True, exist_ok=True)
     (workdir / "artifacts").mkdir(parents=True, exist_ok=True)
@@ -107,6 +114,17 @@ def _signal_name(code: int) -> str:
         return signal.Signals(code).name
     except ValueError:
         return f"signal {code}"
+
+
+# The variables that fix the threads of XLA:CPU and the libraries of its custom calls when a measurement is pinned
+# (schedule.Pin). XLA sizes its intra-op pools to the affinity mask on every release from 0.4.30 to 0.12 (0.7.2: 11
+# threads on 2 CPUs, 6 on 1); NPROC and PJRT_NPROC size the PJRT CPU client's own pool on the releases that read
+# them (2 threads fewer at NPROC=1 on 0.4.30, 0.7.2, 0.10.2 and 0.12); OpenMP/MKL/OpenBLAS read theirs.
+PIN_THREAD_VARS = ("NPROC", "PJRT_NPROC", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def pinned_env(threads: int) -> dict[str, str]:
+    return {name: str(threads) for name in PIN_THREAD_VARS}
 
 
 def run_worker(python: str | Path, job_path: Path, *, timeout_s: float, memory_limit_bytes: int | None = None,
@@ -127,7 +145,7 @@ class WorkerProcess:
 
     def __init__(self, python: str | Path, job_path: Path, *, timeout_s: float,
                  memory_limit_bytes: int | None = None, extra_env: dict[str, str] | None = None,
-                 lockstep: bool = False) -> None:
+                 lockstep: bool = False, cpus: Sequence[int] | None = None) -> None:
         self.workdir = job_path.parent
         self.result_path = self.workdir / "result.msgpack"
         self.memory_limit_bytes = memory_limit_bytes
@@ -140,6 +158,9 @@ class WorkerProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
         env.update(extra_env or {})
         env["PYTHONNOUSERSITE"] = "1"
+        env.pop(_PIN_VAR, None)
+        if cpus:  # the launcher sets the affinity before the worker starts: XLA sizes its thread pools to it
+            env[_PIN_VAR] = ",".join(str(int(c)) for c in cpus)
 
         def limit_memory() -> None:
             if memory_limit_bytes:
@@ -187,6 +208,7 @@ class WorkerProcess:
 
     def _send(self, line: str) -> bool:
         try:
+            assert self.proc.stdin is not None  # lockstep workers are started with a stdin pipe
             self.proc.stdin.write(line.encode() + b"\n")
             self.proc.stdin.flush()
             return True
@@ -194,6 +216,7 @@ class WorkerProcess:
             return False
 
     def _read_line(self) -> str | None:
+        assert self.proc.stdout is not None  # lockstep workers are started with a stdout pipe
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buffer:
             remaining = self._deadline() - time.perf_counter()
@@ -235,6 +258,10 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 self.timed_out = True
                 self._kill()
+            except BaseException:  # Ctrl-C, SIGTERM: the worker goes first, so its folder can be removed after it
+                self._kill()
+                self.proc.wait()
+                raise
         self.proc.wait()
         if self.proc.stdout:
             self.proc.stdout.close()
@@ -249,6 +276,20 @@ class WorkerProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+    def kill(self) -> None:
+        """Kill the worker and its process group now and reap it (the host was interrupted)."""
+        self._kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                if pipe:
+                    pipe.close()
+            except OSError:
+                pass
 
     def _outcome(self) -> WorkerOutcome:
         duration = time.perf_counter() - self.start
@@ -309,6 +350,8 @@ def _where(result: dict | None) -> str:
 # worker when the host dies, so a killed `reprobundle pack/replay` never leaves a worker running (and holding the
 # accelerator) in its own session until its timeout. It survives the exec into the worker. Without ctypes or prctl
 # (other systems) it just runs the worker. A host that died before prctl took effect is caught by the ppid check.
+# A pinned measurement's affinity mask (schedule.Pin) comes in _PIN_VAR: set here, before the worker imports jax.
+_PIN_VAR = "REPROBUNDLE_PIN_CPUS"
 _LAUNCHER = """\
 import os, sys
 try:
@@ -318,6 +361,9 @@ except Exception:
     pass
 if os.getppid() != int(sys.argv[1]):
     os._exit(1)
+cpus = os.environ.pop("REPROBUNDLE_PIN_CPUS", "")
+if cpus:
+    os.sched_setaffinity(0, [int(c) for c in cpus.split(",")])
 os.execv(sys.executable, [sys.executable, "-I"] + sys.argv[2:])
 """
 
@@ -366,8 +412,16 @@ _ARTIFACT_MEDIA = {
 
 
 def store_result(registry: Registry, result: dict, *, warmup: int) -> StoredResult:
-    """Put a worker result's outputs and artifacts into the registry as blobs."""
+    """Put a worker result's outputs and artifacts into the registry as blobs.
+
+    Artifacts are redacted here, before they are stored: the secrets of the worker's environment (as it recorded
+    it, and this process's, which it inherited) are masked in every file of them, and in the XLA dump (which writes
+    XLA_FLAGS' values into its debug options) every span shaped like a token too. Here rather than in the worker:
+    the worker runs in other environments and cannot import the redaction rules, and every stored artifact of a
+    pack and a replay passes this one place, so the environment and the files are judged by one set of rules."""
     stored = StoredResult()
+    raw_env = ((result.get("environment") or {}).get("env_vars") or {}) if isinstance(result, dict) else {}
+    secrets = secret_values({**os.environ, **{str(k): str(v) for k, v in dict(raw_env).items()}})
     stored.arrays = read_outputs(result)
     for leaf, arr in zip(result.get("outputs") or [], stored.arrays):
         ref = registry.put_blob_file(leaf["path"])
@@ -377,11 +431,13 @@ def store_result(registry: Registry, result: dict, *, warmup: int) -> StoredResu
         if p.is_dir():
             if not any(p.iterdir()):
                 continue
-            stored.artifacts[name] = {"blob": registry.put_blob(copy_tree_to_zip_blob(p)),
-                                      "media_type": "application/zip"}
+            stored.artifacts[name] = {
+                "blob": registry.put_blob(copy_tree_to_zip_blob(p, lambda data: scrub(data, secrets, patterns=True))),
+                "media_type": "application/zip"}
         elif p.is_file():
-            stored.artifacts[name] = {"blob": registry.put_blob_file(p),
-                                      "media_type": _ARTIFACT_MEDIA.get(name, "application/octet-stream")}
+            redacted = scrub_file(p, secrets)
+            blob = registry.put_blob_file(p) if redacted is None else registry.put_blob(redacted)
+            stored.artifacts[name] = {"blob": blob, "media_type": _ARTIFACT_MEDIA.get(name, "application/octet-stream")}
     if result.get("samples_ns") is not None:
         stored.timing = {"warmup": int(warmup), "samples_ns": [int(s) for s in result["samples_ns"]],
                          "compile_s": float(result.get("compile_s") or 0.0)}

@@ -7,35 +7,49 @@ that version's run record, and the others still run.
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 
-from ..analysis.hlo import median_per_op
+from ..analysis.conditions import busy_reason
+from ..analysis.hlo_diff import median_per_op
 from ..analysis.verdict import check_outputs
 from ..bundle import manifest as mf
 from ..bundle.dims import resized_inputs
 from ..bundle.registry import Bundle, Registry, utc_now
 from ..bundle.trees import output_names
 from ..errors import CorruptBundleError, ReproBundleError
-from .execution import Timing, build_job, dtype_of, environment_of, store_result
+from ..logs import Status
+from ..store.scratch import scratch_dir
+from .budget import plan
+from .conditions import conditions, snapshot
+from .execution import DEFAULT_TIMEOUT_S, Timing, build_job, dtype_of, environment_of, store_result
+from .platforms import PlatformChoice, choose_platform, detect_devices
 from .schedule import (
     DEFAULT_STEPS,
     Contender,
     Measurement,
+    Pin,
     measure_interleaved,
     rounds_for,
 )
 
-DEFAULT_TIMEOUT_S = 1800.0
+log = logging.getLogger(__name__)
+
 # One profile of a few iterations can put a small op off by several times on a noisy machine; the per-op table is
-# the median over the profiles of the first rounds (only the first round's trace is kept as an artifact).
-PROFILED_ROUNDS = 3
+# the median over the profiles of the first rounds (only the first round's trace is kept as an artifact). Two: a
+# profile costs each worker ~1 s at the end of its round, and an adaptive replay may settle in three rounds.
+PROFILED_ROUNDS = 2
+# Untimed calls of a worker after the first round: the first round's warmup also measured the call (how many calls
+# a step holds); a later round's workers only need their first calls (allocations, thread pools) out of the way.
+LATER_WARMUP = 2
 
 
 def leaf_array(data: bytes, leaf: dict) -> np.ndarray:
@@ -78,11 +92,16 @@ def _measured_run(registry: Registry, bundle: Bundle, requested: str, measured: 
                   reference: Sequence[np.ndarray] | None, warmup: int, group: str, at_sizes: str = "") -> dict:
     """A contender's measurement as a run record (not yet stored)."""
     outcome = measured.outcome
+    assert outcome is not None, "a measured contender always has an outcome"
     result = outcome.result or {}
+    for attempt in result.get("attempts") or []:  # the routes that did not work, before the one that did
+        log.info("jax %s: route %s did not load: %s", requested, attempt.get("route"), attempt.get("error"))
+    for note in result.get("notes") or []:
+        log.info("jax %s: %s", requested, note)
     extra = {"duration_s": outcome.duration_s, "route": result.get("route"),
              "attempts": [{"route": str(a.get("route")), "error": str(a.get("error"))}
                           for a in result.get("attempts") or []],
-             "environment": environment_of(result)}
+             "environment": environment_of(result), "notes": [str(n) for n in result.get("notes") or []]}
     if measured.failed_round is not None:
         return _record(bundle, requested, outcome.status if outcome.status in mf.RUN_STATUSES else "error",
                        outcome.reason, **extra)
@@ -96,9 +115,10 @@ def _measured_run(registry: Registry, bundle: Bundle, requested: str, measured: 
         return _record(bundle, requested, "ok", f"replayed at {at_sizes} on synthetic inputs: outputs are not "
                        "compared with the reference, which ran at the packed sizes", outputs=stored.outputs,
                        artifacts=stored.artifacts, timing=stored.timing, per_op=stored.per_op, **extra)
-    check = check_outputs(reference, stored.arrays)
+    names = output_names(bundle.manifest)
+    check = check_outputs(reference, stored.arrays, names)
     status = "ok" if check["ok"] else "mismatch"
-    reason = "" if check["ok"] else _mismatch_reason(check, output_names(bundle.manifest))
+    reason = "" if check["ok"] else _mismatch_reason(check, names)
     return _record(bundle, requested, status, reason, outputs=stored.outputs, check=check,
                    artifacts=stored.artifacts, timing=stored.timing, per_op=stored.per_op, **extra)
 
@@ -108,9 +128,38 @@ def _mismatch_reason(check: dict, names: Sequence[str]) -> str:
         return check["reason"]
     for name, leaf in zip(names, check["leaves"]):
         if not leaf["ok"]:
-            return (f"{name}: {leaf['reason']}" if leaf.get("reason") else f"{name}: {leaf['mismatched']} elements outside tolerance "
-                    f"(max abs err {leaf['max_abs_err']:.3g}, rtol {leaf['rtol']:g}, atol {leaf['atol']:g})")
+            if leaf.get("reason"):
+                return f"{name}: {leaf['reason']}"
+            return f"{name}: {leaf['mismatched']} elements outside tolerance; " + worst_element_text(name, leaf)
     return "outputs differ"
+
+
+def worst_element_text(name: str, leaf: dict) -> str:
+    """`worst at out[0, 3, 17]: expected 2981.5, got 2981.2 (abs err 0.32 > allowed 0.25 = 1024 ulps ... )`."""
+    worst = leaf.get("worst")
+    tolerance = (f"allowed: atol {leaf.get('atol_scaled', leaf['atol']):.3g} (scaled to max |reference| "
+                 f"{leaf.get('scale', 0.0):.3g}) + rtol {leaf['rtol']:g} x |reference|")
+    if not worst:
+        return f"max abs err {leaf['max_abs_err']:.3g}; {tolerance}"
+    at = name + ("[" + ", ".join(str(i) for i in worst["index"]) + "]" if worst["index"] else "")
+    return (f"worst at {at}: expected {worst['expected']}, got {worst['actual']} (abs err {worst['abs_err']:.3g}, "
+            f"allowed {worst['allowed']:.3g}); max abs err {leaf['max_abs_err']:.3g}; {tolerance}")
+
+
+def _phase(progress: Callable[[str], None] | None, phase: str) -> Callable[[str], None] | None:
+    """`progress` with each line tagged as `phase` (lines of a lower layer that knows no phases)."""
+    if progress is None:
+        return None
+    return lambda line: progress(line if isinstance(line, Status) else Status(line, phase))
+
+
+def replay_platform(bundle: Bundle, override: str | None = None) -> PlatformChoice:
+    """The platform a replay of `bundle` runs on (see platforms.choose_platform); devices are detected only when
+    the bundle was lowered for an accelerator or --platform names one."""
+    fields = (bundle.manifest.get("function") or {}).get("fields") or {}
+    lowered = [str(p) for p in fields.get("platforms") or ["cpu"]]
+    present = ["cpu"] if lowered == ["cpu"] and override in (None, "cpu") else detect_devices().platforms
+    return choose_platform(lowered, present, override, what=str(bundle.ref))
 
 
 def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("installed",), *,
@@ -118,14 +167,25 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
            profile: bool = True,
            python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
            memory_limit_bytes: int | None = None, store_runs: bool = True,
-           shapes: dict[str, int] | None = None) -> list[dict]:
+           shapes: dict[str, int] | None = None, platform: str | None = None, pin: Pin | None = None,
+           max_time_s: float | None = None) -> list[dict]:
     """Replay `bundle` on each version ("installed" is the host interpreter) and return the run records, in the
     order of `versions`. The versions are timed together, interleaved (see schedule.py); runs measured together
     share `timing.group`, which is what lets the verdict pair their samples.
 
+    Every version runs on one platform: `platform` ("cpu", "cuda", "cuda12", "rocm", "tpu") if given, else the
+    first of the bundle's accelerator platforms this machine has, else the CPU (replay_platform); each run's
+    environment records the platform and device it ran on.
+
     `shapes` ({"b": 16}) runs a shape-polymorphic bundle at other sizes, on synthetic inputs; its outputs are then
-    compared between the versions but not with the reference, which ran at the packed sizes."""
+    compared between the versions but not with the reference, which ran at the packed sizes.
+
+    Without `timing.rounds`, several versions are timed in as many rounds as their verdicts need to settle
+    (budget.py), within `max_time_s`; `pin` runs every worker on the same CPUs and threads (schedule.Pin). Each
+    run's environment keeps the conditions of the measurement (`conditions`: load, CPUs, busy processes, memory,
+    the schedule) and its worker's own (`process`: affinity, threads, thread settings)."""
     m = bundle.manifest
+    first_look = snapshot()
     resized = None
     if shapes:
         from ..worker.synthetic import synthetic_spec
@@ -136,10 +196,17 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
     contenders: list[tuple[int, str, Contender]] = []
     at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((shapes or {}).items()))
 
+    choice = replay_platform(bundle, platform)
+    log.info("%s: replaying on %s (%s)", bundle.ref, choice.platform, choice.reason)
+    on_platform = {} if choice.platform == "cpu" else {"platform": choice.platform, "build": choice.build}
+
     def write_job(folder: Path, round_index: int) -> Path:
-        return build_job(registry, m["function"], resized or m["inputs"]["leaves"], folder, timing=timing,
+        # Later rounds keep only their timings (and profiles): their workers warm up less and skip the package list.
+        later = round_index > 0
+        return build_job(registry, m["function"], resized or m["inputs"]["leaves"], folder,
+                         timing=replace(timing, warmup=min(timing.warmup, LATER_WARMUP)) if later else timing,
                          dump=dump and round_index == 0, profile=profile and round_index < PROFILED_ROUNDS,
-                         lockstep=True)
+                         lockstep=True, platform=choice.platform, brief_environment=later)
 
     for index, requested in enumerate(versions):
         start = time.perf_counter()
@@ -151,25 +218,57 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
                     from .envs import EnvironmentManager
 
                     env_manager = EnvironmentManager(python=python)
-                interpreter = env_manager.ensure(requested, progress=progress).python_executable
+                interpreter = env_manager.ensure(requested, progress=_phase(progress, "environment"),
+                                                 **on_platform).python_executable
             except ReproBundleError as e:
                 runs[index] = _record(bundle, requested, "error", f"no environment for jax {requested}: {e.message}",
                                       duration_s=time.perf_counter() - start)
                 continue
 
         contenders.append((index, requested, Contender(str(index), interpreter, write_job, label=requested)))
+    budget = plan([c.key for _, _, c in contenders], timing.repeat, timing.rounds, max_time_s)
+    rounds = budget.rounds
     if progress and contenders:
-        progress(f"replaying {bundle.ref} on jax " + ", ".join(requested for _, requested, _ in contenders))
-    rounds = rounds_for(len(contenders), timing.repeat, timing.rounds)
+        progress(Status(f"replaying {bundle.ref} on jax " + ", ".join(requested for _, requested, _ in contenders),
+                        "start", 0, rounds))
     group = Registry.new_run_id()
-    with tempfile.TemporaryDirectory(prefix="reprobundle-replay-") as tmp:
-        measured = measure_interleaved([c for _, _, c in contenders], Path(tmp), steps=timing.repeat,
-                                       rounds=rounds, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes,
-                                       progress=progress)
+    with scratch_dir(tempfile.gettempdir(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
+        together = [[c for _, _, c in contenders]]
+        if choice.platform == "tpu" and len(contenders) > 1:
+            # A TPU admits one process at a time: the versions are timed one after another (the verdict then
+            # says they were not timed together).
+            log.info("%s: on a TPU only one process holds the chips, so the versions are timed one after another",
+                     bundle.ref)
+            together = [[c] for c in together[0]]
+        measured = {}
+        before = snapshot()
+        # what other processes did since the replay started (environments, fetching); the load alone if that was short
+        busy = busy_reason(conditions(first_look, before)) if before.monotonic - first_look.monotonic > 0.3 else \
+            busy_reason({"load_before": before.loadavg, "cpus": before.cpus})
+        if busy:
+            log.warning("%s now: timings will be noisier and verdicts need more rounds (the report records it)",
+                        busy.replace("the machine was busy", "the machine is busy").replace(" before the timing", ""))
+        budget.begin()
+        for batch in together:
+            adaptive = budget.adaptive and len(batch) > 1  # a version timed alone (a TPU): the fixed rounds
+            measured.update(measure_interleaved(batch, Path(tmp), steps=budget.steps if adaptive else timing.repeat,
+                                                rounds=rounds if adaptive or not budget.adaptive else
+                                                rounds_for(len(contenders), timing.repeat, timing.rounds),
+                                                timeout_s=timeout_s,
+                                                memory_limit_bytes=memory_limit_bytes, progress=progress,
+                                                more=budget.more if adaptive else None, pin=pin))
+        measured_under = conditions(before, snapshot())
+        measured_under["schedule"] = budget.describe(max((len(x.rounds) for x in measured.values()), default=0))
+        if pin is not None:
+            measured_under["pin"] = {"cpus": list(pin.cpus), "threads": pin.threads}
         for index, requested, contender in contenders:
+            timed_with = group if len(together) == 1 else f"{group}-{contender.key}"
             runs[index] = _measured_run(registry, bundle, requested, measured[contender.key], reference=reference,
-                                        warmup=timing.warmup, group=group, at_sizes=at_sizes)
+                                        warmup=timing.warmup, group=timed_with, at_sizes=at_sizes)
+            runs[index]["environment"]["conditions"] = measured_under
     ordered = [runs[i] for i in range(len(versions))]
+    for run in ordered:
+        run["group"] = group  # every run of this replay, timed or not: what `compare` picks a replay's runs by
     if store_runs:
         for run in ordered:
             registry.put_run(run)

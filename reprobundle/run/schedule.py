@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .execution import WorkerOutcome, WorkerProcess
+from ..logs import Status
+from .execution import WorkerOutcome, WorkerProcess, pinned_env
 
 STEP_TARGET_NS = 50_000_000
 MAX_CALLS_PER_STEP = 512
@@ -30,6 +31,23 @@ DEFAULT_ROUNDS = 8
 DEFAULT_STEPS = 100
 
 JobWriter = Callable[[Path, int], Path]  # (empty work folder, round index) -> job file for a lockstep worker
+# (the measurements so far, rounds done) -> keys of the contenders that must take another round
+MoreRounds = Callable[[dict[str, "Measurement"], int], Sequence[str]]
+
+
+@dataclass(frozen=True)
+class Pin:
+    """Every worker of a measurement on the same CPUs with the same number of threads: steadier timings, at the
+    price of realism (XLA then uses `threads` threads however many CPUs the machine has; a change that shows only
+    with more threads, or only under contention, is not seen). `cpus` is the affinity mask the workers get (set before
+    the worker starts, so XLA sizes its pools to it), `threads` the count every thread setting gets
+    (execution.pinned_env)."""
+
+    cpus: tuple[int, ...]
+    threads: int
+
+    def describe(self) -> str:
+        return f"pinned to CPUs {','.join(map(str, self.cpus))} with {self.threads} thread(s)"
 
 
 @dataclass(frozen=True)
@@ -67,61 +85,88 @@ def calls_per_step(call_ns: int) -> int:
 
 def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps: int, rounds: int,
                         timeout_s: float, memory_limit_bytes: int | None = None,
-                        progress: Callable[[str], None] | None = None) -> dict[str, Measurement]:
+                        progress: Callable[[str], None] | None = None, more: MoreRounds | None = None,
+                        pin: Pin | None = None) -> dict[str, Measurement]:
     """Measure `contenders` in `rounds` rounds of about steps/rounds steps each; never raises for a worker.
 
     A contender that fails in a round (crash, hang, error, incompatible) leaves the later rounds; the others go on.
     Every round's worker gets its own folder under `workdir`; only the first round's is kept.
+    With `more` the budget is adaptive: `rounds` is the most there may be, and after each round `more(measured,
+    rounds done)` names the contenders that take another (a settled one retires; none named: the measurement ends).
+    `pin` runs every worker on the same CPUs with the same thread count (see Pin).
     """
     measured = {c.key: Measurement() for c in contenders}
     steps_per_round = max(1, math.ceil(steps / rounds))
     active = list(contenders)
-    for round_index in range(rounds):
-        if not active:
-            break
-        if progress:
-            progress(f"round {round_index + 1}/{rounds}: timing " + ", ".join(c.label or c.key for c in active))
-        shift = round_index % len(active)
-        order = active[shift:] + active[:shift]
-        live: list[tuple[Contender, WorkerProcess]] = []
-        started: list[tuple[Contender, WorkerProcess]] = []
-        for c in order:
-            folder = workdir / f"contender-{contenders.index(c)}" / f"round-{round_index}"
-            folder.mkdir(parents=True)
-            started.append((c, WorkerProcess(c.python, c.write_job(folder, round_index), timeout_s=timeout_s,
-                                             memory_limit_bytes=memory_limit_bytes, lockstep=True)))
-            # The first round's workers load and compile one at a time, so that their compile times and dumps are
-            # clean; later rounds only time, so their workers start together, which saves most of a start each.
-            if round_index == 0:
-                _get_ready(*started[-1], measured, live, round_index, rounds)
-        if round_index > 0:
-            for c, worker in started:
-                _get_ready(c, worker, measured, live, round_index, rounds)
-        for step in range(steps_per_round):
-            for c, worker in (live if step % 2 == 0 else live[::-1]):
+    say = progress or (lambda _line: None)
+    started: list[tuple[Contender, WorkerProcess]] = []
+    try:
+        for round_index in range(rounds):
+            if not active:
+                break
+            shift = round_index % len(active)
+            order = active[shift:] + active[:shift]
+            live: list[tuple[Contender, WorkerProcess]] = []
+            started = []
+            where = f"round {round_index + 1}/{rounds}"
+            if round_index > 0:
+                say(Status(f"{where}: starting " + ", ".join(c.label or c.key for c in order), "round",
+                           round_index, rounds))
+            for c in order:
+                folder = workdir / f"contender-{contenders.index(c)}" / f"round-{round_index}"
+                folder.mkdir(parents=True)
+                if round_index == 0:
+                    say(Status(f"{where}: loading and compiling on jax {c.label or c.key}", "compile", 0, rounds))
+                started.append((c, WorkerProcess(c.python, c.write_job(folder, round_index), timeout_s=timeout_s,
+                                                 memory_limit_bytes=memory_limit_bytes, lockstep=True,
+                                                 cpus=pin.cpus if pin else None,
+                                                 extra_env=pinned_env(pin.threads) if pin else None)))
+                # The first round's workers load and compile one at a time, so that their compile times and dumps
+                # are clean; later rounds only time, so their workers start together, which saves most of a start.
+                if round_index == 0:
+                    _get_ready(*started[-1], measured, live, round_index, rounds)
+            if round_index > 0:
+                for c, worker in started:
+                    _get_ready(c, worker, measured, live, round_index, rounds)
+            say(Status(f"{where}: timing " + ", ".join(c.label or c.key for c, _ in live), "round", round_index,
+                       rounds))
+            for step in range(steps_per_round):
+                for c, worker in (live if step % 2 == 0 else live[::-1]):
+                    m = measured[c.key]
+                    if m.failed_round is not None:
+                        continue
+                    times = worker.time_calls(m.calls_per_step)
+                    if times is None:
+                        m.failed_round = round_index  # its outcome says why, below
+                        continue
+                    m.samples_ns.extend(times)
+                    m.steps.append(len(times))
+            say(Status(f"{where}: finishing (profiles, outputs)", "profile", round_index, rounds))
+            for c, worker in live:
                 m = measured[c.key]
-                if m.failed_round is not None:
+                outcome = worker.finish()
+                if m.failed_round is not None or outcome.status != "ok":
+                    _fail(m, outcome, round_index, rounds)
                     continue
-                times = worker.time_calls(m.calls_per_step)
-                if times is None:
-                    m.failed_round = round_index  # its outcome says why, below
-                    continue
-                m.samples_ns.extend(times)
-                m.steps.append(len(times))
-        for c, worker in live:
-            m = measured[c.key]
-            outcome = worker.finish()
-            if m.failed_round is not None or outcome.status != "ok":
-                _fail(m, outcome, round_index, rounds)
-                continue
-            m.rounds.append(len(m.steps) - sum(m.rounds))
-            if (outcome.result or {}).get("per_op"):
-                m.per_op_tables.append(outcome.result["per_op"])
-            if round_index == 0:
-                m.outcome = outcome
-            else:
-                shutil.rmtree(outcome.workdir, ignore_errors=True)
-        active = [c for c in active if measured[c.key].failed_round is None]
+                m.rounds.append(len(m.steps) - sum(m.rounds))
+                if (outcome.result or {}).get("per_op"):
+                    m.per_op_tables.append(outcome.result["per_op"])
+                if round_index == 0:
+                    m.outcome = outcome
+                else:
+                    shutil.rmtree(outcome.workdir, ignore_errors=True)
+            started = []
+            active = [c for c in active if measured[c.key].failed_round is None]
+            done = round_index + 1
+            if more is not None and active:
+                keep = set(more(measured, done))
+                active = [c for c in active if c.key in keep]
+    except BaseException:
+        for _, worker in started:  # interrupted (Ctrl-C) or failed here: no worker outlives the host's temp folder
+            worker.kill()
+        raise
+    done = max((len(m.rounds) for m in measured.values()), default=0)
+    say(Status(f"timed {done} round{'s' if done != 1 else ''}", "done", done, done))
     return measured
 
 

@@ -1,8 +1,9 @@
-"""A store on any fsspec filesystem (memory:// here; gcs.py builds on it)."""
+"""A store on any fsspec filesystem (memory:// here)."""
 
 from __future__ import annotations
 
 import threading
+from datetime import UTC, datetime
 from typing import BinaryIO, Iterator
 
 from ..errors import AlreadyExistsError, NotFoundError
@@ -72,5 +73,19 @@ class FsspecStore(Store):
             self.fs.rm_file(self._path(key))
         except FileNotFoundError:
             pass
+
+    def modified(self, key: str) -> float | None:
+        try:
+            return self.fs.modified(self._path(key)).timestamp()
+        except (FileNotFoundError, NotImplementedError, AttributeError):
+            return None
+
+    def touch(self, key: str) -> bool:
+        path = self._path(key)
+        entry = getattr(self.fs, "store", {}).get(path.lstrip("/")) or getattr(self.fs, "store", {}).get(path)
+        if entry is not None and hasattr(entry, "modified"):  # memory://: the file object keeps its time
+            entry.modified = datetime.now(UTC)
+            return True
+        return self.exists(key)
 
 

@@ -1,8 +1,6 @@
-"""Google Cloud Storage stores: gs://bucket/prefix (also gcs://), over gcsfs's JSON-API client.
+"""Google Cloud Storage stores: gs://bucket/prefix (also gcs://), over the GCS JSON API.
 
-gcsfs gives us credentials, the aiohttp session and the upload protocol helpers; the store drives the requests
-itself so that it can promise what the Store contract asks:
-
+What the store promises (the Store contract, and more):
 - `put(create_only=True)` is atomic on the server: the upload carries `ifGenerationMatch=0` and GCS answers 412 if
   the object exists (-> AlreadyExistsError), so of N racing writers exactly one wins. Values up to 32 MiB go as one
   multipart request; larger ones as a resumable upload with the same precondition (checked at finalisation).
@@ -10,13 +8,22 @@ itself so that it can promise what the Store contract asks:
   resumable upload is cancelled, never left half-written.
 - Failures surface as one clear reprobundle error each: NotFoundError (no such key), StoreUnreachableError (no
   such bucket, or the endpoint does not answer), StorePermissionError (401/403, with a hint about credentials).
-- An unreachable endpoint fails fast: gcsfs alone retries for ~33 s; here connection failures stop after
-  REPROBUNDLE_GCS_TIMEOUT seconds (default 5) and other transient errors after REPROBUNDLE_GCS_RETRIES retries.
+- An unreachable endpoint fails fast: connection failures stop after REPROBUNDLE_GCS_TIMEOUT seconds (default 5)
+  and other transient errors after REPROBUNDLE_GCS_RETRIES retries; each retry is logged (gcs_http's logger).
 - A create-only upload whose reply was lost is retried; if the retry meets 412 and the object holds exactly our
   bytes (same MD5), our first attempt landed and the write counts as ours.
 - Values over 8 MiB are streamed as resumable uploads (up to 256 MiB per request, 8 MiB in memory at a time) and
   downloaded as parallel 16 MiB byte ranges written straight into a temp file that is renamed into place.
 - `put_many`, `get_many` and `exists_many` move or check many keys concurrently on one event loop.
+
+How: gcs_http.py makes the requests (one aiohttp session per set of settings, bounded and logged retries, error
+mapping), gcs_upload.py writes objects (multipart, resumable, create-only); this module maps keys to objects and
+failures to reprobundle errors. gcsfs provides only the credentials, through its public API: `GCSFileSystem(token=,
+endpoint_url=).credentials`, which understands every REPROBUNDLE_GCS_TOKEN form below and refreshes tokens.
+gcsfs's own request methods cannot keep the promises above: their retries are fixed (6 tries, back-off up to 32 s,
+no deadline) and hidden from the caller, so neither the bounds nor the lost-reply rule could hold. The official
+google-cloud-storage client could, but is synchronous (threads instead of one event loop for the concurrent
+transfers) and a second HTTP stack; the JSON API calls needed here are few and stable.
 
 Configuration (constructor arguments win over the environment):
   STORAGE_EMULATOR_HOST        endpoint of an emulator (then credentials default to anonymous)
@@ -32,31 +39,23 @@ from __future__ import annotations
 
 import os
 
-# gcsfs >= 2025 asks a gRPC "bucket type" service before operations unless this is off; against an emulator each
-# call then stalls 40-60 s. It is read when gcsfs is imported, so set it before the import below.
+# With this option on (gcsfs >= 2025's default), importing gcsfs loads its gRPC clients and GCSFileSystem becomes the
+# extended class that asks a "bucket type" service first (40-60 s stalls against an emulator). We only take
+# credentials from gcsfs, but the option is read at import, so it is set before the import below.
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import asyncio  # noqa: E402
-import base64  # noqa: E402
-import contextvars  # noqa: E402
-import hashlib  # noqa: E402
 import io  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
 import re  # noqa: E402
 import tempfile  # noqa: E402
 import threading  # noqa: E402
-import time  # noqa: E402
+from datetime import datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import BinaryIO, Callable, Iterable, Iterator  # noqa: E402
 from urllib.parse import quote  # noqa: E402
 
-import aiohttp  # noqa: E402
 import fsspec.asyn  # noqa: E402
 import gcsfs  # noqa: E402
-import gcsfs.core  # noqa: E402
-import gcsfs.retry  # noqa: E402
-import requests.exceptions  # noqa: E402
 
 from ..errors import (  # noqa: E402
     AlreadyExistsError,
@@ -66,8 +65,20 @@ from ..errors import (  # noqa: E402
     StoreUnreachableError,
     UsageError,
 )
-from .base import Capabilities, check_key, unlink_quietly  # noqa: E402
-from .fsspec_store import FsspecStore  # noqa: E402
+from .base import DEFAULT_JOBS, Capabilities, Store, check_key, unlink_quietly  # noqa: E402
+from .gcs_http import (  # noqa: E402
+    CredentialsFailed,
+    GCSClient,
+    GCSNotFound,
+    GCSPreconditionFailed,
+    GCSResponseError,
+    failure_reason,
+    first_line,
+    google_endpoint,
+    is_network_failure,
+    use_client_certificate,
+)
+from .gcs_upload import ResumableUpload, md5_b64, md5_b64_file, upload_single  # noqa: E402
 
 ENV_TOKEN = "REPROBUNDLE_GCS_TOKEN"
 ENV_TIMEOUT = "REPROBUNDLE_GCS_TIMEOUT"
@@ -83,97 +94,19 @@ DEFAULT_CONCURRENCY = 16
 GCS_ENDPOINT = "https://storage.googleapis.com"
 GCS_CONSOLE = "https://console.cloud.google.com/storage/browser"
 MiB = 1 << 20
+# Read when each transfer starts (tests shrink them to exercise the resumable and ranged paths on small values).
 SIMPLE_UPLOAD_MAX = 8 * MiB  # one multipart request up to this size; resumable above
 CREATE_ONLY_SIMPLE_MAX = 32 * MiB  # create-only writes stay single-request (one precondition check) up to this
 UPLOAD_CHUNK = 256 * MiB  # bytes per resumable request (streamed); a multiple of 256 KiB
 STREAM_BLOCK = 8 * MiB  # what one resumable upload holds in memory at a time
 DOWNLOAD_CHUNK = 16 * MiB  # byte range per GET for large values
 RANGES_PER_FILE = 8  # parallel ranges of one large download
-BACKOFF_FIRST = 0.5
-BACKOFF_MAX = 8.0
-CONTENT_TYPE = "application/octet-stream"
 TOKEN_KEYWORDS = ("google_default", "anon", "cloud", "cache", "browser")
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 _PREFIX_PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+=~-]{0,199}$")
 
 Progress = Callable[[int], None]
-
-# Set per operation by create-only writes: each re-sent request is appended to it, so a 412 that answers a *retry*
-# can be told apart (our first attempt may have created the object before its reply was lost).
-_RETRY_LOG: contextvars.ContextVar[list | None] = contextvars.ContextVar("reprobundle_gcs_retry_log", default=None)
-
-
-# -- the gcsfs filesystem with bounded retries ------------------------------------------------------------------
-
-if os.environ.get("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "").lower() in ("true", "1"):
-    _GCSFS_BASE = gcsfs.GCSFileSystem  # the user opted into zonal/HNS support: keep gcsfs's extended class
-else:
-    _GCSFS_BASE = gcsfs.core.GCSFileSystem  # plain JSON API even if gcsfs was imported earlier with it on
-
-# gcsfs wraps _request in a fixed 6-try retry loop (~33 s of back-off); we call the undecorated function and retry
-# ourselves, within bounds. (The fallback is the same few lines, should a gcsfs release drop `__wrapped__`.)
-# `allow_redirects=False` is for resumable uploads: GCS answers 308 ("resume incomplete", no Location) to each
-# partial request, which aiohttp would otherwise treat as a redirect.
-async def _raw_request_copy(
-    fs, method, path, *args, headers=None, json=None, data=None, allow_redirects=True, **kwargs
-):
-    await fs._set_session()
-    if hasattr(data, "seek"):
-        data.seek(0)
-    async with fs.session.request(
-        method=method, url=fs._format_path(path, args), params=fs._get_params(kwargs), json=json,
-        headers=fs._get_headers(headers), data=data, timeout=fs.requests_timeout, allow_redirects=allow_redirects,
-    ) as r:
-        status, headers, info, contents = r.status, r.headers, r.request_info, await r.read()
-        gcsfs.retry.validate_response(status, contents, path, args)
-        return status, headers, info, contents
-
-
-_RAW_REQUEST = getattr(gcsfs.core.GCSFileSystem._request, "__wrapped__", None) or _raw_request_copy
-
-
-def _is_connect_error(e: BaseException) -> bool:
-    """The TCP connection (or DNS lookup) could not be made at all."""
-    return isinstance(e, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError))
-
-
-def _is_transient(e: BaseException, attempt: int) -> bool:
-    if isinstance(e, gcsfs.retry.HttpError):
-        if e.code == 401:  # an access token that expired in flight; gcsfs refreshes it before the next try
-            return attempt == 0 and "Invalid Credentials" in str(e.message)
-        return e.code in (408, 429, 500, 502, 503, 504)
-    if isinstance(e, gcsfs.retry.NonRetryableError):
-        return False
-    return isinstance(e, (aiohttp.ClientError, asyncio.TimeoutError, requests.exceptions.ProxyError))
-
-
-class _BoundedGCSFileSystem(_GCSFS_BASE):
-    """gcsfs with our retry policy: exponential back-off with jitter, at most `retries` retries, and connection
-    failures given up after `connect_deadline` seconds in all."""
-
-    def __init__(self, *args, retries: int = DEFAULT_RETRIES, connect_deadline: float = DEFAULT_TIMEOUT, **kwargs):
-        self.rb_retries = retries
-        self.rb_connect_deadline = connect_deadline
-        super().__init__(*args, **kwargs)
-
-    async def _request(self, method, path, *args, **kwargs):
-        started = time.monotonic()
-        attempt = 0
-        while True:
-            try:
-                return await _RAW_REQUEST(self, method, path, *args, **kwargs)
-            except Exception as e:
-                if attempt >= self.rb_retries or not _is_transient(e, attempt):
-                    raise
-                delay = min(BACKOFF_FIRST * 2**attempt, BACKOFF_MAX) * random.uniform(0.5, 1.0)
-                if _is_connect_error(e) and time.monotonic() - started + delay > self.rb_connect_deadline:
-                    raise
-                log = _RETRY_LOG.get()
-                if log is not None:
-                    log.append(e)
-                attempt += 1
-                await asyncio.sleep(delay)
 
 
 # -- configuration ----------------------------------------------------------------------------------------------
@@ -217,41 +150,42 @@ def parse_gcs_url(url: str) -> tuple[str, str]:
     return bucket, prefix
 
 
-def _first_line(text: object, limit: int = 200) -> str:
-    s = str(text).strip().splitlines()
-    s = s[0] if s else ""
-    return s if len(s) <= limit else s[: limit - 3] + "..."
+# Stores with the same settings share one client: one credentials lookup (it may take seconds) and one connection
+# pool per process. Keyed by process too: after a fork the child makes its own.
+_CLIENTS: dict[tuple, GCSClient] = {}
+_CLIENTS_LOCK = threading.Lock()
 
 
-def _persisted_bytes(headers) -> int:
-    """Bytes a resumable session holds, from a 308's Range header ('bytes=0-N'); 0 without one."""
-    rng = headers.get("Range") or headers.get("range") or ""
-    try:
-        return int(rng.rsplit("-", 1)[1]) + 1 if "-" in rng else 0
-    except ValueError:
-        return 0
-
-
-def _md5_b64(data) -> str:
-    return base64.b64encode(hashlib.md5(data).digest()).decode()
-
-
-def _md5_b64_file(path: str | Path) -> str:
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(8 * MiB), b""):
-            h.update(block)
-    return base64.b64encode(h.digest()).decode()
+def _shared_client(endpoint: str | None, token: str, timeout: float, read_timeout: float,
+                   retries: int) -> GCSClient:
+    key = (os.getpid(), endpoint, token, timeout, read_timeout, retries)
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            # gcsfs's public credentials object: `apply(headers)` adds the Authorization header, refreshing the
+            # token when due ('anon': adds nothing).
+            credentials = gcsfs.GCSFileSystem(token=token, endpoint_url=endpoint).credentials
+            certificate = endpoint is None and use_client_certificate()
+            client = GCSClient(endpoint or google_endpoint(certificate), credentials, connect_timeout=timeout,
+                               read_timeout=read_timeout, retries=retries, client_certificate=certificate)
+            _CLIENTS[key] = client
+        return client
 
 
 class _NotFound(Exception):
     """Internal: the object (or the bucket) is missing; translated by the caller's guard."""
 
 
+class _KeyNotFound(_NotFound):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
 # -- the store --------------------------------------------------------------------------------------------------
 
 
-class GCSStore(FsspecStore):
+class GCSStore(Store):
     """A bucket (and optional prefix) of Google Cloud Storage. See the module docstring for the guarantees."""
 
     capabilities = Capabilities(shareable=True)
@@ -277,8 +211,7 @@ class GCSStore(FsspecStore):
         concurrency: int | None = None,
     ) -> None:
         self.bucket, self.prefix = parse_gcs_url(str(url))
-        super().__init__(None, f"{self.bucket}/{self.prefix}" if self.prefix else self.bucket,
-                         f"gs://{self.bucket}/{self.prefix}" if self.prefix else f"gs://{self.bucket}")
+        self.url = f"gs://{self.bucket}/{self.prefix}" if self.prefix else f"gs://{self.bucket}"
         self._name_prefix = f"{self.prefix}/" if self.prefix else ""
         self._endpoint = (endpoint.rstrip("/") if endpoint else None) or _emulator_endpoint()
         self.endpoint = self._endpoint or GCS_ENDPOINT
@@ -291,24 +224,18 @@ class GCSStore(FsspecStore):
         if concurrency is None:
             concurrency = _env_number(ENV_CONCURRENCY, DEFAULT_CONCURRENCY, int, 1)
         self.concurrency = max(1, int(concurrency))
-        self._fs_lock = threading.Lock()
+        self._client: GCSClient | None = None
         self._bucket_seen = False  # set once the bucket answered; then a 404 can only mean "no such object"
 
-    # The filesystem (and with it the credentials lookup, which may take seconds) is made on first use, so that
+    # The client (and with it the credentials lookup, which may take seconds) is made on first use, so that
     # open_store() stays cheap and offline.
     @property
-    def fs(self):
-        if self._fs is None:
-            with self._fs_lock:
-                if self._fs is None:
-                    self._fs = self._make_fs()
-        return self._fs
+    def client(self) -> GCSClient:
+        if self._client is None:
+            self._client = self._make_client()
+        return self._client
 
-    @fs.setter
-    def fs(self, value) -> None:
-        self._fs = value
-
-    def _make_fs(self):
+    def _make_client(self) -> GCSClient:
         token = self.token
         if isinstance(token, str) and token not in TOKEN_KEYWORDS:
             if not Path(token).expanduser().is_file():
@@ -318,19 +245,10 @@ class GCSStore(FsspecStore):
                 )
             token = str(Path(token).expanduser())
         try:
-            return _BoundedGCSFileSystem(
-                token=token,
-                endpoint_url=self._endpoint,
-                requests_timeout=aiohttp.ClientTimeout(
-                    total=None, sock_connect=self.timeout, sock_read=self.read_timeout
-                ),
-                use_listings_cache=False,
-                retries=self.retries,
-                connect_deadline=self.timeout,
-            )
+            return _shared_client(self._endpoint, token, self.timeout, self.read_timeout, self.retries)
         except Exception as e:  # google.auth.exceptions.*, ValueError from gcsfs's credential loading
             raise StorePermissionError(
-                f"no usable Google credentials for {self.url}: {_first_line(e)}",
+                f"no usable Google credentials for {self.url}: {first_line(e)}",
                 hint=self._credentials_hint(),
             ) from e
 
@@ -346,8 +264,7 @@ class GCSStore(FsspecStore):
         return self._name_prefix + check_key(key)
 
     def _media_url(self, name: str) -> str:
-        q = gcsfs.core.quote
-        return f"{self.fs._location}/download/storage/v1/b/{q(self.bucket)}/o/{q(name)}"
+        return self.client.media_url(self.bucket, name)
 
     def _credentials_hint(self) -> str:
         return (
@@ -357,9 +274,9 @@ class GCSStore(FsspecStore):
         )
 
     def _run(self, coro_fn, *args, key: str | None = None):
-        """Run an async operation on gcsfs's I/O loop and translate its failures."""
-        fs = self.fs
-        return fsspec.asyn.sync(fs.loop, self._guard, coro_fn(*args), key)
+        """Run an async operation on fsspec's I/O loop (one thread shared by all stores) and translate failures."""
+        self.client  # noqa: B018  (credentials first: their failure is a StorePermissionError, raised here)
+        return fsspec.asyn.sync(fsspec.asyn.get_loop(), self._guard, coro_fn(*args), key)
 
     async def _guard(self, coro, key: str | None):
         try:
@@ -373,50 +290,33 @@ class GCSStore(FsspecStore):
             raise err from e
 
     async def _translate(self, e: BaseException, key: str | None):
-        """A reprobundle error for a failure of gcsfs/aiohttp, or None to let it through (local I/O errors...)."""
+        """A reprobundle error for a failed request, or None to let it through (local I/O errors...)."""
         what = f"{key} in {self.url}" if key else self.url
-        if isinstance(e, (aiohttp.ClientError, asyncio.TimeoutError, requests.exceptions.RequestException)) or (
-            isinstance(e, gcsfs.retry.HttpError) and e.code in (408, 429, 500, 502, 503, 504)
-        ):
+        if is_network_failure(e):
             return self._unreachable(e)
-        if isinstance(e, _NotFound) or (isinstance(e, FileNotFoundError) and e.errno is None):
+        if isinstance(e, (_NotFound, GCSNotFound)):
             missing = await self._bucket_missing_error()
             key = getattr(e, "key", None) or key
             return missing or NotFoundError(f"{key} not found in {self.url}" if key else f"{self.url} not found")
-        if isinstance(e, FileExistsError) and e.errno is None:
+        if isinstance(e, GCSPreconditionFailed):
             return AlreadyExistsError(f"{key} already exists in {self.url}")
-        code = getattr(e, "code", None)
-        if (isinstance(e, OSError) and e.errno is None and str(e).startswith("Forbidden")) or code in (401, 403):
-            detail = str(e).split("\n", 1)[1] if "\n" in str(e) else str(getattr(e, "message", e))
+        if isinstance(e, GCSResponseError) and e.status in (401, 403):
             return StorePermissionError(
-                f"permission denied for {what} (HTTP {code or 403}: {_first_line(detail, 120)})",
+                f"permission denied for {what} (HTTP {e.status}: {first_line(e.message, 120)})",
                 hint=self._credentials_hint(),
             )
-        if isinstance(e, gcsfs.retry.NonRetryableError) or type(e).__module__.startswith("google.auth"):
+        if isinstance(e, CredentialsFailed) or type(e).__module__.startswith("google.auth"):
             return StorePermissionError(
-                f"Google credentials failed for {what}: {_first_line(e, 160)}", hint=self._credentials_hint()
+                f"Google credentials failed for {what}: {first_line(e, 160)}", hint=self._credentials_hint()
             )
-        if isinstance(e, gcsfs.retry.HttpError):
-            return StoreError(f"GCS error for {what}: HTTP {code}: {_first_line(e.message, 160)}")
-        if isinstance(e, ValueError) and str(e).startswith(("Bad Request", "Bucket is requester pays")):
-            return StoreError(f"GCS rejected a request for {what}: {_first_line(str(e).replace(chr(10), ' '), 200)}")
+        if isinstance(e, GCSResponseError) and e.status == 400:  # a bad request or, say, a requester-pays bucket
+            return StoreError(f"GCS rejected a request for {what}: HTTP 400: {first_line(e.message, 200)}")
+        if isinstance(e, GCSResponseError):
+            return StoreError(f"GCS error for {what}: HTTP {e.status}: {first_line(e.message, 160)}")
         return None
 
     def _unreachable(self, e: BaseException) -> StoreUnreachableError:
-        if isinstance(e, gcsfs.retry.HttpError):
-            reason = f"HTTP {e.code} after {self.retries} retries"
-        elif isinstance(e, aiohttp.ConnectionTimeoutError):
-            reason = f"no connection within {self.timeout:g}s"
-        elif isinstance(e, asyncio.TimeoutError):
-            reason = f"no answer within {self.read_timeout:g}s"
-        elif isinstance(e, getattr(aiohttp, "ClientConnectorDNSError", ())):
-            reason = f"cannot resolve host {getattr(e, 'host', '')}"
-        elif isinstance(e, aiohttp.ClientConnectorError):
-            os_error = getattr(e, "os_error", None)
-            reason = "connection refused" if isinstance(os_error, ConnectionRefusedError) else (
-                f"cannot connect ({_first_line(getattr(os_error, 'strerror', None) or os_error or e, 120)})")
-        else:
-            reason = _first_line(e, 160) or type(e).__name__
+        reason = failure_reason(e, retries=self.retries, connect_timeout=self.timeout, read_timeout=self.read_timeout)
         hint = f"check the network and the URL; {ENV_TIMEOUT} and {ENV_RETRIES} set how long to keep trying"
         if self._endpoint:
             source = "STORAGE_EMULATOR_HOST" if self._endpoint == _emulator_endpoint() else "endpoint="
@@ -430,8 +330,8 @@ class GCSStore(FsspecStore):
             return None
         try:
             # objects.list is what a reader can always do; buckets.get needs more than object roles give
-            await self.fs._call("GET", "b/{}/o", self.bucket, maxResults=1, fields="kind", json_out=True)
-        except FileNotFoundError:
+            await self.client.get_json(self.client.objects_url(self.bucket), {"maxResults": 1, "fields": "kind"})
+        except GCSNotFound:
             return StoreUnreachableError(
                 f"GCS bucket {self.bucket!r} does not exist (at {self.endpoint})",
                 hint=f"check the store URL {self.url}, or create it: gcloud storage buckets create gs://{self.bucket}",
@@ -443,24 +343,12 @@ class GCSStore(FsspecStore):
 
     # -- async primitives --------------------------------------------------------------------------------------
     async def _ametadata(self, name: str, fields: str = "name,size,generation,md5Hash") -> dict:
-        return await self.fs._call("GET", "b/{}/o/{}", self.bucket, name, fields=fields, json_out=True)
+        return await self.client.get_json(self.client.object_url(self.bucket, name), {"fields": fields})
 
     async def _aupload_bytes(self, name: str, data, create_only: bool, progress: Progress | None = None) -> None:
         size = data.nbytes if isinstance(data, memoryview) else len(data)
-        limit = CREATE_ONLY_SIMPLE_MAX if create_only else SIMPLE_UPLOAD_MAX
-        if size <= limit:
-            log = [] if create_only else None
-            token = _RETRY_LOG.set(log)
-            try:
-                await gcsfs.core.simple_upload(
-                    self.fs, self.bucket, name, bytes(data) if isinstance(data, memoryview) else data,
-                    content_type=CONTENT_TYPE, mode="create" if create_only else "overwrite",
-                )
-            except FileExistsError:
-                if not (log and await self._holds(name, lambda: _md5_b64(data))):
-                    raise
-            finally:
-                _RETRY_LOG.reset(token)
+        if size <= (CREATE_ONLY_SIMPLE_MAX if create_only else SIMPLE_UPLOAD_MAX):
+            await upload_single(self.client, self.bucket, name, data, create_only=create_only)
             if progress:
                 progress(size)
             return
@@ -469,7 +357,7 @@ class GCSStore(FsspecStore):
         async def read_at(pos: int, n: int):
             return view[pos: pos + n]
 
-        await self._aresumable(name, size, read_at, create_only, lambda: _md5_b64(view), progress)
+        await self._aresumable(name, size, read_at, create_only, lambda: md5_b64(view), progress)
 
     async def _aupload_file(self, name: str, path: str, create_only: bool, progress: Progress | None = None) -> None:
         size = os.path.getsize(path)
@@ -486,137 +374,30 @@ class GCSStore(FsspecStore):
                     raise StoreError(f"{path} changed size while it was being uploaded to {self.url}")
                 return block
 
-            await self._aresumable(name, size, read_at, create_only, lambda: _md5_b64_file(path), progress)
+            await self._aresumable(name, size, read_at, create_only, lambda: md5_b64_file(path), progress)
         finally:
             os.close(fd)
 
     async def _aresumable(self, name, size, read_at, create_only, md5_fn, progress) -> None:
-        """A resumable upload, streamed: each request carries up to UPLOAD_CHUNK bytes read STREAM_BLOCK at a time
-        (so memory stays small); after a failure it goes on from the last offset the server confirmed.
-        The object appears only when the last byte is in; on failure the session is cancelled."""
-        fs = self.fs
-        if create_only:
-            # GCS checks the precondition when the upload is finalised; asking first also saves sending the bytes,
-            # and covers emulators that check it only on single-request uploads.
-            try:
-                await self._ametadata(name, "name")
-                raise FileExistsError(name)
-            except FileNotFoundError:
-                pass
-        log = [] if create_only else None
-        token = _RETRY_LOG.set(log)
-        location = None
-        reported = 0
-
-        def sent_up_to(pos: int) -> None:
-            # Each byte is counted once, even when a retry sends it again, and the last one only once the server
-            # has stored the object: progress reaching the total means "done".
-            nonlocal reported
-            if progress and pos > reported:
-                progress(pos - reported)
-                reported = pos
-
-        local_errors: list[BaseException] = []  # raised inside the body (reading the file, progress callback)
-
-        async def body(start: int, end: int):
-            pos = start
-            try:
-                while pos < end:
-                    block = await read_at(pos, min(STREAM_BLOCK, end - pos))
-                    yield block  # resumed once aiohttp has handed the block to the socket
-                    pos += len(block)
-                    sent_up_to(min(pos, size - 1))
-            except GeneratorExit:
-                raise
-            except BaseException as e:  # aiohttp would report it as a connection error; keep it as it is
-                local_errors.append(e)
-                raise
-
-        try:
-            location = await gcsfs.core.initiate_upload(
-                fs, self.bucket, name, CONTENT_TYPE, mode="create" if create_only else "overwrite"
-            )
-            offset, failures, ask = 0, 0, False
-            while True:
-                end = min(offset + UPLOAD_CHUNK, size)
-                local_errors.clear()
-                try:
-                    if ask:  # how much does the server hold? (an empty request with 'bytes */total')
-                        status, headers, _, content = await _raw_request_copy(
-                            fs, "POST", location, allow_redirects=False,
-                            headers={"Content-Range": f"bytes */{size}", "Content-Length": "0"},
-                        )
-                    else:
-                        status, headers, _, content = await _raw_request_copy(
-                            fs, "POST", location, data=body(offset, end), allow_redirects=False,
-                            headers={"Content-Range": f"bytes {offset}-{end - 1}/{size}",
-                                     "Content-Length": str(end - offset), "Content-Type": CONTENT_TYPE},
-                        )
-                except Exception as e:
-                    if local_errors:
-                        raise local_errors[0] from None
-                    if failures >= self.retries or not _is_transient(e, 1):
-                        raise
-                    failures += 1
-                    if log is not None:
-                        log.append(e)
-                    await asyncio.sleep(min(BACKOFF_FIRST * 2 ** (failures - 1), BACKOFF_MAX) * random.uniform(0.5, 1))
-                    # On GCS, ask where to go on from, as Google's clients do. An emulator (fake-gcs-server)
-                    # finalises the object on that question, so there send the range again from the last
-                    # confirmed offset (what gcsfs does on GCS too).
-                    ask = self._endpoint is None
-                    continue
-                ask = False
-                if status in (200, 201):
-                    out = json.loads(content) if content else {}
-                    if int(out.get("size", size)) != size:
-                        raise StoreError(f"{name}: GCS stored {out.get('size')} bytes of {size}")
-                    sent_up_to(size)
-                    return
-                if status != 308:
-                    raise StoreError(f"unexpected HTTP {status} during a resumable upload of {name} to {self.url}")
-                persisted = _persisted_bytes(headers)
-                if persisted > offset:
-                    failures = 0
-                else:  # the server took nothing: do not loop forever
-                    failures += 1
-                    if failures > self.retries:
-                        raise StoreError(f"GCS accepted no bytes of {name} at offset {offset}; giving up")
-                offset = persisted
-        except FileExistsError:
-            if not (log and await self._holds(name, md5_fn)):
-                raise
-        except BaseException:
-            if location is not None:
-                try:  # cancel the session so nothing is left behind (GCS would expire it after a week anyway)
-                    await fs._call("DELETE", location.replace("&ifGenerationMatch=0", ""))
-                except Exception:
-                    pass
-            raise
-        finally:
-            _RETRY_LOG.reset(token)
-
-    async def _holds(self, name: str, md5_fn) -> bool:
-        """After a 412 answered a retried create-only upload: does the object hold our bytes (our first attempt
-        landed but its reply was lost)?"""
-        try:
-            meta = await self._ametadata(name, "md5Hash")
-        except Exception:
-            return False
-        md5 = meta.get("md5Hash")
-        return bool(md5) and md5 == await asyncio.to_thread(md5_fn)
+        upload = ResumableUpload(
+            self.client, self.bucket, name, size, read_at, create_only=create_only, md5=md5_fn, progress=progress,
+            chunk=UPLOAD_CHUNK, block=STREAM_BLOCK, destination=self.url,
+            # On GCS, ask where to go on from after a failure, as Google's clients do. An emulator
+            # (fake-gcs-server) finalises the object on that question, so there resend from the last confirmed
+            # offset instead (what gcsfs does on GCS too).
+            ask_offset=self._endpoint is None,
+        )
+        await upload.run()
 
     async def _aget_range(self, url: str, start: int, end: int, generation: str | None):
         """(status, headers, body) of GET bytes [start, end) of an object; a 416 (empty object) gives b''."""
-        params = {"alt": "media"}
-        if generation:
-            params["generation"] = generation
         try:
-            status, headers, _, body = await self.fs._request(
-                "GET", url, headers={"Range": f"bytes={start}-{end - 1}"}, **params
+            status, headers, body = await self.client.request(
+                "GET", url, params={"alt": "media", "generation": generation},
+                headers={"Range": f"bytes={start}-{end - 1}"},
             )
-        except gcsfs.retry.HttpError as e:
-            if e.code == 416 and start == 0:
+        except GCSResponseError as e:
+            if e.status == 416 and start == 0:
                 return 416, {}, b""
             raise
         return status, headers, body
@@ -636,7 +417,7 @@ class GCSStore(FsspecStore):
         total = self._total_size(status, headers, body)
         if total <= len(body):
             return body
-        generation = headers.get("X-Goog-Generation") or headers.get("x-goog-generation")
+        generation = headers.get("X-Goog-Generation")
         sem = asyncio.Semaphore(RANGES_PER_FILE)
 
         async def piece(off):
@@ -661,7 +442,7 @@ class GCSStore(FsspecStore):
         async with requests:
             status, headers, first = await self._aget_range(url, 0, DOWNLOAD_CHUNK, None)
         total = self._total_size(status, headers, first)
-        generation = headers.get("X-Goog-Generation") or headers.get("x-goog-generation")
+        generation = headers.get("X-Goog-Generation")
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
         try:
             if total > len(first):
@@ -697,7 +478,7 @@ class GCSStore(FsspecStore):
         try:
             await self._ametadata(self._name(key), "name")
             return True
-        except FileNotFoundError:
+        except GCSNotFound:
             missing = await self._bucket_missing_error()
             if missing:
                 raise missing from None
@@ -707,10 +488,10 @@ class GCSStore(FsspecStore):
         names: list[str] = []
         page_token = None
         while True:
-            out = await self.fs._call(
-                "GET", "b/{}/o", self.bucket, prefix=prefix or None, delimiter=delimiter, maxResults=1000,
-                pageToken=page_token, fields="items(name),nextPageToken", json_out=True,
-            )
+            out = await self.client.get_json(self.client.objects_url(self.bucket), {
+                "prefix": prefix or None, "delimiter": delimiter, "maxResults": 1000, "pageToken": page_token,
+                "fields": "items(name),nextPageToken",
+            })
             names.extend(item["name"] for item in out.get("items", ()))
             page_token = out.get("nextPageToken")
             if not page_token:
@@ -720,7 +501,7 @@ class GCSStore(FsspecStore):
         base = self._name_prefix + (check_key(prefix) + "/" if prefix else "")
         try:
             names = await self._alist_names(base)
-        except FileNotFoundError:
+        except GCSNotFound:
             raise _NotFound() from None
         self._bucket_seen = True
         keys = []
@@ -735,8 +516,8 @@ class GCSStore(FsspecStore):
 
     async def _adelete(self, key: str) -> None:
         try:
-            await self.fs._call("DELETE", "b/{}/o/{}", self.bucket, self._name(key))
-        except FileNotFoundError:
+            await self.client.request("DELETE", self.client.object_url(self.bucket, self._name(key)))
+        except GCSNotFound:
             pass
 
     # -- the Store contract ------------------------------------------------------------------------------------
@@ -773,13 +554,22 @@ class GCSStore(FsspecStore):
         self.check_writable()
         self._run(self._adelete, key, key=key)
 
+    def modified(self, key: str) -> float | None:
+        """When the object was last written or its metadata changed (its `updated` time); None if it is missing."""
+        try:
+            meta = self._run(self._ametadata, self._name(key), "updated", key=key)
+        except NotFoundError:
+            return None
+        return _timestamp(meta.get("updated"))
+
     def open_read(self, key: str) -> BinaryIO:
         meta = self._run(self._ametadata, self._name(key), "size,generation", key=key)
         raw = _RangeReader(self, key, int(meta["size"]), meta.get("generation"))
         return io.BufferedReader(raw, buffer_size=DOWNLOAD_CHUNK)
 
     # -- batch transfers ---------------------------------------------------------------------------------------
-    def put_many(self, items: Iterable[tuple[str, str | Path]], *, progress: Progress | None = None) -> None:
+    def put_many(self, items: Iterable[tuple[str, str | Path]], *, progress: Progress | None = None,
+                 jobs: int = DEFAULT_JOBS) -> None:
         """Upload local files: [(key, local_path), ...], up to `concurrency` at a time.
 
         Overwrites (skipping existing keys is the caller's choice: see `exists_many`). Each object is atomic; on the
@@ -804,7 +594,8 @@ class GCSStore(FsspecStore):
 
         await _gather_or_cancel([one(n, p) for n, p in pairs])
 
-    def get_many(self, items: Iterable[tuple[str, str | Path]], *, progress: Progress | None = None) -> None:
+    def get_many(self, items: Iterable[tuple[str, str | Path]], *, progress: Progress | None = None,
+                 jobs: int = DEFAULT_JOBS) -> None:
         """Download [(key, local_path), ...] concurrently; each destination appears whole (temp file + rename) or
         not at all. Large objects come as parallel byte ranges. NotFoundError names the first missing key."""
         pairs = [(check_key(k), Path(p)) for k, p in items]
@@ -817,14 +608,12 @@ class GCSStore(FsspecStore):
         async def one(key, path):
             try:
                 await self._adownload(key, path, progress, requests)
-            except FileNotFoundError as e:
-                if e.errno is None:
-                    raise _KeyNotFound(key) from None
-                raise
+            except GCSNotFound:
+                raise _KeyNotFound(key) from None
 
         await _gather_or_cancel([one(k, p) for k, p in pairs])
 
-    def exists_many(self, keys: Iterable[str]) -> set[str]:
+    def exists_many(self, keys: Iterable[str], *, jobs: int = DEFAULT_JOBS) -> set[str]:
         """The subset of `keys` present in the store. Keys are checked with concurrent metadata requests, except
         where many share a folder: that folder is listed once instead (one request per 1000 names)."""
         keys = {check_key(k) for k in keys}
@@ -844,7 +633,7 @@ class GCSStore(FsspecStore):
             async with sem:
                 try:
                     names = await self._alist_names(base, delimiter="/")
-                except FileNotFoundError:
+                except GCSNotFound:
                     raise _NotFound() from None
             present = {n[len(self._name_prefix):] for n in names}
             found.update(k for k in members if k in present)
@@ -864,12 +653,6 @@ class GCSStore(FsspecStore):
         return found
 
 
-class _KeyNotFound(_NotFound):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
 async def _gather_or_cancel(coros) -> list:
     """Run concurrently; on the first failure cancel the others and raise it."""
     tasks = [asyncio.ensure_future(c) for c in coros]
@@ -880,6 +663,18 @@ async def _gather_or_cancel(coros) -> list:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def _timestamp(rfc3339: str | None) -> float | None:
+    """Seconds since the epoch of a JSON-API time ('2024-05-01T12:00:00.123Z'; servers may give 9 fractional
+    digits, which datetime does not read)."""
+    if not rfc3339:
+        return None
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", rfc3339.strip())
+    if not m:
+        return None
+    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
+    return datetime.fromisoformat(f"{m.group(1)}.{(m.group(2) or '0')[:6].ljust(6, '0')}{zone}").timestamp()
 
 
 def _rebuild_gcs_store(url: str, kwargs: dict) -> GCSStore:
@@ -909,11 +704,18 @@ class _RangeReader(io.RawIOBase):
         return self._pos
 
     def readinto(self, b) -> int:
-        n = min(len(b), self._size - self._pos)
+        body = self._read(min(len(b), self._size - self._pos))
+        b[: len(body)] = body
+        return len(body)
+
+    def readall(self) -> bytes:
+        # RawIOBase's would read the rest 8 KiB (one request) at a time; read(-1) on the buffered reader lands here.
+        return self._read(self._size - self._pos)
+
+    def _read(self, n: int) -> bytes:
         if n <= 0:
-            return 0
+            return b""
         body = self._store._run(self._store._range_body, self._url, self._pos, self._pos + n, self._generation,
                                 key=self._key)
-        b[: len(body)] = body
         self._pos += len(body)
-        return len(body)
+        return body

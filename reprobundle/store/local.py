@@ -1,11 +1,19 @@
-"""A store in a local folder."""
+"""A store in a local folder.
+
+A folder may come from someone else (an unpacked archive, a shared drive), so reading treats what it finds as
+hostile: a value is read only from a regular file whose real location is inside the store (a symbolic link out of
+it, a FIFO, a device or a socket is refused with a StoreError naming the key, before a byte is read, and a FIFO is
+opened without waiting for a writer); records are read with `get_bounded`, which refuses a file larger than its
+limit from its size and reads no more than the limit anyway. Files are written with the umask's mode, as `open`
+creates them, so a store shared by a group stays readable to it.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
-import tempfile
-import time
+import stat
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -13,9 +21,30 @@ from ..errors import (
     AlreadyExistsError,
     NotFoundError,
     StoreError,
+    StorePermissionError,
     StoreUnreachableError,
+    UsageError,
 )
-from .base import COPY_CHUNK, Capabilities, Store, check_key, unlink_quietly
+from .base import (
+    COPY_CHUNK,
+    Capabilities,
+    Lease,
+    Store,
+    check_key,
+    make_temp_file,
+    read_at_most,
+    too_large,
+    unlink_quietly,
+)
+from .scratch import STALE_TEMP_S, FileLease, gate, leased_keys, sweep
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 class LocalStore(Store):
@@ -25,36 +54,119 @@ class LocalStore(Store):
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser().absolute()
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"the store {self.root} is a file, not a folder",
+                             hint="a store is a folder; a single-file bundle is a .zip (its name ends in .zip)")
         self.url = str(self.root)
         self._tmp = self.root / ".tmp"
+        self._real_root: str | None = None
 
     def _path(self, key: str) -> Path:
         return self.root / check_key(key)
 
+    # -------------------------------------------------------------------------------------------- reading
+    def _root_real(self) -> str:
+        if self._real_root is None:
+            real = os.path.realpath(self.root)
+            if os.path.isdir(real):
+                self._real_root = real  # fixed once the folder exists
+            return real
+        return self._real_root
+
+    def _refuse(self, key: str, what: str) -> StoreError:
+        return StoreError(f"{key} in {self.url} is {what}; reprobundle reads only regular files inside the store",
+                          hint="the store holds something reprobundle did not write there; remove it")
+
+    def _check_inside(self, key: str, path: Path) -> None:
+        real = os.path.realpath(path)
+        root = self._root_real()
+        if not real.startswith(root.rstrip(os.sep) + os.sep):
+            raise self._refuse(key, "a symbolic link out of the store")
+
+    def _open(self, key: str) -> tuple[int, os.stat_result]:
+        """A descriptor of the value's regular file inside the store, and its stat."""
+        path = self._path(key)
+        try:
+            # O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (and is refused below).
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFoundError(f"{key} not found in {self.url}") from None
+        except PermissionError:
+            raise StorePermissionError(f"cannot read {key} in {self.url}: permission denied",
+                                       hint="ask the store's owner to make it readable to you") from None
+        except OSError as e:  # a symlink loop, a socket...
+            raise StoreError(f"cannot read {key} in {self.url}: {e.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):  # a folder at the key: no value under it
+                raise NotFoundError(f"{key} not found in {self.url}")
+            if not stat.S_ISREG(st.st_mode):
+                raise self._refuse(key, _kind(st.st_mode))
+            self._check_inside(key, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, st
+
+    def _stat(self, key: str) -> tuple[Path, os.stat_result]:
+        """The value's path and stat, checked as `_open` checks (without opening it)."""
+        path = self._path(key)
+        try:
+            st = path.stat()
+        except (FileNotFoundError, NotADirectoryError):
+            raise NotFoundError(f"{key} not found in {self.url}") from None
+        except PermissionError:
+            raise StorePermissionError(f"cannot read {key} in {self.url}: permission denied") from None
+        except OSError as e:
+            raise StoreError(f"cannot read {key} in {self.url}: {e.strerror}") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise NotFoundError(f"{key} not found in {self.url}")
+        if not stat.S_ISREG(st.st_mode):
+            raise self._refuse(key, _kind(st.st_mode))
+        self._check_inside(key, path)
+        return path, st
+
     def local_path(self, key: str) -> Path | None:
-        p = self._path(key)
-        return p if p.is_file() else None
+        """The file to read in place: only a readable regular file inside the store (else None, and reading
+        through `open_read` says why)."""
+        try:
+            path, _ = self._stat(key)
+        except (NotFoundError, StoreError):
+            return None
+        return path if os.access(path, os.R_OK) else None
 
     def get(self, key: str) -> bytes:
+        fd, _ = self._open(key)
+        with os.fdopen(fd, "rb") as f:
+            return self._read(key, f, -1)
+
+    def get_bounded(self, key: str, max_bytes: int) -> bytes:
+        fd, st = self._open(key)
+        with os.fdopen(fd, "rb") as f:
+            if st.st_size > max_bytes:
+                raise too_large(key, self.url, max_bytes)
+            data = self._read(key, f, max_bytes + 1)
+        if len(data) > max_bytes:  # it grew meanwhile
+            raise too_large(key, self.url, max_bytes)
+        return data
+
+    def _read(self, key: str, f: BinaryIO, n: int) -> bytes:
         try:
-            return self._path(key).read_bytes()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            raise NotFoundError(f"{key} not found in {self.url}") from None
-        except PermissionError as e:
+            return f.read() if n < 0 else read_at_most(f, n)
+        except OSError as e:
             raise StoreError(f"cannot read {key} in {self.url}: {e.strerror}") from None
 
     def open_read(self, key: str) -> BinaryIO:
-        try:
-            return open(self._path(key), "rb")
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            raise NotFoundError(f"{key} not found in {self.url}") from None
+        fd, _ = self._open(key)
+        return os.fdopen(fd, "rb")
 
+    # -------------------------------------------------------------------------------------------- writing
     def _write_temp(self, writer) -> Path:
         try:
             self._tmp.mkdir(parents=True, exist_ok=True)
+            fd, tmp = make_temp_file(self._tmp, "put-")
         except OSError as e:
             raise StoreUnreachableError(f"cannot write to the store {self.url}: {e.strerror}") from None
-        fd, tmp = tempfile.mkstemp(dir=self._tmp, prefix="put-")
         try:
             with os.fdopen(fd, "wb") as f:
                 writer(f)
@@ -76,7 +188,8 @@ class LocalStore(Store):
                     raise AlreadyExistsError(f"{key} already exists in {self.url}") from None
             else:
                 os.replace(tmp, final)
-        except (FileExistsError, NotADirectoryError, IsADirectoryError) as e:  # a folder at the key, a file above it
+        except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
+            # a folder at the key, a file above it, a folder we may not write to
             raise StoreError(f"cannot write {key} in {self.url}: {e.strerror}") from None
         finally:
             unlink_quietly(tmp)
@@ -94,27 +207,33 @@ class LocalStore(Store):
 
         self._publish(self._write_temp(copy), key, create_only)
 
+    # ------------------------------------------------------------------------------------------ the rest
     def exists(self, key: str) -> bool:
-        return self._path(key).is_file()
+        try:
+            self._stat(key)
+        except (NotFoundError, StoreError):  # missing, a folder, below a file, or nothing a value can be read from
+            return False
+        return True
 
     def size(self, key: str) -> int:
-        path = self._path(key)
-        if not path.is_file():  # missing, a folder, or below a file: no value under this key
-            raise NotFoundError(f"{key} not found in {self.url}")
-        try:
-            return path.stat().st_size
-        except FileNotFoundError:
-            raise NotFoundError(f"{key} not found in {self.url}") from None
+        return self._stat(key)[1].st_size
 
     def list(self, prefix: str = "") -> Iterator[str]:
         base = self.root / check_key(prefix) if prefix else self.root
         if not base.is_dir():
             return iter(())
         keys = []
-        for dirpath, dirnames, filenames in os.walk(base):
+        for dirpath, dirnames, filenames in os.walk(base):  # symlinked folders are not followed
             dirnames[:] = [d for d in dirnames if not d.startswith(".")]
             rel = Path(dirpath).relative_to(self.root)
-            keys.extend(str(rel / f) if str(rel) != "." else f for f in filenames if not f.startswith("."))
+            for f in filenames:
+                if f.startswith("."):
+                    continue
+                key = str(rel / f) if str(rel) != "." else f
+                try:
+                    keys.append(check_key(key))
+                except UsageError:
+                    continue  # a name no key can have: not reprobundle's, and never addressed
         return iter(sorted(keys))
 
     def delete(self, key: str) -> None:
@@ -122,20 +241,46 @@ class LocalStore(Store):
             unlink_quietly(self._path(key))
         except (IsADirectoryError, NotADirectoryError):
             pass  # a folder, or below a file: no value under this key
+        except PermissionError:
+            raise StorePermissionError(f"cannot delete {key} in {self.url}: permission denied") from None
 
-    def remove_stale_temp_files(self, older_than_s: float = 3600.0) -> int:
-        """Delete temp files left by killed writers; returns how many."""
+    # -------------------------------------------------------------------------------- garbage collection
+    def modified(self, key: str) -> float | None:
+        try:
+            return os.lstat(self._path(key)).st_mtime
+        except OSError:
+            return None
 
-        if not self._tmp.is_dir():
-            return 0
-        removed = 0
-        for p in self._tmp.iterdir():
-            try:
-                if time.time() - p.stat().st_mtime > older_than_s:
-                    p.unlink()
-                    removed += 1
-            except FileNotFoundError:
-                pass
-        return removed
+    def touch(self, key: str) -> bool:
+        try:
+            os.utime(self._path(key))
+            return True
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError:  # another user's file in a shared store: it is there, its time stays
+            return self.exists(key)
 
+    def lease(self) -> Lease:
+        return FileLease(self._tmp)
 
+    @contextmanager
+    def collecting(self, *, exclude: Lease | None = None) -> Iterator[set[str]]:
+        with gate(self._tmp, exclusive=True):
+            yield leased_keys(self._tmp, exclude=getattr(exclude, "path", None))
+
+    def delete_if_stale(self, key: str, cutoff: float | None) -> bool:
+        path = self._path(key)
+        try:
+            if cutoff is not None and os.lstat(path).st_mtime >= cutoff:
+                return False
+            os.unlink(path)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return False
+        except PermissionError:
+            raise StorePermissionError(f"cannot delete {key} in {self.url}: permission denied") from None
+        return True
+
+    def remove_stale_temp_files(self, older_than_s: float = STALE_TEMP_S) -> int:
+        """Delete what killed writers left in `<root>/.tmp`: temp files older than `older_than_s`, leases and
+        scratch folders whose process is gone. Returns how many."""
+        return sweep(self._tmp, stale_s=older_than_s)

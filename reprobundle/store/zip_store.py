@@ -9,10 +9,10 @@ import uuid
 import zipfile
 import zlib
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterable, Iterator, cast
 
-from ..errors import CorruptBundleError, NotFoundError, StoreError, UsageError
-from .base import COPY_CHUNK, Capabilities, Store, check_key, unlink_quietly
+from ..errors import CorruptBundleError, NotFoundError, StoreError, UsageError, exception_line, quoted
+from .base import COPY_CHUNK, Capabilities, Store, check_key, read_at_most, too_large, unlink_quietly
 
 # A zip bundle is small metadata plus blobs; these bounds keep a hostile zip from exhausting memory or disk.
 MAX_ZIP_ENTRIES = 100_000
@@ -46,13 +46,13 @@ class ZipStore(Store):
             raise StoreError(f"{self.path} has {len(infos)} entries, more than {MAX_ZIP_ENTRIES}")
         self._members: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
-            if info.is_dir():
-                continue
+            if info.is_dir() or is_runner_entry(info.filename):
+                continue  # the zip's own replay code (`python NAME.zip`): never read as a store key, never run here
             try:
                 check_key(info.filename)
             except UsageError:
                 raise StoreError(
-                    f"{self.path} holds an entry with an unsafe name {info.filename!r}",
+                    f"{self.path} holds an entry with an unsafe name {quoted(info.filename)}",
                     hint="this zip was not written by reprobundle; do not use it",
                 ) from None
             if info.filename in self._members:  # readers disagree on which copy wins: refuse the ambiguity
@@ -76,10 +76,21 @@ class ZipStore(Store):
         with self.open_read(key) as f:
             return f.read()
 
+    def get_bounded(self, key: str, max_bytes: int) -> bytes:
+        """A record: refused by its declared size before anything is inflated, and read through a reader that
+        stops at the limit (the declared size may lie; zipfile also stops at it)."""
+        if self._info(key).file_size > max_bytes:
+            raise too_large(key, self.url, max_bytes)
+        with self.open_read(key) as f:
+            data = read_at_most(f, max_bytes + 1)
+        if len(data) > max_bytes:
+            raise too_large(key, self.url, max_bytes)
+        return data
+
     def open_read(self, key: str) -> BinaryIO:
         info = self._info(key)
         try:
-            return _ZipMemberReader(self._zip.open(info), key, self.path)
+            return cast(BinaryIO, _ZipMemberReader(self._zip.open(info), key, self.path, info.file_size))
         except _ZIP_ERRORS as e:
             raise _zip_corrupt(key, self.path, e) from None
 
@@ -106,21 +117,27 @@ class ZipStore(Store):
 
 
 def _zip_corrupt(key: str, path: Path, e: BaseException) -> CorruptBundleError:
-    return CorruptBundleError(f"cannot read {key} from {path}: {type(e).__name__}: {e}",
+    return CorruptBundleError(f"cannot read {key} from {path}: {exception_line(e)}",
                               hint="the zip is corrupt; download or export it again")
 
 
 class _ZipMemberReader:
-    """A zip member's stream whose read errors (bad CRC, truncated or corrupt data) are CorruptBundleError."""
+    """A zip member's stream whose read errors (bad CRC, truncated or corrupt data) are CorruptBundleError, and
+    which never hands out more than the member declares (`left`), whatever its data inflates to."""
 
-    def __init__(self, f, key: str, path: Path) -> None:
-        self._f, self._key, self._path = f, key, path
+    def __init__(self, f, key: str, path: Path, left: int) -> None:
+        self._f, self._key, self._path, self._left = f, key, path, left
 
     def read(self, n: int = -1) -> bytes:
+        n = self._left if n is None or n < 0 else min(n, self._left)
+        if n <= 0:
+            return b""
         try:
-            return self._f.read(n)
+            data = self._f.read(n)
         except _ZIP_ERRORS as e:
             raise _zip_corrupt(self._key, self._path, e) from None
+        self._left -= len(data)
+        return data
 
     def close(self) -> None:
         self._f.close()
@@ -132,14 +149,32 @@ class _ZipMemberReader:
         self.close()
 
 
-def write_zip_store(path: str | Path, entries: Iterator[tuple[str, Store, str]]) -> None:
+RUNNER_PACKAGE = "reprobundle_worker"  # `python NAME.zip` runs __main__.py, which imports this folder of the zip
+
+
+def is_runner_entry(name: str) -> bool:
+    """An entry of the code that lets a zip replay itself (`__main__.py`, `reprobundle_worker/...`): outside the
+    store layout, skipped by ZipStore."""
+    return name == "__main__.py" or name.startswith(RUNNER_PACKAGE + "/")
+
+
+def write_zip_store(path: str | Path, entries: Iterator[tuple[str, Store, str]],
+                    runner: Iterable[tuple[str, bytes]] = ()) -> None:
     """Write a zip store atomically from (key, source store, source key) triples. Blobs are stored, not deflated:
-    they are mostly arrays and compiled text, and a stored entry can be streamed without inflating."""
+    they are mostly arrays and compiled text, and a stored entry can be streamed without inflating. `runner`:
+    (name, bytes) of the code that makes the zip replay itself (`__main__.py`, `reprobundle_worker/*.py`),
+    deflated, written first so that Python finds `__main__.py` quickly."""
     path = Path(path).expanduser().absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
     try:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for name, data in runner:
+                if not is_runner_entry(name):
+                    raise ValueError(f"{name!r} is not a runner entry")
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, data)
             for key, source, source_key in entries:
                 check_key(key)
                 with source.open_read(source_key) as src, zf.open(

@@ -9,7 +9,9 @@ the host may ``from reprobundle.worker.synthetic import synthetic_array`` freely
 Modules: ``protocol`` (constants, errors, helpers), ``dtypes``, ``synthetic``,
 ``flatbuffer``, ``stablehlo`` (portable artifacts), ``describe`` (Exported as data),
 ``kernels`` (jaxlib CPU custom calls), ``environment``, ``routes`` (load routes),
-``timing``, ``trace`` (per-op table), ``job`` (one job), ``main`` (entry points).
+``timing``, ``trace`` (per-op table), ``conditions`` (the process's CPUs and threads),
+``hlo_kind`` (the kind of an HLO instruction, which the host's analysis shares), ``job``
+(one job), ``main`` (entry points).
 
 Invocation
 ==========
@@ -51,7 +53,12 @@ Job (protocol 1)
     "dump": bool,                       # XLA dump of the compile into artifacts_dir/xla_dump/
     "profile": bool,                    # profiler trace + per-op table
     "profile_iters": int,               # optional (default 3): iterations inside the trace
-    "routes": [str]|None }              # optional: restrict/order the load routes (tests)
+    "brief_environment": bool,          # optional (default false): no "packages" list (the host keeps
+                                        #   only the first round's environment)
+    "routes": [str]|None,               # optional: restrict/order the load routes (tests)
+    "platform": str|None }              # optional: "cpu", "cuda", "rocm", "tpu": JAX_PLATFORMS is set to it
+                                        #   before jax is imported (on a GPU also XLA_PYTHON_CLIENT_PREALLOCATE=
+                                        #   false), and the job fails unless jax runs there
 
 ``fields``: ``fun_name`` str, ``in_avals``/``out_avals`` [{"shape": [int], "dtype": str}],
 ``platforms`` [str], ``nr_devices`` int, ``in_shardings_hlo``/``out_shardings_hlo``
@@ -78,9 +85,16 @@ Result (protocol 1)
     "stablehlo": {"jaxlib": {"current", "minimum", "week_4", "week_12"},
                   "exported_flatbuffer": {...header, see exported_flatbuffer_info...},
                   "exported_module" | "mlir_module" | "mlir_module_compat": version str},
-    "environment": {"python", "jax", "jaxlib", "numpy", "ml_dtypes", "platform" (backend),
+    "environment": {"python", "jax", "jaxlib", "numpy", "ml_dtypes",
+                    "platform" (the lowering platform: cpu, cuda, rocm, tpu), "backend" (jax's name: gpu),
+                    "device_kind", "device_count", "accelerator" ({driver, cuda_runtime, cudnn, cublas,
+                    compute_capability, memory_limit_bytes, packages...}; accelerators only),
+                    "platform_flags" (XLA_FLAGS, LIBTPU_INIT_ARGS, NCCL_/TPU_/CUDA_ variables), "device_memory",
                     "platform_version", "devices": [{"id", "kind", "platform"}], "os", "machine",
-                    "cpu_model", "cpu_flags", "cpu_count", "env_vars", "packages", "jax_config"},
+                    "cpu_model", "cpu_flags", "cpu_count", "env_vars", "packages", "jax_config",
+                    "process": {"cpus": [int], "threads": int|None, "thread_env": {}}},
+                                   # process: after the timed calls (conditions.py): its affinity mask,
+                                   #   its threads (XLA's pools are up), the thread settings it read
     "function": {"fun_name", "nr_devices", "platforms", "calling_convention_version"},  # when loaded
     "compile_s": float|None,       # lowered.compile() wall time
     "samples_ns": [int],           # per call: compiled(*args) + block_until_ready, after warmup

@@ -41,16 +41,21 @@ def dtype_name(dt):
         return str(dt)
 
 
+# MLIR element type -> dtype name. The dtype names are every dtype a bundle may hold (manifest and schema).
+MLIR_ELEMENT_DTYPES = {
+    "i1": "bool", "i2": "int2", "i4": "int4", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "ui2": "uint2", "ui4": "uint4", "ui8": "uint8", "ui16": "uint16", "ui32": "uint32", "ui64": "uint64",
+    "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+    "complex<f32>": "complex64", "complex<f64>": "complex128",
+    "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2", "f8E4M3FNUZ": "float8_e4m3fnuz",
+    "f8E5M2FNUZ": "float8_e5m2fnuz", "f8E4M3B11FNUZ": "float8_e4m3b11fnuz", "f8E4M3": "float8_e4m3",
+    "f8E3M4": "float8_e3m4", "f8E8M0FNU": "float8_e8m0fnu", "f4E2M1FN": "float4_e2m1fn",
+    "f6E2M3FN": "float6_e2m3fn", "f6E3M2FN": "float6_e3m2fn",
+}
+DTYPE_NAMES = frozenset(MLIR_ELEMENT_DTYPES.values())
+
+
 def dtype_of_mlir_element(et):
-    table = {"f16": "float16", "f32": "float32", "f64": "float64", "bf16": "bfloat16",
-             "i1": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
-             "ui8": "uint8", "ui16": "uint16", "ui32": "uint32", "ui64": "uint64",
-             "i4": "int4", "ui4": "uint4", "i2": "int2", "ui2": "uint2",
-             "complex<f32>": "complex64", "complex<f64>": "complex128",
-             "f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2", "f8E4M3FNUZ": "float8_e4m3fnuz",
-             "f8E5M2FNUZ": "float8_e5m2fnuz", "f8E4M3B11FNUZ": "float8_e4m3b11fnuz",
-             "f8E4M3": "float8_e4m3", "f8E3M4": "float8_e3m4", "f8E8M0FNU": "float8_e8m0fnu",
-             "f4E2M1FN": "float4_e2m1fn", "f6E2M3FN": "float6_e2m3fn", "f6E3M2FN": "float6_e3m2fn"}
-    if et in table:
-        return table[et]
+    if et in MLIR_ELEMENT_DTYPES:
+        return MLIR_ELEMENT_DTYPES[et]
     raise ValueError("unsupported MLIR element type %r" % et)

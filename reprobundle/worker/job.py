@@ -4,9 +4,17 @@ from __future__ import annotations
 import os
 import sys
 
+from .conditions import process_conditions
 from .describe import describe_tree, exported_fields
 from .dtypes import np_dtype
-from .environment import base_environment, env_vars, jax_environment
+from .environment import (
+    base_environment,
+    device_environment,
+    device_memory,
+    env_vars,
+    jax_environment,
+    out_of_memory,
+)
 from .protocol import (
     PROTOCOL_VERSION,
     ROUTES,
@@ -182,6 +190,7 @@ class Worker(Routes, Timing, Profiling):
                 self.notes.append("jax was already imported before the worker set XLA_FLAGS; dump may be missing")
             os.environ["XLA_FLAGS"] = (user_flags + " " + extra).strip()
             self.result["artifacts"]["xla_dump"] = ddir
+        self.select_platform()
         import jax  # noqa: F401  (first import of jax happens here)
 
         env = self.result["environment"]
@@ -193,7 +202,24 @@ class Worker(Routes, Timing, Profiling):
             else:
                 env["env_vars"].pop("XLA_FLAGS", None)
         if env.get("platform") is None:
-            raise JobError("no JAX backend could be initialised: %s" % env.get("backend_error"))
+            want = job.get("platform")
+            why = env.get("backend_error")
+            plugins = ("jax-cuda", "jax_cuda") if want == "cuda" else ("jax-rocm", "jax_rocm") if want == "rocm" \
+                else ("libtpu",) if want == "tpu" else ()
+            try:
+                from importlib import metadata
+
+                packages = [str(d.metadata["Name"] or "") for d in metadata.distributions()]
+            except Exception:
+                packages = None  # unknown: say nothing about plugins
+            if plugins and packages is not None and not any(k.lower().startswith(plugins) for k in packages):
+                why = "this Python's jax has no %s support installed (no %s* package); %s" % (want, plugins[0], why)
+            raise JobError("no JAX backend could be initialised%s: %s"
+                           % (" for the platform %r" % want if want else "", why))
+        device_environment(env)
+        if job.get("platform") and env.get("platform") != job["platform"]:
+            raise JobError("asked to run on %s, but jax runs on %s (%s)"
+                           % (job["platform"], env.get("platform"), env.get("device_kind")))
         try:
             self.result["stablehlo"]["jaxlib"] = stablehlo_versions()
         except Exception as e:
@@ -206,6 +232,19 @@ class Worker(Routes, Timing, Profiling):
         if wide:
             jax.config.update("jax_enable_x64", True)
             self.notes.append("enabled jax_enable_x64 because the function has 64-bit inputs/outputs")
+
+    def select_platform(self):
+        """Before jax is imported: run on the job's platform (JAX_PLATFORMS), and on a GPU allocate device memory
+        as needed instead of grabbing 75% of it at start, so that the workers of several versions, alive together
+        while they are timed in alternation, each get what they use."""
+        want = self.job.get("platform")
+        if not want:
+            return
+        os.environ["JAX_PLATFORMS"] = str(want)
+        if want in ("cuda", "rocm") and "XLA_PYTHON_CLIENT_PREALLOCATE" not in os.environ:
+            os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+            self.notes.append("set XLA_PYTHON_CLIENT_PREALLOCATE=false: the workers of the versions timed together "
+                              "share the device, so each allocates what it uses")
 
     def import_export(self):
         """Import jax's export machinery (with a logging shim for jax 0.4.30 without absl)."""
@@ -245,7 +284,7 @@ class Worker(Routes, Timing, Profiling):
         res = self.result
         self.checkpoint("validate")
         self.validate()
-        res["environment"] = base_environment()
+        res["environment"] = base_environment(packages=not self.job.get("brief_environment"))
         self.end_phase()
 
         self.checkpoint("inputs")
@@ -323,7 +362,8 @@ class Worker(Routes, Timing, Profiling):
             raise
         except Exception as e:
             res["status"] = STATUS_ERROR
-            res["reason"] = "execution failed after loading via route %r: %s" % (route, exc_msg(e))
+            res["reason"] = "execution failed after loading via route %r: %s%s" % (
+                route, "out of device memory: " if out_of_memory(e) else "", exc_msg(e))
             return res
         self.end_phase()
 
@@ -338,9 +378,15 @@ class Worker(Routes, Timing, Profiling):
                 res["samples_ns"] = self.time_calls(compiled, warmup, repeat)
         except Exception as e:
             res["status"] = STATUS_ERROR
-            res["reason"] = "timed execution failed: %s" % exc_msg(e)
+            res["reason"] = "timed execution failed: %s%s" % ("out of device memory: " if out_of_memory(e) else "",
+                                                               exc_msg(e))
             return res
         self.end_phase()
+        # after the timed calls: the threads XLA and its libraries started are running now
+        res["environment"]["process"] = process_conditions()
+        memory = device_memory()
+        if memory:
+            res["environment"]["device_memory"] = memory
 
         if self.job.get("profile"):
             self.checkpoint("profile")

@@ -6,6 +6,7 @@ import sys
 
 from .describe import shape_builder
 from .dtypes import dtype_name, dtype_of_mlir_element, np_dtype
+from .environment import lowering_platform, out_of_memory
 from .flatbuffer import exported_flatbuffer_info
 from .kernels import (
     KERNEL_PREFIXES,
@@ -174,7 +175,7 @@ class Routes(object):
             "in_shardings_hlo": tuple(in_sh),
             "out_shardings_hlo": tuple(out_sh),
             "nr_devices": nr_devices,
-            "platforms": tuple(str(p).lower() for p in (f.get("platforms") or [jax.default_backend()])),
+            "platforms": tuple(str(p).lower() for p in (f.get("platforms") or [lowering_platform()])),
             "ordered_effects": (),
             "unordered_effects": (),
             "disabled_safety_checks": tuple(checks),
@@ -290,10 +291,8 @@ class Routes(object):
                 last = e
         else:
             raise RouteFailure("load", "cannot derive the signature of @main: %s" % exc_msg(last))
-        import jax
-
         return {"fun_name": "main", "in_avals": ins, "out_avals": outs,
-                "platforms": [jax.default_backend()], "nr_devices": nparts,
+                "platforms": [lowering_platform()], "nr_devices": nparts,
                 "in_shardings_hlo": [None] * len(ins), "out_shardings_hlo": [None] * len(outs),
                 "calling_convention_version": 9, "ordered_effects": [], "unordered_effects": [],
                 "disabled_safety_checks": [], "module_kept_var_idx": list(range(len(ins))),
@@ -334,6 +333,8 @@ class Routes(object):
         try:
             compiled = lowered.compile()
         except Exception as e:
+            if out_of_memory(e):  # the release compiled it, the device could not hold it: not incompatible
+                raise JobError("out of device memory while compiling (route %r): %s" % (route, exc_msg(e)))
             raise RouteFailure("compile", "XLA compilation failed: %s" % exc_msg(e))
         compile_s = time.perf_counter() - t0
         return lowered, compiled, compile_s

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import os
 
+from .device_trace import reduce_device_trace
+from .hlo_kind import instruction_kind
+
 _HLO_INSTR = None
 
 
 def parse_hlo_instructions(hlo_text):
-    """name -> {"kind", "op_name"} for every instruction in optimized HLO text."""
+    """name -> {"kind", "op_name"} for every instruction in optimized HLO text (kind: see hlo_kind)."""
     import re
 
     global _HLO_INSTR
@@ -19,25 +22,108 @@ def parse_hlo_instructions(hlo_text):
         if not m:
             continue
         name, opcode = m.group(1), m.group(2)
-        kind = opcode
-        if opcode == "fusion":
-            km = re.search(r"\bkind=(k\w+)", line)
-            kind = "fusion(%s" % (km.group(1) if km else "?")
-            fk = re.search(r'"fusion_config"\s*:\s*\{[^}]*"kind"\s*:\s*"([^"]+)"', line)
-            if fk:
-                kind += ":" + fk.group(1)
-            kind += ")"
-        elif opcode == "custom-call":
-            tm = re.search(r'custom_call_target="([^"]+)"', line)
-            if tm:
-                kind = "custom-call(%s)" % tm.group(1)
+        km = re.search(r"\bkind=(k\w+)", line)
+        tm = re.search(r'custom_call_target="([^"]+)"', line)
+        # the line holds the backend_config: hlo_kind finds the fusion config in it
+        kind = instruction_kind(opcode, km.group(1) if km else "", line, tm.group(1) if tm else "")
         om = re.search(r'op_name="([^"]*)"', line)
         out[name] = {"kind": kind, "op_name": om.group(1) if om else None}
     return out
 
 
-def per_op_from_trace(path, hlo_text, iters):
-    """Reduce a chrome/perfetto trace json(.gz) to a per-HLO-op table."""
+# XLA:CPU's thunk executor (jaxlib 0.4.32+) traces each thunk's *launch*: the `hlo_op` event covers
+# `thunk.Execute()`, which for an asynchronous thunk (an Eigen dot or a parallel loop fusion handed to the intra-op
+# pool) returns as soon as the work is queued; the work then runs on pool threads with no event of its own. When the
+# work completes, the executor runs the thunk's continuations on the thread that completed it, last registered
+# first: its own (a "ThunkExecutor::Execute" scope that runs the dependents now ready, inline), then the tracer's,
+# which emits "end: NAME". So on 0.7.2 and 0.8.0 a 1 GFLOP dot shows as a 0.2-1 ms launch, "end: dot.4" comes after
+# its dependent transpose ran, and a third of a step is in no op event at all. The reduction recovers the missing
+# time where the trace has it: an op is in flight from its launch until its completion, which is the start of the
+# executor scope that encloses its end marker (the continuations started there), else the end marker itself, never
+# before the launch returned. jaxlib 0.10+ runs these ops synchronously (YNNPACK fusions); there the end marker
+# follows the op at once and nothing changes.
+END_PREFIX = "end: "
+EXECUTOR_SCOPE = "ThunkExecutor::Execute"
+_MARKER_SLACK_US = 50.0  # an end marker is emitted just after its scope closes
+
+
+def _completions(ops, events):
+    """Per op event (same order), when its work completed (us): see the comment above."""
+    markers = {}
+    scopes = {}
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        name = str(e.get("name") or "")
+        if name.startswith(END_PREFIX):
+            markers.setdefault((e.get("pid"), name[len(END_PREFIX):]), []).append(
+                (float(e.get("ts") or 0.0), e.get("tid")))
+        elif name == EXECUTOR_SCOPE:
+            ts = float(e.get("ts") or 0.0)
+            scopes.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + float(e.get("dur") or 0.0)))
+    for v in markers.values():
+        v.sort(key=lambda m: m[0])
+    # launches of one op, in order: each takes the first unused end marker after it, before its next launch
+    launches = {}
+    for i, e in enumerate(ops):
+        launches.setdefault((e.get("pid"), str(e["args"]["hlo_op"])), []).append(i)
+    done = [float(e.get("ts") or 0.0) + float(e.get("dur") or 0.0) for e in ops]
+    for key, idx in launches.items():
+        idx.sort(key=lambda i: float(ops[i].get("ts") or 0.0))
+        found = markers.get(key, [])
+        at = 0
+        for n, i in enumerate(idx):
+            start = float(ops[i].get("ts") or 0.0)
+            next_start = float(ops[idx[n + 1]].get("ts") or 0.0) if n + 1 < len(idx) else None
+            while at < len(found) and found[at][0] < start:
+                at += 1
+            if at >= len(found) or (next_start is not None and found[at][0] > next_start):
+                continue
+            ts, tid = found[at]
+            at += 1
+            completed = ts
+            enclosing = [s for s in scopes.get((ops[i].get("pid"), tid), ())
+                         if done[i] <= s[0] <= ts <= s[1] + _MARKER_SLACK_US]
+            if enclosing:
+                completed = max(enclosing)[0]  # the innermost: the latest to start
+            done[i] = max(done[i], completed)
+    return done
+
+
+def _attribute(ops, done):
+    """Wall time per op name (us): each instant of the traced run is shared equally by the ops in flight then (the
+    same op twice counts once); instants with no op in flight belong to none. Returns ({name: us}, union us)."""
+    points = []
+    for e, end in zip(ops, done):
+        start = float(e.get("ts") or 0.0)
+        if end > start:
+            name = str(e["args"]["hlo_op"])
+            points.append((start, 1, name))
+            points.append((end, -1, name))
+    points.sort(key=lambda p: (p[0], p[1]))
+    active = {}
+    share = {}
+    union = 0.0
+    last = None
+    for t, delta, name in points:
+        if last is not None and active and t > last:
+            part = (t - last) / len(active)
+            for n in active:
+                share[n] = share.get(n, 0.0) + part
+            union += t - last
+        last = t
+        active[name] = active.get(name, 0) + delta
+        if active[name] <= 0:
+            del active[name]
+    return share, union
+
+
+def reduce_trace(path, hlo_text, iters):
+    """A chrome/perfetto trace json(.gz) of `iters` calls reduced to a per-HLO-op table. Returns {"rows", "note",
+    "module", "attributed_ns" (wall time per call in some op), "event_ns" (summed op events per call),
+    "async_ops" (ops whose work outlived their event)}; rows are {"name", "kind", "time_ns" (wall time per call
+    attributed to the op, shared with the ops in flight at the same time), "event_ns" (its events' summed duration
+    per call), "count", "total_count", "op_name"}."""
     import gzip
     import json
 
@@ -50,12 +136,17 @@ def per_op_from_trace(path, hlo_text, iters):
         if line.startswith("HloModule "):
             module = line.split()[1].rstrip(",")
             break
+    out = {"rows": [], "note": None, "module": module, "attributed_ns": 0.0, "event_ns": 0.0, "async_ops": []}
     instrs = parse_hlo_instructions(hlo_text)
+    device = reduce_device_trace(events, hlo_text, instrs, iters, module)  # a GPU/TPU: its kernels (device_trace.py)
+    if device is not None:
+        return device
     ops = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"
            and isinstance(e.get("args"), dict) and e["args"].get("hlo_op")]
     if not ops:
-        return [], ("this jax/jaxlib's profiler emitted no per-HLO-op events (no 'hlo_op' trace args) on "
-                    "this backend; per-op table left empty"), module
+        out["note"] = ("this jax/jaxlib's profiler emitted no per-HLO-op events (no 'hlo_op' trace args) on "
+                       "this backend; per-op table left empty")
+        return out
     # On accelerators the same op can appear on host and device tracks: prefer device time.
     pnames = {}
     for e in events:
@@ -71,38 +162,39 @@ def per_op_from_trace(path, hlo_text, iters):
     elif module:
         note = "no op events tagged with module %r (found %s); used all op events" % (module, sorted(
             str(m) for m in mods))
-    # Sum durations per op; nested/overlapping events of the same op on the same thread count once.
-    by_track = {}
-    for e in ops:
-        key = (str(e["args"]["hlo_op"]), e.get("pid"), e.get("tid"))
-        by_track.setdefault(key, []).append((float(e.get("ts") or 0.0), float(e.get("dur") or 0.0)))
-    agg = {}
-    for (name, _pid, _tid), spans in by_track.items():
-        spans.sort()
-        total, end = 0.0, None
-        for ts, dur in spans:
-            te = ts + dur
-            if end is None or ts >= end:
-                total += dur
-                end = te
-            elif te > end:
-                total += te - end
-                end = te
-        rec = agg.setdefault(name, [0.0, 0])
-        rec[0] += total
-        rec[1] += len(spans)
+    done = _completions(ops, events)
+    share, union = _attribute(ops, done)
+    counts, event_us, late = {}, {}, set()
+    for e, end in zip(ops, done):
+        name = str(e["args"]["hlo_op"])
+        counts[name] = counts.get(name, 0) + 1
+        dur = float(e.get("dur") or 0.0)
+        event_us[name] = event_us.get(name, 0.0) + dur
+        if end > float(e.get("ts") or 0.0) + dur + _MARKER_SLACK_US:
+            late.add(name)
     rows = []
-    for name, (dur_us, cnt) in agg.items():
+    for name, cnt in counts.items():
         meta = instrs.get(name, {})
         rows.append({"name": name, "kind": meta.get("kind", "unknown"),
-                     "time_ns": dur_us * 1000.0 / iters,
+                     "time_ns": share.get(name, 0.0) * 1000.0 / iters,
+                     "event_ns": event_us[name] * 1000.0 / iters,
                      "count": max(1, int(round(float(cnt) / iters))), "total_count": cnt,
                      "op_name": meta.get("op_name")})
-    rows.sort(key=lambda r: -r["time_ns"])
-    extra = ("op times are thunk/kernel durations averaged over %d traced iterations; on CPU independent "
-             "thunks may run concurrently, so their sum can exceed the wall time" % iters)
-    note = extra if note is None else note + "; " + extra
-    return rows, note, module
+    rows.sort(key=lambda r: (-r["time_ns"], r["name"]))
+    extra = ("op times are each op's share of the wall time of %d traced calls: an op is in flight from its launch "
+             "to its completion (asynchronous thunks: the end marker's executor scope) and shares each instant "
+             "with the ops in flight beside it" % iters)
+    if late:
+        extra += "; %d asynchronous op(s) outlived their launch event" % len(late)
+    out.update(rows=rows, note=extra if note is None else note + "; " + extra, async_ops=sorted(late),
+               attributed_ns=union * 1000.0 / iters, event_ns=sum(event_us.values()) * 1000.0 / iters)
+    return out
+
+
+def per_op_from_trace(path, hlo_text, iters):
+    """Reduce a chrome/perfetto trace json(.gz) to a per-HLO-op table: (rows, note, module); see reduce_trace."""
+    reduced = reduce_trace(path, hlo_text, iters)
+    return reduced["rows"], reduced["note"], reduced["module"]
 
 
 class Profiling(object):
@@ -145,8 +237,12 @@ class Profiling(object):
                 return
         else:
             arts["profile_trace"] = traces[-1]
-        per_op, note, module = per_op_from_trace(traces[-1], getattr(self, "hlo_after", None) or "", iters)
-        self.result["per_op"] = per_op
-        info["source"] = "trace events with args.hlo_op (%s)" % os.path.basename(traces[-1])
-        info["module"] = module
-        info["note"] = note
+        reduced = reduce_trace(traces[-1], getattr(self, "hlo_after", None) or "", iters)
+        self.result["per_op"] = reduced["rows"]
+        info["source"] = "%s (%s)" % (reduced.get("source") or "trace events with args.hlo_op",
+                                      os.path.basename(traces[-1]))
+        info["module"] = reduced["module"]
+        info["note"] = reduced["note"]
+        info["attributed_ns"] = reduced["attributed_ns"]
+        info["event_ns"] = reduced["event_ns"]
+        info["async_ops"] = reduced["async_ops"]

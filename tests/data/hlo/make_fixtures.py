@@ -4,8 +4,10 @@
 
 Writes, for the installed jax version V:
   attention-V.hlo                optimized HLO of examples/attention.py:make (jit(...).lower(...).compile().as_text())
-  attention-V.per_op.json        per-op table from a jax.profiler trace of 10 calls (trace events with args.hlo_op),
-                                 plus the wall time of 30 timed calls: {"samples_ns": [...], "per_op": [...]}
+  attention-V.per_op.json        per-op table from a jax.profiler trace of 10 calls, reduced by the worker's own
+                                 per_op_from_trace (so its rows are what a replay's run record holds: name, kind,
+                                 time_ns, count, total_count, op_name), plus the wall time of 30 timed calls:
+                                 {"samples_ns": [...], "per_op": [...]}
   control-V.hlo                  fori_loop (while) + lax.cond (conditional) + a tuple output, on 16x16 float32
   async-V.hlo                    XLA:CPU emits no async ops, so this one is ASYNC_SOURCE below (hand-written) parsed
                                  and printed back by XLA's own HLO parser/printer (jaxlib's hlo_module_from_text):
@@ -14,7 +16,7 @@ Writes, for the installed jax version V:
 """
 
 import glob
-import gzip
+import importlib.util
 import json
 import os
 import sys
@@ -26,9 +28,22 @@ import jax.numpy as jnp
 from jax import lax
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-os.chdir(os.path.normpath(os.path.join(HERE, "..", "..", "..")))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+os.chdir(ROOT)
 sys.path.insert(0, "examples")
 import attention  # noqa: E402
+
+
+def worker_trace():
+    """The worker's trace module, loaded from its folder the way replay environments load it (the package
+    `reprobundle_worker`, without the host package, which these JAX environments do not have)."""
+    folder = os.path.join(ROOT, "reprobundle", "worker")
+    spec = importlib.util.spec_from_file_location("reprobundle_worker", os.path.join(folder, "__init__.py"),
+                                                  submodule_search_locations=[folder])
+    package = importlib.util.module_from_spec(spec)
+    sys.modules["reprobundle_worker"] = package
+    spec.loader.exec_module(package)
+    return importlib.import_module("reprobundle_worker.trace")
 
 
 def control(p, x):
@@ -84,21 +99,14 @@ def xla_printed(text):
 
 
 def per_op_table(compiled, args, iters=10):
+    """The rows a replay's profile would record (worker/trace.py: per_op_from_trace on the trace and the HLO)."""
     with tempfile.TemporaryDirectory() as d:
         with jax.profiler.trace(d, create_perfetto_trace=True):
             for _ in range(iters):
                 jax.block_until_ready(compiled(*args))
         trace = glob.glob(os.path.join(d, "**", "perfetto_trace.json.gz"), recursive=True)[0]
-        events = json.load(gzip.open(trace))["traceEvents"]
-    agg = {}
-    for e in events:
-        op = (e.get("args") or {}).get("hlo_op") if e.get("ph") == "X" else None
-        if op:
-            rec = agg.setdefault(op, [0.0, 0])
-            rec[0] += float(e.get("dur") or 0.0)
-            rec[1] += 1
-    return [{"name": name, "kind": "", "time_ns": round(us * 1000.0 / iters, 1), "count": max(1, round(n / iters))}
-            for name, (us, n) in sorted(agg.items(), key=lambda kv: -kv[1][0])]
+        rows, _note, _module = worker_trace().per_op_from_trace(trace, compiled.as_text(), iters)
+    return rows
 
 
 def main():

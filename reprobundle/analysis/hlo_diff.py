@@ -1,372 +1,26 @@
-"""Optimized HLO text: parse it, summarize its fusions, and diff two versions of it.
-
-Input is what `jax.jit(f).lower(*a).compile().as_text()` prints (also the unoptimized `as_text(dialect="hlo")`),
-from any JAX release since 0.4.30: tuple shapes, layouts, typed operands (`f32[2]{0} %x`, older printers),
-`metadata={...}` with `source_file`/`source_line` or `stack_frame_id` (newer printers, resolved through the
-module's FileNames/FileLocations/StackFrames tables), `backend_config=...`, while/conditional/call, and async
-pairs (`*-start`/`*-done`). Lines the parser does not understand are counted and skipped; it never raises on text.
+"""Parsed HLO (hlo_parse) summarized into fusions and unfused ops, matched across two versions, and diffed: how
+fusion changed (fusion_diff) and where per-op time moved (per_op_diff, median_per_op).
 
 Pure Python; no JAX.
 
-Vocabulary. A *control computation* is the entry computation or one reached from it through control flow
-(while condition/body, conditional branches, call, async-start). A *node* is a fusion or an unfused op at the top
-level of a control computation. XLA renumbers names between releases, so nodes are matched across versions by
-*signature*: fusion kind + multiset of the ops inside + output shape (layouts dropped); the *core* signature drops
-the kind and whether it is fused at all, so `reduce` and a single-op `wrapped_reduce` fusion share one.
+Vocabulary. A *node* is a fusion or an unfused op at the top level of a control computation (see hlo_parse). XLA
+renumbers names between releases, so nodes are matched across versions by *signature*: fusion kind + multiset of
+the ops inside + output shape (layouts dropped); the *core* signature drops the kind and whether it is fused at all,
+so `reduce` and a single-op `wrapped_reduce` fusion share one.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable, Sequence
+from typing import Sequence
+
+from .hlo_parse import HloModule, Instruction, as_module, strip_layout
 
 # Ops that cost nothing or only move tuples: left out of signatures and of the unfused-op listing.
 FREE_OPCODES = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all"})
-# Attributes naming computations that run as control flow (their instructions are top level).
-_CONTROL_ATTRS = {"while": ("condition", "body"), "conditional": ("branch_computations", "true_computation",
-                                                                   "false_computation"),
-                  "call": ("to_apply",), "async-start": ("calls",)}
-_CALL_ATTRS = ("calls", "to_apply", "condition", "body", "branch_computations", "true_computation",
-               "false_computation", "called_computations")
-_OPENERS = {"(": ")", "[": "]", "{": "}"}
-# The backend kind of a kCustom fusion: CPU `"fusion_config":{"kind":"__ynn_fusion"}`, GPU
-# `"fusion_backend_config":{"kind":"__triton_gemm",...}`.
-_CUSTOM_KIND = re.compile(r'"fusion_(?:backend_)?config"\s*:\s*\{[^{}]*?"kind"\s*:\s*"([^"]+)"')
-_TABLE_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
-
-# ------------------------------------------------------------------------------------------------ model
-
-
-@dataclass
-class Instruction:
-    """One HLO instruction. `attrs` holds the raw text of each `key=value` attribute after the operands."""
-
-    name: str
-    opcode: str
-    shape: str
-    operands: list[str]
-    attrs: dict[str, str]
-    is_root: bool = False
-    literal: str = ""  # what is inside the parentheses of constant(...) / parameter(...)
-    source: str = ""  # "file.py:25" when metadata says where it came from
-    location: str = ""  # "path/file.py:25:12", to tell apart ops of one line
-
-    @property
-    def is_fusion(self) -> bool:
-        return self.opcode in ("fusion", "fusion-start")
-
-    @property
-    def fusion_kind(self) -> str:
-        """`kLoop`, `kInput`, `kOutput`, `kCustom`...; kCustom carries its backend kind: `kCustom:__ynn_fusion`."""
-        kind = self.attrs.get("kind", "")
-        custom = _CUSTOM_KIND.search(self.attrs.get("backend_config", ""))
-        return f"{kind}:{custom.group(1)}" if kind == "kCustom" and custom else kind
-
-    @property
-    def op_key(self) -> str:
-        """The opcode, with the target for custom calls: `custom-call(__onednn$matmul)`."""
-        if self.opcode == "custom-call":
-            target = self.attrs.get("custom_call_target", "").strip('"')
-            return f"custom-call({target})" if target else self.opcode
-        return self.opcode
-
-    @property
-    def op_name(self) -> str:
-        m = re.search(r'op_name="((?:[^"\\]|\\.)*)"', self.attrs.get("metadata", ""))
-        return m.group(1) if m else ""
-
-    def called(self, keys: Iterable[str] = _CALL_ATTRS) -> list[str]:
-        """Names of the computations this instruction calls through the given attributes."""
-        out = []
-        for key in keys:
-            out += re.findall(r"%?([^\s,{}%]+)", self.attrs.get(key, ""))
-        return out
-
-
-@dataclass
-class Computation:
-    name: str
-    is_entry: bool = False
-    instructions: list[Instruction] = field(default_factory=list)
-
-    @property
-    def root(self) -> Instruction | None:
-        return next((i for i in self.instructions if i.is_root), self.instructions[-1] if self.instructions else None)
-
-
-@dataclass
-class HloModule:
-    """A parsed module. `skipped` counts lines that were not understood (and ignored)."""
-
-    name: str = ""
-    computations: dict[str, Computation] = field(default_factory=dict)
-    entry_name: str | None = None
-    skipped: int = 0
-    _index: dict[str, tuple[Computation, Instruction]] = field(default_factory=dict, repr=False)
-
-    @property
-    def entry(self) -> Computation | None:
-        if self.entry_name in self.computations:
-            return self.computations[self.entry_name]
-        return next(reversed(self.computations.values()), None)  # the printer puts ENTRY last
-
-    def find(self, name: str) -> tuple[Computation, Instruction] | None:
-        """The computation and instruction named `name` (names are unique module-wide), or None."""
-        if not self._index:
-            self._index = {i.name: (c, i) for c in self.computations.values() for i in c.instructions}
-        return self._index.get(name.lstrip("%"))
-
-    def control_computations(self) -> list[Computation]:
-        """The entry computation and every computation reached from it through control flow, entry first."""
-        entry = self.entry
-        if entry is None:
-            return []
-        seen, order, todo = {entry.name}, [], [entry]
-        while todo:
-            comp = todo.pop(0)
-            order.append(comp)
-            for instr in comp.instructions:
-                if instr.is_fusion:
-                    continue
-                for callee in instr.called(_CONTROL_ATTRS.get(instr.opcode, ())):
-                    if callee in self.computations and callee not in seen:
-                        seen.add(callee)
-                        todo.append(self.computations[callee])
-        return order
-
-
-# ------------------------------------------------------------------------------------------------ scanning
-
-
-_SPECIAL = re.compile(r'["\\()\[\]{}]')
-_SPECIAL_OR_COMMA = re.compile(r'["\\()\[\]{},]')
-_CLOSERS = {")": "(", "]": "[", "}": "{"}
-
-
-def _scan(s: str, i: int, stop_at_comma: bool) -> int:
-    """From s[i], skip quoted strings and bracket groups; return the index of the first top-level comma (when
-    `stop_at_comma`) or of the character just past the group that s[i] opens. len(s) when the text runs out."""
-    pattern = _SPECIAL_OR_COMMA if stop_at_comma else _SPECIAL
-    depth, in_quote = 0, False
-    while True:
-        m = pattern.search(s, i)
-        if m is None:
-            return len(s)
-        ch, i = m.group(), m.end()
-        if in_quote:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                in_quote = False
-        elif ch == '"':
-            in_quote = True
-        elif ch in _OPENERS:
-            depth += 1
-        elif ch in _CLOSERS:
-            depth -= 1
-            if depth == 0 and not stop_at_comma:
-                return i
-            depth = max(depth, 0)
-        elif ch == "," and depth == 0:
-            return i - 1
-
-
-def _balanced_end(s: str, i: int) -> int:
-    """Index just past the bracket group opened at s[i]; quotes are honoured; len(s) when unbalanced."""
-    return _scan(s, i, stop_at_comma=False)
-
-
-def _split_top(s: str) -> list[str]:
-    """Split on commas outside brackets and quotes; items are stripped, empty ones dropped."""
-    items, start = [], 0
-    while start <= len(s):
-        end = _scan(s, start, stop_at_comma=True)
-        items.append(s[start:end])
-        start = end + 1
-    return [x.strip() for x in items if x.strip()]
-
-
-def _read_shape(s: str, i: int) -> tuple[str, int]:
-    """The shape starting at s[i] (`f32[2,3]{1,0}`, `(f32[], s32[4]{0})`, `token[]`) and the index after it."""
-    if i < len(s) and s[i] == "(":
-        j = _balanced_end(s, i)
-        return s[i:j], j
-    m = re.match(r"[A-Za-z][\w]*", s[i:])
-    if not m:
-        return "", i
-    j = i + m.end()
-    for opener in "[{":
-        if j < len(s) and s[j] == opener:
-            j = _balanced_end(s, j)
-    return s[i:j], j
-
-
-def strip_layout(shape: str) -> str:
-    """`f32[4,8]{1,0}` -> `f32[4,8]`, also inside tuple shapes."""
-    return re.sub(r"\s+", " ", re.sub(r"\{[^{}]*\}", "", shape)).strip()
-
-
-_INSTR_HEAD = re.compile(r"\s*(ROOT\s+)?%?([^\s=(){}\[\],]+)\s*=\s*")
-_OPCODE = re.compile(r"\s*([A-Za-z][\w\-$.]*)\(")
-
-
-def parse_instruction(line: str) -> Instruction | None:
-    """One instruction line, or None when the line is not one."""
-    head = _INSTR_HEAD.match(line)
-    if not head:
-        return None
-    rest = line[head.end():]
-    shape, i = _read_shape(rest, 0)
-    op = _OPCODE.match(rest, i)
-    if not shape or not op:
-        return None
-    args_start = op.end() - 1
-    args_end = _balanced_end(rest, args_start)
-    args = rest[args_start + 1:args_end - 1]
-    opcode = op.group(1)
-    attrs = {}
-    for item in _split_top(rest[args_end:]):
-        key, _, value = item.partition("=")
-        attrs[key.strip()] = value.strip()
-    literal = args if opcode in ("constant", "parameter", "iota") else ""
-    operands = [] if literal else [_operand_name(a) for a in _split_top(args)]
-    return Instruction(name=head.group(2), opcode=opcode, shape=shape, operands=[o for o in operands if o],
-                       attrs=attrs, is_root=bool(head.group(1)), literal=literal)
-
-
-def _operand_name(item: str) -> str:
-    """`%x.1` or `f32[2]{0} %x.1` (older printers) -> `x.1`."""
-    if "%" in item:
-        return re.split(r"\s", item.rsplit("%", 1)[1])[0]
-    last = item.split()[-1] if item.split() else ""
-    return last if re.fullmatch(r"[\w.\-]+", last) else ""
-
-
-_COMP_HEAD = re.compile(r"(ENTRY\s+)?%?([^\s(){}=]+)\s*(?:\(|\{|,|->)")
-
-
-def _computation_header(line: str) -> tuple[str, bool] | None:
-    """(name, is_entry) when the line opens a computation."""
-    s = line.strip()
-    if not s.endswith("{") or _INSTR_HEAD.match(s) or s.startswith("HloModule"):
-        return None
-    m = _COMP_HEAD.match(s)
-    return (m.group(2), bool(m.group(1))) if m else None
-
-
-# ------------------------------------------------------------------------------------------------ parsing
-
-
-class _SourceTables:
-    """The FileNames/FunctionNames/FileLocations/StackFrames tables newer printers put before the computations."""
-
-    def __init__(self):
-        self.tables: dict[str, dict[int, str]] = {k: {} for k in _TABLE_SECTIONS}
-        self.section: str | None = None
-        self._frames: dict[int, tuple[str, str, str]] = {}
-
-    def feed(self, line: str) -> bool:
-        """Consume `line` if it belongs to a table; True when consumed."""
-        s = line.strip()
-        if s in _TABLE_SECTIONS:
-            self.section = s
-            return True
-        m = re.match(r"(\d+)\s+(.*)$", s)
-        if self.section and m:
-            self.tables[self.section][int(m.group(1))] = m.group(2)
-            return True
-        self.section = None
-        return False
-
-    def frame_location(self, frame_id: int) -> tuple[str, str, str]:
-        """(path, line, column) of a stack frame; empty strings when unknown. Memoized."""
-        if frame_id not in self._frames:
-            frame = self.tables["StackFrames"].get(frame_id, "")
-            loc_id = _field(frame, "file_location_id")
-            loc = self.tables["FileLocations"].get(int(loc_id), "") if loc_id.isascii() and loc_id.isdigit() else ""
-            file_id = _field(loc, "file_name_id")
-            known = file_id.isascii() and file_id.isdigit()
-            path = self.tables["FileNames"].get(int(file_id), "").strip('"') if known else ""
-            self._frames[frame_id] = (path, _field(loc, "line"), _field(loc, "column"))
-        return self._frames[frame_id]
-
-
-_FIELDS = {key: re.compile(rf'\b{key}="?([^\s"}}]*)') for key in (
-    "source_file", "source_line", "source_column", "stack_frame_id", "file_location_id", "file_name_id", "line",
-    "column")}
-
-
-def _field(text: str, key: str) -> str:
-    """The value of `key=value` or `key="value"` in metadata-like text, or ""."""
-    m = _FIELDS[key].search(text)
-    return m.group(1) if m else ""
-
-
-def _set_source(instr: Instruction, tables: _SourceTables) -> None:
-    """Fill `source` and `location` from metadata: source_file/source_line, or stack_frame_id in the tables."""
-    meta = instr.attrs.get("metadata", "")
-    if not meta:
-        return
-    path, line, column = _field(meta, "source_file"), _field(meta, "source_line"), _field(meta, "source_column")
-    frame = _field(meta, "stack_frame_id")
-    if not (path and line) and frame.isascii() and frame.isdigit():  # int() refuses some unicode digits (²)
-        path, line, column = tables.frame_location(int(frame))
-    if path and line:
-        instr.source = f"{path.rsplit('/', 1)[-1]}:{line}"
-        instr.location = f"{path}:{line}:{column}"
-
-
-def parse_hlo(text: str | bytes | None) -> HloModule:
-    """Parse HLO module text (bytes are read as UTF-8). Unknown lines are skipped (counted in `skipped`); never
-    raises on text."""
-    if isinstance(text, (bytes, bytearray)):
-        text = bytes(text).decode("utf-8", "replace")
-    module, tables, current = HloModule(), _SourceTables(), None
-    for line in (text or "").splitlines():
-        s = line.strip()
-        if not s or s.startswith("//"):
-            continue
-        if current is None:
-            current = _outside_line(module, tables, line, s)
-            continue
-        if s == "}":
-            current = None
-            continue
-        instr = parse_instruction(line)
-        if instr is None:
-            module.skipped += 1
-            continue
-        _set_source(instr, tables)
-        current.instructions.append(instr)
-    return module
-
-
-def _outside_line(module: HloModule, tables: _SourceTables, line: str, s: str) -> Computation | None:
-    """Handle a line outside any computation; returns the computation it opens, if any."""
-    if s.startswith("HloModule"):
-        module.name = s.split()[1].rstrip(",") if len(s.split()) > 1 else ""
-        return None
-    if tables.feed(line):
-        return None
-    header = _computation_header(line)
-    if header is None:
-        module.skipped += 1
-        return None
-    name, is_entry = header
-    comp = Computation(name=name, is_entry=is_entry)
-    module.computations[name] = comp
-    if is_entry:
-        module.entry_name = name
-    return comp
-
-
-def _as_module(hlo: str | bytes | HloModule | None) -> HloModule:
-    return hlo if isinstance(hlo, HloModule) else parse_hlo(hlo)
-
 
 # ------------------------------------------------------------------------------------------------ nodes
 
@@ -384,6 +38,8 @@ class Node:
     source: str = ""
     location: str = ""
     op_name: str = ""
+    op_kind: str = ""  # the instruction's kind as the worker's per-op rows name it (worker.hlo_kind): `fusion(kLoop)`
+    operands: tuple[str, ...] = ()  # names of the instructions it reads: its identity in the dataflow graph
 
     @property
     def is_fusion(self) -> bool:
@@ -444,20 +100,16 @@ def node_of(module: HloModule, instr: Instruction, computation: str = "") -> Nod
     ops = ops or [instr.op_key]
     return Node(name=instr.name, kind=kind, ops=tuple(sorted(Counter(ops).items())), order=tuple(dict.fromkeys(ops)),
                 shape=strip_layout(instr.shape), computation=computation, source=instr.source,
-                location=instr.location, op_name=instr.op_name)
-
-
-def _is_control_op(instr: Instruction) -> bool:
-    return not instr.is_fusion and instr.opcode in _CONTROL_ATTRS
+                location=instr.location, op_name=instr.op_name, op_kind=instr.kind, operands=tuple(instr.operands))
 
 
 def top_level_nodes(hlo: str | HloModule) -> list[Node]:
     """Fusions and unfused ops (free ops and control-flow ops left out) of all control computations, in order."""
-    module = _as_module(hlo)
+    module = as_module(hlo)
     nodes = []
     for comp in module.control_computations():
         for instr in comp.instructions:
-            if instr.is_fusion or (instr.opcode not in FREE_OPCODES and not _is_control_op(instr)):
+            if instr.is_fusion or (instr.opcode not in FREE_OPCODES and not instr.is_control_flow):
                 nodes.append(node_of(module, instr, comp.name))
     return nodes
 
@@ -468,7 +120,7 @@ def fusion_summary(hlo: str | HloModule) -> dict:
     Returns {"module", "fusions": [node dicts], "unfused": [node dicts], "fusion_counts": {kind: n},
     "unfused_counts": {op: n}, "n_fusions", "n_unfused", "control_computations": [names], "skipped_lines"}.
     """
-    module = _as_module(hlo)
+    module = as_module(hlo)
     nodes = top_level_nodes(module)
     fusions = [n for n in nodes if n.is_fusion]
     unfused = [n for n in nodes if not n.is_fusion]
@@ -493,24 +145,45 @@ class Matching:
     cand_only: list[Node] = field(default_factory=list)
 
 
-def _pair_by(key, how: str, base: list[Node], cand: list[Node], out: list) -> tuple[list[Node], list[Node]]:
-    """Pair nodes whose key agrees: same name first, then same source, then in order. Returns the leftovers."""
+def _pair_by(key, how: str, base: list[Node], cand: list[Node], out: list,
+             known: dict[str, str] | None = None) -> tuple[list[Node], list[Node]]:
+    """Pair nodes whose key agrees. Among several candidates: the same name first, then the same inputs (operands
+    that are the same instruction, or were paired already: `known` maps base names to candidate names and grows
+    with every pair), then the same source location, then the first in program order. Returns the leftovers."""
+    known = {} if known is None else known
     groups: dict = {}
     for n in cand:
         groups.setdefault(key(n), []).append(n)
     rest_base = []
     for b in base:
         options = groups.get(key(b), [])
-        pick = (next((c for c in options if c.name == b.name), None)
-                or next((c for c in options if b.location and c.location == b.location and c.op_name == b.op_name), None)
-                or (options[0] if options else None))
+        pick = next((c for c in options if c.name == b.name), None) or _same_inputs(b, options, known)
+        if pick is None:
+            pick = (next((c for c in options if b.location and c.location == b.location and c.op_name == b.op_name),
+                         None) or (options[0] if options else None))
         if pick is None:
             rest_base.append(b)
             continue
         options.remove(pick)
         out.append((b, pick, how))
+        known[b.name] = pick.name
     taken = {id(c) for _, c, _ in out}
     return rest_base, [c for c in cand if id(c) not in taken]
+
+
+def _same_inputs(b: Node, options: list[Node], known: dict[str, str]) -> Node | None:
+    """The option that reads the most of what `b` reads (an operand with the same name, or `b`'s operand's pair),
+    if one reads more than every other."""
+    if len(options) < 2 or not b.operands:
+        return None
+    mapped = [known.get(o, o) for o in b.operands]
+
+    def score(c: Node) -> int:
+        return sum(1 for x, y in zip(mapped, c.operands) if x == y)
+
+    scores = [score(c) for c in options]
+    best = max(scores)
+    return options[scores.index(best)] if best > 0 and scores.count(best) == 1 else None
 
 
 def _overlap(a: Counter, b: Counter, size_a: int, size_b: int) -> float:
@@ -530,7 +203,8 @@ def _similar(b: Node, c: Node) -> float:
 _MAX_SIMILARITY_CHECKS = 2_000_000
 
 
-def _pair_similar(base: list[Node], cand: list[Node], out: list) -> tuple[list[Node], list[Node]]:
+def _pair_similar(base: list[Node], cand: list[Node], out: list,
+                  known: dict[str, str] | None = None) -> tuple[list[Node], list[Node]]:
     """Greedy best-first pairing by `_similar`, among nodes that share at least one op."""
     by_op: dict[str, list[int]] = {}
     for j, c in enumerate(cand):
@@ -550,18 +224,23 @@ def _pair_similar(base: list[Node], cand: list[Node], out: list) -> tuple[list[N
             used_b.add(i)
             used_c.add(j)
             out.append((base[i], cand[j], "similar"))
+            if known is not None:
+                known[base[i].name] = cand[j].name
     return ([b for i, b in enumerate(base) if i not in used_b], [c for j, c in enumerate(cand) if j not in used_c])
 
 
 def match_nodes(base: list[Node], cand: list[Node]) -> Matching:
     """Match nodes across versions: equal signature ("same"), equal core signature ("wrapped", "unwrapped",
-    "rekinded": same ops and shape, fused differently), then best op overlap ("similar", at least half)."""
+    "rekinded": same ops and shape, fused differently), then best op overlap ("similar", at least half).
+    Nodes that look alike are told apart by what they read (see `_pair_by`): the fusion diff and the per-op diff
+    both pair through here, so they always name the same pairs."""
     pairs: list = []
-    b, c = _pair_by(lambda n: n.signature, "same", base, cand, pairs)
+    known: dict[str, str] = {}
+    b, c = _pair_by(lambda n: n.signature, "same", base, cand, pairs, known)
     core_pairs: list = []
-    b, c = _pair_by(lambda n: n.core_signature, "", b, c, core_pairs)
+    b, c = _pair_by(lambda n: n.core_signature, "", b, c, core_pairs, known)
     pairs += [(x, y, _refusion_how(x, y)) for x, y, _ in core_pairs]
-    b, c = _pair_similar(b, c, pairs)
+    b, c = _pair_similar(b, c, pairs, known)
     return Matching(pairs=pairs, base_only=b, cand_only=c)
 
 
@@ -748,10 +427,15 @@ def _aggregate(rows: list[dict] | None) -> dict[str, dict]:
     return out
 
 
-def _row_nodes(rows: dict[str, dict], module: HloModule) -> list[Node]:
-    """A node per profiled name: from the HLO when the name is there, else an opaque node keyed by name."""
-    nodes = []
-    for name, row in rows.items():
+def _profiled_nodes(rows: dict[str, dict], module: HloModule) -> list[Node]:
+    """The nodes of the whole module (what the fusion diff pairs) and, after them, a node per profiled name the
+    module's top level lacks: the instruction when the name is elsewhere in the HLO, else an opaque node keyed by
+    name (matched by name only)."""
+    nodes = top_level_nodes(module)
+    names = {n.name for n in nodes}
+    for name in rows:
+        if name in names:
+            continue
         found = module.find(name)
         if found:
             nodes.append(node_of(module, found[1], found[0].name))
@@ -775,28 +459,56 @@ def median_per_op(tables: Sequence[Sequence[dict]]) -> list[dict]:
     return sorted(merged, key=lambda r: -r["time_ns"])
 
 
+# A per-op table explains a step when its ops' times add up to about the step's median: each op's time is its share of
+# the traced calls' wall time (worker/trace.py), so the sum is at most a traced call, which runs a little slower than
+# an untimed one. Below COVERAGE_MIN most of the step happened where the profile saw no op (a profiler that traces
+# only launches: run records made before the reduction followed asynchronous thunks covered 40-70% on jax 0.7/0.8),
+# so the op whose time moved most may be no part of the change. Above 1 the traced calls ran slower than the timed
+# steps, or (records made before the reduction shared concurrent time) concurrent events were summed: the table
+# then still sees the whole step, so it may name an op.
+COVERAGE_MIN = 0.75
+
+
+def per_op_coverage(per_op: Sequence[dict] | None, median_ns: float | None) -> float | None:
+    """Sum of the per-op times over the median step time; None without a table or a median."""
+    if not per_op or not median_ns or not median_ns > 0:
+        return None
+    total = 0.0
+    for row in per_op:
+        value = row.get("time_ns") if isinstance(row, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+            total += float(value)
+    return total / float(median_ns)
+
+
+def coverage_explains(coverage: float | None) -> bool:
+    return coverage is not None and coverage >= COVERAGE_MIN
+
+
 def per_op_diff(base_per_op: list[dict] | None, cand_per_op: list[dict] | None, base_hlo: str | HloModule | None,
                 cand_hlo: str | HloModule | None) -> list[dict]:
     """Per-op time moves between two versions, biggest |delta_ns| first.
 
-    Per-op rows are {"name": HLO instruction name, "kind", "time_ns" (per iteration), "count"}. Rows are matched
-    by name when the signatures agree, else by signature (see `match_nodes`); a new (vanished) fusion is set
-    against the profiled nodes of the other side it absorbed (was split into), summed. Returns rows
-    {"base_name", "cand_name", "kind", "signature", "match", "source", "base_ns", "cand_ns", "delta_ns", "ratio"}:
-    a side that has no row has None for its name and time (its delta counts it as 0); ratio is cand/base or None.
+    Per-op rows are {"name": HLO instruction name, "kind", "time_ns" (per iteration), "count"}. Ops are paired by
+    their identity in the HLO, exactly as the fusion diff pairs them (`match_nodes` over every node of both modules:
+    same signature and name, same inputs, then similar contents); a new (vanished) fusion is set against the nodes
+    of the other side it absorbed (was split into), summed; a profiled name the HLO lacks is paired by name.
+    Returns the rows where at least one side was profiled: {"base_name", "cand_name", "kind", "signature",
+    "match", "source", "base_ns", "cand_ns", "delta_ns", "ratio"}. A side with no node has None for its name; a
+    side with no profiled time has None for its time (its delta counts it as 0); ratio is cand/base or None; kind
+    is the profiled row's, else the instruction kind in the HLO (worker.hlo_kind: `fusion(kLoop)`, `dot`), else
+    "unknown". `match`: "name" (same op, same name), "signature" (same op, renamed), "wrapped" / "unwrapped" /
+    "rekinded" / "similar" (see match_nodes), "merged", "split", "base only", "cand only".
     """
     base_rows, cand_rows = _aggregate(base_per_op), _aggregate(cand_per_op)
-    base_mod, cand_mod = _as_module(base_hlo), _as_module(cand_hlo)
-    base_nodes, cand_nodes = _row_nodes(base_rows, base_mod), _row_nodes(cand_rows, cand_mod)
-    pairs = []
-    by_name = {n.name: n for n in cand_nodes}
-    for b in base_nodes:
-        c = by_name.get(b.name)
-        if c is not None and c.signature == b.signature:
-            pairs.append((b, c, "name"))
-    paired_b, paired_c = {b.name for b, _, _ in pairs}, {c.name for _, c, _ in pairs}
-    m = match_nodes([n for n in base_nodes if n.name not in paired_b], [n for n in cand_nodes if n.name not in paired_c])
-    out = [_time_row([b], [c], how if how != "same" else "signature", base_rows, cand_rows) for b, c, how in pairs + m.pairs]
+    base_nodes = _profiled_nodes(base_rows, as_module(base_hlo))
+    cand_nodes = _profiled_nodes(cand_rows, as_module(cand_hlo))
+    m = match_nodes(base_nodes, cand_nodes)
+    out = []
+    for b, c, how in m.pairs:
+        if b.name in base_rows or c.name in cand_rows:
+            match = ("name" if b.name == c.name else "signature") if how == "same" else how
+            out.append(_time_row([b], [c], match, base_rows, cand_rows))
     out += _group_rows(m, base_rows, cand_rows)
     out.sort(key=lambda r: (-abs(r["delta_ns"]), r["base_name"] or "", r["cand_name"] or ""))
     return out
@@ -809,18 +521,20 @@ def _group_rows(m: Matching, base_rows: dict, cand_rows: dict) -> list[dict]:
     rows += [_time_row(bs, cs, "split", base_rows, cand_rows) for bs, cs in g.split]
     rows += [_time_row([b], [], "base only", base_rows, cand_rows) for b in g.base_left]
     rows += [_time_row([], [c], "cand only", base_rows, cand_rows) for c in g.cand_left]
-    return rows
+    return [r for r in rows if r["base_ns"] is not None or r["cand_ns"] is not None]
 
 
 def _time_row(base: list[Node], cand: list[Node], how: str, base_rows: dict, cand_rows: dict) -> dict:
-    base_ns = sum(base_rows[n.name]["time_ns"] for n in base) if base else None
-    cand_ns = sum(cand_rows[n.name]["time_ns"] for n in cand) if cand else None
+    base_times = [base_rows[n.name]["time_ns"] for n in base if n.name in base_rows]
+    cand_times = [cand_rows[n.name]["time_ns"] for n in cand if n.name in cand_rows]
+    base_ns = sum(base_times) if base_times else None
+    cand_ns = sum(cand_times) if cand_times else None
     main = (cand or base)[0]
     kind_row = cand_rows.get(main.name) if cand else base_rows.get(main.name)
     return {
         "base_name": " + ".join(n.name for n in base) or None,
         "cand_name": " + ".join(n.name for n in cand) or None,
-        "kind": (kind_row or {}).get("kind") or main.kind or "unfused",
+        "kind": (kind_row or {}).get("kind") or main.op_kind or "unknown",
         "signature": main.label if not main.label.startswith("?") else "",
         "match": how,
         "source": main.source,

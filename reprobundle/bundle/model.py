@@ -1,0 +1,176 @@
+"""The typed model of a bundle's manifest and a run record: what the JSON Schemas describe, for the type checker.
+
+Manifests and run records stay plain maps on the wire and in memory (they are hashed as canonical msgpack, and
+`--json` prints them); these TypedDicts give the code that reads them names and types, checked by mypy. The codec
+(`manifest.decode_manifest`, `decode_run`) validates a map against its schema and only then returns it as one of
+these types, so a value typed `Manifest` has passed `schemas/manifest-v2.schema.json`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+RunStatus = Literal["ok", "mismatch", "incompatible", "error", "crashed", "timeout"]
+
+
+class Blob(TypedDict):
+    digest: str  # sha256:<64 hex>
+    size: int
+
+
+class Aval(TypedDict):
+    shape: list[int | str]  # a str is a symbolic dimension ("b", "2*b")
+    dtype: str
+
+
+class Synthetic(TypedDict):
+    distribution: Literal["normal", "uniform", "randint", "zeros", "ones"]
+    seed: int
+    low: NotRequired[float]
+    high: NotRequired[float]
+    mean: NotRequired[float]
+    std: NotRequired[float]
+
+
+class InputLeaf(TypedDict):
+    shape: list[int]
+    dtype: str
+    blob: NotRequired[Blob]  # exactly one of blob and synthetic
+    synthetic: NotRequired[Synthetic]
+    path: NotRequired[str]  # key path in the user's (args, kwargs)
+    key_impl: NotRequired[str]  # a typed PRNG key of this impl, stored as key data
+
+
+class OutputLeaf(TypedDict):
+    shape: list[int]
+    dtype: str
+    blob: Blob
+
+
+class LeafName(TypedDict):
+    path: str
+    key_impl: NotRequired[str]
+
+
+class StaticValue(TypedDict):
+    path: str
+    type: str
+    repr: str
+
+
+class Tree(TypedDict):
+    kind: Literal["leaf", "static", "none", "tuple", "list", "dict", "custom"]
+    children: NotRequired[list[Tree]]
+    keys: NotRequired[list[Any]]
+    type: NotRequired[str]
+
+
+class Fields(TypedDict):
+    """What rebuilds a jax.export.Exported without its flatbuffer."""
+
+    fun_name: str
+    in_avals: list[Aval]
+    out_avals: list[Aval]
+    platforms: list[str]
+    nr_devices: int
+    in_shardings_hlo: list[str | None]
+    out_shardings_hlo: list[str | None]
+    calling_convention_version: int
+    ordered_effects: list[str]
+    unordered_effects: list[str]
+    disabled_safety_checks: list[str]
+    module_kept_var_idx: list[int]
+    uses_global_constants: bool
+
+
+class Function(TypedDict):
+    kind: Literal["jax.export", "stablehlo"]
+    fields: Fields
+    in_tree: Tree
+    out_tree: Tree
+    exported: NotRequired[Blob | None]
+    mlir_module: NotRequired[Blob | None]
+    mlir_module_compat: NotRequired[Blob | None]
+    stablehlo_text: NotRequired[Blob | None]
+    source: NotRequired[Blob | None]
+    serialization_version: NotRequired[int]
+    outputs: NotRequired[list[LeafName]]
+    static: NotRequired[list[StaticValue]]
+
+
+class Inputs(TypedDict):
+    leaves: list[InputLeaf]
+
+
+class Timing(TypedDict):
+    warmup: int
+    samples_ns: list[int]
+    compile_s: float
+    steps: NotRequired[list[int]]  # calls per step (run records measured interleaved)
+    rounds: NotRequired[list[int]]  # steps per round, a fresh worker process each
+    group: NotRequired[str]  # shared by the runs timed together
+
+
+class PerOp(TypedDict):
+    name: str
+    kind: str
+    time_ns: float
+    count: int
+
+
+class Reference(TypedDict):
+    outputs: list[OutputLeaf]
+    timing: Timing
+    route: str
+    per_op: NotRequired[list[PerOp]]
+
+
+class Artifact(TypedDict):
+    blob: Blob
+    media_type: str
+
+
+class Tool(TypedDict):
+    name: str
+    version: str
+
+
+class Manifest(TypedDict):
+    format: Literal["reprobundle-bundle"]
+    format_version: int
+    name: str
+    version: int
+    created: str
+    description: str
+    labels: dict[str, str]
+    parent: str | None
+    tool: Tool
+    function: Function
+    inputs: Inputs
+    reference: Reference
+    environment: dict[str, Any]  # free-form and redacted: read it as data of any type
+    artifacts: dict[str, Artifact]
+
+
+class RunRecord(TypedDict):
+    format: Literal["reprobundle-run"]
+    format_version: int
+    run_id: str
+    bundle_id: str
+    bundle: str
+    created: str
+    requested: str
+    status: RunStatus
+    reason: str
+    environment: dict[str, Any]
+    outputs: list[OutputLeaf]
+    check: dict[str, Any] | None
+    artifacts: dict[str, Artifact]
+    route: NotRequired[str | None]
+    timing: NotRequired[Timing]
+    per_op: NotRequired[list[PerOp]]
+    attempts: NotRequired[list[Any]]
+    duration_s: NotRequired[float]
+    labels: NotRequired[dict[str, str]]
+    notes: NotRequired[list[str]]  # run 3: what the worker adjusted to run on that release
+    group: NotRequired[str]  # run 3: shared by the runs of one replay, timed or not

@@ -1,0 +1,108 @@
+"""Validation of manifests and run records by their JSON Schemas (reprobundle/schemas/), the single source of truth.
+
+The schemas say what every field is; `check` runs them (jsonschema, compiled once per schema) and turns the most
+relevant violation into one line with a precise path (`manifest.inputs.leaves[3].shape[0]: must be >= 0`). What a
+schema cannot say, the callers check by hand (counts that must agree between fields, sums of timing steps).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import jsonschema
+
+from ..errors import CorruptBundleError
+
+SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
+MAX_TREE_DEPTH = 100  # pytree nesting in in_tree/out_tree; real functions stay far below
+_SHORT = 60
+_TYPE_NAMES = {"integer": "int", "string": "str", "array": "list", "object": "map", "number": "number",
+               "boolean": "bool", "null": "null"}
+
+
+@functools.cache
+def validator(kind: str, version: int) -> jsonschema.Draft202012Validator:
+    """The validator of `schemas/{kind}-v{version}.schema.json` ("manifest" or "run")."""
+    schema = json.loads((SCHEMA_DIR / f"{kind}-v{version}.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def check(obj: Mapping[str, Any], kind: str, version: int, what: str) -> None:
+    """Raise CorruptBundleError naming the path and the problem when `obj` breaks its schema."""
+    _check_tree_depth(obj, what)
+    error = jsonschema.exceptions.best_match(validator(kind, version).iter_errors(obj))
+    if error is not None:
+        raise _corrupt(what, _path(kind, error.absolute_path), _describe(error))
+
+
+def _corrupt(what: str, path: str, problem: str) -> CorruptBundleError:
+    return CorruptBundleError(f"{what}: {path}: {problem}",
+                              hint="the manifest is malformed; it was not written by a compatible reprobundle")
+
+
+def _check_tree_depth(obj: Mapping[str, Any], what: str) -> None:
+    """Bound pytree nesting before a recursive validator sees it: no RecursionError on hostile input."""
+    function = obj.get("function") if isinstance(obj, dict) else None
+    if not isinstance(function, dict):
+        return
+    for key in ("in_tree", "out_tree"):
+        stack: list[tuple[Any, int]] = [(function.get(key), 0)]
+        while stack:
+            node, depth = stack.pop()
+            if depth > MAX_TREE_DEPTH:
+                raise _corrupt(what, f"manifest.function.{key}", f"tree nested deeper than {MAX_TREE_DEPTH} levels")
+            children = node.get("children") if isinstance(node, dict) else None
+            if isinstance(children, list):
+                stack.extend((child, depth + 1) for child in children)
+
+
+def _path(kind: str, parts: Iterable[str | int]) -> str:
+    text = kind if kind == "manifest" else "run"
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    text = text if len(text) <= _SHORT else text[:_SHORT - 3] + "..."
+    return text.encode("ascii", "backslashreplace").decode()  # no control characters reach a terminal
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    """One phrase for the violation, in the words the rest of reprobundle uses."""
+    field = error.absolute_path[-1] if error.absolute_path else None
+    kind, value = error.validator, error.validator_value
+    instance = error.instance
+    if kind == "required":
+        missing = [k for k in value if isinstance(instance, dict) and k not in instance]
+        return f"missing field {missing[0]!r}" if missing else "missing field"
+    if kind == "additionalProperties" and isinstance(instance, dict):
+        allowed = set(error.schema.get("properties") or {})
+        extra = sorted(str(k) for k in instance if k not in allowed)
+        return f"unknown field {_short(extra[0])}" if extra else "unknown field"
+    if kind == "type":
+        wanted = value if isinstance(value, list) else [value]
+        got = "bool" if isinstance(instance, bool) else type(instance).__name__
+        return f"expected {'/'.join(_TYPE_NAMES.get(str(t), str(t)) for t in wanted)}, got {got}"
+    if kind == "minimum":
+        return f"must be >= {value}"
+    if field == "dtype":
+        return f"unknown dtype {_short(instance)}"
+    if field == "digest":
+        return f"not a sha256 digest: {_short(instance)}"
+    if field == "name" and kind == "pattern":
+        return f"invalid bundle name {_short(instance)}"
+    if kind == "oneOf" and isinstance(instance, dict) and {"blob", "synthetic"} & set(instance):
+        return "a leaf has exactly one of 'blob' and 'synthetic'"
+    if kind == "enum":
+        return f"unknown {field if isinstance(field, str) else 'value'} {_short(instance)}"
+    if kind == "const":
+        return f"expected {value!r}, got {_short(instance)}"
+    if kind in ("minLength", "maxLength"):
+        return f"length must be {'>=' if kind == 'minLength' else '<='} {value}"
+    return f"{_short(instance)} is invalid ({kind})"

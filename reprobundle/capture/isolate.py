@@ -1,0 +1,278 @@
+"""Isolation: the bundle's StableHLO split into pieces, each timed standalone on two versions, the piece whose time
+moved most packed as a bundle of its own: a minimal repro, and an answer that needs no profiler.
+
+A per-op profile can be missing (jaxlib 0.4.30 traces no ops) or wrong (a release whose trace shows only launches);
+a piece timed as its own program is neither. The split follows the source: consecutive top-level ops of the traced
+function that come from the same line of the user's code (the outermost frame in the innermost frame's file, so a
+helper's ops go with the line that called it) form a piece; a module without source locations is split before each
+op that does real work (dots, convolutions, reductions, custom calls, loops). Neighbouring pieces are merged until
+at most `max_pieces` remain (the two with the fewest ops first), and a piece whose boundary holds a value no bundle
+can carry (a token) is merged with the next. Constants are copied into every piece that uses them.
+
+Each piece is packed (into a scratch store) with its real inputs: the bundle's inputs, or the reference outputs of
+the pieces before it, which the packing worker computes, so every intermediate value is what the function computes.
+Then each piece is replayed on the versions, timed together in paired rounds with the adaptive budget exactly as
+`replay` times whole bundles, and the piece whose median moved most is copied into the user's store.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..analysis.verdict import timing_verdict
+from ..bundle.registry import Bundle, Registry
+from ..errors import UsageError
+from ..logs import Status
+from ..run.execution import DEFAULT_TIMEOUT_S, Timing
+from ..run.replay import leaf_array, replay
+from ..worker.synthetic import synthetic_array
+from .export import MLIR_ELEMENT_DTYPES, function_ops, load_stablehlo
+from .pack import pack
+
+DEFAULT_MAX_PIECES = 8
+# Ops that do the work of a program: in a module without source locations, each starts a piece.
+HEAVY_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution", "stablehlo.reduce",
+                       "stablehlo.reduce_window", "stablehlo.custom_call", "stablehlo.while", "stablehlo.sort",
+                       "stablehlo.scatter", "stablehlo.gather", "stablehlo.fft", "stablehlo.case", "stablehlo.if",
+                       "stablehlo.select_and_scatter", "stablehlo.cholesky", "stablehlo.triangular_solve"})
+_FILE_LINE = re.compile(r'"([^"]+)":(\d+):')
+_VALUE = re.compile(r"%[A-Za-z0-9_$.\-]+(?:#\d+)?")
+
+
+@dataclass
+class Piece:
+    index: int
+    label: str  # `attention.py:25` or `dot_general at op 4`
+    text: str  # a StableHLO module whose public @main is the piece
+    inputs: list[str]  # value names in the original function, in @main's argument order
+    outputs: list[str]  # value names in the original function, in @main's result order
+    ops: list[str]  # the op names inside, in order (stablehlo.dot_general, ...)
+
+
+@dataclass
+class Split:
+    function: str  # the function that was split (@main, or the one it only calls)
+    pieces: list[Piece]
+    args: list[str]  # that function's argument names (they are the bundle's inputs, in order)
+    results: list[str]  # the values it returns, in order
+
+
+def _location_key(loc: str) -> str | None:
+    """`file.py:23`: the outermost frame, in the innermost frame's file, of an op's location; None without one."""
+    frames = [f for f in _FILE_LINE.findall(loc) if f[0] != "-"]  # "-": the parsed text itself, no source
+    if not frames:
+        return None
+    file = frames[0][0]
+    line = frames[0][1]
+    for f, n in frames:
+        if f != file:
+            break
+        line = n
+    return f"{Path(file).name}:{line}"
+
+
+def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
+    """The module's main computation in at most `max_pieces` pieces, each a module of its own (see the module
+    docstring). UsageError when the module cannot be split (one op, dynamic shapes, no tensors)."""
+    fn = function_ops(text)
+    ops = fn.ops
+    types: dict[str, str] = dict(zip(fn.args, fn.arg_types))
+    for op in ops:
+        types.update(zip(op.results, op.result_types))
+    if any("?" in t for t in types.values()):
+        raise UsageError("the function has dynamic shapes: isolate needs a bundle at static shapes",
+                         hint="pack it at concrete sizes")
+    constants = {op.results[0]: op.asm for op in ops if op.name == "stablehlo.constant" and len(op.results) == 1}
+    work = [i for i, op in enumerate(ops) if op.name != "stablehlo.constant"]
+    if len(work) < 2:
+        raise UsageError(f"@{fn.name} has {len(work)} op(s) that do work: nothing to split",
+                         hint="the bundle is already as small as a repro gets")
+    keys = [_location_key(ops[i].location) for i in work]
+    by_source = any(k is not None for k in keys)
+    groups: list[list[int]] = []
+    last_key = object()
+    for i, key in zip(work, keys):
+        if by_source:
+            new = key is not None and key != last_key
+            last_key = key if key is not None else last_key
+        else:
+            new = ops[i].name in HEAVY_OPS
+        if new or not groups:
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    uses: dict[str, list[int]] = {}
+    for i, op in enumerate(ops):
+        for v in op.operands:
+            uses.setdefault(v, []).append(i)
+    while len(groups) > max_pieces:
+        sizes = [len(a) + len(b) for a, b in zip(groups, groups[1:])]
+        k = sizes.index(min(sizes))
+        groups[k:k + 2] = [groups[k] + groups[k + 1]]
+    pieces: list[Piece] = []
+    pending: list[int] = []
+    for n, group in enumerate(groups):
+        members = pending + group
+        piece = _piece(len(pieces), members, ops, types, constants, uses, fn.returned, fn.callees,
+                       keys[work.index(members[0])] if by_source else None)
+        if piece is None and n + 1 < len(groups):
+            pending = members  # a boundary value that cannot be fed: merged with the next group
+            continue
+        if piece is None:
+            raise UsageError("the function's values between its parts are not all tensors: it cannot be split")
+        pieces.append(piece)
+        pending = []
+    if len(pieces) < 2:
+        raise UsageError("the function cannot be split into pieces a bundle can carry")
+    return Split(function=fn.name, pieces=pieces, args=fn.args, results=fn.returned)
+
+
+def _feedable(t: str) -> bool:
+    m = re.fullmatch(r"tensor<(?:[0-9]+x)*([a-z0-9]+)>", t)
+    return m is not None and m.group(1) in MLIR_ELEMENT_DTYPES
+
+
+def _piece(index, members, ops, types, constants, uses, returned, callees, key) -> Piece | None:
+    inside = set(members)
+    defined = {r for i in members for r in ops[i].results}
+    used, needed_constants = [], []
+    for i in members:
+        for name in ops[i].operands:
+            if name in defined or name in used or name in needed_constants:
+                continue
+            (needed_constants if name in constants else used).append(name)
+    outputs = [r for i in members for r in ops[i].results
+               if r in returned or any(u not in inside and u > max(members) for u in uses.get(r, ()))]
+    if not outputs or not all(_feedable(types[v]) for v in used + outputs):
+        return None
+    rename = {v: f"%piece_in{k}" for k, v in enumerate(used)}
+
+    def sub(line: str) -> str:
+        return _VALUE.sub(lambda m: rename.get(m.group(0), m.group(0)), line)
+
+    lines = [constants[c] for c in needed_constants] + [sub(ops[i].asm) for i in members]
+    signature = ", ".join(f"{rename[v]}: {types[v]}" for v in used)
+    results = ", ".join(types[v] for v in outputs)
+    body = "\n".join("    " + line.replace("\n", "\n    ") for line in lines)
+    text = (f"module @piece_{index} attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}} {{\n"
+            f"  func.func public @main({signature}) -> ({results}) {{\n{body}\n"
+            f"    return {', '.join(outputs)} : {results}\n  }}\n"
+            + "".join("  " + c.replace("\n", "\n  ") + "\n" for c in callees) + "}\n")
+    heavy = [ops[i].name for i in members if ops[i].name in HEAVY_OPS]
+    label = key or f"{(heavy or [ops[members[0]].name])[0].split('.')[-1]} at op {members[0]}"
+    return Piece(index=index, label=label, text=text, inputs=used, outputs=outputs,
+                 ops=[ops[i].name for i in members])
+
+
+# ------------------------------------------------------------------------------------------------ isolate
+
+
+@dataclass
+class PieceResult:
+    piece: Piece
+    ref: str  # the piece's bundle in the scratch store
+    inputs: list = field(default_factory=list)  # its input arrays (the values the function computes there)
+    runs: list[dict] = field(default_factory=list)
+    verdict: dict | None = None
+    base_ns: float | None = None
+    cand_ns: float | None = None
+
+    @property
+    def delta_ns(self) -> float:
+        """The change of the piece's time: its baseline median times the paired ratio, less one."""
+        if self.verdict is None or self.base_ns is None:
+            return 0.0
+        return self.base_ns * (float(self.verdict["ratio"]) - 1.0)
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.verdict) and self.verdict["verdict"] in ("slower", "faster")
+
+
+@dataclass
+class Isolation:
+    bundle: str
+    versions: tuple[str, str]
+    function: str
+    pieces: list[PieceResult]
+    moved: PieceResult | None  # the piece that moved most (a verdict of slower or faster first)
+    packed: str | None  # its bundle in the user's store
+    whole_base_ns: float | None = None
+
+
+def _bundle_inputs(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
+    from ..worker.dtypes import np_dtype
+
+    out = []
+    for leaf in bundle.manifest["inputs"]["leaves"]:
+        if "synthetic" in leaf:
+            out.append(synthetic_array(tuple(leaf["shape"]), np_dtype(leaf["dtype"]), leaf["synthetic"]))
+        else:
+            out.append(leaf_array(registry.get_blob(leaf["blob"]), leaf))
+    return out
+
+
+def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], *, max_pieces: int = DEFAULT_MAX_PIECES,
+            name: str | None = None, timing: Timing = Timing(warmup=2, repeat=100), max_time_s: float | None = None,
+            pin=None, timeout_s: float = DEFAULT_TIMEOUT_S, env_manager=None, python: str | None = None,
+            progress: Callable[[str], None] | None = None) -> Isolation:
+    """Split `bundle`, pack each piece with its real inputs, time each on versions[0] (baseline) and versions[1]
+    together, and copy the piece whose median moved most into `registry` as `name` (default: NAME-piece-K)."""
+    say = progress or (lambda _line: None)
+    if len(versions) != 2:
+        raise UsageError("isolate compares two versions", hint="give --jax twice: the baseline, then the candidate")
+    text_ref = bundle.manifest["function"].get("stablehlo_text")
+    if not text_ref:
+        raise UsageError(f"{bundle.ref} holds no StableHLO text to split")
+    split = split_module(registry.get_blob(text_ref).decode("utf-8", "replace"), max_pieces)
+    say(Status(f"split @{split.function} of {bundle.ref} into {len(split.pieces)} pieces: "
+               + ", ".join(p.label for p in split.pieces), "isolate"))
+    values = dict(zip(split.args, _bundle_inputs(registry, bundle)))
+    results: list[PieceResult] = []
+    with tempfile.TemporaryDirectory(prefix="reprobundle-isolate-") as tmp:
+        scratch = Registry.open(str(Path(tmp) / "store"))
+        for piece in split.pieces:
+            say(Status(f"piece {piece.index + 1}/{len(split.pieces)} ({piece.label}): packing with its inputs",
+                       "isolate"))
+            leaves = [values[v] for v in piece.inputs]
+            fn = load_stablehlo(piece.text)
+            ref = pack(scratch, fn, leaves, name=f"piece-{piece.index + 1}", description=f"{bundle.ref}: {piece.label}",
+                       parent=str(bundle.ref), source=piece.text, timing=Timing(warmup=1, repeat=3), dump=False,
+                       profile=False, timeout_s=timeout_s)
+            packed = scratch.load(ref.name, ref.version)
+            for v, leaf in zip(piece.outputs, packed.manifest["reference"]["outputs"]):
+                values[v] = leaf_array(scratch.get_blob(leaf["blob"]), leaf)
+            results.append(PieceResult(piece, f"{ref.name}@{ref.version}", leaves))
+        for r in results:
+            say(Status(f"piece {r.piece.index + 1}/{len(results)} ({r.piece.label}): timing on jax "
+                       f"{versions[0]} and {versions[1]}", "isolate"))
+            piece_bundle = scratch.resolve(r.ref)
+            r.runs = replay(scratch, piece_bundle, list(versions), timing=timing, timeout_s=timeout_s, dump=False,
+                            profile=False, python=python, env_manager=env_manager, progress=None, pin=pin,
+                            max_time_s=max_time_s)
+            base, cand = r.runs
+            if base["status"] in ("ok", "mismatch") and cand["status"] in ("ok", "mismatch"):
+                r.verdict = timing_verdict(base["timing"], cand["timing"])
+                r.base_ns = float(np.median(base["timing"]["samples_ns"]))
+                r.cand_ns = float(np.median(cand["timing"]["samples_ns"]))
+        timed = [r for r in results if r.verdict is not None]
+        # the piece that moved most among those whose verdict says they moved; else the biggest change of any
+        moved = max(timed, key=lambda r: (r.differs, abs(r.delta_ns))) if timed else None
+        packed_ref = None
+        if moved is not None:  # packed again where the user keeps bundles, with a full reference run
+            target = name or f"{bundle.ref.name}-piece-{moved.piece.index + 1}"
+            say(Status(f"packing piece {moved.piece.index + 1} ({moved.piece.label}) as {target}", "isolate"))
+            made = pack(registry, load_stablehlo(moved.piece.text), moved.inputs, name=target,
+                        description=f"piece {moved.piece.index + 1} of {bundle.ref} ({moved.piece.label}), isolated "
+                                    f"between jax {versions[0]} and {versions[1]}",
+                        labels={"isolated-from": str(bundle.ref), "piece": moved.piece.label}, parent=str(bundle.ref),
+                        source=moved.piece.text, timeout_s=timeout_s)
+            packed_ref = f"{made.name}@{made.version}"
+    return Isolation(bundle=str(bundle.ref), versions=(versions[0], versions[1]), function=split.function,
+                     pieces=results, moved=moved, packed=packed_ref)

@@ -1,0 +1,56 @@
+"""Logging for what reprobundle decides on its own (retries, route fallbacks, cache hits, interpreter choices).
+
+Every module logs to `logging.getLogger(__name__)`; nothing but warnings is shown unless asked: `--verbose` (INFO,
+`-vv` DEBUG) or REPROBUNDLE_LOG=debug|info|warning. Log lines go to stderr, so `--json` output on stdout stays clean.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+ENV = "REPROBUNDLE_LOG"
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+class _SafeFormatter(logging.Formatter):
+    """Log lines are escaped for the terminal (errors.clean): they may quote what a store or bundle holds."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        from .errors import clean
+
+        return clean(super().formatMessage(record), 2000)
+
+
+def configure(verbosity: int = 0) -> None:
+    """Show reprobundle's log at the level `verbosity` asks for (1: info, 2+: debug), else $REPROBUNDLE_LOG's; and
+    without either, its warnings (a record skipped because it cannot be read...) as `warning: ...` lines."""
+    level = {0: None, 1: logging.INFO}.get(verbosity, logging.DEBUG)
+    if level is None:
+        level = _LEVELS.get(os.environ.get(ENV, "").strip().lower())
+    handler = logging.StreamHandler()
+    if level is None:
+        level = logging.WARNING
+        handler.setFormatter(_SafeFormatter("warning: %(message)s"))
+    else:
+        handler.setFormatter(_SafeFormatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("reprobundle")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+class Status(str):
+    """A progress line that also says where the work is, for a progress display that shows phases, elapsed time and
+    an ETA (render/progress.py): `phase` ("environment", "fetch", "compile", "round", "profile", "export",
+    "reference", "publish", "done"), `done` of `total` units of the whole job (rounds for a replay). Anything that
+    takes plain lines still gets one: a Status is a str."""
+
+    phase: str
+    done: int | None
+    total: int | None
+
+    def __new__(cls, text: str, phase: str = "", done: int | None = None, total: int | None = None) -> "Status":
+        self = super().__new__(cls, text)
+        self.phase, self.done, self.total = phase, done, total
+        return self

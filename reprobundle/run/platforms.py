@@ -1,0 +1,262 @@
+"""Platforms: which accelerators this machine has, and which platform a bundle replays on.
+
+A platform is what `jax.export` lowers for: "cpu", "cuda", "rocm" or "tpu". A bundle carries the platforms its
+artifact was lowered for (`function.fields.platforms`; `pack --platforms cuda,cpu` makes one artifact for several).
+A replay runs every version on one platform, chosen by `choose_platform` from the bundle's platforms and the devices
+present here (`detect_devices`), or named with `--platform`. An environment is built per (JAX release, build), the
+build being the wheels that platform needs: "cpu", "cuda12", "cuda13", "rocm" or "tpu" (see envs.py).
+
+Detection reads what the drivers expose, without importing JAX or creating a device context: /proc/driver/nvidia
+(else `nvidia-smi -L`) and the CUDA driver's version from libcuda for NVIDIA GPUs, /dev/kfd and the KFD topology for
+AMD GPUs, Google's PCI vendor id for TPUs. REPROBUNDLE_PLATFORMS ("cpu,cuda") replaces detection where it is wrong
+(a container that hides /proc/driver) or to test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import logging
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from ..errors import ReplayError, UsageError
+
+__all__ = ["PLATFORMS", "ACCELERATORS", "BUILDS", "CUDA_BUILDS", "Device", "Devices", "PlatformChoice",
+           "parse_platform", "build_platform", "canonical_platforms", "detect_devices", "choose_platform",
+           "platform_label"]
+
+log = logging.getLogger(__name__)
+
+PLATFORMS = ("cpu", "cuda", "rocm", "tpu")  # jax.export's lowering platforms
+ACCELERATORS = ("cuda", "rocm", "tpu")
+CUDA_BUILDS = ("cuda13", "cuda12")  # newest first: the CUDA majors of jax's CUDA wheels (jax[cuda13], jax[cuda12])
+BUILDS = ("cpu", *CUDA_BUILDS, "rocm", "tpu")
+_LABELS = {"cpu": "CPU", "cuda": "NVIDIA GPU", "rocm": "AMD GPU", "tpu": "TPU"}
+_ALIASES = {"gpu": "cuda", "nvidia": "cuda", "amd": "rocm", "host": "cpu"}
+GOOGLE_PCI_VENDOR = "0x1ae0"  # TPUs (what libtpu looks for)
+
+
+def platform_label(platform: str) -> str:
+    return _LABELS.get(platform, platform)
+
+
+def build_platform(build: str) -> str:
+    """The platform of an environment build: "cuda12" -> "cuda"."""
+    return "cuda" if build.startswith("cuda") else build
+
+
+def parse_platform(text: str) -> tuple[str, str | None]:
+    """A --platform value as (platform, build or None): "cuda" -> ("cuda", None), "cuda12" -> ("cuda", "cuda12"),
+    "gpu" -> ("cuda", None); UsageError for anything else."""
+    t = text.strip().lower()
+    t = _ALIASES.get(t, t)
+    if t in PLATFORMS:
+        return t, ("cpu" if t == "cpu" else None)
+    if t in BUILDS:
+        return build_platform(t), t
+    raise UsageError(f"unknown platform {text!r}", hint="use cpu, cuda (or cuda12, cuda13), rocm or tpu")
+
+
+def canonical_platforms(platforms: Iterable[str]) -> list[str]:
+    """Platform names as jax.export writes them, deduplicated, in order ("CUDA", "gpu" -> "cuda")."""
+    out: list[str] = []
+    for p in platforms:
+        name = _ALIASES.get(str(p).strip().lower(), str(p).strip().lower())
+        if name and name not in out:
+            out.append(name)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ detection
+
+
+@dataclass(frozen=True)
+class Device:
+    """The accelerators of one platform on this machine."""
+
+    platform: str
+    count: int
+    kind: str  # "NVIDIA H200", "TPU", "AMD GPU"
+    details: Mapping[str, str] = field(default_factory=dict)  # driver, cuda (the driver's CUDA version), ...
+
+    def describe(self) -> str:
+        extra = ", ".join(f"{k} {v}" for k, v in self.details.items())
+        return f"{self.count} x {self.kind}" + (f" ({extra})" if extra else "")
+
+
+@dataclass(frozen=True)
+class Devices:
+    """What this machine has: the CPU always, and the accelerators found."""
+
+    accelerators: Mapping[str, Device] = field(default_factory=dict)
+    source: str = "detected"  # or "REPROBUNDLE_PLATFORMS"
+
+    @property
+    def platforms(self) -> list[str]:
+        return [p for p in ACCELERATORS if p in self.accelerators] + ["cpu"]
+
+    def cuda_driver(self) -> tuple[int, int] | None:
+        """The newest CUDA version the NVIDIA driver supports, (13, 0); None when unknown."""
+        dev = self.accelerators.get("cuda")
+        text = dev.details.get("cuda") if dev else None
+        m = re.match(r"(\d+)\.(\d+)", text or "")
+        return (int(m.group(1)), int(m.group(2))) if m else None
+
+    def describe(self) -> str:
+        parts = [f"{platform_label(p)}: {d.describe()}" for p, d in self.accelerators.items()]
+        return "; ".join(parts) if parts else "CPU only"
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def _visible(count: int, var: str) -> int:
+    """The devices a *_VISIBLE_DEVICES variable leaves visible of `count`."""
+    value = os.environ.get(var)
+    if value is None:
+        return count
+    value = value.strip()
+    if value in ("", "-1", "none", "NoDevFiles"):
+        return 0
+    return min(count, len([v for v in value.split(",") if v.strip()]))
+
+
+def _cuda_driver_version() -> str | None:
+    """The CUDA version the driver supports ("13.0"), from libcuda's cuDriverGetVersion (no context is created)."""
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int()
+        if lib.cuDriverGetVersion(ctypes.byref(version)) != 0:
+            return None
+        return f"{version.value // 1000}.{version.value % 1000 // 10}"
+    except (OSError, AttributeError):
+        return None
+
+
+def _nvidia() -> Device | None:
+    models = []
+    for info in sorted(glob.glob("/proc/driver/nvidia/gpus/*/information")):
+        m = re.search(r"^Model:\s*(.+)$", _read(info), re.MULTILINE)
+        models.append(m.group(1).strip() if m else "NVIDIA GPU")
+    if not models and shutil.which("nvidia-smi"):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20,
+                                 stdin=subprocess.DEVNULL).stdout
+            models = [m.group(1).strip() for m in re.finditer(r"^GPU \d+: (.+?)(?: \(UUID.*)?$", out, re.MULTILINE)]
+    count = _visible(len(models), "CUDA_VISIBLE_DEVICES")
+    if not count:
+        return None
+    details = {}
+    m = re.search(r"Kernel Module.*?\s(\d+\.\d+(?:\.\d+)?)\s", _read("/proc/driver/nvidia/version"))
+    if m:
+        details["driver"] = m.group(1)
+    cuda = _cuda_driver_version()
+    if cuda:
+        details["cuda"] = cuda
+    kinds = sorted(set(models))
+    return Device("cuda", count, kinds[0] if len(kinds) == 1 else " + ".join(kinds), details)
+
+
+def _amd() -> Device | None:
+    if not os.path.exists("/dev/kfd"):
+        return None
+    gpus = 0
+    for props in glob.glob("/sys/class/kfd/kfd/topology/nodes/*/properties"):
+        m = re.search(r"^gfx_target_version\s+(\d+)", _read(props), re.MULTILINE)
+        if m and int(m.group(1)) > 0:
+            gpus += 1
+    count = _visible(gpus, "HIP_VISIBLE_DEVICES")
+    return Device("rocm", count, "AMD GPU") if count else None
+
+
+def _tpu() -> Device | None:
+    vendors = glob.glob("/sys/bus/pci/devices/*/vendor")
+    chips = sum(1 for vendor in vendors if _read(vendor).strip() == GOOGLE_PCI_VENDOR)
+    if not chips:
+        return None
+    kind = os.environ.get("TPU_ACCELERATOR_TYPE", "").strip()
+    return Device("tpu", chips, f"TPU {kind}" if kind else "TPU")
+
+
+def detect_devices() -> Devices:
+    """The accelerators on this machine (REPROBUNDLE_PLATFORMS, a comma-separated list, replaces detection)."""
+    forced = os.environ.get("REPROBUNDLE_PLATFORMS", "").strip()
+    if forced:
+        names = canonical_platforms(forced.split(","))
+        bad = [p for p in names if p not in PLATFORMS]
+        if bad:
+            raise UsageError(f"REPROBUNDLE_PLATFORMS names unknown platforms: {', '.join(bad)}",
+                             hint="a comma-separated list of cpu, cuda, rocm, tpu")
+        return Devices({p: Device(p, 1, platform_label(p)) for p in names if p in ACCELERATORS},
+                       source="REPROBUNDLE_PLATFORMS")
+    found = {}
+    for probe in (_nvidia, _amd, _tpu):
+        try:
+            dev = probe()
+        except Exception as e:  # detection is best effort: a strange /sys never stops a CPU replay
+            log.debug("device detection %s failed: %s", probe.__name__, e)
+            dev = None
+        if dev is not None:
+            found[dev.platform] = dev
+    devices = Devices(found)
+    log.info("devices here: %s", devices.describe())
+    return devices
+
+
+# ------------------------------------------------------------------------------------------------ the choice
+
+
+@dataclass(frozen=True)
+class PlatformChoice:
+    platform: str  # "cpu", "cuda", "rocm", "tpu"
+    build: str | None  # "cuda12"/"cuda13" when asked for; None lets the environment manager pick (cpu: "cpu")
+    reason: str
+
+
+def choose_platform(bundle_platforms: Sequence[str], present: Iterable[str], override: str | None = None,
+                    *, what: str = "the bundle") -> PlatformChoice:
+    """The platform to replay on: pure, from the platforms the bundle was lowered for, those this machine has
+    devices for (the CPU always) and the --platform the user gave, if any.
+
+    Without an override: the first of the bundle's accelerator platforms present here (in the bundle's order), else
+    the CPU if the bundle was lowered for it, else ReplayError saying what would run it. An override must be one of
+    the bundle's platforms (UsageError otherwise); it is honoured even when no such device was detected (detection
+    can miss; the environment's own check then says what is wrong).
+    """
+    lowered = canonical_platforms(bundle_platforms) or ["cpu"]
+    here = set(canonical_platforms(present)) | {"cpu"}
+    listed = ", ".join(lowered)
+    if override:
+        platform, build = parse_platform(override)
+        if platform not in lowered:
+            raise UsageError(
+                f"{what} was exported for {listed} only, so it cannot run on {platform}",
+                hint=f"drop --platform, or pack it again with --platforms {','.join([*lowered, platform])} "
+                     "(jax.export lowers for several platforms on any machine)")
+        note = "" if platform in here else f"; no {platform_label(platform)} was detected here"
+        return PlatformChoice(platform, build, f"--platform {override}{note}")
+    for platform in lowered:
+        if platform in ACCELERATORS and platform in here:
+            return PlatformChoice(platform, None, f"{what} was lowered for {listed}; this machine has "
+                                                  f"{platform_label(platform)}s")
+    if "cpu" in lowered:
+        extra = [p for p in lowered if p != "cpu"]
+        why = (f"no {' or '.join(platform_label(p) for p in extra)} here" if extra else "it was lowered for cpu only")
+        return PlatformChoice("cpu", "cpu", f"{what} was lowered for {listed}; {why}")
+    needs = " or ".join(platform_label(p) for p in lowered)
+    raise ReplayError(
+        f"{what} was exported for {listed} only, and this machine has no {needs}",
+        hint=f"replay it on a machine with a {needs}, or pack it with --platforms {lowered[0]},cpu: a CPU then "
+             "replays its numerics (not its timing)")

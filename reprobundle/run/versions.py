@@ -1,0 +1,85 @@
+"""Version numbers on the host, by PEP 440 (the `packaging` library): the one place that orders and compares JAX
+releases and checks a Python version against a Requires-Python specifier.
+
+The worker (worker/stablehlo.py) keeps its own standard-library parsing: it runs in old environments that may not
+have `packaging`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+__all__ = ["parse_version", "version_key", "same_release", "is_final_release", "release_name", "python_release",
+           "python_allowed"]
+
+
+def parse_version(text: str) -> Version | None:
+    """`text` as a PEP 440 version ("0.8.0", "v0.4.30", "0.5.0rc1"); None when it is not one ("installed")."""
+    try:
+        return Version(text)
+    except (InvalidVersion, TypeError):
+        return None
+
+
+def version_key(text: str) -> tuple:
+    """Sort key for version strings: PEP 440 order ("0.8" and "0.8.0" are equal, 0.10 after 0.9); strings that are not
+    versions ("installed", "latest") sort first, by name."""
+    v = parse_version(text)
+    return (1, v) if v is not None else (0, text)
+
+
+def same_release(a: str, b: str) -> bool:
+    """Whether two version strings name the same release ("0.8" and "0.8.0.0" do); False if either is not a version."""
+    va, vb = parse_version(a), parse_version(b)
+    return va is not None and va == vb
+
+
+def is_final_release(v: Version) -> bool:
+    """A plain release such as 0.4.30 (no epoch, pre-, post-, dev-release or local part)."""
+    return v.epoch == 0 and v.pre is None and v.post is None and v.dev is None and v.local is None
+
+
+def release_name(text: str) -> str:
+    """The release numbers without trailing zeros ("0.8.0" -> "0.8"): one spelling per release, for file names."""
+    release = list(Version(text).release)
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    return ".".join(map(str, release))
+
+
+_LEADING_RELEASE = re.compile(r"\d+(?:\.\d+)*")
+
+
+def python_release(text: str) -> Version:
+    """The release part of a Python version string ("3.13.0rc1" -> 3.13.0, "3.14.0a1+" -> 3.14.0), which is what
+    installers (pip, uv) check against Requires-Python."""
+    v = parse_version(text.strip())
+    if v is None:  # a source build's "3.14.0a1+" is not PEP 440
+        m = _LEADING_RELEASE.match(text.strip())
+        if m is None:
+            raise ValueError(f"not a Python version: {text!r}")
+        v = Version(m.group(0))
+    return Version(".".join(map(str, v.release[:3])))
+
+
+def python_allowed(spec: str | None, python_version: str) -> bool:
+    """Whether the Requires-Python specifier `spec` (">=3.9", ">=3.7,<4", "!=3.0.*", "===3.12.1") admits the Python
+    `python_version` ("3.12.1"). An empty spec admits everything; a clause that is not PEP 440 is ignored rather
+    than excluding on it."""
+    if not spec or not spec.strip():
+        return True
+    version = python_release(python_version)
+    try:
+        return SpecifierSet(spec).contains(version, prereleases=True)
+    except InvalidSpecifier:
+        pass
+    for clause in spec.split(","):
+        try:
+            if not Specifier(clause.strip()).contains(version, prereleases=True):
+                return False
+        except InvalidSpecifier:
+            continue  # something exotic: do not exclude on it
+    return True

@@ -1,0 +1,118 @@
+"""Isolation (capture/isolate.py): a bundle's StableHLO split into pieces that compute, one after the other, what
+the whole function computes; the pieces timed on two versions and the one that moved packed as a bundle."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from cli_runner import cli
+
+import reprobundle
+from reprobundle.analysis.verdict import check_leaf
+from reprobundle.bundle.registry import Registry
+from reprobundle.capture.export import export_function, load_stablehlo
+from reprobundle.capture.isolate import split_module
+from reprobundle.errors import UsageError
+
+
+def layer(x, w1, w2):
+    h = jnp.tanh(x @ w1)
+    s = jax.nn.softmax(h * 2.0, axis=-1)
+    return (s @ w2).sum(axis=0), h
+
+
+def helper(t):
+    return t.reshape(8, 4, 32).transpose(1, 0, 2)
+
+
+def with_helper(x, w):
+    y = helper(x @ w)
+    return jnp.exp(y).sum()
+
+
+def args(seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((32, 64), dtype=np.float32), rng.standard_normal((64, 64), dtype=np.float32) / 8,
+            rng.standard_normal((64, 16), dtype=np.float32))
+
+
+def run_piece(text: str, inputs):
+    from jax import export
+
+    fn = load_stablehlo(text)
+    return export.deserialize(bytearray(fn.serialized)).call(*inputs)
+
+
+def evaluate(split, inputs):
+    values = dict(zip(split.args, inputs))
+    for piece in split.pieces:
+        outs = run_piece(piece.text, [values[v] for v in piece.inputs])
+        values.update(zip(piece.outputs, [np.asarray(o) for o in outs]))
+    return [values[v] for v in split.results]
+
+
+def test_pieces_follow_the_source_lines_and_compose_to_the_function():
+    exported, _ = export_function(jax.jit(layer), args(), {}, ())
+    split = split_module(exported.stablehlo_text)
+    lines = [p.label for p in split.pieces]
+    assert len(split.pieces) == 3 and all(label.startswith("test_isolate.py:") for label in lines)
+    assert len(set(lines)) == 3  # the three lines of `layer`, in order
+    assert [int(label.split(":")[1]) for label in lines] == sorted(int(label.split(":")[1]) for label in lines)
+    assert any("dot_general" in op for op in split.pieces[0].ops) and "stablehlo.exponential" in split.pieces[1].ops
+    got = evaluate(split, args())
+    want = [np.asarray(x) for x in jax.jit(layer)(*args())]
+    assert len(got) == len(want) == 2
+    for g, w in zip(got, want):
+        assert check_leaf(w, g)["ok"]
+
+
+def test_a_helper_goes_with_the_line_that_called_it_and_constants_are_copied():
+    x, w, _ = args()
+    exported, _ = export_function(jax.jit(with_helper), (x, w[:, :32]), {}, ())
+    split = split_module(exported.stablehlo_text)
+    assert len(split.pieces) == 2
+    assert {"stablehlo.reshape", "stablehlo.transpose"} <= set(split.pieces[0].ops)  # helper's ops, line `y = ...`
+    assert "stablehlo.constant" in split.pieces[1].text  # the reduction's init value, copied in
+    assert check_leaf(np.asarray(jax.jit(with_helper)(x, w[:, :32])), evaluate(split, [x, w[:, :32]])[0])["ok"]
+
+
+def test_without_source_locations_each_op_that_works_starts_a_piece():
+    exported, _ = export_function(jax.jit(layer), args(), {}, ())
+    import re
+
+    bare = re.sub(r"loc\([^()]*(?:\([^()]*(?:\([^()]*\))*[^()]*\))*[^()]*\)", "", exported.stablehlo_text)
+    bare = "\n".join(line for line in bare.splitlines() if not line.startswith("#loc"))
+    split = split_module(bare)
+    heavy = [p for p in split.pieces if p.ops[0] in ("stablehlo.dot_general", "stablehlo.reduce")]
+    assert len(heavy) == len(split.pieces) >= 3 and all(":" not in p.label.split(" at ")[0] for p in split.pieces)
+    assert split_module(bare, max_pieces=2).pieces.__len__() == 2
+    got = evaluate(split, args())
+    assert check_leaf(np.asarray(jax.jit(layer)(*args())[0]), got[0])["ok"]
+
+
+def test_what_cannot_be_split_says_why():
+    exported, _ = export_function(jax.jit(lambda x: x @ x), (np.ones((4, 4), np.float32),), {}, ())
+    with pytest.raises(UsageError, match="nothing to split"):
+        split_module(exported.stablehlo_text)
+
+
+def test_isolate_times_the_pieces_and_packs_the_one_that_moved(store_dir):
+    """The whole flow on the installed JAX twice (deterministic: what is produced, not what is measured)."""
+    reprobundle.pack(jax.jit(layer), *args(), name="layer", store=str(store_dir), warmup=1, repeat=3, dump=False,
+                     profile=False)
+    code, out, err = cli("isolate", "layer", "--jax", "installed", "--jax", "installed", "--pieces", "2",
+                         "--max-time", "1", "--repeat", "24", "--json", store=store_dir)
+    assert code == 0, err
+    data = json.loads(out)
+    assert len(data["pieces"]) == 2 and all(p["statuses"] == ["ok", "ok"] for p in data["pieces"])
+    assert all(p["rounds"] == 3 and p["verdict"] in ("same", "slower", "faster") for p in data["pieces"])
+    moved = data["moved"]
+    assert data["packed"] == f"layer-piece-{moved['index']}@1" and "packed as" in data["summary"]
+    registry = Registry.open(store_dir)
+    piece = registry.resolve(data["packed"]).manifest
+    assert piece["parent"] == "layer@1" and piece["labels"]["piece"] == moved["label"]
+    assert piece["function"]["kind"] == "stablehlo" and piece["reference"]["outputs"]
