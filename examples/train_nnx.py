@@ -12,36 +12,12 @@ compare the captured bundle with).
 import argparse
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from flax_nnx_train import Block, loss_fn, train_step  # the block and step of the pack example, beside this file
 
 D_MODEL, HEADS, SEQ, BATCH = 32, 4, 16, 8
-
-
-class Block(nnx.Module):
-    def __init__(self, d: int, heads: int, *, rngs: nnx.Rngs):
-        self.norm1 = nnx.LayerNorm(d, rngs=rngs)
-        self.attn = nnx.MultiHeadAttention(num_heads=heads, in_features=d, decode=False, use_bias=False, rngs=rngs)
-        self.norm2 = nnx.LayerNorm(d, rngs=rngs)
-        self.up = nnx.Linear(d, 4 * d, rngs=rngs)
-        self.down = nnx.Linear(4 * d, d, rngs=rngs)
-
-    def __call__(self, x):
-        x = x + self.attn(self.norm1(x))
-        return x + self.down(jax.nn.gelu(self.up(self.norm2(x))))
-
-
-def loss_fn(model: Block, x, y):
-    return jnp.mean((model(x) - y) ** 2)
-
-
-@nnx.jit
-def train_step(model: Block, optimizer: nnx.Optimizer, x, y):
-    loss, grads = nnx.value_and_grad(loss_fn)(model, x, y)
-    optimizer.update(model, grads)
-    return loss
 
 
 @nnx.jit
