@@ -22,6 +22,7 @@ from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_val
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
 from ..errors import FormatError
 from ..worker.dtypes import np_dtype
+from ..worker.protocol import job_inputs
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
 PROTOCOL = 1
@@ -74,14 +75,7 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
     def path_of(ref: dict | None) -> str | None:
         return None if ref is None else str(registry.blob_file(ref, cache))
 
-    inputs = []
-    for leaf in input_leaves:
-        item = {"shape": leaf["shape"], "dtype": leaf["dtype"]}
-        if "synthetic" in leaf:
-            item["synthetic"] = leaf["synthetic"]
-        else:
-            item["path"] = path_of(leaf["blob"])
-        inputs.append(item)
+    inputs = job_inputs(input_leaves, path_of)
     job = {
         "protocol": PROTOCOL,
         "function": {

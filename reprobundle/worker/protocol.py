@@ -78,3 +78,17 @@ class JobError(Exception):
 
 
 STAGE_RANK = {"skipped": 0, "load": 1, "lower": 2, "compile": 3}
+
+
+def job_inputs(leaves, path_of):
+    """The job's ``inputs`` from a manifest's input leaves: stored data by the path ``path_of(blob ref)`` gives,
+    or the leaf's synthetic spec (the host's jobs and a self-replaying zip build them alike)."""
+    inputs = []
+    for leaf in leaves:
+        item = {"shape": leaf["shape"], "dtype": leaf["dtype"]}
+        if "synthetic" in leaf:
+            item["synthetic"] = leaf["synthetic"]
+        else:
+            item["path"] = path_of(leaf["blob"])
+        inputs.append(item)
+    return inputs

@@ -19,6 +19,7 @@ import tempfile
 import zipfile
 
 from .dtypes import np_dtype
+from .protocol import job_inputs
 from .tolerance import scaled_atol, tolerance_for
 
 USAGE = """usage: python NAME.zip [--repeat N] [--warmup N] [--json]
@@ -84,14 +85,7 @@ def _job(zf, m, folder, opts):
     def path_of(ref):
         return None if not ref else _blob(zf, ref, blobs)
 
-    inputs = []
-    for leaf in m["inputs"]["leaves"]:
-        item = {"shape": leaf["shape"], "dtype": leaf["dtype"]}
-        if "synthetic" in leaf:
-            item["synthetic"] = leaf["synthetic"]
-        else:
-            item["path"] = path_of(leaf["blob"])
-        inputs.append(item)
+    inputs = job_inputs(m["inputs"]["leaves"], path_of)
     for sub in ("outputs", "artifacts"):
         os.makedirs(os.path.join(folder, sub))
     function = {k: path_of(fn.get(k)) for k in ("exported", "mlir_module", "mlir_module_compat", "stablehlo_text")}
