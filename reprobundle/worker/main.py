@@ -70,14 +70,14 @@ def main(argv=None):
                "reason": "cannot read job file %s: %s" % (job_path, exc_msg(e)), "route": None,
                "attempts": [], "notes": [], "environment": {}, "compile_s": None, "samples_ns": [],
                "outputs": [], "artifacts": {}, "per_op": []}
-        try:
-            write_msgpack(result_path, res)
-        except BaseException as e2:
-            sys.stderr.write("worker: cannot write result %s: %s\n" % (result_path, e2))
-            return 1
-        return 0
+        return _write_result(result_path, res)
     lockstep = isinstance(job, dict) and isinstance(job.get("timing"), dict) and bool(job["timing"].get("lockstep"))
     res = run_job(job, result_path, Control() if lockstep else None)
+    return _write_result(result_path, res)
+
+
+def _write_result(result_path, res):
+    """Exit code 0 once RESULT is written (whatever its status), 1 when it cannot be."""
     try:
         write_msgpack(result_path, res)
     except BaseException as e:
