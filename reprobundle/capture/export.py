@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InputMismatchError, ReplayError, UsageError, exception_line
 from ..run.platforms import PLATFORMS, canonical_platforms, choose_platform
-from ..worker.dtypes import MLIR_ELEMENT_DTYPES, np_dtype
+from ..worker.dtypes import MLIR_ELEMENT_DTYPES as MLIR_ELEMENT_DTYPES  # capture/isolate.py's import
 from .flatten import flatten_call
 
 
@@ -202,48 +202,17 @@ def load_exported(data: bytes) -> ExportedFunction:
     return _from_exported(exp, bytes(data))
 
 
-
-
-def _main_op(module):
-    from jax._src.lib.mlir import ir
-
-    for op in module.body.operations:
-        if "sym_name" in op.attributes and ir.StringAttr(op.attributes["sym_name"]).value == "main":
-            return op
-    raise UsageError("the StableHLO module has no @main function",
-                     hint="reprobundle calls the module's public @main with the inputs in order")
-
-
 def stablehlo_signature(text: str) -> tuple[list[dict], list[dict]]:
-    """In and out avals of the module's public @main, read with the jaxlib MLIR bindings; a dynamic dimension
+    """In and out avals of the module's public @main (worker/signature.py); a dynamic dimension
     (`tensor<?x4xf32>`) is None."""
-    from jax._src.interpreters import mlir
-    from jax._src.lib.mlir import ir
+    from ..worker.signature import SignatureError, main_signature
 
     try:
-        with mlir.make_ir_context():
-            module = ir.Module.parse(text)
-            ftype = ir.FunctionType(ir.TypeAttr(_main_op(module).attributes["function_type"]).value)
-            return [_mlir_aval(t) for t in ftype.inputs], [_mlir_aval(t) for t in ftype.results]
-    except UsageError:
-        raise
-    except Exception as e:
-        raise UsageError(f"not a StableHLO module this jaxlib can parse: {exception_line(e)}",
-                         hint="pass MLIR text in the stablehlo dialect, e.g. the module.mlir of a JAX IR dump") from None
-
-
-def _mlir_aval(t) -> dict:
-    from jax._src.lib.mlir import ir
-
-    try:
-        tensor = ir.RankedTensorType(t)
-    except (ValueError, TypeError):
-        raise UsageError(f"@main has a non-tensor or unranked type {t}; only ranked tensors can be replayed") from None
-    element = str(tensor.element_type)
-    if element not in MLIR_ELEMENT_DTYPES:
-        raise UsageError(f"@main uses the element type {element}, which reprobundle cannot feed")
-    return {"shape": [None if tensor.is_dynamic_dim(i) else int(d) for i, d in enumerate(tensor.shape)],
-            "dtype": MLIR_ELEMENT_DTYPES[element]}
+        signature = main_signature(text)
+    except SignatureError as e:
+        cause = f": {exception_line(e.cause)}" if e.cause is not None else ""
+        raise UsageError(f"{e}{cause}", hint=e.hint or "") from None
+    return signature["in_avals"], signature["out_avals"]
 
 
 def _specialize(text: str, in_avals: list[dict], shapes: Sequence[Sequence[int]]) -> str:
@@ -251,6 +220,8 @@ def _specialize(text: str, in_avals: list[dict], shapes: Sequence[Sequence[int]]
     (the StableHLO refine-shapes pass jax.export runs on shape-polymorphic modules)."""
     from jax._src.interpreters import mlir
     from jax._src.lib.mlir import ir
+
+    from ..worker.signature import main_function
 
     if len(shapes) != len(in_avals):
         raise InputMismatchError(f"@main takes {len(in_avals)} arguments, {len(shapes)} inputs were given")
@@ -260,7 +231,7 @@ def _specialize(text: str, in_avals: list[dict], shapes: Sequence[Sequence[int]]
                                      f"got the shape {list(shape)}")
     with mlir.make_ir_context(), ir.Location.unknown():
         module = ir.Module.parse(text)
-        main = _main_op(module)
+        main = main_function(module)
         ftype = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
         concrete = [ir.RankedTensorType.get([int(d) for d in shape], ir.RankedTensorType(t).element_type)
                     for t, shape in zip(ftype.inputs, shapes)]
@@ -283,11 +254,10 @@ def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = Non
     platform is `platform`, else the host's default backend's. A module with dynamic dimensions is specialized to
     `input_shapes` (the bundle then runs at those sizes). The result is a regular `Exported`, serialized by this JAX.
     """
-    import jax
-    from jax._src import core
     from jax._src.export import _export
 
     from ..worker.environment import lowering_platform
+    from ..worker.rebuild import RebuildError, rebuild_exported
     from ..worker.stablehlo import serialize_compat_artifact
 
     in_avals, out_avals = stablehlo_signature(text)
@@ -304,31 +274,14 @@ def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = Non
         artifact = serialize_compat_artifact(text)
     except Exception as e:
         raise UsageError(f"cannot serialize the StableHLO module: {exception_line(e)}") from None
-    shaped = lambda avals: tuple(core.ShapedArray(tuple(a["shape"]), np_dtype(a["dtype"])) for a in avals)
-    values = dict(
-        fun_name="main",
-        in_tree=jax.tree_util.tree_structure(((0,) * len(in_avals), {})),
-        in_avals=shaped(in_avals),
-        out_tree=jax.tree_util.tree_structure((0,) * len(out_avals)),
-        out_avals=shaped(out_avals),
-        _has_named_shardings=True,  # unsharded: every named sharding is None
-        _in_named_shardings=(None,) * len(in_avals),
-        _out_named_shardings=(None,) * len(out_avals),
-        in_shardings_hlo=(None,) * len(in_avals),
-        out_shardings_hlo=(None,) * len(out_avals),
-        nr_devices=1,
-        platforms=(platform or lowering_platform(),),
-        ordered_effects=(),
-        unordered_effects=(),
-        disabled_safety_checks=(),
-        mlir_module_serialized=artifact,
-        calling_convention_version=_export.maximum_supported_calling_convention_version,
-        module_kept_var_idx=tuple(range(len(in_avals))),
-        uses_global_constants=False,
-        _get_vjp=None,
-    )
-    names = {f.name for f in dataclasses.fields(_export.Exported)}
-    exp = _export.Exported(**{k: v for k, v in values.items() if k in names})
+    fields = {"fun_name": "main", "in_avals": in_avals, "out_avals": out_avals, "nr_devices": 1,
+              "platforms": [platform or lowering_platform()]}
+    try:
+        exp, _ = rebuild_exported(_export, fields, artifact)
+    except RebuildError as e:
+        raise UsageError(f"this JAX cannot make a jax.export artifact of the StableHLO module: {e}",
+                         hint="pack it with a JAX from 0.4.30 to 0.12 whose ml_dtypes has every dtype @main uses"
+                         ) from None
     captured = _from_exported(exp, None)
     return dataclasses.replace(captured, kind="stablehlo", stablehlo_text=text)
 
@@ -390,7 +343,7 @@ def function_ops(text: str) -> FunctionText:
                 if callee in funcs and callee not in seen:
                     seen.add(callee)
                     todo.append(callee)
-                    callees.append(funcs[callee].get_asm(enable_debug_info=False).strip().replace(
+                    callees.append(str(funcs[callee].get_asm(enable_debug_info=False)).strip().replace(
                         "func.func public", "func.func private"))
             for region in op.regions:
                 for inner_block in region.blocks:
@@ -430,5 +383,5 @@ def check_inputs(fields: dict, leaves: Sequence[np.ndarray]) -> None:
 def as_bytes(leaf: np.ndarray) -> memoryview:
     """The raw C-order bytes of an array without copying when it is already contiguous."""
     arr = np.ascontiguousarray(leaf)
-    return memoryview(arr.reshape(-1).view(np.uint8))
+    return arr.reshape(-1).view(np.uint8).data
 

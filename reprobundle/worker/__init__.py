@@ -8,6 +8,7 @@ the host may ``from reprobundle.worker.synthetic import synthetic_array`` freely
 
 Modules: ``protocol`` (constants, errors, helpers), ``dtypes``, ``synthetic``,
 ``flatbuffer``, ``stablehlo`` (portable artifacts), ``describe`` (Exported as data),
+``signature`` (@main's signature from StableHLO text), ``rebuild`` (an Exported from its fields),
 ``kernels`` (jaxlib CPU custom calls), ``environment``, ``routes`` (load routes),
 ``timing``, ``trace`` (per-op table), ``conditions`` (the process's CPUs and threads),
 ``hlo_kind`` (the kind of an HLO instruction, which the host's analysis shares), ``job``

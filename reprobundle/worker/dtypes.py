@@ -53,9 +53,3 @@ MLIR_ELEMENT_DTYPES = {
     "f6E2M3FN": "float6_e2m3fn", "f6E3M2FN": "float6_e3m2fn",
 }
 DTYPE_NAMES = frozenset(MLIR_ELEMENT_DTYPES.values())
-
-
-def dtype_of_mlir_element(et):
-    if et in MLIR_ELEMENT_DTYPES:
-        return MLIR_ELEMENT_DTYPES[et]
-    raise ValueError("unsupported MLIR element type %r" % et)

@@ -4,9 +4,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .describe import shape_builder
-from .dtypes import dtype_name, dtype_of_mlir_element, np_dtype
-from .environment import lowering_platform, out_of_memory
+from .dtypes import dtype_name
+from .environment import out_of_memory
 from .flatbuffer import exported_flatbuffer_info
 from .kernels import (
     KERNEL_PREFIXES,
@@ -16,12 +15,9 @@ from .kernels import (
     registered_targets,
 )
 from .protocol import JobError, RouteFailure, exc_msg, first_lines, read_bytes
-from .stablehlo import (
-    portable_artifact_version,
-    strip_mlir_locations,
-    text_to_artifact,
-    version_tuple,
-)
+from .rebuild import RebuildError, rebuild_exported
+from .signature import SignatureError, main_signature
+from .stablehlo import portable_artifact_version, text_to_artifact, version_tuple
 
 
 class Routes(object):
@@ -117,102 +113,15 @@ class Routes(object):
 
     def _build_exported(self, mlir_bytes, route):
         """Rebuild an Exported from fields + a portable artifact."""
-        import dataclasses
-
-        import jax
-        from jax._src import core as jcore
-
         _export = self.import_export()
-        f = self.fields
-        if not f:
+        if not self.fields:
             raise RouteFailure("load", "bundle has no 'fields' to rebuild the Exported from")
         try:
-            shape_of = shape_builder(f["in_avals"] + f["out_avals"])
-            in_avals = tuple(jcore.ShapedArray(shape_of(a["shape"]), np_dtype(a["dtype"])) for a in f["in_avals"])
-            out_avals = tuple(jcore.ShapedArray(shape_of(a["shape"]), np_dtype(a["dtype"])) for a in f["out_avals"])
-        except Exception as e:
-            raise RouteFailure("load", "cannot build avals from fields: %s" % exc_msg(e))
-        nr_devices = int(f.get("nr_devices", 1))
-        for kind in ("ordered_effects", "unordered_effects"):
-            if f.get(kind):
-                raise RouteFailure("load", "the function has %s %s, which cannot be reconstructed from "
-                                    "text fields (needs the deserialize route)" % (kind, f[kind]))
-        in_sh = list(f.get("in_shardings_hlo") or [None] * len(in_avals))
-        out_sh = list(f.get("out_shardings_hlo") or [None] * len(out_avals))
-        nontrivial = [s for s in in_sh + out_sh if s is not None]
-        if nontrivial:
-            if nr_devices > 1:
-                raise RouteFailure("load", "multi-device shardings %s cannot be rebuilt from text fields "
-                                    "(needs the deserialize route)" % nontrivial[:3])
-            self.notes.append("%s: ignored shardings %s (nr_devices=1, so they are trivial)"
-                              % (route, sorted(set(nontrivial))[:3]))
-        in_sh = [None] * len(in_avals)
-        out_sh = [None] * len(out_avals)
-        checks = []
-        for c in f.get("disabled_safety_checks") or []:
-            s = str(c)
-            if "custom_call:" in s:
-                target = s.split("custom_call:", 1)[1].rstrip(")'\" ")
-                checks.append(_export.DisabledSafetyCheck.custom_call(target))
-            elif "shape_assertions" in s:
-                checks.append(_export.DisabledSafetyCheck.shape_assertions())
-            elif "platform" in s:
-                checks.append(_export.DisabledSafetyCheck.platform())
-            else:
-                raise RouteFailure("load", "unknown disabled safety check %r" % s)
-        cc = int(f.get("calling_convention_version", _export.maximum_supported_calling_convention_version))
-        cc = self._adjust_cc(cc, _export, route)
-        n_in = len(in_avals)
-        values = {
-            "fun_name": str(f.get("fun_name", "fun")),
-            "in_tree": jax.tree_util.tree_structure((tuple(range(n_in)), {})),
-            "in_avals": in_avals,
-            "out_tree": jax.tree_util.tree_structure(tuple(range(len(out_avals)))),
-            "out_avals": out_avals,
-            "_has_named_shardings": False,
-            "_in_named_shardings": tuple(in_sh),
-            "_out_named_shardings": tuple(out_sh),
-            "in_shardings_hlo": tuple(in_sh),
-            "out_shardings_hlo": tuple(out_sh),
-            "nr_devices": nr_devices,
-            "platforms": tuple(str(p).lower() for p in (f.get("platforms") or [lowering_platform()])),
-            "ordered_effects": (),
-            "unordered_effects": (),
-            "disabled_safety_checks": tuple(checks),
-            "mlir_module_serialized": bytes(mlir_bytes),
-            "calling_convention_version": cc,
-            "module_kept_var_idx": tuple(int(i) for i in f.get("module_kept_var_idx", range(n_in))),
-            "uses_global_constants": bool(f.get("uses_global_constants", False)),
-            "_get_vjp": None,
-        }
-        kwargs = {}
-        for fld in dataclasses.fields(_export.Exported):
-            if fld.name in values:
-                kwargs[fld.name] = values[fld.name]
-            elif fld.default is dataclasses.MISSING and fld.default_factory is dataclasses.MISSING:
-                raise RouteFailure("load", "jax %s's Exported has a field %r this worker cannot fill"
-                                    % (jax.__version__, fld.name))
-        try:
-            return _export.Exported(**kwargs)
-        except Exception as e:
-            raise RouteFailure("load", "cannot construct Exported: %s" % exc_msg(e))
-
-    def _adjust_cc(self, cc, _export, route):
-        lo = _export.minimum_supported_calling_convention_version
-        hi = _export.maximum_supported_calling_convention_version
-        if lo <= cc <= hi:
-            return cc
-        if cc == 10 and hi == 9:
-            # Version 10 only adds propagation of jax_use_shardy_partitioner to
-            # tf.XlaCallModule; the module and JAX-native calling convention are
-            # identical to version 9.
-            self.notes.append("%s: calling_convention_version 10 is above this jax's supported range "
-                              "[%d..%d]; used 9 (10 differs only by propagating use_shardy_partitioner to "
-                              "tf.XlaCallModule, the module calling convention is the same)" % (route, lo, hi))
-            return 9
-        self.notes.append("%s: calling_convention_version %d is outside this jax's supported range [%d..%d]; "
-                          "kept it unchanged (no known-sound adjustment)" % (route, cc, lo, hi))
-        return cc
+            exp, notes = rebuild_exported(_export, self.fields, mlir_bytes)
+        except RebuildError as e:
+            raise RouteFailure("load", str(e))
+        self.notes.extend("%s: %s" % (route, note) for note in notes)
+        return exp
 
     def route_rebuild(self, key, route):
         path = self._file(key)
@@ -251,52 +160,17 @@ class Routes(object):
         return self._build_exported(art, "stablehlo-text"), desc
 
     def _fields_from_text(self, text):
-        from jax._src.interpreters import mlir
-        from jax._src.lib.mlir import ir
-
-        def conv(t):
-            rt = ir.RankedTensorType(t)
-            et = str(rt.element_type)
-            return {"shape": [int(d) for d in rt.shape], "dtype": dtype_of_mlir_element(et)}
-
-        last = None
-        for candidate in (text, strip_mlir_locations(text)):
-            try:
-                with mlir.make_ir_context():
-                    mod = ir.Module.parse(candidate)
-                    main = None
-                    for op in mod.body.operations:
-                        try:
-                            if ir.StringAttr(op.attributes["sym_name"]).value == "main":
-                                main = op
-                        except Exception:
-                            continue
-                    if main is None:
-                        raise RouteFailure("load", "the StableHLO text has no @main function")
-                    ft = ir.FunctionType(ir.TypeAttr(main.attributes["function_type"]).value)
-                    ins = [conv(t) for t in ft.inputs]
-                    outs = [conv(t) for t in ft.results]
-                    try:
-                        poly = str(mod.operation.attributes["jax.uses_shape_polymorphism"]) == "true"
-                    except Exception:
-                        poly = False
-                    try:
-                        nparts = int(str(mod.operation.attributes["mhlo.num_partitions"]).split(":")[0])
-                    except Exception:
-                        nparts = 1
-                break
-            except RouteFailure:
-                raise
-            except Exception as e:
-                last = e
-        else:
-            raise RouteFailure("load", "cannot derive the signature of @main: %s" % exc_msg(last))
-        return {"fun_name": "main", "in_avals": ins, "out_avals": outs,
-                "platforms": [lowering_platform()], "nr_devices": nparts,
-                "in_shardings_hlo": [None] * len(ins), "out_shardings_hlo": [None] * len(outs),
-                "calling_convention_version": 9, "ordered_effects": [], "unordered_effects": [],
-                "disabled_safety_checks": [], "module_kept_var_idx": list(range(len(ins))),
-                "uses_global_constants": poly}
+        try:
+            signature = main_signature(text)
+        except SignatureError as e:
+            raise RouteFailure("load", "%s: %s" % (e, exc_msg(e.cause)) if e.cause else str(e))
+        ins, outs = signature["in_avals"], signature["out_avals"]
+        if any(d is None for a in ins + outs for d in a["shape"]):
+            raise RouteFailure("load", "@main has dynamic dimensions, which only the bundle's fields can name "
+                                       "(the stablehlo-text route without fields needs static shapes)")
+        # calling convention 9: what every jax from 0.4.30 reads
+        return {"fun_name": "main", "in_avals": ins, "out_avals": outs, "nr_devices": signature["num_partitions"],
+                "calling_convention_version": 9, "uses_global_constants": signature["uses_shape_polymorphism"]}
 
     def lower_and_compile(self, exp, route, desc):
         import time
