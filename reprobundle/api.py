@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import os
 import sys
 import zipfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -16,7 +18,7 @@ import numpy as np
 from .bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_ref
 from .capture.export import export_function, load_exported
 from .capture.pack import pack as _pack
-from .errors import ReproBundleError, ScriptError, UsageError, clean
+from .errors import ReplayError, ReproBundleError, ScriptError, UsageError, clean
 from .logs import Status
 from .run.execution import DEFAULT_TIMEOUT_S, Timing, dtype_of
 from .run.replay import replay as _replay
@@ -180,10 +182,11 @@ def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray]
         platform = names[0]
 
     text = _read(module, "StableHLO module").decode("utf-8", "replace")
+    shapes = None
     if not synthetic_inputs and inputs is not None:  # a module with dynamic dimensions takes the inputs' sizes
         in_avals = stablehlo_signature(text)[0]
-        inputs = load_npz(inputs, in_avals) if isinstance(inputs, (str, Path)) else list(inputs)
-    shapes = None if synthetic_inputs or inputs is None else [np.shape(x) for x in inputs]
+        arrays = load_npz(inputs, in_avals) if isinstance(inputs, (str, Path)) else list(inputs)
+        inputs, shapes = arrays, [np.shape(x) for x in arrays]
     return _pack_loaded(load_stablehlo(text, shapes, platform), inputs, name=name, store=store,
                         synthetic_inputs=synthetic_inputs,
                         seed=seed, description=description, labels=labels, warmup=warmup, repeat=repeat, dump=dump,
@@ -199,6 +202,8 @@ def load_factory(script: str) -> tuple[Path, str, Callable]:
         raise ScriptError(f"script {path} does not exist")
     source = path.read_text()
     spec = importlib.util.spec_from_file_location(f"_reprobundle_script_{abs(hash(str(path.absolute())))}", path)
+    if spec is None or spec.loader is None:  # no loader for the file's suffix
+        raise ScriptError(f"{path} is not a Python script", hint="give a .py file: SCRIPT.py[:FACTORY]")
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent.absolute()))
     try:
@@ -332,12 +337,22 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
                    profile=profile, python=python, env_manager=env_manager, progress=progress,
                    memory_limit_bytes=memory_limit_bytes, shapes=shapes, platform=platform, pin=pinned,
                    max_time_s=max_time_s)
+    args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform,
+                       pin=list(pinned.cpus) if pinned else None, shapes=shapes)
+    return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(args))
+
+
+def replay_args(*, warmup: int = 5, repeat: int = DEFAULT_STEPS, rounds: int | None = None,
+                platform: str | None = None, pin: Sequence[int] | None = None,
+                shapes: dict[str, int] | None = None, max_time_s: float | None = None) -> list[str]:
+    """The non-default timing options of a replay as `reprobundle replay` flags (what a Reproduce block repeats)."""
     args = (["--repeat", str(repeat)] if repeat != DEFAULT_STEPS else []) + (
         ["--rounds", str(rounds)] if rounds is not None else []) + (["--warmup", str(warmup)] if warmup != 5 else [])
     args += [a for k, v in sorted((shapes or {}).items()) for a in ("--shape", f"{k}={v}")]
     args += ["--platform", platform] if platform else []
-    args += ["--pin", ",".join(map(str, pinned.cpus))] if pinned else []
-    return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(args))
+    args += ["--pin", ",".join(map(str, pin))] if pin else []
+    args += ["--max-time", f"{max_time_s:g}"] if max_time_s is not None else []
+    return args
 
 
 def parse_pin(pin: str | Sequence[int] | None):
@@ -423,23 +438,10 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
     """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs;
     with `reproduce`, its "reproduce" block (bundle/sharing.reproduce_info) names the bundle where `origin`
     (registry, bundle; default: these) holds it."""
-    from .analysis.comparison import REFERENCE, build_comparison
-    from .run.replay import leaf_array, reference_arrays
+    from .run.sweep import compare_runs
 
-    def hlo_text(artifacts: dict) -> str | None:
-        art = artifacts.get("hlo_after")
-        return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
-
-    def arrays(leaves: list[dict]) -> list[np.ndarray]:
-        return [leaf_array(registry.get_blob(l["blob"]), l) for l in leaves]
-
-    hlo_texts = {REFERENCE: hlo_text(bundle.manifest["artifacts"])}
-    outputs = {REFERENCE: reference_arrays(registry, bundle)}
-    for run in runs:
-        hlo_texts[run["requested"]] = hlo_text(run["artifacts"])
-        outputs[run["requested"]] = arrays(run["outputs"])
     try:
-        comparison = build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs)
+        comparison = compare_runs(registry, bundle, runs, baseline)
     except ValueError as e:
         raise UsageError(str(e), hint="--baseline names one of the replayed versions, or 'reference'") from None
     if reproduce:
@@ -486,6 +488,19 @@ def _group_of(run: dict) -> str | None:
     return run.get("group") or (run.get("timing") or {}).get("group")
 
 
+def _take_in_order(runs: Sequence[dict], versions: Sequence[str]) -> list[dict]:
+    """For each requested version in turn, the first of `runs` not taken yet (a version named twice, as in
+    `--jax installed --jax installed`, gets two distinct runs); versions without a run are left out."""
+    pool = list(runs)
+    chosen = []
+    for v in versions:
+        run = next((r for r in pool if r["requested"] == v), None)
+        if run is not None:
+            pool.remove(run)
+            chosen.append(run)
+    return chosen
+
+
 def select_runs(runs: Sequence[dict], versions: list[str] | None) -> tuple[list[dict], str]:
     """The runs to compare (oldest first in, chosen out) and a sentence saying which and why."""
     groups: dict[str, list[dict]] = {}
@@ -499,9 +514,9 @@ def select_runs(runs: Sequence[dict], versions: list[str] | None) -> tuple[list[
         have = [r["requested"] for r in members]
         if versions is None and len(members) < 2:
             continue
-        if versions is not None and not all(v in have for v in versions):
+        if versions is not None and not Counter(versions) <= Counter(have):
             continue
-        chosen = members if versions is None else [next(r for r in members if r["requested"] == v) for v in versions]
+        chosen = members if versions is None else _take_in_order(members, versions)
         others = sorted(set(every) - {r["requested"] for r in chosen})
         when = min(r["created"] for r in chosen)[:16].replace("T", " ")
         text = (f"compared the latest replay that timed {', '.join(r['requested'] for r in chosen)} together "
@@ -509,11 +524,8 @@ def select_runs(runs: Sequence[dict], versions: list[str] | None) -> tuple[list[
         if others:
             text += f"; other stored versions: {', '.join(others)} (name them with --jax)"
         return list(chosen), text
-    latest: dict[str, dict] = {}
-    for run in runs:  # oldest first, so later runs win
-        latest[run["requested"]] = run
-    wanted = versions or list(latest)
-    chosen = [latest[v] for v in wanted if v in latest]
+    wanted = versions or list(dict.fromkeys(r["requested"] for r in runs))
+    chosen = _take_in_order(list(reversed(runs)), wanted)  # newest first: the latest run of each
     text = (f"no single replay timed {', '.join(wanted)} together: compared the latest run of each, which are not "
             "comparable in time (replay them together: reprobundle replay REF "
             + " ".join("--jax " + v for v in wanted) + ")")
@@ -523,27 +535,125 @@ def select_runs(runs: Sequence[dict], versions: list[str] | None) -> tuple[list[
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: int = 5,
            repeat: int = DEFAULT_STEPS,
            rounds: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None,
-           env_dir: str | None = None, progress: Callable[[str], None] | None = None, platform: str | None = None):
+           env_dir: str | None = None, progress: Callable[[str], None] | None = None, platform: str | None = None,
+           executor=None, ray_address: str | None = None):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
-    tested on one platform: `platform`, else as replay chooses)."""
+    tested on one platform: `platform`, else as replay chooses).
+
+    Each probe (the versions timed together) is a replay task (run/executor.py) run by `executor`, by default the
+    local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
+    in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
     from .run.bisection import bisect as _bisect
-    from .run.replay import replay as _replay
+    from .run.executor import LocalExecutor, ReplayTask
+    from .run.sweep import executor_for, run_replay_task
     from .run.versions import version_key
 
     timeout_s = _timeout(timeout_s)
     registry, bundle = resolve(ref, store)
     manager = environment_manager(env_dir, python=python)
     timing = _timing(warmup, repeat, rounds)
+    if registry.store.read_only and (executor is not None or ray_address):
+        raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
+                         hint="pull it first: reprobundle pull " + ref)
+    executor = executor or executor_for(ray_address)
+    options = {"warmup": warmup, "repeat": repeat, "rounds": rounds, "timeout_s": timeout_s, "platform": platform,
+               "env_dir": env_dir, "python": python, "dump": False}
+    # the local executor runs the task here: the replay's own progress lines can go to the display
+    carry_out = functools.partial(run_replay_task, progress=progress) \
+        if isinstance(executor, LocalExecutor) else run_replay_task
 
     def replay_together(versions: Sequence[str]) -> list[dict]:
-        return _replay(registry, bundle, versions, timing=timing, timeout_s=timeout_s, dump=False, profile=True,
-                       env_manager=manager, progress=progress, store_runs=not registry.store.read_only,
-                       platform=platform)
+        if registry.store.read_only:
+            return _replay(registry, bundle, versions, timing=timing, timeout_s=timeout_s, dump=False, profile=True,
+                           env_manager=manager, progress=progress, store_runs=False, platform=platform)
+        task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), options)
+        (_, outcome), = executor.run(carry_out, [task])
+        if outcome["status"] == "failed":
+            raise ReplayError(f"replaying {bundle.ref} on jax {', '.join(versions)} failed: {outcome['error']}",
+                              hint="rerun with -v to see what the replay did")
+        by_id = {r["run_id"]: r for r in registry.runs(bundle.ref.bundle_id)}
+        return [by_id[r["run_id"]] for r in outcome["runs"]]
 
     result = _bisect(manager.available_versions(), good, bad, replay_together, progress=progress)
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
     comparison = comparison_of(registry, bundle, tested, baseline=good)
     return result, comparison
+
+
+def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = "", *, store: str | None = None,
+          labels: dict[str, str] | None = None, rerun: bool = False, executor=None, ray_address: str | None = None,
+          warmup: int = 5, repeat: int = DEFAULT_STEPS, rounds: int | None = None, max_time_s: float | None = None,
+          pin: str | Sequence[int] | None = None, platform: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+          env_dir: str | None = None, python: str | None = None,
+          progress: Callable[[str], None] | None = None) -> dict:
+    """Replay every selected bundle of a registry on `baseline` and `candidate` timed together (replay's paired
+    rounds and adaptive budget), storing the runs there, and sum them up.
+
+    `selection`: refs and name globs (`attn*`; the newest version of each name unless one is given; nothing: every
+    bundle), kept to those carrying every `labels` key=value. A bundle that already has a replay of both versions
+    with the same timing options is not replayed again unless `rerun` (see run/sweep.py's resume rule): its stored
+    result is shown, marked "stored". The tasks run on `executor`, by default the local one (one after another in
+    this process) or, with `ray_address`, a Ray cluster (the reprobundle[ray] extra).
+
+    Returns plain data: {"format", "version", "store", "baseline", "candidate", "jax" (the two as concrete
+    versions: "installed" is this host's), "executor", "options", "rerun", "results": one per bundle in selection
+    order (run/executor.py's TaskResult keys, plus "reproduce": the Reproduce block), "counts": {"total", "slower",
+    "faster", "same", "unjudged", "mismatch", "failed", "stored"}}."""
+    from .bundle.sharing import reproduce_info
+    from .run import sweep as sweeping
+    from .run.executor import LocalExecutor
+
+    if not baseline or not candidate or baseline == candidate:
+        raise UsageError("a sweep compares two different versions",
+                         hint="give --baseline VERSION and --candidate VERSION, e.g. --baseline 0.8.0 --candidate 0.8.1")
+    _timing(warmup, repeat, rounds)
+    timeout_s = _timeout(timeout_s)
+    if max_time_s is not None and not max_time_s > 0:
+        raise UsageError(f"invalid --max-time {max_time_s:g}", hint="give the seconds the timing may take, > 0")
+    pinned = parse_pin(pin)
+    registry = open_registry(store)
+    if registry.store.read_only:
+        raise UsageError(f"{registry.url} is read-only: a sweep stores its runs in the registry it replays",
+                         hint="copy the bundles into a writable store first (reprobundle pull / copy)")
+    bundles = sweeping.select_bundles(registry, list(selection), labels)
+    executor = executor or sweeping.executor_for(ray_address)
+    pinned_cpus = list(pinned.cpus) if pinned else None
+    options: dict[str, Any] = {"warmup": warmup, "repeat": repeat, "rounds": rounds, "max_time_s": max_time_s,
+                               "pin": pinned_cpus, "platform": platform, "timeout_s": timeout_s,
+                               "env_dir": env_dir, "python": python}
+    versions = (baseline, candidate)
+    fn = sweeping.run_replay_task
+    if isinstance(executor, LocalExecutor) and progress is not None:
+        def inner(line: str) -> None:  # the replay's own lines, without its round counts (the ETA is the sweep's)
+            progress(Status(str(line), getattr(line, "phase", "") or "replay"))
+
+        fn = functools.partial(sweeping.run_replay_task, progress=inner)
+
+    def report(done: int, total: int, result: dict | None) -> None:
+        if progress is None:
+            return
+        if result is None:
+            stored = len(bundles) - total
+            progress(Status(f"replaying {total} bundle(s) on jax {baseline} and {candidate} ({executor.name} "
+                            f"executor)" + (f"; {stored} stored from an earlier sweep" if stored else ""),
+                            "sweep", 0, total))
+        elif result["stored"]:
+            progress(Status(f"{result['ref']}: {sweeping.outcome_text(result)} (stored)", "sweep"))
+        else:
+            progress(Status(f"{result['ref']}: {sweeping.outcome_text(result)}", "sweep", done, total))
+
+    results = sweeping.sweep(registry, bundles, versions, options, executor=executor, rerun=rerun, fn=fn,
+                             progress=report)
+    args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform, pin=pinned_cpus,
+                       max_time_s=max_time_s)
+    here = {v: sweeping.host_jax() or v if v == "installed" else v for v in versions}
+    for bundle, result in zip(bundles, results):
+        concrete = [r["jax"] for r in result["runs"]] if len(result["runs"]) == 2 else [here[v] for v in versions]
+        result["reproduce"] = reproduce_info(registry, bundle, concrete, extra_args=args)
+    return {"format": "reprobundle.sweep", "version": 1, "store": registry.url, "baseline": baseline,
+            "candidate": candidate, "jax": {"baseline": here[baseline], "candidate": here[candidate]},
+            "executor": executor.name, "options": options, "rerun": rerun, "results": results,
+            "counts": sweeping.counts(results)}
 
 
 # ------------------------------------------------------------------------------------------------------ sharing

@@ -144,6 +144,7 @@ def pack(
     elif stablehlo is not None:
         ref = api.pack_stablehlo(stablehlo, inputs, **options)
     else:
+        assert script is not None  # exactly one source was given
         if inputs is not None:
             raise UsageError("--inputs goes with --exported or --stablehlo",
                              hint="a script's factory returns its own arguments")
@@ -261,16 +262,21 @@ BaselineOpt = typer.Option(None, "--baseline", help="Version the others are comp
                                                     "(default: the first that ran; 'reference' for the packing run).")
 
 
+def _write_files(data: dict, files) -> None:
+    """Each (path, render) of `files` whose path is given: render(data) written there, and said on stderr."""
+    _close_progress()
+    for path, render in files:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render(data))
+            typer.echo(f"wrote {path}", err=True)
+
+
 def _write_reports(comparison: dict, report_path: Optional[Path], html_path: Optional[Path],
                    ref: Optional[str] = None, store: Optional[str] = None) -> None:
     from .render import comparison as comparison_render
 
-    _close_progress()
-    for path, render in ((report_path, comparison_render.to_markdown), (html_path, comparison_render.to_html)):
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(render(comparison))
-            typer.echo(f"wrote {path}", err=True)
+    _write_files(comparison, ((report_path, comparison_render.to_markdown), (html_path, comparison_render.to_html)))
     written = report_path or html_path
     if written is not None and ref is not None:  # the zip the Reproduce block asks to attach, beside the report
         attachment = api.write_attachment(comparison, written.parent, ref, store)
@@ -286,6 +292,10 @@ PlatformOpt = typer.Option(None, "--platform", help="Run on this platform: cpu, 
 
 MaxTimeOpt = typer.Option(None, "--max-time", help="Seconds the timing of several versions may take: rounds stop "
                                                   "there even if a verdict is not settled (default: up to 16 rounds).")
+RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
+                      help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
+                           "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
+                           "reprobundle.")
 PinOpt = typer.Option(None, "--pin", help="Run every version's worker on these CPUs (2, 0-3, 0,2 or auto: the last "
                                           "CPU, alone) with as many XLA threads: steadier timings, less realistic "
                                           "(a change that needs more threads is not seen).")
@@ -343,7 +353,7 @@ def isolate(
     pieces: int = typer.Option(8, "--pieces", help="At most this many pieces."),
     warmup: int = typer.Option(2, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
-    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds each piece's timing may take."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of all pieces may take."),
     pin: Optional[str] = PinOpt,
     timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
                                   help="Seconds of work per worker process before it is killed."),
@@ -389,12 +399,13 @@ def bisect_cmd(
     report_path: Optional[Path] = ReportOpt,
     store: Optional[str] = StoreOpt,
     platform: Optional[str] = PlatformOpt,
+    ray: Optional[str] = RayOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Binary-search the released JAX versions between --good and --bad for the first bad one."""
     result, comparison = api.bisect(ref, good, bad, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                                     timeout_s=timeout,
-                                    python=python, progress=_progress(as_json), platform=platform)
+                                    python=python, progress=_progress(as_json), platform=platform, ray_address=ray)
     if comparison is not None:
         _write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
@@ -406,6 +417,46 @@ def bisect_cmd(
     if comparison is not None:
         human += "\n\n" + _comparison_text(comparison)
     _emit(as_json, data, human)
+
+
+@app.command()
+def sweep(
+    selection: Optional[List[str]] = typer.Argument(None, metavar="[SELECTION]...",
+                                                    help="Refs (NAME, NAME@3, NAME@TAG, sha256:PREFIX) or name globs "
+                                                         "('attn*', quoted; the newest version of each name unless "
+                                                         "one is given). Default: every bundle."),
+    baseline: str = typer.Option(..., "--baseline", help="The JAX version the candidate is compared with."),
+    candidate: str = typer.Option(..., "--candidate", help="The JAX version under test."),
+    label: List[str] = typer.Option([], "--label", help="Only bundles with this KEY=VALUE label (repeatable)."),
+    rerun: bool = typer.Option(False, "--rerun", help="Replay every bundle, even those with a stored replay of both "
+                                                      "versions with the same timing options."),
+    ray: Optional[str] = RayOpt,
+    warmup: int = typer.Option(5, "--warmup"),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per version and bundle, as replay's."),
+    rounds: Optional[int] = RoundsOpt,
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of each bundle may take."),
+    pin: Optional[str] = PinOpt,
+    platform: Optional[str] = PlatformOpt,
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+                                  help="Seconds of work per worker process before it is killed."),
+    report_path: Optional[Path] = ReportOpt,
+    html_path: Optional[Path] = HtmlOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Replay many bundles on a baseline and a candidate version, timed together: one table, worst first.
+
+    Exit 0 when every bundle ran with matching outputs (whatever the verdicts), 9 when one mismatched or failed."""
+    from .render import sweep as sweep_render
+
+    data = api.sweep(selection or [], baseline, candidate, store=store, labels=_labels(label), rerun=rerun,
+                     ray_address=ray, warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
+                     platform=platform, timeout_s=timeout, progress=_progress(as_json))
+    data = clean_values(data)  # from bundles and run records: each value one line, escaped
+    _write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
+    _emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=_terminal()[0]))
+    if data["counts"]["failed"] or data["counts"]["mismatch"]:
+        raise typer.Exit(9)
 
 
 @app.command()

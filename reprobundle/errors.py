@@ -8,6 +8,7 @@ appear only with REPROBUNDLE_DEBUG=1.
 from __future__ import annotations
 
 import re
+from typing import Any, overload
 
 
 class ReproBundleError(Exception):
@@ -117,6 +118,13 @@ class ReplayError(ReproBundleError):
     exit_code = 8
 
 
+class ClusterError(ReproBundleError):
+    """The compute cluster a sweep fans out over (Ray) could not be reached or refused the connection. Exit code 3,
+    as a store that cannot be reached."""
+
+    exit_code = 3
+
+
 def clean(text: object, limit: int | None = 200, *, newlines: bool = False) -> str:
     """`text` made safe to print on a terminal, cut to `limit` characters (with "…"; None: no cut).
 
@@ -171,6 +179,14 @@ def terminal_text(text: str) -> str:
         pos = m.end()
     out.append(lines(text[pos:]))
     return "".join(out)
+
+
+@overload
+def clean_values(obj: dict[Any, Any]) -> dict[Any, Any]: ...
+
+
+@overload
+def clean_values(obj: object) -> object: ...
 
 
 def clean_values(obj: object) -> object:

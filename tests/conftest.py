@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent.parent / "examples"))  # shared programs: chain.py
 
 try:  # the GCS server fixtures, when that backend is present
     from conftest_gcs import gcs_server, gcs_store_url  # noqa: F401

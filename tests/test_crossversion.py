@@ -55,7 +55,7 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     # report; or the line says that the profile does not explain the change.
     moved = diff["moved_row"]
     report = report_path.read_text()
-    from reprobundle.render.comparison import _md
+    from reprobundle.render.comparison import md as _md
 
     if moved is None:
         assert diff["moved_how"] in ("unexplained", "uncovered") and "does not explain" in diff["moved"], diff

@@ -19,6 +19,7 @@ LAYERS = [
     {"render"},
     {"api"},
     {"cli"},
+    {"__main__"},  # `python -m reprobundle`: starts the CLI
 ]
 
 

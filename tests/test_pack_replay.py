@@ -172,6 +172,7 @@ def test_pack_exported_with_npz(store_dir, tmp_path, args):
     (["show", "ghost@3"], 4, "no bundle ghost@3"),
     (["pack", "examples/attention.py:nope", "--name", "x"], 2, "has no function nope()"),
     (["pack", "examples/missing.py", "--name", "x"], 2, "does not exist"),
+    (["pack", "README.md", "--name", "x"], 2, "README.md is not a Python script"),
     (["pack", "examples/attention.py", "--name", "Bad/Name"], 2, "invalid bundle name"),
     (["replay", "/nonexistent/b.zip"], 4, "does not exist"),
     (["ls", "--store", "ftp://x/y"], 2, "unsupported store URL"),

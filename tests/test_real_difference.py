@@ -9,9 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+from chain import chain
 
 import reprobundle
 from reprobundle.analysis.verdict import timing_verdict
@@ -19,18 +17,6 @@ from reprobundle.api import open_registry
 from reprobundle.run import budget as B
 from reprobundle.run.execution import Timing, build_job
 from reprobundle.run.schedule import Contender, Pin, measure_interleaved
-
-
-def chain(n: int):
-    def f(x, w):
-        for _ in range(n):
-            x = jnp.tanh(x @ w)
-        return x
-
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((128, 256), dtype=np.float32)
-    w = rng.standard_normal((256, 256), dtype=np.float32) / np.float32(16.0)
-    return jax.jit(f), (x, w)
 
 
 def test_twice_the_work_is_slower_and_settles_early(tmp_path):

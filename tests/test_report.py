@@ -176,6 +176,10 @@ def test_compare_prefers_the_latest_replay_timed_together_and_says_which(replaye
     assert max(len(line) for line in out.splitlines()) <= 100
     code, out, err = cli("compare", "small@1", "--jax", "installed", "--json", store=store)
     assert code == 0 and len([u for u in json.loads(out)["runs_used"] if u["run_id"]]) == 1
+    # A version named twice compares two distinct runs timed together (it once compared one run with itself).
+    code, out, err = cli("compare", "small@1", "--jax", "installed", "--jax", "installed", "--json", store=store)
+    named_twice = [u["run_id"] for u in json.loads(out)["runs_used"] if u["run_id"]]
+    assert code == 0 and len(set(named_twice)) == 2 and set(named_twice) == {r["run_id"] for r in together}
 
 
 def test_push_copies_the_runs_unless_told_not_to(replayed, tmp_path):

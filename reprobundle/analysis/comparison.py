@@ -67,7 +67,8 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
     """
     modules = {k: parse_hlo(v) for k, v in hlo_texts.items() if v}  # parse each text once
     names = output_names(manifest)
-    resized = sorted({(r.get("labels") or {}).get("shape") for r in runs} - {None})
+    shapes = {(r.get("labels") or {}).get("shape") for r in runs}
+    resized = sorted(shape for shape in shapes if shape is not None)
     # Runs at other sizes (replay --shape) are compared with each other, never with the reference's sizes.
     rows = ([] if resized else [_reference_row(manifest)]) + [_run_row(r, names) for r in runs]
     _label_duplicates(rows)
@@ -237,7 +238,7 @@ def _timing_fields(timing: dict) -> dict:
             "schedule": {k: timing[k] for k in ("steps", "rounds", "group") if k in timing}}
 
 
-def _num(x: float) -> float | None:
+def _num(x: float | None) -> float | None:
     return float(x) if x is not None and math.isfinite(x) else None
 
 

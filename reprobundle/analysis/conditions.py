@@ -40,6 +40,12 @@ def _number(x) -> float | None:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
 
+def _section(record: dict, key: str) -> dict:
+    """`record[key]` when it is a map, else an empty one: a record is read, not trusted."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def differences(envs: dict[str, dict]) -> list[str]:
     """What differs between the runs' environments that bears on timing (CPU model, ISA flags, CPUs in the affinity
     mask, thread settings, the worker's threads): one line each, naming the runs. `envs`: label -> environment."""
@@ -116,18 +122,18 @@ def summary(cond: dict) -> str:
     steal = _number(cond.get("steal"))
     if steal:
         parts.append(f"{steal:.0%} of CPU time stolen by the hypervisor")
-    memory = cond.get("memory") if isinstance(cond.get("memory"), dict) else {}
+    memory = _section(cond, "memory")
     total, free = _number(memory.get("total_bytes")), _number(memory.get("available_bytes"))
     if total and free is not None:
         parts.append(f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB free")
-    pressure = cond.get("pressure_after") if isinstance(cond.get("pressure_after"), dict) else {}
+    pressure = _section(cond, "pressure_after")
     if _number(pressure.get("cpu")):
         parts.append(f"CPU pressure {pressure['cpu']:.0f}%")
-    schedule = cond.get("schedule") if isinstance(cond.get("schedule"), dict) else {}
+    schedule = _section(cond, "schedule")
     if schedule:
         how = "adaptive, " + str(schedule.get("stopped", "")) if schedule.get("adaptive") else "fixed"
         parts.append(f"{schedule.get('rounds', '?')} rounds ({how}), {schedule.get('steps_per_round', '?')} steps each")
-    pin = cond.get("pin") if isinstance(cond.get("pin"), dict) else None
+    pin = _section(cond, "pin")
     if pin:
         parts.append(f"pinned to CPUs {_cpu_text(pin.get('cpus'))} with {pin.get('threads')} thread(s)")
     env = _env_text(cond.get("thread_env"))
@@ -141,9 +147,9 @@ def report(runs: list[dict]) -> tuple[list[str], list[str]]:
     between the runs' conditions; a note per measurement with its conditions. Runs without conditions (older
     records) contribute nothing."""
     by_measurement: dict[str, tuple[dict, list[str]]] = {}
-    envs = {}
+    envs: dict[str, dict] = {}
     for run in runs:
-        env = run.get("environment") if isinstance(run.get("environment"), dict) else {}
+        env = _section(run, "environment")
         label = str(run.get("requested", "?"))
         envs[label] = env
         cond = env.get("conditions")

@@ -274,7 +274,7 @@ def _counts(nodes: list[Node]) -> dict:
 
 
 def _pair_entry(b: Node, c: Node, how: str) -> dict:
-    entry = {"base": b.name, "cand": c.name, "how": how, "label": c.label, "base_kind": b.kind or "unfused",
+    entry: dict = {"base": b.name, "cand": c.name, "how": how, "label": c.label, "base_kind": b.kind or "unfused",
              "cand_kind": c.kind or "unfused", "shape": c.shape}
     if how == "similar":
         entry["entered"] = dict(c.core_ops - b.core_ops)
@@ -301,7 +301,7 @@ def fusion_diff(base_hlo: str | HloModule, cand_hlo: str | HloModule) -> dict:
     base_nodes, cand_nodes = top_level_nodes(base_hlo), top_level_nodes(cand_hlo)
     m = match_nodes(base_nodes, cand_nodes)
     g = group_leftovers(m)
-    diff = {
+    diff: dict = {
         "base": _counts(base_nodes), "cand": _counts(cand_nodes),
         "unchanged": [_pair_entry(b, c, h) for b, c, h in m.pairs if h == "same"],
         "refused": [_pair_entry(b, c, h) for b, c, h in m.pairs if h in ("wrapped", "unwrapped", "rekinded")],

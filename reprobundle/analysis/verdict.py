@@ -174,8 +174,8 @@ def timing_verdict(baseline: dict, candidate: dict, *, alpha: float = DEFAULT_AL
     base_rounds, cand_rounds = step_medians(baseline), step_medians(candidate)
     same_group = baseline.get("group") is not None and baseline.get("group") == candidate.get("group")
     if same_group and base_rounds and cand_rounds:
-        paired = [_paired_log_ratio(b, c) for b, c in zip(base_rounds, cand_rounds)]
-        paired = [d for d in paired if d is not None]
+        ratios = [_paired_log_ratio(b, c) for b, c in zip(base_rounds, cand_rounds)]
+        paired = [d for d in ratios if d is not None]
         if len(paired) >= MIN_ROUNDS:
             return _sequential(paired, min_effect)
     if base_rounds and cand_rounds:

@@ -6,7 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..errors import BlobNotFoundError, CorruptBlobError, NotFoundError
 from ..store import Store
@@ -71,7 +71,7 @@ def _digest_in_message(digests: Iterable[str], message: str) -> str | None:
     return None
 
 
-def download_verified(store: Store, refs: Sequence[dict], folder: Path, *, jobs: int = DEFAULT_JOBS,
+def download_verified(store: Store, refs: Sequence[Mapping[str, Any]], folder: Path, *, jobs: int = DEFAULT_JOBS,
                       on_bytes: Callable[[int], None] | None = None) -> dict[str, Path]:
     """Download blobs of `store` into `folder` (one file per digest, named by its hex) and check each hash.
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..errors import UsageError
 
@@ -23,7 +23,7 @@ _BINARY = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: l
            ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
 
 
-def parse_bindings(items: list[str] | dict[str, int] | None) -> dict[str, int]:
+def parse_bindings(items: Sequence[str] | dict[str, int] | None) -> dict[str, int]:
     """`["b=16", "s=128"]` (or a dict) -> {"b": 16, "s": 128}; a clear UsageError for anything else."""
     if not items:
         return {}

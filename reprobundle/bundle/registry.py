@@ -25,6 +25,7 @@ from ..errors import (
     CorruptBlobError,
     CorruptBundleError,
     FormatError,
+    InvalidNameError,
     InvalidRefError,
     NotFoundError,
     ReproBundleError,
@@ -136,9 +137,9 @@ class Registry:
                         hint="point --store at an empty folder or an existing reprobundle store",
                     ) from None
             else:
-                marker = json.dumps({"format": mf.STORE_FORMAT, "format_version": mf.STORE_VERSION}).encode()
+                new_marker = json.dumps({"format": mf.STORE_FORMAT, "format_version": mf.STORE_VERSION}).encode()
                 try:
-                    self.store.put(MARKER_KEY, marker, create_only=True)
+                    self.store.put(MARKER_KEY, new_marker, create_only=True)
                 except AlreadyExistsError:
                     pass
                 raw = self._read_marker()
@@ -332,7 +333,8 @@ class Registry:
             raise
         if m["name"] != name or m["version"] != version:
             raise FormatError(f"{key} claims to be {m['name']}@{m['version']}")
-        return Bundle(BundleRef(self.store.url, name, version, mf.bundle_id(data)), m, data)
+        # dict(): callers read the manifest as a plain map, not yet as the typed model (bundle/model.py)
+        return Bundle(BundleRef(self.store.url, name, version, mf.bundle_id(data)), dict(m), data)
 
     def resolve(self, ref: str) -> Bundle:
         """`name`, `name@3`, `name@tag`, `sha256:<prefix>`; or '' / None for the single bundle of a zip store."""
@@ -353,7 +355,7 @@ class Registry:
         name, _, selector = ref.partition("@")
         try:
             mf.check_name(name)
-        except mf.InvalidNameError:
+        except InvalidNameError:
             raise InvalidRefError(f"invalid ref {quoted(ref)}",
                                   hint="refs look like NAME, NAME@VERSION, NAME@TAG, sha256:PREFIX or a .zip path") from None
         if not selector or selector == "latest":
@@ -437,11 +439,11 @@ class Registry:
     def runs(self, bundle_id: str) -> list[dict]:
         """The bundle's run records, oldest first; one that cannot be read is skipped with a warning naming it."""
         self.check_marker(create=False)
-        out = []
+        out: list[dict] = []
         for key in self.store.list(f"runs/{hex_of(bundle_id)}"):
             if key.endswith(".msgpack"):
                 try:
-                    out.append(mf.decode_run(self.store.get_bounded(key, mf.MAX_MANIFEST_BYTES)))
+                    out.append(dict(mf.decode_run(self.store.get_bounded(key, mf.MAX_MANIFEST_BYTES))))
                 except NotFoundError:
                     continue
                 except (FormatError, StoreError) as e:

@@ -39,6 +39,7 @@ from .blobs import (
     sha256_of_file,
 )
 from .digest import blob_key, hex_of
+from .model import Blob
 from .registry import Bundle, BundleRef, Registry
 
 BATCH_BYTES = 1 << 30  # staged at most at a time while copying
@@ -99,8 +100,8 @@ def _existing_keys(store: Store, keys: list[str], jobs: int) -> set[str]:
     return set(store.exists_many(keys))
 
 
-def _batches(refs: list[dict], limit: int) -> list[list[dict]]:
-    out: list[list[dict]] = []
+def _batches(refs: list[Blob], limit: int) -> list[list[Blob]]:
+    out: list[list[Blob]] = []
     size = 0
     for r in sorted(refs, key=lambda r: r["digest"]):
         if not out or size + r["size"] > limit:
@@ -111,7 +112,7 @@ def _batches(refs: list[dict], limit: int) -> list[list[dict]]:
     return out
 
 
-def _stage(source: Store, batch: list[dict], folder: Path, meter: _Meter, jobs: int) -> dict[str, Path]:
+def _stage(source: Store, batch: list[Blob], folder: Path, meter: _Meter, jobs: int) -> dict[str, Path]:
     """Verified local files for a batch of source blobs: in place for a folder store, else downloaded."""
     staged: dict[str, Path] = {}
     remote = []
@@ -136,7 +137,7 @@ def _stage(source: Store, batch: list[dict], folder: Path, meter: _Meter, jobs: 
     return staged
 
 
-def _upload(dest: Store, batch: list[dict], staged: dict[str, Path], meter: _Meter, jobs: int) -> None:
+def _upload(dest: Store, batch: list[Blob], staged: dict[str, Path], meter: _Meter, jobs: int) -> None:
     dest.put_many([(blob_key(r["digest"]), staged[r["digest"]]) for r in batch], progress=meter.add)
 
 
@@ -211,8 +212,8 @@ def copy_bundle(source: Registry, bundle: Bundle, dest: Registry, *, progress: P
     )
 
 
-def _copy_blobs(source: Store, dest: Store, refs: list[dict], progress: Progress | None,
-                jobs: int) -> tuple[list[dict], int]:
+def _copy_blobs(source: Store, dest: Store, refs: list[Blob], progress: Progress | None,
+                jobs: int) -> tuple[list[Blob], int]:
     """Copy the blobs of `refs` that `dest` lacks, verified, in parallel batches; (those copied, their bytes)."""
     present = _existing_keys(dest, [blob_key(r["digest"]) for r in refs], jobs)
     missing = [r for r in refs if blob_key(r["digest"]) not in present]
@@ -230,7 +231,7 @@ def _copy_blobs(source: Store, dest: Store, refs: list[dict], progress: Progress
     return missing, missing_bytes
 
 
-def _confirm_blobs(source: Store, dest: Registry, refs: list[dict], jobs: int) -> None:
+def _confirm_blobs(source: Store, dest: Registry, refs: list[Blob], jobs: int) -> None:
     """Right before a record names them: every blob is at the destination, touched (a grace period counts from
     now). One a gc removed meanwhile (a store without leases, a copy longer than the grace period) is sent again."""
     keys = {blob_key(r["digest"]): r for r in refs}
@@ -290,7 +291,7 @@ def copy_runs(source: Registry, bundle: Bundle, dest: Registry, result: Transfer
     return result
 
 
-def replay_blob_refs(manifest: dict) -> list[dict]:
+def replay_blob_refs(manifest: dict) -> list[Blob]:
     """The blobs a replay reads: the function, the stored inputs and the reference outputs (not the artifacts)."""
     return mf.blob_refs({"function": manifest["function"], "inputs": manifest["inputs"],
                          "outputs": manifest["reference"]["outputs"]})

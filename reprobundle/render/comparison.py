@@ -314,15 +314,15 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
 # ------------------------------------------------------------------------------------------------ markdown
 
 
-def _md(text: str) -> str:
+def md(text: str) -> str:
     """Text safe in Markdown (table cells too): no HTML, no emphasis from op names like `__ynn_fusion`."""
     text = html.escape(str(text).replace("->", "→"), quote=False).replace("\n", " ")
     return re.sub(r"([\\|*_`\[\]~])", r"\\\1", text)
 
 
-def _md_table(headers: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(_md(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    return "\n".join(lines + ["| " + " | ".join(_md(x) for x in row) + " |" for row in rows])
+def md_table(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(md(h) for h in headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(md(x) for x in row) + " |" for row in rows])
 
 
 def _capped(items: list, limit: int) -> tuple[list, str]:
@@ -330,12 +330,12 @@ def _capped(items: list, limit: int) -> tuple[list, str]:
     return items[:limit], (f"... and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def _details(summary: str, body: str) -> str:
+def details(summary: str, body: str) -> str:
     return f"<details><summary>{html.escape(summary)}</summary>\n\n{body}\n\n</details>"
 
 
 def _md_headline(h: dict) -> str:
-    text = _md(h["text"])
+    text = md(h["text"])
     if h["direction"] in ("slower", "faster", "failed"):
         return f"- **{text}**"
     return f"- {text}"
@@ -371,29 +371,29 @@ def to_markdown(c: dict) -> str:
     table; everything else in collapsed <details>."""
     out = [f"### reprobundle: `{c['bundle']}` across JAX versions", ""]
     out += [_md_headline(h) for h in c["headlines"]]
-    out += ["", _md(_context_line(c)) + " (baseline marked \\*)", "",
-            _md_table(NARROW_HEADERS, [_narrow_cells(r) for r in _compared(c)])]
+    out += ["", md(_context_line(c)) + " (baseline marked \\*)", "",
+            md_table(NARROW_HEADERS, [_narrow_cells(r) for r in _compared(c)])]
     apart = _apart(c)
     if apart:
         out += ["", "Not timed together with the baseline (not comparable, no verdict): "
-                + "; ".join(_md(_apart_line(r, c)) for r in apart)]
+                + "; ".join(md(_apart_line(r, c)) for r in apart)]
     if c.get("reproduce"):
         out += ["", reproduce_markdown(c["reproduce"])]
     for d in c["diffs"]:
-        body = [f"**Where the time moved:** {_md(d['moved'])}"] + _md_fusion(d["fusion"]) + _md_moves(d, c["top"])
-        out += ["", _details(_moved_summary(d), "\n".join(body))]
+        body = [f"**Where the time moved:** {md(d['moved'])}"] + _md_fusion(d["fusion"]) + _md_moves(d, c["top"])
+        out += ["", details(_moved_summary(d), "\n".join(body))]
     failures = [r for r in c["rows"] if r["status"] not in TIMED]
     if failures:
-        reasons = "\n\n".join(f"**jax {_md(r['label'])}: {r['status']}**\n\n```\n{_tail(r['reason'], 3000)}\n```"
+        reasons = "\n\n".join(f"**jax {md(r['label'])}: {r['status']}**\n\n```\n{_tail(r['reason'], 3000)}\n```"
                               for r in failures)
-        out += ["", _details(f"{len(failures)} version(s) did not run", reasons)]
-    out += ["", _details("Every column", _md_table(FULL_HEADERS, [_full_cells(r) for r in c["rows"]]))]
-    env = [f"- packed with {_md(_env_text(c['packed']))}", f"- runs on {_md(_env_text(c['machine']))}"]
-    runs = [f"- {_md(_run_line(u))}" for u in c.get("runs_used") or []]
+        out += ["", details(f"{len(failures)} version(s) did not run", reasons)]
+    out += ["", details("Every column", md_table(FULL_HEADERS, [_full_cells(r) for r in c["rows"]]))]
+    env = [f"- packed with {md(_env_text(c['packed']))}", f"- runs on {md(_env_text(c['machine']))}"]
+    runs = [f"- {md(_run_line(u))}" for u in c.get("runs_used") or []]
     if c.get("selection"):
-        runs.append(f"- {_md(c['selection'])}")
-    notes = [f"- {_md(n)}" for n in c["notes"]]
-    out += ["", _details("Environment, runs used and notes", "\n".join(env + runs + notes))]
+        runs.append(f"- {md(c['selection'])}")
+    notes = [f"- {md(n)}" for n in c["notes"]]
+    out += ["", details("Environment, runs used and notes", "\n".join(env + runs + notes))]
     return "\n".join(out) + "\n"
 
 
@@ -406,10 +406,10 @@ def _tail(text: str, limit: int) -> str:
 def _md_fusion(f: dict | None) -> list[str]:
     if f is None:
         return ["", "_No optimized HLO for one side: no fusion diff._"]
-    lines = ["", f"**Fusion:** {_md(_kinds_text(f['base']))} → {_md(_kinds_text(f['cand']))}; {_md(f['summary'])}"]
+    lines = ["", f"**Fusion:** {md(_kinds_text(f['base']))} → {md(_kinds_text(f['cand']))}; {md(f['summary'])}"]
     items, rest = _capped(_fusion_lines(f), MD_MAX_LINES)
     if items:
-        lines += [""] + [f"- {_md(x)}" for x in items] + ([f"- {rest}"] if rest else [])
+        lines += [""] + [f"- {md(x)}" for x in items] + ([f"- {rest}"] if rest else [])
     return lines
 
 
@@ -419,12 +419,12 @@ def _md_moves(d: dict, top: int) -> list[str]:
     rows = [_move_cells(r, "→") for r in d["per_op"]]
     shown, rest = _capped(rows, max(top, MD_MAX_LINES))
     return ["", f"**Per-op moves** ({len(shown)} of {len(rows)}, biggest first)", "",
-            _md_table([h.lower() for h in MOVE_HEADERS], shown)] + (["", rest] if rest else [])
+            md_table([h.lower() for h in MOVE_HEADERS], shown)] + (["", rest] if rest else [])
 
 
 # ------------------------------------------------------------------------------------------------ html
 
-_CSS = """body{font:15px/1.45 system-ui,sans-serif;color:#222;max-width:960px;margin:1.5em auto;padding:0 16px}
+CSS = """body{font:15px/1.45 system-ui,sans-serif;color:#222;max-width:960px;margin:1.5em auto;padding:0 16px}
 h1{font-size:1.5em;overflow-wrap:anywhere}h2{font-size:1.2em;margin-top:1.6em}
 .scroll{overflow-x:auto;max-width:100%}table{border-collapse:collapse;margin:.6em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-variant-numeric:tabular-nums;
@@ -446,13 +446,13 @@ def to_html(c: dict) -> str:
     e = html.escape
     parts = [f"<!doctype html><html><head><meta charset='utf-8'>"
              f"<meta name='viewport' content='width=device-width'><title>{e(c['bundle'])}: JAX versions</title>",
-             f"<style>{_CSS}</style></head><body>", f"<h1>{e(c['bundle'])} across JAX versions</h1>"]
+             f"<style>{CSS}</style></head><body>", f"<h1>{e(c['bundle'])} across JAX versions</h1>"]
     for h in c["headlines"]:
         cls = h["direction"] if h["direction"] in PALETTE else "apart"
         parts.append(f"<p class='headline {cls}'>{e(h['text'])}</p>")
     parts.append(f"<p>{e(_context_line(c))} (baseline marked *)</p>")
     rows = _compared(c)
-    parts.append(_html_table(NARROW_HEADERS, [_narrow_cells(r) for r in rows],
+    parts.append(html_table(NARROW_HEADERS, [_narrow_cells(r) for r in rows],
                              ["baseline" if r["is_baseline"] else "" for r in rows],
                              cell_classes=[{3: _style_of(r)} for r in rows], kind="narrow"))
     apart = _apart(c)
@@ -475,17 +475,17 @@ def to_html(c: dict) -> str:
                              + "".join(f"<li>{e(x)}</li>" for x in items + ([rest] if rest else [])) + "</ul></details>")
         if d["per_op"]:
             moves = [_move_cells(r, "→") for r in d["per_op"]]
-            parts.append(_html_table(MOVE_HEADERS, moves[:c["top"]], kind="moves"))
+            parts.append(html_table(MOVE_HEADERS, moves[:c["top"]], kind="moves"))
             if len(moves) > c["top"]:
                 shown, _ = _capped(moves, HTML_MAX_LINES)
                 parts.append(f"<details><summary>More per-op rows ({len(shown)} of {len(moves)})</summary>"
-                             f"{_html_table(MOVE_HEADERS, shown, kind='moves')}</details>")
+                             f"{html_table(MOVE_HEADERS, shown, kind='moves')}</details>")
     failures = [r for r in c["rows"] if r["status"] not in TIMED]
     for r in failures:
         parts.append(f"<details><summary>jax {e(r['label'])}: {e(r['status'])}</summary>"
                      f"<pre>{e(_tail(r['reason'], 6000))}</pre></details>")
     parts += ["<details><summary>Every column</summary>",
-              _html_table(FULL_HEADERS, [_full_cells(r) for r in c["rows"]]), "</details>"]
+              html_table(FULL_HEADERS, [_full_cells(r) for r in c["rows"]]), "</details>"]
     runs = [_run_line(u) for u in c.get("runs_used") or []] + ([c["selection"]] if c.get("selection") else [])
     parts.append("<h2>Environment, runs used and notes</h2><ul>"
                  + f"<li>packed with {e(_env_text(c['packed']))}</li><li>runs on {e(_env_text(c['machine']))}</li>"
@@ -504,7 +504,7 @@ def _html_reproduce(rep: dict) -> list[str]:
     return out
 
 
-def _html_table(headers: list[str], rows: list[list[str]], classes: list[str] | None = None,
+def html_table(headers: list[str], rows: list[list[str]], classes: list[str] | None = None,
                 cell_classes: list[dict[int, str]] | None = None, kind: str = "") -> str:
     e = html.escape
     body = []

@@ -25,8 +25,8 @@ class BisectResult:
     good: str
     bad: str
     criterion: str  # "outputs" or "time"
-    first_bad: str | None
-    last_good: str | None
+    first_bad: str
+    last_good: str
     runs: dict[str, dict] = field(default_factory=dict)  # version -> run record, every version tested
     classes: dict[str, str] = field(default_factory=dict)  # version -> "good" / "bad" / "skip"
     evidence: dict[str, str] = field(default_factory=dict)  # version -> why it was classed so, one line
@@ -56,6 +56,7 @@ def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterio
         return ("bad", "outputs mismatch") if run["status"] == "mismatch" else ("good", "outputs match")
     if not _usable(good_run):
         return "skip", f"the good endpoint failed beside it: {good_run['status']}: {good_run['reason']}"
+    assert target_log_ratio is not None  # the time criterion always comes with the endpoints' log ratio
     verdict = timing_verdict(_timing(good_run), _timing(run))
     moved = math.log(verdict["ratio"]) if verdict["ratio"] > 0 else 0.0
     same_direction = verdict["verdict"] == ("slower" if target_log_ratio > 0 else "faster")
@@ -70,7 +71,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
     candidates = [v for v in ordered if version_key(good) < version_key(v) < version_key(bad)]
-    result = BisectResult(good, bad, "time", None, None, candidates=candidates)
+    result = BisectResult(good, bad, "time", first_bad=bad, last_good=good, candidates=candidates)
     g, b = replay_together([good, bad])
     result.runs[good], result.runs[bad] = g, b
     for name, run in (("good", g), ("bad", b)):

@@ -80,7 +80,7 @@ def _pressure() -> dict:
 
 def _processes() -> dict[int, tuple[str, int, int, int]]:
     """pid -> (command name, parent pid, user+system CPU ticks, start time in ticks after boot)."""
-    out = {}
+    out: dict[int, tuple[str, int, int, int]] = {}
     try:
         entries = [p for p in os.listdir(PROC) if p.isdigit()]
     except OSError:
@@ -162,7 +162,7 @@ def busy_processes(before: Snapshot, after: Snapshot, own: int | None = None) ->
     started_after = None
     if before.boot_time is not None:
         started_after = (before.wall - before.boot_time) * tick  # a process started later: all its ticks count
-    out = []
+    out: list[dict] = []
     for pid, (name, _, ticks, start) in after.procs.items():
         if pid in mine:
             continue

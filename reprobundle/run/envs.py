@@ -31,6 +31,7 @@ the platform and fails unless that platform's devices are there.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import logging
@@ -45,7 +46,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Iterator, List, Sequence
+from typing import Callable, Iterator, Sequence
 
 from packaging.version import Version
 
@@ -218,7 +219,7 @@ def _file_lock(path: Path, on_wait: Callable[[], None] | None = None) -> Iterato
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if os.name == "nt":  # pragma: no cover
+        if sys.platform == "win32":  # pragma: no cover
             import msvcrt
 
             waited = False
@@ -410,7 +411,7 @@ class EnvironmentManager:
                     return v
         return requested
 
-    def list(self) -> list[JaxEnvironment]:
+    def list(self) -> builtins.list[JaxEnvironment]:
         """The finished environments under the root, by jax version, build, then Python version."""
         envs = []
         try:
@@ -424,7 +425,7 @@ class EnvironmentManager:
                     envs.append(env)
         return sorted(envs, key=lambda e: (version_key(e.jax_version), e.build, python_release(e.python_version)))
 
-    def remove(self, version: str | None = None, platform: str | None = None) -> list[JaxEnvironment]:
+    def remove(self, version: str | None = None, platform: str | None = None) -> builtins.list[JaxEnvironment]:
         """Remove the environments of jax `version` (all of them when None), of every build or of those of
         `platform` ("cuda", or a build such as "cuda12"); returns what was removed."""
         if version is None:
@@ -456,7 +457,7 @@ class EnvironmentManager:
                 _rmtree(d)
         return removed
 
-    def available_versions(self) -> list[str]:
+    def available_versions(self) -> builtins.list[str]:
         """Installable jax releases on the index, ascending (cached for INDEX_CACHE_TTL_S).
 
         A release counts when it is not yanked and a jaxlib for it is on the index: its own version, or,
@@ -608,7 +609,7 @@ class EnvironmentManager:
                 log.debug("uv: the uv package is not usable here; on PATH: %s", self._uv or "none")
         return self._uv
 
-    def _resolve_latest(self, versions: list[str]) -> str:
+    def _resolve_latest(self, versions: builtins.list[str]) -> str:
         for v in reversed(versions):
             minors, rp, _jaxlib, _ = self._index.supported(v)
             if self._interpreters.runs_any(minors, rp):
@@ -670,7 +671,7 @@ class EnvironmentManager:
                      ", ".join(available), *driver)
         return chosen
 
-    def _build_pythons(self, build: str, release: str, minors: List[int]) -> List[int]:
+    def _build_pythons(self, build: str, release: str, minors: builtins.list[int]) -> builtins.list[int]:
         """`minors` narrowed to those the build's plugin has wheels for (when the index says)."""
         project = plugin_project(build)
         listing = self._index.project(project, want=release) if project else None
@@ -683,7 +684,7 @@ class EnvironmentManager:
                      ", ".join(f"3.{m}" for m in pythons))
         return narrowed
 
-    def _dot_dirs(self, prefix: str) -> list[Path]:
+    def _dot_dirs(self, prefix: str) -> builtins.list[Path]:
         try:
             return [d for d in self.root.iterdir() if d.name.startswith(prefix)]
         except OSError:
@@ -807,7 +808,7 @@ class EnvironmentManager:
             + (f", {build} on {info.get('device_kind') or build_platform(build)}" if on else "") + f" ({final})")
         return env
 
-    def _run(self, cmd: list[str], what: str, version: str, *, timeout: float, cwd: Path | None = None,
+    def _run(self, cmd: builtins.list[str], what: str, version: str, *, timeout: float, cwd: Path | None = None,
              env: dict | None = None) -> str:
         unreachable = (f"; the package index was unreachable ({self._index.error}), so only the uv cache "
                        f"was used" if self._index.error else "")
@@ -835,7 +836,7 @@ class EnvironmentManager:
                      + unreachable)
         return r.stdout
 
-    def _install(self, tmp: Path, interp: Interpreter, reqs: list[str], *, offline: bool,
+    def _install(self, tmp: Path, interp: Interpreter, reqs: builtins.list[str], *, offline: bool,
                  say: Callable[[str], None], options: Sequence[str] = ()) -> str:
         """Create the venv at `tmp` and install `reqs` (with installer `options`, such as --find-links); returns
         the installer's name and version."""

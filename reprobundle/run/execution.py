@@ -229,7 +229,8 @@ class WorkerProcess:
                 self._kill()
                 return None
         line, _, self._buffer = self._buffer.partition(b"\n")
-        self._budget_s -= time.perf_counter() - self._working_since
+        if self._working_since is not None:  # None: no command started the clock, and the line was already buffered
+            self._budget_s -= time.perf_counter() - self._working_since
         self._working_since = None  # it waits for the next command now
         return line.decode("ascii", "replace").strip()
 

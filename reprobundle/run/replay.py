@@ -106,6 +106,7 @@ def _measured_run(registry: Registry, bundle: Bundle, requested: str, measured: 
         return _record(bundle, requested, outcome.status if outcome.status in mf.RUN_STATUSES else "error",
                        outcome.reason, **extra)
     stored = store_result(registry, result, warmup=warmup)
+    assert stored.timing is not None, "a worker's result always holds samples_ns (the worker starts it empty)"
     stored.timing.update(samples_ns=measured.samples_ns, steps=measured.steps, rounds=measured.rounds, group=group)
     if len(measured.per_op_tables) > 1:
         stored.per_op = median_per_op(measured.per_op_tables)
@@ -184,61 +185,97 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
     (budget.py), within `max_time_s`; `pin` runs every worker on the same CPUs and threads (schedule.Pin). Each
     run's environment keeps the conditions of the measurement (`conditions`: load, CPUs, busy processes, memory,
     the schedule) and its worker's own (`process`: affinity, threads, thread settings)."""
-    m = bundle.manifest
+    return replay_together(registry, [bundle], versions, timing=timing, timeout_s=timeout_s, dump=dump,
+                           profile=profile, python=python, env_manager=env_manager, progress=progress,
+                           memory_limit_bytes=memory_limit_bytes, store_runs=store_runs, shapes=shapes,
+                           platform=platform, pin=pin, max_time_s=max_time_s)[0]
+
+
+def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str] = ("installed",), *,
+                    timing: Timing = Timing(repeat=DEFAULT_STEPS), timeout_s: float = DEFAULT_TIMEOUT_S,
+                    dump: bool = True, profile: bool = True, python: str | None = None, env_manager=None,
+                    progress: Callable[[str], None] | None = None, memory_limit_bytes: int | None = None,
+                    store_runs: bool = True, shapes: dict[str, int] | None = None, platform: str | None = None,
+                    pin: Pin | None = None, max_time_s: float | None = None,
+                    largest_move: bool = False) -> list[list[dict]]:
+    """Replay each of `bundles` on each version, all in one interleaved measurement (see replay, whose options these
+    are), and return per bundle its run records in the order of `versions`. Each bundle's versions are compared
+    among themselves: the budget judges them against the bundle's first version, and their steps make the same
+    number of calls (schedule.Contender.group). With `largest_move` the bundles are the pieces of one function
+    (isolate), and the budget stops timing those that cannot hold its largest move (budget.py)."""
     first_look = snapshot()
-    resized = None
-    if shapes:
-        from ..worker.synthetic import synthetic_spec
-
-        resized = resized_inputs(m, shapes, synthetic_spec)
-    reference = None if resized else reference_arrays(registry, bundle)
-    runs: dict[int, dict] = {}
-    contenders: list[tuple[int, str, Contender]] = []
     at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((shapes or {}).items()))
+    runs: dict[tuple[int, int], dict] = {}
+    contenders: list[tuple[int, int, str, Contender]] = []  # (bundle, version index, version, contender)
+    references: list[Sequence[np.ndarray] | None] = []
+    interpreters: dict[tuple[str, str], str | Path | ReproBundleError] = {}
+    on_tpu = False
 
-    choice = replay_platform(bundle, platform)
-    log.info("%s: replaying on %s (%s)", bundle.ref, choice.platform, choice.reason)
-    on_platform = {} if choice.platform == "cpu" else {"platform": choice.platform, "build": choice.build}
+    def job_writer(m: dict, leaves: list[dict], platform_name: str) -> Callable[[Path, int], Path]:
+        def write_job(folder: Path, round_index: int) -> Path:
+            # Later rounds keep only their timings (and profiles): their workers warm up less and skip the package
+            # list.
+            later = round_index > 0
+            return build_job(registry, m["function"], leaves, folder,
+                             timing=replace(timing, warmup=min(timing.warmup, LATER_WARMUP)) if later else timing,
+                             dump=dump and round_index == 0, profile=profile and round_index < PROFILED_ROUNDS,
+                             lockstep=True, platform=platform_name, brief_environment=later)
+        return write_job
 
-    def write_job(folder: Path, round_index: int) -> Path:
-        # Later rounds keep only their timings (and profiles): their workers warm up less and skip the package list.
-        later = round_index > 0
-        return build_job(registry, m["function"], resized or m["inputs"]["leaves"], folder,
-                         timing=replace(timing, warmup=min(timing.warmup, LATER_WARMUP)) if later else timing,
-                         dump=dump and round_index == 0, profile=profile and round_index < PROFILED_ROUNDS,
-                         lockstep=True, platform=choice.platform, brief_environment=later)
+    for b, bundle in enumerate(bundles):
+        m = bundle.manifest
+        resized = None
+        if shapes:
+            from ..worker.synthetic import synthetic_spec
 
-    for index, requested in enumerate(versions):
-        start = time.perf_counter()
-        if requested == "installed" and python is None:
-            interpreter: str | Path = sys.executable
-        else:
-            try:
-                if env_manager is None:
-                    from .envs import EnvironmentManager
+            resized = resized_inputs(m, shapes, synthetic_spec)
+        references.append(None if resized else reference_arrays(registry, bundle))
+        choice = replay_platform(bundle, platform)
+        log.info("%s: replaying on %s (%s)", bundle.ref, choice.platform, choice.reason)
+        on_platform = {} if choice.platform == "cpu" else {"platform": choice.platform, "build": choice.build}
+        on_tpu = on_tpu or choice.platform == "tpu"
+        write_job = job_writer(m, resized or m["inputs"]["leaves"], choice.platform)
+        for index, requested in enumerate(versions):
+            start = time.perf_counter()
+            where = (requested, f"{choice.platform} {choice.build}")
+            if where not in interpreters:
+                if requested == "installed" and python is None:
+                    interpreters[where] = sys.executable
+                else:
+                    try:
+                        if env_manager is None:
+                            from .envs import EnvironmentManager
 
-                    env_manager = EnvironmentManager(python=python)
-                interpreter = env_manager.ensure(requested, progress=_phase(progress, "environment"),
-                                                 **on_platform).python_executable
-            except ReproBundleError as e:
-                runs[index] = _record(bundle, requested, "error", f"no environment for jax {requested}: {e.message}",
-                                      duration_s=time.perf_counter() - start)
+                            env_manager = EnvironmentManager(python=python)
+                        interpreters[where] = env_manager.ensure(requested, progress=_phase(progress, "environment"),
+                                                                 **on_platform).python_executable
+                    except ReproBundleError as e:
+                        interpreters[where] = e
+            interpreter = interpreters[where]
+            if isinstance(interpreter, ReproBundleError):
+                runs[b, index] = _record(bundle, requested, "error",
+                                         f"no environment for jax {requested}: {interpreter.message}",
+                                         duration_s=time.perf_counter() - start)
                 continue
-
-        contenders.append((index, requested, Contender(str(index), interpreter, write_job, label=requested)))
-    budget = plan([c.key for _, _, c in contenders], timing.repeat, timing.rounds, max_time_s)
+            key = str(index) if len(bundles) == 1 else f"{b}.{index}"
+            label = requested if len(bundles) == 1 else f"{bundle.ref.name} on {requested}"
+            contenders.append((b, index, requested, Contender(key, interpreter, write_job, label=label, group=str(b))))
+    keys = [c.key for _, _, _, c in contenders]
+    budget = plan(keys, timing.repeat, timing.rounds, max_time_s, largest_move=largest_move,
+                  groups=[[c.key for g, _, _, c in contenders if g == b] for b in range(len(bundles))])
     rounds = budget.rounds
     if progress and contenders:
-        progress(Status(f"replaying {bundle.ref} on jax " + ", ".join(requested for _, requested, _ in contenders),
-                        "start", 0, rounds))
+        progress(Status(f"replaying {', '.join(str(bundle.ref) for bundle in bundles)} on jax "
+                        + ", ".join(requested for b, _, requested, _ in contenders if b == contenders[0][0]), "start", 0,
+                        rounds))
     group = Registry.new_run_id()
     with scratch_dir(tempfile.gettempdir(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
-        together = [[c for _, _, c in contenders]]
-        if choice.platform == "tpu" and len(contenders) > 1:
+        together = [[c for _, _, _, c in contenders]]
+        if on_tpu and len(contenders) > 1:
             # A TPU admits one process at a time: the versions are timed one after another (the verdict then
             # says they were not timed together).
             log.info("%s: on a TPU only one process holds the chips, so the versions are timed one after another",
-                     bundle.ref)
+                     ", ".join(str(bundle.ref) for bundle in bundles))
             together = [[c] for c in together[0]]
         measured = {}
         before = snapshot()
@@ -258,18 +295,20 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
                                                 memory_limit_bytes=memory_limit_bytes, progress=progress,
                                                 more=budget.more if adaptive else None, pin=pin))
         measured_under = conditions(before, snapshot())
-        measured_under["schedule"] = budget.describe(max((len(x.rounds) for x in measured.values()), default=0))
+        rounds_run = max((len(x.rounds) for x in measured.values()), default=0)
+        measured_under["schedule"] = budget.describe(rounds_run)
         if pin is not None:
             measured_under["pin"] = {"cpus": list(pin.cpus), "threads": pin.threads}
-        for index, requested, contender in contenders:
+        for b, index, requested, contender in contenders:
             timed_with = group if len(together) == 1 else f"{group}-{contender.key}"
-            runs[index] = _measured_run(registry, bundle, requested, measured[contender.key], reference=reference,
-                                        warmup=timing.warmup, group=timed_with, at_sizes=at_sizes)
-            runs[index]["environment"]["conditions"] = measured_under
-    ordered = [runs[i] for i in range(len(versions))]
-    for run in ordered:
+            runs[b, index] = _measured_run(registry, bundles[b], requested, measured[contender.key],
+                                           reference=references[b], warmup=timing.warmup, group=timed_with,
+                                           at_sizes=at_sizes)
+            runs[b, index]["environment"]["conditions"] = measured_under if contender.key not in budget.retired else \
+                {**measured_under, "schedule": budget.describe(rounds_run, contender.key)}
+    ordered = [[runs[b, i] for i in range(len(versions))] for b in range(len(bundles))]
+    for run in (run for per_bundle in ordered for run in per_bundle):
         run["group"] = group  # every run of this replay, timed or not: what `compare` picks a replay's runs by
-    if store_runs:
-        for run in ordered:
+        if store_runs:
             registry.put_run(run)
     return ordered

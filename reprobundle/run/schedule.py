@@ -56,6 +56,8 @@ class Contender:
     python: str | Path
     write_job: JobWriter
     label: str = ""  # for progress lines (default: the key)
+    # Contenders compared with each other share a group: each of its steps makes the same number of calls.
+    group: str = ""
 
 
 @dataclass
@@ -104,8 +106,7 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
         for round_index in range(rounds):
             if not active:
                 break
-            shift = round_index % len(active)
-            order = active[shift:] + active[:shift]
+            order = rotated(active, round_index)
             live: list[tuple[Contender, WorkerProcess]] = []
             started = []
             where = f"round {round_index + 1}/{rounds}"
@@ -128,6 +129,14 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
             if round_index > 0:
                 for c, worker in started:
                     _get_ready(c, worker, measured, live, round_index, rounds)
+            else:
+                # Every contender of a group makes the same number of calls a step (the fewest any of them needs): a
+                # step of 2 calls and one of 3 differ in warm-up and overhead, a bias no number of rounds removes.
+                for group in {c.group for c, _ in live}:
+                    peers = [measured[c.key] for c, _ in live if c.group == group]
+                    common = min(m.calls_per_step for m in peers)
+                    for m in peers:
+                        m.calls_per_step = common
             say(Status(f"{where}: timing " + ", ".join(c.label or c.key for c, _ in live), "round", round_index,
                        rounds))
             for step in range(steps_per_round):
@@ -149,11 +158,12 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
                     _fail(m, outcome, round_index, rounds)
                     continue
                 m.rounds.append(len(m.steps) - sum(m.rounds))
-                if (outcome.result or {}).get("per_op"):
-                    m.per_op_tables.append(outcome.result["per_op"])
+                per_op = (outcome.result or {}).get("per_op")
+                if per_op:
+                    m.per_op_tables.append(per_op)
                 if round_index == 0:
                     m.outcome = outcome
-                else:
+                elif outcome.workdir is not None:
                     shutil.rmtree(outcome.workdir, ignore_errors=True)
             started = []
             active = [c for c in active if measured[c.key].failed_round is None]
@@ -168,6 +178,18 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
     done = max((len(m.rounds) for m in measured.values()), default=0)
     say(Status(f"timed {done} round{'s' if done != 1 else ''}", "done", done, done))
     return measured
+
+
+def rotated(active: Sequence[Contender], k: int) -> list[Contender]:
+    """The order of round k: the groups rotated by k, and each group's members rotated by k within it, so that who
+    goes first changes from round to round while the members of a group stay side by side (their steps back to
+    back)."""
+    groups: dict[str, list[Contender]] = {}
+    for c in active:
+        groups.setdefault(c.group, []).append(c)
+    names = list(groups)
+    names = names[k % len(names):] + names[:k % len(names)]
+    return [c for name in names for c in groups[name][k % len(groups[name]):] + groups[name][:k % len(groups[name])]]
 
 
 def _get_ready(c: Contender, worker: WorkerProcess, measured: dict[str, Measurement],

@@ -1,0 +1,366 @@
+"""Sweep: replay many bundles on a baseline and a candidate JAX version, one task per bundle, and sum them up.
+
+`run_replay_task` carries out one task (run/executor.py's `ReplayTask`) on whichever machine runs it: it opens
+the task's registry, replays the bundle on the versions timed together (replay.py, adaptive budget unless rounds
+are fixed), stores the runs there and returns a plain JSON summary (`summarize`). The driver (`sweep`) skips
+bundles that already have a finished result for the same pair and options (`stored_runs`: resume), hands the rest
+to an executor, and returns the summaries in selection order.
+
+Resume rule: a bundle is finished when one replay (one `group`) holds a run of each requested version (`requested`
+equal; for "installed", also its recorded jax equal to this host's), made with the same timing options
+(`options_match`: the warmup, the budget replay.py plans from repeat/rounds/max_time — adaptive or fixed, steps per
+round, max rounds, max time —, the pinned CPUs, and the platform when one was asked for), and every run of it
+came to an outcome a replay decides (`FINISHED`: ok, mismatch, incompatible); a crash, a timeout or an error (no
+environment, out of memory) may not happen again, so that bundle is replayed. The latest such replay is shown,
+marked stored.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.metadata
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..bundle.registry import Bundle, Registry
+from ..errors import ReproBundleError, StoreError, UsageError, exception_line, first_line
+from .budget import plan
+from .execution import DEFAULT_TIMEOUT_S, Timing
+from .executor import Executor, LocalExecutor, ReplayTask, TaskResult, failed_result, result_skeleton
+from .schedule import DEFAULT_STEPS, Pin
+
+# The replay options a task carries, with their defaults (plain JSON values). `pin`: a list of CPU ids or None;
+# `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults).
+DEFAULT_OPTIONS: dict[str, Any] = {"warmup": 5, "repeat": DEFAULT_STEPS, "rounds": None, "max_time_s": None,
+                                   "pin": None, "platform": None, "timeout_s": DEFAULT_TIMEOUT_S, "env_dir": None,
+                                   "python": None, "dump": True, "profile": True}
+# Output status of a bundle across the two versions, worst last.
+OUTPUT_OK, OUTPUT_MISMATCH, OUTPUT_FAILED = "ok", "mismatch", "failed"
+TIMED = ("ok", "mismatch")
+FINISHED = (*TIMED, "incompatible")  # what a stored replay's runs came to, for a sweep to resume past it
+
+
+def task_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """The task's options with defaults filled in; an unknown key is a bug of the caller."""
+    unknown = set(options or {}) - set(DEFAULT_OPTIONS)
+    if unknown:
+        raise UsageError(f"unknown replay option(s) for a sweep task: {', '.join(sorted(unknown))}",
+                         hint=f"known: {', '.join(DEFAULT_OPTIONS)}")
+    return {**DEFAULT_OPTIONS, **(options or {})}
+
+
+# ------------------------------------------------------------------------------------------------ one task
+
+
+def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = None) -> TaskResult:
+    """Replay `task.ref` of the registry at `task.store` on `task.versions` timed together, store the runs there,
+    and return the summary (see `summarize`; plain JSON). A bundle that does not replay (no environment,
+    incompatible, crash, a platform this machine lacks, a corrupt blob) is a summary with its runs' statuses or
+    status "failed"; only infrastructure failures raise (the store unreachable: StoreError; anything unexpected).
+    `progress` gets the replay's lines (in-process executors only: a task crosses machines without it)."""
+    from ..bundle.transfer import prefetch
+    from .envs import EnvironmentManager
+    from .replay import replay
+
+    start = time.perf_counter()
+    options = task_options(task.options)
+    registry = Registry.open(task.store)
+    bundle = None
+    try:
+        bundle = registry.resolve(task.ref)
+        prefetch(registry, bundle)
+        manager = EnvironmentManager(Path(options["env_dir"]) if options["env_dir"] else None,
+                                     python=options["python"])
+        pin = Pin(tuple(options["pin"]), len(options["pin"])) if options["pin"] else None
+        runs = replay(registry, bundle, list(task.versions),
+                      timing=Timing(warmup=options["warmup"], repeat=options["repeat"], rounds=options["rounds"]),
+                      timeout_s=options["timeout_s"], dump=options["dump"], profile=options["profile"],
+                      python=options["python"], env_manager=manager, platform=options["platform"], pin=pin,
+                      max_time_s=options["max_time_s"], store_runs=False, progress=progress)
+    except StoreError:
+        raise
+    except ReproBundleError as e:
+        return {**failed_result(task, e.message, wall_s=time.perf_counter() - start),
+                **(_identity(bundle) if bundle is not None else {}), "options": options}
+    for run in runs:
+        registry.put_run(run)
+    return summarize(registry, bundle, runs, task.versions, options=options, wall_s=time.perf_counter() - start)
+
+
+def _identity(bundle: Bundle) -> dict:
+    return {"ref": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "store": bundle.ref.store_url}
+
+
+# ------------------------------------------------------------------------------------------------ summaries
+
+
+def compare_runs(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None) -> dict:
+    """The multi-version comparison of stored `runs` (analysis/comparison.build_comparison) with the optimized HLO
+    and outputs it needs loaded from the registry. Raises ValueError for a baseline none of the runs requested."""
+    from ..analysis.comparison import REFERENCE, build_comparison
+    from .replay import leaf_array, reference_arrays
+
+    def hlo_text(artifacts: dict) -> str | None:
+        art = artifacts.get("hlo_after")
+        return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
+
+    def arrays(leaves: list[dict]) -> list[np.ndarray]:
+        return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in leaves]
+
+    hlo_texts: dict[str, Any] = {REFERENCE: hlo_text(bundle.manifest["artifacts"])}
+    outputs = {REFERENCE: reference_arrays(registry, bundle)}
+    for run in runs:
+        hlo_texts[run["requested"]] = hlo_text(run["artifacts"])
+        outputs[run["requested"]] = arrays(run["outputs"])
+    return build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs)
+
+
+def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions: Sequence[str], *,
+              options: dict[str, Any], wall_s: float, stored: bool = False, host: str | None = None) -> TaskResult:
+    """One bundle's result as plain JSON: the runs (version, concrete jax, run id, status, reason), the
+    candidate's verdict against the baseline (ratio, 95% interval, p, method, settled), the output status across
+    both versions ("ok", "mismatch": a version's outputs differ from the reference or the candidate's from the
+    baseline's, "failed": a version did not run), the op that moved most, the host (None for a stored result: run
+    records keep no host name), the wall time."""
+    from ..analysis.comparison import describe_move
+
+    baseline, candidate = versions[0], versions[-1]
+    out = {**result_skeleton(str(bundle.ref), versions), **_identity(bundle)}
+    out.update(stored=stored, group=runs[0].get("group") if runs else None, wall_s=round(wall_s, 3),
+               host=None if stored else host or socket.gethostname(), options=task_options(options))
+    out["runs"] = [{"version": r["requested"], "jax": str((r.get("environment") or {}).get("jax") or r["requested"]),
+                    "run_id": r["run_id"], "status": r["status"], "reason": first_line(r.get("reason") or "", 300),
+                    "created": r.get("created")} for r in runs]
+    failed = [r for r in runs if r["status"] not in TIMED]
+    mismatched = [r for r in runs if r["status"] == "mismatch"]
+    if failed:
+        out["outputs"] = OUTPUT_FAILED
+        out["outputs_detail"] = "; ".join(f"jax {r['requested']}: {r['status']}: {first_line(r.get('reason'), 200)}"
+                                          for r in failed)
+    elif mismatched:
+        out["outputs"] = OUTPUT_MISMATCH
+        out["outputs_detail"] = "; ".join(f"jax {r['requested']} vs the packed reference: {first_line(r['reason'], 200)}"
+                                          for r in mismatched)
+    base_ok = any(r["requested"] == baseline and r["status"] in TIMED for r in runs)
+    if not base_ok:
+        return out
+    comparison = compare_runs(registry, bundle, runs, baseline)
+    rows = {row["requested"]: row for row in comparison["rows"]}
+    out["medians_ns"] = [rows[v]["median_ns"] if v in rows else None for v in versions]
+    row = rows.get(candidate)
+    if row is None or candidate == baseline:
+        return out
+    out.update(verdict=row["verdict"], ratio=row["ratio"], ci95=row["ci95"], p_value=row["p_value"],
+               method=row["method"], settled=row["settled"])
+    out["headline"] = next((h["text"] for h in comparison["headlines"] if h.get("label") == row["label"]), "")
+    vs_base = row.get("err_base")
+    if out["outputs"] == OUTPUT_OK and vs_base is not None and not vs_base.get("ok", True):
+        out["outputs"] = OUTPUT_MISMATCH
+        out["outputs_detail"] = (f"jax {candidate} vs {baseline}: outputs differ (max abs err "
+                                 f"{vs_base.get('max_abs_err')})" + (f" in {vs_base['worst']}" if vs_base.get("worst")
+                                                                     else ""))
+    diff = next((d for d in comparison["diffs"] if d["label"] == row["label"]), None)
+    if diff is not None:
+        out["moved_line"] = diff["moved"]
+        out["moved"] = describe_move(diff["moved_row"]) if diff["moved_row"] else None
+    return _plain(out)
+
+
+def _plain(value: Any) -> Any:
+    """JSON values only (numpy scalars and tuples become floats and lists): a summary crosses machines."""
+    return json.loads(json.dumps(value, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
+
+
+# ------------------------------------------------------------------------------------------------ resume
+
+
+def host_jax() -> str | None:
+    """The jax version installed beside this process (what "installed" means here), read without importing jax."""
+    try:
+        return importlib.metadata.version("jax")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def options_match(run: dict, options: dict[str, Any]) -> bool:
+    """Whether `run` was timed with `options` (see the module's resume rule); a run that stopped before timing
+    (incompatible) is judged on what it recorded."""
+    options = task_options(options)
+    env = run.get("environment") or {}
+    conditions = env.get("conditions") or {}
+    schedule = conditions.get("schedule")
+    timing = run.get("timing") or {}
+    if timing and timing.get("warmup") != options["warmup"]:
+        return False
+    if schedule is not None:
+        budget = plan(["baseline", "candidate"], options["repeat"], options["rounds"], options["max_time_s"])
+        if bool(schedule.get("adaptive")) != budget.adaptive or schedule.get("steps_per_round") != budget.steps_per_round:
+            return False
+        if budget.adaptive and (schedule.get("max_rounds") != budget.rounds
+                                or schedule.get("max_time_s") != budget.max_time_s):
+            return False
+        if not budget.adaptive and schedule.get("rounds") != budget.rounds:
+            return False
+    pinned = (conditions.get("pin") or {}).get("cpus")
+    if run["status"] in TIMED and list(pinned or []) != list(options["pin"] or []):
+        return False
+    if options["platform"] and run["status"] in TIMED and not str(options["platform"]).startswith(
+            str(env.get("platform"))):  # "cuda12" asks for a build of the platform the run records, "cuda"
+        return False
+    return True
+
+
+def stored_runs(registry: Registry, bundle: Bundle, versions: Sequence[str], options: dict[str, Any]) -> list[dict] | None:
+    """The runs of the latest replay of `bundle` that holds every version of `versions` timed with `options`
+    (in the order of `versions`), or None: the resume rule of this module."""
+    here = host_jax()
+    groups: dict[str, list[dict]] = {}
+    for stored in registry.runs(bundle.ref.bundle_id):
+        if stored.get("group"):
+            groups.setdefault(stored["group"], []).append(stored)
+    for members in sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True):
+        by_version = {r["requested"]: r for r in members}
+        chosen = [by_version[v] for v in versions if v in by_version]
+        if len(chosen) == len(versions) and all(r["status"] in FINISHED and options_match(r, options)
+                                                for r in chosen) and all(
+                str((r.get("environment") or {}).get("jax")) == str(here) for r in chosen
+                if r["requested"] == "installed"):
+            return chosen
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ selection
+
+
+def select_bundles(registry: Registry, patterns: Sequence[str], labels: dict[str, str] | None = None) -> list[Bundle]:
+    """The bundles a sweep replays, in order, each once: every pattern is a ref (NAME, NAME@3, NAME@TAG,
+    sha256:PREFIX) or a glob over the registry's names (`attn*`, `llm-*@2`: fnmatch, the newest version of each
+    name unless a version is given); no pattern means every name. `labels` keeps the bundles carrying every
+    key=value given. An empty selection is a UsageError."""
+    chosen: dict[str, Bundle] = {}
+    names = None
+    for pattern in patterns or ["*"]:
+        name, at, selector = pattern.partition("@")
+        if any(c in name for c in "*?[") and not pattern.startswith("sha256:"):
+            names = registry.names() if names is None else names
+            matched = [n for n in names if fnmatch.fnmatchcase(n, name)]
+            bundles = [registry.resolve(n + at + selector) for n in matched if registry.versions(n)]
+        else:
+            bundles = [registry.resolve(pattern)]
+        for bundle in bundles:
+            chosen.setdefault(bundle.ref.bundle_id, bundle)
+    picked = [b for b in chosen.values() if _has_labels(b, labels or {})]
+    if not picked:
+        what = " ".join(patterns) if patterns else "every bundle"
+        wanted = "".join(f" --label {k}={v}" for k, v in sorted((labels or {}).items()))
+        raise UsageError(f"nothing to sweep: {what}{wanted} selects no bundle in {registry.url}",
+                         hint="`reprobundle ls` lists the bundles and their labels; give refs, a name glob such as "
+                              "'attn*' (quoted), or --label KEY=VALUE")
+    return picked
+
+
+def _has_labels(bundle: Bundle, labels: dict[str, str]) -> bool:
+    have = bundle.manifest.get("labels") or {}
+    return all(str(have.get(k)) == v for k, v in labels.items()) if labels else True
+
+
+# ------------------------------------------------------------------------------------------------ the driver
+
+
+def executor_for(ray_address: str | None = None) -> Executor:
+    """The local executor, or with `ray_address` the Ray executor connected to that cluster (run/ray_executor.py,
+    which needs the reprobundle[ray] extra)."""
+    if not ray_address:
+        return LocalExecutor()
+    try:
+        from .ray_executor import RayExecutor
+    except ImportError as e:
+        raise UsageError(f"--ray {ray_address} needs Ray, which is not installed here ({exception_line(e, 120)})",
+                         hint="pip install 'reprobundle[ray]' (the same on every node of the cluster)") from None
+    return RayExecutor(ray_address)
+
+
+def sweep(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str], options: dict[str, Any], *,
+          executor: Executor, rerun: bool = False, fn: Callable[[ReplayTask], TaskResult] = run_replay_task,
+          progress: Callable[[int, int, TaskResult | None], None] | None = None) -> list[TaskResult]:
+    """Replay each bundle on `versions` through `executor` (a bundle already finished for the same versions and
+    options is summed up from its stored runs instead, unless `rerun`), and return one summary per bundle, in the
+    order of `bundles`. `fn` carries out a task (run_replay_task, or a partial of it with a progress callable for
+    an in-process executor). `progress(done, total, result)` counts the bundles replayed now (`total` of them):
+    it gets each stored result first (done 0), then (0, total, None) before the first task, then each task's
+    result as it finishes."""
+    options = task_options(options)
+    results: list[TaskResult | None] = [None] * len(bundles)
+    todo: list[int] = []
+    for i, bundle in enumerate(bundles):
+        runs = None if rerun else stored_runs(registry, bundle, versions, options)
+        if runs is None:
+            todo.append(i)
+            continue
+        results[i] = summarize(registry, bundle, runs, versions, options=options, wall_s=0.0, stored=True)
+        if progress:
+            progress(0, len(todo), results[i])
+    if progress:
+        progress(0, len(todo), None)
+    tasks = [ReplayTask(registry.url, str(bundles[i].ref), tuple(versions), dict(options)) for i in todo]
+    for done, (k, result) in enumerate(executor.run(fn, tasks), 1):
+        results[todo[k]] = result
+        if progress:
+            progress(done, len(tasks), result)
+    missing = [str(bundles[i].ref) for i, r in enumerate(results) if r is None]
+    if missing:  # an executor that lost a task breaks its contract: say so rather than drop the bundle
+        for i, r in enumerate(results):
+            if r is None:
+                results[i] = failed_result(ReplayTask(registry.url, str(bundles[i].ref), tuple(versions), options),
+                                           f"the {executor.name} executor returned no result for this bundle")
+    return [r for r in results if r is not None]
+
+
+
+# ------------------------------------------------------------------------------------------------ counting
+
+
+def outcome(result: TaskResult) -> str:
+    """What a bundle's result comes to, one word: "failed" (a version or the task did not run), "mismatch", else
+    the candidate's verdict ("slower", "faster", "same"), "unsettled" (no difference shown, but the rounds ran out
+    before a change of the size that matters was ruled out), or "unjudged" (timed too briefly for a verdict)."""
+    if result["status"] == "failed" or result["outputs"] == OUTPUT_FAILED:
+        return "failed"
+    if result["outputs"] == OUTPUT_MISMATCH:
+        return "mismatch"
+    if result["verdict"] == "same" and result.get("settled") is False:
+        return "unsettled"
+    return result["verdict"] if result["verdict"] in ("slower", "faster", "same") else "unjudged"
+
+
+def outcome_text(result: TaskResult) -> str:
+    """`slower 1.23x [1.10-1.35]`, `1.20x (no verdict)`, `mismatch, 1.01x`, `failed: no environment for ...`."""
+    word = outcome(result)
+    if word == "failed":
+        reason = result["error"] or result["outputs_detail"]
+        return f"failed: {first_line(reason, 120)}"
+    ratio = f"{result['ratio']:.2f}x" if result["ratio"] is not None else "no timing"
+    ci = result["ci95"]
+    interval = f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci and None not in ci else ""
+    if word == "mismatch":
+        return f"mismatch, {ratio}" + (f" ({result['verdict']})" if result["verdict"] else "")
+    if word == "unjudged":
+        return f"{ratio} (no verdict)" if result["ratio"] is not None else "no timing"
+    if word == "unsettled":
+        return f"not settled {ratio}{interval}"
+    return f"{word} {ratio}{interval}"
+
+
+def counts(results: Sequence[TaskResult]) -> dict[str, int]:
+    """How many bundles came to each outcome, of how many; and how many results were stored ones."""
+    out = {"total": len(results), "slower": 0, "faster": 0, "same": 0, "unsettled": 0, "unjudged": 0, "mismatch": 0,
+           "failed": 0,
+           "stored": sum(1 for r in results if r["stored"])}
+    for result in results:
+        out[outcome(result)] += 1
+    return out
