@@ -5,8 +5,8 @@
 2. Overhead: a one-version replay's wall time beyond a bare subprocess that imports jax, compiles and makes the
    same number of calls (goal: <= 0.3 s per version).
 3. Verdict quality under the adaptive budget (run/budget.py: rounds of 13 steps, the group-sequential test after
-   each from the third, up to 16), from real replays:
-   - false positives: K copies of the same version timed together for the full 16 rounds (K(K-1)/2 identical
+   each from the third, up to sequential.LAST_LOOK), from real replays:
+   - false positives: K copies of the same version timed together for the full LAST_LOOK rounds (K(K-1)/2 identical
      pairs each); the sequential procedure is applied to each pair's real per-round ratios exactly as the adaptive
      schedule applies it (it decides at its first settled look, which is where the schedule would have stopped);
      any verdict but "same" is a false positive (goal <= 1%);
@@ -175,11 +175,11 @@ def accuracy_and_overhead(opts, tmp: str, fn, args) -> tuple[list[float], list[f
     return ratios, overheads
 
 
-def identical_pairs(opts, tmp: str) -> tuple[list[list[float]], list[float], list[str]]:
+def identical_pairs(opts, tmp: str) -> tuple[list[list[float]], list[float], list[str], list[list[dict]]]:
     """Per identical pair, its per-round paired log ratios over the full LAST_LOOK rounds; the replays' seconds per
-    round; the conditions each replay was measured under."""
+    round; the conditions each replay was measured under; each replay's timings (steps and rounds, for --save)."""
     store = os.path.join(tmp, "store")  # the bundle packed by accuracy_and_overhead
-    pairs, per_round, measured_under = [], [], []
+    pairs, per_round, measured_under, timings = [], [], [], []
     for i in range(opts.replays):
         t0 = time.perf_counter()
         runs = reprobundle.replay("bench", ["installed"] * opts.copies, store=store, warmup=opts.warmup,
@@ -188,21 +188,29 @@ def identical_pairs(opts, tmp: str) -> tuple[list[list[float]], list[float], lis
         wall = time.perf_counter() - t0
         assert all(r["status"] == "ok" for r in runs), [r["reason"] for r in runs]
         pairs += [paired_log_ratios(a["timing"], b["timing"]) for a, b in itertools.combinations(runs, 2)]
+        timings.append([r["timing"] for r in runs])
         per_round.append(wall / sequential.LAST_LOOK)
         measured_under.append(summary(runs[0]["environment"]["conditions"]))
         print(f"  identical replay {i + 1}/{opts.replays}: {wall:.0f} s; {measured_under[-1]}", file=sys.stderr)
-    return pairs, per_round, measured_under
+    return pairs, per_round, measured_under, timings
 
 
-def sequential_figures(pairs: list[list[float]], shift: float) -> tuple[int, list[int]]:
-    """Verdicts other than 'same' (shift 0) or 'slower' (shift > 0) counted as the procedure decides them, and the
-    rounds each decision took (LAST_LOOK when unsettled)."""
-    hits, rounds = 0, []
+# The design the verdicts used before LAST_LOOK went to 32 (sequential.py): the same data judged by it, its first
+# 16 rounds, is the "before" beside each figure.
+PREVIOUS = sequential.Design(last_look=16, alpha_look=0.0014, beta_look=0.0100)
+
+
+def sequential_figures(pairs: list[list[float]], shift: float,
+                       design: sequential.Design = sequential.DESIGN) -> tuple[int, list[int], int]:
+    """Verdicts other than 'same' (shift 0) or 'slower' (shift > 0) counted as the procedure decides them, the
+    rounds each decision took (the cap when unsettled), and how many were unsettled at the cap."""
+    hits, rounds, unsettled = 0, [], 0
     for ratios in pairs:
-        found = sequential.first_decision([d + shift for d in ratios])
+        found = sequential.first_decision([d + shift for d in ratios[:design.last_look]], design=design)
         hits += (found.decision in ("slower", "faster")) if shift == 0 else (found.decision == "slower")
         rounds.append(found.rounds)
-    return hits, rounds
+        unsettled += found.decision is None
+    return hits, rounds, unsettled
 
 
 def real_slowdown(opts, tmp: str) -> tuple[list[dict], list[float], list[tuple[dict, dict]]]:
@@ -274,20 +282,23 @@ def main() -> None:
                   f"{statistics.median(overheads):.2f} s (range {min(overheads):.2f}-{max(overheads):.2f})  "
                   f"goal <= 0.3 s", flush=True)
         if opts.replays:
-            pairs, per_round, measured_under = identical_pairs(opts, tmp)
+            pairs, per_round, measured_under, saved["identical_timings"] = identical_pairs(opts, tmp)
             saved["identical"] = pairs
-            fp, rounds0 = sequential_figures(pairs, 0.0)
             spread = [statistics.stdev(r) for r in pairs]
             print(f"identical pairs: {len(pairs)}; per-round spread of the paired log ratio (sd) median "
                   f"{statistics.median(spread):.4f}; {statistics.median(per_round):.1f} s per round "
                   f"({opts.copies} versions)")
-            print(f"false-positive rate, adaptive budget: {fp}/{len(pairs)} = {fp / len(pairs):.1%}  goal <= 1%; "
-                  f"median rounds to a decision {statistics.median(rounds0):g} "
-                  f"(unsettled at {sequential.LAST_LOOK}: {sum(r == sequential.LAST_LOOK for r in rounds0)})")
-            for effect in (1.05, 1.10):
-                hit, rounds = sequential_figures(pairs, math.log(effect))
-                print(f"power, {effect - 1:.0%} slowdown (per-round log ratios + log {effect:g}): {hit}/{len(pairs)} "
-                      f"= {hit / len(pairs):.1%}  goal >= 95% at 5%; median rounds {statistics.median(rounds):g}")
+            for design in (sequential.DESIGN, PREVIOUS):
+                cap = design.last_look
+                print(f"{'' if design is sequential.DESIGN else 'before: '}cap {cap} rounds:")
+                fp, rounds0, open0 = sequential_figures(pairs, 0.0, design)
+                print(f"  false-positive rate, adaptive budget: {fp}/{len(pairs)} = {fp / len(pairs):.1%}  goal <= 1%; "
+                      f"median rounds to a decision {statistics.median(rounds0):g} (unsettled at {cap}: {open0})")
+                for effect in (1.05, 1.10):
+                    hit, rounds, _ = sequential_figures(pairs, math.log(effect), design)
+                    print(f"  power, {effect - 1:.0%} slowdown (per-round log ratios + log {effect:g}): {hit}/"
+                          f"{len(pairs)} = {hit / len(pairs):.1%}  goal >= 95% at 5%; median rounds "
+                          f"{statistics.median(rounds):g}")
             print("  measured under: " + "\n  measured under: ".join(measured_under), flush=True)
         if opts.real_replays:
             real, inproc, saved["real"] = real_slowdown(opts, tmp)

@@ -255,7 +255,7 @@ def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="Th
 
 RoundsOpt = typer.Option(None, "--rounds", help="Rounds of fresh worker processes, the versions timed in "
                                                "alternation in each (default for several versions: as many as "
-                                               "settle the verdicts, 3 to 16; one version: 1).")
+                                               "settle the verdicts, 3 to 32; one version: 1).")
 ReportOpt = typer.Option(None, "--report", help="Write a Markdown report (pastes into a GitHub issue).")
 HtmlOpt = typer.Option(None, "--html", help="Write an HTML page with a chart of the timings.")
 BaselineOpt = typer.Option(None, "--baseline", help="Version the others are compared with "
@@ -291,7 +291,7 @@ PlatformOpt = typer.Option(None, "--platform", help="Run on this platform: cpu, 
 
 
 MaxTimeOpt = typer.Option(None, "--max-time", help="Seconds the timing of several versions may take: rounds stop "
-                                                  "there even if a verdict is not settled (default: up to 16 rounds).")
+                                                  "there even if a verdict is not settled (default: up to 32 rounds).")
 RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "

@@ -32,11 +32,11 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     comparison = data["comparison"]
     assert comparison["baseline"] == "0.7.2"
     row = next(r for r in comparison["rows"] if r["requested"] == "0.8.0")
-    # Timed interleaved in rounds of fresh processes with the adaptive budget (3 to 16 rounds, as many as settle the
+    # Timed interleaved in rounds of fresh processes with the adaptive budget (3 to 32 rounds, as many as settle the
     # verdict): a paired verdict with its 95% interval around the ratio. Which way the time goes depends on the CPU
     # (faster on some 2-core VMs of this kind, ~30% slower on others), and how many rounds it takes on how busy the
     # machine is, so neither is asserted, only that the verdict is consistent and the conditions recorded.
-    assert row["method"] == "paired rounds" and 3 <= row["rounds"] <= 16, row
+    assert row["method"] == "paired rounds" and 3 <= row["rounds"] <= 32, row
     assert row["ci95"][0] <= row["ratio"] <= row["ci95"][1], row
     if row["verdict"] in ("slower", "faster"):
         assert row["settled"] and (row["verdict"] == "slower") == (row["ratio"] > 1), row

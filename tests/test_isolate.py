@@ -109,10 +109,47 @@ def test_isolate_times_the_pieces_and_packs_the_one_that_moved(store_dir):
     assert code == 0, err
     data = json.loads(out)
     assert len(data["pieces"]) == 2 and all(p["statuses"] == ["ok", "ok"] for p in data["pieces"])
-    assert all(p["rounds"] == 3 and p["verdict"] in ("same", "slower", "faster") for p in data["pieces"])
+    # timed together: a piece that could not hold the largest move after the screening round stopped there (no
+    # verdict from one round); the others ran to the first look, where --max-time ends the measurement
+    for p in data["pieces"]:
+        if p["rounds"] == 1:
+            assert p["ruled_out_after"] == 1 and p["verdict"] == "unknown" and not p["settled"]
+        else:
+            assert p["rounds"] == 3 and p["verdict"] in ("same", "slower", "faster")
+            assert p["ruled_out_after"] in (None, 3)
     moved = data["moved"]
+    rank = sorted(data["pieces"], key=lambda p: (p["verdict"] in ("slower", "faster"), abs(p["delta_ns"])))
+    assert moved["index"] == rank[-1]["index"]
     assert data["packed"] == f"layer-piece-{moved['index']}@1" and "packed as" in data["summary"]
     registry = Registry.open(store_dir)
     piece = registry.resolve(data["packed"]).manifest
     assert piece["parent"] == "layer@1" and piece["labels"]["piece"] == moved["label"]
     assert piece["function"]["kind"] == "stablehlo" and piece["reference"]["outputs"]
+
+
+def test_the_report_names_the_moved_piece_and_says_which_were_ruled_out():
+    from reprobundle.capture.isolate import Isolation, Piece, PieceResult
+    from reprobundle.render.isolate import isolation_data, isolation_text
+
+    def result(i, label, base_ns, verdict, ruled_out=None):
+        piece = Piece(index=i, label=label, text="", inputs=["%a"], outputs=["%b"], ops=["stablehlo.add"])
+        runs = [{"status": "ok"}, {"status": "ok"}]
+        return PieceResult(piece, f"piece-{i + 1}@1", runs=runs, verdict=verdict, base_ns=base_ns,
+                           cand_ns=base_ns * verdict["ratio"], ruled_out=ruled_out)
+
+    moved = result(1, "model.py:12", 30e6, {"verdict": "slower", "ratio": 2.0, "ci95": [1.8, 2.2], "settled": True,
+                                            "rounds": 3})
+    pieces = [result(0, "model.py:11", 40e6, {"verdict": "unknown", "ratio": 1.01, "ci95": None, "settled": False,
+                                              "rounds": 1}, ruled_out=1),
+              moved,
+              result(2, "model.py:13", 20e6, {"verdict": "same", "ratio": 0.99, "ci95": [0.9, 1.1], "settled": False,
+                                              "rounds": 3}, ruled_out=3)]
+    iso = Isolation("model@1", ("0.7.2", "0.8.0"), "main", pieces, moved, "model-piece-2@1")
+    text = isolation_text(iso)
+    rows = {line.split()[0]: line for line in text.splitlines() if line[:1].isdigit()}
+    assert rows["1"].endswith("ruled out after 1 round") and rows["3"].endswith("ruled out after 3 rounds")
+    assert rows["2"].endswith("slower") and "ruled out: " in text
+    assert "2 *" in text and "piece 2 (model.py:12) moved most" in text and "+30.000 ms" in text
+    assert "packed as model-piece-2@1" in text and "3 paired rounds" in text
+    data = isolation_data(iso)
+    assert [p["ruled_out_after"] for p in data["pieces"]] == [1, None, 3] and data["moved"]["index"] == 2

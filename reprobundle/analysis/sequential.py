@@ -13,12 +13,19 @@ steps of candidate and baseline), taken as independent normal draws with unknown
   `settled` false: a change up to the interval's edge is not ruled out.
 
 ALPHA_LOOK and BETA_LOOK are constant nominal levels per look (Pocock's design on the t scale), calibrated by
-simulation (2 million normal paths of LAST_LOOK rounds; tests/test_sequential.py checks them again) so that over all
-looks together P(different | mu = 0) = ALPHA = 1% and P(same | mu = +-log 1.05) <= BETA = 5%. Both hold whatever the
-spread, because t is pivotal: the spread decides only how many rounds an answer takes (a 2% round-to-round spread:
-~4.5 rounds for no change, ~6.5 for a 5% change, ~4.5 for 10%; simulated in the same test). A decision is the one
-at the first look that reaches it: later rounds, timed because another version was still unsettled, refine the
-reported ratio and interval but never revise it.
+simulation (2.8 million normal paths of LAST_LOOK rounds, four seeds; tests/test_sequential.py checks them again) so
+that over all looks together P(different | mu = 0) = ALPHA = 1% and P(same | mu = +-log 1.05) <= BETA = 5%. Both
+hold whatever the spread, because t is pivotal: the spread decides only how many rounds an answer takes, and whether
+the cap comes first. A 2% round-to-round spread: ~4.8 rounds for no change, ~6.8 for a 5% change (found 98.8% of the
+time), ~4.8 for 10%; 4%: 9.6 and 12.4 rounds, a 5% change found 96%; 5%: 13 and 16 rounds, 94% (simulated; the test
+checks up to 4%). A decision is the one at the first look that reaches it: later rounds, timed because another
+version was still unsettled, refine the reported ratio and interval but never revise it.
+
+Why LAST_LOOK is 32: the power for a 5% change is only reached within the cap. At 16 rounds (the first design) it
+held up to a ~3.1% spread (82% at 4%, 59% at 5%), and a shared 2-core VM under load gives 3.5-6% unpinned
+(benchmarks/README.md); at 32 it holds up to ~4.3%. A clear answer costs no more (the bounds of 32 looks are a little
+stricter: +0.2-0.4 rounds on average); only a comparison still unsettled at round 16 runs on, up to twice the time,
+which `--max-time` bounds.
 """
 
 from __future__ import annotations
@@ -36,21 +43,34 @@ BETA = 0.05  # misses of a DETECT_EFFECT change over the whole procedure
 DETECT_EFFECT = 0.05  # the change the power is for
 MIN_EFFECT = 0.02  # smaller differences are reported as 'same' however certain
 FIRST_LOOK = 3
-LAST_LOOK = 16  # the calibration's horizon and the default cap on rounds
-ALPHA_LOOK = 0.0014  # nominal two-sided level at each look (calibrated: 0.001418 gives exactly 1%)
-BETA_LOOK = 0.0100  # nominal one-sided level of the equivalence bounds at each look (calibrated: 0.01001 -> 5%)
+LAST_LOOK = 32  # the calibration's horizon and the default cap on rounds
+ALPHA_LOOK = 0.00096  # nominal two-sided level at each look (calibrated: 0.00095-0.00099 give exactly 1%)
+BETA_LOOK = 0.0070  # nominal one-sided level of the equivalence bounds at each look (calibrated: 0.00701-0.00710 -> 5%)
+
+
+@dataclass(frozen=True)
+class Design:
+    """A cap on the looks and the nominal levels calibrated for it (the default is the one the verdicts use;
+    benchmarks/bench_replay.py also judges its data by the 16-round design it replaced)."""
+
+    last_look: int = LAST_LOOK
+    alpha_look: float = ALPHA_LOOK
+    beta_look: float = BETA_LOOK
+
+
+DESIGN = Design()
 
 
 @cache
-def efficacy_bound(n: int) -> float:
+def efficacy_bound(n: int, alpha_look: float = ALPHA_LOOK) -> float:
     """|t| at or beyond which round n's look says different."""
-    return float(stats.t.isf(ALPHA_LOOK / 2.0, n - 1))
+    return float(stats.t.isf(alpha_look / 2.0, n - 1))
 
 
 @cache
-def equivalence_bound(n: int) -> float:
+def equivalence_bound(n: int, beta_look: float = BETA_LOOK) -> float:
     """The t multiple of the standard error that round n's equivalence interval spans on each side."""
-    return float(stats.t.isf(BETA_LOOK, n - 1))
+    return float(stats.t.isf(beta_look, n - 1))
 
 
 @dataclass(frozen=True)
@@ -61,7 +81,8 @@ class Look:
     decision: str | None  # "slower", "faster", "same" or None (not settled)
 
 
-def look(log_ratios: Sequence[float], *, min_effect: float = MIN_EFFECT, detect: float = DETECT_EFFECT) -> Look:
+def look(log_ratios: Sequence[float], *, min_effect: float = MIN_EFFECT, detect: float = DETECT_EFFECT,
+         design: Design = DESIGN) -> Look:
     """The decision after len(log_ratios) rounds, judged on them alone (None before FIRST_LOOK)."""
     d = np.asarray(log_ratios, dtype=np.float64)
     n = int(d.size)
@@ -74,9 +95,9 @@ def look(log_ratios: Sequence[float], *, min_effect: float = MIN_EFFECT, detect:
         if mean != 0 and abs(math.expm1(mean)) >= min_effect:
             return Look(n, mean, se, "slower" if mean > 0 else "faster")
         return Look(n, mean, se, "same" if abs(mean) < edge else None)
-    if abs(mean) / se >= efficacy_bound(n) and abs(math.expm1(mean)) >= min_effect:
+    if abs(mean) / se >= efficacy_bound(n, design.alpha_look) and abs(math.expm1(mean)) >= min_effect:
         return Look(n, mean, se, "slower" if mean > 0 else "faster")
-    half = equivalence_bound(n) * se
+    half = equivalence_bound(n, design.beta_look) * se
     if -edge < mean - half and mean + half < edge:
         return Look(n, mean, se, "same")
     return Look(n, mean, se, None)
@@ -85,9 +106,10 @@ def look(log_ratios: Sequence[float], *, min_effect: float = MIN_EFFECT, detect:
 def first_decision(log_ratios: Sequence[float], **kw) -> Look:
     """The look at which the sequence first settled (the decision stands from there on), else the last look. Looks
     are at rounds FIRST_LOOK..LAST_LOOK, and at the last round when a fixed schedule ran more (one look more than
-    calibrated: at most ALPHA_LOOK more false verdicts)."""
+    calibrated: at most ALPHA_LOOK more false verdicts). `design` (default DESIGN) may cap the looks earlier."""
+    last = kw.get("design", DESIGN).last_look
     n_all = len(log_ratios)
-    looks = list(range(FIRST_LOOK, min(n_all, LAST_LOOK) + 1)) + ([n_all] if n_all > LAST_LOOK else [])
+    looks = list(range(FIRST_LOOK, min(n_all, last) + 1)) + ([n_all] if n_all > last else [])
     for n in looks:
         found = look(log_ratios[:n], **kw)
         if found.decision is not None:

@@ -11,12 +11,16 @@ can carry (a token) is merged with the next. Constants are copied into every pie
 
 Each piece is packed (into a scratch store) with its real inputs: the bundle's inputs, or the reference outputs of
 the pieces before it, which the packing worker computes, so every intermediate value is what the function computes.
-Then each piece is replayed on the versions, timed together in paired rounds with the adaptive budget exactly as
-`replay` times whole bundles, and the piece whose median moved most is copied into the user's store.
+Then all pieces are replayed on both versions in one measurement (run/replay.py's replay_together): each round
+starts a worker per piece and version, and their steps alternate, each piece's two versions back to back, with the
+adaptive budget `replay` uses. A piece stops being timed once it cannot hold the function's largest move
+(analysis/selection.py: after the first, screening round, or from the third on), or once its verdict settles; the
+measurement ends when the piece that moved most has its verdict. That piece is packed again into the user's store.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import tempfile
 from dataclasses import dataclass, field
@@ -25,12 +29,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..analysis.verdict import timing_verdict
+from ..analysis.verdict import MIN_ROUNDS, paired_log_ratios, timing_verdict
 from ..bundle.registry import Bundle, Registry
 from ..errors import UsageError
 from ..logs import Status
+from ..run.budget import STOP_RULED_OUT
 from ..run.execution import DEFAULT_TIMEOUT_S, Timing
-from ..run.replay import leaf_array, replay
+from ..run.replay import leaf_array, replay_together
 from ..worker.synthetic import synthetic_array
 from .export import MLIR_ELEMENT_DTYPES, function_ops, load_stablehlo
 from .pack import pack
@@ -141,7 +146,8 @@ def _feedable(t: str) -> bool:
 def _piece(index, members, ops, types, constants, uses, returned, callees, key) -> Piece | None:
     inside = set(members)
     defined = {r for i in members for r in ops[i].results}
-    used, needed_constants = [], []
+    used: list[str] = []
+    needed_constants: list[str] = []
     for i in members:
         for name in ops[i].operands:
             if name in defined or name in used or name in needed_constants:
@@ -182,17 +188,18 @@ class PieceResult:
     verdict: dict | None = None
     base_ns: float | None = None
     cand_ns: float | None = None
+    ruled_out: int | None = None  # the round after which it could no longer hold the largest move (None: it could)
 
     @property
     def delta_ns(self) -> float:
         """The change of the piece's time: its baseline median times the paired ratio, less one."""
-        if self.verdict is None or self.base_ns is None:
+        if self.verdict is None or self.base_ns is None or not math.isfinite(self.verdict["ratio"]):
             return 0.0
         return self.base_ns * (float(self.verdict["ratio"]) - 1.0)
 
     @property
     def differs(self) -> bool:
-        return bool(self.verdict) and self.verdict["verdict"] in ("slower", "faster")
+        return self.verdict is not None and self.verdict.get("verdict") in ("slower", "faster")
 
 
 @dataclass
@@ -218,15 +225,50 @@ def _bundle_inputs(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
     return out
 
 
+def _piece_verdict(base: dict, cand: dict) -> dict:
+    """The paired verdict of a piece timed long enough for one; else (ruled out after its screening round) its ratio
+    alone, verdict 'unknown'."""
+    paired = paired_log_ratios(base, cand) or []
+    if len(paired) >= MIN_ROUNDS:
+        return timing_verdict(base, cand)
+    return {"verdict": "unknown", "ratio": float(np.exp(np.mean(paired))) if paired else float("nan"),
+            "p_value": None, "ci95": None, "rounds": len(paired), "settled": False,
+            "caveat": f"timed {len(paired)} round(s): too few for a verdict"}
+
+
 def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], *, max_pieces: int = DEFAULT_MAX_PIECES,
             name: str | None = None, timing: Timing = Timing(warmup=2, repeat=100), max_time_s: float | None = None,
             pin=None, timeout_s: float = DEFAULT_TIMEOUT_S, env_manager=None, python: str | None = None,
             progress: Callable[[str], None] | None = None) -> Isolation:
-    """Split `bundle`, pack each piece with its real inputs, time each on versions[0] (baseline) and versions[1]
+    """Split `bundle`, pack each piece with its real inputs, time them on versions[0] (baseline) and versions[1]
     together, and copy the piece whose median moved most into `registry` as `name` (default: NAME-piece-K)."""
     say = progress or (lambda _line: None)
     if len(versions) != 2:
         raise UsageError("isolate compares two versions", hint="give --jax twice: the baseline, then the candidate")
+    with tempfile.TemporaryDirectory(prefix="reprobundle-isolate-") as tmp:
+        scratch = Registry.open(str(Path(tmp) / "store"))
+        split, results = pack_pieces(registry, bundle, scratch, max_pieces=max_pieces, timeout_s=timeout_s, say=say)
+        say(Status(f"timing the {len(results)} pieces on jax {versions[0]} and {versions[1]} together; a piece stops "
+                   "once it cannot hold the largest move", "isolate"))
+        all_runs = replay_together(scratch, [scratch.resolve(r.ref) for r in results], list(versions), timing=timing,
+                                   timeout_s=timeout_s, dump=False, profile=False, python=python,
+                                   env_manager=env_manager, progress=progress, pin=pin, max_time_s=max_time_s,
+                                   store_runs=False, largest_move=True)
+        moved = judge(results, all_runs)
+        packed_ref = None
+        if moved is not None:
+            target = name or f"{bundle.ref.name}-piece-{moved.piece.index + 1}"
+            say(Status(f"packing piece {moved.piece.index + 1} ({moved.piece.label}) as {target}", "isolate"))
+            packed_ref = pack_piece(registry, bundle, moved, versions, target, timeout_s=timeout_s)
+    return Isolation(bundle=str(bundle.ref), versions=(versions[0], versions[1]), function=split.function,
+                     pieces=results, moved=moved, packed=packed_ref)
+
+
+def pack_pieces(registry: Registry, bundle: Bundle, scratch: Registry, *, max_pieces: int = DEFAULT_MAX_PIECES,
+                timeout_s: float = DEFAULT_TIMEOUT_S, say: Callable[[str], None] = lambda _line: None,
+                ) -> tuple[Split, list[PieceResult]]:
+    """`bundle` split, each piece packed into `scratch` with its real inputs (the reference outputs of the pieces
+    before it, computed by the packing worker)."""
     text_ref = bundle.manifest["function"].get("stablehlo_text")
     if not text_ref:
         raise UsageError(f"{bundle.ref} holds no StableHLO text to split")
@@ -235,44 +277,42 @@ def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], *, max_
                + ", ".join(p.label for p in split.pieces), "isolate"))
     values = dict(zip(split.args, _bundle_inputs(registry, bundle)))
     results: list[PieceResult] = []
-    with tempfile.TemporaryDirectory(prefix="reprobundle-isolate-") as tmp:
-        scratch = Registry.open(str(Path(tmp) / "store"))
-        for piece in split.pieces:
-            say(Status(f"piece {piece.index + 1}/{len(split.pieces)} ({piece.label}): packing with its inputs",
-                       "isolate"))
-            leaves = [values[v] for v in piece.inputs]
-            fn = load_stablehlo(piece.text)
-            ref = pack(scratch, fn, leaves, name=f"piece-{piece.index + 1}", description=f"{bundle.ref}: {piece.label}",
-                       parent=str(bundle.ref), source=piece.text, timing=Timing(warmup=1, repeat=3), dump=False,
-                       profile=False, timeout_s=timeout_s)
-            packed = scratch.load(ref.name, ref.version)
-            for v, leaf in zip(piece.outputs, packed.manifest["reference"]["outputs"]):
-                values[v] = leaf_array(scratch.get_blob(leaf["blob"]), leaf)
-            results.append(PieceResult(piece, f"{ref.name}@{ref.version}", leaves))
-        for r in results:
-            say(Status(f"piece {r.piece.index + 1}/{len(results)} ({r.piece.label}): timing on jax "
-                       f"{versions[0]} and {versions[1]}", "isolate"))
-            piece_bundle = scratch.resolve(r.ref)
-            r.runs = replay(scratch, piece_bundle, list(versions), timing=timing, timeout_s=timeout_s, dump=False,
-                            profile=False, python=python, env_manager=env_manager, progress=None, pin=pin,
-                            max_time_s=max_time_s)
-            base, cand = r.runs
-            if base["status"] in ("ok", "mismatch") and cand["status"] in ("ok", "mismatch"):
-                r.verdict = timing_verdict(base["timing"], cand["timing"])
-                r.base_ns = float(np.median(base["timing"]["samples_ns"]))
-                r.cand_ns = float(np.median(cand["timing"]["samples_ns"]))
-        timed = [r for r in results if r.verdict is not None]
-        # the piece that moved most among those whose verdict says they moved; else the biggest change of any
-        moved = max(timed, key=lambda r: (r.differs, abs(r.delta_ns))) if timed else None
-        packed_ref = None
-        if moved is not None:  # packed again where the user keeps bundles, with a full reference run
-            target = name or f"{bundle.ref.name}-piece-{moved.piece.index + 1}"
-            say(Status(f"packing piece {moved.piece.index + 1} ({moved.piece.label}) as {target}", "isolate"))
-            made = pack(registry, load_stablehlo(moved.piece.text), moved.inputs, name=target,
-                        description=f"piece {moved.piece.index + 1} of {bundle.ref} ({moved.piece.label}), isolated "
-                                    f"between jax {versions[0]} and {versions[1]}",
-                        labels={"isolated-from": str(bundle.ref), "piece": moved.piece.label}, parent=str(bundle.ref),
-                        source=moved.piece.text, timeout_s=timeout_s)
-            packed_ref = f"{made.name}@{made.version}"
-    return Isolation(bundle=str(bundle.ref), versions=(versions[0], versions[1]), function=split.function,
-                     pieces=results, moved=moved, packed=packed_ref)
+    for piece in split.pieces:
+        say(Status(f"piece {piece.index + 1}/{len(split.pieces)} ({piece.label}): packing with its inputs",
+                   "isolate"))
+        leaves = [values[v] for v in piece.inputs]
+        ref = pack(scratch, load_stablehlo(piece.text), leaves, name=f"piece-{piece.index + 1}",
+                   description=f"{bundle.ref}: {piece.label}", parent=str(bundle.ref), source=piece.text,
+                   timing=Timing(warmup=1, repeat=3), dump=False, profile=False, timeout_s=timeout_s)
+        packed = scratch.load(ref.name, ref.version)
+        for v, leaf in zip(piece.outputs, packed.manifest["reference"]["outputs"]):
+            values[v] = leaf_array(scratch.get_blob(leaf["blob"]), leaf)
+        results.append(PieceResult(piece, f"{ref.name}@{ref.version}", leaves))
+    return split, results
+
+
+def judge(results: Sequence[PieceResult], all_runs: Sequence[Sequence[dict]]) -> PieceResult | None:
+    """Each piece's runs (baseline, candidate) and verdict filled in; the piece that moved most among those whose
+    verdict says they moved, else the biggest change of any (None: no piece ran on both)."""
+    for r, runs in zip(results, all_runs):
+        r.runs = list(runs)
+        base, cand = runs
+        if base["status"] in ("ok", "mismatch") and cand["status"] in ("ok", "mismatch"):
+            r.verdict = _piece_verdict(base["timing"], cand["timing"])
+            r.base_ns = float(np.median(base["timing"]["samples_ns"]))
+            r.cand_ns = float(np.median(cand["timing"]["samples_ns"]))
+            schedule = (cand["environment"].get("conditions") or {}).get("schedule") or {}
+            r.ruled_out = schedule.get("rounds") if schedule.get("stopped") == STOP_RULED_OUT else None
+    timed = [r for r in results if r.verdict is not None]
+    return max(timed, key=lambda r: (r.differs, abs(r.delta_ns))) if timed else None
+
+
+def pack_piece(registry: Registry, bundle: Bundle, piece: PieceResult, versions: Sequence[str], name: str, *,
+               timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
+    """The piece packed where the user keeps bundles, with a full reference run; its ref."""
+    made = pack(registry, load_stablehlo(piece.piece.text), piece.inputs, name=name,
+                description=f"piece {piece.piece.index + 1} of {bundle.ref} ({piece.piece.label}), isolated "
+                            f"between jax {versions[0]} and {versions[1]}",
+                labels={"isolated-from": str(bundle.ref), "piece": piece.piece.label}, parent=str(bundle.ref),
+                source=piece.piece.text, timeout_s=timeout_s)
+    return f"{made.name}@{made.version}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..analysis.sequential import MIN_EFFECT
 from ..units import human_ns
 from .text import table
 
@@ -15,7 +16,7 @@ def isolation_data(iso) -> dict:
                 "base_ns": r.base_ns, "cand_ns": r.cand_ns, "delta_ns": r.delta_ns if r.verdict else None,
                 "ratio": v.get("ratio"), "ci95": v.get("ci95"), "verdict": v.get("verdict"),
                 "settled": v.get("settled"), "rounds": v.get("rounds"), "p_value": v.get("p_value"),
-                "statuses": [run["status"] for run in r.runs]}
+                "ruled_out_after": r.ruled_out, "statuses": [run["status"] for run in r.runs]}
 
     return {"bundle": iso.bundle, "baseline": iso.versions[0], "candidate": iso.versions[1],
             "function": iso.function, "pieces": [piece(r) for r in iso.pieces],
@@ -38,6 +39,15 @@ def summary_line(iso) -> str:
             f"{iso.packed} --jax {base} --jax {cand}`")
 
 
+def _verdict_cell(r) -> str:
+    v = r.verdict or {}
+    if not v:
+        return "/".join(run["status"] for run in r.runs) or "-"
+    if r.ruled_out is not None and not v.get("settled"):
+        return f"ruled out after {r.ruled_out} round{'s' if r.ruled_out != 1 else ''}"
+    return str(v.get("verdict")) + ("" if v.get("settled", True) else " (not settled)")
+
+
 def isolation_text(iso) -> str:
     rows = []
     for r in iso.pieces:
@@ -45,10 +55,11 @@ def isolation_text(iso) -> str:
         rows.append([str(r.piece.index + 1) + (" *" if r is iso.moved else ""), r.piece.label,
                      str(len(r.piece.ops)), human_ns(r.base_ns) if r.base_ns is not None else "-",
                      human_ns(r.cand_ns) if r.cand_ns is not None else "-",
-                     f"{v['ratio']:.3f}x" if v.get("ratio") else "-",
-                     (v.get("verdict") or "/".join(run["status"] for run in r.runs) or "-")
-                     + ("" if v.get("settled", True) else " (not settled)")])
-    head = f"{iso.bundle}: @{iso.function} in {len(iso.pieces)} pieces, each timed alone on jax {iso.versions[0]} " \
-           f"and {iso.versions[1]} (paired rounds)"
-    return "\n".join([head, "", table(["PIECE", "SOURCE", "OPS", iso.versions[0], iso.versions[1], "RATIO",
-                                       "VERDICT"], rows), "", summary_line(iso)])
+                     f"{v['ratio']:.3f}x" if v.get("ratio") else "-", _verdict_cell(r)])
+    head = f"{iso.bundle}: @{iso.function} in {len(iso.pieces)} pieces, each timed as its own program on jax " \
+           f"{iso.versions[0]} and {iso.versions[1]} (paired rounds, all pieces in one measurement)"
+    lines = [head, "", table(["PIECE", "SOURCE", "OPS", iso.versions[0], iso.versions[1], "RATIO", "VERDICT"], rows)]
+    if any(r.ruled_out is not None for r in iso.pieces):
+        lines.append("ruled out: no longer timed once its change was certainly smaller than another piece's, or "
+                     f"than {MIN_EFFECT:.0%} of the function's time")
+    return "\n".join(lines + ["", summary_line(iso)])

@@ -7,6 +7,11 @@ retires, so the next rounds are cheaper; the baseline runs while any version is 
 verdict is settled, at LAST_LOOK rounds, or when another round would end past `max_time_s` (counted from the first
 round's start; at least FIRST_LOOK rounds always run, since no verdict exists before them). The test's error rates
 hold for any such stopping rule, since they are those of all its looks.
+
+Several comparisons can share one measurement (`groups`: the versions of each of several bundles, replay.py's
+replay_together); each group's first version still running is its baseline. With `largest_move` the groups are the
+pieces of one function (isolate): a piece that cannot hold the function's largest move (analysis/selection.py) stops
+being timed, settled or not, and the measurement ends when every piece is settled or ruled out.
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from ..analysis import sequential
-from ..analysis.verdict import paired_log_ratios
+from ..analysis import selection, sequential
+from ..analysis.verdict import paired_log_ratios, step_medians
 from .schedule import DEFAULT_ROUNDS, DEFAULT_STEPS, Measurement, rounds_for
 
 STOP_SETTLED = "settled"
@@ -26,6 +31,8 @@ STOP_ROUNDS = "round cap"
 STOP_TIME = "time limit"
 STOP_FIXED = "fixed rounds"
 STOP_ALONE = "nothing to compare"
+STOP_SELECTED = "largest move found"
+STOP_RULED_OUT = "cannot hold the largest move"  # one piece's, when the others went on
 
 
 @dataclass
@@ -42,6 +49,9 @@ class Budget:
     round_ends: list[float] = field(default_factory=list)
     start: float | None = None
     decided: dict[str, str] = field(default_factory=dict)  # key -> "slower"/"faster"/"same", as it settled
+    groups: Sequence[Sequence[str]] = ()  # the comparisons (default: every key in one)
+    largest_move: bool = False  # the groups are pieces of one function: retire those that cannot hold its largest move
+    retired: dict[str, int] = field(default_factory=dict)  # key -> the round after which it could not matter
 
     @property
     def steps(self) -> int:
@@ -56,44 +66,63 @@ class Budget:
         if self.start is None:
             self.start = now
         self.round_ends.append(now)
-        alive = [k for k in self.keys if measured[k].failed_round is None]
-        if len(alive) < 2:
+        running: dict[str, list[str]] = {}  # baseline -> its unsettled candidates
+        pieces = []
+        compared = False
+        for group in self.groups or [self.keys]:
+            alive = [k for k in group if measured[k].failed_round is None]
+            if len(alive) < 2:
+                continue
+            compared = True
+            base = alive[0]
+            for key in alive[1:]:
+                stopped = key in self.decided or key in self.retired
+                if stopped and not self.largest_move:
+                    continue
+                ratios = paired_log_ratios(_timing(measured[base]), _timing(measured[key])) or []
+                if self.largest_move and ratios:
+                    pieces.append(_comparison(key, ratios, measured[base], measured[key]))
+                if stopped:
+                    continue
+                found = sequential.first_decision(ratios)
+                if found.decision is not None:
+                    self.decided[key] = found.decision
+                else:
+                    running.setdefault(base, []).append(key)
+        if not compared:
             self.stopped = STOP_ALONE
             return []
-        base = alive[0]
-        unsettled = []
-        for key in alive[1:]:
-            if key in self.decided:
-                continue
-            ratios = paired_log_ratios(_timing(measured[base]), _timing(measured[key])) or []
-            found = sequential.first_decision(ratios)
-            if found.decision is not None:
-                self.decided[key] = found.decision
-            else:
-                unsettled.append(key)
-        if not unsettled:
-            self.stopped = STOP_SETTLED
+        if self.largest_move:
+            gone = selection.cannot_matter(pieces)
+            for candidates in running.values():
+                self.retired.update((key, done) for key in candidates if key in gone)
+                candidates[:] = [key for key in candidates if key not in gone]
+            running = {base: candidates for base, candidates in running.items() if candidates}
+        if not running:
+            self.stopped = STOP_SELECTED if self.retired else STOP_SETTLED
             return []
         if done >= self.rounds:
             self.stopped = STOP_ROUNDS
             return []
-        if done >= sequential.FIRST_LOOK and self.max_time_s is not None and now + self._next_round() > (
+        if done >= sequential.FIRST_LOOK and self.max_time_s is not None and now + self._next_round(self.start) > (
                 self.start + self.max_time_s):
             self.stopped = STOP_TIME
             return []
-        return [base] + unsettled
+        return [key for base, candidates in running.items() for key in [base] + candidates]
 
-    def _next_round(self) -> float:
+    def _next_round(self, start: float) -> float:
         """What the next round should take: the median of the rounds after the first (whose workers compiled one
         at a time), else the first's."""
-        ends = [self.start] + self.round_ends
+        ends = [start] + self.round_ends
         took = [b - a for a, b in zip(ends, ends[1:])]
         return statistics.median(took[1:]) if len(took) > 1 else took[0]
 
-    def describe(self, rounds_run: int) -> dict:
-        """What the run records keep (environment.conditions.schedule)."""
+    def describe(self, rounds_run: int, key: str | None = None) -> dict:
+        """What the run records keep (environment.conditions.schedule); for `key`, a piece ruled out early says so."""
         out = {"adaptive": self.adaptive, "rounds": rounds_run, "steps_per_round": self.steps_per_round,
                "stopped": self.stopped or (STOP_FIXED if not self.adaptive else STOP_ROUNDS)}
+        if key in self.retired:
+            out.update(rounds=self.retired[key], stopped=STOP_RULED_OUT)
         if self.adaptive:
             out["max_rounds"] = self.rounds
             if self.max_time_s is not None:
@@ -105,15 +134,24 @@ def _timing(m: Measurement) -> dict:
     return {"samples_ns": m.samples_ns, "steps": m.steps, "rounds": m.rounds, "group": "-"}
 
 
+def _comparison(key: str, ratios: list[float], base: Measurement, candidate: Measurement) -> selection.Comparison:
+    first_base = (step_medians(_timing(base)) or [[]])[0]
+    first_cand = (step_medians(_timing(candidate)) or [[]])[0]
+    steps = [math.log(c / b) for b, c in zip(first_base, first_cand) if b > 0 and c > 0]
+    return selection.Comparison(key, ratios, statistics.median(base.samples_ns), steps)
+
+
 STEPS_PER_ROUND = math.ceil(DEFAULT_STEPS / DEFAULT_ROUNDS)
 
 
 def plan(keys: Sequence[str], repeat: int, rounds: int | None, max_time_s: float | None = None,
-         max_rounds: int | None = None) -> Budget:
+         max_rounds: int | None = None, groups: Sequence[Sequence[str]] = (), largest_move: bool = False) -> Budget:
     """Fixed `rounds` (repeat over them) when given or when there is nothing to compare; else adaptive rounds of
-    repeat / DEFAULT_ROUNDS steps, up to `max_rounds` (default sequential.LAST_LOOK)."""
+    repeat / DEFAULT_ROUNDS steps, up to `max_rounds` (default sequential.LAST_LOOK), for the comparisons `groups`
+    (default: all keys in one; see Budget)."""
     if rounds is not None or len(keys) < 2:
         n = rounds_for(len(keys), repeat, rounds)
         return Budget(False, n, max(1, math.ceil(repeat / n)), keys)
     cap = max(sequential.FIRST_LOOK, max_rounds or sequential.LAST_LOOK)
-    return Budget(True, cap, max(1, math.ceil(repeat / DEFAULT_ROUNDS)), list(keys), max_time_s)
+    return Budget(True, cap, max(1, math.ceil(repeat / DEFAULT_ROUNDS)), list(keys), max_time_s,
+                  groups=[list(g) for g in groups], largest_move=largest_move)
