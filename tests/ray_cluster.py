@@ -122,7 +122,11 @@ class LocalRayCluster:
     def __init__(self, root: Path | None = None, env: dict[str, str] | None = None) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="rbray-", dir="/tmp")) if root is None else root  # short: sockets
         # a loaded 2-core machine can take more than Ray's default 30 s to register a raylet
-        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_raylet_start_wait_time_s": "180", **(env or {})}
+        # Ray >= 2.5x turns token authentication on when ~/.ray/auth_token exists (any earlier local `ray.init()`
+        # writes one) and then refuses nodes started without it: the test cluster keeps a token path of its own.
+        isolated = {"RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN_PATH": str(self.root / "auth_token")}
+        self.env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_raylet_start_wait_time_s": "180", **isolated,
+                    **(env or {})}
         self.nodes: list[RayNode] = []
         self.gcs_port: int | None = None
 
@@ -172,6 +176,8 @@ class LocalRayCluster:
 
     def connect(self, ray) -> None:
         """ray.init in this process, attached to the head's raylet."""
+        for key in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH"):
+            os.environ[key] = self.env[key]
         ray.init(address=self.address, _node_ip_address=HOST, logging_level="warning", log_to_driver=False)
 
     def start_in_background(self, nodes: int = 2, cpus: int = 1) -> None:
