@@ -301,7 +301,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
            max_time_s: float | None = None) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
-    Several versions are timed in as many rounds as settle their verdicts (at most 16) unless `rounds` fixes them;
+    Several versions are timed in as many rounds as settle their verdicts (at most 32) unless `rounds` fixes them;
     `max_time_s` bounds that timing. `pin` ("1", "0-3", "auto" for the last CPU this process may use, or CPU ids)
     runs every version's worker on those CPUs with as many XLA threads: steadier, less realistic timings.
 
