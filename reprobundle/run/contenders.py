@@ -1,0 +1,131 @@
+"""What a replay times: contenders, each a JAX build run in one mode under one set of settings.
+
+A contender is data (it crosses to Ray nodes and into run records as plain values):
+
+- `jax`: which JAX. A release ("0.8.0"), "installed" (the host's interpreter), "latest", a nightly
+  ("nightly:2025-10-03" or "0.8.0.dev20251003"), or a path to a Python interpreter or a virtual environment whose JAX
+  is used as it is.
+- `mode`: "frozen" replays the bundle's stored program (the packing release's lowering: did XLA move?);
+  "retrace" runs the bundle's source in that environment and lowers it there (did my program move?).
+- `settings`: XLA flags, JAX config options and environment variables applied to this contender's workers only.
+
+The command line spells a contender as `--jax 0.8.0` (frozen, no settings), `--retrace`/`--mode` for the mode of all
+of them, and `--variant "0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper"` for settings (`;` separates
+several; a name starting with `jax_` is a JAX config option, `XLA_FLAGS` appends flags, any other NAME=VALUE is an
+environment variable).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from ..errors import UsageError
+
+FROZEN = "frozen"
+RETRACE = "retrace"
+MODES = (FROZEN, RETRACE)
+BOTH = "both"  # --mode both: per version a frozen and a retraced contender
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Settings applied to one contender's workers, never to the others'."""
+
+    xla_flags: tuple[str, ...] = ()  # appended to the worker's XLA_FLAGS
+    jax_config: tuple[tuple[str, str], ...] = ()  # jax.config.update(name, value) before the function loads
+    env: tuple[tuple[str, str], ...] = ()  # other environment variables
+
+    def __bool__(self) -> bool:
+        return bool(self.xla_flags or self.jax_config or self.env)
+
+    def describe(self) -> str:
+        """`XLA_FLAGS=--a --b; jax_default_matmul_precision=highest; NAME=VALUE` (empty without settings)."""
+        parts = [f"XLA_FLAGS={' '.join(self.xla_flags)}"] if self.xla_flags else []
+        parts += [f"{k}={v}" for k, v in self.jax_config + self.env]
+        return "; ".join(parts)
+
+    def as_record(self) -> dict:
+        return {"xla_flags": list(self.xla_flags), "jax_config": dict(self.jax_config), "env": dict(self.env)}
+
+    @classmethod
+    def from_record(cls, record: Mapping | None) -> "Settings":
+        record = record or {}
+        return cls(tuple(str(f) for f in record.get("xla_flags") or ()),
+                   tuple(sorted((str(k), str(v)) for k, v in (record.get("jax_config") or {}).items())),
+                   tuple(sorted((str(k), str(v)) for k, v in (record.get("env") or {}).items())))
+
+
+@dataclass(frozen=True)
+class ContenderSpec:
+    """One contender of a replay: which JAX, in which mode, under which settings."""
+
+    jax: str
+    mode: str = FROZEN
+    settings: Settings = field(default_factory=Settings)
+
+    @property
+    def label(self) -> str:
+        """How reports name it: `0.8.0`, `0.8.0 retraced`, `0.8.0 [XLA_FLAGS=--xla_...]`."""
+        text = self.jax + (" retraced" if self.mode == RETRACE else "")
+        return f"{text} [{self.settings.describe()}]" if self.settings else text
+
+    def as_record(self) -> dict:
+        return {"jax": self.jax, "mode": self.mode, "settings": self.settings.as_record()}
+
+    @classmethod
+    def from_record(cls, record: Mapping) -> "ContenderSpec":
+        return cls(str(record["jax"]), str(record.get("mode") or FROZEN), Settings.from_record(record.get("settings")))
+
+
+def parse_settings(text: str) -> Settings:
+    """`XLA_FLAGS=--a=1 --b; jax_default_matmul_precision=highest; TF_CPP_MIN_LOG_LEVEL=0` as Settings."""
+    flags: list[str] = []
+    config: dict[str, str] = {}
+    env: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        name, eq, value = part.partition("=")
+        name = name.strip()
+        if not eq or not _NAME.match(name):
+            raise UsageError(f"setting {part[:60]!r} is not NAME=VALUE",
+                             hint="e.g. XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper or "
+                                  "jax_default_matmul_precision=highest; separate several with ';'")
+        if name == "XLA_FLAGS":
+            flags += shlex.split(value)
+        elif name.startswith("jax_"):
+            config[name] = value.strip()
+        else:
+            env[name] = value
+    return Settings(tuple(flags), tuple(sorted(config.items())), tuple(sorted(env.items())))
+
+
+def parse_variant(text: str, mode: str = FROZEN) -> ContenderSpec:
+    """`0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper` (the JAX, a colon, the settings). A JAX that
+    itself holds a colon (`nightly:2025-10-03`, a Windows path) is told apart by the settings' `NAME=` shape."""
+    match = re.match(r"^(?P<jax>.+?):(?P<settings>[A-Za-z_][A-Za-z0-9_]*=.*)$", text.strip())
+    if match is None:
+        raise UsageError(f"variant {text[:60]!r} is not JAX:NAME=VALUE[;NAME=VALUE...]",
+                         hint='e.g. --variant "0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper"')
+    return ContenderSpec(match["jax"].strip(), mode, parse_settings(match["settings"]))
+
+
+def contenders_from(versions: Iterable[str], variants: Iterable[str] = (), mode: str = FROZEN) -> list[ContenderSpec]:
+    """The contenders of `--jax` (each), `--variant` (each) and `--mode` (frozen, retrace or both: per JAX a frozen
+    then a retraced contender), in the order given, without repeats."""
+    if mode not in (*MODES, BOTH):
+        raise UsageError(f"mode {mode!r} is not one of frozen, retrace, both")
+    modes = MODES if mode == BOTH else (mode,)
+    specs = [ContenderSpec(v, m) for v in versions for m in modes]
+    specs += [parse_variant(text, m) for text in variants for m in modes]
+    return list(dict.fromkeys(specs))
+
+
+def as_specs(versions: Sequence[str | ContenderSpec]) -> list[ContenderSpec]:
+    """Plain version strings (the API's older spelling) as frozen contenders."""
+    return [v if isinstance(v, ContenderSpec) else ContenderSpec(v) for v in versions]
