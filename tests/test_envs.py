@@ -126,6 +126,7 @@ def raced(tmp_path_factory):
 # ---------------------------------------------------------------------------------------------- tests
 
 
+@pytest.mark.crossversion
 def test_environment_runs_the_requested_jax(built, root):
     env, lines, _ = built
     assert env.jax_version == OLD
@@ -152,6 +153,7 @@ def test_environment_runs_the_requested_jax(built, root):
     assert lines[-1].startswith("ready in "), lines
 
 
+@pytest.mark.crossversion
 def test_second_ensure_is_cached(built, root):
     env, _, _ = built
     meta = env.path / "reprobundle-env.json"
@@ -176,6 +178,7 @@ def test_second_ensure_is_cached(built, root):
     assert result["created"] == env.created and progress == []
 
 
+@pytest.mark.crossversion
 def test_concurrent_ensure_builds_once(raced):
     _, results, snapshot = raced
     (a, pa, _), (b, pb, _) = results
@@ -187,6 +190,7 @@ def test_concurrent_ensure_builds_once(raced):
     print(f"\nrace: {a['seconds']:.1f} s and {b['seconds']:.1f} s; progress {pa} / {pb}")
 
 
+@pytest.mark.crossversion
 def test_creation_from_warm_cache_is_quick(raced):
     _, results, _ = raced
     creator = next(r for r, p, _ in results if any(line.startswith("ready in") for line in p))
@@ -194,6 +198,7 @@ def test_creation_from_warm_cache_is_quick(raced):
     assert creator["seconds"] < 120
 
 
+@pytest.mark.crossversion
 def test_list_and_remove(raced):
     root, results, _ = raced
     manager = EnvironmentManager(root)
@@ -224,6 +229,30 @@ def test_no_suitable_python(tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+def test_uv_managed_pythons_are_found_through_uv(tmp_path, monkeypatch):
+    """A uv-managed install (here: a folder in uv's layout whose python links to the host's base interpreter) is
+    listed by `uv python list` and becomes a candidate with source "uv"; uv's own PATH search is not involved."""
+    from uv import find_uv_bin
+
+    from reprobundle.run.interpreters import candidate_paths, interpreter_from, uv_managed
+
+    base = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    bindir = tmp_path / f"cpython-{platform.python_version()}-linux-x86_64-gnu" / "bin"
+    bindir.mkdir(parents=True)
+    (bindir / f"python{minor}").symlink_to(base)
+    (bindir / "python3").symlink_to(f"python{minor}")
+    (bindir / "python").symlink_to(f"python{minor}")
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path))
+    uv = find_uv_bin()
+    found = uv_managed(uv)
+    assert found == [str(bindir / f"python{minor}")], found
+    assert (found[0], "uv") in candidate_paths(uv)
+    interp = interpreter_from(found[0], "uv")
+    assert interp is not None and interp.version == platform.python_version() and interp.source == "uv"
+    assert uv_managed(None) == [] and uv_managed(str(tmp_path / "no-uv")) == []
+
+
 def test_unknown_version(tmp_path):
     with pytest.raises(EnvironmentCreationError) as info:
         EnvironmentManager(tmp_path).ensure("0.0.999")
@@ -247,6 +276,7 @@ def test_failed_install_leaves_nothing_behind(tmp_path):
     assert _leftovers(root) == []
 
 
+@pytest.mark.crossversion
 def test_offline_creation_from_uv_cache(built, tmp_path):
     # No network at all: Python chosen from the built-in table, packages from uv's cache only.
     root = tmp_path / "envs"

@@ -34,7 +34,7 @@ from reprobundle.run.executor import ReplayTask
 from reprobundle.run.ray_executor import Node, RayExecutor, alive_nodes, import_ray, placement_for, task_platform
 from reprobundle.run.sweep import executor_for, run_replay_task
 
-pytestmark = pytest.mark.crossversion
+pytestmark = [pytest.mark.crossversion, pytest.mark.ray]
 
 VERSIONS = ("0.8.0", "installed")
 OPTIONS = {"warmup": 1, "repeat": 4, "rounds": 1, "timeout_s": 300, "dump": False, "profile": False}
