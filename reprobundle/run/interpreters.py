@@ -1,10 +1,11 @@
 """Python interpreters on this machine: finding them, probing them, and choosing one for a jax release.
 
 Candidates are the one given with `--python` (then only it), else the host's own, pyenv's, uv-managed ones (as
-`uv python list` reports them) and python3.X on PATH. Each is probed once (a subprocess with fixed code, -I -S) for its implementation, version and
-base executable; only regular (not free-threaded) CPython 3 counts. Of those that fit a release (a minor its jaxlib
-has wheels for, admitted by jax's Requires-Python), the one whose minor version is closest to the host's wins (ties:
-the newer), so that by default a release runs on the host's Python whenever it can.
+`uv python list` reports them) and python3.X on PATH. Each is probed once (a subprocess with fixed code, -I -S)
+for its implementation, version and base executable; only regular (not free-threaded) CPython 3 counts. Of those
+that fit a release (a minor its jaxlib has wheels for, admitted by jax's Requires-Python), the one whose minor
+version is closest to the host's wins (ties: the newer), so that by default a release runs on the host's Python
+whenever it can.
 """
 
 from __future__ import annotations
