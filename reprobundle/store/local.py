@@ -207,6 +207,23 @@ class LocalStore(Store):
 
         self._publish(self._write_temp(copy), key, create_only)
 
+    def staging_folder(self) -> Path | None:
+        return self._tmp  # scratch folders there are locked while used; `remove_stale_temp_files` sweeps the rest
+
+    def move_in(self, key: str, path: str | Path) -> None:
+        """Made durable (fsync) and linked into place when `path` is on the store's disk (no copy), else copied."""
+        check_key(key)
+        path = Path(path)
+        try:
+            same_disk = path.stat().st_dev == self.root.stat().st_dev
+        except OSError:
+            same_disk = False
+        if not same_disk:
+            return super().move_in(key, path)
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+        self._publish(path, key, create_only=True)  # removes `path`, whatever happens
+
     # ------------------------------------------------------------------------------------------ the rest
     def exists(self, key: str) -> bool:
         try:
