@@ -158,6 +158,12 @@ class Store(ABC):
         copy; None where every value is sent or copied."""
         return None
 
+    def stage(self, data: bytes | memoryview) -> "Staged | None":
+        """Write a value whose key is not known yet (a blob's key is its hash, which the caller computes meanwhile),
+        to `publish` under its key or `discard`; invisible until published. None where the backend cannot (then
+        `put` writes it once the key is known)."""
+        return None
+
     def exists_many(self, keys: Iterable[str], *, jobs: int = DEFAULT_JOBS) -> set[str]:
         """The subset of `keys` present in the store."""
         keys = list(keys)
@@ -233,6 +239,24 @@ class Lease:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Staged(ABC):
+    """A value written before its key was known (Store.stage). Used as a context manager, it is discarded on the
+    way out unless published."""
+
+    @abstractmethod
+    def publish(self, key: str, *, create_only: bool = False) -> None:
+        """Make the value visible under `key` (atomically, as `put`); AlreadyExistsError as `put`'s create_only."""
+
+    @abstractmethod
+    def discard(self) -> None: ...
+
+    def __enter__(self) -> "Staged":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()
 
 
 def make_temp_file(folder: str | Path, prefix: str) -> tuple[int, str]:
