@@ -167,6 +167,7 @@ def source(tmp_path_factory):
                            t_first=first_write[0] if first_write else 0.0)
 
 
+@pytest.mark.slow
 def test_concurrent_cli_packs_of_one_name(source):
     """8 real `reprobundle pack` processes of one name at once, beside a gc loop (`--grace 0`: only the packs'
     leases protect what they have not published) that deletes and puts back stale copies of their blobs: all 8
@@ -325,6 +326,7 @@ def summarize(what: str, results: list[dict], stats: list[dict]) -> tuple[int, i
     return killed, partial
 
 
+@pytest.mark.slow
 def test_sigkill_pack_at_random_points(source, tmp_path):
     """SIGKILL `reprobundle pack` (a real CLI process) at 12 random points, 3 victims at a time: no half bundle
     is ever visible, a pack that reported success is there, gc collects what the rest left, a second pack into
@@ -391,6 +393,7 @@ def _push_campaign(source, dests: list[str], env: dict, parallel: int) -> None:
     summarize(f"push to {dests[0].rsplit('/', 1)[0]}", results, stats)
 
 
+@pytest.mark.slow
 def test_sigkill_push_local_to_local(source, tmp_path):
     """SIGKILL `reprobundle push` (folder -> folder) at 84 random points, 4 at a time."""
     dests = [str(tmp_path / f"dest{i:02d}") for i in range(84)]
@@ -711,6 +714,7 @@ def small_bundle(tmp_path_factory):
     return store
 
 
+@pytest.mark.slow
 def test_crash_hang_and_garbage_workers_are_their_own_runs(small_bundle, tmp_path):
     """Versions whose worker segfaults, hangs (with a child of its own), exits with an error, writes a garbage
     result, or has no environment: each is its own failed run with a reason; the real versions before and after
@@ -793,6 +797,7 @@ def _later_round_failure(folder: Path, name: str, failure: str) -> Path:
         + {"segv": "os.kill(os.getpid(), signal.SIGSEGV)\n", "hang": "time.sleep(600)\n"}[failure]))
 
 
+@pytest.mark.slow
 def test_a_worker_failing_in_a_later_round_leaves_the_others_measuring(small_bundle, tmp_path):
     """Interleaved rounds: a version whose worker crashes or hangs in round 2 of 3 is that version's run, with the
     round in its reason; the version timed beside it completes all its rounds."""
