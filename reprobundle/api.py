@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .bundle.model import run_label
 from .bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_ref
 from .capture.export import export_function, load_exported
 from .capture.pack import pack as _pack
@@ -475,7 +476,7 @@ def compare(ref: str, versions: Sequence[str] | None = None, *, store: str | Non
     if not stored:
         raise UsageError(f"{bundle.ref} has no stored runs", hint=f"reprobundle replay {bundle.ref} --jax VERSION")
     chosen, selection = select_runs(stored, list(versions) if versions else None)
-    missing = [v for v in versions or [] if not any(r["requested"] == v for r in chosen)]
+    missing = [v for v in versions or [] if not any(run_label(r) == v for r in chosen)]
     if missing:
         raise UsageError(f"no stored run of {bundle.ref} on jax {', '.join(missing)}",
                          hint=f"replay it first: reprobundle replay {bundle.ref} --jax {missing[0]}")
@@ -494,7 +495,7 @@ def _take_in_order(runs: Sequence[dict], versions: Sequence[str]) -> list[dict]:
     pool = list(runs)
     chosen = []
     for v in versions:
-        run = next((r for r in pool if r["requested"] == v), None)
+        run = next((r for r in pool if run_label(r) == v), None)
         if run is not None:
             pool.remove(run)
             chosen.append(run)
@@ -509,22 +510,22 @@ def select_runs(runs: Sequence[dict], versions: list[str] | None) -> tuple[list[
         if group:
             groups.setdefault(group, []).append(run)
     latest_first = sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True)
-    every = sorted({r["requested"] for r in runs})
+    every = sorted({run_label(r) for r in runs})
     for members in latest_first:
-        have = [r["requested"] for r in members]
+        have = [run_label(r) for r in members]
         if versions is None and len(members) < 2:
             continue
         if versions is not None and not Counter(versions) <= Counter(have):
             continue
         chosen = members if versions is None else _take_in_order(members, versions)
-        others = sorted(set(every) - {r["requested"] for r in chosen})
+        others = sorted(set(every) - {run_label(r) for r in chosen})
         when = min(r["created"] for r in chosen)[:16].replace("T", " ")
         text = (f"compared the latest replay that timed {', '.join(r['requested'] for r in chosen)} together "
                 f"(replay {_group_of(chosen[0])}, {when} UTC)")
         if others:
             text += f"; other stored versions: {', '.join(others)} (name them with --jax)"
         return list(chosen), text
-    wanted = versions or list(dict.fromkeys(r["requested"] for r in runs))
+    wanted = versions or list(dict.fromkeys(run_label(r) for r in runs))
     chosen = _take_in_order(list(reversed(runs)), wanted)  # newest first: the latest run of each
     text = (f"no single replay timed {', '.join(wanted)} together: compared the latest run of each, which are not "
             "comparable in time (replay them together: reprobundle replay REF "

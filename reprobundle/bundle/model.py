@@ -174,3 +174,10 @@ class RunRecord(TypedDict):
     labels: NotRequired[dict[str, str]]
     notes: NotRequired[list[str]]  # run 3: what the worker adjusted to run on that release
     group: NotRequired[str]  # run 3: shared by the runs of one replay, timed or not
+    contender: NotRequired[dict[str, Any]]  # run 4: {jax, mode, settings, label} (run/contenders.py)
+
+
+def run_label(run: dict[str, Any] | RunRecord) -> str:
+    """How a run's contender is named in comparisons and reports: `0.8.0`, `0.8.0 retraced`,
+    `0.8.0 [XLA_FLAGS=...]` (run 4's contender label), else the version it requested (runs before format 4)."""
+    return str((run.get("contender") or {}).get("label") or run["requested"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..analysis.hardware import hardware_note, hardware_text
 from ..analysis.verdict import TimingSummary
 from ..bundle import trees
+from ..bundle.model import run_label
 from ..bundle.registry import Bundle, BundleRef
 from ..errors import clean
 from ..units import human_bytes, human_ns
@@ -122,7 +123,7 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
         check = r.get("check") or {}
         err = check.get("max_abs_err")
         rows.append([
-            r["requested"], r["environment"].get("jax", "?"), r["status"], r.get("route") or "-",
+            run_label(r), r["environment"].get("jax", "?"), r["status"], r.get("route") or "-",
             human_ns(t.median_ns), human_ns(t.iqr_ns), f"{ratio:.2f}x" if ratio else "-",
             "-" if not check else "bit-exact" if check.get("bit_identical") else
             (f"{err:.2g}" if isinstance(err, (int, float)) else "?") + ("" if check.get("ok") else " (over tol)"),

@@ -30,6 +30,7 @@ from ..logs import Status
 from ..store.scratch import scratch_dir
 from .budget import plan
 from .conditions import conditions, snapshot
+from .contenders import ContenderSpec, as_specs
 from .execution import DEFAULT_TIMEOUT_S, Timing, build_job, dtype_of, environment_of, store_result
 from .platforms import PlatformChoice, choose_platform, detect_devices
 from .schedule import (
@@ -68,7 +69,8 @@ def reference_arrays(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
     return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in bundle.manifest["reference"]["outputs"]]
 
 
-def _record(bundle: Bundle, requested: str, status: str, reason: str, **extra) -> dict:
+def _record(bundle: Bundle, spec: ContenderSpec, status: str, reason: str, **extra) -> dict:
+    requested = spec.jax
     run = {
         "format": mf.RUN_FORMAT,
         "format_version": mf.RUN_VERSION,
@@ -83,16 +85,18 @@ def _record(bundle: Bundle, requested: str, status: str, reason: str, **extra) -
         "outputs": [],
         "check": None,
         "artifacts": {},
+        "contender": {**spec.as_record(), "label": spec.label},
     }
     run.update(extra)
     return run
 
 
-def _measured_run(registry: Registry, bundle: Bundle, requested: str, measured: Measurement, *,
+def _measured_run(registry: Registry, bundle: Bundle, spec: ContenderSpec, measured: Measurement, *,
                   reference: Sequence[np.ndarray] | None, warmup: int, group: str, at_sizes: str = "") -> dict:
     """A contender's measurement as a run record (not yet stored)."""
     outcome = measured.outcome
     assert outcome is not None, "a measured contender always has an outcome"
+    requested = spec.label
     result = outcome.result or {}
     for attempt in result.get("attempts") or []:  # the routes that did not work, before the one that did
         log.info("jax %s: route %s did not load: %s", requested, attempt.get("route"), attempt.get("error"))
@@ -103,7 +107,7 @@ def _measured_run(registry: Registry, bundle: Bundle, requested: str, measured: 
                           for a in result.get("attempts") or []],
              "environment": environment_of(result), "notes": [str(n) for n in result.get("notes") or []]}
     if measured.failed_round is not None:
-        return _record(bundle, requested, outcome.status if outcome.status in mf.RUN_STATUSES else "error",
+        return _record(bundle, spec, outcome.status if outcome.status in mf.RUN_STATUSES else "error",
                        outcome.reason, **extra)
     stored = store_result(registry, result, warmup=warmup)
     assert stored.timing is not None, "a worker's result always holds samples_ns (the worker starts it empty)"
@@ -113,14 +117,14 @@ def _measured_run(registry: Registry, bundle: Bundle, requested: str, measured: 
     if at_sizes:
         extra["labels"] = {"shape": at_sizes}
     if reference is None:
-        return _record(bundle, requested, "ok", f"replayed at {at_sizes} on synthetic inputs: outputs are not "
+        return _record(bundle, spec, "ok", f"replayed at {at_sizes} on synthetic inputs: outputs are not "
                        "compared with the reference, which ran at the packed sizes", outputs=stored.outputs,
                        artifacts=stored.artifacts, timing=stored.timing, per_op=stored.per_op, **extra)
     names = output_names(bundle.manifest)
     check = check_outputs(reference, stored.arrays, names)
     status = "ok" if check["ok"] else "mismatch"
     reason = "" if check["ok"] else _mismatch_reason(check, names)
-    return _record(bundle, requested, status, reason, outputs=stored.outputs, check=check,
+    return _record(bundle, spec, status, reason, outputs=stored.outputs, check=check,
                    artifacts=stored.artifacts, timing=stored.timing, per_op=stored.per_op, **extra)
 
 
@@ -163,7 +167,7 @@ def replay_platform(bundle: Bundle, override: str | None = None) -> PlatformChoi
     return choose_platform(lowered, present, override, what=str(bundle.ref))
 
 
-def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("installed",), *,
+def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | ContenderSpec] = ("installed",), *,
            timing: Timing = Timing(repeat=DEFAULT_STEPS), timeout_s: float = DEFAULT_TIMEOUT_S, dump: bool = True,
            profile: bool = True,
            python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
@@ -191,7 +195,7 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str] = ("insta
                            platform=platform, pin=pin, max_time_s=max_time_s)[0]
 
 
-def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str] = ("installed",), *,
+def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str | ContenderSpec] = ("installed",), *,
                     timing: Timing = Timing(repeat=DEFAULT_STEPS), timeout_s: float = DEFAULT_TIMEOUT_S,
                     dump: bool = True, profile: bool = True, python: str | None = None, env_manager=None,
                     progress: Callable[[str], None] | None = None, memory_limit_bytes: int | None = None,
@@ -206,12 +210,14 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
     first_look = snapshot()
     at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((shapes or {}).items()))
     runs: dict[tuple[int, int], dict] = {}
-    contenders: list[tuple[int, int, str, Contender]] = []  # (bundle, version index, version, contender)
+    contenders: list[tuple[int, int, ContenderSpec, Contender]] = []  # (bundle, version index, spec, contender)
     references: list[Sequence[np.ndarray] | None] = []
     interpreters: dict[tuple[str, str], str | Path | ReproBundleError] = {}
     on_tpu = False
 
-    def job_writer(m: dict, leaves: list[dict], platform_name: str) -> Callable[[Path, int], Path]:
+    specs = as_specs(versions)
+
+    def job_writer(m: dict, leaves: list[dict], platform_name: str, spec: ContenderSpec) -> Callable[[Path, int], Path]:
         def write_job(folder: Path, round_index: int) -> Path:
             # Later rounds keep only their timings (and profiles): their workers warm up less and skip the package
             # list.
@@ -219,7 +225,7 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
             return build_job(registry, m["function"], leaves, folder,
                              timing=replace(timing, warmup=min(timing.warmup, LATER_WARMUP)) if later else timing,
                              dump=dump and round_index == 0, profile=profile and round_index < PROFILED_ROUNDS,
-                             lockstep=True, platform=platform_name, brief_environment=later)
+                             lockstep=True, platform=platform_name, brief_environment=later, contender=spec)
         return write_job
 
     for b, bundle in enumerate(bundles):
@@ -234,8 +240,9 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
         log.info("%s: replaying on %s (%s)", bundle.ref, choice.platform, choice.reason)
         on_platform = {} if choice.platform == "cpu" else {"platform": choice.platform, "build": choice.build}
         on_tpu = on_tpu or choice.platform == "tpu"
-        write_job = job_writer(m, resized or m["inputs"]["leaves"], choice.platform)
-        for index, requested in enumerate(versions):
+        for index, spec in enumerate(specs):
+            requested = spec.jax
+            write_job = job_writer(m, resized or m["inputs"]["leaves"], choice.platform, spec)
             start = time.perf_counter()
             where = (requested, f"{choice.platform} {choice.build}")
             if where not in interpreters:
@@ -253,20 +260,20 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
                         interpreters[where] = e
             interpreter = interpreters[where]
             if isinstance(interpreter, ReproBundleError):
-                runs[b, index] = _record(bundle, requested, "error",
+                runs[b, index] = _record(bundle, spec, "error",
                                          f"no environment for jax {requested}: {interpreter.message}",
                                          duration_s=time.perf_counter() - start)
                 continue
             key = str(index) if len(bundles) == 1 else f"{b}.{index}"
-            label = requested if len(bundles) == 1 else f"{bundle.ref.name} on {requested}"
-            contenders.append((b, index, requested, Contender(key, interpreter, write_job, label=label, group=str(b))))
+            label = spec.label if len(bundles) == 1 else f"{bundle.ref.name} on {spec.label}"
+            contenders.append((b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(b))))
     keys = [c.key for _, _, _, c in contenders]
     budget = plan(keys, timing.repeat, timing.rounds, max_time_s, largest_move=largest_move,
                   groups=[[c.key for g, _, _, c in contenders if g == b] for b in range(len(bundles))])
     rounds = budget.rounds
     if progress and contenders:
         progress(Status(f"replaying {', '.join(str(bundle.ref) for bundle in bundles)} on jax "
-                        + ", ".join(requested for b, _, requested, _ in contenders if b == contenders[0][0]), "start", 0,
+                        + ", ".join(spec.label for b, _, spec, _ in contenders if b == contenders[0][0]), "start", 0,
                         rounds))
     group = Registry.new_run_id()
     with scratch_dir(tempfile.gettempdir(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
@@ -299,14 +306,14 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
         measured_under["schedule"] = budget.describe(rounds_run)
         if pin is not None:
             measured_under["pin"] = {"cpus": list(pin.cpus), "threads": pin.threads}
-        for b, index, requested, contender in contenders:
+        for b, index, spec, contender in contenders:
             timed_with = group if len(together) == 1 else f"{group}-{contender.key}"
-            runs[b, index] = _measured_run(registry, bundles[b], requested, measured[contender.key],
+            runs[b, index] = _measured_run(registry, bundles[b], spec, measured[contender.key],
                                            reference=references[b], warmup=timing.warmup, group=timed_with,
                                            at_sizes=at_sizes)
             runs[b, index]["environment"]["conditions"] = measured_under if contender.key not in budget.retired else \
                 {**measured_under, "schedule": budget.describe(rounds_run, contender.key)}
-    ordered = [[runs[b, i] for i in range(len(versions))] for b in range(len(bundles))]
+    ordered = [[runs[b, i] for i in range(len(specs))] for b in range(len(bundles))]
     for run in (run for per_bundle in ordered for run in per_bundle):
         run["group"] = group  # every run of this replay, timed or not: what `compare` picks a replay's runs by
         if store_runs:

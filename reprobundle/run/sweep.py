@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
 from ..errors import ReproBundleError, StoreError, UsageError, exception_line, first_line
 from .budget import plan
@@ -115,8 +116,8 @@ def compare_runs(registry: Registry, bundle: Bundle, runs: Sequence[dict], basel
     hlo_texts: dict[str, Any] = {REFERENCE: hlo_text(bundle.manifest["artifacts"])}
     outputs = {REFERENCE: reference_arrays(registry, bundle)}
     for run in runs:
-        hlo_texts[run["requested"]] = hlo_text(run["artifacts"])
-        outputs[run["requested"]] = arrays(run["outputs"])
+        hlo_texts[run_label(run)] = hlo_text(run["artifacts"])
+        outputs[run_label(run)] = arrays(run["outputs"])
     return build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs)
 
 
@@ -133,7 +134,7 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
     out = {**result_skeleton(str(bundle.ref), versions), **_identity(bundle)}
     out.update(stored=stored, group=runs[0].get("group") if runs else None, wall_s=round(wall_s, 3),
                host=None if stored else host or socket.gethostname(), options=task_options(options))
-    out["runs"] = [{"version": r["requested"], "jax": str((r.get("environment") or {}).get("jax") or r["requested"]),
+    out["runs"] = [{"version": run_label(r), "jax": str((r.get("environment") or {}).get("jax") or run_label(r)),
                     "run_id": r["run_id"], "status": r["status"], "reason": first_line(r.get("reason") or "", 300),
                     "created": r.get("created")} for r in runs]
     failed = [r for r in runs if r["status"] not in TIMED]
@@ -146,7 +147,7 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
         out["outputs"] = OUTPUT_MISMATCH
         out["outputs_detail"] = "; ".join(f"jax {r['requested']} vs the packed reference: {first_line(r['reason'], 200)}"
                                           for r in mismatched)
-    base_ok = any(r["requested"] == baseline and r["status"] in TIMED for r in runs)
+    base_ok = any(run_label(r) == baseline and r["status"] in TIMED for r in runs)
     if not base_ok:
         return out
     comparison = compare_runs(registry, bundle, runs, baseline)
@@ -224,12 +225,12 @@ def stored_runs(registry: Registry, bundle: Bundle, versions: Sequence[str], opt
         if stored.get("group"):
             groups.setdefault(stored["group"], []).append(stored)
     for members in sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True):
-        by_version = {r["requested"]: r for r in members}
+        by_version = {run_label(r): r for r in members}
         chosen = [by_version[v] for v in versions if v in by_version]
         if len(chosen) == len(versions) and all(r["status"] in FINISHED and options_match(r, options)
                                                 for r in chosen) and all(
                 str((r.get("environment") or {}).get("jax")) == str(here) for r in chosen
-                if r["requested"] == "installed"):
+                if run_label(r) == "installed"):
             return chosen
     return None
 
