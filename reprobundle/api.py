@@ -6,6 +6,7 @@ import functools
 import importlib.util
 import math
 import os
+import re
 import sys
 import zipfile
 from collections import Counter
@@ -19,7 +20,7 @@ from .bundle.model import run_label
 from .bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_ref
 from .capture.export import export_function, load_exported
 from .capture.pack import pack as _pack
-from .errors import ReplayError, ReproBundleError, ScriptError, UsageError, clean
+from .errors import ReplayError, ReproBundleError, ScriptError, UsageError, clean, clean_values
 from .logs import Status
 from .run.execution import DEFAULT_TIMEOUT_S, Timing, dtype_of
 from .run.replay import replay as _replay
@@ -655,6 +656,56 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
             "candidate": candidate, "jax": {"baseline": here[baseline], "candidate": here[candidate]},
             "executor": executor.name, "options": options, "rerun": rerun, "results": results,
             "counts": sweeping.counts(results)}
+
+
+def history(selection: Sequence[str] = (), *, store: str | None = None, labels: dict[str, str] | None = None,
+            baseline: str | None = None) -> dict:
+    """The registry over time, from its stored runs only (nothing is replayed): the selected bundles (refs and
+    name globs, as sweep's; nothing: every bundle) x the releases their runs were made on, each cell the ratio to
+    `baseline` (default: the oldest release) with its paired verdict where the two were timed together, shown
+    apart without one where not (analysis/history.py). Plain data; render/history.py draws it."""
+    from .analysis.history import build_history
+    from .run.sweep import select_bundles
+
+    registry = open_registry(store)
+    bundles = select_bundles(registry, list(selection), labels)
+    identities = [({"ref": str(b.ref), "name": b.ref.name, "version": b.ref.version, "bundle_id": b.ref.bundle_id},
+                   registry.runs(b.ref.bundle_id)) for b in bundles]
+    try:
+        data = build_history(identities, baseline)
+    except ValueError as e:
+        raise UsageError(str(e), hint="--baseline names a release some stored run was made on") from None
+    return {**data, "store": registry.url}
+
+
+def history_reports(data: dict, folder: str | Path, *, store: str | None = None) -> dict[tuple[str, str], str]:
+    """Write, for every cell of `data` timed together with the baseline, that replay's report (the two runs'
+    comparison as HTML) under `folder`; returns the file of each cell by (bundle id, column), relative to
+    `folder`'s parent, for the history page's links."""
+    from .render.comparison import to_html as comparison_html
+
+    registry = open_registry(store or data.get("store"))
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    links: dict[tuple[str, str], str] = {}
+    for row in data["rows"]:
+        wanted = {c["run_id"]: column for column, c in row["cells"].items() if c.get("together")}
+        if not wanted:
+            continue
+        bundle = registry.resolve(row["ref"])
+        runs = {r["run_id"]: r for r in registry.runs(row["bundle_id"])}
+        for run_id, column in wanted.items():
+            cell = row["cells"][column]
+            pair = [runs[cell["baseline_run_id"]], runs[run_id]]
+            comparison = comparison_of(registry, bundle, pair, run_label(pair[0]), reproduce=False)
+            path = folder / f"{row['name']}-{row['version']}-{_file_part(column)}.html"
+            path.write_text(comparison_html(clean_values(comparison)))
+            links[row["bundle_id"], column] = f"{folder.name}/{path.name}"
+    return links
+
+
+def _file_part(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80]
 
 
 # ------------------------------------------------------------------------------------------------------ sharing

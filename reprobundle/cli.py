@@ -460,6 +460,30 @@ def sweep(
 
 
 @app.command()
+def history(
+    selection: Optional[List[str]] = typer.Argument(None, metavar="[SELECTION]...",
+                                                    help="Refs or name globs, as sweep's. Default: every bundle."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The release every cell is compared with "
+                                                                     "(default: the oldest with a stored run)."),
+    label: List[str] = typer.Option([], "--label", help="Only bundles with this KEY=VALUE label (repeatable)."),
+    html_path: Optional[Path] = typer.Option(None, "--html", help="Write one offline HTML page: the matrix, a chart "
+                                                                  "per bundle, each timed cell linking to its "
+                                                                  "replay's report (written beside it)."),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """The registry across releases, from the stored runs only: bundles x releases, each cell the ratio to the
+    baseline with its verdict where they were timed together."""
+    from .render import history as history_render
+
+    data = clean_values(api.history(selection or [], store=store, labels=_labels(label), baseline=baseline))
+    if html_path is not None:
+        links = api.history_reports(data, html_path.parent / f"{html_path.stem}-reports", store=store)
+        _write_files(data, ((html_path, lambda d: history_render.to_html(d, links)),))
+    _emit(as_json, history_render.history_data(data), history_render.to_text(data, width=_terminal()[0]))
+
+
+@app.command()
 def envs(
     remove: Optional[str] = typer.Option(None, "--remove", help="Remove the environment of this JAX version."),
     remove_all: bool = typer.Option(False, "--remove-all", help="Remove every cached environment."),
