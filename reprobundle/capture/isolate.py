@@ -100,26 +100,11 @@ def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
                          hint="the bundle is already as small as a repro gets")
     keys = [_location_key(ops[i].location) for i in work]
     by_source = any(k is not None for k in keys)
-    groups: list[list[int]] = []
-    last_key = object()
-    for i, key in zip(work, keys):
-        if by_source:
-            new = key is not None and key != last_key
-            last_key = key if key is not None else last_key
-        else:
-            new = ops[i].name in HEAVY_OPS
-        if new or not groups:
-            groups.append([i])
-        else:
-            groups[-1].append(i)
+    groups = _merged(_groups(ops, work, keys, by_source), max_pieces)
     uses: dict[str, list[int]] = {}
     for i, op in enumerate(ops):
         for v in op.operands:
             uses.setdefault(v, []).append(i)
-    while len(groups) > max_pieces:
-        sizes = [len(a) + len(b) for a, b in zip(groups, groups[1:])]
-        k = sizes.index(min(sizes))
-        groups[k:k + 2] = [groups[k] + groups[k + 1]]
     pieces: list[Piece] = []
     pending: list[int] = []
     for n, group in enumerate(groups):
@@ -138,21 +123,41 @@ def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
     return Split(function=fn.name, pieces=pieces, args=fn.args, results=fn.returned)
 
 
+def _groups(ops: list, work: list[int], keys: list, by_source: bool) -> list[list[int]]:
+    """The ops that do work, grouped: by source line when the module has locations (a new line starts a group),
+    else a group starts at each heavy op."""
+    groups: list[list[int]] = []
+    last_key = object()
+    for i, key in zip(work, keys):
+        if by_source:
+            new = key is not None and key != last_key
+            last_key = key if key is not None else last_key
+        else:
+            new = ops[i].name in HEAVY_OPS
+        if new or not groups:
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    return groups
+
+
+def _merged(groups: list[list[int]], max_pieces: int) -> list[list[int]]:
+    """At most `max_pieces` groups: the smallest neighbouring pair merged until they fit."""
+    while len(groups) > max_pieces:
+        sizes = [len(a) + len(b) for a, b in zip(groups, groups[1:])]
+        k = sizes.index(min(sizes))
+        groups[k:k + 2] = [groups[k] + groups[k + 1]]
+    return groups
+
+
 def _feedable(t: str) -> bool:
     m = re.fullmatch(r"tensor<(?:[0-9]+x)*([a-z0-9]+)>", t)
     return m is not None and m.group(1) in MLIR_ELEMENT_DTYPES
 
 
 def _piece(index, members, ops, types, constants, uses, returned, callees, key) -> Piece | None:
+    used, needed_constants = _piece_inputs(members, ops, constants)
     inside = set(members)
-    defined = {r for i in members for r in ops[i].results}
-    used: list[str] = []
-    needed_constants: list[str] = []
-    for i in members:
-        for name in ops[i].operands:
-            if name in defined or name in used or name in needed_constants:
-                continue
-            (needed_constants if name in constants else used).append(name)
     outputs = [r for i in members for r in ops[i].results
                if r in returned or any(u not in inside and u > max(members) for u in uses.get(r, ()))]
     if not outputs or not all(_feedable(types[v]) for v in used + outputs):
@@ -174,6 +179,19 @@ def _piece(index, members, ops, types, constants, uses, returned, callees, key) 
     label = key or f"{(heavy or [ops[members[0]].name])[0].split('.')[-1]} at op {members[0]}"
     return Piece(index=index, label=label, text=text, inputs=used, outputs=outputs,
                  ops=[ops[i].name for i in members])
+
+
+def _piece_inputs(members, ops, constants) -> tuple[list[str], list[str]]:
+    """The values the piece's ops use that it does not define: (its inputs, the constants it copies in)."""
+    defined = {r for i in members for r in ops[i].results}
+    used: list[str] = []
+    needed_constants: list[str] = []
+    for i in members:
+        for name in ops[i].operands:
+            if name in defined or name in used or name in needed_constants:
+                continue
+            (needed_constants if name in constants else used).append(name)
+    return used, needed_constants
 
 
 # ------------------------------------------------------------------------------------------------ isolate

@@ -128,8 +128,6 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
     both versions ("ok", "mismatch": a version's outputs differ from the reference or the candidate's from the
     baseline's, "failed": a version did not run), the op that moved most, the host (None for a stored result: run
     records keep no host name), the wall time."""
-    from ..analysis.comparison import describe_move
-
     baseline, candidate = versions[0], versions[-1]
     out = {**result_skeleton(str(bundle.ref), versions), **_identity(bundle)}
     out.update(stored=stored, group=runs[0].get("group") if runs else None, wall_s=round(wall_s, 3),
@@ -137,16 +135,7 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
     out["runs"] = [{"version": run_label(r), "jax": str((r.get("environment") or {}).get("jax") or run_label(r)),
                     "run_id": r["run_id"], "status": r["status"], "reason": first_line(r.get("reason") or "", 300),
                     "created": r.get("created")} for r in runs]
-    failed = [r for r in runs if r["status"] not in TIMED]
-    mismatched = [r for r in runs if r["status"] == "mismatch"]
-    if failed:
-        out["outputs"] = OUTPUT_FAILED
-        out["outputs_detail"] = "; ".join(f"jax {r['requested']}: {r['status']}: {first_line(r.get('reason'), 200)}"
-                                          for r in failed)
-    elif mismatched:
-        out["outputs"] = OUTPUT_MISMATCH
-        out["outputs_detail"] = "; ".join(f"jax {r['requested']} vs the packed reference: {first_line(r['reason'], 200)}"
-                                          for r in mismatched)
+    out.update(_outputs_of_runs(runs))
     base_ok = any(run_label(r) == baseline and r["status"] in TIMED for r in runs)
     if not base_ok:
         return out
@@ -165,11 +154,34 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
         out["outputs_detail"] = (f"jax {candidate} vs {baseline}: outputs differ (max abs err "
                                  f"{vs_base.get('max_abs_err')})" + (f" in {vs_base['worst']}" if vs_base.get("worst")
                                                                      else ""))
-    diff = next((d for d in comparison["diffs"] if d["label"] == row["label"]), None)
-    if diff is not None:
-        out["moved_line"] = diff["moved"]
-        out["moved"] = describe_move(diff["moved_row"]) if diff["moved_row"] else None
+    out.update(_moved(comparison, row))
     return _plain(out)
+
+
+def _outputs_of_runs(runs: Sequence[dict]) -> dict[str, Any]:
+    """{"outputs", "outputs_detail"} when a version failed or its outputs differ from the reference; else nothing
+    (the skeleton's "ok")."""
+    failed = [r for r in runs if r["status"] not in TIMED]
+    if failed:
+        return {"outputs": OUTPUT_FAILED,
+                "outputs_detail": "; ".join(f"jax {r['requested']}: {r['status']}: {first_line(r.get('reason'), 200)}"
+                                            for r in failed)}
+    mismatched = [r for r in runs if r["status"] == "mismatch"]
+    if mismatched:
+        return {"outputs": OUTPUT_MISMATCH,
+                "outputs_detail": "; ".join(f"jax {r['requested']} vs the packed reference: "
+                                            f"{first_line(r['reason'], 200)}" for r in mismatched)}
+    return {}
+
+
+def _moved(comparison: dict, row: dict) -> dict[str, Any]:
+    """The candidate's fusion and per-op move ({"moved_line", "moved"}), if the comparison has its diff."""
+    from ..analysis.comparison import describe_move
+
+    diff = next((d for d in comparison["diffs"] if d["label"] == row["label"]), None)
+    if diff is None:
+        return {}
+    return {"moved_line": diff["moved"], "moved": describe_move(diff["moved_row"]) if diff["moved_row"] else None}
 
 
 def _plain(value: Any) -> Any:
