@@ -582,14 +582,17 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
     return result, comparison
 
 
-def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = "", *, store: str | None = None,
+def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Sequence[str] = "", *,
+          store: str | None = None, releases: str | None = None,
           labels: dict[str, str] | None = None, rerun: bool = False, executor=None, ray_address: str | None = None,
           warmup: int = 5, repeat: int = DEFAULT_STEPS, rounds: int | None = None, max_time_s: float | None = None,
           pin: str | Sequence[int] | None = None, platform: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
           env_dir: str | None = None, python: str | None = None,
           progress: Callable[[str], None] | None = None) -> dict:
     """Replay every selected bundle of a registry on `baseline` and `candidate` timed together (replay's paired
-    rounds and adaptive budget), storing the runs there, and sum them up.
+    rounds and adaptive budget), storing the runs there, and sum them up. `candidate` may be several versions, or
+    `releases` ("0.7.2..0.9.2") every release in a range: each bundle is then timed on the baseline and all of them
+    together, and its result has a verdict per candidate (`candidates`; the top-level verdict is the worst one's).
 
     `selection`: refs and name globs (`attn*`; the newest version of each name unless one is given; nothing: every
     bundle), kept to those carrying every `labels` key=value. A bundle that already has a replay of both versions
@@ -605,9 +608,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
     from .run import sweep as sweeping
     from .run.executor import LocalExecutor
 
-    if not baseline or not candidate or baseline == candidate:
-        raise UsageError("a sweep compares two different versions",
-                         hint="give --baseline VERSION and --candidate VERSION, e.g. --baseline 0.8.0 --candidate 0.8.1")
+    baseline, candidates = _sweep_versions(baseline, candidate, releases)
     _timing(warmup, repeat, rounds)
     timeout_s = _timeout(timeout_s)
     if max_time_s is not None and not max_time_s > 0:
@@ -623,7 +624,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
     options: dict[str, Any] = {"warmup": warmup, "repeat": repeat, "rounds": rounds, "max_time_s": max_time_s,
                                "pin": pinned_cpus, "platform": platform, "timeout_s": timeout_s,
                                "env_dir": env_dir, "python": python}
-    versions = (baseline, candidate)
+    versions = (baseline, *candidates)
     fn = sweeping.run_replay_task
     if isinstance(executor, LocalExecutor) and progress is not None:
         def inner(line: str) -> None:  # the replay's own lines, without its round counts (the ETA is the sweep's)
@@ -636,7 +637,8 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
             return
         if result is None:
             stored = len(bundles) - total
-            progress(Status(f"replaying {total} bundle(s) on jax {baseline} and {candidate} ({executor.name} "
+            progress(Status(f"replaying {total} bundle(s) on jax {', '.join(versions[:-1])} and {versions[-1]} "
+                            f"({executor.name} "
                             f"executor)" + (f"; {stored} stored from an earlier sweep" if stored else ""),
                             "sweep", 0, total))
         elif result["stored"]:
@@ -650,10 +652,12 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
                        max_time_s=max_time_s)
     here = {v: sweeping.host_jax() or v if v == "installed" else v for v in versions}
     for bundle, result in zip(bundles, results):
-        concrete = [r["jax"] for r in result["runs"]] if len(result["runs"]) == 2 else [here[v] for v in versions]
+        concrete = ([r["jax"] for r in result["runs"]] if len(result["runs"]) == len(versions)
+                    else [here[v] for v in versions])
         result["reproduce"] = reproduce_info(registry, bundle, concrete, extra_args=args)
     return {"format": "reprobundle.sweep", "version": 1, "store": registry.url, "baseline": baseline,
-            "candidate": candidate, "jax": {"baseline": here[baseline], "candidate": here[candidate]},
+            "candidate": candidates[-1], "candidates": list(candidates),
+            "jax": {"baseline": here[baseline], "candidate": here[candidates[-1]]},
             "executor": executor.name, "options": options, "rerun": rerun, "results": results,
             "counts": sweeping.counts(results)}
 
@@ -706,6 +710,31 @@ def history_reports(data: dict, folder: str | Path, *, store: str | None = None)
 
 def _file_part(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80]
+
+
+def _sweep_versions(baseline: str, candidate: str | Sequence[str],
+                    releases: str | None) -> tuple[str, tuple[str, ...]]:
+    """The baseline and the candidates of a sweep, from --baseline, --candidate (repeatable) and --versions A..B
+    (every release from A to B known to the package index; A is the baseline unless --baseline names one)."""
+    candidates = [candidate] if isinstance(candidate, str) else list(candidate)
+    if releases:
+        from .run.versions import releases_between
+
+        try:
+            found = releases_between(releases, environment_manager().available_versions())
+        except ValueError as e:
+            raise UsageError(str(e), hint="write --versions FIRST..LAST, e.g. 0.7.2..0.9.2") from None
+        if not found:
+            raise UsageError(f"no release of jax on the package index lies in {releases}",
+                             hint="give a range that holds a release, e.g. 0.7.2..0.9.2")
+        baseline = baseline or found[0]
+        candidates += found
+    candidates = [c for c in dict.fromkeys(c for c in candidates if c) if c != baseline]
+    if not baseline or not candidates:
+        raise UsageError("a sweep compares a baseline with at least one other version",
+                         hint="give --baseline VERSION and --candidate VERSION (repeatable) or --versions A..B, e.g. "
+                              "--baseline 0.8.0 --candidate 0.8.1")
+    return baseline, tuple(candidates)
 
 
 # ------------------------------------------------------------------------------------------------------ sharing

@@ -425,8 +425,12 @@ def sweep(
                                                     help="Refs (NAME, NAME@3, NAME@TAG, sha256:PREFIX) or name globs "
                                                          "('attn*', quoted; the newest version of each name unless "
                                                          "one is given). Default: every bundle."),
-    baseline: str = typer.Option(..., "--baseline", help="The JAX version the candidate is compared with."),
-    candidate: str = typer.Option(..., "--candidate", help="The JAX version under test."),
+    baseline: str = typer.Option("", "--baseline", help="The JAX version the candidates are compared with "
+                                                        "(default with --versions: the first of the range)."),
+    candidate: List[str] = typer.Option([], "--candidate", help="A JAX version under test (repeatable: all are "
+                                                                "timed together with the baseline)."),
+    releases: Optional[str] = typer.Option(None, "--versions", help="Every release from A to B as candidates "
+                                                                    "(A..B, e.g. 0.7.2..0.9.2)."),
     label: List[str] = typer.Option([], "--label", help="Only bundles with this KEY=VALUE label (repeatable)."),
     rerun: bool = typer.Option(False, "--rerun", help="Replay every bundle, even those with a stored replay of both "
                                                       "versions with the same timing options."),
@@ -444,12 +448,13 @@ def sweep(
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Replay many bundles on a baseline and a candidate version, timed together: one table, worst first.
+    """Replay many bundles on a baseline and one or more candidate versions, timed together: one table, worst first.
 
     Exit 0 when every bundle ran with matching outputs (whatever the verdicts), 9 when one mismatched or failed."""
     from .render import sweep as sweep_render
 
-    data = api.sweep(selection or [], baseline, candidate, store=store, labels=_labels(label), rerun=rerun,
+    data = api.sweep(selection or [], baseline, candidate, store=store, releases=releases, labels=_labels(label),
+                     rerun=rerun,
                      ray_address=ray, warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
                      platform=platform, timeout_s=timeout, progress=_progress(as_json))
     data = clean_values(data)  # from bundles and run records: each value one line, escaped

@@ -10,8 +10,8 @@ hundreds of bundles is read in seconds) and returns plain data for render/histor
   whose column was never timed with the baseline is *apart*: the ratio of medians against the latest baseline run,
   no verdict (a ratio of two processes measured at different times says nothing a verdict could rest on);
 - outputs: the run's status against the packed reference (ok, mismatch) or why it did not run;
-- `first_regressed`: the first column after the baseline, in version order, whose cell is a settled "slower"
-  verdict or whose outputs mismatch the reference;
+- `first_regressed`: the first column after the baseline, in version order, worse than the baseline: a settled
+  "slower" verdict, or outputs that mismatch the reference (or no run) where the baseline's matched;
 - per bundle a series (column, median ns) for its chart.
 No I/O.
 """
@@ -101,11 +101,13 @@ def _cell(runs: Sequence[dict], baseline: str, column: str) -> dict | None:
     return cell
 
 
-def _regressed(cell: dict | None) -> bool:
-    if cell is None:
+def _regressed(cell: dict | None, base: dict | None) -> bool:
+    """Worse than the baseline, as an experiment showed it: a settled "slower" verdict timed together with it, or
+    outputs that mismatch the reference (or no run at all) where the baseline's matched."""
+    if cell is None or base is None or base["status"] != "ok":
         return False
     slower = cell["together"] and cell["verdict"] == "slower" and cell.get("settled")
-    return bool(slower or cell["status"] == "mismatch")
+    return bool(slower or cell["status"] != "ok")
 
 
 def build_history(bundles: Sequence[tuple[dict, Sequence[dict]]], baseline: str | None = None) -> dict:
@@ -119,7 +121,7 @@ def build_history(bundles: Sequence[tuple[dict, Sequence[dict]]], baseline: str 
     for identity, runs in bundles:
         cells = {c: _cell(runs, base, c) for c in columns} if base else {}
         after = columns[columns.index(base) + 1:] if base in columns else []
-        first = next((c for c in after if _regressed(cells.get(c))), None)
+        first = next((c for c in after if _regressed(cells.get(c), cells.get(base))), None)
         series = [{"column": c, "median_ns": cell["median_ns"]} for c, cell in cells.items()
                   if cell is not None and cell["median_ns"] is not None]
         rows.append({**identity, "cells": {c: v for c, v in cells.items() if v is not None},

@@ -132,7 +132,7 @@ def series_svg(row: Mapping, columns: list[str], width: int = 420, height: int =
     values = [v for _, v in points]
     lo, hi = min(values), max(values)
     span = (hi - lo) or hi or 1.0
-    left, right, top, bottom = 70, 10, 10, 24
+    left, right, top, bottom = 70, 30, 10, 24
     n = max(len(columns) - 1, 1)
 
     def x(i: int) -> float:
@@ -176,10 +176,11 @@ def to_html(data: Mapping, links: Mapping[tuple[str, str], str] | None = None) -
     charts = []
     for row in data["rows"]:
         anchor = f"b-{row['bundle_id'][7:19]}"
+        regressed = (f"first regressed at <b>{e(row['first_regressed'])}</b>" if row.get("first_regressed")
+                     else "no regression against the baseline")
         charts.append(f"<h3 id='{anchor}'>{e(clean(_row_label(row)))}</h3>"
-                      f"<p><code>{e(clean(row['ref']))}</code>"
-                      + (f": first regressed at <b>{e(row['first_regressed'])}</b>" if row.get("first_regressed")
-                         else "") + "</p>" + series_svg(row, columns))
+                      f"<p>{regressed}; {row['runs']} stored runs; median time per call by release:</p>"
+                      + series_svg(row, columns))
     title = f"History of {len(data['rows'])} bundles"
     return "\n".join([
         "<!doctype html><html><head><meta charset='utf-8'><meta name='viewport' content='width=device-width'>",

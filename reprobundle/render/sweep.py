@@ -17,8 +17,19 @@ _NO_RATIO = float("-inf")
 
 
 def ordered(results: Sequence[dict]) -> list[dict]:
-    """Worst first: by ratio, highest first; results without a ratio (failed, not timed) after them, by name."""
-    return sorted(results, key=lambda r: (-(r["ratio"] if r["ratio"] is not None else _NO_RATIO), r["ref"]))
+    """Worst first: by ratio, highest first; results without a ratio (failed, not timed) after them, by name. A
+    sweep of several candidates has a row per bundle and candidate (`name@1 on 0.9.2`)."""
+    rows = [row for r in results for row in per_candidate(r)]
+    return sorted(rows, key=lambda r: (-(r["ratio"] if r["ratio"] is not None else _NO_RATIO), r["ref"]))
+
+
+def per_candidate(result: dict) -> list[dict]:
+    """A result as table rows: itself for one candidate, else one row per candidate with its fields."""
+    candidates = result.get("candidates") or []
+    if len(candidates) <= 1:
+        return [result]
+    return [{**result, **c, "ref": f"{result['ref']} on {c['version']}",
+             "error": result["error"] if result["status"] == "failed" else None} for c in candidates]
 
 
 def summary_line(data: dict) -> str:
@@ -66,6 +77,9 @@ def _version(data: dict, which: str) -> str:
 
 
 def _title(data: dict) -> str:
+    candidates = data.get("candidates") or [data["candidate"]]
+    if len(candidates) > 1:
+        return f"jax {', '.join(candidates)} vs {_version(data, 'baseline')}"
     return f"jax {_version(data, 'candidate')} vs {_version(data, 'baseline')}"
 
 
