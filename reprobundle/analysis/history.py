@@ -121,7 +121,8 @@ def build_history(bundles: Sequence[tuple[dict, Sequence[dict]]], baseline: str 
     for identity, runs in bundles:
         cells = {c: _cell(runs, base, c) for c in columns} if base else {}
         after = columns[columns.index(base) + 1:] if base in columns else []
-        first = next((c for c in after if _regressed(cells.get(c), cells.get(base))), None)
+        base_cell = cells.get(base) if base else None
+        first = next((c for c in after if _regressed(cells.get(c), base_cell)), None)
         series = [{"column": c, "median_ns": cell["median_ns"]} for c, cell in cells.items()
                   if cell is not None and cell["median_ns"] is not None]
         rows.append({**identity, "cells": {c: v for c, v in cells.items() if v is not None},

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -35,12 +35,15 @@ from ..errors import UsageError
 from ..logs import Status
 from ..run.budget import STOP_RULED_OUT
 from ..run.execution import DEFAULT_TIMEOUT_S, Timing
+from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay_together
 from ..worker.synthetic import synthetic_array
 from .export import MLIR_ELEMENT_DTYPES, function_ops, load_stablehlo
 from .pack import pack
 
 DEFAULT_MAX_PIECES = 8
+# A piece's workers warm up less than a replay's: its calls are short, and there are many pieces.
+DEFAULT_OPTIONS = ReplayOptions(warmup=2, dump=False, profile=False)
 # Ops that do the work of a program: in a module without source locations, each starts a piece.
 HEAVY_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution", "stablehlo.reduce",
                        "stablehlo.reduce_window", "stablehlo.custom_call", "stablehlo.while", "stablehlo.sort",
@@ -228,7 +231,6 @@ class Isolation:
     pieces: list[PieceResult]
     moved: PieceResult | None  # the piece that moved most (a verdict of slower or faster first)
     packed: str | None  # its bundle in the user's store
-    whole_base_ns: float | None = None
 
 
 def _bundle_inputs(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
@@ -254,12 +256,13 @@ def _piece_verdict(base: dict, cand: dict) -> dict:
             "caveat": f"timed {len(paired)} round(s): too few for a verdict"}
 
 
-def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], *, max_pieces: int = DEFAULT_MAX_PIECES,
-            name: str | None = None, timing: Timing = Timing(warmup=2, repeat=100), max_time_s: float | None = None,
-            pin=None, timeout_s: float = DEFAULT_TIMEOUT_S, env_manager=None, python: str | None = None,
+def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], options: ReplayOptions = DEFAULT_OPTIONS, *,
+            max_pieces: int = DEFAULT_MAX_PIECES, name: str | None = None, env_manager=None, python: str | None = None,
             progress: Callable[[str], None] | None = None) -> Isolation:
     """Split `bundle`, pack each piece with its real inputs, time them on versions[0] (baseline) and versions[1]
-    together, and copy the piece whose median moved most into `registry` as `name` (default: NAME-piece-K)."""
+    together, and copy the piece whose median moved most into `registry` as `name` (default: NAME-piece-K).
+    `options`: how the pieces are timed (their XLA dumps and profiles are never kept)."""
+    timeout_s = options.timeout_s
     say = progress or (lambda _line: None)
     if len(versions) != 2:
         raise UsageError("isolate compares two versions", hint="give --jax twice: the baseline, then the candidate")
@@ -268,10 +271,9 @@ def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], *, max_
         split, results = pack_pieces(registry, bundle, scratch, max_pieces=max_pieces, timeout_s=timeout_s, say=say)
         say(Status(f"timing the {len(results)} pieces on jax {versions[0]} and {versions[1]} together; a piece stops "
                    "once it cannot hold the largest move", "isolate"))
-        all_runs = replay_together(scratch, [scratch.resolve(r.ref) for r in results], list(versions), timing=timing,
-                                   timeout_s=timeout_s, dump=False, profile=False, python=python,
-                                   env_manager=env_manager, progress=progress, pin=pin, max_time_s=max_time_s,
-                                   store_runs=False, largest_move=True)
+        all_runs = replay_together(scratch, [scratch.resolve(r.ref) for r in results], list(versions),
+                                   replace(options, dump=False, profile=False), python=python,
+                                   env_manager=env_manager, progress=progress, store_runs=False, largest_move=True)
         moved = judge(results, all_runs)
         packed_ref = None
         if moved is not None:

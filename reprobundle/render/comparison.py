@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 
 from ..analysis.comparison import REFERENCE, TIMED, short, signed_ns
-from ..errors import clean, first_line
+from ..errors import clean, cut, first_line
 from ..units import human_ns
 from .sharing import reproduce_lines, reproduce_markdown, reproduce_text, where_text
 
@@ -201,10 +201,6 @@ def _paint(text: str, style: str, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if color and code and text else text
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(1, width - 1)] + "…"
-
-
 def _wrap(text: str, width: int, indent: str = "", more: str = "    ") -> list[str]:
     return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + more,
                          break_long_words=True, break_on_hyphens=False) or [indent.rstrip()]
@@ -222,7 +218,7 @@ def _grid(headers: list[str], rows: list[list[str]], width: int, styles: list[li
     for k, cells in enumerate([headers, ["-" * w for w in widths], *rows]):
         parts = []
         for i, (cell, w) in enumerate(zip(cells, widths)):
-            text = _cut(str(cell), w)
+            text = cut(str(cell), w)
             pad = text.ljust(w) if i < len(widths) - 1 else text
             style = styles[k - 2][i] if styles and k >= 2 and i < len(styles[k - 2]) else ""
             parts.append(_paint(pad, style, color) if style and text.strip() else pad)
@@ -276,7 +272,7 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
         lines = _wrap(h["text"], width)
         style = h["direction"] if h["direction"] in _ANSI else ""
         out += [_paint(line, style, color) for line in lines]
-    out += ["", _cut(_context_line(c), width)]
+    out += ["", cut(_context_line(c), width)]
     rep = c.get("reproduce")
     if rep:
         out += [""] + [line for x in reproduce_text(rep, brief=True) for line in _wrap(x, width, more="  ")]
@@ -292,7 +288,7 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
             out += _wrap(f"fusion: {_kinds_text(f['base'])} -> {_kinds_text(f['cand'])}; {f['summary']}", width,
                          "  ", "  ")
             lines = _fusion_lines(f)
-            out += ["    " + _cut(line, width - 4) for line in lines[:8]]
+            out += ["    " + cut(line, width - 4) for line in lines[:8]]
             if len(lines) > 8:
                 out.append(f"    ... and {len(lines) - 8} more (--report or --html lists them all)")
         if d["per_op"]:

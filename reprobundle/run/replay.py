@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,10 +31,10 @@ from ..store.scratch import scratch_dir
 from .budget import Budget, plan
 from .conditions import conditions, snapshot
 from .contenders import ContenderSpec, as_specs
-from .execution import DEFAULT_TIMEOUT_S, Timing, build_job, dtype_of, environment_of, store_result
+from .execution import Timing, build_job, dtype_of, environment_of, store_result
+from .options import ReplayOptions
 from .platforms import PlatformChoice, choose_platform, detect_devices
 from .schedule import (
-    DEFAULT_STEPS,
     Contender,
     Measurement,
     Pin,
@@ -167,32 +167,27 @@ def replay_platform(bundle: Bundle, override: str | None = None) -> PlatformChoi
     return choose_platform(lowered, present, override, what=str(bundle.ref))
 
 
-def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | ContenderSpec] = ("installed",), *,
-           timing: Timing = Timing(repeat=DEFAULT_STEPS), timeout_s: float = DEFAULT_TIMEOUT_S, dump: bool = True,
-           profile: bool = True,
-           python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
-           memory_limit_bytes: int | None = None, store_runs: bool = True,
-           shapes: dict[str, int] | None = None, platform: str | None = None, pin: Pin | None = None,
-           max_time_s: float | None = None) -> list[dict]:
+def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | ContenderSpec] = ("installed",),
+           options: ReplayOptions | None = None, *, python: str | None = None, env_manager=None,
+           progress: Callable[[str], None] | None = None, store_runs: bool = True, **settings: Any) -> list[dict]:
     """Replay `bundle` on each version ("installed" is the host interpreter) and return the run records, in the
     order of `versions`. The versions are timed together, interleaved (see schedule.py); runs measured together
-    share `timing.group`, which is what lets the verdict pair their samples.
+    share `timing.group`, which is what lets the verdict pair their samples. `options` (run/options.py), or
+    `settings` naming some of its fields (a Timing as `timing`), say how.
 
-    Every version runs on one platform: `platform` ("cpu", "cuda", "cuda12", "rocm", "tpu") if given, else the
-    first of the bundle's accelerator platforms this machine has, else the CPU (replay_platform); each run's
+    Every version runs on one platform: `options.platform` ("cpu", "cuda", "cuda12", "rocm", "tpu") if given, else
+    the first of the bundle's accelerator platforms this machine has, else the CPU (replay_platform); each run's
     environment records the platform and device it ran on.
 
-    `shapes` ({"b": 16}) runs a shape-polymorphic bundle at other sizes, on synthetic inputs; its outputs are then
-    compared between the versions but not with the reference, which ran at the packed sizes.
+    `options.shapes` ({"b": 16}) runs a shape-polymorphic bundle at other sizes, on synthetic inputs; its outputs are
+    then compared between the versions but not with the reference, which ran at the packed sizes.
 
-    Without `timing.rounds`, several versions are timed in as many rounds as their verdicts need to settle
-    (budget.py), within `max_time_s`; `pin` runs every worker on the same CPUs and threads (schedule.Pin). Each
-    run's environment keeps the conditions of the measurement (`conditions`: load, CPUs, busy processes, memory,
-    the schedule) and its worker's own (`process`: affinity, threads, thread settings)."""
-    return replay_together(registry, [bundle], versions, timing=timing, timeout_s=timeout_s, dump=dump,
-                           profile=profile, python=python, env_manager=env_manager, progress=progress,
-                           memory_limit_bytes=memory_limit_bytes, store_runs=store_runs, shapes=shapes,
-                           platform=platform, pin=pin, max_time_s=max_time_s)[0]
+    Without `options.rounds`, several versions are timed in as many rounds as their verdicts need to settle
+    (budget.py), within `options.max_time_s`; `options.pin` runs every worker on the same CPUs and threads
+    (schedule.Pin). Each run's environment keeps the conditions of the measurement (`conditions`: load, CPUs, busy
+    processes, memory, the schedule) and its worker's own (`process`: affinity, threads, thread settings)."""
+    return replay_together(registry, [bundle], versions, options, python=python, env_manager=env_manager,
+                           progress=progress, store_runs=store_runs, **settings)[0]
 
 
 @dataclass
@@ -215,27 +210,29 @@ class _Timed:
     contender: Contender
 
 
-def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str | ContenderSpec] = ("installed",), *,
-                    timing: Timing = Timing(repeat=DEFAULT_STEPS), timeout_s: float = DEFAULT_TIMEOUT_S,
-                    dump: bool = True, profile: bool = True, python: str | None = None, env_manager=None,
-                    progress: Callable[[str], None] | None = None, memory_limit_bytes: int | None = None,
-                    store_runs: bool = True, shapes: dict[str, int] | None = None, platform: str | None = None,
-                    pin: Pin | None = None, max_time_s: float | None = None,
-                    largest_move: bool = False) -> list[list[dict]]:
+def replay_together(registry: Registry, bundles: Sequence[Bundle],
+                    versions: Sequence[str | ContenderSpec] = ("installed",), options: ReplayOptions | None = None, *,
+                    python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
+                    store_runs: bool = True, largest_move: bool = False, **settings: Any) -> list[list[dict]]:
     """Replay each of `bundles` on each version, all in one interleaved measurement (see replay, whose options these
     are), and return per bundle its run records in the order of `versions`. Each bundle's versions are compared
     among themselves: the budget judges them against the bundle's first version, and their steps make the same
     number of calls (schedule.Contender.group). With `largest_move` the bundles are the pieces of one function
     (isolate), and the budget stops timing those that cannot hold its largest move (budget.py)."""
+    if options is None:
+        options = ReplayOptions.of(**settings)
+    elif settings:
+        raise TypeError(f"replay takes options or settings, not both ({', '.join(settings)})")
+    timing, shapes = options.timing, options.shapes
     first_look = snapshot()
     specs = as_specs(versions)
-    jobs = _JobOptions(timing, dump, profile)
+    jobs = _JobOptions(timing, options.dump, options.profile)
     interpreters = _Interpreters(python, env_manager, progress)
     runs: dict[tuple[int, int], dict] = {}
     timed: list[_Timed] = []
     targets: list[_Target] = []
     for b, bundle in enumerate(bundles):
-        target = _target(registry, bundle, shapes, platform)
+        target = _target(registry, bundle, shapes, options.platform)
         targets.append(target)
         for index, spec in enumerate(specs):
             entry = _timed_entry(registry, bundles, b, target, index, spec, jobs, interpreters)
@@ -243,7 +240,7 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
                 timed.append(entry)
             else:
                 runs[b, index] = entry
-    budget = plan([t.contender.key for t in timed], timing.repeat, timing.rounds, max_time_s,
+    budget = plan([t.contender.key for t in timed], timing.repeat, timing.rounds, options.max_time_s,
                   largest_move=largest_move,
                   groups=[[t.contender.key for t in timed if t.bundle_index == b] for b in range(len(bundles))])
     if progress and timed:
@@ -254,8 +251,9 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
     with scratch_dir(tempfile.gettempdir(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
         batches = _batches(bundles, targets, timed)
         measured, measured_under = _measure(batches, budget, Path(tmp), first_look, timing=timing,
-                                            timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes,
-                                            progress=progress, pin=pin, count=len(timed))
+                                            timeout_s=options.timeout_s,
+                                            memory_limit_bytes=options.memory_limit_bytes, progress=progress,
+                                            pin=options.pinned, count=len(timed))
         at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((shapes or {}).items()))
         for t in timed:
             timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
@@ -306,14 +304,15 @@ def _job_writer(registry: Registry, target: _Target, spec: ContenderSpec,
     return write_job
 
 
-def _target(registry: Registry, bundle: Bundle, shapes: dict[str, int] | None, platform: str | None) -> _Target:
+def _target(registry: Registry, bundle: Bundle, shapes: Mapping[str, int] | None,
+            platform: str | None) -> _Target:
     """The bundle's inputs at `shapes` (synthetic) or as packed, its reference, and the platform it replays on."""
     m = bundle.manifest
     resized = None
     if shapes:
         from ..worker.synthetic import synthetic_spec
 
-        resized = resized_inputs(m, shapes, synthetic_spec)
+        resized = resized_inputs(m, dict(shapes), synthetic_spec)
     reference = None if resized else reference_arrays(registry, bundle)
     choice = replay_platform(bundle, platform)
     log.info("%s: replaying on %s (%s)", bundle.ref, choice.platform, choice.reason)

@@ -18,6 +18,7 @@ marked stored.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import importlib.metadata
 import json
 import socket
@@ -29,17 +30,14 @@ import numpy as np
 
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
-from ..errors import ReproBundleError, StoreError, UsageError, exception_line, first_line
+from ..errors import ReplayError, ReproBundleError, StoreError, UsageError, exception_line, first_line
 from .budget import plan
-from .execution import DEFAULT_TIMEOUT_S, Timing
 from .executor import Executor, LocalExecutor, ReplayTask, TaskResult, failed_result, result_skeleton
-from .schedule import DEFAULT_STEPS, Pin
+from .options import ReplayOptions
 
 # The replay options a task carries, with their defaults (plain JSON values). `pin`: a list of CPU ids or None;
 # `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults).
-DEFAULT_OPTIONS: dict[str, Any] = {"warmup": 5, "repeat": DEFAULT_STEPS, "rounds": None, "max_time_s": None,
-                                   "pin": None, "platform": None, "timeout_s": DEFAULT_TIMEOUT_S, "env_dir": None,
-                                   "python": None, "dump": True, "profile": True}
+DEFAULT_OPTIONS: dict[str, Any] = {**ReplayOptions().task_options(), "env_dir": None, "python": None}
 # Output status of a bundle across the two versions, worst last.
 OUTPUT_OK, OUTPUT_MISMATCH, OUTPUT_FAILED = "ok", "mismatch", "failed"
 TIMED = ("ok", "mismatch")
@@ -77,12 +75,8 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
         prefetch(registry, bundle)
         manager = EnvironmentManager(Path(options["env_dir"]) if options["env_dir"] else None,
                                      python=options["python"])
-        pin = Pin(tuple(options["pin"]), len(options["pin"])) if options["pin"] else None
-        runs = replay(registry, bundle, list(task.versions),
-                      timing=Timing(warmup=options["warmup"], repeat=options["repeat"], rounds=options["rounds"]),
-                      timeout_s=options["timeout_s"], dump=options["dump"], profile=options["profile"],
-                      python=options["python"], env_manager=manager, platform=options["platform"], pin=pin,
-                      max_time_s=options["max_time_s"], store_runs=False, progress=progress)
+        runs = replay(registry, bundle, list(task.versions), ReplayOptions.from_task(options),
+                      python=options["python"], env_manager=manager, store_runs=False, progress=progress)
     except StoreError:
         raise
     except ReproBundleError as e:
@@ -356,6 +350,53 @@ def sweep(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str]
                                            f"the {executor.name} executor returned no result for this bundle")
     return [r for r in results if r is not None]
 
+
+def sweep_report(registry: Registry, bundles: Sequence[Bundle], results: list[TaskResult], versions: Sequence[str],
+                 options: dict[str, Any], *, executor_name: str, rerun: bool, extra_args: Sequence[str]) -> dict:
+    """A sweep's plain result (api.sweep's docstring): each bundle's result with its Reproduce block, the two
+    versions as concrete ones ("installed" is this host's; `candidate` is the last of `candidates`), the counts."""
+    from ..bundle.sharing import reproduce_info
+
+    baseline, candidates = versions[0], list(versions[1:])
+    here = {v: host_jax() or v if v == "installed" else v for v in versions}
+    for bundle, result in zip(bundles, results):
+        concrete = ([r["jax"] for r in result["runs"]] if len(result["runs"]) == len(versions)
+                    else [here[v] for v in versions])
+        result["reproduce"] = reproduce_info(registry, bundle, concrete, extra_args=list(extra_args))
+    return {"format": "reprobundle.sweep", "version": 1, "store": registry.url, "baseline": baseline,
+            "candidate": candidates[-1], "candidates": candidates,
+            "jax": {"baseline": here[baseline], "candidate": here[candidates[-1]]},
+            "executor": executor_name, "options": options, "rerun": rerun, "results": results,
+            "counts": counts(results)}
+
+
+def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, executor: Executor | None,
+                 env_manager, env_dir: str | None, python: str | None,
+                 progress: Callable[[str], None] | None = None) -> Callable[[Sequence[str]], list[dict]]:
+    """What a bisection calls to replay `bundle` on versions timed together: a replay task on `executor` (its runs
+    stored in the bundle's registry, read back), or, for a bundle in a read-only store, a replay here whose runs are
+    not stored."""
+    task_options = {**options.task_options(), "env_dir": env_dir, "python": python}
+    # the local executor runs the task here: the replay's own progress lines can go to the display
+    carry_out = functools.partial(run_replay_task, progress=progress) \
+        if isinstance(executor, LocalExecutor) else run_replay_task
+
+    def replay_together(versions: Sequence[str]) -> list[dict]:
+        from .replay import replay
+
+        if registry.store.read_only:
+            return replay(registry, bundle, versions, options, env_manager=env_manager, progress=progress,
+                          store_runs=False)
+        assert executor is not None
+        task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), task_options)
+        (_, outcome), = executor.run(carry_out, [task])
+        if outcome["status"] == "failed":
+            raise ReplayError(f"replaying {bundle.ref} on jax {', '.join(versions)} failed: {outcome['error']}",
+                              hint="rerun with -v to see what the replay did")
+        by_id = {r["run_id"]: r for r in registry.runs(bundle.ref.bundle_id)}
+        return [by_id[r["run_id"]] for r in outcome["runs"]]
+
+    return replay_together
 
 
 # ------------------------------------------------------------------------------------------------ counting

@@ -31,11 +31,11 @@ from .protocol import (
 from .routes import Routes
 from .stablehlo import serialize_compat_artifact, stablehlo_versions, version_tuple
 from .synthetic import synthetic_array
-from .timing import Timing
+from .timing import TimedCalls
 from .trace import Profiling
 
 
-class Worker(Routes, Timing, Profiling):
+class Worker(Routes, TimedCalls, Profiling):
     """The state of one job; each phase checkpoints so a crash still names it."""
 
     def __init__(self, job, result_path=None, control=None):
