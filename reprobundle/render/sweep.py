@@ -11,6 +11,7 @@ from ..errors import clean, cut, first_line
 from ..run.sweep import outcome, outcome_text
 from .comparison import CSS, PALETTE, WIDTH, details, html_table, md, md_table
 from .sharing import where_text
+from .table import grid
 
 HEADERS = ["BUNDLE", "TIME VS BASELINE (95% CI)", "OUTPUTS", "MOVED MOST", "WHERE"]
 _NO_RATIO = float("-inf")
@@ -99,8 +100,7 @@ def to_text(data: dict, width: int = WIDTH) -> str:
     moved = max(12, width - sum(fixed) - where - 2 * 4)
     widths = fixed + [moved, where]
     lines = [cut(line, width) for line in _header(data)]
-    for row in [HEADERS] + rows:
-        lines.append("  ".join(cut(x, w).ljust(w) for x, w in zip(row, widths)).rstrip())
+    lines += grid(HEADERS, rows, widths=widths, rule=False)
     for title, items in (("failed", _failures(data["results"])), ("mismatched", _mismatches(data["results"]))):
         if items:
             lines += ["", f"{title}:"] + [cut(f"  {clean(ref, 60)}: {clean(first_line(why, 400), 400)}", width)
