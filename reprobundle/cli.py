@@ -501,7 +501,7 @@ def history(
     if html_path is not None:
         links = api.history_reports(data, html_path.parent / f"{html_path.stem}-reports", store=store)
         _write_files(data, ((html_path, lambda d: history_render.to_html(d, links)),))
-    _emit(as_json, history_render.history_data(data), history_render.to_text(data, width=_terminal()[0]))
+    _emit(as_json, history_render.history_data(data), history_render.to_text(data, *_terminal()))
 
 
 @app.command()

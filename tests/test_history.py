@@ -106,7 +106,7 @@ def test_history_page_is_one_offline_file(swept, tmp_path):
     page = tmp_path / "site" / "history.html"
     code, out, err = cli("history", "--html", page, store=store)
     assert code == 0, err
-    assert "chain@1" in out and "nanfast@1" in out and "* first regressed" in out  # the legend
+    assert "chain@1" in out and "nanfast@1" in out and "* the first release worse than the baseline" in out
     text = page.read_text()
     assert text.count("<svg class='chart'") == 2
     assert "<script" not in text and "<link" not in text and "src=" not in text and "url(" not in text

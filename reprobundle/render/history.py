@@ -9,16 +9,13 @@ told apart with every common colour-vision deficiency). `*` marks the first rele
 from __future__ import annotations
 
 import html
-import io
 import math
 from typing import Mapping
-
-from rich.console import Console
-from rich.table import Table
 
 from ..errors import clean
 from ..units import human_ns
 from .comparison import CSS, PALETTE, WIDTH
+from .table import grid
 
 SYMBOLS = {"slower": "▲", "faster": "▼", "same": "=", "unknown": "?"}
 _HTML_CSS = CSS + """
@@ -75,22 +72,18 @@ def summary_line(data: Mapping) -> str:
     return text
 
 
-def to_text(data: Mapping, width: int = WIDTH) -> str:
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    table.add_column("BUNDLE", overflow="fold")
-    for column in data["columns"]:
-        table.add_column(column, justify="right", no_wrap=True)
+def to_text(data: Mapping, width: int = WIDTH, color: bool = False) -> str:
+    headers = ["BUNDLE", *data["columns"]]
+    rows, styles = [], []
     for row in data["rows"]:
-        cells = []
-        for column in data["columns"]:
-            text = cell_text(row["cells"].get(column))
-            cells.append(text + (" *" if row.get("first_regressed") == column else ""))
-        table.add_row(clean(_row_label(row)), *cells)
-    buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None, legacy_windows=False).print(table)
-    legend = ("▲ slower  ▼ faster  = same (settled, timed together with the baseline)  ? not settled  "
-              "(x) not timed with the baseline: no verdict  * first regressed")
-    return "\n".join([summary_line(data), "", buffer.getvalue().rstrip(), "", legend]) + "\n"
+        cells = [row["cells"].get(c) for c in data["columns"]]
+        marks = [" *" if row.get("first_regressed") == c else "" for c in data["columns"]]
+        rows.append([clean(_row_label(row))] + [cell_text(cell) + mark for cell, mark in zip(cells, marks)])
+        styles.append([""] + [cell_style(cell) for cell in cells])
+    legend = ["▲ slower  ▼ faster  = same: settled, timed together with the baseline;  ? not settled",
+              "(1.20x) not timed with the baseline: no verdict;  * the first release worse than the baseline"]
+    table = grid(headers, rows, width=width, flex=0, styles=styles, color=color)
+    return "\n".join([summary_line(data), "", *table, "", *legend]) + "\n"
 
 
 # ------------------------------------------------------------------------------------------------ HTML
