@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..bundle.model import run_label
 from ..bundle.trees import output_names
 from ..errors import first_line
 from ..units import human_ns
@@ -257,7 +258,7 @@ def _reference_row(manifest: dict) -> dict:
 def _run_row(run: dict, names: list[str]) -> dict:
     timing = run.get("timing") or {}
     check = run.get("check")
-    return {"label": run["requested"], "requested": run["requested"],
+    return {"label": run_label(run), "requested": run_label(run),
             "jax": str((run.get("environment") or {}).get("jax") or "?"), "status": run["status"],
             "reason": run.get("reason", ""), "route": run.get("route"), "compile_s": _num(timing.get("compile_s")),
             "err_ref": _error_fields(check, names) if check else None, "per_op": run.get("per_op") or [],
