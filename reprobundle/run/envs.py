@@ -52,6 +52,8 @@ from packaging.version import Version
 
 from ..errors import EnvironmentCreationError, NoSuitablePythonError
 from .interpreters import Interpreter, InterpreterFinder, requested_python
+from .local_env import inspect_interpreter, is_path_request
+from .nightly import Nightly, find_nightly, list_nightlies, nightly_date, nightly_index_url
 from .package_index import CACHE_FILE, INDEX_CACHE_TTL_S, PackageIndex, index_url, installable, jaxlib_for
 from .platforms import ACCELERATORS, CUDA_BUILDS, PLATFORMS, build_platform, detect_devices, platform_label
 from .versions import python_release, release_name, same_release, version_key
@@ -79,7 +81,8 @@ EXTRA_PACKAGES = ("msgpack", "flatbuffers")
 NUMPY2_FIRST_JAX = Version("0.4.26")
 
 _VERSION_RE = re.compile(r"^\d+(\.\d+)*$")  # what ensure() accepts: a plain release ("0.8.0", "0.12.0.1")
-_ENV_DIR_RE = re.compile(r"^jax-(\d+(?:\.\d+)*)(?:-(cuda\d+|rocm|tpu))?-py(\d+)\.(\d+)$")  # no build: cpu
+# no build: cpu; a nightly's version ends in .devYYYYMMDD
+_ENV_DIR_RE = re.compile(r"^jax-(\d+(?:\.\d+)*(?:\.dev\d{8})?)(?:-(cuda\d+|rocm|tpu))?-py(\d+)\.(\d+)$")
 _VERIFY_MARK = "REPROBUNDLE-VERIFY "
 
 
@@ -95,6 +98,11 @@ class JaxEnvironment:
     numpy_version: str | None = None
     build: str = "cpu"  # "cpu", "cuda12", "cuda13", "rocm", "tpu": the wheels it holds (see platforms.py)
     shared_bytes: int | None = None  # of size_bytes, in files linked from uv's cache (shared with other envs)
+    nightly: str | None = None  # a nightly's date (ISO), None for a release
+    index: str | None = None  # the index its jax came from, when not the default one
+    commits: tuple[tuple[str, str], ...] = ()  # (("jax", sha), ("jaxlib", sha)): what the version modules record
+    local: bool = False  # --jax PATH: an interpreter reprobundle did not create, used as it is
+    source_build: str | None = None  # --jax PATH: why its jaxlib counts as built from source; None: from an index
 
     @property
     def platform(self) -> str:
@@ -153,6 +161,15 @@ def default_root() -> Path:
         return Path(platformdirs.user_cache_dir("reprobundle")) / "envs"
     except ImportError:  # pragma: no cover - platformdirs is a dependency
         return Path.home() / ".cache" / "reprobundle" / "envs"
+
+
+def local_environment(request: str) -> JaxEnvironment:
+    """`--jax PATH`: the interpreter or environment at PATH, its JAX as it is (see local_env.py); nothing cached."""
+    info = inspect_interpreter(request)
+    prefix = Path(info["prefix"])
+    return JaxEnvironment(info["jax"], info["python_executable"], info["python"], prefix, None, None,
+                          info["jaxlib"], info["numpy"], local=True, source_build=info["source_build"],
+                          commits=tuple(sorted((k, v) for k, v in info["commits"].items() if v)))
 
 
 def _normalize_request(version: str) -> str:
@@ -257,7 +274,7 @@ def _clean_env() -> dict[str, str]:
 
 
 _VERIFY = """
-import importlib.metadata as md, importlib.util, json, os, platform, sys
+import importlib, importlib.metadata as md, importlib.util, json, os, platform, sys
 import numpy
 import jax
 import jax.numpy as jnp
@@ -281,6 +298,8 @@ print("__MARK__" + json.dumps({
     "python": platform.python_version(), "devices": [str(d) for d in devices],
     "device_kind": str(getattr(devices[0], "device_kind", "")),
     "packages": {d.metadata["Name"]: d.version for d in md.distributions()},
+    "commits": {name: getattr(importlib.import_module(name + ".version"), "_git_hash", None)
+                for name in ("jax", "jaxlib")},
 }))
 """.replace("__MARK__", _VERIFY_MARK)
 
@@ -291,18 +310,22 @@ print("__MARK__" + json.dumps({
 class EnvironmentManager:
     """Creates, finds, lists and removes the per-JAX-version environments under one root directory."""
 
-    def __init__(self, root: Path | None = None, *, python: str | None = None, uv: str | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, python: str | None = None, uv: str | None = None,
+                 index_url: str | None = None) -> None:
         """`root`: where environments live (default: $REPROBUNDLE_ENV_DIR, else the user cache's envs/).
         `python`: the interpreter the user named with --python (a path, a command, or a version such as
         "3.12"); when given, it is the only candidate. `uv`: the uv binary (default: the `uv` package's, else
-        `uv` on PATH); "" builds with `python -m venv` and pip instead.
+        `uv` on PATH); "" builds with `python -m venv` and pip instead. `index_url`: the PEP 503 index nightlies come
+        from (default: $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index) and releases too (a mirror of PyPI).
         """
         self.root = Path(root).expanduser() if root is not None else default_root()
         self.python = str(python) if python else None
         self._uv = uv
         self._uv_resolved = uv is not None
         self._interpreters = InterpreterFinder(self.python, self._uv_bin)
-        self._index = PackageIndex(self.root / CACHE_FILE)
+        self.index_url = index_url.rstrip("/") if index_url else None
+        self._index = PackageIndex(self.root / CACHE_FILE, url=self.index_url)
+        self._nightlies: dict[str, tuple[builtins.list[Nightly], dict]] = {}  # index -> list_nightlies(index)
         self._found_devices = None  # detect_devices(), when a choice needs it
 
     # ------------------------------------------------------------------------------ public API
@@ -317,16 +340,20 @@ class EnvironmentManager:
         requested = _normalize_request(version)
         if requested == INSTALLED:
             return self._installed()
+        if is_path_request(requested):
+            return local_environment(requested)
         if platform not in PLATFORMS or (build is not None and build_platform(build) != platform):
             raise EnvironmentCreationError(f"no {build or platform} build of jax for the platform {platform!r}",
                                            hint="platforms: cpu, cuda (builds cuda12, cuda13), rocm, tpu")
         if platform == "cpu":
             build = "cpu"
+        if nightly_date(requested) is not None:
+            return self._ensure_nightly(requested, platform, say)
         if requested == LATEST:
             versions = self.available_versions()
             if not versions:
                 raise EnvironmentCreationError("no jax release found on the package index",
-                                               hint=f"check the index ({index_url()}) is reachable")
+                                               hint=f"check the index ({self.index_url or index_url()}) is reachable")
             hit = self._find_existing(versions[-1], platform, build)
             if hit is not None:
                 return hit
@@ -352,7 +379,7 @@ class EnvironmentManager:
         index = self._index.load(want=requested)
         if index is None:
             raise EnvironmentCreationError(f"the package index is unreachable: {self._index.error}",
-                                           hint=f"check the index ({index_url()}) is reachable")
+                                           hint=f"check the index ({self.index_url or index_url()}) is reachable")
         canonical = next((v for v in index["jax"] if same_release(v, requested)), None)
         if canonical is None or jaxlib_for(index, canonical) is None:
             raise EnvironmentCreationError(f"jax {requested} is not an installable release on {index['url']}")
@@ -467,9 +494,57 @@ class EnvironmentManager:
         index = self._index.load(max_age=INDEX_CACHE_TTL_S)
         if index is None:
             raise EnvironmentCreationError(
-                f"could not read the list of jax releases from {index_url()}: {self._index.error}",
+                f"could not read the list of jax releases from {self.index_url or index_url()}: {self._index.error}",
                 hint="check the network or the index settings (UV_DEFAULT_INDEX / UV_INDEX_URL)")
         return sorted(installable(index), key=Version)
+
+    # ------------------------------------------------------------------------------------ nightlies
+
+    def nightlies(self) -> tuple[builtins.list[Nightly], dict]:
+        """(the nightlies on the nightly index installable here, oldest first; {date: why incomplete}), read once."""
+        index = nightly_index_url(self.index_url)
+        if index not in self._nightlies:
+            log.info("nightly index: reading the jax and jaxlib listings of %s", index)
+            self._nightlies[index] = list_nightlies(index)
+        return self._nightlies[index]
+
+    def _find_nightly(self, day: str) -> JaxEnvironment | None:
+        """A finished CPU environment of the nightly of `day` (ISO), without the network."""
+        stamp = day.replace("-", "")
+        versions = {m.group(1) for d in self._dot_dirs("jax-") if (m := _ENV_DIR_RE.match(d.name))
+                    and m.group(1).endswith(f".dev{stamp}")}
+        for version in sorted(versions, key=Version, reverse=True):
+            hit = self._find_existing(version, "cpu", "cpu")
+            if hit is not None and hit.nightly == day:
+                return hit
+        return None
+
+    def _ensure_nightly(self, requested: str, platform: str, say: Callable[[str], None]) -> JaxEnvironment:
+        if platform != "cpu":
+            raise EnvironmentCreationError(f"jax {requested}: nightly environments are built for the CPU only",
+                                           hint="replay nightlies with --platform cpu")
+        day = nightly_date(requested)
+        assert day is not None
+        hit = self._find_nightly(day.isoformat())
+        if hit is not None:
+            return hit
+        index = nightly_index_url(self.index_url)
+        found = find_nightly(requested, self.nightlies()[0], index)
+        interp = self._interpreters.choose(found.jax_version, list(found.pythons), None, found.jaxlib_version)
+        lock = self._lock_path(found.jax_version, "cpu")
+        with contextlib.ExitStack() as stack:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(_file_lock(lock, lambda: say(f"waiting for another process creating the "
+                                                                 f"environment for jax {found.jax_version} ...")))
+            except OSError as e:
+                raise EnvironmentCreationError(f"cannot write to the environment directory {self.root}: {e}",
+                                               hint="set REPROBUNDLE_ENV_DIR to a writable directory") from None
+            hit = self._find_nightly(day.isoformat())
+            if hit is not None:
+                return hit
+            say(f"nightly of {day.isoformat()}: jax {found.jax_version}, jaxlib {found.jaxlib_version} from {index}")
+            return self._build(found.jax_version, interp, found.jaxlib_version, say, nightly=found)
 
     # -------------------------------------------------------------------------- host ("installed")
 
@@ -531,7 +606,8 @@ class EnvironmentManager:
                 python_version=meta["python_version"], path=d, created=meta.get("created"),
                 size_bytes=meta.get("size_bytes"), jaxlib_version=meta.get("jaxlib_version"),
                 numpy_version=meta.get("numpy_version"), build=str(meta.get("build") or "cpu"),
-                shared_bytes=meta.get("shared_bytes"))
+                shared_bytes=meta.get("shared_bytes"), nightly=meta.get("nightly"), index=meta.get("index"),
+                commits=tuple(sorted((str(k), str(v)) for k, v in (meta.get("commits") or {}).items() if v)))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -746,7 +822,7 @@ class EnvironmentManager:
             return self._build(version, interp, jaxlib, say, build=build)
 
     def _build(self, version: str, interp: Interpreter, jaxlib: str | None,
-               say: Callable[[str], None], *, build: str = "cpu") -> JaxEnvironment:
+               say: Callable[[str], None], *, build: str = "cpu", nightly: Nightly | None = None) -> JaxEnvironment:
         start = time.perf_counter()
         pyminor = f"{interp.minor[0]}.{interp.minor[1]}"
         name = env_dir_name(version, build, pyminor)
@@ -763,6 +839,9 @@ class EnvironmentManager:
         on = "" if build == "cpu" else f" for {platform_label(build_platform(build))} ({build})"
         say(f"creating environment for jax {version}{on} (Python {interp.version}) ...")
         reqs, options = requirements(version, jaxlib, build)
+        index = nightly_index_url(self.index_url) if nightly else self.index_url
+        if index:  # a nightly's index is searched before the default one; a release mirror replaces PyPI
+            options = [*options, "--extra-index-url" if nightly else "--index-url", index]
         if not jaxlib:
             log.info("jax %s: the index is unreadable, so the jaxlib is left to the installer (jaxlib<=%s)",
                      version, version)
@@ -770,8 +849,8 @@ class EnvironmentManager:
             log.info("jax %s: numpy<2 (jaxlib releases before %s fail to import with NumPy 2)", version,
                      NUMPY2_FIRST_JAX)
         try:
-            installer = self._install(tmp, interp, reqs, offline=self._index.error is not None, say=say,
-                                      options=options)
+            installer = self._install(tmp, interp, reqs, offline=not nightly and self._index.error is not None,
+                                      say=say, options=options)
             say(f"verifying: importing jax in the new environment{' on ' + build_platform(build) if on else ''} ...")
             info = self._verify(tmp, version, build_platform(build))
             size, shared = _dir_size(tmp), _shared_size(tmp)
@@ -794,6 +873,9 @@ class EnvironmentManager:
                 "build": build,
                 "installer_options": options,
                 "device_kind": info.get("device_kind"),
+                "commits": info.get("commits") or {},
+                "nightly": nightly.date.isoformat() if nightly else None,
+                "index": index,
             }
             _fix_paths(tmp, final)
             (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
