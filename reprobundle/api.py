@@ -270,11 +270,12 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
     return _capture_program(list(command), options.check(), pack_options, progress=progress)
 
 
-def environment_manager(env_dir: str | None = None, *, python: str | None = None):
-    """The cache of per-version JAX environments ($REPROBUNDLE_ENV_DIR or the user cache by default)."""
+def environment_manager(env_dir: str | None = None, *, python: str | None = None, index_url: str | None = None):
+    """The cache of per-version JAX environments ($REPROBUNDLE_ENV_DIR or the user cache by default); `index_url`:
+    where nightlies (and, a mirror, releases) come from (see run/nightly.py)."""
     from .run.envs import EnvironmentManager
 
-    return EnvironmentManager(Path(env_dir) if env_dir else None, python=python)
+    return EnvironmentManager(Path(env_dir) if env_dir else None, python=python, index_url=index_url)
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
            progress: Callable[[str], None] | None = None,
            memory_limit_bytes: int | None = None, shapes: dict[str, int] | Sequence[str] | None = None,
            platform: str | None = None, pin: str | Sequence[int] | None = None,
-           max_time_s: float | None = None) -> ReplayResult:
+           max_time_s: float | None = None, index_url: str | None = None) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
     Several versions are timed in as many rounds as settle their verdicts (at most 32) unless `rounds` fixes them;
@@ -311,6 +312,9 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     `shapes` ({"b": 16} or ["b=16"]) replays a shape-polymorphic bundle at other sizes, on synthetic inputs.
     `platform` ("cpu", "cuda", "cuda12", "cuda13", "rocm", "tpu"): where every version runs (default: the bundle's
     first accelerator platform this machine has, else the CPU; see run/platforms.py).
+    A version is a release, "installed", "latest", a nightly ("nightly:2025-10-03", "0.8.0.dev20251003", from
+    `index_url`, else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index) or the path of a Python interpreter or
+    environment whose JAX is used as it is (see run/envs.py).
     """
     from .bundle.dims import parse_bindings
 
@@ -330,7 +334,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
     env_manager = None
     if any(v != "installed" for v in versions) or python:
-        env_manager = environment_manager(env_dir, python=python)
+        env_manager = environment_manager(env_dir, python=python, index_url=index_url)
     pinned = parse_pin(pin)
     if max_time_s is not None and not max_time_s > 0:
         raise UsageError(f"invalid --max-time {max_time_s:g}", hint="give the seconds the timing may take, > 0")
@@ -339,13 +343,14 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
                    memory_limit_bytes=memory_limit_bytes, shapes=shapes, platform=platform, pin=pinned,
                    max_time_s=max_time_s)
     args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform,
-                       pin=list(pinned.cpus) if pinned else None, shapes=shapes)
+                       pin=list(pinned.cpus) if pinned else None, shapes=shapes, index_url=index_url)
     return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(args))
 
 
 def replay_args(*, warmup: int = 5, repeat: int = DEFAULT_STEPS, rounds: int | None = None,
                 platform: str | None = None, pin: Sequence[int] | None = None,
-                shapes: dict[str, int] | None = None, max_time_s: float | None = None) -> list[str]:
+                shapes: dict[str, int] | None = None, max_time_s: float | None = None,
+                index_url: str | None = None) -> list[str]:
     """The non-default timing options of a replay as `reprobundle replay` flags (what a Reproduce block repeats)."""
     args = (["--repeat", str(repeat)] if repeat != DEFAULT_STEPS else []) + (
         ["--rounds", str(rounds)] if rounds is not None else []) + (["--warmup", str(warmup)] if warmup != 5 else [])
@@ -353,6 +358,7 @@ def replay_args(*, warmup: int = 5, repeat: int = DEFAULT_STEPS, rounds: int | N
     args += ["--platform", platform] if platform else []
     args += ["--pin", ",".join(map(str, pin))] if pin else []
     args += ["--max-time", f"{max_time_s:g}"] if max_time_s is not None else []
+    args += ["--index-url", index_url] if index_url else []
     return args
 
 
@@ -537,9 +543,14 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
            repeat: int = DEFAULT_STEPS,
            rounds: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None,
            env_dir: str | None = None, progress: Callable[[str], None] | None = None, platform: str | None = None,
-           executor=None, ray_address: str | None = None):
+           executor=None, ray_address: str | None = None, nightly: bool = False, index_url: str | None = None):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
     tested on one platform: `platform`, else as replay chooses).
+
+    With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
+    from `index_url` (else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index): the result's `nightly` holds the
+    last good and first bad builds with their commits, the compare URLs, the skipped days and the Reproduce lines
+    (run/nightly_bisect.py).
 
     Each probe (the versions timed together) is a replay task (run/executor.py) run by `executor`, by default the
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
@@ -551,14 +562,14 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
 
     timeout_s = _timeout(timeout_s)
     registry, bundle = resolve(ref, store)
-    manager = environment_manager(env_dir, python=python)
+    manager = environment_manager(env_dir, python=python, index_url=index_url)
     timing = _timing(warmup, repeat, rounds)
     if registry.store.read_only and (executor is not None or ray_address):
         raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
                          hint="pull it first: reprobundle pull " + ref)
     executor = executor or executor_for(ray_address)
     options = {"warmup": warmup, "repeat": repeat, "rounds": rounds, "timeout_s": timeout_s, "platform": platform,
-               "env_dir": env_dir, "python": python, "dump": False}
+               "env_dir": env_dir, "python": python, "dump": False, "index_url": index_url}
     # the local executor runs the task here: the replay's own progress lines can go to the display
     carry_out = functools.partial(run_replay_task, progress=progress) \
         if isinstance(executor, LocalExecutor) else run_replay_task
@@ -575,9 +586,24 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
         by_id = {r["run_id"]: r for r in registry.runs(bundle.ref.bundle_id)}
         return [by_id[r["run_id"]] for r in outcome["runs"]]
 
-    result = _bisect(manager.available_versions(), good, bad, replay_together, progress=progress)
+    if not nightly:
+        result = _bisect(manager.available_versions(), good, bad, replay_together, progress=progress)
+        tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
+        return result, comparison_of(registry, bundle, tested, baseline=good)
+    from .run import nightly_bisect
+
+    search = nightly_bisect.plan_search(manager, good, bad)
+    if progress and search.skipped:
+        progress(f"bisect: {len(search.skipped)} day(s) without a nightly are skipped: "
+                 + ", ".join(s["date"] for s in search.skipped))
+    result = _bisect(search.candidates, search.good, search.bad, replay_together, progress=progress)
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
-    comparison = comparison_of(registry, bundle, tested, baseline=good)
+    comparison = comparison_of(registry, bundle, tested, baseline=search.good)
+    extra = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform)
+    result.nightly = nightly_bisect.report(manager, search, result.last_good, result.first_bad,
+                                           comparison["reproduce"]["url"], extra)
+    comparison["reproduce"].update(command=result.nightly["command"], nightlies=result.nightly["install"],
+                                   versions=[result.last_good, result.first_bad])
     return result, comparison
 
 
@@ -586,7 +612,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
           warmup: int = 5, repeat: int = DEFAULT_STEPS, rounds: int | None = None, max_time_s: float | None = None,
           pin: str | Sequence[int] | None = None, platform: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
           env_dir: str | None = None, python: str | None = None,
-          progress: Callable[[str], None] | None = None) -> dict:
+          progress: Callable[[str], None] | None = None, index_url: str | None = None) -> dict:
     """Replay every selected bundle of a registry on `baseline` and `candidate` timed together (replay's paired
     rounds and adaptive budget), storing the runs there, and sum them up.
 
@@ -621,7 +647,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
     pinned_cpus = list(pinned.cpus) if pinned else None
     options: dict[str, Any] = {"warmup": warmup, "repeat": repeat, "rounds": rounds, "max_time_s": max_time_s,
                                "pin": pinned_cpus, "platform": platform, "timeout_s": timeout_s,
-                               "env_dir": env_dir, "python": python}
+                               "env_dir": env_dir, "python": python, "index_url": index_url}
     versions = (baseline, candidate)
     fn = sweeping.run_replay_task
     if isinstance(executor, LocalExecutor) and progress is not None:

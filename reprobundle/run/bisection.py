@@ -31,6 +31,7 @@ class BisectResult:
     classes: dict[str, str] = field(default_factory=dict)  # version -> "good" / "bad" / "skip"
     evidence: dict[str, str] = field(default_factory=dict)  # version -> why it was classed so, one line
     candidates: list[str] = field(default_factory=list)
+    nightly: dict | None = None  # bisect --nightly: the builds, commits, compare URLs (see nightly_bisect.report)
 
 
 def _timing(run: dict) -> dict:

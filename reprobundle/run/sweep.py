@@ -36,10 +36,11 @@ from .executor import Executor, LocalExecutor, ReplayTask, TaskResult, failed_re
 from .schedule import DEFAULT_STEPS, Pin
 
 # The replay options a task carries, with their defaults (plain JSON values). `pin`: a list of CPU ids or None;
-# `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults).
+# `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults);
+# `index_url`: the index nightlies (and releases, a mirror) come from (None: the defaults, see run/nightly.py).
 DEFAULT_OPTIONS: dict[str, Any] = {"warmup": 5, "repeat": DEFAULT_STEPS, "rounds": None, "max_time_s": None,
                                    "pin": None, "platform": None, "timeout_s": DEFAULT_TIMEOUT_S, "env_dir": None,
-                                   "python": None, "dump": True, "profile": True}
+                                   "python": None, "dump": True, "profile": True, "index_url": None}
 # Output status of a bundle across the two versions, worst last.
 OUTPUT_OK, OUTPUT_MISMATCH, OUTPUT_FAILED = "ok", "mismatch", "failed"
 TIMED = ("ok", "mismatch")
@@ -76,7 +77,7 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
         bundle = registry.resolve(task.ref)
         prefetch(registry, bundle)
         manager = EnvironmentManager(Path(options["env_dir"]) if options["env_dir"] else None,
-                                     python=options["python"])
+                                     python=options["python"], index_url=options["index_url"])
         pin = Pin(tuple(options["pin"]), len(options["pin"])) if options["pin"] else None
         runs = replay(registry, bundle, list(task.versions),
                       timing=Timing(warmup=options["warmup"], repeat=options["repeat"], rounds=options["rounds"]),
