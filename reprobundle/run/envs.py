@@ -109,6 +109,18 @@ class JaxEnvironment:
         """The platform the environment's jax runs on: "cpu", "cuda", "rocm", "tpu"."""
         return build_platform(self.build)
 
+    def build_record(self) -> dict:
+        """What a run records of the build it ran on (its environment's `jax_build`): where it came from ("release",
+        "nightly" with its date and index, "local": --jax PATH, with why its jaxlib counts as built from source), and
+        the commits its version modules record."""
+        origin = "local" if self.local else "nightly" if self.nightly else "release" if self.path else "installed"
+        record: dict = {"origin": origin, "commits": dict(self.commits)}
+        if self.nightly:
+            record.update(nightly=self.nightly, index=self.index)
+        if self.local:
+            record.update(path=str(self.path), source_build=self.source_build)
+        return record
+
 
 # The first jax release whose jax[tpu] takes libtpu from PyPI; older ones pin a libtpu-nightly that only Google's
 # find-links page has.

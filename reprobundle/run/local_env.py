@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import EnvironmentCreationError
 
-__all__ = ["is_path_request", "interpreter_of", "inspect_interpreter"]
+__all__ = ["is_path_request", "interpreter_of", "inspect_interpreter", "source_build"]
 
 PROBE_TIMEOUT_S = 120.0
 
@@ -74,7 +74,7 @@ def interpreter_of(request: str) -> Path:
                                    hint="name a virtual environment folder or a Python interpreter")
 
 
-def _source_build(info: dict) -> str | None:
+def source_build(info: dict) -> str | None:
     """Why the jaxlib counts as built from source (None: an index's wheel)."""
     version, origin = str(info.get("jaxlib") or ""), info.get("jaxlib_origin") or {}
     if "+" in version:
@@ -116,4 +116,4 @@ def inspect_interpreter(request: str) -> dict:
     return {"python_executable": python, "prefix": info["prefix"], "jax": info["jax"], "jaxlib": info["jaxlib"],
             "numpy": info["numpy"], "python": info["python"],
             "commits": {"jax": info["jax_git_hash"], "jaxlib": info["jaxlib_git_hash"]},
-            "source_build": _source_build(info)}
+            "source_build": source_build(info)}

@@ -213,6 +213,7 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
     contenders: list[tuple[int, int, ContenderSpec, Contender]] = []  # (bundle, version index, spec, contender)
     references: list[Sequence[np.ndarray] | None] = []
     interpreters: dict[tuple[str, str], str | Path | ReproBundleError] = {}
+    builds: dict[str, dict] = {}  # requested -> what its run records of the build (JaxEnvironment.build_record)
     on_tpu = False
 
     specs = as_specs(versions)
@@ -254,8 +255,8 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
                             from .envs import EnvironmentManager
 
                             env_manager = EnvironmentManager(python=python)
-                        interpreters[where] = env_manager.ensure(requested, progress=_phase(progress, "environment"),
-                                                                 **on_platform).python_executable
+                        env = env_manager.ensure(requested, progress=_phase(progress, "environment"), **on_platform)
+                        interpreters[where], builds[requested] = env.python_executable, env.build_record()
                     except ReproBundleError as e:
                         interpreters[where] = e
             interpreter = interpreters[where]
@@ -311,6 +312,8 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
             runs[b, index] = _measured_run(registry, bundles[b], spec, measured[contender.key],
                                            reference=references[b], warmup=timing.warmup, group=timed_with,
                                            at_sizes=at_sizes)
+            if spec.jax in builds:
+                runs[b, index]["environment"]["jax_build"] = builds[spec.jax]
             runs[b, index]["environment"]["conditions"] = measured_under if contender.key not in budget.retired else \
                 {**measured_under, "schedule": budget.describe(rounds_run, contender.key)}
     ordered = [[runs[b, i] for i in range(len(specs))] for b in range(len(bundles))]
