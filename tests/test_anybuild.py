@@ -66,8 +66,9 @@ def test_nightly_names_and_listing(nightly_index):
     assert found[0].pythons == (sys.version_info[1],)
     assert {d.isoformat(): why for d, why in incomplete.items()} == {
         "2026-01-03": "a jax wheel but no jaxlib wheel for this platform"}
-    with pytest.raises(EnvironmentCreationError, match="nearest days with wheels: 2026-01-02 and 2026-01-04"):
+    with pytest.raises(EnvironmentCreationError, match="no nightly of 2026-01-03") as missing:
         find_nightly("nightly:2026-01-03", found, server.url)
+    assert missing.value.hint == "nearest days with wheels: 2026-01-02 and 2026-01-04"
     assert [d.isoformat() for d in missing_days(found[0].date, found[-1].date, [n.date for n in found])] == \
         ["2026-01-03"]
 
