@@ -476,9 +476,13 @@ class EnvironmentManager:
                 return []
             if requested == LATEST:
                 requested = envs[-1].jax_version if envs else ""
-            if not _VERSION_RE.match(requested):
+            day = nightly_date(requested)
+            if day is not None:
+                targets = [e for e in envs if e.nightly == day.isoformat()]
+            elif not _VERSION_RE.match(requested):
                 return []
-            targets = [e for e in envs if same_release(e.jax_version, requested)]
+            else:
+                targets = [e for e in envs if same_release(e.jax_version, requested)]
         if platform:
             targets = [e for e in targets if platform in (e.platform, e.build)]
         removed = []
