@@ -596,7 +596,8 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
     if progress and search.skipped:
         progress(f"bisect: {len(search.skipped)} day(s) without a nightly are skipped: "
                  + ", ".join(s["date"] for s in search.skipped))
-    result = _bisect(search.candidates, search.good, search.bad, replay_together, progress=progress)
+    result = _bisect(search.candidates, search.good, search.bad, replay_together, progress=progress,
+                     known=nightly_bisect.same_build(manager))
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
     comparison = comparison_of(registry, bundle, tested, baseline=search.good)
     extra = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform)

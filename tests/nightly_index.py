@@ -94,25 +94,28 @@ def relabel(wheel: Path, new_version: str, commit: str, out_dir: Path) -> Path:
     return target
 
 
-def build_index(root: Path, days: dict[str, tuple[str, bool]], wheel_cache: Path) -> dict[str, dict]:
+def build_index(root: Path, days: dict[str, tuple[str, bool, str]], wheel_cache: Path) -> dict[str, dict]:
     """A PEP 503 tree under `root` (simple/jax/, simple/jaxlib/, files/): `days` maps an ISO date to (the release
-    whose wheels it re-labels, whether its jaxlib wheel is published). Returns per day {"version", "commit"}."""
+    whose wheels it re-labels, whether its jaxlib wheel is published, the label of the commit it is built from:
+    two days of one label are one build). Returns per day {"version", "commit", "xla", "release"}."""
     files = root / "files"
     files.mkdir(parents=True, exist_ok=True)
     wheel_cache.mkdir(parents=True, exist_ok=True)
     listing: dict[str, list[str]] = {"jax": [], "jaxlib": []}
     made = {}
-    for day, (release, with_jaxlib) in sorted(days.items()):
+    for day, (release, with_jaxlib, label) in sorted(days.items()):
         version = f"0.11.0.dev{day.replace('-', '')}"
-        commit = fake_commit(f"jax@{day}")
-        made[day] = {"version": version, "commit": commit, "release": release}
+        commit, xla = fake_commit(f"jax@{label}"), fake_commit(f"xla@{label}")
+        made[day] = {"version": version, "commit": commit, "xla": xla, "release": release}
         for project in ("jax", "jaxlib") if with_jaxlib else ("jax",):
-            built = relabel(release_wheel(project, release), version, commit, wheel_cache)
+            cache = wheel_cache / commit[:12]
+            cache.mkdir(parents=True, exist_ok=True)
+            built = relabel(release_wheel(project, release), version, commit, cache)
             shutil.copyfile(built, files / built.name)  # a copy: the cache stays the tests' own
             listing[project].append(built.name)
         source = root / "jax-source" / commit / "third_party" / "xla"
         source.mkdir(parents=True, exist_ok=True)
-        (source / "revision.bzl").write_text(f'XLA_COMMIT = "{fake_commit(f"xla@{day}")}"\nXLA_SHA256 = "0"\n')
+        (source / "revision.bzl").write_text(f'XLA_COMMIT = "{xla}"\nXLA_SHA256 = "0"\n')
     for project, names in listing.items():
         page = root / "simple" / project
         page.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,8 @@ release (so they compute what the pack's reference run computed), the bad days t
 a NaN through a max reduction that the host's release does not (found by experiment: `nanmax` below mismatches on
 0.8.0 and 0.4.30, matches on 0.10.2), so the bisection's answer is deterministic on any machine:
 
-    2026-01-01 good (endpoint)   2026-01-02 good   2026-01-03 jax wheel only (skipped)
-    2026-01-04 bad               2026-01-05 bad (endpoint)
+    2026-01-01 good (endpoint)   2026-01-02 good (the same commit as 01-01: not replayed)
+    2026-01-03 jax wheel only (skipped)   2026-01-04 bad   2026-01-05 bad (endpoint)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from cli_runner import cli
-from nightly_index import CACHE, IndexServer, build_index, fake_commit
+from nightly_index import CACHE, IndexServer, build_index
 
 import reprobundle
 from reprobundle.errors import EnvironmentCreationError
@@ -32,8 +32,9 @@ from reprobundle.run.nightly import find_nightly, list_nightlies, missing_days, 
 
 BAD_RELEASE = "0.8.0"
 HOST = md.version("jax")
-DAYS = {"2026-01-01": (HOST, True), "2026-01-02": (HOST, True), "2026-01-03": (HOST, False),
-        "2026-01-04": (BAD_RELEASE, True), "2026-01-05": (BAD_RELEASE, True)}
+# (release re-labelled, jaxlib published, the commit it was built from): 01-02 rebuilt 01-01's commit
+DAYS = {"2026-01-01": (HOST, True, "a"), "2026-01-02": (HOST, True, "a"), "2026-01-03": (HOST, False, "b"),
+        "2026-01-04": (BAD_RELEASE, True, "c"), "2026-01-05": (BAD_RELEASE, True, "d")}
 
 
 @pytest.fixture(scope="session")
@@ -116,11 +117,11 @@ def test_bisect_nightly_finds_the_first_bad_day_and_its_commits(nightly_index, e
     assert night["skipped_days"] == [{"date": "2026-01-03", "reason": "a jax wheel but no jaxlib wheel for this "
                                                                       "platform"}]
     assert (night["last_good"]["jaxlib"], night["first_bad"]["jaxlib"]) == (good["commit"], bad["commit"])
-    assert night["first_bad"]["xla"] == fake_commit("xla@2026-01-04")
-    assert night["compare"] == {
-        "jax": f"https://github.com/jax-ml/jax/compare/{good['commit']}...{bad['commit']}",
-        "xla": f"https://github.com/openxla/xla/compare/{fake_commit('xla@2026-01-02')}..."
-               f"{fake_commit('xla@2026-01-04')}"}
+    assert (night["last_good"]["xla"], night["first_bad"]["xla"]) == (good["xla"], bad["xla"])
+    assert night["compare"] == {"jax": f"https://github.com/jax-ml/jax/compare/{good['commit']}...{bad['commit']}",
+                                "xla": f"https://github.com/openxla/xla/compare/{good['xla']}...{bad['xla']}"}
+    assert good["commit"] == made["2026-01-01"]["commit"]  # 01-02 rebuilt 01-01: classed without a replay
+    assert data["evidence"][good["version"]].startswith(f"the same build as {made['2026-01-01']['version']}")
     rep = data["comparison"]["reproduce"]
     assert f"--jax {good['version']} --jax {bad['version']} --index-url {server.url}" in rep["command"]
     assert rep["nightlies"][1] == (f"pip install --pre 'jax=={bad['version']}' 'jaxlib=={bad['version']}' "

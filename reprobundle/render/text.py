@@ -164,9 +164,14 @@ def nightly_text(info: dict) -> str:
     lines = []
     for key, what in (("last_good", "last good"), ("first_bad", "first bad")):
         b = info[key]
-        when = f" (nightly of {b['date']})" if b.get("date") else ""
-        lines.append(f"  {what}: jax {b['version']}{when}: jax commit {b.get('jax') or '-'}, jaxlib commit "
-                     f"{b.get('jaxlib') or '-'}, XLA {b.get('xla') or '- (' + str(b.get('xla_source')) + ')'}")
+        when = f" ({b['date']})" if b.get("date") else ""
+        built = f"jax@{str(b['jax'])[:12]}" if b.get("jax") else (b.get("ref") or "no commit recorded")
+        if b.get("jaxlib") and b.get("jaxlib") != b.get("jax"):
+            built += f", jaxlib@{str(b['jaxlib'])[:12]}"
+        xla = f"XLA@{str(b['xla'])[:12]}" if b.get("xla") else "XLA unknown"
+        lines.append(f"  {what}: {b['version']}{when}, built from {built}, {xla}")
+        if not b.get("xla"):
+            lines.append(f"    (XLA: {b.get('xla_source')})")
     for name in ("jax", "xla"):
         if info["compare"].get(name):
             lines.append(f"  {name} changes: {info['compare'][name]}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from ..errors import UsageError
+from .bisection import Known
 from .nightly import Nightly, build_ref, compare_urls, find_nightly, missing_days, nightly_date, xla_commit
 from .versions import version_key
 
@@ -79,6 +80,30 @@ def build_of(manager, version: str, nightly: Nightly | None, *, jax_source: str 
     xla, where = xla_commit(ref, jax_source) if ref else (None, "the build records no commit")
     return {"version": version, "date": nightly.date.isoformat() if nightly else None, "jax": commits.get("jax"),
             "jaxlib": commits.get("jaxlib"), "ref": ref, "xla": xla, "xla_source": where}
+
+
+def same_build(manager) -> Known:
+    """bisection's `known` for nightlies: a day whose environment records the same jax and jaxlib commits as a day
+    already classed good or bad is that build again (a day without commits in between): classed the same, unreplayed.
+    Its environment is made here, as the probe would make it."""
+    commits: dict[str, tuple] = {}
+
+    def of(version: str) -> tuple:
+        if version not in commits:
+            commits[version] = manager.ensure(version).commits
+        return commits[version]
+
+    def known(version: str, classes: dict) -> tuple[str, str] | None:
+        mine = of(version)
+        if not mine:
+            return None
+        for other, cls in classes.items():
+            if cls in ("good", "bad") and nightly_date(other) is not None and of(other) == mine:
+                sha = dict(mine).get("jaxlib") or dict(mine).get("jax")
+                return cls, f"the same build as {other} (jax@{str(sha)[:12]}): {cls} without a replay"
+        return None
+
+    return known
 
 
 def report(manager, search: NightlySearch, last_good: str, first_bad: str, bundle_url: str,
