@@ -429,11 +429,14 @@ def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict
 
 
 def concrete_versions(runs: Sequence[dict]) -> list[str]:
-    """The versions of runs as a reader would ask for them: `installed` becomes the JAX version it was."""
+    """The versions of runs as a reader would ask for them: `installed` and a local interpreter or environment
+    (`--jax PATH`, which only this machine has) become the JAX version they were."""
+    from .run.local_env import is_path_request
+
     out = []
     for run in runs:
         v = run["requested"]
-        if v == "installed":
+        if v == "installed" or is_path_request(v):
             v = str((run.get("environment") or {}).get("jax") or v)
         out.append(v)
     return out
