@@ -676,7 +676,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
     results = sweeping.sweep(registry, bundles, versions, options, executor=executor, rerun=rerun, fn=fn,
                              progress=report)
     args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform, pin=pinned_cpus,
-                       max_time_s=max_time_s)
+                       max_time_s=max_time_s, index_url=index_url)
     here = {v: sweeping.host_jax() or v if v == "installed" else v for v in versions}
     for bundle, result in zip(bundles, results):
         concrete = [r["jax"] for r in result["runs"]] if len(result["runs"]) == 2 else [here[v] for v in versions]
