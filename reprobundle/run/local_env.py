@@ -17,8 +17,9 @@ import subprocess
 from pathlib import Path
 
 from ..errors import EnvironmentCreationError
+from .env_folders import JaxEnvironment
 
-__all__ = ["is_path_request", "interpreter_of", "inspect_interpreter", "source_build"]
+__all__ = ["is_path_request", "interpreter_of", "inspect_interpreter", "source_build", "local_environment"]
 
 PROBE_TIMEOUT_S = 120.0
 
@@ -117,3 +118,11 @@ def inspect_interpreter(request: str) -> dict:
             "numpy": info["numpy"], "python": info["python"],
             "commits": {"jax": info["jax_git_hash"], "jaxlib": info["jaxlib_git_hash"]},
             "source_build": source_build(info)}
+
+
+def local_environment(request: str) -> JaxEnvironment:
+    """`--jax PATH`: the interpreter or environment at PATH, its JAX as it is; nothing cached."""
+    info = inspect_interpreter(request)
+    return JaxEnvironment(info["jax"], info["python_executable"], info["python"], Path(info["prefix"]), None, None,
+                          info["jaxlib"], info["numpy"], local=True, source_build=info["source_build"],
+                          commits=tuple(sorted((k, v) for k, v in info["commits"].items() if v)))
