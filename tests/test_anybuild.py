@@ -26,6 +26,7 @@ from nightly_index import CACHE, IndexServer, build_index
 
 import reprobundle
 from reprobundle.errors import EnvironmentCreationError
+from reprobundle.render.text import nightly_text
 from reprobundle.run import local_env
 from reprobundle.run.envs import EnvironmentManager
 from reprobundle.run.nightly import find_nightly, list_nightlies, missing_days, nightly_date
@@ -127,6 +128,9 @@ def test_bisect_nightly_finds_the_first_bad_day_and_its_commits(nightly_index, e
     assert rep["nightlies"][1] == (f"pip install --pre 'jax=={bad['version']}' 'jaxlib=={bad['version']}' "
                                    f"--extra-index-url {server.url}")
     assert data["classes"][bad["version"]] == "bad" and data["classes"][good["version"]] == "good"
+    text = nightly_text(night)
+    assert f"first bad: {bad['version']} (2026-01-04), built from jax@{bad['commit'][:12]}" in text
+    assert night["compare"]["xla"] in text and "skipped 2026-01-03: a jax wheel but no jaxlib wheel" in text
 
 
 def _venv_with(path, *packages):

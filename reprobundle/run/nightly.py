@@ -32,9 +32,8 @@ from packaging.version import InvalidVersion, Version
 from ..errors import EnvironmentCreationError
 from .package_index import fetch_project_files, platform_markers
 
-__all__ = ["DEFAULT_NIGHTLY_INDEX", "Nightly", "nightly_index_url", "nightly_date", "is_nightly_request",
-           "list_nightlies", "find_nightly", "missing_days", "build_ref", "compare_urls", "xla_commit",
-           "install_lines"]
+__all__ = ["DEFAULT_NIGHTLY_INDEX", "Nightly", "nightly_index_url", "nightly_date", "list_nightlies", "find_nightly",
+           "missing_days", "build_ref", "compare_urls", "xla_commit"]
 
 log = logging.getLogger(__name__)
 
@@ -93,10 +92,6 @@ def nightly_date(request: str) -> dt.date | None:
         return _dev_date(Version(text))
     except InvalidVersion:
         return None
-
-
-def is_nightly_request(request: str) -> bool:
-    return nightly_date(request) is not None
 
 
 def _wheels(files: Iterable[Mapping], project: str) -> dict[dt.date, dict]:
@@ -230,8 +225,3 @@ def xla_commit(jax_ref: str, source: str | None = None, timeout: float = 15.0) -
             return m[1], url
         why = f"{url} names no XLA_COMMIT"
     return None, why
-
-
-def install_lines(versions: Iterable[str], index: str) -> list[str]:
-    """The commands that install each nightly as a reader would (pip, from `index`, the rest from PyPI)."""
-    return [f"pip install --pre 'jax=={v}' 'jaxlib=={v}' --extra-index-url {index}" for v in versions]

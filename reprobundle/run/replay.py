@@ -282,6 +282,8 @@ def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dic
         {**measured_under, "schedule": budget.describe(rounds_run, key)}
     if build is not None:
         run["environment"]["jax_build"] = build
+        if build.get("source_build"):  # said where every report shows the run's notes
+            run["notes"] = [*run.get("notes", []), f"{build['path']}: {build['source_build']}"]
     return run
 
 
