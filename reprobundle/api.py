@@ -61,7 +61,7 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
          labels: dict[str, str] | None = None, source: str | None = None, warmup: int = 5, repeat: int = 50,
          dump: bool = True, profile: bool = True, progress: Callable[[str], None] | None = None,
          timeout_s: float = DEFAULT_TIMEOUT_S,
-         platforms: Sequence[str] | str | None = None) -> BundleRef:
+         platforms: Sequence[str] | str | None = None, program=None) -> BundleRef:
     """Capture `fn(*args, **kwargs)` with jax.export, run it once as the reference, and publish a bundle.
 
     `fn` is any function JAX can jit (a plain function, a `jax.jit`, `nnx.jit` or `eqx.filter_jit` object) or a
@@ -79,7 +79,8 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
     exported, leaves = export_function(fn, args, kwargs, static, platforms)
     return _pack(open_registry(store), exported, None if synthetic_inputs else leaves, name=name,
                  synthetic=synthetic_inputs, seed=seed, description=description, labels=labels, source=source,
-                 timing=_timing(warmup, repeat), dump=dump, profile=profile, progress=progress, timeout_s=timeout_s)
+                 timing=_timing(warmup, repeat), dump=dump, profile=profile, progress=progress, timeout_s=timeout_s,
+                 program=program)
 
 
 def load_npz(path: str | Path, expected: Sequence[dict] | None = None) -> list[np.ndarray]:
@@ -222,7 +223,10 @@ def load_factory(script: str) -> tuple[Path, str, Callable]:
 
 
 def pack_script(script: str, *, name: str, store: str | None = None, **options) -> BundleRef:
-    """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`."""
+    """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`, with the program (the script, the
+    local modules it imports, its packages: capture/source.py) so that a replay can retrace it."""
+    from .capture.source import collect_program
+
     options["timeout_s"] = _timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))  # before the script runs
     # This process never needs a GPU's memory held: the reference run is another process, which does.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -240,7 +244,8 @@ def pack_script(script: str, *, name: str, store: str | None = None, **options) 
     fn, args, kwargs = (*made, {}) if len(made) == 2 else made
     if not isinstance(args, (tuple, list)):
         args = (args,)
-    return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, **options)
+    program = collect_program(path, script.partition(":")[2] or DEFAULT_FACTORY, options.get("static") or ())
+    return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, program=program, **options)
 
 
 def capture_program(command: Sequence[str], *, match: str | None = None, call: int | None = None,
@@ -299,7 +304,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
            progress: Callable[[str], None] | None = None,
            memory_limit_bytes: int | None = None, shapes: dict[str, int] | Sequence[str] | None = None,
            platform: str | None = None, pin: str | Sequence[int] | None = None,
-           max_time_s: float | None = None) -> ReplayResult:
+           max_time_s: float | None = None, mode: str = "frozen") -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
     Several versions are timed in as many rounds as settle their verdicts (at most 32) unless `rounds` fixes them;
@@ -311,7 +316,11 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     `shapes` ({"b": 16} or ["b=16"]) replays a shape-polymorphic bundle at other sizes, on synthetic inputs.
     `platform` ("cpu", "cuda", "cuda12", "cuda13", "rocm", "tpu"): where every version runs (default: the bundle's
     first accelerator platform this machine has, else the CPU; see run/platforms.py).
+    `mode`: "frozen" replays the stored program; "retrace" runs the bundle's program (its script's factory) in each
+    version's environment and lowers it there; "both" times a frozen and a retraced contender per version.
     """
+    from .run.contenders import contenders_from
+
     from .bundle.dims import parse_bindings
 
     shapes = parse_bindings(shapes)
@@ -334,12 +343,13 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     pinned = parse_pin(pin)
     if max_time_s is not None and not max_time_s > 0:
         raise UsageError(f"invalid --max-time {max_time_s:g}", hint="give the seconds the timing may take, > 0")
-    runs = _replay(registry, bundle, versions, timing=_timing(warmup, repeat, rounds), timeout_s=timeout_s, dump=dump,
+    runs = _replay(registry, bundle, contenders_from(versions, (), mode), timing=_timing(warmup, repeat, rounds), timeout_s=timeout_s, dump=dump,
                    profile=profile, python=python, env_manager=env_manager, progress=progress,
                    memory_limit_bytes=memory_limit_bytes, shapes=shapes, platform=platform, pin=pinned,
                    max_time_s=max_time_s)
     args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform,
                        pin=list(pinned.cpus) if pinned else None, shapes=shapes)
+    args += ["--mode", mode] if mode != "frozen" else []
     return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(args))
 
 

@@ -324,12 +324,18 @@ def replay(
     platform: Optional[str] = PlatformOpt,
     max_time: Optional[float] = MaxTimeOpt,
     pin: Optional[str] = PinOpt,
+    retrace: bool = typer.Option(False, "--retrace", help="Run the bundle's program (its script's factory) in each "
+                                                         "version's environment and lower it there, instead of the "
+                                                         "stored program (same as --mode retrace)."),
+    mode: str = typer.Option("frozen", "--mode", help="frozen (the stored program), retrace, or both (per version "
+                                                      "a frozen and a retraced contender, timed together)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
     result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                         timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json),
-                        shapes=shapes, platform=platform, max_time_s=max_time, pin=pin)
+                        shapes=shapes, platform=platform, max_time_s=max_time, pin=pin,
+                        mode="retrace" if retrace and mode == "frozen" else mode)
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:

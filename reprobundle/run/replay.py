@@ -30,9 +30,10 @@ from ..logs import Status
 from ..store.scratch import scratch_dir
 from .budget import plan
 from .conditions import conditions, snapshot
-from .contenders import ContenderSpec, as_specs
+from .contenders import RETRACE, ContenderSpec, as_specs
 from .execution import DEFAULT_TIMEOUT_S, Timing, build_job, dtype_of, environment_of, store_result
 from .platforms import PlatformChoice, choose_platform, detect_devices
+from .retrace import lowering_fields, retrace_refusal
 from .schedule import (
     DEFAULT_STEPS,
     Contender,
@@ -116,6 +117,8 @@ def _measured_run(registry: Registry, bundle: Bundle, spec: ContenderSpec, measu
         stored.per_op = median_per_op(measured.per_op_tables)
     if at_sizes:
         extra["labels"] = {"shape": at_sizes}
+    if spec.mode == RETRACE:
+        extra.update(lowering_fields(registry, bundle.manifest, stored.artifacts))
     if reference is None:
         return _record(bundle, spec, "ok", f"replayed at {at_sizes} on synthetic inputs: outputs are not "
                        "compared with the reference, which ran at the packed sizes", outputs=stored.outputs,
@@ -242,6 +245,10 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
         on_tpu = on_tpu or choice.platform == "tpu"
         for index, spec in enumerate(specs):
             requested = spec.jax
+            refusal = retrace_refusal(m) if spec.mode == RETRACE else None
+            if refusal:
+                runs[b, index] = _record(bundle, spec, "error", refusal, duration_s=0.0)
+                continue
             write_job = job_writer(m, resized or m["inputs"]["leaves"], choice.platform, spec)
             start = time.perf_counter()
             where = (requested, f"{choice.platform} {choice.build}")

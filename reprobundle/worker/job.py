@@ -28,6 +28,7 @@ from .protocol import (
     first_lines,
     write_msgpack,
 )
+from .retrace import RETRACE_ROUTE, Retrace
 from .routes import Routes
 from .stablehlo import serialize_compat_artifact, stablehlo_versions, version_tuple
 from .synthetic import synthetic_array
@@ -35,7 +36,7 @@ from .timing import Timing
 from .trace import Profiling
 
 
-class Worker(Routes, Timing, Profiling):
+class Worker(Routes, Retrace, Timing, Profiling):
     """The state of one job; each phase checkpoints so a crash still names it."""
 
     def __init__(self, job, result_path=None, control=None):
@@ -300,8 +301,10 @@ class Worker(Routes, Timing, Profiling):
         self.setup_jax()
         self.end_phase()
 
-        routes = list(self.job.get("routes") or ROUTES)
+        retrace = self.job.get("mode") == "retrace"
+        routes = [RETRACE_ROUTE] if retrace else list(self.job.get("routes") or ROUTES)
         handlers = {
+            RETRACE_ROUTE: self.route_retrace,
             "deserialize": self.route_deserialize,
             "rebuild": lambda: self.route_rebuild("mlir_module", "rebuild"),
             "rebuild-compat": lambda: self.route_rebuild("mlir_module_compat", "rebuild-compat"),
