@@ -349,7 +349,6 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
                    max_time_s=max_time_s)
     args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform,
                        pin=list(pinned.cpus) if pinned else None, shapes=shapes)
-    args += ["--mode", mode] if mode != "frozen" else []
     return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(args))
 
 
@@ -440,7 +439,13 @@ def concrete_versions(runs: Sequence[dict]) -> list[str]:
         if v == "installed":
             v = str((run.get("environment") or {}).get("jax") or v)
         out.append(v)
-    return out
+    return list(dict.fromkeys(out))  # a version replayed in both modes is one --jax
+
+
+def mode_of(runs: Sequence[dict]) -> str:
+    """The --mode that replays `runs` again: frozen, retrace or both."""
+    modes = {str((run.get("contender") or {}).get("mode") or "frozen") for run in runs}
+    return "both" if len(modes) > 1 else modes.pop() if modes else "frozen"
 
 
 def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None, *,
@@ -459,7 +464,9 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
         from .bundle.sharing import reproduce_info
 
         source, there = origin or (registry, bundle)
-        comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=replay_args)
+        mode = mode_of(runs)
+        extra = list(replay_args) + (["--mode", mode] if mode != "frozen" and "--mode" not in replay_args else [])
+        comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=extra)
     return comparison
 
 

@@ -21,6 +21,7 @@ _LOC_REF = re.compile(r"#loc\d*")
 _FILE_LINE = re.compile(r'"([^"]+\.py)":(\d+)')
 _FUNC = re.compile(r"^\s*func\.func\s+(?:public\s+|private\s+)?@(\"[^\"]*\"|[\w.$-]+)")
 _OP = re.compile(r'^\s*(?:%[\w#:, %-]+ = )?"?([a-z_]+\.[a-z_]+)"?[\s(]')
+_TARGET = re.compile(r'custom_call @([\w.$-]+)|call_target_name = "([^"]+)"')
 _CALLEE = re.compile(r"call @(\"[^\"]*\"|[\w.$-]+)")
 _SYMBOL = re.compile(r"@(\"[^\"]*\"|[\w.$-]+)")
 _VALUE = re.compile(r"%[\w.$-]+")
@@ -123,8 +124,12 @@ def op_sites(text: str, program_files: Iterable[str] = ()) -> Counter:
             continue
         refs = _LOC_REF.findall(raw[raw.rfind("loc("):]) if "loc(" in raw else []
         where = " ".join(locations.get(r, "") for r in refs) or raw[raw.rfind("loc("):]
-        callee = _CALLEE.search(raw)
-        current.append((op.group(1), _source_line(where, files), callee.group(1).strip('"') if callee else None))
+        callee = _CALLEE.search(raw) if "custom_call" not in op.group(1) else None
+        kind = op.group(1)
+        target = _TARGET.search(raw) if "custom_call" in kind else None
+        if target:  # a kernel by name: jaxlib renames them between releases
+            kind = f"{kind}({target.group(1) or target.group(2)})"
+        current.append((kind, _source_line(where, files), callee.group(1).strip('"') if callee else None))
     sites: Counter = Counter()
     seen: set[tuple[str, str | None]] = set()
 

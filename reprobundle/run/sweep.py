@@ -33,6 +33,7 @@ from ..errors import ReproBundleError, StoreError, UsageError, exception_line, f
 from .budget import plan
 from .execution import DEFAULT_TIMEOUT_S, Timing
 from .executor import Executor, LocalExecutor, ReplayTask, TaskResult, failed_result, result_skeleton
+from .retrace import program_file_names
 from .schedule import DEFAULT_STEPS, Pin
 
 # The replay options a task carries, with their defaults (plain JSON values). `pin`: a list of CPU ids or None;
@@ -100,6 +101,22 @@ def _identity(bundle: Bundle) -> dict:
 # ------------------------------------------------------------------------------------------------ summaries
 
 
+def stablehlo_texts(registry: Registry, bundle: Bundle, runs: Sequence[dict]) -> dict[str, str]:
+    """The StableHLO each run compiled, by label: the bundle's for the reference and frozen runs, a retraced run's
+    own (its `stablehlo_retraced` artifact); loaded only when some run retraced."""
+    from ..analysis.comparison import REFERENCE
+
+    retraced = {run_label(r): r["artifacts"]["stablehlo_retraced"] for r in runs
+                if "stablehlo_retraced" in (r.get("artifacts") or {})}
+    packed = bundle.manifest["function"].get("stablehlo_text")
+    if not retraced or not packed:
+        return {}
+    text = registry.get_blob(packed).decode("utf-8", "replace")
+    texts = {REFERENCE: text, **{run_label(r): text for r in runs}}
+    texts.update({label: registry.get_blob(art["blob"]).decode("utf-8", "replace") for label, art in retraced.items()})
+    return texts
+
+
 def compare_runs(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None) -> dict:
     """The multi-version comparison of stored `runs` (analysis/comparison.build_comparison) with the optimized HLO
     and outputs it needs loaded from the registry. Raises ValueError for a baseline none of the runs requested."""
@@ -118,7 +135,9 @@ def compare_runs(registry: Registry, bundle: Bundle, runs: Sequence[dict], basel
     for run in runs:
         hlo_texts[run_label(run)] = hlo_text(run["artifacts"])
         outputs[run_label(run)] = arrays(run["outputs"])
-    return build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs)
+    texts = stablehlo_texts(registry, bundle, runs)
+    return build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs,
+                            stablehlo_texts=texts, program_files=program_file_names(bundle.manifest))
 
 
 def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions: Sequence[str], *,
