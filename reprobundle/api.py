@@ -304,7 +304,8 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
            progress: Callable[[str], None] | None = None,
            memory_limit_bytes: int | None = None, shapes: dict[str, int] | Sequence[str] | None = None,
            platform: str | None = None, pin: str | Sequence[int] | None = None,
-           max_time_s: float | None = None, mode: str = "frozen") -> ReplayResult:
+           max_time_s: float | None = None, mode: str = "frozen",
+           retrace_packages: Sequence[str] = ()) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
     Several versions are timed in as many rounds as settle their verdicts (at most 32) unless `rounds` fixes them;
@@ -317,11 +318,12 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     `platform` ("cpu", "cuda", "cuda12", "cuda13", "rocm", "tpu"): where every version runs (default: the bundle's
     first accelerator platform this machine has, else the CPU; see run/platforms.py).
     `mode`: "frozen" replays the stored program; "retrace" runs the bundle's program (its script's factory) in each
-    version's environment and lowers it there; "both" times a frozen and a retraced contender per version.
+    version's environment and lowers it there; "both" times a frozen and a retraced contender per version. A retrace
+    environment holds the program's third-party packages resolved compatible with that jax, unless
+    `retrace_packages` (["flax==0.10.4"]) pins them.
     """
-    from .run.contenders import contenders_from
-
     from .bundle.dims import parse_bindings
+    from .run.contenders import contenders_from
 
     shapes = parse_bindings(shapes)
     from .bundle.transfer import copy_bundle, prefetch
@@ -343,10 +345,10 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     pinned = parse_pin(pin)
     if max_time_s is not None and not max_time_s > 0:
         raise UsageError(f"invalid --max-time {max_time_s:g}", hint="give the seconds the timing may take, > 0")
-    runs = _replay(registry, bundle, contenders_from(versions, (), mode), timing=_timing(warmup, repeat, rounds), timeout_s=timeout_s, dump=dump,
-                   profile=profile, python=python, env_manager=env_manager, progress=progress,
+    runs = _replay(registry, bundle, contenders_from(versions, (), mode), timing=_timing(warmup, repeat, rounds),
+                   timeout_s=timeout_s, dump=dump, profile=profile, python=python, env_manager=env_manager, progress=progress,
                    memory_limit_bytes=memory_limit_bytes, shapes=shapes, platform=platform, pin=pinned,
-                   max_time_s=max_time_s)
+                   max_time_s=max_time_s, retrace_packages=retrace_packages)
     args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform,
                        pin=list(pinned.cpus) if pinned else None, shapes=shapes)
     return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(args))
@@ -554,14 +556,17 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
            repeat: int = DEFAULT_STEPS,
            rounds: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None,
            env_dir: str | None = None, progress: Callable[[str], None] | None = None, platform: str | None = None,
-           executor=None, ray_address: str | None = None):
+           executor=None, ray_address: str | None = None, mode: str = "frozen"):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
-    tested on one platform: `platform`, else as replay chooses).
+    tested on one platform: `platform`, else as replay chooses). `mode` "retrace": each release runs the bundle's
+    program traced by it (a lowering change then has a first bad release; outputs that differ from the good
+    release's are a regression too).
 
     Each probe (the versions timed together) is a replay task (run/executor.py) run by `executor`, by default the
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
     in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
     from .run.bisection import bisect as _bisect
+    from .run.contenders import contenders_from
     from .run.executor import LocalExecutor, ReplayTask
     from .run.sweep import executor_for, run_replay_task
     from .run.versions import version_key
@@ -574,15 +579,18 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
         raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
                          hint="pull it first: reprobundle pull " + ref)
     executor = executor or executor_for(ray_address)
+    if mode not in ("frozen", "retrace"):
+        raise UsageError(f"bisect runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
     options = {"warmup": warmup, "repeat": repeat, "rounds": rounds, "timeout_s": timeout_s, "platform": platform,
-               "env_dir": env_dir, "python": python, "dump": False}
+               "env_dir": env_dir, "python": python, "dump": False, "mode": mode}
     # the local executor runs the task here: the replay's own progress lines can go to the display
     carry_out = functools.partial(run_replay_task, progress=progress) \
         if isinstance(executor, LocalExecutor) else run_replay_task
 
     def replay_together(versions: Sequence[str]) -> list[dict]:
         if registry.store.read_only:
-            return _replay(registry, bundle, versions, timing=timing, timeout_s=timeout_s, dump=False, profile=True,
+            return _replay(registry, bundle, contenders_from(versions, (), mode), timing=timing, timeout_s=timeout_s,
+                           dump=False, profile=True,
                            env_manager=manager, progress=progress, store_runs=False, platform=platform)
         task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), options)
         (_, outcome), = executor.run(carry_out, [task])
@@ -592,7 +600,18 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
         by_id = {r["run_id"]: r for r in registry.runs(bundle.ref.bundle_id)}
         return [by_id[r["run_id"]] for r in outcome["runs"]]
 
-    result = _bisect(manager.available_versions(), good, bad, replay_together, progress=progress)
+    def outputs_differ(a: dict, b: dict) -> bool:
+        from .analysis.verdict import check_outputs
+        from .bundle.trees import output_names
+        from .run.replay import leaf_array
+
+        def arrays(run: dict) -> list[np.ndarray]:
+            return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in run["outputs"]]
+
+        return not check_outputs(arrays(a), arrays(b), output_names(bundle.manifest))["ok"]
+
+    result = _bisect(manager.available_versions(), good, bad, replay_together, progress=progress,
+                     outputs_differ=outputs_differ)
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
     comparison = comparison_of(registry, bundle, tested, baseline=good)
     return result, comparison
@@ -603,7 +622,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
           warmup: int = 5, repeat: int = DEFAULT_STEPS, rounds: int | None = None, max_time_s: float | None = None,
           pin: str | Sequence[int] | None = None, platform: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
           env_dir: str | None = None, python: str | None = None,
-          progress: Callable[[str], None] | None = None) -> dict:
+          progress: Callable[[str], None] | None = None, mode: str = "frozen") -> dict:
     """Replay every selected bundle of a registry on `baseline` and `candidate` timed together (replay's paired
     rounds and adaptive budget), storing the runs there, and sum them up.
 
@@ -638,7 +657,9 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
     pinned_cpus = list(pinned.cpus) if pinned else None
     options: dict[str, Any] = {"warmup": warmup, "repeat": repeat, "rounds": rounds, "max_time_s": max_time_s,
                                "pin": pinned_cpus, "platform": platform, "timeout_s": timeout_s,
-                               "env_dir": env_dir, "python": python}
+                               "env_dir": env_dir, "python": python, "mode": mode}
+    if mode not in ("frozen", "retrace"):
+        raise UsageError(f"a sweep runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
     versions = (baseline, candidate)
     fn = sweeping.run_replay_task
     if isinstance(executor, LocalExecutor) and progress is not None:

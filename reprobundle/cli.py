@@ -296,6 +296,9 @@ RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
                            "reprobundle.")
+RetraceOpt = typer.Option(False, "--retrace", help="Run the bundle's program (its script's factory) in each "
+                                                   "version's environment and lower it there, instead of the stored "
+                                                   "program (replay: same as --mode retrace).")
 PinOpt = typer.Option(None, "--pin", help="Run every version's worker on these CPUs (2, 0-3, 0,2 or auto: the last "
                                           "CPU, alone) with as many XLA threads: steadier timings, less realistic "
                                           "(a change that needs more threads is not seen).")
@@ -324,18 +327,19 @@ def replay(
     platform: Optional[str] = PlatformOpt,
     max_time: Optional[float] = MaxTimeOpt,
     pin: Optional[str] = PinOpt,
-    retrace: bool = typer.Option(False, "--retrace", help="Run the bundle's program (its script's factory) in each "
-                                                         "version's environment and lower it there, instead of the "
-                                                         "stored program (same as --mode retrace)."),
+    retrace: bool = RetraceOpt,
     mode: str = typer.Option("frozen", "--mode", help="frozen (the stored program), retrace, or both (per version "
                                                       "a frozen and a retraced contender, timed together)."),
+    retrace_package: List[str] = typer.Option([], "--retrace-package", help="NAME==VERSION: the release of one of "
+                                                                           "the program's packages a retrace installs "
+                                                                           "(default: resolved with each jax)."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
     result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                         timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json),
                         shapes=shapes, platform=platform, max_time_s=max_time, pin=pin,
-                        mode="retrace" if retrace and mode == "frozen" else mode)
+                        mode="retrace" if retrace and mode == "frozen" else mode, retrace_packages=retrace_package)
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:
@@ -406,11 +410,12 @@ def bisect_cmd(
     store: Optional[str] = StoreOpt,
     platform: Optional[str] = PlatformOpt,
     ray: Optional[str] = RayOpt,
+    retrace: bool = RetraceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Binary-search the released JAX versions between --good and --bad for the first bad one."""
     result, comparison = api.bisect(ref, good, bad, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
-                                    timeout_s=timeout,
+                                    timeout_s=timeout, mode="retrace" if retrace else "frozen",
                                     python=python, progress=_progress(as_json), platform=platform, ray_address=ray)
     if comparison is not None:
         _write_reports(comparison, report_path, None, ref, store)
@@ -448,6 +453,7 @@ def sweep(
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
+    retrace: bool = RetraceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay many bundles on a baseline and a candidate version, timed together: one table, worst first.
@@ -457,7 +463,8 @@ def sweep(
 
     data = api.sweep(selection or [], baseline, candidate, store=store, labels=_labels(label), rerun=rerun,
                      ray_address=ray, warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
-                     platform=platform, timeout_s=timeout, progress=_progress(as_json))
+                     platform=platform, timeout_s=timeout, progress=_progress(as_json),
+                     mode="retrace" if retrace else "frozen")
     data = clean_values(data)  # from bundles and run records: each value one line, escaped
     _write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
     _emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=_terminal()[0]))

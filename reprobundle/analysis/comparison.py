@@ -102,6 +102,8 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
     split = layer_split(rows, base)
     for row in rows:
         notes += [f"jax {row['label']}: {note}" for note in row["worker_notes"]]
+        if row.get("packages"):
+            notes.append(f"jax {row['label']}: the program's packages: {packages_text(row['packages'])}")
     warned, measured_under = conditions_report(runs)
     return {
         "format": COMPARISON_FORMAT, "version": COMPARISON_VERSION,
@@ -165,6 +167,16 @@ def _headline(row: dict, base: dict) -> dict:
         e_lo, e_hi = row["equivalence"]
         text += f"; not settled: a change between {e_lo:.2f}x and {e_hi:.2f}x is not ruled out"
     return {**out, "text": text}
+
+
+def packages_text(packages: dict) -> str:
+    """`flax 0.10.4 (packed with 0.12.8), optax 0.2.8`: a retraced run's packages against the packed ones."""
+    parts = []
+    for name, item in sorted(packages.items()):
+        packed = item.get("packed") if isinstance(item, dict) else None
+        version = item.get("version") if isinstance(item, dict) else item
+        parts.append(f"{name} {version}" + ("" if packed in (None, version) else f" (packed with {packed})"))
+    return ", ".join(parts)
 
 
 def _version_name(row: dict) -> str:
@@ -274,7 +286,7 @@ def _run_row(run: dict, names: list[str]) -> dict:
     return {"label": run_label(run), "requested": run_label(run),
             "jax": str((run.get("environment") or {}).get("jax") or "?"), "status": run["status"],
             "mode": str(contender.get("mode") or "frozen"), "contender_jax": str(contender.get("jax") or run["requested"]),
-            "lowering_changed": run.get("lowering_changed"),
+            "lowering_changed": run.get("lowering_changed"), "packages": run.get("packages") or {},
             "reason": run.get("reason", ""), "route": run.get("route"), "compile_s": _num(timing.get("compile_s")),
             "err_ref": _error_fields(check, names) if check else None, "per_op": run.get("per_op") or [],
             "run_id": run.get("run_id"), "created": run.get("created"),

@@ -20,7 +20,7 @@ _LOC_DEF = re.compile(r"^(#loc\d*) = (loc\(.*\))\s*$")
 _LOC_REF = re.compile(r"#loc\d*")
 _FILE_LINE = re.compile(r'"([^"]+\.py)":(\d+)')
 _FUNC = re.compile(r"^\s*func\.func\s+(?:public\s+|private\s+)?@(\"[^\"]*\"|[\w.$-]+)")
-_OP = re.compile(r'^\s*(?:%[\w#:, %-]+ = )?"?([a-z_]+\.[a-z_]+)"?[\s(]')
+_OP = re.compile(r'^\s*(?:%[\w#:, %-]+ = )?"?([a-z_]+\.[a-z_]+|call)"?[\s(]')
 _TARGET = re.compile(r'custom_call @([\w.$-]+)|call_target_name = "([^"]+)"')
 _CALLEE = re.compile(r"call @(\"[^\"]*\"|[\w.$-]+)")
 _SYMBOL = re.compile(r"@(\"[^\"]*\"|[\w.$-]+)")
@@ -155,7 +155,8 @@ def lowering_diff(before: str, after: str, program_files: Iterable[str] = ()) ->
     files = list(program_files)
     old, new = op_sites(before, files), op_sites(after, files)
     kinds = sorted({op for op, _ in old} | {op for op, _ in new})
-    added, removed = [], []
+    added: list[dict] = []
+    removed: list[dict] = []
     for kind in kinds:
         count_old = sum(n for (op, _), n in old.items() if op == kind)
         count_new = sum(n for (op, _), n in new.items() if op == kind)

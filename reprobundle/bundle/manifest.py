@@ -203,7 +203,8 @@ def _run_to_version_4(obj: dict[str, Any]) -> dict[str, Any]:
 
 # Upgraders from version N to N+1: {N: fn}.
 _UPGRADES: dict[str, dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    MANIFEST_FORMAT: {1: _to_version_2, 2: _manifest_to_version_3}, RUN_FORMAT: {1: _to_version_2, 2: _run_to_version_3, 3: _run_to_version_4}}
+    MANIFEST_FORMAT: {1: _to_version_2, 2: _manifest_to_version_3},
+    RUN_FORMAT: {1: _to_version_2, 2: _run_to_version_3, 3: _run_to_version_4}}
 _CURRENT = {MANIFEST_FORMAT: MANIFEST_VERSION, RUN_FORMAT: RUN_VERSION}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..analysis.comparison import packages_text
 from ..analysis.hardware import hardware_note, hardware_text
 from ..analysis.verdict import TimingSummary
 from ..bundle import trees
@@ -132,6 +133,12 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
         ])
         if r["status"] != "ok" or resized:
             notes.append(_t(f"jax {r['requested']}: {r['status']}: {r['reason']}"))
+        if r.get("packages"):
+            notes.append(_t(f"jax {run_label(r)}: the program's packages: {packages_text(r['packages'])}"))
+        if "lowering_changed" in r:
+            notes.append(_t(f"jax {run_label(r)}: lowering "
+                            + (f"changed: {r.get('lowering_diff') or 'yes'}" if r["lowering_changed"] else
+                               "unchanged from the bundle's")))
         notes += [_t(f"jax {r['requested']}: {note}") for note in r.get("notes") or []]
     if any(row[6] not in ("-", "1.00x") for row in rows[1:]) or runs:
         notes.insert(0, "VS REF: median over the pack's reference run, another process timed at pack time: not "

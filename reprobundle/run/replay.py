@@ -161,6 +161,44 @@ def _phase(progress: Callable[[str], None] | None, phase: str) -> Callable[[str]
     return lambda line: progress(line if isinstance(line, Status) else Status(line, phase))
 
 
+def program_packages(manifest: dict) -> dict[str, str]:
+    """The third-party packages a bundle's program imports, {name: version when packed} (manifest 3)."""
+    return dict(((manifest.get("function") or {}).get("program") or {}).get("packages") or {})
+
+
+def _interpreter(requested: str, packages: dict[str, str], overrides: Sequence[str], *, python: str | None,
+                 env_manager, progress, on_platform: dict) -> tuple:
+    """(env_manager, the interpreter of a contender, the program's packages there or {}): the host's for
+    "installed", else the release's environment, with the program's packages resolved beside its jax when a
+    retrace needs them (program_envs.py)."""
+    if requested == "installed" and python is None:
+        return env_manager, sys.executable, installed_packages(packages)
+    if env_manager is None:
+        from .envs import EnvironmentManager
+
+        env_manager = EnvironmentManager(python=python)
+    base = env_manager.ensure(requested, progress=_phase(progress, "environment"), **on_platform)
+    if not packages and not overrides:
+        return env_manager, base.python_executable, {}
+    from .program_envs import parse_overrides, program_environment
+
+    env = program_environment(base, env_manager.root, packages, parse_overrides(overrides),
+                              say=_phase(progress, "environment"))
+    return env_manager, env.python_executable, env.packages
+
+
+def installed_packages(packages: dict[str, str]) -> dict:
+    from importlib import metadata
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "?"
+
+    return {name: {"version": version(name), "packed": packed} for name, packed in packages.items()}
+
+
 def replay_platform(bundle: Bundle, override: str | None = None) -> PlatformChoice:
     """The platform a replay of `bundle` runs on (see platforms.choose_platform); devices are detected only when
     the bundle was lowered for an accelerator or --platform names one."""
@@ -176,7 +214,7 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | Contende
            python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
            memory_limit_bytes: int | None = None, store_runs: bool = True,
            shapes: dict[str, int] | None = None, platform: str | None = None, pin: Pin | None = None,
-           max_time_s: float | None = None) -> list[dict]:
+           max_time_s: float | None = None, retrace_packages: Sequence[str] = ()) -> list[dict]:
     """Replay `bundle` on each version ("installed" is the host interpreter) and return the run records, in the
     order of `versions`. The versions are timed together, interleaved (see schedule.py); runs measured together
     share `timing.group`, which is what lets the verdict pair their samples.
@@ -195,7 +233,8 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | Contende
     return replay_together(registry, [bundle], versions, timing=timing, timeout_s=timeout_s, dump=dump,
                            profile=profile, python=python, env_manager=env_manager, progress=progress,
                            memory_limit_bytes=memory_limit_bytes, store_runs=store_runs, shapes=shapes,
-                           platform=platform, pin=pin, max_time_s=max_time_s)[0]
+                           platform=platform, pin=pin, max_time_s=max_time_s,
+                           retrace_packages=retrace_packages)[0]
 
 
 def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str | ContenderSpec] = ("installed",), *,
@@ -204,7 +243,7 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
                     progress: Callable[[str], None] | None = None, memory_limit_bytes: int | None = None,
                     store_runs: bool = True, shapes: dict[str, int] | None = None, platform: str | None = None,
                     pin: Pin | None = None, max_time_s: float | None = None,
-                    largest_move: bool = False) -> list[list[dict]]:
+                    largest_move: bool = False, retrace_packages: Sequence[str] = ()) -> list[list[dict]]:
     """Replay each of `bundles` on each version, all in one interleaved measurement (see replay, whose options these
     are), and return per bundle its run records in the order of `versions`. Each bundle's versions are compared
     among themselves: the budget judges them against the bundle's first version, and their steps make the same
@@ -215,7 +254,9 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
     runs: dict[tuple[int, int], dict] = {}
     contenders: list[tuple[int, int, ContenderSpec, Contender]] = []  # (bundle, version index, spec, contender)
     references: list[Sequence[np.ndarray] | None] = []
-    interpreters: dict[tuple[str, str], str | Path | ReproBundleError] = {}
+    interpreters: dict[tuple, str | Path | ReproBundleError] = {}
+    resolved: dict[tuple, dict] = {}  # the program's packages in each retrace environment
+    packages_of: dict[tuple[int, int], dict] = {}
     on_tpu = False
 
     specs = as_specs(versions)
@@ -251,21 +292,18 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
                 continue
             write_job = job_writer(m, resized or m["inputs"]["leaves"], choice.platform, spec)
             start = time.perf_counter()
-            where = (requested, f"{choice.platform} {choice.build}")
+            packages = program_packages(m) if spec.mode == RETRACE else {}
+            where = (requested, f"{choice.platform} {choice.build}", tuple(sorted(packages.items())))
             if where not in interpreters:
-                if requested == "installed" and python is None:
-                    interpreters[where] = sys.executable
-                else:
-                    try:
-                        if env_manager is None:
-                            from .envs import EnvironmentManager
-
-                            env_manager = EnvironmentManager(python=python)
-                        interpreters[where] = env_manager.ensure(requested, progress=_phase(progress, "environment"),
-                                                                 **on_platform).python_executable
-                    except ReproBundleError as e:
-                        interpreters[where] = e
+                try:
+                    env_manager, interpreters[where], resolved[where] = _interpreter(
+                        requested, packages, retrace_packages, python=python, env_manager=env_manager,
+                        progress=progress, on_platform=on_platform)
+                except ReproBundleError as e:
+                    interpreters[where] = e
             interpreter = interpreters[where]
+            if where in resolved:
+                packages_of[b, index] = resolved[where]
             if isinstance(interpreter, ReproBundleError):
                 runs[b, index] = _record(bundle, spec, "error",
                                          f"no environment for jax {requested}: {interpreter.message}",
@@ -320,6 +358,9 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
                                            at_sizes=at_sizes)
             runs[b, index]["environment"]["conditions"] = measured_under if contender.key not in budget.retired else \
                 {**measured_under, "schedule": budget.describe(rounds_run, contender.key)}
+    for at, packages in packages_of.items():
+        if packages:
+            runs[at]["packages"] = packages
     ordered = [[runs[b, i] for i in range(len(specs))] for b in range(len(bundles))]
     for run in (run for per_bundle in ordered for run in per_bundle):
         run["group"] = group  # every run of this replay, timed or not: what `compare` picks a replay's runs by

@@ -40,7 +40,7 @@ from .schedule import DEFAULT_STEPS, Pin
 # `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults).
 DEFAULT_OPTIONS: dict[str, Any] = {"warmup": 5, "repeat": DEFAULT_STEPS, "rounds": None, "max_time_s": None,
                                    "pin": None, "platform": None, "timeout_s": DEFAULT_TIMEOUT_S, "env_dir": None,
-                                   "python": None, "dump": True, "profile": True}
+                                   "python": None, "dump": True, "profile": True, "mode": "frozen"}
 # Output status of a bundle across the two versions, worst last.
 OUTPUT_OK, OUTPUT_MISMATCH, OUTPUT_FAILED = "ok", "mismatch", "failed"
 TIMED = ("ok", "mismatch")
@@ -66,6 +66,7 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
     status "failed"; only infrastructure failures raise (the store unreachable: StoreError; anything unexpected).
     `progress` gets the replay's lines (in-process executors only: a task crosses machines without it)."""
     from ..bundle.transfer import prefetch
+    from .contenders import contenders_from
     from .envs import EnvironmentManager
     from .replay import replay
 
@@ -79,7 +80,7 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
         manager = EnvironmentManager(Path(options["env_dir"]) if options["env_dir"] else None,
                                      python=options["python"])
         pin = Pin(tuple(options["pin"]), len(options["pin"])) if options["pin"] else None
-        runs = replay(registry, bundle, list(task.versions),
+        runs = replay(registry, bundle, contenders_from(task.versions, (), options["mode"]),
                       timing=Timing(warmup=options["warmup"], repeat=options["repeat"], rounds=options["rounds"]),
                       timeout_s=options["timeout_s"], dump=options["dump"], profile=options["profile"],
                       python=options["python"], env_manager=manager, platform=options["platform"], pin=pin,
@@ -149,7 +150,8 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
     records keep no host name), the wall time."""
     from ..analysis.comparison import describe_move
 
-    baseline, candidate = versions[0], versions[-1]
+    labels = contender_labels(versions, options)
+    baseline, candidate = labels[0], labels[-1]
     out = {**result_skeleton(str(bundle.ref), versions), **_identity(bundle)}
     out.update(stored=stored, group=runs[0].get("group") if runs else None, wall_s=round(wall_s, 3),
                host=None if stored else host or socket.gethostname(), options=task_options(options))
@@ -171,7 +173,7 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
         return out
     comparison = compare_runs(registry, bundle, runs, baseline)
     rows = {row["requested"]: row for row in comparison["rows"]}
-    out["medians_ns"] = [rows[v]["median_ns"] if v in rows else None for v in versions]
+    out["medians_ns"] = [rows[v]["median_ns"] if v in rows else None for v in labels]
     row = rows.get(candidate)
     if row is None or candidate == baseline:
         return out
@@ -189,6 +191,14 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
         out["moved_line"] = diff["moved"]
         out["moved"] = describe_move(diff["moved_row"]) if diff["moved_row"] else None
     return _plain(out)
+
+
+def contender_labels(versions: Sequence[str], options: dict[str, Any] | None) -> list[str]:
+    """The labels of a task's runs (`0.8.0`, `0.8.0 retraced`): one contender per version in the task's mode."""
+    from .contenders import contenders_from
+
+    mode = task_options(options)["mode"]
+    return [spec.label for spec in contenders_from(versions, (), mode)] if mode != "both" else list(versions)
 
 
 def _plain(value: Any) -> Any:
@@ -245,7 +255,7 @@ def stored_runs(registry: Registry, bundle: Bundle, versions: Sequence[str], opt
             groups.setdefault(stored["group"], []).append(stored)
     for members in sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True):
         by_version = {run_label(r): r for r in members}
-        chosen = [by_version[v] for v in versions if v in by_version]
+        chosen = [by_version[v] for v in contender_labels(versions, options) if v in by_version]
         if len(chosen) == len(versions) and all(r["status"] in FINISHED and options_match(r, options)
                                                 for r in chosen) and all(
                 str((r.get("environment") or {}).get("jax")) == str(here) for r in chosen
