@@ -144,3 +144,20 @@ def test_lapack_program_retraces_where_its_frozen_module_cannot_load(store_dir):
     # 0.4.30 calls the kernels by their pre-FFI names, at the program's lines
     diff = runs["0.4.30 retraced"]["lowering_diff"]
     assert "+1 custom_call(lapack_spotrf) at lapack.py:10" in diff and "-1 custom_call(lapack_spotrf_ffi)" in diff
+
+
+@pytest.mark.crossversion
+def test_flax_nnx_train_step_retraces_with_a_flax_resolved_for_the_older_release(store_dir):
+    from packaging.version import Version
+
+    api.pack_script(str(Path(__file__).parent.parent / "examples" / "flax_nnx_train.py"), name="nnx",
+                    store=str(store_dir), **QUICK)
+    program = Registry.open(str(store_dir)).resolve("nnx").manifest["function"]["program"]
+    assert {"flax", "optax"} <= set(program["packages"])
+    run = _replay(store_dir, "nnx", [ContenderSpec("0.7.2", "retrace")])["0.7.2 retraced"]
+    assert run["status"] == "ok", run["reason"]
+    assert run["environment"]["jax"] == "0.7.2"
+    flax = run["packages"]["flax"]
+    # the installed flax needs a newer jax: uv resolved an older one, recorded beside the packed version
+    assert flax["packed"] == program["packages"]["flax"]
+    assert Version(flax["version"]) < Version(flax["packed"]), flax
