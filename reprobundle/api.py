@@ -252,8 +252,12 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
                     top: int | None = None, all_signatures: bool = False, listing: bool = False,
                     name: str | None = None, store: str | None = None, description: str = "",
                     labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50, dump: bool = True,
-                    profile: bool = True, progress: Callable[[str], None] | None = None):
+                    profile: bool = True, progress: Callable[[str], None] | None = None, jax: str | None = None,
+                    env_dir: str | None = None):
     """Run an unmodified program (`["python", "train.py", ...]`) and list or pack the jitted computations it runs.
+
+    `jax` ("0.7.2"): the program runs in the environment of that release instead, with the third-party packages its
+    script imports (those installed here, resolved compatible with that jax), so its bundles are traced by it.
 
     `listing`: time every call and capture nothing. Otherwise the functions whose name matches `match` (a regular
     expression), or the `top` K most expensive ones, are packed at their `call`-th call (per signature; default:
@@ -272,7 +276,29 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
     options = CaptureOptions(match=match, call=call, top=top, all_signatures=all_signatures, listing=listing)
     pack_options = PackOptions(store=None if store is None else str(store), name=name, description=description,
                                labels=dict(labels or {}), warmup=warmup, repeat=repeat, dump=dump, profile=profile)
-    return _capture_program(list(command), options.check(), pack_options, progress=progress)
+    command = list(command)
+    if jax is not None:
+        command = _in_release(command, jax, env_dir, progress)
+    return _capture_program(command, options.check(), pack_options, progress=progress)
+
+
+def _in_release(command: list[str], version: str, env_dir: str | None, progress) -> list[str]:
+    """`python prog.py ...` with the interpreter of jax `version`'s environment (plus the packages prog.py imports)."""
+    from .capture.source import collect_program
+    from .run.program_envs import program_environment
+
+    if not command or not (Path(command[0]).name.startswith("python") or command[0] == sys.executable):
+        raise UsageError("capture --jax runs the program with another interpreter, so it must start with python",
+                         hint="reprobundle capture --jax 0.7.2 -- python train.py")
+    script = next((Path(a) for a in command[1:] if a.endswith(".py") and Path(a).is_file()), None)
+    packages = collect_program(script, DEFAULT_FACTORY).packages if script is not None else {}
+    manager = environment_manager(env_dir)
+    say = progress and (lambda line: progress(Status(line, "environment")))
+    base = manager.ensure(version, progress=say)
+    python = base.python_executable
+    if packages:
+        python = program_environment(base, manager.root, packages, say=say).python_executable
+    return [str(python), *command[1:]]
 
 
 def environment_manager(env_dir: str | None = None, *, python: str | None = None):

@@ -177,6 +177,9 @@ def capture(
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     no_profile: bool = typer.Option(False, "--no-profile", help="No profiler trace in the reference run."),
     store: Optional[str] = StoreOpt,
+    jax_version: Optional[str] = typer.Option(None, "--jax", help="Run the program in the environment of this JAX "
+                                                                 "release (with the packages it imports, resolved "
+                                                                 "compatible with it) and capture there."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Run a program unmodified; list its jitted computations, or pack the matching ones with their real inputs."""
@@ -186,7 +189,7 @@ def capture(
     result = api.capture_program(command or [], match=match, call=call, top=top, all_signatures=all_signatures,
                                  listing=listing, name=name, store=store, description=description,
                                  labels=_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump,
-                                 profile=not no_profile, progress=_progress(as_json))
+                                 profile=not no_profile, progress=_progress(as_json), jax=jax_version)
     human = (capture_render.listing_text(result, limit=top) if listing else capture_render.capture_text(result))
     _emit(as_json, capture_render.capture_data(result), human)
     if result.exit_code:

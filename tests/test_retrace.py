@@ -161,3 +161,16 @@ def test_flax_nnx_train_step_retraces_with_a_flax_resolved_for_the_older_release
     # the installed flax needs a newer jax: uv resolved an older one, recorded beside the packed version
     assert flax["packed"] == program["packages"]["flax"]
     assert Version(flax["version"]) < Version(flax["packed"]), flax
+
+
+@pytest.mark.crossversion
+def test_capture_on_another_release_says_it_was_traced_there(store_dir):
+    import sys
+
+    result = api.capture_program([sys.executable, str(Path(__file__).parent / "programs" / "small_loop.py"), "1"],
+                                 match="medium", name="loop", store=str(store_dir), warmup=1, repeat=3, dump=False,
+                                 profile=False, jax="0.7.2")
+    assert result.exit_code == 0 and len(result.captures) == 1, result.failures
+    manifest = Registry.open(str(store_dir)).resolve("loop").manifest
+    assert manifest["function"]["traced_by"] == {"jax": "0.7.2"}
+    assert manifest["environment"]["jax"] == "0.7.2"  # the reference ran where it was traced
