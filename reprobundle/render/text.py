@@ -53,6 +53,24 @@ def bundle_data(b: Bundle, runs: list[dict]) -> dict:
     return {"ref": ref_data(b.ref), "manifest": b.manifest, "runs": [run_data(r) for r in runs]}
 
 
+def _program_lines(fn: dict) -> list[str]:
+    """The program a retrace runs (manifest 3): script, factory, files, packages, files left out."""
+    program = fn.get("program")
+    traced = (fn.get("traced_by") or {}).get("jax")
+    if not program:
+        return [_t(f"  traced by:    jax {traced}; no program stored (cannot retrace)")] if traced else []
+    files = program.get("files") or []
+    size = sum(int(f["blob"]["size"]) for f in files)
+    lines = [_t(f"  program:      {program['script']}:{program['factory']}, {len(files)} file"
+                f"{'s' if len(files) != 1 else ''} ({human_bytes(size)})" + (f", traced by jax {traced}" if traced
+                                                                           else ""))]
+    lines += [_t(f"    {f['path']}  ({human_bytes(int(f['blob']['size']))})") for f in files[:trees.MAX_LINES]]
+    if program.get("packages"):
+        lines.append(_t("    packages: " + ", ".join(f"{k} {v}" for k, v in sorted(program["packages"].items()))))
+    lines += [_t(f"    left out: {s['path']} ({s['reason']})") for s in program.get("skipped") or []]
+    return lines
+
+
 def describe_bundle(b: Bundle, runs: list[dict]) -> str:
     m = b.manifest
     env = m["environment"]
@@ -80,6 +98,7 @@ def describe_bundle(b: Bundle, runs: list[dict]) -> str:
         lines += [f"    {_t(v['path'])} = {_t(v['repr'], 60)}" for v in static[:trees.MAX_LINES]]
         if len(static) > trees.MAX_LINES:
             lines.append(f"    ... and {len(static) - trees.MAX_LINES} more (show --json lists them all)")
+    lines += _program_lines(fn)
     lines.append("  outputs:      " + _t(trees.summary(outputs, human_bytes)))
     lines += [_t(line) for line in trees.render(outputs, human_bytes)]
     lines += [
