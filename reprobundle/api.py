@@ -639,7 +639,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
     result = _bisect(manager.available_versions(), good, bad, replay_together, progress=progress,
                      outputs_differ=outputs_differ)
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
-    comparison = comparison_of(registry, bundle, tested, baseline=good)
+    comparison = comparison_of(registry, bundle, tested, baseline=run_label(result.runs[good]))
     return result, comparison
 
 

@@ -161,6 +161,11 @@ def test_flax_nnx_train_step_retraces_with_a_flax_resolved_for_the_older_release
     # the installed flax needs a newer jax: uv resolved an older one, recorded beside the packed version
     assert flax["packed"] == program["packages"]["flax"]
     assert Version(flax["version"]) < Version(flax["packed"]), flax
+    # a pinned flax that needs a newer jax: that version's error says what to do
+    pinned = _replay_pinned(store_dir, "nnx", "0.7.2", ["flax==" + flax["packed"]])
+    assert pinned["status"] == "error"
+    assert "installs beside jax 0.7.2" in pinned["reason"] and "--retrace-package flax==" in pinned["reason"]
+
 
 
 @pytest.mark.crossversion
@@ -174,3 +179,23 @@ def test_capture_on_another_release_says_it_was_traced_there(store_dir):
     manifest = Registry.open(str(store_dir)).resolve("loop").manifest
     assert manifest["function"]["traced_by"] == {"jax": "0.7.2"}
     assert manifest["environment"]["jax"] == "0.7.2"  # the reference ran where it was traced
+
+
+@pytest.mark.crossversion
+def test_bisect_with_retrace_names_the_release_whose_numbers_changed(store_dir):
+    _pack(PROGRAMS / "rng.py", "rng", store_dir)
+    result, comparison = api.bisect("rng", "0.4.30", "0.5.3", store=str(store_dir), warmup=1, repeat=2, rounds=1,
+                                    mode="retrace")
+    # packed on a release after 0.5.0, so 0.4.30 itself mismatches the reference: the endpoints differ from each
+    # other, and each release is judged by whether its numbers are the good release's
+    assert result.criterion == "outputs vs good"
+    assert result.first_bad == "0.5.0", result.evidence
+    assert result.last_good.startswith("0.4."), result.evidence
+    assert comparison["baseline"] == "0.4.30 retraced"
+
+
+def _replay_pinned(store: Path, name: str, version: str, packages: list[str]) -> dict:
+    registry = Registry.open(str(store))
+    return replay(registry, registry.resolve(name), [ContenderSpec(version, "retrace")],
+                  timing=Timing(warmup=1, repeat=2, rounds=1), dump=False, profile=False,
+                  retrace_packages=packages)[0]

@@ -306,7 +306,9 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
                 packages_of[b, index] = resolved[where]
             if isinstance(interpreter, ReproBundleError):
                 runs[b, index] = _record(bundle, spec, "error",
-                                         f"no environment for jax {requested}: {interpreter.message}",
+                                         f"no environment for jax {requested}: {interpreter.message}"
+                                         + (f" ({interpreter.hint})" if spec.mode == RETRACE and interpreter.hint
+                                            else ""),
                                          duration_s=time.perf_counter() - start)
                 continue
             key = str(index) if len(bundles) == 1 else f"{b}.{index}"
