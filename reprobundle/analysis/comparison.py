@@ -94,16 +94,9 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
                      "so it is left out")
     diffs = [_version_diff(row, base, modules) for row in rows
              if base is not None and row is not base and row["requested"] != REFERENCE and row["status"] in TIMED]
-    texts = stablehlo_texts or {}
-    for diff in diffs:
-        before, after = texts.get(diff["vs"]), texts.get(diff["label"])
-        lowered = lowering_diff(before, after, program_files or []) if before and after and before != after else None
-        diff["lowering"] = lowered if lowered and lowered["changed"] else None
+    _add_lowering_diffs(diffs, stablehlo_texts or {}, program_files or [])
     split = layer_split(rows, base)
-    for row in rows:
-        notes += [f"jax {row['label']}: {note}" for note in row["worker_notes"]]
-        if row.get("packages"):
-            notes.append(f"jax {row['label']}: the program's packages: {packages_text(row['packages'])}")
+    notes += _row_notes(rows)
     warned, measured_under = conditions_report(runs)
     return {
         "format": COMPARISON_FORMAT, "version": COMPARISON_VERSION,
@@ -118,6 +111,24 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
         "rows": rows, "diffs": diffs, "layers": split, "runs_used": runs_used(rows),
         "notes": notes + _machine_notes(manifest, runs) + measured_under,
     }
+
+
+def _add_lowering_diffs(diffs: list[dict], texts: dict[str, str], program_files: list[str]) -> None:
+    """Each diff's "lowering": what JAX's lowering changed between the StableHLO its two runs compiled, or None."""
+    for diff in diffs:
+        before, after = texts.get(diff["vs"]), texts.get(diff["label"])
+        lowered = lowering_diff(before, after, program_files) if before and after and before != after else None
+        diff["lowering"] = lowered if lowered and lowered["changed"] else None
+
+
+def _row_notes(rows: list[dict]) -> list[str]:
+    """The worker's notes of each run and a retraced run's packages."""
+    notes = []
+    for row in rows:
+        notes += [f"jax {row['label']}: {note}" for note in row["worker_notes"]]
+        if row.get("packages"):
+            notes.append(f"jax {row['label']}: the program's packages: {packages_text(row['packages'])}")
+    return notes
 
 
 # ------------------------------------------------------------------------------------------------ headlines
