@@ -340,17 +340,17 @@ class _Interpreters:
     def get(self, requested: str, choice: PlatformChoice,
             packages: Mapping[str, str] | None = None) -> tuple[str | Path | ReproBundleError, dict]:
         """(interpreter or error, the program's packages there): `packages` ({name: packed version}) are a
-        retrace's, resolved beside that jax (program_envs.py)."""
-        packages = dict(packages or {})
-        where = (requested, f"{choice.platform} {choice.build}", tuple(sorted(packages.items())))
+        retrace's, resolved beside that jax with the retrace's pins (program_envs.py); None for a frozen replay."""
+        where = (requested, f"{choice.platform} {choice.build}",
+                 None if packages is None else tuple(sorted(packages.items())))
         if where not in self.found:
             self.found[where] = self._resolve(requested, choice, packages)
         return self.found[where]
 
     def _resolve(self, requested: str, choice: PlatformChoice,
-                 packages: dict[str, str]) -> tuple[str | Path | ReproBundleError, dict]:
+                 packages: Mapping[str, str] | None) -> tuple[str | Path | ReproBundleError, dict]:
         if requested == "installed" and self.python is None:
-            return sys.executable, installed_packages(packages)
+            return sys.executable, installed_packages(packages or {})
         on_platform = {} if choice.platform == "cpu" else {"platform": choice.platform, "build": choice.build}
         try:
             if self.env_manager is None:
@@ -358,7 +358,7 @@ class _Interpreters:
 
                 self.env_manager = EnvironmentManager(python=self.python)
             base = self.env_manager.ensure(requested, progress=_phase(self.progress, "environment"), **on_platform)
-            if not packages and not self.retrace_packages:
+            if packages is None or not (packages or self.retrace_packages):
                 return base.python_executable, {}
             from .program_envs import parse_overrides, program_environment
 
