@@ -199,3 +199,24 @@ def _replay_pinned(store: Path, name: str, version: str, packages: list[str]) ->
     return replay(registry, registry.resolve(name), [ContenderSpec(version, "retrace")],
                   timing=Timing(warmup=1, repeat=2, rounds=1), dump=False, profile=False,
                   retrace_packages=packages)[0]
+
+
+def test_the_change_splits_between_compiler_and_lowering():
+    from reprobundle.analysis.layers import layer_headlines, layer_split
+
+    rng = np.random.default_rng(0)
+    schedule = {"steps": [1] * 48, "rounds": [6] * 8, "group": "g"}
+
+    def row(label: str, jax: str, mode: str, scale: float) -> dict:
+        samples = [int(1e6 * scale * (1 + 0.01 * x)) for x in rng.standard_normal(48)]
+        return {"label": label, "contender_jax": jax, "mode": mode, "status": "ok", "samples_ns": samples,
+                "schedule": schedule}
+
+    base = row("0.7.2", "0.7.2", "frozen", 1.0)
+    rows = [base, row("0.8.0", "0.8.0", "frozen", 1.0), row("0.8.0 retraced", "0.8.0", "retrace", 1.25)]
+    (split,) = layer_split(rows, base)
+    assert split["layer"] == "lowering", split
+    assert split["text"].startswith("compiler: 1.00x (frozen replay on 0.8.0 vs 0.7.2), lowering: 1.2")
+    assert split["text"].endswith("x (retraced vs frozen on 0.8.0)")
+    (headline,) = layer_headlines([split])
+    assert headline["text"].startswith("jax 0.8.0: JAX's lowering moved, XLA (the compiler) did not")
