@@ -137,8 +137,10 @@ def _create(base, folder: Path, pins: list[str], wanted: list[str], packed: Mapp
 
 def _no_solution(jax_version: str, wanted: list[str], packed: Mapping[str, str], output: str) -> EnvironmentCreationError:
     tail = "\n".join(output.strip().splitlines()[-_TAIL:])
-    first = next((w for w in wanted if "==" not in w), wanted[0] if wanted else "")
-    name = first.split("==")[0]
+    names = [w.split("==")[0] for w in wanted]
+    # the package uv's explanation names first is the one that does not fit (a pinned one, or the newest needed)
+    mentioned = sorted((output.find(n), n) for n in names if output.find(n) >= 0)
+    name = mentioned[0][1] if mentioned else (names[0] if names else "")
     example = f"{name}==VERSION" if name else "NAME==VERSION"
     return EnvironmentCreationError(
         f"no release of {', '.join(wanted)} installs beside jax {jax_version} (packed with "
