@@ -556,7 +556,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     results = sweeping.sweep(registry, bundles, versions, plain, executor=executor, rerun=rerun, fn=fn,
                              progress=report)
     return sweeping.sweep_report(registry, bundles, results, versions, plain, executor_name=executor.name,
-                                 rerun=rerun, extra_args=options.args())
+                                 rerun=rerun, extra_args=options.args() + (["--mode", mode] if mode != "frozen" else []))
 
 
 def history(selection: Sequence[str] = (), *, store: str | None = None, labels: dict[str, str] | None = None,
