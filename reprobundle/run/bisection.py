@@ -21,6 +21,9 @@ from .versions import version_key
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
 OutputsDiffer = Callable[[dict, dict], bool]  # (run, run) -> whether their outputs differ beyond tolerance
+# (version, the classes so far) -> (class, evidence) when it is known without a replay (the same build as a version
+# already classed), else None
+Known = Callable[[str, dict], "tuple[str, str] | None"]
 
 
 @dataclass
@@ -34,6 +37,7 @@ class BisectResult:
     classes: dict[str, str] = field(default_factory=dict)  # version -> "good" / "bad" / "skip"
     evidence: dict[str, str] = field(default_factory=dict)  # version -> why it was classed so, one line
     candidates: list[str] = field(default_factory=list)
+    nightly: dict | None = None  # bisect --nightly: the builds, commits, compare URLs (see nightly_bisect.report)
 
 
 def _timing(run: dict) -> dict:
@@ -76,10 +80,12 @@ OUTPUTS_VS_GOOD = "outputs vs good"
 
 
 def bisect(versions: Sequence[str], good: str, bad: str, replay_together: ReplayTogether,
-           progress: Callable[[str], None] | None = None,
+           progress: Callable[[str], None] | None = None, known: Known | None = None,
            outputs_differ: OutputsDiffer | None = None) -> BisectResult:
-    """Binary search over the released `versions` strictly between `good` and `bad`. `outputs_differ` (two runs ->
-    whether their outputs differ) lets endpoints whose outputs differ from each other be told apart by outputs."""
+    """Binary search over the released `versions` strictly between `good` and `bad`. `known` classes a version
+    without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed).
+    `outputs_differ` (two runs -> whether their outputs differ) lets endpoints whose outputs differ from each other
+    be told apart by outputs."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
@@ -114,12 +120,16 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
         version = remaining[len(remaining) // 2]
         if progress:
             progress(f"bisect: {len(remaining)} versions left between {last_good} and {first_bad}; testing {version}")
-        if result.criterion in ("outputs", OUTPUTS_VS_GOOD):
-            (run,), good_run = replay_together([version]), g
+        decided = known(version, result.classes) if known else None
+        if decided is not None:
+            cls, result.evidence[version] = decided
         else:
-            good_run, run = replay_together([good, version])
-        result.runs[version] = run
-        cls, result.evidence[version] = classify(run, good_run, target, result.criterion, outputs_differ)
+            if result.criterion in ("outputs", OUTPUTS_VS_GOOD):
+                (run,), good_run = replay_together([version]), g
+            else:
+                good_run, run = replay_together([good, version])
+            result.runs[version] = run
+            cls, result.evidence[version] = classify(run, good_run, target, result.criterion, outputs_differ)
         result.classes[version] = cls
         if cls == "skip":  # untestable: decide without it
             remaining.remove(version)

@@ -263,7 +263,8 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle],
             timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
             runs[t.bundle_index, t.version_index] = _timed_run(registry, targets[t.bundle_index], t, measured,
                                                                measured_under, budget, warmup=timing.warmup,
-                                                               group=timed_with, at_sizes=at_sizes)
+                                                               group=timed_with, at_sizes=at_sizes,
+                                                               build=interpreters.builds.get(t.spec.jax))
     ordered = [[runs[b, i] for i in range(len(specs))] for b in range(len(bundles))]
     for run in (run for per_bundle in ordered for run in per_bundle):
         run["group"] = group  # every run of this replay, timed or not: what `compare` picks a replay's runs by
@@ -273,9 +274,10 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle],
 
 
 def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dict[str, Measurement],
-               measured_under: dict, budget: Budget, *, warmup: int, group: str, at_sizes: str) -> dict:
+               measured_under: dict, budget: Budget, *, warmup: int, group: str, at_sizes: str,
+               build: dict | None = None) -> dict:
     """The run record of one timed contender, with the conditions it was measured under (a contender the budget
-    retired early keeps its own schedule)."""
+    retired early keeps its own schedule) and the build it ran on (`jax_build`, JaxEnvironment.build_record)."""
     key = timed.contender.key
     run = _measured_run(registry, target.bundle, timed.spec, measured[key], reference=target.reference,
                         warmup=warmup, group=group, at_sizes=at_sizes)
@@ -284,6 +286,10 @@ def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dic
         {**measured_under, "schedule": budget.describe(rounds_run, key)}
     if timed.packages:
         run["packages"] = timed.packages
+    if build is not None:
+        run["environment"]["jax_build"] = build
+        if build.get("source_build"):  # said where every report shows the run's notes
+            run["notes"] = [*run.get("notes", []), f"{build['path']}: {build['source_build']}"]
     return run
 
 
@@ -336,6 +342,7 @@ class _Interpreters:
         self.progress = progress
         self.retrace_packages = tuple(retrace_packages)
         self.found: dict[tuple, tuple[str | Path | ReproBundleError, dict]] = {}
+        self.builds: dict[str, dict] = {}  # requested -> what its runs record of the build (JaxEnvironment.build_record)
 
     def get(self, requested: str, choice: PlatformChoice,
             packages: Mapping[str, str] | None = None) -> tuple[str | Path | ReproBundleError, dict]:
@@ -358,6 +365,7 @@ class _Interpreters:
 
                 self.env_manager = EnvironmentManager(python=self.python)
             base = self.env_manager.ensure(requested, progress=_phase(self.progress, "environment"), **on_platform)
+            self.builds[requested] = base.build_record()
             if packages is None or not (packages or self.retrace_packages):
                 return base.python_executable, {}
             from .program_envs import parse_overrides, program_environment
