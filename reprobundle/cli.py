@@ -604,7 +604,7 @@ def _guard(callback):
         except KeyboardInterrupt:
             raise Interrupted() from None
 
-    guarded.reprobundle_guarded = True
+    guarded.reprobundle_guarded = True  # type: ignore[attr-defined]
     return guarded
 
 

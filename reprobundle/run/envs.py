@@ -80,7 +80,7 @@ from .env_plan import (
 )
 from .interpreters import InterpreterFinder, requested_python
 from .package_index import CACHE_FILE, INDEX_CACHE_TTL_S, PackageIndex, index_url, installable, jaxlib_for
-from .platforms import PLATFORMS, build_platform, detect_devices
+from .platforms import PLATFORMS, Devices, build_platform, detect_devices
 from .versions import python_release, same_release, version_key
 
 __all__ = ["INSTALLED", "LATEST", "JaxEnvironment", "EnvironmentManager", "default_root", "choose_cuda_build",
@@ -107,7 +107,7 @@ class EnvironmentManager:
         self._uv_resolved = uv is not None
         self._interpreters = InterpreterFinder(self.python, self._uv_bin)
         self._index = PackageIndex(self.root / CACHE_FILE)
-        self._found_devices = None  # detect_devices(), when a choice needs it
+        self._found_devices: Devices | None = None  # detect_devices(), when a choice needs it
 
     # ------------------------------------------------------------------------------ public API
 
@@ -349,7 +349,7 @@ class EnvironmentManager:
             f"no jax release on the index runs on the Python interpreters found here ({found})",
             hint="install a recent Python (3.12 or newer) or pass --python PATH")
 
-    def _devices(self):
+    def _devices(self) -> Devices:
         if self._found_devices is None:
             self._found_devices = detect_devices()
         return self._found_devices

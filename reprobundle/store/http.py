@@ -106,7 +106,7 @@ class HttpStore(Store):
 class HttpZipStore(ZipStore):
     """A bundle zip at an http(s) URL, read from a cached download."""
 
-    capabilities = Capabilities(writable=False, local=True, shareable=True)
+    capabilities = Capabilities(writable=False, local=True, shareable=True, single_file=True)
 
     def __init__(self, url: str) -> None:
         super().__init__(download(url))
