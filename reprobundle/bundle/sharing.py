@@ -12,7 +12,7 @@ import statistics
 import sys
 from typing import Sequence
 
-from ..config import default_store_url
+from ..config import default_store_url, settings
 from ..errors import ReproBundleError, UsageError
 from ..store import is_zip_url
 from . import collection, transfer
@@ -118,7 +118,7 @@ def install_line() -> str | None:
     """How a reader with nothing installs this reprobundle, when that is known: $REPROBUNDLE_INSTALL, else what pip
     recorded when it installed this copy (a git URL and commit, or a wheel URL; an index install means the version
     is published there). None for a copy installed from a local folder, which no one else can reach."""
-    override = os.environ.get(INSTALL_ENV, "").strip()
+    override = settings().install
     if override:
         return override
     # Installed copies only: metadata in site-packages (a source tree's egg-info says nothing of where it came from).

@@ -6,7 +6,7 @@ Layout of the environment root (default: $REPROBUNDLE_ENV_DIR, else <user cache>
     jax-0.8.0-cuda13-py3.12/     the same release built for another platform: cuda12, cuda13, rocm, tpu
     .tmp-jax-0.8.0-py3.12-<rnd>/ a venv being built (renamed into place when verified)
     .trash-<rnd>/                an environment being removed
-    .locks/jax-0.8.lock          fcntl lock: one builder per JAX release (and build) at a time, across processes
+    .locks/jax-0.8.lock          file lock (filelock): one builder per JAX release (and build) at a time, across processes
     .index-cache.json            what the package index said about jax and jaxlib (see package_index.py)
 
 Each environment holds `jax==V`, the jaxlib it needs, numpy (numpy<2 for releases built before NumPy 2),
