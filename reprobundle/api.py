@@ -317,7 +317,8 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     env_manager = None
     if any(v != "installed" for v in versions) or python:
         env_manager = environment_manager(env_dir, python=python)
-    runs = _replay(registry, bundle, versions, options, python=python, env_manager=env_manager, progress=progress)
+    runs = _replay(registry, bundle, versions, options=options, python=python, env_manager=env_manager,
+                   progress=progress)
     return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(options.args(max_time=False)))
 
 
