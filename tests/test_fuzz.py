@@ -789,6 +789,8 @@ SUBPROCESS_MODULES = {
                            "program's packages (argument lists, no shell)",
     "run/platforms.py": "nvidia-smi -L where /proc/driver/nvidia does not list the GPUs (argument list, no shell)",
     "capture/launch.py": "runs the program the user gives to `reprobundle capture` (their argument list, no shell)",
+    "run/local_env.py": "probes the interpreter `--jax PATH` names for its versions (argument list, no shell, fixed "
+                        "probe code)",
 }
 JAX_IMPORTERS = {"capture/export.py": "the only in-process JAX user on the host, with flatten.py",
                  "capture/flatten.py": "the call flattened for export, under export.py",
