@@ -778,8 +778,6 @@ SUBPROCESS_MODULES = {
     "run/envs.py": "runs `uv pip compile` for a dry run of an environment (argument list, no shell)",
     "run/env_build.py": "runs uv and the environment's verification (argument lists, no shell, fixed verification "
                         "code)",
-    "run/local_env.py": "probes the interpreter `--jax PATH` names for its JAX (argument list, no shell, fixed probe "
-                        "code)",
     "run/env_installed.py": "asks the interpreter --python names for its jax version (argument list, no shell, "
                             "fixed code)",
     "run/interpreters.py": "probes candidate interpreters and asks uv where its Pythons live (argument lists, no "
