@@ -16,6 +16,7 @@ import typer
 
 from . import api
 from .bundle import manifest as mf
+from .config import settings
 from .errors import (
     EXIT_BUG,
     EXIT_INTERRUPTED,
@@ -189,6 +190,9 @@ def capture(
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     no_profile: bool = typer.Option(False, "--no-profile", help="No profiler trace in the reference run."),
     store: Optional[str] = StoreOpt,
+    jax_version: Optional[str] = typer.Option(None, "--jax", help="Run the program in the environment of this JAX "
+                                                                 "release (with the packages it imports, resolved "
+                                                                 "compatible with it) and capture there."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Run a program unmodified; list its jitted computations, or pack the matching ones with their real inputs."""
@@ -198,7 +202,7 @@ def capture(
     result = api.capture_program(command or [], match=match, call=call, top=top, all_signatures=all_signatures,
                                  listing=listing, name=name, store=store, description=description,
                                  labels=_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump,
-                                 profile=not no_profile, progress=_progress(as_json))
+                                 profile=not no_profile, progress=_progress(as_json), jax=jax_version)
     human = (capture_render.listing_text(result, limit=top) if listing else capture_render.capture_text(result))
     _emit(as_json, capture_render.capture_data(result), human)
     if result.exit_code:
@@ -311,6 +315,9 @@ RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
                            "reprobundle.")
+RetraceOpt = typer.Option(False, "--retrace", help="Run the bundle's program (its script's factory) in each "
+                                                   "version's environment and lower it there, instead of the stored "
+                                                   "program (replay: same as --mode retrace).")
 PinOpt = typer.Option(None, "--pin", help="Run every version's worker on these CPUs (2, 0-3, 0,2 or auto: the last "
                                           "CPU, alone) with as many XLA threads: steadier timings, less realistic "
                                           "(a change that needs more threads is not seen).")
@@ -341,15 +348,22 @@ def replay(
     platform: Optional[str] = PlatformOpt,
     max_time: Optional[float] = MaxTimeOpt,
     pin: Optional[str] = PinOpt,
+    retrace: bool = RetraceOpt,
+    mode: str = typer.Option("frozen", "--mode", help="frozen (the stored program), retrace, or both (per version "
+                                                      "a frozen and a retraced contender, timed together)."),
+    retrace_package: List[str] = typer.Option([], "--retrace-package", help="NAME==VERSION: the release of one of "
+                                                                           "the program's packages a retrace installs "
+                                                                           "(default: resolved with each jax)."),
     index_url: Optional[str] = IndexOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    profile=not no_profile, shapes=shapes, platform=platform, max_time_s=max_time,
-                                   pin=pin)
+                                   pin=pin, retrace_packages=tuple(retrace_package))
     result = api.replay(ref, jax_versions or ["installed"], store=store, options=options, python=python,
-                        progress=_progress(as_json), index_url=index_url)
+                        progress=_progress(as_json), index_url=index_url,
+                        mode="retrace" if retrace and mode == "frozen" else mode)
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:
@@ -425,6 +439,7 @@ def bisect_cmd(
     store: Optional[str] = StoreOpt,
     platform: Optional[str] = PlatformOpt,
     ray: Optional[str] = RayOpt,
+    retrace: bool = RetraceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Binary-search the released JAX versions (or, with --nightly, the nightlies) between --good and --bad for the
@@ -432,7 +447,8 @@ def bisect_cmd(
     options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    platform=platform)
     result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
-                                    progress=_progress(as_json), ray_address=ray, nightly=nightly, index_url=index_url)
+                                    progress=_progress(as_json), ray_address=ray, nightly=nightly, index_url=index_url,
+                                    mode="retrace" if retrace else "frozen")
     if comparison is not None:
         _write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
@@ -476,6 +492,7 @@ def sweep(
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
+    retrace: bool = RetraceOpt,
     index_url: Optional[str] = IndexOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -488,7 +505,7 @@ def sweep(
                                    platform=platform, timeout_s=timeout)
     data = api.sweep(selection or [], baseline, candidate, store=store, releases=releases, labels=_labels(label),
                      rerun=rerun, ray_address=ray, options=options, progress=_progress(as_json),
-                     index_url=index_url)
+                     index_url=index_url, mode="retrace" if retrace else "frozen")
     data = clean_values(data)  # from bundles and run records: each value one line, escaped
     _write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
     _emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=_terminal()[0]))
@@ -648,7 +665,7 @@ def _guard(callback):
         except KeyboardInterrupt:
             raise Interrupted() from None
 
-    guarded.reprobundle_guarded = True
+    guarded.reprobundle_guarded = True  # type: ignore[attr-defined]
     return guarded
 
 
@@ -664,7 +681,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     REPROBUNDLE_DEBUG=1: reprobundle's errors their own codes, Ctrl-C "interrupted" and 130, a bug 70."""
     from .errors import exception_line
 
-    debug = os.environ.get("REPROBUNDLE_DEBUG") == "1"
+    debug = settings().debug == "1"
     _guard_commands()
     previous_sigterm = _catch_sigterm()
     try:

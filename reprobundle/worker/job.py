@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from .conditions import process_conditions
 from .describe import describe_tree, exported_fields
@@ -28,6 +29,7 @@ from .protocol import (
     first_lines,
     write_msgpack,
 )
+from .retrace import RETRACE_ROUTE, Retrace
 from .routes import Routes
 from .stablehlo import serialize_compat_artifact, stablehlo_versions, version_tuple
 from .synthetic import synthetic_array
@@ -35,7 +37,7 @@ from .timing import TimedCalls
 from .trace import Profiling
 
 
-class Worker(Routes, TimedCalls, Profiling):
+class Worker(Routes, Retrace, TimedCalls, Profiling):
     """The state of one job; each phase checkpoints so a crash still names it."""
 
     def __init__(self, job, result_path=None, control=None):
@@ -73,7 +75,7 @@ class Worker(Routes, TimedCalls, Profiling):
         t0 = getattr(self, "_phase_t0", None)
         if t0 is not None:
             self.result["phase_s"][self.phase] = round(time.perf_counter() - t0, 6)
-            self._phase_t0 = None
+            self._phase_t0 = None  # type: ignore[assignment]
 
     def validate(self):
         job = self.job
@@ -265,9 +267,9 @@ class Worker(Routes, TimedCalls, Profiling):
             import types
 
             log = logging.getLogger("absl")
-            absl = types.ModuleType("absl")
+            absl: Any = types.ModuleType("absl")
             absl.__path__ = []
-            alog = types.ModuleType("absl.logging")
+            alog: Any = types.ModuleType("absl.logging")
             alog.vlog_is_on = lambda level: False
             for name in ("info", "warning", "error", "debug", "log", "exception"):
                 setattr(alog, name, getattr(log, name) if name != "log" else log.log)
@@ -338,14 +340,16 @@ class Worker(Routes, TimedCalls, Profiling):
 
     def load_function(self):
         """(route, exported, lowered, compiled) by the first route that loads and compiles (the others' failures
-        in self.attempts); None when none does."""
+        in self.attempts); None when none does. A retrace job has one route: the program traced here."""
         handlers = {
+            RETRACE_ROUTE: self.route_retrace,
             "deserialize": self.route_deserialize,
             "rebuild": lambda: self.route_rebuild("mlir_module", "rebuild"),
             "rebuild-compat": lambda: self.route_rebuild("mlir_module_compat", "rebuild-compat"),
             "stablehlo-text": self.route_text,
         }
-        for route in list(self.job.get("routes") or ROUTES):
+        retrace = self.job.get("mode") == "retrace"
+        for route in [RETRACE_ROUTE] if retrace else list(self.job.get("routes") or ROUTES):
             self.checkpoint("route:" + route)
             try:
                 exp, desc = handlers[route]()
@@ -451,7 +455,7 @@ class Worker(Routes, TimedCalls, Profiling):
         if not tried:
             return ("incompatible: no load route was possible (%s)"
                     % "; ".join("%s: %s" % (a["route"], a["error"]) for a in self.attempts))
-        best = None
+        best: dict = tried[0]
         for a in tried:  # furthest stage wins; ties go to the later (more targeted) route
             if best is None or STAGE_RANK[a["stage"]] >= STAGE_RANK[best["stage"]]:
                 best = a
