@@ -21,6 +21,7 @@ from typing import BinaryIO, Iterator
 
 from ..errors import NotFoundError, StoreUnreachableError, UsageError
 from .base import Capabilities, Store, check_key, unlink_quietly
+from .folders import inside, make_inside
 from .zip_store import ZipStore
 
 ENV_TIMEOUT = "REPROBUNDLE_HTTP_TIMEOUT"
@@ -122,7 +123,7 @@ def download(url: str) -> Path:
     for a 404, StoreUnreachableError when the server cannot be reached and nothing is cached."""
     from ..config import cache_dir
 
-    folder = cache_dir() / "http"
+    folder = inside(cache_dir(), "http")
     digest = hashlib.sha256(url.encode()).hexdigest()[:32]
     name = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in url.rstrip("/").rsplit("/", 1)[-1])[-80:]
     path, meta_path = folder / f"{digest}-{name}", folder / f"{digest}.json"
@@ -142,7 +143,7 @@ def download(url: str) -> Path:
                 return path
         except ValueError:
             pass
-    folder.mkdir(parents=True, exist_ok=True)
+    make_inside(cache_dir(), folder)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")
     os.close(fd)
     try:
