@@ -16,7 +16,15 @@ import typer
 
 from . import api
 from .bundle import manifest as mf
-from .errors import ReproBundleError, UsageError, clean, clean_values, terminal_text
+from .errors import (
+    ReproBundleError,
+    UsageError,
+    clean,
+    clean_values,
+    is_no_space,
+    no_space_error,
+    terminal_text,
+)
 from .render import text as report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -631,6 +639,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 1
     except Exception as e:  # usage errors (typer >= 0.29 bundles click: TyperException is their base) and bugs
         _close_progress()
+        if is_no_space(e):  # a full disk met where no folder was named: still not a bug
+            full = no_space_error(e)  # type: ignore[arg-type]
+            typer.echo(f"error: {clean(full.message, 2000)}\nhint: {full.hint}", err=True)
+            return full.exit_code
         if isinstance(e, typer.TyperException) and hasattr(e, "format_message"):
             typer.echo(f"error: {clean(e.format_message(), 2000)}", err=True)
             typer.echo("hint: reprobundle --help lists the commands; reprobundle COMMAND --help their options", err=True)

@@ -67,6 +67,19 @@ class ReadOnlyStoreError(StoreError):
     pass
 
 
+class StoreTimeoutError(StoreUnreachableError):
+    """A web request did not finish within its total deadline (REPROBUNDLE_HTTP_DEADLINE), however steadily the
+    server kept sending."""
+
+
+class DownloadTooLargeError(StoreError):
+    """A download (a zip at an https URL) is larger than the most reprobundle fetches (REPROBUNDLE_HTTP_MAX_DOWNLOAD)."""
+
+
+class UnsafeRedirectError(StoreError):
+    """A web server redirected to a URL that is not http(s) (file://, ftp://...): refused."""
+
+
 class StoreFolderError(StoreError):
     """A folder reprobundle walks, writes or deletes in (a store's `.tmp`, `blobs/sha256/<xx>`, `bundles/`, `runs/`,
     `tags/`, a cache's work folders) is not the real folder inside its root: a symbolic link, or a file. Nothing is
@@ -177,8 +190,21 @@ def space_for(folder: object, needed: int | None = None, what: str = "") -> Iter
         raise
     except OSError as e:
         if e.errno in NO_SPACE_ERRNOS:
-            raise disk_full(folder, needed, what) from None
+            raise no_space_error(e, folder, needed, what) from None
         raise
+
+
+def no_space_error(e: OSError, folder: object = None, needed: int | None = None, what: str = "") -> DiskFullError:
+    """The DiskFullError for a no-space OSError: it names `folder`, or the folder of the file it was writing when
+    that lies elsewhere (or when no folder is known)."""
+    import os
+
+    if isinstance(e, DiskFullError):
+        return e
+    written = e.filename if isinstance(e.filename, (str, os.PathLike)) else None
+    if written is not None and (folder is None or not os.fspath(written).startswith(os.fspath(str(folder)))):
+        folder = os.path.dirname(os.fspath(written)) or written
+    return disk_full(folder if folder is not None else "a folder being written", needed, what)
 
 
 class ClusterError(ReproBundleError):

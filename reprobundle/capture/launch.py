@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..bundle.redaction import redact_argv
+
 from ..errors import UsageError
 from . import staging
 from .staging import CaptureOptions
@@ -135,6 +137,7 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
 
     options.check()
     run = run_program(command, options, progress=progress)
+    shown = redact_argv(command)  # what is stored, printed or exported of the command line: never its secrets
     try:
         problems: list[str] = []
         hooked = [r for r in run.reports if r.get("jax")]
@@ -158,11 +161,11 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
         captures: list[dict] = []
         failures: list[dict] = []
         if options.capturing:
-            captures, failures = pack_captures(staged, rows, options, pack_options, command=command,
+            captures, failures = pack_captures(staged, rows, options, pack_options, command=shown,
                                                progress=progress)
         failures = export_failures(rows, options, captures) + failures
         return CaptureResult(computations=rows, captures=captures, failures=failures,
-                             timed=options.timing, exit_code=run.exit_code, command=list(command),
+                             timed=options.timing, exit_code=run.exit_code, command=shown,
                              interrupted=run.interrupted, problems=problems, store=pack_options.store)
     finally:
         if os.environ.get("REPROBUNDLE_DEBUG") != "1":

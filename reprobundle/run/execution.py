@@ -20,9 +20,9 @@ import numpy as np
 
 from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_values
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
-from ..errors import FormatError
+from ..errors import FormatError, disk_full
 from ..worker.dtypes import np_dtype
-from ..worker.protocol import job_inputs
+from ..worker.protocol import EXIT_NO_SPACE, job_inputs
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
 PROTOCOL = 1
@@ -295,6 +295,8 @@ class WorkerProcess:
             return WorkerOutcome("timeout", f"the worker did not finish within {self.timeout_s:g} s and was killed"
                                  f"{_where(result)}", result, duration, tail, workdir)
         code = self.proc.returncode
+        if code == EXIT_NO_SPACE:  # the worker met a full disk: not this version's result, the machine's
+            raise disk_full(workdir, None, "the worker's outputs, artifacts and result")
         if code < 0:
             sig = _signal_name(-code)
             why = " (out of memory?)" if sig == "SIGKILL" else ""

@@ -30,7 +30,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-from ..errors import StoreError
+from ..errors import StoreError, disk_full, is_no_space, space_for
 from .base import Lease
 
 log = logging.getLogger(__name__)
@@ -97,12 +97,15 @@ def scratch_dir(parent: str | Path, prefix: str) -> Iterator[Path]:
         parent.mkdir(parents=True, exist_ok=True)
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     except OSError as e:
+        if is_no_space(e):
+            raise disk_full(parent, None, "a work folder") from None
         raise StoreError(f"cannot create a work folder in {parent}: {e.strerror}",
                          hint="make it writable, or point TMPDIR (work folders) or REPROBUNDLE_CACHE_DIR (the cache) "
                               "elsewhere") from None
     fd = _locked_new_file(path / LOCK_FILE)
     try:
-        yield path
+        with space_for(parent, None, "the work files written there"):  # a write in the block that found no room
+            yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
         if fd is not None:

@@ -26,6 +26,7 @@ from .protocol import (
     RouteFailure,
     exc_msg,
     first_lines,
+    is_no_space,
     write_msgpack,
 )
 from .routes import Routes
@@ -51,6 +52,7 @@ class Worker(Routes, Timing, Profiling):
             "profile": None, "phase_s": {},
         }
         self.phase = "start"
+        self.no_space = False  # it met a full disk: the process exits with EXIT_NO_SPACE
 
     def checkpoint(self, phase):
         import time
@@ -64,8 +66,9 @@ class Worker(Routes, Timing, Profiling):
             prov["phase"] = phase  # only provisional results name a phase: the host's crash record reports it
             try:
                 write_msgpack(self.result_path, prov)
-            except Exception:
-                pass
+            except Exception as e:
+                if is_no_space(e):
+                    self.no_space = True
 
     def end_phase(self):
         import time
