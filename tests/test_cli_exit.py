@@ -5,6 +5,7 @@ itself, whatever the typer version does with a KeyboardInterrupt."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -128,3 +129,87 @@ def test_sigint_to_a_real_replay_exits_130_and_leaves_nothing_behind(packed, tmp
     while _pids_with_cwd_under(tmp) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _pids_with_cwd_under(tmp) == []  # and no worker outlived it
+
+
+# ------------------------------------------------------------------------------- bad input that slipped through
+
+EXIT_SCRIPTS = {  # a factory (or the script around it) ending the process instead of returning
+    "sys.exit(5) in the factory": "import sys\n\ndef make():\n    sys.exit(5)\n",
+    "sys.exit(0) in the factory": "import sys\n\ndef make():\n    sys.exit(0)\n",
+    "sys.exit() at import": "import sys\nsys.exit()\n\ndef make():\n    pass\n",
+    "os._exit(0) in the factory": "import os\n\ndef make():\n    os._exit(0)\n",
+    "os._exit(5) swallowed": "import os\n\ndef make():\n    try:\n        os._exit(5)\n    except Exception:\n"
+                             "        pass\n",
+    "sys.exit while traced": "import sys, jax, numpy as np\n\ndef f(x):\n    sys.exit(3)\n\n"
+                             "def make():\n    return jax.jit(f), (np.ones(3, np.float32),)\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXIT_SCRIPTS))
+def test_a_script_that_ends_the_process_is_a_script_error(tmp_path, case):
+    """Class: user code run by pack (the script, its factory, the function while traced) that calls sys.exit or
+    os._exit: exit 2 with a line naming the call, never the script's own code passed off as pack's (5 is "already
+    exists") nor a silent 0 without a bundle; nothing stored. Run as a real process: os._exit would end a test."""
+    script = tmp_path / "ends.py"
+    script.write_text(EXIT_SCRIPTS[case])
+    store = tmp_path / "store"
+    done = subprocess.run([str(Path(sys.executable).with_name("reprobundle")), "pack", str(script), "--name", "x",
+                           "--store", str(store), "--repeat", "1", "--warmup", "0", "--no-dump"],
+                          env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert re.search(r"called (sys\.exit|os\._exit)\(", done.stderr) and "Traceback" not in done.stderr
+    assert not (store / "bundles").exists()
+
+
+def test_export_to_a_folder_or_into_a_file_is_a_usage_error(packed, tmp_path):
+    """Class: `export -o` at something that cannot be the zip: an existing folder (empty or not), a path below a
+    file. Exit 2, one line, nothing written; the folder's content untouched."""
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "keep.txt").write_text("mine")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "afile").write_text("a file")
+    for target, says in ((full, "is a folder"), (tmp_path / "empty", "is a folder"),
+                         (tmp_path / "afile" / "x.zip", "not a folder")):
+        code, out, err = cli("export", "small@1", "-o", target, store=packed)
+        assert code == 2 and says in err and "unexpected" not in err, (target, code, err)
+    assert sorted(p.name for p in full.iterdir()) == ["keep.txt"] and not any((tmp_path / "empty").iterdir())
+
+
+@pytest.mark.parametrize("argv", [["ls"], ["ls", "small"], ["show", "small@1"], ["gc"], ["pack", "{script}",
+                                                                                         "--name", "x"]])
+def test_a_folder_that_is_not_a_store_is_exit_6(tmp_path, argv):
+    """Class: a non-empty folder without a reprobundle marker (a home folder, /proc) is refused for reading and
+    writing alike with exit 6, what the README promises, without walking it or writing into it; an empty or absent
+    folder is an empty store."""
+    script = tmp_path / "s.py"
+    script.write_text("import jax, numpy as np\n\ndef make():\n    return jax.jit(lambda x: x * 2), "
+                      "(np.ones(3, np.float32),)\n")
+    mine = tmp_path / "home"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("mine")
+    args = [a.format(script=script) for a in argv]
+    for folder in (mine, Path("/proc")):
+        code, out, err = cli(*args, store=folder)
+        assert code == 6 and "not a reprobundle store" in err, (folder, code, out, err)
+    assert sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]
+    if argv[0] == "ls":
+        code, out, err = cli(*args, store=tmp_path / "absent")
+        assert code == 0, err
+
+
+@pytest.mark.parametrize("version", ["latest;rm -rf X", "0.0.1", "99.0", "$(touch pwned)", "0.8.0 && ls",
+                                     "../../bin/sh", "nightly;x", ""])
+def test_a_jax_request_that_can_never_be_met_is_a_usage_error_before_anything_runs(packed, tmp_path, version):
+    """Class: `--jax` values that are no JAX version (shell syntax, an empty string, a relative path that does not
+    exist) or a release the index does not have: exit 2 naming the value, before any environment, worker or run
+    record (no run is stored)."""
+    from reprobundle.bundle.registry import Registry
+
+    registry = Registry.open(packed)
+    before = len(registry.runs(registry.resolve("small@1").ref.bundle_id))
+    code, out, err = cli("replay", "small@1", "--jax", "installed", "--jax", version, store=packed)
+    assert code == 2, (code, out, err)
+    assert "not a JAX version" in err or "not a release on the package index" in err, err
+    after = len(registry.runs(registry.resolve("small@1").ref.bundle_id))
+    assert after == before

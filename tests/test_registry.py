@@ -165,7 +165,9 @@ def test_not_a_store(tmp_path):
     folder = tmp_path / "random"
     folder.mkdir()
     (folder / "file.txt").write_text("user data")
-    with pytest.raises(StoreError, match="not a reprobundle store"):
+    from reprobundle.errors import StoreLayoutError
+
+    with pytest.raises(StoreLayoutError, match="not a reprobundle store"):
         Registry.open(folder).put_blob(b"x")
     assert sorted(os.listdir(folder)) == ["file.txt"]
 

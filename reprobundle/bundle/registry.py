@@ -117,6 +117,7 @@ class Registry:
         StoreLayoutError before anything else of it is read or written."""
         if self._marker_checked or (self._marker_absent and not create):
             return
+        raw: bytes | None = None
         try:
             raw = self._read_marker()
         except NotFoundError:
@@ -125,18 +126,18 @@ class Registry:
                     f"{self.store.url} is not a reprobundle bundle: it has no {MARKER_KEY}",
                     hint="the file is truncated or corrupt, or was not written by `reprobundle export`",
                 ) from None
-            if not create:
-                self._marker_absent = True
-                return  # an empty or absent store simply holds no bundles
-            if any(True for _ in self.store.list()):
+            if not self.store.is_empty():
                 try:  # a concurrent writer may have just created the store: it writes the marker before anything
                     raw = self._read_marker()
                 except NotFoundError:
-                    raise StoreError(
-                        f"{self.store.url} is not empty and is not a reprobundle store",
+                    raise StoreLayoutError(
+                        f"{self.store.url} is not empty and is not a reprobundle store (it has no {MARKER_KEY})",
                         hint="point --store at an empty folder or an existing reprobundle store",
                     ) from None
-            else:
+            elif not create:
+                self._marker_absent = True
+                return  # an empty or absent store simply holds no bundles
+            if raw is None:
                 new_marker = json.dumps({"format": mf.STORE_FORMAT, "format_version": mf.STORE_VERSION}).encode()
                 try:
                     self.store.put(MARKER_KEY, new_marker, create_only=True)
@@ -144,7 +145,7 @@ class Registry:
                     pass
                 raw = self._read_marker()
         try:
-            marker = json.loads(raw)
+            marker = json.loads(raw or b"")
             ok = marker.get("format") == mf.STORE_FORMAT and isinstance(marker.get("format_version"), int)
         except (ValueError, AttributeError, RecursionError):
             ok = False

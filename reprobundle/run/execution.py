@@ -296,7 +296,7 @@ class WorkerProcess:
                                  f"{_where(result)}", result, duration, tail, workdir)
         code = self.proc.returncode
         if code == EXIT_NO_SPACE:  # the worker met a full disk: not this version's result, the machine's
-            raise disk_full(workdir, None, "the worker's outputs, artifacts and result")
+            raise disk_full(workdir.parent, None, "the worker's outputs, artifacts and result")
         if code < 0:
             sig = _signal_name(-code)
             why = " (out of memory?)" if sig == "SIGKILL" else ""
@@ -304,6 +304,8 @@ class WorkerProcess:
             return WorkerOutcome("crashed", f"the worker was killed by {sig}{why}{_where(result)}", result, duration,
                                  tail, workdir)
         if not result_path.is_file():
+            if _no_room(workdir):  # it could not even write its result (nor flush its stderr: exit 120)
+                raise disk_full(workdir.parent, None, "the worker's outputs, artifacts and result")
             last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
             return WorkerOutcome("crashed", f"the worker exited with code {code} without a result: {last}",
                                  None, duration, tail, workdir)
@@ -329,6 +331,15 @@ class WorkerProcess:
             result["route"] = phase[len("route:"):]  # it died loading or compiling via that route
         result["status"] = status
         return result
+
+
+def _no_room(folder: Path) -> bool:
+    """Whether the filesystem of `folder` has (next to) no space left: under 64 KiB for this user."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 << 10
 
 
 def _where(result: dict | None) -> str:

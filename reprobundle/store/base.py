@@ -80,6 +80,10 @@ class Store(ABC):
     @abstractmethod
     def delete(self, key: str) -> None: ...
 
+    def is_empty(self) -> bool:
+        """Whether the store holds no key at all (a folder: no visible entry at its top)."""
+        return next(iter(self.list()), None) is None
+
     def open_read(self, key: str) -> BinaryIO:
         """A readable binary stream; backends override to avoid holding large values in memory."""
         return io.BytesIO(self.get(key))

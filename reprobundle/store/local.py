@@ -257,6 +257,15 @@ class LocalStore(Store):
                     continue  # a name no key can have: not reprobundle's, and never addressed
         return iter(sorted(keys))
 
+    def is_empty(self) -> bool:
+        try:
+            with os.scandir(self.root) as entries:  # the top only: a home folder or /proc is not walked
+                return not any(not e.name.startswith(".") for e in entries)
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        except OSError as e:
+            raise StoreError(f"cannot read the store {self.url}: {e.strerror}") from None
+
     def delete(self, key: str) -> None:
         path = self._path(key)
         self._folder(path.parent)

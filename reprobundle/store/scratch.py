@@ -192,8 +192,9 @@ class FileLease(Lease):
             self._open()
             if self._fd is None:
                 return
-            with gate(self.folder, exclusive=False):
-                os.write(self._fd, "".join(k + "\n" for k in new).encode())
+            data = "".join(k + "\n" for k in new).encode()
+            with gate(self.folder, exclusive=False), space_for(self.folder, len(data), "a writer's lease"):
+                os.write(self._fd, data)
             self._keys.update(new)
 
     def close(self) -> None:

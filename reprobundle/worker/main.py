@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import sys
 
 from .environment import base_environment
@@ -86,7 +87,20 @@ def main(argv=None):
     outcome = {}
     res = run_job(job, result_path, Control() if lockstep else None, outcome)
     code = _write_result(result_path, res)
-    return EXIT_NO_SPACE if outcome.get("no_space") else code
+    if outcome.get("no_space") or code == EXIT_NO_SPACE:
+        _exit_no_space()
+    return code
+
+
+def _exit_no_space():
+    """Exit with EXIT_NO_SPACE now: at a normal exit Python flushes stderr (a file on the same full disk), fails, and
+    exits with 120 instead."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+    os._exit(EXIT_NO_SPACE)
 
 
 def _write_result(result_path, res):
