@@ -614,6 +614,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     debug = os.environ.get("REPROBUNDLE_DEBUG") == "1"
     _guard_commands()
     previous_sigterm = _catch_sigterm()
+    from .store.scratch import install_exit_watchdog  # a signal ends the command within seconds, even in C code
+
+    stop_watchdog = install_exit_watchdog(lambda signum: "interrupted" if signum == signal.SIGINT else "terminated")
     try:
         code = app(args=argv, prog_name="reprobundle", standalone_mode=False)
         return code if isinstance(code, int) else 0  # click returns typer.Exit codes in this mode
@@ -655,6 +658,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 70
     finally:
         _close_progress()
+        if stop_watchdog is not None:
+            stop_watchdog()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
 

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -213,3 +214,109 @@ def test_a_jax_request_that_can_never_be_met_is_a_usage_error_before_anything_ru
     assert "not a JAX version" in err or "not a release on the package index" in err, err
     after = len(registry.runs(registry.resolve("small@1").ref.bundle_id))
     assert after == before
+
+
+# ---------------------------------------------------------------------------------- signals at every phase
+
+_LONG_C_CALL = """\
+import hashlib, os, sys
+import jax, numpy as np
+
+
+def make():
+    open(os.environ["PHASE_MARK"], "w").close()
+    hashlib.pbkdf2_hmac("sha256", b"x", b"y", 2_000_000_000)  # minutes in C, the GIL released
+    return jax.jit(lambda x: x * 2), (np.ones(3, np.float32),)
+"""
+_QUICK = """\
+import jax, numpy as np
+
+
+def make():
+    return jax.jit(lambda x: (x @ x.T).sum()), (np.ones((64, 64), np.float32),)
+"""
+_PROGRAM = """\
+import os, sys, time
+import jax, numpy as np
+
+f = jax.jit(lambda x: (x @ x.T).sum())
+x = np.ones((64, 64), np.float32)
+for i in range(3):
+    f(x).block_until_ready()
+if sys.argv[1] == "forever":
+    open(os.environ["PHASE_MARK"], "w").close()
+    while True:
+        f(x).block_until_ready()
+        time.sleep(0.01)
+"""
+PHASES = {  # phase -> (files to write, argv, how to know the phase has begun: a marker file or a progress line)
+    "pack: the script builds the call (a long C call)": ({"s.py": _LONG_C_CALL}, ["pack", "s.py", "--name", "x"],
+                                                          "mark"),
+    "pack: the reference run": ({"s.py": _QUICK}, ["pack", "s.py", "--name", "x", "--warmup", "0", "--repeat",
+                                                   "100000000"], "reference run in a worker process"),
+    "capture: the program runs": ({"p.py": _PROGRAM}, ["capture", "--top", "1", "--", sys.executable, "p.py",
+                                                       "forever"], "mark"),
+    "capture: packing after the program ended": ({"p.py": _PROGRAM}, ["capture", "--top", "1", "--warmup", "0",
+                                                                       "--repeat", "100000000", "--", sys.executable,
+                                                                       "p.py", "once"], "reference run"),
+}
+
+
+def _startup_seconds(tmp_path: Path) -> float:
+    """How long the CLI takes to start and end on this machine now: the baseline of every bound below."""
+    start = time.monotonic()
+    subprocess.run([str(Path(sys.executable).with_name("reprobundle")), "ls", "--store", str(tmp_path / "none")],
+                   capture_output=True, timeout=300)
+    return time.monotonic() - start
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("phase", sorted(PHASES))
+def test_a_signal_ends_pack_and_capture_at_every_phase_within_seconds(tmp_path, phase, sig):
+    """Class: SIGINT or SIGTERM while pack or capture is in any phase (the script's long C call, the reference run,
+    the program running, packing after the program ended) ends it with 130 or 143 within 2 s plus twice the CLI's
+    own start-up time measured just before (a loaded machine slows both alike), leaving no temp folder, no temp or
+    lease file in the store, no bundle and no worker or program process. Ctrl-C while the program runs is the
+    documented exception: it stops the program and what was captured is packed, so there the bound is not asserted,
+    only that it ends cleanly."""
+    files, argv, begun = PHASES[phase]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    baseline = _startup_seconds(tmp_path)
+    tmp, store, mark = tmp_path / "tmp", tmp_path / "store", tmp_path / "mark"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "REPROBUNDLE_STORE": str(store), "PHASE_MARK": str(mark),
+           "JAX_PLATFORMS": "cpu"}
+    launcher = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "from reprobundle.cli import run; run()")
+    proc = subprocess.Popen([sys.executable, "-c", launcher, *argv], env=env, cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err_lines: list[str] = []
+    reader = threading.Thread(target=lambda: err_lines.extend(proc.stderr), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (mark.exists() if begun == "mark" else any(begun in line for line in err_lines)):
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, ("ended before the phase", err_lines)
+    time.sleep(1.0)  # well inside the phase
+    sent = time.monotonic()
+    proc.send_signal(sig)
+    proc.wait(timeout=600)
+    took = time.monotonic() - sent
+    reader.join(10)
+    err = "".join(err_lines)
+    documented_exception = sig == signal.SIGINT and phase == "capture: the program runs"
+    if not documented_exception:
+        assert proc.returncode == 128 + sig, (proc.returncode, err)
+        assert took < 2.0 + 2 * baseline, (took, baseline, err)
+        assert err.rstrip().endswith("interrupted" if sig == signal.SIGINT else "terminated"), err
+        assert not (store / "bundles").exists() or not any((store / "bundles").rglob("*.msgpack"))
+    assert "Traceback" not in err, err
+    assert list(tmp.iterdir()) == [], list(tmp.iterdir())
+    assert not list((store / ".tmp").glob("put-*")) and not list((store / ".tmp").glob("lease-*"))
+    end = time.monotonic() + 5
+    while (_pids_with_cwd_under(tmp) or _pids_with_cwd_under(tmp_path)) and time.monotonic() < end:
+        time.sleep(0.2)
+    assert _pids_with_cwd_under(tmp) == [] and _pids_with_cwd_under(tmp_path) == []

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..bundle.redaction import redact_argv
+from ..store.scratch import handling_signals, track, untrack
 
 from ..errors import UsageError
 from . import staging
@@ -84,6 +85,7 @@ def run_program(command: Sequence[str], options: CaptureOptions, *,
     """Run `command` under the capture hook and wait for it; staged captures are announced as they appear."""
     _executable(command)
     directory = Path(directory or tempfile.mkdtemp(prefix="reprobundle-capture-"))
+    track(directory)  # removed by capture_program when it ends, or by the watchdog if a signal ends the process
     env = child_environment(options, directory)
     announced: set[str] = set()
 
@@ -109,12 +111,13 @@ def run_program(command: Sequence[str], options: CaptureOptions, *,
         raise UsageError(f"cannot run {command[0]}: {e.strerror or e}") from None
     interrupted = False
     try:
-        while True:
-            try:
-                returncode = proc.wait(timeout=_POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                announce()
+        with handling_signals():  # Ctrl-C stops the program; what it captured is still packed
+            while True:
+                try:
+                    returncode = proc.wait(timeout=_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    announce()
     except KeyboardInterrupt:
         interrupted = True
         if progress:
@@ -125,6 +128,10 @@ def run_program(command: Sequence[str], options: CaptureOptions, *,
             proc.kill()
             proc.wait()
             raise
+    except BaseException:  # SIGTERM (cli.Terminated) or an error: the program does not outlive its capture
+        proc.kill()
+        proc.wait()
+        raise
     announce()
     return ProgramRun(exit_code=exit_code_of(returncode), interrupted=interrupted, directory=directory,
                       reports=staging.read_reports(directory), staged_dirs=staging.staged_dirs(directory))
@@ -170,3 +177,4 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
     finally:
         if os.environ.get("REPROBUNDLE_DEBUG") != "1":
             shutil.rmtree(run.directory, ignore_errors=True)
+        untrack(run.directory)

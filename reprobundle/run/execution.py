@@ -21,6 +21,7 @@ import numpy as np
 from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_values
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
 from ..errors import FormatError, disk_full
+from ..store.scratch import track_group, untrack_group
 from ..worker.dtypes import np_dtype
 from ..worker.protocol import EXIT_NO_SPACE, job_inputs
 
@@ -173,6 +174,7 @@ class WorkerProcess:
                 stdin=subprocess.PIPE if lockstep else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if lockstep else subprocess.DEVNULL, stderr=stderr, env=env,
                 cwd=self.workdir, start_new_session=True, preexec_fn=limit_memory if memory_limit_bytes else None)
+        track_group(self.proc.pid)  # killed even if a signal ends the host in the middle of a C call
 
     # -- lockstep ------------------------------------------------------------------------------------------------
     def wait_ready(self) -> int | None:
@@ -258,6 +260,7 @@ class WorkerProcess:
                 self.proc.wait()
                 raise
         self.proc.wait()
+        untrack_group(self.proc.pid)
         if self.proc.stdout:
             self.proc.stdout.close()
         outcome = self._outcome()
@@ -277,6 +280,7 @@ class WorkerProcess:
         self._kill()
         try:
             self.proc.wait(timeout=10)
+            untrack_group(self.proc.pid)
         except subprocess.TimeoutExpired:
             pass
         for pipe in (self.proc.stdin, self.proc.stdout):

@@ -309,6 +309,6 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Seq
     ordered = [[runs[b, i] for i in range(len(versions))] for b in range(len(bundles))]
     for run in (run for per_bundle in ordered for run in per_bundle):
         run["group"] = group  # every run of this replay, timed or not: what `compare` picks a replay's runs by
-        if store_runs:
-            registry.put_run(run)
+    if store_runs:  # the group at once: a replay interrupted while storing leaves no half group as a result
+        registry.put_runs([run for per_bundle in ordered for run in per_bundle])
     return ordered

@@ -67,6 +67,9 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
     from .envs import EnvironmentManager
     from .replay import replay
 
+    from ..bundle.collection import sweep_scratch
+
+    sweep_scratch()  # what a cancelled or killed task left on this machine (its folder's lock is free): gone first
     start = time.perf_counter()
     options = task_options(task.options)
     registry = Registry.open(task.store)
@@ -87,8 +90,7 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
     except ReproBundleError as e:
         return {**failed_result(task, e.message, wall_s=time.perf_counter() - start),
                 **(_identity(bundle) if bundle is not None else {}), "options": options}
-    for run in runs:
-        registry.put_run(run)
+    registry.put_runs(runs)
     return summarize(registry, bundle, runs, task.versions, options=options, wall_s=time.perf_counter() - start)
 
 

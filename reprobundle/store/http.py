@@ -38,6 +38,7 @@ from ..errors import (
 from ..units import human_bytes, parse_size
 from .base import COPY_CHUNK, Capabilities, Store, check_key, unlink_quietly
 from .folders import inside, make_inside
+from .scratch import track, untrack
 from .zip_store import ZipStore
 
 ENV_TIMEOUT = "REPROBUNDLE_HTTP_TIMEOUT"
@@ -258,12 +259,14 @@ def download(url: str) -> Path:
             pass
     make_inside(cache_dir(), folder)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")
+    track(tmp)
     try:
         with os.fdopen(fd, "wb") as out, space_for(folder, stamp["size"], f"the download of {url}"):
             _copy_capped(_Body(fs, url), out, url, limit)
         os.replace(tmp, path)
     finally:
         unlink_quietly(tmp)
+        untrack(tmp)
     meta_path.write_text(json.dumps(stamp))
     return path
 

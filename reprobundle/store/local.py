@@ -40,7 +40,7 @@ from .base import (
     unlink_quietly,
 )
 from .folders import inside, make_inside
-from .scratch import STALE_TEMP_S, FileLease, gate, leased_keys, sweep
+from .scratch import STALE_TEMP_S, FileLease, gate, leased_keys, sweep, track, untrack
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -173,6 +173,7 @@ class LocalStore(Store):
         try:
             self._folder(self._tmp, make=True)
             fd, tmp = make_temp_file(self._tmp, "put-")
+            track(tmp)  # removed even if a signal ends the process in the middle of the write
         except OSError as e:
             if is_no_space(e):
                 raise disk_full(self.root, size, key) from None
@@ -184,6 +185,7 @@ class LocalStore(Store):
                 os.fsync(f.fileno())
         except BaseException as e:
             unlink_quietly(tmp)
+            untrack(tmp)
             if is_no_space(e) and not isinstance(e, DiskFullError):
                 raise disk_full(self.root, size, key) from None
             raise
@@ -209,6 +211,7 @@ class LocalStore(Store):
             raise
         finally:
             unlink_quietly(tmp)
+            untrack(tmp)
 
     def put(self, key: str, data: bytes | memoryview, *, create_only: bool = False) -> None:
         check_key(key)

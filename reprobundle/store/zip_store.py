@@ -13,6 +13,7 @@ from typing import BinaryIO, Iterable, Iterator, cast
 
 from ..errors import CorruptBundleError, NotFoundError, StoreError, UsageError, exception_line, quoted, space_for
 from .base import COPY_CHUNK, Capabilities, Store, check_key, read_at_most, too_large, unlink_quietly
+from .scratch import track, untrack
 
 # A zip bundle is small metadata plus blobs; these bounds keep a hostile zip from exhausting memory or disk.
 MAX_ZIP_ENTRIES = 100_000
@@ -175,6 +176,7 @@ def write_zip_store(path: str | Path, entries: Iterator[tuple[str, Store, str]],
     except PermissionError:
         raise UsageError(f"cannot write {path}: permission denied", hint="choose a folder you can write") from None
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
+    track(tmp)
     try:
         with space_for(path.parent, None, f"the zip {path.name}"), zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for name, data in runner:
@@ -193,5 +195,7 @@ def write_zip_store(path: str | Path, entries: Iterator[tuple[str, Store, str]],
     except BaseException:
         unlink_quietly(tmp)
         raise
+    finally:
+        untrack(tmp)
 
 

@@ -426,9 +426,11 @@ class Worker(Routes, Timing, Profiling):
         for a in tried:  # furthest stage wins; ties go to the later (more targeted) route
             if best is None or STAGE_RANK[a["stage"]] >= STAGE_RANK[best["stage"]]:
                 best = a
-        others = [a for a in tried if a is not best]
-        reason = "incompatible with jax %s: route %r failed at %s: %s" % (
-            jax.__version__, best["route"], best["stage"], best["error"])
+        alike = [a for a in tried if a["error"] == best["error"] and a["stage"] == best["stage"]]  # said once
+        others = [a for a in tried if a not in alike]
+        names = ", ".join(repr(a["route"]) for a in sorted(alike, key=lambda a: a is not best))
+        reason = "incompatible with jax %s: route%s %s failed at %s: %s" % (
+            jax.__version__, "s" if len(alike) > 1 else "", names, best["stage"], best["error"])
         if others:
             reason += " || other routes: " + "; ".join(
                 "%s (%s): %s" % (a["route"], a["stage"], first_lines(a["error"], 400)) for a in others)
