@@ -5,6 +5,7 @@ without a bundle. Inside `user_code`, both are a ScriptError naming the call ins
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -25,6 +26,8 @@ def user_code(what: str) -> Iterator[None]:
     real_exit = os._exit
 
     def refuse_exit(code: int = 0) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            real_exit(code)  # not the user's call being run here (a watchdog, a pool's worker)
         raise _ProcessExit(code)
 
     os._exit = refuse_exit  # type: ignore[assignment]

@@ -282,6 +282,7 @@ def leased_keys(folder: Path, *, exclude: Path | None = None) -> set[str]:
 # program and what it captured is still packed), `handling_signals` holds the watchdog off.
 
 EXIT_GRACE_S = 1.5
+_exit_now = os._exit  # the real one, whatever user code running meanwhile may have replaced (capture/guard.py)
 _tracked_paths: dict[str, None] = {}
 _tracked_groups: dict[int, None] = {}
 _tracking_lock = threading.Lock()
@@ -378,7 +379,7 @@ def install_exit_watchdog(say: Callable[[int], str]) -> Callable[[], None] | Non
                 os.write(2, (say(signum) + "\n").encode())
             except OSError:
                 pass
-            os._exit(128 + signum)
+            _exit_now(128 + signum)
 
     thread = threading.Thread(target=watch, name="reprobundle-exit-watchdog", daemon=True)
     thread.start()

@@ -117,7 +117,7 @@ def operand_counts(text, target):
 
 
 def signature_mismatches(module_text, kernels):
-    """[(kernel, operands the module passes, operands this release's kernel takes)] for each kernel of `kernels`
+    """[(kernel, operand counts the module passes, counts this release's kernel takes)] for each kernel of `kernels`
     (present in this jaxlib) whose calls in the module pass another number of operands than the release's own
     lowering of that op does. Kernels without a probe, or whose probe calls another kernel name, are not judged."""
     import re
@@ -132,16 +132,31 @@ def signature_mismatches(module_text, kernels):
             continue
         dtype_letter = "c" if m.group(2) in "cz" else "s"
         probe_target = "%s_%s%s%s" % (m.group(1), dtype_letter, m.group(3), m.group(4) or "")
-        try:
-            fn, args = probe
-            probe_text = jax.jit(fn).lower(*args).as_text()
-        except Exception:
-            continue  # this release cannot lower the probe: nothing to compare with
-        takes = operand_counts(probe_text, probe_target)
+        takes = set()
+        for text in _probe_texts(jax, *probe):
+            takes |= operand_counts(text, probe_target)
         passes = operand_counts(module_text, kernel)
-        if len(takes) == 1 and passes and passes != takes:
-            found.append((kernel, sorted(passes), takes.pop()))
+        if takes and passes and not passes <= takes:
+            found.append((kernel, sorted(passes), sorted(takes)))
     return found
+
+
+def _probe_texts(jax, fn, args):
+    """The probe lowered as this release's jit does and as its jax.export does: within its forward-compatibility
+    window an export still calls a kernel the older way (jax 0.5's export passes trsm's alpha, its jit does not), and
+    the kernel takes both."""
+    texts = []
+    try:
+        texts.append(jax.jit(fn).lower(*args).as_text())
+    except Exception:
+        pass
+    try:
+        from jax import export as jexport
+
+        texts.append(jexport.export(jax.jit(fn))(*args).mlir_module())
+    except Exception:
+        pass
+    return texts
 
 
 def signature_message(mismatches):
@@ -151,8 +166,9 @@ def signature_message(mismatches):
         jl = "jaxlib %s" % jaxlib.version.__version__
     except Exception:
         jl = "this jaxlib"
-    parts = ["%s (the module passes %s operand%s; %s's takes %d)"
-             % (k, "/".join(str(p) for p in passes), "" if passes == [1] else "s", jl, takes)
+    parts = ["%s (the module passes %s operand%s; %s's takes %s)"
+             % (k, "/".join(str(p) for p in passes), "" if passes == [1] else "s", jl,
+                " or ".join(str(t) for t in takes))
              for k, passes, takes in mismatches]
     return ("the module calls jaxlib CPU kernel%s whose signature changed: %s; the bundle was lowered by a jax whose "
             "kernel took other arguments (`reprobundle replay --retrace` lowers the program again on this release)"
