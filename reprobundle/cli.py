@@ -17,6 +17,12 @@ import typer
 from . import api
 from .bundle import manifest as mf
 from .errors import (
+    EXIT_BUG,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_OK,
+    EXIT_TERMINATED,
+    FormatError,
+    ReplayError,
     ReproBundleError,
     UsageError,
     clean,
@@ -119,8 +125,8 @@ def pack(
     seed: int = typer.Option(0, "--seed", help="Seed of synthetic inputs."),
     description: str = typer.Option("", "--description"),
     label: List[str] = typer.Option([], "--label", help="KEY=VALUE, repeatable."),
-    warmup: int = typer.Option(5, "--warmup"),
-    repeat: int = typer.Option(50, "--repeat", help="Timed calls of the reference run."),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(api.REFERENCE_REPEAT, "--repeat", help="Timed calls of the reference run."),
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     jax_version: Optional[str] = typer.Option(None, "--jax", help="With --exported: read the artifact and make the "
                                                                  "reference on this JAX release (its own environment)."),
@@ -180,8 +186,8 @@ def capture(
                                                             "default: the function's name)."),
     description: str = typer.Option("", "--description"),
     label: List[str] = typer.Option([], "--label", help="KEY=VALUE, repeatable."),
-    warmup: int = typer.Option(5, "--warmup"),
-    repeat: int = typer.Option(50, "--repeat", help="Timed calls of each bundle's reference run."),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(api.REFERENCE_REPEAT, "--repeat", help="Timed calls of each bundle's reference run."),
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     no_profile: bool = typer.Option(False, "--no-profile", help="No profiler trace in the reference run."),
     store: Optional[str] = StoreOpt,
@@ -201,7 +207,7 @@ def capture(
         raise typer.Exit(result.exit_code)  # the program's own exit code, passed through
     if not listing and not result.captures:
         if result.failures:
-            raise typer.Exit(8)
+            raise typer.Exit(ReplayError.exit_code)  # every capture failed
         raise NotFoundError("no jitted computation matched" + (f" --match {match!r}" if match else ""),
                             hint="reprobundle capture --list -- PROGRAM shows the names of those it ran")
 
@@ -232,7 +238,7 @@ def verify(ref: str, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -
     _emit(as_json, {"bundle": str(bundle.ref), "ok": not problems, "problems": problems},
           "\n".join(problems) if problems else f"{bundle.ref}: all blobs intact")
     if problems:
-        raise typer.Exit(6)
+        raise typer.Exit(FormatError.exit_code)
 
 
 @app.command()
@@ -314,7 +320,7 @@ def replay(
     ref: str,
     jax_versions: List[str] = typer.Option([], "--jax", help="JAX version to replay on (repeatable); "
                                                             "'installed' is this interpreter's JAX (default)."),
-    warmup: int = typer.Option(5, "--warmup"),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat",
                                help="Timed steps per version over 8 rounds, so repeat/8 a round (all rounds with "
                                     "--rounds); a step is one call, or a batch of calls lasting ~50 ms."),
@@ -335,9 +341,11 @@ def replay(
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
-    result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat, rounds=rounds,
-                        timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json),
-                        shapes=shapes, platform=platform, max_time_s=max_time, pin=pin)
+    options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
+                                   profile=not no_profile, shapes=shapes, platform=platform, max_time_s=max_time,
+                                   pin=pin)
+    result = api.replay(ref, jax_versions or ["installed"], store=store, options=options, python=python,
+                        progress=_progress(as_json))
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:
@@ -349,7 +357,7 @@ def replay(
         report.describe_runs(result.bundle, result.runs)
     _emit(as_json, data, human)
     if any(r["status"] != "ok" for r in result.runs):
-        raise typer.Exit(9)
+        raise typer.Exit(EXIT_NOT_OK)
 
 
 @app.command()
@@ -359,7 +367,7 @@ def isolate(
     name: Optional[str] = typer.Option(None, "--name", help="Name of the bundle the piece that moved most becomes "
                                                             "(default: NAME-piece-K)."),
     pieces: int = typer.Option(8, "--pieces", help="At most this many pieces."),
-    warmup: int = typer.Option(2, "--warmup"),
+    warmup: int = typer.Option(api.ISOLATE_OPTIONS.warmup, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of all pieces may take."),
     pin: Optional[str] = PinOpt,
@@ -372,8 +380,9 @@ def isolate(
     """Split a bundle into pieces, time each alone on two versions and pack the one that moved as a small bundle."""
     from .render.isolate import isolation_data, isolation_text
 
-    result = api.isolate(ref, jax_versions, store=store, name=name, max_pieces=pieces, warmup=warmup, repeat=repeat,
-                         max_time_s=max_time, pin=pin, timeout_s=timeout, python=python,
+    options = api.ReplayOptions.of(api.ISOLATE_OPTIONS, warmup=warmup, repeat=repeat, max_time_s=max_time, pin=pin,
+                                   timeout_s=timeout)
+    result = api.isolate(ref, jax_versions, store=store, name=name, max_pieces=pieces, options=options, python=python,
                          progress=_progress(as_json))
     _emit(as_json, isolation_data(result), isolation_text(result))
 
@@ -399,7 +408,7 @@ def bisect_cmd(
     ref: str,
     good: str = typer.Option(..., "--good", help="A JAX version where the bundle is fine."),
     bad: str = typer.Option(..., "--bad", help="A later JAX version where it regressed."),
-    warmup: int = typer.Option(5, "--warmup"),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per tested version, over all rounds."),
     rounds: Optional[int] = RoundsOpt,
     timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout"),
@@ -411,9 +420,10 @@ def bisect_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Binary-search the released JAX versions between --good and --bad for the first bad one."""
-    result, comparison = api.bisect(ref, good, bad, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
-                                    timeout_s=timeout,
-                                    python=python, progress=_progress(as_json), platform=platform, ray_address=ray)
+    options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
+                                   platform=platform)
+    result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
+                                    progress=_progress(as_json), ray_address=ray)
     if comparison is not None:
         _write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
@@ -433,13 +443,17 @@ def sweep(
                                                     help="Refs (NAME, NAME@3, NAME@TAG, sha256:PREFIX) or name globs "
                                                          "('attn*', quoted; the newest version of each name unless "
                                                          "one is given). Default: every bundle."),
-    baseline: str = typer.Option(..., "--baseline", help="The JAX version the candidate is compared with."),
-    candidate: str = typer.Option(..., "--candidate", help="The JAX version under test."),
+    baseline: str = typer.Option("", "--baseline", help="The JAX version the candidates are compared with "
+                                                        "(default with --versions: the first of the range)."),
+    candidate: List[str] = typer.Option([], "--candidate", help="A JAX version under test (repeatable: all are "
+                                                                "timed together with the baseline)."),
+    releases: Optional[str] = typer.Option(None, "--versions", help="Every release from A to B as candidates "
+                                                                    "(A..B, e.g. 0.7.2..0.9.2)."),
     label: List[str] = typer.Option([], "--label", help="Only bundles with this KEY=VALUE label (repeatable)."),
     rerun: bool = typer.Option(False, "--rerun", help="Replay every bundle, even those with a stored replay of both "
                                                       "versions with the same timing options."),
     ray: Optional[str] = RayOpt,
-    warmup: int = typer.Option(5, "--warmup"),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per version and bundle, as replay's."),
     rounds: Optional[int] = RoundsOpt,
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of each bundle may take."),
@@ -452,19 +466,44 @@ def sweep(
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Replay many bundles on a baseline and a candidate version, timed together: one table, worst first.
+    """Replay many bundles on a baseline and one or more candidate versions, timed together: one table, worst first.
 
     Exit 0 when every bundle ran with matching outputs (whatever the verdicts), 9 when one mismatched or failed."""
     from .render import sweep as sweep_render
 
-    data = api.sweep(selection or [], baseline, candidate, store=store, labels=_labels(label), rerun=rerun,
-                     ray_address=ray, warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
-                     platform=platform, timeout_s=timeout, progress=_progress(as_json))
+    options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
+                                   platform=platform, timeout_s=timeout)
+    data = api.sweep(selection or [], baseline, candidate, store=store, releases=releases, labels=_labels(label),
+                     rerun=rerun, ray_address=ray, options=options, progress=_progress(as_json))
     data = clean_values(data)  # from bundles and run records: each value one line, escaped
     _write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
     _emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=_terminal()[0]))
     if data["counts"]["failed"] or data["counts"]["mismatch"]:
-        raise typer.Exit(9)
+        raise typer.Exit(EXIT_NOT_OK)
+
+
+@app.command()
+def history(
+    selection: Optional[List[str]] = typer.Argument(None, metavar="[SELECTION]...",
+                                                    help="Refs or name globs, as sweep's. Default: every bundle."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The release every cell is compared with "
+                                                                     "(default: the oldest with a stored run)."),
+    label: List[str] = typer.Option([], "--label", help="Only bundles with this KEY=VALUE label (repeatable)."),
+    html_path: Optional[Path] = typer.Option(None, "--html", help="Write one offline HTML page: the matrix, a chart "
+                                                                  "per bundle, each timed cell linking to its "
+                                                                  "replay's report (written beside it)."),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """The registry across releases, from the stored runs only: bundles x releases, each cell the ratio to the
+    baseline with its verdict where they were timed together."""
+    from .render import history as history_render
+
+    data = clean_values(api.history(selection or [], store=store, labels=_labels(label), baseline=baseline))
+    if html_path is not None:
+        links = api.history_reports(data, html_path.parent / f"{html_path.stem}-reports", store=store)
+        _write_files(data, ((html_path, lambda d: history_render.to_html(d, links)),))
+    _emit(as_json, history_render.history_data(data), history_render.to_text(data, *_terminal()))
 
 
 @app.command()
@@ -631,13 +670,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except Terminated:
         _close_progress()
         typer.echo("terminated", err=True)
-        return 128 + signal.SIGTERM
+        return EXIT_TERMINATED
     except typer.Exit as e:
         return e.exit_code
     except (KeyboardInterrupt, Interrupted):
         _close_progress()
         typer.echo("interrupted", err=True)
-        return 130
+        return EXIT_INTERRUPTED
     except typer.Abort:
         return 1
     except Exception as e:  # usage errors (typer >= 0.29 bundles click: TyperException is their base) and bugs
@@ -655,7 +694,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         typer.echo(f"error: unexpected {exception_line(e)}", err=True)
         typer.echo("hint: this is a bug in reprobundle; rerun with REPROBUNDLE_DEBUG=1 and report the traceback",
                    err=True)
-        return 70
+        return EXIT_BUG
     finally:
         _close_progress()
         if stop_watchdog is not None:

@@ -9,9 +9,9 @@ from reprobundle.bundle import manifest as mf
 
 SCHEMAS = Path(__file__).parent.parent / "schemas"
 _VALIDATORS = {
-    (name, version): jsonschema.Draft202012Validator(
-        json.loads((SCHEMAS / f"{name}-v{version}.schema.json").read_text()))
-    for name, version in (("manifest", 1), ("manifest", 2), ("run", 1), ("run", 2), ("run", 3))
+    (path.name.split("-v")[0], int(path.name.split("-v")[1].split(".")[0])):
+        jsonschema.Draft202012Validator(json.loads(path.read_text()))
+    for path in SCHEMAS.glob("*-v*.schema.json")
 }
 
 

@@ -72,7 +72,7 @@ def test_the_schema_knows_the_dtypes_the_worker_knows():
     from reprobundle.bundle.schema import SCHEMA_DIR
     from reprobundle.worker.dtypes import DTYPE_NAMES
 
-    for name in ("manifest-v2", "run-v2", "run-v3"):
+    for name in ("manifest-v2", "run-v2", "run-v3", "run-v4"):
         schema = json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text())
         assert set(schema["$defs"]["dtype"]["enum"]) == set(DTYPE_NAMES), name
 

@@ -6,16 +6,15 @@ from manifests import assert_schema_valid, make_manifest
 
 from reprobundle.bundle.registry import Registry, blob_key, open_ref, split_store_ref
 from reprobundle.bundle.transfer import copy_bundle
-from reprobundle.store.local import LocalStore
 from reprobundle.errors import (
     BlobNotFoundError,
     BundleNotFoundError,
     CorruptBlobError,
     InvalidRefError,
-    StoreError,
     UnsupportedFormatVersionError,
     UsageError,
 )
+from reprobundle.store.local import LocalStore
 
 
 @pytest.fixture

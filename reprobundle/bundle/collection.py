@@ -25,8 +25,8 @@ from typing import Any, Iterable
 
 from ..config import cache_dir
 from ..errors import NotFoundError, ReproBundleError, first_line
-from ..store.local import LocalStore
 from ..store.folders import inside
+from ..store.local import LocalStore
 from ..store.scratch import sweep
 from . import manifest as mf
 from .blobs import pool_map
@@ -53,11 +53,6 @@ class GcReport:
     kept_unaccounted: list[str] = field(default_factory=list)  # unreferenced, kept because of unreadable records
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # records gc could not read: (key, why)
     temp_removed: int = 0
-
-    @property
-    def kept_all(self) -> bool:
-        """An unreadable record may reference any blob: nothing was (or would be) deleted."""
-        return bool(self.kept_unaccounted)
 
 
 @dataclass

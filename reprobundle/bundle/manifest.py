@@ -19,13 +19,17 @@ Format versions (dated, like jax.export's serialization versions):
   override, a clamped calling convention, a registered kernel...), shown by replay and compare; `group`, the id
   shared by the runs of one replay, failed ones included (`compare` picks a replay's runs by it). A version 2
   record upgrades unchanged: it recorded neither. schemas/run-v3.schema.json.
+- run 4 (2026-12-01): `contender`, what the run was a contender of: the JAX as requested (`jax`), the mode (`frozen`,
+  the bundle's stored program, or `retrace`, its source traced by that JAX) and the settings applied to that
+  contender's workers only (XLA flags, JAX config options, environment variables). A version 3 record upgrades
+  unchanged: it was a frozen replay of `requested` without settings. schemas/run-v4.schema.json.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, Mapping, NoReturn, cast
+from typing import Any, Callable, Mapping, NoReturn, cast, get_args
 
 import msgpack
 
@@ -39,12 +43,12 @@ from ..errors import (
 )
 from . import schema
 from .digest import digest_bytes
-from .model import Blob, Manifest, RunRecord
+from .model import Blob, Manifest, RunRecord, RunStatus
 
 MANIFEST_FORMAT = "reprobundle-bundle"
 MANIFEST_VERSION = 2
 RUN_FORMAT = "reprobundle-run"
-RUN_VERSION = 3
+RUN_VERSION = 4
 STORE_FORMAT = "reprobundle-store"
 STORE_VERSION = 1
 
@@ -166,7 +170,7 @@ def _fail(path: str, problem: str, what: str = "manifest") -> NoReturn:
                              hint="the manifest is malformed; it was not written by a compatible reprobundle")
 
 
-RUN_STATUSES = ("ok", "mismatch", "incompatible", "error", "crashed", "timeout")
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)  # the schema's enum too (tests/test_maintainability.py)
 
 # ------------------------------------------------------------------------------------------------ versions
 
@@ -181,9 +185,14 @@ def _run_to_version_3(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "format_version": 3}
 
 
+def _run_to_version_4(obj: dict[str, Any]) -> dict[str, Any]:
+    """Run 3 -> 4: `contender` is new and optional; without it a run was a frozen replay without settings."""
+    return {**obj, "format_version": 4}
+
+
 # Upgraders from version N to N+1: {N: fn}.
 _UPGRADES: dict[str, dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    MANIFEST_FORMAT: {1: _to_version_2}, RUN_FORMAT: {1: _to_version_2, 2: _run_to_version_3}}
+    MANIFEST_FORMAT: {1: _to_version_2}, RUN_FORMAT: {1: _to_version_2, 2: _run_to_version_3, 3: _run_to_version_4}}
 _CURRENT = {MANIFEST_FORMAT: MANIFEST_VERSION, RUN_FORMAT: RUN_VERSION}
 
 

@@ -102,7 +102,9 @@ class Inputs(TypedDict):
     leaves: list[InputLeaf]
 
 
-class Timing(TypedDict):
+class TimingRecord(TypedDict):
+    """The timing a run record (or a manifest's reference) keeps; run/execution.Timing is what a replay asks for."""
+
     warmup: int
     samples_ns: list[int]
     compile_s: float
@@ -120,7 +122,7 @@ class PerOp(TypedDict):
 
 class Reference(TypedDict):
     outputs: list[OutputLeaf]
-    timing: Timing
+    timing: TimingRecord
     route: str
     per_op: NotRequired[list[PerOp]]
 
@@ -167,10 +169,17 @@ class RunRecord(TypedDict):
     check: dict[str, Any] | None
     artifacts: dict[str, Artifact]
     route: NotRequired[str | None]
-    timing: NotRequired[Timing]
+    timing: NotRequired[TimingRecord]
     per_op: NotRequired[list[PerOp]]
     attempts: NotRequired[list[Any]]
     duration_s: NotRequired[float]
     labels: NotRequired[dict[str, str]]
     notes: NotRequired[list[str]]  # run 3: what the worker adjusted to run on that release
     group: NotRequired[str]  # run 3: shared by the runs of one replay, timed or not
+    contender: NotRequired[dict[str, Any]]  # run 4: {jax, mode, settings, label} (run/contenders.py)
+
+
+def run_label(run: dict[str, Any] | RunRecord) -> str:
+    """How a run's contender is named in comparisons and reports: `0.8.0`, `0.8.0 retraced`,
+    `0.8.0 [XLA_FLAGS=...]` (run 4's contender label), else the version it requested (runs before format 4)."""
+    return str((run.get("contender") or {}).get("label") or run["requested"])

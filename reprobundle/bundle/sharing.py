@@ -271,7 +271,6 @@ def cache_clear() -> dict:
     import shutil
 
     from ..config import cache_dir
-
     from ..store.folders import inside
 
     u = BlobCache.default().clear()

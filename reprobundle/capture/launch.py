@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..bundle.redaction import redact_argv
-from ..store.scratch import handling_signals, track, untrack
-
 from ..errors import UsageError
+from ..store.scratch import handling_signals, track, untrack
 from . import staging
 from .staging import CaptureOptions
 

@@ -7,18 +7,30 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
-from ..errors import clean, first_line
+from ..errors import clean, cut, first_line
 from ..run.sweep import outcome, outcome_text
 from .comparison import CSS, PALETTE, WIDTH, details, html_table, md, md_table
 from .sharing import where_text
+from .table import grid
 
 HEADERS = ["BUNDLE", "TIME VS BASELINE (95% CI)", "OUTPUTS", "MOVED MOST", "WHERE"]
 _NO_RATIO = float("-inf")
 
 
 def ordered(results: Sequence[dict]) -> list[dict]:
-    """Worst first: by ratio, highest first; results without a ratio (failed, not timed) after them, by name."""
-    return sorted(results, key=lambda r: (-(r["ratio"] if r["ratio"] is not None else _NO_RATIO), r["ref"]))
+    """Worst first: by ratio, highest first; results without a ratio (failed, not timed) after them, by name. A
+    sweep of several candidates has a row per bundle and candidate (`name@1 on 0.9.2`)."""
+    rows = [row for r in results for row in per_candidate(r)]
+    return sorted(rows, key=lambda r: (-(r["ratio"] if r["ratio"] is not None else _NO_RATIO), r["ref"]))
+
+
+def per_candidate(result: dict) -> list[dict]:
+    """A result as table rows: itself for one candidate, else one row per candidate with its fields."""
+    candidates = result.get("candidates") or []
+    if len(candidates) <= 1:
+        return [result]
+    return [{**result, **c, "ref": f"{result['ref']} on {c['version']}",
+             "error": result["error"] if result["status"] == "failed" else None} for c in candidates]
 
 
 def summary_line(data: dict) -> str:
@@ -66,6 +78,9 @@ def _version(data: dict, which: str) -> str:
 
 
 def _title(data: dict) -> str:
+    candidates = data.get("candidates") or [data["candidate"]]
+    if len(candidates) > 1:
+        return f"jax {', '.join(candidates)} vs {_version(data, 'baseline')}"
     return f"jax {_version(data, 'candidate')} vs {_version(data, 'baseline')}"
 
 
@@ -73,10 +88,6 @@ def _header(data: dict) -> list[str]:
     n = data["counts"]["total"]
     return [f"sweep: {_title(data)}, {n} bundle{'s' if n != 1 else ''}, each timed in paired rounds "
             f"({data['executor']} executor)", f"store: {clean(data['store'], None)}"]
-
-
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
 def to_text(data: dict, width: int = WIDTH) -> str:
@@ -88,12 +99,11 @@ def to_text(data: dict, width: int = WIDTH) -> str:
     where = min(max([len(HEADERS[4])] + [len(row[4]) for row in rows]), 24)
     moved = max(12, width - sum(fixed) - where - 2 * 4)
     widths = fixed + [moved, where]
-    lines = [_cut(line, width) for line in _header(data)]
-    for row in [HEADERS] + rows:
-        lines.append("  ".join(_cut(x, w).ljust(w) for x, w in zip(row, widths)).rstrip())
+    lines = [cut(line, width) for line in _header(data)]
+    lines += grid(HEADERS, rows, widths=widths, rule=False)
     for title, items in (("failed", _failures(data["results"])), ("mismatched", _mismatches(data["results"]))):
         if items:
-            lines += ["", f"{title}:"] + [_cut(f"  {clean(ref, 60)}: {clean(first_line(why, 400), 400)}", width)
+            lines += ["", f"{title}:"] + [cut(f"  {clean(ref, 60)}: {clean(first_line(why, 400), 400)}", width)
                                           for ref, why in items]
     lines += ["", summary_line(data)]
     return "\n".join(lines)

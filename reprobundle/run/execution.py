@@ -20,10 +20,12 @@ import numpy as np
 
 from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_values
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
+from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import FormatError, disk_full
 from ..store.scratch import track_group, untrack_group
 from ..worker.dtypes import np_dtype
 from ..worker.protocol import EXIT_NO_SPACE, job_inputs
+from .contenders import FROZEN, ContenderSpec, Settings
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
 PROTOCOL = 1
@@ -47,8 +49,8 @@ class Timing:
     """Untimed calls per worker, timed steps in all (a step is one call, or a batch for fast functions, see
     schedule.py), and rounds of fresh worker processes (None: schedule.rounds_for decides)."""
 
-    warmup: int = 5
-    repeat: int = 50
+    warmup: int = DEFAULT_WARMUP
+    repeat: int = REFERENCE_REPEAT
     rounds: int | None = None
 
 
@@ -65,8 +67,10 @@ class WorkerOutcome:
 def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], workdir: Path, *,
               timing: Timing, dump: bool, profile: bool, routes: Sequence[str] | None = None,
               describe: bool = False, lockstep: bool = False, platform: str | None = None,
-              brief_environment: bool = False) -> Path:
+              brief_environment: bool = False, contender: ContenderSpec | None = None) -> Path:
     """Write job.msgpack for the worker under `workdir`; blobs are read in place or via `workdir/blobs`.
+    `contender`: the mode (frozen or retrace) and the settings the worker applies (run/contenders.py); None is a
+    frozen replay without settings.
     `brief_environment`: the worker leaves out its package list (a replay's later rounds, whose environment the
     host does not keep).
     `platform` ("cpu", "cuda", "rocm", "tpu"): the worker runs there (JAX_PLATFORMS) or fails saying why; None:
@@ -96,6 +100,8 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
         "describe": describe,
         "platform": platform,
         "brief_environment": brief_environment,
+        "mode": contender.mode if contender else FROZEN,
+        "settings": contender.settings.as_record() if contender else Settings().as_record(),
     }
     (workdir / "outputs").mkdir(parents=True, exist_ok=True)
     (workdir / "artifacts").mkdir(parents=True, exist_ok=True)

@@ -8,13 +8,13 @@ have `packaging`.
 from __future__ import annotations
 
 import re
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 __all__ = ["parse_version", "version_key", "same_release", "is_final_release", "release_name", "python_release",
-           "python_allowed"]
+           "python_allowed", "releases_between"]
 
 
 def parse_version(text: str) -> Version | None:
@@ -90,7 +90,7 @@ _RELEASE_RE = re.compile(r"^(jax\s*==\s*)?[vV]?\d+(\.\d+){0,3}$")
 _REQUEST_RE = re.compile(r"^(installed|latest|nightly(:[0-9-]{0,10})?|\d+(\.\d+){0,3}((a|b|rc)\d+|\.dev\d+)?)$")
 
 
-def check_jax_requests(requests: Sequence[str], releases: Callable[[], Sequence[str]]) -> None:
+def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[str]]) -> None:
     """Refuse, before anything runs, a JAX request that can never be met: one that is not `installed`, `latest`, a
     release (`0.8.0`, `v0.8.0`, `jax==0.8.0`), a pre-release or nightly (`0.9.0rc1`, `0.9.0.dev20251003`,
     `nightly:2025-10-03`) or a path to an interpreter or environment that exists; a release the package index does
@@ -101,7 +101,7 @@ def check_jax_requests(requests: Sequence[str], releases: Callable[[], Sequence[
 
     plain = []
     for request in requests:
-        text = str(request).strip()
+        text = str(getattr(request, "jax", request)).strip()  # a version, or a contender (run/contenders.py)
         if _RELEASE_RE.match(text):
             plain.append(re.sub(r"^(jax\s*==\s*)?[vV]?", "", text))
         elif not _REQUEST_RE.match(text) and not (os.sep in text and os.path.exists(text)):
@@ -119,3 +119,14 @@ def check_jax_requests(requests: Sequence[str], releases: Callable[[], Sequence[
             newest = known[-1] if known else "none"
             raise UsageError(f"jax {quoted(release, 40)} is not a release on the package index",
                              hint=f"the installable releases run from {known[0] if known else 'none'} to {newest}")
+
+
+def releases_between(span: str, available: list[str]) -> list[str]:
+    """The final releases of `available` from A to B inclusive, in order, for `span` "A..B"; ValueError when `span`
+    is not two versions joined by '..' or A is after B."""
+    first, sep, last = span.partition("..")
+    low, high = parse_version(first.strip()), parse_version(last.strip())
+    if not sep or low is None or high is None or low > high:
+        raise ValueError(f"{span!r} is not a range of releases such as 0.7.2..0.9.2")
+    found = [(v, text) for text in available if (v := parse_version(text)) is not None and is_final_release(v)]
+    return [text for v, text in sorted(found) if low <= v <= high]

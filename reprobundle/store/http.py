@@ -49,10 +49,6 @@ ENV_MAX_DOWNLOAD = "REPROBUNDLE_HTTP_MAX_DOWNLOAD"
 DEFAULT_MAX_DOWNLOAD = 4 << 30
 
 
-def is_http_url(url: str) -> bool:
-    return url.lower().startswith(("https://", "http://"))
-
-
 def _seconds(name: str, default: float) -> float:
     raw = os.environ.get(name, "").strip()
     try:

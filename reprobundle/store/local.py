@@ -32,6 +32,7 @@ from .base import (
     COPY_CHUNK,
     Capabilities,
     Lease,
+    Staged,
     Store,
     check_key,
     make_temp_file,
@@ -169,7 +170,7 @@ class LocalStore(Store):
         """`folder` if it is the real folder inside the store (see store/folders.py), made when `make`."""
         return make_inside(self.root, folder) if make else inside(self.root, folder)
 
-    def _write_temp(self, writer, key: str, size: int | None) -> Path:
+    def _write_temp(self, writer, key: str = "", size: int | None = None, *, durable: bool = True) -> Path:
         try:
             self._folder(self._tmp, make=True)
             fd, tmp = make_temp_file(self._tmp, "put-")
@@ -182,7 +183,8 @@ class LocalStore(Store):
             with os.fdopen(fd, "wb") as f:
                 writer(f)
                 f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    os.fsync(f.fileno())
         except BaseException as e:
             unlink_quietly(tmp)
             untrack(tmp)
@@ -229,6 +231,29 @@ class LocalStore(Store):
         except OSError:
             size = None
         self._publish(self._write_temp(copy, key, size), key, create_only)
+
+    def stage(self, data: bytes | memoryview) -> Staged:
+        """A temp file in `<root>/.tmp`, made durable (fsync) only when published: a value found stored already
+        costs no flush to disk."""
+        return _StagedFile(self, self._write_temp(lambda f: f.write(data), "", len(data), durable=False))
+
+    def staging_folder(self) -> Path | None:
+        # scratch folders there are locked while used; `remove_stale_temp_files` sweeps the rest
+        return self._folder(self._tmp, make=True)
+
+    def move_in(self, key: str, path: str | Path) -> None:
+        """Made durable (fsync) and linked into place when `path` is on the store's disk (no copy), else copied."""
+        check_key(key)
+        path = Path(path)
+        try:
+            same_disk = path.stat().st_dev == self.root.stat().st_dev
+        except OSError:
+            same_disk = False
+        if not same_disk:
+            return super().move_in(key, path)
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+        self._publish(path, key, create_only=True)  # removes `path`, whatever happens
 
     # ------------------------------------------------------------------------------------------ the rest
     def exists(self, key: str) -> bool:
@@ -334,3 +359,18 @@ class LocalStore(Store):
         """Delete what killed writers left in `<root>/.tmp`: temp files older than `older_than_s`, leases and
         scratch folders whose process is gone. Returns how many."""
         return sweep(self._folder(self._tmp), stale_s=older_than_s)
+
+
+class _StagedFile(Staged):
+    def __init__(self, store: LocalStore, path: Path) -> None:
+        self.store, self.path = store, path
+
+    def publish(self, key: str, *, create_only: bool = False) -> None:
+        check_key(key)
+        with open(self.path, "rb") as f:
+            os.fsync(f.fileno())
+        self.store._publish(self.path, key, create_only)  # removes the temp file, whatever happens
+
+    def discard(self) -> None:
+        unlink_quietly(self.path)
+        untrack(self.path)

@@ -178,7 +178,8 @@ def write_zip_store(path: str | Path, entries: Iterator[tuple[str, Store, str]],
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
     track(tmp)
     try:
-        with space_for(path.parent, None, f"the zip {path.name}"), zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        with space_for(path.parent, None, f"the zip {path.name}"), \
+                zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for name, data in runner:
                 if not is_runner_entry(name):
                     raise ValueError(f"{name!r} is not a runner entry")

@@ -57,6 +57,11 @@ Job (protocol 1)
     "brief_environment": bool,          # optional (default false): no "packages" list (the host keeps
                                         #   only the first round's environment)
     "routes": [str]|None,               # optional: restrict/order the load routes (tests)
+    "mode": "frozen"|"retrace",         # optional (default "frozen"): the stored program, or the bundle's
+                                        #   source traced and lowered by this environment's jax
+    "settings": {"xla_flags": [str],    # optional: this contender's own settings, applied before jax
+                 "jax_config": {str: str},  #   is imported (XLA_FLAGS appended, environment variables set)
+                 "env": {str: str}},    #   or before the function loads (jax.config.update)
     "platform": str|None }              # optional: "cpu", "cuda", "rocm", "tpu": JAX_PLATFORMS is set to it
                                         #   before jax is imported (on a GPU also XLA_PYTHON_CLIENT_PREALLOCATE=
                                         #   false), and the job fails unless jax runs there
