@@ -154,7 +154,7 @@ class DiskFullError(ReproBundleError, OSError):
     def __str__(self) -> str:
         return self.message
 
-    def __reduce__(self):  # pickled across processes (Ray, pools) as what it is
+    def __reduce__(self) -> tuple[Any, tuple[str, str, str]]:  # pickled across processes (Ray, pools) as what it is
         return (_disk_full, (self.message, self.hint, self.filename))
 
 
