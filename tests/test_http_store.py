@@ -180,7 +180,18 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
         _, shape, target, rest = self.path.split("/", 3)
         return shape, target, rest
 
+    def _redirect(self) -> bool:
+        shape, target, rest = self._parts()
+        if shape != "redirect" or not rest.endswith(TARGETS.get(target, "\0")):
+            return False
+        self.send_response(302)
+        self.send_header("Location", "file:///etc/passwd")
+        self.end_headers()
+        return True
+
     def do_HEAD(self):
+        if self._redirect():
+            return
         shape, target, rest = self._parts()
         if rest.endswith(TARGETS.get(target, "\0")):
             self.send_response(200)
@@ -205,6 +216,8 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         import time
 
+        if self._redirect():
+            return
         shape, target, rest = self._parts()
         if not rest.endswith(TARGETS.get(target, "\0")):
             return self._real(rest)
@@ -289,3 +302,12 @@ def test_hostile_servers_are_cut_off_in_bytes_and_time(hostile, tmp_path, target
         assert kib < honest_kib + (64 << 10) + (128 << 10), (shape, kib, honest_kib)  # the largest limit + 128 MiB
         assert not list((tmp_path / "cache").rglob(".part-*")), "a partial download was kept"
 
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_a_redirect_to_a_file_url_is_refused_as_such(hostile, tmp_path, target):
+    """Class: a marker, tag, manifest or zip whose server redirects to file:///etc/passwd: refused with exit 3 saying
+    it is a redirect to a non-http URL (never "HTTP 404", never the file's content)."""
+    code, out, err = cli("show", _ref(hostile["url"], "redirect", target))
+    assert code == 3 and "file:///etc/passwd" in err and "not an http(s) URL: refused" in err, (code, err)
+    assert "HTTP 404" not in err and "root:" not in err + out
