@@ -97,8 +97,9 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
                 continue
         option = _OPTION_RE.match(arg)
         assignment = None if option else _ASSIGNMENT_RE.match(arg)
-        if arg[:2] in _SECRET_SHORT_OPTIONS and len(arg) > 2 and arg[2] != "=":
-            arg = f"{arg[:2]}{REDACTED}"  # -pVALUE
+        if arg[:2] in _SECRET_SHORT_OPTIONS and len(arg) > 2 and arg[2] != "=" and not (
+                option and _secret_option(option.group(2))):
+            arg = f"{arg[:2]}{REDACTED}"  # -pVALUE (but -password VALUE is the option `password`)
         elif option:
             dashes, name, has_value, value = option.groups()
             secret_name = _secret_option(name) or (dashes == "-" and f"-{name[:1]}" in _SECRET_SHORT_OPTIONS)
