@@ -191,6 +191,9 @@ def capture(
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     no_profile: bool = typer.Option(False, "--no-profile", help="No profiler trace in the reference run."),
     store: Optional[str] = StoreOpt,
+    jax_version: Optional[str] = typer.Option(None, "--jax", help="Run the program in the environment of this JAX "
+                                                                 "release (with the packages it imports, resolved "
+                                                                 "compatible with it) and capture there."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Run a program unmodified; list its jitted computations, or pack the matching ones with their real inputs."""
@@ -200,7 +203,7 @@ def capture(
     result = api.capture_program(command or [], match=match, call=call, top=top, all_signatures=all_signatures,
                                  listing=listing, name=name, store=store, description=description,
                                  labels=_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump,
-                                 profile=not no_profile, progress=_progress(as_json))
+                                 profile=not no_profile, progress=_progress(as_json), jax=jax_version)
     human = (capture_render.listing_text(result, limit=top) if listing else capture_render.capture_text(result))
     _emit(as_json, capture_render.capture_data(result), human)
     if result.exit_code:
@@ -306,10 +309,16 @@ PlatformOpt = typer.Option(None, "--platform", help="Run on this platform: cpu, 
 
 MaxTimeOpt = typer.Option(None, "--max-time", help="Seconds the timing of several versions may take: rounds stop "
                                                   "there even if a verdict is not settled (default: up to 32 rounds).")
+IndexOpt = typer.Option(None, "--index-url", help="PEP 503 index of JAX nightlies (default: "
+                                                  "$REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index); releases "
+                                                  "come from it too (a mirror of PyPI).")
 RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
                            "reprobundle.")
+RetraceOpt = typer.Option(False, "--retrace", help="Run the bundle's program (its script's factory) in each "
+                                                   "version's environment and lower it there, instead of the stored "
+                                                   "program (replay: same as --mode retrace).")
 PinOpt = typer.Option(None, "--pin", help="Run every version's worker on these CPUs (2, 0-3, 0,2 or auto: the last "
                                           "CPU, alone) with as many XLA threads: steadier timings, less realistic "
                                           "(a change that needs more threads is not seen).")
@@ -318,8 +327,10 @@ PinOpt = typer.Option(None, "--pin", help="Run every version's worker on these C
 @app.command()
 def replay(
     ref: str,
-    jax_versions: List[str] = typer.Option([], "--jax", help="JAX version to replay on (repeatable); "
-                                                            "'installed' is this interpreter's JAX (default)."),
+    jax_versions: List[str] = typer.Option([], "--jax", help="JAX to replay on (repeatable): a release, 'installed' "
+                                                            "(this interpreter's, the default), 'latest', a nightly "
+                                                            "(nightly:2025-10-03 or 0.8.0.dev20251003), or the path "
+                                                            "of a Python interpreter or environment, used as it is."),
     warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat",
                                help="Timed steps per version over 8 rounds, so repeat/8 a round (all rounds with "
@@ -338,14 +349,22 @@ def replay(
     platform: Optional[str] = PlatformOpt,
     max_time: Optional[float] = MaxTimeOpt,
     pin: Optional[str] = PinOpt,
+    retrace: bool = RetraceOpt,
+    mode: str = typer.Option("frozen", "--mode", help="frozen (the stored program), retrace, or both (per version "
+                                                      "a frozen and a retraced contender, timed together)."),
+    retrace_package: List[str] = typer.Option([], "--retrace-package", help="NAME==VERSION: the release of one of "
+                                                                           "the program's packages a retrace installs "
+                                                                           "(default: resolved with each jax)."),
+    index_url: Optional[str] = IndexOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    profile=not no_profile, shapes=shapes, platform=platform, max_time_s=max_time,
-                                   pin=pin)
+                                   pin=pin, retrace_packages=tuple(retrace_package))
     result = api.replay(ref, jax_versions or ["installed"], store=store, options=options, python=python,
-                        progress=_progress(as_json))
+                        progress=_progress(as_json), index_url=index_url,
+                        mode="retrace" if retrace and mode == "frozen" else mode)
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:
@@ -406,8 +425,12 @@ def compare(
 @app.command("bisect")
 def bisect_cmd(
     ref: str,
-    good: str = typer.Option(..., "--good", help="A JAX version where the bundle is fine."),
+    good: str = typer.Option(..., "--good", help="A JAX version where the bundle is fine (with --nightly: a release "
+                                                 "or a nightly, nightly:2025-09-20)."),
     bad: str = typer.Option(..., "--bad", help="A later JAX version where it regressed."),
+    nightly: bool = typer.Option(False, "--nightly", help="Search the nightlies between --good and --bad by date, "
+                                                          "down to the commits of the last good and first bad."),
+    index_url: Optional[str] = IndexOpt,
     warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per tested version, over all rounds."),
     rounds: Optional[int] = RoundsOpt,
@@ -417,21 +440,27 @@ def bisect_cmd(
     store: Optional[str] = StoreOpt,
     platform: Optional[str] = PlatformOpt,
     ray: Optional[str] = RayOpt,
+    retrace: bool = RetraceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Binary-search the released JAX versions between --good and --bad for the first bad one."""
+    """Binary-search the released JAX versions (or, with --nightly, the nightlies) between --good and --bad for the
+    first bad one."""
     options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    platform=platform)
     result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
-                                    progress=_progress(as_json), ray_address=ray)
+                                    progress=_progress(as_json), ray_address=ray, nightly=nightly, index_url=index_url,
+                                    mode="retrace" if retrace else "frozen")
     if comparison is not None:
         _write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
             "last_good": result.last_good, "classes": result.classes, "evidence": result.evidence,
-            "comparison": comparison}
-    human = (f"first bad release: jax {result.first_bad} (last good: {result.last_good}; "
+            "nightly": result.nightly, "comparison": comparison}
+    what = "nightly" if result.nightly else "release"
+    human = (f"first bad {what}: jax {result.first_bad} (last good: {result.last_good}; "
              f"judged by {result.criterion})\n"
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
+    if result.nightly:
+        human += "\n" + report.nightly_text(result.nightly)
     if comparison is not None:
         human += "\n\n" + _comparison_text(comparison)
     _emit(as_json, data, human)
@@ -464,6 +493,8 @@ def sweep(
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
+    retrace: bool = RetraceOpt,
+    index_url: Optional[str] = IndexOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay many bundles on a baseline and one or more candidate versions, timed together: one table, worst first.
@@ -474,7 +505,8 @@ def sweep(
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
                                    platform=platform, timeout_s=timeout)
     data = api.sweep(selection or [], baseline, candidate, store=store, releases=releases, labels=_labels(label),
-                     rerun=rerun, ray_address=ray, options=options, progress=_progress(as_json))
+                     rerun=rerun, ray_address=ray, options=options, progress=_progress(as_json),
+                     index_url=index_url, mode="retrace" if retrace else "frozen")
     data = clean_values(data)  # from bundles and run records: each value one line, escaped
     _write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
     _emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=_terminal()[0]))

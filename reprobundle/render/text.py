@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..analysis.comparison import packages_text
 from ..analysis.hardware import hardware_note, hardware_text
 from ..analysis.verdict import TimingSummary
 from ..bundle import trees
@@ -49,6 +50,24 @@ def bundle_data(b: Bundle, runs: list[dict]) -> dict:
     return {"ref": ref_data(b.ref), "manifest": b.manifest, "runs": [run_data(r) for r in runs]}
 
 
+def _program_lines(fn: dict) -> list[str]:
+    """The program a retrace runs (manifest 3): script, factory, files, packages, files left out."""
+    program = fn.get("program")
+    traced = (fn.get("traced_by") or {}).get("jax")
+    if not program:
+        return [_t(f"  traced by:    jax {traced}; no program stored (cannot retrace)")] if traced else []
+    files = program.get("files") or []
+    size = sum(int(f["blob"]["size"]) for f in files)
+    lines = [_t(f"  program:      {program['script']}:{program['factory']}, {len(files)} file"
+                f"{'s' if len(files) != 1 else ''} ({human_bytes(size)})" + (f", traced by jax {traced}" if traced
+                                                                           else ""))]
+    lines += [_t(f"    {f['path']}  ({human_bytes(int(f['blob']['size']))})") for f in files[:trees.MAX_LINES]]
+    if program.get("packages"):
+        lines.append(_t("    packages: " + ", ".join(f"{k} {v}" for k, v in sorted(program["packages"].items()))))
+    lines += [_t(f"    left out: {s['path']} ({s['reason']})") for s in program.get("skipped") or []]
+    return lines
+
+
 def describe_bundle(b: Bundle, runs: list[dict]) -> str:
     m = b.manifest
     env = m["environment"]
@@ -76,6 +95,7 @@ def describe_bundle(b: Bundle, runs: list[dict]) -> str:
         lines += [f"    {_t(v['path'])} = {_t(v['repr'], 60)}" for v in static[:trees.MAX_LINES]]
         if len(static) > trees.MAX_LINES:
             lines.append(f"    ... and {len(static) - trees.MAX_LINES} more (show --json lists them all)")
+    lines += _program_lines(fn)
     lines.append("  outputs:      " + _t(trees.summary(outputs, human_bytes)))
     lines += [_t(line) for line in trees.render(outputs, human_bytes)]
     lines += [
@@ -101,7 +121,9 @@ def run_data(run: dict) -> dict:
     return {"run_id": run["run_id"], "bundle": run["bundle"], "requested": run["requested"],
             "jax": run["environment"].get("jax"), "status": run["status"], "reason": run["reason"],
             "route": run.get("route"), "median_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "n": timing.n,
-            "check": run.get("check"), "attempts": run.get("attempts", [])}
+            "check": run.get("check"), "attempts": run.get("attempts", []),
+            "mode": (run.get("contender") or {}).get("mode") or "frozen", "label": run_label(run),
+            **{k: run[k] for k in ("lowering_changed", "lowering_diff", "packages") if k in run}}
 
 
 def describe_runs(b: Bundle, runs: list[dict]) -> str:
@@ -116,6 +138,12 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
         rows.append(_run_row(r, ref_timing, resized))
         if r["status"] != "ok" or resized:
             notes.append(_t(f"jax {r['requested']}: {r['status']}: {r['reason']}"))
+        if r.get("packages"):
+            notes.append(_t(f"jax {run_label(r)}: the program's packages: {packages_text(r['packages'])}"))
+        if "lowering_changed" in r:
+            notes.append(_t(f"jax {run_label(r)}: lowering "
+                            + (f"changed: {r.get('lowering_diff') or 'yes'}" if r["lowering_changed"] else
+                               "unchanged from the bundle's")))
         notes += [_t(f"jax {r['requested']}: {note}") for note in r.get("notes") or []]
     if any(row[6] not in ("-", "1.00x") for row in rows[1:]) or runs:
         notes.insert(0, "VS REF: median over the pack's reference run, another process timed at pack time: not "
@@ -149,7 +177,40 @@ def _run_row(r: dict, ref_timing: TimingSummary, resized: str | None) -> list[st
 def env_data(e) -> dict:
     return {"jax": e.jax_version, "python": e.python_version, "path": str(e.path) if e.path else None,
             "created": e.created, "bytes": e.size_bytes, "platform": getattr(e, "platform", "cpu"),
-            "build": getattr(e, "build", "cpu"), "shared_bytes": getattr(e, "shared_bytes", None)}
+            "build": getattr(e, "build", "cpu"), "shared_bytes": getattr(e, "shared_bytes", None),
+            "nightly": getattr(e, "nightly", None), "index": getattr(e, "index", None),
+            "commits": dict(getattr(e, "commits", ()))}
+
+
+def _jax_text(e) -> str:
+    """`0.8.0`, or `0.8.1.dev20251003 (nightly 2025-10-03)`."""
+    nightly = getattr(e, "nightly", None)
+    return f"{e.jax_version} (nightly {nightly})" if nightly else e.jax_version
+
+
+def nightly_text(info: dict) -> str:
+    """The nightly part of a bisect's answer: both builds with their commits, the compare URLs, skipped days."""
+    lines = []
+    for key, what in (("last_good", "last good"), ("first_bad", "first bad")):
+        b = info[key]
+        when = f" ({b['date']})" if b.get("date") else ""
+        built = f"jax@{str(b['jax'])[:12]}" if b.get("jax") else (b.get("ref") or "no commit recorded")
+        if b.get("jaxlib") and b.get("jaxlib") != b.get("jax"):
+            built += f", jaxlib@{str(b['jaxlib'])[:12]}"
+        xla = f"XLA@{str(b['xla'])[:12]}" if b.get("xla") else "XLA unknown"
+        lines.append(f"  {what}: {b['version']}{when}, built from {built}, {xla}")
+        if not b.get("xla"):
+            lines.append(f"    (XLA: {b.get('xla_source')})")
+    for name in ("jax", "xla"):
+        if info["compare"].get(name):
+            lines.append(f"  {name} changes: {info['compare'][name]}")
+    if info.get("same_build"):
+        lines.append("  both were built from the same commits: the difference is not in the source")
+    for s in info.get("skipped_days") or []:
+        lines.append(f"  skipped {s['date']}: {s['reason']}")
+    lines += ["  install them:"] + [f"    {line}" for line in info.get("install") or []]
+    lines.append(f"  replay them: {info['command']}")
+    return "nightlies:\n" + "\n".join(lines)
 
 
 def _size_text(e) -> str:
@@ -163,5 +224,5 @@ def _size_text(e) -> str:
 
 def env_table(found) -> str:
     return table(["JAX", "PLATFORM", "PYTHON", "CREATED", "SIZE", "PATH"],
-                 [[e.jax_version, getattr(e, "build", "cpu"), e.python_version, (e.created or "")[:19],
+                 [[_jax_text(e), getattr(e, "build", "cpu"), e.python_version, (e.created or "")[:19],
                    _size_text(e), str(e.path)] for e in found])
