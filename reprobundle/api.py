@@ -223,20 +223,23 @@ def pack_script(script: str, *, name: str, store: str | None = None, **options) 
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if options.get("progress"):
         options["progress"](Status(f"running {script} to build the call", "script"))
-    path, source, factory = load_factory(script)
-    try:
-        made = factory()
-    except ReproBundleError:
-        raise
-    except Exception as e:
-        raise ScriptError(f"{path}:{factory.__name__}() failed: {type(e).__name__}: {e}") from e
-    if not (isinstance(made, tuple) and len(made) in (2, 3) and callable(made[0])):
-        raise ScriptError(f"{path}:{factory.__name__}() must return (fn, args) or (fn, args, kwargs)")
-    fn, args, kwargs = (*made, {}) if len(made) == 2 else made
-    if not isinstance(args, (tuple, list)):
-        args = (args,)
-    program = collect_program(path, script.partition(":")[2] or DEFAULT_FACTORY, options.get("static") or ())
-    return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, program=program, **options)
+    from .capture.guard import user_code
+
+    with user_code(f"the script {script}"):  # its sys.exit or os._exit is a ScriptError, not pack's exit
+        path, source, factory = load_factory(script)
+        try:
+            made = factory()
+        except ReproBundleError:
+            raise
+        except Exception as e:
+            raise ScriptError(f"{path}:{factory.__name__}() failed: {type(e).__name__}: {e}") from e
+        if not (isinstance(made, tuple) and len(made) in (2, 3) and callable(made[0])):
+            raise ScriptError(f"{path}:{factory.__name__}() must return (fn, args) or (fn, args, kwargs)")
+        fn, args, kwargs = (*made, {}) if len(made) == 2 else made
+        if not isinstance(args, (tuple, list)):
+            args = (args,)
+        program = collect_program(path, script.partition(":")[2] or DEFAULT_FACTORY, options.get("static") or ())
+        return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, program=program, **options)
 
 
 def capture_program(command: Sequence[str], *, match: str | None = None, call: int | None = None,
@@ -346,6 +349,9 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     from .run.contenders import contenders_from
 
     options = replay_options(options, settings)
+    from .run.versions import check_jax_requests  # before anything runs: no error run for a version that cannot be
+
+    check_jax_requests(versions, lambda: environment_manager(env_dir, python=python).available_versions())
     registry, bundle = resolve(ref, store)
     origin = (registry, bundle)
     if registry.store.read_only:

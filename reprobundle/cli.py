@@ -28,6 +28,8 @@ from .errors import (
     UsageError,
     clean,
     clean_values,
+    is_no_space,
+    no_space_error,
     terminal_text,
 )
 from .render import text as report
@@ -684,6 +686,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     debug = settings().debug == "1"
     _guard_commands()
     previous_sigterm = _catch_sigterm()
+    from .store.scratch import install_exit_watchdog  # a signal ends the command within seconds, even in C code
+
+    stop_watchdog = install_exit_watchdog(lambda signum: "interrupted" if signum == signal.SIGINT else "terminated")
     try:
         code = app(args=argv, prog_name="reprobundle", standalone_mode=False)
         return code if isinstance(code, int) else 0  # click returns typer.Exit codes in this mode
@@ -709,6 +714,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 1
     except Exception as e:  # usage errors (typer >= 0.29 bundles click: TyperException is their base) and bugs
         _close_progress()
+        if is_no_space(e):  # a full disk met where no folder was named: still not a bug
+            full = no_space_error(e)  # type: ignore[arg-type]
+            typer.echo(f"error: {clean(full.message, 2000)}\nhint: {full.hint}", err=True)
+            return full.exit_code
         if isinstance(e, typer.TyperException) and hasattr(e, "format_message"):
             typer.echo(f"error: {clean(e.format_message(), 2000)}", err=True)
             typer.echo("hint: reprobundle --help lists the commands; reprobundle COMMAND --help their options", err=True)
@@ -721,6 +730,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_BUG
     finally:
         _close_progress()
+        if stop_watchdog is not None:
+            stop_watchdog()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
 

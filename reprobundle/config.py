@@ -27,7 +27,9 @@ class Settings:
     debug: str = ""  # "1": tracebacks with the one-line errors
     log: str = ""  # the log level without -v (logs.py)
     platforms: str = ""  # the accelerators here, replacing detection (run/platforms.py)
-    http_timeout: str = ""  # seconds an http(s) store waits (store/http.py)
+    http_timeout: str = ""  # seconds an http(s) store waits for the next byte (store/http.py)
+    http_deadline: str = ""  # seconds one http(s) request may take in all (store/http.py)
+    http_max_download: str = ""  # the largest zip an https URL may download ("2G"; store/http.py)
     gcs_token: str = ""  # store/gcs.py: credentials
     gcs_timeout: str = ""  # store/gcs.py: seconds a request may keep retrying
     gcs_read_timeout: str = ""  # store/gcs.py: seconds without a byte before a request fails

@@ -7,8 +7,10 @@ appear only with REPROBUNDLE_DEBUG=1.
 
 from __future__ import annotations
 
+import errno
 import re
-from typing import Any, overload
+from contextlib import contextmanager
+from typing import Any, Iterator, overload
 
 
 class ReproBundleError(Exception):
@@ -65,6 +67,25 @@ class ReadOnlyStoreError(StoreError):
     pass
 
 
+class StoreTimeoutError(StoreUnreachableError):
+    """A web request did not finish within its total deadline (REPROBUNDLE_HTTP_DEADLINE), however steadily the
+    server kept sending."""
+
+
+class DownloadTooLargeError(StoreError):
+    """A download (a zip at an https URL) is larger than the most reprobundle fetches (REPROBUNDLE_HTTP_MAX_DOWNLOAD)."""
+
+
+class UnsafeRedirectError(StoreError):
+    """A web server redirected to a URL that is not http(s) (file://, ftp://...): refused."""
+
+
+class StoreFolderError(StoreError):
+    """A folder reprobundle walks, writes or deletes in (a store's `.tmp`, `blobs/sha256/<xx>`, `bundles/`, `runs/`,
+    `tags/`, a cache's work folders) is not the real folder inside its root: a symbolic link, or a file. Nothing is
+    walked or deleted through it."""
+
+
 class NotFoundError(ReproBundleError):
     exit_code = 4
 
@@ -116,6 +137,74 @@ class NoSuitablePythonError(EnvironmentCreationError):
 
 class ReplayError(ReproBundleError):
     exit_code = 8
+
+
+class DiskFullError(ReproBundleError, OSError):
+    """No space to write: a full disk, a quota, or a file-size limit (ENOSPC, EDQUOT, EFBIG). Also an OSError, so
+    code that handles a failed write as one still does; `filename` is the folder that was full."""
+
+    exit_code = 10
+
+    def __init__(self, message: str, *, hint: str = "", folder: str = "") -> None:
+        ReproBundleError.__init__(self, message, hint=hint)
+        self.errno = errno.ENOSPC
+        self.strerror = "No space left on device"
+        self.filename = folder
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str, str]]:  # pickled across processes (Ray, pools) as what it is
+        return (_disk_full, (self.message, self.hint, self.filename))
+
+
+def _disk_full(message: str, hint: str, folder: str) -> "DiskFullError":
+    return DiskFullError(message, hint=hint, folder=folder)
+
+
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def is_no_space(e: BaseException) -> bool:
+    """Whether `e` says there is no room to write (disk full, quota, file-size limit)."""
+    return isinstance(e, OSError) and e.errno in NO_SPACE_ERRNOS
+
+
+def disk_full(folder: object, needed: int | None = None, what: str = "") -> DiskFullError:
+    """The DiskFullError for a write into `folder` that found no room; `needed`: the bytes it had to write."""
+    from .units import human_bytes
+
+    need = f"{human_bytes(needed)} " if needed else ""
+    purpose = f" for {what}" if what else ""
+    return DiskFullError(f"no space left in {clean(folder, 300)}: {need or 'more room '}was needed{purpose}",
+                         hint="free space there (or raise the quota or file-size limit), then run the command again; "
+                              "nothing half-written was kept", folder=str(folder))
+
+
+@contextmanager
+def space_for(folder: object, needed: int | None = None, what: str = "") -> Iterator[None]:
+    """Turn a write that finds no room inside the block into `disk_full(folder, needed, what)`."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except OSError as e:
+        if e.errno in NO_SPACE_ERRNOS:
+            raise no_space_error(e, folder, needed, what) from None
+        raise
+
+
+def no_space_error(e: OSError, folder: object = None, needed: int | None = None, what: str = "") -> DiskFullError:
+    """The DiskFullError for a no-space OSError: it names `folder`, or the folder of the file it was writing when
+    that lies elsewhere (or when no folder is known)."""
+    import os
+
+    if isinstance(e, DiskFullError):
+        return e
+    written = e.filename if isinstance(e.filename, (str, os.PathLike)) else None
+    if written is not None and (folder is None or not os.fspath(written).startswith(os.fspath(str(folder)))):
+        folder = os.path.dirname(os.fspath(written)) or written
+    return disk_full(folder if folder is not None else "a folder being written", needed, what)
 
 
 class ClusterError(ReproBundleError):

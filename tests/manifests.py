@@ -49,3 +49,12 @@ def make_manifest(registry, name="demo", payload=b"module", input_bytes=b"\0" * 
                       "timing": {"warmup": 1, "samples_ns": [10, 11, 12], "compile_s": 0.1}, "route": "deserialize"},
         "environment": {"jax": "0.0"}, "artifacts": {},
     }
+
+
+def make_run_record(bundle_id: str, run_id: str = "r1", *, group: str = "replay-1", status: str = "error") -> dict:
+    """A minimal valid run record of the current format (a failed run: no timing, no outputs)."""
+    return {"format": mf.RUN_FORMAT, "format_version": mf.RUN_VERSION, "run_id": run_id, "bundle": "demo@1",
+            "bundle_id": bundle_id, "created": "2026-11-30T00:00:00.000000Z", "requested": "0.0", "status": status,
+            "reason": "made by a test", "outputs": [],
+            "route": "deserialize", "environment": {"jax": "0.0"}, "per_op": [], "artifacts": {}, "check": None,
+            "group": group}

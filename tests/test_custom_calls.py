@@ -211,3 +211,67 @@ def test_cli_pack_exported_on_another_jax_takes_ml_dtypes_saved_by_savez(store_d
     assert code == 0, err
     assert Registry.open(store_dir).resolve("mixed").manifest["environment"]["jax"] == "0.8.0"
     _check_ml_dtypes_bundle(store_dir, "mixed", tmp_path)
+
+
+_OLD_EXPORT = '''\
+import sys, types, logging
+try:
+    import absl.logging  # noqa: F401
+except ImportError:  # jax.export imports absl-py, which these releases do not declare
+    absl = types.ModuleType("absl")
+    absl.logging = types.SimpleNamespace(vlog_is_on=lambda level: False, **{n: getattr(logging, n) for n in
+                                         ("info", "warning", "error", "debug")})
+    sys.modules["absl"], sys.modules["absl.logging"] = absl, absl.logging
+import jax, numpy as np, jax.scipy.linalg as jsl
+from jax import export
+shape = sys.argv[1]
+rng = np.random.default_rng(0)
+if shape == "batched":
+    c = np.tril(rng.standard_normal((2, 6, 6))).astype(np.float32) + 6 * np.eye(6, dtype=np.float32)
+    b = np.ones((2, 6, 3), np.float32)
+    f = lambda c, b: jsl.solve_triangular(c, b, lower=True)
+elif shape == "right":
+    c = np.tril(rng.standard_normal((6, 6))).astype(np.float32) + 6 * np.eye(6, dtype=np.float32)
+    b = np.ones((3, 6), np.float32)
+    f = lambda c, b: jax.lax.linalg.triangular_solve(c, b, left_side=False, lower=True)
+else:
+    c = np.tril(rng.standard_normal((6, 6))).astype(np.float32) + 6 * np.eye(6, dtype=np.float32)
+    b = np.ones((6, 3), np.float32)
+    f = lambda c, b: jsl.solve_triangular(c, b, lower=True) * 2
+exp = export.export(jax.jit(f))(c, b)
+open(sys.argv[2], "wb").write(exp.serialize())
+np.savez(sys.argv[3], c, b)
+'''
+
+
+@pytest.mark.crossversion
+@pytest.mark.parametrize("shape", ["plain", "batched", "right"])
+def test_a_kernel_whose_signature_changed_is_incompatible_naming_it(store_dir, tmp_path, shape):
+    """Class: a bundle lowered by jax 0.5.3 calls lapack_strsm_ffi with 3 operands (alpha); the installed release's
+    kernel of that name takes 2 (its own lowering says so). Plain, batched and right-side solves: the replay is
+    `incompatible`, naming the kernel and both operand counts and pointing to --retrace, never a plain `error` at
+    the call; the reason is said once for all the routes that failed alike. 0.5.3 itself replays it."""
+    old = environment_manager().ensure("0.5.3")
+    script = tmp_path / "export_old.py"
+    script.write_text(_OLD_EXPORT)
+    done = subprocess.run([str(old.python_executable), str(script), shape, str(tmp_path / "f.bin"),
+                           str(tmp_path / "in.npz")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    registry = Registry.open(store_dir)
+    pack_serialized_in(registry, (tmp_path / "f.bin").read_bytes(), load_npz(tmp_path / "in.npz"),
+                       python=str(old.python_executable), name="trsm", dump=False, profile=False,
+                       timing=Timing(warmup=1, repeat=2))
+    if tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 9):
+        pytest.skip(f"the installed jax {jax.__version__} still takes alpha")
+    result = reprobundle.replay("trsm", ["0.5.3", "installed"], store=str(store_dir), warmup=1, repeat=2, rounds=1,
+                                dump=False, profile=False)
+    runs = {r["requested"]: r for r in result.runs}
+    assert runs["0.5.3"]["status"] == "ok", runs["0.5.3"]["reason"]
+    new = runs["installed"]
+    assert new["status"] == "incompatible", new
+    reason = new["reason"]
+    assert "lapack_strsm_ffi" in reason and "signature changed" in reason and "--retrace" in reason, reason
+    assert "passes 3 operands" in reason and "takes 2" in reason, reason
+    assert reason.count("signature changed") == 1 and "routes '" in reason, reason  # said once for all routes
+    assert all(reason.count(f"'{route}'") == 1 for route in ("deserialize", "rebuild", "rebuild-compat")), reason
+    assert "Wrong number of arguments" not in reason

@@ -1457,3 +1457,32 @@ def test_store_and_cache_files_take_the_umask(tmp_path):
         os.umask(old)
     for p in (registry.store.root / blob_key(ref["digest"]), registry.store.root / "tags/x/y", cached):
         assert p.stat().st_mode & 0o777 == 0o664, (p, oct(p.stat().st_mode))
+
+
+# ------------------------------------------------------------------------------ secrets on command lines
+
+_SECRET_OPTION_NAMES = ["api-key", "api_key", "apiKey", "token", "auth-token", "password", "passwd", "secret",
+                        "client-secret", "db.password", "hf_token", "access-key", "private-key"]
+_HARMLESS = st.sampled_from(["--steps", "20", "-v", "--lr=1e-3", "train.py", "--config", "cfg.yaml", "batch=32",
+                             "-m", "pkg.main", "--out", "/tmp/run-17"])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=st.lists(_HARMLESS, max_size=5), after=st.lists(_HARMLESS, max_size=5),
+       name=st.sampled_from(_SECRET_OPTION_NAMES), dashes=st.sampled_from(["--", "-", ""]),
+       spelling=st.sampled_from(["=", " "]),
+       secret=st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=8, max_size=40))
+def test_no_secret_option_value_survives_redact_argv(before, after, name, dashes, spelling, secret):
+    """Any secret-named option in any spelling (`--name=V`, `--name V`, `-name V`, `name=V`) among harmless
+    arguments: its value never survives redact_argv, and the harmless arguments are kept as they were."""
+    from reprobundle.bundle.redaction import REDACTED, redact_argv
+
+    assume(not secret.startswith("-") and "=" not in secret)
+    if not dashes:
+        spelling = "="  # a bare NAME VALUE pair is two plain words: only NAME=VALUE says the value is NAME's
+    option = [f"{dashes}{name}={secret}"] if spelling == "=" else [f"{dashes}{name}", secret]
+    argv = ["python", *before, *option, *after]
+    out = redact_argv(argv)
+    assert secret not in " ".join(out) or secret in " ".join(before + after), (argv, out)
+    assert REDACTED in " ".join(out)
+    assert out[:len(before) + 1] == argv[:len(before) + 1] and out[len(out) - len(after):] == after or not after

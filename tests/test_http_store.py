@@ -156,3 +156,158 @@ def test_every_location_printed_is_accepted_back(tmp_path):
         code, out, err = cli("show", location, "--json")
         assert code == 0, (location, err)
         assert json.loads(out)["ref"]["name"] == "loc", location
+
+
+# ------------------------------------------------------------------------------------------ hostile servers
+
+DEADLINE_S = 4.0  # REPROBUNDLE_HTTP_DEADLINE of these tests
+TARGETS = {"marker": "reprobundle-store.json", "tag": "tags/small/good", "manifest": "bundles/small/1.msgpack",
+           "zip": "small-1.zip"}
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    """GET /SHAPE/TARGET/PATH: the real file at PATH under `root`, except the target's, which is attacked: `forever`
+    (no Content-Length, bytes until the client leaves), `lie` (a small Content-Length on a HEAD, then an endless body
+    without one), `huge` (claims 64 GiB and streams), `drip` (one byte every 0.3 s: no gap ever times out)."""
+
+    root: Path
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, *args):
+        pass
+
+    def _parts(self):
+        _, shape, target, rest = self.path.split("/", 3)
+        return shape, target, rest
+
+    def _redirect(self) -> bool:
+        shape, target, rest = self._parts()
+        if shape != "redirect" or not rest.endswith(TARGETS.get(target, "\0")):
+            return False
+        self.send_response(302)
+        self.send_header("Location", "file:///etc/passwd")
+        self.end_headers()
+        return True
+
+    def do_HEAD(self):
+        if self._redirect():
+            return
+        shape, target, rest = self._parts()
+        if rest.endswith(TARGETS.get(target, "\0")):
+            self.send_response(200)
+            if shape in ("lie", "huge", "drip"):
+                self.send_header("Content-Length", str(64 << 30 if shape == "huge" else 12))
+            self.end_headers()
+            return
+        self._real(rest, body=False)
+
+    def _real(self, rest: str, body: bool = True):
+        path = self.root / rest
+        if not path.is_file():
+            self.send_error(404)
+            return
+        data = path.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def do_GET(self):
+        import time
+
+        if self._redirect():
+            return
+        shape, target, rest = self._parts()
+        if not rest.endswith(TARGETS.get(target, "\0")):
+            return self._real(rest)
+        self.send_response(200)
+        if shape == "huge":
+            self.send_header("Content-Length", str(64 << 30))
+        self.end_headers()
+        chunk = b"{" * (1 << 16)
+        try:
+            if shape == "drip":
+                for _ in range(100000):
+                    self.wfile.write(b"1")
+                    self.wfile.flush()
+                    time.sleep(0.3)
+            else:
+                while True:
+                    self.wfile.write(chunk)
+        except OSError:
+            pass  # the client went away: what a bounded reader does
+
+
+@pytest.fixture(scope="module")
+def hostile(served):
+    """A hostile server in front of the served folder (small@1 tagged `good`), and the normal one's figures: the
+    time and peak memory of `show` on each kind of target, as the baseline of every bound."""
+    Registry.open(served["root"] / "store").tag("small", 1, "good")
+    handler = type("H", (_Hostile,), {"root": served["root"]})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    yield {"url": url, "served": served}
+    server.shutdown()
+
+
+_PEAK = ("import sys\nfrom reprobundle.cli import main\ncode = main(sys.argv[1:])\n"
+         "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
+         "sys.stderr.write('\\nVmHWM-KiB %s\\n' % hwm)\nsys.exit(code)\n")
+
+
+def _show(ref: str, tmp_path: Path) -> tuple[int, str, float, int]:
+    """`reprobundle show REF` in a fresh interpreter: (exit code, stderr, seconds, peak resident KiB of its own)."""
+    import time
+
+    env = {**os.environ, "REPROBUNDLE_HTTP_DEADLINE": str(DEADLINE_S), "REPROBUNDLE_HTTP_TIMEOUT": "3",
+           "REPROBUNDLE_HTTP_MAX_DOWNLOAD": "50M", "REPROBUNDLE_CACHE_DIR": str(tmp_path / "cache"),
+           "REPROBUNDLE_STORE": str(tmp_path / "local")}
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", _PEAK, "show", ref], env=env, capture_output=True, text=True,
+                          timeout=600)
+    seconds = time.monotonic() - start
+    peak = int(re.search(r"VmHWM-KiB (\d+)", done.stderr).group(1))
+    return done.returncode, done.stderr.split("\nVmHWM-KiB")[0], seconds, peak
+
+
+def _ref(url: str, shape: str, target: str, *, attacked: bool = True) -> str:
+    base = f"{url}/{shape}/{target if attacked else 'none'}"
+    return {"marker": f"{base}/store/small@1", "tag": f"{base}/store/small@good",
+            "manifest": f"{base}/store/small@1", "zip": f"{base}/small-1.zip"}[target]
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_hostile_servers_are_cut_off_in_bytes_and_time(hostile, tmp_path, target):
+    """Class: a marker, tag, manifest or zip served forever, with a lying Content-Length, claiming 64 GiB, or one
+    byte at a time. Each ends with one typed error line (a record too large: exit 6; past the deadline: exit 3; a zip
+    over REPROBUNDLE_HTTP_MAX_DOWNLOAD: exit 3), within a generous multiple of the deadline over the time the same
+    command takes on the honest server, with a peak memory within a margin of that command's (the limits of records
+    are 64 KiB to 64 MiB; an unbounded read would reach gigabytes in that time), and no partial download kept."""
+    code, err, honest_s, honest_kib = _show(_ref(hostile["url"], "honest", target, attacked=False), tmp_path)
+    assert code == 0, err
+    for shape in ("forever", "lie", "huge", "drip"):
+        code, err, seconds, kib = _show(_ref(hostile["url"], shape, target), tmp_path)
+        assert code in (3, 6), (shape, code, err)
+        assert "Traceback" not in err and "unexpected" not in err and len(err.strip().splitlines()) <= 2, err
+        if shape == "drip":
+            assert code == 3 and f"within {DEADLINE_S:g} s" in err, err
+        elif target == "zip":
+            assert code == 3 and "larger than the 50.0 MiB a download may have" in err, err
+        else:
+            assert code == 6 and re.search("larger than|not a reprobundle store marker", err), err
+        assert seconds < honest_s + 10 * DEADLINE_S, (shape, seconds, honest_s)
+        assert kib < honest_kib + (64 << 10) + (128 << 10), (shape, kib, honest_kib)  # the largest limit + 128 MiB
+        assert not list((tmp_path / "cache").rglob(".part-*")), "a partial download was kept"
+
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_a_redirect_to_a_file_url_is_refused_as_such(hostile, tmp_path, target):
+    """Class: a marker, tag, manifest or zip whose server redirects to file:///etc/passwd: refused with exit 3 saying
+    it is a redirect to a non-http URL (never "HTTP 404", never the file's content)."""
+    code, out, err = cli("show", _ref(hostile["url"], "redirect", target))
+    assert code == 3 and "file:///etc/passwd" in err and "not an http(s) URL: refused" in err, (code, err)
+    assert "HTTP 404" not in err and "root:" not in err + out

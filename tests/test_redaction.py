@@ -1,3 +1,5 @@
+import pytest
+
 from reprobundle.bundle.redaction import REDACTED, redact, redact_env
 
 SECRETS = {
@@ -71,3 +73,45 @@ def test_secrets_in_files_a_worker_wrote_are_masked_in_place():
         f.write(b"clean")
         f.flush()
         assert scrub_file(f.name, secrets) is None
+
+
+ARGV_SECRETS = ["sk-proj-a1b2c3d4e5f6g7h8i9j0k1l2", "hunter2-is-my-password", "ghp_abcdefghijklmnopqrstuvwxyz0123",
+                "p4ssw0rd!", "s3cr3t-value", "https://alice:topsecret@example.com/data"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["python", "prog.py", "--api-key=sk-proj-a1b2c3d4e5f6g7h8i9j0k1l2"],
+    ["python", "prog.py", "--api_key", "s3cr3t-value"],
+    ["python", "prog.py", "--apiKey", "s3cr3t-value"],
+    ["python", "prog.py", "--token", "ghp_abcdefghijklmnopqrstuvwxyz0123"],
+    ["python", "prog.py", "--password=p4ssw0rd!"],
+    ["python", "prog.py", "--secret", "s3cr3t-value", "--steps", "3"],
+    ["python", "prog.py", "--db.password", "p4ssw0rd!"],
+    ["mysql", "-p", "p4ssw0rd!"],
+    ["mysql", "-pp4ssw0rd!"],
+    ["python", "prog.py", "PASSWORD=hunter2-is-my-password"],
+    ["python", "prog.py", "auth.token=s3cr3t-value"],
+    ["python", "prog.py", "sk-proj-a1b2c3d4e5f6g7h8i9j0k1l2"],  # by shape alone
+    ["python", "prog.py", "--data", "https://alice:topsecret@example.com/data"],
+    ["python", "prog.py", "--header=Bearer ghp_abcdefghijklmnopqrstuvwxyz0123"],
+])
+def test_secrets_on_a_command_line_are_redacted_in_every_spelling(argv):
+    """Class: arguments get the judgement environment variables get, by the option's name in every spelling and by
+    the value's shape; the option names and the harmless arguments stay, so the command still reads."""
+    from reprobundle.bundle.redaction import redact_argv
+
+    out = redact_argv(argv)
+    assert len(out) == len(argv) and out[:2] == argv[:2] or argv[0] == "mysql"
+    joined = " ".join(out)
+    for secret in ARGV_SECRETS:
+        assert secret not in joined and "topsecret" not in joined, out
+    assert REDACTED in joined
+    assert "--steps 3" in joined or "--steps" not in argv
+
+
+def test_harmless_command_lines_are_kept():
+    from reprobundle.bundle.redaction import redact_argv
+
+    for argv in (["python", "-u", "train.py", "--steps", "20", "--lr=1e-3", "-v", "--config", "cfg.yaml"],
+                 ["python", "-P", "-m", "pkg.main", "batch=32", "--out", "/tmp/pytest-of-root/run-17/out"]):
+        assert redact_argv(argv) == argv

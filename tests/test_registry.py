@@ -11,10 +11,10 @@ from reprobundle.errors import (
     BundleNotFoundError,
     CorruptBlobError,
     InvalidRefError,
-    StoreError,
     UnsupportedFormatVersionError,
     UsageError,
 )
+from reprobundle.store.local import LocalStore
 
 
 @pytest.fixture
@@ -165,7 +165,9 @@ def test_not_a_store(tmp_path):
     folder = tmp_path / "random"
     folder.mkdir()
     (folder / "file.txt").write_text("user data")
-    with pytest.raises(StoreError, match="not a reprobundle store"):
+    from reprobundle.errors import StoreLayoutError
+
+    with pytest.raises(StoreLayoutError, match="not a reprobundle store"):
         Registry.open(folder).put_blob(b"x")
     assert sorted(os.listdir(folder)) == ["file.txt"]
 
@@ -183,3 +185,55 @@ def test_split_store_ref():
     assert split_store_ref("x/bundle.zip") == ("x/bundle.zip", "")
     with pytest.raises(InvalidRefError):
         split_store_ref("gs://bucket")
+
+
+class _InterruptedStore(LocalStore):
+    """A real folder store where Ctrl-C arrives at the `at`-th write or delete (as a signal would)."""
+
+    def __init__(self, root, at: int) -> None:
+        super().__init__(root)
+        self.left = at
+
+    def _tick(self):
+        self.left -= 1
+        if self.left == 0:
+            raise KeyboardInterrupt
+
+    def put(self, key, data, *, create_only=False):
+        self._tick()
+        super().put(key, data, create_only=create_only)
+
+    def delete(self, key):
+        self._tick()
+        super().delete(key)
+
+
+@pytest.mark.parametrize("at", [1, 2, 3, 4, 5, 6, 7])
+def test_an_interrupted_group_of_runs_is_never_a_result(tmp_path, at):
+    """Class: a replay's runs (two bundles, two versions each: one group) stored by put_runs and interrupted at every
+    write: after the pending marks, after some runs, after all runs but before the marks go. `runs` shows either
+    the whole group (the storing finished) or none of it, never half; a later complete group is shown whole."""
+    from manifests import make_manifest, make_run_record
+
+    from reprobundle.bundle.registry import Registry
+
+    setup = Registry.open(tmp_path / "store")
+    a = setup.publish(make_manifest(setup, name="a"))
+    b = setup.publish(make_manifest(setup, name="b", payload=b"other"))
+    setup.close()
+    group = [make_run_record(ref.bundle_id, f"r{i}-{ref.name}", group="g1") for ref in (a, b) for i in range(2)]
+    registry = Registry(_InterruptedStore(tmp_path / "store", at))
+    try:
+        registry.put_runs(group)
+        finished = True
+    except KeyboardInterrupt:
+        finished = False
+    reader = Registry.open(tmp_path / "store")
+    for ref in (a, b):
+        shown = [r["run_id"] for r in reader.runs(ref.bundle_id)]
+        assert shown == ([f"r0-{ref.name}", f"r1-{ref.name}"] if finished else []), (at, shown)
+    reader.put_runs([make_run_record(ref.bundle_id, f"s{i}-{ref.name}", group="g2") for ref in (a, b)
+                     for i in range(2)])
+    for ref in (a, b):
+        assert {r["group"] for r in reader.runs(ref.bundle_id)} == ({"g1", "g2"} if finished else {"g2"})
+    assert not list((tmp_path / "store").rglob("g2.pending"))

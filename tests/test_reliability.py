@@ -899,3 +899,153 @@ def test_gc_never_deletes_what_it_cannot_read(tmp_path):
     data, _ = gc()
     assert {b["digest"] for b in data["blobs"]} == {orphan, run_blob["digest"]} and not data["unreadable"]
     assert registry.verify(registry.resolve("demo")) == [] and blobs() == demo
+
+# ------------------------------------------------------------------------------------------------ full disks
+
+
+@contextlib.contextmanager
+def _small_disk(folder: Path, size_kib: int):
+    """A tmpfs of `size_kib` at `folder` (root, where mount works): yields True; else yields False and the caller
+    limits file sizes instead (RLIMIT_FSIZE, SIGXFSZ ignored: a write past the limit fails with EFBIG)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = os.geteuid() == 0 and subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_kib}k", "tmpfs", str(folder)], capture_output=True).returncode == 0
+    try:
+        yield mounted
+    finally:
+        if mounted:
+            subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def _fill(folder: Path, leave: int = 0) -> None:
+    """Fill the disk of `folder` to its last byte, then free `leave` bytes (Python's tempfile skips a temp folder
+    where it cannot write its probe, so a full temp folder is one with a page left)."""
+    if leave:
+        (folder / "reserve").write_bytes(b"\0" * leave)
+    with open(folder / "filler", "wb", buffering=0) as f:
+        for chunk in (1 << 16, 1 << 12, 1 << 9, 1):
+            try:
+                while True:
+                    f.write(b"\0" * chunk)
+            except OSError:
+                pass
+    if leave:
+        (folder / "reserve").unlink()
+
+
+def _fsize_limit(limit: int):
+    def limit_files():
+        import resource
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return limit_files
+
+
+@pytest.fixture(scope="module")
+def packed_tiny(tmp_path_factory):
+    base = tmp_path_factory.mktemp("disk")
+    script = base / "tiny.py"
+    script.write_text(TINY)
+    store = base / "store"
+    done = subprocess.run([EXE, "pack", str(script), "--name", "tiny", *FAST_PACK, "--store", str(store)],
+                          env=sub_env(base / "tmp"), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return SimpleNamespace(base=base, script=script, store=store)
+
+
+DISK_CASES = {  # what runs out of room -> (the command, which folder the message must name)
+    "pack-store": (["pack", "{script}", "--name", "tiny2", *FAST_PACK, "--store", "{disk}/store"], "{disk}/store"),
+    "pack-tmp": (["pack", "{script}", "--name", "tiny2", *FAST_PACK, "--store", "{store}"], "{disk}"),
+    "pull": (["pull", "{store}/tiny@1", "--store", "{disk}/store"], "{disk}"),
+    "export": (["export", "tiny@1", "-o", "{disk}/tiny.zip", "--store", "{store}"], "{disk}"),
+    "replay-tmp": (["replay", "tiny@1", "--rounds", "1", "--repeat", "2", "--warmup", "0", "--store", "{store}"],
+                   "{disk}"),
+    "replay-store": (["replay", "tiny@1", "--rounds", "1", "--repeat", "2", "--warmup", "0", "--store",
+                      "{disk}/store"], "{disk}/store"),
+    "tag": (["tag", "tiny@1", "full", "--store", "{disk}/store"], "{disk}/store"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DISK_CASES))
+def test_a_full_disk_is_a_typed_error_naming_the_folder(packed_tiny, tmp_path, case):
+    """Class: pack, pull, export, replay and tag on a full disk (its store's, its temp folder's, the zip's) end with
+    exit 10 and one line naming the full folder and saying what was needed, never `unexpected OSError` (exit 70) or a
+    worker that "ended abnormally"; nothing half-written is left visible (no new bundle, tag, run or zip; no temp
+    file in the store). Where mount is not allowed, a file-size limit makes the same writes fail (EFBIG)."""
+    argv, named = DISK_CASES[case]
+    disk = tmp_path / "disk"
+    with _small_disk(disk, 8 << 10) as mounted:
+        if case.endswith("-store") or case == "tag" or case == "replay-store":
+            shutil.copytree(packed_tiny.store, disk / "store")
+        before = {p.relative_to(disk) for p in disk.rglob("*")}
+        fill = {k: v.format(script=packed_tiny.script, store=packed_tiny.store, disk=disk) for k, v in
+                {"a": " ".join(argv), "n": named}.items()}
+        env = sub_env(tmp_path / "tmp")
+        if case.endswith("-tmp"):
+            env["TMPDIR"] = str(disk)
+        if mounted:
+            _fill(disk, 4096 if case.endswith("-tmp") else 0)
+        done = subprocess.run([EXE, *fill["a"].split()], env=env, capture_output=True, text=True, timeout=900,
+                              preexec_fn=None if mounted else _fsize_limit(64 << 10))
+        after = {p.relative_to(disk) for p in disk.rglob("*")}
+    err = done.stderr
+    assert done.returncode == 10, (case, done.returncode, done.stdout, err)
+    assert "Traceback" not in err and "unexpected" not in err and "ended abnormally" not in err, err
+    assert "no space left in" in err and "was needed" in err, err
+    if mounted:
+        assert fill["n"] in err, (fill["n"], err)
+    left = {str(p) for p in after - before if p.name != "filler"}
+    assert not {p for p in left if "bundles/tiny2" in p or "tags/" in p or p.endswith(".zip")
+                or ".part" in p or "/put-" in p or p.startswith("reprobundle-")}, left
+
+
+# --------------------------------------------------------------------------------- secrets on a command line
+
+ARGV_PROGRAM = """\
+import sys
+import jax, jax.numpy as jnp, numpy as np
+
+f = jax.jit(lambda a: jnp.tanh(a) * 2)
+x = np.ones((4, 4), np.float32)
+for _ in range(3):
+    f(x).block_until_ready()
+print("args", len(sys.argv))
+"""
+ARGV_SECRETS = {"--api-key=": "sk-proj-a1b2c3d4e5f6g7h8i9j0k1l2", "--token": "ghp_abcdefghijklmnopqrstuvwxyz0123",
+                "-p": "hunter2-is-my-password", "--db.password": "p4ssw0rd-value", "PASSWORD=": "s3cr3t-assignment",
+                "": "https://alice:topsecret-in-url@example.com/data"}
+
+
+def test_no_secret_from_the_command_line_is_stored_printed_or_exported(tmp_path):
+    """Class: `capture -- python prog.py` with secrets on the program's command line in several spellings (an option
+    with `=`, an option and its value, `-p VALUE`, a dotted name, `NAME=VALUE`, credentials in a URL): none of them
+    reaches the store, the capture's output (text and --json), or an exported zip; the program itself got them."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(ARGV_PROGRAM)
+    args = []
+    for flag, value in ARGV_SECRETS.items():
+        args += [flag + value] if flag.endswith("=") or not flag else [flag, value]
+    store = tmp_path / "store"
+    env = sub_env(tmp_path / "tmp")
+    outputs = []
+    for extra in ([], ["--json"]):
+        done = subprocess.run([EXE, "capture", "--top", "1", "--name", f"argv{len(extra)}", "--repeat", "1",
+                               "--warmup", "0", "--no-dump", "--store", str(store), *extra, "--", sys.executable,
+                               str(prog), *args], env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr
+        assert f"args {len(args) + 1}" in done.stdout  # the program ran with its arguments as given
+        outputs.append(done.stdout + done.stderr)
+        assert "<redacted>" in done.stdout or "<redacted>" in done.stderr, done.stdout
+    code, out, err = cli("export", "argv0", "-o", tmp_path / "argv.zip", store=store)
+    assert code == 0, err
+    shown = cli("show", "argv0", store=store)[1]
+    leaks = []
+    for label, data in [*_all_bytes(store), *_all_bytes(tmp_path / "argv.zip"),
+                        *(("output", o.encode()) for o in outputs), ("show", shown.encode())]:
+        for value in ARGV_SECRETS.values():
+            for needle in (value.encode(), value[-12:].encode()):
+                if needle in data:
+                    leaks.append(f"{value[:10]}... in {label}")
+    assert not leaks, leaks

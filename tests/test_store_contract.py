@@ -351,3 +351,144 @@ class TestHostileLocalStore(StoreContract):
                                               warmup=[["ls", "--json", "--store", str(shared / "twin")]], env=env)
         assert code == 0 and json.loads(out) == [], (code, out, err)
         assert "warning: skipped bundles/x/1.msgpack" in err and "permission denied" in err, err
+
+
+# ------------------------------------------------------------------ internal folders that are not the real folder
+
+
+def _snapshot(folder):
+    """Every file under `folder` (following nothing) -> (bytes, mtime): what must survive untouched."""
+    import os
+
+    out = {}
+    for dirpath, _, files in os.walk(folder):
+        for f in files:
+            p = os.path.join(dirpath, f)
+            out[os.path.relpath(p, folder)] = (open(p, "rb").read(), os.lstat(p).st_mtime)
+    return out
+
+
+def _aged_outside(outside, names):
+    """A user's folder with old files, some named like what reprobundle deletes (temp files, leases, blobs)."""
+    import os
+    import time
+
+    outside.mkdir(parents=True, exist_ok=True)
+    old = time.time() - 3 * 86400
+    for name in names:
+        (outside / name).write_bytes(b"precious " + name.encode())
+        os.utime(outside / name, (old, old))
+
+
+def _linked_store(tmp_path, folder: str, how: str):
+    """A store holding a bundle, an orphan blob, a tag and a run, whose internal `folder` is replaced by `how`:
+    `link` a symbolic link to a user's folder holding what was there plus aged files of the user's, `file` a file."""
+    import os
+    import shutil
+    import time
+
+    from manifests import make_manifest, make_run_record
+
+    from reprobundle.bundle.digest import hex_of
+    from reprobundle.bundle.registry import Registry
+
+    root = tmp_path / "store"
+    registry = Registry.open(root)
+    manifest = make_manifest(registry)
+    ref = registry.publish(manifest)
+    orphan = registry.put_blob(b"an orphan blob")["digest"]
+    registry.tag("demo", ref.version, "good")
+    registry.put_run(make_run_record(ref.bundle_id))
+    registry.close()
+    old = time.time() - 3 * 86400
+    for dirpath, _, files in os.walk(root):  # everything aged past any grace period
+        for f in files:
+            os.utime(os.path.join(dirpath, f), (old, old))
+    folder = folder.replace("<xx>", hex_of(orphan)[:2]).replace("<run>", hex_of(ref.bundle_id))
+    target = root / folder
+    outside = tmp_path / "users-folder"
+    if target.exists():
+        shutil.move(str(target), str(outside))
+    _aged_outside(outside, ["thesis.tex", "put-0123456789ab", "lease-0123456789abcdef", hex_of(orphan)])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if how == "link":
+        target.symlink_to(outside, target_is_directory=True)
+    else:
+        target.write_bytes(b"not a folder")
+    return root, outside, folder, ref.bundle_id
+
+
+INTERNAL_FOLDERS = [".tmp", "blobs", "blobs/sha256", "blobs/sha256/<xx>", "bundles", "bundles/demo", "runs",
+                    "runs/<run>", "tags", "tags/demo"]
+
+
+@pytest.mark.parametrize("folder", INTERNAL_FOLDERS)
+def test_gc_and_writers_never_go_through_a_linked_internal_folder(tmp_path, folder):
+    """Class: a store from someone else whose internal folder (any of those gc, cleanup or a writer walks or deletes
+    in) is a symbolic link to a user's folder. `gc --delete --grace 0` and every writer (blobs, manifests, tags,
+    runs) leave the user's files as they were, byte for byte and time for time; whatever is refused is refused with
+    StoreError naming the folder (exit 3 from the CLI), never a traceback."""
+    from cli_runner import cli
+    from manifests import make_manifest, make_run_record
+
+    from reprobundle.bundle.registry import Registry
+    from reprobundle.errors import StoreFolderError
+
+    root, outside, name, bundle_id = _linked_store(tmp_path, folder, "link")
+    before = _snapshot(outside)
+    for dry in ((), ("--delete",)):  # even a dry run refuses: what it would list could be the user's files
+        code, out, err = cli("gc", *dry, "--grace", "0", store=root)
+        assert code == 3 and name in err and "symbolic link" in err, (code, out, err)
+        assert "Traceback" not in err and "unexpected" not in err, err
+    assert _snapshot(outside) == before
+
+    registry = Registry.open(root)
+    writes = [lambda: registry.put_blob(b"new blob for the writer test"),
+              lambda: registry.publish(make_manifest(registry, payload=b"module 2")),
+              lambda: registry.tag("demo", 1, "other"),
+              lambda: registry.put_run(make_run_record(bundle_id, "r2"))]
+    for write in writes:
+        try:
+            write()
+        except StoreFolderError as e:
+            assert name.split("/")[0] in e.message and "symbolic link" in e.message, e.message
+        except StoreError as e:  # a read through the link is refused as before (the blob folder is outside)
+            assert "symbolic link" in e.message, e.message
+        assert {k: v for k, v in _snapshot(outside).items() if k in before} == before
+        assert set(_snapshot(outside)) == set(before), "a writer wrote into the user's folder"
+    registry.close()
+
+
+@pytest.mark.parametrize("folder", [".tmp", "blobs/sha256", "bundles", "tags/demo"])
+def test_an_internal_path_that_is_a_file_is_refused_by_name(tmp_path, folder):
+    from cli_runner import cli
+
+    root, _, name, _ = _linked_store(tmp_path, folder, "file")
+    code, out, err = cli("gc", "--delete", "--grace", "0", store=root)
+    assert code in (0, 3) and "Traceback" not in err and "unexpected" not in err, (code, out, err)
+    code, out, err = cli("tag", "demo@1", "again", store=root)
+    assert "Traceback" not in err and "unexpected" not in err, (code, out, err)
+
+
+@pytest.mark.parametrize("folder", ["tmp", "http", "blobs", "blobs/.tmp", "blobs/sha256", "blobs/sha256/ab"])
+def test_cache_cleanup_never_goes_through_a_linked_folder(tmp_path, monkeypatch, folder):
+    """The same class in the cache: gc's sweep of dead work folders and `cache --clear` refuse a cache folder that
+    is a symbolic link, naming it, and leave the user's files as they were."""
+    from cli_runner import cli
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("REPROBUNDLE_CACHE_DIR", str(cache))
+    outside = tmp_path / "users-folder"
+    _aged_outside(outside, ["thesis.tex", "transfer-abc", "fetch-abc", "ab" * 32])
+    (outside / "fetch-dead").mkdir()
+    (outside / "fetch-dead" / "notes.txt").write_text("mine")
+    target = cache / folder
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.symlink_to(outside, target_is_directory=True)
+    before = _snapshot(outside)
+    for argv in (["gc", "--delete", "--grace", "0"], ["cache", "--clear"], ["cache"]):
+        code, out, err = cli(*argv, store=tmp_path / "store") if argv[0] == "gc" else cli(*argv)
+        assert code in (0, 3) and "Traceback" not in err and "unexpected" not in err, (argv, code, out, err)
+        if code == 3:
+            assert "symbolic link" in err and folder.split("/")[0] in err, err
+        assert _snapshot(outside) == before, argv

@@ -19,6 +19,7 @@ from typing import Callable, Iterable
 from ..config import cache_dir, settings
 from ..errors import UsageError
 from ..store import Store
+from ..store.folders import inside, make_inside
 from ..store.scratch import scratch_dir, sweep
 from ..units import human_bytes
 from .blobs import DEFAULT_JOBS, count_cache_hit, download_verified, sha256_of_file
@@ -68,7 +69,7 @@ class BlobCache:
 
     @classmethod
     def default(cls) -> "BlobCache":
-        return cls(cache_dir() / "blobs", cache_max_bytes())
+        return cls(inside(cache_dir(), "blobs"), cache_max_bytes())
 
     def path_of(self, digest: str) -> Path:
         h = hex_of(digest)
@@ -110,7 +111,7 @@ class BlobCache:
                 misses.append(d)
         if not misses:
             return found
-        with scratch_dir(self.root / ".tmp", "fetch-") as tmp:  # a killed fetch's folder is swept by gc
+        with scratch_dir(make_inside(self.root, ".tmp"), "fetch-") as tmp:  # a killed fetch's folder is swept by gc
             started = time.monotonic()
             refs = [{"digest": d} for d in misses]
             got = download_verified(store, refs, Path(tmp), jobs=jobs)
@@ -118,7 +119,7 @@ class BlobCache:
             for d, p in got.items():
                 nbytes += p.stat().st_size
                 final = self.path_of(d)
-                final.parent.mkdir(parents=True, exist_ok=True)
+                make_inside(self.root, final.parent)
                 os.replace(p, final)
                 found[d] = final
             with self._lock:
@@ -133,12 +134,13 @@ class BlobCache:
 
     def _entries(self) -> list[tuple[float, int, Path]]:
         out: list[tuple[float, int, Path]] = []
-        base = self.root / "sha256"
+        base = inside(self.root, "sha256")  # trim and clear delete what this finds: never through a link
         if not base.is_dir():
             return out
         for sub in base.iterdir():
             if not sub.is_dir():
                 continue
+            inside(self.root, sub)
             for p in sub.iterdir():
                 try:
                     st = p.stat()
@@ -177,5 +179,5 @@ class BlobCache:
         before = self.usage()
         for _, _, path in self._entries():
             path.unlink(missing_ok=True)
-        sweep(self.root / ".tmp")  # what killed fetches left; a running fetch keeps its folder
+        sweep(inside(self.root, ".tmp"))  # what killed fetches left; a running fetch keeps its folder
         return before

@@ -25,6 +25,7 @@ from typing import Any, Iterable
 
 from ..config import cache_dir
 from ..errors import NotFoundError, ReproBundleError, first_line
+from ..store.folders import inside
 from ..store.scratch import sweep
 from . import manifest as mf
 from .blobs import pool_map
@@ -115,6 +116,7 @@ def collect(registry, *, delete: bool, grace_s: float, now: float | None = None)
     """Find (and with `delete`, remove) the unreferenced blobs of `registry`'s store; see the module docstring."""
     registry.check_marker(create=False)
     store = registry.store
+    store.check_folders()  # nothing is walked or deleted through a link (a store may come from someone else)
     if delete:
         store.check_writable()
     report = GcReport(store=store.url, dry_run=not delete, grace_s=grace_s)
@@ -167,6 +169,6 @@ def sweep_scratch() -> int:
     pack and replay in the temp folder (only those with a free lock: the temp folder is shared with other
     programs), transfer staging and cache downloads in the cache folder. The `gc` command runs it."""
     removed = sweep(tempfile.gettempdir(), prefixes=SCRATCH_PREFIXES, stale_s=None)
-    removed += sweep(cache_dir() / "tmp", prefixes=("transfer-",))
-    removed += sweep(cache_dir() / "blobs" / ".tmp", prefixes=("fetch-",))
+    removed += sweep(inside(cache_dir(), "tmp"), prefixes=("transfer-",))
+    removed += sweep(inside(cache_dir(), "blobs/.tmp"), prefixes=("fetch-",))
     return removed

@@ -1,8 +1,11 @@
-"""Secret redaction for environment metadata, applied to everything a bundle or run records about its machine.
+"""Secret redaction for environment metadata and command lines, applied to everything a bundle or run records
+about its machine and to the command line of a captured program.
 
 A value is replaced by "<redacted>" when its variable name looks secret (token, key, password, credential...)
 or when the value itself looks like one (URLs with user:password, bearer tokens, well-known key formats, long
-high-entropy strings, paths to credential files). Redaction errs on the side of hiding.
+high-entropy strings, paths to credential files). A command line's arguments get the same judgement: an option's
+value by the option's name (`--api-key=V`, `--token V`, `-p V`, `-pV`, `NAME=V`) and every argument by its shape.
+Redaction errs on the side of hiding.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, Sequence
 
 REDACTED = "<redacted>"
 
@@ -66,6 +69,51 @@ def looks_secret_name(name: str) -> bool:
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:
     return {k: REDACTED if looks_secret_name(k) or looks_secret_value(str(v)) else v for k, v in env.items()}
+
+
+# Short options that take a password in common tools (mysql -p, sshpass -p); not -P or -u: python's own flags.
+_SECRET_SHORT_OPTIONS = frozenset({"-p"})
+_OPTION_RE = re.compile(r"^(-{1,2})([A-Za-z][A-Za-z0-9_.-]*)(=(.*))?$", re.DOTALL)
+_ASSIGNMENT_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)=(.*)$", re.DOTALL)
+
+
+def _secret_option(name: str) -> bool:
+    """An option or assignment name that says its value is secret (`api-key`, `db.password`, `HF_TOKEN`)."""
+    return looks_secret_name(re.sub(r"[-.]", "_", name))
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """A command line as it may be stored, printed or exported: every argument that looks like a secret
+    (`looks_secret_value`), every value of an option or `NAME=VALUE` whose name looks secret (`looks_secret_name`,
+    in every spelling: `--api-key=V`, `--api_key V`, `--apiKey V`, `-p V`, `-pV`, `API_KEY=V`), replaced by
+    "<redacted>"; the option names stay, so the command still reads."""
+    out: list[str] = []
+    hide_next = False
+    for arg in map(str, argv):
+        if hide_next:
+            hide_next = False
+            if not arg.startswith("-") or looks_secret_value(arg):
+                out.append(REDACTED)
+                continue
+        option = _OPTION_RE.match(arg)
+        assignment = None if option else _ASSIGNMENT_RE.match(arg)
+        if arg[:2] in _SECRET_SHORT_OPTIONS and len(arg) > 2 and arg[2] != "=" and not (
+                option and _secret_option(option.group(2))):
+            arg = f"{arg[:2]}{REDACTED}"  # -pVALUE (but -password VALUE is the option `password`)
+        elif option:
+            dashes, name, has_value, value = option.groups()
+            secret_name = _secret_option(name) or (dashes == "-" and f"-{name[:1]}" in _SECRET_SHORT_OPTIONS)
+            if has_value is not None:  # --name=value
+                if secret_name or looks_secret_value(value):
+                    arg = f"{dashes}{name}={REDACTED}"
+            elif secret_name:
+                hide_next = True
+        elif assignment and (_secret_option(assignment.group(1)) or looks_secret_value(assignment.group(2))):
+            arg = f"{assignment.group(1)}={REDACTED}"
+        if arg != REDACTED and REDACTED not in arg and looks_secret_value(arg):
+            arg = REDACTED
+        out.append(arg)
+    return out
 
 
 def redact(obj: Any) -> Any:

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from ..errors import (
     AlreadyExistsError,
@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 MARKER_KEY = "reprobundle-store.json"
 MAX_MARKER_BYTES = 64 << 10
 MAX_TAG_BYTES = 64  # a version number
+PENDING_SUFFIX = ".pending"  # runs/<bundle>/<group>.pending: a replay's group being stored (see put_runs)
 HASH_WHILE_WRITING_BYTES = 1 << 20  # smaller blobs are hashed first: a value stored already is then not written
 _VERSION_KEY_RE = re.compile(r"^([1-9][0-9]{0,8})\.msgpack$")
 _PUBLISH_ATTEMPTS = 1000
@@ -120,6 +121,7 @@ class Registry:
         StoreLayoutError before anything else of it is read or written."""
         if self._marker_checked or (self._marker_absent and not create):
             return
+        raw: bytes | None = None
         try:
             raw = self._read_marker()
         except NotFoundError:
@@ -128,18 +130,18 @@ class Registry:
                     f"{self.store.url} is not a reprobundle bundle: it has no {MARKER_KEY}",
                     hint="the file is truncated or corrupt, or was not written by `reprobundle export`",
                 ) from None
-            if not create:
-                self._marker_absent = True
-                return  # an empty or absent store simply holds no bundles
-            if any(True for _ in self.store.list()):
+            if not self.store.is_empty():
                 try:  # a concurrent writer may have just created the store: it writes the marker before anything
                     raw = self._read_marker()
                 except NotFoundError:
-                    raise StoreError(
-                        f"{self.store.url} is not empty and is not a reprobundle store",
+                    raise StoreLayoutError(
+                        f"{self.store.url} is not empty and is not a reprobundle store (it has no {MARKER_KEY})",
                         hint="point --store at an empty folder or an existing reprobundle store",
                     ) from None
-            else:
+            elif not create:
+                self._marker_absent = True
+                return  # an empty or absent store simply holds no bundles
+            if raw is None:
                 new_marker = json.dumps({"format": mf.STORE_FORMAT, "format_version": mf.STORE_VERSION}).encode()
                 try:
                     self.store.put(MARKER_KEY, new_marker, create_only=True)
@@ -147,7 +149,7 @@ class Registry:
                     pass
                 raw = self._read_marker()
         try:
-            marker = json.loads(raw)
+            marker = json.loads(raw or b"")
             ok = marker.get("format") == mf.STORE_FORMAT and isinstance(marker.get("format_version"), int)
         except (ValueError, AttributeError, RecursionError):
             ok = False
@@ -452,11 +454,31 @@ class Registry:
         self.store.put(f"runs/{hex_of(run['bundle_id'])}/{run_id}.msgpack", mf.encode_run(run), create_only=True)
         return run_id
 
+    def put_runs(self, runs: Sequence[dict]) -> list[str]:
+        """Store the runs of one replay as a group that is a result only once all of it is stored: a pending mark
+        (`runs/<bundle>/<group>.pending`, per bundle) goes first and is deleted after the last record, and `runs`
+        leaves out the runs of a group still marked. An interrupted replay (Ctrl-C, a kill, a full disk) so never
+        leaves half a group shown as a result; its records stay, unlisted, and name their blobs for gc."""
+        runs = list(runs)
+        groups = sorted({f"runs/{hex_of(r['bundle_id'])}/{r['group']}{PENDING_SUFFIX}" for r in runs
+                         if isinstance(r.get("group"), str)})
+        if runs:
+            self.check_marker(create=True)
+        for mark in groups:
+            self.store.put(mark, b"", create_only=False)
+        ids = [self.put_run(run) for run in runs]
+        for mark in groups:
+            self.store.delete(mark)
+        return ids
+
     def runs(self, bundle_id: str) -> list[dict]:
-        """The bundle's run records, oldest first; one that cannot be read is skipped with a warning naming it."""
+        """The bundle's run records, oldest first; one that cannot be read is skipped with a warning naming it, and
+        the runs of a group whose storing never finished (see `put_runs`) are left out."""
         self.check_marker(create=False)
         out: list[dict] = []
-        for key in self.store.list(f"runs/{hex_of(bundle_id)}"):
+        keys = list(self.store.list(f"runs/{hex_of(bundle_id)}"))
+        pending = {k.rsplit("/", 1)[-1][:-len(PENDING_SUFFIX)] for k in keys if k.endswith(PENDING_SUFFIX)}
+        for key in keys:
             if key.endswith(".msgpack"):
                 try:
                     out.append(dict(mf.decode_run(self.store.get_bounded(key, mf.MAX_MANIFEST_BYTES))))
@@ -464,6 +486,9 @@ class Registry:
                     continue
                 except (FormatError, StoreError) as e:
                     log.warning("skipped %s: %s", key, first_line(e.message, 200))
+        if pending:
+            log.info("left out the runs of unfinished replays: %s", ", ".join(sorted(pending)))
+            out = [r for r in out if r.get("group") not in pending]
         return sorted(out, key=lambda r: r["created"])
 
     @staticmethod

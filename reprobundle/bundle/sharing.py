@@ -269,9 +269,10 @@ def cache_clear() -> dict:
     import shutil
 
     from ..config import cache_dir
+    from ..store.folders import inside
 
     u = BlobCache.default().clear()
-    downloads = cache_dir() / "http"
+    downloads = inside(cache_dir(), "http")
     nbytes = sum(p.stat().st_size for p in downloads.glob("*") if p.is_file()) if downloads.is_dir() else 0
     shutil.rmtree(downloads, ignore_errors=True)
     return {"root": u.root, "removed_blobs": u.blobs, "removed_bytes": u.bytes + nbytes}

@@ -31,6 +31,7 @@ from ..errors import (
     UsageError,
 )
 from ..store import Store
+from ..store.folders import make_inside
 from ..store.scratch import scratch_dir
 from . import manifest as mf
 from .blobs import (
@@ -186,9 +187,7 @@ def _place_manifest(dest: Registry, bundle: Bundle) -> tuple[BundleRef, str, int
 
 
 def _staging_root() -> Path:
-    root = cache_dir() / "tmp"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
+    return make_inside(cache_dir(), "tmp")
 
 
 def copy_bundle(source: Registry, bundle: Bundle, dest: Registry, *, progress: Progress | None = None,

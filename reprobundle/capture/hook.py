@@ -725,9 +725,11 @@ class _ChildSession:
     def report(self) -> None:
         import jax
 
+        from ..bundle.redaction import redact_argv
+
         try:
             self.staging.write_report(self.directory, os.getpid(), {
-                "pid": os.getpid(), "python": sys.executable, "jax": str(jax.__version__), "argv": list(sys.argv),
+                "pid": os.getpid(), "python": sys.executable, "jax": str(jax.__version__), "argv": redact_argv(sys.argv),
                 "timed": self.options.timing, "finished": self.finished, "rows": self.recorder.rows(),
                 "hook_calls": self.recorder.hook_calls,
                 "problems": list(self.recorder.problems)})

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..bundle.redaction import redact_argv
 from ..config import settings
 from ..errors import UsageError
+from ..store.scratch import handling_signals, track, untrack
 from . import staging
 from .staging import CaptureOptions
 
@@ -83,6 +85,7 @@ def run_program(command: Sequence[str], options: CaptureOptions, *,
     """Run `command` under the capture hook and wait for it; staged captures are announced as they appear."""
     _executable(command)
     directory = Path(directory or tempfile.mkdtemp(prefix="reprobundle-capture-"))
+    track(directory)  # removed by capture_program when it ends, or by the watchdog if a signal ends the process
     env = child_environment(options, directory)
     announced: set[str] = set()
 
@@ -108,12 +111,13 @@ def run_program(command: Sequence[str], options: CaptureOptions, *,
         raise UsageError(f"cannot run {command[0]}: {e.strerror or e}") from None
     interrupted = False
     try:
-        while True:
-            try:
-                returncode = proc.wait(timeout=_POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                announce()
+        with handling_signals():  # Ctrl-C stops the program; what it captured is still packed
+            while True:
+                try:
+                    returncode = proc.wait(timeout=_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    announce()
     except KeyboardInterrupt:
         interrupted = True
         if progress:
@@ -124,6 +128,10 @@ def run_program(command: Sequence[str], options: CaptureOptions, *,
             proc.kill()
             proc.wait()
             raise
+    except BaseException:  # SIGTERM (cli.Terminated) or an error: the program does not outlive its capture
+        proc.kill()
+        proc.wait()
+        raise
     announce()
     return ProgramRun(exit_code=exit_code_of(returncode), interrupted=interrupted, directory=directory,
                       reports=staging.read_reports(directory), staged_dirs=staging.staged_dirs(directory))
@@ -136,6 +144,7 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
 
     options.check()
     run = run_program(command, options, progress=progress)
+    shown = redact_argv(command)  # what is stored, printed or exported of the command line: never its secrets
     try:
         problems: list[str] = []
         hooked = [r for r in run.reports if r.get("jax")]
@@ -159,12 +168,13 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
         captures: list[dict] = []
         failures: list[dict] = []
         if options.capturing:
-            captures, failures = pack_captures(staged, rows, options, pack_options, command=command,
+            captures, failures = pack_captures(staged, rows, options, pack_options, command=shown,
                                                progress=progress)
         failures = export_failures(rows, options, captures) + failures
         return CaptureResult(computations=rows, captures=captures, failures=failures,
-                             timed=options.timing, exit_code=run.exit_code, command=list(command),
+                             timed=options.timing, exit_code=run.exit_code, command=shown,
                              interrupted=run.interrupted, problems=problems, store=pack_options.store)
     finally:
         if settings().debug != "1":
             shutil.rmtree(run.directory, ignore_errors=True)
+        untrack(run.directory)

@@ -21,9 +21,10 @@ import numpy as np
 from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_values
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
 from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
-from ..errors import FormatError
+from ..errors import FormatError, disk_full
+from ..store.scratch import track_group, untrack_group
 from ..worker.dtypes import np_dtype
-from ..worker.protocol import job_inputs
+from ..worker.protocol import EXIT_NO_SPACE, job_inputs
 from .contenders import FROZEN, RETRACE, ContenderSpec, Settings
 from .retrace import write_program
 
@@ -182,6 +183,7 @@ class WorkerProcess:
                 stdin=subprocess.PIPE if lockstep else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if lockstep else subprocess.DEVNULL, stderr=stderr, env=env,
                 cwd=self.workdir, start_new_session=True, preexec_fn=limit_memory if memory_limit_bytes else None)
+        track_group(self.proc.pid)  # killed even if a signal ends the host in the middle of a C call
 
     # -- lockstep ------------------------------------------------------------------------------------------------
     def wait_ready(self) -> int | None:
@@ -267,6 +269,7 @@ class WorkerProcess:
                 self.proc.wait()
                 raise
         self.proc.wait()
+        untrack_group(self.proc.pid)
         if self.proc.stdout:
             self.proc.stdout.close()
         outcome = self._outcome()
@@ -286,6 +289,7 @@ class WorkerProcess:
         self._kill()
         try:
             self.proc.wait(timeout=10)
+            untrack_group(self.proc.pid)
         except subprocess.TimeoutExpired:
             pass
         for pipe in (self.proc.stdin, self.proc.stdout):
@@ -304,6 +308,8 @@ class WorkerProcess:
             return WorkerOutcome("timeout", f"the worker did not finish within {self.timeout_s:g} s and was killed"
                                  f"{_where(result)}", result, duration, tail, workdir)
         code = self.proc.returncode
+        if code == EXIT_NO_SPACE:  # the worker met a full disk: not this version's result, the machine's
+            raise disk_full(workdir.parent, None, "the worker's outputs, artifacts and result")
         if code < 0:
             sig = _signal_name(-code)
             why = " (out of memory?)" if sig == "SIGKILL" else ""
@@ -311,6 +317,8 @@ class WorkerProcess:
             return WorkerOutcome("crashed", f"the worker was killed by {sig}{why}{_where(result)}", result, duration,
                                  tail, workdir)
         if not result_path.is_file():
+            if _no_room(workdir):  # it could not even write its result (nor flush its stderr: exit 120)
+                raise disk_full(workdir.parent, None, "the worker's outputs, artifacts and result")
             last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
             return WorkerOutcome("crashed", f"the worker exited with code {code} without a result: {last}",
                                  None, duration, tail, workdir)
@@ -336,6 +344,15 @@ class WorkerProcess:
             result["route"] = phase[len("route:"):]  # it died loading or compiling via that route
         result["status"] = status
         return result
+
+
+def _no_room(folder: Path) -> bool:
+    """Whether the filesystem of `folder` has (next to) no space left: under 64 KiB for this user."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 << 10
 
 
 def _where(result: dict | None) -> str:

@@ -269,10 +269,11 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle],
                                                                group=timed_with, at_sizes=at_sizes,
                                                                build=interpreters.builds.get(t.spec.jax))
     ordered = [[runs[b, i] for i in range(len(specs))] for b in range(len(bundles))]
-    for run in (run for per_bundle in ordered for run in per_bundle):
+    every = [run for per_bundle in ordered for run in per_bundle]
+    for run in every:
         run["group"] = group  # every run of this replay, timed or not: what `compare` picks a replay's runs by
-        if store_runs:
-            registry.put_run(run)
+    if store_runs:  # the group at once: a replay interrupted while storing leaves no half group as a result
+        registry.put_runs(every)
     return ordered
 
 

@@ -67,11 +67,13 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
     incompatible, crash, a platform this machine lacks, a corrupt blob) is a summary with its runs' statuses or
     status "failed"; only infrastructure failures raise (the store unreachable: StoreError; anything unexpected).
     `progress` gets the replay's lines (in-process executors only: a task crosses machines without it)."""
+    from ..bundle.collection import sweep_scratch
     from ..bundle.transfer import prefetch
     from .contenders import contenders_from
     from .envs import EnvironmentManager
     from .replay import replay
 
+    sweep_scratch()  # what a cancelled or killed task left on this machine (its folder's lock is free): gone first
     start = time.perf_counter()
     options = task_options(task.options)
     registry = Registry.open(task.store)
@@ -89,8 +91,7 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
     except ReproBundleError as e:
         return {**failed_result(task, e.message, wall_s=time.perf_counter() - start),
                 **(_identity(bundle) if bundle is not None else {}), "options": options}
-    for run in runs:
-        registry.put_run(run)
+    registry.put_runs(runs)
     return summarize(registry, bundle, runs, task.versions, options=options, wall_s=time.perf_counter() - start)
 
 

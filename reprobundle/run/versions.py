@@ -8,6 +8,7 @@ have `packaging`.
 from __future__ import annotations
 
 import re
+from typing import Any, Callable, Sequence
 
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -83,6 +84,41 @@ def python_allowed(spec: str | None, python_version: str) -> bool:
         except InvalidSpecifier:
             continue  # something exotic: do not exclude on it
     return True
+
+
+_RELEASE_RE = re.compile(r"^(jax\s*==\s*)?[vV]?\d+(\.\d+){0,3}$")
+_REQUEST_RE = re.compile(r"^(installed|latest|nightly(:[0-9-]{0,10})?|\d+(\.\d+){0,3}((a|b|rc)\d+|\.dev\d+)?)$")
+
+
+def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[str]]) -> None:
+    """Refuse, before anything runs, a JAX request that can never be met: one that is not `installed`, `latest`, a
+    release (`0.8.0`, `v0.8.0`, `jax==0.8.0`), a pre-release or nightly (`0.9.0rc1`, `0.9.0.dev20251003`,
+    `nightly:2025-10-03`) or a path to an interpreter or environment that exists; a release the package index does
+    not have (`releases()`: the installable ones; when the index cannot be read, the environment says so later)."""
+    import os
+
+    from ..errors import ReproBundleError, UsageError, quoted
+
+    plain = []
+    for request in requests:
+        text = str(getattr(request, "jax", request)).strip()  # a version, or a contender (run/contenders.py)
+        if _RELEASE_RE.match(text):
+            plain.append(re.sub(r"^(jax\s*==\s*)?[vV]?", "", text))
+        elif not _REQUEST_RE.match(text) and not (os.sep in text and os.path.exists(text)):
+            raise UsageError(f"--jax {quoted(text, 60)} is not a JAX version",
+                             hint="give a release such as 0.8.0, 'installed', 'latest', a nightly such as "
+                                  "nightly:2025-10-03, or the path of a Python interpreter")
+    if not plain:
+        return
+    try:
+        known = list(releases())
+    except ReproBundleError:
+        return
+    for release in plain:
+        if not any(same_release(release, k) for k in known):
+            newest = known[-1] if known else "none"
+            raise UsageError(f"jax {quoted(release, 40)} is not a release on the package index",
+                             hint=f"the installable releases run from {known[0] if known else 'none'} to {newest}")
 
 
 def releases_between(span: str, available: list[str]) -> list[str]:

@@ -72,6 +72,10 @@ class Store(ABC):
         whose writes leave nothing behind has nothing to delete."""
         return 0
 
+    def check_folders(self) -> None:  # noqa: B027 - a no-op by design: only folder stores have folders
+        """Raise StoreFolderError naming an internal folder that is not the real folder inside the store (a link,
+        a file), before anything walks or deletes there. A backend without folders has none to check."""
+
     @abstractmethod
     def put(self, key: str, data: bytes | memoryview, *, create_only: bool = False) -> None: ...
 
@@ -86,6 +90,10 @@ class Store(ABC):
 
     @abstractmethod
     def delete(self, key: str) -> None: ...
+
+    def is_empty(self) -> bool:
+        """Whether the store holds no key at all (a folder: no visible entry at its top)."""
+        return next(iter(self.list()), None) is None
 
     def open_read(self, key: str) -> BinaryIO:
         """A readable binary stream; backends override to avoid holding large values in memory."""

@@ -7,12 +7,18 @@ bundle zip at an https URL (a GitHub attachment), through fsspec's HTTP filesyst
 - `HttpZipStore`: a zip at an https URL, downloaded once into the cache (`<cache>/http/`; revalidated by size and
   ETag when the server answers a HEAD), then read in place like a local zip. Its URL stays the https one, so what
   reprobundle prints about it is the URL again.
-Timeouts: REPROBUNDLE_HTTP_TIMEOUT seconds to connect and between bytes (default 30).
+Limits, each a clear error: REPROBUNDLE_HTTP_TIMEOUT seconds to connect and between bytes (default 30);
+REPROBUNDLE_HTTP_DEADLINE seconds for a whole request, body included, however steadily a server drips (default 300,
+StoreTimeoutError); REPROBUNDLE_HTTP_MAX_DOWNLOAD bytes of a zip download (default 4G, DownloadTooLargeError,
+judged from Content-Length first and counted while it arrives). Values are read as streams: a record (marker, tag,
+manifest, run) is read with `get_bounded`, which stops one byte past its limit whatever the server sends. A redirect
+to anything but http(s) (file://) is refused as such (UnsafeRedirectError).
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import tempfile
@@ -20,20 +26,59 @@ from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from ..config import settings
-from ..errors import NotFoundError, StoreUnreachableError, UsageError
-from .base import Capabilities, Store, check_key, unlink_quietly
+from ..errors import (
+    DownloadTooLargeError,
+    NotFoundError,
+    StoreTimeoutError,
+    StoreUnreachableError,
+    UnsafeRedirectError,
+    UsageError,
+    quoted,
+    space_for,
+)
+from ..units import human_bytes, parse_size
+from .base import COPY_CHUNK, Capabilities, Store, check_key, unlink_quietly
+from .folders import inside, make_inside
+from .scratch import track, untrack
 from .zip_store import ZipStore
 
 ENV_TIMEOUT = "REPROBUNDLE_HTTP_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0
+ENV_DEADLINE = "REPROBUNDLE_HTTP_DEADLINE"
+DEFAULT_DEADLINE = 300.0
+ENV_MAX_DOWNLOAD = "REPROBUNDLE_HTTP_MAX_DOWNLOAD"
+DEFAULT_MAX_DOWNLOAD = 4 << 30
+
+
+def _seconds(name: str, default: float) -> float:
+    raw = getattr(settings(), name.removeprefix("REPROBUNDLE_").lower())
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise UsageError(f"{name}={quoted(raw, 40)} is not a positive number of seconds")
+    return value
 
 
 def _timeout() -> float:
-    raw = settings().http_timeout
+    return _seconds(ENV_TIMEOUT, DEFAULT_TIMEOUT)
+
+
+def _deadline() -> float:
+    return _seconds(ENV_DEADLINE, DEFAULT_DEADLINE)
+
+
+def max_download() -> int:
+    """The most bytes a zip download may have: $REPROBUNDLE_HTTP_MAX_DOWNLOAD ('500M', '2G', bytes), else 4 GiB."""
+    raw = settings().http_max_download
+    if not raw:
+        return DEFAULT_MAX_DOWNLOAD
     try:
-        return float(raw) if raw else DEFAULT_TIMEOUT
+        return parse_size(raw)
     except ValueError:
-        raise UsageError(f"{ENV_TIMEOUT}={raw!r} is not a number of seconds") from None
+        raise UsageError(f"{ENV_MAX_DOWNLOAD}={quoted(raw, 40)} is not a size",
+                         hint="write bytes, or a number with K, M or G (e.g. 2G)") from None
 
 
 def _filesystem():
@@ -41,13 +86,70 @@ def _filesystem():
     import fsspec
 
     t = _timeout()
-    return fsspec.filesystem("http", client_kwargs={"timeout": aiohttp.ClientTimeout(total=None, connect=t,
+    # total: the whole request, body included (aiohttp cancels the read at the deadline)
+    return fsspec.filesystem("http", client_kwargs={"timeout": aiohttp.ClientTimeout(total=_deadline(), connect=t,
                                                                                       sock_read=t)})
+
+
+def _chain(e: BaseException | None):
+    seen = 0
+    while e is not None and seen < 10:
+        yield e
+        e = e.__cause__ or e.__context__
+        seen += 1
+
+
+def _failure(url: str, e: BaseException) -> Exception:
+    """The typed error for a failed web request (a 404 is the caller's NotFoundError)."""
+    import asyncio
+
+    for cause in _chain(e):
+        if type(cause).__name__ in ("NonHttpUrlRedirectClientError", "InvalidUrlRedirectClientError"):
+            return UnsafeRedirectError(f"{url} redirects to {quoted(cause, 120)}, which is not an http(s) URL: refused",
+                                       hint="reprobundle follows redirects to http(s) URLs only; use the final URL "
+                                            "if you trust it")
+    for cause in _chain(e):
+        if isinstance(cause, (TimeoutError, asyncio.TimeoutError)):
+            return StoreTimeoutError(f"{url} was not read within {_deadline():g} s (or a gap between bytes exceeded "
+                                     f"{_timeout():g} s)",
+                                     hint=f"{ENV_DEADLINE} bounds a whole request, {ENV_TIMEOUT} a gap between bytes")
+    if isinstance(e, FileNotFoundError):
+        return NotFoundError(f"nothing at {url} (HTTP 404)")
+    return _unreachable(url, e)
 
 
 def _unreachable(url: str, e: BaseException) -> StoreUnreachableError:
     return StoreUnreachableError(f"cannot read {url}: {type(e).__name__}: {e}".rstrip(": "),
                                  hint=f"check the URL and the network ({ENV_TIMEOUT} sets the timeout)")
+
+
+class _Body(io.RawIOBase):
+    """A response body as a stream, its failures typed (`_failure`): reads never hold more than they ask for."""
+
+    def __init__(self, fs, url: str) -> None:
+        self.url = url
+        try:
+            self._f = fs.open(url, "rb", block_size=0, size=-1)  # one GET, streamed; size=-1: no HEAD first
+        except Exception as e:
+            raise _failure(url, e) from None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        try:
+            data = self._f.read(len(b))
+        except Exception as e:
+            raise _failure(self.url, e) from None
+        b[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._f.close()
+        except Exception:
+            pass
+        super().close()
 
 
 class HttpStore(Store):
@@ -65,20 +167,27 @@ class HttpStore(Store):
     def _call(self, key: str, fn):
         try:
             return fn(self._url(key))
-        except FileNotFoundError:
-            raise NotFoundError(f"{key} not found in {self.url}") from None
         except UsageError:
             raise
         except Exception as e:  # aiohttp and asyncio raise many types for an unreachable or failing server
-            raise _unreachable(self._url(key), e) from None
+            raise self._typed(key, e) from None
+
+    def _typed(self, key: str, e: BaseException) -> Exception:
+        failure = e if isinstance(e, (NotFoundError, StoreUnreachableError, UnsafeRedirectError)) \
+            else _failure(self._url(key), e)
+        if isinstance(failure, NotFoundError):
+            return NotFoundError(f"{key} not found in {self.url}")
+        return failure
 
     def get(self, key: str) -> bytes:
-        return self._call(key, self.fs.cat_file)
+        with self.open_read(key) as f:
+            return f.read()
 
     def open_read(self, key: str) -> BinaryIO:
-        import io
-
-        return io.BytesIO(self.get(key))
+        try:
+            return io.BufferedReader(_Body(self.fs, self._url(key)), 1 << 16)  # type: ignore[return-value]
+        except Exception as e:
+            raise self._typed(key, e) from None
 
     def put(self, key: str, data: bytes | memoryview, *, create_only: bool = False) -> None:
         self.check_writable()
@@ -95,8 +204,12 @@ class HttpStore(Store):
 
     def size(self, key: str) -> int:
         info = self._call(key, self.fs.info)
-        if info.get("size") is None:  # no Content-Length: fetch it to know
-            return len(self.get(key))
+        if info.get("size") is None:  # no Content-Length: count it as it streams (held to the deadline)
+            n = 0
+            with self.open_read(key) as f:
+                while chunk := f.read(COPY_CHUNK):
+                    n += len(chunk)
+            return n
         return int(info["size"])
 
     def list(self, prefix: str = "") -> Iterator[str]:
@@ -119,37 +232,56 @@ def download(url: str) -> Path:
     for a 404, StoreUnreachableError when the server cannot be reached and nothing is cached."""
     from ..config import cache_dir
 
-    folder = cache_dir() / "http"
+    folder = inside(cache_dir(), "http")
     digest = hashlib.sha256(url.encode()).hexdigest()[:32]
     name = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in url.rstrip("/").rsplit("/", 1)[-1])[-80:]
     path, meta_path = folder / f"{digest}-{name}", folder / f"{digest}.json"
     fs = _filesystem()
+    limit = max_download()
     try:
         info = fs.info(url)
-    except FileNotFoundError:
-        raise NotFoundError(f"nothing at {url} (HTTP 404)") from None
     except Exception as e:
-        if path.is_file():
+        failure = _failure(url, e)
+        if isinstance(failure, StoreUnreachableError) and path.is_file():
             return path  # offline: the copy fetched before (attachment URLs do not change)
-        raise _unreachable(url, e) from None
+        raise failure from None
     stamp = {"url": url, "size": info.get("size"), "etag": info.get("ETag") or info.get("etag")}
+    if stamp["size"] is not None and int(stamp["size"]) > limit:  # said up front: nothing is downloaded
+        raise _too_large(url, limit, f"it says it has {human_bytes(int(stamp['size']))}")
     if path.is_file() and meta_path.is_file():
         try:
             if json.loads(meta_path.read_text()) == stamp and (stamp["size"] in (None, path.stat().st_size)):
                 return path
         except ValueError:
             pass
-    folder.mkdir(parents=True, exist_ok=True)
+    make_inside(cache_dir(), folder)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")
-    os.close(fd)
+    track(tmp)
     try:
-        fs.get_file(url, tmp)
+        with os.fdopen(fd, "wb") as out, space_for(folder, stamp["size"], f"the download of {url}"):
+            _copy_capped(_Body(fs, url), out, url, limit)
         os.replace(tmp, path)
-    except FileNotFoundError:
-        raise NotFoundError(f"nothing at {url} (HTTP 404)") from None
-    except Exception as e:
-        raise _unreachable(url, e) from None
     finally:
         unlink_quietly(tmp)
+        untrack(tmp)
     meta_path.write_text(json.dumps(stamp))
     return path
+
+
+def _too_large(url: str, limit: int, why: str) -> DownloadTooLargeError:
+    return DownloadTooLargeError(f"{url} is larger than the {human_bytes(limit)} a download may have ({why})",
+                                 hint=f"set {ENV_MAX_DOWNLOAD} higher (e.g. 16G) if you expect a zip that large")
+
+
+def _copy_capped(body: _Body, out: BinaryIO, url: str, limit: int) -> None:
+    """Copy the body into `out`, refusing it as soon as it passes `limit` bytes (whatever Content-Length said)."""
+    n = 0
+    with body:
+        while True:
+            chunk = body.read(min(COPY_CHUNK, limit + 1 - n))
+            if not chunk:
+                return
+            n += len(chunk)
+            if n > limit:
+                raise _too_large(url, limit, "it sent more")
+            out.write(chunk)

@@ -19,11 +19,14 @@ from typing import BinaryIO, Iterator
 
 from ..errors import (
     AlreadyExistsError,
+    DiskFullError,
     NotFoundError,
     StoreError,
     StorePermissionError,
     StoreUnreachableError,
     UsageError,
+    disk_full,
+    is_no_space,
 )
 from .base import (
     COPY_CHUNK,
@@ -37,7 +40,8 @@ from .base import (
     too_large,
     unlink_quietly,
 )
-from .scratch import STALE_TEMP_S, FileLease, gate, leased_keys, sweep
+from .folders import inside, make_inside
+from .scratch import STALE_TEMP_S, FileLease, gate, leased_keys, sweep, track, untrack
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -162,11 +166,18 @@ class LocalStore(Store):
         return os.fdopen(fd, "rb")
 
     # -------------------------------------------------------------------------------------------- writing
-    def _write_temp(self, writer, *, durable: bool = True) -> Path:
+    def _folder(self, folder: Path, *, make: bool = False) -> Path:
+        """`folder` if it is the real folder inside the store (see store/folders.py), made when `make`."""
+        return make_inside(self.root, folder) if make else inside(self.root, folder)
+
+    def _write_temp(self, writer, key: str = "", size: int | None = None, *, durable: bool = True) -> Path:
         try:
-            self._tmp.mkdir(parents=True, exist_ok=True)
+            self._folder(self._tmp, make=True)
             fd, tmp = make_temp_file(self._tmp, "put-")
+            track(tmp)  # removed even if a signal ends the process in the middle of the write
         except OSError as e:
+            if is_no_space(e):
+                raise disk_full(self.root, size, key) from None
             raise StoreUnreachableError(f"cannot write to the store {self.url}: {e.strerror}") from None
         try:
             with os.fdopen(fd, "wb") as f:
@@ -174,15 +185,18 @@ class LocalStore(Store):
                 f.flush()
                 if durable:
                     os.fsync(f.fileno())
-        except BaseException:
+        except BaseException as e:
             unlink_quietly(tmp)
+            untrack(tmp)
+            if is_no_space(e) and not isinstance(e, DiskFullError):
+                raise disk_full(self.root, size, key) from None
             raise
         return Path(tmp)
 
     def _publish(self, tmp: Path, key: str, create_only: bool) -> None:
         final = self._path(key)
         try:
-            final.parent.mkdir(parents=True, exist_ok=True)
+            self._folder(final.parent, make=True)
             if create_only:
                 try:
                     os.link(tmp, final)  # atomic and fails if taken: exactly one racer wins
@@ -193,12 +207,17 @@ class LocalStore(Store):
         except (FileExistsError, NotADirectoryError, IsADirectoryError, PermissionError) as e:
             # a folder at the key, a file above it, a folder we may not write to
             raise StoreError(f"cannot write {key} in {self.url}: {e.strerror}") from None
+        except OSError as e:  # a new folder needs a block too
+            if is_no_space(e) and not isinstance(e, DiskFullError):
+                raise disk_full(self.root, None, key) from None
+            raise
         finally:
             unlink_quietly(tmp)
+            untrack(tmp)
 
     def put(self, key: str, data: bytes | memoryview, *, create_only: bool = False) -> None:
         check_key(key)
-        self._publish(self._write_temp(lambda f: f.write(data)), key, create_only)
+        self._publish(self._write_temp(lambda f: f.write(data), key, len(data)), key, create_only)
 
     def put_file(self, key: str, path: str | Path, *, create_only: bool = False) -> None:
         check_key(key)
@@ -207,15 +226,20 @@ class LocalStore(Store):
             with open(path, "rb") as src:
                 shutil.copyfileobj(src, out, COPY_CHUNK)
 
-        self._publish(self._write_temp(copy), key, create_only)
+        try:
+            size: int | None = os.path.getsize(path)
+        except OSError:
+            size = None
+        self._publish(self._write_temp(copy, key, size), key, create_only)
 
     def stage(self, data: bytes | memoryview) -> Staged:
         """A temp file in `<root>/.tmp`, made durable (fsync) only when published: a value found stored already
         costs no flush to disk."""
-        return _StagedFile(self, self._write_temp(lambda f: f.write(data), durable=False))
+        return _StagedFile(self, self._write_temp(lambda f: f.write(data), "", len(data), durable=False))
 
     def staging_folder(self) -> Path | None:
-        return self._tmp  # scratch folders there are locked while used; `remove_stale_temp_files` sweeps the rest
+        # scratch folders there are locked while used; `remove_stale_temp_files` sweeps the rest
+        return self._folder(self._tmp, make=True)
 
     def move_in(self, key: str, path: str | Path) -> None:
         """Made durable (fsync) and linked into place when `path` is on the store's disk (no copy), else copied."""
@@ -244,6 +268,7 @@ class LocalStore(Store):
 
     def list(self, prefix: str = "") -> Iterator[str]:
         base = self.root / check_key(prefix) if prefix else self.root
+        self._folder(base)  # a linked `blobs` would be walked where it points
         if not base.is_dir():
             return iter(())
         keys = []
@@ -260,9 +285,20 @@ class LocalStore(Store):
                     continue  # a name no key can have: not reprobundle's, and never addressed
         return iter(sorted(keys))
 
-    def delete(self, key: str) -> None:
+    def is_empty(self) -> bool:
         try:
-            unlink_quietly(self._path(key))
+            with os.scandir(self.root) as entries:  # the top only: a home folder or /proc is not walked
+                return not any(not e.name.startswith(".") for e in entries)
+        except (FileNotFoundError, NotADirectoryError):
+            return True
+        except OSError as e:
+            raise StoreError(f"cannot read the store {self.url}: {e.strerror}") from None
+
+    def delete(self, key: str) -> None:
+        path = self._path(key)
+        self._folder(path.parent)
+        try:
+            unlink_quietly(path)
         except (IsADirectoryError, NotADirectoryError):
             pass  # a folder, or below a file: no value under this key
         except PermissionError:
@@ -276,8 +312,10 @@ class LocalStore(Store):
             return None
 
     def touch(self, key: str) -> bool:
+        path = self._path(key)
+        self._folder(path.parent)
         try:
-            os.utime(self._path(key))
+            os.utime(path, follow_symlinks=False)
             return True
         except (FileNotFoundError, NotADirectoryError):
             return False
@@ -285,15 +323,16 @@ class LocalStore(Store):
             return self.exists(key)
 
     def lease(self) -> Lease:
-        return FileLease(self._tmp)
+        return FileLease(self._folder(self._tmp))
 
     @contextmanager
     def collecting(self, *, exclude: Lease | None = None) -> Iterator[set[str]]:
-        with gate(self._tmp, exclusive=True):
+        with gate(self._folder(self._tmp, make=True), exclusive=True):
             yield leased_keys(self._tmp, exclude=getattr(exclude, "path", None))
 
     def delete_if_stale(self, key: str, cutoff: float | None) -> bool:
         path = self._path(key)
+        self._folder(path.parent)
         try:
             if cutoff is not None and os.lstat(path).st_mtime >= cutoff:
                 return False
@@ -304,10 +343,22 @@ class LocalStore(Store):
             raise StorePermissionError(f"cannot delete {key} in {self.url}: permission denied") from None
         return True
 
+    def check_folders(self, prefixes: tuple[str, ...] = ("blobs", "bundles", "runs", "tags", ".tmp")) -> None:
+        """Refuse (StoreFolderError naming it) a store whose folders under `prefixes` hold a symbolic link to a
+        folder: gc runs this first, since a linked `bundles/<name>` would hide manifests whose blobs it would then
+        delete, and a linked blob folder would be deleted in where it points."""
+        for prefix in prefixes:
+            base = self._folder(self.root / prefix)
+            for dirpath, dirnames, _ in os.walk(base):  # a link to a folder is listed in dirnames, not followed
+                for name in dirnames:
+                    self._folder(Path(dirpath) / name)
+                if prefix == ".tmp":
+                    dirnames[:] = []  # scratch folders: swept whole by their lock, never walked
+
     def remove_stale_temp_files(self, older_than_s: float = STALE_TEMP_S) -> int:
         """Delete what killed writers left in `<root>/.tmp`: temp files older than `older_than_s`, leases and
         scratch folders whose process is gone. Returns how many."""
-        return sweep(self._tmp, stale_s=older_than_s)
+        return sweep(self._folder(self._tmp), stale_s=older_than_s)
 
 
 class _StagedFile(Staged):
@@ -322,3 +373,4 @@ class _StagedFile(Staged):
 
     def discard(self) -> None:
         unlink_quietly(self.path)
+        untrack(self.path)

@@ -11,8 +11,9 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, cast
 
-from ..errors import CorruptBundleError, NotFoundError, StoreError, UsageError, exception_line, quoted
+from ..errors import CorruptBundleError, NotFoundError, StoreError, UsageError, exception_line, quoted, space_for
 from .base import COPY_CHUNK, Capabilities, Store, check_key, read_at_most, too_large, unlink_quietly
+from .scratch import track, untrack
 
 # A zip bundle is small metadata plus blobs; these bounds keep a hostile zip from exhausting memory or disk.
 MAX_ZIP_ENTRIES = 100_000
@@ -165,10 +166,20 @@ def write_zip_store(path: str | Path, entries: Iterator[tuple[str, Store, str]],
     (name, bytes) of the code that makes the zip replay itself (`__main__.py`, `reprobundle_worker/*.py`),
     deflated, written first so that Python finds `__main__.py` quickly."""
     path = Path(path).expanduser().absolute()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
+    if path.is_dir():
+        raise UsageError(f"{path} is a folder; a bundle is exported as one file",
+                         hint=f"give a file name, e.g. -o {path / 'bundle.zip'}")
     try:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f"cannot write {path}: {path.parent} is not a folder") from None
+    except PermissionError:
+        raise UsageError(f"cannot write {path}: permission denied", hint="choose a folder you can write") from None
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.part")
+    track(tmp)
+    try:
+        with space_for(path.parent, None, f"the zip {path.name}"), \
+                zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for name, data in runner:
                 if not is_runner_entry(name):
                     raise ValueError(f"{name!r} is not a runner entry")
@@ -185,5 +196,7 @@ def write_zip_store(path: str | Path, entries: Iterator[tuple[str, Store, str]],
     except BaseException:
         unlink_quietly(tmp)
         raise
+    finally:
+        untrack(tmp)
 
 

@@ -27,6 +27,7 @@ from .protocol import (
     RouteFailure,
     exc_msg,
     first_lines,
+    is_no_space,
     write_msgpack,
 )
 from .retrace import RETRACE_ROUTE, Retrace
@@ -53,6 +54,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             "profile": None, "phase_s": {},
         }
         self.phase = "start"
+        self.no_space = False  # it met a full disk: the process exits with EXIT_NO_SPACE
 
     def checkpoint(self, phase):
         import time
@@ -66,8 +68,9 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             prov["phase"] = phase  # only provisional results name a phase: the host's crash record reports it
             try:
                 write_msgpack(self.result_path, prov)
-            except Exception:
-                pass
+            except Exception as e:
+                if is_no_space(e):
+                    self.no_space = True
 
     def end_phase(self):
         import time
@@ -459,9 +462,11 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         for a in tried:  # furthest stage wins; ties go to the later (more targeted) route
             if best is None or STAGE_RANK[a["stage"]] >= STAGE_RANK[best["stage"]]:
                 best = a
-        others = [a for a in tried if a is not best]
-        reason = "incompatible with jax %s: route %r failed at %s: %s" % (
-            jax.__version__, best["route"], best["stage"], best["error"])
+        alike = [a for a in tried if a["error"] == best["error"] and a["stage"] == best["stage"]]  # said once
+        others = [a for a in tried if a not in alike]
+        names = ", ".join(repr(a["route"]) for a in sorted(alike, key=lambda a: a is not best))
+        reason = "incompatible with jax %s: route%s %s failed at %s: %s" % (
+            jax.__version__, "s" if len(alike) > 1 else "", names, best["stage"], best["error"])
         if others:
             reason += " || other routes: " + "; ".join(
                 "%s (%s): %s" % (a["route"], a["stage"], first_lines(a["error"], 400)) for a in others)

@@ -1,9 +1,20 @@
 """Protocol constants, the worker's two error types and small helpers shared by its modules."""
 from __future__ import annotations
 
+import errno
 import os
 
 PROTOCOL_VERSION = 1
+
+
+# A worker that met no room to write (a full disk, a quota, a file-size limit) exits with this code, whether or not
+# it could still write its result: the host then says the disk is full, not that the worker crashed.
+EXIT_NO_SPACE = 28
+NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def is_no_space(e):
+    return isinstance(e, OSError) and e.errno in NO_SPACE_ERRNOS
 
 
 ROUTES = ("deserialize", "rebuild", "rebuild-compat", "stablehlo-text")
@@ -56,9 +67,16 @@ def write_msgpack(path, obj):
 
     data = msgpack.packb(plain(obj), use_bin_type=True)
     tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def read_bytes(path):

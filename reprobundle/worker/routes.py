@@ -13,6 +13,8 @@ from .kernels import (
     jaxlib_lapack,
     missing_kernels_message,
     registered_targets,
+    signature_message,
+    signature_mismatches,
 )
 from .protocol import JobError, RouteFailure, exc_msg, first_lines, read_bytes
 from .rebuild import RebuildError, rebuild_exported
@@ -214,6 +216,20 @@ class Routes(WorkerState):
         compile_s = time.perf_counter() - t0
         return lowered, compiled, compile_s
 
+    def _check_kernel_signatures(self, lowered, kernels):
+        """Fail the route, naming them, when kernels the module calls take other operands on this release (the
+        call would fail at run time with "Wrong number of arguments"); judged once per job."""
+        cache = self.__dict__.setdefault("_kernel_signatures", {})
+        key = tuple(kernels)
+        if key not in cache:
+            try:
+                cache[key] = signature_mismatches(lowered.as_text(), kernels)
+            except Exception as e:
+                self.notes.append("could not compare kernel signatures: %s" % exc_msg(e))
+                cache[key] = []
+        if cache[key]:
+            raise RouteFailure("compile", signature_message(cache[key]))
+
     def prepare_kernels(self, lowered, exp):
         """Make the jaxlib CPU kernels (LAPACK, BLAS) that the module calls usable in this process, or fail
         the route naming those this jaxlib lacks (XLA would only say so at the call, or not at all).
@@ -237,6 +253,7 @@ class Routes(WorkerState):
         missing = [t for t in kernels if t not in provided and t not in registered]
         if missing:
             raise RouteFailure("compile", missing_kernels_message(missing, provided))
+        self._check_kernel_signatures(lowered, kernels)
         done = self.__dict__.setdefault("_prepared_kernels", set())  # by an earlier route of this job
         new = [t for t in kernels if t not in done]
         done.update(kernels)
