@@ -21,6 +21,7 @@ from .capture.export import export_function, load_exported
 from .capture.pack import pack as _pack
 from .errors import ReplayError, ReproBundleError, ScriptError, UsageError, clean
 from .logs import Status
+from .run.contenders import ContenderSpec, contenders_from
 from .run.execution import DEFAULT_TIMEOUT_S, Timing, dtype_of
 from .run.replay import replay as _replay
 from .run.schedule import DEFAULT_STEPS
@@ -299,8 +300,12 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
            progress: Callable[[str], None] | None = None,
            memory_limit_bytes: int | None = None, shapes: dict[str, int] | Sequence[str] | None = None,
            platform: str | None = None, pin: str | Sequence[int] | None = None,
-           max_time_s: float | None = None) -> ReplayResult:
+           max_time_s: float | None = None, variants: Sequence[str] = ()) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
+
+    `variants` (`"0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper;jax_default_matmul_precision=highest"`)
+    add contenders: that release under those settings (XLA flags, JAX config options, environment variables),
+    applied to that contender's workers only and timed in the same rounds as the versions (run/contenders.py).
 
     Several versions are timed in as many rounds as settle their verdicts (at most 32) unless `rounds` fixes them;
     `max_time_s` bounds that timing. `pin` ("1", "0-3", "auto" for the last CPU this process may use, or CPU ids)
@@ -328,13 +333,14 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
         registry, bundle = local, local.load(copied.name, copied.version)
 
     prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
+    contenders = contenders_from(versions, variants)
     env_manager = None
-    if any(v != "installed" for v in versions) or python:
+    if any(c.jax != "installed" for c in contenders) or python:
         env_manager = environment_manager(env_dir, python=python)
     pinned = parse_pin(pin)
     if max_time_s is not None and not max_time_s > 0:
         raise UsageError(f"invalid --max-time {max_time_s:g}", hint="give the seconds the timing may take, > 0")
-    runs = _replay(registry, bundle, versions, timing=_timing(warmup, repeat, rounds), timeout_s=timeout_s, dump=dump,
+    runs = _replay(registry, bundle, contenders, timing=_timing(warmup, repeat, rounds), timeout_s=timeout_s, dump=dump,
                    profile=profile, python=python, env_manager=env_manager, progress=progress,
                    memory_limit_bytes=memory_limit_bytes, shapes=shapes, platform=platform, pin=pinned,
                    max_time_s=max_time_s)
@@ -423,14 +429,34 @@ def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict
 
 
 def concrete_versions(runs: Sequence[dict]) -> list[str]:
-    """The versions of runs as a reader would ask for them: `installed` becomes the JAX version it was."""
+    """The versions of runs as a reader would ask for them: `installed` becomes the JAX version it was. Runs under
+    settings are variants (variant_args), not versions."""
     out = []
     for run in runs:
+        if _settings_of(run):
+            continue
         v = run["requested"]
         if v == "installed":
             v = str((run.get("environment") or {}).get("jax") or v)
         out.append(v)
     return out
+
+
+def _settings_of(run: dict):
+    from .run.contenders import Settings
+
+    return Settings.from_record((run.get("contender") or {}).get("settings"))
+
+
+def variant_args(runs: Sequence[dict]) -> list[str]:
+    """`--variant JAX:SETTINGS` for each run under settings, as the replay command's flags."""
+    args: list[str] = []
+    for run in runs:
+        settings = _settings_of(run)
+        if settings:
+            jax = concrete_versions([{**run, "contender": {}}])[0]
+            args += ["--variant", f"{jax}:{settings.describe()}"]
+    return args
 
 
 def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None, *,
@@ -449,7 +475,8 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
         from .bundle.sharing import reproduce_info
 
         source, there = origin or (registry, bundle)
-        comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=replay_args)
+        comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs),
+                                                 extra_args=[*variant_args(runs), *replay_args])
     return comparison
 
 

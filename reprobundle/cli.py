@@ -296,6 +296,10 @@ RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
                            "reprobundle.")
+VariantOpt = typer.Option([], "--variant", help="JAX:NAME=VALUE[;NAME=VALUE...]: that release under settings as one "
+                                                "more contender, e.g. \"0.8.0:XLA_FLAGS=--xla_disable_hlo_passes="
+                                                "fusion-wrapper\" (XLA_FLAGS appends flags, jax_* is a JAX config "
+                                                "option, any other NAME an environment variable); repeatable.")
 PinOpt = typer.Option(None, "--pin", help="Run every version's worker on these CPUs (2, 0-3, 0,2 or auto: the last "
                                           "CPU, alone) with as many XLA threads: steadier timings, less realistic "
                                           "(a change that needs more threads is not seen).")
@@ -324,12 +328,14 @@ def replay(
     platform: Optional[str] = PlatformOpt,
     max_time: Optional[float] = MaxTimeOpt,
     pin: Optional[str] = PinOpt,
+    variants: List[str] = VariantOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
-    result = api.replay(ref, jax_versions or ["installed"], store=store, warmup=warmup, repeat=repeat, rounds=rounds,
-                        timeout_s=timeout, python=python, profile=not no_profile, progress=_progress(as_json),
-                        shapes=shapes, platform=platform, max_time_s=max_time, pin=pin)
+    result = api.replay(ref, jax_versions or ([] if variants else ["installed"]), store=store, warmup=warmup,
+                        repeat=repeat, rounds=rounds, timeout_s=timeout, python=python, profile=not no_profile,
+                        progress=_progress(as_json), shapes=shapes, platform=platform, max_time_s=max_time, pin=pin,
+                        variants=variants)
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:

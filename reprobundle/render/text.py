@@ -104,7 +104,8 @@ def run_data(run: dict) -> dict:
     return {"run_id": run["run_id"], "bundle": run["bundle"], "requested": run["requested"],
             "jax": run["environment"].get("jax"), "status": run["status"], "reason": run["reason"],
             "route": run.get("route"), "median_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "n": timing.n,
-            "check": run.get("check"), "attempts": run.get("attempts", [])}
+            "check": run.get("check"), "attempts": run.get("attempts", []), "label": run_label(run),
+            "contender": run.get("contender")}
 
 
 def describe_runs(b: Bundle, runs: list[dict]) -> str:

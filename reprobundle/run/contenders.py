@@ -129,3 +129,18 @@ def contenders_from(versions: Iterable[str], variants: Iterable[str] = (), mode:
 def as_specs(versions: Sequence[str | ContenderSpec]) -> list[ContenderSpec]:
     """Plain version strings (the API's older spelling) as frozen contenders."""
     return [v if isinstance(v, ContenderSpec) else ContenderSpec(v) for v in versions]
+
+
+_UNKNOWN_FLAG = re.compile(r"Unknown flags? in XLA_FLAGS:\s*(?P<flags>[^\n]*)")
+
+
+def unknown_flag_reason(stderr_tail: str) -> str | None:
+    """The error of a worker that XLA aborted because its XLA_FLAGS hold a flag this release does not define (XLA
+    checks the flags when jax initialises its backend, and aborts the process): None for any other crash."""
+    match = _UNKNOWN_FLAG.search(stderr_tail or "")
+    if match is None:
+        return None
+    flags = match["flags"].strip()
+    return (f"this release's XLA does not define the flag {flags} (XLA aborted while reading XLA_FLAGS): a flag "
+            "that a contender's settings give exists only in the XLA releases that define it; see "
+            "xla/debug_options_flags.cc of the release, or drop the flag for this version")

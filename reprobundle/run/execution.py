@@ -23,7 +23,7 @@ from ..bundle.registry import Registry, copy_tree_to_zip_blob
 from ..errors import FormatError
 from ..worker.dtypes import np_dtype
 from ..worker.protocol import job_inputs
-from .contenders import FROZEN, ContenderSpec, Settings
+from .contenders import FROZEN, ContenderSpec, Settings, unknown_flag_reason
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
 PROTOCOL = 1
@@ -300,6 +300,9 @@ class WorkerProcess:
             return WorkerOutcome("timeout", f"the worker did not finish within {self.timeout_s:g} s and was killed"
                                  f"{_where(result)}", result, duration, tail, workdir)
         code = self.proc.returncode
+        unknown_flag = unknown_flag_reason(tail)
+        if code != 0 and unknown_flag is not None:
+            return WorkerOutcome("error", unknown_flag, self._last_result("error"), duration, tail, workdir)
         if code < 0:
             sig = _signal_name(-code)
             why = " (out of memory?)" if sig == "SIGKILL" else ""

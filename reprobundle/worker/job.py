@@ -29,6 +29,7 @@ from .protocol import (
     write_msgpack,
 )
 from .routes import Routes
+from .settings import apply_config, apply_environment
 from .stablehlo import serialize_compat_artifact, stablehlo_versions, version_tuple
 from .synthetic import synthetic_array
 from .timing import Timing
@@ -181,15 +182,20 @@ class Worker(Routes, Timing, Profiling):
         adir = job["artifacts_dir"]
         os.makedirs(adir, exist_ok=True)
         os.makedirs(job["outputs_dir"], exist_ok=True)
-        user_flags = os.environ.get("XLA_FLAGS", "").strip()
+        # the user's flags, then the worker's dump flags, then the contender's (later flags win in XLA)
+        given = os.environ.get("XLA_FLAGS", "").strip()
+        contender_flags = apply_environment(job, self.notes)
+        user_flags = (given + " " + contender_flags).strip()  # what the environment records
+        extra = ""
         if job.get("dump"):
             ddir = os.path.join(adir, "xla_dump")
             os.makedirs(ddir, exist_ok=True)
             extra = "--xla_dump_to=%s --xla_dump_hlo_as_text" % ddir
             if "jax" in sys.modules:
                 self.notes.append("jax was already imported before the worker set XLA_FLAGS; dump may be missing")
-            os.environ["XLA_FLAGS"] = (user_flags + " " + extra).strip()
             self.result["artifacts"]["xla_dump"] = ddir
+        if extra or contender_flags:
+            os.environ["XLA_FLAGS"] = " ".join(f for f in (given, extra, contender_flags) if f)
         self.select_platform()
         import jax  # noqa: F401  (first import of jax happens here)
 
@@ -232,6 +238,7 @@ class Worker(Routes, Timing, Profiling):
         if wide:
             jax.config.update("jax_enable_x64", True)
             self.notes.append("enabled jax_enable_x64 because the function has 64-bit inputs/outputs")
+        apply_config(job, self.notes)
 
     def select_platform(self):
         """Before jax is imported: run on the job's platform (JAX_PLATFORMS), and on a GPU allocate device memory
