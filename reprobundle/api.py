@@ -21,7 +21,7 @@ from .capture.export import export_function, load_exported
 from .capture.pack import pack as _pack
 from .errors import ReplayError, ReproBundleError, ScriptError, UsageError, clean
 from .logs import Status
-from .run.contenders import ContenderSpec, contenders_from
+from .run.contenders import contenders_from
 from .run.execution import DEFAULT_TIMEOUT_S, Timing, dtype_of
 from .run.replay import replay as _replay
 from .run.schedule import DEFAULT_STEPS
