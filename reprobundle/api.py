@@ -21,7 +21,7 @@ from .capture.export import export_function, load_exported
 from .capture.pack import pack as _pack
 from .errors import ReplayError, ReproBundleError, ScriptError, UsageError, clean
 from .logs import Status
-from .run.contenders import contenders_from
+from .run.contenders import ContenderSpec, contenders_from
 from .run.execution import DEFAULT_TIMEOUT_S, Timing, dtype_of
 from .run.replay import replay as _replay
 from .run.schedule import DEFAULT_STEPS
@@ -606,6 +606,51 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: i
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
     comparison = comparison_of(registry, bundle, tested, baseline=good)
     return result, comparison
+
+
+def explain(ref: str, versions: Sequence[str], *, store: str | None = None, warmup: int = 2,
+            repeat: int = DEFAULT_STEPS, rounds: int | None = None, max_time_s: float | None = 240.0,
+            timeout_s: float = DEFAULT_TIMEOUT_S, platform: str | None = None, python: str | None = None,
+            env_dir: str | None = None, progress: Callable[[str], None] | None = None) -> dict:
+    """Explain why versions[1] differs from versions[0] on a bundle: the passes that changed the module on each side
+    (per-pass dumps), experiments on the candidate chosen from them (each pass acting only on it disabled, the
+    platform's curated flags related to the ops that moved toggled), all timed with both versions in the same paired
+    rounds (within `max_time_s`), and a diagnosis that claims only what an experiment showed (run/explain.py).
+
+    Returns run/explain.explain's dict (JSON-ready but for "runs" and "comparison", which are kept for reports) plus
+    "reproduce": the Reproduce block, whose command replays the workaround when one was found."""
+    from .bundle.sharing import reproduce_info
+    from .run.explain import explain as _explain
+    from .run.replay import replay_platform
+
+    if len(versions) != 2 or versions[0] == versions[1]:
+        raise UsageError("explain compares two different versions",
+                         hint="give --jax twice: the baseline, then the candidate, e.g. --jax 0.7.2 --jax 0.8.0")
+    if max_time_s is not None and not max_time_s > 0:
+        raise UsageError(f"invalid --max-time {max_time_s:g}", hint="give the seconds the timing may take, > 0")
+    timing = _timing(warmup, repeat, rounds)
+    timeout_s = _timeout(timeout_s)
+    registry, bundle = resolve(ref, store)
+    if registry.store.read_only:
+        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
+    env_manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in versions) else None
+    choice = replay_platform(bundle, platform)
+    replay_fn = functools.partial(_replay, registry, bundle, timeout_s=timeout_s, python=python,
+                                  env_manager=env_manager, progress=progress, platform=platform)
+    baseline, candidate = ContenderSpec(versions[0]), ContenderSpec(versions[1])
+    result = _explain(registry, bundle, baseline, candidate, replay_fn=replay_fn,
+                      compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
+                      platform=choice.platform, timing=timing, max_time_s=max_time_s, progress=progress,
+                      timeout_s=timeout_s)
+    workaround = result["diagnosis"].get("workaround")
+    extra = ["--variant", f"{concrete_versions(result['runs'][1:2])[0]}:{workaround['setting']}"] if workaround else []
+    args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform)
+    result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(result["runs"][:2]),
+                                         extra_args=[*extra, *args], context="snippet")
+    result["bundle"] = str(bundle.ref)
+    result["explain_command"] = " ".join(["reprobundle explain", str(bundle.ref),
+                                          *(f"--jax {v}" for v in concrete_versions(result["runs"][:2]))])
+    return result
 
 
 def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = "", *, store: str | None = None,

@@ -351,6 +351,36 @@ def replay(
 
 
 @app.command()
+def explain(
+    ref: str,
+    jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice)."),
+    warmup: int = typer.Option(2, "--warmup"),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
+    rounds: Optional[int] = RoundsOpt,
+    max_time: float = typer.Option(240.0, "--max-time", help="Seconds the timing of the experiments may take "
+                                                             "(the evidence compile comes first)."),
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+                                  help="Seconds of work per worker process before it is killed."),
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    platform: Optional[str] = PlatformOpt,
+    report_path: Optional[Path] = ReportOpt,
+    html_path: Optional[Path] = HtmlOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Why the candidate differs: the passes each version ran, experiments on the candidate (a pass disabled, a flag
+    toggled) timed with both, and a workaround when one restores the baseline's time."""
+    from .render import explain as explain_render
+
+    result = api.explain(ref, jax_versions, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
+                         max_time_s=max_time, timeout_s=timeout, platform=platform, python=python,
+                         progress=_progress(as_json))
+    _write_files(result, ((report_path, explain_render.to_markdown), (html_path, explain_render.to_html)))
+    _emit(as_json, explain_render.explain_data(result), explain_render.to_text(clean_values(
+        explain_render.explain_data(result))))
+
+
+@app.command()
 def isolate(
     ref: str,
     jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice)."),
