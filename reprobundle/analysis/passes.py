@@ -100,7 +100,7 @@ def read_pipeline(files: Mapping[str, bytes]) -> Pipeline | None:
     """The pipeline of the module with the most pass dumps in `files` ({file name: bytes}); None without any."""
     parsed: dict[str, list[tuple[re.Match, str]]] = {}
     inputs: dict[str, str] = {}
-    for name, data in files.items():
+    for name in files:
         base = name.rsplit("/", 1)[-1]
         m = _DUMP_NAME.match(base)
         if m:
