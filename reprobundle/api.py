@@ -349,6 +349,31 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(args))
 
 
+def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, baseline: str | None = None,
+                 **options: Any) -> dict:
+    """Replay a shape-polymorphic bundle at each combination of the sizes `shapes` gives (`["seq=128,256,512"]`),
+    each size a replay of its own (the versions timed together, paired), and sum up the candidates' ratio and
+    verdict against the baseline per size. `options` are replay's.
+
+    Returns {"bundle", "baseline", "sizes": [{"shape": "seq=128", "bindings": {...}, "comparison": comparison,
+    "rows": [{"label", "status", "ratio", "ci95", "verdict", "settled", "outputs"}]}]}."""
+    from .bundle.dims import parse_size_lists
+
+    sizes = []
+    base = baseline
+    for bindings in parse_size_lists(shapes):
+        result = replay(ref, versions, shapes=bindings, **options)
+        comparison = replay_comparison(result, base)
+        base = comparison["baseline"]
+        shape = ", ".join(f"{k}={v}" for k, v in sorted(bindings.items()))
+        rows = [{"label": r["label"], "status": r["status"], "ratio": r.get("ratio"), "ci95": r.get("ci95"),
+                 "verdict": r.get("verdict"), "settled": r.get("settled"),
+                 "outputs": None if not r.get("err_base") else "ok" if r["err_base"].get("ok") else "differ"}
+                for r in comparison["rows"] if not r.get("is_baseline")]
+        sizes.append({"shape": shape, "bindings": bindings, "comparison": comparison, "rows": rows})
+    return {"bundle": sizes[0]["comparison"]["bundle"] if sizes else ref, "baseline": base, "sizes": sizes}
+
+
 def replay_args(*, warmup: int = 5, repeat: int = DEFAULT_STEPS, rounds: int | None = None,
                 platform: str | None = None, pin: Sequence[int] | None = None,
                 shapes: dict[str, int] | None = None, max_time_s: float | None = None) -> list[str]:

@@ -332,6 +332,14 @@ def replay(
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
+    from .bundle.dims import several_sizes
+
+    if several_sizes(shapes):  # --shape seq=128,256,512: one replay per size, a table and a chart by size
+        _replay_sizes(ref, jax_versions, shapes, baseline, report_path, html_path, as_json, variants=variants,
+                      store=store, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout, python=python,
+                      profile=not no_profile, progress=_progress(as_json), platform=platform, max_time_s=max_time,
+                      pin=pin)
+        return
     result = api.replay(ref, jax_versions or ([] if variants else ["installed"]), store=store, warmup=warmup,
                         repeat=repeat, rounds=rounds, timeout_s=timeout, python=python, profile=not no_profile,
                         progress=_progress(as_json), shapes=shapes, platform=platform, max_time_s=max_time, pin=pin,
@@ -347,6 +355,17 @@ def replay(
         report.describe_runs(result.bundle, result.runs)
     _emit(as_json, data, human)
     if any(r["status"] != "ok" for r in result.runs):
+        raise typer.Exit(9)
+
+
+def _replay_sizes(ref: str, versions: List[str], shapes: List[str], baseline: Optional[str],
+                  report_path: Optional[Path], html_path: Optional[Path], as_json: bool, **options) -> None:
+    from .render import sizes as sizes_render
+
+    data = api.replay_sizes(ref, versions or ["installed"], shapes, baseline=baseline, **options)
+    _write_files(data, ((report_path, sizes_render.to_markdown), (html_path, sizes_render.to_html)))
+    _emit(as_json, sizes_render.sizes_data(data), sizes_render.to_text(clean_values(sizes_render.sizes_data(data))))
+    if any(r["status"] != "ok" for size in data["sizes"] for r in size["rows"]):
         raise typer.Exit(9)
 
 
