@@ -223,3 +223,23 @@ def test_symbolic_bundle_at_three_sizes_gives_a_table_and_a_chart(tmp_path):
     assert page.count("<circle") == 3 and "<polyline" in page and "http" not in page.replace(
         "http://www.w3.org/2000/svg", "")
     assert sizes_render.to_markdown(data).count("| seq=") == 3
+
+
+def test_where_the_time_moved_reports_a_fusion_change_as_a_change_not_a_cause():
+    from reprobundle.analysis.comparison import moved_line
+    from reprobundle.render.comparison import fusion_note
+
+    base = {"label": "0.7.2", "median_ns": 1.0e6, "ratio": 1.0, "verdict": "baseline"}
+    row = {"label": "0.8.0", "median_ns": 1.2e6, "ratio": 1.2, "verdict": "slower"}
+    top = {"base_name": "reduce-window", "cand_name": "wrapped_reduce-window", "signature": "reduce-window",
+           "match": "wrapped", "source": "attention.py:25", "base_ns": 1e5, "cand_ns": 3e5, "delta_ns": 2e5,
+           "ratio": 3.0}
+    diff = {"per_op": [top], "moved_row": top, "moved_how": "explains", "fusion": {"identical": False}}
+    line = moved_line(row, base, diff)
+    assert "most moved: reduce-window -> wrapped_reduce-window" in line
+    assert "its fusion changed too (wrapped): a change, not shown to be the cause" in line
+    assert "reprobundle explain" in line
+    same_fusion = {**top, "match": "name", "cand_name": "reduce-window"}
+    assert "not shown to be the cause" not in moved_line(row, base, {**diff, "per_op": [same_fusion],
+                                                                     "moved_row": same_fusion})
+    assert "not why" in fusion_note({"identical": False}) and fusion_note({"identical": True}) == ""
