@@ -359,7 +359,7 @@ def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, ba
     "rows": [{"label", "status", "ratio", "ci95", "verdict", "settled", "outputs"}]}]}."""
     from .bundle.dims import parse_size_lists
 
-    sizes = []
+    sizes: list[dict[str, Any]] = []
     base = baseline
     for bindings in parse_size_lists(shapes):
         result = replay(ref, versions, shapes=bindings, **options)

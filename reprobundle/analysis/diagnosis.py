@@ -23,11 +23,11 @@ def _ratio_text(v: dict) -> str:
 def restores(v: dict | None) -> bool:
     """The experiment's time is not measurably worse than the baseline's, and the verdict was reached (settled same or
     faster)."""
-    return bool(v) and v.get("verdict") in ("same", "faster") and bool(v.get("settled"))
+    return v is not None and v.get("verdict") in ("same", "faster") and bool(v.get("settled"))
 
 
 def still_slower(v: dict | None) -> bool:
-    return bool(v) and v.get("verdict") == "slower"
+    return v is not None and v.get("verdict") == "slower"
 
 
 def diagnose(baseline: str, candidate: str, regression: dict | None, experiments: list[dict]) -> dict:
@@ -69,7 +69,7 @@ def diagnose(baseline: str, candidate: str, regression: dict | None, experiments
             out["summary"] += "; " + text
         else:
             out.update(kind=CAUSE, summary=text)
-    if out["kind"] == NOT_SEPARATED:
+    if out["kind"] == NOT_SEPARATED and regression is not None:
         tried = len(experiments)
         out["summary"] = (f"{candidate} is {_ratio_text(regression)} of {baseline}'s time, and the {tried} "
                           f"experiment{'s' if tried != 1 else ''} did not separate them: none restored "
