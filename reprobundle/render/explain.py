@@ -34,6 +34,10 @@ def experiment_cells(e: dict) -> list[str]:
             _yes(e.get("fusions_same_as_baseline")), verdict_text(e.get("vs_baseline")), e.get("why", "")]
 
 
+def _side(changed: bool, runs: bool | None) -> str:
+    return "changed" if changed else "ran, no change" if runs else "not seen"
+
+
 def pass_rows(data: dict) -> list[list[str]]:
     """The passes whose action differs between the two sides (one changed the module, the other did not, or both
     did differently), in pipeline order."""
@@ -42,13 +46,11 @@ def pass_rows(data: dict) -> list[list[str]]:
     for p in data.get("passes") or []:
         if p["baseline"] == p["candidate"] and not p["effect_differs"]:
             continue
-        def side(changed: bool, runs: bool | None) -> str:
-            return "changed" if changed else "ran, no change" if runs else "not seen"
         note = "differently on both" if p["effect_differs"] else ""
         if p["name"] == divergence.get("pass"):
             note = (note + "; " if note else "") + "the modules diverge here"
-        rows.append([p["name"], side(p["baseline"], p.get("baseline_runs")),
-                     side(p["candidate"], p.get("candidate_runs")), note])
+        rows.append([p["name"], _side(p["baseline"], p.get("baseline_runs")),
+                     _side(p["candidate"], p.get("candidate_runs")), note])
     return rows
 
 
@@ -83,9 +85,12 @@ def to_text(data: dict) -> str:
     if data.get("fusion"):
         out += ["", f"Fusion: {clean(data['fusion'])}"]
     out += ["", f"Experiments ({len(data['experiments'])}, each timed with both versions in the same rounds):"]
-    if data["experiments"]:
-        out.append(table(EXPERIMENT_HEADERS[:-1], [experiment_cells(e)[:-1] for e in data["experiments"]]))
-    else:
+    for e in data["experiments"]:  # two lines each: a table of these would not fit 100 columns
+        setting, status, outputs, hlo, fusions, verdict, why = experiment_cells(e)
+        out += [f"  {clean(setting)}",
+                f"      {status}; outputs {outputs}; HLO = {data['baseline']}: {hlo}; fusions = {data['baseline']}: "
+                f"{fusions}; vs {data['baseline']}: {verdict}"]
+    if not data["experiments"]:
         out.append("none: the evidence pointed at no pass and no flag of this platform")
     rep = data.get("reproduce")
     if rep:
