@@ -376,8 +376,8 @@ def explain(
     warmup: int = typer.Option(2, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
     rounds: Optional[int] = RoundsOpt,
-    max_time: float = typer.Option(240.0, "--max-time", help="Seconds the timing of the experiments may take "
-                                                             "(the evidence compile comes first)."),
+    max_time: float = typer.Option(240.0, "--max-time", help="Seconds explain may take, the evidence compile "
+                                                             "included (its timing gets at least 30 s)."),
     timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
                                   help="Seconds of work per worker process before it is killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
