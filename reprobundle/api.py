@@ -320,6 +320,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     from .bundle.dims import parse_bindings
 
     shapes = parse_bindings(shapes)
+    contenders = contenders_from(versions, variants)  # a malformed --variant is refused before anything runs
     from .bundle.transfer import copy_bundle, prefetch
 
     timeout_s = _timeout(timeout_s)
@@ -333,7 +334,6 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
         registry, bundle = local, local.load(copied.name, copied.version)
 
     prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
-    contenders = contenders_from(versions, variants)
     env_manager = None
     if any(c.jax != "installed" for c in contenders) or python:
         env_manager = environment_manager(env_dir, python=python)

@@ -243,3 +243,12 @@ def test_where_the_time_moved_reports_a_fusion_change_as_a_change_not_a_cause():
     assert "not shown to be the cause" not in moved_line(row, base, {**diff, "per_op": [same_fusion],
                                                                      "moved_row": same_fusion})
     assert "not why" in fusion_note({"identical": False}) and fusion_note({"identical": True}) == ""
+
+
+def test_cli_refuses_what_explain_and_variant_cannot_use(tmp_path):
+    from cli_runner import cli
+
+    code, _, err = cli("explain", "anything", "--jax", "0.8.0", store=tmp_path / "store")
+    assert code == UsageError.exit_code and "two different versions" in err
+    code, _, err = cli("replay", "anything", "--variant", "0.8.0", store=tmp_path / "store")
+    assert code == UsageError.exit_code and "is not JAX:NAME=VALUE" in err
