@@ -38,10 +38,18 @@ def diagnose(baseline: str, candidate: str, regression: dict | None, experiments
     """
     out: dict = {"kind": NOT_SEPARATED, "summary": "", "workaround": None, "cause": None}
     if not still_slower(regression):
-        how = _ratio_text(regression) if regression and regression.get("ci95") else "no verdict"
         out["kind"] = NO_REGRESSION
-        out["summary"] = (f"{candidate} was not measurably slower than {baseline} in this replay ({how}): there is no "
-                          "regression here to explain")
+        if regression is None or not regression.get("ci95"):
+            out["summary"] = (f"{candidate} got no verdict against {baseline} in this replay: there is no measured "
+                              "regression for the experiments to explain")
+        elif regression.get("settled"):
+            word = "faster than" if regression["verdict"] == "faster" else "the same as"
+            out["summary"] = (f"{candidate} is {word} {baseline} here ({_ratio_text(regression)}, settled): there is "
+                              "no regression here to explain")
+        else:
+            out["summary"] = (f"{candidate} was not measurably slower than {baseline} in this replay "
+                              f"({_ratio_text(regression)}, not settled: more rounds or a quieter machine may show a "
+                              "change): no measured regression for the experiments to explain")
         return out
     ran = [e for e in experiments if e.get("status") == "ok" and e.get("outputs_ok")]
     fixes = sorted((e for e in ran if restores(e.get("vs_baseline"))), key=lambda e: e["vs_baseline"]["ratio"])
