@@ -252,3 +252,29 @@ def test_cli_refuses_what_explain_and_variant_cannot_use(tmp_path):
     assert code == UsageError.exit_code and "two different versions" in err
     code, _, err = cli("replay", "anything", "--variant", "0.8.0", store=tmp_path / "store")
     assert code == UsageError.exit_code and "is not JAX:NAME=VALUE" in err
+
+
+def test_a_sweep_of_one_function_at_several_signatures_gives_its_ratio_by_size():
+    from reprobundle.render import sweep as sweep_render
+    from reprobundle.run.executor import result_skeleton
+
+    def result(ref, seq, ratio, function="attention"):
+        return {**result_skeleton(ref, ["0.7.2", "0.8.0"]), "function": function, "ratio": ratio,
+                "ci95": [ratio * 0.95, ratio * 1.05], "verdict": "slower" if ratio > 1.05 else "same", "settled": True,
+                "input_shapes": [f"float32[1,{seq},512]", "float32[512,512]"], "wall_s": 1.0, "host": "h"}
+
+    data = {"results": [result("attention@3", 512, 1.2), result("attention@1", 128, 1.0),
+                        result("attention@2", 256, 1.1), result("other@1", 8, 1.0, "other")],
+            "baseline": "0.7.2", "candidate": "0.8.0", "jax": {}, "counts": {
+                "total": 4, "slower": 2, "faster": 0, "same": 2, "unjudged": 0, "mismatch": 0, "failed": 0,
+                "stored": 0}, "store": "s", "executor": "local", "options": {}, "rerun": False}
+    (by_size,) = sizes_render.sweep_sizes(data)
+    assert by_size["bundle"] == "attention"
+    assert [s["shape"] for s in by_size["sizes"]] == ["float32[1,128,512] (attention@1)",
+                                                      "float32[1,256,512] (attention@2)",
+                                                      "float32[1,512,512] (attention@3)"]
+    text = sweep_render.to_text(data)
+    assert "attention: time against 0.7.2 by size" in text and "1.20x [1.14-1.26]" in text
+    page = sweep_render.to_html(data)
+    assert page.count("<circle") == 3 and "by size" in page
+    assert "attention: time against 0.7.2 by size" in sweep_render.to_markdown(data)

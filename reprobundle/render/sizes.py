@@ -117,3 +117,39 @@ def sizes_data(data: dict) -> dict:
     return {**data, "sizes": [{**{k: v for k, v in s.items() if k != "comparison"},
                                "headlines": [h["text"] for h in s["comparison"]["headlines"]]}
                               for s in data["sizes"]]}
+
+
+def _elements(shapes: list[str]) -> int:
+    total = 0
+    for text in shapes:
+        dims = text.partition("[")[2].rstrip("]")
+        total += math.prod(int(d) for d in dims.split(",") if d.strip().isdigit()) if dims else 1
+    return total
+
+
+def sweep_sizes(data: dict) -> list[dict]:
+    """Per function that a sweep met at several input shapes (`capture --all-signatures`), its bundles as sizes:
+    [{"bundle": function, "baseline", "sizes": [{"shape", "bindings": {"elements": n}, "rows": [...]}]}], the
+    sizes ordered by their inputs' element count (the chart's x)."""
+    by_function: dict[str, list[dict]] = {}
+    for r in data.get("results") or []:
+        if r.get("function") and r.get("input_shapes"):
+            by_function.setdefault(r["function"], []).append(r)
+    out = []
+    for function, results in by_function.items():
+        if len({tuple(r["input_shapes"]) for r in results}) < 2:
+            continue
+        # the inputs whose shapes differ between the bundles name each size
+        varying = [i for i in range(max(len(r["input_shapes"]) for r in results))
+                   if len({tuple(r["input_shapes"][i:i + 1]) for r in results}) > 1]
+        sizes = []
+        for r in sorted(results, key=lambda r: _elements(r["input_shapes"])):
+            status = "ok" if r.get("outputs") != "failed" else "failed"
+            row = {"label": str(r["versions"][-1]), "status": status, "ratio": r.get("ratio"),
+                   "ci95": r.get("ci95"), "verdict": r.get("verdict"), "settled": r.get("settled"),
+                   "outputs": r.get("outputs")}
+            shape = " ".join(r["input_shapes"][i] for i in varying if i < len(r["input_shapes"]))
+            sizes.append({"shape": f"{shape} ({r['ref']})", "bindings": {"elements": _elements(r["input_shapes"])},
+                          "rows": [row]})
+        out.append({"bundle": function, "baseline": data.get("baseline"), "sizes": sizes})
+    return out

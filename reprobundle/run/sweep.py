@@ -94,7 +94,14 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
 
 
 def _identity(bundle: Bundle) -> dict:
-    return {"ref": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "store": bundle.ref.store_url}
+    """Which bundle, and which function at which input shapes (bundles of one function captured at several
+    signatures are told apart by these: render/sizes.sweep_sizes)."""
+    m = bundle.manifest
+    leaves = (m.get("inputs") or {}).get("leaves") or []
+    return {"ref": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "store": bundle.ref.store_url,
+            "function": str(((m.get("function") or {}).get("fields") or {}).get("fun_name") or bundle.ref.name),
+            "input_shapes": [f"{leaf.get('dtype')}[{','.join(str(d) for d in leaf.get('shape') or [])}]"
+                             for leaf in leaves]}
 
 
 # ------------------------------------------------------------------------------------------------ summaries
