@@ -4,27 +4,32 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import math
 import os
 import sys
 import zipfile
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .analysis.stored_runs import select_runs
 from .bundle.model import run_label
 from .bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_ref
 from .capture.export import export_function, load_exported
+from .capture.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
 from .capture.pack import pack as _pack
-from .errors import ReplayError, ReproBundleError, ScriptError, UsageError, clean
+from .config import DEFAULT_WARMUP, REFERENCE_REPEAT
+from .errors import ReproBundleError, ScriptError, UsageError
 from .logs import Status
 from .run.contenders import ContenderSpec, contenders_from
-from .run.execution import DEFAULT_TIMEOUT_S, Timing, dtype_of
+from .run.execution import DEFAULT_TIMEOUT_S, dtype_of
+from .run.options import ReplayOptions, check_timing, checked_timeout, replay_options
+from .run.options import parse_pin as parse_pin  # re-exported: --pin's parser
 from .run.replay import replay as _replay
-from .run.schedule import DEFAULT_STEPS
+from .run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
+
+BISECT_OPTIONS = ReplayOptions(dump=False)  # a bisection's probes keep no XLA dump
 
 DEFAULT_FACTORY = "make"
 
@@ -39,27 +44,10 @@ def resolve(ref: str, store: str | None = None) -> tuple[Registry, Bundle]:
     return open_ref(ref, store)
 
 
-def _timeout(timeout_s: float) -> float:
-    """A worker timeout: a positive, finite number of seconds (NaN, infinities, zero and negatives are refused)."""
-    try:
-        value = float(timeout_s)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if not (math.isfinite(value) and value > 0):
-        raise UsageError(f"invalid timeout {clean(timeout_s, 40)}", hint="give a positive number of seconds, e.g. 600")
-    return value
-
-
-def _timing(warmup: int, repeat: int, rounds: int | None = None) -> Timing:
-    if warmup < 0 or repeat < 1 or (rounds is not None and not 1 <= rounds <= repeat):
-        raise UsageError(f"invalid timing: warmup={warmup}, repeat={repeat}, rounds={rounds}",
-                         hint="use warmup >= 0, repeat >= 1 and 1 <= rounds <= repeat")
-    return Timing(warmup=warmup, repeat=repeat, rounds=rounds)
-
-
 def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: dict | None = None,
          static: Sequence[int | str] = (), synthetic_inputs: bool = False, seed: int = 0, description: str = "",
-         labels: dict[str, str] | None = None, source: str | None = None, warmup: int = 5, repeat: int = 50,
+         labels: dict[str, str] | None = None, source: str | None = None,
+         warmup: int = DEFAULT_WARMUP, repeat: int = REFERENCE_REPEAT,
          dump: bool = True, profile: bool = True, progress: Callable[[str], None] | None = None,
          timeout_s: float = DEFAULT_TIMEOUT_S,
          platforms: Sequence[str] | str | None = None) -> BundleRef:
@@ -74,13 +62,13 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
     `progress` gets a line as each phase starts (export, inputs, reference run, publish). `timeout_s` bounds the
     reference run's worker.
     """
-    timeout_s = _timeout(timeout_s)
+    timeout_s = checked_timeout(timeout_s)
     if progress:
         progress(Status("exporting the function with jax.export", "export"))
     exported, leaves = export_function(fn, args, kwargs, static, platforms)
     return _pack(open_registry(store), exported, None if synthetic_inputs else leaves, name=name,
                  synthetic=synthetic_inputs, seed=seed, description=description, labels=labels, source=source,
-                 timing=_timing(warmup, repeat), dump=dump, profile=profile, progress=progress, timeout_s=timeout_s)
+                 timing=check_timing(warmup, repeat), dump=dump, profile=profile, progress=progress, timeout_s=timeout_s)
 
 
 def load_npz(path: str | Path, expected: Sequence[dict] | None = None) -> list[np.ndarray]:
@@ -121,14 +109,15 @@ def _pack_loaded(fn, inputs, *, store, synthetic_inputs, warmup, repeat, **optio
         if inputs is None:
             raise UsageError("no inputs given", hint="pass --inputs FILE.npz or --synthetic-inputs")
         leaves = load_npz(inputs, fn.fields["in_avals"]) if isinstance(inputs, (str, Path)) else list(inputs)
-    options["timeout_s"] = _timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))
-    return _pack(open_registry(store), fn, leaves, synthetic=synthetic_inputs, timing=_timing(warmup, repeat),
+    options["timeout_s"] = checked_timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))
+    return _pack(open_registry(store), fn, leaves, synthetic=synthetic_inputs, timing=check_timing(warmup, repeat),
                  **options)
 
 
 def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np.ndarray] | None = None, *,
                   name: str, store: str | None = None, synthetic_inputs: bool = False, seed: int = 0,
-                  description: str = "", labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50,
+                  description: str = "", labels: dict[str, str] | None = None,
+                  warmup: int = DEFAULT_WARMUP, repeat: int = REFERENCE_REPEAT,
                   dump: bool = True, profile: bool = True, jax_version: str | None = None,
                   python: str | None = None, progress: Callable[[str], None] | None = None,
                   timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -138,7 +127,7 @@ def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np
     With `jax_version`, the artifact is read and the reference made by that JAX release, in its environment,
     so the bundle is exactly what that release produces; the host's JAX never reads the artifact.
     """
-    timeout_s = _timeout(timeout_s)
+    timeout_s = checked_timeout(timeout_s)
     data = bytes(exported) if isinstance(exported, (bytes, bytearray)) else _read(exported, "exported artifact")
     if jax_version and jax_version != "installed":
         from .capture.pack import pack_serialized_in
@@ -148,7 +137,7 @@ def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np
         leaves = load_npz(inputs) if isinstance(inputs, (str, Path)) else list(inputs)
         env = environment_manager(python=python).ensure(jax_version, progress=progress)
         return pack_serialized_in(open_registry(store), data, leaves, python=str(env.python_executable), name=name,
-                                  description=description, labels=labels, timing=_timing(warmup, repeat), dump=dump,
+                                  description=description, labels=labels, timing=check_timing(warmup, repeat), dump=dump,
                                   profile=profile, progress=progress, timeout_s=timeout_s)
     loaded = load_exported(data)
     if platforms is not None:
@@ -165,7 +154,8 @@ def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np
 
 def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray] | None = None, *, name: str,
                    store: str | None = None, synthetic_inputs: bool = False, seed: int = 0, description: str = "",
-                   labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50, dump: bool = True,
+                   labels: dict[str, str] | None = None,
+                   warmup: int = DEFAULT_WARMUP, repeat: int = REFERENCE_REPEAT, dump: bool = True,
                    profile: bool = True, progress: Callable[[str], None] | None = None,
                    timeout_s: float = DEFAULT_TIMEOUT_S,
                    platforms: Sequence[str] | str | None = None) -> BundleRef:
@@ -224,7 +214,7 @@ def load_factory(script: str) -> tuple[Path, str, Callable]:
 
 def pack_script(script: str, *, name: str, store: str | None = None, **options) -> BundleRef:
     """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`."""
-    options["timeout_s"] = _timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))  # before the script runs
+    options["timeout_s"] = checked_timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))  # before the script runs
     # This process never needs a GPU's memory held: the reference run is another process, which does.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if options.get("progress"):
@@ -247,7 +237,8 @@ def pack_script(script: str, *, name: str, store: str | None = None, **options) 
 def capture_program(command: Sequence[str], *, match: str | None = None, call: int | None = None,
                     top: int | None = None, all_signatures: bool = False, listing: bool = False,
                     name: str | None = None, store: str | None = None, description: str = "",
-                    labels: dict[str, str] | None = None, warmup: int = 5, repeat: int = 50, dump: bool = True,
+                    labels: dict[str, str] | None = None,
+                    warmup: int = DEFAULT_WARMUP, repeat: int = REFERENCE_REPEAT, dump: bool = True,
                     profile: bool = True, progress: Callable[[str], None] | None = None):
     """Run an unmodified program (`["python", "train.py", ...]`) and list or pack the jitted computations it runs.
 
@@ -260,7 +251,7 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
     from .capture.session import PackOptions
     from .capture.staging import CaptureOptions
 
-    _timing(warmup, repeat)
+    check_timing(warmup, repeat)
     if name is not None:
         from .bundle import manifest as mf
 
@@ -293,20 +284,18 @@ class ReplayResult:
         return self.runs[0]
 
 
-def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | None = None, warmup: int = 5,
-           repeat: int = DEFAULT_STEPS, rounds: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-           dump: bool = True,
-           profile: bool = True, python: str | None = None, env_dir: str | None = None,
-           progress: Callable[[str], None] | None = None,
-           memory_limit_bytes: int | None = None, shapes: dict[str, int] | Sequence[str] | None = None,
-           platform: str | None = None, pin: str | Sequence[int] | None = None,
-           max_time_s: float | None = None, variants: Sequence[str] = ()) -> ReplayResult:
+def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | None = None,
+           options: ReplayOptions | None = None, python: str | None = None, env_dir: str | None = None,
+           progress: Callable[[str], None] | None = None, variants: Sequence[str] = (),
+           **settings: Any) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
     `variants` (`"0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper;jax_default_matmul_precision=highest"`)
     add contenders: that release under those settings (XLA flags, JAX config options, environment variables),
     applied to that contender's workers only and timed in the same rounds as the versions (run/contenders.py).
 
+    How: `options` (a ReplayOptions), or `settings` naming its fields: warmup, repeat, rounds, timeout_s, dump,
+    profile, memory_limit_bytes, shapes, platform, pin, max_time_s (run/options.py holds their defaults).
     Several versions are timed in as many rounds as settle their verdicts (at most 32) unless `rounds` fixes them;
     `max_time_s` bounds that timing. `pin` ("1", "0-3", "auto" for the last CPU this process may use, or CPU ids)
     runs every version's worker on those CPUs with as many XLA threads: steadier, less realistic timings.
@@ -317,13 +306,10 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     `platform` ("cpu", "cuda", "cuda12", "cuda13", "rocm", "tpu"): where every version runs (default: the bundle's
     first accelerator platform this machine has, else the CPU; see run/platforms.py).
     """
-    from .bundle.dims import parse_bindings
-
-    shapes = parse_bindings(shapes)
     contenders = contenders_from(versions, variants)  # a malformed --variant is refused before anything runs
     from .bundle.transfer import copy_bundle, prefetch
 
-    timeout_s = _timeout(timeout_s)
+    options = replay_options(options, settings)
     registry, bundle = resolve(ref, store)
     origin = (registry, bundle)
     if registry.store.read_only:
@@ -337,32 +323,32 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     env_manager = None
     if any(c.jax != "installed" for c in contenders) or python:
         env_manager = environment_manager(env_dir, python=python)
-    pinned = parse_pin(pin)
-    if max_time_s is not None and not max_time_s > 0:
-        raise UsageError(f"invalid --max-time {max_time_s:g}", hint="give the seconds the timing may take, > 0")
-    runs = _replay(registry, bundle, contenders, timing=_timing(warmup, repeat, rounds), timeout_s=timeout_s, dump=dump,
-                   profile=profile, python=python, env_manager=env_manager, progress=progress,
-                   memory_limit_bytes=memory_limit_bytes, shapes=shapes, platform=platform, pin=pinned,
-                   max_time_s=max_time_s)
-    args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform,
-                       pin=list(pinned.cpus) if pinned else None, shapes=shapes)
-    return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(args))
+    runs = _replay(registry, bundle, contenders, options, python=python, env_manager=env_manager,
+                   progress=progress)
+    return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(options.args(max_time=False)))
 
 
 def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, baseline: str | None = None,
-                 **options: Any) -> dict:
+                 options: ReplayOptions | None = None, **replay_kwargs: Any) -> dict:
     """Replay a shape-polymorphic bundle at each combination of the sizes `shapes` gives (`["seq=128,256,512"]`),
     each size a replay of its own (the versions timed together, paired), and sum up the candidates' ratio and
-    verdict against the baseline per size. `options` are replay's.
+    verdict against the baseline per size. `options` (their shapes replaced by each size) and `replay_kwargs`
+    (store, python, progress, variants, or ReplayOptions fields) are replay's.
 
     Returns {"bundle", "baseline", "sizes": [{"shape": "seq=128", "bindings": {...}, "comparison": comparison,
     "rows": [{"label", "status", "ratio", "ci95", "verdict", "settled", "outputs"}]}]}."""
+    from dataclasses import fields, replace
+
     from .bundle.dims import parse_size_lists
 
+    names = {f.name for f in fields(ReplayOptions)}
+    settings = {k: v for k, v in replay_kwargs.items() if k in names}
+    kwargs = {k: v for k, v in replay_kwargs.items() if k not in names}
+    base_options = replay_options(options, settings)
     sizes: list[dict[str, Any]] = []
     base = baseline
     for bindings in parse_size_lists(shapes):
-        result = replay(ref, versions, shapes=bindings, **options)
+        result = replay(ref, versions, options=replace(base_options, shapes=bindings), **kwargs)
         comparison = replay_comparison(result, base)
         base = comparison["baseline"]
         shape = ", ".join(f"{k}={v}" for k, v in sorted(bindings.items()))
@@ -374,59 +360,13 @@ def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, ba
     return {"bundle": sizes[0]["comparison"]["bundle"] if sizes else ref, "baseline": base, "sizes": sizes}
 
 
-def replay_args(*, warmup: int = 5, repeat: int = DEFAULT_STEPS, rounds: int | None = None,
-                platform: str | None = None, pin: Sequence[int] | None = None,
-                shapes: dict[str, int] | None = None, max_time_s: float | None = None) -> list[str]:
-    """The non-default timing options of a replay as `reprobundle replay` flags (what a Reproduce block repeats)."""
-    args = (["--repeat", str(repeat)] if repeat != DEFAULT_STEPS else []) + (
-        ["--rounds", str(rounds)] if rounds is not None else []) + (["--warmup", str(warmup)] if warmup != 5 else [])
-    args += [a for k, v in sorted((shapes or {}).items()) for a in ("--shape", f"{k}={v}")]
-    args += ["--platform", platform] if platform else []
-    args += ["--pin", ",".join(map(str, pin))] if pin else []
-    args += ["--max-time", f"{max_time_s:g}"] if max_time_s is not None else []
-    return args
-
-
-def parse_pin(pin: str | Sequence[int] | None):
-    """`--pin` as a schedule.Pin: "auto" (the last CPU of this process's affinity mask, alone), "2", "0-3",
-    "0,2" or a sequence of CPU ids; every worker gets those CPUs and as many threads. None: not pinned."""
-    from .run.schedule import Pin
-
-    if pin is None or isinstance(pin, Pin):
-        return pin
-    try:
-        allowed = sorted(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        allowed = list(range(os.cpu_count() or 1))
-    if isinstance(pin, str):
-        text = pin.strip().lower()
-        if text == "auto":
-            cpus = [allowed[-1]]
-        else:
-            cpus = []
-            try:
-                for part in text.split(","):
-                    lo, sep, hi = part.partition("-")
-                    cpus += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
-            except ValueError:
-                raise UsageError(f"invalid --pin {pin!r}", hint="CPU ids: 2, 0-3, 0,2 or auto") from None
-    else:
-        cpus = [int(c) for c in pin]
-    cpus = sorted(set(cpus))
-    missing = [c for c in cpus if c not in allowed]
-    if not cpus or missing:
-        raise UsageError(f"--pin {pin}: CPU(s) {', '.join(map(str, missing)) or 'none'} not available to this "
-                         f"process", hint=f"this process may use CPUs {','.join(map(str, allowed))}")
-    return Pin(tuple(cpus), len(cpus))
-
-
 def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name: str | None = None,
-            max_pieces: int = 8, warmup: int = 2, repeat: int = DEFAULT_STEPS, max_time_s: float | None = None,
-            pin: str | Sequence[int] | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None,
-            env_dir: str | None = None, progress: Callable[[str], None] | None = None):
+            max_pieces: int = 8, options: ReplayOptions | None = None, python: str | None = None,
+            env_dir: str | None = None, progress: Callable[[str], None] | None = None, **settings: Any):
     """Split a bundle's StableHLO into pieces (by source line, else before each op that does work), time each piece
     standalone on versions[0] and versions[1] in paired rounds, and pack the piece whose median moved most into
-    `store` as `name` (default NAME-piece-K): a minimal repro. Returns a capture.isolate.Isolation."""
+    `store` as `name` (default NAME-piece-K): a minimal repro. Returns a capture.isolate.Isolation. `options` or
+    `settings`: replay's (warmup, repeat, max_time_s, pin, timeout_s), from ISOLATE_OPTIONS."""
     from .capture.isolate import isolate as _isolate
 
     if len(versions) != 2:
@@ -437,13 +377,13 @@ def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name
         from .bundle import manifest as mf
 
         mf.check_name(name)
+    options = replay_options(options, settings, ISOLATE_OPTIONS)
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
     env_manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in versions) else None
-    return _isolate(registry, bundle, list(versions), max_pieces=max_pieces, name=name,
-                    timing=_timing(warmup, repeat), max_time_s=max_time_s, pin=parse_pin(pin),
-                    timeout_s=_timeout(timeout_s), env_manager=env_manager, python=python, progress=progress)
+    return _isolate(registry, bundle, list(versions), options, max_pieces=max_pieces, name=name,
+                    env_manager=env_manager, python=python, progress=progress)
 
 
 def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict:
@@ -537,110 +477,46 @@ def compare(ref: str, versions: Sequence[str] | None = None, *, store: str | Non
     return comparison
 
 
-def _group_of(run: dict) -> str | None:
-    return run.get("group") or (run.get("timing") or {}).get("group")
-
-
-def _take_in_order(runs: Sequence[dict], versions: Sequence[str]) -> list[dict]:
-    """For each requested version in turn, the first of `runs` not taken yet (a version named twice, as in
-    `--jax installed --jax installed`, gets two distinct runs); versions without a run are left out."""
-    pool = list(runs)
-    chosen = []
-    for v in versions:
-        run = next((r for r in pool if run_label(r) == v), None)
-        if run is not None:
-            pool.remove(run)
-            chosen.append(run)
-    return chosen
-
-
-def select_runs(runs: Sequence[dict], versions: list[str] | None) -> tuple[list[dict], str]:
-    """The runs to compare (oldest first in, chosen out) and a sentence saying which and why."""
-    groups: dict[str, list[dict]] = {}
-    for run in runs:
-        group = _group_of(run)
-        if group:
-            groups.setdefault(group, []).append(run)
-    latest_first = sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True)
-    every = sorted({run_label(r) for r in runs})
-    for members in latest_first:
-        have = [run_label(r) for r in members]
-        if versions is None and len(members) < 2:
-            continue
-        if versions is not None and not Counter(versions) <= Counter(have):
-            continue
-        chosen = members if versions is None else _take_in_order(members, versions)
-        others = sorted(set(every) - {run_label(r) for r in chosen})
-        when = min(r["created"] for r in chosen)[:16].replace("T", " ")
-        text = (f"compared the latest replay that timed {', '.join(r['requested'] for r in chosen)} together "
-                f"(replay {_group_of(chosen[0])}, {when} UTC)")
-        if others:
-            text += f"; other stored versions: {', '.join(others)} (name them with --jax)"
-        return list(chosen), text
-    wanted = versions or list(dict.fromkeys(run_label(r) for r in runs))
-    chosen = _take_in_order(list(reversed(runs)), wanted)  # newest first: the latest run of each
-    text = (f"no single replay timed {', '.join(wanted)} together: compared the latest run of each, which are not "
-            "comparable in time (replay them together: reprobundle replay REF "
-            + " ".join("--jax " + v for v in wanted) + ")")
-    return chosen, text
-
-
-def bisect(ref: str, good: str, bad: str, *, store: str | None = None, warmup: int = 5,
-           repeat: int = DEFAULT_STEPS,
-           rounds: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, python: str | None = None,
-           env_dir: str | None = None, progress: Callable[[str], None] | None = None, platform: str | None = None,
-           executor=None, ray_address: str | None = None):
+def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
+           python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+           executor=None, ray_address: str | None = None, **settings: Any):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
-    tested on one platform: `platform`, else as replay chooses).
+    tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
+    rounds, timeout_s, platform); no XLA dump is kept.
 
     Each probe (the versions timed together) is a replay task (run/executor.py) run by `executor`, by default the
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
     in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
     from .run.bisection import bisect as _bisect
-    from .run.executor import LocalExecutor, ReplayTask
-    from .run.sweep import executor_for, run_replay_task
+    from .run.sweep import executor_for, replay_probe
     from .run.versions import version_key
 
-    timeout_s = _timeout(timeout_s)
+    options = replay_options(options, settings, BISECT_OPTIONS)
     registry, bundle = resolve(ref, store)
     manager = environment_manager(env_dir, python=python)
-    timing = _timing(warmup, repeat, rounds)
     if registry.store.read_only and (executor is not None or ray_address):
         raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
                          hint="pull it first: reprobundle pull " + ref)
     executor = executor or executor_for(ray_address)
-    options = {"warmup": warmup, "repeat": repeat, "rounds": rounds, "timeout_s": timeout_s, "platform": platform,
-               "env_dir": env_dir, "python": python, "dump": False}
-    # the local executor runs the task here: the replay's own progress lines can go to the display
-    carry_out = functools.partial(run_replay_task, progress=progress) \
-        if isinstance(executor, LocalExecutor) else run_replay_task
-
-    def replay_together(versions: Sequence[str]) -> list[dict]:
-        if registry.store.read_only:
-            return _replay(registry, bundle, versions, timing=timing, timeout_s=timeout_s, dump=False, profile=True,
-                           env_manager=manager, progress=progress, store_runs=False, platform=platform)
-        task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), options)
-        (_, outcome), = executor.run(carry_out, [task])
-        if outcome["status"] == "failed":
-            raise ReplayError(f"replaying {bundle.ref} on jax {', '.join(versions)} failed: {outcome['error']}",
-                              hint="rerun with -v to see what the replay did")
-        by_id = {r["run_id"]: r for r in registry.runs(bundle.ref.bundle_id)}
-        return [by_id[r["run_id"]] for r in outcome["runs"]]
-
-    result = _bisect(manager.available_versions(), good, bad, replay_together, progress=progress)
+    probe = replay_probe(registry, bundle, options, executor=executor, env_manager=manager, env_dir=env_dir,
+                         python=python, progress=progress)
+    result = _bisect(manager.available_versions(), good, bad, probe, progress=progress)
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
     comparison = comparison_of(registry, bundle, tested, baseline=good)
     return result, comparison
 
 
-def explain(ref: str, versions: Sequence[str], *, store: str | None = None, warmup: int = 2,
-            repeat: int = DEFAULT_STEPS, rounds: int | None = None, max_time_s: float | None = 240.0,
-            timeout_s: float = DEFAULT_TIMEOUT_S, platform: str | None = None, python: str | None = None,
-            env_dir: str | None = None, progress: Callable[[str], None] | None = None) -> dict:
+EXPLAIN_OPTIONS = ReplayOptions(warmup=2, max_time_s=240.0)  # explain's defaults: bounded, answered in ~5 minutes
+
+
+def explain(ref: str, versions: Sequence[str], *, store: str | None = None, options: ReplayOptions | None = None,
+            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+            **settings: Any) -> dict:
     """Explain why versions[1] differs from versions[0] on a bundle: the passes that changed the module on each side
     (per-pass dumps), experiments on the candidate chosen from them (each pass acting only on it disabled, the
     platform's curated flags related to the ops that moved toggled), all timed with both versions in the same paired
-    rounds (within `max_time_s`), and a diagnosis that claims only what an experiment showed (run/explain.py).
+    rounds (within `max_time_s`, the whole explain; default 240 s), and a diagnosis that claims only what an
+    experiment showed (run/explain.py). `options` or `settings`: replay's (EXPLAIN_OPTIONS' defaults).
 
     Returns run/explain.explain's dict (JSON-ready but for "runs" and "comparison", which are kept for reports) plus
     "reproduce": the Reproduce block, whose command replays the workaround when one was found."""
@@ -651,27 +527,22 @@ def explain(ref: str, versions: Sequence[str], *, store: str | None = None, warm
     if len(versions) != 2 or versions[0] == versions[1]:
         raise UsageError("explain compares two different versions",
                          hint="give --jax twice: the baseline, then the candidate, e.g. --jax 0.7.2 --jax 0.8.0")
-    if max_time_s is not None and not max_time_s > 0:
-        raise UsageError(f"invalid --max-time {max_time_s:g}", hint="give the seconds the timing may take, > 0")
-    timing = _timing(warmup, repeat, rounds)
-    timeout_s = _timeout(timeout_s)
+    options = replay_options(options, settings, base=EXPLAIN_OPTIONS)
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
     env_manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in versions) else None
-    choice = replay_platform(bundle, platform)
-    replay_fn = functools.partial(_replay, registry, bundle, timeout_s=timeout_s, python=python,
-                                  env_manager=env_manager, progress=progress, platform=platform)
+    choice = replay_platform(bundle, options.platform)
+    replay_fn = functools.partial(_replay, registry, bundle, python=python, env_manager=env_manager,
+                                  progress=progress)
     baseline, candidate = ContenderSpec(versions[0]), ContenderSpec(versions[1])
     result = _explain(registry, bundle, baseline, candidate, replay_fn=replay_fn,
                       compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
-                      platform=choice.platform, timing=timing, max_time_s=max_time_s, progress=progress,
-                      timeout_s=timeout_s)
+                      platform=choice.platform, options=options, progress=progress)
     workaround = result["diagnosis"].get("workaround")
     extra = ["--variant", f"{concrete_versions(result['runs'][1:2])[0]}:{workaround['setting']}"] if workaround else []
-    args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform)
     result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(result["runs"][:2]),
-                                         extra_args=[*extra, *args], context="snippet")
+                                         extra_args=[*extra, *options.args(max_time=False)], context="snippet")
     result["bundle"] = str(bundle.ref)
     result["explain_command"] = " ".join(["reprobundle explain", str(bundle.ref),
                                           *(f"--jax {v}" for v in concrete_versions(result["runs"][:2]))])
@@ -680,12 +551,11 @@ def explain(ref: str, versions: Sequence[str], *, store: str | None = None, warm
 
 def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = "", *, store: str | None = None,
           labels: dict[str, str] | None = None, rerun: bool = False, executor=None, ray_address: str | None = None,
-          warmup: int = 5, repeat: int = DEFAULT_STEPS, rounds: int | None = None, max_time_s: float | None = None,
-          pin: str | Sequence[int] | None = None, platform: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-          env_dir: str | None = None, python: str | None = None,
-          progress: Callable[[str], None] | None = None) -> dict:
+          options: ReplayOptions | None = None, env_dir: str | None = None, python: str | None = None,
+          progress: Callable[[str], None] | None = None, **settings: Any) -> dict:
     """Replay every selected bundle of a registry on `baseline` and `candidate` timed together (replay's paired
-    rounds and adaptive budget), storing the runs there, and sum them up.
+    rounds and adaptive budget), storing the runs there, and sum them up. `options` or `settings`: replay's
+    (warmup, repeat, rounds, max_time_s, pin, platform, timeout_s).
 
     `selection`: refs and name globs (`attn*`; the newest version of each name unless one is given; nothing: every
     bundle), kept to those carrying every `labels` key=value. A bundle that already has a replay of both versions
@@ -697,28 +567,20 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
     versions: "installed" is this host's), "executor", "options", "rerun", "results": one per bundle in selection
     order (run/executor.py's TaskResult keys, plus "reproduce": the Reproduce block), "counts": {"total", "slower",
     "faster", "same", "unjudged", "mismatch", "failed", "stored"}}."""
-    from .bundle.sharing import reproduce_info
     from .run import sweep as sweeping
     from .run.executor import LocalExecutor
 
     if not baseline or not candidate or baseline == candidate:
         raise UsageError("a sweep compares two different versions",
                          hint="give --baseline VERSION and --candidate VERSION, e.g. --baseline 0.8.0 --candidate 0.8.1")
-    _timing(warmup, repeat, rounds)
-    timeout_s = _timeout(timeout_s)
-    if max_time_s is not None and not max_time_s > 0:
-        raise UsageError(f"invalid --max-time {max_time_s:g}", hint="give the seconds the timing may take, > 0")
-    pinned = parse_pin(pin)
+    options = replay_options(options, settings)
     registry = open_registry(store)
     if registry.store.read_only:
         raise UsageError(f"{registry.url} is read-only: a sweep stores its runs in the registry it replays",
                          hint="copy the bundles into a writable store first (reprobundle pull / copy)")
     bundles = sweeping.select_bundles(registry, list(selection), labels)
     executor = executor or sweeping.executor_for(ray_address)
-    pinned_cpus = list(pinned.cpus) if pinned else None
-    options: dict[str, Any] = {"warmup": warmup, "repeat": repeat, "rounds": rounds, "max_time_s": max_time_s,
-                               "pin": pinned_cpus, "platform": platform, "timeout_s": timeout_s,
-                               "env_dir": env_dir, "python": python}
+    plain = {**options.task_options(), "env_dir": env_dir, "python": python}
     versions = (baseline, candidate)
     fn = sweeping.run_replay_task
     if isinstance(executor, LocalExecutor) and progress is not None:
@@ -740,18 +602,10 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
         else:
             progress(Status(f"{result['ref']}: {sweeping.outcome_text(result)}", "sweep", done, total))
 
-    results = sweeping.sweep(registry, bundles, versions, options, executor=executor, rerun=rerun, fn=fn,
+    results = sweeping.sweep(registry, bundles, versions, plain, executor=executor, rerun=rerun, fn=fn,
                              progress=report)
-    args = replay_args(warmup=warmup, repeat=repeat, rounds=rounds, platform=platform, pin=pinned_cpus,
-                       max_time_s=max_time_s)
-    here = {v: sweeping.host_jax() or v if v == "installed" else v for v in versions}
-    for bundle, result in zip(bundles, results):
-        concrete = [r["jax"] for r in result["runs"]] if len(result["runs"]) == 2 else [here[v] for v in versions]
-        result["reproduce"] = reproduce_info(registry, bundle, concrete, extra_args=args)
-    return {"format": "reprobundle.sweep", "version": 1, "store": registry.url, "baseline": baseline,
-            "candidate": candidate, "jax": {"baseline": here[baseline], "candidate": here[candidate]},
-            "executor": executor.name, "options": options, "rerun": rerun, "results": results,
-            "counts": sweeping.counts(results)}
+    return sweeping.sweep_report(registry, bundles, results, versions, plain, executor_name=executor.name,
+                                 rerun=rerun, extra_args=options.args())
 
 
 # ------------------------------------------------------------------------------------------------------ sharing

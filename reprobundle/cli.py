@@ -16,7 +16,19 @@ import typer
 
 from . import api
 from .bundle import manifest as mf
-from .errors import ReproBundleError, UsageError, clean, clean_values, terminal_text
+from .errors import (
+    EXIT_BUG,
+    EXIT_INTERRUPTED,
+    EXIT_NOT_OK,
+    EXIT_TERMINATED,
+    FormatError,
+    ReplayError,
+    ReproBundleError,
+    UsageError,
+    clean,
+    clean_values,
+    terminal_text,
+)
 from .render import text as report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -111,8 +123,8 @@ def pack(
     seed: int = typer.Option(0, "--seed", help="Seed of synthetic inputs."),
     description: str = typer.Option("", "--description"),
     label: List[str] = typer.Option([], "--label", help="KEY=VALUE, repeatable."),
-    warmup: int = typer.Option(5, "--warmup"),
-    repeat: int = typer.Option(50, "--repeat", help="Timed calls of the reference run."),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(api.REFERENCE_REPEAT, "--repeat", help="Timed calls of the reference run."),
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     jax_version: Optional[str] = typer.Option(None, "--jax", help="With --exported: read the artifact and make the "
                                                                  "reference on this JAX release (its own environment)."),
@@ -172,8 +184,8 @@ def capture(
                                                             "default: the function's name)."),
     description: str = typer.Option("", "--description"),
     label: List[str] = typer.Option([], "--label", help="KEY=VALUE, repeatable."),
-    warmup: int = typer.Option(5, "--warmup"),
-    repeat: int = typer.Option(50, "--repeat", help="Timed calls of each bundle's reference run."),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(api.REFERENCE_REPEAT, "--repeat", help="Timed calls of each bundle's reference run."),
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     no_profile: bool = typer.Option(False, "--no-profile", help="No profiler trace in the reference run."),
     store: Optional[str] = StoreOpt,
@@ -193,7 +205,7 @@ def capture(
         raise typer.Exit(result.exit_code)  # the program's own exit code, passed through
     if not listing and not result.captures:
         if result.failures:
-            raise typer.Exit(8)
+            raise typer.Exit(ReplayError.exit_code)  # every capture failed
         raise NotFoundError("no jitted computation matched" + (f" --match {match!r}" if match else ""),
                             hint="reprobundle capture --list -- PROGRAM shows the names of those it ran")
 
@@ -224,7 +236,7 @@ def verify(ref: str, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -
     _emit(as_json, {"bundle": str(bundle.ref), "ok": not problems, "problems": problems},
           "\n".join(problems) if problems else f"{bundle.ref}: all blobs intact")
     if problems:
-        raise typer.Exit(6)
+        raise typer.Exit(FormatError.exit_code)
 
 
 @app.command()
@@ -310,7 +322,7 @@ def replay(
     ref: str,
     jax_versions: List[str] = typer.Option([], "--jax", help="JAX version to replay on (repeatable); "
                                                             "'installed' is this interpreter's JAX (default)."),
-    warmup: int = typer.Option(5, "--warmup"),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat",
                                help="Timed steps per version over 8 rounds, so repeat/8 a round (all rounds with "
                                     "--rounds); a step is one call, or a batch of calls lasting ~50 ms."),
@@ -334,15 +346,16 @@ def replay(
     """Rerun a bundle on one or more JAX versions and compare them."""
     from .bundle.dims import several_sizes
 
-    if several_sizes(shapes):  # --shape seq=128,256,512: one replay per size, a table and a chart by size
-        _replay_sizes(ref, jax_versions, shapes, baseline, report_path, html_path, as_json, variants=variants,
-                      store=store, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout, python=python,
-                      profile=not no_profile, progress=_progress(as_json), platform=platform, max_time_s=max_time,
-                      pin=pin)
+    sizes = several_sizes(shapes)  # --shape seq=128,256,512: one replay per size, a table and a chart by size
+    options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
+                                   profile=not no_profile, shapes=None if sizes else shapes, platform=platform,
+                                   max_time_s=max_time, pin=pin)
+    versions = jax_versions or ([] if variants else ["installed"])
+    if sizes:
+        _replay_sizes(ref, versions, shapes, baseline, report_path, html_path, as_json, options=options,
+                      variants=variants, store=store, python=python, progress=_progress(as_json))
         return
-    result = api.replay(ref, jax_versions or ([] if variants else ["installed"]), store=store, warmup=warmup,
-                        repeat=repeat, rounds=rounds, timeout_s=timeout, python=python, profile=not no_profile,
-                        progress=_progress(as_json), shapes=shapes, platform=platform, max_time_s=max_time, pin=pin,
+    result = api.replay(ref, versions, store=store, options=options, python=python, progress=_progress(as_json),
                         variants=variants)
     multi = len(result.runs) > 1
     comparison = None
@@ -355,14 +368,14 @@ def replay(
         report.describe_runs(result.bundle, result.runs)
     _emit(as_json, data, human)
     if any(r["status"] != "ok" for r in result.runs):
-        raise typer.Exit(9)
+        raise typer.Exit(EXIT_NOT_OK)
 
 
 def _replay_sizes(ref: str, versions: List[str], shapes: List[str], baseline: Optional[str],
                   report_path: Optional[Path], html_path: Optional[Path], as_json: bool, **options) -> None:
     from .render import sizes as sizes_render
 
-    data = api.replay_sizes(ref, versions or ["installed"], shapes, baseline=baseline, **options)
+    data = api.replay_sizes(ref, versions, shapes, baseline=baseline, **options)
     _write_files(data, ((report_path, sizes_render.to_markdown), (html_path, sizes_render.to_html)))
     _emit(as_json, sizes_render.sizes_data(data), sizes_render.to_text(clean_values(sizes_render.sizes_data(data))))
     if any(r["status"] != "ok" for size in data["sizes"] for r in size["rows"]):
@@ -406,7 +419,7 @@ def isolate(
     name: Optional[str] = typer.Option(None, "--name", help="Name of the bundle the piece that moved most becomes "
                                                             "(default: NAME-piece-K)."),
     pieces: int = typer.Option(8, "--pieces", help="At most this many pieces."),
-    warmup: int = typer.Option(2, "--warmup"),
+    warmup: int = typer.Option(api.ISOLATE_OPTIONS.warmup, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of all pieces may take."),
     pin: Optional[str] = PinOpt,
@@ -419,8 +432,9 @@ def isolate(
     """Split a bundle into pieces, time each alone on two versions and pack the one that moved as a small bundle."""
     from .render.isolate import isolation_data, isolation_text
 
-    result = api.isolate(ref, jax_versions, store=store, name=name, max_pieces=pieces, warmup=warmup, repeat=repeat,
-                         max_time_s=max_time, pin=pin, timeout_s=timeout, python=python,
+    options = api.ReplayOptions.of(api.ISOLATE_OPTIONS, warmup=warmup, repeat=repeat, max_time_s=max_time, pin=pin,
+                                   timeout_s=timeout)
+    result = api.isolate(ref, jax_versions, store=store, name=name, max_pieces=pieces, options=options, python=python,
                          progress=_progress(as_json))
     _emit(as_json, isolation_data(result), isolation_text(result))
 
@@ -446,7 +460,7 @@ def bisect_cmd(
     ref: str,
     good: str = typer.Option(..., "--good", help="A JAX version where the bundle is fine."),
     bad: str = typer.Option(..., "--bad", help="A later JAX version where it regressed."),
-    warmup: int = typer.Option(5, "--warmup"),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per tested version, over all rounds."),
     rounds: Optional[int] = RoundsOpt,
     timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout"),
@@ -458,9 +472,10 @@ def bisect_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Binary-search the released JAX versions between --good and --bad for the first bad one."""
-    result, comparison = api.bisect(ref, good, bad, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
-                                    timeout_s=timeout,
-                                    python=python, progress=_progress(as_json), platform=platform, ray_address=ray)
+    options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
+                                   platform=platform)
+    result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
+                                    progress=_progress(as_json), ray_address=ray)
     if comparison is not None:
         _write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
@@ -486,7 +501,7 @@ def sweep(
     rerun: bool = typer.Option(False, "--rerun", help="Replay every bundle, even those with a stored replay of both "
                                                       "versions with the same timing options."),
     ray: Optional[str] = RayOpt,
-    warmup: int = typer.Option(5, "--warmup"),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per version and bundle, as replay's."),
     rounds: Optional[int] = RoundsOpt,
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of each bundle may take."),
@@ -504,14 +519,15 @@ def sweep(
     Exit 0 when every bundle ran with matching outputs (whatever the verdicts), 9 when one mismatched or failed."""
     from .render import sweep as sweep_render
 
+    options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
+                                   platform=platform, timeout_s=timeout)
     data = api.sweep(selection or [], baseline, candidate, store=store, labels=_labels(label), rerun=rerun,
-                     ray_address=ray, warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
-                     platform=platform, timeout_s=timeout, progress=_progress(as_json))
+                     ray_address=ray, options=options, progress=_progress(as_json))
     data = clean_values(data)  # from bundles and run records: each value one line, escaped
     _write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
     _emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=_terminal()[0]))
     if data["counts"]["failed"] or data["counts"]["mismatch"]:
-        raise typer.Exit(9)
+        raise typer.Exit(EXIT_NOT_OK)
 
 
 @app.command()
@@ -675,13 +691,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     except Terminated:
         _close_progress()
         typer.echo("terminated", err=True)
-        return 128 + signal.SIGTERM
+        return EXIT_TERMINATED
     except typer.Exit as e:
         return e.exit_code
     except (KeyboardInterrupt, Interrupted):
         _close_progress()
         typer.echo("interrupted", err=True)
-        return 130
+        return EXIT_INTERRUPTED
     except typer.Abort:
         return 1
     except Exception as e:  # usage errors (typer >= 0.29 bundles click: TyperException is their base) and bugs
@@ -695,7 +711,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         typer.echo(f"error: unexpected {exception_line(e)}", err=True)
         typer.echo("hint: this is a bug in reprobundle; rerun with REPROBUNDLE_DEBUG=1 and report the traceback",
                    err=True)
-        return 70
+        return EXIT_BUG
     finally:
         _close_progress()
         if previous_sigterm is not None:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# The timing a bundle's reference run (pack) gets by default; a replay's is run/options.py's.
+DEFAULT_WARMUP = 5  # untimed calls per worker before its timed ones
+REFERENCE_REPEAT = 50  # timed calls of the reference run
+
 STORE_ENV = "REPROBUNDLE_STORE"
 CACHE_ENV = "REPROBUNDLE_CACHE_DIR"
 

@@ -125,6 +125,13 @@ class ClusterError(ReproBundleError):
     exit_code = 3
 
 
+# The exit codes that are no error type's (the CLI maps each outcome to one; README "Exit codes").
+EXIT_NOT_OK = 9  # a replay or sweep ran, but a version's outputs mismatched or it did not run
+EXIT_BUG = 70  # an unexpected exception: a bug in reprobundle (EX_SOFTWARE)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM)
+
+
 def clean(text: object, limit: int | None = 200, *, newlines: bool = False) -> str:
     """`text` made safe to print on a terminal, cut to `limit` characters (with "…"; None: no cut).
 
@@ -199,6 +206,11 @@ def clean_values(obj: object) -> object:
     if isinstance(obj, (list, tuple)):
         return [clean_values(v) for v in obj]
     return obj
+
+
+def cut(text: str, width: int) -> str:
+    """`text` cut to `width` characters, the last one an ellipsis when it had more (a table cell, a status line)."""
+    return text if len(text) <= width else text[:max(1, width - 1)] + "…"
 
 
 def first_line(text: object, limit: int = 200) -> str:

@@ -772,8 +772,11 @@ ALLOWED_CALLS = {
 }
 SUBPROCESS_MODULES = {
     "run/execution.py": "runs the worker package by path in the chosen interpreter (argument list, no shell)",
-    "run/envs.py": "runs uv / python -m venv / pip and the environment's verification (argument lists, no shell, "
-                   "fixed verification code)",
+    "run/envs.py": "runs `uv pip compile` for a dry run of an environment (argument list, no shell)",
+    "run/env_build.py": "runs uv and the environment's verification (argument lists, no shell, fixed verification "
+                        "code)",
+    "run/env_installed.py": "asks the interpreter --python names for its jax version (argument list, no shell, "
+                            "fixed code)",
     "run/interpreters.py": "probes candidate interpreters and asks uv where its Pythons live (argument lists, no "
                            "shell, fixed probe code)",
     "worker/environment.py": "sysctl for the CPU model on macOS",

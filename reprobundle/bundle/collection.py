@@ -53,11 +53,6 @@ class GcReport:
     unreadable: list[tuple[str, str]] = field(default_factory=list)  # records gc could not read: (key, why)
     temp_removed: int = 0
 
-    @property
-    def kept_all(self) -> bool:
-        """An unreadable record may reference any blob: nothing was (or would be) deleted."""
-        return bool(self.kept_unaccounted)
-
 
 @dataclass
 class _Records:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, Mapping, NoReturn, cast
+from typing import Any, Callable, Mapping, NoReturn, cast, get_args
 
 import msgpack
 
@@ -43,7 +43,7 @@ from ..errors import (
 )
 from . import schema
 from .digest import digest_bytes
-from .model import Blob, Manifest, RunRecord
+from .model import Blob, Manifest, RunRecord, RunStatus
 
 MANIFEST_FORMAT = "reprobundle-bundle"
 MANIFEST_VERSION = 2
@@ -170,7 +170,7 @@ def _fail(path: str, problem: str, what: str = "manifest") -> NoReturn:
                              hint="the manifest is malformed; it was not written by a compatible reprobundle")
 
 
-RUN_STATUSES = ("ok", "mismatch", "incompatible", "error", "crashed", "timeout")
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)  # the schema's enum too (tests/test_maintainability.py)
 
 # ------------------------------------------------------------------------------------------------ versions
 

@@ -102,7 +102,9 @@ class Inputs(TypedDict):
     leaves: list[InputLeaf]
 
 
-class Timing(TypedDict):
+class TimingRecord(TypedDict):
+    """The timing a run record (or a manifest's reference) keeps; run/execution.Timing is what a replay asks for."""
+
     warmup: int
     samples_ns: list[int]
     compile_s: float
@@ -120,7 +122,7 @@ class PerOp(TypedDict):
 
 class Reference(TypedDict):
     outputs: list[OutputLeaf]
-    timing: Timing
+    timing: TimingRecord
     route: str
     per_op: NotRequired[list[PerOp]]
 
@@ -167,7 +169,7 @@ class RunRecord(TypedDict):
     check: dict[str, Any] | None
     artifacts: dict[str, Artifact]
     route: NotRequired[str | None]
-    timing: NotRequired[Timing]
+    timing: NotRequired[TimingRecord]
     per_op: NotRequired[list[PerOp]]
     attempts: NotRequired[list[Any]]
     duration_s: NotRequired[float]

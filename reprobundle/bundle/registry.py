@@ -485,7 +485,7 @@ class Registry:
         return collect(self, delete=delete, grace_s=gc_grace_s() if grace_s is None else grace_s)
 
     # ---------------------------------------------------------------------------------------- export
-    def export_zip(self, bundle: Bundle, path: str | Path, *, include_runs: bool = False, runner: bool = True) -> Path:
+    def export_zip(self, bundle: Bundle, path: str | Path, *, runner: bool = True) -> Path:
         """Write the bundle as a single-file store (same layout) at `path`, atomically. With `runner`, the zip also
         replays itself with nothing but JAX installed: `python NAME.zip` (see worker/standalone.py)."""
         problems = self.verify(bundle)

@@ -76,6 +76,12 @@ def _short(value: Any) -> str:
 def _describe(error: jsonschema.ValidationError) -> str:
     """One phrase for the violation, in the words the rest of reprobundle uses."""
     field = error.absolute_path[-1] if error.absolute_path else None
+    return (_describe_shape(error) or _describe_field(field, error.validator, error.instance)
+            or _describe_value(field, error))
+
+
+def _describe_shape(error: jsonschema.ValidationError) -> str | None:
+    """A missing or unknown field, a wrong type, a number below its minimum."""
     kind, value = error.validator, error.validator_value
     instance = error.instance
     if kind == "required":
@@ -91,12 +97,23 @@ def _describe(error: jsonschema.ValidationError) -> str:
         return f"expected {'/'.join(_TYPE_NAMES.get(str(t), str(t)) for t in wanted)}, got {got}"
     if kind == "minimum":
         return f"must be >= {value}"
+    return None
+
+
+def _describe_field(field: Any, kind: Any, instance: Any) -> str | None:
+    """A field whose values have a name of their own: a dtype, a digest, a bundle name."""
     if field == "dtype":
         return f"unknown dtype {_short(instance)}"
     if field == "digest":
         return f"not a sha256 digest: {_short(instance)}"
     if field == "name" and kind == "pattern":
         return f"invalid bundle name {_short(instance)}"
+    return None
+
+
+def _describe_value(field: Any, error: jsonschema.ValidationError) -> str:
+    kind, value = error.validator, error.validator_value
+    instance = error.instance
     if kind == "oneOf" and isinstance(instance, dict) and {"blob", "synthetic"} & set(instance):
         return "a leaf has exactly one of 'blob' and 'synthetic'"
     if kind == "enum":

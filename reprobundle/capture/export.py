@@ -39,10 +39,6 @@ def _dtype_name(dtype) -> str:
     return np.dtype(dtype).name
 
 
-def aval_spec(aval) -> dict:
-    return {"shape": [int(d) for d in aval.shape], "dtype": _dtype_name(aval.dtype)}
-
-
 def _compat_artifact(exp) -> bytes | None:
     from ..worker.stablehlo import serialize_compat_artifact
 

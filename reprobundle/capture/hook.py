@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import ReproBundleError, UsageError
+from ..units import human_bytes
 from .staging import CaptureOptions, Staged
 
 MAX_SAMPLES = 4096  # run times kept per signature (reservoir sampling) for the median
@@ -183,18 +184,10 @@ def describe_args(fun, args: tuple, kwargs: dict, static: list) -> dict:
             text = ("None" if value is None else "empty") if not leaves else \
                 type(value).__name__ if len(leaves) == 1 else f"{len(leaves)} values"
         else:
-            text = f"{len(arrays)} arrays, {_human_bytes(size)}"
+            text = f"{len(arrays)} arrays, {human_bytes(size)}"
         described.append({"name": str(name), "text": text})
     note = f"inputs sharded over {devices} devices" if devices > 1 else ""
     return {"args": described, "input_bytes": total, "note": note}
-
-
-def _human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
 
 
 def _same_values(a: list, b: list) -> bool:
@@ -281,7 +274,6 @@ class FunctionEntry:
     jit_name: str
     location: str
     via: str
-    match_text: str = ""
     sigs: dict = field(default_factory=dict)
     holder: SigEntry | None = None  # the signature being captured when only one is
     done: bool = False
@@ -408,7 +400,8 @@ class Recorder:
             return hit[1]
         info = describe_function(fun)
         entry = None
-        if info is not None and (self.pattern is None or self.pattern.search(info["match_text"])):
+        match_text = info.pop("match_text") if info is not None else ""
+        if info is not None and (self.pattern is None or self.pattern.search(match_text)):
             with self.lock:
                 entry = self.functions.get(info["key"])
                 if entry is None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -35,12 +35,15 @@ from ..errors import UsageError
 from ..logs import Status
 from ..run.budget import STOP_RULED_OUT
 from ..run.execution import DEFAULT_TIMEOUT_S, Timing
+from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay_together
 from ..worker.synthetic import synthetic_array
 from .export import MLIR_ELEMENT_DTYPES, function_ops, load_stablehlo
 from .pack import pack
 
 DEFAULT_MAX_PIECES = 8
+# A piece's workers warm up less than a replay's: its calls are short, and there are many pieces.
+DEFAULT_OPTIONS = ReplayOptions(warmup=2, dump=False, profile=False)
 # Ops that do the work of a program: in a module without source locations, each starts a piece.
 HEAVY_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution", "stablehlo.reduce",
                        "stablehlo.reduce_window", "stablehlo.custom_call", "stablehlo.while", "stablehlo.sort",
@@ -100,26 +103,11 @@ def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
                          hint="the bundle is already as small as a repro gets")
     keys = [_location_key(ops[i].location) for i in work]
     by_source = any(k is not None for k in keys)
-    groups: list[list[int]] = []
-    last_key = object()
-    for i, key in zip(work, keys):
-        if by_source:
-            new = key is not None and key != last_key
-            last_key = key if key is not None else last_key
-        else:
-            new = ops[i].name in HEAVY_OPS
-        if new or not groups:
-            groups.append([i])
-        else:
-            groups[-1].append(i)
+    groups = _merged(_groups(ops, work, keys, by_source), max_pieces)
     uses: dict[str, list[int]] = {}
     for i, op in enumerate(ops):
         for v in op.operands:
             uses.setdefault(v, []).append(i)
-    while len(groups) > max_pieces:
-        sizes = [len(a) + len(b) for a, b in zip(groups, groups[1:])]
-        k = sizes.index(min(sizes))
-        groups[k:k + 2] = [groups[k] + groups[k + 1]]
     pieces: list[Piece] = []
     pending: list[int] = []
     for n, group in enumerate(groups):
@@ -138,21 +126,41 @@ def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
     return Split(function=fn.name, pieces=pieces, args=fn.args, results=fn.returned)
 
 
+def _groups(ops: list, work: list[int], keys: list, by_source: bool) -> list[list[int]]:
+    """The ops that do work, grouped: by source line when the module has locations (a new line starts a group),
+    else a group starts at each heavy op."""
+    groups: list[list[int]] = []
+    last_key = object()
+    for i, key in zip(work, keys):
+        if by_source:
+            new = key is not None and key != last_key
+            last_key = key if key is not None else last_key
+        else:
+            new = ops[i].name in HEAVY_OPS
+        if new or not groups:
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+    return groups
+
+
+def _merged(groups: list[list[int]], max_pieces: int) -> list[list[int]]:
+    """At most `max_pieces` groups: the smallest neighbouring pair merged until they fit."""
+    while len(groups) > max_pieces:
+        sizes = [len(a) + len(b) for a, b in zip(groups, groups[1:])]
+        k = sizes.index(min(sizes))
+        groups[k:k + 2] = [groups[k] + groups[k + 1]]
+    return groups
+
+
 def _feedable(t: str) -> bool:
     m = re.fullmatch(r"tensor<(?:[0-9]+x)*([a-z0-9]+)>", t)
     return m is not None and m.group(1) in MLIR_ELEMENT_DTYPES
 
 
 def _piece(index, members, ops, types, constants, uses, returned, callees, key) -> Piece | None:
+    used, needed_constants = _piece_inputs(members, ops, constants)
     inside = set(members)
-    defined = {r for i in members for r in ops[i].results}
-    used: list[str] = []
-    needed_constants: list[str] = []
-    for i in members:
-        for name in ops[i].operands:
-            if name in defined or name in used or name in needed_constants:
-                continue
-            (needed_constants if name in constants else used).append(name)
     outputs = [r for i in members for r in ops[i].results
                if r in returned or any(u not in inside and u > max(members) for u in uses.get(r, ()))]
     if not outputs or not all(_feedable(types[v]) for v in used + outputs):
@@ -174,6 +182,19 @@ def _piece(index, members, ops, types, constants, uses, returned, callees, key) 
     label = key or f"{(heavy or [ops[members[0]].name])[0].split('.')[-1]} at op {members[0]}"
     return Piece(index=index, label=label, text=text, inputs=used, outputs=outputs,
                  ops=[ops[i].name for i in members])
+
+
+def _piece_inputs(members, ops, constants) -> tuple[list[str], list[str]]:
+    """The values the piece's ops use that it does not define: (its inputs, the constants it copies in)."""
+    defined = {r for i in members for r in ops[i].results}
+    used: list[str] = []
+    needed_constants: list[str] = []
+    for i in members:
+        for name in ops[i].operands:
+            if name in defined or name in used or name in needed_constants:
+                continue
+            (needed_constants if name in constants else used).append(name)
+    return used, needed_constants
 
 
 # ------------------------------------------------------------------------------------------------ isolate
@@ -210,7 +231,6 @@ class Isolation:
     pieces: list[PieceResult]
     moved: PieceResult | None  # the piece that moved most (a verdict of slower or faster first)
     packed: str | None  # its bundle in the user's store
-    whole_base_ns: float | None = None
 
 
 def _bundle_inputs(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
@@ -236,12 +256,13 @@ def _piece_verdict(base: dict, cand: dict) -> dict:
             "caveat": f"timed {len(paired)} round(s): too few for a verdict"}
 
 
-def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], *, max_pieces: int = DEFAULT_MAX_PIECES,
-            name: str | None = None, timing: Timing = Timing(warmup=2, repeat=100), max_time_s: float | None = None,
-            pin=None, timeout_s: float = DEFAULT_TIMEOUT_S, env_manager=None, python: str | None = None,
+def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], options: ReplayOptions = DEFAULT_OPTIONS, *,
+            max_pieces: int = DEFAULT_MAX_PIECES, name: str | None = None, env_manager=None, python: str | None = None,
             progress: Callable[[str], None] | None = None) -> Isolation:
     """Split `bundle`, pack each piece with its real inputs, time them on versions[0] (baseline) and versions[1]
-    together, and copy the piece whose median moved most into `registry` as `name` (default: NAME-piece-K)."""
+    together, and copy the piece whose median moved most into `registry` as `name` (default: NAME-piece-K).
+    `options`: how the pieces are timed (their XLA dumps and profiles are never kept)."""
+    timeout_s = options.timeout_s
     say = progress or (lambda _line: None)
     if len(versions) != 2:
         raise UsageError("isolate compares two versions", hint="give --jax twice: the baseline, then the candidate")
@@ -250,10 +271,9 @@ def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], *, max_
         split, results = pack_pieces(registry, bundle, scratch, max_pieces=max_pieces, timeout_s=timeout_s, say=say)
         say(Status(f"timing the {len(results)} pieces on jax {versions[0]} and {versions[1]} together; a piece stops "
                    "once it cannot hold the largest move", "isolate"))
-        all_runs = replay_together(scratch, [scratch.resolve(r.ref) for r in results], list(versions), timing=timing,
-                                   timeout_s=timeout_s, dump=False, profile=False, python=python,
-                                   env_manager=env_manager, progress=progress, pin=pin, max_time_s=max_time_s,
-                                   store_runs=False, largest_move=True)
+        all_runs = replay_together(scratch, [scratch.resolve(r.ref) for r in results], list(versions),
+                                   replace(options, dump=False, profile=False), python=python,
+                                   env_manager=env_manager, progress=progress, store_runs=False, largest_move=True)
         moved = judge(results, all_runs)
         packed_ref = None
         if moved is not None:

@@ -15,13 +15,13 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
+from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import ReproBundleError, UsageError
 from .staging import CaptureOptions, Staged
 
 if TYPE_CHECKING:
     from .hook import Recorder
 
-DEFAULT_WARMUP, DEFAULT_REPEAT = 5, 50
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class PackOptions:
     description: str = ""
     labels: dict = field(default_factory=dict)
     warmup: int = DEFAULT_WARMUP
-    repeat: int = DEFAULT_REPEAT
+    repeat: int = REFERENCE_REPEAT
     dump: bool = True
     profile: bool = True
 
@@ -182,7 +182,7 @@ class Capture:
     def __init__(self, match: str | None = None, *, call: int | None = None, top: int | None = None,
                  all_signatures: bool = False, name: str | None = None, store: str | None = None,
                  description: str = "", labels: dict[str, str] | None = None, warmup: int = DEFAULT_WARMUP,
-                 repeat: int = DEFAULT_REPEAT, dump: bool = True, profile: bool = True,
+                 repeat: int = REFERENCE_REPEAT, dump: bool = True, profile: bool = True,
                  progress: Callable[[str], None] | None = None) -> None:
         listing = match is None and top is None
         self.options = CaptureOptions(match=match, call=call, top=top, all_signatures=all_signatures,

@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 
 from ..analysis.comparison import REFERENCE, TIMED, short, signed_ns
-from ..errors import clean, first_line
+from ..errors import clean, cut, first_line
 from ..units import human_ns
 from .sharing import reproduce_lines, reproduce_markdown, reproduce_text, where_text
 
@@ -206,10 +206,6 @@ def _paint(text: str, style: str, color: bool) -> str:
     return f"\x1b[{code}m{text}\x1b[0m" if color and code and text else text
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(1, width - 1)] + "…"
-
-
 def _wrap(text: str, width: int, indent: str = "", more: str = "    ") -> list[str]:
     return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + more,
                          break_long_words=True, break_on_hyphens=False) or [indent.rstrip()]
@@ -227,7 +223,7 @@ def _grid(headers: list[str], rows: list[list[str]], width: int, styles: list[li
     for k, cells in enumerate([headers, ["-" * w for w in widths], *rows]):
         parts = []
         for i, (cell, w) in enumerate(zip(cells, widths)):
-            text = _cut(str(cell), w)
+            text = cut(str(cell), w)
             pad = text.ljust(w) if i < len(widths) - 1 else text
             style = styles[k - 2][i] if styles and k >= 2 and i < len(styles[k - 2]) else ""
             parts.append(_paint(pad, style, color) if style and text.strip() else pad)
@@ -281,7 +277,7 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
         lines = _wrap(h["text"], width)
         style = h["direction"] if h["direction"] in _ANSI else ""
         out += [_paint(line, style, color) for line in lines]
-    out += ["", _cut(_context_line(c), width)]
+    out += ["", cut(_context_line(c), width)]
     rep = c.get("reproduce")
     if rep:
         out += [""] + [line for x in reproduce_text(rep, brief=True) for line in _wrap(x, width, more="  ")]
@@ -297,7 +293,7 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
             out += _wrap(f"fusion: {_kinds_text(f['base'])} -> {_kinds_text(f['cand'])}; {f['summary']}{fusion_note(f)}", width,
                          "  ", "  ")
             lines = _fusion_lines(f)
-            out += ["    " + _cut(line, width - 4) for line in lines[:8]]
+            out += ["    " + cut(line, width - 4) for line in lines[:8]]
             if len(lines) > 8:
                 out.append(f"    ... and {len(lines) - 8} more (--report or --html lists them all)")
         if d["per_op"]:
@@ -470,22 +466,7 @@ def to_html(c: dict) -> str:
     parts += ["<h2>Time against the baseline</h2>", ratio_chart_svg(c),
               "<h2>Timing samples</h2>", timing_chart_svg(c["rows"])]
     for d in c["diffs"]:
-        parts += [f"<h2>jax {e(d['label'])} vs {e(d['vs'])}</h2>", f"<p><b>Where the time moved:</b> {e(d['moved'])}</p>"]
-        if d["fusion"] is not None:
-            f = d["fusion"]
-            parts.append(f"<p><b>Fusion:</b> {e(_kinds_text(f['base']))} → {e(_kinds_text(f['cand']))}; "
-                         f"{e(f['summary'] + fusion_note(f))}</p>")
-            items, rest = _capped(_fusion_lines(f), HTML_MAX_LINES)
-            if items:
-                parts.append(f"<details><summary>Fusion diff ({len(_fusion_lines(f))} changes)</summary><ul>"
-                             + "".join(f"<li>{e(x)}</li>" for x in items + ([rest] if rest else [])) + "</ul></details>")
-        if d["per_op"]:
-            moves = [_move_cells(r, "→") for r in d["per_op"]]
-            parts.append(html_table(MOVE_HEADERS, moves[:c["top"]], kind="moves"))
-            if len(moves) > c["top"]:
-                shown, _ = _capped(moves, HTML_MAX_LINES)
-                parts.append(f"<details><summary>More per-op rows ({len(shown)} of {len(moves)})</summary>"
-                             f"{html_table(MOVE_HEADERS, shown, kind='moves')}</details>")
+        parts += _html_diff(d, c["top"])
     failures = [r for r in c["rows"] if r["status"] not in TIMED]
     for r in failures:
         parts.append(f"<details><summary>jax {e(r['label'])}: {e(r['status'])}</summary>"
@@ -497,6 +478,28 @@ def to_html(c: dict) -> str:
                  + f"<li>packed with {e(_env_text(c['packed']))}</li><li>runs on {e(_env_text(c['machine']))}</li>"
                  + "".join(f"<li>{e(x)}</li>" for x in runs + c["notes"]) + "</ul>")
     return "\n".join(parts + ["</body></html>"])
+
+
+def _html_diff(d: dict, top: int) -> list[str]:
+    """One version's moves against its baseline: where the time moved, the fusion diff, the per-op table."""
+    e = html.escape
+    parts = [f"<h2>jax {e(d['label'])} vs {e(d['vs'])}</h2>", f"<p><b>Where the time moved:</b> {e(d['moved'])}</p>"]
+    if d["fusion"] is not None:
+        f = d["fusion"]
+        parts.append(f"<p><b>Fusion:</b> {e(_kinds_text(f['base']))} → {e(_kinds_text(f['cand']))}; "
+                     f"{e(f['summary'] + fusion_note(f))}</p>")
+        items, rest = _capped(_fusion_lines(f), HTML_MAX_LINES)
+        if items:
+            parts.append(f"<details><summary>Fusion diff ({len(_fusion_lines(f))} changes)</summary><ul>"
+                         + "".join(f"<li>{e(x)}</li>" for x in items + ([rest] if rest else [])) + "</ul></details>")
+    if d["per_op"]:
+        moves = [_move_cells(r, "→") for r in d["per_op"]]
+        parts.append(html_table(MOVE_HEADERS, moves[:top], kind="moves"))
+        if len(moves) > top:
+            shown, _ = _capped(moves, HTML_MAX_LINES)
+            parts.append(f"<details><summary>More per-op rows ({len(shown)} of {len(moves)})</summary>"
+                         f"{html_table(MOVE_HEADERS, shown, kind='moves')}</details>")
+    return parts
 
 
 def _html_reproduce(rep: dict) -> list[str]:

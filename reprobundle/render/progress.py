@@ -12,6 +12,8 @@ import sys
 import time
 from typing import Any, TextIO
 
+from ..errors import cut
+
 _TAGGED = ("environment", "fetch")  # phases of lines that do not say it themselves (lower layers' plain lines)
 
 
@@ -104,7 +106,7 @@ class Progress:
         self._phase = phase or self._phase
         done = max(self._done_at) if self._done_at else None
         eta = self.eta()
-        self._rich.update(self._task, description=_escape(_cut(line, 60)), total=self._total,
+        self._rich.update(self._task, description=_escape(cut(line, 60)), total=self._total,
                           completed=done or 0, count=f"{done or 0}/{self._total}" if self._total else "",
                           eta=f"ETA {clock(eta)}" if eta is not None else "")
 
@@ -112,10 +114,6 @@ class Progress:
         if self._rich is not None:
             self._rich.stop()
             self._rich = None
-
-
-def _cut(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _escape(text: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
-from ..errors import clean, first_line
+from ..errors import clean, cut, first_line
 from ..run.sweep import outcome, outcome_text
 from .comparison import CSS, PALETTE, WIDTH, details, html_table, md, md_table
 from .sharing import where_text
@@ -78,10 +78,6 @@ def _header(data: dict) -> list[str]:
             f"({data['executor']} executor)", f"store: {clean(data['store'], None)}"]
 
 
-def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
-
-
 def to_text(data: dict, width: int = WIDTH) -> str:
     """The terminal table: columns fitted to `width`, the op that moved takes what is left; failures and
     mismatches below with their reasons; the summary line last."""
@@ -91,12 +87,12 @@ def to_text(data: dict, width: int = WIDTH) -> str:
     where = min(max([len(HEADERS[4])] + [len(row[4]) for row in rows]), 24)
     moved = max(12, width - sum(fixed) - where - 2 * 4)
     widths = fixed + [moved, where]
-    lines = [_cut(line, width) for line in _header(data)]
+    lines = [cut(line, width) for line in _header(data)]
     for row in [HEADERS] + rows:
-        lines.append("  ".join(_cut(x, w).ljust(w) for x, w in zip(row, widths)).rstrip())
+        lines.append("  ".join(cut(x, w).ljust(w) for x, w in zip(row, widths)).rstrip())
     for title, items in (("failed", _failures(data["results"])), ("mismatched", _mismatches(data["results"]))):
         if items:
-            lines += ["", f"{title}:"] + [_cut(f"  {clean(ref, 60)}: {clean(first_line(why, 400), 400)}", width)
+            lines += ["", f"{title}:"] + [cut(f"  {clean(ref, 60)}: {clean(first_line(why, 400), 400)}", width)
                                           for ref, why in items]
     for by_size in sweep_sizes(data):  # one function at several signatures: its ratio by size
         lines += ["", *sizes_text(by_size).splitlines()]

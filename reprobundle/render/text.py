@@ -116,19 +116,8 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
              human_ns(ref_timing.median_ns), human_ns(ref_timing.iqr_ns), "1.00x", "bit-exact"]]
     notes = []
     for r in runs:
-        samples = (r.get("timing") or {}).get("samples_ns") or []
-        t = TimingSummary.of(samples)
         resized = (r.get("labels") or {}).get("shape")  # replay --shape: other sizes than the reference's
-        # The reference ran in another process at pack time: the ratio of medians only, never a verdict.
-        ratio = t.median_ns / ref_timing.median_ns if samples and not resized and ref_timing.median_ns else None
-        check = r.get("check") or {}
-        err = check.get("max_abs_err")
-        rows.append([
-            run_label(r), r["environment"].get("jax", "?"), r["status"], r.get("route") or "-",
-            human_ns(t.median_ns), human_ns(t.iqr_ns), f"{ratio:.2f}x" if ratio else "-",
-            "-" if not check else "bit-exact" if check.get("bit_identical") else
-            (f"{err:.2g}" if isinstance(err, (int, float)) else "?") + ("" if check.get("ok") else " (over tol)"),
-        ])
+        rows.append(_run_row(r, ref_timing, resized))
         if r["status"] != "ok" or resized:
             notes.append(_t(f"jax {r['requested']}: {r['status']}: {r['reason']}"))
         notes += [_t(f"jax {r['requested']}: {note}") for note in r.get("notes") or []]
@@ -144,6 +133,21 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
 
         text += "\n" + "\n".join(w for n in notes for w in textwrap.wrap(n, 100, subsequent_indent="    "))
     return text
+
+
+def _run_row(r: dict, ref_timing: TimingSummary, resized: str | None) -> list[str]:
+    samples = (r.get("timing") or {}).get("samples_ns") or []
+    t = TimingSummary.of(samples)
+    # The reference ran in another process at pack time: the ratio of medians only, never a verdict.
+    ratio = t.median_ns / ref_timing.median_ns if samples and not resized and ref_timing.median_ns else None
+    check = r.get("check") or {}
+    err = check.get("max_abs_err")
+    return [
+        run_label(r), r["environment"].get("jax", "?"), r["status"], r.get("route") or "-",
+        human_ns(t.median_ns), human_ns(t.iqr_ns), f"{ratio:.2f}x" if ratio else "-",
+        "-" if not check else "bit-exact" if check.get("bit_identical") else
+        (f"{err:.2g}" if isinstance(err, (int, float)) else "?") + ("" if check.get("ok") else " (over tol)"),
+    ]
 
 
 def env_data(e) -> dict:

@@ -66,8 +66,25 @@ class Budget:
         if self.start is None:
             self.start = now
         self.round_ends.append(now)
+        looked = self._look(measured)
+        if looked is None:
+            self.stopped = STOP_ALONE
+            return []
+        running, pieces = looked
+        if self.largest_move:
+            running = self._retire_pieces(running, pieces, done)
+        stop = self._stop_reason(running, done, now)
+        if stop:
+            self.stopped = stop
+            return []
+        return [key for base, candidates in running.items() for key in [base] + candidates]
+
+    def _look(self, measured: dict[str, Measurement]) -> tuple[dict[str, list[str]], list] | None:
+        """One look of the sequential test at every group: the keys it settles go to `decided`. Returns each
+        baseline's unsettled candidates and, with `largest_move`, every piece's comparison; None when no group has
+        two versions still running."""
         running: dict[str, list[str]] = {}  # baseline -> its unsettled candidates
-        pieces = []
+        pieces: list[selection.Comparison] = []
         compared = False
         for group in self.groups or [self.keys]:
             alive = [k for k in group if measured[k].failed_round is None]
@@ -89,26 +106,29 @@ class Budget:
                     self.decided[key] = found.decision
                 else:
                     running.setdefault(base, []).append(key)
-        if not compared:
-            self.stopped = STOP_ALONE
-            return []
-        if self.largest_move:
-            gone = selection.cannot_matter(pieces)
-            for candidates in running.values():
-                self.retired.update((key, done) for key in candidates if key in gone)
-                candidates[:] = [key for key in candidates if key not in gone]
-            running = {base: candidates for base, candidates in running.items() if candidates}
+        return (running, pieces) if compared else None
+
+    def _retire_pieces(self, running: dict[str, list[str]], pieces: list[selection.Comparison],
+                       done: int) -> dict[str, list[str]]:
+        """`running` without the pieces that cannot hold the function's largest move (retired after round
+        `done`)."""
+        gone = selection.cannot_matter(pieces)
+        for candidates in running.values():
+            self.retired.update((key, done) for key in candidates if key in gone)
+            candidates[:] = [key for key in candidates if key not in gone]
+        return {base: candidates for base, candidates in running.items() if candidates}
+
+    def _stop_reason(self, running: dict[str, list[str]], done: int, now: float) -> str:
+        """Why the measurement ends after round `done` ("" when another round runs)."""
         if not running:
-            self.stopped = STOP_SELECTED if self.retired else STOP_SETTLED
-            return []
+            return STOP_SELECTED if self.retired else STOP_SETTLED
         if done >= self.rounds:
-            self.stopped = STOP_ROUNDS
-            return []
+            return STOP_ROUNDS
+        assert self.start is not None
         if done >= sequential.FIRST_LOOK and self.max_time_s is not None and now + self._next_round(self.start) > (
                 self.start + self.max_time_s):
-            self.stopped = STOP_TIME
-            return []
-        return [key for base, candidates in running.items() for key in [base] + candidates]
+            return STOP_TIME
+        return ""
 
     def _next_round(self, start: float) -> float:
         """What the next round should take: the median of the rounds after the first (whose workers compiled one

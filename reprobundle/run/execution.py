@@ -20,6 +20,7 @@ import numpy as np
 
 from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_values
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
+from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import FormatError
 from ..worker.dtypes import np_dtype
 from ..worker.protocol import job_inputs
@@ -47,8 +48,8 @@ class Timing:
     """Untimed calls per worker, timed steps in all (a step is one call, or a batch for fast functions, see
     schedule.py), and rounds of fresh worker processes (None: schedule.rounds_for decides)."""
 
-    warmup: int = 5
-    repeat: int = 50
+    warmup: int = DEFAULT_WARMUP
+    repeat: int = REFERENCE_REPEAT
     rounds: int | None = None
 
 

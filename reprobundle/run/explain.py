@@ -18,7 +18,7 @@ import io
 import logging
 import time
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from ..analysis.diagnosis import diagnose
@@ -29,7 +29,7 @@ from ..bundle.registry import Bundle, Registry
 from ..errors import ReplayError
 from ..logs import Status
 from .contenders import ContenderSpec, Settings
-from .execution import DEFAULT_TIMEOUT_S, Timing
+from .options import ReplayOptions
 
 log = logging.getLogger(__name__)
 
@@ -142,10 +142,11 @@ def moved_ops(diff: dict | None) -> list[str]:
 
 
 def gather_evidence(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidate: ContenderSpec,
-                    replay_fn: Callable[..., list[dict]]) -> Evidence:
+                    replay_fn: Callable[..., list[dict]], options: ReplayOptions) -> Evidence:
     """Compile and run both once with per-pass dumps (not stored as runs) and read what the passes did."""
-    runs = replay_fn([with_flags(baseline, PASS_DUMP_FLAGS), with_flags(candidate, PASS_DUMP_FLAGS)],
-                     timing=Timing(warmup=0, repeat=1, rounds=1), dump=True, profile=False, store_runs=False)
+    once = replace(options, warmup=0, repeat=1, rounds=1, dump=True, profile=False, max_time_s=None)
+    runs = replay_fn([with_flags(baseline, PASS_DUMP_FLAGS), with_flags(candidate, PASS_DUMP_FLAGS)], once,
+                     store_runs=False)
     failed = {side: f"{run['status']}: {run['reason']}" for side, run in zip(("baseline", "candidate"), runs)
               if run["status"] not in ("ok", "mismatch")}
     pipelines = [read_pipeline(dump_files(registry, run)) if run["status"] in ("ok", "mismatch") else None
@@ -157,24 +158,36 @@ def gather_evidence(registry: Registry, bundle: Bundle, baseline: ContenderSpec,
 
 def plan(evidence: Evidence, candidate: ContenderSpec, platform: str) -> list[Experiment]:
     """The experiments on the candidate that the evidence calls for (see the module's docstring)."""
-    experiments = []
+    return _pass_experiments(evidence, candidate) + _flag_experiments(evidence, candidate, platform)
+
+
+def _pass_experiments(evidence: Evidence, candidate: ContenderSpec) -> list[Experiment]:
+    """Each pass that changed the module only on the candidate, or differently on both, disabled: the pass where the
+    pipelines diverge first, at most MAX_PASS_EXPERIMENTS."""
     passes = evidence.passes.get("passes") or []
-    only_candidate = [p for p in passes if p["candidate"] and not p["baseline"]]
-    differing = [p for p in passes if p["effect_differs"]]
     divergence = ((evidence.passes.get("divergence") or {}).get("candidate") or {}).get("pass")
     first = [p for p in passes if p["name"] == divergence and p["candidate"]]
-    chosen = list({p["name"]: p for p in first + only_candidate + differing}.values())[:MAX_PASS_EXPERIMENTS]
+    acting = [p for p in passes if (p["candidate"] and not p["baseline"]) or p["effect_differs"]]
+    chosen = list({p["name"]: p for p in first + acting}.values())[:MAX_PASS_EXPERIMENTS]
+    experiments = []
     for p in chosen:
-        why = ("changed the module only on the candidate" if not p["baseline"] else
-               "changed the module on both, differently")
+        why = "changed the module only on the candidate" if not p["baseline"] else \
+            "changed the module on both, differently"
         if p["name"] == divergence:
             why += "; the pipelines diverge there"
         experiments.append(Experiment("pass", p["name"], why,
                                       with_flags(candidate, (f"--xla_disable_hlo_passes={p['name']}",))))
+    return experiments
+
+
+def _flag_experiments(evidence: Evidence, candidate: ContenderSpec, platform: str) -> list[Experiment]:
+    """The platform's curated flags that concern the ops whose fusion changed (or every op's code, when anything
+    changed), toggled: at most MAX_FLAG_EXPERIMENTS."""
     moved = set(evidence.moved_ops)
+    changed = bool(moved) or not evidence.passes.get("identical", True)
     flags = GPU_FLAGS if platform in ("cuda", "rocm") else CPU_FLAGS if platform == "cpu" else ()
-    related = [f for f in flags if (ANY_OP in f.ops and (moved or not evidence.passes.get("identical", True)))
-               or f.ops & moved]
+    related = [f for f in flags if (ANY_OP in f.ops and changed) or f.ops & moved]
+    experiments = []
     for f in related[:MAX_FLAG_EXPERIMENTS]:
         ops = sorted(moved if ANY_OP in f.ops else f.ops & moved)
         why = f.why + (f" (ops that moved: {', '.join(ops[:4])})" if ops else "")
@@ -206,19 +219,19 @@ def experiment_facts(exp: Experiment, run: dict, rows: dict[str, dict], diffs: d
 
 def explain(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidate: ContenderSpec, *,
             replay_fn: Callable[..., list[dict]], compare_fn: Callable[[list[dict], str], dict], platform: str,
-            timing: Timing, max_time_s: float | None, progress: Callable[[str], None] | None = None,
-            timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+            options: ReplayOptions, progress: Callable[[str], None] | None = None) -> dict:
     """Run the evidence replay, the experiments and the diagnosis (see the module's docstring).
 
-    `replay_fn(contenders, **options) -> runs` replays this bundle (run/replay.replay with the caller's environment
-    options); `compare_fn(runs, baseline_label) -> comparison` compares stored runs. Returns {"baseline",
+    `replay_fn(contenders, options, store_runs=...) -> runs` replays this bundle (run/replay.replay with the caller's
+    environment); `options.max_time_s` bounds the whole explain; `compare_fn(runs, baseline_label) -> comparison`
+    compares stored runs. Returns {"baseline",
     "candidate", "platform", "passes", "fusion", "moved_ops", "experiments", "diagnosis", "comparison", "runs",
     "wall_s"}."""
     start = time.monotonic()
     if progress:
         progress(Status(f"compiling {bundle.ref} on {baseline.label} and {candidate.label} with per-pass dumps",
                         "evidence"))
-    evidence = gather_evidence(registry, bundle, baseline, candidate, replay_fn)
+    evidence = gather_evidence(registry, bundle, baseline, candidate, replay_fn, options)
     if evidence.failed:
         raise ReplayError(f"{bundle.ref}: " + "; ".join(f"the {side} did not run ({why})"
                                                          for side, why in evidence.failed.items()),
@@ -226,9 +239,9 @@ def explain(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candida
     experiments = plan(evidence, candidate, platform)
     if progress:
         progress(Status(f"{len(experiments)} experiment(s): " + ", ".join(e.setting for e in experiments), "plan"))
-    left = None if max_time_s is None else max(30.0, max_time_s - (time.monotonic() - start))
-    runs = replay_fn([baseline, candidate, *(e.spec for e in experiments)], timing=timing, dump=True,
-                     profile=True, store_runs=True, max_time_s=left)
+    left = None if options.max_time_s is None else max(30.0, options.max_time_s - (time.monotonic() - start))
+    runs = replay_fn([baseline, candidate, *(e.spec for e in experiments)],
+                     replace(options, dump=True, profile=True, max_time_s=left), store_runs=True)
     comparison = compare_fn(runs, run_label(runs[0]))
     rows = {r["label"]: r for r in comparison["rows"]}
     diffs = {d["label"]: d for d in comparison["diffs"]}

@@ -248,6 +248,13 @@ class InterpreterFinder:
             log.info("jax %s: using Python %s (%s; it supports CPython %s%s)", version, pick.describe(), why, need,
                      f", requires-python {requires_python}" if requires_python else "")
             return pick
+        raise self._none_fits(version, minors, requires_python, jaxlib, found)
+
+    def _none_fits(self, version: str, minors: list[int], requires_python: str | None, jaxlib: str | None,
+                   found: list[Interpreter]) -> NoSuitablePythonError:
+        """The error when no interpreter found fits: what jax needs, what was found, what to install or pass."""
+        need = describe_minors(minors)
+        host_minor = sys.version_info[1]
         why = f"jaxlib {jaxlib} has wheels for CPython {need}" if jaxlib else f"it supports CPython {need}"
         if requires_python:
             why += f"; jax requires-python {requires_python}"
@@ -269,4 +276,4 @@ class InterpreterFinder:
             if others:
                 pick = min(others, key=lambda i: (abs(i.minor[1] - host_minor), -i.minor[1]))
                 hint = f"pass --python {pick.executable} (Python {pick.version}), or drop --python"
-        raise NoSuitablePythonError(f"jax {version} needs Python {need} ({why}); {seen}", hint=hint)
+        return NoSuitablePythonError(f"jax {version} needs Python {need} ({why}); {seen}", hint=hint)

@@ -12,9 +12,9 @@ import math
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -28,13 +28,13 @@ from ..bundle.trees import output_names
 from ..errors import CorruptBundleError, ReproBundleError
 from ..logs import Status
 from ..store.scratch import scratch_dir
-from .budget import plan
+from .budget import Budget, plan
 from .conditions import conditions, snapshot
 from .contenders import ContenderSpec, as_specs
-from .execution import DEFAULT_TIMEOUT_S, Timing, build_job, dtype_of, environment_of, store_result
+from .execution import Timing, build_job, dtype_of, environment_of, store_result
+from .options import ReplayOptions
 from .platforms import PlatformChoice, choose_platform, detect_devices
 from .schedule import (
-    DEFAULT_STEPS,
     Contender,
     Measurement,
     Pin,
@@ -167,155 +167,242 @@ def replay_platform(bundle: Bundle, override: str | None = None) -> PlatformChoi
     return choose_platform(lowered, present, override, what=str(bundle.ref))
 
 
-def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | ContenderSpec] = ("installed",), *,
-           timing: Timing = Timing(repeat=DEFAULT_STEPS), timeout_s: float = DEFAULT_TIMEOUT_S, dump: bool = True,
-           profile: bool = True,
-           python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
-           memory_limit_bytes: int | None = None, store_runs: bool = True,
-           shapes: dict[str, int] | None = None, platform: str | None = None, pin: Pin | None = None,
-           max_time_s: float | None = None) -> list[dict]:
+def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | ContenderSpec] = ("installed",),
+           options: ReplayOptions | None = None, *, python: str | None = None, env_manager=None,
+           progress: Callable[[str], None] | None = None, store_runs: bool = True, **settings: Any) -> list[dict]:
     """Replay `bundle` on each version ("installed" is the host interpreter) and return the run records, in the
     order of `versions`. The versions are timed together, interleaved (see schedule.py); runs measured together
-    share `timing.group`, which is what lets the verdict pair their samples.
+    share `timing.group`, which is what lets the verdict pair their samples. `options` (run/options.py), or
+    `settings` naming some of its fields (a Timing as `timing`), say how.
 
-    Every version runs on one platform: `platform` ("cpu", "cuda", "cuda12", "rocm", "tpu") if given, else the
-    first of the bundle's accelerator platforms this machine has, else the CPU (replay_platform); each run's
+    Every version runs on one platform: `options.platform` ("cpu", "cuda", "cuda12", "rocm", "tpu") if given, else
+    the first of the bundle's accelerator platforms this machine has, else the CPU (replay_platform); each run's
     environment records the platform and device it ran on.
 
-    `shapes` ({"b": 16}) runs a shape-polymorphic bundle at other sizes, on synthetic inputs; its outputs are then
-    compared between the versions but not with the reference, which ran at the packed sizes.
+    `options.shapes` ({"b": 16}) runs a shape-polymorphic bundle at other sizes, on synthetic inputs; its outputs are
+    then compared between the versions but not with the reference, which ran at the packed sizes.
 
-    Without `timing.rounds`, several versions are timed in as many rounds as their verdicts need to settle
-    (budget.py), within `max_time_s`; `pin` runs every worker on the same CPUs and threads (schedule.Pin). Each
-    run's environment keeps the conditions of the measurement (`conditions`: load, CPUs, busy processes, memory,
-    the schedule) and its worker's own (`process`: affinity, threads, thread settings)."""
-    return replay_together(registry, [bundle], versions, timing=timing, timeout_s=timeout_s, dump=dump,
-                           profile=profile, python=python, env_manager=env_manager, progress=progress,
-                           memory_limit_bytes=memory_limit_bytes, store_runs=store_runs, shapes=shapes,
-                           platform=platform, pin=pin, max_time_s=max_time_s)[0]
+    Without `options.rounds`, several versions are timed in as many rounds as their verdicts need to settle
+    (budget.py), within `options.max_time_s`; `options.pin` runs every worker on the same CPUs and threads
+    (schedule.Pin). Each run's environment keeps the conditions of the measurement (`conditions`: load, CPUs, busy
+    processes, memory, the schedule) and its worker's own (`process`: affinity, threads, thread settings)."""
+    return replay_together(registry, [bundle], versions, options, python=python, env_manager=env_manager,
+                           progress=progress, store_runs=store_runs, **settings)[0]
 
 
-def replay_together(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str | ContenderSpec] = ("installed",), *,
-                    timing: Timing = Timing(repeat=DEFAULT_STEPS), timeout_s: float = DEFAULT_TIMEOUT_S,
-                    dump: bool = True, profile: bool = True, python: str | None = None, env_manager=None,
-                    progress: Callable[[str], None] | None = None, memory_limit_bytes: int | None = None,
-                    store_runs: bool = True, shapes: dict[str, int] | None = None, platform: str | None = None,
-                    pin: Pin | None = None, max_time_s: float | None = None,
-                    largest_move: bool = False) -> list[list[dict]]:
+@dataclass
+class _Target:
+    """One bundle as a replay times it: its inputs (resized or packed), its reference, its platform."""
+
+    bundle: Bundle
+    leaves: list[dict]
+    reference: Sequence[np.ndarray] | None  # None at other sizes: outputs are compared between versions only
+    platform: PlatformChoice
+
+
+@dataclass
+class _Timed:
+    """One bundle on one contender, timed in the measurement."""
+
+    bundle_index: int
+    version_index: int
+    spec: ContenderSpec
+    contender: Contender
+
+
+def replay_together(registry: Registry, bundles: Sequence[Bundle],
+                    versions: Sequence[str | ContenderSpec] = ("installed",), options: ReplayOptions | None = None, *,
+                    python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
+                    store_runs: bool = True, largest_move: bool = False, **settings: Any) -> list[list[dict]]:
     """Replay each of `bundles` on each version, all in one interleaved measurement (see replay, whose options these
     are), and return per bundle its run records in the order of `versions`. Each bundle's versions are compared
     among themselves: the budget judges them against the bundle's first version, and their steps make the same
     number of calls (schedule.Contender.group). With `largest_move` the bundles are the pieces of one function
     (isolate), and the budget stops timing those that cannot hold its largest move (budget.py)."""
+    if options is None:
+        options = ReplayOptions.of(**settings)
+    elif settings:
+        raise TypeError(f"replay takes options or settings, not both ({', '.join(settings)})")
+    timing, shapes = options.timing, options.shapes
     first_look = snapshot()
-    at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((shapes or {}).items()))
-    runs: dict[tuple[int, int], dict] = {}
-    contenders: list[tuple[int, int, ContenderSpec, Contender]] = []  # (bundle, version index, spec, contender)
-    references: list[Sequence[np.ndarray] | None] = []
-    interpreters: dict[tuple[str, str], str | Path | ReproBundleError] = {}
-    on_tpu = False
-
     specs = as_specs(versions)
-
-    def job_writer(m: dict, leaves: list[dict], platform_name: str, spec: ContenderSpec) -> Callable[[Path, int], Path]:
-        def write_job(folder: Path, round_index: int) -> Path:
-            # Later rounds keep only their timings (and profiles): their workers warm up less and skip the package
-            # list.
-            later = round_index > 0
-            return build_job(registry, m["function"], leaves, folder,
-                             timing=replace(timing, warmup=min(timing.warmup, LATER_WARMUP)) if later else timing,
-                             dump=dump and round_index == 0, profile=profile and round_index < PROFILED_ROUNDS,
-                             lockstep=True, platform=platform_name, brief_environment=later, contender=spec)
-        return write_job
-
+    jobs = _JobOptions(timing, options.dump, options.profile)
+    interpreters = _Interpreters(python, env_manager, progress)
+    runs: dict[tuple[int, int], dict] = {}
+    timed: list[_Timed] = []
+    targets: list[_Target] = []
     for b, bundle in enumerate(bundles):
-        m = bundle.manifest
-        resized = None
-        if shapes:
-            from ..worker.synthetic import synthetic_spec
-
-            resized = resized_inputs(m, shapes, synthetic_spec)
-        references.append(None if resized else reference_arrays(registry, bundle))
-        choice = replay_platform(bundle, platform)
-        log.info("%s: replaying on %s (%s)", bundle.ref, choice.platform, choice.reason)
-        on_platform = {} if choice.platform == "cpu" else {"platform": choice.platform, "build": choice.build}
-        on_tpu = on_tpu or choice.platform == "tpu"
+        target = _target(registry, bundle, shapes, options.platform)
+        targets.append(target)
         for index, spec in enumerate(specs):
-            requested = spec.jax
-            write_job = job_writer(m, resized or m["inputs"]["leaves"], choice.platform, spec)
-            start = time.perf_counter()
-            where = (requested, f"{choice.platform} {choice.build}")
-            if where not in interpreters:
-                if requested == "installed" and python is None:
-                    interpreters[where] = sys.executable
-                else:
-                    try:
-                        if env_manager is None:
-                            from .envs import EnvironmentManager
-
-                            env_manager = EnvironmentManager(python=python)
-                        interpreters[where] = env_manager.ensure(requested, progress=_phase(progress, "environment"),
-                                                                 **on_platform).python_executable
-                    except ReproBundleError as e:
-                        interpreters[where] = e
-            interpreter = interpreters[where]
-            if isinstance(interpreter, ReproBundleError):
-                runs[b, index] = _record(bundle, spec, "error",
-                                         f"no environment for jax {requested}: {interpreter.message}",
-                                         duration_s=time.perf_counter() - start)
-                continue
-            key = str(index) if len(bundles) == 1 else f"{b}.{index}"
-            label = spec.label if len(bundles) == 1 else f"{bundle.ref.name} on {spec.label}"
-            contenders.append((b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(b))))
-    keys = [c.key for _, _, _, c in contenders]
-    budget = plan(keys, timing.repeat, timing.rounds, max_time_s, largest_move=largest_move,
-                  groups=[[c.key for g, _, _, c in contenders if g == b] for b in range(len(bundles))])
-    rounds = budget.rounds
-    if progress and contenders:
+            entry = _timed_entry(registry, bundles, b, target, index, spec, jobs, interpreters)
+            if isinstance(entry, _Timed):
+                timed.append(entry)
+            else:
+                runs[b, index] = entry
+    budget = plan([t.contender.key for t in timed], timing.repeat, timing.rounds, options.max_time_s,
+                  largest_move=largest_move,
+                  groups=[[t.contender.key for t in timed if t.bundle_index == b] for b in range(len(bundles))])
+    if progress and timed:
         progress(Status(f"replaying {', '.join(str(bundle.ref) for bundle in bundles)} on jax "
-                        + ", ".join(spec.label for b, _, spec, _ in contenders if b == contenders[0][0]), "start", 0,
-                        rounds))
+                        + ", ".join(t.spec.label for t in timed if t.bundle_index == timed[0].bundle_index), "start",
+                        0, budget.rounds))
     group = Registry.new_run_id()
     with scratch_dir(tempfile.gettempdir(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
-        together = [[c for _, _, _, c in contenders]]
-        if on_tpu and len(contenders) > 1:
-            # A TPU admits one process at a time: the versions are timed one after another (the verdict then
-            # says they were not timed together).
-            log.info("%s: on a TPU only one process holds the chips, so the versions are timed one after another",
-                     ", ".join(str(bundle.ref) for bundle in bundles))
-            together = [[c] for c in together[0]]
-        measured = {}
-        before = snapshot()
-        # what other processes did since the replay started (environments, fetching); the load alone if that was short
-        busy = busy_reason(conditions(first_look, before)) if before.monotonic - first_look.monotonic > 0.3 else \
-            busy_reason({"load_before": before.loadavg, "cpus": before.cpus})
-        if busy:
-            log.warning("%s now: timings will be noisier and verdicts need more rounds (the report records it)",
-                        busy.replace("the machine was busy", "the machine is busy").replace(" before the timing", ""))
-        budget.begin()
-        for batch in together:
-            adaptive = budget.adaptive and len(batch) > 1  # a version timed alone (a TPU): the fixed rounds
-            measured.update(measure_interleaved(batch, Path(tmp), steps=budget.steps if adaptive else timing.repeat,
-                                                rounds=rounds if adaptive or not budget.adaptive else
-                                                rounds_for(len(contenders), timing.repeat, timing.rounds),
-                                                timeout_s=timeout_s,
-                                                memory_limit_bytes=memory_limit_bytes, progress=progress,
-                                                more=budget.more if adaptive else None, pin=pin))
-        measured_under = conditions(before, snapshot())
-        rounds_run = max((len(x.rounds) for x in measured.values()), default=0)
-        measured_under["schedule"] = budget.describe(rounds_run)
-        if pin is not None:
-            measured_under["pin"] = {"cpus": list(pin.cpus), "threads": pin.threads}
-        for b, index, spec, contender in contenders:
-            timed_with = group if len(together) == 1 else f"{group}-{contender.key}"
-            runs[b, index] = _measured_run(registry, bundles[b], spec, measured[contender.key],
-                                           reference=references[b], warmup=timing.warmup, group=timed_with,
-                                           at_sizes=at_sizes)
-            runs[b, index]["environment"]["conditions"] = measured_under if contender.key not in budget.retired else \
-                {**measured_under, "schedule": budget.describe(rounds_run, contender.key)}
+        batches = _batches(bundles, targets, timed)
+        measured, measured_under = _measure(batches, budget, Path(tmp), first_look, timing=timing,
+                                            timeout_s=options.timeout_s,
+                                            memory_limit_bytes=options.memory_limit_bytes, progress=progress,
+                                            pin=options.pinned, count=len(timed))
+        at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((shapes or {}).items()))
+        for t in timed:
+            timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
+            runs[t.bundle_index, t.version_index] = _timed_run(registry, targets[t.bundle_index], t, measured,
+                                                               measured_under, budget, warmup=timing.warmup,
+                                                               group=timed_with, at_sizes=at_sizes)
     ordered = [[runs[b, i] for i in range(len(specs))] for b in range(len(bundles))]
     for run in (run for per_bundle in ordered for run in per_bundle):
         run["group"] = group  # every run of this replay, timed or not: what `compare` picks a replay's runs by
         if store_runs:
             registry.put_run(run)
     return ordered
+
+
+def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dict[str, Measurement],
+               measured_under: dict, budget: Budget, *, warmup: int, group: str, at_sizes: str) -> dict:
+    """The run record of one timed contender, with the conditions it was measured under (a contender the budget
+    retired early keeps its own schedule)."""
+    key = timed.contender.key
+    run = _measured_run(registry, target.bundle, timed.spec, measured[key], reference=target.reference,
+                        warmup=warmup, group=group, at_sizes=at_sizes)
+    rounds_run = max((len(x.rounds) for x in measured.values()), default=0)
+    run["environment"]["conditions"] = measured_under if key not in budget.retired else \
+        {**measured_under, "schedule": budget.describe(rounds_run, key)}
+    return run
+
+
+@dataclass
+class _JobOptions:
+    """What each round's job asks of its worker."""
+
+    timing: Timing
+    dump: bool
+    profile: bool
+
+
+def _job_writer(registry: Registry, target: _Target, spec: ContenderSpec,
+                options: _JobOptions) -> Callable[[Path, int], Path]:
+    def write_job(folder: Path, round_index: int) -> Path:
+        # Later rounds keep only their timings (and profiles): their workers warm up less and skip the package list.
+        later = round_index > 0
+        timing = options.timing
+        return build_job(registry, target.bundle.manifest["function"], target.leaves, folder,
+                         timing=replace(timing, warmup=min(timing.warmup, LATER_WARMUP)) if later else timing,
+                         dump=options.dump and round_index == 0,
+                         profile=options.profile and round_index < PROFILED_ROUNDS,
+                         lockstep=True, platform=target.platform.platform, brief_environment=later, contender=spec)
+    return write_job
+
+
+def _target(registry: Registry, bundle: Bundle, shapes: Mapping[str, int] | None,
+            platform: str | None) -> _Target:
+    """The bundle's inputs at `shapes` (synthetic) or as packed, its reference, and the platform it replays on."""
+    m = bundle.manifest
+    resized = None
+    if shapes:
+        from ..worker.synthetic import synthetic_spec
+
+        resized = resized_inputs(m, dict(shapes), synthetic_spec)
+    reference = None if resized else reference_arrays(registry, bundle)
+    choice = replay_platform(bundle, platform)
+    log.info("%s: replaying on %s (%s)", bundle.ref, choice.platform, choice.reason)
+    return _Target(bundle, resized or m["inputs"]["leaves"], reference, choice)
+
+
+class _Interpreters:
+    """The Python interpreter of each (JAX version, platform build), resolved once per replay; a version without an
+    environment keeps its error."""
+
+    def __init__(self, python: str | None, env_manager, progress: Callable[[str], None] | None):
+        self.python = python
+        self.env_manager = env_manager
+        self.progress = progress
+        self.found: dict[tuple[str, str], str | Path | ReproBundleError] = {}
+
+    def get(self, requested: str, choice: PlatformChoice) -> str | Path | ReproBundleError:
+        where = (requested, f"{choice.platform} {choice.build}")
+        if where not in self.found:
+            self.found[where] = self._resolve(requested, choice)
+        return self.found[where]
+
+    def _resolve(self, requested: str, choice: PlatformChoice) -> str | Path | ReproBundleError:
+        if requested == "installed" and self.python is None:
+            return sys.executable
+        on_platform = {} if choice.platform == "cpu" else {"platform": choice.platform, "build": choice.build}
+        try:
+            if self.env_manager is None:
+                from .envs import EnvironmentManager
+
+                self.env_manager = EnvironmentManager(python=self.python)
+            return self.env_manager.ensure(requested, progress=_phase(self.progress, "environment"),
+                                           **on_platform).python_executable
+        except ReproBundleError as e:
+            return e
+
+
+def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: _Target, index: int,
+                 spec: ContenderSpec, jobs: _JobOptions, interpreters: _Interpreters) -> _Timed | dict:
+    """The bundle on `spec` as a contender of the measurement, or its error record without an environment."""
+    start = time.perf_counter()
+    interpreter = interpreters.get(spec.jax, target.platform)
+    if isinstance(interpreter, ReproBundleError):
+        return _record(target.bundle, spec, "error", f"no environment for jax {spec.jax}: {interpreter.message}",
+                       duration_s=time.perf_counter() - start)
+    key = str(index) if len(bundles) == 1 else f"{b}.{index}"
+    label = spec.label if len(bundles) == 1 else f"{target.bundle.ref.name} on {spec.label}"
+    write_job = _job_writer(registry, target, spec, jobs)
+    return _Timed(b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(b)))
+
+
+def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Sequence[_Timed]) -> list[list[Contender]]:
+    """The contenders timed together: all of them, or on a TPU, which admits one process at a time, one after
+    another (the verdict then says they were not timed together)."""
+    together = [t.contender for t in timed]
+    if any(t.platform.platform == "tpu" for t in targets) and len(together) > 1:
+        log.info("%s: on a TPU only one process holds the chips, so the versions are timed one after another",
+                 ", ".join(str(bundle.ref) for bundle in bundles))
+        return [[c] for c in together]
+    return [together]
+
+
+def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Path, first_look, *, timing: Timing,
+             timeout_s: float, memory_limit_bytes: int | None, progress: Callable[[str], None] | None,
+             pin: Pin | None, count: int) -> tuple[dict[str, Measurement], dict]:
+    """Each batch measured in interleaved rounds (adaptive when the budget is and the batch compares something),
+    and the conditions they were measured under."""
+    measured: dict[str, Measurement] = {}
+    before = snapshot()
+    _warn_if_busy(first_look, before)
+    budget.begin()
+    for batch in batches:
+        adaptive = budget.adaptive and len(batch) > 1  # a version timed alone (a TPU): the fixed rounds
+        measured.update(measure_interleaved(batch, workdir, steps=budget.steps if adaptive else timing.repeat,
+                                            rounds=budget.rounds if adaptive or not budget.adaptive else
+                                            rounds_for(count, timing.repeat, timing.rounds),
+                                            timeout_s=timeout_s,
+                                            memory_limit_bytes=memory_limit_bytes, progress=progress,
+                                            more=budget.more if adaptive else None, pin=pin))
+    measured_under = conditions(before, snapshot())
+    measured_under["schedule"] = budget.describe(max((len(x.rounds) for x in measured.values()), default=0))
+    if pin is not None:
+        measured_under["pin"] = {"cpus": list(pin.cpus), "threads": pin.threads}
+    return measured, measured_under
+
+
+def _warn_if_busy(first_look, before) -> None:
+    # what other processes did since the replay started (environments, fetching); the load alone if that was short
+    busy = busy_reason(conditions(first_look, before)) if before.monotonic - first_look.monotonic > 0.3 else \
+        busy_reason({"load_before": before.loadavg, "cpus": before.cpus})
+    if busy:
+        log.warning("%s now: timings will be noisier and verdicts need more rounds (the report records it)",
+                    busy.replace("the machine was busy", "the machine is busy").replace(" before the timing", ""))

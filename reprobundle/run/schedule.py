@@ -97,87 +97,131 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
     rounds done)` names the contenders that take another (a settled one retires; none named: the measurement ends).
     `pin` runs every worker on the same CPUs with the same thread count (see Pin).
     """
-    measured = {c.key: Measurement() for c in contenders}
+    session = _Session(contenders, workdir, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes, pin=pin,
+                       rounds=rounds, say=progress or (lambda _line: None))
     steps_per_round = max(1, math.ceil(steps / rounds))
     active = list(contenders)
-    say = progress or (lambda _line: None)
-    started: list[tuple[Contender, WorkerProcess]] = []
     try:
         for round_index in range(rounds):
             if not active:
                 break
-            order = rotated(active, round_index)
-            live: list[tuple[Contender, WorkerProcess]] = []
-            started = []
-            where = f"round {round_index + 1}/{rounds}"
-            if round_index > 0:
-                say(Status(f"{where}: starting " + ", ".join(c.label or c.key for c in order), "round",
-                           round_index, rounds))
-            for c in order:
-                folder = workdir / f"contender-{contenders.index(c)}" / f"round-{round_index}"
-                folder.mkdir(parents=True)
-                if round_index == 0:
-                    say(Status(f"{where}: loading and compiling on jax {c.label or c.key}", "compile", 0, rounds))
-                started.append((c, WorkerProcess(c.python, c.write_job(folder, round_index), timeout_s=timeout_s,
-                                                 memory_limit_bytes=memory_limit_bytes, lockstep=True,
-                                                 cpus=pin.cpus if pin else None,
-                                                 extra_env=pinned_env(pin.threads) if pin else None)))
-                # The first round's workers load and compile one at a time, so that their compile times and dumps
-                # are clean; later rounds only time, so their workers start together, which saves most of a start.
-                if round_index == 0:
-                    _get_ready(*started[-1], measured, live, round_index, rounds)
-            if round_index > 0:
-                for c, worker in started:
-                    _get_ready(c, worker, measured, live, round_index, rounds)
-            else:
-                # Every contender of a group makes the same number of calls a step (the fewest any of them needs): a
-                # step of 2 calls and one of 3 differ in warm-up and overhead, a bias no number of rounds removes.
-                for group in {c.group for c, _ in live}:
-                    peers = [measured[c.key] for c, _ in live if c.group == group]
-                    common = min(m.calls_per_step for m in peers)
-                    for m in peers:
-                        m.calls_per_step = common
-            say(Status(f"{where}: timing " + ", ".join(c.label or c.key for c, _ in live), "round", round_index,
-                       rounds))
-            for step in range(steps_per_round):
-                for c, worker in (live if step % 2 == 0 else live[::-1]):
-                    m = measured[c.key]
-                    if m.failed_round is not None:
-                        continue
-                    times = worker.time_calls(m.calls_per_step)
-                    if times is None:
-                        m.failed_round = round_index  # its outcome says why, below
-                        continue
-                    m.samples_ns.extend(times)
-                    m.steps.append(len(times))
-            say(Status(f"{where}: finishing (profiles, outputs)", "profile", round_index, rounds))
-            for c, worker in live:
-                m = measured[c.key]
-                outcome = worker.finish()
-                if m.failed_round is not None or outcome.status != "ok":
-                    _fail(m, outcome, round_index, rounds)
-                    continue
-                m.rounds.append(len(m.steps) - sum(m.rounds))
-                per_op = (outcome.result or {}).get("per_op")
-                if per_op:
-                    m.per_op_tables.append(per_op)
-                if round_index == 0:
-                    m.outcome = outcome
-                elif outcome.workdir is not None:
-                    shutil.rmtree(outcome.workdir, ignore_errors=True)
-            started = []
-            active = [c for c in active if measured[c.key].failed_round is None]
-            done = round_index + 1
+            live = session.start_round(rotated(active, round_index), round_index)
+            session.time_steps(live, steps_per_round, round_index)
+            session.finish_round(live, round_index)
+            active = [c for c in active if session.measured[c.key].failed_round is None]
             if more is not None and active:
-                keep = set(more(measured, done))
+                keep = set(more(session.measured, round_index + 1))
                 active = [c for c in active if c.key in keep]
     except BaseException:
-        for _, worker in started:  # interrupted (Ctrl-C) or failed here: no worker outlives the host's temp folder
-            worker.kill()
+        session.kill_started()  # interrupted (Ctrl-C) or failed here: no worker outlives the host's temp folder
         raise
-    done = max((len(m.rounds) for m in measured.values()), default=0)
-    say(Status(f"timed {done} round{'s' if done != 1 else ''}", "done", done, done))
-    return measured
+    done = max((len(m.rounds) for m in session.measured.values()), default=0)
+    session.say(Status(f"timed {done} round{'s' if done != 1 else ''}", "done", done, done))
+    return session.measured
+
+
+Live = list[tuple[Contender, WorkerProcess]]  # the workers of a round that got ready, in the round's order
+
+
+class _Session:
+    """The state of one measurement: each contender's Measurement, and the workers of the round under way."""
+
+    def __init__(self, contenders: Sequence[Contender], workdir: Path, *, timeout_s: float,
+                 memory_limit_bytes: int | None, pin: Pin | None, rounds: int, say: Callable[[str], None]):
+        self.contenders = contenders
+        self.workdir = workdir
+        self.timeout_s = timeout_s
+        self.memory_limit_bytes = memory_limit_bytes
+        self.pin = pin
+        self.rounds = rounds
+        self.say = say
+        self.measured = {c.key: Measurement() for c in contenders}
+        self.started: Live = []
+
+    def kill_started(self) -> None:
+        for _, worker in self.started:
+            worker.kill()
+
+    def _where(self, round_index: int) -> str:
+        return f"round {round_index + 1}/{self.rounds}"
+
+    def _start(self, c: Contender, round_index: int) -> WorkerProcess:
+        folder = self.workdir / f"contender-{self.contenders.index(c)}" / f"round-{round_index}"
+        folder.mkdir(parents=True)
+        pin = self.pin
+        worker = WorkerProcess(c.python, c.write_job(folder, round_index), timeout_s=self.timeout_s,
+                               memory_limit_bytes=self.memory_limit_bytes, lockstep=True,
+                               cpus=pin.cpus if pin else None, extra_env=pinned_env(pin.threads) if pin else None)
+        self.started.append((c, worker))
+        return worker
+
+    def start_round(self, order: Sequence[Contender], round_index: int) -> Live:
+        """Start a worker per contender and wait until each is ready to time; the ones that got ready."""
+        rounds, where = self.rounds, self._where(round_index)
+        live: Live = []
+        self.started = []
+        if round_index > 0:
+            # Later rounds only time, so their workers start together, which saves most of a start.
+            self.say(Status(f"{where}: starting " + ", ".join(c.label or c.key for c in order), "round",
+                            round_index, rounds))
+            for c in order:
+                self._start(c, round_index)
+            for c, worker in self.started:
+                _get_ready(c, worker, self.measured, live, round_index, rounds)
+        else:
+            # The first round's workers load and compile one at a time, so that their compile times and dumps are
+            # clean.
+            for c in order:
+                self.say(Status(f"{where}: loading and compiling on jax {c.label or c.key}", "compile", 0, rounds))
+                worker = self._start(c, round_index)
+                _get_ready(c, worker, self.measured, live, round_index, rounds)
+            self._same_calls_per_group(live)
+        return live
+
+    def _same_calls_per_group(self, live: Live) -> None:
+        # Every contender of a group makes the same number of calls a step (the fewest any of them needs): a step
+        # of 2 calls and one of 3 differ in warm-up and overhead, a bias no number of rounds removes.
+        for group in {c.group for c, _ in live}:
+            peers = [self.measured[c.key] for c, _ in live if c.group == group]
+            common = min(m.calls_per_step for m in peers)
+            for m in peers:
+                m.calls_per_step = common
+
+    def time_steps(self, live: Live, steps_per_round: int, round_index: int) -> None:
+        """The round's timed steps, alternated in ABBA order; a worker that stops answering fails the round."""
+        self.say(Status(f"{self._where(round_index)}: timing " + ", ".join(c.label or c.key for c, _ in live),
+                        "round", round_index, self.rounds))
+        for step in range(steps_per_round):
+            for c, worker in (live if step % 2 == 0 else live[::-1]):
+                m = self.measured[c.key]
+                if m.failed_round is not None:
+                    continue
+                times = worker.time_calls(m.calls_per_step)
+                if times is None:
+                    m.failed_round = round_index  # its outcome says why, in finish_round
+                    continue
+                m.samples_ns.extend(times)
+                m.steps.append(len(times))
+
+    def finish_round(self, live: Live, round_index: int) -> None:
+        """Let the workers finish one at a time (profiles never overlap) and keep what each round adds."""
+        self.say(Status(f"{self._where(round_index)}: finishing (profiles, outputs)", "profile", round_index,
+                        self.rounds))
+        for c, worker in live:
+            m = self.measured[c.key]
+            outcome = worker.finish()
+            if m.failed_round is not None or outcome.status != "ok":
+                _fail(m, outcome, round_index, self.rounds)
+                continue
+            m.rounds.append(len(m.steps) - sum(m.rounds))
+            per_op = (outcome.result or {}).get("per_op")
+            if per_op:
+                m.per_op_tables.append(per_op)
+            if round_index == 0:
+                m.outcome = outcome
+            elif outcome.workdir is not None:
+                shutil.rmtree(outcome.workdir, ignore_errors=True)
+        self.started = []
 
 
 def rotated(active: Sequence[Contender], k: int) -> list[Contender]:

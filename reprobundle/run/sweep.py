@@ -18,6 +18,7 @@ marked stored.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import importlib.metadata
 import json
 import socket
@@ -29,17 +30,14 @@ import numpy as np
 
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
-from ..errors import ReproBundleError, StoreError, UsageError, exception_line, first_line
+from ..errors import ReplayError, ReproBundleError, StoreError, UsageError, exception_line, first_line
 from .budget import plan
-from .execution import DEFAULT_TIMEOUT_S, Timing
 from .executor import Executor, LocalExecutor, ReplayTask, TaskResult, failed_result, result_skeleton
-from .schedule import DEFAULT_STEPS, Pin
+from .options import ReplayOptions
 
 # The replay options a task carries, with their defaults (plain JSON values). `pin`: a list of CPU ids or None;
 # `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults).
-DEFAULT_OPTIONS: dict[str, Any] = {"warmup": 5, "repeat": DEFAULT_STEPS, "rounds": None, "max_time_s": None,
-                                   "pin": None, "platform": None, "timeout_s": DEFAULT_TIMEOUT_S, "env_dir": None,
-                                   "python": None, "dump": True, "profile": True}
+DEFAULT_OPTIONS: dict[str, Any] = {**ReplayOptions().task_options(), "env_dir": None, "python": None}
 # Output status of a bundle across the two versions, worst last.
 OUTPUT_OK, OUTPUT_MISMATCH, OUTPUT_FAILED = "ok", "mismatch", "failed"
 TIMED = ("ok", "mismatch")
@@ -77,12 +75,8 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
         prefetch(registry, bundle)
         manager = EnvironmentManager(Path(options["env_dir"]) if options["env_dir"] else None,
                                      python=options["python"])
-        pin = Pin(tuple(options["pin"]), len(options["pin"])) if options["pin"] else None
-        runs = replay(registry, bundle, list(task.versions),
-                      timing=Timing(warmup=options["warmup"], repeat=options["repeat"], rounds=options["rounds"]),
-                      timeout_s=options["timeout_s"], dump=options["dump"], profile=options["profile"],
-                      python=options["python"], env_manager=manager, platform=options["platform"], pin=pin,
-                      max_time_s=options["max_time_s"], store_runs=False, progress=progress)
+        runs = replay(registry, bundle, list(task.versions), ReplayOptions.from_task(options),
+                      python=options["python"], env_manager=manager, store_runs=False, progress=progress)
     except StoreError:
         raise
     except ReproBundleError as e:
@@ -135,8 +129,6 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
     both versions ("ok", "mismatch": a version's outputs differ from the reference or the candidate's from the
     baseline's, "failed": a version did not run), the op that moved most, the host (None for a stored result: run
     records keep no host name), the wall time."""
-    from ..analysis.comparison import describe_move
-
     baseline, candidate = versions[0], versions[-1]
     out = {**result_skeleton(str(bundle.ref), versions), **_identity(bundle)}
     out.update(stored=stored, group=runs[0].get("group") if runs else None, wall_s=round(wall_s, 3),
@@ -144,16 +136,7 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
     out["runs"] = [{"version": run_label(r), "jax": str((r.get("environment") or {}).get("jax") or run_label(r)),
                     "run_id": r["run_id"], "status": r["status"], "reason": first_line(r.get("reason") or "", 300),
                     "created": r.get("created")} for r in runs]
-    failed = [r for r in runs if r["status"] not in TIMED]
-    mismatched = [r for r in runs if r["status"] == "mismatch"]
-    if failed:
-        out["outputs"] = OUTPUT_FAILED
-        out["outputs_detail"] = "; ".join(f"jax {r['requested']}: {r['status']}: {first_line(r.get('reason'), 200)}"
-                                          for r in failed)
-    elif mismatched:
-        out["outputs"] = OUTPUT_MISMATCH
-        out["outputs_detail"] = "; ".join(f"jax {r['requested']} vs the packed reference: {first_line(r['reason'], 200)}"
-                                          for r in mismatched)
+    out.update(_outputs_of_runs(runs))
     base_ok = any(run_label(r) == baseline and r["status"] in TIMED for r in runs)
     if not base_ok:
         return out
@@ -172,11 +155,34 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
         out["outputs_detail"] = (f"jax {candidate} vs {baseline}: outputs differ (max abs err "
                                  f"{vs_base.get('max_abs_err')})" + (f" in {vs_base['worst']}" if vs_base.get("worst")
                                                                      else ""))
-    diff = next((d for d in comparison["diffs"] if d["label"] == row["label"]), None)
-    if diff is not None:
-        out["moved_line"] = diff["moved"]
-        out["moved"] = describe_move(diff["moved_row"]) if diff["moved_row"] else None
+    out.update(_moved(comparison, row))
     return _plain(out)
+
+
+def _outputs_of_runs(runs: Sequence[dict]) -> dict[str, Any]:
+    """{"outputs", "outputs_detail"} when a version failed or its outputs differ from the reference; else nothing
+    (the skeleton's "ok")."""
+    failed = [r for r in runs if r["status"] not in TIMED]
+    if failed:
+        return {"outputs": OUTPUT_FAILED,
+                "outputs_detail": "; ".join(f"jax {r['requested']}: {r['status']}: {first_line(r.get('reason'), 200)}"
+                                            for r in failed)}
+    mismatched = [r for r in runs if r["status"] == "mismatch"]
+    if mismatched:
+        return {"outputs": OUTPUT_MISMATCH,
+                "outputs_detail": "; ".join(f"jax {r['requested']} vs the packed reference: "
+                                            f"{first_line(r['reason'], 200)}" for r in mismatched)}
+    return {}
+
+
+def _moved(comparison: dict, row: dict) -> dict[str, Any]:
+    """The candidate's fusion and per-op move ({"moved_line", "moved"}), if the comparison has its diff."""
+    from ..analysis.comparison import describe_move
+
+    diff = next((d for d in comparison["diffs"] if d["label"] == row["label"]), None)
+    if diff is None:
+        return {}
+    return {"moved_line": diff["moved"], "moved": describe_move(diff["moved_row"]) if diff["moved_row"] else None}
 
 
 def _plain(value: Any) -> Any:
@@ -328,6 +334,51 @@ def sweep(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str]
                                            f"the {executor.name} executor returned no result for this bundle")
     return [r for r in results if r is not None]
 
+
+def sweep_report(registry: Registry, bundles: Sequence[Bundle], results: list[TaskResult], versions: Sequence[str],
+                 options: dict[str, Any], *, executor_name: str, rerun: bool, extra_args: Sequence[str]) -> dict:
+    """A sweep's plain result (api.sweep's docstring): each bundle's result with its Reproduce block, the two
+    versions as concrete ones ("installed" is this host's), the counts."""
+    from ..bundle.sharing import reproduce_info
+
+    baseline, candidate = versions
+    here = {v: host_jax() or v if v == "installed" else v for v in versions}
+    for bundle, result in zip(bundles, results):
+        concrete = [r["jax"] for r in result["runs"]] if len(result["runs"]) == 2 else [here[v] for v in versions]
+        result["reproduce"] = reproduce_info(registry, bundle, concrete, extra_args=list(extra_args))
+    return {"format": "reprobundle.sweep", "version": 1, "store": registry.url, "baseline": baseline,
+            "candidate": candidate, "jax": {"baseline": here[baseline], "candidate": here[candidate]},
+            "executor": executor_name, "options": options, "rerun": rerun, "results": results,
+            "counts": counts(results)}
+
+
+def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, executor: Executor | None,
+                 env_manager, env_dir: str | None, python: str | None,
+                 progress: Callable[[str], None] | None = None) -> Callable[[Sequence[str]], list[dict]]:
+    """What a bisection calls to replay `bundle` on versions timed together: a replay task on `executor` (its runs
+    stored in the bundle's registry, read back), or, for a bundle in a read-only store, a replay here whose runs are
+    not stored."""
+    task_options = {**options.task_options(), "env_dir": env_dir, "python": python}
+    # the local executor runs the task here: the replay's own progress lines can go to the display
+    carry_out = functools.partial(run_replay_task, progress=progress) \
+        if isinstance(executor, LocalExecutor) else run_replay_task
+
+    def replay_together(versions: Sequence[str]) -> list[dict]:
+        from .replay import replay
+
+        if registry.store.read_only:
+            return replay(registry, bundle, versions, options, env_manager=env_manager, progress=progress,
+                          store_runs=False)
+        assert executor is not None
+        task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), task_options)
+        (_, outcome), = executor.run(carry_out, [task])
+        if outcome["status"] == "failed":
+            raise ReplayError(f"replaying {bundle.ref} on jax {', '.join(versions)} failed: {outcome['error']}",
+                              hint="rerun with -v to see what the replay did")
+        by_id = {r["run_id"]: r for r in registry.runs(bundle.ref.bundle_id)}
+        return [by_id[r["run_id"]] for r in outcome["runs"]]
+
+    return replay_together
 
 
 # ------------------------------------------------------------------------------------------------ counting

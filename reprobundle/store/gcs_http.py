@@ -34,6 +34,7 @@ from urllib.parse import quote
 import aiohttp
 
 from .. import __version__
+from ..errors import first_line
 
 log = logging.getLogger(__name__)
 
@@ -132,12 +133,6 @@ def failure_reason(e: BaseException, *, retries: int, connect_timeout: float, re
             return "connection refused"
         return f"cannot connect ({first_line(getattr(os_error, 'strerror', None) or os_error or e, 120)})"
     return first_line(e, 160) or type(e).__name__
-
-
-def first_line(text: object, limit: int = 200) -> str:
-    lines = str(text).strip().splitlines()
-    line = lines[0] if lines else ""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 # -- the one retry helper ---------------------------------------------------------------------------------------

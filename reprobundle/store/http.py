@@ -27,10 +27,6 @@ ENV_TIMEOUT = "REPROBUNDLE_HTTP_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0
 
 
-def is_http_url(url: str) -> bool:
-    return url.lower().startswith(("https://", "http://"))
-
-
 def _timeout() -> float:
     raw = os.environ.get(ENV_TIMEOUT, "").strip()
     try:

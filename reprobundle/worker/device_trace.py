@@ -139,20 +139,18 @@ def _attribute_track(track, instrs, schedule, by_norm):
     return out
 
 
-def reduce_device_trace(events, hlo_text, instrs, iters, module):
-    """The per-op table of a trace's accelerator kernels, in reduce_trace's shape (plus "source" and "how"), or None
-    when the trace has no accelerator device track with events (then the host's op events are what there is).
-    `instrs`: parse_hlo_instructions(hlo_text)."""
-    tracks = device_tracks(events)
-    if not any(tracks.values()):
-        return None
-    if module:  # kernels of other modules (a transfer, a convert) are not this function's
-        for key, track in list(tracks.items()):
-            tagged = [e for e in track if isinstance(e.get("args"), dict) and e["args"].get("hlo_module")]
-            if any(e["args"]["hlo_module"] == module for e in tagged):
-                tracks[key] = [e for e in track if not (isinstance(e.get("args"), dict) and e["args"].get(
-                    "hlo_module")) or e["args"]["hlo_module"] == module]
-    schedule = entry_schedule(hlo_text)
+def _keep_module(tracks, module):
+    """Each track's events without those of other modules, where the track tags any event with `module`."""
+    for key, track in list(tracks.items()):
+        tagged = [e for e in track if isinstance(e.get("args"), dict) and e["args"].get("hlo_module")]
+        if any(e["args"]["hlo_module"] == module for e in tagged):
+            tracks[key] = [e for e in track if not (isinstance(e.get("args"), dict) and e["args"].get(
+                "hlo_module")) or e["args"]["hlo_module"] == module]
+
+
+def _kernel_totals(tracks, instrs, schedule):
+    """The kernels' time by the HLO op they were attributed to ({name: [us, count]}), the total (us), the attributed
+    time by how it was attributed, the time of kernels no op was found for by kernel name, and the kernel count."""
     by_norm = dict((_norm(n), n) for n in instrs)
     rows, total_us, by_how = {}, 0.0, dict((h, 0.0) for h in _HOW)
     unattributed, kernels = {}, 0
@@ -169,6 +167,19 @@ def reduce_device_trace(events, hlo_text, instrs, iters, module):
             rec = rows.setdefault(name, [0.0, 0])
             rec[0] += dur
             rec[1] += 1
+    return rows, total_us, by_how, unattributed, kernels
+
+
+def reduce_device_trace(events, hlo_text, instrs, iters, module):
+    """The per-op table of a trace's accelerator kernels, in reduce_trace's shape (plus "source" and "how"), or None
+    when the trace has no accelerator device track with events (then the host's op events are what there is).
+    `instrs`: parse_hlo_instructions(hlo_text)."""
+    tracks = device_tracks(events)
+    if not any(tracks.values()):
+        return None
+    if module:  # kernels of other modules (a transfer, a convert) are not this function's
+        _keep_module(tracks, module)
+    rows, total_us, by_how, unattributed, kernels = _kernel_totals(tracks, instrs, entry_schedule(hlo_text))
     table = []
     for name, (us, cnt) in rows.items():
         meta = instrs.get(name, {})

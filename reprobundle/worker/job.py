@@ -32,11 +32,11 @@ from .routes import Routes
 from .settings import apply_config, apply_environment
 from .stablehlo import serialize_compat_artifact, stablehlo_versions, version_tuple
 from .synthetic import synthetic_array
-from .timing import Timing
+from .timing import TimedCalls
 from .trace import Profiling
 
 
-class Worker(Routes, Timing, Profiling):
+class Worker(Routes, TimedCalls, Profiling):
     """The state of one job; each phase checkpoints so a crash still names it."""
 
     def __init__(self, job, result_path=None, control=None):
@@ -208,20 +208,7 @@ class Worker(Routes, Timing, Profiling):
             else:
                 env["env_vars"].pop("XLA_FLAGS", None)
         if env.get("platform") is None:
-            want = job.get("platform")
-            why = env.get("backend_error")
-            plugins = ("jax-cuda", "jax_cuda") if want == "cuda" else ("jax-rocm", "jax_rocm") if want == "rocm" \
-                else ("libtpu",) if want == "tpu" else ()
-            try:
-                from importlib import metadata
-
-                packages = [str(d.metadata["Name"] or "") for d in metadata.distributions()]
-            except Exception:
-                packages = None  # unknown: say nothing about plugins
-            if plugins and packages is not None and not any(k.lower().startswith(plugins) for k in packages):
-                why = "this Python's jax has no %s support installed (no %s* package); %s" % (want, plugins[0], why)
-            raise JobError("no JAX backend could be initialised%s: %s"
-                           % (" for the platform %r" % want if want else "", why))
+            raise self._no_backend(job.get("platform"), env.get("backend_error"))
         device_environment(env)
         if job.get("platform") and env.get("platform") != job["platform"]:
             raise JobError("asked to run on %s, but jax runs on %s (%s)"
@@ -230,6 +217,11 @@ class Worker(Routes, Timing, Profiling):
             self.result["stablehlo"]["jaxlib"] = stablehlo_versions()
         except Exception as e:
             self.result["stablehlo"]["jaxlib_error"] = exc_msg(e)
+        self._enable_x64_if_needed()
+
+    def _enable_x64_if_needed(self):
+        import jax
+
         # 64-bit inputs need x64 mode, otherwise jax silently truncates them.
         wide64 = ("float64", "int64", "uint64", "complex128")
         wide = [m for m in self.input_meta if m[1].name in wide64]
@@ -239,6 +231,22 @@ class Worker(Routes, Timing, Profiling):
             jax.config.update("jax_enable_x64", True)
             self.notes.append("enabled jax_enable_x64 because the function has 64-bit inputs/outputs")
         apply_config(job, self.notes)
+
+    @staticmethod
+    def _no_backend(want, why):
+        """The error when jax initialised no backend: says which plugin package is missing when that is why."""
+        plugins = ("jax-cuda", "jax_cuda") if want == "cuda" else ("jax-rocm", "jax_rocm") if want == "rocm" \
+            else ("libtpu",) if want == "tpu" else ()
+        try:
+            from importlib import metadata
+
+            packages = [str(d.metadata["Name"] or "") for d in metadata.distributions()]
+        except Exception:
+            packages = None  # unknown: say nothing about plugins
+        if plugins and packages is not None and not any(k.lower().startswith(plugins) for k in packages):
+            why = "this Python's jax has no %s support installed (no %s* package); %s" % (want, plugins[0], why)
+        return JobError("no JAX backend could be initialised%s: %s"
+                        % (" for the platform %r" % want if want else "", why))
 
     def select_platform(self):
         """Before jax is imported: run on the job's platform (JAX_PLATFORMS), and on a GPU allocate device memory
@@ -289,9 +297,37 @@ class Worker(Routes, Timing, Profiling):
 
     def run(self):
         res = self.result
+        self.prepare()
+        loaded = self.load_function()
+        if loaded is None:
+            res["status"] = STATUS_INCOMPATIBLE
+            res["reason"] = self._incompatible_reason()
+            return res
+        route, exp, lowered, compiled = loaded
+        if self.job.get("describe"):
+            self.checkpoint("describe")
+            res["description"] = self.describe(exp)
+            self.end_phase()
+
+        self.checkpoint("hlo_text")
+        self.write_hlo(lowered, compiled)
+        self.end_phase()
+
+        failure = self.execute(compiled, route) or self.timed(compiled)
+        if failure:
+            res["status"] = STATUS_ERROR
+            res["reason"] = failure
+            return res
+        self.after_timing(compiled)
+        res["status"] = STATUS_OK
+        res["reason"] = self._replayed_reason(route)
+        return res
+
+    def prepare(self):
+        """Validate the job, load its inputs, import jax on the job's platform."""
         self.checkpoint("validate")
         self.validate()
-        res["environment"] = base_environment(packages=not self.job.get("brief_environment"))
+        self.result["environment"] = base_environment(packages=not self.job.get("brief_environment"))
         self.end_phase()
 
         self.checkpoint("inputs")
@@ -307,56 +343,48 @@ class Worker(Routes, Timing, Profiling):
         self.setup_jax()
         self.end_phase()
 
-        routes = list(self.job.get("routes") or ROUTES)
+    def load_function(self):
+        """(route, exported, lowered, compiled) by the first route that loads and compiles (the others' failures
+        in self.attempts); None when none does."""
         handlers = {
             "deserialize": self.route_deserialize,
             "rebuild": lambda: self.route_rebuild("mlir_module", "rebuild"),
             "rebuild-compat": lambda: self.route_rebuild("mlir_module_compat", "rebuild-compat"),
             "stablehlo-text": self.route_text,
         }
-        loaded = None
-        loaded_desc = None
-        for route in routes:
+        for route in list(self.job.get("routes") or ROUTES):
             self.checkpoint("route:" + route)
             try:
                 exp, desc = handlers[route]()
                 lowered, compiled, compile_s = self.lower_and_compile(exp, route, desc)
-                loaded = (route, exp, lowered, compiled, compile_s)
-                loaded_desc = desc
-                self.end_phase()
-                break
             except RouteFailure as rf:
                 entry = {"route": route, "error": rf.message, "stage": rf.stage}
                 if rf.stage == "skipped":
                     entry["skipped"] = True
                 self.attempts.append(entry)
+                self.end_phase()
+                continue
             self.end_phase()
-        if loaded is None:
-            res["status"] = STATUS_INCOMPATIBLE
-            res["reason"] = self._incompatible_reason()
-            return res
-        route, exp, lowered, compiled, compile_s = loaded
+            self.record_loaded(route, exp, desc, compile_s)
+            return route, exp, lowered, compiled
+        return None
+
+    def record_loaded(self, route, exp, desc, compile_s):
+        res = self.result
         res["route"] = route
-        ver = loaded_desc.get("version") if loaded_desc else None
+        ver = desc.get("version") if desc else None
         cur = (res["stablehlo"].get("jaxlib") or {}).get("current")
         if ver and cur and version_tuple(ver) > version_tuple(cur):
             self.notes.append("%s: %s declares StableHLO %s, newer than this jaxlib's %s, but every VHLO op and "
                               "attribute in it is known here, so it deserialized (VHLO versions ops whose "
-                              "semantics change, so this is sound)" % (route, loaded_desc["what"], ver, cur))
+                              "semantics change, so this is sound)" % (route, desc["what"], ver, cur))
         res["compile_s"] = compile_s
         res["function"] = {"fun_name": str(exp.fun_name), "nr_devices": int(exp.nr_devices),
                            "platforms": list(exp.platforms),
                            "calling_convention_version": int(exp.calling_convention_version)}
 
-        if self.job.get("describe"):
-            self.checkpoint("describe")
-            res["description"] = self.describe(exp)
-            self.end_phase()
-
-        self.checkpoint("hlo_text")
-        self.write_hlo(lowered, compiled)
-        self.end_phase()
-
+    def execute(self, compiled, route):
+        """Run the function once and write its outputs; the reason it failed, or None."""
         self.checkpoint("execute")
         try:
             out = compiled(*self.dev_inputs)
@@ -368,27 +396,32 @@ class Worker(Routes, Timing, Profiling):
         except JobError:
             raise
         except Exception as e:
-            res["status"] = STATUS_ERROR
-            res["reason"] = "execution failed after loading via route %r: %s%s" % (
+            return "execution failed after loading via route %r: %s%s" % (
                 route, "out of device memory: " if out_of_memory(e) else "", exc_msg(e))
-            return res
         self.end_phase()
+        return None
 
+    def timed(self, compiled):
+        """The timed calls (served step by step in lockstep, else warmup + repeat); the reason they failed, or
+        None."""
         self.checkpoint("timing")
         timing = self.job.get("timing") or {}
         warmup = int(timing.get("warmup", 1))
         repeat = int(timing.get("repeat", 5))
         try:
             if self.control is not None:
-                res["samples_ns"] = self.serve_timed_calls(compiled, warmup)
+                self.result["samples_ns"] = self.serve_timed_calls(compiled, warmup)
             else:
-                res["samples_ns"] = self.time_calls(compiled, warmup, repeat)
+                self.result["samples_ns"] = self.time_calls(compiled, warmup, repeat)
         except Exception as e:
-            res["status"] = STATUS_ERROR
-            res["reason"] = "timed execution failed: %s%s" % ("out of device memory: " if out_of_memory(e) else "",
-                                                               exc_msg(e))
-            return res
+            return "timed execution failed: %s%s" % ("out of device memory: " if out_of_memory(e) else "",
+                                                     exc_msg(e))
         self.end_phase()
+        return None
+
+    def after_timing(self, compiled):
+        """The process's conditions, device memory, the profile and the dump's check, after the timed calls."""
+        res = self.result
         # after the timed calls: the threads XLA and its libraries started are running now
         res["environment"]["process"] = process_conditions()
         memory = device_memory()
@@ -409,15 +442,14 @@ class Worker(Routes, Timing, Profiling):
             if d and not (os.path.isdir(d) and os.listdir(d)):
                 self.notes.append("XLA dump directory is empty (this backend/version ignored --xla_dump_to)")
 
-        res["status"] = STATUS_OK
+    def _replayed_reason(self, route):
         failed = [a for a in self.attempts if not a.get("skipped")]
         reason = "replayed via route %r" % route
         if failed:
             reason += " after %s failed (%s)" % (", ".join(a["route"] for a in failed),
                                                  "; ".join("%s: %s" % (a["route"], first_lines(a["error"], 300))
                                                            for a in failed))
-        res["reason"] = reason
-        return res
+        return reason
 
     def _incompatible_reason(self):
         import jax

@@ -224,20 +224,7 @@ class Routes(object):
         when it lowers the call of an Exported.  jaxlib 0.4.30 also registers its one typed-FFI kernel
         (``lapack_?potrf_ffi``) under the untyped custom-call API, where a typed-FFI call cannot find it.
         """
-        import jax
-
-        if jax.default_backend() != "cpu":
-            return
-        data = bytes(exp.mlir_module_serialized)
-        if not any(p.encode() in data for p in KERNEL_PREFIXES):  # cheap: bytecode keeps strings as they are
-            return
-        try:
-            targets = custom_call_targets(lowered.as_text())
-        except Exception:
-            import re
-
-            targets = set(re.findall(r"(?:%s)[A-Za-z0-9_]+" % "|".join(KERNEL_PREFIXES), data.decode("latin-1")))
-        kernels = sorted(t for t in targets if t.startswith(KERNEL_PREFIXES))
+        kernels = self._cpu_kernels(lowered, exp)
         if not kernels:
             return
         lapack = jaxlib_lapack()
@@ -254,20 +241,7 @@ class Routes(object):
         done.update(kernels)
         if not new:
             return
-        # An *_ffi kernel listed with a bare capsule is registered under the untyped API (jaxlib 0.4.30):
-        # register it again as a typed-FFI handler, which is what the module's custom call looks up.
-        for t in new:
-            if t.endswith("_ffi") and t in provided and t in registered and not isinstance(registered[t], dict):
-                try:
-                    from jax._src.lib import xla_client
-
-                    xla_client.register_custom_call_target(t, provided[t], platform="cpu", api_version=1)
-                    self.notes.append("registered jaxlib's %s as a typed-FFI custom-call target (this jaxlib "
-                                      "registers it only under the untyped API, where the module's typed-FFI "
-                                      "call cannot find it)" % t)
-                except Exception as e:
-                    self.notes.append("could not register %s as a typed-FFI custom-call target: %s"
-                                      % (t, exc_msg(e)))
+        self._register_typed_ffi(new, provided, registered)
         init = getattr(lapack, "initialize", None)
         if init is None:
             return
@@ -283,6 +257,40 @@ class Routes(object):
             self.notes.append("initialized jaxlib's CPU LAPACK kernels (jaxlib.cpu._lapack.initialize) for the "
                               "custom calls %s: this jax does so only when it lowers a linalg op itself, and "
                               "without it the call would crash" % ", ".join(new))
+
+    @staticmethod
+    def _cpu_kernels(lowered, exp):
+        """The jaxlib CPU kernels (LAPACK, BLAS) the module calls, sorted; none off the CPU."""
+        import jax
+
+        if jax.default_backend() != "cpu":
+            return []
+        data = bytes(exp.mlir_module_serialized)
+        if not any(p.encode() in data for p in KERNEL_PREFIXES):  # cheap: bytecode keeps strings as they are
+            return []
+        try:
+            targets = custom_call_targets(lowered.as_text())
+        except Exception:
+            import re
+
+            targets = set(re.findall(r"(?:%s)[A-Za-z0-9_]+" % "|".join(KERNEL_PREFIXES), data.decode("latin-1")))
+        return sorted(t for t in targets if t.startswith(KERNEL_PREFIXES))
+
+    def _register_typed_ffi(self, new, provided, registered):
+        # An *_ffi kernel listed with a bare capsule is registered under the untyped API (jaxlib 0.4.30):
+        # register it again as a typed-FFI handler, which is what the module's custom call looks up.
+        for t in new:
+            if t.endswith("_ffi") and t in provided and t in registered and not isinstance(registered[t], dict):
+                try:
+                    from jax._src.lib import xla_client
+
+                    xla_client.register_custom_call_target(t, provided[t], platform="cpu", api_version=1)
+                    self.notes.append("registered jaxlib's %s as a typed-FFI custom-call target (this jaxlib "
+                                      "registers it only under the untyped API, where the module's typed-FFI "
+                                      "call cannot find it)" % t)
+                except Exception as e:
+                    self.notes.append("could not register %s as a typed-FFI custom-call target: %s"
+                                      % (t, exc_msg(e)))
 
     def _explain_module_failure(self, e, desc):
         msg = exc_msg(e)

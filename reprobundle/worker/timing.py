@@ -24,7 +24,7 @@ class Control:
         return line.strip() if line else None
 
 
-class Timing(object):
+class TimedCalls(object):
     """Timed calls, on the worker's own or in lockstep with the host (see the package docstring). Mixed into job.Worker."""
 
     def time_calls(self, compiled, warmup, repeat):

@@ -49,20 +49,7 @@ _MARKER_SLACK_US = 50.0  # an end marker is emitted just after its scope closes
 
 def _completions(ops, events):
     """Per op event (same order), when its work completed (us): see the comment above."""
-    markers = {}
-    scopes = {}
-    for e in events:
-        if not isinstance(e, dict) or e.get("ph") != "X":
-            continue
-        name = str(e.get("name") or "")
-        if name.startswith(END_PREFIX):
-            markers.setdefault((e.get("pid"), name[len(END_PREFIX):]), []).append(
-                (float(e.get("ts") or 0.0), e.get("tid")))
-        elif name == EXECUTOR_SCOPE:
-            ts = float(e.get("ts") or 0.0)
-            scopes.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + float(e.get("dur") or 0.0)))
-    for v in markers.values():
-        v.sort(key=lambda m: m[0])
+    markers, scopes = _markers_and_scopes(events)
     # launches of one op, in order: each takes the first unused end marker after it, before its next launch
     launches = {}
     for i, e in enumerate(ops):
@@ -81,13 +68,35 @@ def _completions(ops, events):
                 continue
             ts, tid = found[at]
             at += 1
-            completed = ts
-            enclosing = [s for s in scopes.get((ops[i].get("pid"), tid), ())
-                         if done[i] <= s[0] <= ts <= s[1] + _MARKER_SLACK_US]
-            if enclosing:
-                completed = max(enclosing)[0]  # the innermost: the latest to start
-            done[i] = max(done[i], completed)
+            done[i] = max(done[i], _completed(ts, scopes.get((ops[i].get("pid"), tid), ()), done[i]))
     return done
+
+
+def _markers_and_scopes(events):
+    """The end markers by (pid, op name): [(ts, tid)] in time order; the executor scopes by (pid, tid): [(start,
+    end)]."""
+    markers = {}
+    scopes = {}
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "X":
+            continue
+        name = str(e.get("name") or "")
+        if name.startswith(END_PREFIX):
+            markers.setdefault((e.get("pid"), name[len(END_PREFIX):]), []).append(
+                (float(e.get("ts") or 0.0), e.get("tid")))
+        elif name == EXECUTOR_SCOPE:
+            ts = float(e.get("ts") or 0.0)
+            scopes.setdefault((e.get("pid"), e.get("tid")), []).append((ts, ts + float(e.get("dur") or 0.0)))
+    for v in markers.values():
+        v.sort(key=lambda m: m[0])
+    return markers, scopes
+
+
+def _completed(marker_ts, scopes, launch_end):
+    """When an op whose end marker is at `marker_ts` completed: the start of the innermost executor scope (the
+    latest to start) that encloses the marker and began after the launch returned, else the marker itself."""
+    enclosing = [s for s in scopes if launch_end <= s[0] <= marker_ts <= s[1] + _MARKER_SLACK_US]
+    return max(enclosing)[0] if enclosing else marker_ts
 
 
 def _attribute(ops, done):
@@ -124,18 +133,8 @@ def reduce_trace(path, hlo_text, iters):
     "async_ops" (ops whose work outlived their event)}; rows are {"name", "kind", "time_ns" (wall time per call
     attributed to the op, shared with the ops in flight at the same time), "event_ns" (its events' summed duration
     per call), "count", "total_count", "op_name"}."""
-    import gzip
-    import json
-
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as fh:
-        tr = json.load(fh)
-    events = tr.get("traceEvents", []) if isinstance(tr, dict) else tr
-    module = None
-    for line in hlo_text.splitlines():
-        if line.startswith("HloModule "):
-            module = line.split()[1].rstrip(",")
-            break
+    events = _load_events(path)
+    module = _module_name(hlo_text)
     out = {"rows": [], "note": None, "module": module, "attributed_ns": 0.0, "event_ns": 0.0, "async_ops": []}
     instrs = parse_hlo_instructions(hlo_text)
     device = reduce_device_trace(events, hlo_text, instrs, iters, module)  # a GPU/TPU: its kernels (device_trace.py)
@@ -147,31 +146,10 @@ def reduce_trace(path, hlo_text, iters):
         out["note"] = ("this jax/jaxlib's profiler emitted no per-HLO-op events (no 'hlo_op' trace args) on "
                        "this backend; per-op table left empty")
         return out
-    # On accelerators the same op can appear on host and device tracks: prefer device time.
-    pnames = {}
-    for e in events:
-        if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name":
-            pnames[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
-    dev = [e for e in ops if pnames.get(e.get("pid"), "").startswith("/device:")]
-    if dev:
-        ops = dev
-    mods = {e["args"].get("hlo_module") for e in ops}
-    note = None
-    if module and module in mods:
-        ops = [e for e in ops if e["args"].get("hlo_module") == module]
-    elif module:
-        note = "no op events tagged with module %r (found %s); used all op events" % (module, sorted(
-            str(m) for m in mods))
+    ops, note = _module_ops(_device_ops(ops, events), module)
     done = _completions(ops, events)
     share, union = _attribute(ops, done)
-    counts, event_us, late = {}, {}, set()
-    for e, end in zip(ops, done):
-        name = str(e["args"]["hlo_op"])
-        counts[name] = counts.get(name, 0) + 1
-        dur = float(e.get("dur") or 0.0)
-        event_us[name] = event_us.get(name, 0.0) + dur
-        if end > float(e.get("ts") or 0.0) + dur + _MARKER_SLACK_US:
-            late.add(name)
+    counts, event_us, late = _op_totals(ops, done)
     rows = []
     for name, cnt in counts.items():
         meta = instrs.get(name, {})
@@ -189,6 +167,58 @@ def reduce_trace(path, hlo_text, iters):
     out.update(rows=rows, note=extra if note is None else note + "; " + extra, async_ops=sorted(late),
                attributed_ns=union * 1000.0 / iters, event_ns=sum(event_us.values()) * 1000.0 / iters)
     return out
+
+
+def _load_events(path):
+    import gzip
+    import json
+
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as fh:
+        tr = json.load(fh)
+    return tr.get("traceEvents", []) if isinstance(tr, dict) else tr
+
+
+def _module_name(hlo_text):
+    for line in hlo_text.splitlines():
+        if line.startswith("HloModule "):
+            return line.split()[1].rstrip(",")
+    return None
+
+
+def _device_ops(ops, events):
+    """On accelerators the same op can appear on host and device tracks: prefer device time."""
+    pnames = {}
+    for e in events:
+        if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "process_name":
+            pnames[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
+    dev = [e for e in ops if pnames.get(e.get("pid"), "").startswith("/device:")]
+    return dev or ops
+
+
+def _module_ops(ops, module):
+    """The op events of `module` (all of them, with a note, when none is tagged with it)."""
+    mods = {e["args"].get("hlo_module") for e in ops}
+    if module and module in mods:
+        return [e for e in ops if e["args"].get("hlo_module") == module], None
+    if module:
+        return ops, "no op events tagged with module %r (found %s); used all op events" % (module, sorted(
+            str(m) for m in mods))
+    return ops, None
+
+
+def _op_totals(ops, done):
+    """Per op name: its event count, its events' summed duration (us); and the names of the ops whose work
+    outlived their event."""
+    counts, event_us, late = {}, {}, set()
+    for e, end in zip(ops, done):
+        name = str(e["args"]["hlo_op"])
+        counts[name] = counts.get(name, 0) + 1
+        dur = float(e.get("dur") or 0.0)
+        event_us[name] = event_us.get(name, 0.0) + dur
+        if end > float(e.get("ts") or 0.0) + dur + _MARKER_SLACK_US:
+            late.add(name)
+    return counts, event_us, late
 
 
 def per_op_from_trace(path, hlo_text, iters):

@@ -1,0 +1,177 @@
+"""The folder of cached environments: their names, their metadata, what is in it, the locks that keep one builder
+per release, and removal (see envs.py for the layout)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from .platforms import build_platform
+from .versions import release_name
+
+METADATA_FILE = "reprobundle-env.json"
+METADATA_SCHEMA = 1
+ENV_DIR_RE = re.compile(r"^jax-(\d+(?:\.\d+)*)(?:-(cuda\d+|rocm|tpu))?-py(\d+)\.(\d+)$")  # no build: cpu
+
+
+@dataclass(frozen=True)
+class JaxEnvironment:
+    jax_version: str  # resolved, e.g. "0.8.0" (INSTALLED: the host's installed jax, read without importing it)
+    python_executable: Path  # the environment's own interpreter (run the worker with it, by path)
+    python_version: str  # "3.12.1"
+    path: Path | None  # the environment's directory; None for INSTALLED
+    created: str | None  # ISO 8601, UTC
+    size_bytes: int | None
+    jaxlib_version: str | None = None
+    numpy_version: str | None = None
+    build: str = "cpu"  # "cpu", "cuda12", "cuda13", "rocm", "tpu": the wheels it holds (see platforms.py)
+    shared_bytes: int | None = None  # of size_bytes, in files linked from uv's cache (shared with other envs)
+
+    @property
+    def platform(self) -> str:
+        """The platform the environment's jax runs on: "cpu", "cuda", "rocm", "tpu"."""
+        return build_platform(self.build)
+
+
+def env_dir_name(version: str, build: str, pyminor: str) -> str:
+    """jax-0.8.0-py3.12 (the CPU build, named as it always was), jax-0.8.0-cuda13-py3.12 (the others)."""
+    return f"jax-{version}-py{pyminor}" if build == "cpu" else f"jax-{version}-{build}-py{pyminor}"
+
+
+def default_root() -> Path:
+    env = os.environ.get("REPROBUNDLE_ENV_DIR")
+    if env:
+        return Path(env).expanduser()
+    try:
+        import platformdirs
+
+        return Path(platformdirs.user_cache_dir("reprobundle")) / "envs"
+    except ImportError:  # pragma: no cover - platformdirs is a dependency
+        return Path.home() / ".cache" / "reprobundle" / "envs"
+
+
+
+def read_env(d: Path) -> JaxEnvironment | None:
+    """The finished environment in folder `d` (None: unfinished or unreadable)."""
+    try:
+        meta = json.loads((d / METADATA_FILE).read_text())
+        return JaxEnvironment(
+            jax_version=meta["jax_version"], python_executable=venv_python(d),
+            python_version=meta["python_version"], path=d, created=meta.get("created"),
+            size_bytes=meta.get("size_bytes"), jaxlib_version=meta.get("jaxlib_version"),
+            numpy_version=meta.get("numpy_version"), build=str(meta.get("build") or "cpu"),
+            shared_bytes=meta.get("shared_bytes"))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def finished_envs(root: Path) -> list[JaxEnvironment]:
+    """Every finished environment under `root`, in no particular order."""
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return []
+    found = (read_env(d) for d in entries if ENV_DIR_RE.match(d.name))
+    return [env for env in found if env is not None]
+
+
+def dot_dirs(root: Path, prefix: str) -> list[Path]:
+    try:
+        return [d for d in root.iterdir() if d.name.startswith(prefix)]
+    except OSError:
+        return []
+
+
+def lock_path(root: Path, version: str, build: str = "cpu") -> Path:
+    suffix = "" if build == "cpu" else f"-{build}"
+    return root / ".locks" / f"jax-{release_name(version)}{suffix}.lock"
+
+
+def discard(root: Path, path: Path) -> None:
+    """Remove the environment folder `path`: renamed out of view at once, then deleted at leisure."""
+    trash = root / f".trash-{secrets.token_hex(6)}"
+    os.rename(path, trash)
+    rmtree(trash)
+
+
+def dir_size(path: Path) -> int:
+    import stat
+
+    total, seen = 0, set()
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(dirpath, name))
+                if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) in seen:
+                    continue
+                seen.add((st.st_dev, st.st_ino))
+                total += st.st_size
+    return total
+
+
+def shared_size(path: Path) -> int:
+    """Bytes of the regular files under `path` that have other hard links (uv links them from its cache, so other
+    environments of the same packages share them on disk)."""
+    import stat
+
+    total, seen = 0, set()
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(dirpath, name))
+                if stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_size
+    return total
+
+
+def venv_python(env_dir: Path) -> Path:
+    return env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def rmtree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """An exclusive inter-process lock held while the block runs (flock; msvcrt on Windows)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if sys.platform == "win32":  # pragma: no cover
+            import msvcrt
+
+            waited = False
+            while True:
+                try:
+                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+                    break
+                except OSError:
+                    if not waited and on_wait:
+                        on_wait()
+                    waited = True
+                    time.sleep(0.2)
+        else:
+            import fcntl
+
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait:
+                    on_wait()
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+

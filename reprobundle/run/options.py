@@ -1,0 +1,163 @@
+"""How a replay times and what it keeps: one `ReplayOptions`, from the command line or the Python API to replay.py,
+the executors and a sweep's tasks (as plain data), with its defaults defined here once.
+
+The contenders (which JAX builds, run/contenders.py) are not options: they are what a replay compares.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Mapping, Sequence
+
+from ..bundle.dims import parse_bindings
+from ..config import DEFAULT_WARMUP
+from ..errors import UsageError, clean
+from .execution import DEFAULT_TIMEOUT_S, Timing
+from .schedule import DEFAULT_STEPS, Pin
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """The settings of one replay. `repeat` is the timed steps per version over all rounds; `rounds` fixes the rounds
+    (None: as many as settle the verdicts, within `max_time_s`); `pin` runs every worker on those CPU ids with as many
+    threads (schedule.Pin); `platform` is where every version runs (None: replay.replay_platform decides);
+    `shapes` ({"b": 16}) replays a shape-polymorphic bundle at other sizes, on synthetic inputs;
+    `memory_limit_bytes` bounds each worker's address space; `dump` and `profile` keep the XLA dump and the per-op
+    profile."""
+
+    warmup: int = DEFAULT_WARMUP
+    repeat: int = DEFAULT_STEPS
+    rounds: int | None = None
+    max_time_s: float | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    pin: tuple[int, ...] | None = None
+    platform: str | None = None
+    dump: bool = True
+    profile: bool = True
+    shapes: Mapping[str, int] | None = None
+    memory_limit_bytes: int | None = None
+
+    @classmethod
+    def of(cls, base: "ReplayOptions | None" = None, *, timing: Timing | None = None,
+           pin: Pin | str | Sequence[int] | None = None, shapes: Mapping[str, int] | Sequence[str] | None = None,
+           **settings: Any) -> "ReplayOptions":
+        """`base` (default: the defaults) with keyword settings (ReplayOptions' fields); a `timing` gives warmup,
+        repeat and rounds, `pin` may be a schedule.Pin, CPU ids or `--pin` text (parse_pin), `shapes` ["b=16"]."""
+        if timing is not None:
+            settings.update(warmup=timing.warmup, repeat=timing.repeat, rounds=timing.rounds)
+        if pin is not None:
+            pinned = parse_pin(pin)
+            settings["pin"] = pinned.cpus if pinned else None
+        if shapes is not None:
+            settings["shapes"] = parse_bindings(dict(shapes) if isinstance(shapes, Mapping) else shapes) or None
+        return replace(base or cls(), **settings)
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(warmup=self.warmup, repeat=self.repeat, rounds=self.rounds)
+
+    @property
+    def pinned(self) -> Pin | None:
+        return Pin(tuple(self.pin), len(self.pin)) if self.pin else None
+
+    def checked(self) -> "ReplayOptions":
+        """These options, or a UsageError naming the one that is invalid; the timeout as a float."""
+        check_timing(self.warmup, self.repeat, self.rounds)
+        if self.max_time_s is not None and not self.max_time_s > 0:
+            raise UsageError(f"invalid --max-time {self.max_time_s:g}", hint="give the seconds the timing may take, > 0")
+        return replace(self, timeout_s=checked_timeout(self.timeout_s))
+
+    def task_options(self) -> dict[str, Any]:
+        """The options a sweep task carries (plain JSON values; run/sweep.DEFAULT_OPTIONS' keys less the node's
+        environment settings). Shapes and a memory limit are not among them: a sweep replays at the packed sizes."""
+        plain = asdict(self)
+        del plain["shapes"], plain["memory_limit_bytes"]
+        plain["pin"] = list(self.pin) if self.pin else None
+        return plain
+
+    @classmethod
+    def from_task(cls, options: Mapping[str, Any]) -> "ReplayOptions":
+        """The options of a sweep task's plain `options` (keys it does not know, such as env_dir, are ignored)."""
+        names = {f.name for f in fields(cls)}
+        known = {k: v for k, v in options.items() if k in names}
+        if known.get("pin"):
+            known["pin"] = tuple(known["pin"])
+        return cls(**known)
+
+    def args(self, max_time: bool = True) -> list[str]:
+        """The non-default timing options as `reprobundle replay` flags (what a Reproduce block repeats; a replay's
+        leaves out --max-time, as it always has)."""
+        default = ReplayOptions()
+        args = (["--repeat", str(self.repeat)] if self.repeat != default.repeat else []) + (
+            ["--rounds", str(self.rounds)] if self.rounds is not None else []) + (
+            ["--warmup", str(self.warmup)] if self.warmup != default.warmup else [])
+        args += [a for k, v in sorted((self.shapes or {}).items()) for a in ("--shape", f"{k}={v}")]
+        args += ["--platform", self.platform] if self.platform else []
+        args += ["--pin", ",".join(map(str, self.pin))] if self.pin else []
+        args += ["--max-time", f"{self.max_time_s:g}"] if max_time and self.max_time_s is not None else []
+        return args
+
+
+def replay_options(options: ReplayOptions | None, settings: dict[str, Any],
+                   base: ReplayOptions | None = None) -> ReplayOptions:
+    """The checked options of a Python API call: `options`, or `base` with the keyword `settings` (see
+    ReplayOptions.of); a UsageError for an invalid one."""
+    if options is not None and settings:
+        raise UsageError(f"give options or settings, not both ({', '.join(sorted(settings))})")
+    return (options if options is not None else ReplayOptions.of(base, **settings)).checked()
+
+
+def checked_timeout(timeout_s: Any) -> float:
+    """A worker timeout: a positive, finite number of seconds (NaN, infinities, zero and negatives are refused)."""
+    try:
+        value = float(timeout_s)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"invalid timeout {clean(timeout_s, 40)}", hint="give a positive number of seconds, e.g. 600")
+    return value
+
+
+def check_timing(warmup: int, repeat: int, rounds: int | None = None) -> Timing:
+    """The timing, or a UsageError when it is not one (warmup >= 0, repeat >= 1, 1 <= rounds <= repeat)."""
+    if warmup < 0 or repeat < 1 or (rounds is not None and not 1 <= rounds <= repeat):
+        raise UsageError(f"invalid timing: warmup={warmup}, repeat={repeat}, rounds={rounds}",
+                         hint="use warmup >= 0, repeat >= 1 and 1 <= rounds <= repeat")
+    return Timing(warmup=warmup, repeat=repeat, rounds=rounds)
+
+
+def parse_pin(pin: Pin | str | Sequence[int] | None) -> Pin | None:
+    """`--pin` as a schedule.Pin: "auto" (the last CPU of this process's affinity mask, alone), "2", "0-3",
+    "0,2" or a sequence of CPU ids; every worker gets those CPUs and as many threads. None: not pinned."""
+    if pin is None or isinstance(pin, Pin):
+        return pin
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = list(range(os.cpu_count() or 1))
+    if isinstance(pin, str):
+        cpus = _pin_text(pin, allowed)
+    else:
+        cpus = [int(c) for c in pin]
+    cpus = sorted(set(cpus))
+    missing = [c for c in cpus if c not in allowed]
+    if not cpus or missing:
+        raise UsageError(f"--pin {pin}: CPU(s) {', '.join(map(str, missing)) or 'none'} not available to this "
+                         f"process", hint=f"this process may use CPUs {','.join(map(str, allowed))}")
+    return Pin(tuple(cpus), len(cpus))
+
+
+def _pin_text(pin: str, allowed: list[int]) -> list[int]:
+    text = pin.strip().lower()
+    if text == "auto":
+        return [allowed[-1]]
+    cpus: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, sep, hi = part.partition("-")
+            cpus += list(range(int(lo), int(hi) + 1)) if sep else [int(lo)]
+    except ValueError:
+        raise UsageError(f"invalid --pin {pin!r}", hint="CPU ids: 2, 0-3, 0,2 or auto") from None
+    return cpus
