@@ -218,6 +218,7 @@ class Worker(Routes, TimedCalls, Profiling):
         except Exception as e:
             self.result["stablehlo"]["jaxlib_error"] = exc_msg(e)
         self._enable_x64_if_needed()
+        apply_config(job, self.notes)  # the contender's options, after the worker's own (they may override it)
 
     def _enable_x64_if_needed(self):
         import jax
@@ -230,7 +231,6 @@ class Worker(Routes, TimedCalls, Profiling):
         if wide:
             jax.config.update("jax_enable_x64", True)
             self.notes.append("enabled jax_enable_x64 because the function has 64-bit inputs/outputs")
-        apply_config(job, self.notes)
 
     @staticmethod
     def _no_backend(want, why):
