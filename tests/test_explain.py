@@ -278,3 +278,12 @@ def test_a_sweep_of_one_function_at_several_signatures_gives_its_ratio_by_size()
     page = sweep_render.to_html(data)
     assert page.count("<circle") == 3 and "by size" in page
     assert "attention: time against 0.7.2 by size" in sweep_render.to_markdown(data)
+
+
+def test_a_contenders_secret_settings_are_masked_where_they_are_recorded():
+    spec = parse_variant("0.8.0:XLA_FLAGS=--xla_gpu_cuda_data_dir=/x/ghp_AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH1234 "
+                         "--xla_cpu_use_xnnpack=false;HF_TOKEN=abc;JAX_PLATFORM_NAME=cpu")
+    shown = spec.redacted()
+    assert "ghp_" not in shown.label and "abc" not in shown.label
+    assert "--xla_cpu_use_xnnpack=false" in shown.label and "JAX_PLATFORM_NAME=cpu" in shown.label
+    assert spec.settings.env == (("HF_TOKEN", "abc"), ("JAX_PLATFORM_NAME", "cpu"))  # the worker gets the real ones

@@ -77,6 +77,15 @@ class ContenderSpec:
     def as_record(self) -> dict:
         return {"jax": self.jax, "mode": self.mode, "settings": self.settings.as_record()}
 
+    def redacted(self) -> "ContenderSpec":
+        """This contender with the values of its settings that look like secrets (by name or shape) masked: what a
+        run record keeps and a report shows (the worker gets the real values)."""
+        from ..bundle.redaction import redact, redact_env
+
+        s = self.settings
+        return ContenderSpec(self.jax, self.mode, Settings(tuple(redact(list(s.xla_flags))), tuple(
+            redact_env(dict(s.jax_config)).items()), tuple(redact_env(dict(s.env)).items())))
+
     @classmethod
     def from_record(cls, record: Mapping) -> "ContenderSpec":
         return cls(str(record["jax"]), str(record.get("mode") or FROZEN), Settings.from_record(record.get("settings")))
