@@ -287,3 +287,21 @@ def test_a_contenders_secret_settings_are_masked_where_they_are_recorded():
     assert "ghp_" not in shown.label and "abc" not in shown.label
     assert "--xla_cpu_use_xnnpack=false" in shown.label and "JAX_PLATFORM_NAME=cpu" in shown.label
     assert spec.settings.env == (("HF_TOKEN", "abc"), ("JAX_PLATFORM_NAME", "cpu"))  # the worker gets the real ones
+
+
+@pytest.mark.crossversion
+def test_a_flag_that_changes_outputs_changes_only_its_contenders_runs(tmp_path):
+    """XLA's fast math told to assume no NaN folds `x != x` to false: under that variant the NaN count is 0, which
+    mismatches the reference on any machine, while the same release without the setting matches it."""
+    def nan_count(x):
+        return jnp.sum(x != x).astype(jnp.float32) + jnp.sum(jnp.where(x != x, 0.0, x))
+
+    store = str(tmp_path / "store")
+    x = np.where(np.linspace(-2, 2, 64) > 1, np.nan, np.linspace(-2, 2, 64)).astype(np.float32)
+    reprobundle.pack(jax.jit(nan_count), x, name="nans", store=store, **FAST_PACK)
+    fast = "0.8.0:XLA_FLAGS=--xla_cpu_enable_fast_math=true --xla_cpu_fast_math_honor_nans=false"
+    plain, variant = api.replay("nans", ["0.8.0"], store=store, warmup=1, repeat=2, rounds=1, profile=False,
+                                dump=False, variants=[fast]).runs
+    assert plain["status"] == "ok", plain["reason"]
+    assert variant["status"] == "mismatch" and variant["contender"]["settings"]["xla_flags"] == [
+        "--xla_cpu_enable_fast_math=true", "--xla_cpu_fast_math_honor_nans=false"]
