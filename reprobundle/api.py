@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import re
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from .capture.export import export_function, load_exported
 from .capture.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
 from .capture.pack import pack as _pack
 from .config import DEFAULT_WARMUP, REFERENCE_REPEAT
-from .errors import ReproBundleError, ScriptError, UsageError
+from .errors import ReproBundleError, ScriptError, UsageError, clean_values
 from .logs import Status
 from .run.contenders import ContenderSpec, contenders_from
 from .run.execution import DEFAULT_TIMEOUT_S, dtype_of
@@ -549,13 +550,16 @@ def explain(ref: str, versions: Sequence[str], *, store: str | None = None, opti
     return result
 
 
-def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = "", *, store: str | None = None,
+def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Sequence[str] = "", *,
+          store: str | None = None, releases: str | None = None,
           labels: dict[str, str] | None = None, rerun: bool = False, executor=None, ray_address: str | None = None,
           options: ReplayOptions | None = None, env_dir: str | None = None, python: str | None = None,
           progress: Callable[[str], None] | None = None, **settings: Any) -> dict:
     """Replay every selected bundle of a registry on `baseline` and `candidate` timed together (replay's paired
-    rounds and adaptive budget), storing the runs there, and sum them up. `options` or `settings`: replay's
-    (warmup, repeat, rounds, max_time_s, pin, platform, timeout_s).
+    rounds and adaptive budget), storing the runs there, and sum them up. `candidate` may be several versions, or
+    `releases` ("0.7.2..0.9.2") every release in a range: each bundle is then timed on the baseline and all of them
+    together, and its result has a verdict per candidate (`candidates`; the top-level verdict is the worst one's). `options` or
+    `settings`: replay's (warmup, repeat, rounds, max_time_s, pin, platform, timeout_s).
 
     `selection`: refs and name globs (`attn*`; the newest version of each name unless one is given; nothing: every
     bundle), kept to those carrying every `labels` key=value. A bundle that already has a replay of both versions
@@ -570,9 +574,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
     from .run import sweep as sweeping
     from .run.executor import LocalExecutor
 
-    if not baseline or not candidate or baseline == candidate:
-        raise UsageError("a sweep compares two different versions",
-                         hint="give --baseline VERSION and --candidate VERSION, e.g. --baseline 0.8.0 --candidate 0.8.1")
+    baseline, candidates = _sweep_versions(baseline, candidate, releases)
     options = replay_options(options, settings)
     registry = open_registry(store)
     if registry.store.read_only:
@@ -581,7 +583,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
     bundles = sweeping.select_bundles(registry, list(selection), labels)
     executor = executor or sweeping.executor_for(ray_address)
     plain = {**options.task_options(), "env_dir": env_dir, "python": python}
-    versions = (baseline, candidate)
+    versions = (baseline, *candidates)
     fn = sweeping.run_replay_task
     if isinstance(executor, LocalExecutor) and progress is not None:
         def inner(line: str) -> None:  # the replay's own lines, without its round counts (the ETA is the sweep's)
@@ -594,7 +596,8 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
             return
         if result is None:
             stored = len(bundles) - total
-            progress(Status(f"replaying {total} bundle(s) on jax {baseline} and {candidate} ({executor.name} "
+            progress(Status(f"replaying {total} bundle(s) on jax {', '.join(versions[:-1])} and {versions[-1]} "
+                            f"({executor.name} "
                             f"executor)" + (f"; {stored} stored from an earlier sweep" if stored else ""),
                             "sweep", 0, total))
         elif result["stored"]:
@@ -606,6 +609,81 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str = ""
                              progress=report)
     return sweeping.sweep_report(registry, bundles, results, versions, plain, executor_name=executor.name,
                                  rerun=rerun, extra_args=options.args())
+
+
+def history(selection: Sequence[str] = (), *, store: str | None = None, labels: dict[str, str] | None = None,
+            baseline: str | None = None) -> dict:
+    """The registry over time, from its stored runs only (nothing is replayed): the selected bundles (refs and
+    name globs, as sweep's; nothing: every bundle) x the releases their runs were made on, each cell the ratio to
+    `baseline` (default: the oldest release) with its paired verdict where the two were timed together, shown
+    apart without one where not (analysis/history.py). Plain data; render/history.py draws it."""
+    from .analysis.history import build_history
+    from .run.sweep import select_bundles
+
+    registry = open_registry(store)
+    bundles = select_bundles(registry, list(selection), labels)
+    identities = [({"ref": str(b.ref), "name": b.ref.name, "version": b.ref.version, "bundle_id": b.ref.bundle_id},
+                   registry.runs(b.ref.bundle_id)) for b in bundles]
+    try:
+        data = build_history(identities, baseline)
+    except ValueError as e:
+        raise UsageError(str(e), hint="--baseline names a release some stored run was made on") from None
+    return {**data, "store": registry.url}
+
+
+def history_reports(data: dict, folder: str | Path, *, store: str | None = None) -> dict[tuple[str, str], str]:
+    """Write, for every cell of `data` timed together with the baseline, that replay's report (the two runs'
+    comparison as HTML) under `folder`; returns the file of each cell by (bundle id, column), relative to
+    `folder`'s parent, for the history page's links."""
+    from .render.comparison import to_html as comparison_html
+
+    registry = open_registry(store or data.get("store"))
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    links: dict[tuple[str, str], str] = {}
+    for row in data["rows"]:
+        wanted = {c["run_id"]: column for column, c in row["cells"].items() if c.get("together")}
+        if not wanted:
+            continue
+        bundle = registry.resolve(row["ref"])
+        runs = {r["run_id"]: r for r in registry.runs(row["bundle_id"])}
+        for run_id, column in wanted.items():
+            cell = row["cells"][column]
+            pair = [runs[cell["baseline_run_id"]], runs[run_id]]
+            comparison = comparison_of(registry, bundle, pair, run_label(pair[0]), reproduce=False)
+            path = folder / f"{row['name']}-{row['version']}-{_file_part(column)}.html"
+            path.write_text(comparison_html(clean_values(comparison)))
+            links[row["bundle_id"], column] = f"{folder.name}/{path.name}"
+    return links
+
+
+def _file_part(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80]
+
+
+def _sweep_versions(baseline: str, candidate: str | Sequence[str],
+                    releases: str | None) -> tuple[str, tuple[str, ...]]:
+    """The baseline and the candidates of a sweep, from --baseline, --candidate (repeatable) and --versions A..B
+    (every release from A to B known to the package index; A is the baseline unless --baseline names one)."""
+    candidates = [candidate] if isinstance(candidate, str) else list(candidate)
+    if releases:
+        from .run.versions import releases_between
+
+        try:
+            found = releases_between(releases, environment_manager().available_versions())
+        except ValueError as e:
+            raise UsageError(str(e), hint="write --versions FIRST..LAST, e.g. 0.7.2..0.9.2") from None
+        if not found:
+            raise UsageError(f"no release of jax on the package index lies in {releases}",
+                             hint="give a range that holds a release, e.g. 0.7.2..0.9.2")
+        baseline = baseline or found[0]
+        candidates += found
+    candidates = [c for c in dict.fromkeys(c for c in candidates if c) if c != baseline]
+    if not baseline or not candidates:
+        raise UsageError("a sweep compares a baseline with at least one other version",
+                         hint="give --baseline VERSION and --candidate VERSION (repeatable) or --versions A..B, e.g. "
+                              "--baseline 0.8.0 --candidate 0.8.1")
+    return baseline, tuple(candidates)
 
 
 # ------------------------------------------------------------------------------------------------------ sharing

@@ -495,8 +495,12 @@ def sweep(
                                                     help="Refs (NAME, NAME@3, NAME@TAG, sha256:PREFIX) or name globs "
                                                          "('attn*', quoted; the newest version of each name unless "
                                                          "one is given). Default: every bundle."),
-    baseline: str = typer.Option(..., "--baseline", help="The JAX version the candidate is compared with."),
-    candidate: str = typer.Option(..., "--candidate", help="The JAX version under test."),
+    baseline: str = typer.Option("", "--baseline", help="The JAX version the candidates are compared with "
+                                                        "(default with --versions: the first of the range)."),
+    candidate: List[str] = typer.Option([], "--candidate", help="A JAX version under test (repeatable: all are "
+                                                                "timed together with the baseline)."),
+    releases: Optional[str] = typer.Option(None, "--versions", help="Every release from A to B as candidates "
+                                                                    "(A..B, e.g. 0.7.2..0.9.2)."),
     label: List[str] = typer.Option([], "--label", help="Only bundles with this KEY=VALUE label (repeatable)."),
     rerun: bool = typer.Option(False, "--rerun", help="Replay every bundle, even those with a stored replay of both "
                                                       "versions with the same timing options."),
@@ -514,20 +518,44 @@ def sweep(
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Replay many bundles on a baseline and a candidate version, timed together: one table, worst first.
+    """Replay many bundles on a baseline and one or more candidate versions, timed together: one table, worst first.
 
     Exit 0 when every bundle ran with matching outputs (whatever the verdicts), 9 when one mismatched or failed."""
     from .render import sweep as sweep_render
 
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
                                    platform=platform, timeout_s=timeout)
-    data = api.sweep(selection or [], baseline, candidate, store=store, labels=_labels(label), rerun=rerun,
-                     ray_address=ray, options=options, progress=_progress(as_json))
+    data = api.sweep(selection or [], baseline, candidate, store=store, releases=releases, labels=_labels(label),
+                     rerun=rerun, ray_address=ray, options=options, progress=_progress(as_json))
     data = clean_values(data)  # from bundles and run records: each value one line, escaped
     _write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
     _emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=_terminal()[0]))
     if data["counts"]["failed"] or data["counts"]["mismatch"]:
         raise typer.Exit(EXIT_NOT_OK)
+
+
+@app.command()
+def history(
+    selection: Optional[List[str]] = typer.Argument(None, metavar="[SELECTION]...",
+                                                    help="Refs or name globs, as sweep's. Default: every bundle."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The release every cell is compared with "
+                                                                     "(default: the oldest with a stored run)."),
+    label: List[str] = typer.Option([], "--label", help="Only bundles with this KEY=VALUE label (repeatable)."),
+    html_path: Optional[Path] = typer.Option(None, "--html", help="Write one offline HTML page: the matrix, a chart "
+                                                                  "per bundle, each timed cell linking to its "
+                                                                  "replay's report (written beside it)."),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """The registry across releases, from the stored runs only: bundles x releases, each cell the ratio to the
+    baseline with its verdict where they were timed together."""
+    from .render import history as history_render
+
+    data = clean_values(api.history(selection or [], store=store, labels=_labels(label), baseline=baseline))
+    if html_path is not None:
+        links = api.history_reports(data, html_path.parent / f"{html_path.stem}-reports", store=store)
+        _write_files(data, ((html_path, lambda d: history_render.to_html(d, links)),))
+    _emit(as_json, history_render.history_data(data), history_render.to_text(data, *_terminal()))
 
 
 @app.command()

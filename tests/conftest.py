@@ -24,3 +24,13 @@ def _isolated_default_store(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def store_dir(tmp_path):
     return tmp_path / "store"
+
+
+GCS_FIXTURES = {"gcs_server", "gcs_store_url"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that uses the GCS server is a `gcs` test (pyproject.toml registers the markers)."""
+    for item in items:
+        if GCS_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.gcs)

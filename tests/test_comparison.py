@@ -210,12 +210,32 @@ def test_headlines_one_per_candidate_in_every_rendering(case):
     c = build(case)
     assert [h["label"] for h in c["headlines"]] == ["0.8.0", "0.10.2", "0.4.30", "0.4.20"]
     for h in c["headlines"][:3]:
-        assert re.search(r"95% CI [0-9.]+-[0-9.]+x; paired, 3 rounds timed together; p=", h["text"]), h["text"]
+        # one interval: the 95% CI, or for an unsettled verdict the equivalence interval it was judged on
+        assert re.search(r"(95% CI [0-9.]+-[0-9.]+x; |a change between [0-9.]+x and [0-9.]+x is not ruled out \()"
+                         r"paired, 3 rounds timed together; p=", h["text"]), h["text"]
     assert c["headlines"][3]["direction"] == "failed" and "did not run (incompatible)" in c["headlines"][3]["text"]
     text, md, page = R.to_text(c), R.to_markdown(c), R.to_html(c)
     assert text.startswith(c["headlines"][0]["text"][:60])
     assert md.splitlines()[2].startswith("- ") and c["headlines"][0]["text"][:40] in md.splitlines()[2]
     assert page.index("class='headline") < page.index("<table")
+
+
+def test_an_unsettled_headline_shows_the_one_interval_its_verdict_uses():
+    """Undecided after its rounds: the line shows the equivalence interval the verdict was judged on (a change
+    inside it is not ruled out), not also a 95% CI that could disagree with it; a settled one shows its 95% CI."""
+    base = {"label": "0.7.2", "requested": "0.7.2", "jax": "0.7.2", "status": "ok", "median_ns": 1000,
+            "ratio": 1.0, "together": True}
+    row = {**base, "label": "0.8.0", "requested": "0.8.0", "jax": "0.8.0", "median_ns": 1180, "ratio": 1.18,
+           "verdict": "same", "ci95": (1.031, 1.351), "p_value": 0.03, "rounds": 32, "decided_at": None,
+           "settled": False, "equivalence": (0.99, 1.40)}
+    text = C.headlines([base, row], base)[0]["text"]
+    assert text == ("jax 0.8.0 is not measurably different from jax 0.7.2: 1.180x the time; not settled: a change "
+                    "between 0.99x and 1.40x is not ruled out (paired, 32 rounds timed together; p=0.03)")
+    assert "95% CI" not in text
+    settled = C.headlines([base, {**row, "ratio": 1.01, "p_value": 0.5, "ci95": (0.97, 1.04), "settled": True,
+                                  "equivalence": (0.97, 1.04)}], base)[0]["text"]
+    assert settled.endswith(": 1.010x the time (95% CI 0.970-1.040x; paired, 32 rounds timed together; p=0.5)")
+    assert "not settled" not in settled
 
 
 def test_headline_of_a_clear_slowdown_says_direction_ratio_interval_and_p(case):

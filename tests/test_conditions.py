@@ -20,22 +20,21 @@ from reprobundle.errors import UsageError
 from reprobundle.run import conditions as C
 
 
-def snap(t, procs, load=(0.1, 0.1, 0.1), cpus=(0, 1), ticks=None, own=0.0):
+def snap(t, procs, load=(0.1, 0.1, 0.1), cpus=(0, 1), times=None, own=0.0):
     return C.Snapshot(wall=1000.0 + t, monotonic=t, loadavg=list(load), cpus=list(cpus), cpu_count=len(cpus),
                       memory={"total_bytes": 8 << 30, "available_bytes": 6 << 30}, pressure={"cpu": 1.0},
-                      procs=procs, boot_time=0.0, cpu_ticks=ticks, own_cpu_s=own)
+                      procs=procs, cpu_times=times, own_cpu_s=own)
 
 
 def test_busy_processes_are_the_others_and_count_their_cpu_in_the_interval():
-    tick = os.sysconf("SC_CLK_TCK")
     me = os.getpid()
-    start = 500 * tick  # every process here started 500 s after boot, before the first snapshot (at 1000 s)
-    before = {me: ("python", 1, 0, start), 11: ("worker", me, 0, start), 20: ("make", 1, 0, start),
-              21: ("idle", 1, 0, start)}
-    after = {me: ("python", 1, 4 * tick, start), 11: ("worker", me, 9 * tick, start),
-             12: ("worker2", 11, 9 * tick, start), 20: ("make", 1, 8 * tick, start), 21: ("idle", 1, 0, start),
-             30: ("cc1", 20, 3 * tick, 1005 * tick)}  # started during the interval: all its CPU counts
-    b, a = snap(0.0, before), snap(10.0, after, ticks=None)
+    start = 500.0  # every process here started before the first snapshot (at 1000 s)
+    before = {me: ("python", 1, 0.0, start), 11: ("worker", me, 0.0, start), 20: ("make", 1, 0.0, start),
+              21: ("idle", 1, 0.0, start)}
+    after = {me: ("python", 1, 4.0, start), 11: ("worker", me, 9.0, start),
+             12: ("worker2", 11, 9.0, start), 20: ("make", 1, 8.0, start), 21: ("idle", 1, 0.0, start),
+             30: ("cc1", 20, 3.0, 1005.0)}  # started during the interval: all its CPU counts
+    b, a = snap(0.0, before), snap(10.0, after, times=None)
     busy = C.busy_processes(b, a)
     assert [(p["name"], p["cpu"]) for p in busy] == [("make", 0.8), ("cc1", 0.3)]  # not this process nor its tree
     cond = C.conditions(b, a)
@@ -44,10 +43,9 @@ def test_busy_processes_are_the_others_and_count_their_cpu_in_the_interval():
                                           "processes used 1.1 CPUs during it (make 0.8, cc1 0.3)")
 
 
-def test_machine_wide_ticks_catch_short_lived_processes():
-    tick = os.sysconf("SC_CLK_TCK")
-    b = snap(0.0, {}, ticks=(0, 0, 0), own=1.0)
-    a = snap(10.0, {}, ticks=(15 * tick, 20 * tick, 2 * tick), own=6.0)  # 15 CPU s busy, 5 of them ours
+def test_machine_wide_cpu_times_catch_short_lived_processes():
+    b = snap(0.0, {}, times=(0.0, 0.0, 0.0), own=1.0)
+    a = snap(10.0, {}, times=(15.0, 20.0, 2.0), own=6.0)  # 15 CPU s busy, 5 of them ours
     cond = C.conditions(b, a)
     assert cond["other_cpu"] == pytest.approx(1.0) and cond["steal"] == pytest.approx(0.1)
     assert "10% of CPU time stolen by the hypervisor" in A.summary(cond)
@@ -71,6 +69,9 @@ def test_snapshot_reads_this_machine():
     s = C.snapshot()
     assert s.cpus == sorted(os.sched_getaffinity(0)) and s.cpu_count == os.cpu_count()
     assert os.getpid() in s.procs and len(s.loadavg) == 3 and s.memory["total_bytes"] > 0
+    name, ppid, cpu_s, start = s.procs[os.getpid()]
+    assert ppid == os.getppid() and cpu_s > 0 and start <= s.wall
+    assert s.cpu_times is not None and 0 <= s.cpu_times[0] <= s.cpu_times[1]
 
 
 def _run(label, cond=None, process=None, **env):

@@ -20,6 +20,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from audit import audited, logged
 
 import reprobundle.store.gcs as gcs_store
 from reprobundle.errors import (
@@ -399,6 +400,20 @@ def test_put_many_get_many_round_trip(store, tmp_path):
     assert not list(dst.rglob(".part-*"))
 
 
+def test_get_many_hashes_while_writing(store, tmp_path, monkeypatch):
+    """Ranges arrive in any order; each object's sha256 is still that of its bytes, computed as they came, with no
+    more held back than the window allows (1 MiB ranges, 2 MiB ahead: many out of order)."""
+    monkeypatch.setattr(gcs_store, "DOWNLOAD_CHUNK", 1 << 20)
+    monkeypatch.setattr(gcs_store._OrderedHash, "AHEAD", 2 << 20)
+    blobs = {f"h/{i}": os.urandom(size) for i, size in enumerate([0, 1, 1 << 20, (1 << 20) + 1, 13 << 20])}
+    for key, data in blobs.items():
+        store.put(key, data)
+    hashed: dict[str, str] = {}
+    store.get_many([(k, tmp_path / k) for k in blobs], sha256=hashed)
+    assert hashed == {k: hashlib.sha256(data).hexdigest() for k, data in blobs.items()}
+    assert all((tmp_path / k).read_bytes() == data for k, data in blobs.items())
+
+
 def test_get_many_missing_key(store, tmp_path):
     store.put("here", b"x")
     with pytest.raises(NotFoundError, match="gone not found"):
@@ -433,27 +448,38 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+def _retries(records) -> list[float]:
+    """The back-off delays (s) of the retries gcs_http logged: "... retry N of M in D s"."""
+    return [float(r.args[-1]) for r in records if "retry %d of %d" in str(r.msg)]
+
+
 def test_unreachable_fails_fast_with_defaults(monkeypatch):
+    """Bounded by what it does, not by a clock: at most DEFAULT_RETRIES retries, one connection attempt each, their
+    back-off within the connection deadline (gcsfs's own retries would try 6 times over ~33 s)."""
     for name in ("REPROBUNDLE_GCS_TIMEOUT", "REPROBUNDLE_GCS_RETRIES"):
         monkeypatch.delenv(name, raising=False)
-    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    port = _closed_port()
+    endpoint = f"http://127.0.0.1:{port}"
     s = GCSStore("gs://some-bucket/p", endpoint=endpoint, token="anon")
-    t0 = time.monotonic()
-    with pytest.raises(StoreUnreachableError) as e:
-        s.get("k")
-    took = time.monotonic() - t0
-    assert took < 10, took
+    with audited() as did, logged("reprobundle.store.gcs_http") as records:
+        with pytest.raises(StoreUnreachableError) as e:
+            s.get("k")
+    delays = _retries(records)
+    assert len(delays) <= gcs_store.DEFAULT_RETRIES, delays
+    assert len(did.connects(port)) == len(delays) + 1, did.connects(port)
+    assert sum(delays) <= gcs_store.DEFAULT_TIMEOUT
     assert endpoint in str(e.value) and "connection refused" in str(e.value)
     assert "\n" not in str(e.value)
 
 
 def test_unreachable_retries_are_configurable(monkeypatch):
     monkeypatch.setenv("REPROBUNDLE_GCS_RETRIES", "0")
-    s = GCSStore("gs://some-bucket", endpoint=f"http://127.0.0.1:{_closed_port()}", token="anon")
-    t0 = time.monotonic()
-    with pytest.raises(StoreUnreachableError):
-        s.put("k", b"v")
-    assert time.monotonic() - t0 < 1
+    port = _closed_port()
+    s = GCSStore("gs://some-bucket", endpoint=f"http://127.0.0.1:{port}", token="anon")
+    with audited() as did, logged("reprobundle.store.gcs_http") as records:
+        with pytest.raises(StoreUnreachableError):
+            s.put("k", b"v")
+    assert _retries(records) == [] and len(did.connects(port)) == 1  # one attempt, no retry
 
 
 def test_server_that_never_answers_times_out():
@@ -463,10 +489,13 @@ def test_server_that_never_answers_times_out():
         port = listener.getsockname()[1]
         s = GCSStore("gs://some-bucket", endpoint=f"http://127.0.0.1:{port}", token="anon",
                      read_timeout=0.5, retries=0)
-        t0 = time.monotonic()
         with pytest.raises(StoreUnreachableError, match="no answer within 0.5s"):
             s.exists("k")
-        assert time.monotonic() - t0 < 5
+        listener.setblocking(False)
+        conn, _ = listener.accept()  # the one request's connection, waiting in the backlog
+        conn.close()
+        with pytest.raises(BlockingIOError):  # and no other: the timeout was not retried
+            listener.accept()
 
 
 def test_permission_errors_map_to_one_line_with_a_hint(store):

@@ -100,6 +100,7 @@ def test_what_cannot_be_split_says_why():
         split_module(exported.stablehlo_text)
 
 
+@pytest.mark.slow
 def test_isolate_times_the_pieces_and_packs_the_one_that_moved(store_dir):
     """The whole flow on the installed JAX twice (deterministic: what is produced, not what is measured)."""
     reprobundle.pack(jax.jit(layer), *args(), name="layer", store=str(store_dir), warmup=1, repeat=3, dump=False,

@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from chain import chain
 
 import reprobundle
@@ -19,6 +20,7 @@ from reprobundle.run.execution import Timing, build_job
 from reprobundle.run.schedule import Contender, Pin, measure_interleaved
 
 
+@pytest.mark.slow
 def test_twice_the_work_is_slower_and_settles_early(tmp_path):
     store = str(tmp_path / "store")
     for n in (8, 16):

@@ -80,6 +80,30 @@ class StoreContract:
         store.get_file("big/file", tmp_path / "out" / "copy.bin")
         assert (tmp_path / "out" / "copy.bin").read_bytes() == data
 
+    def test_staged_values_and_moved_files(self, store, tmp_path):
+        """stage: invisible until published, then like put (create_only included); discarded leaves nothing.
+        put_many(move=True): stored, and the caller's files are gone."""
+        before = list(store.list())
+        staged = store.stage(b"staged bytes")
+        if staged is not None:
+            with staged:
+                assert list(store.list()) == before
+                staged.publish("st/one")
+            assert store.get("st/one") == b"staged bytes"
+            with store.stage(b"other") as again, pytest.raises(AlreadyExistsError):
+                again.publish("st/one", create_only=True)
+            with store.stage(b"dropped"):
+                pass
+            assert list(store.list()) == sorted([*before, "st/one"]) and store.get("st/one") == b"staged bytes"
+        folder = store.staging_folder() or tmp_path
+        folder.mkdir(parents=True, exist_ok=True)
+        files = [folder / f"moved-{i}" for i in range(3)]
+        for i, f in enumerate(files):
+            f.write_bytes(b"m" * i)
+        store.put_many([(f"mv/{i}", f) for i, f in enumerate(files)], move=True)
+        assert [store.get(f"mv/{i}") for i in range(3)] == [b"", b"m", b"mm"]
+        assert not any(f.exists() for f in files)
+
     def test_empty_value(self, store):
         store.put("empty", b"")
         assert store.get("empty") == b""
@@ -271,11 +295,11 @@ class TestHostileLocalStore(StoreContract):
         for op in (lambda: store.get(key), lambda: store.get_bounded(key, 100), lambda: store.open_read(key).read(),
                    lambda: store.size(key)):
             with pytest.raises(StoreError) as e:
-                _within(10, op)
+                _within(60, op)
             assert key in e.value.message and re.search(HOSTILE[key], e.value.message), e.value.message
             assert "precious" not in e.value.message
-        assert not _within(10, lambda: store.exists(key))
-        assert _within(10, lambda: store.local_path(key)) is None
+        assert not _within(60, lambda: store.exists(key))
+        assert _within(60, lambda: store.local_path(key)) is None
 
     def test_folders_links_inside_and_listing(self, store, tmp_path):
         with pytest.raises(NotFoundError):

@@ -160,7 +160,7 @@ def test_selection_by_ref_glob_and_label(swept):
         "hint: `reprobundle ls` lists the bundles and their labels; give refs, a name glob such as 'attn*' "
         "(quoted), or --label KEY=VALUE"]
     code, _, err = cli("sweep", "chain", "--baseline", "0.8.0", "--candidate", "0.8.0", store=store)
-    assert code == 2 and "two different versions" in err
+    assert code == 2 and "a baseline with at least one other version" in err
 
 
 def test_cli_json_and_report(swept, tmp_path):

@@ -143,14 +143,16 @@ def _headline(row: dict, base: dict) -> dict:
         text = f"{who} is {ratio:.2f}x slower than {vs} (95% CI {lo:.2f}-{hi:.2f}x; {how})"
     elif row["verdict"] == "faster":
         text = f"{who} is {1 / ratio:.2f}x faster than {vs} (95% CI {1 / hi:.2f}-{1 / lo:.2f}x; {how})"
-    elif p < DEFAULT_ALPHA and abs(ratio - 1.0) < DEFAULT_MIN_EFFECT:
-        text = (f"{who} is within {DEFAULT_MIN_EFFECT:.0%} of {vs}: {ratio:.3f}x the time "
-                f"(95% CI {lo:.3f}-{hi:.3f}x; {how})")
     else:
-        text = f"{who} is not measurably different from {vs}: {ratio:.3f}x the time (95% CI {lo:.3f}-{hi:.3f}x; {how})"
-    if row.get("settled") is False and row.get("equivalence"):
-        e_lo, e_hi = row["equivalence"]
-        text += f"; not settled: a change between {e_lo:.2f}x and {e_hi:.2f}x is not ruled out"
+        same = p < DEFAULT_ALPHA and abs(ratio - 1.0) < DEFAULT_MIN_EFFECT
+        text = (f"{who} is within {DEFAULT_MIN_EFFECT:.0%} of {vs}" if same else
+                f"{who} is not measurably different from {vs}") + f": {ratio:.3f}x the time"
+        if row.get("settled") is False and row.get("equivalence"):
+            # undecided: the equivalence interval is what the verdict was judged on, so it is the one shown
+            e_lo, e_hi = row["equivalence"]
+            text += f"; not settled: a change between {e_lo:.2f}x and {e_hi:.2f}x is not ruled out ({how})"
+        else:
+            text += f" (95% CI {lo:.3f}-{hi:.3f}x; {how})"
     return {**out, "text": text}
 
 

@@ -7,12 +7,14 @@ distinct versions. Blobs are verified against their digest whenever they are rea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import re
 import shutil
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +49,7 @@ log = logging.getLogger(__name__)
 MARKER_KEY = "reprobundle-store.json"
 MAX_MARKER_BYTES = 64 << 10
 MAX_TAG_BYTES = 64  # a version number
+HASH_WHILE_WRITING_BYTES = 1 << 20  # smaller blobs are hashed first: a value stored already is then not written
 _VERSION_KEY_RE = re.compile(r"^([1-9][0-9]{0,8})\.msgpack$")
 _PUBLISH_ATTEMPTS = 1000
 
@@ -172,17 +175,30 @@ class Registry:
         return self.store.exists(blob_key(digest))
 
     def put_blob(self, data: bytes | memoryview) -> dict:
-        """Store bytes once by content; returns the manifest blob reference."""
+        """Store bytes once by content; returns the manifest blob reference. A large value is hashed while the store
+        writes it (on another thread: hashlib and file writes release the GIL), where the store can stage it."""
         self.check_marker(create=True)
-        digest = digest_bytes(data)
+        size = memoryview(data).nbytes
+        staged = None
+        if size >= HASH_WHILE_WRITING_BYTES:
+            with ThreadPoolExecutor(1) as pool:
+                hashing = pool.submit(digest_bytes, data)
+                staged = self.store.stage(data)
+                digest = hashing.result()
+        else:
+            digest = digest_bytes(data)
         key = blob_key(digest)
-        self.hold([key])
-        if not self.store.touch(key):  # stored already: touched, so gc's grace period counts from now
-            try:
-                self.store.put(key, data, create_only=True)
-            except AlreadyExistsError:
-                pass  # a concurrent writer stored the same content
-        return {"digest": digest, "size": memoryview(data).nbytes}
+        with staged or contextlib.nullcontext():
+            self.hold([key])
+            if not self.store.touch(key):  # stored already: touched, so gc's grace period counts from now
+                try:
+                    if staged:
+                        staged.publish(key, create_only=True)
+                    else:
+                        self.store.put(key, data, create_only=True)
+                except AlreadyExistsError:
+                    pass  # a concurrent writer stored the same content
+        return {"digest": digest, "size": size}
 
     def put_blob_file(self, path: str | Path) -> dict:
         self.check_marker(create=True)

@@ -3,7 +3,9 @@
 Copying a bundle (push, pull, copy all come here):
 - Blobs the destination already holds are not sent again (one batched existence check).
 - Blobs move in parallel: `get_many`/`put_many`/`exists_many` where a store has them (GCS), a thread pool otherwise.
-  They go through a local staging folder in batches of at most BATCH_BYTES, so disk use stays bounded.
+  They go through a local staging folder in batches of at most BATCH_BYTES, so disk use stays bounded. A folder
+  store stages in its own temp folder: a downloaded blob, hashed as it is written (GCS), is then linked into place,
+  so pulling writes each byte once.
 - Every blob is verified against its sha256 before it is written to the destination (downloaded copies and local
   source files alike): a corrupt source is a CorruptBlobError naming the blob, and nothing is published.
 - The manifest is written last and create-only: at the source's version number when that is free at the
@@ -113,7 +115,8 @@ def _batches(refs: list[Blob], limit: int) -> list[list[Blob]]:
 
 
 def _stage(source: Store, batch: list[Blob], folder: Path, meter: _Meter, jobs: int) -> dict[str, Path]:
-    """Verified local files for a batch of source blobs: in place for a folder store, else downloaded."""
+    """Verified local files for a batch of source blobs: in place for a folder store, else downloaded into
+    `folder` (those are the caller's to move)."""
     staged: dict[str, Path] = {}
     remote = []
     for r in batch:
@@ -137,8 +140,14 @@ def _stage(source: Store, batch: list[Blob], folder: Path, meter: _Meter, jobs: 
     return staged
 
 
-def _upload(dest: Store, batch: list[Blob], staged: dict[str, Path], meter: _Meter, jobs: int) -> None:
-    dest.put_many([(blob_key(r["digest"]), staged[r["digest"]]) for r in batch], progress=meter.add)
+def _upload(dest: Store, batch: list[Blob], staged: dict[str, Path], folder: Path, meter: _Meter) -> None:
+    """Store the staged files at `dest`: those downloaded into `folder` are moved (a folder store links them into
+    place: no second write), the source's own files are copied."""
+    items = [(blob_key(r["digest"]), staged[r["digest"]]) for r in batch]
+    for move in (True, False):
+        chosen = [(key, path) for key, path in items if (path.parent == folder) == move]
+        if chosen:
+            dest.put_many(chosen, progress=meter.add, move=move)
 
 
 def _without_version(m: dict) -> dict:
@@ -222,11 +231,12 @@ def _copy_blobs(source: Store, dest: Store, refs: list[Blob], progress: Progress
     download_bytes = sum(r["size"] for r in missing if source.local_path(blob_key(r["digest"])) is None)
     meter = _Meter(missing_bytes + download_bytes, progress)
     if missing:
-        with scratch_dir(_staging_root(), "transfer-") as tmp:
+        # staged on the destination's own disk where it has one, so what is downloaded is written once
+        with scratch_dir(dest.staging_folder() or _staging_root(), "transfer-") as tmp:
             for i, batch in enumerate(_batches(missing, BATCH_BYTES)):
                 folder = Path(tmp) / str(i)
                 staged = _stage(source, batch, folder, meter, jobs)
-                _upload(dest, batch, staged, meter, jobs)
+                _upload(dest, batch, staged, folder, meter)
                 shutil.rmtree(folder, ignore_errors=True)
     return missing, missing_bytes
 

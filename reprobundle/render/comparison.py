@@ -20,6 +20,7 @@ from ..analysis.comparison import REFERENCE, TIMED, short, signed_ns
 from ..errors import clean, cut, first_line
 from ..units import human_ns
 from .sharing import reproduce_lines, reproduce_markdown, reproduce_text, where_text
+from .table import STYLES, grid, paint
 
 WIDTH = 100  # terminal columns the text fits unless told more
 WIDE = 140  # from this width on, the table shows every column
@@ -30,8 +31,6 @@ TEXT_TOP = 6  # per-op rows in the terminal (the Markdown and HTML show `top`)
 # Okabe-Ito: told apart with every common colour-vision deficiency.
 PALETTE = {"slower": "#D55E00", "faster": "#0072B2", "same": "#009E73", "baseline": "#000000", "failed": "#CC79A7",
            "apart": "#999999", "unknown": "#999999"}
-_ANSI = {"slower": "1;38;5;166", "faster": "1;38;5;25", "same": "38;5;29", "failed": "1;38;5;169",
-         "apart": "2", "baseline": "1", "unknown": ""}
 
 
 # ------------------------------------------------------------------------------------------------ shared
@@ -201,34 +200,11 @@ def _moved_summary(d: dict) -> str:
 # ------------------------------------------------------------------------------------------------ text
 
 
-def _paint(text: str, style: str, color: bool) -> str:
-    code = _ANSI.get(style, "")
-    return f"\x1b[{code}m{text}\x1b[0m" if color and code and text else text
 
 
 def _wrap(text: str, width: int, indent: str = "", more: str = "    ") -> list[str]:
     return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + more,
                          break_long_words=True, break_on_hyphens=False) or [indent.rstrip()]
-
-
-def _grid(headers: list[str], rows: list[list[str]], width: int, styles: list[list[str]] | None = None,
-          color: bool = False, indent: str = "", flex: int = -1) -> list[str]:
-    """A plain table that fits `width`: column `flex` (default the last) is cut to what is left; `styles` colour
-    cells after the layout, so the widths count only visible characters."""
-    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    flex = flex % len(widths)
-    room = width - len(indent) - sum(w for i, w in enumerate(widths) if i != flex) - 2 * (len(widths) - 1)
-    widths[flex] = max(4, min(widths[flex], room))
-    out = []
-    for k, cells in enumerate([headers, ["-" * w for w in widths], *rows]):
-        parts = []
-        for i, (cell, w) in enumerate(zip(cells, widths)):
-            text = cut(str(cell), w)
-            pad = text.ljust(w) if i < len(widths) - 1 else text
-            style = styles[k - 2][i] if styles and k >= 2 and i < len(styles[k - 2]) else ""
-            parts.append(_paint(pad, style, color) if style and text.strip() else pad)
-        out.append((indent + "  ".join(parts)).rstrip())
-    return out
 
 
 def _text_table(c: dict, width: int, color: bool) -> list[str]:
@@ -253,7 +229,7 @@ def _text_table(c: dict, width: int, color: bool) -> list[str]:
         st[headers.index("VERDICT")] = _style_of(r)
         st[headers.index("STATUS")] = "failed" if r["status"] not in TIMED else ""
         styles.append(st)
-    return _grid(headers, cells, width, styles, color, flex=0)
+    return grid(headers, cells, width=width, styles=styles, color=color, flex=0)
 
 
 def _cleaned(obj):
@@ -275,8 +251,8 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
     out = []
     for h in c["headlines"]:
         lines = _wrap(h["text"], width)
-        style = h["direction"] if h["direction"] in _ANSI else ""
-        out += [_paint(line, style, color) for line in lines]
+        style = h["direction"] if h["direction"] in STYLES else ""
+        out += [paint(line, style, color) for line in lines]
     out += ["", cut(_context_line(c), width)]
     rep = c.get("reproduce")
     if rep:
@@ -284,7 +260,7 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
     out += [""] + _text_table(c, width, color)
     apart = _apart(c)
     if apart:
-        out += ["", _paint("Not timed together with the baseline (not comparable, no verdict):", "apart", color)]
+        out += ["", paint("Not timed together with the baseline (not comparable, no verdict):", "apart", color)]
         out += [line for r in apart for line in _wrap(_apart_line(r, c), width, "  ")]
     for d in c["diffs"]:
         out += [""] + _wrap(f"jax {d['label']} vs {d['vs']}: {d['moved']}", width, more="  ")
@@ -300,7 +276,7 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
             rows = [_move_cells(r) for r in d["per_op"][:TEXT_TOP]]
             more = len(d["per_op"]) - len(rows)
             out += [f"  top per-op moves ({len(rows)} of {len(d['per_op'])}):"]
-            out += _grid(MOVE_HEADERS, rows, width, indent="    ")
+            out += grid(MOVE_HEADERS, rows, width=width, indent="    ")
             if more > 0:
                 out.append(f"    ... and {more} more (--report or --html lists them)")
     if c.get("runs_used"):

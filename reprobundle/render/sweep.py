@@ -14,14 +14,26 @@ from .sharing import where_text
 from .sizes import ratio_by_size_svg, sweep_sizes
 from .sizes import to_markdown as sizes_markdown
 from .sizes import to_text as sizes_text
+from .table import grid
 
 HEADERS = ["BUNDLE", "TIME VS BASELINE (95% CI)", "OUTPUTS", "MOVED MOST", "WHERE"]
 _NO_RATIO = float("-inf")
 
 
 def ordered(results: Sequence[dict]) -> list[dict]:
-    """Worst first: by ratio, highest first; results without a ratio (failed, not timed) after them, by name."""
-    return sorted(results, key=lambda r: (-(r["ratio"] if r["ratio"] is not None else _NO_RATIO), r["ref"]))
+    """Worst first: by ratio, highest first; results without a ratio (failed, not timed) after them, by name. A
+    sweep of several candidates has a row per bundle and candidate (`name@1 on 0.9.2`)."""
+    rows = [row for r in results for row in per_candidate(r)]
+    return sorted(rows, key=lambda r: (-(r["ratio"] if r["ratio"] is not None else _NO_RATIO), r["ref"]))
+
+
+def per_candidate(result: dict) -> list[dict]:
+    """A result as table rows: itself for one candidate, else one row per candidate with its fields."""
+    candidates = result.get("candidates") or []
+    if len(candidates) <= 1:
+        return [result]
+    return [{**result, **c, "ref": f"{result['ref']} on {c['version']}",
+             "error": result["error"] if result["status"] == "failed" else None} for c in candidates]
 
 
 def summary_line(data: dict) -> str:
@@ -69,6 +81,9 @@ def _version(data: dict, which: str) -> str:
 
 
 def _title(data: dict) -> str:
+    candidates = data.get("candidates") or [data["candidate"]]
+    if len(candidates) > 1:
+        return f"jax {', '.join(candidates)} vs {_version(data, 'baseline')}"
     return f"jax {_version(data, 'candidate')} vs {_version(data, 'baseline')}"
 
 
@@ -88,8 +103,7 @@ def to_text(data: dict, width: int = WIDTH) -> str:
     moved = max(12, width - sum(fixed) - where - 2 * 4)
     widths = fixed + [moved, where]
     lines = [cut(line, width) for line in _header(data)]
-    for row in [HEADERS] + rows:
-        lines.append("  ".join(cut(x, w).ljust(w) for x, w in zip(row, widths)).rstrip())
+    lines += grid(HEADERS, rows, widths=widths, rule=False)
     for title, items in (("failed", _failures(data["results"])), ("mismatched", _mismatches(data["results"]))):
         if items:
             lines += ["", f"{title}:"] + [cut(f"  {clean(ref, 60)}: {clean(first_line(why, 400), 400)}", width)

@@ -9,6 +9,7 @@ from ..bundle.model import run_label
 from ..bundle.registry import Bundle, BundleRef
 from ..errors import clean
 from ..units import human_bytes, human_ns
+from .table import grid
 
 
 def _t(value: object, limit: int | None = None) -> str:
@@ -18,11 +19,7 @@ def _t(value: object, limit: int | None = None) -> str:
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
     rows = [[_t(c) for c in row] for row in rows]  # cells come from bundles and runs: escaped, one line each
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(headers, widths)).rstrip()]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
-    return "\n".join(lines)
+    return "\n".join(grid(headers, rows))
 
 
 def ref_data(ref: BundleRef) -> dict:

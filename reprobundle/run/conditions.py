@@ -2,7 +2,7 @@
 
 Two machines (or one machine at two moments) disagree about a timing for reasons the timing alone cannot show: a
 busy neighbour, fewer CPUs in the affinity mask, another XLA thread count, another CPU. `snapshot()` reads them
-from /proc (Linux; elsewhere what the os module offers) before and after a measurement; `conditions()` turns the
+(psutil; PSI pressure from /proc on Linux) before and after a measurement; `conditions()` turns the
 two snapshots into the plain map every run record of the measurement keeps under `environment["conditions"]`;
 analysis/conditions.py says whether the machine was busy and what differs between runs. The worker adds what only
 the measured process knows (its affinity, its threads, the thread settings it ran under) as `environment["process"]`.
@@ -14,6 +14,8 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from ..worker.conditions import THREAD_ENV
 
@@ -32,9 +34,8 @@ class Snapshot:
     cpu_count: int
     memory: dict = field(default_factory=dict)  # total/available bytes, swap used
     pressure: dict = field(default_factory=dict)  # PSI "some avg10" of cpu, memory, io (percent)
-    procs: dict[int, tuple[str, int, int, int]] = field(default_factory=dict)  # pid -> (name, ppid, ticks, start)
-    boot_time: float | None = None
-    cpu_ticks: tuple[int, int, int] | None = None  # the machine's (busy, all, stolen by the hypervisor) ticks
+    procs: dict[int, tuple[str, int, float, float]] = field(default_factory=dict)  # pid -> (name, ppid, cpu s, start)
+    cpu_times: tuple[float, float, float] | None = None  # the machine's (busy, all, stolen by the hypervisor) CPU s
     own_cpu_s: float = 0.0  # this process's and its waited-for children's CPU seconds
 
 
@@ -45,30 +46,23 @@ def _affinity() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
-def _read(path: Path) -> str:
+def _memory() -> dict:
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
-def _meminfo() -> dict:
-    values = {}
-    for line in _read(PROC / "meminfo").splitlines():
-        key, _, rest = line.partition(":")
-        parts = rest.split()
-        if parts and parts[0].isdigit():
-            values[key] = int(parts[0]) * (1024 if parts[1:2] == ["kB"] else 1)
-    out = {k: values[v] for k, v in (("total_bytes", "MemTotal"), ("available_bytes", "MemAvailable")) if v in values}
-    if "SwapTotal" in values and "SwapFree" in values:
-        out["swap_used_bytes"] = values["SwapTotal"] - values["SwapFree"]
-    return out
+        memory, swap = psutil.virtual_memory(), psutil.swap_memory()
+    except (OSError, RuntimeError):
+        return {}
+    return {"total_bytes": memory.total, "available_bytes": memory.available, "swap_used_bytes": swap.used}
 
 
 def _pressure() -> dict:
+    """PSI (Linux 4.20+, /proc/pressure/*), read by hand: psutil has no API for pressure stall information."""
     out = {}
     for what in ("cpu", "memory", "io"):
-        for line in _read(PROC / "pressure" / what).splitlines():
+        try:
+            text = (PROC / "pressure" / what).read_text()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in text.splitlines():
             fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
             if line.startswith("some") and "avg10" in fields:
                 try:
@@ -78,40 +72,33 @@ def _pressure() -> dict:
     return out
 
 
-def _processes() -> dict[int, tuple[str, int, int, int]]:
-    """pid -> (command name, parent pid, user+system CPU ticks, start time in ticks after boot)."""
-    out: dict[int, tuple[str, int, int, int]] = {}
+def _processes() -> dict[int, tuple[str, int, float, float]]:
+    """pid -> (name, parent pid, user+system CPU seconds, start time as time.time()); processes that vanish or
+    cannot be read are left out."""
+    out: dict[int, tuple[str, int, float, float]] = {}
     try:
-        entries = [p for p in os.listdir(PROC) if p.isdigit()]
-    except OSError:
-        return out
-    for pid in entries:
-        text = _read(PROC / pid / "stat")
-        close = text.rfind(")")
-        if close < 0:
-            continue
-        name = text[text.find("(") + 1:close]
-        fields = text[close + 2:].split()
-        try:  # fields after the name start at field 3 (state): ppid is 4, utime 14, stime 15, starttime 22
-            out[int(pid)] = (name, int(fields[1]), int(fields[11]) + int(fields[12]), int(fields[19]))
-        except (IndexError, ValueError):
-            continue
+        for p in psutil.process_iter(["name", "ppid", "cpu_times", "create_time"]):
+            info = p.info
+            times = info.get("cpu_times")
+            if times is None or info.get("create_time") is None or info.get("ppid") is None:
+                continue
+            out[p.pid] = (info.get("name") or "?", info["ppid"], times.user + times.system, info["create_time"])
+    except (OSError, psutil.Error):
+        pass
     return out
 
 
-def _cpu_ticks() -> tuple[int, int, int] | None:
-    """(busy, all, steal) clock ticks of all CPUs since boot, from /proc/stat's `cpu` line."""
-    for line in _read(PROC / "stat").splitlines():
-        if line.startswith("cpu "):
-            try:
-                v = [int(x) for x in line.split()[1:]]
-            except ValueError:
-                return None
-            v += [0] * (8 - len(v))
-            idle = v[3] + v[4]  # idle + iowait
-            everything = sum(v[:8])  # guest time is already inside user
-            return everything - idle, everything, v[7]
-    return None
+def _cpu_times() -> tuple[float, float, float] | None:
+    """(busy, all, steal) CPU seconds of all CPUs since boot."""
+    try:
+        t = psutil.cpu_times()
+    except (OSError, RuntimeError):
+        return None
+    idle = t.idle + getattr(t, "iowait", 0.0)
+    # guest time is already inside user
+    everything = sum(getattr(t, k, 0.0) for k in ("user", "nice", "system", "idle", "iowait", "irq", "softirq",
+                                                   "steal"))
+    return everything - idle, everything, getattr(t, "steal", 0.0)
 
 
 def _own_cpu() -> float:
@@ -119,25 +106,18 @@ def _own_cpu() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def _boot_time() -> float | None:
-    for line in _read(PROC / "stat").splitlines():
-        if line.startswith("btime "):
-            return float(line.split()[1])
-    return None
-
-
 def snapshot() -> Snapshot:
-    """The machine now, as far as this process can see it (cheap: one pass over /proc)."""
+    """The machine now, as far as this process can see it (one pass over the processes, by psutil)."""
     try:
         load = [round(x, 2) for x in os.getloadavg()]
     except (AttributeError, OSError):
         load = None
     return Snapshot(wall=time.time(), monotonic=time.monotonic(), loadavg=load, cpus=_affinity(),
-                    cpu_count=os.cpu_count() or 1, memory=_meminfo(), pressure=_pressure(), procs=_processes(),
-                    boot_time=_boot_time(), cpu_ticks=_cpu_ticks(), own_cpu_s=_own_cpu())
+                    cpu_count=os.cpu_count() or 1, memory=_memory(), pressure=_pressure(), procs=_processes(),
+                    cpu_times=_cpu_times(), own_cpu_s=_own_cpu())
 
 
-def _descendants(procs: dict[int, tuple[str, int, int, int]], root: int) -> set[int]:
+def _descendants(procs: dict[int, tuple[str, int, float, float]], root: int) -> set[int]:
     children: dict[int, list[int]] = {}
     for pid, (_, ppid, _, _) in procs.items():
         children.setdefault(ppid, []).append(pid)
@@ -156,23 +136,19 @@ def busy_processes(before: Snapshot, after: Snapshot, own: int | None = None) ->
     seconds = after.monotonic - before.monotonic
     if seconds <= 0:
         return []
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     mine = _descendants(after.procs, os.getpid() if own is None else own) | _descendants(
         before.procs, os.getpid() if own is None else own)
-    started_after = None
-    if before.boot_time is not None:
-        started_after = (before.wall - before.boot_time) * tick  # a process started later: all its ticks count
     out: list[dict] = []
-    for pid, (name, _, ticks, start) in after.procs.items():
+    for pid, (name, _, cpu_s, start) in after.procs.items():
         if pid in mine:
             continue
         if pid in before.procs and before.procs[pid][3] == start:
-            used = ticks - before.procs[pid][2]
-        elif started_after is not None and start >= started_after:
-            used = ticks
+            used = cpu_s - before.procs[pid][2]
+        elif start >= before.wall:  # started during the measurement: all its CPU time counts
+            used = cpu_s
         else:
             continue
-        cpu = used / tick / seconds
+        cpu = used / seconds
         if cpu >= BUSY_PROCESS_CPU:
             out.append({"pid": pid, "name": name, "cpu": round(cpu, 2)})
     out.sort(key=lambda p: (-p["cpu"], p["pid"]))
@@ -185,13 +161,12 @@ def conditions(before: Snapshot, after: Snapshot, own: int | None = None) -> dic
     seconds = after.monotonic - before.monotonic
     other_cpu = sum(p["cpu"] for p in others)
     steal = None
-    if before.cpu_ticks and after.cpu_ticks and seconds > 0:
+    if before.cpu_times and after.cpu_times and seconds > 0:
         # everything the machine ran but this process and its workers, short-lived processes included
-        tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        busy = (after.cpu_ticks[0] - before.cpu_ticks[0]) / tick
+        busy = after.cpu_times[0] - before.cpu_times[0]
         other_cpu = max(other_cpu, (busy - (after.own_cpu_s - before.own_cpu_s)) / seconds)
-        every = after.cpu_ticks[1] - before.cpu_ticks[1]
-        steal = round((after.cpu_ticks[2] - before.cpu_ticks[2]) / every, 3) if every > 0 else None
+        every = after.cpu_times[1] - before.cpu_times[1]
+        steal = round((after.cpu_times[2] - before.cpu_times[2]) / every, 3) if every > 0 else None
     out = {
         "duration_s": round(seconds, 3),
         "load_before": before.loadavg, "load_after": after.loadavg,

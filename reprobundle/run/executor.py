@@ -58,6 +58,7 @@ def result_skeleton(ref: str, versions: Sequence[str]) -> TaskResult:
             "runs": [],  # [{"version", "jax", "run_id", "status", "reason", "created"}] in the order of versions
             "verdict": None, "ratio": None, "ci95": None, "p_value": None, "method": None, "settled": None,
             "medians_ns": [None] * len(versions), "headline": "",
+            "candidates": [],  # per version after the baseline: its verdict, outputs and move (sweep.summarize)
             "outputs": "ok", "outputs_detail": "",  # "ok", "mismatch" or "failed" across the versions
             "moved": None, "moved_line": "",  # the op that moved most (one line), and the comparison's sentence
             "host": None, "wall_s": 0.0, "options": {}, "attempts": 1}

@@ -1,10 +1,11 @@
 """Python interpreters on this machine: finding them, probing them, and choosing one for a jax release.
 
-Candidates are the one given with `--python` (then only it), else the host's own, pyenv's, uv-managed ones and
-python3.X on PATH. Each is probed once (a subprocess with fixed code, -I -S) for its implementation, version and
-base executable; only regular (not free-threaded) CPython 3 counts. Of those that fit a release (a minor its jaxlib
-has wheels for, admitted by jax's Requires-Python), the one whose minor version is closest to the host's wins (ties:
-the newer), so that by default a release runs on the host's Python whenever it can.
+Candidates are the one given with `--python` (then only it), else the host's own, pyenv's, uv-managed ones (as
+`uv python list` reports them) and python3.X on PATH. Each is probed once (a subprocess with fixed code, -I -S)
+for its implementation, version and base executable; only regular (not free-threaded) CPython 3 counts. Of those
+that fit a release (a minor its jaxlib has wheels for, admitted by jax's Requires-Python), the one whose minor
+version is closest to the host's wins (ties: the newer), so that by default a release runs on the host's Python
+whenever it can.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Callable
 from ..errors import NoSuitablePythonError
 from .versions import python_allowed, python_release
 
-__all__ = ["Interpreter", "InterpreterFinder", "PY_VERSION_RE", "requested_python", "probe", "candidate_paths",
+__all__ = ["Interpreter", "InterpreterFinder", "PY_VERSION_RE", "requested_python", "probe", "candidate_paths", "uv_managed",
            "host_interpreter", "interpreter_from", "describe_minors"]
 
 log = logging.getLogger(__name__)
@@ -100,33 +101,53 @@ def _numbers_in_name(p: Path) -> list[int]:
     return [int(x) for x in re.findall(r"\d+", p.name)][:3]
 
 
+def uv_managed(uv: str | None) -> list[str]:
+    """The uv-managed CPython interpreters (regular builds, 3.MIN_MINOR+), newest first, as `uv python list` reports
+    them; [] without uv or when it fails."""
+    if not uv:
+        return []
+    try:
+        # PATH emptied: uv otherwise runs every python on PATH to list them, only-managed or not (each pyenv shim is
+        # a shell script that fails unless its version is selected: seconds on a machine with pyenv).
+        r = subprocess.run([uv, "python", "list", "--only-installed", "--python-preference", "only-managed",
+                            "--output-format", "json"], capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL, env={**os.environ, "PATH": ""})
+        rows = json.loads(r.stdout) if r.returncode == 0 else []
+    except (OSError, subprocess.SubprocessError, ValueError) as e:
+        log.debug("uv python list: %s: %s", type(e).__name__, e)
+        return []
+    out = []
+    for row in rows if isinstance(rows, list) else []:
+        if not isinstance(row, dict):
+            continue
+        parts = row.get("version_parts") or {}
+        if (row.get("implementation") == "cpython" and row.get("variant") == "default" and row.get("path")
+                and parts.get("major") == 3 and isinstance(parts.get("minor"), int) and parts["minor"] >= MIN_MINOR):
+            out.append(str(row["path"]))
+    return out
+
+
 def candidate_paths(uv: str | None) -> list[tuple[str, str]]:
-    """(path, source) of interpreters worth probing, most preferred first; pyenv shims are skipped."""
+    """(path, source) of interpreters worth probing, most preferred first: the host's, pyenv's, uv's, PATH's.
+
+    uv's own discovery (`uv python list`) is used for the interpreters it manages only. It does not look in pyenv's
+    versions folder (only at the shims on PATH, which run just the selected version), and listing PATH through it
+    runs every shim there (seconds with pyenv installed); both are read here directly, shims skipped."""
     out: list[tuple[str, str]] = [(sys.executable, "host")]
     pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    roots = [("pyenv", pyenv_root / "versions")]
-    uv_dir = os.environ.get("UV_PYTHON_INSTALL_DIR")
-    if not uv_dir and uv:
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            r = subprocess.run([uv, "python", "dir"], capture_output=True, text=True, timeout=10,
-                               stdin=subprocess.DEVNULL)
-            if r.returncode == 0:
-                uv_dir = r.stdout.strip()
-    if uv_dir:
-        roots.append(("uv", Path(uv_dir)))
-    for source, root in roots:
-        try:
-            dirs = sorted(root.iterdir(), key=_numbers_in_name, reverse=True)
-        except OSError:
-            continue
-        for d in dirs:
-            bindir = d / "bin" if os.name != "nt" else d
-            with contextlib.suppress(OSError):
-                for exe in sorted(bindir.iterdir(), reverse=True):
-                    m = re.fullmatch(r"python3\.(\d+)(\.exe)?", exe.name)
-                    if m and int(m.group(1)) >= MIN_MINOR:
-                        out.append((str(exe), source))
-                        break
+    try:
+        dirs = sorted((pyenv_root / "versions").iterdir(), key=_numbers_in_name, reverse=True)
+    except OSError:
+        dirs = []
+    for d in dirs:
+        bindir = d / "bin" if os.name != "nt" else d
+        with contextlib.suppress(OSError):
+            for exe in sorted(bindir.iterdir(), reverse=True):
+                m = re.fullmatch(r"python3\.(\d+)(\.exe)?", exe.name)
+                if m and int(m.group(1)) >= MIN_MINOR:
+                    out.append((str(exe), "pyenv"))
+                    break
+    out += [(path, "uv") for path in uv_managed(uv)]
     names = [f"python3.{m}" for m in range(20, MIN_MINOR - 1, -1)] + ["python3"]
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         if not folder or Path(folder).name == "shims":  # pyenv/asdf shims: the real interpreters are found above

@@ -126,27 +126,44 @@ def compare_runs(registry: Registry, bundle: Bundle, runs: Sequence[dict], basel
 
 def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions: Sequence[str], *,
               options: dict[str, Any], wall_s: float, stored: bool = False, host: str | None = None) -> TaskResult:
-    """One bundle's result as plain JSON: the runs (version, concrete jax, run id, status, reason), the
-    candidate's verdict against the baseline (ratio, 95% interval, p, method, settled), the output status across
-    both versions ("ok", "mismatch": a version's outputs differ from the reference or the candidate's from the
-    baseline's, "failed": a version did not run), the op that moved most, the host (None for a stored result: run
-    records keep no host name), the wall time."""
-    baseline, candidate = versions[0], versions[-1]
+    """One bundle's result as plain JSON: the runs (version, concrete jax, run id, status, reason), per candidate
+    (every version after the first, the baseline) its verdict against the baseline (ratio, 95% interval, p, method,
+    settled), output status ("ok", "mismatch": its outputs differ from the reference or from the baseline's,
+    "failed": it did not run) and the op that moved most, in `candidates`; the top-level verdict fields are those of
+    the worst candidate (a mismatch or failure first, then the highest ratio), what one line of a table shows. The
+    host is None for a stored result (run records keep no host name)."""
+    baseline = versions[0]
     out = {**result_skeleton(str(bundle.ref), versions), **_identity(bundle)}
     out.update(stored=stored, group=runs[0].get("group") if runs else None, wall_s=round(wall_s, 3),
                host=None if stored else host or socket.gethostname(), options=task_options(options))
     out["runs"] = [{"version": run_label(r), "jax": str((r.get("environment") or {}).get("jax") or run_label(r)),
                     "run_id": r["run_id"], "status": r["status"], "reason": first_line(r.get("reason") or "", 300),
                     "created": r.get("created")} for r in runs]
-    out.update(_outputs_of_runs(runs))
-    base_ok = any(run_label(r) == baseline and r["status"] in TIMED for r in runs)
-    if not base_ok:
-        return out
-    comparison = compare_runs(registry, bundle, runs, baseline)
-    rows = {row["requested"]: row for row in comparison["rows"]}
+    by_label = {run_label(r): r for r in runs}
+    base_ok = baseline in by_label and by_label[baseline]["status"] in TIMED
+    comparison = compare_runs(registry, bundle, runs, baseline) if base_ok else None
+    rows = {row["requested"]: row for row in comparison["rows"]} if comparison else {}
     out["medians_ns"] = [rows[v]["median_ns"] if v in rows else None for v in versions]
-    row = rows.get(candidate)
-    if row is None or candidate == baseline:
+    out["candidates"] = [_candidate(comparison, rows.get(v), [by_label[k] for k in (baseline, v) if k in by_label],
+                                    v, baseline) for v in versions[1:]]
+    worst = max(out["candidates"], key=_severity, default=None)
+    if worst is not None:
+        out.update({k: worst[k] for k in _CANDIDATE_FIELDS})
+    out.update(_outputs_of_runs(runs) if out["outputs"] == OUTPUT_OK else {})
+    return _plain(out)
+
+
+_CANDIDATE_FIELDS = ("verdict", "ratio", "ci95", "p_value", "method", "settled", "headline", "outputs",
+                     "outputs_detail", "moved", "moved_line")
+
+
+def _candidate(comparison: dict | None, row: dict | None, runs: list[dict], candidate: str, baseline: str) -> dict:
+    """One candidate's part of a bundle's result (the _CANDIDATE_FIELDS and its version)."""
+    out: dict[str, Any] = {"version": candidate, "verdict": None, "ratio": None, "ci95": None, "p_value": None,
+                           "method": None, "settled": None, "headline": "", "outputs": OUTPUT_OK,
+                           "outputs_detail": "", "moved": None, "moved_line": ""}
+    out.update(_outputs_of_runs(runs))
+    if comparison is None or row is None or candidate == baseline:
         return out
     out.update(verdict=row["verdict"], ratio=row["ratio"], ci95=row["ci95"], p_value=row["p_value"],
                method=row["method"], settled=row["settled"])
@@ -158,7 +175,13 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
                                  f"{vs_base.get('max_abs_err')})" + (f" in {vs_base['worst']}" if vs_base.get("worst")
                                                                      else ""))
     out.update(_moved(comparison, row))
-    return _plain(out)
+    return out
+
+
+def _severity(candidate: dict) -> tuple:
+    rank = {OUTPUT_FAILED: 2, OUTPUT_MISMATCH: 1}.get(candidate["outputs"], 0)
+    ratio = candidate["ratio"]
+    return rank, -1.0 if ratio is None or ratio != ratio else ratio
 
 
 def _outputs_of_runs(runs: Sequence[dict]) -> dict[str, Any]:
@@ -340,16 +363,18 @@ def sweep(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str]
 def sweep_report(registry: Registry, bundles: Sequence[Bundle], results: list[TaskResult], versions: Sequence[str],
                  options: dict[str, Any], *, executor_name: str, rerun: bool, extra_args: Sequence[str]) -> dict:
     """A sweep's plain result (api.sweep's docstring): each bundle's result with its Reproduce block, the two
-    versions as concrete ones ("installed" is this host's), the counts."""
+    versions as concrete ones ("installed" is this host's; `candidate` is the last of `candidates`), the counts."""
     from ..bundle.sharing import reproduce_info
 
-    baseline, candidate = versions
+    baseline, candidates = versions[0], list(versions[1:])
     here = {v: host_jax() or v if v == "installed" else v for v in versions}
     for bundle, result in zip(bundles, results):
-        concrete = [r["jax"] for r in result["runs"]] if len(result["runs"]) == 2 else [here[v] for v in versions]
+        concrete = ([r["jax"] for r in result["runs"]] if len(result["runs"]) == len(versions)
+                    else [here[v] for v in versions])
         result["reproduce"] = reproduce_info(registry, bundle, concrete, extra_args=list(extra_args))
     return {"format": "reprobundle.sweep", "version": 1, "store": registry.url, "baseline": baseline,
-            "candidate": candidate, "jax": {"baseline": here[baseline], "candidate": here[candidate]},
+            "candidate": candidates[-1], "candidates": candidates,
+            "jax": {"baseline": here[baseline], "candidate": here[candidates[-1]]},
             "executor": executor_name, "options": options, "rerun": rerun, "results": results,
             "counts": counts(results)}
 

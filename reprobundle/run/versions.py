@@ -13,7 +13,7 @@ from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 __all__ = ["parse_version", "version_key", "same_release", "is_final_release", "release_name", "python_release",
-           "python_allowed"]
+           "python_allowed", "releases_between"]
 
 
 def parse_version(text: str) -> Version | None:
@@ -83,3 +83,14 @@ def python_allowed(spec: str | None, python_version: str) -> bool:
         except InvalidSpecifier:
             continue  # something exotic: do not exclude on it
     return True
+
+
+def releases_between(span: str, available: list[str]) -> list[str]:
+    """The final releases of `available` from A to B inclusive, in order, for `span` "A..B"; ValueError when `span`
+    is not two versions joined by '..' or A is after B."""
+    first, sep, last = span.partition("..")
+    low, high = parse_version(first.strip()), parse_version(last.strip())
+    if not sep or low is None or high is None or low > high:
+        raise ValueError(f"{span!r} is not a range of releases such as 0.7.2..0.9.2")
+    found = [(v, text) for text in available if (v := parse_version(text)) is not None and is_final_release(v)]
+    return [text for v, text in sorted(found) if low <= v <= high]

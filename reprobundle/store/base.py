@@ -113,9 +113,10 @@ class Store(ABC):
     # Batches: many keys at once, `jobs` at a time. Backends with a native batch path override these (GCS: its own
     # concurrency setting, REPROBUNDLE_GCS_CONCURRENCY, takes the place of `jobs`).
     def get_many(self, items: Iterable[tuple[str, str | Path]], *, progress: Callable[[int], None] | None = None,
-                 jobs: int = DEFAULT_JOBS) -> None:
+                 jobs: int = DEFAULT_JOBS, sha256: dict[str, str] | None = None) -> None:
         """Download [(key, local path), ...]; NotFoundError names the first missing key. `progress(nbytes)` is
-        called from I/O threads as files complete; keep it cheap."""
+        called from I/O threads as files complete; keep it cheap. `sha256`: a backend that hashes what it writes
+        as it writes it puts each key's hex sha256 there (GCS); a key it leaves out is for the caller to hash."""
         def one(item: tuple[str, str | Path]) -> None:
             self.get_file(item[0], item[1])
             if progress:
@@ -124,20 +125,44 @@ class Store(ABC):
         _each(one, list(items), jobs)
 
     def put_many(self, items: Iterable[tuple[str, str | Path]], *, progress: Callable[[int], None] | None = None,
-                 jobs: int = DEFAULT_JOBS) -> None:
+                 jobs: int = DEFAULT_JOBS, move: bool = False) -> None:
         """Upload [(key, local path), ...] of content-addressed values: a key that exists already keeps its value
-        (the same bytes, by construction)."""
+        (the same bytes, by construction). `move`: the files are the caller's to give away (a folder store moves
+        those in its `staging_folder` into place instead of copying them; they are gone afterwards either way)."""
         self.check_writable()
 
         def one(item: tuple[str, str | Path]) -> None:
+            size = Path(item[1]).stat().st_size
             try:
-                self.put_file(item[0], item[1], create_only=True)
+                if move:
+                    self.move_in(item[0], item[1])
+                else:
+                    self.put_file(item[0], item[1], create_only=True)
             except AlreadyExistsError:
                 pass  # a concurrent writer stored the same content
             if progress:
-                progress(Path(item[1]).stat().st_size)
+                progress(size)
 
         _each(one, list(items), jobs)
+
+    def move_in(self, key: str, path: str | Path) -> None:
+        """put_file(create_only=True) of a file that is the caller's to give away: it is gone afterwards, stored or
+        not (a folder store links it into place when it is on the store's disk)."""
+        try:
+            self.put_file(key, path, create_only=True)
+        finally:
+            unlink_quietly(path)
+
+    def staging_folder(self) -> Path | None:
+        """A folder on this store's own disk where a writer may put files that `move_in` then takes without a
+        copy; None where every value is sent or copied."""
+        return None
+
+    def stage(self, data: bytes | memoryview) -> "Staged | None":
+        """Write a value whose key is not known yet (a blob's key is its hash, which the caller computes meanwhile),
+        to `publish` under its key or `discard`; invisible until published. None where the backend cannot (then
+        `put` writes it once the key is known)."""
+        return None
 
     def exists_many(self, keys: Iterable[str], *, jobs: int = DEFAULT_JOBS) -> set[str]:
         """The subset of `keys` present in the store."""
@@ -214,6 +239,24 @@ class Lease:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class Staged(ABC):
+    """A value written before its key was known (Store.stage). Used as a context manager, it is discarded on the
+    way out unless published."""
+
+    @abstractmethod
+    def publish(self, key: str, *, create_only: bool = False) -> None:
+        """Make the value visible under `key` (atomically, as `put`); AlreadyExistsError as `put`'s create_only."""
+
+    @abstractmethod
+    def discard(self) -> None: ...
+
+    def __enter__(self) -> "Staged":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.discard()
 
 
 def make_temp_file(folder: str | Path, prefix: str) -> tuple[int, str]:

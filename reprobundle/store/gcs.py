@@ -45,9 +45,9 @@ import os
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 
 import asyncio  # noqa: E402
+import hashlib  # noqa: E402
 import io  # noqa: E402
 import re  # noqa: E402
-import tempfile  # noqa: E402
 import threading  # noqa: E402
 from datetime import datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -65,7 +65,7 @@ from ..errors import (  # noqa: E402
     StoreUnreachableError,
     UsageError,
 )
-from .base import DEFAULT_JOBS, Capabilities, Store, check_key, unlink_quietly  # noqa: E402
+from .base import DEFAULT_JOBS, Capabilities, Store, check_key, make_temp_file, unlink_quietly  # noqa: E402
 from .gcs_http import (  # noqa: E402
     CredentialsFailed,
     GCSClient,
@@ -183,6 +183,47 @@ class _KeyNotFound(_NotFound):
 
 
 # -- the store --------------------------------------------------------------------------------------------------
+
+
+class _OrderedHash:
+    """The sha256 of an object that arrives as byte ranges in any order: each range is hashed once every range
+    before it is, on a worker thread (hashlib releases the GIL). A range may be fetched at most AHEAD bytes past
+    what is hashed, which bounds the ranges held in memory waiting for an earlier one."""
+
+    AHEAD = RANGES_PER_FILE * DOWNLOAD_CHUNK
+
+    def __init__(self) -> None:
+        self._hash = hashlib.sha256()
+        self._done = 0  # bytes hashed
+        self._waiting: dict[int, bytes] = {}
+        self._hashing = False  # one caller of `add` hashes at a time, whatever is next in order
+        self._turn = asyncio.Condition()
+
+    async def admit(self, offset: int) -> None:
+        """Wait until the range at `offset` may be fetched."""
+        async with self._turn:
+            await self._turn.wait_for(lambda: offset - self._done <= self.AHEAD)
+
+    async def add(self, offset: int, body: bytes) -> None:
+        async with self._turn:
+            self._waiting[offset] = body
+            if self._hashing:
+                return
+            self._hashing = True
+        while True:
+            async with self._turn:
+                chunk = self._waiting.pop(self._done, None)
+                if chunk is None:
+                    self._hashing = False
+                    return
+            await asyncio.to_thread(self._hash.update, chunk)  # the lock is free meanwhile: others keep fetching
+            async with self._turn:
+                self._done += len(chunk)
+                self._turn.notify_all()
+
+    def hexdigest(self) -> str:
+        assert not self._waiting, "a range was never hashed"
+        return self._hash.hexdigest()
 
 
 class GCSStore(Store):
@@ -433,8 +474,10 @@ class GCSStore(Store):
             raise StoreError(f"short read from GCS: {len(body)} of {end - start} bytes at offset {start} of {url}")
         return body
 
-    async def _adownload(self, key: str, dest: str | Path, progress: Progress | None, requests: asyncio.Semaphore):
-        """Copy an object to `dest` atomically: parallel byte ranges written into a temp file, then renamed."""
+    async def _adownload(self, key: str, dest: str | Path, progress: Progress | None, requests: asyncio.Semaphore,
+                         sha256: dict[str, str] | None = None):
+        """Copy an object to `dest` atomically: parallel byte ranges written into a temp file, then renamed. With
+        `sha256`, the hex sha256 of the bytes written is put there under `key`, hashed as the ranges arrive."""
         name = self._name(key)
         url = self._media_url(name)
         dest = Path(dest)
@@ -443,25 +486,32 @@ class GCSStore(Store):
             status, headers, first = await self._aget_range(url, 0, DOWNLOAD_CHUNK, None)
         total = self._total_size(status, headers, first)
         generation = headers.get("X-Goog-Generation")
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
+        hashed = _OrderedHash() if sha256 is not None else None
+        fd, tmp = make_temp_file(dest.parent, ".part-")
         try:
             if total > len(first):
                 await asyncio.to_thread(os.ftruncate, fd, total)
             await asyncio.to_thread(os.pwrite, fd, first, 0)
             if progress:
                 progress(len(first))
+            if hashed:
+                await hashed.add(0, first)
             del first
             if total > DOWNLOAD_CHUNK:
                 offsets = iter(range(DOWNLOAD_CHUNK, total, DOWNLOAD_CHUNK))
 
                 async def worker():
                     for off in offsets:  # shared iterator: each worker takes the next range
+                        if hashed:
+                            await hashed.admit(off)
                         end = min(off + DOWNLOAD_CHUNK, total)
                         async with requests:
                             body = await self._range_body(url, off, end, generation)
                         await asyncio.to_thread(os.pwrite, fd, body, off)
                         if progress:
                             progress(len(body))
+                        if hashed:
+                            await hashed.add(off, body)
 
                 n = min(RANGES_PER_FILE, -(-(total - DOWNLOAD_CHUNK) // DOWNLOAD_CHUNK))
                 await _gather_or_cancel([worker() for _ in range(n)])
@@ -473,6 +523,8 @@ class GCSStore(Store):
                 os.close(fd)
             unlink_quietly(tmp)
             raise
+        if hashed and sha256 is not None:
+            sha256[key] = hashed.hexdigest()
 
     async def _aexists(self, key: str) -> bool:
         try:
@@ -569,7 +621,7 @@ class GCSStore(Store):
 
     # -- batch transfers ---------------------------------------------------------------------------------------
     def put_many(self, items: Iterable[tuple[str, str | Path]], *, progress: Progress | None = None,
-                 jobs: int = DEFAULT_JOBS) -> None:
+                 jobs: int = DEFAULT_JOBS, move: bool = False) -> None:
         """Upload local files: [(key, local_path), ...], up to `concurrency` at a time.
 
         Overwrites (skipping existing keys is the caller's choice: see `exists_many`). Each object is atomic; on the
@@ -577,8 +629,12 @@ class GCSStore(Store):
         `progress(nbytes)` is called from the I/O thread as bytes are sent; keep it cheap."""
         self.check_writable()
         pairs = [(self._name(k), os.fspath(p)) for k, p in items]
-        if pairs:
-            self._run(self._aput_many, pairs, progress)
+        try:
+            if pairs:
+                self._run(self._aput_many, pairs, progress)
+        finally:
+            for _, path in pairs if move else ():
+                unlink_quietly(path)
 
     async def _aput_many(self, pairs, progress):
         files = asyncio.Semaphore(self.concurrency)
@@ -595,19 +651,20 @@ class GCSStore(Store):
         await _gather_or_cancel([one(n, p) for n, p in pairs])
 
     def get_many(self, items: Iterable[tuple[str, str | Path]], *, progress: Progress | None = None,
-                 jobs: int = DEFAULT_JOBS) -> None:
+                 jobs: int = DEFAULT_JOBS, sha256: dict[str, str] | None = None) -> None:
         """Download [(key, local_path), ...] concurrently; each destination appears whole (temp file + rename) or
-        not at all. Large objects come as parallel byte ranges. NotFoundError names the first missing key."""
+        not at all. Large objects come as parallel byte ranges, hashed in order as they arrive when `sha256` is
+        given (every key's hex digest is put there). NotFoundError names the first missing key."""
         pairs = [(check_key(k), Path(p)) for k, p in items]
         if pairs:
-            self._run(self._aget_many, pairs, progress)
+            self._run(self._aget_many, pairs, progress, sha256)
 
-    async def _aget_many(self, pairs, progress):
+    async def _aget_many(self, pairs, progress, sha256=None):
         requests = asyncio.Semaphore(self.concurrency)
 
         async def one(key, path):
             try:
-                await self._adownload(key, path, progress, requests)
+                await self._adownload(key, path, progress, requests, sha256)
             except GCSNotFound:
                 raise _KeyNotFound(key) from None
 

@@ -29,6 +29,7 @@ from .base import (
     COPY_CHUNK,
     Capabilities,
     Lease,
+    Staged,
     Store,
     check_key,
     make_temp_file,
@@ -161,7 +162,7 @@ class LocalStore(Store):
         return os.fdopen(fd, "rb")
 
     # -------------------------------------------------------------------------------------------- writing
-    def _write_temp(self, writer) -> Path:
+    def _write_temp(self, writer, *, durable: bool = True) -> Path:
         try:
             self._tmp.mkdir(parents=True, exist_ok=True)
             fd, tmp = make_temp_file(self._tmp, "put-")
@@ -171,7 +172,8 @@ class LocalStore(Store):
             with os.fdopen(fd, "wb") as f:
                 writer(f)
                 f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    os.fsync(f.fileno())
         except BaseException:
             unlink_quietly(tmp)
             raise
@@ -206,6 +208,28 @@ class LocalStore(Store):
                 shutil.copyfileobj(src, out, COPY_CHUNK)
 
         self._publish(self._write_temp(copy), key, create_only)
+
+    def stage(self, data: bytes | memoryview) -> Staged:
+        """A temp file in `<root>/.tmp`, made durable (fsync) only when published: a value found stored already
+        costs no flush to disk."""
+        return _StagedFile(self, self._write_temp(lambda f: f.write(data), durable=False))
+
+    def staging_folder(self) -> Path | None:
+        return self._tmp  # scratch folders there are locked while used; `remove_stale_temp_files` sweeps the rest
+
+    def move_in(self, key: str, path: str | Path) -> None:
+        """Made durable (fsync) and linked into place when `path` is on the store's disk (no copy), else copied."""
+        check_key(key)
+        path = Path(path)
+        try:
+            same_disk = path.stat().st_dev == self.root.stat().st_dev
+        except OSError:
+            same_disk = False
+        if not same_disk:
+            return super().move_in(key, path)
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+        self._publish(path, key, create_only=True)  # removes `path`, whatever happens
 
     # ------------------------------------------------------------------------------------------ the rest
     def exists(self, key: str) -> bool:
@@ -284,3 +308,17 @@ class LocalStore(Store):
         """Delete what killed writers left in `<root>/.tmp`: temp files older than `older_than_s`, leases and
         scratch folders whose process is gone. Returns how many."""
         return sweep(self._tmp, stale_s=older_than_s)
+
+
+class _StagedFile(Staged):
+    def __init__(self, store: LocalStore, path: Path) -> None:
+        self.store, self.path = store, path
+
+    def publish(self, key: str, *, create_only: bool = False) -> None:
+        check_key(key)
+        with open(self.path, "rb") as f:
+            os.fsync(f.fileno())
+        self.store._publish(self.path, key, create_only)  # removes the temp file, whatever happens
+
+    def discard(self) -> None:
+        unlink_quietly(self.path)
