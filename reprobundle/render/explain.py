@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import html
+import textwrap
 
 from ..errors import clean
-from .comparison import CSS, html_table, md, md_table
+from .comparison import CSS, WIDTH, html_table, md, md_table
 from .sharing import reproduce_markdown, reproduce_text
 from .text import table
 
@@ -74,7 +75,7 @@ def to_text(data: dict) -> str:
     d = data["diagnosis"]
     out = [f"explain {clean(data.get('bundle', ''))}: {clean(_title(data))}",
            f"{data['candidate']} against {data['baseline']}: {verdict_text(data.get('regression'))}", "",
-           f"Diagnosis ({d['kind']}): {clean(d['summary'])}", ""]
+           *textwrap.wrap(f"Diagnosis ({d['kind']}): {clean(d['summary'])}", WIDTH, subsequent_indent="    "), ""]
     rows = pass_rows(data)
     out.append("Passes that acted differently (pipeline order):" if rows else
                "No pass acted differently on the two sides" + (f" ({clean(data['pass_diff'].get('note'))})"
