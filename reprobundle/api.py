@@ -23,7 +23,7 @@ from .capture.pack import pack as _pack
 from .config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from .errors import ReproBundleError, ScriptError, UsageError, clean_values
 from .logs import Status
-from .run.contenders import ContenderSpec, contenders_from
+from .run.contenders import ContenderSpec, parse_variant
 from .run.execution import DEFAULT_TIMEOUT_S, dtype_of
 from .run.options import ReplayOptions, check_timing, checked_timeout, replay_options
 from .run.options import parse_pin as parse_pin  # re-exported: --pin's parser
@@ -307,7 +307,9 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     `platform` ("cpu", "cuda", "cuda12", "cuda13", "rocm", "tpu"): where every version runs (default: the bundle's
     first accelerator platform this machine has, else the CPU; see run/platforms.py).
     """
-    contenders = contenders_from(versions, variants)  # a malformed --variant is refused before anything runs
+    # versions as given (`--jax installed --jax installed` times one build twice), then the variants; a malformed
+    # --variant is refused before anything runs
+    contenders = [ContenderSpec(v) for v in versions] + [parse_variant(text) for text in variants]
     from .bundle.transfer import copy_bundle, prefetch
 
     options = replay_options(options, settings)
