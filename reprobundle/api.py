@@ -263,11 +263,12 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
     return _capture_program(list(command), options.check(), pack_options, progress=progress)
 
 
-def environment_manager(env_dir: str | None = None, *, python: str | None = None):
-    """The cache of per-version JAX environments ($REPROBUNDLE_ENV_DIR or the user cache by default)."""
+def environment_manager(env_dir: str | None = None, *, python: str | None = None, index_url: str | None = None):
+    """The cache of per-version JAX environments ($REPROBUNDLE_ENV_DIR or the user cache by default); `index_url`:
+    where nightlies (and, a mirror, releases) come from (see run/nightly.py)."""
     from .run.envs import EnvironmentManager
 
-    return EnvironmentManager(Path(env_dir) if env_dir else None, python=python)
+    return EnvironmentManager(Path(env_dir) if env_dir else None, python=python, index_url=index_url)
 
 
 @dataclass(frozen=True)
@@ -287,9 +288,13 @@ class ReplayResult:
 
 def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | None = None,
            options: ReplayOptions | None = None, python: str | None = None, env_dir: str | None = None,
-           progress: Callable[[str], None] | None = None, variants: Sequence[str] = (),
-           **settings: Any) -> ReplayResult:
+           progress: Callable[[str], None] | None = None, index_url: str | None = None,
+           variants: Sequence[str] = (), **settings: Any) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
+
+    A version is a release, "installed", "latest", a nightly ("nightly:2025-10-03", "0.8.0.dev20251003", from
+    `index_url`, else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index) or the path of a Python interpreter or
+    environment whose JAX is used as it is (see run/envs.py).
 
     `variants` (`"0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper;jax_default_matmul_precision=highest"`)
     add contenders: that release under those settings (XLA flags, JAX config options, environment variables),
@@ -325,10 +330,12 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
     env_manager = None
     if any(c.jax != "installed" for c in contenders) or python:
-        env_manager = environment_manager(env_dir, python=python)
+        env_manager = environment_manager(env_dir, python=python, index_url=index_url)
     runs = _replay(registry, bundle, contenders, options, python=python, env_manager=env_manager,
                    progress=progress)
-    return ReplayResult(registry, bundle, runs, origin=origin, replay_args=tuple(options.args(max_time=False)))
+    index_args = ("--index-url", index_url) if index_url else ()
+    return ReplayResult(registry, bundle, runs, origin=origin,
+                        replay_args=(*options.args(max_time=False), *index_args))
 
 
 def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, baseline: str | None = None,
@@ -397,14 +404,17 @@ def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict
 
 
 def concrete_versions(runs: Sequence[dict]) -> list[str]:
-    """The versions of runs as a reader would ask for them: `installed` becomes the JAX version it was. Runs under
-    settings are variants (variant_args), not versions."""
+    """The versions of runs as a reader would ask for them: `installed` and a local interpreter or environment
+    (`--jax PATH`, which only this machine has) become the JAX version they were. Runs under settings are variants
+    (variant_args), not versions."""
+    from .run.local_env import is_path_request
+
     out = []
     for run in runs:
         if _settings_of(run):
             continue
         v = run["requested"]
-        if v == "installed":
+        if v == "installed" or is_path_request(v):
             v = str((run.get("environment") or {}).get("jax") or v)
         out.append(v)
     return out
@@ -482,10 +492,16 @@ def compare(ref: str, versions: Sequence[str] | None = None, *, store: str | Non
 
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
-           executor=None, ray_address: str | None = None, **settings: Any):
+           executor=None, ray_address: str | None = None, nightly: bool = False, index_url: str | None = None,
+           **settings: Any):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
     tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
     rounds, timeout_s, platform); no XLA dump is kept.
+
+    With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
+    from `index_url` (else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index): the result's `nightly` holds the
+    last good and first bad builds with their commits, the compare URLs, the skipped days and the Reproduce lines
+    (run/nightly_bisect.py).
 
     Each probe (the versions timed together) is a replay task (run/executor.py) run by `executor`, by default the
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
@@ -496,16 +512,41 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
 
     options = replay_options(options, settings, BISECT_OPTIONS)
     registry, bundle = resolve(ref, store)
-    manager = environment_manager(env_dir, python=python)
+    manager = environment_manager(env_dir, python=python, index_url=index_url)
     if registry.store.read_only and (executor is not None or ray_address):
         raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
                          hint="pull it first: reprobundle pull " + ref)
     executor = executor or executor_for(ray_address)
     probe = replay_probe(registry, bundle, options, executor=executor, env_manager=manager, env_dir=env_dir,
                          python=python, progress=progress)
+    if nightly:
+        return _bisect_nightlies(registry, bundle, manager, good, bad, probe, options, progress)
     result = _bisect(manager.available_versions(), good, bad, probe, progress=progress)
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
     comparison = comparison_of(registry, bundle, tested, baseline=good)
+    return result, comparison
+
+
+def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, probe,
+                      options: ReplayOptions, progress: Callable[[str], None] | None):
+    """bisect --nightly: the days between `good` and `bad` searched with `probe`, and the answer's builds,
+    commits, compare URLs and Reproduce lines (run/nightly_bisect.py)."""
+    from .run import nightly_bisect
+    from .run.bisection import bisect as _bisect
+    from .run.versions import version_key
+
+    search = nightly_bisect.plan_search(manager, good, bad)
+    if progress and search.skipped:
+        progress(f"bisect: {len(search.skipped)} day(s) without a nightly are skipped: "
+                 + ", ".join(s["date"] for s in search.skipped))
+    result = _bisect(search.candidates, search.good, search.bad, probe, progress=progress,
+                     known=nightly_bisect.same_build(manager))
+    tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
+    comparison = comparison_of(registry, bundle, tested, baseline=search.good)
+    result.nightly = nightly_bisect.report(manager, search, result.last_good, result.first_bad,
+                                           comparison["reproduce"]["url"], options.args())
+    comparison["reproduce"].update(command=result.nightly["command"], nightlies=result.nightly["install"],
+                                   versions=[result.last_good, result.first_bad])
     return result, comparison
 
 
@@ -556,7 +597,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
           store: str | None = None, releases: str | None = None,
           labels: dict[str, str] | None = None, rerun: bool = False, executor=None, ray_address: str | None = None,
           options: ReplayOptions | None = None, env_dir: str | None = None, python: str | None = None,
-          progress: Callable[[str], None] | None = None, **settings: Any) -> dict:
+          progress: Callable[[str], None] | None = None, index_url: str | None = None, **settings: Any) -> dict:
     """Replay every selected bundle of a registry on `baseline` and `candidate` timed together (replay's paired
     rounds and adaptive budget), storing the runs there, and sum them up. `candidate` may be several versions, or
     `releases` ("0.7.2..0.9.2") every release in a range: each bundle is then timed on the baseline and all of them
@@ -584,7 +625,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
                          hint="copy the bundles into a writable store first (reprobundle pull / copy)")
     bundles = sweeping.select_bundles(registry, list(selection), labels)
     executor = executor or sweeping.executor_for(ray_address)
-    plain = {**options.task_options(), "env_dir": env_dir, "python": python}
+    plain = {**options.task_options(), "env_dir": env_dir, "python": python, "index_url": index_url}
     versions = (baseline, *candidates)
     fn = sweeping.run_replay_task
     if isinstance(executor, LocalExecutor) and progress is not None:
@@ -610,7 +651,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     results = sweeping.sweep(registry, bundles, versions, plain, executor=executor, rerun=rerun, fn=fn,
                              progress=report)
     return sweeping.sweep_report(registry, bundles, results, versions, plain, executor_name=executor.name,
-                                 rerun=rerun, extra_args=options.args())
+                                 rerun=rerun, extra_args=options.args() + (["--index-url", index_url] if index_url else []))
 
 
 def history(selection: Sequence[str] = (), *, store: str | None = None, labels: dict[str, str] | None = None,

@@ -304,6 +304,9 @@ PlatformOpt = typer.Option(None, "--platform", help="Run on this platform: cpu, 
 
 MaxTimeOpt = typer.Option(None, "--max-time", help="Seconds the timing of several versions may take: rounds stop "
                                                   "there even if a verdict is not settled (default: up to 32 rounds).")
+IndexOpt = typer.Option(None, "--index-url", help="PEP 503 index of JAX nightlies (default: "
+                                                  "$REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index); releases "
+                                                  "come from it too (a mirror of PyPI).")
 RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
@@ -320,8 +323,10 @@ PinOpt = typer.Option(None, "--pin", help="Run every version's worker on these C
 @app.command()
 def replay(
     ref: str,
-    jax_versions: List[str] = typer.Option([], "--jax", help="JAX version to replay on (repeatable); "
-                                                            "'installed' is this interpreter's JAX (default)."),
+    jax_versions: List[str] = typer.Option([], "--jax", help="JAX to replay on (repeatable): a release, 'installed' "
+                                                            "(this interpreter's, the default), 'latest', a nightly "
+                                                            "(nightly:2025-10-03 or 0.8.0.dev20251003), or the path "
+                                                            "of a Python interpreter or environment, used as it is."),
     warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat",
                                help="Timed steps per version over 8 rounds, so repeat/8 a round (all rounds with "
@@ -341,6 +346,7 @@ def replay(
     max_time: Optional[float] = MaxTimeOpt,
     pin: Optional[str] = PinOpt,
     variants: List[str] = VariantOpt,
+    index_url: Optional[str] = IndexOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
@@ -353,10 +359,11 @@ def replay(
     versions = jax_versions or ([] if variants else ["installed"])
     if sizes:
         _replay_sizes(ref, versions, shapes, baseline, report_path, html_path, as_json, options=options,
-                      variants=variants, store=store, python=python, progress=_progress(as_json))
+                      variants=variants, store=store, python=python, progress=_progress(as_json),
+                      index_url=index_url)
         return
     result = api.replay(ref, versions, store=store, options=options, python=python, progress=_progress(as_json),
-                        variants=variants)
+                        variants=variants, index_url=index_url)
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:
@@ -458,8 +465,12 @@ def compare(
 @app.command("bisect")
 def bisect_cmd(
     ref: str,
-    good: str = typer.Option(..., "--good", help="A JAX version where the bundle is fine."),
+    good: str = typer.Option(..., "--good", help="A JAX version where the bundle is fine (with --nightly: a release "
+                                                 "or a nightly, nightly:2025-09-20)."),
     bad: str = typer.Option(..., "--bad", help="A later JAX version where it regressed."),
+    nightly: bool = typer.Option(False, "--nightly", help="Search the nightlies between --good and --bad by date, "
+                                                          "down to the commits of the last good and first bad."),
+    index_url: Optional[str] = IndexOpt,
     warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per tested version, over all rounds."),
     rounds: Optional[int] = RoundsOpt,
@@ -471,19 +482,23 @@ def bisect_cmd(
     ray: Optional[str] = RayOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Binary-search the released JAX versions between --good and --bad for the first bad one."""
+    """Binary-search the released JAX versions (or, with --nightly, the nightlies) between --good and --bad for the
+    first bad one."""
     options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    platform=platform)
     result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
-                                    progress=_progress(as_json), ray_address=ray)
+                                    progress=_progress(as_json), ray_address=ray, nightly=nightly, index_url=index_url)
     if comparison is not None:
         _write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
             "last_good": result.last_good, "classes": result.classes, "evidence": result.evidence,
-            "comparison": comparison}
-    human = (f"first bad release: jax {result.first_bad} (last good: {result.last_good}; "
+            "nightly": result.nightly, "comparison": comparison}
+    what = "nightly" if result.nightly else "release"
+    human = (f"first bad {what}: jax {result.first_bad} (last good: {result.last_good}; "
              f"judged by {result.criterion})\n"
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
+    if result.nightly:
+        human += "\n" + report.nightly_text(result.nightly)
     if comparison is not None:
         human += "\n\n" + _comparison_text(comparison)
     _emit(as_json, data, human)
@@ -516,6 +531,7 @@ def sweep(
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
+    index_url: Optional[str] = IndexOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay many bundles on a baseline and one or more candidate versions, timed together: one table, worst first.
@@ -526,7 +542,8 @@ def sweep(
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
                                    platform=platform, timeout_s=timeout)
     data = api.sweep(selection or [], baseline, candidate, store=store, releases=releases, labels=_labels(label),
-                     rerun=rerun, ray_address=ray, options=options, progress=_progress(as_json))
+                     rerun=rerun, ray_address=ray, options=options, progress=_progress(as_json),
+                     index_url=index_url)
     data = clean_values(data)  # from bundles and run records: each value one line, escaped
     _write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
     _emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=_terminal()[0]))

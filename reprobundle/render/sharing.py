@@ -43,6 +43,8 @@ def reproduce_lines(rep: dict) -> list[tuple[str, list[str]]]:
     if not rep.get("install"):
         caption += " (install reprobundle from its source: this copy did not come from a package index)"
     parts.append((caption + ":", replay))
+    if rep.get("nightlies"):
+        parts.append(("The JAX nightlies it replays, installed by hand (one environment each):", rep["nightlies"]))
     if rep.get("standalone"):
         parts.append(("With nothing but Python: the zip replays itself on the JAX of the interpreter that runs it "
                       "(one version per environment; it checks the outputs against the packed ones):",

@@ -150,7 +150,40 @@ def _run_row(r: dict, ref_timing: TimingSummary, resized: str | None) -> list[st
 def env_data(e) -> dict:
     return {"jax": e.jax_version, "python": e.python_version, "path": str(e.path) if e.path else None,
             "created": e.created, "bytes": e.size_bytes, "platform": getattr(e, "platform", "cpu"),
-            "build": getattr(e, "build", "cpu"), "shared_bytes": getattr(e, "shared_bytes", None)}
+            "build": getattr(e, "build", "cpu"), "shared_bytes": getattr(e, "shared_bytes", None),
+            "nightly": getattr(e, "nightly", None), "index": getattr(e, "index", None),
+            "commits": dict(getattr(e, "commits", ()))}
+
+
+def _jax_text(e) -> str:
+    """`0.8.0`, or `0.8.1.dev20251003 (nightly 2025-10-03)`."""
+    nightly = getattr(e, "nightly", None)
+    return f"{e.jax_version} (nightly {nightly})" if nightly else e.jax_version
+
+
+def nightly_text(info: dict) -> str:
+    """The nightly part of a bisect's answer: both builds with their commits, the compare URLs, skipped days."""
+    lines = []
+    for key, what in (("last_good", "last good"), ("first_bad", "first bad")):
+        b = info[key]
+        when = f" ({b['date']})" if b.get("date") else ""
+        built = f"jax@{str(b['jax'])[:12]}" if b.get("jax") else (b.get("ref") or "no commit recorded")
+        if b.get("jaxlib") and b.get("jaxlib") != b.get("jax"):
+            built += f", jaxlib@{str(b['jaxlib'])[:12]}"
+        xla = f"XLA@{str(b['xla'])[:12]}" if b.get("xla") else "XLA unknown"
+        lines.append(f"  {what}: {b['version']}{when}, built from {built}, {xla}")
+        if not b.get("xla"):
+            lines.append(f"    (XLA: {b.get('xla_source')})")
+    for name in ("jax", "xla"):
+        if info["compare"].get(name):
+            lines.append(f"  {name} changes: {info['compare'][name]}")
+    if info.get("same_build"):
+        lines.append("  both were built from the same commits: the difference is not in the source")
+    for s in info.get("skipped_days") or []:
+        lines.append(f"  skipped {s['date']}: {s['reason']}")
+    lines += ["  install them:"] + [f"    {line}" for line in info.get("install") or []]
+    lines.append(f"  replay them: {info['command']}")
+    return "nightlies:\n" + "\n".join(lines)
 
 
 def _size_text(e) -> str:
@@ -164,5 +197,5 @@ def _size_text(e) -> str:
 
 def env_table(found) -> str:
     return table(["JAX", "PLATFORM", "PYTHON", "CREATED", "SIZE", "PATH"],
-                 [[e.jax_version, getattr(e, "build", "cpu"), e.python_version, (e.created or "")[:19],
+                 [[_jax_text(e), getattr(e, "build", "cpu"), e.python_version, (e.created or "")[:19],
                    _size_text(e), str(e.path)] for e in found])

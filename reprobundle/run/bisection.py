@@ -18,6 +18,9 @@ from ..errors import UsageError
 from .versions import version_key
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
+# (version, the classes so far) -> (class, evidence) when it is known without a replay (the same build as a version
+# already classed), else None
+Known = Callable[[str, dict], "tuple[str, str] | None"]
 
 
 @dataclass
@@ -31,6 +34,7 @@ class BisectResult:
     classes: dict[str, str] = field(default_factory=dict)  # version -> "good" / "bad" / "skip"
     evidence: dict[str, str] = field(default_factory=dict)  # version -> why it was classed so, one line
     candidates: list[str] = field(default_factory=list)
+    nightly: dict | None = None  # bisect --nightly: the builds, commits, compare URLs (see nightly_bisect.report)
 
 
 def _timing(run: dict) -> dict:
@@ -65,8 +69,9 @@ def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterio
 
 
 def bisect(versions: Sequence[str], good: str, bad: str, replay_together: ReplayTogether,
-           progress: Callable[[str], None] | None = None) -> BisectResult:
-    """Binary search over the released `versions` strictly between `good` and `bad`."""
+           progress: Callable[[str], None] | None = None, known: Known | None = None) -> BisectResult:
+    """Binary search over the released `versions` strictly between `good` and `bad`. `known` classes a version
+    without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed)."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
@@ -98,12 +103,16 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
         version = remaining[len(remaining) // 2]
         if progress:
             progress(f"bisect: {len(remaining)} versions left between {last_good} and {first_bad}; testing {version}")
-        if result.criterion == "outputs":
-            (run,), good_run = replay_together([version]), g
+        decided = known(version, result.classes) if known else None
+        if decided is not None:
+            cls, result.evidence[version] = decided
         else:
-            good_run, run = replay_together([good, version])
-        result.runs[version] = run
-        cls, result.evidence[version] = classify(run, good_run, target, result.criterion)
+            if result.criterion == "outputs":
+                (run,), good_run = replay_together([version]), g
+            else:
+                good_run, run = replay_together([good, version])
+            result.runs[version] = run
+            cls, result.evidence[version] = classify(run, good_run, target, result.criterion)
         result.classes[version] = cls
         if cls == "skip":  # untestable: decide without it
             remaining.remove(version)

@@ -62,7 +62,7 @@ def clean_env() -> dict[str, str]:
 
 
 _VERIFY = """
-import importlib.metadata as md, importlib.util, json, os, platform, sys
+import importlib, importlib.metadata as md, importlib.util, json, os, platform, sys
 import numpy
 import jax
 import jax.numpy as jnp
@@ -86,6 +86,8 @@ print("__MARK__" + json.dumps({
     "python": platform.python_version(), "devices": [str(d) for d in devices],
     "device_kind": str(getattr(devices[0], "device_kind", "")),
     "packages": {d.metadata["Name"]: d.version for d in md.distributions()},
+    "commits": {name: getattr(importlib.import_module(name + ".version"), "_git_hash", None)
+                for name in ("jax", "jaxlib")},
 }))
 """.replace("__MARK__", _VERIFY_MARK)
 
@@ -99,8 +101,11 @@ class EnvironmentBuilder:
         self.uv = uv
         self.index_error = index_error
 
-    def build(self, version: str, interp: Interpreter, jaxlib: str | None,
-               say: Callable[[str], None], *, build: str = "cpu") -> JaxEnvironment:
+    def build(self, version: str, interp: Interpreter, jaxlib: str | None, say: Callable[[str], None], *,
+              build: str = "cpu", index: str | None = None, nightly: str | None = None) -> JaxEnvironment:
+        """The environment of jax `version` (with `jaxlib`) for `build`, made with `interp`. `index`: the index it
+        comes from when not the default one: a nightly's (`nightly`: its date), searched before the default index,
+        or a mirror that replaces it."""
         start = time.perf_counter()
         pyminor = f"{interp.minor[0]}.{interp.minor[1]}"
         name = env_dir_name(version, build, pyminor)
@@ -115,6 +120,8 @@ class EnvironmentBuilder:
         on = "" if build == "cpu" else f" for {platform_label(build_platform(build))} ({build})"
         say(f"creating environment for jax {version}{on} (Python {interp.version}) ...")
         reqs, options = requirements(version, jaxlib, build)
+        if index:
+            options = [*options, "--extra-index-url" if nightly else "--index-url", index]
         if not jaxlib:
             log.info("jax %s: the index is unreadable, so the jaxlib is left to the installer (jaxlib<=%s)",
                      version, version)
@@ -122,8 +129,8 @@ class EnvironmentBuilder:
             log.info("jax %s: numpy<2 (jaxlib releases before %s fail to import with NumPy 2)", version,
                      NUMPY2_FIRST_JAX)
         try:
-            installer = self._install(tmp, interp, reqs, offline=self.index_error is not None, say=say,
-                                      options=options)
+            installer = self._install(tmp, interp, reqs, offline=not nightly and self.index_error is not None,
+                                      say=say, options=options)
             say(f"verifying: importing jax in the new environment{' on ' + build_platform(build) if on else ''} ...")
             info = self._verify(tmp, version, build_platform(build))
             size, shared = dir_size(tmp), shared_size(tmp)
@@ -146,6 +153,9 @@ class EnvironmentBuilder:
                 "build": build,
                 "installer_options": options,
                 "device_kind": info.get("device_kind"),
+                "commits": info.get("commits") or {},
+                "nightly": nightly,
+                "index": index,
             }
             _fix_paths(tmp, final)
             (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")

@@ -20,7 +20,8 @@ from .versions import release_name
 
 METADATA_FILE = "reprobundle-env.json"
 METADATA_SCHEMA = 1
-ENV_DIR_RE = re.compile(r"^jax-(\d+(?:\.\d+)*)(?:-(cuda\d+|rocm|tpu))?-py(\d+)\.(\d+)$")  # no build: cpu
+# no build: cpu; a nightly's version ends in .devYYYYMMDD
+ENV_DIR_RE = re.compile(r"^jax-(\d+(?:\.\d+)*(?:\.dev\d{8})?)(?:-(cuda\d+|rocm|tpu))?-py(\d+)\.(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,28 @@ class JaxEnvironment:
     numpy_version: str | None = None
     build: str = "cpu"  # "cpu", "cuda12", "cuda13", "rocm", "tpu": the wheels it holds (see platforms.py)
     shared_bytes: int | None = None  # of size_bytes, in files linked from uv's cache (shared with other envs)
+    nightly: str | None = None  # a nightly's date (ISO), None for a release
+    index: str | None = None  # the index its jax came from, when not the default one
+    commits: tuple[tuple[str, str], ...] = ()  # (("jax", sha), ("jaxlib", sha)): what the version modules record
+    local: bool = False  # --jax PATH: an interpreter reprobundle did not create, used as it is
+    source_build: str | None = None  # --jax PATH: why its jaxlib counts as built from source; None: from an index
 
     @property
     def platform(self) -> str:
         """The platform the environment's jax runs on: "cpu", "cuda", "rocm", "tpu"."""
         return build_platform(self.build)
+
+    def build_record(self) -> dict:
+        """What a run records of the build it ran on (its environment's `jax_build`): where it came from ("release",
+        "nightly" with its date and index, "local": --jax PATH, with why its jaxlib counts as built from source), and
+        the commits its version modules record."""
+        origin = "local" if self.local else "nightly" if self.nightly else "release" if self.path else "installed"
+        record: dict = {"origin": origin, "commits": dict(self.commits)}
+        if self.nightly:
+            record.update(nightly=self.nightly, index=self.index)
+        if self.local:
+            record.update(path=str(self.path), source_build=self.source_build)
+        return record
 
 
 def env_dir_name(version: str, build: str, pyminor: str) -> str:
@@ -69,7 +87,8 @@ def read_env(d: Path) -> JaxEnvironment | None:
             python_version=meta["python_version"], path=d, created=meta.get("created"),
             size_bytes=meta.get("size_bytes"), jaxlib_version=meta.get("jaxlib_version"),
             numpy_version=meta.get("numpy_version"), build=str(meta.get("build") or "cpu"),
-            shared_bytes=meta.get("shared_bytes"))
+            shared_bytes=meta.get("shared_bytes"), nightly=meta.get("nightly"), index=meta.get("index"),
+            commits=tuple(sorted((str(k), str(v)) for k, v in (meta.get("commits") or {}).items() if v)))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -79,6 +79,8 @@ from .env_plan import (
     requirements,
 )
 from .interpreters import InterpreterFinder, requested_python
+from .local_env import is_path_request, local_environment
+from .nightly import Nightly, find_nightly, list_nightlies, nightly_date, nightly_index_url
 from .package_index import CACHE_FILE, INDEX_CACHE_TTL_S, PackageIndex, index_url, installable, jaxlib_for
 from .platforms import PLATFORMS, build_platform, detect_devices
 from .versions import python_release, same_release, version_key
@@ -95,37 +97,46 @@ log = logging.getLogger(__name__)
 class EnvironmentManager:
     """Creates, finds, lists and removes the per-JAX-version environments under one root directory."""
 
-    def __init__(self, root: Path | None = None, *, python: str | None = None, uv: str | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, python: str | None = None, uv: str | None = None,
+                 index_url: str | None = None) -> None:
         """`root`: where environments live (default: $REPROBUNDLE_ENV_DIR, else the user cache's envs/).
         `python`: the interpreter the user named with --python (a path, a command, or a version such as
         "3.12"); when given, it is the only candidate. `uv`: the uv binary (default: the `uv` package's, else
-        `uv` on PATH).
+        `uv` on PATH). `index_url`: the PEP 503 index nightlies come from (default: $REPROBUNDLE_NIGHTLY_INDEX, else
+        JAX's nightly index) and releases too (a mirror of PyPI).
         """
         self.root = Path(root).expanduser() if root is not None else default_root()
         self.python = str(python) if python else None
         self._uv = uv
         self._uv_resolved = uv is not None
         self._interpreters = InterpreterFinder(self.python, self._uv_bin)
-        self._index = PackageIndex(self.root / CACHE_FILE)
+        self.index_url = index_url.rstrip("/") if index_url else None
+        self._index = PackageIndex(self.root / CACHE_FILE, url=self.index_url)
+        self._nightlies: dict[str, tuple[builtins.list[Nightly], dict]] = {}  # index -> list_nightlies(index)
         self._found_devices = None  # detect_devices(), when a choice needs it
 
     # ------------------------------------------------------------------------------ public API
 
     def ensure(self, version: str, *, platform: str = "cpu", build: str | None = None,
                progress: Callable[[str], None] | None = None) -> JaxEnvironment:
-        """The environment for jax `version` ("0.8.0", "installed" or "latest") on `platform` ("cpu", "cuda",
-        "rocm", "tpu"), created if not cached. `build` ("cuda12", "cuda13") fixes which CUDA wheels; by default a
+        """The environment for jax `version` ("0.8.0", "installed", "latest", a nightly: "nightly:2025-10-03" or
+        "0.8.0.dev20251003", or the path of an interpreter or environment, used as it is: local_env.py) on `platform`
+        ("cpu", "cuda", "rocm", "tpu"), created if not cached. `build` ("cuda12", "cuda13") fixes which CUDA wheels; by default a
         cached environment of the platform is used, else the newest build the release has and the driver runs.
         "installed" is the host's interpreter whatever the platform (its jax runs there or the worker says not)."""
         say = progress or (lambda _line: None)
         requested = normalize_request(version)
         if requested == INSTALLED:
             return installed(self.python, self._interpreters)
+        if is_path_request(requested):
+            return local_environment(requested)
         if platform not in PLATFORMS or (build is not None and build_platform(build) != platform):
             raise EnvironmentCreationError(f"no {build or platform} build of jax for the platform {platform!r}",
                                            hint="platforms: cpu, cuda (builds cuda12, cuda13), rocm, tpu")
         if platform == "cpu":
             build = "cpu"
+        if nightly_date(requested) is not None:
+            return self._ensure_nightly(requested, platform, say)
         if requested == LATEST:
             versions = self.available_versions()
             if not versions:
@@ -232,9 +243,13 @@ class EnvironmentManager:
                 return []
             if requested == LATEST:
                 requested = envs[-1].jax_version if envs else ""
-            if not VERSION_RE.match(requested):
+            day = nightly_date(requested)
+            if day is not None:
+                targets = [e for e in envs if e.nightly == day.isoformat()]
+            elif not VERSION_RE.match(requested):
                 return []
-            targets = [e for e in envs if same_release(e.jax_version, requested)]
+            else:
+                targets = [e for e in envs if same_release(e.jax_version, requested)]
         if platform:
             targets = [e for e in targets if platform in (e.platform, e.build)]
         removed = []
@@ -393,7 +408,55 @@ class EnvironmentManager:
             if hit is not None:
                 return hit
             log.info("%s: no usable environment in %s; building one", what, self.root)
-            return self._builder().build(version, interp, jaxlib, say, build=build)
+            return self._builder().build(version, interp, jaxlib, say, build=build, index=self.index_url)
+
+    # ------------------------------------------------------------------------------------ nightlies
+
+    def nightlies(self) -> tuple[builtins.list[Nightly], dict]:
+        """(the nightlies on the nightly index installable here, oldest first; {date: why incomplete}), read once."""
+        index = nightly_index_url(self.index_url)
+        if index not in self._nightlies:
+            log.info("nightly index: reading the jax and jaxlib listings of %s", index)
+            self._nightlies[index] = list_nightlies(index)
+        return self._nightlies[index]
+
+    def _find_nightly(self, day: str) -> JaxEnvironment | None:
+        """A finished CPU environment of the nightly of `day` (ISO), without the network."""
+        stamp = day.replace("-", "")
+        versions = {m.group(1) for d in dot_dirs(self.root, "jax-") if (m := ENV_DIR_RE.match(d.name))
+                    and m.group(1).endswith(f".dev{stamp}")}
+        for version in sorted(versions, key=Version, reverse=True):
+            hit = self._find_existing(version, "cpu", "cpu")
+            if hit is not None and hit.nightly == day:
+                return hit
+        return None
+
+    def _ensure_nightly(self, requested: str, platform: str, say: Callable[[str], None]) -> JaxEnvironment:
+        if platform != "cpu":
+            raise EnvironmentCreationError(f"jax {requested}: nightly environments are built for the CPU only",
+                                           hint="replay nightlies with --platform cpu")
+        day = nightly_date(requested)
+        assert day is not None
+        hit = self._find_nightly(day.isoformat())
+        if hit is not None:
+            return hit
+        index = nightly_index_url(self.index_url)
+        found = find_nightly(requested, self.nightlies()[0], index)
+        interp = self._interpreters.choose(found.jax_version, list(found.pythons), None, found.jaxlib_version)
+        with contextlib.ExitStack() as stack:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(file_lock(lock_path(self.root, found.jax_version), lambda: say(
+                    f"waiting for another process creating the environment for jax {found.jax_version} ...")))
+            except OSError as e:
+                raise EnvironmentCreationError(f"cannot write to the environment directory {self.root}: {e}",
+                                               hint="set REPROBUNDLE_ENV_DIR to a writable directory") from None
+            hit = self._find_nightly(day.isoformat())
+            if hit is not None:
+                return hit
+            say(f"nightly of {day.isoformat()}: jax {found.jax_version}, jaxlib {found.jaxlib_version} from {index}")
+            return self._builder().build(found.jax_version, interp, found.jaxlib_version, say, index=index,
+                                         nightly=day.isoformat())
 
     def _builder(self) -> EnvironmentBuilder:
         uv = self._uv_bin()

@@ -297,8 +297,10 @@ def summarize_project(files: list[dict], project: str) -> dict:
 class PackageIndex:
     """The summary of what the index says about jax and jaxlib: from memory, the cache file, or the network."""
 
-    def __init__(self, cache_path: Path) -> None:
+    def __init__(self, cache_path: Path, url: str | None = None) -> None:
+        """`url`: the index to read (--index-url, a mirror); default: the one uv installs from (index_url())."""
         self.cache_path = cache_path
+        self._url = url
         self.error: str | None = None  # why the index could not be read, the last time it was tried
         self._summary: dict | None = None  # {"url", "fetched", "jax", "jaxlib"}
         self._projects: dict[str, dict] = {}  # other projects (plugins): {"url", "fetched", "releases"}
@@ -307,7 +309,7 @@ class PackageIndex:
         """{release: {"pythons"}} of project `name`'s wheels installable here (a plugin: jax-cuda12-plugin...),
         cached beside the jax listing like it; None when the index cannot be read and nothing is cached.
         `want`: a release that should be listed; a cache older than INDEX_RECHECK_S without it is refreshed."""
-        url = index_url()
+        url = self._url or index_url()
         path = self.cache_path.with_name(f"{self.cache_path.stem}.{canonicalize_name(name)}.json")
 
         def fresh(entry: dict | None) -> bool:
@@ -353,7 +355,7 @@ class PackageIndex:
 
         `want`: a version that must be in it; a cache older than INDEX_RECHECK_S without it is refreshed.
         """
-        url = index_url()
+        url = self._url or index_url()
         wanted = want if want and parse_version(want) is not None else None
 
         def has_wanted(ix: dict) -> bool:

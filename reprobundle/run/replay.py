@@ -259,7 +259,8 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle],
             timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
             runs[t.bundle_index, t.version_index] = _timed_run(registry, targets[t.bundle_index], t, measured,
                                                                measured_under, budget, warmup=timing.warmup,
-                                                               group=timed_with, at_sizes=at_sizes)
+                                                               group=timed_with, at_sizes=at_sizes,
+                                                               build=interpreters.builds.get(t.spec.jax))
     ordered = [[runs[b, i] for i in range(len(specs))] for b in range(len(bundles))]
     for run in (run for per_bundle in ordered for run in per_bundle):
         run["group"] = group  # every run of this replay, timed or not: what `compare` picks a replay's runs by
@@ -269,15 +270,20 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle],
 
 
 def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dict[str, Measurement],
-               measured_under: dict, budget: Budget, *, warmup: int, group: str, at_sizes: str) -> dict:
+               measured_under: dict, budget: Budget, *, warmup: int, group: str, at_sizes: str,
+               build: dict | None = None) -> dict:
     """The run record of one timed contender, with the conditions it was measured under (a contender the budget
-    retired early keeps its own schedule)."""
+    retired early keeps its own schedule) and the build it ran on (`jax_build`, JaxEnvironment.build_record)."""
     key = timed.contender.key
     run = _measured_run(registry, target.bundle, timed.spec, measured[key], reference=target.reference,
                         warmup=warmup, group=group, at_sizes=at_sizes)
     rounds_run = max((len(x.rounds) for x in measured.values()), default=0)
     run["environment"]["conditions"] = measured_under if key not in budget.retired else \
         {**measured_under, "schedule": budget.describe(rounds_run, key)}
+    if build is not None:
+        run["environment"]["jax_build"] = build
+        if build.get("source_build"):  # said where every report shows the run's notes
+            run["notes"] = [*run.get("notes", []), f"{build['path']}: {build['source_build']}"]
     return run
 
 
@@ -328,6 +334,7 @@ class _Interpreters:
         self.env_manager = env_manager
         self.progress = progress
         self.found: dict[tuple[str, str], str | Path | ReproBundleError] = {}
+        self.builds: dict[str, dict] = {}  # requested -> what its runs record of the build (JaxEnvironment.build_record)
 
     def get(self, requested: str, choice: PlatformChoice) -> str | Path | ReproBundleError:
         where = (requested, f"{choice.platform} {choice.build}")
@@ -344,10 +351,11 @@ class _Interpreters:
                 from .envs import EnvironmentManager
 
                 self.env_manager = EnvironmentManager(python=self.python)
-            return self.env_manager.ensure(requested, progress=_phase(self.progress, "environment"),
-                                           **on_platform).python_executable
+            env = self.env_manager.ensure(requested, progress=_phase(self.progress, "environment"), **on_platform)
         except ReproBundleError as e:
             return e
+        self.builds[requested] = env.build_record()
+        return env.python_executable
 
 
 def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: _Target, index: int,

@@ -7,12 +7,12 @@ bundles that already have a finished result for the same pair and options (`stor
 to an executor, and returns the summaries in selection order.
 
 Resume rule: a bundle is finished when one replay (one `group`) holds a run of each requested version (`requested`
-equal; for "installed", also its recorded jax equal to this host's), made with the same timing options
-(`options_match`: the warmup, the budget replay.py plans from repeat/rounds/max_time — adaptive or fixed, steps per
-round, max rounds, max time —, the pinned CPUs, and the platform when one was asked for), and every run of it
-came to an outcome a replay decides (`FINISHED`: ok, mismatch, incompatible); a crash, a timeout or an error (no
-environment, out of memory) may not happen again, so that bundle is replayed. The latest such replay is shown,
-marked stored.
+equal; for "installed", also its recorded jax equal to this host's; never for a local build, `--jax PATH`), made with
+the same timing options (`options_match`: the warmup, the budget replay.py plans from repeat/rounds/max_time —
+adaptive or fixed, steps per round, max rounds, max time —, the pinned CPUs, and the platform when one was asked for),
+and every run of it came to an outcome a replay decides (`FINISHED`: ok, mismatch, incompatible); a crash, a timeout
+or an error (no environment, out of memory) may not happen again, so that bundle is replayed. The latest such replay
+is shown, marked stored.
 """
 
 from __future__ import annotations
@@ -33,11 +33,14 @@ from ..bundle.registry import Bundle, Registry
 from ..errors import ReplayError, ReproBundleError, StoreError, UsageError, exception_line, first_line
 from .budget import plan
 from .executor import Executor, LocalExecutor, ReplayTask, TaskResult, failed_result, result_skeleton
+from .local_env import is_path_request
 from .options import ReplayOptions
 
 # The replay options a task carries, with their defaults (plain JSON values). `pin`: a list of CPU ids or None;
-# `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults).
-DEFAULT_OPTIONS: dict[str, Any] = {**ReplayOptions().task_options(), "env_dir": None, "python": None}
+# `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults);
+# `index_url`: the index nightlies (and releases, a mirror) come from (None: the defaults, see run/nightly.py).
+DEFAULT_OPTIONS: dict[str, Any] = {**ReplayOptions().task_options(), "env_dir": None, "python": None,
+                                   "index_url": None}
 # Output status of a bundle across the two versions, worst last.
 OUTPUT_OK, OUTPUT_MISMATCH, OUTPUT_FAILED = "ok", "mismatch", "failed"
 TIMED = ("ok", "mismatch")
@@ -74,7 +77,7 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
         bundle = registry.resolve(task.ref)
         prefetch(registry, bundle)
         manager = EnvironmentManager(Path(options["env_dir"]) if options["env_dir"] else None,
-                                     python=options["python"])
+                                     python=options["python"], index_url=options["index_url"])
         runs = replay(registry, bundle, list(task.versions), ReplayOptions.from_task(options),
                       python=options["python"], env_manager=manager, store_runs=False, progress=progress)
     except StoreError:
@@ -256,7 +259,10 @@ def options_match(run: dict, options: dict[str, Any]) -> bool:
 
 def stored_runs(registry: Registry, bundle: Bundle, versions: Sequence[str], options: dict[str, Any]) -> list[dict] | None:
     """The runs of the latest replay of `bundle` that holds every version of `versions` timed with `options`
-    (in the order of `versions`), or None: the resume rule of this module."""
+    (in the order of `versions`), or None: the resume rule of this module. A local build (`--jax PATH`) changes in
+    place, so a replay with one is never resumed."""
+    if any(is_path_request(v) for v in versions):
+        return None
     here = host_jax()
     groups: dict[str, list[dict]] = {}
     for stored in registry.runs(bundle.ref.bundle_id):
@@ -385,7 +391,8 @@ def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, 
     """What a bisection calls to replay `bundle` on versions timed together: a replay task on `executor` (its runs
     stored in the bundle's registry, read back), or, for a bundle in a read-only store, a replay here whose runs are
     not stored."""
-    task_options = {**options.task_options(), "env_dir": env_dir, "python": python}
+    task_options = {**options.task_options(), "env_dir": env_dir, "python": python,
+                    "index_url": getattr(env_manager, "index_url", None)}
     # the local executor runs the task here: the replay's own progress lines can go to the display
     carry_out = functools.partial(run_replay_task, progress=progress) \
         if isinstance(executor, LocalExecutor) else run_replay_task
