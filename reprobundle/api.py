@@ -23,7 +23,7 @@ from .capture.pack import pack as _pack
 from .config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from .errors import ReproBundleError, ScriptError, UsageError, clean_values
 from .logs import Status
-from .run.contenders import ContenderSpec, parse_variant
+from .run.contenders import ContenderSpec, contenders_from
 from .run.execution import DEFAULT_TIMEOUT_S, dtype_of
 from .run.options import ReplayOptions, check_timing, checked_timeout, replay_options
 from .run.options import parse_pin as parse_pin  # re-exported: --pin's parser
@@ -51,7 +51,7 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
          warmup: int = DEFAULT_WARMUP, repeat: int = REFERENCE_REPEAT,
          dump: bool = True, profile: bool = True, progress: Callable[[str], None] | None = None,
          timeout_s: float = DEFAULT_TIMEOUT_S,
-         platforms: Sequence[str] | str | None = None) -> BundleRef:
+         platforms: Sequence[str] | str | None = None, program=None) -> BundleRef:
     """Capture `fn(*args, **kwargs)` with jax.export, run it once as the reference, and publish a bundle.
 
     `fn` is any function JAX can jit (a plain function, a `jax.jit`, `nnx.jit` or `eqx.filter_jit` object) or a
@@ -61,7 +61,7 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
     `platforms` ("cuda,cpu" or a list): lower one artifact for each, on any machine; the reference runs on the first
     accelerator of them this process's jax has, else the CPU (default: the default backend's platform).
     `progress` gets a line as each phase starts (export, inputs, reference run, publish). `timeout_s` bounds the
-    reference run's worker.
+    reference run's worker. `program` (capture/source.py's Program): the source a replay can retrace.
     """
     timeout_s = checked_timeout(timeout_s)
     if progress:
@@ -69,7 +69,8 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
     exported, leaves = export_function(fn, args, kwargs, static, platforms)
     return _pack(open_registry(store), exported, None if synthetic_inputs else leaves, name=name,
                  synthetic=synthetic_inputs, seed=seed, description=description, labels=labels, source=source,
-                 timing=check_timing(warmup, repeat), dump=dump, profile=profile, progress=progress, timeout_s=timeout_s)
+                 timing=check_timing(warmup, repeat), dump=dump, profile=profile, progress=progress, timeout_s=timeout_s,
+                 program=program)
 
 
 def load_npz(path: str | Path, expected: Sequence[dict] | None = None) -> list[np.ndarray]:
@@ -214,7 +215,10 @@ def load_factory(script: str) -> tuple[Path, str, Callable]:
 
 
 def pack_script(script: str, *, name: str, store: str | None = None, **options) -> BundleRef:
-    """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`."""
+    """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`, with the program (the script, the
+    local modules it imports, its packages: capture/source.py) so that a replay can retrace it."""
+    from .capture.source import collect_program
+
     options["timeout_s"] = checked_timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))  # before the script runs
     # This process never needs a GPU's memory held: the reference run is another process, which does.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
@@ -232,7 +236,8 @@ def pack_script(script: str, *, name: str, store: str | None = None, **options) 
     fn, args, kwargs = (*made, {}) if len(made) == 2 else made
     if not isinstance(args, (tuple, list)):
         args = (args,)
-    return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, **options)
+    program = collect_program(path, script.partition(":")[2] or DEFAULT_FACTORY, options.get("static") or ())
+    return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, program=program, **options)
 
 
 def capture_program(command: Sequence[str], *, match: str | None = None, call: int | None = None,
@@ -240,8 +245,12 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
                     name: str | None = None, store: str | None = None, description: str = "",
                     labels: dict[str, str] | None = None,
                     warmup: int = DEFAULT_WARMUP, repeat: int = REFERENCE_REPEAT, dump: bool = True,
-                    profile: bool = True, progress: Callable[[str], None] | None = None):
+                    profile: bool = True, progress: Callable[[str], None] | None = None, jax: str | None = None,
+                    env_dir: str | None = None):
     """Run an unmodified program (`["python", "train.py", ...]`) and list or pack the jitted computations it runs.
+
+    `jax` ("0.7.2"): the program runs in the environment of that release instead, with the third-party packages its
+    script imports (those installed here, resolved compatible with that jax), so its bundles are traced by it.
 
     `listing`: time every call and capture nothing. Otherwise the functions whose name matches `match` (a regular
     expression), or the `top` K most expensive ones, are packed at their `call`-th call (per signature; default:
@@ -260,7 +269,29 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
     options = CaptureOptions(match=match, call=call, top=top, all_signatures=all_signatures, listing=listing)
     pack_options = PackOptions(store=None if store is None else str(store), name=name, description=description,
                                labels=dict(labels or {}), warmup=warmup, repeat=repeat, dump=dump, profile=profile)
-    return _capture_program(list(command), options.check(), pack_options, progress=progress)
+    command = list(command)
+    if jax is not None:
+        command = _in_release(command, jax, env_dir, progress)
+    return _capture_program(command, options.check(), pack_options, progress=progress)
+
+
+def _in_release(command: list[str], version: str, env_dir: str | None, progress) -> list[str]:
+    """`python prog.py ...` with the interpreter of jax `version`'s environment (plus the packages prog.py imports)."""
+    from .capture.source import collect_program
+    from .run.program_envs import program_environment
+
+    if not command or not (Path(command[0]).name.startswith("python") or command[0] == sys.executable):
+        raise UsageError("capture --jax runs the program with another interpreter, so it must start with python",
+                         hint="reprobundle capture --jax 0.7.2 -- python train.py")
+    script = next((Path(a) for a in command[1:] if a.endswith(".py") and Path(a).is_file()), None)
+    packages = collect_program(script, DEFAULT_FACTORY).packages if script is not None else {}
+    manager = environment_manager(env_dir)
+    say = progress and (lambda line: progress(Status(line, "environment")))
+    base = manager.ensure(version, progress=say)
+    python = base.python_executable
+    if packages:
+        python = program_environment(base, manager.root, packages, say=say).python_executable
+    return [str(python), *command[1:]]
 
 
 def environment_manager(env_dir: str | None = None, *, python: str | None = None, index_url: str | None = None):
@@ -288,7 +319,7 @@ class ReplayResult:
 
 def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | None = None,
            options: ReplayOptions | None = None, python: str | None = None, env_dir: str | None = None,
-           progress: Callable[[str], None] | None = None, index_url: str | None = None,
+           progress: Callable[[str], None] | None = None, index_url: str | None = None, mode: str = "frozen",
            variants: Sequence[str] = (), **settings: Any) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
@@ -311,10 +342,14 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     `shapes` ({"b": 16} or ["b=16"]) replays a shape-polymorphic bundle at other sizes, on synthetic inputs.
     `platform` ("cpu", "cuda", "cuda12", "cuda13", "rocm", "tpu"): where every version runs (default: the bundle's
     first accelerator platform this machine has, else the CPU; see run/platforms.py).
+    `mode`: "frozen" replays the stored program; "retrace" runs the bundle's program (its script's factory) in each
+    version's environment and lowers it there; "both" times a frozen and a retraced contender per version. A retrace
+    environment holds the program's third-party packages resolved compatible with that jax, unless the option
+    `retrace_packages` (["flax==0.10.4"]) pins them.
     """
     # versions as given (`--jax installed --jax installed` times one build twice), then the variants; a malformed
     # --variant is refused before anything runs
-    contenders = [ContenderSpec(v) for v in versions] + [parse_variant(text) for text in variants]
+    contenders = [c for v in versions for c in contenders_from([v], (), mode)] + contenders_from((), variants, mode)
     from .bundle.transfer import copy_bundle, prefetch
 
     options = replay_options(options, settings)
@@ -331,7 +366,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     env_manager = None
     if any(c.jax != "installed" for c in contenders) or python:
         env_manager = environment_manager(env_dir, python=python, index_url=index_url)
-    runs = _replay(registry, bundle, contenders, options, python=python, env_manager=env_manager,
+    runs = _replay(registry, bundle, contenders, options=options, python=python, env_manager=env_manager,
                    progress=progress)
     index_args = ("--index-url", index_url) if index_url else ()
     return ReplayResult(registry, bundle, runs, origin=origin,
@@ -417,7 +452,13 @@ def concrete_versions(runs: Sequence[dict]) -> list[str]:
         if v == "installed" or is_path_request(v):
             v = str((run.get("environment") or {}).get("jax") or v)
         out.append(v)
-    return out
+    return list(dict.fromkeys(out))  # a version replayed in both modes is one --jax
+
+
+def mode_of(runs: Sequence[dict]) -> str:
+    """The --mode that replays `runs` again: frozen, retrace or both."""
+    modes = {str((run.get("contender") or {}).get("mode") or "frozen") for run in runs}
+    return "both" if len(modes) > 1 else modes.pop() if modes else "frozen"
 
 
 def _settings_of(run: dict):
@@ -453,8 +494,9 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
         from .bundle.sharing import reproduce_info
 
         source, there = origin or (registry, bundle)
-        comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs),
-                                                 extra_args=[*variant_args(runs), *replay_args])
+        mode = mode_of(runs)
+        extra = [*variant_args(runs), *replay_args] + (["--mode", mode] if mode != "frozen" else [])
+        comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=extra)
     return comparison
 
 
@@ -493,10 +535,12 @@ def compare(ref: str, versions: Sequence[str] | None = None, *, store: str | Non
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
            executor=None, ray_address: str | None = None, nightly: bool = False, index_url: str | None = None,
-           **settings: Any):
+           mode: str = "frozen", **settings: Any):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
     tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
-    rounds, timeout_s, platform); no XLA dump is kept.
+    rounds, timeout_s, platform); no XLA dump is kept. `mode` "retrace": each release runs the bundle's program
+    traced by it (a lowering change then has a first bad release; outputs that differ from the good release's are
+    a regression too).
 
     With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
     from `index_url` (else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index): the result's `nightly` holds the
@@ -507,10 +551,12 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
     in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
     from .run.bisection import bisect as _bisect
-    from .run.sweep import executor_for, replay_probe
+    from .run.sweep import executor_for, outputs_differ, replay_probe
     from .run.versions import version_key
 
     options = replay_options(options, settings, BISECT_OPTIONS)
+    if mode not in ("frozen", "retrace"):
+        raise UsageError(f"bisect runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
     registry, bundle = resolve(ref, store)
     manager = environment_manager(env_dir, python=python, index_url=index_url)
     if registry.store.read_only and (executor is not None or ray_address):
@@ -518,12 +564,13 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
                          hint="pull it first: reprobundle pull " + ref)
     executor = executor or executor_for(ray_address)
     probe = replay_probe(registry, bundle, options, executor=executor, env_manager=manager, env_dir=env_dir,
-                         python=python, progress=progress)
+                         python=python, progress=progress, mode=mode)
     if nightly:
         return _bisect_nightlies(registry, bundle, manager, good, bad, probe, options, progress)
-    result = _bisect(manager.available_versions(), good, bad, probe, progress=progress)
+    result = _bisect(manager.available_versions(), good, bad, probe, progress=progress,
+                     outputs_differ=outputs_differ(registry, bundle))
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
-    comparison = comparison_of(registry, bundle, tested, baseline=good)
+    comparison = comparison_of(registry, bundle, tested, baseline=run_label(result.runs[good]))
     return result, comparison
 
 
@@ -597,7 +644,8 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
           store: str | None = None, releases: str | None = None,
           labels: dict[str, str] | None = None, rerun: bool = False, executor=None, ray_address: str | None = None,
           options: ReplayOptions | None = None, env_dir: str | None = None, python: str | None = None,
-          progress: Callable[[str], None] | None = None, index_url: str | None = None, **settings: Any) -> dict:
+          progress: Callable[[str], None] | None = None, index_url: str | None = None, mode: str = "frozen",
+          **settings: Any) -> dict:
     """Replay every selected bundle of a registry on `baseline` and `candidate` timed together (replay's paired
     rounds and adaptive budget), storing the runs there, and sum them up. `candidate` may be several versions, or
     `releases` ("0.7.2..0.9.2") every release in a range: each bundle is then timed on the baseline and all of them
@@ -625,7 +673,9 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
                          hint="copy the bundles into a writable store first (reprobundle pull / copy)")
     bundles = sweeping.select_bundles(registry, list(selection), labels)
     executor = executor or sweeping.executor_for(ray_address)
-    plain = {**options.task_options(), "env_dir": env_dir, "python": python, "index_url": index_url}
+    if mode not in ("frozen", "retrace"):
+        raise UsageError(f"a sweep runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
+    plain = {**options.task_options(), "env_dir": env_dir, "python": python, "index_url": index_url, "mode": mode}
     versions = (baseline, *candidates)
     fn = sweeping.run_replay_task
     if isinstance(executor, LocalExecutor) and progress is not None:
@@ -651,7 +701,8 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     results = sweeping.sweep(registry, bundles, versions, plain, executor=executor, rerun=rerun, fn=fn,
                              progress=report)
     return sweeping.sweep_report(registry, bundles, results, versions, plain, executor_name=executor.name,
-                                 rerun=rerun, extra_args=options.args() + (["--index-url", index_url] if index_url else []))
+                                 rerun=rerun, extra_args=options.args() + (["--index-url", index_url] if index_url else [])
+                                 + (["--mode", mode] if mode != "frozen" else []))
 
 
 def history(selection: Sequence[str] = (), *, store: str | None = None, labels: dict[str, str] | None = None,

@@ -189,6 +189,9 @@ def capture(
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     no_profile: bool = typer.Option(False, "--no-profile", help="No profiler trace in the reference run."),
     store: Optional[str] = StoreOpt,
+    jax_version: Optional[str] = typer.Option(None, "--jax", help="Run the program in the environment of this JAX "
+                                                                 "release (with the packages it imports, resolved "
+                                                                 "compatible with it) and capture there."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Run a program unmodified; list its jitted computations, or pack the matching ones with their real inputs."""
@@ -198,7 +201,7 @@ def capture(
     result = api.capture_program(command or [], match=match, call=call, top=top, all_signatures=all_signatures,
                                  listing=listing, name=name, store=store, description=description,
                                  labels=_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump,
-                                 profile=not no_profile, progress=_progress(as_json))
+                                 profile=not no_profile, progress=_progress(as_json), jax=jax_version)
     human = (capture_render.listing_text(result, limit=top) if listing else capture_render.capture_text(result))
     _emit(as_json, capture_render.capture_data(result), human)
     if result.exit_code:
@@ -315,6 +318,9 @@ VariantOpt = typer.Option([], "--variant", help="JAX:NAME=VALUE[;NAME=VALUE...]:
                                                 "more contender, e.g. \"0.8.0:XLA_FLAGS=--xla_disable_hlo_passes="
                                                 "fusion-wrapper\" (XLA_FLAGS appends flags, jax_* is a JAX config "
                                                 "option, any other NAME an environment variable); repeatable.")
+RetraceOpt = typer.Option(False, "--retrace", help="Run the bundle's program (its script's factory) in each "
+                                                   "version's environment and lower it there, instead of the stored "
+                                                   "program (replay: same as --mode retrace).")
 PinOpt = typer.Option(None, "--pin", help="Run every version's worker on these CPUs (2, 0-3, 0,2 or auto: the last "
                                           "CPU, alone) with as many XLA threads: steadier timings, less realistic "
                                           "(a change that needs more threads is not seen).")
@@ -346,6 +352,12 @@ def replay(
     max_time: Optional[float] = MaxTimeOpt,
     pin: Optional[str] = PinOpt,
     variants: List[str] = VariantOpt,
+    retrace: bool = RetraceOpt,
+    mode: str = typer.Option("frozen", "--mode", help="frozen (the stored program), retrace, or both (per version "
+                                                      "a frozen and a retraced contender, timed together)."),
+    retrace_package: List[str] = typer.Option([], "--retrace-package", help="NAME==VERSION: the release of one of "
+                                                                           "the program's packages a retrace installs "
+                                                                           "(default: resolved with each jax)."),
     index_url: Optional[str] = IndexOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -355,15 +367,16 @@ def replay(
     sizes = several_sizes(shapes)  # --shape seq=128,256,512: one replay per size, a table and a chart by size
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    profile=not no_profile, shapes=None if sizes else shapes, platform=platform,
-                                   max_time_s=max_time, pin=pin)
+                                   max_time_s=max_time, pin=pin, retrace_packages=tuple(retrace_package))
     versions = jax_versions or ([] if variants else ["installed"])
+    mode = "retrace" if retrace and mode == "frozen" else mode
     if sizes:
         _replay_sizes(ref, versions, shapes, baseline, report_path, html_path, as_json, options=options,
                       variants=variants, store=store, python=python, progress=_progress(as_json),
-                      index_url=index_url)
+                      index_url=index_url, mode=mode)
         return
     result = api.replay(ref, versions, store=store, options=options, python=python, progress=_progress(as_json),
-                        variants=variants, index_url=index_url)
+                        variants=variants, index_url=index_url, mode=mode)
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:
@@ -480,6 +493,7 @@ def bisect_cmd(
     store: Optional[str] = StoreOpt,
     platform: Optional[str] = PlatformOpt,
     ray: Optional[str] = RayOpt,
+    retrace: bool = RetraceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Binary-search the released JAX versions (or, with --nightly, the nightlies) between --good and --bad for the
@@ -487,7 +501,8 @@ def bisect_cmd(
     options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    platform=platform)
     result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
-                                    progress=_progress(as_json), ray_address=ray, nightly=nightly, index_url=index_url)
+                                    progress=_progress(as_json), ray_address=ray, nightly=nightly, index_url=index_url,
+                                    mode="retrace" if retrace else "frozen")
     if comparison is not None:
         _write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
@@ -531,6 +546,7 @@ def sweep(
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
+    retrace: bool = RetraceOpt,
     index_url: Optional[str] = IndexOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -543,7 +559,7 @@ def sweep(
                                    platform=platform, timeout_s=timeout)
     data = api.sweep(selection or [], baseline, candidate, store=store, releases=releases, labels=_labels(label),
                      rerun=rerun, ray_address=ray, options=options, progress=_progress(as_json),
-                     index_url=index_url)
+                     index_url=index_url, mode="retrace" if retrace else "frozen")
     data = clean_values(data)  # from bundles and run records: each value one line, escaped
     _write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
     _emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=_terminal()[0]))

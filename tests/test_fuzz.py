@@ -766,6 +766,9 @@ ALLOWED_CALLS = {
     ("api.py", "load_factory", "exec_module"): "runs the user's own pack script, only when `pack SCRIPT.py` asks",
     ("capture/export.py", "load_exported", "deserialize"): "jax.export.deserialize of a file the user passes to pack",
     ("worker/__main__.py", "<module>", "exec_module"): "loads the worker's own folder as a package, run by path",
+    ("worker/retrace.py", "_call_factory", "exec_module"):
+        "replay --retrace: the worker of the release under test imports the bundle's script, as the user asked "
+        "(it runs where the bundle's XLA program runs, never on the host)",
     ("capture/site/sitecustomize.py", "exec_module", "exec_module"):
         "inside a program run by `reprobundle capture`: runs jax's own loader for the program's `import jax`, "
         "then installs the capture hook",
@@ -780,8 +783,12 @@ SUBPROCESS_MODULES = {
     "run/interpreters.py": "probes candidate interpreters and asks uv where its Pythons live (argument lists, no "
                            "shell, fixed probe code)",
     "worker/environment.py": "sysctl for the CPU model on macOS",
+    "run/program_envs.py": "runs uv venv, uv pip install and uv pip freeze for a retrace's environment with the "
+                           "program's packages (argument lists, no shell)",
     "run/platforms.py": "nvidia-smi -L where /proc/driver/nvidia does not list the GPUs (argument list, no shell)",
     "capture/launch.py": "runs the program the user gives to `reprobundle capture` (their argument list, no shell)",
+    "run/local_env.py": "probes the interpreter `--jax PATH` names for its versions (argument list, no shell, fixed "
+                        "probe code)",
 }
 JAX_IMPORTERS = {"capture/export.py": "the only in-process JAX user on the host, with flatten.py",
                  "capture/flatten.py": "the call flattened for export, under export.py",

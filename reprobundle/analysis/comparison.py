@@ -25,6 +25,8 @@ from .hlo_diff import (
     per_op_diff,
 )
 from .hlo_parse import HloModule, parse_hlo
+from .layers import layer_headlines, layer_split
+from .lowering_diff import lowering_diff
 from .sequential import ALPHA as SEQ_ALPHA
 from .sequential import BETA as SEQ_BETA
 from .sequential import DETECT_EFFECT as SEQ_DETECT
@@ -48,7 +50,8 @@ _ENV_KEYS = ("jax", "jaxlib", "python", "platform", "device_kind", "cpu_model")
 
 
 def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = None, *, hlo_texts: dict[str, str],
-                     outputs: dict[str, list[np.ndarray]], top: int = TOP_MOVES) -> dict:
+                     outputs: dict[str, list[np.ndarray]], top: int = TOP_MOVES,
+                     stablehlo_texts: dict[str, str] | None = None, program_files: list[str] | None = None) -> dict:
     """Compare the runs of one bundle against a baseline.
 
     `runs` are run records; `baseline` a run's `requested` version or "reference" (default: the first run whose
@@ -64,7 +67,10 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
     `apart_reason`. A headline is one sentence per candidate: {"label", "vs", "direction", "comparable", "text"}.
     A diff is {"label", "vs", "fusion": fusion_diff | None, "per_op": per_op_diff rows (all; renderers show the
     first `top`), "moved": one line naming where the time moved, "moved_row": the biggest move in the direction of
-    the whole-function change, or None when the profile does not explain it}.
+    the whole-function change, or None when the profile does not explain it, "lowering": the ops JAX's lowering
+    added and removed (analysis/lowering_diff.py) when `stablehlo_texts[label]` (the StableHLO a run compiled: the
+    bundle's for frozen runs, its own for retraced ones) differ, else None}. "layers" splits a change between XLA
+    and JAX's lowering where versions ran both frozen and retraced (analysis/layers.py).
     """
     modules = {k: parse_hlo(v) for k, v in hlo_texts.items() if v}  # parse each text once
     names = output_names(manifest)
@@ -88,8 +94,9 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
                      "so it is left out")
     diffs = [_version_diff(row, base, modules) for row in rows
              if base is not None and row is not base and row["requested"] != REFERENCE and row["status"] in TIMED]
-    for row in rows:
-        notes += [f"jax {row['label']}: {note}" for note in row["worker_notes"]]
+    _add_lowering_diffs(diffs, stablehlo_texts or {}, program_files or [])
+    split = layer_split(rows, base)
+    notes += _row_notes(rows)
     warned, measured_under = conditions_report(runs)
     return {
         "format": COMPARISON_FORMAT, "version": COMPARISON_VERSION,
@@ -99,10 +106,29 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
         "packed": _env(manifest.get("environment") or {}),
         "machine": _env(next((r["environment"] for r in runs if r.get("environment")), {})),
         "baseline": base["label"] if base else None, "top": top,
-        "headlines": headlines(rows, base) + _hardware_headline(manifest, runs) + _condition_headlines(warned),
-        "rows": rows, "diffs": diffs, "runs_used": runs_used(rows),
+        "headlines": headlines(rows, base) + layer_headlines(split) + _hardware_headline(manifest, runs)
+        + _condition_headlines(warned),
+        "rows": rows, "diffs": diffs, "layers": split, "runs_used": runs_used(rows),
         "notes": notes + _machine_notes(manifest, runs) + measured_under,
     }
+
+
+def _add_lowering_diffs(diffs: list[dict], texts: dict[str, str], program_files: list[str]) -> None:
+    """Each diff's "lowering": what JAX's lowering changed between the StableHLO its two runs compiled, or None."""
+    for diff in diffs:
+        before, after = texts.get(diff["vs"]), texts.get(diff["label"])
+        lowered = lowering_diff(before, after, program_files) if before and after and before != after else None
+        diff["lowering"] = lowered if lowered and lowered["changed"] else None
+
+
+def _row_notes(rows: list[dict]) -> list[str]:
+    """The worker's notes of each run and a retraced run's packages."""
+    notes = []
+    for row in rows:
+        notes += [f"jax {row['label']}: {note}" for note in row["worker_notes"]]
+        if row.get("packages"):
+            notes.append(f"jax {row['label']}: the program's packages: {packages_text(row['packages'])}")
+    return notes
 
 
 # ------------------------------------------------------------------------------------------------ headlines
@@ -154,6 +180,16 @@ def _headline(row: dict, base: dict) -> dict:
         else:
             text += f" (95% CI {lo:.3f}-{hi:.3f}x; {how})"
     return {**out, "text": text}
+
+
+def packages_text(packages: dict) -> str:
+    """`flax 0.10.4 (packed with 0.12.8), optax 0.2.8`: a retraced run's packages against the packed ones."""
+    parts = []
+    for name, item in sorted(packages.items()):
+        packed = item.get("packed") if isinstance(item, dict) else None
+        version = item.get("version") if isinstance(item, dict) else item
+        parts.append(f"{name} {version}" + ("" if packed in (None, version) else f" (packed with {packed})"))
+    return ", ".join(parts)
 
 
 def _version_name(row: dict) -> str:
@@ -248,6 +284,7 @@ def _num(x: float | None) -> float | None:
 def _reference_row(manifest: dict) -> dict:
     ref, env = manifest.get("reference") or {}, manifest.get("environment") or {}
     return {"label": REFERENCE, "requested": REFERENCE, "jax": str(env.get("jax") or "?"), "status": "ok", "reason": "",
+            "mode": "frozen", "contender_jax": REFERENCE, "lowering_changed": None,
             "route": ref.get("route"), "compile_s": _num((ref.get("timing") or {}).get("compile_s")),
             "err_ref": {"ok": True, "bit_identical": True, "max_abs_err": 0.0, "max_rel_err": 0.0},
             "per_op": ref.get("per_op") or [], "run_id": None, "created": manifest.get("created"),
@@ -258,8 +295,11 @@ def _reference_row(manifest: dict) -> dict:
 def _run_row(run: dict, names: list[str]) -> dict:
     timing = run.get("timing") or {}
     check = run.get("check")
+    contender = run.get("contender") or {}
     return {"label": run_label(run), "requested": run_label(run),
             "jax": str((run.get("environment") or {}).get("jax") or "?"), "status": run["status"],
+            "mode": str(contender.get("mode") or "frozen"), "contender_jax": str(contender.get("jax") or run["requested"]),
+            "lowering_changed": run.get("lowering_changed"), "packages": run.get("packages") or {},
             "reason": run.get("reason", ""), "route": run.get("route"), "compile_s": _num(timing.get("compile_s")),
             "err_ref": _error_fields(check, names) if check else None, "per_op": run.get("per_op") or [],
             "run_id": run.get("run_id"), "created": run.get("created"),

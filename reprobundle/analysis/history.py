@@ -18,13 +18,13 @@ No I/O.
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
+import numpy as np
 from packaging.version import InvalidVersion, Version
 
 from ..bundle.model import run_label
-from .verdict import TimingSummary, timing_verdict
+from .verdict import timing_verdict
 
 HISTORY_FORMAT = "reprobundle.history"
 HISTORY_VERSION = 1
@@ -56,8 +56,7 @@ def order_columns(columns: Sequence[str]) -> list[str]:
 
 def _median(run: dict) -> float | None:
     samples = (run.get("timing") or {}).get("samples_ns") or []
-    median = TimingSummary.of(samples).median_ns if samples else math.nan
-    return None if math.isnan(median) else median
+    return float(np.median(samples)) if samples else None
 
 
 def _latest(runs: Sequence[dict]) -> dict | None:

@@ -11,6 +11,12 @@ Format versions (dated, like jax.export's serialization versions):
   typed PRNG keys (stored as key data), `function.static` (values baked into the export: path, type, repr), tree
   node kind `static`, and symbolic dimensions (strings such as "b" or "2*b") in `function.fields` avals. A
   version 1 manifest upgrades unchanged. schemas/manifest-v2.schema.json.
+- manifest 3 (2026-12-01): the program a bundle can be retraced from, `function.program`: the script and the local
+  modules it imports (blobs, by path relative to the script's folder), the factory's name, the arguments baked in
+  as static, the third-party distributions it imports with the versions installed when packed, and the files left
+  out (secret-looking, too large) with why; `function.traced_by`, the JAX that traced the stored program. Source is
+  data on the host: only a retrace's worker runs it, in the environment under test. A version 2 manifest upgrades
+  unchanged: it has no program to retrace. schemas/manifest-v3.schema.json.
 - run 1 (2026-11-30): first version. schemas/run-v1.schema.json describes it.
 - run 2 (2026-11-30): timing may say how it was measured interleaved with other runs: `steps` (calls per step),
   `rounds` (steps per round, a fresh worker process each) and `group` (shared by the runs timed together). A
@@ -46,7 +52,7 @@ from .digest import digest_bytes
 from .model import Blob, Manifest, RunRecord, RunStatus
 
 MANIFEST_FORMAT = "reprobundle-bundle"
-MANIFEST_VERSION = 2
+MANIFEST_VERSION = 3
 RUN_FORMAT = "reprobundle-run"
 RUN_VERSION = 4
 STORE_FORMAT = "reprobundle-store"
@@ -180,6 +186,11 @@ def _to_version_2(obj: dict[str, Any]) -> dict[str, Any]:
     return {**obj, "format_version": 2}
 
 
+def _manifest_to_version_3(obj: dict[str, Any]) -> dict[str, Any]:
+    """Manifest 2 -> 3: `function.program` and `function.traced_by` are new and optional."""
+    return {**obj, "format_version": 3}
+
+
 def _run_to_version_3(obj: dict[str, Any]) -> dict[str, Any]:
     """Run 2 -> 3: `notes` is new and optional; a version 2 record kept none."""
     return {**obj, "format_version": 3}
@@ -192,7 +203,8 @@ def _run_to_version_4(obj: dict[str, Any]) -> dict[str, Any]:
 
 # Upgraders from version N to N+1: {N: fn}.
 _UPGRADES: dict[str, dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
-    MANIFEST_FORMAT: {1: _to_version_2}, RUN_FORMAT: {1: _to_version_2, 2: _run_to_version_3, 3: _run_to_version_4}}
+    MANIFEST_FORMAT: {1: _to_version_2, 2: _manifest_to_version_3},
+    RUN_FORMAT: {1: _to_version_2, 2: _run_to_version_3, 3: _run_to_version_4}}
 _CURRENT = {MANIFEST_FORMAT: MANIFEST_VERSION, RUN_FORMAT: RUN_VERSION}
 
 

@@ -3,7 +3,7 @@
 Manifests and run records stay plain maps on the wire and in memory (they are hashed as canonical msgpack, and
 `--json` prints them); these TypedDicts give the code that reads them names and types, checked by mypy. The codec
 (`manifest.decode_manifest`, `decode_run`) validates a map against its schema and only then returns it as one of
-these types, so a value typed `Manifest` has passed `schemas/manifest-v2.schema.json`.
+these types, so a value typed `Manifest` has passed `schemas/manifest-v3.schema.json`.
 """
 
 from __future__ import annotations
@@ -83,6 +83,22 @@ class Fields(TypedDict):
     uses_global_constants: bool
 
 
+class SourceFile(TypedDict):
+    path: str  # relative to the program's root, the script's folder
+    blob: Blob
+
+
+class Program(TypedDict):
+    """Manifest 3: what a retrace runs in the environment under test (capture/source.py)."""
+
+    script: str
+    factory: str
+    files: list[SourceFile]
+    packages: dict[str, str]  # distribution -> version when packed
+    skipped: NotRequired[list[dict[str, str]]]
+    static: NotRequired[list[int | str]]
+
+
 class Function(TypedDict):
     kind: Literal["jax.export", "stablehlo"]
     fields: Fields
@@ -96,6 +112,8 @@ class Function(TypedDict):
     serialization_version: NotRequired[int]
     outputs: NotRequired[list[LeafName]]
     static: NotRequired[list[StaticValue]]
+    program: NotRequired[Program]  # manifest 3
+    traced_by: NotRequired[dict[str, str]]  # manifest 3: {"jax": the release that traced the stored program}
 
 
 class Inputs(TypedDict):

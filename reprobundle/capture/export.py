@@ -33,6 +33,7 @@ class ExportedFunction:
     input_paths: list[dict] | None = None  # per input leaf: {"path", "key_impl"?} (manifest 2)
     output_paths: list[dict] | None = None  # per output leaf: {"path", "key_impl"?}
     static: list[dict] | None = None  # values baked into the export: {"path", "type", "repr"}
+    traced_by: str | None = None  # the JAX release that traced it, when this process did
 
 
 def _dtype_name(dtype) -> str:
@@ -138,7 +139,7 @@ def export_function(fn: Callable, args: Sequence[Any], kwargs: dict | None = Non
     captured = _from_exported(exp, None)
     return dataclasses.replace(captured, in_tree=call.in_tree, out_tree=dict(call.out_tree),
                                input_paths=call.input_leaves, output_paths=list(call.outputs),
-                               static=call.static), leaves
+                               static=call.static, traced_by=jax.__version__), leaves
 
 
 def _export_refusal(name: str, e: Exception) -> UsageError:

@@ -31,6 +31,7 @@ from ..store.scratch import scratch_dir
 from ..units import human_bytes
 from ..worker.synthetic import synthetic_spec
 from .export import ExportedFunction, as_bytes, check_inputs, reference_platform
+from .source import Program
 
 
 def _checked_labels(labels: dict[str, str] | None) -> dict[str, str]:
@@ -41,7 +42,20 @@ def _checked_labels(labels: dict[str, str] | None) -> dict[str, str]:
     return labels
 
 
-def _function_section(registry: Registry, fn: ExportedFunction, source: str | None) -> dict:
+def _program_section(registry: Registry, program: Program) -> dict:
+    """Manifest 3's `function.program`: the source files as blobs, listed by path."""
+    section: dict[str, Any] = {
+        "script": program.script, "factory": program.factory, "packages": dict(program.packages),
+        "files": [{"path": path, "blob": registry.put_blob(data)} for path, data in program.files.items()]}
+    if program.skipped:
+        section["skipped"] = list(program.skipped)
+    if program.static:
+        section["static"] = list(program.static)
+    return section
+
+
+def _function_section(registry: Registry, fn: ExportedFunction, source: str | None,
+                      program: Program | None = None) -> dict:
     function: dict[str, Any] = {
         "kind": fn.kind,
         "fields": fn.fields,
@@ -59,6 +73,10 @@ def _function_section(registry: Registry, fn: ExportedFunction, source: str | No
         function["outputs"] = fn.output_paths
     if fn.static:
         function["static"] = fn.static
+    if fn.traced_by:
+        function["traced_by"] = {"jax": fn.traced_by}
+    if program is not None:
+        function["program"] = _program_section(registry, program)
     return function
 
 
@@ -133,9 +151,10 @@ def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] 
          synthetic: bool = False, seed: int = 0, description: str = "", labels: dict[str, str] | None = None,
          parent: str | None = None, source: str | None = None, timing: Timing = Timing(), dump: bool = True,
          profile: bool = True, python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-         progress: Callable[[str], None] | None = None) -> BundleRef:
+         progress: Callable[[str], None] | None = None, program: Program | None = None) -> BundleRef:
     """Publish a bundle of a function exported by this process's JAX; the reference runs on `python`. `progress`
-    gets a line (a logs.Status) as each phase starts: inputs, reference, publish."""
+    gets a line (a logs.Status) as each phase starts: inputs, reference, publish. `program`: the source a replay
+    can retrace (capture/source.py), stored as blobs."""
     say = progress or (lambda _line: None)
     mf.check_name(name)
     labels = _checked_labels(labels)
@@ -154,7 +173,7 @@ def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] 
                    "the function", "inputs"))
         input_leaves = _real_input_leaves(registry, leaves)
     input_leaves = _named(input_leaves, fn.input_paths)
-    function = _function_section(registry, fn, source)
+    function = _function_section(registry, fn, source, program)
     platform = reference_platform(fn.fields.get("platforms") or ["cpu"])  # the first accelerator it has, else cpu
     outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=timing, dump=dump,
                                      profile=profile, timeout_s=timeout_s, progress=progress, platform=platform)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
 from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
@@ -137,7 +137,8 @@ def pack_captures(staged: list[Staged], rows: list[dict], capture_options: Captu
                   **{str(k): str(v) for k, v in (options.labels or {}).items()}}
         python = None if s.python in ("", sys.executable) else s.python
         try:
-            ref = pack(registry, s.exported, s.leaves, name=name, description=_description(s, options, command),
+            exported = s.exported if s.exported.traced_by else replace(s.exported, traced_by=s.jax_version)
+            ref = pack(registry, exported, s.leaves, name=name, description=_description(s, options, command),
                        labels=labels, source=s.source, timing=Timing(warmup=options.warmup, repeat=options.repeat),
                        dump=options.dump, profile=options.profile, python=python)
         except ReproBundleError as e:

@@ -264,6 +264,8 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
         out += [line for r in apart for line in _wrap(_apart_line(r, c), width, "  ")]
     for d in c["diffs"]:
         out += [""] + _wrap(f"jax {d['label']} vs {d['vs']}: {d['moved']}", width, more="  ")
+        if d.get("lowering"):
+            out += _wrap(f"lowering: {d['lowering']['text']}", width, "  ", "  ")
         if d["fusion"] is not None:
             f = d["fusion"]
             out += _wrap(f"fusion: {_kinds_text(f['base'])} -> {_kinds_text(f['cand'])}; {f['summary']}{fusion_note(f)}", width,
@@ -357,7 +359,9 @@ def to_markdown(c: dict) -> str:
     if c.get("reproduce"):
         out += ["", reproduce_markdown(c["reproduce"])]
     for d in c["diffs"]:
-        body = [f"**Where the time moved:** {md(d['moved'])}"] + _md_fusion(d["fusion"]) + _md_moves(d, c["top"])
+        body = [f"**Where the time moved:** {md(d['moved'])}"]
+        body += [f"**Lowering:** {md(d['lowering']['text'])}"] if d.get("lowering") else []
+        body += _md_fusion(d["fusion"]) + _md_moves(d, c["top"])
         out += ["", details(_moved_summary(d), "\n".join(body))]
     failures = [r for r in c["rows"] if r["status"] not in TIMED]
     if failures:
@@ -460,6 +464,8 @@ def _html_diff(d: dict, top: int) -> list[str]:
     """One version's moves against its baseline: where the time moved, the fusion diff, the per-op table."""
     e = html.escape
     parts = [f"<h2>jax {e(d['label'])} vs {e(d['vs'])}</h2>", f"<p><b>Where the time moved:</b> {e(d['moved'])}</p>"]
+    if d.get("lowering"):
+        parts.append(f"<p><b>Lowering:</b> {e(d['lowering']['text'])}</p>")
     if d["fusion"] is not None:
         f = d["fusion"]
         parts.append(f"<p><b>Fusion:</b> {e(_kinds_text(f['base']))} → {e(_kinds_text(f['cand']))}; "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..analysis.comparison import packages_text
 from ..analysis.hardware import hardware_note, hardware_text
 from ..analysis.verdict import TimingSummary
 from ..bundle import trees
@@ -49,6 +50,24 @@ def bundle_data(b: Bundle, runs: list[dict]) -> dict:
     return {"ref": ref_data(b.ref), "manifest": b.manifest, "runs": [run_data(r) for r in runs]}
 
 
+def _program_lines(fn: dict) -> list[str]:
+    """The program a retrace runs (manifest 3): script, factory, files, packages, files left out."""
+    program = fn.get("program")
+    traced = (fn.get("traced_by") or {}).get("jax")
+    if not program:
+        return [_t(f"  traced by:    jax {traced}; no program stored (cannot retrace)")] if traced else []
+    files = program.get("files") or []
+    size = sum(int(f["blob"]["size"]) for f in files)
+    lines = [_t(f"  program:      {program['script']}:{program['factory']}, {len(files)} file"
+                f"{'s' if len(files) != 1 else ''} ({human_bytes(size)})" + (f", traced by jax {traced}" if traced
+                                                                           else ""))]
+    lines += [_t(f"    {f['path']}  ({human_bytes(int(f['blob']['size']))})") for f in files[:trees.MAX_LINES]]
+    if program.get("packages"):
+        lines.append(_t("    packages: " + ", ".join(f"{k} {v}" for k, v in sorted(program["packages"].items()))))
+    lines += [_t(f"    left out: {s['path']} ({s['reason']})") for s in program.get("skipped") or []]
+    return lines
+
+
 def describe_bundle(b: Bundle, runs: list[dict]) -> str:
     m = b.manifest
     env = m["environment"]
@@ -76,6 +95,7 @@ def describe_bundle(b: Bundle, runs: list[dict]) -> str:
         lines += [f"    {_t(v['path'])} = {_t(v['repr'], 60)}" for v in static[:trees.MAX_LINES]]
         if len(static) > trees.MAX_LINES:
             lines.append(f"    ... and {len(static) - trees.MAX_LINES} more (show --json lists them all)")
+    lines += _program_lines(fn)
     lines.append("  outputs:      " + _t(trees.summary(outputs, human_bytes)))
     lines += [_t(line) for line in trees.render(outputs, human_bytes)]
     lines += [
@@ -101,8 +121,9 @@ def run_data(run: dict) -> dict:
     return {"run_id": run["run_id"], "bundle": run["bundle"], "requested": run["requested"],
             "jax": run["environment"].get("jax"), "status": run["status"], "reason": run["reason"],
             "route": run.get("route"), "median_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "n": timing.n,
-            "check": run.get("check"), "attempts": run.get("attempts", []), "label": run_label(run),
-            "contender": run.get("contender")}
+            "check": run.get("check"), "attempts": run.get("attempts", []), "contender": run.get("contender"),
+            "mode": (run.get("contender") or {}).get("mode") or "frozen", "label": run_label(run),
+            **{k: run[k] for k in ("lowering_changed", "lowering_diff", "packages") if k in run}}
 
 
 def describe_runs(b: Bundle, runs: list[dict]) -> str:
@@ -117,6 +138,12 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
         rows.append(_run_row(r, ref_timing, resized))
         if r["status"] != "ok" or resized:
             notes.append(_t(f"jax {r['requested']}: {r['status']}: {r['reason']}"))
+        if r.get("packages"):
+            notes.append(_t(f"jax {run_label(r)}: the program's packages: {packages_text(r['packages'])}"))
+        if "lowering_changed" in r:
+            notes.append(_t(f"jax {run_label(r)}: lowering "
+                            + (f"changed: {r.get('lowering_diff') or 'yes'}" if r["lowering_changed"] else
+                               "unchanged from the bundle's")))
         notes += [_t(f"jax {r['requested']}: {note}") for note in r.get("notes") or []]
     if any(row[6] not in ("-", "1.00x") for row in rows[1:]) or runs:
         notes.insert(0, "VS REF: median over the pack's reference run, another process timed at pack time: not "

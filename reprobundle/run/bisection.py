@@ -1,7 +1,9 @@
 """Bisect: the first released JAX version between a good and a bad one where a bundle regressed.
 
 The regression is what tells the two endpoints apart: wrong outputs (when the bad one mismatches and the good
-one does not), otherwise time. For time, every tested version is replayed together with the good endpoint
+one does not), else outputs that differ from the good endpoint's (a retraced program whose numbers change from one
+release on: `bisect rng --good 0.4.30 --bad 0.5.3 --retrace`; both may disagree with the reference, which was traced
+by the packing release), otherwise time. For time, every tested version is replayed together with the good endpoint
 (interleaved, see schedule.py), so each judgement is a paired verdict made under the same machine conditions: a
 version is bad when it is significantly slower (or faster, if that is the regression) than the good one timed
 beside it, and at least half-way to the bad endpoint in log-ratio terms.
@@ -18,6 +20,7 @@ from ..errors import UsageError
 from .versions import version_key
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
+OutputsDiffer = Callable[[dict, dict], bool]  # (run, run) -> whether their outputs differ beyond tolerance
 # (version, the classes so far) -> (class, evidence) when it is known without a replay (the same build as a version
 # already classed), else None
 Known = Callable[[str, dict], "tuple[str, str] | None"]
@@ -27,7 +30,7 @@ Known = Callable[[str, dict], "tuple[str, str] | None"]
 class BisectResult:
     good: str
     bad: str
-    criterion: str  # "outputs" or "time"
+    criterion: str  # "outputs" (against the reference), "outputs vs good" or "time"
     first_bad: str
     last_good: str
     runs: dict[str, dict] = field(default_factory=dict)  # version -> run record, every version tested
@@ -52,10 +55,15 @@ def _verdict_line(verdict: dict, good: str) -> str:
             f"(p={verdict['p_value']:.2g}, {verdict['method']})")
 
 
-def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterion: str) -> tuple[str, str]:
+def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterion: str,
+             outputs_differ: OutputsDiffer | None = None) -> tuple[str, str]:
     """("good" | "bad" | "skip", evidence) for a run against the good endpoint's run timed beside it."""
     if not _usable(run):
         return "skip", f"{run['status']}: {run['reason']}"
+    if criterion == OUTPUTS_VS_GOOD:
+        assert outputs_differ is not None  # the criterion is chosen only with it
+        return ("bad", f"outputs differ from jax {good_run['requested']}'s") if outputs_differ(good_run, run) else \
+            ("good", f"outputs match jax {good_run['requested']}'s")
     if criterion == "outputs":
         return ("bad", "outputs mismatch") if run["status"] == "mismatch" else ("good", "outputs match")
     if not _usable(good_run):
@@ -68,10 +76,16 @@ def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterio
     return cls, _verdict_line(verdict, good_run["requested"])
 
 
+OUTPUTS_VS_GOOD = "outputs vs good"
+
+
 def bisect(versions: Sequence[str], good: str, bad: str, replay_together: ReplayTogether,
-           progress: Callable[[str], None] | None = None, known: Known | None = None) -> BisectResult:
+           progress: Callable[[str], None] | None = None, known: Known | None = None,
+           outputs_differ: OutputsDiffer | None = None) -> BisectResult:
     """Binary search over the released `versions` strictly between `good` and `bad`. `known` classes a version
-    without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed)."""
+    without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed).
+    `outputs_differ` (two runs -> whether their outputs differ) lets endpoints whose outputs differ from each other
+    be told apart by outputs."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
@@ -87,6 +101,9 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     if b["status"] == "mismatch" and g["status"] == "ok":
         result.criterion = "outputs"
         result.evidence = {good: "outputs match", bad: "outputs mismatch"}
+    elif outputs_differ is not None and outputs_differ(g, b):
+        result.criterion = OUTPUTS_VS_GOOD
+        result.evidence = {good: "the good endpoint", bad: f"outputs differ from jax {good}'s"}
     else:
         verdict = timing_verdict(_timing(g), _timing(b))
         if verdict["verdict"] in ("same", "unknown"):
@@ -107,12 +124,12 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
         if decided is not None:
             cls, result.evidence[version] = decided
         else:
-            if result.criterion == "outputs":
+            if result.criterion in ("outputs", OUTPUTS_VS_GOOD):
                 (run,), good_run = replay_together([version]), g
             else:
                 good_run, run = replay_together([good, version])
             result.runs[version] = run
-            cls, result.evidence[version] = classify(run, good_run, target, result.criterion)
+            cls, result.evidence[version] = classify(run, good_run, target, result.criterion, outputs_differ)
         result.classes[version] = cls
         if cls == "skip":  # untestable: decide without it
             remaining.remove(version)

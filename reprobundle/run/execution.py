@@ -24,7 +24,8 @@ from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import FormatError
 from ..worker.dtypes import np_dtype
 from ..worker.protocol import job_inputs
-from .contenders import FROZEN, ContenderSpec, Settings, unknown_flag_reason
+from .contenders import FROZEN, RETRACE, ContenderSpec, Settings, unknown_flag_reason
+from .retrace import write_program
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
 PROTOCOL = 1
@@ -102,6 +103,8 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
         "mode": contender.mode if contender else FROZEN,
         "settings": contender.settings.as_record() if contender else Settings().as_record(),
     }
+    if contender is not None and contender.mode == RETRACE and function.get("program"):
+        job["program"] = write_program(registry, function["program"], workdir / "program")
     (workdir / "outputs").mkdir(parents=True, exist_ok=True)
     (workdir / "artifacts").mkdir(parents=True, exist_ok=True)
     job_path = workdir / "job.msgpack"
@@ -411,6 +414,7 @@ _ARTIFACT_MEDIA = {
     "hlo_before": "text/x-hlo",
     "hlo_after": "text/x-hlo",
     "stablehlo": "text/x-mlir",
+    "stablehlo_retraced": "text/x-mlir",
     "profile_trace": "application/vnd.perfetto+json+gzip",
 }
 

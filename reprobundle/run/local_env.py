@@ -24,7 +24,7 @@ __all__ = ["is_path_request", "interpreter_of", "inspect_interpreter", "source_b
 PROBE_TIMEOUT_S = 120.0
 
 _PROBE = r"""
-import importlib.metadata as md, json, platform, sys
+import importlib, importlib.metadata as md, json, platform, sys
 def version(name):
     try:
         return md.version(name)
@@ -38,7 +38,7 @@ def origin(name):
     return json.loads(text) if text else None
 def git_hash(module):
     try:
-        mod = __import__(module, fromlist=["version"])
+        mod = importlib.import_module(module)
         return getattr(mod, "_git_hash", None)
     except Exception:
         return None

@@ -25,7 +25,7 @@ class ReplayOptions:
     threads (schedule.Pin); `platform` is where every version runs (None: replay.replay_platform decides);
     `shapes` ({"b": 16}) replays a shape-polymorphic bundle at other sizes, on synthetic inputs;
     `memory_limit_bytes` bounds each worker's address space; `dump` and `profile` keep the XLA dump and the per-op
-    profile."""
+    profile; `retrace_packages` pins packages of the program in a retrace's environments ("flax==0.10.4")."""
 
     warmup: int = DEFAULT_WARMUP
     repeat: int = DEFAULT_STEPS
@@ -38,6 +38,7 @@ class ReplayOptions:
     profile: bool = True
     shapes: Mapping[str, int] | None = None
     memory_limit_bytes: int | None = None
+    retrace_packages: tuple[str, ...] = ()  # NAME==VERSION pins for a retrace's environments (program_envs.py)
 
     @classmethod
     def of(cls, base: "ReplayOptions | None" = None, *, timing: Timing | None = None,
@@ -75,6 +76,7 @@ class ReplayOptions:
         plain = asdict(self)
         del plain["shapes"], plain["memory_limit_bytes"]
         plain["pin"] = list(self.pin) if self.pin else None
+        plain["retrace_packages"] = list(self.retrace_packages)
         return plain
 
     @classmethod
@@ -84,6 +86,7 @@ class ReplayOptions:
         known = {k: v for k, v in options.items() if k in names}
         if known.get("pin"):
             known["pin"] = tuple(known["pin"])
+        known["retrace_packages"] = tuple(known.get("retrace_packages") or ())
         return cls(**known)
 
     def args(self, max_time: bool = True) -> list[str]:

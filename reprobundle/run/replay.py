@@ -30,10 +30,11 @@ from ..logs import Status
 from ..store.scratch import scratch_dir
 from .budget import Budget, plan
 from .conditions import conditions, snapshot
-from .contenders import ContenderSpec, as_specs
+from .contenders import RETRACE, ContenderSpec, as_specs
 from .execution import Timing, build_job, dtype_of, environment_of, store_result
 from .options import ReplayOptions
 from .platforms import PlatformChoice, choose_platform, detect_devices
+from .retrace import lowering_fields, retrace_refusal
 from .schedule import (
     Contender,
     Measurement,
@@ -116,6 +117,8 @@ def _measured_run(registry: Registry, bundle: Bundle, spec: ContenderSpec, measu
         stored.per_op = median_per_op(measured.per_op_tables)
     if at_sizes:
         extra["labels"] = {"shape": at_sizes}
+    if spec.mode == RETRACE:
+        extra.update(lowering_fields(registry, bundle.manifest, stored.artifacts))
     if reference is None:
         return _record(bundle, spec, "ok", f"replayed at {at_sizes} on synthetic inputs: outputs are not "
                        "compared with the reference, which ran at the packed sizes", outputs=stored.outputs,
@@ -208,6 +211,7 @@ class _Timed:
     version_index: int
     spec: ContenderSpec
     contender: Contender
+    packages: dict  # a retrace's program packages in its environment ({} otherwise)
 
 
 def replay_together(registry: Registry, bundles: Sequence[Bundle],
@@ -227,7 +231,7 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle],
     first_look = snapshot()
     specs = as_specs(versions)
     jobs = _JobOptions(timing, options.dump, options.profile)
-    interpreters = _Interpreters(python, env_manager, progress)
+    interpreters = _Interpreters(python, env_manager, progress, options.retrace_packages)
     runs: dict[tuple[int, int], dict] = {}
     timed: list[_Timed] = []
     targets: list[_Target] = []
@@ -280,6 +284,8 @@ def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dic
     rounds_run = max((len(x.rounds) for x in measured.values()), default=0)
     run["environment"]["conditions"] = measured_under if key not in budget.retired else \
         {**measured_under, "schedule": budget.describe(rounds_run, key)}
+    if timed.packages:
+        run["packages"] = timed.packages
     if build is not None:
         run["environment"]["jax_build"] = build
         if build.get("source_build"):  # said where every report shows the run's notes
@@ -329,47 +335,85 @@ class _Interpreters:
     """The Python interpreter of each (JAX version, platform build), resolved once per replay; a version without an
     environment keeps its error."""
 
-    def __init__(self, python: str | None, env_manager, progress: Callable[[str], None] | None):
+    def __init__(self, python: str | None, env_manager, progress: Callable[[str], None] | None,
+                 retrace_packages: Sequence[str] = ()):
         self.python = python
         self.env_manager = env_manager
         self.progress = progress
-        self.found: dict[tuple[str, str], str | Path | ReproBundleError] = {}
+        self.retrace_packages = tuple(retrace_packages)
+        self.found: dict[tuple, tuple[str | Path | ReproBundleError, dict]] = {}
         self.builds: dict[str, dict] = {}  # requested -> what its runs record of the build (JaxEnvironment.build_record)
 
-    def get(self, requested: str, choice: PlatformChoice) -> str | Path | ReproBundleError:
-        where = (requested, f"{choice.platform} {choice.build}")
+    def get(self, requested: str, choice: PlatformChoice,
+            packages: Mapping[str, str] | None = None) -> tuple[str | Path | ReproBundleError, dict]:
+        """(interpreter or error, the program's packages there): `packages` ({name: packed version}) are a
+        retrace's, resolved beside that jax with the retrace's pins (program_envs.py); None for a frozen replay."""
+        where = (requested, f"{choice.platform} {choice.build}",
+                 None if packages is None else tuple(sorted(packages.items())))
         if where not in self.found:
-            self.found[where] = self._resolve(requested, choice)
+            self.found[where] = self._resolve(requested, choice, packages)
         return self.found[where]
 
-    def _resolve(self, requested: str, choice: PlatformChoice) -> str | Path | ReproBundleError:
+    def _resolve(self, requested: str, choice: PlatformChoice,
+                 packages: Mapping[str, str] | None) -> tuple[str | Path | ReproBundleError, dict]:
         if requested == "installed" and self.python is None:
-            return sys.executable
+            return sys.executable, installed_packages(packages or {})
         on_platform = {} if choice.platform == "cpu" else {"platform": choice.platform, "build": choice.build}
         try:
             if self.env_manager is None:
                 from .envs import EnvironmentManager
 
                 self.env_manager = EnvironmentManager(python=self.python)
-            env = self.env_manager.ensure(requested, progress=_phase(self.progress, "environment"), **on_platform)
+            base = self.env_manager.ensure(requested, progress=_phase(self.progress, "environment"), **on_platform)
+            self.builds[requested] = base.build_record()
+            if packages is None or not (packages or self.retrace_packages):
+                return base.python_executable, {}
+            from .program_envs import parse_overrides, program_environment
+
+            env = program_environment(base, self.env_manager.root, packages, parse_overrides(self.retrace_packages),
+                                      say=_phase(self.progress, "environment"))
+            return env.python_executable, env.packages
         except ReproBundleError as e:
-            return e
-        self.builds[requested] = env.build_record()
-        return env.python_executable
+            return e, {}
+
+
+def program_packages(manifest: Mapping) -> dict[str, str]:
+    """The third-party packages a bundle's program imports, {name: version when packed} (manifest 3)."""
+    return dict(((manifest.get("function") or {}).get("program") or {}).get("packages") or {})
+
+
+def installed_packages(packages: Mapping[str, str]) -> dict:
+    """The program's packages as this interpreter has them (a retrace on "installed")."""
+    from importlib import metadata
+
+    def version(name: str) -> str:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return "?"
+
+    return {name: {"version": version(name), "packed": packed} for name, packed in packages.items()}
 
 
 def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: _Target, index: int,
                  spec: ContenderSpec, jobs: _JobOptions, interpreters: _Interpreters) -> _Timed | dict:
     """The bundle on `spec` as a contender of the measurement, or its error record without an environment."""
     start = time.perf_counter()
-    interpreter = interpreters.get(spec.jax, target.platform)
+    retrace = spec.mode == RETRACE
+    refusal = retrace_refusal(target.bundle.manifest) if retrace else None
+    if refusal:
+        return _record(target.bundle, spec, "error", refusal, duration_s=0.0)
+    interpreter, packages = interpreters.get(spec.jax, target.platform,
+                                             program_packages(target.bundle.manifest) if retrace else None)
     if isinstance(interpreter, ReproBundleError):
-        return _record(target.bundle, spec, "error", f"no environment for jax {spec.jax}: {interpreter.message}",
+        hint = f" ({interpreter.hint})" if retrace and interpreter.hint else ""
+        return _record(target.bundle, spec, "error",
+                       f"no environment for jax {spec.jax}: {interpreter.message}{hint}",
                        duration_s=time.perf_counter() - start)
     key = str(index) if len(bundles) == 1 else f"{b}.{index}"
     label = spec.redacted().label if len(bundles) == 1 else f"{target.bundle.ref.name} on {spec.redacted().label}"
     write_job = _job_writer(registry, target, spec, jobs)
-    return _Timed(b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(b)))
+    return _Timed(b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(b)), packages)
 
 
 def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Sequence[_Timed]) -> list[list[Contender]]:

@@ -35,12 +35,14 @@ from .budget import plan
 from .executor import Executor, LocalExecutor, ReplayTask, TaskResult, failed_result, result_skeleton
 from .local_env import is_path_request
 from .options import ReplayOptions
+from .retrace import program_file_names
 
 # The replay options a task carries, with their defaults (plain JSON values). `pin`: a list of CPU ids or None;
 # `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults);
-# `index_url`: the index nightlies (and releases, a mirror) come from (None: the defaults, see run/nightly.py).
+# `index_url`: the index nightlies (and releases, a mirror) come from (None: the defaults, see run/nightly.py);
+# `mode`: frozen or retrace, the mode of every contender of the task (run/contenders.py).
 DEFAULT_OPTIONS: dict[str, Any] = {**ReplayOptions().task_options(), "env_dir": None, "python": None,
-                                   "index_url": None}
+                                   "index_url": None, "mode": "frozen"}
 # Output status of a bundle across the two versions, worst last.
 OUTPUT_OK, OUTPUT_MISMATCH, OUTPUT_FAILED = "ok", "mismatch", "failed"
 TIMED = ("ok", "mismatch")
@@ -66,6 +68,7 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
     status "failed"; only infrastructure failures raise (the store unreachable: StoreError; anything unexpected).
     `progress` gets the replay's lines (in-process executors only: a task crosses machines without it)."""
     from ..bundle.transfer import prefetch
+    from .contenders import contenders_from
     from .envs import EnvironmentManager
     from .replay import replay
 
@@ -78,8 +81,9 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
         prefetch(registry, bundle)
         manager = EnvironmentManager(Path(options["env_dir"]) if options["env_dir"] else None,
                                      python=options["python"], index_url=options["index_url"])
-        runs = replay(registry, bundle, list(task.versions), ReplayOptions.from_task(options),
-                      python=options["python"], env_manager=manager, store_runs=False, progress=progress)
+        runs = replay(registry, bundle, contenders_from(task.versions, (), options["mode"]),
+                      ReplayOptions.from_task(options), python=options["python"], env_manager=manager,
+                      store_runs=False, progress=progress)
     except StoreError:
         raise
     except ReproBundleError as e:
@@ -106,6 +110,22 @@ def _identity(bundle: Bundle) -> dict:
 # ------------------------------------------------------------------------------------------------ summaries
 
 
+def stablehlo_texts(registry: Registry, bundle: Bundle, runs: Sequence[dict]) -> dict[str, str]:
+    """The StableHLO each run compiled, by label: the bundle's for the reference and frozen runs, a retraced run's
+    own (its `stablehlo_retraced` artifact); loaded only when some run retraced."""
+    from ..analysis.comparison import REFERENCE
+
+    retraced = {run_label(r): r["artifacts"]["stablehlo_retraced"] for r in runs
+                if "stablehlo_retraced" in (r.get("artifacts") or {})}
+    packed = bundle.manifest["function"].get("stablehlo_text")
+    if not retraced or not packed:
+        return {}
+    text = registry.get_blob(packed).decode("utf-8", "replace")
+    texts = {REFERENCE: text, **{run_label(r): text for r in runs}}
+    texts.update({label: registry.get_blob(art["blob"]).decode("utf-8", "replace") for label, art in retraced.items()})
+    return texts
+
+
 def compare_runs(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None) -> dict:
     """The multi-version comparison of stored `runs` (analysis/comparison.build_comparison) with the optimized HLO
     and outputs it needs loaded from the registry. Raises ValueError for a baseline none of the runs requested."""
@@ -124,7 +144,9 @@ def compare_runs(registry: Registry, bundle: Bundle, runs: Sequence[dict], basel
     for run in runs:
         hlo_texts[run_label(run)] = hlo_text(run["artifacts"])
         outputs[run_label(run)] = arrays(run["outputs"])
-    return build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs)
+    texts = stablehlo_texts(registry, bundle, runs)
+    return build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs,
+                            stablehlo_texts=texts, program_files=program_file_names(bundle.manifest))
 
 
 def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions: Sequence[str], *,
@@ -135,6 +157,7 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions
     "failed": it did not run) and the op that moved most, in `candidates`; the top-level verdict fields are those of
     the worst candidate (a mismatch or failure first, then the highest ratio), what one line of a table shows. The
     host is None for a stored result (run records keep no host name)."""
+    versions = contender_labels(versions, options)  # the runs' labels: `0.8.0 retraced` in a retrace sweep
     baseline = versions[0]
     out = {**result_skeleton(str(bundle.ref), versions), **_identity(bundle)}
     out.update(stored=stored, group=runs[0].get("group") if runs else None, wall_s=round(wall_s, 3),
@@ -185,6 +208,14 @@ def _severity(candidate: dict) -> tuple:
     rank = {OUTPUT_FAILED: 2, OUTPUT_MISMATCH: 1}.get(candidate["outputs"], 0)
     ratio = candidate["ratio"]
     return rank, -1.0 if ratio is None or ratio != ratio else ratio
+
+
+def contender_labels(versions: Sequence[str], options: dict[str, Any] | None) -> list[str]:
+    """The labels of a task's runs (`0.8.0`, `0.8.0 retraced`): one contender per version in the task's mode."""
+    from .contenders import contenders_from
+
+    mode = task_options(options)["mode"]
+    return [spec.label for spec in contenders_from(versions, (), mode)] if mode != "both" else list(versions)
 
 
 def _outputs_of_runs(runs: Sequence[dict]) -> dict[str, Any]:
@@ -270,7 +301,7 @@ def stored_runs(registry: Registry, bundle: Bundle, versions: Sequence[str], opt
             groups.setdefault(stored["group"], []).append(stored)
     for members in sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True):
         by_version = {run_label(r): r for r in members}
-        chosen = [by_version[v] for v in versions if v in by_version]
+        chosen = [by_version[v] for v in contender_labels(versions, options) if v in by_version]
         if len(chosen) == len(versions) and all(r["status"] in FINISHED and options_match(r, options)
                                                 for r in chosen) and all(
                 str((r.get("environment") or {}).get("jax")) == str(here) for r in chosen
@@ -387,22 +418,24 @@ def sweep_report(registry: Registry, bundles: Sequence[Bundle], results: list[Ta
 
 def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, executor: Executor | None,
                  env_manager, env_dir: str | None, python: str | None,
-                 progress: Callable[[str], None] | None = None) -> Callable[[Sequence[str]], list[dict]]:
+                 progress: Callable[[str], None] | None = None,
+                 mode: str = "frozen") -> Callable[[Sequence[str]], list[dict]]:
     """What a bisection calls to replay `bundle` on versions timed together: a replay task on `executor` (its runs
     stored in the bundle's registry, read back), or, for a bundle in a read-only store, a replay here whose runs are
     not stored."""
     task_options = {**options.task_options(), "env_dir": env_dir, "python": python,
-                    "index_url": getattr(env_manager, "index_url", None)}
+                    "index_url": getattr(env_manager, "index_url", None), "mode": mode}
     # the local executor runs the task here: the replay's own progress lines can go to the display
     carry_out = functools.partial(run_replay_task, progress=progress) \
         if isinstance(executor, LocalExecutor) else run_replay_task
 
     def replay_together(versions: Sequence[str]) -> list[dict]:
+        from .contenders import contenders_from
         from .replay import replay
 
         if registry.store.read_only:
-            return replay(registry, bundle, versions, options, env_manager=env_manager, progress=progress,
-                          store_runs=False)
+            return replay(registry, bundle, contenders_from(versions, (), mode), options, env_manager=env_manager,
+                          progress=progress, store_runs=False)
         assert executor is not None
         task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), task_options)
         (_, outcome), = executor.run(carry_out, [task])
@@ -413,6 +446,18 @@ def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, 
         return [by_id[r["run_id"]] for r in outcome["runs"]]
 
     return replay_together
+
+
+def outputs_differ(registry: Registry, bundle: Bundle) -> Callable[[dict, dict], bool]:
+    """What a bisection asks of two runs of `bundle`: whether their outputs differ beyond the check's tolerance."""
+    from ..analysis.verdict import check_outputs
+    from ..bundle.trees import output_names
+    from .replay import leaf_array
+
+    def arrays(run: dict) -> list[np.ndarray]:
+        return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in run["outputs"]]
+
+    return lambda a, b: not check_outputs(arrays(a), arrays(b), output_names(bundle.manifest))["ok"]
 
 
 # ------------------------------------------------------------------------------------------------ counting

@@ -11,7 +11,9 @@ Modules: ``protocol`` (constants, errors, helpers), ``dtypes``, ``synthetic``,
 ``signature`` (@main's signature from StableHLO text), ``rebuild`` (an Exported from its fields),
 ``kernels`` (jaxlib CPU custom calls), ``environment``, ``routes`` (load routes),
 ``timing``, ``trace`` (per-op table), ``conditions`` (the process's CPUs and threads),
-``hlo_kind`` (the kind of an HLO instruction, which the host's analysis shares), ``job``
+``hlo_kind`` (the kind of an HLO instruction, which the host's analysis shares), ``flatten``
+(a pytree call as the flat function jax.export sees, shared with the host's pack), ``retrace`` (the
+retrace route: the bundle's program traced by this release), ``job``
 (one job), ``main`` (entry points).
 
 Invocation
@@ -45,7 +47,8 @@ Job (protocol 1)
     "inputs": [ {"shape": [int], "dtype": str, "path": str}            # raw C-order bytes
               | {"shape": [int], "dtype": str,
                  "synthetic": {"distribution": ..., "seed": int, ...}} ],  # see synthetic_array()
-              # flat leaves in the order of the exported function's flattened in_tree
+              # flat leaves in the order of the exported function's flattened in_tree; each may carry
+              # "key_path" (the leaf's key path, which a retrace checks the factory's call against)
     "outputs_dir": str,                 # output leaf i -> outputs_dir/out_<i>.bin (raw C-order)
     "artifacts_dir": str,               # hlo text, xla_dump/, profile/ go here
     "timing": {"warmup": int, "repeat": int,
@@ -58,7 +61,10 @@ Job (protocol 1)
                                         #   only the first round's environment)
     "routes": [str]|None,               # optional: restrict/order the load routes (tests)
     "mode": "frozen"|"retrace",         # optional (default "frozen"): the stored program, or the bundle's
-                                        #   source traced and lowered by this environment's jax
+                                        #   source traced and lowered by this environment's jax (route
+                                        #   "retrace", see retrace.py; its StableHLO is the artifact
+                                        #   "stablehlo_retraced")
+    "program": {"dir", "script", "factory", "static"},  # with mode "retrace": the source the host wrote
     "settings": {"xla_flags": [str],    # optional: this contender's own settings, applied before jax
                  "jax_config": {str: str},  #   is imported (XLA_FLAGS appended, environment variables set)
                  "env": {str: str}},    #   or before the function loads (jax.config.update)
@@ -81,7 +87,7 @@ Result (protocol 1)
 
   { "protocol": 1, "status": "ok" | "incompatible" | "error",
     "reason": str,                 # precise and human readable, never a traceback
-    "route": str|None,             # "deserialize" | "rebuild" | "rebuild-compat" | "stablehlo-text"
+    "route": str|None,             # "deserialize" | "rebuild" | "rebuild-compat" | "stablehlo-text" | "retrace"
     "attempts": [{"route", "error", "stage", "skipped"?}],
                                    # every route considered before the one that worked, in order;
                                    # stage: how far it got: "skipped" (bundle lacks that file),

@@ -28,6 +28,7 @@ from .protocol import (
     first_lines,
     write_msgpack,
 )
+from .retrace import RETRACE_ROUTE, Retrace
 from .routes import Routes
 from .settings import apply_config, apply_environment
 from .stablehlo import serialize_compat_artifact, stablehlo_versions, version_tuple
@@ -36,7 +37,7 @@ from .timing import TimedCalls
 from .trace import Profiling
 
 
-class Worker(Routes, TimedCalls, Profiling):
+class Worker(Routes, Retrace, TimedCalls, Profiling):
     """The state of one job; each phase checkpoints so a crash still names it."""
 
     def __init__(self, job, result_path=None, control=None):
@@ -345,14 +346,16 @@ class Worker(Routes, TimedCalls, Profiling):
 
     def load_function(self):
         """(route, exported, lowered, compiled) by the first route that loads and compiles (the others' failures
-        in self.attempts); None when none does."""
+        in self.attempts); None when none does. A retrace job has one route: the program traced here."""
         handlers = {
+            RETRACE_ROUTE: self.route_retrace,
             "deserialize": self.route_deserialize,
             "rebuild": lambda: self.route_rebuild("mlir_module", "rebuild"),
             "rebuild-compat": lambda: self.route_rebuild("mlir_module_compat", "rebuild-compat"),
             "stablehlo-text": self.route_text,
         }
-        for route in list(self.job.get("routes") or ROUTES):
+        retrace = self.job.get("mode") == "retrace"
+        for route in [RETRACE_ROUTE] if retrace else list(self.job.get("routes") or ROUTES):
             self.checkpoint("route:" + route)
             try:
                 exp, desc = handlers[route]()

@@ -86,6 +86,8 @@ def job_inputs(leaves, path_of):
     inputs = []
     for leaf in leaves:
         item = {"shape": leaf["shape"], "dtype": leaf["dtype"]}
+        if leaf.get("path") is not None:
+            item["key_path"] = leaf["path"]  # what a retrace checks the factory's call against
         if "synthetic" in leaf:
             item["synthetic"] = leaf["synthetic"]
         else:

@@ -1,0 +1,222 @@
+"""Retrace: the bundle's program traced and lowered by the release under test, next to its frozen snapshot.
+
+The cross-version tests use real releases installed by reprobundle's own environment manager; the program is run
+directly in each environment too, so that what a retrace reports is checked against the program itself.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from reprobundle import api
+from reprobundle.analysis.lowering_diff import lowering_diff, same_lowering
+from reprobundle.bundle.registry import Registry
+from reprobundle.capture.source import collect_program
+from reprobundle.run.contenders import ContenderSpec
+from reprobundle.run.execution import Timing
+from reprobundle.run.replay import replay
+
+PROGRAMS = Path(__file__).parent / "programs" / "retrace"
+QUICK = {"warmup": 1, "repeat": 3, "profile": False, "dump": False}
+
+
+def _pack(script: Path, name: str, store: Path) -> None:
+    api.pack_script(str(script), name=name, store=str(store), **QUICK)
+
+
+def _replay(store: Path, name: str, specs: list[ContenderSpec], manager=None) -> dict[str, dict]:
+    registry = Registry.open(str(store))
+    runs = replay(registry, registry.resolve(name), specs, timing=Timing(warmup=1, repeat=2, rounds=1),
+                  dump=False, profile=False, env_manager=manager)
+    return {r["contender"]["label"]: r for r in runs}
+
+
+def _output(store: Path, run: dict) -> bytes:
+    return Registry.open(str(store)).get_blob(run["outputs"][0]["blob"])
+
+
+def test_the_program_travels_without_secrets_and_names_its_packages(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "__init__.py").write_text("")
+    (tmp_path / "lib" / "layers.py").write_text("import msgpack\nfrom . import keys\nSCALE = 2\n")
+    (tmp_path / "lib" / "keys.py").write_text('TOKEN = "ghp_' + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8" + '"\n')
+    (tmp_path / "unused.py").write_text("X = 1\n")
+    (tmp_path / ".env").write_text("API_KEY=abc\n")
+    script = tmp_path / "train.py"
+    script.write_text("import os\nimport jax\nfrom lib.layers import SCALE\n\ndef make():\n    pass\n")
+    program = collect_program(script, "make")
+    assert list(program.files) == ["train.py", "lib/__init__.py", "lib/layers.py"]
+    assert program.skipped == [{"path": "lib/keys.py", "reason": "it holds a key or token-shaped string"}]
+    # os is the standard library's and jax comes with every environment: only msgpack is the program's own
+    assert set(program.packages) == {"msgpack"}
+
+
+def test_lowering_diff_names_added_ops_and_their_source_lines(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    model = tmp_path / "model.py"
+    model.write_text(textwrap.dedent("""\
+        def plain(x, y):
+            return x @ y
+
+
+        def transposed(x, y):
+            return (y.T @ x.T).T
+        """))
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("model_for_diff", model)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = jnp.ones((4, 8), jnp.float32)
+    y = jnp.ones((8, 3), jnp.float32)
+    before = jax.export.export(jax.jit(module.plain))(x, y).mlir_module()
+    after = jax.export.export(jax.jit(module.transposed))(x, y).mlir_module()
+    diff = lowering_diff(before, after, ["model.py"])
+    assert diff["changed"]
+    assert diff["added"] == [{"op": "transpose", "count": 3, "at": ["model.py:6"]}], diff
+    assert diff["text"] == "+3 transpose at model.py:6"
+    assert same_lowering(before, before.replace("model.py", "elsewhere.py")) and not lowering_diff(
+        before, before, ["model.py"])["changed"]
+
+
+def test_what_cannot_retrace_says_why(store_dir, tmp_path):
+    _pack(PROGRAMS / "failing.py", "failing", store_dir)
+    import jax
+    import jax.numpy as jnp
+
+    exported = jax.export.export(jax.jit(lambda x: x + 1))(jnp.ones(3, jnp.float32))
+    api.pack_exported(exported.serialize(), [np.ones(3, np.float32)], name="exported", store=str(store_dir),
+                      **QUICK)
+    failing = _replay(store_dir, "failing", [ContenderSpec("installed", "retrace")])["installed retraced"]
+    assert failing["status"] == "error"
+    first, *tail = failing["reason"].splitlines()
+    assert first == (f"retrace: failing.py:make() failed on jax {jax.__version__}: RuntimeError: this factory "
+                     "refuses to run here")
+    assert any("failing.py" in line for line in tail) and "raise RuntimeError" in failing["reason"]
+    refused = _replay(store_dir, "exported", [ContenderSpec("installed", "retrace")])["installed retraced"]
+    assert refused["status"] == "error"
+    assert refused["reason"].startswith("cannot retrace exported: it was packed from a serialized jax.export "
+                                        "artifact"), refused["reason"]
+    assert "pack it from a script" in refused["reason"]
+
+
+@pytest.mark.crossversion
+def test_jax_random_is_the_same_frozen_and_other_numbers_retraced_on_0430(store_dir):
+    script = PROGRAMS / "rng.py"
+    _pack(script, "rng", store_dir)
+    manifest = Registry.open(str(store_dir)).resolve("rng").manifest
+    assert [f["path"] for f in manifest["function"]["program"]["files"]] == ["rng.py"]
+    runs = _replay(store_dir, "rng", [ContenderSpec("0.4.30"), ContenderSpec("0.4.30", "retrace"),
+                                      ContenderSpec("0.7.2", "retrace")])
+    frozen, old, new = runs["0.4.30"], runs["0.4.30 retraced"], runs["0.7.2 retraced"]
+    assert frozen["status"] == "ok" and "lowering_changed" not in frozen
+    assert old["status"] == "mismatch" and old["lowering_changed"] is True, old["reason"]
+    assert new["status"] == "ok" and new["lowering_changed"] is False, new["reason"]
+    assert old["route"] == new["route"] == "retrace"
+    # The cross-check: the script run directly in each environment computes what its retrace computed.
+    from reprobundle.run.envs import EnvironmentManager
+
+    manager = EnvironmentManager()
+    for version, run in (("0.4.30", old), ("0.7.2", new)):
+        python = manager.ensure(version).python_executable
+        direct = subprocess.run([str(python), str(script)], capture_output=True, text=True, check=True, timeout=300)
+        assert bytes.fromhex(direct.stdout.strip()) == _output(store_dir, run), version
+    assert _output(store_dir, old) != _output(store_dir, frozen)
+
+
+@pytest.mark.crossversion
+def test_lapack_program_retraces_where_its_frozen_module_cannot_load(store_dir):
+    _pack(PROGRAMS / "lapack.py", "lapack", store_dir)
+    runs = _replay(store_dir, "lapack", [ContenderSpec("0.4.30"), ContenderSpec("0.4.30", "retrace"),
+                                         ContenderSpec("0.5.3", "retrace")])
+    assert runs["0.4.30"]["status"] == "incompatible", runs["0.4.30"]["reason"]
+    assert "lapack_" in runs["0.4.30"]["reason"]
+    for label in ("0.4.30 retraced", "0.5.3 retraced"):
+        assert runs[label]["status"] == "ok", runs[label]["reason"]
+        assert runs[label]["lowering_changed"] is True
+    # 0.4.30 calls the kernels by their pre-FFI names, at the program's lines
+    diff = runs["0.4.30 retraced"]["lowering_diff"]
+    assert "+1 custom_call(lapack_spotrf) at lapack.py:10" in diff and "-1 custom_call(lapack_spotrf_ffi)" in diff
+
+
+@pytest.mark.crossversion
+def test_flax_nnx_train_step_retraces_with_a_flax_resolved_for_the_older_release(store_dir):
+    from packaging.version import Version
+
+    api.pack_script(str(Path(__file__).parent.parent / "examples" / "flax_nnx_train.py"), name="nnx",
+                    store=str(store_dir), **QUICK)
+    program = Registry.open(str(store_dir)).resolve("nnx").manifest["function"]["program"]
+    assert {"flax", "optax"} <= set(program["packages"])
+    run = _replay(store_dir, "nnx", [ContenderSpec("0.7.2", "retrace")])["0.7.2 retraced"]
+    assert run["status"] == "ok", run["reason"]
+    assert run["environment"]["jax"] == "0.7.2"
+    flax = run["packages"]["flax"]
+    # the installed flax needs a newer jax: uv resolved an older one, recorded beside the packed version
+    assert flax["packed"] == program["packages"]["flax"]
+    assert Version(flax["version"]) < Version(flax["packed"]), flax
+    # a pinned flax that needs a newer jax: that version's error says what to do
+    pinned = _replay_pinned(store_dir, "nnx", "0.7.2", ["flax==" + flax["packed"]])
+    assert pinned["status"] == "error"
+    assert "installs beside jax 0.7.2" in pinned["reason"] and "--retrace-package flax==" in pinned["reason"]
+
+
+
+@pytest.mark.crossversion
+def test_capture_on_another_release_says_it_was_traced_there(store_dir):
+    import sys
+
+    result = api.capture_program([sys.executable, str(Path(__file__).parent / "programs" / "small_loop.py"), "1"],
+                                 match="medium", name="loop", store=str(store_dir), warmup=1, repeat=3, dump=False,
+                                 profile=False, jax="0.7.2")
+    assert result.exit_code == 0 and len(result.captures) == 1, result.failures
+    manifest = Registry.open(str(store_dir)).resolve("loop").manifest
+    assert manifest["function"]["traced_by"] == {"jax": "0.7.2"}
+    assert manifest["environment"]["jax"] == "0.7.2"  # the reference ran where it was traced
+
+
+@pytest.mark.crossversion
+def test_bisect_with_retrace_names_the_release_whose_numbers_changed(store_dir):
+    _pack(PROGRAMS / "rng.py", "rng", store_dir)
+    result, comparison = api.bisect("rng", "0.4.30", "0.5.3", store=str(store_dir), warmup=1, repeat=2, rounds=1,
+                                    mode="retrace")
+    # packed on a release after 0.5.0, so 0.4.30 itself mismatches the reference: the endpoints differ from each
+    # other, and each release is judged by whether its numbers are the good release's
+    assert result.criterion == "outputs vs good"
+    assert result.first_bad == "0.5.0", result.evidence
+    assert result.last_good.startswith("0.4."), result.evidence
+    assert comparison["baseline"] == "0.4.30 retraced"
+
+
+def _replay_pinned(store: Path, name: str, version: str, packages: list[str]) -> dict:
+    registry = Registry.open(str(store))
+    return replay(registry, registry.resolve(name), [ContenderSpec(version, "retrace")],
+                  timing=Timing(warmup=1, repeat=2, rounds=1), dump=False, profile=False,
+                  retrace_packages=packages)[0]
+
+
+def test_the_change_splits_between_compiler_and_lowering():
+    from reprobundle.analysis.layers import layer_headlines, layer_split
+
+    rng = np.random.default_rng(0)
+    schedule = {"steps": [1] * 48, "rounds": [6] * 8, "group": "g"}
+
+    def row(label: str, jax: str, mode: str, scale: float) -> dict:
+        samples = [int(1e6 * scale * (1 + 0.01 * x)) for x in rng.standard_normal(48)]
+        return {"label": label, "contender_jax": jax, "mode": mode, "status": "ok", "samples_ns": samples,
+                "schedule": schedule}
+
+    base = row("0.7.2", "0.7.2", "frozen", 1.0)
+    rows = [base, row("0.8.0", "0.8.0", "frozen", 1.0), row("0.8.0 retraced", "0.8.0", "retrace", 1.25)]
+    (split,) = layer_split(rows, base)
+    assert split["layer"] == "lowering", split
+    assert split["text"].startswith("compiler: 1.00x (frozen replay on 0.8.0 vs 0.7.2), lowering: 1.2")
+    assert split["text"].endswith("x (retraced vs frozen on 0.8.0)")
+    (headline,) = layer_headlines([split])
+    assert headline["text"].startswith("jax 0.8.0: JAX's lowering moved, XLA (the compiler) did not")
