@@ -16,6 +16,7 @@ import typer
 
 from . import api
 from .bundle import manifest as mf
+from .config import settings
 from .errors import (
     EXIT_BUG,
     EXIT_INTERRUPTED,
@@ -719,7 +720,7 @@ def _guard(callback):
         except KeyboardInterrupt:
             raise Interrupted() from None
 
-    guarded.reprobundle_guarded = True
+    guarded.reprobundle_guarded = True  # type: ignore[attr-defined]
     return guarded
 
 
@@ -735,7 +736,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     REPROBUNDLE_DEBUG=1: reprobundle's errors their own codes, Ctrl-C "interrupted" and 130, a bug 70."""
     from .errors import exception_line
 
-    debug = os.environ.get("REPROBUNDLE_DEBUG") == "1"
+    debug = settings().debug == "1"
     _guard_commands()
     previous_sigterm = _catch_sigterm()
     try:

@@ -1,9 +1,52 @@
-"""Where things live by default. Environment variables override every default."""
+"""Where things live by default, and the settings a user gives in the environment: every REPROBUNDLE_* variable is
+read here (`settings()`), and each layer parses what it uses. Environment variables override every default.
+
+Three more variables are no user's: they pass data to processes that do not import this package (REPROBUNDLE_CAPTURE
+and REPROBUNDLE_CAPTURE_ROOT to a program run by `capture`, capture/staging.py; REPROBUNDLE_PIN_CPUS to a worker's
+launcher, run/execution.py).
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The REPROBUNDLE_* variables, as given (stripped; "" when unset). Field `x` is the variable REPROBUNDLE_X."""
+
+    store: str = ""  # the default store's URL or folder (config.default_store_url)
+    cache_dir: str = ""  # the read-through cache of remote blobs and downloaded zips
+    cache_max_bytes: str = ""  # the cache's size limit ("20G"; bundle/cache.py)
+    gc_grace: str = ""  # how old an unreferenced blob must be before gc deletes it ("6h"; gc_grace_s)
+    env_dir: str = ""  # the cached JAX environments (run/env_folders.py)
+    install: str = ""  # the install line a Reproduce block shows (bundle/sharing.py)
+    debug: str = ""  # "1": tracebacks with the one-line errors
+    log: str = ""  # the log level without -v (logs.py)
+    platforms: str = ""  # the accelerators here, replacing detection (run/platforms.py)
+    http_timeout: str = ""  # seconds an http(s) store waits (store/http.py)
+    gcs_token: str = ""  # store/gcs.py: credentials
+    gcs_timeout: str = ""  # store/gcs.py: seconds a request may keep retrying
+    gcs_read_timeout: str = ""  # store/gcs.py: seconds without a byte before a request fails
+    gcs_retries: str = ""  # store/gcs.py
+    gcs_concurrency: str = ""  # store/gcs.py: requests in flight
+
+    @staticmethod
+    def variable(name: str) -> str:
+        """The environment variable of field `name`: REPROBUNDLE_GC_GRACE for gc_grace."""
+        return "REPROBUNDLE_" + name.upper()
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> Settings:
+        return cls(**{f.name: environ.get(cls.variable(f.name), "").strip() for f in fields(cls)})
+
+
+def settings() -> Settings:
+    """The settings in the environment now (read at each call: a test or a command may change them)."""
+    return Settings.from_environ()
 
 # The timing a bundle's reference run (pack) gets by default; a replay's is run/options.py's.
 DEFAULT_WARMUP = 5  # untimed calls per worker before its timed ones
@@ -20,11 +63,11 @@ def _user_dir(kind: str) -> Path:
 
 
 def default_store_url() -> str:
-    return os.environ.get(STORE_ENV) or str(_user_dir("data") / "store")
+    return settings().store or str(_user_dir("data") / "store")
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or _user_dir("cache"))
+    return Path(settings().cache_dir or _user_dir("cache"))
 
 
 GC_GRACE_ENV = "REPROBUNDLE_GC_GRACE"
@@ -38,7 +81,7 @@ def gc_grace_s() -> float:
     from .errors import UsageError
     from .units import parse_duration
 
-    raw = os.environ.get(GC_GRACE_ENV, "").strip()
+    raw = settings().gc_grace
     if not raw:
         return DEFAULT_GC_GRACE_S
     try:

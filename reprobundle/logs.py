@@ -7,7 +7,8 @@ Every module logs to `logging.getLogger(__name__)`; nothing but warnings is show
 from __future__ import annotations
 
 import logging
-import os
+
+from .config import settings
 
 ENV = "REPROBUNDLE_LOG"
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -27,7 +28,7 @@ def configure(verbosity: int = 0) -> None:
     without either, its warnings (a record skipped because it cannot be read...) as `warning: ...` lines."""
     level = {0: None, 1: logging.INFO}.get(verbosity, logging.DEBUG)
     if level is None:
-        level = _LEVELS.get(os.environ.get(ENV, "").strip().lower())
+        level = _LEVELS.get(settings().log.lower())
     handler = logging.StreamHandler()
     if level is None:
         level = logging.WARNING

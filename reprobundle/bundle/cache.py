@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ..config import cache_dir
+from ..config import cache_dir, settings
 from ..errors import UsageError
 from ..store import Store
 from ..store.scratch import scratch_dir, sweep
@@ -43,7 +43,7 @@ def parse_size(text: str) -> int:
 
 
 def cache_max_bytes() -> int:
-    raw = os.environ.get(CACHE_MAX_ENV, "").strip()
+    raw = settings().cache_max_bytes
     return parse_size(raw) if raw else DEFAULT_CACHE_MAX_BYTES
 
 

@@ -25,7 +25,6 @@ from typing import Any, Iterable
 
 from ..config import cache_dir
 from ..errors import NotFoundError, ReproBundleError, first_line
-from ..store.local import LocalStore
 from ..store.scratch import sweep
 from . import manifest as mf
 from .blobs import pool_map
@@ -148,7 +147,7 @@ def collect(registry, *, delete: bool, grace_s: float, now: float | None = None)
             report.deleted = deletable
     for key, why in records.unreadable:  # the report names them (the gc command prints them as warnings)
         log.info("gc could not read %s (%s)", key, why)
-    if delete and isinstance(store, LocalStore):
+    if delete:
         report.temp_removed = store.remove_stale_temp_files()
     return report
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Callable, Mapping, NoReturn, cast, get_args
+from typing import Any, Callable, Final, Mapping, NoReturn, cast, get_args
 
 import msgpack
 
@@ -53,7 +53,7 @@ from .model import Blob, Manifest, RunRecord, RunStatus
 
 MANIFEST_FORMAT = "reprobundle-bundle"
 MANIFEST_VERSION = 3
-RUN_FORMAT = "reprobundle-run"
+RUN_FORMAT: Final = "reprobundle-run"
 RUN_VERSION = 4
 STORE_FORMAT = "reprobundle-store"
 STORE_VERSION = 1

@@ -39,7 +39,7 @@ from ..errors import (
 )
 from ..store import COPY_CHUNK, Store, open_store
 from ..store.base import Lease, make_temp_file
-from ..store.zip_store import ZipStore, write_zip_store
+from ..store.zip_store import write_zip_store
 from . import manifest as mf
 from .digest import blob_key, check_digest, digest_bytes, digest_file, digest_stream, hex_of
 from .redaction import redact_environment
@@ -357,9 +357,9 @@ class Registry:
         if not ref:
             self.check_marker(create=False)
             names = [n for n in self.names() if self.versions(n)]
-            if isinstance(self.store, ZipStore) and len(names) == 1:
+            if self.store.capabilities.single_file and len(names) == 1:
                 return self.load(names[0], self.versions(names[0])[-1])
-            if isinstance(self.store, ZipStore) and names:
+            if self.store.capabilities.single_file and names:
                 shown = ", ".join(f"{n}@{self.versions(n)[-1]}" for n in names[:5])
                 shown += ", ..." if len(names) > 5 else ""
                 raise InvalidRefError(f"{self.store.url} holds {len(names)} bundles ({shown}); name one",
@@ -556,7 +556,7 @@ def split_store_ref(text: str) -> tuple[str | None, str]:
 def open_ref(text: str, store: str | None = None) -> tuple[Registry, Bundle]:
     store_url, ref = split_store_ref(text)
     registry = Registry.open(store_url if store_url is not None else store)
-    if isinstance(registry.store, ZipStore) and not ref:
+    if registry.store.capabilities.single_file and not ref:
         return registry, registry.resolve("")
     return registry, registry.resolve(ref)
 

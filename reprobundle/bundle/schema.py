@@ -38,7 +38,8 @@ def fast_validator(kind: str, version: int) -> Callable[[Any], Any]:
     thousands). Our schemas use only keywords whose meaning draft 7 and draft 2020-12 share (no $ref with
     siblings), so it is compiled as draft 7, which fastjsonschema implements."""
     schema = json.loads((SCHEMA_DIR / f"{kind}-v{version}.schema.json").read_text())
-    return fastjsonschema.compile({**schema, "$schema": "http://json-schema.org/draft-07/schema#"})
+    compiled: Callable[[Any], Any] = fastjsonschema.compile({**schema, "$schema": "http://json-schema.org/draft-07/schema#"})
+    return compiled
 
 
 def check(obj: Mapping[str, Any], kind: str, version: int, what: str) -> None:

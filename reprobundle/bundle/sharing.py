@@ -12,11 +12,9 @@ import statistics
 import sys
 from typing import Sequence
 
-from ..config import default_store_url
+from ..config import default_store_url, settings
 from ..errors import ReproBundleError, UsageError
 from ..store import is_zip_url
-from ..store.local import LocalStore
-from ..store.zip_store import ZipStore
 from . import collection, transfer
 from .cache import BlobCache
 from .registry import Bundle, Registry, open_ref, split_store_ref
@@ -68,9 +66,9 @@ def bundle_url(registry: Registry, bundle: Bundle) -> str:
     """A URL that names this bundle version wherever reprobundle runs and can reach the store (and that every
     command takes back as a ref)."""
     store = registry.store
-    if isinstance(store, ZipStore):
+    if store.capabilities.single_file:
         return store.url
-    if isinstance(store, LocalStore):
+    if store.capabilities.folder:
         return f"file://{store.url.rstrip('/')}/{bundle.ref.name}@{bundle.ref.version}"
     return bundle.ref.url
 
@@ -120,7 +118,7 @@ def install_line() -> str | None:
     """How a reader with nothing installs this reprobundle, when that is known: $REPROBUNDLE_INSTALL, else what pip
     recorded when it installed this copy (a git URL and commit, or a wheel URL; an index install means the version
     is published there). None for a copy installed from a local folder, which no one else can reach."""
-    override = os.environ.get(INSTALL_ENV, "").strip()
+    override = settings().install
     if override:
         return override
     # Installed copies only: metadata in site-packages (a source tree's egg-info says nothing of where it came from).
@@ -177,7 +175,7 @@ def reproduce_info(registry: Registry, bundle: Bundle, versions: Sequence[str], 
     rep: dict = {"bundle": str(bundle.ref), "versions": list(versions), "install": install_line(), "context": context,
                  "shareable": store.capabilities.shareable, "attach": None, "export_command": None,
                  "https_url": None, "warning": None, "standalone": None}
-    if isinstance(store, ZipStore):
+    if store.capabilities.single_file:
         if "://" in store.url:  # a zip fetched from an https URL
             zip_name = store.url.rstrip("/").rsplit("/", 1)[-1]
             rep.update(kind="https-zip", url=store.url,

@@ -34,6 +34,7 @@ import statistics
 import sys
 import threading
 import time
+import types
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -627,8 +628,8 @@ def install(recorder: Recorder, *, clear: bool = True) -> None:
             rec = _ACTIVE
             if rec is None or getattr(_tls, "busy", False):
                 return orig_infer(*a, **k)
-            frame = sys._getframe(1)
-            if frame.f_code.co_name == "_python_pjit_helper":  # 0.4.30 to 0.8: cache_miss -> helper -> here
+            frame: types.FrameType | None = sys._getframe(1)
+            if frame is not None and frame.f_code.co_name == "_python_pjit_helper":  # 0.4.30 to 0.8: cache_miss -> helper -> here
                 frame = frame.f_back
             if frame is None or frame.f_code.co_name != "cache_miss" or not clean():
                 return orig_infer(*a, **k)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..config import settings
 from ..errors import UsageError
 from . import staging
 from .staging import CaptureOptions
@@ -165,5 +166,5 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
                              timed=options.timing, exit_code=run.exit_code, command=list(command),
                              interrupted=run.interrupted, problems=problems, store=pack_options.store)
     finally:
-        if os.environ.get("REPROBUNDLE_DEBUG") != "1":
+        if settings().debug != "1":
             shutil.rmtree(run.directory, ignore_errors=True)

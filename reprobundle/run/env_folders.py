@@ -9,12 +9,11 @@ import os
 import re
 import secrets
 import shutil
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from ..config import settings
 from .platforms import build_platform
 from .versions import release_name
 
@@ -66,7 +65,7 @@ def env_dir_name(version: str, build: str, pyminor: str) -> str:
 
 
 def default_root() -> Path:
-    env = os.environ.get("REPROBUNDLE_ENV_DIR")
+    env = settings().env_dir
     if env:
         return Path(env).expanduser()
     try:
@@ -163,34 +162,19 @@ def rmtree(path: Path) -> None:
 
 @contextlib.contextmanager
 def file_lock(path: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
-    """An exclusive inter-process lock held while the block runs (flock; msvcrt on Windows)."""
+    """An exclusive inter-process lock held while the block runs (filelock: flock, msvcrt on Windows); `on_wait` is
+    called once when another process holds it."""
+    from filelock import FileLock, Timeout
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = FileLock(path, mode=0o644)
     try:
-        if sys.platform == "win32":  # pragma: no cover
-            import msvcrt
-
-            waited = False
-            while True:
-                try:
-                    msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-                    break
-                except OSError:
-                    if not waited and on_wait:
-                        on_wait()
-                    waited = True
-                    time.sleep(0.2)
-        else:
-            import fcntl
-
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                if on_wait:
-                    on_wait()
-                fcntl.flock(fd, fcntl.LOCK_EX)
+        lock.acquire(blocking=False)
+    except Timeout:
+        if on_wait:
+            on_wait()
+        lock.acquire()
+    try:
         yield
     finally:
-        os.close(fd)  # closing releases the lock
-
-
+        lock.release()

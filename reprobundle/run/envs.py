@@ -6,7 +6,7 @@ Layout of the environment root (default: $REPROBUNDLE_ENV_DIR, else <user cache>
     jax-0.8.0-cuda13-py3.12/     the same release built for another platform: cuda12, cuda13, rocm, tpu
     .tmp-jax-0.8.0-py3.12-<rnd>/ a venv being built (renamed into place when verified)
     .trash-<rnd>/                an environment being removed
-    .locks/jax-0.8.lock          fcntl lock: one builder per JAX release (and build) at a time, across processes
+    .locks/jax-0.8.lock          file lock (filelock): one builder per JAX release (and build) at a time, across processes
     .index-cache.json            what the package index said about jax and jaxlib (see package_index.py)
 
 Each environment holds `jax==V`, the jaxlib it needs, numpy (numpy<2 for releases built before NumPy 2),
@@ -82,7 +82,7 @@ from .interpreters import InterpreterFinder, requested_python
 from .local_env import is_path_request, local_environment
 from .nightly import Nightly, find_nightly, list_nightlies, nightly_date, nightly_index_url
 from .package_index import CACHE_FILE, INDEX_CACHE_TTL_S, PackageIndex, index_url, installable, jaxlib_for
-from .platforms import PLATFORMS, build_platform, detect_devices
+from .platforms import PLATFORMS, Devices, build_platform, detect_devices
 from .versions import python_release, same_release, version_key
 
 __all__ = ["INSTALLED", "LATEST", "JaxEnvironment", "EnvironmentManager", "default_root", "choose_cuda_build",
@@ -113,7 +113,7 @@ class EnvironmentManager:
         self.index_url = index_url.rstrip("/") if index_url else None
         self._index = PackageIndex(self.root / CACHE_FILE, url=self.index_url)
         self._nightlies: dict[str, tuple[builtins.list[Nightly], dict]] = {}  # index -> list_nightlies(index)
-        self._found_devices = None  # detect_devices(), when a choice needs it
+        self._found_devices: Devices | None = None  # detect_devices(), when a choice needs it
 
     # ------------------------------------------------------------------------------ public API
 
@@ -364,7 +364,7 @@ class EnvironmentManager:
             f"no jax release on the index runs on the Python interpreters found here ({found})",
             hint="install a recent Python (3.12 or newer) or pass --python PATH")
 
-    def _devices(self):
+    def _devices(self) -> Devices:
         if self._found_devices is None:
             self._found_devices = detect_devices()
         return self._found_devices

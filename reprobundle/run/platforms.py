@@ -24,6 +24,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
+from ..config import settings
 from ..errors import ReplayError, UsageError
 
 __all__ = ["PLATFORMS", "ACCELERATORS", "BUILDS", "CUDA_BUILDS", "Device", "Devices", "PlatformChoice",
@@ -192,7 +193,7 @@ def _tpu() -> Device | None:
 
 def detect_devices() -> Devices:
     """The accelerators on this machine (REPROBUNDLE_PLATFORMS, a comma-separated list, replaces detection)."""
-    forced = os.environ.get("REPROBUNDLE_PLATFORMS", "").strip()
+    forced = settings().platforms
     if forced:
         names = canonical_platforms(forced.split(","))
         bad = [p for p in names if p not in PLATFORMS]

@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from ..analysis.hlo_diff import median_per_op
 from ..analysis.verdict import check_outputs
 from ..bundle import manifest as mf
 from ..bundle.dims import resized_inputs
+from ..bundle.model import RunRecord, RunStatus
 from ..bundle.registry import Bundle, Registry, utc_now
 from ..bundle.trees import output_names
 from ..errors import CorruptBundleError, ReproBundleError
@@ -70,26 +71,28 @@ def reference_arrays(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
     return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in bundle.manifest["reference"]["outputs"]]
 
 
-def _record(bundle: Bundle, spec: ContenderSpec, status: str, reason: str, **extra) -> dict:
-    requested = spec.jax
-    run = {
-        "format": mf.RUN_FORMAT,
-        "format_version": mf.RUN_VERSION,
-        "run_id": Registry.new_run_id(),
-        "bundle_id": bundle.ref.bundle_id,
-        "bundle": str(bundle.ref),
-        "created": utc_now(),
-        "requested": requested,
-        "status": status,
-        "reason": reason,
-        "environment": {},
-        "outputs": [],
-        "check": None,
-        "artifacts": {},
-        "contender": {**spec.redacted().as_record(), "label": spec.redacted().label},
-    }
-    run.update(extra)
-    return run
+def _record(bundle: Bundle, spec: ContenderSpec, status: str, reason: str, **extra: Any) -> dict:
+    """A run record of `bundle` on `spec` (its fields: bundle/model.py's RunRecord; `extra` its optional ones),
+    not yet stored. The one place replay builds a record: every status goes through here."""
+    if status not in mf.RUN_STATUSES:
+        raise ValueError(f"not a run status: {status!r}")
+    run = RunRecord(
+        format=mf.RUN_FORMAT,
+        format_version=mf.RUN_VERSION,
+        run_id=Registry.new_run_id(),
+        bundle_id=bundle.ref.bundle_id,
+        bundle=str(bundle.ref),
+        created=utc_now(),
+        requested=spec.jax,
+        status=cast(RunStatus, status),
+        reason=reason,
+        environment={},
+        outputs=[],
+        check=None,
+        artifacts={},
+        contender={**spec.redacted().as_record(), "label": spec.redacted().label},
+    )
+    return {**run, **extra}
 
 
 def _measured_run(registry: Registry, bundle: Bundle, spec: ContenderSpec, measured: Measurement, *,

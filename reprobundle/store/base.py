@@ -50,6 +50,8 @@ class Capabilities:
     writable: bool = True
     local: bool = False  # the bytes are on this machine: reading is cheap, a read-through cache would only copy
     shareable: bool = False  # its URL reaches the same bytes from another machine (a bucket, not a folder)
+    single_file: bool = False  # one file holding a bundle (a zip): the file is its URL, a ref may leave the name out
+    folder: bool = False  # a folder on this machine: its bundles have file:// URLs
 
 
 class Store(ABC):
@@ -64,6 +66,11 @@ class Store(ABC):
 
     @abstractmethod
     def get(self, key: str) -> bytes: ...
+
+    def remove_stale_temp_files(self) -> int:
+        """Delete what killed writers left behind (temporary files, leases, scratch folders); how many. A backend
+        whose writes leave nothing behind has nothing to delete."""
+        return 0
 
     @abstractmethod
     def put(self, key: str, data: bytes | memoryview, *, create_only: bool = False) -> None: ...

@@ -57,6 +57,7 @@ from urllib.parse import quote  # noqa: E402
 import fsspec.asyn  # noqa: E402
 import gcsfs  # noqa: E402
 
+from ..config import settings
 from ..errors import (  # noqa: E402
     AlreadyExistsError,
     NotFoundError,
@@ -113,7 +114,7 @@ Progress = Callable[[int], None]
 
 
 def _env_number(name: str, default: float, kind=float, minimum: float = 0):
-    raw = os.environ.get(name, "").strip()
+    raw = getattr(settings(), name.removeprefix("REPROBUNDLE_").lower())
     if not raw:
         return default
     try:
@@ -256,7 +257,7 @@ class GCSStore(Store):
         self._name_prefix = f"{self.prefix}/" if self.prefix else ""
         self._endpoint = (endpoint.rstrip("/") if endpoint else None) or _emulator_endpoint()
         self.endpoint = self._endpoint or GCS_ENDPOINT
-        self.token = token or os.environ.get(ENV_TOKEN, "").strip() or ("anon" if self._endpoint else "google_default")
+        self.token = token or settings().gcs_token or ("anon" if self._endpoint else "google_default")
         self.timeout = float(timeout) if timeout is not None else _env_number(ENV_TIMEOUT, DEFAULT_TIMEOUT)
         self.read_timeout = (
             float(read_timeout) if read_timeout is not None else _env_number(ENV_READ_TIMEOUT, DEFAULT_READ_TIMEOUT)

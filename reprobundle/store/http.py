@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
+from ..config import settings
 from ..errors import NotFoundError, StoreUnreachableError, UsageError
 from .base import Capabilities, Store, check_key, unlink_quietly
 from .zip_store import ZipStore
@@ -28,7 +29,7 @@ DEFAULT_TIMEOUT = 30.0
 
 
 def _timeout() -> float:
-    raw = os.environ.get(ENV_TIMEOUT, "").strip()
+    raw = settings().http_timeout
     try:
         return float(raw) if raw else DEFAULT_TIMEOUT
     except ValueError:
@@ -106,7 +107,7 @@ class HttpStore(Store):
 class HttpZipStore(ZipStore):
     """A bundle zip at an http(s) URL, read from a cached download."""
 
-    capabilities = Capabilities(writable=False, local=True, shareable=True)
+    capabilities = Capabilities(writable=False, local=True, shareable=True, single_file=True)
 
     def __init__(self, url: str) -> None:
         super().__init__(download(url))

@@ -51,7 +51,7 @@ def _kind(mode: int) -> str:
 class LocalStore(Store):
     """A folder. Writes go to a temp file in `<root>/.tmp` and are renamed into place (create-only: hard link)."""
 
-    capabilities = Capabilities(local=True)
+    capabilities = Capabilities(local=True, folder=True)
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root).expanduser().absolute()

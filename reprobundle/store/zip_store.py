@@ -27,7 +27,7 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, Valu
 class ZipStore(Store):
     """A single-file bundle: the store layout inside a zip. Read-only; written whole by `write_zip_store`."""
 
-    capabilities = Capabilities(writable=False, local=True)
+    capabilities = Capabilities(writable=False, local=True, single_file=True)
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path).expanduser().absolute()

@@ -15,10 +15,11 @@ else:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
     _SPEC = importlib.util.spec_from_file_location("reprobundle_worker", os.path.join(_HERE, "__init__.py"),
                                                    submodule_search_locations=[_HERE])
+    assert _SPEC is not None and _SPEC.loader is not None, "a folder with __init__.py always has a spec"
     _PACKAGE = importlib.util.module_from_spec(_SPEC)
     sys.modules["reprobundle_worker"] = _PACKAGE
     _SPEC.loader.exec_module(_PACKAGE)
-    from reprobundle_worker.main import main
+    from reprobundle_worker.main import main  # type: ignore[no-redef]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,7 +13,7 @@ def _sharding_str(s):
         return repr(s)
 
 
-class _TreeLeaf(object):
+class _TreeLeaf:
     pass
 
 

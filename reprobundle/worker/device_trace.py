@@ -66,7 +66,7 @@ def device_tracks(events):
     if not pids:
         return {}
     ops_lines = set(k for k, n in tnames.items() if k[0] in pids and n == "XLA Ops")
-    tracks = {}
+    tracks: dict = {}
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X" or e.get("pid") not in pids:
             continue
@@ -90,8 +90,8 @@ def _attribute_track(track, instrs, schedule, by_norm):
     position = dict((name, i) for i, (name, _op) in enumerate(schedule))
     everything = list(range(len(schedule)))
     library = [i for i, (name, op) in enumerate(schedule) if _library_call(op, instrs.get(name, {}).get("kind", ""))]
-    out = []
-    pending = []  # unnamed kernels since the last attributed one
+    out: list = []
+    pending: list = []  # unnamed kernels since the last attributed one
     cursor = [-1]
 
     def between(candidates, lo, upto):
@@ -152,8 +152,10 @@ def _kernel_totals(tracks, instrs, schedule):
     """The kernels' time by the HLO op they were attributed to ({name: [us, count]}), the total (us), the attributed
     time by how it was attributed, the time of kernels no op was found for by kernel name, and the kernel count."""
     by_norm = dict((_norm(n), n) for n in instrs)
-    rows, total_us, by_how = {}, 0.0, dict((h, 0.0) for h in _HOW)
-    unattributed, kernels = {}, 0
+    rows: dict = {}
+    total_us, by_how = 0.0, dict((h, 0.0) for h in _HOW)
+    unattributed: dict = {}
+    kernels = 0
     for track in tracks.values():
         for e, name, how in _attribute_track(track, instrs, schedule, by_norm):
             dur = float(e.get("dur") or 0.0)

@@ -15,7 +15,8 @@ _ENV_NAMES = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "CUDA_VISIBLE_DEVICES")
 def _cpu_info():
     import platform
 
-    model, flags = "", []
+    model = ""
+    flags: list = []
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -265,7 +266,7 @@ def device_environment(env):
         pass
     env["accelerator"] = dict((k, v) for k, v in acc.items() if v not in (None, {}, ""))
     user_vars = env.get("env_vars") or {}
-    flags = {}
+    flags: dict = {}
     for name in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"):
         if user_vars.get(name):
             flags[name] = str(user_vars[name]).split()

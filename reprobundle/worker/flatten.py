@@ -30,7 +30,6 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-
 _MAX_REPR = 200
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from .conditions import process_conditions
 from .describe import describe_tree, exported_fields
@@ -75,7 +76,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         t0 = getattr(self, "_phase_t0", None)
         if t0 is not None:
             self.result["phase_s"][self.phase] = round(time.perf_counter() - t0, 6)
-            self._phase_t0 = None
+            self._phase_t0 = None  # type: ignore[assignment]
 
     def validate(self):
         job = self.job
@@ -273,9 +274,9 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             import types
 
             log = logging.getLogger("absl")
-            absl = types.ModuleType("absl")
+            absl: Any = types.ModuleType("absl")
             absl.__path__ = []
-            alog = types.ModuleType("absl.logging")
+            alog: Any = types.ModuleType("absl.logging")
             alog.vlog_is_on = lambda level: False
             for name in ("info", "warning", "error", "debug", "log", "exception"):
                 setattr(alog, name, getattr(log, name) if name != "log" else log.log)
@@ -461,7 +462,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         if not tried:
             return ("incompatible: no load route was possible (%s)"
                     % "; ".join("%s: %s" % (a["route"], a["error"]) for a in self.attempts))
-        best = None
+        best: dict = tried[0]
         for a in tried:  # furthest stage wins; ties go to the later (more targeted) route
             if best is None or STAGE_RANK[a["stage"]] >= STAGE_RANK[best["stage"]]:
                 best = a

@@ -28,12 +28,13 @@ import traceback
 from .dtypes import dtype_name
 from .flatten import FlattenError, flatten_call
 from .protocol import JobError, exc_msg
+from .state import WorkerState
 
 RETRACE_ROUTE = "retrace"
 TRACEBACK_LINES = 12
 
 
-class Retrace(object):
+class Retrace(WorkerState):
     """The retrace route, mixed into job.Worker."""
 
     def route_retrace(self):
@@ -75,6 +76,8 @@ class Retrace(object):
         sys.path.insert(0, os.path.dirname(path))
         try:
             spec = importlib.util.spec_from_file_location("_reprobundle_program", path)
+            if spec is None or spec.loader is None:
+                raise JobError("cannot load the program %s" % path)
             module = importlib.util.module_from_spec(spec)
             sys.modules["_reprobundle_program"] = module
             try:

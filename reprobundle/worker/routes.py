@@ -18,9 +18,10 @@ from .protocol import JobError, RouteFailure, exc_msg, first_lines, read_bytes
 from .rebuild import RebuildError, rebuild_exported
 from .signature import SignatureError, main_signature
 from .stablehlo import portable_artifact_version, text_to_artifact, version_tuple
+from .state import WorkerState
 
 
-class Routes(object):
+class Routes(WorkerState):
     """The load routes: the first that loads, lowers and compiles the function on this release wins. Mixed into job.Worker."""
 
     def _file(self, key):
@@ -136,7 +137,7 @@ class Routes(object):
         path = self._file("stablehlo_text")
         if path is None:
             raise RouteFailure("skipped", "bundle has no 'stablehlo_text' file")
-        with open(path, "r") as fh:
+        with open(path) as fh:
             text = fh.read()
         try:
             from jax._src.lib.mlir.dialects import hlo
@@ -196,7 +197,7 @@ class Routes(object):
         if not hasattr(self, "dev_inputs"):
             self.dev_inputs = [jax.device_put(a) for a in self.host_inputs]
             jax.block_until_ready(self.dev_inputs)
-            self.host_inputs = None  # free host memory (inputs can be large)
+            self.host_inputs = None  # type: ignore[assignment]  # free host memory (inputs can be large)
         fn = jax.jit(replay)
         try:
             lowered = fn.lower(*self.dev_inputs)

@@ -105,7 +105,7 @@ def _check(zf, m, outputs):
     if len(outputs) != len(packed):
         return False, False, None, "%d outputs, the bundle packed %d" % (len(outputs), len(packed))
     ok, exact, worst, problem = True, True, 0.0, ""
-    names = [o.get("path", "output %d" % i) for i, o in enumerate((m["function"].get("outputs") or packed))]
+    names = [o.get("path", "output %d" % i) for i, o in enumerate(m["function"].get("outputs") or packed)]
     for i, (leaf, out) in enumerate(zip(packed, outputs)):
         dtype = np_dtype(leaf["dtype"])
         want = np.frombuffer(zf.read("blobs/sha256/%s/%s" % (leaf["blob"]["digest"][7:9], leaf["blob"]["digest"][7:])),
@@ -224,8 +224,8 @@ def main(zip_path, argv):
         sys.stdout.write(USAGE)
         return 0
     try:
-        import msgpack  # noqa: F401
         import jax  # noqa: F401
+        import msgpack  # noqa: F401
     except ImportError as e:
         sys.stderr.write("error: %s; this zip needs jax and msgpack: pip install jax msgpack flatbuffers\n" % e)
         return 3

@@ -259,7 +259,8 @@ def synthetic_array(shape, dtype, spec=None):
 
 
 def synthetic_spec(dtype, seed):
-    """The default synthetic spec of a leaf (host and worker share it): standard normal floats, small non-negative integers, fair booleans."""
+    """The default synthetic spec of a leaf (host and worker share it): standard normal floats, small non-negative
+    integers, fair booleans."""
     if dtype == "bool":
         return {"distribution": "randint", "seed": seed, "low": 0, "high": 2}
     if dtype.startswith(("int", "uint")):

@@ -5,6 +5,7 @@ import os
 import sys
 
 from .protocol import JobError
+from .state import WorkerState
 
 
 class Control:
@@ -24,7 +25,7 @@ class Control:
         return line.strip() if line else None
 
 
-class TimedCalls(object):
+class TimedCalls(WorkerState):
     """Timed calls, on the worker's own or in lockstep with the host (see the package docstring). Mixed into job.Worker."""
 
     def time_calls(self, compiled, warmup, repeat):
@@ -47,7 +48,7 @@ class TimedCalls(object):
     def serve_timed_calls(self, compiled, warmup):
         """Lockstep timing: timed calls only when the host asks (see the module docstring)."""
         self.control.send("ready %d" % self.warm_up(compiled, max(1, warmup)))
-        samples = []
+        samples: list = []
         while True:
             command = self.control.receive()
             if command is None or command == "finish":

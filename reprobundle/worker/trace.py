@@ -5,6 +5,7 @@ import os
 
 from .device_trace import reduce_device_trace
 from .hlo_kind import instruction_kind
+from .state import WorkerState
 
 _HLO_INSTR = None
 
@@ -51,7 +52,7 @@ def _completions(ops, events):
     """Per op event (same order), when its work completed (us): see the comment above."""
     markers, scopes = _markers_and_scopes(events)
     # launches of one op, in order: each takes the first unused end marker after it, before its next launch
-    launches = {}
+    launches: dict = {}
     for i, e in enumerate(ops):
         launches.setdefault((e.get("pid"), str(e["args"]["hlo_op"])), []).append(i)
     done = [float(e.get("ts") or 0.0) + float(e.get("dur") or 0.0) for e in ops]
@@ -75,8 +76,8 @@ def _completions(ops, events):
 def _markers_and_scopes(events):
     """The end markers by (pid, op name): [(ts, tid)] in time order; the executor scopes by (pid, tid): [(start,
     end)]."""
-    markers = {}
-    scopes = {}
+    markers: dict = {}
+    scopes: dict = {}
     for e in events:
         if not isinstance(e, dict) or e.get("ph") != "X":
             continue
@@ -110,8 +111,8 @@ def _attribute(ops, done):
             points.append((start, 1, name))
             points.append((end, -1, name))
     points.sort(key=lambda p: (p[0], p[1]))
-    active = {}
-    share = {}
+    active: dict = {}
+    share: dict = {}
     union = 0.0
     last = None
     for t, delta, name in points:
@@ -210,7 +211,9 @@ def _module_ops(ops, module):
 def _op_totals(ops, done):
     """Per op name: its event count, its events' summed duration (us); and the names of the ops whose work
     outlived their event."""
-    counts, event_us, late = {}, {}, set()
+    counts: dict = {}
+    event_us: dict = {}
+    late = set()
     for e, end in zip(ops, done):
         name = str(e["args"]["hlo_op"])
         counts[name] = counts.get(name, 0) + 1
@@ -227,7 +230,7 @@ def per_op_from_trace(path, hlo_text, iters):
     return reduced["rows"], reduced["note"], reduced["module"]
 
 
-class Profiling(object):
+class Profiling(WorkerState):
     """The profiler trace reduced to a per-op table of the optimized HLO's instructions. Mixed into job.Worker."""
 
     def profile(self, compiled):
@@ -254,7 +257,7 @@ class Profiling(object):
         arts["profile_dir"] = pdir
         traces = sorted(glob.glob(os.path.join(pdir, "**", "perfetto_trace.json.gz"), recursive=True),
                         key=os.path.getmtime)
-        info = {"iterations": iters, "traced_wall_ns": wall, "source": None, "module": None, "note": None}
+        info: dict = {"iterations": iters, "traced_wall_ns": wall, "source": None, "module": None, "note": None}
         self.result["profile"] = info
         if not traces:
             others = sorted(glob.glob(os.path.join(pdir, "**", "*.trace.json.gz"), recursive=True),

@@ -16,12 +16,12 @@ import sys
 
 _FOLDER = os.path.dirname(os.path.abspath(__file__))
 _CONFIG = os.environ.get("REPROBUNDLE_CAPTURE")
-_STATE = {"started": False, "error": None}
+_STATE: dict = {"started": False, "error": None}
 
 
 def _report_dir():
     try:
-        return json.loads(_CONFIG)["dir"]
+        return json.loads(_CONFIG or "")["dir"]
     except Exception:
         return None
 
