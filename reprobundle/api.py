@@ -23,7 +23,7 @@ from .capture.pack import pack as _pack
 from .config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from .errors import ReproBundleError, ScriptError, UsageError, clean_values
 from .logs import Status
-from .run.contenders import ContenderSpec, contenders_from
+from .run.contenders import ContenderSpec, contenders_from, variant_args
 from .run.execution import DEFAULT_TIMEOUT_S, dtype_of
 from .run.options import ReplayOptions, check_timing, checked_timeout, replay_options
 from .run.options import parse_pin as parse_pin  # re-exported: --pin's parser
@@ -327,9 +327,8 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     `index_url`, else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index) or the path of a Python interpreter or
     environment whose JAX is used as it is (see run/envs.py).
 
-    `variants` (`"0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper;jax_default_matmul_precision=highest"`)
-    add contenders: that release under those settings (XLA flags, JAX config options, environment variables),
-    applied to that contender's workers only and timed in the same rounds as the versions (run/contenders.py).
+    `variants` ("0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper") add contenders: a release under settings
+    applied to its workers only, timed in the same rounds (run/contenders.py).
 
     How: `options` (a ReplayOptions), or `settings` naming its fields: warmup, repeat, rounds, timeout_s, dump,
     profile, memory_limit_bytes, shapes, platform, pin, max_time_s (run/options.py holds their defaults).
@@ -347,8 +346,6 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     environment holds the program's third-party packages resolved compatible with that jax, unless the option
     `retrace_packages` (["flax==0.10.4"]) pins them.
     """
-    # versions as given (`--jax installed --jax installed` times one build twice), then the variants; a malformed
-    # --variant is refused before anything runs
     contenders = [c for v in versions for c in contenders_from([v], (), mode)] + contenders_from((), variants, mode)
     from .bundle.transfer import copy_bundle, prefetch
 
@@ -375,16 +372,11 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
 
 def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, baseline: str | None = None,
                  options: ReplayOptions | None = None, **replay_kwargs: Any) -> dict:
-    """Replay a shape-polymorphic bundle at each combination of the sizes `shapes` gives (`["seq=128,256,512"]`),
-    each size a replay of its own (the versions timed together, paired), and sum up the candidates' ratio and
-    verdict against the baseline per size. `options` (their shapes replaced by each size) and `replay_kwargs`
-    (store, python, progress, variants, or ReplayOptions fields) are replay's.
-
-    Returns {"bundle", "baseline", "sizes": [{"shape": "seq=128", "bindings": {...}, "comparison": comparison,
-    "rows": [{"label", "status", "ratio", "ci95", "verdict", "settled", "outputs"}]}]}."""
+    """One paired replay per size in `shapes` (`["seq=128,256"]`): {"bundle", "baseline", "sizes": [...]}."""
     from dataclasses import fields, replace
 
     from .bundle.dims import parse_size_lists
+    from .render.sizes import size_rows
 
     names = {f.name for f in fields(ReplayOptions)}
     settings = {k: v for k, v in replay_kwargs.items() if k in names}
@@ -396,12 +388,8 @@ def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, ba
         result = replay(ref, versions, options=replace(base_options, shapes=bindings), **kwargs)
         comparison = replay_comparison(result, base)
         base = comparison["baseline"]
-        shape = ", ".join(f"{k}={v}" for k, v in sorted(bindings.items()))
-        rows = [{"label": r["label"], "status": r["status"], "ratio": r.get("ratio"), "ci95": r.get("ci95"),
-                 "verdict": r.get("verdict"), "settled": r.get("settled"),
-                 "outputs": None if not r.get("err_base") else "ok" if r["err_base"].get("ok") else "differ"}
-                for r in comparison["rows"] if not r.get("is_baseline")]
-        sizes.append({"shape": shape, "bindings": bindings, "comparison": comparison, "rows": rows})
+        sizes.append({"shape": ", ".join(f"{k}={v}" for k, v in sorted(bindings.items())), "bindings": bindings,
+                      "comparison": comparison, "rows": size_rows(comparison)})
     return {"bundle": sizes[0]["comparison"]["bundle"] if sizes else ref, "baseline": base, "sizes": sizes}
 
 
@@ -442,11 +430,12 @@ def concrete_versions(runs: Sequence[dict]) -> list[str]:
     """The versions of runs as a reader would ask for them: `installed` and a local interpreter or environment
     (`--jax PATH`, which only this machine has) become the JAX version they were. Runs under settings are variants
     (variant_args), not versions."""
+    from .run.contenders import settings_of
     from .run.local_env import is_path_request
 
     out = []
     for run in runs:
-        if _settings_of(run):
+        if settings_of(run):
             continue
         v = run["requested"]
         if v == "installed" or is_path_request(v):
@@ -459,23 +448,6 @@ def mode_of(runs: Sequence[dict]) -> str:
     """The --mode that replays `runs` again: frozen, retrace or both."""
     modes = {str((run.get("contender") or {}).get("mode") or "frozen") for run in runs}
     return "both" if len(modes) > 1 else modes.pop() if modes else "frozen"
-
-
-def _settings_of(run: dict):
-    from .run.contenders import Settings
-
-    return Settings.from_record((run.get("contender") or {}).get("settings"))
-
-
-def variant_args(runs: Sequence[dict]) -> list[str]:
-    """`--variant JAX:SETTINGS` for each run under settings, as the replay command's flags."""
-    args: list[str] = []
-    for run in runs:
-        settings = _settings_of(run)
-        if settings:
-            jax = concrete_versions([{**run, "contender": {}}])[0]
-            args += ["--variant", f"{jax}:{settings.describe()}"]
-    return args
 
 
 def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None, *,
@@ -495,7 +467,7 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
 
         source, there = origin or (registry, bundle)
         mode = mode_of(runs)
-        extra = [*variant_args(runs), *replay_args] + (["--mode", mode] if mode != "frozen" else [])
+        extra = [*variant_args(runs, concrete_versions), *replay_args] + (["--mode", mode] if mode != "frozen" else [])
         comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=extra)
     return comparison
 
@@ -603,40 +575,29 @@ EXPLAIN_OPTIONS = ReplayOptions(warmup=2, max_time_s=240.0)  # explain's default
 def explain(ref: str, versions: Sequence[str], *, store: str | None = None, options: ReplayOptions | None = None,
             python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
             **settings: Any) -> dict:
-    """Explain why versions[1] differs from versions[0] on a bundle: the passes that changed the module on each side
-    (per-pass dumps), experiments on the candidate chosen from them (each pass acting only on it disabled, the
-    platform's curated flags related to the ops that moved toggled), all timed with both versions in the same paired
-    rounds (within `max_time_s`, the whole explain; default 240 s), and a diagnosis that claims only what an
-    experiment showed (run/explain.py). `options` or `settings`: replay's (EXPLAIN_OPTIONS' defaults).
-
-    Returns run/explain.explain's dict (JSON-ready but for "runs" and "comparison", which are kept for reports) plus
-    "reproduce": the Reproduce block, whose command replays the workaround when one was found."""
+    """Why versions[1] differs from versions[0]: per-pass dumps, experiments on the candidate chosen from them,
+    timed with both in paired rounds, a diagnosis (run/explain.py); "reproduce" replays a workaround if found."""
     from .bundle.sharing import reproduce_info
     from .run.explain import explain as _explain
     from .run.replay import replay_platform
 
     if len(versions) != 2 or versions[0] == versions[1]:
-        raise UsageError("explain compares two different versions",
-                         hint="give --jax twice: the baseline, then the candidate, e.g. --jax 0.7.2 --jax 0.8.0")
+        raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax 0.8.0")
     options = replay_options(options, settings, base=EXPLAIN_OPTIONS)
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
     env_manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in versions) else None
-    choice = replay_platform(bundle, options.platform)
     replay_fn = functools.partial(_replay, registry, bundle, python=python, env_manager=env_manager,
                                   progress=progress)
-    baseline, candidate = ContenderSpec(versions[0]), ContenderSpec(versions[1])
-    result = _explain(registry, bundle, baseline, candidate, replay_fn=replay_fn,
+    result = _explain(registry, bundle, ContenderSpec(versions[0]), ContenderSpec(versions[1]), replay_fn=replay_fn,
                       compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
-                      platform=choice.platform, options=options, progress=progress)
+                      platform=replay_platform(bundle, options.platform).platform, options=options, progress=progress)
     workaround = result["diagnosis"].get("workaround")
     extra = ["--variant", f"{concrete_versions(result['runs'][1:2])[0]}:{workaround['setting']}"] if workaround else []
     result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(result["runs"][:2]),
                                          extra_args=[*extra, *options.args(max_time=False)], context="snippet")
     result["bundle"] = str(bundle.ref)
-    result["explain_command"] = " ".join(["reprobundle explain", str(bundle.ref),
-                                          *(f"--jax {v}" for v in concrete_versions(result["runs"][:2]))])
     return result
 
 

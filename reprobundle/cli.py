@@ -315,10 +315,8 @@ RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
                            "reprobundle.")
-VariantOpt = typer.Option([], "--variant", help="JAX:NAME=VALUE[;NAME=VALUE...]: that release under settings as one "
-                                                "more contender, e.g. \"0.8.0:XLA_FLAGS=--xla_disable_hlo_passes="
-                                                "fusion-wrapper\" (XLA_FLAGS appends flags, jax_* is a JAX config "
-                                                "option, any other NAME an environment variable); repeatable.")
+VariantOpt = typer.Option([], "--variant", help="JAX:NAME=VALUE[;...]: a release under settings as one more contender "
+                                                "(XLA_FLAGS=..., jax_* config options, environment variables).")
 RetraceOpt = typer.Option(False, "--retrace", help="Run the bundle's program (its script's factory) in each "
                                                    "version's environment and lower it there, instead of the stored "
                                                    "program (replay: same as --mode retrace).")
@@ -421,16 +419,15 @@ def explain(
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Why the candidate differs: the passes each version ran, experiments on the candidate (a pass disabled, a flag
-    toggled) timed with both, and a workaround when one restores the baseline's time."""
+    """Why the candidate differs: passes, experiments on it timed with both, a workaround if one restores it."""
     from .render import explain as explain_render
 
     result = api.explain(ref, jax_versions, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                          max_time_s=max_time, timeout_s=timeout, platform=platform, python=python,
                          progress=_progress(as_json))
     _write_files(result, ((report_path, explain_render.to_markdown), (html_path, explain_render.to_html)))
-    _emit(as_json, explain_render.explain_data(result), explain_render.to_text(clean_values(
-        explain_render.explain_data(result))))
+    data = explain_render.explain_data(result)
+    _emit(as_json, data, explain_render.to_text(clean_values(data)))
 
 
 @app.command()

@@ -27,6 +27,14 @@ def _verdict(r: dict) -> str:
     return r["verdict"] + ("" if r.get("settled") else " (not settled)")
 
 
+def size_rows(comparison: dict) -> list[dict]:
+    """The candidates of one size's comparison: label, status, ratio, interval, verdict, outputs vs the baseline."""
+    return [{"label": r["label"], "status": r["status"], "ratio": r.get("ratio"), "ci95": r.get("ci95"),
+             "verdict": r.get("verdict"), "settled": r.get("settled"),
+             "outputs": None if not r.get("err_base") else "ok" if r["err_base"].get("ok") else "differ"}
+            for r in comparison["rows"] if not r.get("is_baseline")]
+
+
 def cells(size: dict) -> list[list[str]]:
     return [[size["shape"], r["label"], _ratio(r), _verdict(r), r.get("outputs") or "-"] for r in size["rows"]]
 

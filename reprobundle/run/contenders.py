@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import UsageError
 
@@ -153,3 +153,14 @@ def unknown_flag_reason(stderr_tail: str) -> str | None:
     return (f"this release's XLA does not define the flag {flags} (XLA aborted while reading XLA_FLAGS): a flag "
             "that a contender's settings give exists only in the XLA releases that define it; see "
             "xla/debug_options_flags.cc of the release, or drop the flag for this version")
+
+
+def settings_of(run: Mapping) -> Settings:
+    """The settings a run record's contender ran under (empty for a plain version)."""
+    return Settings.from_record((run.get("contender") or {}).get("settings"))
+
+
+def variant_args(runs: Sequence[Mapping], concrete: Callable[[list], list[str]]) -> list[str]:
+    """`--variant JAX:SETTINGS` for each run under settings (`concrete`: runs -> the versions a reader asks for)."""
+    return [a for run in runs if settings_of(run) for a in (
+        "--variant", f"{concrete([{**run, 'contender': {}}])[0]}:{settings_of(run).describe()}")]
