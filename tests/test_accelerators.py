@@ -187,6 +187,7 @@ def planner(tmp_path_factory):
     ("0.7.2", "tpu", None, ["libtpu"]),
     ("latest", "tpu", None, ["libtpu"]),
 ])
+@pytest.mark.slow
 def test_accelerator_requirements_resolve_on_the_index(planner, version, platform, build, expect):
     """The requirement sets of CUDA and TPU environments, resolved by uv against the real index: metadata only."""
     plan = planner.plan(version, platform=platform, build=build)

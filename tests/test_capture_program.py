@@ -89,6 +89,7 @@ def test_nnx_training_loop_train_step_at_call_3_replays_on_installed_and_072(sto
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_equinox_inference_script_default_call(store_dir, tmp_path):
     """eqx.filter_jit forward over 3 batches: without --call, the first call after the compiling one (batch 2),
     with that batch's input and prediction."""
@@ -107,6 +108,7 @@ def test_equinox_inference_script_default_call(store_dir, tmp_path):
     assert all(s["path"].startswith("static") for s in bundle.manifest["function"]["static"])  # eqx's static half
 
 
+@pytest.mark.slow
 def test_list_then_top_1_finds_the_slowest_computation(store_dir):
     """--list times every jitted computation (block_until_ready, said so); --top 1 packs only the slowest: a
     lax.scan over 8 layers created by a factory (a jitted function made at run time)."""
@@ -128,6 +130,7 @@ def test_list_then_top_1_finds_the_slowest_computation(store_dir):
     assert [b.ref.name for b in Registry.open(store_dir).iter_bundles()] == ["heavy"]
 
 
+@pytest.mark.slow
 def test_donated_buffers_are_copied_before_the_call(store_dir, tmp_path):
     """jax.jit(step, donate_argnums=0), jax.value_and_grad inside: the bundle holds the state as it was before
     call 2 donated it, and the outputs the program got from that call."""
@@ -145,6 +148,7 @@ def test_donated_buffers_are_copied_before_the_call(store_dir, tmp_path):
     np.testing.assert_allclose(outputs["out[1]"], program["loss"], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_crash_after_the_capture_keeps_the_bundle_and_the_exit_code(store_dir):
     code, out, err = capture_cli(store_dir, "--match", "update", program=[PROGRAMS / "crash.py"])
     assert code == 1, (out, err)  # the program's own exit code
@@ -154,6 +158,7 @@ def test_crash_after_the_capture_keeps_the_bundle_and_the_exit_code(store_dir):
     np.testing.assert_allclose(_inputs(registry, bundle)["x"], np.sin(np.arange(16.0)) * 2, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_both_and_keeps_what_was_captured(store_dir, tmp_path):
     """SIGINT to the process group, as a terminal's Ctrl-C: the program stops, the capture is packed, 130."""
     program = tmp_path / "forever.py"
@@ -210,6 +215,7 @@ def test_python_api_sees_functions_jitted_before_the_block(store_dir):
     assert train_step(w, x).shape == (8, 8)  # jax's own functions are back
 
 
+@pytest.mark.slow
 def test_python_api_all_signatures_dynamic_functions_and_a_raising_block(store_dir):
     """Functions made by jax.jit inside a loop are one computation per source function and signature; with
     all_signatures each signature is captured once; the bundles are packed although the block raised."""

@@ -99,6 +99,7 @@ def _pids_with_cwd_under(folder: Path) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_sigint_to_a_real_replay_exits_130_and_leaves_nothing_behind(packed, tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()

@@ -128,6 +128,7 @@ def test_parse_pin():
             parse_pin(bad)
 
 
+@pytest.mark.slow
 def test_a_replay_records_its_conditions_and_pins_its_workers(store_dir):
     """Deterministic: what is recorded, not what the machine measured."""
     f = jax.jit(lambda x: jnp.tanh(x @ x.T).sum(axis=0))

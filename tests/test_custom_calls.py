@@ -136,6 +136,7 @@ class _Envs:
                               path=self.python.parent, created=None, size_bytes=None)
 
 
+@pytest.mark.slow
 def test_a_crashed_worker_keeps_its_route_attempts_and_phase(store_dir, tmp_path):
     a, b = _matrices()
     reprobundle.pack(jax.jit(_cholesky), a, b, name="chol", store=str(store_dir), **QUICK)
@@ -185,6 +186,7 @@ def _check_ml_dtypes_bundle(store_dir, name, folder):
     np.testing.assert_array_equal(outputs[2].view(np.uint8), y.view(np.uint8))
 
 
+@pytest.mark.slow
 def test_pack_on_a_jax_takes_ml_dtypes_saved_by_savez(store_dir, tmp_path):
     """What `pack --exported A.jax --inputs I.npz --jax V` does, with V the installed release."""
     subprocess.run([sys.executable, "-c", _ML_DTYPES_EXPORT, str(tmp_path)], check=True, timeout=300)

@@ -109,6 +109,7 @@ class Params:
     b: jax.Array | None
 
 
+@pytest.mark.slow
 def test_any_pytree_packs_without_registering_anything(store_dir):
     def f(p: Params, pair: Pair, extra):
         return {"y": pair.left @ p.w + pair.right, "none": None, "n": extra["scale"] * p.w.sum()}
@@ -137,6 +138,7 @@ def test_static_by_index_or_name_bakes_an_array_in(store_dir):
         reprobundle.pack(lambda x: x, jnp.ones(2), static=[3], name="bad", store=str(store_dir), **FAST)
 
 
+@pytest.mark.slow
 def test_show_prints_the_train_state_tree(store_dir):
     ref = api.pack_script(str(ROOT / "examples/flax_nnx_train.py"), name="nnx-train", store=str(store_dir), **FAST)
     code, out, err = cli("show", ref.name, store=store_dir)
@@ -154,6 +156,7 @@ def test_show_prints_the_train_state_tree(store_dir):
     assert "updated optimizer.opt_state" in out and max(len(line) for line in lines) <= 160
 
 
+@pytest.mark.slow
 def test_mismatch_names_the_output_leaf(store_dir, monkeypatch):
     from reprobundle.analysis.comparison import build_comparison
     from reprobundle.analysis.verdict import check_outputs
@@ -186,6 +189,7 @@ def test_refusals_are_one_typed_line(store_dir, fn, args, match):
     assert "\n" not in e.value.message and e.value.hint
 
 
+@pytest.mark.slow
 def test_multi_device_sharding_is_refused_with_what_to_do(tmp_path):
     import os
     import subprocess
@@ -233,6 +237,7 @@ def test_symbolic_shapes_replay_at_other_sizes(store_dir):
         api.replay(ref.name, store=str(store_dir), shapes=["c=3"])
 
 
+@pytest.mark.slow
 def test_stablehlo_with_dynamic_dimensions_packs_at_the_inputs_sizes(store_dir, tmp_path):
     module = tmp_path / "dyn.mlir"
     module.write_text("""

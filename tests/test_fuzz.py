@@ -1386,7 +1386,7 @@ def test_a_damaged_zip_replays_into_nothing_and_store_is_honoured(tmp_path, gold
     from reprobundle import api
 
     calls = []
-    monkeypatch.setattr(api, "_replay", lambda registry, bundle, versions, **kw: calls.append(registry.url) or [])
+    monkeypatch.setattr(api, "_replay", lambda registry, bundle, versions, *options, **kw: calls.append(registry.url) or [])
     api.replay(str(GOLDEN_ZIP), store=str(dest))
     assert calls == [str(dest)] and Registry.open(dest).versions("golden") == [1]
 
