@@ -23,6 +23,7 @@ from .capture.pack import pack as _pack
 from .config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from .errors import ReproBundleError, ScriptError, UsageError, clean_values
 from .logs import Status
+from .run.contenders import ContenderSpec, contenders_from, variant_args
 from .run.execution import DEFAULT_TIMEOUT_S, dtype_of
 from .run.options import ReplayOptions, check_timing, checked_timeout, replay_options
 from .run.options import parse_pin as parse_pin  # re-exported: --pin's parser
@@ -322,12 +323,15 @@ class ReplayResult:
 def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | None = None,
            options: ReplayOptions | None = None, python: str | None = None, env_dir: str | None = None,
            progress: Callable[[str], None] | None = None, index_url: str | None = None, mode: str = "frozen",
-           **settings: Any) -> ReplayResult:
+           variants: Sequence[str] = (), **settings: Any) -> ReplayResult:
     """Replay a bundle on each JAX version; the run records are also stored in the registry beside the bundle.
 
     A version is a release, "installed", "latest", a nightly ("nightly:2025-10-03", "0.8.0.dev20251003", from
     `index_url`, else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index) or the path of a Python interpreter or
     environment whose JAX is used as it is (see run/envs.py).
+
+    `variants` ("0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper") add contenders: a release under settings
+    applied to its workers only, timed in the same rounds (run/contenders.py).
 
     How: `options` (a ReplayOptions), or `settings` naming its fields: warmup, repeat, rounds, timeout_s, dump,
     profile, memory_limit_bytes, shapes, platform, pin, max_time_s (run/options.py holds their defaults).
@@ -345,8 +349,8 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     environment holds the program's third-party packages resolved compatible with that jax, unless the option
     `retrace_packages` (["flax==0.10.4"]) pins them.
     """
+    contenders = [c for v in versions for c in contenders_from([v], (), mode)] + contenders_from((), variants, mode)
     from .bundle.transfer import copy_bundle, prefetch
-    from .run.contenders import contenders_from
 
     options = replay_options(options, settings)
     from .run.versions import check_jax_requests  # before anything runs: no error run for a version that cannot be
@@ -363,13 +367,36 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
 
     prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
     env_manager = None
-    if any(v != "installed" for v in versions) or python:
+    if any(c.jax != "installed" for c in contenders) or python:
         env_manager = environment_manager(env_dir, python=python, index_url=index_url)
-    runs = _replay(registry, bundle, contenders_from(versions, (), mode), options=options, python=python,
-                   env_manager=env_manager, progress=progress)
+    runs = _replay(registry, bundle, contenders, options=options, python=python, env_manager=env_manager,
+                   progress=progress)
     index_args = ("--index-url", index_url) if index_url else ()
     return ReplayResult(registry, bundle, runs, origin=origin,
                         replay_args=(*options.args(max_time=False), *index_args))
+
+
+def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, baseline: str | None = None,
+                 options: ReplayOptions | None = None, **replay_kwargs: Any) -> dict:
+    """One paired replay per size in `shapes` (`["seq=128,256"]`): {"bundle", "baseline", "sizes": [...]}."""
+    from dataclasses import fields, replace
+
+    from .bundle.dims import parse_size_lists
+    from .render.sizes import size_rows
+
+    names = {f.name for f in fields(ReplayOptions)}
+    settings = {k: v for k, v in replay_kwargs.items() if k in names}
+    kwargs = {k: v for k, v in replay_kwargs.items() if k not in names}
+    base_options = replay_options(options, settings)
+    sizes: list[dict[str, Any]] = []
+    base = baseline
+    for bindings in parse_size_lists(shapes):
+        result = replay(ref, versions, options=replace(base_options, shapes=bindings), **kwargs)
+        comparison = replay_comparison(result, base)
+        base = comparison["baseline"]
+        sizes.append({"shape": ", ".join(f"{k}={v}" for k, v in sorted(bindings.items())), "bindings": bindings,
+                      "comparison": comparison, "rows": size_rows(comparison)})
+    return {"bundle": sizes[0]["comparison"]["bundle"] if sizes else ref, "baseline": base, "sizes": sizes}
 
 
 def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name: str | None = None,
@@ -407,11 +434,15 @@ def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict
 
 def concrete_versions(runs: Sequence[dict]) -> list[str]:
     """The versions of runs as a reader would ask for them: `installed` and a local interpreter or environment
-    (`--jax PATH`, which only this machine has) become the JAX version they were."""
+    (`--jax PATH`, which only this machine has) become the JAX version they were. Runs under settings are variants
+    (variant_args), not versions."""
+    from .run.contenders import settings_of
     from .run.local_env import is_path_request
 
     out = []
     for run in runs:
+        if settings_of(run):
+            continue
         v = run["requested"]
         if v == "installed" or is_path_request(v):
             v = str((run.get("environment") or {}).get("jax") or v)
@@ -442,7 +473,7 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
 
         source, there = origin or (registry, bundle)
         mode = mode_of(runs)
-        extra = list(replay_args) + (["--mode", mode] if mode != "frozen" else [])
+        extra = [*variant_args(runs, concrete_versions), *replay_args] + (["--mode", mode] if mode != "frozen" else [])
         comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=extra)
     return comparison
 
@@ -542,6 +573,38 @@ def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, ba
     comparison["reproduce"].update(command=result.nightly["command"], nightlies=result.nightly["install"],
                                    versions=[result.last_good, result.first_bad])
     return result, comparison
+
+
+EXPLAIN_OPTIONS = ReplayOptions(warmup=2, max_time_s=240.0)  # explain's defaults: bounded, answered in ~5 minutes
+
+
+def explain(ref: str, versions: Sequence[str], *, store: str | None = None, options: ReplayOptions | None = None,
+            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+            **settings: Any) -> dict:
+    """Why versions[1] differs from versions[0]: per-pass dumps, experiments on the candidate chosen from them,
+    timed with both in paired rounds, a diagnosis (run/explain.py); "reproduce" replays a workaround if found."""
+    from .bundle.sharing import reproduce_info
+    from .run.explain import explain as _explain
+    from .run.replay import replay_platform
+
+    if len(versions) != 2 or versions[0] == versions[1]:
+        raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax 0.8.0")
+    options = replay_options(options, settings, base=EXPLAIN_OPTIONS)
+    registry, bundle = resolve(ref, store)
+    if registry.store.read_only:
+        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
+    env_manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in versions) else None
+    replay_fn = functools.partial(_replay, registry, bundle, python=python, env_manager=env_manager,
+                                  progress=progress)
+    result = _explain(registry, bundle, ContenderSpec(versions[0]), ContenderSpec(versions[1]), replay_fn=replay_fn,
+                      compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
+                      platform=replay_platform(bundle, options.platform).platform, options=options, progress=progress)
+    workaround = result["diagnosis"].get("workaround")
+    extra = ["--variant", f"{concrete_versions(result['runs'][1:2])[0]}:{workaround['setting']}"] if workaround else []
+    result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(result["runs"][:2]),
+                                         extra_args=[*extra, *options.args(max_time=False)], context="snippet")
+    result["bundle"] = str(bundle.ref)
+    return result
 
 
 def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Sequence[str] = "", *,

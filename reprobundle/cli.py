@@ -317,6 +317,8 @@ RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
                            "reprobundle.")
+VariantOpt = typer.Option([], "--variant", help="JAX:NAME=VALUE[;...]: a release under settings as one more contender "
+                                                "(XLA_FLAGS=..., jax_* config options, environment variables).")
 RetraceOpt = typer.Option(False, "--retrace", help="Run the bundle's program (its script's factory) in each "
                                                    "version's environment and lower it there, instead of the stored "
                                                    "program (replay: same as --mode retrace).")
@@ -350,6 +352,7 @@ def replay(
     platform: Optional[str] = PlatformOpt,
     max_time: Optional[float] = MaxTimeOpt,
     pin: Optional[str] = PinOpt,
+    variants: List[str] = VariantOpt,
     retrace: bool = RetraceOpt,
     mode: str = typer.Option("frozen", "--mode", help="frozen (the stored program), retrace, or both (per version "
                                                       "a frozen and a retraced contender, timed together)."),
@@ -360,12 +363,21 @@ def replay(
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
+    from .bundle.dims import several_sizes
+
+    sizes = several_sizes(shapes)  # --shape seq=128,256,512: one replay per size, a table and a chart by size
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
-                                   profile=not no_profile, shapes=shapes, platform=platform, max_time_s=max_time,
-                                   pin=pin, retrace_packages=tuple(retrace_package))
-    result = api.replay(ref, jax_versions or ["installed"], store=store, options=options, python=python,
-                        progress=_progress(as_json), index_url=index_url,
-                        mode="retrace" if retrace and mode == "frozen" else mode)
+                                   profile=not no_profile, shapes=None if sizes else shapes, platform=platform,
+                                   max_time_s=max_time, pin=pin, retrace_packages=tuple(retrace_package))
+    versions = jax_versions or ([] if variants else ["installed"])
+    mode = "retrace" if retrace and mode == "frozen" else mode
+    if sizes:
+        _replay_sizes(ref, versions, shapes, baseline, report_path, html_path, as_json, options=options,
+                      variants=variants, store=store, python=python, progress=_progress(as_json),
+                      index_url=index_url, mode=mode)
+        return
+    result = api.replay(ref, versions, store=store, options=options, python=python, progress=_progress(as_json),
+                        variants=variants, index_url=index_url, mode=mode)
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:
@@ -378,6 +390,46 @@ def replay(
     _emit(as_json, data, human)
     if any(r["status"] != "ok" for r in result.runs):
         raise typer.Exit(EXIT_NOT_OK)
+
+
+def _replay_sizes(ref: str, versions: List[str], shapes: List[str], baseline: Optional[str],
+                  report_path: Optional[Path], html_path: Optional[Path], as_json: bool, **options) -> None:
+    from .render import sizes as sizes_render
+
+    data = api.replay_sizes(ref, versions, shapes, baseline=baseline, **options)
+    _write_files(data, ((report_path, sizes_render.to_markdown), (html_path, sizes_render.to_html)))
+    _emit(as_json, sizes_render.sizes_data(data), sizes_render.to_text(clean_values(sizes_render.sizes_data(data))))
+    if any(r["status"] != "ok" for size in data["sizes"] for r in size["rows"]):
+        raise typer.Exit(9)
+
+
+@app.command()
+def explain(
+    ref: str,
+    jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice)."),
+    warmup: int = typer.Option(2, "--warmup"),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
+    rounds: Optional[int] = RoundsOpt,
+    max_time: float = typer.Option(240.0, "--max-time", help="Seconds explain may take, the evidence compile "
+                                                             "included (its timing gets at least 30 s)."),
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+                                  help="Seconds of work per worker process before it is killed."),
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    platform: Optional[str] = PlatformOpt,
+    report_path: Optional[Path] = ReportOpt,
+    html_path: Optional[Path] = HtmlOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Why the candidate differs: passes, experiments on it timed with both, a workaround if one restores it."""
+    from .render import explain as explain_render
+
+    result = api.explain(ref, jax_versions, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
+                         max_time_s=max_time, timeout_s=timeout, platform=platform, python=python,
+                         progress=_progress(as_json))
+    _write_files(result, ((report_path, explain_render.to_markdown), (html_path, explain_render.to_html)))
+    data = explain_render.explain_data(result)
+    _emit(as_json, data, explain_render.to_text(clean_values(data)))
 
 
 @app.command()

@@ -450,13 +450,25 @@ def moved_line(row: dict, base: dict, diff: dict) -> str:
                     f"biggest move: {describe_move(moves[0])})")
         if _direction(row, base) == 0:
             return head + "; biggest per-op move: " + describe_move(top_row)
-        return head + "; most moved: " + describe_move(top_row)
+        return head + "; most moved: " + describe_move(top_row) + _fusion_caution(top_row, diff.get("fusion"))
     missing = [r["label"] for r in (base, row) if not r["per_op"]]
     fusion = diff.get("fusion")
     tail = f"; no per-op profile for {', '.join(missing)}" if missing else "; no per-op rows"
     if fusion is not None:
         tail += "; same fusion structure" if fusion["identical"] else "; fusion structure differs"
     return head + tail
+
+
+FUSION_CHANGES = ("wrapped", "unwrapped", "rekinded", "similar", "merged", "split")
+EXPLAIN_HINT = "only an experiment shows a cause: `reprobundle explain`"
+
+
+def _fusion_caution(top_row: dict, fusion: dict | None) -> str:
+    """Where the op that moved most also changed its fusion: say that the two happened together, and that this does
+    not make the fusion change the cause (the time may have moved in how the op is compiled or run)."""
+    if top_row.get("match") in FUSION_CHANGES:
+        return f"; its fusion changed too ({top_row['match']}): a change, not shown to be the cause ({EXPLAIN_HINT})"
+    return ""
 
 
 def coverage_text(coverage: dict, base_label: str, cand_label: str) -> str:

@@ -42,6 +42,27 @@ def parse_bindings(items: Sequence[str] | dict[str, int] | None) -> dict[str, in
     return bindings
 
 
+def several_sizes(items: Sequence[str] | None) -> bool:
+    """Whether `--shape` gives some dimension several sizes (`seq=128,256,512`)."""
+    return any("," in str(item).partition("=")[2] for item in items or ())
+
+
+def parse_size_lists(items: Sequence[str] | None) -> list[dict[str, int]]:
+    """`["seq=128,256,512", "b=2"]` -> one binding per combination of sizes, in the order given:
+    [{"seq": 128, "b": 2}, {"seq": 256, "b": 2}, {"seq": 512, "b": 2}]; each checked as parse_bindings does."""
+    import itertools
+
+    names: list[str] = []
+    choices: list[list[str]] = []
+    for item in items or ():
+        name, value = _split(item)
+        if name in names:
+            raise UsageError(f"--shape {name} is given twice", hint="give one NAME=SIZE[,SIZE...] per dimension")
+        names.append(name)
+        choices.append([v.strip() for v in value.split(",") if v.strip()] or [value])
+    return [parse_bindings(dict(zip(names, combo))) for combo in itertools.product(*choices)]  # type: ignore[arg-type]
+
+
 def _split(item: str) -> tuple[str, str]:
     name, sep, value = str(item).partition("=")
     if not sep:

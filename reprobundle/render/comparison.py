@@ -153,6 +153,11 @@ def _fusion_lines(f: dict) -> list[str]:
     return lines
 
 
+def fusion_note(f: dict) -> str:
+    """What a fusion diff is: a change between the versions, which an experiment alone can show to be the cause."""
+    return "" if f.get("identical") else " (what changed, not why: reprobundle explain tests whether it is the cause)"
+
+
 def _kinds_text(counts: dict) -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in counts["by_kind"].items())
     return f"{counts['fusions']} fusions ({kinds}), {counts['unfused']} unfused"
@@ -263,7 +268,7 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
             out += _wrap(f"lowering: {d['lowering']['text']}", width, "  ", "  ")
         if d["fusion"] is not None:
             f = d["fusion"]
-            out += _wrap(f"fusion: {_kinds_text(f['base'])} -> {_kinds_text(f['cand'])}; {f['summary']}", width,
+            out += _wrap(f"fusion: {_kinds_text(f['base'])} -> {_kinds_text(f['cand'])}; {f['summary']}{fusion_note(f)}", width,
                          "  ", "  ")
             lines = _fusion_lines(f)
             out += ["    " + cut(line, width - 4) for line in lines[:8]]
@@ -382,7 +387,7 @@ def _tail(text: str, limit: int) -> str:
 def _md_fusion(f: dict | None) -> list[str]:
     if f is None:
         return ["", "_No optimized HLO for one side: no fusion diff._"]
-    lines = ["", f"**Fusion:** {md(_kinds_text(f['base']))} → {md(_kinds_text(f['cand']))}; {md(f['summary'])}"]
+    lines = ["", f"**Fusion:** {md(_kinds_text(f['base']))} → {md(_kinds_text(f['cand']))}; {md(f['summary'] + fusion_note(f))}"]
     items, rest = _capped(_fusion_lines(f), MD_MAX_LINES)
     if items:
         lines += [""] + [f"- {md(x)}" for x in items] + ([f"- {rest}"] if rest else [])
@@ -463,7 +468,8 @@ def _html_diff(d: dict, top: int) -> list[str]:
         parts.append(f"<p><b>Lowering:</b> {e(d['lowering']['text'])}</p>")
     if d["fusion"] is not None:
         f = d["fusion"]
-        parts.append(f"<p><b>Fusion:</b> {e(_kinds_text(f['base']))} → {e(_kinds_text(f['cand']))}; {e(f['summary'])}</p>")
+        parts.append(f"<p><b>Fusion:</b> {e(_kinds_text(f['base']))} → {e(_kinds_text(f['cand']))}; "
+                     f"{e(f['summary'] + fusion_note(f))}</p>")
         items, rest = _capped(_fusion_lines(f), HTML_MAX_LINES)
         if items:
             parts.append(f"<details><summary>Fusion diff ({len(_fusion_lines(f))} changes)</summary><ul>"

@@ -11,6 +11,9 @@ from ..errors import clean, cut, first_line
 from ..run.sweep import outcome, outcome_text
 from .comparison import CSS, PALETTE, WIDTH, details, html_table, md, md_table
 from .sharing import where_text
+from .sizes import ratio_by_size_svg, sweep_sizes
+from .sizes import to_markdown as sizes_markdown
+from .sizes import to_text as sizes_text
 from .table import grid
 
 HEADERS = ["BUNDLE", "TIME VS BASELINE (95% CI)", "OUTPUTS", "MOVED MOST", "WHERE"]
@@ -105,6 +108,8 @@ def to_text(data: dict, width: int = WIDTH) -> str:
         if items:
             lines += ["", f"{title}:"] + [cut(f"  {clean(ref, 60)}: {clean(first_line(why, 400), 400)}", width)
                                           for ref, why in items]
+    for by_size in sweep_sizes(data):  # one function at several signatures: its ratio by size
+        lines += ["", *sizes_text(by_size).splitlines()]
     lines += ["", summary_line(data)]
     return "\n".join(lines)
 
@@ -130,6 +135,8 @@ def to_markdown(data: dict) -> str:
             where = f"attach `{rep['attach']}`" + (f", from `{rep['export_command']}`" if rep.get("export_command")
                                                    else "") if rep.get("attach") else md(where_text(rep))
             out.append(f"- `{md(r['ref'])}` ({md(cells(r)[1])}): `{rep['command']}` ({where})")
+    for by_size in sweep_sizes(data):
+        out += ["", sizes_markdown(by_size).replace("### ", "#### ", 1)]
     return "\n".join(out) + "\n"
 
 
@@ -148,6 +155,9 @@ def to_html(data: dict) -> str:
         if items:
             parts.append(f"<h2>{title}</h2><ul>" + "".join(f"<li><b>{e(ref)}</b>: {e(first_line(why, 2000))}</li>"
                                                          for ref, why in items) + "</ul>")
+    for by_size in sweep_sizes(data):
+        parts += [f"<h2>{e(by_size['bundle'])}: time against {e(str(by_size['baseline']))} by size</h2>",
+                  ratio_by_size_svg(by_size)]
     commands = [(r["ref"], r["reproduce"]["command"]) for r in results if r.get("reproduce")]
     if commands:
         parts.append("<h2>Reproduce</h2><pre>" + e("\n".join(cmd for _, cmd in commands)) + "</pre>")

@@ -121,7 +121,7 @@ def run_data(run: dict) -> dict:
     return {"run_id": run["run_id"], "bundle": run["bundle"], "requested": run["requested"],
             "jax": run["environment"].get("jax"), "status": run["status"], "reason": run["reason"],
             "route": run.get("route"), "median_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "n": timing.n,
-            "check": run.get("check"), "attempts": run.get("attempts", []),
+            "check": run.get("check"), "attempts": run.get("attempts", []), "contender": run.get("contender"),
             "mode": (run.get("contender") or {}).get("mode") or "frozen", "label": run_label(run),
             **{k: run[k] for k in ("lowering_changed", "lowering_diff", "packages") if k in run}}
 

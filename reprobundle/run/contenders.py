@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import UsageError
 
@@ -77,6 +77,15 @@ class ContenderSpec:
     def as_record(self) -> dict:
         return {"jax": self.jax, "mode": self.mode, "settings": self.settings.as_record()}
 
+    def redacted(self) -> "ContenderSpec":
+        """This contender with the values of its settings that look like secrets (by name or shape) masked: what a
+        run record keeps and a report shows (the worker gets the real values)."""
+        from ..bundle.redaction import redact, redact_env
+
+        s = self.settings
+        return ContenderSpec(self.jax, self.mode, Settings(tuple(redact(list(s.xla_flags))), tuple(
+            redact_env(dict(s.jax_config)).items()), tuple(redact_env(dict(s.env)).items())))
+
     @classmethod
     def from_record(cls, record: Mapping) -> "ContenderSpec":
         return cls(str(record["jax"]), str(record.get("mode") or FROZEN), Settings.from_record(record.get("settings")))
@@ -129,3 +138,29 @@ def contenders_from(versions: Iterable[str], variants: Iterable[str] = (), mode:
 def as_specs(versions: Sequence[str | ContenderSpec]) -> list[ContenderSpec]:
     """Plain version strings (the API's older spelling) as frozen contenders."""
     return [v if isinstance(v, ContenderSpec) else ContenderSpec(v) for v in versions]
+
+
+_UNKNOWN_FLAG = re.compile(r"Unknown flags? in XLA_FLAGS:\s*(?P<flags>[^\n]*)")
+
+
+def unknown_flag_reason(stderr_tail: str) -> str | None:
+    """The error of a worker that XLA aborted because its XLA_FLAGS hold a flag this release does not define (XLA
+    checks the flags when jax initialises its backend, and aborts the process): None for any other crash."""
+    match = _UNKNOWN_FLAG.search(stderr_tail or "")
+    if match is None:
+        return None
+    flags = match["flags"].strip()
+    return (f"this release's XLA does not define the flag {flags} (XLA aborted while reading XLA_FLAGS): a flag "
+            "that a contender's settings give exists only in the XLA releases that define it; see "
+            "xla/debug_options_flags.cc of the release, or drop the flag for this version")
+
+
+def settings_of(run: Mapping) -> Settings:
+    """The settings a run record's contender ran under (empty for a plain version)."""
+    return Settings.from_record((run.get("contender") or {}).get("settings"))
+
+
+def variant_args(runs: Sequence[Mapping], concrete: Callable[[list], list[str]]) -> list[str]:
+    """`--variant JAX:SETTINGS` for each run under settings (`concrete`: runs -> the versions a reader asks for)."""
+    return [a for run in runs if settings_of(run) for a in (
+        "--variant", f"{concrete([{**run, 'contender': {}}])[0]}:{settings_of(run).describe()}")]

@@ -25,7 +25,7 @@ from ..errors import FormatError, disk_full
 from ..store.scratch import track_group, untrack_group
 from ..worker.dtypes import np_dtype
 from ..worker.protocol import EXIT_NO_SPACE, job_inputs
-from .contenders import FROZEN, RETRACE, ContenderSpec, Settings
+from .contenders import FROZEN, RETRACE, ContenderSpec, Settings, unknown_flag_reason
 from .retrace import write_program
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
@@ -310,6 +310,9 @@ class WorkerProcess:
         code = self.proc.returncode
         if code == EXIT_NO_SPACE:  # the worker met a full disk: not this version's result, the machine's
             raise disk_full(workdir.parent, None, "the worker's outputs, artifacts and result")
+        unknown_flag = unknown_flag_reason(tail)
+        if code != 0 and unknown_flag is not None:
+            return WorkerOutcome("error", unknown_flag, self._last_result("error"), duration, tail, workdir)
         if code < 0:
             sig = _signal_name(-code)
             why = " (out of memory?)" if sig == "SIGKILL" else ""

@@ -53,6 +53,7 @@ RESULT_VERSION = 1
 def result_skeleton(ref: str, versions: Sequence[str]) -> TaskResult:
     """Every key a TaskResult has, with the values of a task that has not run."""
     return {"format": RESULT_FORMAT, "version": RESULT_VERSION, "ref": ref, "bundle_id": None, "store": None,
+            "function": None, "input_shapes": [],  # a captured bundle's function and input shapes (a sweep by size)
             "versions": list(versions), "status": "done", "error": None, "stored": False, "group": None,
             "runs": [],  # [{"version", "jax", "run_id", "status", "reason", "created"}] in the order of versions
             "verdict": None, "ratio": None, "ci95": None, "p_value": None, "method": None, "settled": None,

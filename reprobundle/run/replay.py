@@ -90,7 +90,7 @@ def _record(bundle: Bundle, spec: ContenderSpec, status: str, reason: str, **ext
         outputs=[],
         check=None,
         artifacts={},
-        contender={**spec.as_record(), "label": spec.label},
+        contender={**spec.redacted().as_record(), "label": spec.redacted().label},
     )
     return {**run, **extra}
 
@@ -100,7 +100,7 @@ def _measured_run(registry: Registry, bundle: Bundle, spec: ContenderSpec, measu
     """A contender's measurement as a run record (not yet stored)."""
     outcome = measured.outcome
     assert outcome is not None, "a measured contender always has an outcome"
-    requested = spec.label
+    requested = spec.redacted().label
     result = outcome.result or {}
     for attempt in result.get("attempts") or []:  # the routes that did not work, before the one that did
         log.info("jax %s: route %s did not load: %s", requested, attempt.get("route"), attempt.get("error"))
@@ -252,7 +252,7 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle],
                   groups=[[t.contender.key for t in timed if t.bundle_index == b] for b in range(len(bundles))])
     if progress and timed:
         progress(Status(f"replaying {', '.join(str(bundle.ref) for bundle in bundles)} on jax "
-                        + ", ".join(t.spec.label for t in timed if t.bundle_index == timed[0].bundle_index), "start",
+                        + ", ".join(t.spec.redacted().label for t in timed if t.bundle_index == timed[0].bundle_index), "start",
                         0, budget.rounds))
     group = Registry.new_run_id()
     with scratch_dir(tempfile.gettempdir(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
@@ -415,7 +415,7 @@ def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: 
                        f"no environment for jax {spec.jax}: {interpreter.message}{hint}",
                        duration_s=time.perf_counter() - start)
     key = str(index) if len(bundles) == 1 else f"{b}.{index}"
-    label = spec.label if len(bundles) == 1 else f"{target.bundle.ref.name} on {spec.label}"
+    label = spec.redacted().label if len(bundles) == 1 else f"{target.bundle.ref.name} on {spec.redacted().label}"
     write_job = _job_writer(registry, target, spec, jobs)
     return _Timed(b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(b)), packages)
 

@@ -96,7 +96,16 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
 
 
 def _identity(bundle: Bundle) -> dict:
-    return {"ref": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "store": bundle.ref.store_url}
+    """Which bundle, and for a bundle that `capture` made, the function it captured and its input shapes: one
+    function captured at several signatures (`--all-signatures`) is shown by size (render/sizes.sweep_sizes)."""
+    m = bundle.manifest
+    leaves = (m.get("inputs") or {}).get("leaves") or []
+    labels = m.get("labels") or {}
+    captured = labels.get("capture.function") if "capture.signature" in labels else None
+    return {"ref": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "store": bundle.ref.store_url,
+            "function": None if captured is None else str(captured),
+            "input_shapes": [f"{leaf.get('dtype')}[{','.join(str(d) for d in leaf.get('shape') or [])}]"
+                             for leaf in leaves]}
 
 
 # ------------------------------------------------------------------------------------------------ summaries

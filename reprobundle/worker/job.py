@@ -32,6 +32,7 @@ from .protocol import (
 )
 from .retrace import RETRACE_ROUTE, Retrace
 from .routes import Routes
+from .settings import apply_config, apply_environment
 from .stablehlo import serialize_compat_artifact, stablehlo_versions, version_tuple
 from .synthetic import synthetic_array
 from .timing import TimedCalls
@@ -186,15 +187,20 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         adir = job["artifacts_dir"]
         os.makedirs(adir, exist_ok=True)
         os.makedirs(job["outputs_dir"], exist_ok=True)
-        user_flags = os.environ.get("XLA_FLAGS", "").strip()
+        # the user's flags, then the worker's dump flags, then the contender's (later flags win in XLA)
+        given = os.environ.get("XLA_FLAGS", "").strip()
+        contender_flags = apply_environment(job, self.notes)
+        user_flags = (given + " " + contender_flags).strip()  # what the environment records
+        extra = ""
         if job.get("dump"):
             ddir = os.path.join(adir, "xla_dump")
             os.makedirs(ddir, exist_ok=True)
             extra = "--xla_dump_to=%s --xla_dump_hlo_as_text" % ddir
             if "jax" in sys.modules:
                 self.notes.append("jax was already imported before the worker set XLA_FLAGS; dump may be missing")
-            os.environ["XLA_FLAGS"] = (user_flags + " " + extra).strip()
             self.result["artifacts"]["xla_dump"] = ddir
+        if extra or contender_flags:
+            os.environ["XLA_FLAGS"] = " ".join(f for f in (given, extra, contender_flags) if f)
         self.select_platform()
         import jax  # noqa: F401  (first import of jax happens here)
 
@@ -217,6 +223,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         except Exception as e:
             self.result["stablehlo"]["jaxlib_error"] = exc_msg(e)
         self._enable_x64_if_needed()
+        apply_config(job, self.notes)  # the contender's options, after the worker's own (they may override it)
 
     def _enable_x64_if_needed(self):
         import jax

@@ -1,0 +1,307 @@
+"""Explaining a regression (#20): contenders under settings, the per-pass dump diff, explain's experiments and
+diagnosis, replays at several sizes. The cross-version tests use the cached 0.7.2 and 0.8.0 environments and assert
+structure (which pass acted where, which experiment reached the baseline's HLO, that a verdict with an interval
+exists), never which way the time went."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import reprobundle
+from reprobundle import api
+from reprobundle.analysis.diagnosis import CAUSE, NO_REGRESSION, NOT_SEPARATED, WORKAROUND, diagnose
+from reprobundle.analysis.passes import canonical, pass_diff, read_pipeline, same_hlo
+from reprobundle.bundle.dims import parse_size_lists, several_sizes
+from reprobundle.errors import UsageError
+from reprobundle.render import explain as explain_render
+from reprobundle.render import sizes as sizes_render
+from reprobundle.run.contenders import parse_variant, unknown_flag_reason
+from reprobundle.run.explain import Evidence, plan
+from reprobundle.worker.settings import parse_config_value
+
+FAST_PACK = dict(warmup=1, repeat=2, dump=False, profile=False)
+
+# ------------------------------------------------------------------------------------------------ pure parts
+
+MODULE = """HloModule jit_f, entry_computation_layout={{(f32[4]{{0}})->f32[4]{{0}}}}
+
+%fused_computation.{n} (param_0.{n}: f32[4]) -> f32[4] {{
+  %param_0.{n} = f32[4]{{0}} parameter(0)
+  ROOT %exp.{n} = f32[4]{{0}} exponential(%param_0.{n}), metadata={{op_name="jit(f)/exp" source_line={n}}}
+}}
+
+ENTRY %main.{n} (x.{n}: f32[4]) -> f32[4] {{
+  %x.{n} = f32[4]{{0}} parameter(0)
+  ROOT %{op}.{n} = f32[4]{{0}} {body}
+}}
+"""
+
+
+def _module(n: int, wrapped: bool) -> str:
+    body = f"fusion(%x.{n}), kind=kLoop, calls=%fused_computation.{n}" if wrapped else f"exponential(%x.{n})"
+    return MODULE.format(n=n, op="fusion" if wrapped else "exp", body=body)
+
+
+def test_canonical_ignores_names_ids_and_metadata():
+    assert canonical(_module(1, False)) == canonical(_module(7, False))
+    assert same_hlo(_module(1, True), _module(9, True)) is True
+    assert same_hlo(_module(1, True), _module(1, False)) is False
+    assert same_hlo(_module(1, True), None) is None
+
+
+def _dumps(steps: list[tuple[str, str, str, str]]) -> dict[str, bytes]:
+    """{file name: text} for (pipeline, after, before, text) in pipeline order, as XLA names them."""
+    return {f"module_0003.jit_f.{i:04d}.{pipe}.after_{after}.before_{before}.txt": text.encode()
+            for i, (pipe, after, before, text) in enumerate(steps)}
+
+
+def test_pass_diff_names_the_pass_acting_only_on_the_candidate_and_where_the_modules_diverge():
+    plain, wrapped = _module(1, False), _module(2, True)
+    baseline = _dumps([("opt", "pipeline-start", "algsimp", plain), ("opt", "algsimp", "fusion-wrapper", plain + " "),
+                       ("late", "pipeline-start", "dce", _module(3, False))])
+    candidate = _dumps([("opt", "pipeline-start", "algsimp", _module(4, False)),
+                        ("opt", "fusion-wrapper", "dce", wrapped)])
+    d = pass_diff(read_pipeline(baseline), read_pipeline(candidate))
+    by_name = {p["name"]: p for p in d["passes"]}
+    # algsimp's file only renamed things on the baseline (XLA said "changed"): not a change
+    assert "algsimp" not in by_name
+    fw = by_name["fusion-wrapper"]
+    assert fw["candidate"] and not fw["baseline"] and fw["baseline_runs"]  # it ran on the baseline, changing nothing
+    assert d["divergence"]["candidate"]["pass"] == "fusion-wrapper"
+    assert d["divergence"]["candidate"]["effect"] == {"exponential": -1, "fusion": 1}
+    assert "fusion-wrapper" in d["summary"]
+    assert pass_diff(None, read_pipeline(candidate))["note"].startswith("no per-pass dump from the baseline")
+
+
+def _verdict(ratio, verdict, settled=True, lo=None, hi=None):
+    return {"verdict": verdict, "ratio": ratio, "ci95": [lo or ratio * 0.98, hi or ratio * 1.02], "settled": settled}
+
+
+def _experiment(setting, vs, hlo_same=False, fusions_same=False, status="ok", outputs_ok=True):
+    return {"label": f"0.8.0 [{setting}]", "setting": setting, "status": status, "outputs_ok": outputs_ok,
+            "hlo_same_as_baseline": hlo_same, "fusions_same_as_baseline": fusions_same, "vs_baseline": vs,
+            "moved": ""}
+
+
+def test_diagnosis_claims_only_what_an_experiment_showed():
+    slower = _verdict(1.17, "slower")
+    fix = _experiment("XLA_FLAGS=--a", _verdict(1.0, "same"))
+    located = _experiment("XLA_FLAGS=--b", _verdict(1.16, "slower"), hlo_same=True, fusions_same=True)
+    d = diagnose("0.7.2", "0.8.0", slower, [fix])
+    assert d["kind"] == WORKAROUND and d["workaround"] is fix and "XLA_FLAGS=--a restores 1.00x" in d["summary"]
+    d = diagnose("0.7.2", "0.8.0", slower, [located])
+    assert d["kind"] == CAUSE and "not in an HLO pass" in d["summary"] and d["workaround"] is None
+    fusions_only = _experiment("XLA_FLAGS=--c", _verdict(1.16, "slower"), fusions_same=True)
+    d = diagnose("0.7.2", "0.8.0", slower, [fusions_only])
+    assert d["kind"] == CAUSE and "not in an HLO pass" not in d["summary"] and "fusion" in d["summary"]
+    # unsettled, a mismatch, a failure: no claim
+    unsure = _experiment("XLA_FLAGS=--d", _verdict(1.0, "same", settled=False))
+    wrong = _experiment("XLA_FLAGS=--e", _verdict(1.0, "same"), outputs_ok=False)
+    failed = _experiment("XLA_FLAGS=--f", None, status="error", outputs_ok=None)
+    d = diagnose("0.7.2", "0.8.0", slower, [unsure, wrong, failed])
+    assert d["kind"] == NOT_SEPARATED and "3 experiments did not separate them" in d["summary"]
+    assert diagnose("0.7.2", "0.8.0", _verdict(1.0, "same"), [fix])["kind"] == NO_REGRESSION
+
+
+def test_plan_disables_the_candidates_own_passes_and_toggles_related_flags():
+    passes = {"passes": [{"name": "fusion-wrapper", "baseline": False, "candidate": True, "effect_differs": False},
+                         {"name": "algsimp", "baseline": True, "candidate": True, "effect_differs": False}],
+              "divergence": {"candidate": {"pass": "fusion-wrapper"}}, "identical": False}
+    exps = plan(Evidence(passes, None, ["reduce-window"]), parse_variant("0.8.0:X=1"), "cpu")
+    assert exps[0].kind == "pass" and exps[0].spec.settings.xla_flags == ("--xla_disable_hlo_passes=fusion-wrapper",)
+    assert exps[0].spec.settings.env == (("X", "1"),)  # the candidate's own settings stay
+    assert not any(e.what == "algsimp" for e in exps)
+    flags = [e.what for e in exps if e.kind == "flag"]
+    assert "--xla_cpu_use_fusion_emitters=false" in flags and not any("gpu" in f for f in flags)
+    assert all("gpu" in e.what for e in plan(Evidence(passes, None, ["dot"]), parse_variant("0.8.0:X=1"), "cuda")
+               if e.kind == "flag")
+
+
+def test_config_values_take_the_options_type_and_unknown_flags_are_read_from_xla():
+    assert parse_config_value(False, "true") is True and parse_config_value(0, "3") == 3
+    assert parse_config_value(None, "highest") == "highest" and parse_config_value(1.0, "2") == 2.0
+    with pytest.raises(ValueError):
+        parse_config_value(True, "maybe")
+    tail = "F1201 parse_flags_from_env.cc:234] Unknown flag in XLA_FLAGS: --xla_bogus=1\n*** SIGABRT"
+    assert "--xla_bogus=1" in unknown_flag_reason(tail) and unknown_flag_reason("Segmentation fault") is None
+
+
+def test_several_sizes():
+    assert several_sizes(["seq=128,256"]) and not several_sizes(["seq=128"])
+    assert parse_size_lists(["seq=128, 256", "b=2"]) == [{"seq": 128, "b": 2}, {"seq": 256, "b": 2}]
+    with pytest.raises(UsageError):
+        parse_size_lists(["seq=128,x"])
+
+
+# ------------------------------------------------------------------------------------------------ across releases
+
+
+@pytest.fixture(scope="module")
+def attention_store(tmp_path_factory):
+    from attention import make_small
+
+    store = str(tmp_path_factory.mktemp("explain") / "store")
+    fn, args = make_small()
+    reprobundle.pack(fn, *args, name="attention-small", store=store, **FAST_PACK)
+    return store
+
+
+@pytest.mark.crossversion
+def test_settings_reach_only_their_contender_and_an_unknown_flag_is_that_contenders_error(attention_store):
+    runs = api.replay("attention-small", ["0.8.0"], store=attention_store, warmup=1, repeat=2, rounds=1,
+                      profile=False, variants=["0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper;"
+                                               "XLA_REPROBUNDLE_TEST=on;jax_enable_x64=false",
+                                               "0.7.2:XLA_FLAGS=--xla_no_such_flag_anywhere=1"]).runs
+    plain, variant, unknown = runs
+    assert plain["status"] == variant["status"] == "ok", (plain["reason"], variant["reason"])
+    assert unknown["status"] == "error" and "--xla_no_such_flag_anywhere=1" in unknown["reason"]
+    assert variant["contender"]["settings"]["xla_flags"] == ["--xla_disable_hlo_passes=fusion-wrapper"]
+    assert "fusion-wrapper" in variant["contender"]["label"]
+    # the environment variable and the config option reached the variant's worker only
+    assert variant["environment"]["env_vars"].get("XLA_REPROBUNDLE_TEST") == "on"
+    assert "XLA_REPROBUNDLE_TEST" not in plain["environment"]["env_vars"]
+    assert any("jax.config.update('jax_enable_x64', False)" in n for n in variant["notes"])
+    assert not any("contender settings" in n for n in plain["notes"])
+    # the flag reached XLA in the variant only: its fusions are 0.8.0's without the wrapped ones
+    registry = api.open_registry(attention_store)
+    hlo = {r["run_id"]: registry.get_blob(r["artifacts"]["hlo_after"]["blob"]).decode() for r in (plain, variant)}
+    assert "wrapped_" in hlo[plain["run_id"]] and "wrapped_" not in hlo[variant["run_id"]]
+    comparison = api.replay_comparison(api.ReplayResult(registry, registry.resolve("attention-small"), runs))
+    assert "--variant 0.8.0:" in comparison["reproduce"]["command"].replace("'", "")
+
+
+@pytest.mark.crossversion
+def test_explain_attention_names_fusion_wrapper_and_its_experiment(attention_store, tmp_path):
+    result = api.explain("attention-small", ["0.7.2", "0.8.0"], store=attention_store, warmup=1, repeat=6, rounds=3)
+    fw = next(p for p in result["passes"] if p["name"] == "fusion-wrapper")
+    assert fw["candidate"] and not fw["baseline"]
+    exp = next(e for e in result["experiments"] if e["what"] == "fusion-wrapper")
+    assert exp["kind"] == "pass" and exp["status"] == "ok" and exp["outputs_ok"]
+    assert exp["fusions_same_as_baseline"] is True
+    v = exp["vs_baseline"]
+    assert v["verdict"] in ("slower", "faster", "same") and v["ci95"][0] <= v["ratio"] <= v["ci95"][1]
+    assert result["diagnosis"]["kind"] in (WORKAROUND, CAUSE, NOT_SEPARATED, NO_REGRESSION)
+    assert result["diagnosis"]["summary"]
+    workaround = result["diagnosis"]["workaround"]
+    if workaround:  # the Reproduce block replays it
+        assert "--variant" in result["reproduce"]["command"]
+    data = explain_render.explain_data(result)
+    json.dumps(data, default=str)
+    assert "fusion-wrapper" in explain_render.to_text(data) and "fusion-wrapper" in explain_render.to_markdown(data)
+    assert "<table" in explain_render.to_html(data)
+
+
+@pytest.mark.crossversion
+def test_symbolic_bundle_at_three_sizes_gives_a_table_and_a_chart(tmp_path):
+    from jax import export
+
+    def f(x, w):
+        return jax.nn.softmax(x @ w, axis=-1)
+
+    seq, = export.symbolic_shape("seq")
+    exp = export.export(jax.jit(f))(jax.ShapeDtypeStruct((seq, 16), jnp.float32),
+                                    jax.ShapeDtypeStruct((16, 16), jnp.float32))
+    rng = np.random.default_rng(0)
+    store = str(tmp_path / "store")
+    reprobundle.pack(exp, rng.standard_normal((8, 16), dtype=np.float32), rng.standard_normal((16, 16), dtype=np.float32),
+                     name="poly", store=store, **FAST_PACK)
+    data = api.replay_sizes("poly", ["0.7.2", "0.8.0"], ["seq=32,64,128"], store=store, warmup=1, repeat=3, rounds=3,
+                            profile=False, dump=False)
+    assert [s["shape"] for s in data["sizes"]] == ["seq=32", "seq=64", "seq=128"]
+    for size in data["sizes"]:
+        (row,) = size["rows"]
+        assert row["label"] == "0.8.0" and row["status"] == "ok" and row["ratio"] and row["ci95"]
+        assert row["outputs"] == "ok"
+    text = sizes_render.to_text(data)
+    assert all(s in text for s in ("seq=32", "seq=64", "seq=128"))
+    page = sizes_render.to_html(data)
+    assert page.count("<circle") == 3 and "<polyline" in page and "http" not in page.replace(
+        "http://www.w3.org/2000/svg", "")
+    assert sizes_render.to_markdown(data).count("| seq=") == 3
+
+
+def test_where_the_time_moved_reports_a_fusion_change_as_a_change_not_a_cause():
+    from reprobundle.analysis.comparison import moved_line
+    from reprobundle.render.comparison import fusion_note
+
+    base = {"label": "0.7.2", "median_ns": 1.0e6, "ratio": 1.0, "verdict": "baseline"}
+    row = {"label": "0.8.0", "median_ns": 1.2e6, "ratio": 1.2, "verdict": "slower"}
+    top = {"base_name": "reduce-window", "cand_name": "wrapped_reduce-window", "signature": "reduce-window",
+           "match": "wrapped", "source": "attention.py:25", "base_ns": 1e5, "cand_ns": 3e5, "delta_ns": 2e5,
+           "ratio": 3.0}
+    diff = {"per_op": [top], "moved_row": top, "moved_how": "explains", "fusion": {"identical": False}}
+    line = moved_line(row, base, diff)
+    assert "most moved: reduce-window -> wrapped_reduce-window" in line
+    assert "its fusion changed too (wrapped): a change, not shown to be the cause" in line
+    assert "reprobundle explain" in line
+    same_fusion = {**top, "match": "name", "cand_name": "reduce-window"}
+    assert "not shown to be the cause" not in moved_line(row, base, {**diff, "per_op": [same_fusion],
+                                                                     "moved_row": same_fusion})
+    assert "not why" in fusion_note({"identical": False}) and fusion_note({"identical": True}) == ""
+
+
+def test_cli_refuses_what_explain_and_variant_cannot_use(tmp_path):
+    from cli_runner import cli
+
+    code, _, err = cli("explain", "anything", "--jax", "0.8.0", store=tmp_path / "store")
+    assert code == UsageError.exit_code and "two different versions" in err
+    code, _, err = cli("replay", "anything", "--variant", "0.8.0", store=tmp_path / "store")
+    assert code == UsageError.exit_code and "is not JAX:NAME=VALUE" in err
+
+
+def test_a_sweep_of_one_function_at_several_signatures_gives_its_ratio_by_size():
+    from reprobundle.render import sweep as sweep_render
+    from reprobundle.run.executor import result_skeleton
+
+    def result(ref, seq, ratio, function="attention"):
+        return {**result_skeleton(ref, ["0.7.2", "0.8.0"]), "function": function, "ratio": ratio,
+                "ci95": [ratio * 0.95, ratio * 1.05], "verdict": "slower" if ratio > 1.05 else "same", "settled": True,
+                "input_shapes": [f"float32[1,{seq},512]", "float32[512,512]"], "wall_s": 1.0, "host": "h"}
+
+    data = {"results": [result("attention@3", 512, 1.2), result("attention@1", 128, 1.0),
+                        result("attention@2", 256, 1.1), result("other@1", 8, 1.0, "other")],
+            "baseline": "0.7.2", "candidate": "0.8.0", "jax": {}, "counts": {
+                "total": 4, "slower": 2, "faster": 0, "same": 2, "unjudged": 0, "mismatch": 0, "failed": 0,
+                "stored": 0}, "store": "s", "executor": "local", "options": {}, "rerun": False}
+    (by_size,) = sizes_render.sweep_sizes(data)
+    assert by_size["bundle"] == "attention"
+    assert [s["shape"] for s in by_size["sizes"]] == ["float32[1,128,512] (attention@1)",
+                                                      "float32[1,256,512] (attention@2)",
+                                                      "float32[1,512,512] (attention@3)"]
+    text = sweep_render.to_text(data)
+    assert "attention: time against 0.7.2 by size" in text and "1.20x [1.14-1.26]" in text
+    page = sweep_render.to_html(data)
+    assert page.count("<circle") == 3 and "by size" in page
+    assert "attention: time against 0.7.2 by size" in sweep_render.to_markdown(data)
+
+
+def test_a_contenders_secret_settings_are_masked_where_they_are_recorded():
+    spec = parse_variant("0.8.0:XLA_FLAGS=--xla_gpu_cuda_data_dir=/x/ghp_AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH1234 "
+                         "--xla_cpu_use_xnnpack=false;HF_TOKEN=abc;JAX_PLATFORM_NAME=cpu")
+    shown = spec.redacted()
+    assert "ghp_" not in shown.label and "abc" not in shown.label
+    assert "--xla_cpu_use_xnnpack=false" in shown.label and "JAX_PLATFORM_NAME=cpu" in shown.label
+    assert spec.settings.env == (("HF_TOKEN", "abc"), ("JAX_PLATFORM_NAME", "cpu"))  # the worker gets the real ones
+
+
+@pytest.mark.crossversion
+def test_a_flag_that_changes_outputs_changes_only_its_contenders_runs(tmp_path):
+    """XLA's fast math told to assume no NaN folds `x != x` to false: under that variant the NaN count is 0, which
+    mismatches the reference on any machine, while the same release without the setting matches it."""
+    def nan_count(x):
+        return jnp.sum(x != x).astype(jnp.float32) + jnp.sum(jnp.where(x != x, 0.0, x))
+
+    store = str(tmp_path / "store")
+    x = np.where(np.linspace(-2, 2, 64) > 1, np.nan, np.linspace(-2, 2, 64)).astype(np.float32)
+    reprobundle.pack(jax.jit(nan_count), x, name="nans", store=store, **FAST_PACK)
+    fast = "0.8.0:XLA_FLAGS=--xla_cpu_enable_fast_math=true --xla_cpu_fast_math_honor_nans=false"
+    plain, variant = api.replay("nans", ["0.8.0"], store=store, warmup=1, repeat=2, rounds=1, profile=False,
+                                dump=False, variants=[fast]).runs
+    assert plain["status"] == "ok", plain["reason"]
+    assert variant["status"] == "mismatch" and variant["contender"]["settings"]["xla_flags"] == [
+        "--xla_cpu_enable_fast_math=true", "--xla_cpu_fast_math_honor_nans=false"]
