@@ -738,6 +738,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     debug = settings().debug == "1"
     _guard_commands()
     previous_sigterm = _catch_sigterm()
+    previous_unraisable = sys.unraisablehook
+    if not debug:
+        sys.unraisablehook = _unraisable
     from .store.scratch import install_exit_watchdog  # a signal ends the command within seconds, even in C code
 
     stop_watchdog = install_exit_watchdog(lambda signum: "interrupted" if signum == signal.SIGINT else "terminated")
@@ -782,10 +785,22 @@ def main(argv: Optional[list[str]] = None) -> int:
         return EXIT_BUG
     finally:
         _close_progress()
+        sys.unraisablehook = previous_unraisable
         if stop_watchdog is not None:
             stop_watchdog()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _unraisable(unraisable) -> None:
+    """An exception Python cannot raise where it happened (a finalizer, a gc callback: Ctrl-C can land in jax's)
+    prints no traceback. A swallowed interrupt still ends the command: the exit watchdog (store/scratch.py) ends it
+    within seconds of the signal, as interrupted or terminated. Anything else is logged (REPROBUNDLE_DEBUG=1 keeps
+    Python's own report)."""
+    import logging
+
+    if not isinstance(unraisable.exc_value, (KeyboardInterrupt, Terminated)):
+        logging.getLogger(__name__).debug("ignored in %r: %s", unraisable.object, unraisable.exc_value)
 
 
 class Terminated(BaseException):

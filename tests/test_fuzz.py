@@ -761,6 +761,9 @@ ALLOWED_TEXT_MATCHES = {
     ("api.py", "np.load(path, allow_pickle=False)"): "numpy's loader with pickles refused",
     ("run/ray_executor.py", "with cloudpickle, by reference to its module"):
         "its docstring says that Ray serializes our own task function; tasks and results cross as plain data",
+    ("errors.py", "def __reduce__(self)"):
+        "DiskFullError (an OSError with its own constructor) is rebuilt from its three strings when Ray or a process "
+        "pool sends it back: our own error, never bundle data",
 }
 ALLOWED_CALLS = {
     ("api.py", "load_factory", "exec_module"): "runs the user's own pack script, only when `pack SCRIPT.py` asks",

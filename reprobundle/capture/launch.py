@@ -127,10 +127,12 @@ def run_program(command: Sequence[str], options: CaptureOptions, *,
         except KeyboardInterrupt:
             proc.kill()
             proc.wait()
+            _discard(directory)
             raise
     except BaseException:  # SIGTERM (cli.Terminated) or an error: the program does not outlive its capture
         proc.kill()
         proc.wait()
+        _discard(directory)
         raise
     announce()
     return ProgramRun(exit_code=exit_code_of(returncode), interrupted=interrupted, directory=directory,
@@ -175,6 +177,11 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
                              timed=options.timing, exit_code=run.exit_code, command=shown,
                              interrupted=run.interrupted, problems=problems, store=pack_options.store)
     finally:
-        if settings().debug != "1":
-            shutil.rmtree(run.directory, ignore_errors=True)
-        untrack(run.directory)
+        _discard(run.directory)
+
+
+def _discard(directory: Path) -> None:
+    """The program's staging folder, gone (kept with REPROBUNDLE_DEBUG=1, to look into)."""
+    if settings().debug != "1":
+        shutil.rmtree(directory, ignore_errors=True)
+    untrack(directory)

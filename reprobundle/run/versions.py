@@ -104,10 +104,11 @@ def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[
         text = str(getattr(request, "jax", request)).strip()  # a version, or a contender (run/contenders.py)
         if _RELEASE_RE.match(text):
             plain.append(re.sub(r"^(jax\s*==\s*)?[vV]?", "", text))
-        elif not _REQUEST_RE.match(text) and not (os.sep in text and os.path.exists(text)):
-            raise UsageError(f"--jax {quoted(text, 60)} is not a JAX version",
+        elif not _REQUEST_RE.match(text) and not (os.sep in text and _names_a_python(text)):
+            raise UsageError(f"--jax {quoted(text, 60)} is not a JAX version"
+                             + (": no Python interpreter or environment is there" if os.sep in text else ""),
                              hint="give a release such as 0.8.0, 'installed', 'latest', a nightly such as "
-                                  "nightly:2025-10-03, or the path of a Python interpreter")
+                                  "nightly:2025-10-03, or the path of a Python interpreter or environment")
     if not plain:
         return
     try:
@@ -119,6 +120,19 @@ def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[
             newest = known[-1] if known else "none"
             raise UsageError(f"jax {quoted(release, 40)} is not a release on the package index",
                              hint=f"the installable releases run from {known[0] if known else 'none'} to {newest}")
+
+
+def _names_a_python(text: str) -> bool:
+    """Whether a --jax PATH names a Python interpreter (by its name: python3.12, pypy3) or an environment holding
+    one; its JAX is checked when the environment is resolved (run/local_env.py)."""
+    from ..errors import EnvironmentCreationError
+    from .local_env import interpreter_of
+
+    try:
+        interpreter = interpreter_of(text)
+    except EnvironmentCreationError:
+        return False
+    return interpreter.name.startswith(("python", "pypy"))
 
 
 def releases_between(span: str, available: list[str]) -> list[str]:
