@@ -446,8 +446,9 @@ def concrete_versions(runs: Sequence[dict]) -> list[str]:
         v = run["requested"]
         if v == "installed" or is_path_request(v):
             v = str((run.get("environment") or {}).get("jax") or v)
-        out.append(v)
-    return list(dict.fromkeys(out))  # a version replayed in both modes is one --jax
+        if (run.get("contender") or {}).get("mode", "frozen") == mode_of(runs[:1]):
+            out.append(v)  # a version replayed in both modes is one --jax; one replayed twice stays twice
+    return out
 
 
 def mode_of(runs: Sequence[dict]) -> str:
@@ -674,10 +675,8 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
 
 def history(selection: Sequence[str] = (), *, store: str | None = None, labels: dict[str, str] | None = None,
             baseline: str | None = None) -> dict:
-    """The registry over time, from its stored runs only (nothing is replayed): the selected bundles (refs and
-    name globs, as sweep's; nothing: every bundle) x the releases their runs were made on, each cell the ratio to
-    `baseline` (default: the oldest release) with its paired verdict where the two were timed together, shown
-    apart without one where not (analysis/history.py). Plain data; render/history.py draws it."""
+    """The registry over time from its stored runs only (analysis/history.py): the selected bundles (as sweep's)
+    x the releases their runs were made on, each cell against `baseline` (default: the oldest). Plain data."""
     from .analysis.history import build_history
     from .run.sweep import select_bundles
 
@@ -693,9 +692,8 @@ def history(selection: Sequence[str] = (), *, store: str | None = None, labels: 
 
 
 def history_reports(data: dict, folder: str | Path, *, store: str | None = None) -> dict[tuple[str, str], str]:
-    """Write, for every cell of `data` timed together with the baseline, that replay's report (the two runs'
-    comparison as HTML) under `folder`; returns the file of each cell by (bundle id, column), relative to
-    `folder`'s parent, for the history page's links."""
+    """Each cell of `data` timed with the baseline: its replay's report (HTML) written under `folder`; returns the
+    files by (bundle id, column), relative to `folder`'s parent, for the page's links."""
     from .render.comparison import to_html as comparison_html
 
     registry = open_registry(store or data.get("store"))

@@ -32,6 +32,7 @@ from .errors import (
     no_space_error,
     terminal_text,
 )
+from .logs import quiet_unraisable
 from .render import text as report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -571,12 +572,9 @@ def sweep(
 def history(
     selection: Optional[List[str]] = typer.Argument(None, metavar="[SELECTION]...",
                                                     help="Refs or name globs, as sweep's. Default: every bundle."),
-    baseline: Optional[str] = typer.Option(None, "--baseline", help="The release every cell is compared with "
-                                                                     "(default: the oldest with a stored run)."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The release compared with (default: oldest)."),
     label: List[str] = typer.Option([], "--label", help="Only bundles with this KEY=VALUE label (repeatable)."),
-    html_path: Optional[Path] = typer.Option(None, "--html", help="Write one offline HTML page: the matrix, a chart "
-                                                                  "per bundle, each timed cell linking to its "
-                                                                  "replay's report (written beside it)."),
+    html_path: Optional[Path] = typer.Option(None, "--html", help="Write one offline page (reports beside it)."),
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -740,7 +738,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     previous_sigterm = _catch_sigterm()
     previous_unraisable = sys.unraisablehook
     if not debug:
-        sys.unraisablehook = _unraisable
+        sys.unraisablehook = quiet_unraisable
     from .store.scratch import install_exit_watchdog  # a signal ends the command within seconds, even in C code
 
     stop_watchdog = install_exit_watchdog(lambda signum: "interrupted" if signum == signal.SIGINT else "terminated")
@@ -790,17 +788,6 @@ def main(argv: Optional[list[str]] = None) -> int:
             stop_watchdog()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
-
-
-def _unraisable(unraisable) -> None:
-    """An exception Python cannot raise where it happened (a finalizer, a gc callback: Ctrl-C can land in jax's)
-    prints no traceback. A swallowed interrupt still ends the command: the exit watchdog (store/scratch.py) ends it
-    within seconds of the signal, as interrupted or terminated. Anything else is logged (REPROBUNDLE_DEBUG=1 keeps
-    Python's own report)."""
-    import logging
-
-    if not isinstance(unraisable.exc_value, (KeyboardInterrupt, Terminated)):
-        logging.getLogger(__name__).debug("ignored in %r: %s", unraisable.object, unraisable.exc_value)
 
 
 class Terminated(BaseException):

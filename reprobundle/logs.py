@@ -55,3 +55,12 @@ class Status(str):
         self = super().__new__(cls, text)
         self.phase, self.done, self.total = phase, done, total
         return self
+
+
+def quiet_unraisable(unraisable) -> None:
+    """sys.unraisablehook for the CLI: an exception Python cannot raise where it happened (a finalizer, a gc
+    callback: Ctrl-C can land in jax's) prints no traceback. A swallowed interrupt or termination (a BaseException
+    that is no Exception) still ends the command: the exit watchdog (store/scratch.py) ends it within seconds of the
+    signal. Anything else is logged at debug (REPROBUNDLE_DEBUG=1 keeps Python's own report)."""
+    if isinstance(unraisable.exc_value, Exception):
+        logging.getLogger(__name__).debug("ignored in %r: %s", unraisable.object, unraisable.exc_value)

@@ -181,9 +181,11 @@ def test_there_is_a_golden_run_record_for_every_run_format_version():
 
 def test_golden_v3_run_record_keeps_the_workers_notes_and_its_replay():
     """Written by replaying v2-pytree-key-static.zip on installed and 0.4.30 (never regenerated): the 0.4.30 run."""
-    run = mf.decode_run((GOLDEN / "v3-run-pytree-notes.msgpack").read_bytes())
+    raw = (GOLDEN / "v3-run-pytree-notes.msgpack").read_bytes()
+    assert mf.decode_map(raw, "run")["format_version"] == 3
+    run = mf.decode_run(raw)  # upgraded to the current version: a v3 run was a frozen replay without settings
     assert_schema_valid(run, "run")
-    assert run["format_version"] == 3 and run["status"] == "ok"
+    assert run["status"] == "ok" and "contender" not in run
     assert run["group"] == run["timing"]["group"]
     assert any("calling_convention_version 10" in n for n in run["notes"])
     assert any("absl" in n for n in run["notes"])
@@ -203,3 +205,11 @@ def test_golden_v2_run_record_reads_with_its_interleaving():
     assert timing["rounds"] == [2, 2, 2] and len(timing["steps"]) == 6 and timing["group"]
     assert [len(r) for r in step_medians(timing)] == [2, 2, 2]
 
+
+
+def test_golden_v4_run_record_names_its_contender():
+    """Written by a frozen replay of chain10 on 0.7.2, 0.8.0 and installed (never regenerated): the 0.7.2 run."""
+    run = mf.decode_run((GOLDEN / "v4-run-contender.msgpack").read_bytes())
+    assert_schema_valid(run, "run")
+    assert run["format_version"] == 4 and run["contender"]["mode"] == "frozen"
+    assert run["contender"]["jax"] == run["requested"] and run["contender"]["settings"]["xla_flags"] == []

@@ -123,16 +123,14 @@ def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[
 
 
 def _names_a_python(text: str) -> bool:
-    """Whether a --jax PATH names a Python interpreter (by its name: python3.12, pypy3) or an environment holding
-    one; its JAX is checked when the environment is resolved (run/local_env.py)."""
-    from ..errors import EnvironmentCreationError
-    from .local_env import interpreter_of
+    """Whether a --jax PATH names a Python interpreter (by its name: python3.12, pypy3) or a folder holding one
+    (bin/python); its JAX is checked when the environment is resolved (run/local_env.py)."""
+    from pathlib import Path
 
-    try:
-        interpreter = interpreter_of(text)
-    except EnvironmentCreationError:
-        return False
-    return interpreter.name.startswith(("python", "pypy"))
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return any((path / sub).is_file() for sub in ("bin/python", "bin/python3", "Scripts/python.exe"))
+    return path.is_file() and path.name.startswith(("python", "pypy"))
 
 
 def releases_between(span: str, available: list[str]) -> list[str]:
