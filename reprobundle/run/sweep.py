@@ -225,13 +225,13 @@ def _outputs_of_runs(runs: Sequence[dict]) -> dict[str, Any]:
     failed = [r for r in runs if r["status"] not in TIMED]
     if failed:
         return {"outputs": OUTPUT_FAILED,
-                "outputs_detail": "; ".join(f"jax {r['requested']}: {r['status']}: {first_line(r.get('reason'), 200)}"
+                "outputs_detail": "; ".join(f"jax {r['requested']}: {r['status']}: {first_line(r.get('reason'), 400)}"
                                             for r in failed)}
     mismatched = [r for r in runs if r["status"] == "mismatch"]
     if mismatched:
         return {"outputs": OUTPUT_MISMATCH,
                 "outputs_detail": "; ".join(f"jax {r['requested']} vs the packed reference: "
-                                            f"{first_line(r['reason'], 200)}" for r in mismatched)}
+                                            f"{first_line(r['reason'], 400)}" for r in mismatched)}
     return {}
 
 
