@@ -46,11 +46,8 @@ import reprobundle  # noqa: E402
 from reprobundle.analysis import sequential  # noqa: E402
 from reprobundle.analysis.conditions import summary  # noqa: E402
 from reprobundle.analysis.verdict import paired_log_ratios, timing_verdict  # noqa: E402
-from reprobundle.api import (  # noqa: E402
-    load_factory,
-    open_registry,
-    parse_pin,  # noqa: E402
-)
+from reprobundle.api import open_registry, parse_pin  # noqa: E402
+from reprobundle.capture.script import load_factory  # noqa: E402
 from reprobundle.run import budget as B  # noqa: E402
 from reprobundle.run.conditions import conditions, snapshot  # noqa: E402
 from reprobundle.run.execution import Timing, build_job  # noqa: E402

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from reprobundle import api  # noqa: E402
+from reprobundle.capture.script import load_factory  # noqa: E402
 from reprobundle.run.envs import EnvironmentManager  # noqa: E402
 
 SCRIPT = ROOT / "examples" / "attention.py"
@@ -39,7 +40,7 @@ def factory_and_export_s(repeats: int = 3) -> float:
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        _, _, factory = api.load_factory(str(SCRIPT))
+        _, _, factory = load_factory(str(SCRIPT))
         fn, args = factory()[:2]
         call = flatten_call(fn, tuple(args), {})
         jax.export.export(jax.jit(call.fn_flat))(*call.dynamic)

@@ -6,7 +6,7 @@ from . import capture  # noqa: E402  (the package; called, it is the capture con
 
 # The API names load on first use (PEP 562): a program run under `reprobundle capture` imports this package to
 # load the hook, and must not pay for the store, registry and replay layers it never uses.
-_LAZY = {"open_registry": "api", "pack": "api", "pack_exported": "api", "replay": "api",
+_LAZY = {"open_registry": "api", "pack": "api", "pack_exported": "api", "pack_script": "api", "replay": "api",
          "BundleRef": "bundle.registry", "ReproBundleError": "errors"}
 
 
@@ -29,5 +29,5 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-__all__ = ["BundleRef", "ReproBundleError", "capture", "open_registry", "pack", "pack_exported", "replay",
+__all__ = ["BundleRef", "ReproBundleError", "capture", "open_registry", "pack", "pack_exported", "pack_script", "replay",
            "__version__"]

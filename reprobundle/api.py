@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import re
 import sys
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -18,22 +16,21 @@ from .analysis.stored_runs import select_runs
 from .bundle.model import run_label
 from .bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_ref
 from .capture.export import export_function, load_exported
+from .capture.files import load_npz as load_npz  # re-exported: the inputs of pack --inputs
+from .capture.files import read_user_file
 from .capture.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
 from .capture.pack import pack as _pack
 from .config import DEFAULT_WARMUP, REFERENCE_REPEAT
-from .errors import ReproBundleError, ScriptError, UsageError, clean_values
+from .errors import UsageError, clean_values
 from .logs import Status
-from .run.contenders import ContenderSpec, contenders_from, variant_args
-from .run.execution import DEFAULT_TIMEOUT_S, dtype_of
+from .run.contenders import ContenderSpec, concrete_versions, contenders_from, mode_of, variant_args
+from .run.execution import DEFAULT_TIMEOUT_S
 from .run.options import ReplayOptions, check_timing, checked_timeout, replay_options
 from .run.options import parse_pin as parse_pin  # re-exported: --pin's parser
 from .run.replay import replay as _replay
 from .run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
 
 BISECT_OPTIONS = ReplayOptions(dump=False)  # a bisection's probes keep no XLA dump
-
-DEFAULT_FACTORY = "make"
-
 
 def open_registry(store: str | os.PathLike | None = None) -> Registry:
     """The registry at `store` (a URL or path); None means $REPROBUNDLE_STORE or the default local folder."""
@@ -51,7 +48,7 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
          warmup: int = DEFAULT_WARMUP, repeat: int = REFERENCE_REPEAT,
          dump: bool = True, profile: bool = True, progress: Callable[[str], None] | None = None,
          timeout_s: float = DEFAULT_TIMEOUT_S,
-         platforms: Sequence[str] | str | None = None, program=None) -> BundleRef:
+         platforms: Sequence[str] | str | None = None, program=None, script: str | None = None) -> BundleRef:
     """Capture `fn(*args, **kwargs)` with jax.export, run it once as the reference, and publish a bundle.
 
     `fn` is any function JAX can jit (a plain function, a `jax.jit`, `nnx.jit` or `eqx.filter_jit` object) or a
@@ -61,9 +58,18 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
     `platforms` ("cuda,cpu" or a list): lower one artifact for each, on any machine; the reference runs on the first
     accelerator of them this process's jax has, else the CPU (default: the default backend's platform).
     `progress` gets a line as each phase starts (export, inputs, reference run, publish). `timeout_s` bounds the
-    reference run's worker. `program` (capture/source.py's Program): the source a replay can retrace.
+    reference run's worker. `script` ("train.py:make", default factory `make`): the program a replay can retrace
+    (`replay --retrace`), a script whose factory returns this call as `(fn, args)` or `(fn, args, kwargs)`; its
+    source, its local modules and its packages are stored, nothing of it runs here (capture/script.py).
+    `program` (capture/source.py's Program): the same, already collected.
     """
     timeout_s = checked_timeout(timeout_s)
+    if script is not None:
+        from .capture.script import script_program
+
+        if program is not None:
+            raise UsageError("pack takes script or program, not both")
+        program = script_program(script, static)
     if progress:
         progress(Status("exporting the function with jax.export", "export"))
     exported, leaves = export_function(fn, args, kwargs, static, platforms)
@@ -71,38 +77,6 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
                  synthetic=synthetic_inputs, seed=seed, description=description, labels=labels, source=source,
                  timing=check_timing(warmup, repeat), dump=dump, profile=profile, progress=progress, timeout_s=timeout_s,
                  program=program)
-
-
-def load_npz(path: str | Path, expected: Sequence[dict] | None = None) -> list[np.ndarray]:
-    """Input leaves from an .npz: keys arr_0..arr_N-1 (np.savez(*leaves)) in numeric order, else file order.
-
-    Arrays saved from ml_dtypes types (bfloat16...) come back as raw void data; they are reinterpreted as the
-    expected dtype when the item size matches.
-    """
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            keys = list(npz.files)
-            if keys and all(k.startswith("arr_") and k[4:].isdigit() for k in keys):
-                keys.sort(key=lambda k: int(k[4:]))
-            leaves = [npz[k] for k in keys]
-    except FileNotFoundError:
-        raise UsageError(f"inputs file {path} does not exist") from None
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
-        raise UsageError(f"cannot read inputs from {path}: {e}",
-                         hint="save the inputs with numpy.savez(path, *leaves), without object arrays") from None
-    if expected:
-        for i, (leaf, aval) in enumerate(zip(leaves, expected)):
-            want = dtype_of(aval["dtype"])
-            if leaf.dtype.kind == "V" and leaf.dtype.itemsize == want.itemsize:
-                leaves[i] = leaf.view(want)
-    return leaves
-
-
-def _read(path: str | Path, what: str) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read the {what} {path}: {e.strerror}") from None
 
 
 def _pack_loaded(fn, inputs, *, store, synthetic_inputs, warmup, repeat, **options) -> BundleRef:
@@ -130,7 +104,7 @@ def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np
     so the bundle is exactly what that release produces; the host's JAX never reads the artifact.
     """
     timeout_s = checked_timeout(timeout_s)
-    data = bytes(exported) if isinstance(exported, (bytes, bytearray)) else _read(exported, "exported artifact")
+    data = bytes(exported) if isinstance(exported, (bytes, bytearray)) else read_user_file(exported, "exported artifact")
     if jax_version and jax_version != "installed":
         from .capture.pack import pack_serialized_in
 
@@ -175,7 +149,7 @@ def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray]
             raise UsageError("a StableHLO module is for one platform", hint="give one: --platforms cuda")
         platform = names[0]
 
-    text = _read(module, "StableHLO module").decode("utf-8", "replace")
+    text = read_user_file(module, "StableHLO module").decode("utf-8", "replace")
     shapes = None
     if not synthetic_inputs and inputs is not None:  # a module with dynamic dimensions takes the inputs' sizes
         in_avals = stablehlo_signature(text)[0]
@@ -187,36 +161,10 @@ def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray]
                         profile=profile, source=text, progress=progress, timeout_s=timeout_s)
 
 
-def load_factory(script: str) -> tuple[Path, str, Callable]:
-    """`path/to/script.py[:FACTORY]` -> (path, source text, factory). Runs the script: the user asked for it."""
-    path_text, _, factory_name = script.partition(":")
-    factory_name = factory_name or DEFAULT_FACTORY
-    path = Path(path_text)
-    if not path.is_file():
-        raise ScriptError(f"script {path} does not exist")
-    source = path.read_text()
-    spec = importlib.util.spec_from_file_location(f"_reprobundle_script_{abs(hash(str(path.absolute())))}", path)
-    if spec is None or spec.loader is None:  # no loader for the file's suffix
-        raise ScriptError(f"{path} is not a Python script", hint="give a .py file: SCRIPT.py[:FACTORY]")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(path.parent.absolute()))
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:
-        raise ScriptError(f"running {path} failed: {type(e).__name__}: {e}") from e
-    finally:
-        sys.path.pop(0)
-    factory = getattr(module, factory_name, None)
-    if not callable(factory):
-        raise ScriptError(f"{path} has no function {factory_name}()",
-                          hint=f"define {factory_name}() returning (fn, args) or (fn, args, kwargs), "
-                               f"or name another one with {path}:FACTORY")
-    return path, source, factory
-
-
 def pack_script(script: str, *, name: str, store: str | None = None, **options) -> BundleRef:
     """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`, with the program (the script, the
     local modules it imports, its packages: capture/source.py) so that a replay can retrace it."""
+    from .capture.script import call_factory, split_script
     from .capture.source import collect_program
 
     options["timeout_s"] = checked_timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))  # before the script runs
@@ -227,19 +175,8 @@ def pack_script(script: str, *, name: str, store: str | None = None, **options) 
     from .capture.guard import user_code
 
     with user_code(f"the script {script}"):  # its sys.exit or os._exit is a ScriptError, not pack's exit
-        path, source, factory = load_factory(script)
-        try:
-            made = factory()
-        except ReproBundleError:
-            raise
-        except Exception as e:
-            raise ScriptError(f"{path}:{factory.__name__}() failed: {type(e).__name__}: {e}") from e
-        if not (isinstance(made, tuple) and len(made) in (2, 3) and callable(made[0])):
-            raise ScriptError(f"{path}:{factory.__name__}() must return (fn, args) or (fn, args, kwargs)")
-        fn, args, kwargs = (*made, {}) if len(made) == 2 else made
-        if not isinstance(args, (tuple, list)):
-            args = (args,)
-        program = collect_program(path, script.partition(":")[2] or DEFAULT_FACTORY, options.get("static") or ())
+        source, fn, args, kwargs = call_factory(script)
+        program = collect_program(*split_script(script), options.get("static") or ())
         return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, program=program, **options)
 
 
@@ -280,8 +217,9 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
 
 def _in_release(command: list[str], version: str, env_dir: str | None, progress) -> list[str]:
     """`python prog.py ...` with the interpreter of jax `version`'s environment (plus the packages prog.py imports)."""
+    from .capture.script import DEFAULT_FACTORY
     from .capture.source import collect_program
-    from .run.program_envs import program_environment
+    from .run.program_envs import program_environment, undeclared_export_needs
 
     if not command or not (Path(command[0]).name.startswith("python") or command[0] == sys.executable):
         raise UsageError("capture --jax runs the program with another interpreter, so it must start with python",
@@ -292,6 +230,7 @@ def _in_release(command: list[str], version: str, env_dir: str | None, progress)
     say = progress and (lambda line: progress(Status(line, "environment")))
     base = manager.ensure(version, progress=say)
     python = base.python_executable
+    packages = {**packages, **undeclared_export_needs(base)}
     if packages:
         python = program_environment(base, manager.root, packages, say=say).python_executable
     return [str(python), *command[1:]]
@@ -432,31 +371,6 @@ def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict
                          replay_args=result.replay_args)
 
 
-def concrete_versions(runs: Sequence[dict]) -> list[str]:
-    """The versions of runs as a reader would ask for them: `installed` and a local interpreter or environment
-    (`--jax PATH`, which only this machine has) become the JAX version they were. Runs under settings are variants
-    (variant_args), not versions."""
-    from .run.contenders import settings_of
-    from .run.local_env import is_path_request
-
-    out = []
-    for run in runs:
-        if settings_of(run):
-            continue
-        v = run["requested"]
-        if v == "installed" or is_path_request(v):
-            v = str((run.get("environment") or {}).get("jax") or v)
-        if (run.get("contender") or {}).get("mode", "frozen") == mode_of(runs[:1]):
-            out.append(v)  # a version replayed in both modes is one --jax; one replayed twice stays twice
-    return out
-
-
-def mode_of(runs: Sequence[dict]) -> str:
-    """The --mode that replays `runs` again: frozen, retrace or both."""
-    modes = {str((run.get("contender") or {}).get("mode") or "frozen") for run in runs}
-    return "both" if len(modes) > 1 else modes.pop() if modes else "frozen"
-
-
 def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None, *,
                   origin: tuple[Registry, Bundle] | None = None, replay_args: Sequence[str] = (),
                   reproduce: bool = True) -> dict:
@@ -509,6 +423,65 @@ def compare(ref: str, versions: Sequence[str] | None = None, *, store: str | Non
     comparison = comparison_of(registry, bundle, chosen, baseline)
     comparison["selection"] = selection
     return comparison
+
+
+def compare_bundles(ref_a: str, ref_b: str, versions: Sequence[str] = (), *, store: str | None = None,
+                    replay: bool = False, options: ReplayOptions | None = None, python: str | None = None,
+                    env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+                    **settings: Any) -> dict:
+    """Two bundles of one program, each traced by its own release (`capture --jax 0.7.2`, then `--jax 0.8.0`): the
+    lowering diff between their StableHLO and their timings side by side (analysis/bundle_pair.py).
+
+    With `replay`, both are first replayed frozen on `versions` (default: the release that traced each) in one
+    interleaved measurement, so each row gets a paired verdict: on one release the difference is JAX's lowering
+    alone (the same XLA compiles both), and each on the release that traced it is the whole upgrade. Their runs are
+    stored like any replay's (both bundles must be in one writable store). `options` or `settings`: replay's."""
+    from .analysis.bundle_pair import compare_pair
+
+    registry, a = resolve(ref_a, store)
+    registry_b, b = resolve(ref_b, store)
+    if a.ref.bundle_id == b.ref.bundle_id:
+        raise UsageError(f"{ref_a} and {ref_b} are the same bundle", hint="compare two captures of one program")
+    if replay:
+        if registry_b.url != registry.url or registry.store.read_only:
+            raise UsageError(f"compare --replay times {ref_a} and {ref_b} together, so they must be in one writable "
+                             "store", hint=f"pull them into it first: reprobundle pull {ref_b}")
+        _replay_pair(registry, a, b, versions, replay_options(options, settings), python, env_dir, progress)
+    return compare_pair(_pair_side(registry, a), _pair_side(registry_b, b))
+
+
+def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[str], options: ReplayOptions,
+                 python: str | None, env_dir: str | None, progress) -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .analysis.bundle_pair import Side
+    from .bundle.transfer import prefetch
+    from .run.replay import replay_together
+
+    try:
+        here = version("jax")
+    except PackageNotFoundError:
+        here = None
+    traced = [Side(str(x.ref), x.manifest, None).traced_by for x in (a, b)]
+    # the release this interpreter has is replayed here, as `installed`, rather than in an environment made for it
+    wanted = list(dict.fromkeys(versions or ["installed" if v == here else v for v in traced if v != "?"]))
+    if not wanted:
+        raise UsageError("neither bundle says which release traced it", hint="name the releases: --jax 0.7.2 --jax 0.8.0")
+    for bundle in (a, b):
+        prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
+    manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in wanted) or python else None
+    replay_together(registry, [a, b], contenders_from(wanted, (), "frozen"), options, python=python,
+                    env_manager=manager, progress=progress, one_group=True)
+
+
+def _pair_side(registry: Registry, bundle: Bundle):
+    from .analysis.bundle_pair import Side
+    from .run.retrace import program_file_names
+
+    digest = (bundle.manifest.get("function") or {}).get("stablehlo_text")
+    text = registry.get_blob(digest).decode("utf-8", "replace") if digest else None
+    return Side(str(bundle.ref), bundle.manifest, text, registry.runs(bundle.ref.bundle_id),
+                program_file_names(bundle.manifest))
 
 
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,

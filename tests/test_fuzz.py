@@ -758,7 +758,7 @@ def test_too_many_zip_entries(tmp_path, monkeypatch):
 # Places in the package that may run code or start processes, each for a stated reason. Anything else that
 # matches is a new route from data to code and fails the test.
 ALLOWED_TEXT_MATCHES = {
-    ("api.py", "np.load(path, allow_pickle=False)"): "numpy's loader with pickles refused",
+    ("capture/files.py", "np.load(path, allow_pickle=False)"): "numpy's loader with pickles refused",
     ("run/ray_executor.py", "with cloudpickle, by reference to its module"):
         "its docstring says that Ray serializes our own task function; tasks and results cross as plain data",
     ("errors.py", "def __reduce__(self)"):
@@ -766,7 +766,7 @@ ALLOWED_TEXT_MATCHES = {
         "pool sends it back: our own error, never bundle data",
 }
 ALLOWED_CALLS = {
-    ("api.py", "load_factory", "exec_module"): "runs the user's own pack script, only when `pack SCRIPT.py` asks",
+    ("capture/script.py", "load_factory", "exec_module"): "runs the user's own pack script, only when `pack SCRIPT.py` asks",
     ("capture/export.py", "load_exported", "deserialize"): "jax.export.deserialize of a file the user passes to pack",
     ("worker/__main__.py", "<module>", "exec_module"): "loads the worker's own folder as a package, run by path",
     ("worker/retrace.py", "_call_factory", "exec_module"):

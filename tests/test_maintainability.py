@@ -10,7 +10,7 @@ from radon.visitors import Class
 
 PACKAGE = Path(__file__).resolve().parent.parent / "reprobundle"
 MAX_COMPLEXITY = 25
-MAX_LINES = 820  # 800 is the goal (#24, open): api.py and cli.py are 804 and 813 after this session, to split next
+MAX_LINES = 800
 
 
 def _blocks(blocks):

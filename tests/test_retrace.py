@@ -220,3 +220,76 @@ def test_the_change_splits_between_compiler_and_lowering():
     assert split["text"].endswith("x (retraced vs frozen on 0.8.0)")
     (headline,) = layer_headlines([split])
     assert headline["text"].startswith("jax 0.8.0: JAX's lowering moved, XLA (the compiler) did not")
+
+
+
+
+@pytest.mark.crossversion
+def test_compare_two_captures_of_one_program_shows_the_lowering_diff_and_times_them_together(store_dir):
+    import sys
+
+    from cli_runner import cli
+
+    script = PROGRAMS / "rng_capture.py"
+    for name, jax in (("rng-old", "0.4.30"), ("rng-new", None)):
+        result = api.capture_program([sys.executable, str(script)], match="lambda", name=name, store=str(store_dir),
+                                     warmup=1, repeat=3, dump=False, profile=False, jax=jax)
+        assert result.exit_code == 0 and len(result.captures) == 1, result.failures
+    import jax as host_jax
+
+    apart = api.compare_bundles("rng-old", "rng-new", store=str(store_dir))
+    assert [b["traced_by"] for b in apart["bundles"]] == ["0.4.30", host_jax.__version__]
+    # threefry became partitionable in 0.5.0: the two releases lowered jax.random.normal to other ops
+    assert apart["lowering"]["changed"] and apart["lowering"]["text"]
+    assert apart["same_inputs"] and apart["group"] is None
+    assert [r["label"] for r in apart["rows"]][0].startswith("reference runs")
+    assert all(r["verdict"] is None for r in apart["rows"])  # measured apart: a ratio, never a verdict
+
+    together = api.compare_bundles("rng-old", "rng-new", store=str(store_dir), replay=True, rounds=3,
+                                   warmup=1, repeat=6, dump=False, profile=False)
+    assert together["group"] is not None
+    first = together["rows"][0]
+    assert first["label"] == "each on the release that traced it"
+    assert (first["a"]["jax"], first["b"]["jax"]) == ("0.4.30", host_jax.__version__)
+    assert first["together"] and first["verdict"]["method"] == "paired rounds"
+    assert {r["label"] for r in together["rows"]} >= {"jax 0.4.30", f"jax {host_jax.__version__}"}
+    # the runs are stored: the same comparison comes back from them without timing again
+    again = api.compare_bundles("rng-old", "rng-new", store=str(store_dir))
+    assert again["group"] == together["group"] and again["rows"][0]["verdict"] == first["verdict"]
+
+    code, out, err = cli("compare", "rng-old", "rng-new", store=store_dir)
+    assert code == 0 and "lowering, A -> B:" in out and "each on the release that traced it" in out, err
+    code, out, err = cli("compare", "rng-old", "rng-new", "rng-old", store=store_dir)
+    assert code == 2 and "compare takes one bundle or two" in err
+
+
+def test_pack_from_python_with_a_script_stores_the_program_read_not_run(store_dir, tmp_path):
+    from reprobundle.errors import ScriptError
+
+    fn, args = _rng_call()
+    ref = api.pack(fn, *args, name="rng-api", store=str(store_dir), script=f"{PROGRAMS / 'rng.py'}:make", **QUICK)
+    program = Registry.open(str(store_dir)).resolve(str(ref)).manifest["function"]["program"]
+    assert (program["script"], program["factory"]) == ("rng.py", "make")
+    assert [f["path"] for f in program["files"]] == ["rng.py"]
+    (tmp_path / "noisy.py").write_text("raise SystemExit('never run at pack')\n")
+    with pytest.raises(ScriptError, match="defines no make"):
+        api.pack(fn, *args, name="rng-api", store=str(store_dir), script=str(tmp_path / "noisy.py"), **QUICK)
+
+
+def test_compare_two_bundles_of_one_release_times_them_together_with_the_same_lowering(store_dir):
+    for name in ("rng-a", "rng-b"):
+        _pack(PROGRAMS / "rng.py", name, store_dir)
+    data = api.compare_bundles("rng-a", "rng-b", store=str(store_dir), replay=True, rounds=3, warmup=1, repeat=6,
+                               dump=False, profile=False)
+    assert data["lowering"]["changed"] is False and data["same_inputs"]
+    assert [r["label"] for r in data["rows"]] == [f"jax {data['bundles'][0]['traced_by']}"]  # one release traced both
+    assert data["rows"][0]["together"] and data["rows"][0]["verdict"]["rounds"] == 3
+    with pytest.raises(api.UsageError, match="the same bundle"):
+        api.compare_bundles("rng-a", "rng-a@1", store=str(store_dir))
+
+
+def _rng_call():
+    import jax
+    import jax.numpy as jnp
+
+    return jax.jit(lambda key, s: jax.random.normal(key, (64,)) * s), (jax.random.key(0), jnp.float32(2.0))

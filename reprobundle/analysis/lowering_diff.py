@@ -108,6 +108,15 @@ def _source_line(location: str, program_files: frozenset[str]) -> str | None:
     return None
 
 
+_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/jax/|/jaxlib/|/flax/|/equinox/|/optax/|/reprobundle/|<frozen")
+
+
+def program_files_in(text: str) -> list[str]:
+    """The .py files a module's locations name outside installed packages: a captured program's own files (a
+    bundle captured from a running program stores no list of them)."""
+    return sorted({path.rsplit("/", 1)[-1] for path, _ in _FILE_LINE.findall(text) if not _LIBRARY_PATH.search(path)})
+
+
 def op_sites(text: str, program_files: Iterable[str] = ()) -> Counter:
     """Counter of (op kind without dialect, source line or None) over the module, by the rules above."""
     files = frozenset(program_files)

@@ -164,3 +164,27 @@ def variant_args(runs: Sequence[Mapping], concrete: Callable[[list], list[str]])
     """`--variant JAX:SETTINGS` for each run under settings (`concrete`: runs -> the versions a reader asks for)."""
     return [a for run in runs if settings_of(run) for a in (
         "--variant", f"{concrete([{**run, 'contender': {}}])[0]}:{settings_of(run).describe()}")]
+
+
+def concrete_versions(runs: Sequence[Mapping]) -> list[str]:
+    """The versions of runs as a reader would ask for them: `installed` and a local interpreter or environment
+    (`--jax PATH`, which only this machine has) become the JAX version they were. Runs under settings are variants
+    (variant_args), not versions."""
+    from .local_env import is_path_request
+
+    out = []
+    for run in runs:
+        if settings_of(run):
+            continue
+        v = run["requested"]
+        if v == "installed" or is_path_request(v):
+            v = str((run.get("environment") or {}).get("jax") or v)
+        if (run.get("contender") or {}).get("mode", "frozen") == mode_of(runs[:1]):
+            out.append(v)  # a version replayed in both modes is one --jax; one replayed twice stays twice
+    return out
+
+
+def mode_of(runs: Sequence[Mapping]) -> str:
+    """The --mode that replays `runs` again: frozen, retrace or both."""
+    modes = {str((run.get("contender") or {}).get("mode") or "frozen") for run in runs}
+    return "both" if len(modes) > 1 else modes.pop() if modes else "frozen"

@@ -85,6 +85,16 @@ class _Failed(Exception):
         self.output = output
 
 
+def undeclared_export_needs(base) -> dict[str, str]:
+    """Packages the release's own jax.export imports without declaring them: absl-py up to jax 0.5.x (its
+    `_export.py` does `from absl import logging`). The worker stands in for it; a program captured in that release
+    (`capture --jax`) runs jax.export itself, so its environment installs it. Read from the file, never imported."""
+    found = sorted(Path(base.python_executable).parent.parent.glob("lib/python*/site-packages/jax/_src/export/_export.py"))
+    if found and "from absl import" in found[0].read_text(errors="replace"):
+        return {"absl-py": ""}
+    return {}
+
+
 def program_environment(base, root: Path, packed: Mapping[str, str], overrides: Mapping[str, str] | None = None,
                         say: Callable[[str], None] | None = None) -> ProgramEnvironment:
     """The environment of the release environment `base` (envs.JaxEnvironment) with the program's `packed`

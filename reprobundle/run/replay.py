@@ -220,12 +220,15 @@ class _Timed:
 def replay_together(registry: Registry, bundles: Sequence[Bundle],
                     versions: Sequence[str | ContenderSpec] = ("installed",), options: ReplayOptions | None = None, *,
                     python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
-                    store_runs: bool = True, largest_move: bool = False, **settings: Any) -> list[list[dict]]:
+                    store_runs: bool = True, largest_move: bool = False, one_group: bool = False,
+                    **settings: Any) -> list[list[dict]]:
     """Replay each of `bundles` on each version, all in one interleaved measurement (see replay, whose options these
     are), and return per bundle its run records in the order of `versions`. Each bundle's versions are compared
     among themselves: the budget judges them against the bundle's first version, and their steps make the same
     number of calls (schedule.Contender.group). With `largest_move` the bundles are the pieces of one function
-    (isolate), and the budget stops timing those that cannot hold its largest move (budget.py)."""
+    (isolate), and the budget stops timing those that cannot hold its largest move (budget.py). With `one_group`
+    the bundles are one program traced by several releases (compare A B --replay): every contender is compared
+    with the first bundle's first version, and all make the same number of calls a step."""
     if options is None:
         options = ReplayOptions.of(**settings)
     elif settings:
@@ -235,21 +238,12 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle],
     specs = as_specs(versions)
     jobs = _JobOptions(timing, options.dump, options.profile)
     interpreters = _Interpreters(python, env_manager, progress, options.retrace_packages)
-    runs: dict[tuple[int, int], dict] = {}
-    timed: list[_Timed] = []
-    targets: list[_Target] = []
-    for b, bundle in enumerate(bundles):
-        target = _target(registry, bundle, shapes, options.platform)
-        targets.append(target)
-        for index, spec in enumerate(specs):
-            entry = _timed_entry(registry, bundles, b, target, index, spec, jobs, interpreters)
-            if isinstance(entry, _Timed):
-                timed.append(entry)
-            else:
-                runs[b, index] = entry
+    targets = [_target(registry, bundle, shapes, options.platform) for bundle in bundles]
+    timed, runs = _contenders(registry, bundles, targets, specs, jobs, interpreters, one_group)
     budget = plan([t.contender.key for t in timed], timing.repeat, timing.rounds, options.max_time_s,
                   largest_move=largest_move,
-                  groups=[[t.contender.key for t in timed if t.bundle_index == b] for b in range(len(bundles))])
+                  groups=[[t.contender.key for t in timed if one_group or t.bundle_index == b]
+                          for b in range(1 if one_group else len(bundles))])
     if progress and timed:
         progress(Status(f"replaying {', '.join(str(bundle.ref) for bundle in bundles)} on jax "
                         + ", ".join(t.spec.redacted().label for t in timed if t.bundle_index == timed[0].bundle_index), "start",
@@ -275,6 +269,23 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle],
     if store_runs:  # the group at once: a replay interrupted while storing leaves no half group as a result
         registry.put_runs(every)
     return ordered
+
+
+def _contenders(registry: Registry, bundles: Sequence[Bundle], targets: Sequence[_Target],
+                specs: Sequence[ContenderSpec], jobs: _JobOptions, interpreters: _Interpreters,
+                one_group: bool) -> tuple[list[_Timed], dict[tuple[int, int], dict]]:
+    """Each bundle on each contender: timed, or (without an environment, or refused) its error record at once."""
+    runs: dict[tuple[int, int], dict] = {}
+    timed: list[_Timed] = []
+    for b, target in enumerate(targets):
+        for index, spec in enumerate(specs):
+            entry = _timed_entry(registry, bundles, b, target, index, spec, jobs, interpreters,
+                                 group=0 if one_group else b)
+            if isinstance(entry, _Timed):
+                timed.append(entry)
+            else:
+                runs[b, index] = entry
+    return timed, runs
 
 
 def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dict[str, Measurement],
@@ -400,7 +411,8 @@ def installed_packages(packages: Mapping[str, str]) -> dict:
 
 
 def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: _Target, index: int,
-                 spec: ContenderSpec, jobs: _JobOptions, interpreters: _Interpreters) -> _Timed | dict:
+                 spec: ContenderSpec, jobs: _JobOptions, interpreters: _Interpreters, *,
+                 group: int) -> _Timed | dict:
     """The bundle on `spec` as a contender of the measurement, or its error record without an environment."""
     start = time.perf_counter()
     retrace = spec.mode == RETRACE
@@ -417,7 +429,7 @@ def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: 
     key = str(index) if len(bundles) == 1 else f"{b}.{index}"
     label = spec.redacted().label if len(bundles) == 1 else f"{target.bundle.ref.name} on {spec.redacted().label}"
     write_job = _job_writer(registry, target, spec, jobs)
-    return _Timed(b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(b)), packages)
+    return _Timed(b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(group)), packages)
 
 
 def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Sequence[_Timed]) -> list[list[Contender]]:

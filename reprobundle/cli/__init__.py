@@ -1,0 +1,136 @@
+"""The command line: parse, call the library, render. Errors become one line and an exit code. The commands live
+in bundles.py, replays.py and sharing.py (registered on common.app in that order: the order --help lists them)."""
+
+from __future__ import annotations
+
+import functools
+import signal
+import sys
+import threading
+import traceback
+from typing import Optional
+
+import typer
+
+from ..config import settings
+from ..errors import (
+    EXIT_BUG,
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    ReproBundleError,
+    clean,
+    is_no_space,
+    no_space_error,
+)
+from ..logs import quiet_unraisable
+from . import bundles, replays, sharing  # noqa: F401  (they register their commands)
+from .common import app, close_progress
+
+
+class Interrupted(Exception):
+    """Ctrl-C during a command, carried past the CLI framework to `main`, which says so: typer turns a
+    KeyboardInterrupt into a silent exit 130 in some versions and into Abort (exit 1) in others."""
+
+
+def _guard(callback):
+    @functools.wraps(callback)
+    def guarded(*args, **kwargs):
+        try:
+            return callback(*args, **kwargs)
+        except KeyboardInterrupt:
+            raise Interrupted() from None
+
+    guarded.reprobundle_guarded = True  # type: ignore[attr-defined]
+    return guarded
+
+
+def _guard_commands() -> None:
+    """Every registered command (whoever added it) turns Ctrl-C into Interrupted; idempotent."""
+    for info in app.registered_commands:
+        if info.callback is not None and not getattr(info.callback, "reprobundle_guarded", False):
+            info.callback = _guard(info.callback)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Entry point: runs the app and maps every outcome to one line and an exit code, never a traceback unless
+    REPROBUNDLE_DEBUG=1: reprobundle's errors their own codes, Ctrl-C "interrupted" and 130, a bug 70."""
+    from ..errors import exception_line
+
+    debug = settings().debug == "1"
+    _guard_commands()
+    previous_sigterm = _catch_sigterm()
+    previous_unraisable = sys.unraisablehook
+    if not debug:
+        sys.unraisablehook = quiet_unraisable
+    from ..store.scratch import install_exit_watchdog  # a signal ends the command within seconds, even in C code
+
+    stop_watchdog = install_exit_watchdog(lambda signum: "interrupted" if signum == signal.SIGINT else "terminated")
+    try:
+        code = app(args=argv, prog_name="reprobundle", standalone_mode=False)
+        return code if isinstance(code, int) else 0  # click returns typer.Exit codes in this mode
+    except ReproBundleError as e:
+        close_progress()
+        if debug:
+            traceback.print_exc()
+        typer.echo(f"error: {clean(e.message, 2000)}", err=True)  # one line: what a store holds is escaped, cut
+        if e.hint:
+            typer.echo(f"hint: {clean(e.hint, 1000)}", err=True)
+        return e.exit_code
+    except Terminated:
+        close_progress()
+        typer.echo("terminated", err=True)
+        return EXIT_TERMINATED
+    except typer.Exit as e:
+        return e.exit_code
+    except (KeyboardInterrupt, Interrupted):
+        close_progress()
+        typer.echo("interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except typer.Abort:
+        return 1
+    except Exception as e:  # usage errors (typer >= 0.29 bundles click: TyperException is their base) and bugs
+        close_progress()
+        if is_no_space(e):  # a full disk met where no folder was named: still not a bug
+            full = no_space_error(e)  # type: ignore[arg-type]
+            typer.echo(f"error: {clean(full.message, 2000)}\nhint: {full.hint}", err=True)
+            return full.exit_code
+        if isinstance(e, typer.TyperException) and hasattr(e, "format_message"):
+            typer.echo(f"error: {clean(e.format_message(), 2000)}", err=True)
+            typer.echo("hint: reprobundle --help lists the commands; reprobundle COMMAND --help their options", err=True)
+            return getattr(e, "exit_code", 2)
+        if debug:
+            traceback.print_exc()
+        typer.echo(f"error: unexpected {exception_line(e)}", err=True)
+        typer.echo("hint: this is a bug in reprobundle; rerun with REPROBUNDLE_DEBUG=1 and report the traceback",
+                   err=True)
+        return EXIT_BUG
+    finally:
+        close_progress()
+        sys.unraisablehook = previous_unraisable
+        if stop_watchdog is not None:
+            stop_watchdog()
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+class Terminated(BaseException):
+    """SIGTERM during a command: raised where the command is, so it unwinds like Ctrl-C does (its temporary folders
+    and worker processes go with it) instead of dying on the spot; `main` says so and exits 143."""
+
+
+def _catch_sigterm():
+    """Turn SIGTERM into Terminated while the CLI runs (main thread only); returns the handler to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        raise Terminated()
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError):
+        return None
+
+
+def run() -> None:
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""What the commands share: the app, its common options, output (JSON or text), progress, report files."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .. import api
+from ..errors import (
+    UsageError,
+    clean_values,
+    terminal_text,
+)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Capture a JAX computation once; replay it on any JAX version and see what changed.")
+
+StoreOpt = typer.Option(None, "--store", envvar="REPROBUNDLE_STORE",
+                        help="Store URL or folder (default: a local folder under the user data directory).")
+JsonOpt = typer.Option(False, "--json", help="Machine-readable output.")
+
+
+@app.callback()
+def _options(verbose: int = typer.Option(0, "--verbose", "-v", count=True,
+                                         help="Log what reprobundle decides (retries, fallbacks, cache); -vv: debug. "
+                                              "Or set REPROBUNDLE_LOG=info|debug.")) -> None:
+    from ..logs import configure
+
+    configure(verbose)
+
+
+_SINKS: list = []  # live progress displays, closed before any output and when the command ends
+
+
+def close_progress() -> None:
+    while _SINKS:
+        _SINKS.pop().close()
+
+
+def emit(as_json: bool, data, human: str) -> None:
+    close_progress()
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    else:
+        typer.echo(terminal_text(human))  # the net under render/'s per-value escaping: no terminal controls
+
+
+def progress_sink(as_json: bool):
+    """Progress on stderr: phase, elapsed time and ETA; live (rich) on a terminal, plain lines elsewhere."""
+    if as_json:
+        return None
+    from ..render.progress import Progress
+
+    sink = Progress(sys.stderr, width=terminal(sys.stderr)[0])
+    _SINKS.append(sink)
+    return sink
+
+
+def terminal(stream=None) -> tuple[int, bool]:
+    """(columns, colour) for text on `stream` (stdout): 100 columns unless a terminal is wider; colour on a
+    terminal unless NO_COLOR is set or TERM is dumb."""
+    import shutil
+
+    stream = stream or sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    width = max(100, shutil.get_terminal_size((100, 24)).columns) if tty else 100
+    color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    return width, color
+
+
+def comparison_text(comparison: dict) -> str:
+    from ..render import comparison as comparison_render
+
+    width, color = terminal()
+    # its values come from bundles and run records: each one line, escaped (errors.clean_values)
+    return comparison_render.to_text(clean_values(comparison), width=width, color=color)
+
+
+def parse_labels(items: List[str]) -> dict[str, str]:
+    labels = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"invalid label {item!r}", hint="labels are KEY=VALUE")
+        labels[key] = value
+    return labels
+
+
+
+RoundsOpt = typer.Option(None, "--rounds", help="Rounds of fresh worker processes, the versions timed in "
+                                               "alternation in each (default for several versions: as many as "
+                                               "settle the verdicts, 3 to 32; one version: 1).")
+ReportOpt = typer.Option(None, "--report", help="Write a Markdown report (pastes into a GitHub issue).")
+HtmlOpt = typer.Option(None, "--html", help="Write an HTML page with a chart of the timings.")
+BaselineOpt = typer.Option(None, "--baseline", help="Version the others are compared with "
+                                                    "(default: the first that ran; 'reference' for the packing run).")
+
+
+
+def write_files(data: dict, files) -> None:
+    """Each (path, render) of `files` whose path is given: render(data) written there, and said on stderr."""
+    close_progress()
+    for path, render in files:
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(render(data))
+            typer.echo(f"wrote {path}", err=True)
+
+
+def write_reports(comparison: dict, report_path: Optional[Path], html_path: Optional[Path],
+                   ref: Optional[str] = None, store: Optional[str] = None) -> None:
+    from ..render import comparison as comparison_render
+
+    write_files(comparison, ((report_path, comparison_render.to_markdown), (html_path, comparison_render.to_html)))
+    written = report_path or html_path
+    if written is not None and ref is not None:  # the zip the Reproduce block asks to attach, beside the report
+        attachment = api.write_attachment(comparison, written.parent, ref, store)
+        if attachment is not None:
+            typer.echo(f"wrote {attachment}\n  attach it to the issue with the report; `python {attachment.name}` "
+                       "replays it with nothing but JAX", err=True)
+
+
+
+PlatformOpt = typer.Option(None, "--platform", help="Run on this platform: cpu, cuda (cuda12, cuda13), rocm, tpu "
+                                                  "(default: the bundle's first accelerator platform this machine "
+                                                  "has, else cpu).")
+
+
+MaxTimeOpt = typer.Option(None, "--max-time", help="Seconds the timing of several versions may take: rounds stop "
+                                                  "there even if a verdict is not settled (default: up to 32 rounds).")
+IndexOpt = typer.Option(None, "--index-url", help="PEP 503 index of JAX nightlies (default: "
+                                                  "$REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index); releases "
+                                                  "come from it too (a mirror of PyPI).")
+RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
+                      help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
+                           "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
+                           "reprobundle.")
+VariantOpt = typer.Option([], "--variant", help="JAX:NAME=VALUE[;...]: a release under settings as one more contender "
+                                                "(XLA_FLAGS=..., jax_* config options, environment variables).")
+RetraceOpt = typer.Option(False, "--retrace", help="Run the bundle's program (its script's factory) in each "
+                                                   "version's environment and lower it there, instead of the stored "
+                                                   "program (replay: same as --mode retrace).")
+PinOpt = typer.Option(None, "--pin", help="Run every version's worker on these CPUs (2, 0-3, 0,2 or auto: the last "
+                                          "CPU, alone) with as many XLA threads: steadier timings, less realistic "
+                                          "(a change that needs more threads is not seen).")
+
+

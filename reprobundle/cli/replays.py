@@ -1,0 +1,349 @@
+"""Commands that replay or read runs: replay, explain, isolate, compare, bisect, sweep, history, envs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .. import api
+from ..errors import (
+    EXIT_NOT_OK,
+    UsageError,
+    clean_values,
+)
+from ..render import text as report
+from .common import (
+    BaselineOpt,
+    HtmlOpt,
+    IndexOpt,
+    JsonOpt,
+    MaxTimeOpt,
+    PinOpt,
+    PlatformOpt,
+    RayOpt,
+    ReportOpt,
+    RetraceOpt,
+    RoundsOpt,
+    StoreOpt,
+    VariantOpt,
+    app,
+    comparison_text,
+    emit,
+    parse_labels,
+    progress_sink,
+    terminal,
+    write_files,
+    write_reports,
+)
+
+
+@app.command()
+def replay(
+    ref: str,
+    jax_versions: List[str] = typer.Option([], "--jax", help="JAX to replay on (repeatable): a release, 'installed' "
+                                                            "(this interpreter's, the default), 'latest', a nightly "
+                                                            "(nightly:2025-10-03 or 0.8.0.dev20251003), or the path "
+                                                            "of a Python interpreter or environment, used as it is."),
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat",
+                               help="Timed steps per version over 8 rounds, so repeat/8 a round (all rounds with "
+                                    "--rounds); a step is one call, or a batch of calls lasting ~50 ms."),
+    rounds: Optional[int] = RoundsOpt,
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+                                  help="Seconds of work per worker process before it is killed."),
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    no_profile: bool = typer.Option(False, "--no-profile"),
+    baseline: Optional[str] = BaselineOpt,
+    report_path: Optional[Path] = ReportOpt,
+    html_path: Optional[Path] = HtmlOpt,
+    store: Optional[str] = StoreOpt,
+    shapes: List[str] = typer.Option([], "--shape", help="NAME=SIZE: run a shape-polymorphic bundle at another "
+                                                          "size, on synthetic inputs (repeatable)."),
+    platform: Optional[str] = PlatformOpt,
+    max_time: Optional[float] = MaxTimeOpt,
+    pin: Optional[str] = PinOpt,
+    variants: List[str] = VariantOpt,
+    retrace: bool = RetraceOpt,
+    mode: str = typer.Option("frozen", "--mode", help="frozen (the stored program), retrace, or both (per version "
+                                                      "a frozen and a retraced contender, timed together)."),
+    retrace_package: List[str] = typer.Option([], "--retrace-package", help="NAME==VERSION: the release of one of "
+                                                                           "the program's packages a retrace installs "
+                                                                           "(default: resolved with each jax)."),
+    index_url: Optional[str] = IndexOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Rerun a bundle on one or more JAX versions and compare them."""
+    from ..bundle.dims import several_sizes
+
+    sizes = several_sizes(shapes)  # --shape seq=128,256,512: one replay per size, a table and a chart by size
+    options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
+                                   profile=not no_profile, shapes=None if sizes else shapes, platform=platform,
+                                   max_time_s=max_time, pin=pin, retrace_packages=tuple(retrace_package))
+    versions = jax_versions or ([] if variants else ["installed"])
+    mode = "retrace" if retrace and mode == "frozen" else mode
+    if sizes:
+        _replay_sizes(ref, versions, shapes, baseline, report_path, html_path, as_json, options=options,
+                      variants=variants, store=store, python=python, progress=progress_sink(as_json),
+                      index_url=index_url, mode=mode)
+        return
+    result = api.replay(ref, versions, store=store, options=options, python=python, progress=progress_sink(as_json),
+                        variants=variants, index_url=index_url, mode=mode)
+    multi = len(result.runs) > 1
+    comparison = None
+    if multi or report_path or html_path or baseline:
+        comparison = api.replay_comparison(result, baseline)
+        write_reports(comparison, report_path, html_path, ref, store)
+    data = {"runs": [report.run_data(r) for r in result.runs], "comparison": comparison}
+    # Several versions: the comparison says everything, headlines first; one version: the run against the pack.
+    human = comparison_text(comparison) if comparison is not None and multi else \
+        report.describe_runs(result.bundle, result.runs)
+    emit(as_json, data, human)
+    if any(r["status"] != "ok" for r in result.runs):
+        raise typer.Exit(EXIT_NOT_OK)
+
+
+def _replay_sizes(ref: str, versions: List[str], shapes: List[str], baseline: Optional[str],
+                  report_path: Optional[Path], html_path: Optional[Path], as_json: bool, **options) -> None:
+    from ..render import sizes as sizes_render
+
+    data = api.replay_sizes(ref, versions, shapes, baseline=baseline, **options)
+    write_files(data, ((report_path, sizes_render.to_markdown), (html_path, sizes_render.to_html)))
+    emit(as_json, sizes_render.sizes_data(data), sizes_render.to_text(clean_values(sizes_render.sizes_data(data))))
+    if any(r["status"] != "ok" for size in data["sizes"] for r in size["rows"]):
+        raise typer.Exit(9)
+
+
+@app.command()
+def explain(
+    ref: str,
+    jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice)."),
+    warmup: int = typer.Option(2, "--warmup"),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
+    rounds: Optional[int] = RoundsOpt,
+    max_time: float = typer.Option(240.0, "--max-time", help="Seconds explain may take, the evidence compile "
+                                                             "included (its timing gets at least 30 s)."),
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+                                  help="Seconds of work per worker process before it is killed."),
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    platform: Optional[str] = PlatformOpt,
+    report_path: Optional[Path] = ReportOpt,
+    html_path: Optional[Path] = HtmlOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Why the candidate differs: passes, experiments on it timed with both, a workaround if one restores it."""
+    from ..render import explain as explain_render
+
+    result = api.explain(ref, jax_versions, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
+                         max_time_s=max_time, timeout_s=timeout, platform=platform, python=python,
+                         progress=progress_sink(as_json))
+    write_files(result, ((report_path, explain_render.to_markdown), (html_path, explain_render.to_html)))
+    data = explain_render.explain_data(result)
+    emit(as_json, data, explain_render.to_text(clean_values(data)))
+
+
+@app.command()
+def isolate(
+    ref: str,
+    jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Name of the bundle the piece that moved most becomes "
+                                                            "(default: NAME-piece-K)."),
+    pieces: int = typer.Option(8, "--pieces", help="At most this many pieces."),
+    warmup: int = typer.Option(api.ISOLATE_OPTIONS.warmup, "--warmup"),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of all pieces may take."),
+    pin: Optional[str] = PinOpt,
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+                                  help="Seconds of work per worker process before it is killed."),
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Split a bundle into pieces, time each alone on two versions and pack the one that moved as a small bundle."""
+    from ..render.isolate import isolation_data, isolation_text
+
+    options = api.ReplayOptions.of(api.ISOLATE_OPTIONS, warmup=warmup, repeat=repeat, max_time_s=max_time, pin=pin,
+                                   timeout_s=timeout)
+    result = api.isolate(ref, jax_versions, store=store, name=name, max_pieces=pieces, options=options, python=python,
+                         progress=progress_sink(as_json))
+    emit(as_json, isolation_data(result), isolation_text(result))
+
+
+@app.command()
+def compare(
+    refs: List[str] = typer.Argument(..., metavar="REF [REF_B]",
+                                     help="A bundle; or two bundles of one program, each traced by its own release "
+                                          "(capture --jax A, capture --jax B)."),
+    jax_versions: List[str] = typer.Option([], "--jax", help="Versions to compare (default: every stored run; two "
+                                                            "bundles with --replay: the release that traced each)."),
+    replay: bool = typer.Option(False, "--replay", help="Two bundles: first time both on the --jax versions in one "
+                                                        "interleaved measurement (a paired verdict per row)."),
+    rounds: Optional[int] = RoundsOpt,
+    max_time: Optional[float] = MaxTimeOpt,
+    baseline: Optional[str] = BaselineOpt,
+    report_path: Optional[Path] = ReportOpt,
+    html_path: Optional[Path] = HtmlOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Compare the stored runs of a bundle across JAX versions (preferring the latest replay timed together); or two
+    bundles of one program traced by two releases: the lowering diff and the timings side by side."""
+    if len(refs) > 2:
+        raise UsageError(f"compare takes one bundle or two, not {len(refs)}", hint="reprobundle compare REF_A REF_B")
+    if len(refs) == 2:
+        if baseline or report_path or html_path:
+            raise UsageError("--baseline, --report and --html compare the versions of one bundle",
+                             hint="for two bundles, B is compared with A; --json gives the data")
+        from ..render.bundle_pair import pair_text
+
+        data = api.compare_bundles(refs[0], refs[1], jax_versions, store=store, replay=replay, rounds=rounds,
+                                   max_time_s=max_time, progress=progress_sink(as_json))
+        emit(as_json, data, pair_text(clean_values(data), width=terminal()[0]))
+        return
+    if replay or rounds is not None or max_time is not None:
+        raise UsageError("--replay, --rounds and --max-time time two bundles together",
+                         hint=f"to time the versions of one bundle: reprobundle replay {refs[0]} --jax A --jax B")
+    comparison = api.compare(refs[0], jax_versions or None, store=store, baseline=baseline)
+    write_reports(comparison, report_path, html_path, refs[0], store)
+    emit(as_json, comparison, comparison_text(comparison))
+
+
+@app.command("bisect")
+def bisect_cmd(
+    ref: str,
+    good: str = typer.Option(..., "--good", help="A JAX version where the bundle is fine (with --nightly: a release "
+                                                 "or a nightly, nightly:2025-09-20)."),
+    bad: str = typer.Option(..., "--bad", help="A later JAX version where it regressed."),
+    nightly: bool = typer.Option(False, "--nightly", help="Search the nightlies between --good and --bad by date, "
+                                                          "down to the commits of the last good and first bad."),
+    index_url: Optional[str] = IndexOpt,
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per tested version, over all rounds."),
+    rounds: Optional[int] = RoundsOpt,
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout"),
+    python: Optional[str] = typer.Option(None, "--python"),
+    report_path: Optional[Path] = ReportOpt,
+    store: Optional[str] = StoreOpt,
+    platform: Optional[str] = PlatformOpt,
+    ray: Optional[str] = RayOpt,
+    retrace: bool = RetraceOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Binary-search the released JAX versions (or, with --nightly, the nightlies) between --good and --bad for the
+    first bad one."""
+    options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
+                                   platform=platform)
+    result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
+                                    progress=progress_sink(as_json), ray_address=ray, nightly=nightly, index_url=index_url,
+                                    mode="retrace" if retrace else "frozen")
+    if comparison is not None:
+        write_reports(comparison, report_path, None, ref, store)
+    data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
+            "last_good": result.last_good, "classes": result.classes, "evidence": result.evidence,
+            "nightly": result.nightly, "comparison": comparison}
+    what = "nightly" if result.nightly else "release"
+    human = (f"first bad {what}: jax {result.first_bad} (last good: {result.last_good}; "
+             f"judged by {result.criterion})\n"
+             + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
+    if result.nightly:
+        human += "\n" + report.nightly_text(result.nightly)
+    if comparison is not None:
+        human += "\n\n" + comparison_text(comparison)
+    emit(as_json, data, human)
+
+
+@app.command()
+def sweep(
+    selection: Optional[List[str]] = typer.Argument(None, metavar="[SELECTION]...",
+                                                    help="Refs (NAME, NAME@3, NAME@TAG, sha256:PREFIX) or name globs "
+                                                         "('attn*', quoted; the newest version of each name unless "
+                                                         "one is given). Default: every bundle."),
+    baseline: str = typer.Option("", "--baseline", help="The JAX version the candidates are compared with "
+                                                        "(default with --versions: the first of the range)."),
+    candidate: List[str] = typer.Option([], "--candidate", help="A JAX version under test (repeatable: all are "
+                                                                "timed together with the baseline)."),
+    releases: Optional[str] = typer.Option(None, "--versions", help="Every release from A to B as candidates "
+                                                                    "(A..B, e.g. 0.7.2..0.9.2)."),
+    label: List[str] = typer.Option([], "--label", help="Only bundles with this KEY=VALUE label (repeatable)."),
+    rerun: bool = typer.Option(False, "--rerun", help="Replay every bundle, even those with a stored replay of both "
+                                                      "versions with the same timing options."),
+    ray: Optional[str] = RayOpt,
+    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per version and bundle, as replay's."),
+    rounds: Optional[int] = RoundsOpt,
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of each bundle may take."),
+    pin: Optional[str] = PinOpt,
+    platform: Optional[str] = PlatformOpt,
+    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+                                  help="Seconds of work per worker process before it is killed."),
+    report_path: Optional[Path] = ReportOpt,
+    html_path: Optional[Path] = HtmlOpt,
+    store: Optional[str] = StoreOpt,
+    retrace: bool = RetraceOpt,
+    index_url: Optional[str] = IndexOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Replay many bundles on a baseline and one or more candidate versions, timed together: one table, worst first.
+
+    Exit 0 when every bundle ran with matching outputs (whatever the verdicts), 9 when one mismatched or failed."""
+    from ..render import sweep as sweep_render
+
+    options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
+                                   platform=platform, timeout_s=timeout)
+    data = api.sweep(selection or [], baseline, candidate, store=store, releases=releases, labels=parse_labels(label),
+                     rerun=rerun, ray_address=ray, options=options, progress=progress_sink(as_json),
+                     index_url=index_url, mode="retrace" if retrace else "frozen")
+    data = clean_values(data)  # from bundles and run records: each value one line, escaped
+    write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
+    emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=terminal()[0]))
+    if data["counts"]["failed"] or data["counts"]["mismatch"]:
+        raise typer.Exit(EXIT_NOT_OK)
+
+
+@app.command()
+def history(
+    selection: Optional[List[str]] = typer.Argument(None, metavar="[SELECTION]...",
+                                                    help="Refs or name globs, as sweep's. Default: every bundle."),
+    baseline: Optional[str] = typer.Option(None, "--baseline", help="The release compared with (default: oldest)."),
+    label: List[str] = typer.Option([], "--label", help="Only bundles with this KEY=VALUE label (repeatable)."),
+    html_path: Optional[Path] = typer.Option(None, "--html", help="Write one offline page (reports beside it)."),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """The registry across releases, from the stored runs only: bundles x releases, each cell the ratio to the
+    baseline with its verdict where they were timed together."""
+    from ..render import history as history_render
+
+    data = clean_values(api.history(selection or [], store=store, labels=parse_labels(label), baseline=baseline))
+    if html_path is not None:
+        links = api.history_reports(data, html_path.parent / f"{html_path.stem}-reports", store=store)
+        write_files(data, ((html_path, lambda d: history_render.to_html(d, links)),))
+    emit(as_json, history_render.history_data(data), history_render.to_text(data, *terminal()))
+
+
+@app.command()
+def envs(
+    remove: Optional[str] = typer.Option(None, "--remove", help="Remove the environment of this JAX version."),
+    remove_all: bool = typer.Option(False, "--remove-all", help="Remove every cached environment."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="Only the environments of this platform or "
+                                                                   "build (cpu, cuda, cuda12, cuda13, rocm, tpu)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """List (or remove) the cached per-version JAX environments (one per release and platform build)."""
+    manager = api.environment_manager()
+    if remove or remove_all:
+        gone = manager.remove(None if remove_all else remove, platform=platform)
+        emit(as_json, [report.env_data(e) for e in gone],
+              "\n".join(f"removed jax {e.jax_version} {e.build} (Python {e.python_version})" for e in gone)
+              or "nothing removed")
+        return
+    found = manager.list()
+    if platform:
+        found = [e for e in found if platform in (e.platform, e.build)]
+    emit(as_json, [report.env_data(e) for e in found],
+          report.env_table(found) if found else f"no environments under {manager.root}")
+
+
+# -- sharing: push / pull / copy / url / gc / cache ---------------------------------------------------------------
