@@ -293,3 +293,30 @@ def _rng_call():
     import jax.numpy as jnp
 
     return jax.jit(lambda key, s: jax.random.normal(key, (64,)) * s), (jax.random.key(0), jnp.float32(2.0))
+
+
+COUNTED = '''import os
+
+import jax
+import jax.numpy as jnp
+
+
+def make():
+    with open(os.environ["REPROBUNDLE_TEST_FACTORY_CALLS"], "a") as fh:
+        fh.write("called\\n")
+    return jax.jit(lambda x: jnp.sin(x) * 2), (jnp.arange(8.0),)
+'''
+
+
+def test_a_retraced_contender_traces_once_per_replay_and_later_rounds_reuse_it(store_dir, tmp_path, monkeypatch):
+    calls = tmp_path / "calls.txt"
+    monkeypatch.setenv("REPROBUNDLE_TEST_FACTORY_CALLS", str(calls))
+    (tmp_path / "counted.py").write_text(COUNTED)
+    _pack(tmp_path / "counted.py", "counted", store_dir)
+    calls.unlink()  # pack ran the factory once, on the host
+    registry = Registry.open(str(store_dir))
+    runs = replay(registry, registry.resolve("counted"), [ContenderSpec("installed", "retrace")],
+                  timing=Timing(warmup=1, repeat=6, rounds=3), dump=False, profile=False)
+    assert runs[0]["status"] == "ok", runs[0].get("reason")
+    assert len(runs[0]["timing"]["rounds"]) == 3
+    assert calls.read_text().splitlines() == ["called"]  # the first round's worker; the others loaded its export

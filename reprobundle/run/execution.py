@@ -68,10 +68,13 @@ class WorkerOutcome:
 def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], workdir: Path, *,
               timing: Timing, dump: bool, profile: bool, routes: Sequence[str] | None = None,
               describe: bool = False, lockstep: bool = False, platform: str | None = None,
-              brief_environment: bool = False, contender: ContenderSpec | None = None) -> Path:
+              brief_environment: bool = False, contender: ContenderSpec | None = None,
+              retrace_cache: Path | None = None) -> Path:
     """Write job.msgpack for the worker under `workdir`; blobs are read in place or via `workdir/blobs`.
     `contender`: the mode (frozen or retrace) and the settings the worker applies (run/contenders.py); None is a
     frozen replay without settings.
+    `retrace_cache`: where a retrace's first worker leaves the program it traced for later rounds' workers
+    (worker/retrace.py), so that a replay traces and lowers once per contender.
     `brief_environment`: the worker leaves out its package list (a replay's later rounds, whose environment the
     host does not keep).
     `platform` ("cpu", "cuda", "rocm", "tpu"): the worker runs there (JAX_PLATFORMS) or fails saying why; None:
@@ -106,6 +109,8 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
     }
     if contender is not None and contender.mode == RETRACE and function.get("program"):
         job["program"] = write_program(registry, function["program"], workdir / "program")
+        if retrace_cache is not None:
+            job["program"]["cache"] = str(retrace_cache)
     (workdir / "outputs").mkdir(parents=True, exist_ok=True)
     (workdir / "artifacts").mkdir(parents=True, exist_ok=True)
     job_path = workdir / "job.msgpack"

@@ -327,7 +327,8 @@ def _job_writer(registry: Registry, target: _Target, spec: ContenderSpec,
                          timing=replace(timing, warmup=min(timing.warmup, LATER_WARMUP)) if later else timing,
                          dump=options.dump and round_index == 0,
                          profile=options.profile and round_index < PROFILED_ROUNDS,
-                         lockstep=True, platform=target.platform.platform, brief_environment=later, contender=spec)
+                         lockstep=True, platform=target.platform.platform, brief_environment=later, contender=spec,
+                         retrace_cache=folder.parent / "retraced.jaxexport")  # one folder per contender's rounds
     return write_job
 
 

@@ -13,7 +13,9 @@ Job (protocol 1, with ``mode: "retrace"``)::
   "program": {"dir": str,            # the folder holding the source files, as the manifest lists them
               "script": str,         # the script, relative to dir
               "factory": str,        # the function of the script that returns (fn, args) or (fn, args, kwargs)
-              "static": [int|str]}   # arguments pack baked in (argnums or names)
+              "static": [int|str],   # arguments pack baked in (argnums or names)
+              "cache": str}          # optional: where the first round's worker leaves its Exported, serialized;
+                                     # a later round's worker that finds it deserializes it instead of tracing
 
 A factory that raises, a call whose leaves disagree with the bundle's inputs and a program this jax cannot trace or
 export are that version's error (the factory's traceback tail follows the reason's first line); a module this
@@ -43,6 +45,10 @@ class Retrace(WorkerState):
         program = self.job.get("program")
         if not isinstance(program, dict) or not program.get("dir") or not program.get("script"):
             raise JobError("a retrace job needs a 'program' map with the source folder and script")
+        cached = self._cached_export(program.get("cache"))
+        if cached is not None:
+            return cached, {"what": "the program traced by jax %s in this replay's first round" % jax.__version__,
+                            "version": None}
         made = self._call_factory(program)
         fn, args, kwargs = made
         try:
@@ -59,9 +65,37 @@ class Retrace(WorkerState):
         except Exception as e:
             raise JobError(self._failure("tracing and exporting the program failed on jax %s" % jax.__version__, e))
         del _export
-        self.retraced_outputs = list(call.outputs)
         self._keep_stablehlo(exp)
+        self._cache_export(program.get("cache"), exp)
         return exp, {"what": "the program traced by jax %s" % jax.__version__, "version": None}
+
+    def _cached_export(self, path):
+        """The Exported an earlier round of this replay traced here, or None (none yet, or it does not load)."""
+        if not path or not os.path.isfile(path):
+            return None
+        try:
+            self.import_export()
+            from jax import export
+
+            with open(path, "rb") as fh:
+                return export.deserialize(bytearray(fh.read()))
+        except Exception as e:
+            self.notes.append("traced again: the first round's export did not load: %s" % exc_msg(e))
+            return None
+
+    def _cache_export(self, path, exp):
+        """Leave the traced program where later rounds' workers find it (written whole, then renamed)."""
+        if not path:
+            return
+        try:
+            data = exp.serialize()
+        except Exception as e:
+            self.notes.append("each round traces again: serializing the export failed: %s" % exc_msg(e))
+            return
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
 
     def _call_factory(self, program):
         import jax
