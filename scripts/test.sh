@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up and run the test suite. Everything, cross-version replay, GCS and Ray end-to-end tests included (what CI
 # runs); or, with --fast, the quick loop for development: without the tests marked crossversion, gcs, ray or slow
-# (pyproject.toml registers the markers). Other arguments go to pytest.
+# (pyproject.toml registers the markers). Other arguments go to pytest. The tests run in REPROBUNDLE_TEST_WORKERS
+# processes (default 2; 1 runs them in this process), each taking whole files, so a module's fixtures are built once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -13,4 +14,8 @@ for arg in "$@"; do
         args+=("$arg")
     fi
 done
+workers=${REPROBUNDLE_TEST_WORKERS:-2}
+if [[ "$workers" != 1 ]]; then
+    args=(-n "$workers" --dist loadfile "${args[@]}")
+fi
 exec .venv/bin/python -m pytest "${args[@]}"
