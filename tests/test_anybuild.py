@@ -75,6 +75,7 @@ def test_nightly_names_and_listing(nightly_index):
         ["2026-01-03"]
 
 
+@pytest.mark.slow
 def test_nightly_environment_is_built_cached_and_listed(nightly_index, env_root, monkeypatch):
     server, made = nightly_index
     manager = EnvironmentManager(env_root, index_url=server.url)
@@ -102,6 +103,7 @@ def _nanmax_bundle(store):
     return reprobundle.pack(fn, a, name="nanmax", store=str(store), warmup=1, repeat=2, dump=False, profile=False)
 
 
+@pytest.mark.slow
 def test_bisect_nightly_finds_the_first_bad_day_and_its_commits(nightly_index, env_root, tmp_path, monkeypatch):
     server, made = nightly_index
     monkeypatch.setenv("REPROBUNDLE_ENV_DIR", str(env_root))
@@ -142,6 +144,7 @@ def _venv_with(path, *packages):
     subprocess.run([uv, "pip", "install", "-q", "--python", str(path / "bin" / "python"), *packages], check=True)
 
 
+@pytest.mark.slow
 def test_jax_path_replays_that_environment_as_it_is(tmp_path):
     venv = tmp_path / "myjax"
     _venv_with(venv, "jax==0.7.2", "jaxlib==0.7.2")

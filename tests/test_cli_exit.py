@@ -271,6 +271,7 @@ def _startup_seconds(tmp_path: Path) -> float:
     return time.monotonic() - start
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 @pytest.mark.parametrize("phase", sorted(PHASES))
 def test_a_signal_ends_pack_and_capture_at_every_phase_within_seconds(tmp_path, phase, sig):

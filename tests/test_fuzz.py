@@ -251,6 +251,7 @@ def _exercise_registry(registry: Registry, cache: Path) -> None:
 # ------------------------------------------------------------------------------------------ manifests
 
 
+@pytest.mark.slow
 @settings(max_examples=250 * SCALE, **FUZZ)
 @given(data=st.data())
 def test_structure_aware_manifest_mutations(demo, tmp_path, data):
@@ -1265,6 +1266,7 @@ def test_hostile_files_in_a_store_folder(demo, tmp_path):
     assert code == 6 and digest in out and "a FIFO" in out, (out, err)
 
 
+@pytest.mark.slow
 def test_unreadable_blobs_and_records_as_another_user(demo, tmp_path):
     """Files the user may not read (a store shared by several users; here as `nobody`): `verify` lists the blob
     with the reason; `replay`, `export` and `copy` fail with one line naming it (exit 3 or 6); a manifest or run
@@ -1394,6 +1396,7 @@ def test_a_damaged_zip_replays_into_nothing_and_store_is_honoured(tmp_path, gold
     assert calls == [str(dest)] and Registry.open(dest).versions("golden") == [1]
 
 
+@pytest.mark.slow
 def test_a_killed_pack_leaves_nothing_gc_does_not_remove(tmp_path, monkeypatch):
     """SIGKILL of `reprobundle pack` mid reference run leaves its work folder in $TMPDIR (nothing runs at a SIGKILL),
     locked by nobody: `gc --delete` removes it, and never the folder of a pack still running (its lock is held).

@@ -112,6 +112,7 @@ def test_http_errors_are_one_line(served):
     assert code == 3 and err.startswith("error: cannot read http://127.0.0.1:9/") and len(err.splitlines()) == 2
 
 
+@pytest.mark.slow
 def test_replay_over_https_with_a_trusted_certificate(served, tmp_path):
     """A real TLS server (self-signed, trusted through SSL_CERT_FILE) in front of the same folder."""
     if shutil.which("openssl") is None:
@@ -279,6 +280,7 @@ def _ref(url: str, shape: str, target: str, *, attacked: bool = True) -> str:
             "manifest": f"{base}/store/small@1", "zip": f"{base}/small-1.zip"}[target]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", sorted(TARGETS))
 def test_hostile_servers_are_cut_off_in_bytes_and_time(hostile, tmp_path, target):
     """Class: a marker, tag, manifest or zip served forever, with a lying Content-Length, claiming 64 GiB, or one

@@ -76,6 +76,7 @@ def test_same_inputs_stored_once(store_dir, args):
     assert not (new & input_keys)
 
 
+@pytest.mark.slow
 def test_bfloat16_and_nested_pytree(store_dir):
     sys.path.insert(0, str(ROOT / "examples"))
     try:
@@ -135,6 +136,7 @@ def test_cli_pack_ls_show_verify_tag_export_replay(store_dir, tmp_path):
     assert runs[0]["status"] == "ok" and runs[0]["check"]["ok"]
 
 
+@pytest.mark.slow
 def test_cli_as_real_subprocess(store_dir):
     env = {**os.environ, "REPROBUNDLE_STORE": str(store_dir)}
     exe = Path(sys.executable).with_name("reprobundle")

@@ -456,6 +456,7 @@ def race_publishes(url: str, processes: int = 8, each: int = 20) -> None:
         assert registry.verify(registry.load("race", version)) == []
 
 
+@pytest.mark.slow
 def test_concurrent_publishes_local(tmp_path):
     """8 processes x 20 publishes of one name on a folder store: 160 distinct versions, none lost or doubled."""
     race_publishes(str(tmp_path / "store"))
@@ -968,6 +969,7 @@ DISK_CASES = {  # what runs out of room -> (the command, which folder the messag
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(DISK_CASES))
 def test_a_full_disk_is_a_typed_error_naming_the_folder(packed_tiny, tmp_path, case):
     """Class: pack, pull, export, replay and tag on a full disk (its store's, its temp folder's, the zip's) end with
@@ -1018,6 +1020,7 @@ ARGV_SECRETS = {"--api-key=": "sk-proj-a1b2c3d4e5f6g7h8i9j0k1l2", "--token": "gh
                 "": "https://alice:topsecret-in-url@example.com/data"}
 
 
+@pytest.mark.slow
 def test_no_secret_from_the_command_line_is_stored_printed_or_exported(tmp_path):
     """Class: `capture -- python prog.py` with secrets on the program's command line in several spellings (an option
     with `=`, an option and its value, `-p VALUE`, a dotted name, `NAME=VALUE`, credentials in a URL): none of them

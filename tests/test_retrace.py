@@ -86,6 +86,7 @@ def test_lowering_diff_names_added_ops_and_their_source_lines(tmp_path):
         before, before, ["model.py"])["changed"]
 
 
+@pytest.mark.slow
 def test_what_cannot_retrace_says_why(store_dir, tmp_path):
     _pack(PROGRAMS / "failing.py", "failing", store_dir)
     import jax

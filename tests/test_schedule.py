@@ -55,6 +55,7 @@ def test_contenders_compared_make_the_same_calls_per_step(fast_and_slow, tmp_pat
     assert set(fast.steps) == set(slow.steps) == {fast.calls_per_step} == {slow.calls_per_step}
 
 
+@pytest.mark.slow
 def test_each_bundle_of_a_replay_together_keeps_its_own_calls_per_step(fast_and_slow):
     """Runs of one bundle (compared with each other) share a count, read back from the run records' timing.steps;
     the bundles timed alongside are not held to it: the fast function's steps make more calls than the slow one's."""

@@ -29,6 +29,7 @@ from reprobundle.render import sweep as sweep_render
 from reprobundle.run import sweep as sweeping
 from reprobundle.run.executor import LocalExecutor, ReplayTask
 
+pytestmark = pytest.mark.crossversion  # every test here sweeps 0.4.30 against the installed release
 BASELINE, CANDIDATE = "0.4.30", "installed"
 FAST = dict(rounds=2, repeat=6, warmup=1)
 QUICK_PACK = dict(warmup=1, repeat=2, dump=False, profile=False)

@@ -10,7 +10,6 @@ chose are recorded there and in each run ("flax 0.10.4 (packed with 0.12.8)").
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from ..errors import EnvironmentCreationError, UsageError
+from .env_folders import file_lock
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +108,8 @@ def program_environment(base, root: Path, packed: Mapping[str, str], overrides: 
     key = hashlib.sha256(json.dumps([pins, wanted, base.python_version, base.build]).encode()).hexdigest()[:12]
     folder = root / "programs" / f"jax-{base.jax_version}-{base.build}-{key}"
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with open(folder.parent / f".{folder.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(folder.parent / f".{folder.name}.lock",
+                   lambda: say(f"waiting for another process building {folder.name} ...")):
         if not (folder / METADATA).is_file():
             _create(base, folder, pins, wanted, packed, say)
         meta = json.loads((folder / METADATA).read_text())
