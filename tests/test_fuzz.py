@@ -104,11 +104,24 @@ def _under(path: str, roots) -> bool:
     return any(named == r or named.startswith(r.rstrip("/") + "/") for r in roots)
 
 
+def _compile_schema_validators() -> None:
+    """fastjsonschema turns the package's own JSON Schemas into Python code (compiled and exec'd from '<string>') the
+    first time a process checks a record of that kind and version: do it for every schema before recording, so that
+    what the audit sees does not depend on which test ran first in this process (pytest-xdist spreads them)."""
+    from reprobundle.bundle.schema import SCHEMA_DIR, fast_validator, validator
+
+    for path in sorted(SCHEMA_DIR.glob("*-v*.schema.json")):
+        kind, version = path.name.split(".")[0].rsplit("-v", 1)
+        fast_validator(kind, int(version))
+        validator(kind, int(version))
+
+
 @contextmanager
 def audited(*roots: str | Path):
     """Record what the block does; fail if it touches a path outside `roots` (library reads excepted), runs code
     that is not an installed module, unpickles, or starts a process."""
     roots = tuple({f(str(r)) for f in (os.path.realpath, os.path.abspath) for r in roots})
+    _compile_schema_validators()
     _RECORDER["events"] = []
     _RECORDER["on"] = True
     try:
