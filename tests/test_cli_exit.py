@@ -147,6 +147,7 @@ EXIT_SCRIPTS = {  # a factory (or the script around it) ending the process inste
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(EXIT_SCRIPTS))
 def test_a_script_that_ends_the_process_is_a_script_error(tmp_path, case):
     """Class: user code run by pack (the script, its factory, the function while traced) that calls sys.exit or

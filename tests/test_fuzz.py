@@ -82,9 +82,22 @@ def _importing() -> bool:
     return False
 
 
+def _typing_forward_ref() -> bool:
+    """Whether typing is compiling or evaluating a string annotation (a library's `"Text"` type hint, resolved when
+    it is first used: the name of a type, never data)."""
+    import typing
+
+    f = sys._getframe(2)
+    while f is not None:
+        if f.f_code.co_filename == typing.__file__ and f.f_code.co_qualname.startswith("ForwardRef."):
+            return True
+        f = f.f_back
+    return False
+
+
 def _hook(event, args):
     if _RECORDER["on"] and event in _WATCHED:
-        if event in _EXEC_EVENTS and _importing():
+        if event in _EXEC_EVENTS and (_importing() or _typing_forward_ref()):
             return
         _RECORDER["events"].append((event, args))
 
@@ -142,7 +155,9 @@ def audited(*roots: str | Path):
             filename = args[1] if len(args) > 1 else "<?>"
             filename = os.fsdecode(filename) if isinstance(filename, (str, bytes)) else str(filename)
             if not (os.path.isabs(filename) and _under(filename, _LIBRARY_ROOTS)):
-                bad.append(f"compile of {filename!r}")
+                source = args[0] if args else None
+                shown = source[:80] if isinstance(source, (str, bytes)) else type(source).__name__
+                bad.append(f"compile of {filename!r}: {shown!r}")
         elif event in _FILE_EVENTS:
             for arg in args[:2] if event in ("os.rename", "os.link", "os.symlink", "shutil.copyfile",
                                              "shutil.move") else args[:1]:
@@ -325,6 +340,7 @@ def _mutate_bytes(data, raw: bytes) -> bytes:
     return bytes(b[:i] + b[j:j + 64] + b[i:])
 
 
+@pytest.mark.slow
 @settings(max_examples=250 * SCALE, **FUZZ)
 @given(data=st.data())
 def test_byte_level_manifest_corruption(demo, tmp_path, data):

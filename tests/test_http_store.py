@@ -67,6 +67,7 @@ def served(tmp_path_factory):
     server.shutdown()
 
 
+@pytest.mark.slow
 def test_replay_show_verify_pull_a_store_over_http(served, tmp_path):
     url = f"{served['url']}/store/small@1"
     code, out, err = cli("show", url)

@@ -201,6 +201,7 @@ def test_push_copies_the_runs_unless_told_not_to(replayed, tmp_path):
     assert bare.runs(bare.resolve("small@1").ref.bundle_id) == []
 
 
+@pytest.mark.slow
 def test_url_snippet_of_a_local_store_and_of_a_zip(tmp_path, monkeypatch):
     store = tmp_path / "store"
     _pack(store)
@@ -242,6 +243,7 @@ def _run_in_pty(argv: list[str], env: dict) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_colour_only_on_a_terminal_and_never_with_no_color(replayed):
     env = {**os.environ, "REPROBUNDLE_STORE": str(replayed["store"]), "COLUMNS": "100", "TERM": "xterm"}
     env.pop("NO_COLOR", None)

@@ -277,6 +277,7 @@ def test_pack_from_python_with_a_script_stores_the_program_read_not_run(store_di
         api.pack(fn, *args, name="rng-api", store=str(store_dir), script=str(tmp_path / "noisy.py"), **QUICK)
 
 
+@pytest.mark.slow
 def test_compare_two_bundles_of_one_release_times_them_together_with_the_same_lowering(store_dir):
     for name in ("rng-a", "rng-b"):
         _pack(PROGRAMS / "rng.py", name, store_dir)
@@ -309,6 +310,7 @@ def make():
 '''
 
 
+@pytest.mark.slow
 def test_a_retraced_contender_traces_once_per_replay_and_later_rounds_reuse_it(store_dir, tmp_path, monkeypatch):
     calls = tmp_path / "calls.txt"
     monkeypatch.setenv("REPROBUNDLE_TEST_FACTORY_CALLS", str(calls))
