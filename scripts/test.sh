@@ -14,6 +14,9 @@ for arg in "$@"; do
         args+=("$arg")
     fi
 done
+# Bytecode caches on (where the environment turned them off): pytest's rewritten test modules and the package,
+# which every worker and CLI subprocess of the suite imports again, are compiled once instead of each time.
+unset PYTHONDONTWRITEBYTECODE
 workers=${REPROBUNDLE_TEST_WORKERS:-2}
 if [[ "$workers" != 1 ]]; then
     args=(-n "$workers" --dist loadfile "${args[@]}")
