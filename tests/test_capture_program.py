@@ -188,6 +188,7 @@ def test_ctrl_c_stops_both_and_keeps_what_was_captured(store_dir, tmp_path):
 # -------------------------------------------------------------------------------------------- in process
 
 
+@pytest.mark.slow
 def test_python_api_sees_functions_jitted_before_the_block(store_dir):
     @jax.jit
     def train_step(w, x):

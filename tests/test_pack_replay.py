@@ -63,6 +63,7 @@ def test_pack_and_replay_python_api(store_dir, args):
     assert [r["run_id"] for r in registry.runs(bundle.ref.bundle_id)] == [run["run_id"]]
 
 
+@pytest.mark.slow
 def test_same_inputs_stored_once(store_dir, args):
     reprobundle.pack(jax.jit(_f), *args, name="a", store=str(store_dir), **FAST)
     registry = Registry.open(store_dir)
@@ -97,6 +98,7 @@ def test_bfloat16_and_nested_pytree(store_dir):
     assert run["status"] == "ok" and run["check"]["bit_identical"]
 
 
+@pytest.mark.slow
 def test_synthetic_inputs(store_dir, args):
     ref = reprobundle.pack(jax.jit(_f), *args, name="syn", store=str(store_dir), synthetic_inputs=True, seed=7, **FAST)
     m = Registry.open(store_dir).resolve(str(ref)).manifest
@@ -227,6 +229,7 @@ def test_input_mismatch_python_api(store_dir, args):
         reprobundle.pack(jax.jit(_f), *args, name="x", store=str(store_dir), repeat=0)
 
 
+@pytest.mark.slow
 def test_pack_raw_stablehlo_module(store_dir, tmp_path, args):
     (tmp_path / "module.mlir").write_text(jax.jit(_f).lower(*args).as_text())
     np.savez(tmp_path / "in.npz", *[np.asarray(a) for a in args])
