@@ -32,6 +32,7 @@ from .run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI
 
 BISECT_OPTIONS = ReplayOptions(dump=False)  # a bisection's probes keep no XLA dump
 
+
 def open_registry(store: str | os.PathLike | None = None) -> Registry:
     """The registry at `store` (a URL or path); None means $REPROBUNDLE_STORE or the default local folder."""
     return Registry.open(store)
@@ -467,6 +468,9 @@ def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[st
     wanted = list(dict.fromkeys(versions or ["installed" if v == here else v for v in traced if v != "?"]))
     if not wanted:
         raise UsageError("neither bundle says which release traced it", hint="name the releases: --jax 0.7.2 --jax 0.8.0")
+    from .run.versions import check_jax_requests  # before anything runs: a typo is one error, not a failed row
+
+    check_jax_requests(wanted, lambda: environment_manager(env_dir, python=python).available_versions())
     for bundle in (a, b):
         prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
     manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in wanted) or python else None
