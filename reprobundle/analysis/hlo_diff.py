@@ -410,7 +410,8 @@ def _names(names: list[str], limit: int = 4) -> str:
 def _counter_text(c: Counter, limit: int = 8) -> str:
     """`dot×4, reduce, ...`: the most common first, at most `limit` kinds."""
     items = [f"{k}×{v}" if v > 1 else k for k, v in c.most_common()]
-    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more kinds" if len(items) > limit else "")
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" and {more} more kind{'s' if more > 1 else ''}" if more > 0 else "")
 
 
 # ------------------------------------------------------------------------------------------------ per-op diff

@@ -186,5 +186,6 @@ def diff_text(added: list[dict], removed: list[dict], limit: int = 6) -> str:
     parts = [f"{sign}{d['count']} {d['op']}" + (f" at {', '.join(d['at'][:LINES_SHOWN])}" if d["at"] else "")
              for sign, items in (("+", added), ("-", removed)) for d in items]
     if len(parts) > limit:
-        parts = parts[:limit] + [f"{len(parts) - limit} more kinds"]
+        more = len(parts) - limit
+        parts = parts[:limit] + [f"{more} more kind{'s' if more > 1 else ''}"]
     return "; ".join(parts)
