@@ -93,9 +93,16 @@ class Retrace(WorkerState):
             self.notes.append("each round traces again: serializing the export failed: %s" % exc_msg(e))
             return
         tmp = "%s.%d.tmp" % (path, os.getpid())
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except OSError as e:  # a full disk costs the later rounds a trace each, not this round its run
+            self.notes.append("each round traces again: keeping the export failed: %s" % exc_msg(e))
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
 
     def _call_factory(self, program):
         import jax
