@@ -135,12 +135,16 @@ def audited(*roots: str | Path):
     that is not an installed module, unpickles, or starts a process."""
     roots = tuple({f(str(r)) for f in (os.path.realpath, os.path.abspath) for r in roots})
     _compile_schema_validators()
+    # A lazy import inside the block would write its .pyc (scripts/test.sh turns bytecode caches on): the
+    # interpreter's cache, not the product's file access, so it is not written while recording.
+    dont_write, sys.dont_write_bytecode = sys.dont_write_bytecode, True
     _RECORDER["events"] = []
     _RECORDER["on"] = True
     try:
         yield
     finally:
         _RECORDER["on"] = False
+        sys.dont_write_bytecode = dont_write
         events, _RECORDER["events"] = _RECORDER["events"], []
     bad = []
     for event, args in events:
