@@ -455,7 +455,7 @@ def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[st
                  python: str | None, env_dir: str | None, progress) -> None:
     from importlib.metadata import PackageNotFoundError, version
 
-    from .analysis.bundle_pair import Side
+    from .analysis.bundle_pair import traced_by
     from .bundle.transfer import prefetch
     from .run.replay import replay_together
 
@@ -463,7 +463,7 @@ def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[st
         here = version("jax")
     except PackageNotFoundError:
         here = None
-    traced = [Side(str(x.ref), x.manifest, None).traced_by for x in (a, b)]
+    traced = [traced_by(x.manifest) for x in (a, b)]
     # the release this interpreter has is replayed here, as `installed`, rather than in an environment made for it
     wanted = list(dict.fromkeys(versions or ["installed" if v == here else v for v in traced if v != "?"]))
     if not wanted:

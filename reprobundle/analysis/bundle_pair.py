@@ -31,9 +31,13 @@ class Side:
 
     @property
     def traced_by(self) -> str:
-        function = self.manifest.get("function") or {}
-        return str((function.get("traced_by") or {}).get("jax") or (self.manifest.get("environment") or {})
-                   .get("jax") or "?")
+        return traced_by(self.manifest)
+
+
+def traced_by(manifest: dict) -> str:
+    """The JAX release that traced the bundle's program (manifest 3), else the one it was packed on, else "?"."""
+    function = manifest.get("function") or {}
+    return str((function.get("traced_by") or {}).get("jax") or (manifest.get("environment") or {}).get("jax") or "?")
 
 
 def compare_pair(a: Side, b: Side) -> dict:
