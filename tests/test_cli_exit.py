@@ -323,3 +323,30 @@ def test_a_signal_ends_pack_and_capture_at_every_phase_within_seconds(tmp_path, 
     while (_pids_with_cwd_under(tmp) or _pids_with_cwd_under(tmp_path)) and time.monotonic() < end:
         time.sleep(0.2)
     assert _pids_with_cwd_under(tmp) == [] and _pids_with_cwd_under(tmp_path) == []
+
+
+_REMOVAL_UNDER_WAY = """
+import os, signal, sys, time
+from pathlib import Path
+from reprobundle.store import scratch
+scratch.install_exit_watchdog(lambda signum: "interrupted")
+signal.signal(signal.SIGINT, lambda *a: None)  # the main thread goes on: the watchdog's turn
+folder = Path(sys.argv[1])
+with scratch.scratch_dir(folder.parent, "work-") as work:
+    (work / "f").write_text("x")
+    with scratch._removal_lock:  # the command's own removal of a tracked folder, under way when the watchdog is due
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(scratch.EXIT_GRACE_S + 1.0)
+        print("removal finished", flush=True)
+"""
+
+
+def test_the_exit_watchdog_waits_for_a_removal_under_way(tmp_path):
+    """Class: a signal's watchdog and the command both removing one work folder (seen under load: each rmtree failed
+    on what the other was deleting, and the folder outlived the process). The watchdog waits for the command's
+    removal, then ends the process with 130 and nothing left."""
+    proc = subprocess.run([sys.executable, "-c", _REMOVAL_UNDER_WAY, str(tmp_path / "x")], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.stdout == "removal finished\n", (proc.stdout, proc.stderr)
+    assert proc.returncode == 130 and proc.stderr.strip() == "interrupted", (proc.returncode, proc.stderr)
+    assert list(tmp_path.iterdir()) == []

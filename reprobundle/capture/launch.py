@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 from ..bundle.redaction import redact_argv
 from ..config import settings
 from ..errors import UsageError
-from ..store.scratch import handling_signals, track, untrack
+from ..store.scratch import handling_signals, remove_tracked, track, untrack
 from . import staging
 from .staging import CaptureOptions
 
@@ -183,5 +183,6 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
 def _discard(directory: Path) -> None:
     """The program's staging folder, gone (kept with REPROBUNDLE_DEBUG=1, to look into)."""
     if settings().debug != "1":
-        shutil.rmtree(directory, ignore_errors=True)
-    untrack(directory)
+        remove_tracked(directory)
+    else:
+        untrack(directory)

@@ -113,8 +113,7 @@ def scratch_dir(parent: str | Path, prefix: str) -> Iterator[Path]:
         with space_for(parent, None, "the work files written there"):  # a write in the block that found no room
             yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
-        untrack(path)
+        remove_tracked(path)
         if fd is not None:
             os.close(fd)
 
@@ -291,6 +290,10 @@ _exit_now = os._exit  # the real one, whatever user code running meanwhile may h
 _tracked_paths: dict[str, None] = {}
 _tracked_groups: dict[int, None] = {}
 _tracking_lock = threading.Lock()
+# Held while a command removes a tracked folder: the watchdog waits for it rather than racing it, since two
+# rmtrees of one folder can each fail on what the other is deleting and leave the folder (seen under load).
+_removal_lock = threading.Lock()
+_REMOVAL_WAIT_S = 10.0
 _held_off = 0
 
 
@@ -303,6 +306,13 @@ def track(path: str | Path) -> None:
 def untrack(path: str | Path) -> None:
     with _tracking_lock:
         _tracked_paths.pop(str(path), None)
+
+
+def remove_tracked(path: str | Path) -> None:
+    """Remove the tracked folder or file `path` and untrack it; a signal's watchdog waits for this to end."""
+    with _removal_lock:
+        _remove(str(path))
+        untrack(path)
 
 
 def track_group(pgid: int) -> None:
@@ -338,13 +348,17 @@ def _remove_tracked() -> None:
         except OSError:
             pass
     for path in reversed(paths):  # the newest first: a temp file before the folder that holds it
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        _remove(path)
+
+
+def _remove(path: str) -> None:
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def install_exit_watchdog(say: Callable[[int], str]) -> Callable[[], None] | None:
@@ -379,6 +393,7 @@ def install_exit_watchdog(say: Callable[[int], str]) -> Callable[[], None] | Non
                 continue
             if stopped.wait(EXIT_GRACE_S):
                 return
+            _removal_lock.acquire(timeout=_REMOVAL_WAIT_S)  # never released: the process ends below
             _remove_tracked()
             try:
                 os.write(2, (say(signum) + "\n").encode())
