@@ -149,6 +149,32 @@ def test_gc_keeps_what_a_running_writer_holds(registry):
     assert Registry.open(registry.url).gc(dry_run=False, grace_s=0) == [key]
 
 
+def test_gc_never_ends_a_lease_or_work_folder_being_created(registry, tmp_path):
+    """Class: gc's sweep meeting a writer between creating its lease (or a work folder's lock file) and locking it
+    (seen: 8 concurrent packs beside a gc loop, one pack's lease deleted under it). What is being created carries a
+    staging name that gc judges by age alone: a fresh one stays; one a killed writer left an hour ago goes; a lease
+    or work folder under its final name that nobody holds goes, one that a live writer holds stays."""
+    from reprobundle.store.scratch import LOCK_FILE, STAGING_SUFFIX, scratch_dir, sweep
+
+    tmp = registry.store.root / ".tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    fresh, old, dead = tmp / f"lease-aa{STAGING_SUFFIX}", tmp / f"lease-bb{STAGING_SUFFIX}", tmp / "lease-cc"
+    for path in (fresh, old, dead):
+        path.write_text("")
+    os.utime(old, (0, 0))
+    registry.put_blob(b"held by this writer")
+    live = [p for p in tmp.glob("lease-*") if p not in (fresh, old, dead)]
+    assert len(live) == 1 and not live[0].name.endswith(STAGING_SUFFIX)
+    Registry.open(registry.url).gc(dry_run=False, grace_s=0)
+    assert fresh.exists() and live[0].exists() and not old.exists() and not dead.exists()
+    with scratch_dir(tmp_path, "work-") as work:
+        assert [p.name for p in work.iterdir()] == [LOCK_FILE]  # locked under its final name only
+        stale = tmp_path / "work-killed"
+        stale.mkdir()
+        (stale / (LOCK_FILE + STAGING_SUFFIX)).write_text("")  # killed between creating and locking: no lock yet
+        assert sweep(tmp_path, stale_s=None) == 0 and work.exists() and stale.exists()
+
+
 def test_export_zip_roundtrip(registry, tmp_path):
     ref = registry.publish(make_manifest(registry))
     path = registry.export_zip(registry.resolve(str(ref)), tmp_path / "b.zip")

@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = ".reprobundle-lock"
 LEASE_PREFIX = "lease-"
+STAGING_SUFFIX = ".new"  # a lock file or lease being created: not yet locked, so judged by its age
 STALE_TEMP_S = 3600.0  # a loose temp file (an unlocked writer's) older than this was left by a killed process
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -59,15 +60,29 @@ def _flock(fd: int, how: int) -> bool:
 
 
 def _locked_new_file(path: Path) -> int | None:
-    """A new file at `path`, locked by this process; None where it cannot be created or locked."""
+    """A new file at `path`, locked by this process; None where it cannot be created or locked.
+
+    It is created and locked under a staging name (`path` + STAGING_SUFFIX, which `sweep` judges by age alone) and
+    only then renamed to `path`: a sweep that tests the lock at `path` never finds it unlocked, and never holds its
+    own test lock there at the moment this process takes the lock (either would end a live process's folder or
+    lease; seen with 8 concurrent packs beside a gc loop)."""
+    staging = path.with_name(path.name + STAGING_SUFFIX)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644)
+        fd = os.open(staging, os.O_RDWR | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644)
     except OSError:
         return None
-    if not _flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB if fcntl else 0):
-        os.close(fd)
-        return None
-    return fd
+    if _flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB if fcntl else 0):
+        try:
+            os.rename(staging, path)
+            return fd
+        except OSError:
+            pass
+    os.close(fd)
+    try:
+        os.unlink(staging)
+    except OSError:
+        pass
+    return None
 
 
 def is_held(path: str | Path) -> bool | None:
@@ -142,7 +157,8 @@ def sweep(parent: str | Path, *, stale_s: float | None = STALE_TEMP_S, prefixes:
                 continue
             shutil.rmtree(entry.path, ignore_errors=True)
         else:
-            held = is_held(entry.path) if entry.name.startswith(LEASE_PREFIX) else None
+            lease = entry.name.startswith(LEASE_PREFIX) and not entry.name.endswith(STAGING_SUFFIX)
+            held = is_held(entry.path) if lease else None
             if held or (held is None and (stale_s is None or now - st.st_mtime <= stale_s)):
                 continue
             try:
@@ -178,18 +194,13 @@ class FileLease(Lease):
         except OSError:
             self._failed = True
             return
-        name = os.urandom(8).hex()
-        tmp = self.folder / f"{LEASE_PREFIX}{name}.new"
-        fd = _locked_new_file(tmp)  # locked before it gets the name gc looks for: never seen unlocked
+        final = self.folder / f"{LEASE_PREFIX}{os.urandom(8).hex()}"
+        fd = _locked_new_file(final)
         if fd is None:
             self._failed = True
             log.debug("no lease in %s (cannot create or lock a file there): the gc grace period alone", self.folder)
             return
-        final = self.folder / f"{LEASE_PREFIX}{name}"
-        track(tmp)
-        os.rename(tmp, final)
         track(final)
-        untrack(tmp)
         self._fd, self.path = fd, final
 
     def add(self, keys: Iterable[str]) -> None:
@@ -255,7 +266,7 @@ def leased_keys(folder: Path, *, exclude: Path | None = None) -> set[str]:
     except OSError:
         return keys
     for entry in entries:
-        if not entry.name.startswith(LEASE_PREFIX) or entry.name.endswith(".new"):
+        if not entry.name.startswith(LEASE_PREFIX) or entry.name.endswith(STAGING_SUFFIX):
             continue
         if exclude is not None and os.path.abspath(entry.path) == os.path.abspath(exclude):
             continue
