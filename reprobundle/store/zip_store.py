@@ -47,7 +47,7 @@ class ZipStore(Store):
             raise StoreError(f"{self.path} has {len(infos)} entries, more than {MAX_ZIP_ENTRIES}")
         self._members: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
-            if info.is_dir() or is_runner_entry(info.filename):
+            if info.filename.endswith("/") or is_runner_entry(info.filename):  # not is_dir(): it fails on ""
                 continue  # the zip's own replay code (`python NAME.zip`): never read as a store key, never run here
             try:
                 check_key(info.filename)
