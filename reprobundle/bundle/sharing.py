@@ -214,8 +214,9 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
     env = m.get("environment") or {}
     samples = (m["reference"].get("timing") or {}).get("samples_ns") or []
     fields = m["function"]["fields"]
-    devices = sorted({_text(d.get("kind") or d.get("platform")) or "?" for d in env.get("devices") or []
-                      if isinstance(d, dict)})
+    listed = env.get("devices")  # the environment section is free-form: whatever the stranger's file says
+    devices = sorted({_text(d.get("kind") or d.get("platform")) or "?"
+                      for d in (listed if isinstance(listed, list) else []) if isinstance(d, dict)})
     info = {
         "bundle": str(bundle.ref),
         "bundle_id": bundle.ref.bundle_id,
