@@ -1168,6 +1168,21 @@ def test_a_deeply_nested_environment_is_a_format_error(demo):
     assert code == 6 and "deeper than" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("devices", [True, 7, "cpu", {"kind": "cpu"}, [1, None, {"kind": 5}]])
+def test_an_environment_section_of_any_shape_is_shown_and_shared(demo, devices):
+    """The environment section is free-form (the schema says only: a map): `devices` of any type, found by a fuzzing
+    campaign as a TypeError in `url`, is rendered as what can be read of it."""
+    from cli_runner import cli
+
+    registry, base = demo
+    m = _deepcopy(base)
+    m["version"], m["environment"]["devices"] = 2, devices
+    registry.store.put("bundles/demo/2.msgpack", msgpack.packb(m))
+    for argv in (["url", "demo@2", "--json"], ["show", "demo@2"]):
+        code, out, err = cli(*argv, store=registry.store.root)
+        assert code == 0 and "Traceback" not in err, (argv, err)
+
+
 def test_one_bad_record_never_hides_the_rest_of_the_store(demo, tmp_path):
     """A corrupt manifest, a manifest of a newer reprobundle, a folder no name can have, a corrupt or newer run
     record, a tag that is not a number: `ls`, `show`, `compare` and `gc` work on the rest and name what they
