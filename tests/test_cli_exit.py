@@ -338,6 +338,7 @@ with scratch.scratch_dir(folder.parent, "work-") as work:
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(scratch.EXIT_GRACE_S + 1.0)
         print("removal finished", flush=True)
+time.sleep(600)  # the watchdog ends the process, however late a loaded machine wakes it
 """
 
 
