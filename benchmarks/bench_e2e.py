@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from reprobundle import api  # noqa: E402
-from reprobundle.analysis.conditions import summary  # noqa: E402
-from reprobundle.run.envs import EnvironmentManager  # noqa: E402
+from reprobundle.analysis.busy import summary  # noqa: E402
+from reprobundle.envs.manager import EnvironmentManager  # noqa: E402
 from reprobundle.run.schedule import DEFAULT_STEPS  # noqa: E402
 
 

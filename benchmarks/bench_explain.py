@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "examples"))
 
 import reprobundle  # noqa: E402
 from reprobundle import api  # noqa: E402
-from reprobundle.analysis.conditions import summary  # noqa: E402
+from reprobundle.analysis.busy import summary  # noqa: E402
 from reprobundle.run.conditions import conditions, snapshot  # noqa: E402
 
 

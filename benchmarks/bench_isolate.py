@@ -4,7 +4,7 @@ rounds each: 16 when the figures in benchmarks/README.md were taken), in the sam
 
 - new: `api.isolate` end to end (split, pieces packed, one measurement of every piece on both versions in which a
   piece stops once it cannot hold the largest move, the moved piece packed), as the CLI runs it;
-- old: the same steps with the old timing: the pieces packed (capture/isolate.pack_pieces), replayed one by one
+- old: the same steps with the old timing: the pieces packed (investigate/isolate.pack_pieces), replayed one by one
   (run/replay.replay), the moved piece packed.
 Each run prints its wall time, how long its phases took, each piece's rounds, ratio and verdict (or the round after
 which it was ruled out), the piece it named, and the conditions it ran under (CPU pressure, load). Runs alternate
@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from reprobundle import api  # noqa: E402
-from reprobundle.analysis.conditions import summary  # noqa: E402
-from reprobundle.capture.isolate import judge, pack_piece, pack_pieces  # noqa: E402
+from reprobundle.analysis.busy import summary  # noqa: E402
+from reprobundle.envs.manager import EnvironmentManager  # noqa: E402
+from reprobundle.investigate.isolate import judge, pack_piece, pack_pieces  # noqa: E402
 from reprobundle.run.conditions import conditions, snapshot  # noqa: E402
-from reprobundle.run.envs import EnvironmentManager  # noqa: E402
 from reprobundle.run.execution import Timing  # noqa: E402
 from reprobundle.run.replay import replay  # noqa: E402
 from reprobundle.run.schedule import DEFAULT_STEPS  # noqa: E402

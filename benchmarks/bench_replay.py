@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "examples"))  # chain.py
 
 import reprobundle  # noqa: E402
 from reprobundle.analysis import sequential  # noqa: E402
-from reprobundle.analysis.conditions import summary  # noqa: E402
+from reprobundle.analysis.busy import summary  # noqa: E402
 from reprobundle.analysis.verdict import paired_log_ratios, timing_verdict  # noqa: E402
 from reprobundle.api import open_registry, parse_pin  # noqa: E402
 from reprobundle.capture.script import load_factory  # noqa: E402

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from reprobundle import api  # noqa: E402
 from reprobundle.capture.script import load_factory  # noqa: E402
-from reprobundle.run.envs import EnvironmentManager  # noqa: E402
+from reprobundle.envs.manager import EnvironmentManager  # noqa: E402
 
 SCRIPT = ROOT / "examples" / "attention.py"
 

@@ -34,9 +34,9 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 import reprobundle  # noqa: E402
-from reprobundle.run.envs import EnvironmentManager  # noqa: E402
-from reprobundle.run.executor import LocalExecutor, ReplayTask  # noqa: E402
-from reprobundle.run.sweep import run_replay_task  # noqa: E402
+from reprobundle.envs.manager import EnvironmentManager  # noqa: E402
+from reprobundle.fleet.executor import LocalExecutor, ReplayTask  # noqa: E402
+from reprobundle.fleet.sweep import run_replay_task  # noqa: E402
 
 
 def load_cluster_module():
@@ -92,7 +92,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=20, help="timed steps per version and bundle")
     ap.add_argument("--passes", type=int, default=1, help="local, one node, two nodes: this many times")
     args = ap.parse_args()
-    from reprobundle.run.ray_executor import RayExecutor
+    from reprobundle.fleet.ray_executor import RayExecutor
 
     cluster_mod = load_cluster_module()
     manager = EnvironmentManager()
@@ -120,7 +120,7 @@ def main() -> None:
                     for _ in range(nodes - 1):
                         cluster.add_node(cpus=cpus // 2)
                     executor = RayExecutor(cluster.address)
-                    from reprobundle.run.ray_executor import alive_nodes
+                    from reprobundle.fleet.ray_executor import alive_nodes
 
                     while len(alive_nodes(executor.ray)) < nodes:
                         time.sleep(0.2)

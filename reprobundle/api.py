@@ -18,10 +18,10 @@ from .bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_
 from .capture.export import export_function, load_exported
 from .capture.files import load_npz as load_npz  # re-exported: the inputs of pack --inputs
 from .capture.files import read_user_file
-from .capture.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
 from .capture.pack import pack as _pack
 from .config import DEFAULT_WARMUP, REFERENCE_REPEAT
-from .errors import UsageError, clean_values
+from .errors import UsageError
+from .investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
 from .logs import Status
 from .run.contenders import ContenderSpec, concrete_versions, contenders_from, mode_of, variant_args
 from .run.execution import DEFAULT_TIMEOUT_S
@@ -29,6 +29,7 @@ from .run.options import ReplayOptions, check_timing, checked_timeout, replay_op
 from .run.options import parse_pin as parse_pin  # re-exported: --pin's parser
 from .run.replay import replay as _replay
 from .run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
+from .text import clean_values
 
 BISECT_OPTIONS = ReplayOptions(dump=False)  # a bisection's probes keep no XLA dump
 
@@ -220,7 +221,7 @@ def _in_release(command: list[str], version: str, env_dir: str | None, progress)
     """`python prog.py ...` with the interpreter of jax `version`'s environment (plus the packages prog.py imports)."""
     from .capture.script import DEFAULT_FACTORY
     from .capture.source import collect_program
-    from .run.program_envs import program_environment, undeclared_export_needs
+    from .envs.program import program_environment, undeclared_export_needs
 
     if not command or not (Path(command[0]).name.startswith("python") or command[0] == sys.executable):
         raise UsageError("capture --jax runs the program with another interpreter, so it must start with python",
@@ -239,8 +240,8 @@ def _in_release(command: list[str], version: str, env_dir: str | None, progress)
 
 def environment_manager(env_dir: str | None = None, *, python: str | None = None, index_url: str | None = None):
     """The cache of per-version JAX environments ($REPROBUNDLE_ENV_DIR or the user cache by default); `index_url`:
-    where nightlies (and, a mirror, releases) come from (see run/nightly.py)."""
-    from .run.envs import EnvironmentManager
+    where nightlies (and, a mirror, releases) come from (see envs/nightly.py)."""
+    from .envs.manager import EnvironmentManager
 
     return EnvironmentManager(Path(env_dir) if env_dir else None, python=python, index_url=index_url)
 
@@ -268,7 +269,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
 
     A version is a release, "installed", "latest", a nightly ("nightly:2025-10-03", "0.8.0.dev20251003", from
     `index_url`, else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index) or the path of a Python interpreter or
-    environment whose JAX is used as it is (see run/envs.py).
+    environment whose JAX is used as it is (see envs/manager.py).
 
     `variants` ("0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper") add contenders: a release under settings
     applied to its workers only, timed in the same rounds (run/contenders.py).
@@ -283,7 +284,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     its own store (`replay X.zip --store DIR`), else into the default local store; its runs go there.
     `shapes` ({"b": 16} or ["b=16"]) replays a shape-polymorphic bundle at other sizes, on synthetic inputs.
     `platform` ("cpu", "cuda", "cuda12", "cuda13", "rocm", "tpu"): where every version runs (default: the bundle's
-    first accelerator platform this machine has, else the CPU; see run/platforms.py).
+    first accelerator platform this machine has, else the CPU; see envs/platforms.py).
     `mode`: "frozen" replays the stored program; "retrace" runs the bundle's program (its script's factory) in each
     version's environment and lowers it there; "both" times a frozen and a retraced contender per version. A retrace
     environment holds the program's third-party packages resolved compatible with that jax, unless the option
@@ -293,7 +294,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     from .bundle.transfer import copy_bundle, prefetch
 
     options = replay_options(options, settings)
-    from .run.versions import check_jax_requests  # before anything runs: no error run for a version that cannot be
+    from .envs.versions import check_jax_requests  # before anything runs: no error run for a version that cannot be
 
     check_jax_requests(versions, lambda: environment_manager(env_dir, python=python).available_versions())
     registry, bundle = resolve(ref, store)
@@ -346,7 +347,7 @@ def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name
     standalone on versions[0] and versions[1] in paired rounds, and pack the piece whose median moved most into
     `store` as `name` (default NAME-piece-K): a minimal repro. Returns a capture.isolate.Isolation. `options` or
     `settings`: replay's (warmup, repeat, max_time_s, pin, timeout_s), from ISOLATE_OPTIONS."""
-    from .capture.isolate import isolate as _isolate
+    from .investigate.isolate import isolate as _isolate
 
     if len(versions) != 2:
         raise UsageError("isolate compares two versions", hint="give --jax twice: the baseline, then the candidate")
@@ -378,7 +379,7 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
     """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs;
     with `reproduce`, its "reproduce" block (bundle/sharing.reproduce_info) names the bundle where `origin`
     (registry, bundle; default: these) holds it."""
-    from .run.sweep import compare_runs
+    from .run.compare import compare_runs
 
     try:
         comparison = compare_runs(registry, bundle, runs, baseline)
@@ -468,7 +469,7 @@ def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[st
     wanted = list(dict.fromkeys(versions or ["installed" if v == here else v for v in traced if v != "?"]))
     if not wanted:
         raise UsageError("neither bundle says which release traced it", hint="name the releases: --jax 0.7.2 --jax 0.8.0")
-    from .run.versions import check_jax_requests  # before anything runs: a typo is one error, not a failed row
+    from .envs.versions import check_jax_requests  # before anything runs: a typo is one error, not a failed row
 
     check_jax_requests(wanted, lambda: environment_manager(env_dir, python=python).available_versions())
     for bundle in (a, b):
@@ -501,14 +502,15 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
     from `index_url` (else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index): the result's `nightly` holds the
     last good and first bad builds with their commits, the compare URLs, the skipped days and the Reproduce lines
-    (run/nightly_bisect.py).
+    (investigate/nightly_bisect.py).
 
-    Each probe (the versions timed together) is a replay task (run/executor.py) run by `executor`, by default the
+    Each probe (the versions timed together) is a replay task (fleet/executor.py) run by `executor`, by default the
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
     in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
-    from .run.bisection import bisect as _bisect
-    from .run.sweep import executor_for, outputs_differ, replay_probe
-    from .run.versions import version_key
+    from .envs.versions import version_key
+    from .fleet.connect import executor_for
+    from .investigate.bisection import bisect as _bisect
+    from .investigate.probes import outputs_differ, replay_probe
 
     options = replay_options(options, settings, BISECT_OPTIONS)
     if mode not in ("frozen", "retrace"):
@@ -533,10 +535,10 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
 def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, probe,
                       options: ReplayOptions, progress: Callable[[str], None] | None):
     """bisect --nightly: the days between `good` and `bad` searched with `probe`, and the answer's builds,
-    commits, compare URLs and Reproduce lines (run/nightly_bisect.py)."""
-    from .run import nightly_bisect
-    from .run.bisection import bisect as _bisect
-    from .run.versions import version_key
+    commits, compare URLs and Reproduce lines (investigate/nightly_bisect.py)."""
+    from .envs.versions import version_key
+    from .investigate import nightly_bisect
+    from .investigate.bisection import bisect as _bisect
 
     search = nightly_bisect.plan_search(manager, good, bad)
     if progress and search.skipped:
@@ -560,9 +562,9 @@ def explain(ref: str, versions: Sequence[str], *, store: str | None = None, opti
             python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
             **settings: Any) -> dict:
     """Why versions[1] differs from versions[0]: per-pass dumps, experiments on the candidate chosen from them,
-    timed with both in paired rounds, a diagnosis (run/explain.py); "reproduce" replays a workaround if found."""
+    timed with both in paired rounds, a diagnosis (investigate/explain.py); "reproduce" replays a workaround if found."""
     from .bundle.sharing import reproduce_info
-    from .run.explain import explain as _explain
+    from .investigate.explain import explain as _explain
     from .run.replay import replay_platform
 
     if len(versions) != 2 or versions[0] == versions[1]:
@@ -599,16 +601,19 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
 
     `selection`: refs and name globs (`attn*`; the newest version of each name unless one is given; nothing: every
     bundle), kept to those carrying every `labels` key=value. A bundle that already has a replay of both versions
-    with the same timing options is not replayed again unless `rerun` (see run/sweep.py's resume rule): its stored
+    with the same timing options is not replayed again unless `rerun` (see fleet/sweep.py's resume rule): its stored
     result is shown, marked "stored". The tasks run on `executor`, by default the local one (one after another in
     this process) or, with `ray_address`, a Ray cluster (the reprobundle[ray] extra).
 
     Returns plain data: {"format", "version", "store", "baseline", "candidate", "jax" (the two as concrete
     versions: "installed" is this host's), "executor", "options", "rerun", "results": one per bundle in selection
-    order (run/executor.py's TaskResult keys, plus "reproduce": the Reproduce block), "counts": {"total", "slower",
+    order (fleet/executor.py's TaskResult keys, plus "reproduce": the Reproduce block), "counts": {"total", "slower",
     "faster", "same", "unjudged", "mismatch", "failed", "stored"}}."""
-    from .run import sweep as sweeping
-    from .run.executor import LocalExecutor
+    from .bundle.selection import select_bundles
+    from .fleet import sweep as sweeping
+    from .fleet.connect import executor_for
+    from .fleet.executor import LocalExecutor
+    from .render.sweep import outcome_text
 
     baseline, candidates = _sweep_versions(baseline, candidate, releases)
     options = replay_options(options, settings)
@@ -616,8 +621,8 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     if registry.store.read_only:
         raise UsageError(f"{registry.url} is read-only: a sweep stores its runs in the registry it replays",
                          hint="copy the bundles into a writable store first (reprobundle pull / copy)")
-    bundles = sweeping.select_bundles(registry, list(selection), labels)
-    executor = executor or sweeping.executor_for(ray_address)
+    bundles = select_bundles(registry, list(selection), labels)
+    executor = executor or executor_for(ray_address)
     if mode not in ("frozen", "retrace"):
         raise UsageError(f"a sweep runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
     plain = {**options.task_options(), "env_dir": env_dir, "python": python, "index_url": index_url, "mode": mode}
@@ -639,9 +644,9 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
                             f"executor)" + (f"; {stored} stored from an earlier sweep" if stored else ""),
                             "sweep", 0, total))
         elif result["stored"]:
-            progress(Status(f"{result['ref']}: {sweeping.outcome_text(result)} (stored)", "sweep"))
+            progress(Status(f"{result['ref']}: {outcome_text(result)} (stored)", "sweep"))
         else:
-            progress(Status(f"{result['ref']}: {sweeping.outcome_text(result)}", "sweep", done, total))
+            progress(Status(f"{result['ref']}: {outcome_text(result)}", "sweep", done, total))
 
     results = sweeping.sweep(registry, bundles, versions, plain, executor=executor, rerun=rerun, fn=fn,
                              progress=report)
@@ -655,7 +660,7 @@ def history(selection: Sequence[str] = (), *, store: str | None = None, labels: 
     """The registry over time from its stored runs only (analysis/history.py): the selected bundles (as sweep's)
     x the releases their runs were made on, each cell against `baseline` (default: the oldest). Plain data."""
     from .analysis.history import build_history
-    from .run.sweep import select_bundles
+    from .bundle.selection import select_bundles
 
     registry = open_registry(store)
     bundles = select_bundles(registry, list(selection), labels)
@@ -703,7 +708,7 @@ def _sweep_versions(baseline: str, candidate: str | Sequence[str],
     (every release from A to B known to the package index; A is the baseline unless --baseline names one)."""
     candidates = [candidate] if isinstance(candidate, str) else list(candidate)
     if releases:
-        from .run.versions import releases_between
+        from .envs.versions import releases_between
 
         try:
             found = releases_between(releases, environment_manager().available_versions())

@@ -22,11 +22,11 @@ class Settings:
     cache_dir: str = ""  # the read-through cache of remote blobs and downloaded zips
     cache_max_bytes: str = ""  # the cache's size limit ("20G"; bundle/cache.py)
     gc_grace: str = ""  # how old an unreferenced blob must be before gc deletes it ("6h"; gc_grace_s)
-    env_dir: str = ""  # the cached JAX environments (run/env_folders.py)
+    env_dir: str = ""  # the cached JAX environments (envs/folders.py)
     install: str = ""  # the install line a Reproduce block shows (bundle/sharing.py)
     debug: str = ""  # "1": tracebacks with the one-line errors
     log: str = ""  # the log level without -v (logs.py)
-    platforms: str = ""  # the accelerators here, replacing detection (run/platforms.py)
+    platforms: str = ""  # the accelerators here, replacing detection (envs/platforms.py)
     http_timeout: str = ""  # seconds an http(s) store waits for the next byte (store/http.py)
     http_deadline: str = ""  # seconds one http(s) request may take in all (store/http.py)
     http_max_download: str = ""  # the largest zip an https URL may download ("2G"; store/http.py)

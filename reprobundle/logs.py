@@ -15,10 +15,10 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 
 
 class _SafeFormatter(logging.Formatter):
-    """Log lines are escaped for the terminal (errors.clean): they may quote what a store or bundle holds."""
+    """Log lines are escaped for the terminal (text.clean): they may quote what a store or bundle holds."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
-        from .errors import clean
+        from .text import clean
 
         return clean(super().formatMessage(record), 2000)
 

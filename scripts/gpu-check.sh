@@ -48,8 +48,8 @@ HOST_JAX=$("$HOST_PY" -c 'import importlib.metadata as m; print(m.version("jax")
 say "devices, and the CUDA build each release gets here"
 "$HOST_PY" - "$PLATFORM" "${VERSIONS[@]}" <<'EOF' | tee "$OUT/devices.txt"
 import sys
-from reprobundle.run.envs import EnvironmentManager
-from reprobundle.run.platforms import detect_devices
+from reprobundle.envs.manager import EnvironmentManager
+from reprobundle.envs.platforms import detect_devices
 platform, versions = sys.argv[1], sys.argv[2:]
 devices = detect_devices()
 print("devices:", devices.describe(), "| platforms:", ",".join(devices.platforms), "| CUDA driver:", devices.cuda_driver())
@@ -69,7 +69,7 @@ PACK_PY=$OFFLINE_PYTHON
 else
 say "the packing interpreter: jax $HOST_JAX with its $PLATFORM build, in $OUT/host (the .venv is left as it is)"
 HOST_BUILD=$(.venv/bin/python -c "
-from reprobundle.run.envs import EnvironmentManager
+from reprobundle.envs.manager import EnvironmentManager
 print(EnvironmentManager().plan('$HOST_JAX', platform='$PLATFORM')['build'])")
 JAX_REQ="jax==$HOST_JAX"
 [ "$HOST_BUILD" = cpu ] || JAX_REQ="jax[$HOST_BUILD]==$HOST_JAX"

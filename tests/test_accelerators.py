@@ -16,15 +16,15 @@ import pytest
 from cli_runner import cli
 
 from reprobundle.analysis.hardware import hardware_note, hardware_text
-from reprobundle.errors import ReplayError, UsageError
-from reprobundle.run import platforms as pf
-from reprobundle.run.envs import (
+from reprobundle.envs import platforms as pf
+from reprobundle.envs.manager import (
     EnvironmentManager,
     choose_cuda_build,
     env_dir_name,
     requirements,
 )
-from reprobundle.run.package_index import fetch_project_files, index_url, project_wheel
+from reprobundle.envs.package_index import fetch_project_files, index_url, project_wheel
+from reprobundle.errors import ReplayError, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_DATA = Path(__file__).parent / "data" / "gpu"

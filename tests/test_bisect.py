@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from reprobundle.errors import UsageError
-from reprobundle.run.bisection import bisect, skipped_between
+from reprobundle.investigate.bisection import bisect, skipped_between
 
 VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "0.7.0", "0.7.2", "0.8.0"]
 

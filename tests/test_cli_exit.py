@@ -328,15 +328,15 @@ def test_a_signal_ends_pack_and_capture_at_every_phase_within_seconds(tmp_path, 
 _REMOVAL_UNDER_WAY = """
 import os, signal, sys, time
 from pathlib import Path
-from reprobundle.store import scratch
-scratch.install_exit_watchdog(lambda signum: "interrupted")
+from reprobundle.store import scratch, watchdog
+watchdog.install_exit_watchdog(lambda signum: "interrupted")
 signal.signal(signal.SIGINT, lambda *a: None)  # the main thread goes on: the watchdog's turn
 folder = Path(sys.argv[1])
 with scratch.scratch_dir(folder.parent, "work-") as work:
     (work / "f").write_text("x")
-    with scratch._removal_lock:  # the command's own removal of a tracked folder, under way when the watchdog is due
+    with watchdog._removal_lock:  # the command's own removal of a tracked folder, under way when the watchdog is due
         os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(scratch.EXIT_GRACE_S + 1.0)
+        time.sleep(watchdog.EXIT_GRACE_S + 1.0)
         print("removal finished", flush=True)
 time.sleep(600)  # the watchdog ends the process, however late a loaded machine wakes it
 """

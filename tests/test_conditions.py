@@ -1,5 +1,5 @@
 """Measurement conditions: what a run records about the machine it was timed on (run/conditions.py, the worker's
-process), how the report warns about a busy machine and differing runs (analysis/conditions.py), and pinning."""
+process), how the report warns about a busy machine and differing runs (analysis/busy.py), and pinning."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from cli_runner import cli
 
 import reprobundle
-from reprobundle.analysis import conditions as A
+from reprobundle.analysis import busy as A
 from reprobundle.analysis.comparison import build_comparison
 from reprobundle.api import parse_pin
 from reprobundle.errors import UsageError

@@ -130,7 +130,7 @@ class _Envs:
         self.python = python
 
     def ensure(self, version, progress=None):
-        from reprobundle.run.envs import JaxEnvironment
+        from reprobundle.envs.manager import JaxEnvironment
 
         return JaxEnvironment(jax_version=version, python_executable=self.python, python_version="3",
                               path=self.python.parent, created=None, size_bytes=None)

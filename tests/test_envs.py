@@ -20,16 +20,16 @@ import pytest
 from audit import audited
 from packaging.version import Version
 
-from reprobundle.errors import EnvironmentCreationError, NoSuitablePythonError
-from reprobundle.run.envs import INSTALLED, EnvironmentManager, JaxEnvironment, requirements
-from reprobundle.run.package_index import (
+from reprobundle.envs.manager import INSTALLED, EnvironmentManager, JaxEnvironment, requirements
+from reprobundle.envs.package_index import (
     fallback_pythons,
     jax_file_version,
     jaxlib_for,
     jaxlib_wheel_pythons,
     summarize_index,
 )
-from reprobundle.run.versions import python_allowed, python_release, release_name, same_release, version_key
+from reprobundle.envs.versions import python_allowed, python_release, release_name, same_release, version_key
+from reprobundle.errors import EnvironmentCreationError, NoSuitablePythonError
 
 OLD = "0.4.30"  # an old release that still installs (and runs with NumPy 2) on Python 3.9-3.12
 REPO = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def _subprocess_env(**extra: str) -> dict[str, str]:
 
 ENSURE_SCRIPT = textwrap.dedent("""
     import json, sys, time
-    from reprobundle.run.envs import EnvironmentManager
+    from reprobundle.envs.manager import EnvironmentManager
     from reprobundle.errors import ReproBundleError
     root, version = sys.argv[1], sys.argv[2]
     t = time.perf_counter()
@@ -250,7 +250,7 @@ def test_uv_managed_pythons_are_found_through_uv(tmp_path, monkeypatch):
     listed by `uv python list` and becomes a candidate with source "uv"; uv's own PATH search is not involved."""
     from uv import find_uv_bin
 
-    from reprobundle.run.interpreters import candidate_paths, interpreter_from, uv_managed
+    from reprobundle.envs.interpreters import candidate_paths, interpreter_from, uv_managed
 
     base = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"

@@ -18,10 +18,10 @@ from reprobundle.analysis.diagnosis import CAUSE, NO_REGRESSION, NOT_SEPARATED, 
 from reprobundle.analysis.passes import canonical, pass_diff, read_pipeline, same_hlo
 from reprobundle.bundle.dims import parse_size_lists, several_sizes
 from reprobundle.errors import UsageError
+from reprobundle.investigate.explain import Evidence, plan
 from reprobundle.render import explain as explain_render
 from reprobundle.render import sizes as sizes_render
 from reprobundle.run.contenders import parse_variant, unknown_flag_reason
-from reprobundle.run.explain import Evidence, plan
 from reprobundle.worker.settings import parse_config_value
 
 FAST_PACK = dict(warmup=1, repeat=2, dump=False, profile=False)
@@ -255,8 +255,8 @@ def test_cli_refuses_what_explain_and_variant_cannot_use(tmp_path):
 
 
 def test_a_sweep_of_one_function_at_several_signatures_gives_its_ratio_by_size():
+    from reprobundle.fleet.executor import result_skeleton
     from reprobundle.render import sweep as sweep_render
-    from reprobundle.run.executor import result_skeleton
 
     def result(ref, seq, ratio, function="attention"):
         return {**result_skeleton(ref, ["0.7.2", "0.8.0"]), "function": function, "ratio": ratio,

@@ -793,7 +793,7 @@ def test_too_many_zip_entries(tmp_path, monkeypatch):
 # matches is a new route from data to code and fails the test.
 ALLOWED_TEXT_MATCHES = {
     ("capture/files.py", "np.load(path, allow_pickle=False)"): "numpy's loader with pickles refused",
-    ("run/ray_executor.py", "with cloudpickle, by reference to its module"):
+    ("fleet/ray_executor.py", "with cloudpickle, by reference to its module"):
         "its docstring says that Ray serializes our own task function; tasks and results cross as plain data",
     ("errors.py", "def __reduce__(self)"):
         "DiskFullError (an OSError with its own constructor) is rebuilt from its three strings when Ray or a process "
@@ -812,19 +812,19 @@ ALLOWED_CALLS = {
 }
 SUBPROCESS_MODULES = {
     "run/execution.py": "runs the worker package by path in the chosen interpreter (argument list, no shell)",
-    "run/envs.py": "runs `uv pip compile` for a dry run of an environment (argument list, no shell)",
-    "run/env_build.py": "runs uv and the environment's verification (argument lists, no shell, fixed verification "
+    "envs/manager.py": "runs `uv pip compile` for a dry run of an environment (argument list, no shell)",
+    "envs/build.py": "runs uv and the environment's verification (argument lists, no shell, fixed verification "
                         "code)",
-    "run/env_installed.py": "asks the interpreter --python names for its jax version (argument list, no shell, "
+    "envs/installed.py": "asks the interpreter --python names for its jax version (argument list, no shell, "
                             "fixed code)",
-    "run/interpreters.py": "probes candidate interpreters and asks uv where its Pythons live (argument lists, no "
+    "envs/interpreters.py": "probes candidate interpreters and asks uv where its Pythons live (argument lists, no "
                            "shell, fixed probe code)",
     "worker/environment.py": "sysctl for the CPU model on macOS",
-    "run/program_envs.py": "runs uv venv, uv pip install and uv pip freeze for a retrace's environment with the "
+    "envs/program.py": "runs uv venv, uv pip install and uv pip freeze for a retrace's environment with the "
                            "program's packages (argument lists, no shell)",
-    "run/platforms.py": "nvidia-smi -L where /proc/driver/nvidia does not list the GPUs (argument list, no shell)",
+    "envs/platforms.py": "nvidia-smi -L where /proc/driver/nvidia does not list the GPUs (argument list, no shell)",
     "capture/launch.py": "runs the program the user gives to `reprobundle capture` (their argument list, no shell)",
-    "run/local_env.py": "probes the interpreter `--jax PATH` names for its versions (argument list, no shell, fixed "
+    "envs/local.py": "probes the interpreter `--jax PATH` names for its versions (argument list, no shell, fixed "
                         "probe code)",
 }
 JAX_IMPORTERS = {"capture/export.py": "the only in-process JAX user on the host, with flatten.py",

@@ -22,9 +22,9 @@ from cli_runner import cli
 
 import reprobundle
 from reprobundle import api
+from reprobundle.fleet.sweep import host_jax
 from reprobundle.render import history as history_render
 from reprobundle.render import sweep as sweep_render
-from reprobundle.run.sweep import host_jax
 
 pytestmark = pytest.mark.crossversion
 

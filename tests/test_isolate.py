@@ -1,4 +1,4 @@
-"""Isolation (capture/isolate.py): a bundle's StableHLO split into pieces that compute, one after the other, what
+"""Isolation (investigate/isolate.py): a bundle's StableHLO split into pieces that compute, one after the other, what
 the whole function computes; the pieces timed on two versions and the one that moved packed as a bundle."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import reprobundle
 from reprobundle.analysis.verdict import check_leaf
 from reprobundle.bundle.registry import Registry
 from reprobundle.capture.export import export_function, load_stablehlo
-from reprobundle.capture.isolate import split_module
 from reprobundle.errors import UsageError
+from reprobundle.investigate.isolate import split_module
 
 
 def layer(x, w1, w2):
@@ -129,7 +129,7 @@ def test_isolate_times_the_pieces_and_packs_the_one_that_moved(store_dir):
 
 
 def test_the_report_names_the_moved_piece_and_says_which_were_ruled_out():
-    from reprobundle.capture.isolate import Isolation, Piece, PieceResult
+    from reprobundle.investigate.isolate import Isolation, Piece, PieceResult
     from reprobundle.render.isolate import isolation_data, isolation_text
 
     def result(i, label, base_ns, verdict, ruled_out=None):

@@ -10,12 +10,15 @@ PKG = Path(__file__).resolve().parent.parent / "reprobundle"
 # Lowest first. A module may import its own layer's modules and those of lower layers; `worker` imports nothing of
 # the host (it runs in other environments), and nothing imports `cli`.
 LAYERS = [
-    {"errors", "config", "units", "logs"},
+    {"errors", "text", "config", "units", "logs"},
     {"store"},
     {"bundle"},
     {"analysis"},
-    {"run"},
+    {"envs"},  # environment provisioning: releases, nightlies, local builds, interpreters, platforms
+    {"run"},  # measurement: workers, the interleaved schedule, budgets, replays
     {"capture"},
+    {"fleet"},  # distribution: executors, Ray, a sweep's tasks and resume
+    {"investigate"},  # bisect, nightly bisect, explain, isolate
     {"render"},
     {"api"},
     {"cli"},

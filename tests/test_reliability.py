@@ -678,7 +678,7 @@ class FakeEnvironments:
         self.asked: list[str] = []
 
     def ensure(self, version: str, progress=None):
-        from reprobundle.run.envs import JaxEnvironment
+        from reprobundle.envs.manager import JaxEnvironment
 
         self.asked.append(version)
         if version not in self.pythons:

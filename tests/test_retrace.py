@@ -122,7 +122,7 @@ def test_jax_random_is_the_same_frozen_and_other_numbers_retraced_on_0430(store_
     assert new["status"] == "ok" and new["lowering_changed"] is False, new["reason"]
     assert old["route"] == new["route"] == "retrace"
     # The cross-check: the script run directly in each environment computes what its retrace computed.
-    from reprobundle.run.envs import EnvironmentManager
+    from reprobundle.envs.manager import EnvironmentManager
 
     manager = EnvironmentManager()
     for version, run in (("0.4.30", old), ("0.7.2", new)):

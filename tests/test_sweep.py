@@ -24,10 +24,12 @@ from cli_runner import cli
 
 import reprobundle
 from reprobundle import api
+from reprobundle.bundle.selection import select_bundles
 from reprobundle.errors import UsageError
+from reprobundle.fleet import sweep as sweeping
+from reprobundle.fleet.connect import executor_for
+from reprobundle.fleet.executor import LocalExecutor, ReplayTask
 from reprobundle.render import sweep as sweep_render
-from reprobundle.run import sweep as sweeping
-from reprobundle.run.executor import LocalExecutor, ReplayTask
 
 pytestmark = pytest.mark.crossversion  # every test here sweeps 0.4.30 against the installed release
 BASELINE, CANDIDATE = "0.4.30", "installed"
@@ -145,7 +147,7 @@ def test_selection_by_ref_glob_and_label(swept):
     registry = api.open_registry(store)
 
     def names(patterns, labels=None):
-        return [str(b.ref) for b in sweeping.select_bundles(registry, patterns, labels)]
+        return [str(b.ref) for b in select_bundles(registry, patterns, labels)]
 
     assert names(["chain*"]) == ["chain@1", "chain2@1"]
     assert names(["chain?"]) == ["chain2@1"]
@@ -191,7 +193,7 @@ def test_a_task_that_raises_is_a_failed_result(swept):
     assert sorted(results) == [0, 1] and all(r["status"] == "failed" for r in results.values())
     assert "no bundle named 'missing'" in results[0]["error"] and "unknown replay option" in results[1]["error"]
     assert all(json.loads(json.dumps(r)) == r for r in results.values())  # plain data: it crosses machines
-    assert isinstance(sweeping.executor_for(None), LocalExecutor)  # (--ray without Ray: tests/test_sweep_ray.py)
+    assert isinstance(executor_for(None), LocalExecutor)  # (--ray without Ray: tests/test_sweep_ray.py)
 
 
 def test_bisect_probes_run_on_the_executor(swept):

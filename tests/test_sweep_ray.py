@@ -31,9 +31,10 @@ from ray_cluster import HOST, LocalRayCluster, cmdline
 import reprobundle
 from reprobundle.bundle.registry import Registry
 from reprobundle.errors import ClusterError, UsageError
-from reprobundle.run.executor import ReplayTask
-from reprobundle.run.ray_executor import Node, RayExecutor, alive_nodes, import_ray, placement_for, task_platform
-from reprobundle.run.sweep import executor_for, run_replay_task
+from reprobundle.fleet.connect import executor_for
+from reprobundle.fleet.executor import ReplayTask
+from reprobundle.fleet.ray_executor import Node, RayExecutor, alive_nodes, import_ray, placement_for, task_platform
+from reprobundle.fleet.sweep import run_replay_task
 
 pytestmark = [pytest.mark.crossversion, pytest.mark.ray]
 

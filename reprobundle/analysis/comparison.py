@@ -12,9 +12,9 @@ import numpy as np
 
 from ..bundle.model import run_label
 from ..bundle.trees import output_names
-from ..errors import first_line
+from ..text import first_line
 from ..units import human_ns
-from .conditions import report as conditions_report
+from .busy import report as conditions_report
 from .hardware import hardware_note
 from .hlo_diff import (
     COVERAGE_MIN,
@@ -241,7 +241,7 @@ def _bundle_name(manifest: dict, runs: list[dict]) -> str:
 
 
 def _condition_headlines(warnings: list[str]) -> list[dict]:
-    """A headline per warning about the conditions of the timing (analysis/conditions.py: a busy machine, runs
+    """A headline per warning about the conditions of the timing (analysis/busy.py: a busy machine, runs
     measured under different CPUs, masks or thread settings)."""
     return [{"label": "", "vs": None, "comparable": False, "direction": "warning", "conditions": True, "text": w}
             for w in warnings]

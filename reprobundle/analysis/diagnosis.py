@@ -2,7 +2,7 @@
 they did not separate the two versions. A diagnosis is a claim: it says only what an experiment measured.
 
 An experiment is the candidate release under one setting (a pass disabled, a flag toggled), timed in the same paired
-rounds as the baseline and the candidate. Its facts (run/explain.py gathers them): status, outputs against the
+rounds as the baseline and the candidate. Its facts (investigate/explain.py gathers them): status, outputs against the
 reference, `hlo_same_as_baseline` (its optimized HLO is the baseline's up to names), `fusions_same_as_baseline`
 (the same fusions and unfused ops), and its verdict against the baseline (ratio, 95% interval, settled).
 """

@@ -1,7 +1,7 @@
 """Which pieces of one function could still hold its largest move: the rule that lets `isolate` stop timing a piece
 before its own verdict settles.
 
-Isolation (capture/isolate.py) times every piece of a function on two versions together and names the piece whose
+Isolation (investigate/isolate.py) times every piece of a function on two versions together and names the piece whose
 time moved most, with that piece's verdict. A piece matters only while it could be that piece. Each piece is a
 comparison: its per-round paired log ratios d (candidate over baseline, as the verdict pairs them) and its baseline's
 median call b, so its change of time is b (exp(mean d) - 1), and an interval on the log ratio is one on that change.

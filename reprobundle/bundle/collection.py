@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..config import cache_dir
-from ..errors import NotFoundError, ReproBundleError, first_line
+from ..errors import NotFoundError, ReproBundleError
 from ..store.folders import inside
 from ..store.scratch import sweep
+from ..text import first_line
 from . import manifest as mf
 from .blobs import pool_map
 

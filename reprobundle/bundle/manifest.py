@@ -39,14 +39,8 @@ from typing import Any, Callable, Final, Mapping, NoReturn, cast, get_args
 
 import msgpack
 
-from ..errors import (
-    CorruptBundleError,
-    FormatError,
-    InvalidNameError,
-    UnsupportedFormatVersionError,
-    exception_line,
-    quoted,
-)
+from ..errors import CorruptBundleError, FormatError, InvalidNameError, UnsupportedFormatVersionError
+from ..text import exception_line, quoted
 from . import schema
 from .digest import digest_bytes
 from .model import Blob, Manifest, RunRecord, RunStatus

@@ -33,13 +33,11 @@ from ..errors import (
     ReproBundleError,
     StoreError,
     StoreLayoutError,
-    clean,
-    first_line,
-    quoted,
 )
 from ..store import COPY_CHUNK, Store, open_store
 from ..store.base import Lease, make_temp_file
 from ..store.zip_store import write_zip_store
+from ..text import clean, first_line, quoted
 from . import manifest as mf
 from .digest import blob_key, check_digest, digest_bytes, digest_file, digest_stream, hex_of
 from .redaction import redact_environment

@@ -13,9 +13,10 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import InputMismatchError, ReplayError, UsageError, exception_line
-from ..run.platforms import PLATFORMS, canonical_platforms, choose_platform
-from ..worker.dtypes import MLIR_ELEMENT_DTYPES as MLIR_ELEMENT_DTYPES  # capture/isolate.py's import
+from ..envs.platforms import PLATFORMS, canonical_platforms, choose_platform
+from ..errors import InputMismatchError, ReplayError, UsageError
+from ..text import exception_line
+from ..worker.dtypes import MLIR_ELEMENT_DTYPES as MLIR_ELEMENT_DTYPES  # investigate/isolate.py's import
 from .flatten import flatten_call
 
 
@@ -285,7 +286,7 @@ def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = Non
 
 @dataclass
 class OpText:
-    """One top-level op of a function as text and names (capture/isolate.py splits functions with these)."""
+    """One top-level op of a function as text and names (investigate/isolate.py splits functions with these)."""
 
     name: str  # stablehlo.dot_general
     asm: str  # the op printed without locations, with the function's value names

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 from ..bundle.redaction import redact_argv
 from ..config import settings
 from ..errors import UsageError
-from ..store.scratch import handling_signals, remove_tracked, track, untrack
+from ..store.watchdog import handling_signals, remove_tracked, track, untrack
 from . import staging
 from .staging import CaptureOptions
 

@@ -13,16 +13,9 @@ from typing import Optional
 import typer
 
 from ..config import settings
-from ..errors import (
-    EXIT_BUG,
-    EXIT_INTERRUPTED,
-    EXIT_TERMINATED,
-    ReproBundleError,
-    clean,
-    is_no_space,
-    no_space_error,
-)
+from ..errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_TERMINATED, ReproBundleError, is_no_space, no_space_error
 from ..logs import quiet_unraisable
+from ..text import clean
 from . import bundles, replays, sharing  # noqa: F401  (they register their commands)
 from .common import app, close_progress
 
@@ -54,7 +47,7 @@ def _guard_commands() -> None:
 def main(argv: Optional[list[str]] = None) -> int:
     """Entry point: runs the app and maps every outcome to one line and an exit code, never a traceback unless
     REPROBUNDLE_DEBUG=1: reprobundle's errors their own codes, Ctrl-C "interrupted" and 130, a bug 70."""
-    from ..errors import exception_line
+    from ..text import exception_line
 
     debug = settings().debug == "1"
     _guard_commands()
@@ -62,7 +55,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     previous_unraisable = sys.unraisablehook
     if not debug:
         sys.unraisablehook = quiet_unraisable
-    from ..store.scratch import install_exit_watchdog  # a signal ends the command within seconds, even in C code
+    from ..store.watchdog import install_exit_watchdog  # a signal ends the command within seconds, even in C code
 
     stop_watchdog = install_exit_watchdog(lambda signum: "interrupted" if signum == signal.SIGINT else "terminated")
     try:

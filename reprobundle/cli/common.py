@@ -11,11 +11,8 @@ from typing import List, Optional
 import typer
 
 from .. import api
-from ..errors import (
-    UsageError,
-    clean_values,
-    terminal_text,
-)
+from ..errors import UsageError
+from ..text import clean_values, terminal_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Capture a JAX computation once; replay it on any JAX version and see what changed.")
@@ -80,7 +77,7 @@ def comparison_text(comparison: dict) -> str:
     from ..render import comparison as comparison_render
 
     width, color = terminal()
-    # its values come from bundles and run records: each one line, escaped (errors.clean_values)
+    # its values come from bundles and run records: each one line, escaped (text.clean_values)
     return comparison_render.to_text(clean_values(comparison), width=width, color=color)
 
 

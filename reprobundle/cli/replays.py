@@ -8,12 +8,9 @@ from typing import List, Optional
 import typer
 
 from .. import api
-from ..errors import (
-    EXIT_NOT_OK,
-    UsageError,
-    clean_values,
-)
+from ..errors import EXIT_NOT_OK, UsageError
 from ..render import text as report
+from ..text import clean_values
 from .common import (
     BaselineOpt,
     HtmlOpt,

@@ -7,10 +7,8 @@ from typing import List, Optional
 import typer
 
 from .. import api
-from ..errors import (
-    UsageError,
-    clean,
-)
+from ..errors import UsageError
+from ..text import clean
 from .common import (
     JsonOpt,
     StoreOpt,

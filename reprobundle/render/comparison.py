@@ -17,7 +17,7 @@ import textwrap
 import numpy as np
 
 from ..analysis.comparison import REFERENCE, TIMED, short, signed_ns
-from ..errors import clean, cut, first_line
+from ..text import clean, cut, first_line
 from ..units import human_ns
 from .sharing import reproduce_lines, reproduce_markdown, reproduce_text, where_text
 from .table import STYLES, grid, paint
@@ -233,7 +233,7 @@ def _text_table(c: dict, width: int, color: bool) -> list[str]:
 
 
 def _cleaned(obj):
-    """The comparison with every string made one line of printable text (errors.clean, not cut)."""
+    """The comparison with every string made one line of printable text (text.clean, not cut)."""
     if isinstance(obj, str):
         return clean(obj, None)
     if isinstance(obj, dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import html
 import textwrap
 
-from ..errors import clean
+from ..text import clean
 from .comparison import CSS, WIDTH, html_table, md, md_table
 from .sharing import reproduce_markdown, reproduce_text
 from .text import table

@@ -12,7 +12,7 @@ import html
 import math
 from typing import Mapping
 
-from ..errors import clean
+from ..text import clean
 from ..units import human_ns
 from .comparison import CSS, PALETTE, WIDTH
 from .table import grid

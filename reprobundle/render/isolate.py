@@ -1,4 +1,4 @@
-"""Rendering an isolation (capture/isolate.py): one line per piece, then the piece that moved and its bundle."""
+"""Rendering an isolation (investigate/isolate.py): one line per piece, then the piece that moved and its bundle."""
 
 from __future__ import annotations
 

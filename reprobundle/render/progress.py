@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from ..errors import cut
+from ..text import cut
 
 _TAGGED = ("environment", "fetch")  # phases of lines that do not say it themselves (lower layers' plain lines)
 

@@ -8,7 +8,7 @@ from typing import Callable
 from ..bundle import transfer
 from ..bundle.cache import CACHE_MAX_ENV
 from ..bundle.registry import Bundle
-from ..errors import clean
+from ..text import clean
 from ..units import human_bytes, human_duration, human_ns
 
 GITHUB_ATTACHMENT_LIMIT = 25_000_000  # bytes; GitHub refuses larger issue attachments ("25 MB")

@@ -137,7 +137,7 @@ def _elements(shapes: list[str]) -> int:
 
 def sweep_sizes(data: dict) -> list[dict]:
     """Per captured function that a sweep met at several input shapes (`capture --all-signatures` labels each
-    bundle with its function and signature; run/sweep._identity reads them), its bundles as sizes:
+    bundle with its function and signature; fleet/sweep._identity reads them), its bundles as sizes:
     [{"bundle": function, "baseline", "sizes": [{"shape", "bindings": {"elements": n}, "rows": [...]}]}], the
     sizes ordered by their inputs' element count (the chart's x)."""
     by_function: dict[str, list[dict]] = {}

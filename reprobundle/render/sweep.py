@@ -7,8 +7,9 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
-from ..errors import clean, cut, first_line
-from ..run.sweep import outcome, outcome_text
+from ..fleet.executor import TaskResult
+from ..fleet.sweep import outcome
+from ..text import clean, cut, first_line
 from .comparison import CSS, PALETTE, WIDTH, details, html_table, md, md_table
 from .sharing import where_text
 from .sizes import ratio_by_size_svg, sweep_sizes
@@ -18,6 +19,24 @@ from .table import grid
 
 HEADERS = ["BUNDLE", "TIME VS BASELINE (95% CI)", "OUTPUTS", "MOVED MOST", "WHERE"]
 _NO_RATIO = float("-inf")
+
+
+def outcome_text(result: TaskResult) -> str:
+    """`slower 1.23x [1.10-1.35]`, `1.20x (no verdict)`, `mismatch, 1.01x`, `failed: no environment for ...`."""
+    word = outcome(result)
+    if word == "failed":
+        reason = result["error"] or result["outputs_detail"]
+        return f"failed: {first_line(reason, 120)}"
+    ratio = f"{result['ratio']:.2f}x" if result["ratio"] is not None else "no timing"
+    ci = result["ci95"]
+    interval = f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci and None not in ci else ""
+    if word == "mismatch":
+        return f"mismatch, {ratio}" + (f" ({result['verdict']})" if result["verdict"] else "")
+    if word == "unjudged":
+        return f"{ratio} (no verdict)" if result["ratio"] is not None else "no timing"
+    if word == "unsettled":
+        return f"not settled {ratio}{interval}"
+    return f"{word} {ratio}{interval}"
 
 
 def ordered(results: Sequence[dict]) -> list[dict]:

@@ -8,13 +8,13 @@ from ..analysis.verdict import TimingSummary
 from ..bundle import trees
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, BundleRef
-from ..errors import clean
+from ..text import clean
 from ..units import human_bytes, human_ns
 from .table import grid
 
 
 def _t(value: object, limit: int | None = None) -> str:
-    """A value from a bundle or run record as one line of terminal text (errors.clean: controls escaped)."""
+    """A value from a bundle or run record as one line of terminal text (text.clean: controls escaped)."""
     return clean(value, limit)
 
 

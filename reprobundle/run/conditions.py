@@ -4,7 +4,7 @@ Two machines (or one machine at two moments) disagree about a timing for reasons
 busy neighbour, fewer CPUs in the affinity mask, another XLA thread count, another CPU. `snapshot()` reads them
 (psutil; PSI pressure from /proc on Linux) before and after a measurement; `conditions()` turns the
 two snapshots into the plain map every run record of the measurement keeps under `environment["conditions"]`;
-analysis/conditions.py says whether the machine was busy and what differs between runs. The worker adds what only
+analysis/busy.py says whether the machine was busy and what differs between runs. The worker adds what only
 the measured process knows (its affinity, its threads, the thread settings it ran under) as `environment["process"]`.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 
-from ..worker.conditions import THREAD_ENV
+from ..worker.process_state import THREAD_ENV
 
 PROC = Path("/proc")
 # Other processes using at least this much of one CPU over the measurement are listed by name.

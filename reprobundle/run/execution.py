@@ -22,7 +22,7 @@ from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_val
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
 from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import FormatError, disk_full
-from ..store.scratch import track_group, untrack_group
+from ..store.watchdog import track_group, untrack_group
 from ..worker.dtypes import np_dtype
 from ..worker.protocol import EXIT_NO_SPACE, job_inputs
 from .contenders import FROZEN, RETRACE, ContenderSpec, Settings, unknown_flag_reason

@@ -13,7 +13,8 @@ from typing import Any, Mapping, Sequence
 
 from ..bundle.dims import parse_bindings
 from ..config import DEFAULT_WARMUP
-from ..errors import UsageError, clean
+from ..errors import UsageError
+from ..text import clean
 from .execution import DEFAULT_TIMEOUT_S, Timing
 from .schedule import DEFAULT_STEPS, Pin
 
@@ -71,7 +72,7 @@ class ReplayOptions:
         return replace(self, timeout_s=checked_timeout(self.timeout_s))
 
     def task_options(self) -> dict[str, Any]:
-        """The options a sweep task carries (plain JSON values; run/sweep.DEFAULT_OPTIONS' keys less the node's
+        """The options a sweep task carries (plain JSON values; fleet/sweep.DEFAULT_OPTIONS' keys less the node's
         environment settings). Shapes and a memory limit are not among them: a sweep replays at the packed sizes."""
         plain = asdict(self)
         del plain["shapes"], plain["memory_limit_bytes"]

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
-from ..analysis.conditions import busy_reason
+from ..analysis.busy import busy_reason
 from ..analysis.hlo_diff import median_per_op
 from ..analysis.verdict import check_outputs
 from ..bundle import manifest as mf
@@ -26,6 +26,7 @@ from ..bundle.dims import resized_inputs
 from ..bundle.model import RunRecord, RunStatus
 from ..bundle.registry import Bundle, Registry, utc_now
 from ..bundle.trees import output_names
+from ..envs.platforms import PlatformChoice, choose_platform, detect_devices
 from ..errors import CorruptBundleError, ReproBundleError
 from ..logs import Status
 from ..store.scratch import scratch_dir
@@ -34,7 +35,6 @@ from .conditions import conditions, snapshot
 from .contenders import RETRACE, ContenderSpec, as_specs
 from .execution import Timing, build_job, dtype_of, environment_of, store_result
 from .options import ReplayOptions
-from .platforms import PlatformChoice, choose_platform, detect_devices
 from .retrace import lowering_fields, retrace_refusal
 from .schedule import (
     Contender,
@@ -377,14 +377,14 @@ class _Interpreters:
         on_platform = {} if choice.platform == "cpu" else {"platform": choice.platform, "build": choice.build}
         try:
             if self.env_manager is None:
-                from .envs import EnvironmentManager
+                from ..envs.manager import EnvironmentManager
 
                 self.env_manager = EnvironmentManager(python=self.python)
             base = self.env_manager.ensure(requested, progress=_phase(self.progress, "environment"), **on_platform)
             self.builds[requested] = base.build_record()
             if packages is None or not (packages or self.retrace_packages):
                 return base.python_executable, {}
-            from .program_envs import parse_overrides, program_environment
+            from ..envs.program import parse_overrides, program_environment
 
             env = program_environment(base, self.env_manager.root, packages, parse_overrides(self.retrace_packages),
                                       say=_phase(self.progress, "environment"))

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, ClassVar, ContextManager, Iterable, Iterator, TypeVar
 
-from ..errors import AlreadyExistsError, CorruptBundleError, ReadOnlyStoreError, UsageError, quoted
+from ..errors import AlreadyExistsError, CorruptBundleError, ReadOnlyStoreError, UsageError
+from ..text import quoted
 
 _KEY_PART_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,199}$")
 COPY_CHUNK = 8 << 20

@@ -34,7 +34,7 @@ from urllib.parse import quote
 import aiohttp
 
 from .. import __version__
-from ..errors import first_line
+from ..text import first_line
 
 log = logging.getLogger(__name__)
 

@@ -33,13 +33,13 @@ from ..errors import (
     StoreUnreachableError,
     UnsafeRedirectError,
     UsageError,
-    quoted,
     space_for,
 )
+from ..text import quoted
 from ..units import human_bytes, parse_size
 from .base import COPY_CHUNK, Capabilities, Store, check_key, unlink_quietly
 from .folders import inside, make_inside
-from .scratch import track, untrack
+from .watchdog import track, untrack
 from .zip_store import ZipStore
 
 ENV_TIMEOUT = "REPROBUNDLE_HTTP_TIMEOUT"

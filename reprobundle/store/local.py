@@ -41,7 +41,8 @@ from .base import (
     unlink_quietly,
 )
 from .folders import inside, make_inside
-from .scratch import STALE_TEMP_S, FileLease, gate, leased_keys, sweep, track, untrack
+from .scratch import STALE_TEMP_S, FileLease, gate, leased_keys, sweep
+from .watchdog import track, untrack
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),

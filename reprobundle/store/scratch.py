@@ -11,7 +11,7 @@
 Where flock is unavailable (another OS, some network filesystems) leases hold nothing and scratch folders are
 judged by age alone; the grace period of gc still protects writers then.
 
-flock directly, not the `filelock` package (which run/env_folders.py uses for its plain exclusive lock): this module
+flock directly, not the `filelock` package (which envs/folders.py uses for its plain exclusive lock): this module
 needs what filelock does not offer: shared locks (the gc gate), a lock on a folder's own descriptor (no file left
 behind), a lock file created with O_EXCL and kept for the process's lifetime, and probing another process's lock
 (`is_held`) without creating or following the file.
@@ -28,7 +28,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 try:
     import fcntl
@@ -37,6 +37,7 @@ except ImportError:  # pragma: no cover - not POSIX
 
 from ..errors import StoreError, disk_full, is_no_space, space_for
 from .base import Lease
+from .watchdog import remove_tracked, track, untrack
 
 log = logging.getLogger(__name__)
 
@@ -285,144 +286,3 @@ def leased_keys(folder: Path, *, exclude: Path | None = None) -> set[str]:
             os.close(fd)
         keys.update(line for line in data.decode("ascii", "replace").split("\n") if line)
     return keys
-
-
-# ------------------------------------------------------------------------------------- ending on a signal
-# SIGINT and SIGTERM unwind a command (its `finally` blocks remove work folders and kill workers), but Python runs a
-# signal's handler only when the main thread is back in the interpreter: a long call in C (an XLA compile, a
-# factory's number crunching, a thread pool's shutdown) delays it by as long as it lasts. So the first signal also
-# starts a watchdog: if the command has not ended EXIT_GRACE_S later, whatever this process made that must not
-# outlive it (tracked here: work folders, temp files, leases, worker process groups) is removed and the process
-# exits at once with the usual code (130, 143). While a command handles a signal itself (capture: Ctrl-C stops the
-# program and what it captured is still packed), `handling_signals` holds the watchdog off.
-
-EXIT_GRACE_S = 1.5
-_exit_now = os._exit  # the real one, whatever user code running meanwhile may have replaced (capture/guard.py)
-_tracked_paths: dict[str, None] = {}
-_tracked_groups: dict[int, None] = {}
-_tracking_lock = threading.Lock()
-# Held while a command removes a tracked folder: the watchdog waits for it rather than racing it, since two
-# rmtrees of one folder can each fail on what the other is deleting and leave the folder (seen under load).
-_removal_lock = threading.Lock()
-_REMOVAL_WAIT_S = 10.0
-_held_off = 0
-
-
-def track(path: str | Path) -> None:
-    """Remove `path` (a folder or a file) if the process must end on a signal before it is untracked."""
-    with _tracking_lock:
-        _tracked_paths[str(path)] = None
-
-
-def untrack(path: str | Path) -> None:
-    with _tracking_lock:
-        _tracked_paths.pop(str(path), None)
-
-
-def remove_tracked(path: str | Path) -> None:
-    """Remove the tracked folder or file `path` and untrack it; a signal's watchdog waits for this to end."""
-    with _removal_lock:
-        _remove(str(path))
-        untrack(path)
-
-
-def track_group(pgid: int) -> None:
-    """Kill the process group `pgid` (a worker) if the process must end on a signal before it is untracked."""
-    with _tracking_lock:
-        _tracked_groups[pgid] = None
-
-
-def untrack_group(pgid: int) -> None:
-    with _tracking_lock:
-        _tracked_groups.pop(pgid, None)
-
-
-@contextmanager
-def handling_signals() -> Iterator[None]:
-    """The block handles SIGINT/SIGTERM itself: a signal there does not start the watchdog."""
-    global _held_off
-    _held_off += 1
-    try:
-        yield
-    finally:
-        _held_off -= 1
-
-
-def _remove_tracked() -> None:
-    import signal
-
-    with _tracking_lock:
-        groups, paths = list(_tracked_groups), list(_tracked_paths)
-    for pgid in groups:
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except OSError:
-            pass
-    for path in reversed(paths):  # the newest first: a temp file before the folder that holds it
-        _remove(path)
-
-
-def _remove(path: str) -> None:
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-
-
-def install_exit_watchdog(say: Callable[[int], str]) -> Callable[[], None] | None:
-    """Start the watchdog (main thread only; see above): on SIGINT or SIGTERM it waits EXIT_GRACE_S, then, if the
-    process is still here, removes what is tracked, writes `say(signum)` to stderr and exits with 128 + signum.
-    Returns the function that stops it (None where it cannot run)."""
-    import signal
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-    try:
-        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    except (ValueError, OSError):
-        os.close(read_fd)
-        os.close(write_fd)
-        return None
-    stopped = threading.Event()
-    wanted = {int(signal.SIGINT), int(signal.SIGTERM)}
-
-    def watch() -> None:
-        while not stopped.is_set():
-            try:
-                data = os.read(read_fd, 16)
-            except OSError:
-                return
-            if not data or stopped.is_set():
-                return
-            signum = next((s for s in data if s in wanted), None)
-            if signum is None or _held_off:
-                continue
-            if stopped.wait(EXIT_GRACE_S):
-                return
-            _removal_lock.acquire(timeout=_REMOVAL_WAIT_S)  # never released: the process ends below
-            _remove_tracked()
-            try:
-                os.write(2, (say(signum) + "\n").encode())
-            except OSError:
-                pass
-            _exit_now(128 + signum)
-
-    thread = threading.Thread(target=watch, name="reprobundle-exit-watchdog", daemon=True)
-    thread.start()
-
-    def stop() -> None:
-        stopped.set()
-        try:
-            signal.set_wakeup_fd(previous)
-        except (ValueError, OSError):
-            pass
-        os.close(write_fd)  # the watcher reads EOF and ends
-        thread.join(1)
-        os.close(read_fd)
-
-    return stop

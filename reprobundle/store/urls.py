@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from ..errors import UsageError, quoted
+from ..errors import UsageError
+from ..text import quoted
 from .base import Store
 
 

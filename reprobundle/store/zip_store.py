@@ -11,9 +11,10 @@ import zlib
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator, cast
 
-from ..errors import CorruptBundleError, NotFoundError, StoreError, UsageError, exception_line, quoted, space_for
+from ..errors import CorruptBundleError, NotFoundError, StoreError, UsageError, space_for
+from ..text import exception_line, quoted
 from .base import COPY_CHUNK, Capabilities, Store, check_key, read_at_most, too_large, unlink_quietly
-from .scratch import track, untrack
+from .watchdog import track, untrack
 
 # A zip bundle is small metadata plus blobs; these bounds keep a hostile zip from exhausting memory or disk.
 MAX_ZIP_ENTRIES = 100_000

@@ -105,7 +105,7 @@ Result (protocol 1)
                     "platform_version", "devices": [{"id", "kind", "platform"}], "os", "machine",
                     "cpu_model", "cpu_flags", "cpu_count", "env_vars", "packages", "jax_config",
                     "process": {"cpus": [int], "threads": int|None, "thread_env": {}}},
-                                   # process: after the timed calls (conditions.py): its affinity mask,
+                                   # process: after the timed calls (process_state.py): its affinity mask,
                                    #   its threads (XLA's pools are up), the thread settings it read
     "function": {"fun_name", "nr_devices", "platforms", "calling_convention_version"},  # when loaded
     "compile_s": float|None,       # lowered.compile() wall time

@@ -5,7 +5,6 @@ import os
 import sys
 from typing import Any
 
-from .conditions import process_conditions
 from .describe import describe_tree, exported_fields
 from .dtypes import np_dtype
 from .environment import (
@@ -16,6 +15,7 @@ from .environment import (
     jax_environment,
     out_of_memory,
 )
+from .process_state import process_conditions
 from .protocol import (
     PROTOCOL_VERSION,
     ROUTES,

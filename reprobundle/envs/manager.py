@@ -51,8 +51,8 @@ from typing import Callable
 from packaging.version import Version
 
 from ..errors import EnvironmentCreationError, NoSuitablePythonError
-from .env_build import EnvironmentBuilder, clean_env, tail
-from .env_folders import (
+from .build import EnvironmentBuilder, clean_env, tail
+from .folders import (
     ENV_DIR_RE,
     METADATA_FILE,
     JaxEnvironment,
@@ -66,8 +66,12 @@ from .env_folders import (
     read_env,
     rmtree,
 )
-from .env_installed import installed
-from .env_plan import (
+from .installed import installed
+from .interpreters import InterpreterFinder, requested_python
+from .local import is_path_request, local_environment
+from .nightly import Nightly, find_nightly, list_nightlies, nightly_date, nightly_index_url
+from .package_index import CACHE_FILE, INDEX_CACHE_TTL_S, PackageIndex, index_url, installable, jaxlib_for
+from .plan import (
     INSTALLED,
     LATEST,
     VERSION_RE,
@@ -78,10 +82,6 @@ from .env_plan import (
     normalize_request,
     requirements,
 )
-from .interpreters import InterpreterFinder, requested_python
-from .local_env import is_path_request, local_environment
-from .nightly import Nightly, find_nightly, list_nightlies, nightly_date, nightly_index_url
-from .package_index import CACHE_FILE, INDEX_CACHE_TTL_S, PackageIndex, index_url, installable, jaxlib_for
 from .platforms import PLATFORMS, Devices, build_platform, detect_devices
 from .versions import python_release, same_release, version_key
 

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 
 from ..errors import EnvironmentCreationError
-from .env_folders import JaxEnvironment
+from .folders import JaxEnvironment
 
 __all__ = ["is_path_request", "interpreter_of", "inspect_interpreter", "source_build", "local_environment"]
 

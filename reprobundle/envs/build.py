@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 from packaging.version import Version
 
 from ..errors import EnvironmentCreationError
-from .env_folders import (
+from .folders import (
     METADATA_FILE,
     METADATA_SCHEMA,
     JaxEnvironment,
@@ -30,8 +30,8 @@ from .env_folders import (
     shared_size,
     venv_python,
 )
-from .env_plan import NUMPY2_FIRST_JAX, requirements
 from .interpreters import Interpreter
+from .plan import NUMPY2_FIRST_JAX, requirements
 from .platforms import ACCELERATORS, build_platform, platform_label
 from .versions import same_release
 

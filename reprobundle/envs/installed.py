@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 from ..errors import EnvironmentCreationError, NoSuitablePythonError
-from .env_build import clean_env
-from .env_folders import JaxEnvironment
+from .build import clean_env
+from .folders import JaxEnvironment
 from .interpreters import InterpreterFinder, requested_python
 
 

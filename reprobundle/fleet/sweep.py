@@ -1,6 +1,6 @@
 """Sweep: replay many bundles on a baseline and a candidate JAX version, one task per bundle, and sum them up.
 
-`run_replay_task` carries out one task (run/executor.py's `ReplayTask`) on whichever machine runs it: it opens
+`run_replay_task` carries out one task (fleet/executor.py's `ReplayTask`) on whichever machine runs it: it opens
 the task's registry, replays the bundle on the versions timed together (replay.py, adaptive budget unless rounds
 are fixed), stores the runs there and returns a plain JSON summary (`summarize`). The driver (`sweep`) skips
 bundles that already have a finished result for the same pair and options (`stored_runs`: resume), hands the rest
@@ -17,8 +17,6 @@ is shown, marked stored.
 
 from __future__ import annotations
 
-import fnmatch
-import functools
 import importlib.metadata
 import json
 import socket
@@ -26,20 +24,19 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
-from ..errors import ReplayError, ReproBundleError, StoreError, UsageError, exception_line, first_line
-from .budget import plan
-from .executor import Executor, LocalExecutor, ReplayTask, TaskResult, failed_result, result_skeleton
-from .local_env import is_path_request
-from .options import ReplayOptions
-from .retrace import program_file_names
+from ..envs.local import is_path_request
+from ..errors import ReproBundleError, StoreError, UsageError
+from ..run.budget import plan
+from ..run.compare import compare_runs
+from ..run.options import ReplayOptions
+from ..text import first_line
+from .executor import Executor, ReplayTask, TaskResult, failed_result, result_skeleton
 
 # The replay options a task carries, with their defaults (plain JSON values). `pin`: a list of CPU ids or None;
 # `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults);
-# `index_url`: the index nightlies (and releases, a mirror) come from (None: the defaults, see run/nightly.py);
+# `index_url`: the index nightlies (and releases, a mirror) come from (None: the defaults, see envs/nightly.py);
 # `mode`: frozen or retrace, the mode of every contender of the task (run/contenders.py).
 DEFAULT_OPTIONS: dict[str, Any] = {**ReplayOptions().task_options(), "env_dir": None, "python": None,
                                    "index_url": None, "mode": "frozen"}
@@ -69,9 +66,9 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
     `progress` gets the replay's lines (in-process executors only: a task crosses machines without it)."""
     from ..bundle.collection import sweep_scratch
     from ..bundle.transfer import prefetch
-    from .contenders import contenders_from
-    from .envs import EnvironmentManager
-    from .replay import replay
+    from ..envs.manager import EnvironmentManager
+    from ..run.contenders import contenders_from
+    from ..run.replay import replay
 
     sweep_scratch()  # what a cancelled or killed task left on this machine (its folder's lock is free): gone first
     start = time.perf_counter()
@@ -109,45 +106,6 @@ def _identity(bundle: Bundle) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ summaries
-
-
-def stablehlo_texts(registry: Registry, bundle: Bundle, runs: Sequence[dict]) -> dict[str, str]:
-    """The StableHLO each run compiled, by label: the bundle's for the reference and frozen runs, a retraced run's
-    own (its `stablehlo_retraced` artifact); loaded only when some run retraced."""
-    from ..analysis.comparison import REFERENCE
-
-    retraced = {run_label(r): r["artifacts"]["stablehlo_retraced"] for r in runs
-                if "stablehlo_retraced" in (r.get("artifacts") or {})}
-    packed = bundle.manifest["function"].get("stablehlo_text")
-    if not retraced or not packed:
-        return {}
-    text = registry.get_blob(packed).decode("utf-8", "replace")
-    texts = {REFERENCE: text, **{run_label(r): text for r in runs}}
-    texts.update({label: registry.get_blob(art["blob"]).decode("utf-8", "replace") for label, art in retraced.items()})
-    return texts
-
-
-def compare_runs(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None) -> dict:
-    """The multi-version comparison of stored `runs` (analysis/comparison.build_comparison) with the optimized HLO
-    and outputs it needs loaded from the registry. Raises ValueError for a baseline none of the runs requested."""
-    from ..analysis.comparison import REFERENCE, build_comparison
-    from .replay import leaf_array, reference_arrays
-
-    def hlo_text(artifacts: dict) -> str | None:
-        art = artifacts.get("hlo_after")
-        return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
-
-    def arrays(leaves: list[dict]) -> list[np.ndarray]:
-        return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in leaves]
-
-    hlo_texts: dict[str, Any] = {REFERENCE: hlo_text(bundle.manifest["artifacts"])}
-    outputs = {REFERENCE: reference_arrays(registry, bundle)}
-    for run in runs:
-        hlo_texts[run_label(run)] = hlo_text(run["artifacts"])
-        outputs[run_label(run)] = arrays(run["outputs"])
-    texts = stablehlo_texts(registry, bundle, runs)
-    return build_comparison(bundle.manifest, list(runs), baseline, hlo_texts=hlo_texts, outputs=outputs,
-                            stablehlo_texts=texts, program_files=program_file_names(bundle.manifest))
 
 
 def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions: Sequence[str], *,
@@ -213,7 +171,7 @@ def _severity(candidate: dict) -> tuple:
 
 def contender_labels(versions: Sequence[str], options: dict[str, Any] | None) -> list[str]:
     """The labels of a task's runs (`0.8.0`, `0.8.0 retraced`): one contender per version in the task's mode."""
-    from .contenders import contenders_from
+    from ..run.contenders import contenders_from
 
     mode = task_options(options)["mode"]
     return [spec.label for spec in contenders_from(versions, (), mode)] if mode != "both" else list(versions)
@@ -311,55 +269,7 @@ def stored_runs(registry: Registry, bundle: Bundle, versions: Sequence[str], opt
     return None
 
 
-# ------------------------------------------------------------------------------------------------ selection
-
-
-def select_bundles(registry: Registry, patterns: Sequence[str], labels: dict[str, str] | None = None) -> list[Bundle]:
-    """The bundles a sweep replays, in order, each once: every pattern is a ref (NAME, NAME@3, NAME@TAG,
-    sha256:PREFIX) or a glob over the registry's names (`attn*`, `llm-*@2`: fnmatch, the newest version of each
-    name unless a version is given); no pattern means every name. `labels` keeps the bundles carrying every
-    key=value given. An empty selection is a UsageError."""
-    chosen: dict[str, Bundle] = {}
-    names = None
-    for pattern in patterns or ["*"]:
-        name, at, selector = pattern.partition("@")
-        if any(c in name for c in "*?[") and not pattern.startswith("sha256:"):
-            names = registry.names() if names is None else names
-            matched = [n for n in names if fnmatch.fnmatchcase(n, name)]
-            bundles = [registry.resolve(n + at + selector) for n in matched if registry.versions(n)]
-        else:
-            bundles = [registry.resolve(pattern)]
-        for bundle in bundles:
-            chosen.setdefault(bundle.ref.bundle_id, bundle)
-    picked = [b for b in chosen.values() if _has_labels(b, labels or {})]
-    if not picked:
-        what = " ".join(patterns) if patterns else "every bundle"
-        wanted = "".join(f" --label {k}={v}" for k, v in sorted((labels or {}).items()))
-        raise UsageError(f"nothing to sweep: {what}{wanted} selects no bundle in {registry.url}",
-                         hint="`reprobundle ls` lists the bundles and their labels; give refs, a name glob such as "
-                              "'attn*' (quoted), or --label KEY=VALUE")
-    return picked
-
-
-def _has_labels(bundle: Bundle, labels: dict[str, str]) -> bool:
-    have = bundle.manifest.get("labels") or {}
-    return all(str(have.get(k)) == v for k, v in labels.items()) if labels else True
-
-
 # ------------------------------------------------------------------------------------------------ the driver
-
-
-def executor_for(ray_address: str | None = None) -> Executor:
-    """The local executor, or with `ray_address` the Ray executor connected to that cluster (run/ray_executor.py,
-    which needs the reprobundle[ray] extra)."""
-    if not ray_address:
-        return LocalExecutor()
-    try:
-        from .ray_executor import RayExecutor
-    except ImportError as e:
-        raise UsageError(f"--ray {ray_address} needs Ray, which is not installed here ({exception_line(e, 120)})",
-                         hint="pip install 'reprobundle[ray]' (the same on every node of the cluster)") from None
-    return RayExecutor(ray_address)
 
 
 def sweep(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str], options: dict[str, Any], *,
@@ -417,50 +327,6 @@ def sweep_report(registry: Registry, bundles: Sequence[Bundle], results: list[Ta
             "counts": counts(results)}
 
 
-def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, executor: Executor | None,
-                 env_manager, env_dir: str | None, python: str | None,
-                 progress: Callable[[str], None] | None = None,
-                 mode: str = "frozen") -> Callable[[Sequence[str]], list[dict]]:
-    """What a bisection calls to replay `bundle` on versions timed together: a replay task on `executor` (its runs
-    stored in the bundle's registry, read back), or, for a bundle in a read-only store, a replay here whose runs are
-    not stored."""
-    task_options = {**options.task_options(), "env_dir": env_dir, "python": python,
-                    "index_url": getattr(env_manager, "index_url", None), "mode": mode}
-    # the local executor runs the task here: the replay's own progress lines can go to the display
-    carry_out = functools.partial(run_replay_task, progress=progress) \
-        if isinstance(executor, LocalExecutor) else run_replay_task
-
-    def replay_together(versions: Sequence[str]) -> list[dict]:
-        from .contenders import contenders_from
-        from .replay import replay
-
-        if registry.store.read_only:
-            return replay(registry, bundle, contenders_from(versions, (), mode), options, env_manager=env_manager,
-                          progress=progress, store_runs=False)
-        assert executor is not None
-        task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), task_options)
-        (_, outcome), = executor.run(carry_out, [task])
-        if outcome["status"] == "failed":
-            raise ReplayError(f"replaying {bundle.ref} on jax {', '.join(versions)} failed: {outcome['error']}",
-                              hint="rerun with -v to see what the replay did")
-        by_id = {r["run_id"]: r for r in registry.runs(bundle.ref.bundle_id)}
-        return [by_id[r["run_id"]] for r in outcome["runs"]]
-
-    return replay_together
-
-
-def outputs_differ(registry: Registry, bundle: Bundle) -> Callable[[dict, dict], bool]:
-    """What a bisection asks of two runs of `bundle`: whether their outputs differ beyond the check's tolerance."""
-    from ..analysis.verdict import check_outputs
-    from ..bundle.trees import output_names
-    from .replay import leaf_array
-
-    def arrays(run: dict) -> list[np.ndarray]:
-        return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in run["outputs"]]
-
-    return lambda a, b: not check_outputs(arrays(a), arrays(b), output_names(bundle.manifest))["ok"]
-
-
 # ------------------------------------------------------------------------------------------------ counting
 
 
@@ -475,24 +341,6 @@ def outcome(result: TaskResult) -> str:
     if result["verdict"] == "same" and result.get("settled") is False:
         return "unsettled"
     return result["verdict"] if result["verdict"] in ("slower", "faster", "same") else "unjudged"
-
-
-def outcome_text(result: TaskResult) -> str:
-    """`slower 1.23x [1.10-1.35]`, `1.20x (no verdict)`, `mismatch, 1.01x`, `failed: no environment for ...`."""
-    word = outcome(result)
-    if word == "failed":
-        reason = result["error"] or result["outputs_detail"]
-        return f"failed: {first_line(reason, 120)}"
-    ratio = f"{result['ratio']:.2f}x" if result["ratio"] is not None else "no timing"
-    ci = result["ci95"]
-    interval = f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci and None not in ci else ""
-    if word == "mismatch":
-        return f"mismatch, {ratio}" + (f" ({result['verdict']})" if result["verdict"] else "")
-    if word == "unjudged":
-        return f"{ratio} (no verdict)" if result["ratio"] is not None else "no timing"
-    if word == "unsettled":
-        return f"not settled {ratio}{interval}"
-    return f"{word} {ratio}{interval}"
 
 
 def counts(results: Sequence[TaskResult]) -> dict[str, int]:

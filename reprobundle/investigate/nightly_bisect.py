@@ -16,10 +16,10 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from ..envs.nightly import Nightly, build_ref, compare_urls, find_nightly, missing_days, nightly_date, xla_commit
+from ..envs.versions import version_key
 from ..errors import UsageError
 from .bisection import Known
-from .nightly import Nightly, build_ref, compare_urls, find_nightly, missing_days, nightly_date, xla_commit
-from .versions import version_key
 
 
 @dataclass
@@ -46,7 +46,7 @@ def _endpoint(request: str, nightlies: list[Nightly], index: str) -> tuple[str, 
 
 def plan_search(manager, good: str, bad: str) -> NightlySearch:
     """The nightlies `manager`'s nightly index has between `good` and `bad`, and the days it lacks."""
-    from .nightly import nightly_index_url
+    from ..envs.nightly import nightly_index_url
 
     index = nightly_index_url(manager.index_url)
     nightlies, incomplete = manager.nightlies()

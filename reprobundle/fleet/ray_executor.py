@@ -1,4 +1,4 @@
-"""Replay tasks fanned out over a Ray cluster: one Ray task per bundle (the Executor of run/executor.py).
+"""Replay tasks fanned out over a Ray cluster: one Ray task per bundle (the Executor of fleet/executor.py).
 
 How a task holds its node. Timings are clean only when nothing else runs on the CPUs (or the accelerator) of the
 replay, so each task asks Ray for a whole node's worth of resources:
@@ -42,9 +42,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import urlsplit
 
-from ..errors import ClusterError, ReproBundleError, UsageError, exception_line, quoted
+from ..envs.platforms import ACCELERATORS, choose_platform, parse_platform
+from ..errors import ClusterError, ReproBundleError, UsageError
+from ..text import exception_line, quoted
 from .executor import ReplayTask, TaskResult, failed_result
-from .platforms import ACCELERATORS, choose_platform, parse_platform
 
 log = logging.getLogger(__name__)
 

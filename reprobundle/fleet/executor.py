@@ -1,20 +1,20 @@
-"""Where replay tasks run: one after another on this machine, or fanned out over a Ray cluster (run/ray_executor.py).
+"""Where replay tasks run: one after another on this machine, or fanned out over a Ray cluster (fleet/ray_executor.py).
 
 A task is data (a `ReplayTask`: store URL, bundle ref, versions, plain replay options) and `run_replay_task`
-(run/sweep.py) is the one function that carries it out, on whichever machine: it replays the bundle on the versions
+(fleet/sweep.py) is the one function that carries it out, on whichever machine: it replays the bundle on the versions
 timed together, stores the runs in the task's registry and returns a plain, JSON-able summary (`TaskResult`, keys
 below). Executors only decide where and when tasks run; none times anything itself, and on one machine they never
 run two tasks at once (timings taken beside another job on the same CPUs are not clean).
 
-Contract for run/ray_executor.py (engineer D's side; this file is the only thing both sides share):
-- `run/sweep.executor_for(address)` creates `ray_executor.RayExecutor(address)` (address: "auto",
+Contract for fleet/ray_executor.py (engineer D's side; this file is the only thing both sides share):
+- `fleet/connect.executor_for(address)` creates `ray_executor.RayExecutor(address)` (address: "auto",
   "ray://host:10001", "host:6379"), importing that module only then; an ImportError there (Ray not installed)
-  becomes the typed "install reprobundle[ray]" UsageError. The factory is in run/sweep.py, not here: ray_executor
+  becomes the typed "install reprobundle[ray]" UsageError. The factory is in fleet/connect.py, not here: ray_executor
   imports this module, so a factory here that imports ray_executor would close an import cycle (tests/test_layers).
 - `RayExecutor.run(fn, tasks)` calls `fn(task)` remotely (fn is `run_replay_task`, importable on every node) and
   yields `(index, result)` as each finishes, every index exactly once. A task that raised, or whose node died, and
   that still fails after its retry, is yielded as `failed_result(task, error, host=..., attempts=...)`.
-- Task options (`ReplayTask.options`) are run/sweep.DEFAULT_OPTIONS' keys: warmup, repeat, rounds, max_time_s,
+- Task options (`ReplayTask.options`) are fleet/sweep.DEFAULT_OPTIONS' keys: warmup, repeat, rounds, max_time_s,
   pin (a list of CPU ids or None), platform ("cpu", "cuda", ... or None), timeout_s, env_dir (None: the node's
   default environment cache). `platform` is what a task needs of its node (e.g. a GPU resource for "cuda").
 """
@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
-from ..errors import ReproBundleError, exception_line
+from ..errors import ReproBundleError
+from ..text import exception_line
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def result_skeleton(ref: str, versions: Sequence[str]) -> TaskResult:
 def failed_result(task: ReplayTask, error: str, *, wall_s: float = 0.0, host: str | None = None,
                   attempts: int = 1) -> TaskResult:
     """A task that produced no runs, with its error: the sweep reports the bundle instead of losing it."""
-    from ..errors import first_line
+    from ..text import first_line
 
     return {**result_skeleton(task.ref, task.versions), "store": task.store, "status": "failed",
             "error": first_line(error, 400), "outputs": "failed", "host": host or socket.gethostname(),

@@ -28,8 +28,8 @@ from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
 from ..errors import ReplayError
 from ..logs import Status
-from .contenders import ContenderSpec, Settings
-from .options import ReplayOptions
+from ..run.contenders import ContenderSpec, Settings
+from ..run.options import ReplayOptions
 
 log = logging.getLogger(__name__)
 

@@ -97,7 +97,8 @@ def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[
     not have (`releases()`: the installable ones; when the index cannot be read, the environment says so later)."""
     import os
 
-    from ..errors import ReproBundleError, UsageError, quoted
+    from ..errors import ReproBundleError, UsageError
+    from ..text import quoted
 
     plain = []
     for request in requests:
@@ -124,7 +125,7 @@ def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[
 
 def _names_a_python(text: str) -> bool:
     """Whether a --jax PATH names a Python interpreter (by its name: python3.12, pypy3) or a folder holding one
-    (bin/python); its JAX is checked when the environment is resolved (run/local_env.py)."""
+    (bin/python); its JAX is checked when the environment is resolved (envs/local.py)."""
     from pathlib import Path
 
     path = Path(text).expanduser()

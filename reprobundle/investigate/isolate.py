@@ -31,6 +31,8 @@ import numpy as np
 
 from ..analysis.verdict import MIN_ROUNDS, paired_log_ratios, timing_verdict
 from ..bundle.registry import Bundle, Registry
+from ..capture.export import MLIR_ELEMENT_DTYPES, function_ops, load_stablehlo
+from ..capture.pack import pack
 from ..errors import UsageError
 from ..logs import Status
 from ..run.budget import STOP_RULED_OUT
@@ -38,8 +40,6 @@ from ..run.execution import DEFAULT_TIMEOUT_S, Timing
 from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay_together
 from ..worker.synthetic import synthetic_array
-from .export import MLIR_ELEMENT_DTYPES, function_ops, load_stablehlo
-from .pack import pack
 
 DEFAULT_MAX_PIECES = 8
 # A piece's workers warm up less than a replay's: its calls are short, and there are many pieces.

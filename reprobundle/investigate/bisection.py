@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..analysis.verdict import timing_verdict
+from ..envs.versions import version_key
 from ..errors import UsageError
-from .versions import version_key
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
 OutputsDiffer = Callable[[dict, dict], bool]  # (run, run) -> whether their outputs differ beyond tolerance

@@ -1,0 +1,62 @@
+"""What a bisection asks of the world: replay a bundle on some versions timed together (`replay_probe`, as a
+sweep's task on an executor, or here for a read-only store), and whether two runs' outputs differ."""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..bundle.registry import Bundle, Registry
+from ..errors import ReplayError
+from ..fleet.executor import Executor, LocalExecutor, ReplayTask
+from ..fleet.sweep import run_replay_task
+from ..run.options import ReplayOptions
+
+
+def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, executor: Executor | None,
+                 env_manager, env_dir: str | None, python: str | None,
+                 progress: Callable[[str], None] | None = None,
+                 mode: str = "frozen") -> Callable[[Sequence[str]], list[dict]]:
+    """What a bisection calls to replay `bundle` on versions timed together: a replay task on `executor` (its runs
+    stored in the bundle's registry, read back), or, for a bundle in a read-only store, a replay here whose runs are
+    not stored."""
+    task_options = {**options.task_options(), "env_dir": env_dir, "python": python,
+                    "index_url": getattr(env_manager, "index_url", None), "mode": mode}
+    # the local executor runs the task here: the replay's own progress lines can go to the display
+    carry_out = functools.partial(run_replay_task, progress=progress) \
+        if isinstance(executor, LocalExecutor) else run_replay_task
+
+    def replay_together(versions: Sequence[str]) -> list[dict]:
+        from ..run.contenders import contenders_from
+        from ..run.replay import replay
+
+        if registry.store.read_only:
+            return replay(registry, bundle, contenders_from(versions, (), mode), options, env_manager=env_manager,
+                          progress=progress, store_runs=False)
+        assert executor is not None
+        task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), task_options)
+        (_, outcome), = executor.run(carry_out, [task])
+        if outcome["status"] == "failed":
+            raise ReplayError(f"replaying {bundle.ref} on jax {', '.join(versions)} failed: {outcome['error']}",
+                              hint="rerun with -v to see what the replay did")
+        by_id = {r["run_id"]: r for r in registry.runs(bundle.ref.bundle_id)}
+        return [by_id[r["run_id"]] for r in outcome["runs"]]
+
+    return replay_together
+
+
+
+def outputs_differ(registry: Registry, bundle: Bundle) -> Callable[[dict, dict], bool]:
+    """What a bisection asks of two runs of `bundle`: whether their outputs differ beyond the check's tolerance."""
+    from ..analysis.verdict import check_outputs
+    from ..bundle.trees import output_names
+    from ..run.replay import leaf_array
+
+    def arrays(run: dict) -> list[np.ndarray]:
+        return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in run["outputs"]]
+
+    return lambda a, b: not check_outputs(arrays(a), arrays(b), output_names(bundle.manifest))["ok"]
+
+
