@@ -4,7 +4,6 @@ samples: its error rates over all looks, its decisions, when the schedule stops 
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -135,12 +134,18 @@ def test_the_adaptive_budget_stops_at_its_caps():
     measured = {"a": _measurement([0.0] * 4, base=True), "b": _measurement(noisy)}
     assert budget.more(measured, 3) == ["a", "b"]
     assert budget.more(measured, 4) == [] and budget.stopped == B.STOP_ROUNDS
-    timed = B.plan(["a", "b"], repeat=100, rounds=None, max_time_s=0.05)
+    now = [100.0]  # a fake clock (binary fractions: exact sums); the budget reads only this
+    timed = B.plan(["a", "b"], repeat=100, rounds=None, max_time_s=2.0)
+    timed.clock = lambda: now[0]
     timed.begin()
-    time.sleep(0.03)
+    now[0] += 1.5
     assert timed.more(measured, 1) == ["a", "b"]  # the minimum rounds run whatever the time
-    time.sleep(0.03)
-    assert timed.more(measured, 3) == [] and timed.stopped == B.STOP_TIME
+    now[0] += 0.25
+    assert timed.more(measured, 2) == ["a", "b"]
+    now[0] += 0.0625  # 1.8125 s in; the next round, as the median of those after the first, ends at 1.96875 s
+    assert timed.more(measured, 3) == ["a", "b"]
+    now[0] += 0.25  # 2.0625 s in: another round would end past max_time_s
+    assert timed.more(measured, 4) == [] and timed.stopped == B.STOP_TIME
     failed = B.plan(["a", "b"], repeat=100, rounds=None)
     failed.begin()
     assert failed.more({"a": _measurement([0.0] * 3, base=True), "b": _measurement(noisy, failed=1)}, 3) == []

@@ -20,7 +20,7 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..analysis import selection, sequential
 from ..analysis.verdict import paired_log_ratios, step_medians
@@ -52,17 +52,18 @@ class Budget:
     groups: Sequence[Sequence[str]] = ()  # the comparisons (default: every key in one)
     largest_move: bool = False  # the groups are pieces of one function: retire those that cannot hold its largest move
     retired: dict[str, int] = field(default_factory=dict)  # key -> the round after which it could not matter
+    clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)  # seconds; tests fake it
 
     @property
     def steps(self) -> int:
         return self.steps_per_round * self.rounds
 
     def begin(self) -> None:
-        self.start = time.monotonic()
+        self.start = self.clock()
 
     def more(self, measured: dict[str, Measurement], done: int) -> list[str]:
         """The keys that take another round (schedule.MoreRounds)."""
-        now = time.monotonic()
+        now = self.clock()
         if self.start is None:
             self.start = now
         self.round_ends.append(now)
