@@ -8,10 +8,10 @@ import contextlib
 import logging
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-EVENTS = ("subprocess.Popen", "socket.connect")
+EVENTS = ("subprocess.Popen", "socket.connect")  # what `audited()` records unless told other events
 _recorders: list[Recorded] = []
 _lock = threading.RLock()
 _installed = False
@@ -20,6 +20,8 @@ _installed = False
 @dataclass
 class Recorded:
     events: list[tuple[str, tuple]] = field(default_factory=list)
+    watched: frozenset[str] = frozenset(EVENTS)
+    skip: Callable[[str, tuple], bool] | None = None  # asked in the hook (the raising code's frames are live)
 
     @property
     def processes(self) -> list[tuple]:
@@ -33,21 +35,25 @@ class Recorded:
 
 
 def _hook(event: str, args: tuple) -> None:
-    if _recorders and event in EVENTS:
-        with _lock:
-            for rec in _recorders:
+    if not _recorders:
+        return
+    with _lock:
+        for rec in _recorders:
+            if event in rec.watched and not (rec.skip is not None and rec.skip(event, args)):
                 rec.events.append((event, args))
 
 
 @contextlib.contextmanager
-def audited() -> Iterator[Recorded]:
-    """Record the subprocesses started and sockets connected while the block runs."""
+def audited(events: Iterable[str] = EVENTS, skip: Callable[[str, tuple], bool] | None = None) -> Iterator[Recorded]:
+    """Record the audit `events` (default: the subprocesses started and sockets connected) raised while the block
+    runs, in this process, any thread; `skip(event, args)`, when given, drops an event as it is raised. The one audit
+    hook of the test suite: test_fuzz's confinement check records through it too."""
     global _installed
     with _lock:
         if not _installed:  # an audit hook cannot be removed: one for the session, idle outside these blocks
             sys.addaudithook(_hook)
             _installed = True
-        rec = Recorded()
+        rec = Recorded(watched=frozenset(events), skip=skip)
         _recorders.append(rec)
     try:
         yield rec

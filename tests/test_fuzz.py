@@ -32,6 +32,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from audit import audited
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from manifests import make_manifest
@@ -69,12 +70,11 @@ _FORBIDDEN_EVENTS = {"pickle.find_class", "subprocess.Popen", "os.system", "os.e
                      "os.fork", "os.forkpty", "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "os.startfile",
                      "builtins.input", "marshal.load"}
 _WATCHED = _FILE_EVENTS | _EXEC_EVENTS | _FORBIDDEN_EVENTS
-_RECORDER: dict = {"on": False, "events": []}
 
 
 def _importing() -> bool:
     """Whether an import is under way (a lazy import of an installed module compiles and runs its code)."""
-    f = sys._getframe(2)
+    f = sys._getframe(1)
     while f is not None:
         if f.f_code.co_filename.startswith("<frozen importlib"):
             return True
@@ -87,7 +87,7 @@ def _typing_forward_ref() -> bool:
     it is first used: the name of a type, never data)."""
     import typing
 
-    f = sys._getframe(2)
+    f = sys._getframe(1)
     while f is not None:
         if f.f_code.co_filename == typing.__file__ and f.f_code.co_qualname.startswith("ForwardRef."):
             return True
@@ -95,14 +95,9 @@ def _typing_forward_ref() -> bool:
     return False
 
 
-def _hook(event, args):
-    if _RECORDER["on"] and event in _WATCHED:
-        if event in _EXEC_EVENTS and (_importing() or _typing_forward_ref()):
-            return
-        _RECORDER["events"].append((event, args))
-
-
-sys.addaudithook(_hook)  # process-wide and permanent, so it only records inside `audited()`
+def _lazy_code(event, args) -> bool:
+    """Code compiled or run by an import or by typing's string annotations: the interpreter's, not the product's."""
+    return event in _EXEC_EVENTS and (_importing() or _typing_forward_ref())
 
 # Code the interpreter may import lazily while the product runs (stdlib, site-packages, the package itself).
 _LIBRARY_ROOTS = tuple({f(p) for f in (os.path.realpath, os.path.abspath) for p in (
@@ -130,7 +125,7 @@ def _compile_schema_validators() -> None:
 
 
 @contextmanager
-def audited(*roots: str | Path):
+def confined(*roots: str | Path):
     """Record what the block does; fail if it touches a path outside `roots` (library reads excepted), runs code
     that is not an installed module, unpickles, or starts a process."""
     roots = tuple({f(str(r)) for f in (os.path.realpath, os.path.abspath) for r in roots})
@@ -138,14 +133,12 @@ def audited(*roots: str | Path):
     # A lazy import inside the block would write its .pyc (scripts/test.sh turns bytecode caches on): the
     # interpreter's cache, not the product's file access, so it is not written while recording.
     dont_write, sys.dont_write_bytecode = sys.dont_write_bytecode, True
-    _RECORDER["events"] = []
-    _RECORDER["on"] = True
     try:
-        yield
+        with audited(_WATCHED, skip=_lazy_code) as recorded:
+            yield
     finally:
-        _RECORDER["on"] = False
         sys.dont_write_bytecode = dont_write
-        events, _RECORDER["events"] = _RECORDER["events"], []
+    events = recorded.events
     bad = []
     for event, args in events:
         if event in _FORBIDDEN_EVENTS:
@@ -320,7 +313,7 @@ def test_structure_aware_manifest_mutations(demo, tmp_path, data):
             assert mf.decode_manifest(encoded) == decoded
     registry.store.put("bundles/demo/1.msgpack", raw)
     cache = tmp_path / "cache"
-    with audited(registry.store.root, cache):
+    with confined(registry.store.root, cache):
         _exercise_registry(registry, cache)
 
 
@@ -358,7 +351,7 @@ def test_byte_level_manifest_corruption(demo, tmp_path, data):
         mf.check_name(decoded["name"])
     registry.store.put("bundles/demo/1.msgpack", bad)
     cache = tmp_path / "cache"
-    with audited(registry.store.root, cache):
+    with confined(registry.store.root, cache):
         _exercise_registry(registry, cache)
 
 
@@ -480,7 +473,7 @@ def test_output_leaf_size_mismatch_is_a_format_error(demo):
 def test_hostile_refs_stay_inside_the_store(demo, ref):
     registry, _ = demo
     assume("://" not in ref)  # URLs go to other stores (network); Registry.resolve is what reads this store
-    with audited(registry.store.root):
+    with confined(registry.store.root):
         bundle = only_reprobundle_errors(registry.resolve, ref)
     if bundle is not None:
         assert bundle.ref.name == "demo"
@@ -492,13 +485,13 @@ def test_hostile_refs_stay_inside_the_store(demo, ref):
 def test_hostile_tags_stay_inside_the_store(demo, tag, content):
     """Tag names (traversal, NUL, unicode) and tag file contents (not a number, paths, huge numbers)."""
     registry, _ = demo
-    with audited(registry.store.root):
+    with confined(registry.store.root):
         only_reprobundle_errors(registry.tag, "demo", 1, tag)
         only_reprobundle_errors(registry.tag_version, "demo", tag)
         only_reprobundle_errors(registry.resolve, f"demo@{tag}")
     (registry.store.root / "tags/demo").mkdir(parents=True, exist_ok=True)
     (registry.store.root / "tags/demo/good").write_bytes(content)
-    with audited(registry.store.root):
+    with confined(registry.store.root):
         version = only_reprobundle_errors(registry.tag_version, "demo", "good")
         bundle = only_reprobundle_errors(registry.resolve, "demo@good")
         only_reprobundle_errors(registry.tags, "demo")
@@ -520,7 +513,7 @@ def test_hostile_keys_are_refused_by_every_store(tmp_path, key):
     except ReproBundleError:
         ok = False
     for store in (local, memory):
-        with audited(tmp_path / "k"):
+        with confined(tmp_path / "k"):
             ops = [lambda: store.get(key), lambda: store.exists(key), lambda: store.size(key),
                    lambda: store.put(key, b"x", create_only=True), lambda: store.delete(key)]
             if key:  # list("") is the whole store, by design
@@ -553,7 +546,7 @@ def test_names_from_a_store_folder_cannot_escape(tmp_path):
     (root / "tags/demo").mkdir(parents=True)
     (root / "tags/demo/.hidden").write_bytes(b"1")
     cache = tmp_path / "cache"
-    with audited(root, cache):
+    with confined(root, cache):
         problems = registry.verify(registry.load("demo", 1))
         assert any(digest in p and "symbolic link out of the store" in p for p in problems), problems
         with pytest.raises(ReproBundleError):
@@ -566,7 +559,7 @@ def test_names_from_a_store_folder_cannot_escape(tmp_path):
     orphan_link.symlink_to(outside)
     (root / "bundles/Evil Name/1.msgpack").unlink()
     (root / "bundles/Evil Name").rmdir()
-    with audited(root):
+    with confined(root):
         dead = registry.gc(dry_run=False, grace_s=0)
     assert blob_key("sha256:" + "f" * 64) in dead
     assert not orphan_link.is_symlink() and outside.read_bytes() == b"precious"
@@ -622,7 +615,7 @@ def test_mutated_and_truncated_zips(tmp_path, data):
     path = tmp_path / "fuzzed.zip"
     path.write_bytes(bad)
     cache = tmp_path / "cache"
-    with audited(path, cache, tmp_path):
+    with confined(path, cache, tmp_path):
         _exercise_zip(path, cache)
 
 
@@ -739,7 +732,7 @@ def test_hostile_zips(tmp_path, golden_entries):
             path.write_bytes(data)
             cache = tmp_path / "cache"
             tracemalloc.reset_peak()
-            with audited(path, cache):
+            with confined(path, cache):
                 _exercise_zip(path, cache)
             _, peak = tracemalloc.get_traced_memory()
             assert peak < 24 << 20, f"{label}: peak {peak / 2**20:.1f} MiB"
@@ -930,7 +923,7 @@ def test_decoding_runs_no_code(demo, tmp_path):
     benign = registry.load("demo", 1)  # warm-up: lazy imports (numpy.ma parses signatures) happen outside the audit
     report.describe_bundle(benign, [])
     report.bundle_data(benign, [])
-    with audited(registry.store.root, tmp_path / "cache"):
+    with confined(registry.store.root, tmp_path / "cache"):
         bundle = registry.resolve(f"demo@{ref.version}")
         assert registry.verify(bundle) == []
         report.describe_bundle(bundle, [])
@@ -1014,7 +1007,7 @@ def test_hostile_run_records(demo, tmp_path, data):
 
     registry.store.put(f"runs/{hex_of(bundle.ref.bundle_id)}/20261130T000000-deadbeef.msgpack", raw)
     cache = tmp_path / "cache"
-    with audited(registry.store.root, cache):
+    with confined(registry.store.root, cache):
         runs = only_reprobundle_errors(registry.runs, bundle.ref.bundle_id)
         if runs:
             comparison = only_reprobundle_errors(api.comparison_of, registry, bundle, runs)
