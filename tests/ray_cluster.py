@@ -26,12 +26,16 @@ from pathlib import Path
 
 HOST = "127.0.0.2"  # the head; node k (k >= 1) is 127.0.0.(2 + k)
 RAY = Path(sys.executable).with_name("ray")
+# A node is up when its log says "Ray runtime started" (or it failed when its process ended): this limit only ends a
+# start that hangs, generous enough for a 2-core machine under a load of 10 (where ~2 min was seen and not enough).
+START_TIMEOUT_S = 600.0
 PORTS_PER_NODE = 40  # fixed services (<= 12) and the range its Ray workers listen on
 HEAD_ENV = {
-    # the GCS declares a node dead after ~2 s without heartbeats instead of ~15 s: a killed node's task fails sooner
+    # the GCS declares a node dead after ~5-15 s without answers to its health checks instead of ~15-30 s: a killed
+    # node's task fails sooner, and a node starved for a few seconds on a loaded machine is not taken for dead
     "RAY_health_check_period_ms": "500",
     "RAY_health_check_timeout_ms": "1000",
-    "RAY_health_check_failure_threshold": "4",
+    "RAY_health_check_failure_threshold": "10",
 }
 
 
@@ -164,11 +168,11 @@ class LocalRayCluster:
         node.tree()
         return node
 
-    def start(self, cpus: int = 1, timeout_s: float = 120.0) -> RayNode:
+    def start(self, cpus: int = 1, timeout_s: float = START_TIMEOUT_S) -> RayNode:
         return self._start("head", HOST, ["--head", "--num-cpus", str(cpus), "--include-dashboard", "false"],
                            {**self.env, **HEAD_ENV}, timeout_s)
 
-    def add_node(self, cpus: int = 1, timeout_s: float = 120.0) -> RayNode:
+    def add_node(self, cpus: int = 1, timeout_s: float = START_TIMEOUT_S) -> RayNode:
         assert self.gcs_port is not None, "start the head first"
         k = len(self.nodes)
         return self._start(f"node{k}", f"127.0.0.{2 + k}", ["--address", self.address, "--num-cpus", str(cpus)],

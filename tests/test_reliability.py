@@ -715,6 +715,15 @@ def small_bundle(tmp_path_factory):
     return store
 
 
+def _worker_timeout_s() -> float:
+    """A workers' timeout well above what starting a worker's JAX takes on this machine now (measured here, so a
+    loaded machine gets a longer one); a hung worker costs exactly this, once."""
+    t = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import jax; jax.numpy.zeros(8).block_until_ready()"], check=True,
+                   env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
+    return float(max(12, round(10 * (time.monotonic() - t))))
+
+
 @pytest.mark.slow
 def test_crash_hang_and_garbage_workers_are_their_own_runs(small_bundle, tmp_path):
     """Versions whose worker segfaults, hangs (with a child of its own), exits with an error, writes a garbage
@@ -741,12 +750,7 @@ def test_crash_hang_and_garbage_workers_are_their_own_runs(small_bundle, tmp_pat
     registry = Registry.open(small_bundle)
     bundle = registry.resolve("small")
     versions = ["installed", "0.0.1-segv", "0.0.2-hang", "0.0.3-exit", "0.0.4-garbage", "0.0.5-missing", "real"]
-    # The workers' timeout: well above what starting a worker's JAX takes on this machine now (measured here, so a
-    # loaded machine gets a longer one); the hang costs exactly this, once.
-    t = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import jax; jax.numpy.zeros(8).block_until_ready()"], check=True,
-                   env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
-    timeout_s = float(max(12, round(10 * (time.monotonic() - t))))
+    timeout_s = _worker_timeout_s()
     runs = replay(registry, bundle, versions, timing=Timing(warmup=0, repeat=2), timeout_s=timeout_s, dump=False,
                   profile=False, env_manager=envs)
     by = {r["requested"]: r for r in runs}
@@ -810,7 +814,7 @@ def test_a_worker_failing_in_a_later_round_leaves_the_others_measuring(small_bun
     registry = Registry.open(small_bundle)
     bundle = registry.resolve("small")
     runs = replay(registry, bundle, ["installed", "0.0.1-segv-later", "0.0.2-hang-later"],
-                  timing=Timing(warmup=0, repeat=6, rounds=3), timeout_s=12.0, dump=False, profile=False,
+                  timing=Timing(warmup=0, repeat=6, rounds=3), timeout_s=_worker_timeout_s(), dump=False, profile=False,
                   env_manager=envs)
     installed, segv, hang = runs
     assert installed["status"] == "ok", installed["reason"]
