@@ -35,6 +35,17 @@ def store_dir(tmp_path):
     return tmp_path / "store"
 
 
+@pytest.fixture(scope="session")
+def small_store_template(tmp_path_factory) -> Path:
+    """A folder store holding `small@1` (tests/small_bundle.py), packed once per test process. Never changed:
+    tests/small_bundle.py's `copy_of` copies it."""
+    from small_bundle import pack_small
+
+    root = tmp_path_factory.mktemp("small-template") / "store"
+    pack_small(root)
+    return root
+
+
 GCS_FIXTURES = {"gcs_server", "gcs_store_url"}
 
 

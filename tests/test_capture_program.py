@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import quick
 from cli_runner import cli
 
 import reprobundle
@@ -22,13 +23,11 @@ from reprobundle.run.replay import leaf_array, reference_arrays
 
 ROOT = Path(__file__).parent.parent
 PROGRAMS = ROOT / "tests" / "programs"
-FAST = dict(warmup=1, repeat=3, profile=False, dump=False)
-FAST_CLI = ["--warmup", "1", "--repeat", "3", "--no-profile", "--no-dump"]
 
 
 def capture_cli(store, *options, program):
     """`reprobundle capture OPTIONS --store STORE -- python PROGRAM...` in this process (the program is a child)."""
-    return cli("capture", *options, *FAST_CLI, "--store", str(store), "--", sys.executable, *map(str, program))
+    return cli("capture", *options, *quick.PACK_ARGS, "--store", str(store), "--", sys.executable, *map(str, program))
 
 
 def _bundle(store, ref):
@@ -95,7 +94,7 @@ def test_equinox_inference_script_default_call(store_dir, tmp_path):
     with that batch's input and prediction."""
     saved = tmp_path / "pred.npz"
     result = api.capture_program([sys.executable, str(PROGRAMS / "eqx_infer.py"), "3", str(saved)],
-                                 match="predict", store=str(store_dir), **FAST)
+                                 match="predict", store=str(store_dir), **quick.PACK)
     assert result.exit_code == 0 and not result.failures, result.failures
     (capture,) = result.captures
     assert capture["call"] == 2 and capture["function"]["via"] == "eqx.filter_jit"
@@ -123,7 +122,7 @@ def test_list_then_top_1_finds_the_slowest_computation(store_dir):
     assert code == 0 and "MEDIAN RUN" in out and "block_until_ready" in out
 
     result = api.capture_program([sys.executable, str(PROGRAMS / "small_loop.py"), "3"], top=1,
-                                 store=str(store_dir), **FAST)
+                                 store=str(store_dir), **quick.PACK)
     assert [c["function"]["name"] for c in result.captures] == ["make_heavy.<locals>.heavy"]
     heavy = next(r for r in result.computations if r["name"] == "make_heavy.<locals>.heavy")
     assert heavy["total_ns"] == max(r["total_ns"] for r in result.computations)
@@ -136,7 +135,7 @@ def test_donated_buffers_are_copied_before_the_call(store_dir, tmp_path):
     call 2 donated it, and the outputs the program got from that call."""
     saved = tmp_path / "donate.npz"
     result = api.capture_program([sys.executable, str(PROGRAMS / "donate.py"), "4", str(saved)], match="step",
-                                 call=2, store=str(store_dir), **FAST)
+                                 call=2, store=str(store_dir), **quick.PACK)
     assert result.exit_code == 0 and len(result.captures) == 1, result.failures
     registry, bundle = _bundle(store_dir, result.captures[0]["ref"])
     program = np.load(saved)
@@ -168,7 +167,7 @@ def test_ctrl_c_stops_both_and_keeps_what_was_captured(store_dir, tmp_path):
     # ignored signal stays ignored across exec; a handled one reverts to the default, which Python then handles)
     launcher = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); " \
                "from reprobundle.cli import run; run()"
-    cmd = [sys.executable, "-c", launcher, "capture", "--match", "lambda", *FAST_CLI, "--store", str(store_dir),
+    cmd = [sys.executable, "-c", launcher, "capture", "--match", "lambda", *quick.PACK_ARGS, "--store", str(store_dir),
            "--", sys.executable, str(program)]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     err_lines = []
@@ -201,7 +200,7 @@ def test_python_api_sees_functions_jitted_before_the_block(store_dir):
     w, x = jnp.ones((8, 8)), jnp.ones((4, 8))
     w = train_step(w, x)  # compiled before the capture starts
     other(x)
-    with reprobundle.capture(match="train_step", call=2, store=str(store_dir), **FAST) as cap:
+    with reprobundle.capture(match="train_step", call=2, store=str(store_dir), **quick.PACK) as cap:
         expected_inputs = None
         for i in range(1, 4):
             if i == 2:
@@ -221,7 +220,7 @@ def test_python_api_all_signatures_dynamic_functions_and_a_raising_block(store_d
     """Functions made by jax.jit inside a loop are one computation per source function and signature; with
     all_signatures each signature is captured once; the bundles are packed although the block raised."""
     with pytest.raises(ValueError, match="boom"):
-        with reprobundle.capture(match="scale", call=1, all_signatures=True, store=str(store_dir), **FAST) as cap:
+        with reprobundle.capture(match="scale", call=1, all_signatures=True, store=str(store_dir), **quick.PACK) as cap:
             for n in (4, 4, 6, 4, 6):
                 def scale(v):
                     return v * 3.0
@@ -246,7 +245,7 @@ def test_unexportable_computation_is_listed_with_its_reason_and_the_program_goes
     (row,) = listing.computations
     assert "callback" in row["note"]
 
-    with reprobundle.capture(match="noisy", call=1, store=str(store_dir), **FAST) as cap:
+    with reprobundle.capture(match="noisy", call=1, store=str(store_dir), **quick.PACK) as cap:
         y = noisy(jnp.ones(2))
         y = noisy(y)
     np.testing.assert_array_equal(y, [3.0, 3.0])  # the program's results are untouched

@@ -13,12 +13,10 @@ import threading
 import time
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
 import typer
 from cli_runner import cli
+from small_bundle import copy_of
 
 import reprobundle
 from reprobundle import cli as cli_module
@@ -75,18 +73,9 @@ def test_every_command_is_guarded():
     assert [c.callback for c in cli_module.app.registered_commands] == before
 
 
-def _small(x, y):
-    return jnp.tanh(x @ y), (x * 3).sum()
-
-
 @pytest.fixture(scope="module")
-def packed(tmp_path_factory):
-    root = tmp_path_factory.mktemp("exit") / "store"
-    rng = np.random.default_rng(0)
-    reprobundle.pack(jax.jit(_small), rng.standard_normal((8, 16), dtype=np.float32),
-                     rng.standard_normal((16, 4), dtype=np.float32), name="small", store=str(root), warmup=1,
-                     repeat=3, profile=False)
-    return root
+def packed(small_store_template, tmp_path_factory):
+    return copy_of(small_store_template, tmp_path_factory.mktemp("exit") / "store")
 
 
 def _pids_with_cwd_under(folder: Path) -> list[int]:

@@ -16,6 +16,7 @@ import jax.scipy.linalg as jsl
 import ml_dtypes
 import numpy as np
 import pytest
+import quick
 from cli_runner import cli
 
 import reprobundle
@@ -26,8 +27,6 @@ from reprobundle.capture.pack import pack_serialized_in
 from reprobundle.run.execution import Timing, build_job, read_outputs, run_worker
 from reprobundle.run.replay import reference_arrays, replay
 from reprobundle.worker.dtypes import np_dtype
-
-QUICK = dict(warmup=1, repeat=2, dump=False, profile=False)
 
 
 def _linalg(a, b):
@@ -55,7 +54,7 @@ def _matrices():
 @pytest.mark.crossversion
 def test_linalg_kernels_replay_on_every_release_that_has_them(store_dir):
     a, b = _matrices()
-    reprobundle.pack(jax.jit(_linalg), a, b, name="linalg", store=str(store_dir), **QUICK)
+    reprobundle.pack(jax.jit(_linalg), a, b, name="linalg", store=str(store_dir), **quick.PACK)
     registry = Registry.open(store_dir)
     bundle = registry.resolve("linalg")
     expected = [np.asarray(o) for o in _linalg(a, b)]
@@ -80,7 +79,7 @@ def test_cholesky_on_0_4_30_gets_its_kernel_registered_and_initialized(store_dir
     """jaxlib 0.4.30 has lapack_spotrf_ffi (only), registered under the untyped API; the worker fixes both that
     and the initialization, and says so."""
     a, b = _matrices()
-    reprobundle.pack(jax.jit(_cholesky), a, b, name="chol", store=str(store_dir), **QUICK)
+    reprobundle.pack(jax.jit(_cholesky), a, b, name="chol", store=str(store_dir), **quick.PACK)
     registry = Registry.open(store_dir)
     bundle = registry.resolve("chol")
     m = bundle.manifest
@@ -139,7 +138,7 @@ class _Envs:
 @pytest.mark.slow
 def test_a_crashed_worker_keeps_its_route_attempts_and_phase(store_dir, tmp_path):
     a, b = _matrices()
-    reprobundle.pack(jax.jit(_cholesky), a, b, name="chol", store=str(store_dir), **QUICK)
+    reprobundle.pack(jax.jit(_cholesky), a, b, name="chol", store=str(store_dir), **quick.PACK)
     registry = Registry.open(store_dir)
     bundle = registry.resolve("chol")
     folder = tmp_path / "segv" / "bin"

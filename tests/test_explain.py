@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import quick
 
 import reprobundle
 from reprobundle import api
@@ -23,8 +24,6 @@ from reprobundle.render import explain as explain_render
 from reprobundle.render import sizes as sizes_render
 from reprobundle.run.contenders import parse_variant, unknown_flag_reason
 from reprobundle.worker.settings import parse_config_value
-
-FAST_PACK = dict(warmup=1, repeat=2, dump=False, profile=False)
 
 # ------------------------------------------------------------------------------------------------ pure parts
 
@@ -147,7 +146,7 @@ def attention_store(tmp_path_factory):
 
     store = str(tmp_path_factory.mktemp("explain") / "store")
     fn, args = make_small()
-    reprobundle.pack(fn, *args, name="attention-small", store=store, **FAST_PACK)
+    reprobundle.pack(fn, *args, name="attention-small", store=store, **quick.PACK)
     return store
 
 
@@ -209,7 +208,7 @@ def test_symbolic_bundle_at_three_sizes_gives_a_table_and_a_chart(tmp_path):
     rng = np.random.default_rng(0)
     store = str(tmp_path / "store")
     reprobundle.pack(exp, rng.standard_normal((8, 16), dtype=np.float32), rng.standard_normal((16, 16), dtype=np.float32),
-                     name="poly", store=store, **FAST_PACK)
+                     name="poly", store=store, **quick.PACK)
     data = api.replay_sizes("poly", ["0.7.2", "0.8.0"], ["seq=32,64,128"], store=store, warmup=1, repeat=3, rounds=3,
                             profile=False, dump=False)
     assert [s["shape"] for s in data["sizes"]] == ["seq=32", "seq=64", "seq=128"]
@@ -298,7 +297,7 @@ def test_a_flag_that_changes_outputs_changes_only_its_contenders_runs(tmp_path):
 
     store = str(tmp_path / "store")
     x = np.where(np.linspace(-2, 2, 64) > 1, np.nan, np.linspace(-2, 2, 64)).astype(np.float32)
-    reprobundle.pack(jax.jit(nan_count), x, name="nans", store=store, **FAST_PACK)
+    reprobundle.pack(jax.jit(nan_count), x, name="nans", store=store, **quick.PACK)
     fast = "0.8.0:XLA_FLAGS=--xla_cpu_enable_fast_math=true --xla_cpu_fast_math_honor_nans=false"
     plain, variant = api.replay("nans", ["0.8.0"], store=store, warmup=1, repeat=2, rounds=1, profile=False,
                                 dump=False, variants=[fast]).runs

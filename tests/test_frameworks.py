@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import quick
 from cli_runner import cli
 from manifests import assert_schema_valid
 
@@ -21,7 +22,6 @@ from reprobundle.bundle.registry import Registry
 from reprobundle.errors import UsageError
 
 ROOT = Path(__file__).parent.parent
-FAST = dict(warmup=1, repeat=3, profile=False, dump=False)
 VERSIONS = ["installed", "0.7.2", "0.4.30"]
 
 
@@ -49,7 +49,7 @@ def _manifest(store, ref):
     ("flax_linen.py", "linen-apply"),
 ])
 def test_framework_programs_pack_and_replay_on_old_releases(store_dir, script, name):
-    ref = api.pack_script(str(ROOT / "examples" / script), name=name, store=str(store_dir), **FAST)
+    ref = api.pack_script(str(ROOT / "examples" / script), name=name, store=str(store_dir), **quick.PACK)
     m = _manifest(store_dir, ref.name)
     paths = [leaf["path"] for leaf in m["inputs"]["leaves"]]
     outputs = [o["path"] for o in m["function"]["outputs"]]
@@ -76,7 +76,7 @@ def test_static_arguments_and_typed_keys_replay_on_old_releases(store_dir):
         k1, k2 = jax.random.split(key)
         return x + jax.random.normal(k1, x.shape), k2
 
-    ref = reprobundle.pack(sample, jax.random.key(7), jnp.ones((4, 3)), name="keys", store=str(store_dir), **FAST)
+    ref = reprobundle.pack(sample, jax.random.key(7), jnp.ones((4, 3)), name="keys", store=str(store_dir), **quick.PACK)
     m = _manifest(store_dir, ref.name)
     assert m["inputs"]["leaves"][0] == {**m["inputs"]["leaves"][0], "path": "key", "key_impl": "threefry2x32",
                                         "dtype": "uint32", "shape": [2]}
@@ -86,7 +86,7 @@ def test_static_arguments_and_typed_keys_replay_on_old_releases(store_dir):
 
     scaled = jax.jit(lambda x, n, mode: x * n if mode == "mul" else x + n, static_argnums=(1,), static_argnames="mode")
     ref = reprobundle.pack(scaled, jnp.arange(3.0), 4, kwargs={"mode": "mul"}, name="static", store=str(store_dir),
-                           **FAST)
+                           **quick.PACK)
     m = _manifest(store_dir, ref.name)
     assert [leaf["path"] for leaf in m["inputs"]["leaves"]] == ["x"]
     assert m["function"]["static"] == [{"path": "n", "type": "builtins.int", "repr": "4"},
@@ -116,7 +116,7 @@ def test_any_pytree_packs_without_registering_anything(store_dir):
 
     p = Params(w=jnp.ones((3, 2)), b=None)
     ref = reprobundle.pack(f, p, Pair(jnp.ones((4, 3)), jnp.zeros(2)), {"scale": np.float32(2), "label": "x"},
-                           name="trees", store=str(store_dir), **FAST)
+                           name="trees", store=str(store_dir), **quick.PACK)
     m = _manifest(store_dir, ref.name)
     assert [leaf["path"] for leaf in m["inputs"]["leaves"]] == ["p.w", "pair.left", "pair.right", "extra['scale']"]
     assert m["function"]["static"] == [{"path": "extra['label']", "type": "builtins.str", "repr": "'x'"}]
@@ -130,17 +130,17 @@ def test_any_pytree_packs_without_registering_anything(store_dir):
 def test_static_by_index_or_name_bakes_an_array_in(store_dir):
     table = np.arange(6, dtype=np.float32).reshape(2, 3)
     ref = reprobundle.pack(lambda x, table: x @ table, jnp.ones((4, 2)), table, static=["table"], name="baked",
-                           store=str(store_dir), **FAST)
+                           store=str(store_dir), **quick.PACK)
     m = _manifest(store_dir, ref.name)
     assert [leaf["path"] for leaf in m["inputs"]["leaves"]] == ["x"]
     assert m["function"]["static"][0]["path"] == "table" and m["function"]["static"][0]["type"] == "numpy.ndarray"
     with pytest.raises(UsageError, match="names no argument"):
-        reprobundle.pack(lambda x: x, jnp.ones(2), static=[3], name="bad", store=str(store_dir), **FAST)
+        reprobundle.pack(lambda x: x, jnp.ones(2), static=[3], name="bad", store=str(store_dir), **quick.PACK)
 
 
 @pytest.mark.slow
 def test_show_prints_the_train_state_tree(store_dir):
-    ref = api.pack_script(str(ROOT / "examples/flax_nnx_train.py"), name="nnx-train", store=str(store_dir), **FAST)
+    ref = api.pack_script(str(ROOT / "examples/flax_nnx_train.py"), name="nnx-train", store=str(store_dir), **quick.PACK)
     code, out, err = cli("show", ref.name, store=store_dir)
     assert code == 0, err
     lines = out.splitlines()
@@ -163,7 +163,7 @@ def test_mismatch_names_the_output_leaf(store_dir, monkeypatch):
     from reprobundle.run.replay import _mismatch_reason
 
     ref = reprobundle.pack(lambda s: {"params": {"attn": {"bias": s["w"] * 2}}, "step": s["n"] + 1},
-                           {"w": jnp.ones(3), "n": jnp.int32(0)}, name="named", store=str(store_dir), **FAST)
+                           {"w": jnp.ones(3), "n": jnp.int32(0)}, name="named", store=str(store_dir), **quick.PACK)
     m = _manifest(store_dir, ref.name)
     names = [o["path"] for o in m["function"]["outputs"]]
     assert names == ["out['params']['attn']['bias']", "out['step']"]
@@ -185,7 +185,7 @@ def test_mismatch_names_the_output_leaf(store_dir, monkeypatch):
 ])
 def test_refusals_are_one_typed_line(store_dir, fn, args, match):
     with pytest.raises(UsageError, match=match) as e:
-        reprobundle.pack(fn, *args, name="refused", store=str(store_dir), **FAST)
+        reprobundle.pack(fn, *args, name="refused", store=str(store_dir), **quick.PACK)
     assert "\n" not in e.value.message and e.value.hint
 
 
@@ -222,7 +222,7 @@ def test_symbolic_shapes_replay_at_other_sizes(store_dir):
     exp = export.export(jax.jit(f))(jax.ShapeDtypeStruct((b, 4), jnp.float32), jax.ShapeDtypeStruct((4, 3), jnp.float32))
     rng = np.random.default_rng(0)
     x, w = rng.standard_normal((8, 4), dtype=np.float32), rng.standard_normal((4, 3), dtype=np.float32)
-    ref = reprobundle.pack(exp, x, w, name="poly", store=str(store_dir), **FAST)
+    ref = reprobundle.pack(exp, x, w, name="poly", store=str(store_dir), **quick.PACK)
     m = _manifest(store_dir, ref.name)
     assert m["function"]["fields"]["in_avals"][0]["shape"] == ["b", 4]
     _replay_everywhere(ref.name, store_dir)  # at the packed size b=8: outputs checked on every release

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import quick
 from chain import chain
 from cli_runner import cli
 
@@ -29,8 +30,7 @@ from reprobundle.render import sweep as sweep_render
 pytestmark = pytest.mark.crossversion
 
 BASELINE, CANDIDATES, APART = "0.4.30", ["0.7.2", "installed"], "0.8.0"
-FAST = dict(rounds=3, repeat=4, warmup=1)
-QUICK_PACK = dict(warmup=1, repeat=2, dump=False, profile=False)
+SWEEP = dict(rounds=3, repeat=4, warmup=1)
 
 
 def _nan_count(x):
@@ -43,13 +43,13 @@ def swept(tmp_path_factory):
     0.8.0."""
     store = str(tmp_path_factory.mktemp("history") / "store")
     fn, args = chain(2, rows=32, width=64, seed=2)
-    reprobundle.pack(fn, *args, name="chain", store=store, **QUICK_PACK)
+    reprobundle.pack(fn, *args, name="chain", store=store, **quick.PACK)
     x = np.linspace(-2, 2, 64, dtype=np.float32)
     with pytest.MonkeyPatch.context() as mp:  # the packing run only: replays run without these flags
         mp.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true --xla_cpu_fast_math_honor_nans=false")
         reprobundle.pack(jax.jit(_nan_count), np.where(x > 1, np.nan, x).astype(np.float32), name="nanfast",
-                         store=store, **QUICK_PACK)
-    data = api.sweep([], BASELINE, CANDIDATES, store=store, **FAST)
+                         store=store, **quick.PACK)
+    data = api.sweep([], BASELINE, CANDIDATES, store=store, **SWEEP)
     reprobundle.replay("chain", [APART], store=store, rounds=1, repeat=3, warmup=1)
     return store, data
 

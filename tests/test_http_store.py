@@ -16,21 +16,14 @@ import sys
 import threading
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
+import quick
 from cli_runner import cli
+from small_bundle import copy_of
 
-import reprobundle
 from reprobundle.bundle.registry import Registry
 
-FAST = ["--warmup", "1", "--repeat", "3", "--no-profile"]
 EXE = Path(sys.executable).with_name("reprobundle")
-
-
-def _small(x, y):
-    return jnp.tanh(x @ y), (x * 3).sum()
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -52,14 +45,11 @@ def _serve(folder: Path, context: ssl.SSLContext | None = None):
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(small_store_template, tmp_path_factory):
     """A folder served over HTTP holding `store/` (small@1 with one run) and `small-1.zip`."""
     root = tmp_path_factory.mktemp("served")
     store = root / "store"
-    rng = np.random.default_rng(0)
-    reprobundle.pack(jax.jit(_small), rng.standard_normal((8, 16), dtype=np.float32),
-                     rng.standard_normal((16, 4), dtype=np.float32), name="small", store=str(store), warmup=1,
-                     repeat=3, profile=False)
+    copy_of(small_store_template, store)
     registry = Registry.open(store)
     registry.export_zip(registry.resolve("small@1"), root / "small-1.zip")
     server, requests = _serve(root)
@@ -75,12 +65,12 @@ def test_replay_show_verify_pull_a_store_over_http(served, tmp_path):
     assert out.startswith("small@1  sha256:") and f"url:          {url}" in out
     code, out, err = cli("verify", url)
     assert code == 0 and "all blobs intact" in out, err
-    code, out, err = cli("replay", url, *FAST, "--json")
+    code, out, err = cli("replay", url, *quick.REPLAY_ARGS, "--json")
     assert code == 0, err
     (run,) = json.loads(out)["runs"]
     assert run["status"] == "ok"
     blobs_before = sum(r.startswith("GET") and "/blobs/" in r for r in served["requests"])
-    code, out, err = cli("replay", url, *FAST, "--json")  # a second replay downloads no blob again
+    code, out, err = cli("replay", url, *quick.REPLAY_ARGS, "--json")  # a second replay downloads no blob again
     assert code == 0, err
     assert sum(r.startswith("GET") and "/blobs/" in r for r in served["requests"]) == blobs_before
     code, out, err = cli("pull", url, "--json", store=tmp_path / "pulled")
@@ -92,7 +82,7 @@ def test_replay_show_pull_a_zip_over_http(served, tmp_path):
     url = f"{served['url']}/small-1.zip"
     code, out, err = cli("show", url)
     assert code == 0 and f"url:          {url}" in out, err
-    code, out, err = cli("replay", url, *FAST, "--json")
+    code, out, err = cli("replay", url, *quick.REPLAY_ARGS, "--json")
     assert code == 0 and json.loads(out)["runs"][0]["status"] == "ok", err
     assert served["requests"].count("GET /small-1.zip") == 1  # downloaded once, into the cache
     code, out, err = cli("verify", url)  # from the download cache (revalidated by a HEAD): no second download
@@ -103,7 +93,7 @@ def test_replay_show_pull_a_zip_over_http(served, tmp_path):
 
 
 def test_http_errors_are_one_line(served):
-    code, out, err = cli("replay", f"{served['url']}/store/small", *FAST)
+    code, out, err = cli("replay", f"{served['url']}/store/small", *quick.REPLAY_ARGS)
     assert code == 2 and "cannot be listed" in err and "NAME@3" in err and "Traceback" not in err
     code, out, err = cli("show", f"{served['url']}/store/ghost@1")
     assert code == 4 and "no bundle ghost@1" in err
@@ -128,7 +118,7 @@ def test_replay_over_https_with_a_trusted_certificate(served, tmp_path):
     try:
         url = f"https://127.0.0.1:{server.server_address[1]}/store/small@1"
         env = {**os.environ, "SSL_CERT_FILE": str(cert), "REPROBUNDLE_STORE": str(tmp_path / "local")}
-        done = subprocess.run([str(EXE), "replay", url, *FAST, "--json"], env=env, capture_output=True, text=True,
+        done = subprocess.run([str(EXE), "replay", url, *quick.REPLAY_ARGS, "--json"], env=env, capture_output=True, text=True,
                               timeout=180)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["runs"][0]["status"] == "ok"

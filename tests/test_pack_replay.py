@@ -21,7 +21,7 @@ from reprobundle.bundle.registry import Registry, blob_key
 from reprobundle.errors import InputMismatchError, UsageError
 
 ROOT = Path(__file__).parent.parent
-FAST = dict(warmup=1, repeat=5)
+TIMED = dict(warmup=1, repeat=5)  # five timed calls: the manifest's samples are counted below
 
 
 def _f(x, y):
@@ -37,7 +37,7 @@ def args():
 
 def test_pack_and_replay_python_api(store_dir, args):
     ref = reprobundle.pack(jax.jit(_f), *args, name="tanh", store=str(store_dir), description="d",
-                           labels={"team": "x"}, **FAST)
+                           labels={"team": "x"}, **TIMED)
     assert (ref.name, ref.version) == ("tanh", 1)
     registry = Registry.open(store_dir)
     bundle = registry.resolve("tanh@1")
@@ -52,7 +52,7 @@ def test_pack_and_replay_python_api(store_dir, args):
         got = np.frombuffer(registry.get_blob(leaf["blob"]), dtype=leaf["dtype"]).reshape(leaf["shape"])
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
-    result = reprobundle.replay("tanh", store=str(store_dir), **FAST)
+    result = reprobundle.replay("tanh", store=str(store_dir), **TIMED)
     run = result.run
     assert run["status"] == "ok", run["reason"]
     assert run["check"]["ok"] and run["check"]["bit_identical"]
@@ -65,11 +65,11 @@ def test_pack_and_replay_python_api(store_dir, args):
 
 @pytest.mark.slow
 def test_same_inputs_stored_once(store_dir, args):
-    reprobundle.pack(jax.jit(_f), *args, name="a", store=str(store_dir), **FAST)
+    reprobundle.pack(jax.jit(_f), *args, name="a", store=str(store_dir), **TIMED)
     registry = Registry.open(store_dir)
     before = set(registry.store.list("blobs"))
     m1 = registry.resolve("a").manifest
-    reprobundle.pack(jax.jit(_f), *args, name="a", store=str(store_dir), **FAST)
+    reprobundle.pack(jax.jit(_f), *args, name="a", store=str(store_dir), **TIMED)
     m2 = registry.resolve("a@2").manifest
     assert [l["blob"] for l in m1["inputs"]["leaves"]] == [l["blob"] for l in m2["inputs"]["leaves"]]
     new = set(registry.store.list("blobs")) - before
@@ -85,26 +85,26 @@ def test_bfloat16_and_nested_pytree(store_dir):
     finally:
         sys.path.pop(0)
     fn, a = mlp_train.make()
-    ref = reprobundle.pack(fn, *a, name="mlp", store=str(store_dir), **FAST)
+    ref = reprobundle.pack(fn, *a, name="mlp", store=str(store_dir), **TIMED)
     bundle = Registry.open(store_dir).resolve(str(ref))
     assert bundle.manifest["function"]["in_tree"]["kind"] == "tuple"
     assert len(bundle.manifest["inputs"]["leaves"]) == len(jax.tree_util.tree_leaves(a))
 
     x = jnp.linspace(-1, 1, 64, dtype=jnp.bfloat16).reshape(8, 8)
-    ref = reprobundle.pack(jax.jit(lambda t: (t @ t).astype(jnp.bfloat16)), x, name="bf16", store=str(store_dir), **FAST)
+    ref = reprobundle.pack(jax.jit(lambda t: (t @ t).astype(jnp.bfloat16)), x, name="bf16", store=str(store_dir), **TIMED)
     m = Registry.open(store_dir).resolve(str(ref)).manifest
     assert m["inputs"]["leaves"][0]["dtype"] == "bfloat16"
-    run = reprobundle.replay("bf16", store=str(store_dir), **FAST).run
+    run = reprobundle.replay("bf16", store=str(store_dir), **TIMED).run
     assert run["status"] == "ok" and run["check"]["bit_identical"]
 
 
 @pytest.mark.slow
 def test_synthetic_inputs(store_dir, args):
-    ref = reprobundle.pack(jax.jit(_f), *args, name="syn", store=str(store_dir), synthetic_inputs=True, seed=7, **FAST)
+    ref = reprobundle.pack(jax.jit(_f), *args, name="syn", store=str(store_dir), synthetic_inputs=True, seed=7, **TIMED)
     m = Registry.open(store_dir).resolve(str(ref)).manifest
     assert all("synthetic" in l and "blob" not in l for l in m["inputs"]["leaves"])
     assert m["inputs"]["leaves"][0]["synthetic"]["seed"] == 7
-    run = reprobundle.replay("syn", store=str(store_dir), **FAST).run
+    run = reprobundle.replay("syn", store=str(store_dir), **TIMED).run
     assert run["status"] == "ok" and run["check"]["bit_identical"]
 
 
@@ -192,7 +192,7 @@ def test_cli_errors_are_one_clear_line(store_dir, argv, code, message, monkeypat
 
 
 def test_corrupted_blob_detected_by_verify_and_replay(store_dir, args):
-    reprobundle.pack(jax.jit(_f), *args, name="c", store=str(store_dir), **FAST)
+    reprobundle.pack(jax.jit(_f), *args, name="c", store=str(store_dir), **TIMED)
     registry = Registry.open(store_dir)
     digest = registry.resolve("c").manifest["inputs"]["leaves"][0]["blob"]["digest"]
     path = store_dir / blob_key(digest)
@@ -206,7 +206,7 @@ def test_corrupted_blob_detected_by_verify_and_replay(store_dir, args):
 
 
 def test_truncated_zip_and_future_manifest(store_dir, tmp_path, args):
-    reprobundle.pack(jax.jit(_f), *args, name="z", store=str(store_dir), **FAST)
+    reprobundle.pack(jax.jit(_f), *args, name="z", store=str(store_dir), **TIMED)
     zpath = tmp_path / "z.zip"
     assert cli("export", "z", "-o", str(zpath), store=store_dir)[0] == 0
     zpath.write_bytes(zpath.read_bytes()[:-200])
@@ -239,7 +239,7 @@ def test_pack_raw_stablehlo_module(store_dir, tmp_path, args):
     m = Registry.open(store_dir).resolve("raw").manifest
     assert m["function"]["kind"] == "stablehlo"
     assert [a["shape"] for a in m["function"]["fields"]["out_avals"]] == [[4, 8], []]
-    run = reprobundle.replay("raw", store=str(store_dir), **FAST).run
+    run = reprobundle.replay("raw", store=str(store_dir), **TIMED).run
     assert run["status"] == "ok" and run["check"]["bit_identical"]
     (tmp_path / "bad.mlir").write_text("this is not mlir")
     code, out, err = cli("pack", "--stablehlo", str(tmp_path / "bad.mlir"), "--inputs", str(tmp_path / "in.npz"),

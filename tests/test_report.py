@@ -17,40 +17,27 @@ import zipfile
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 import pytest
+import quick
 from cli_runner import cli
+from small_bundle import copy_of
 
-import reprobundle
 from reprobundle.analysis import verdict
 from reprobundle.bundle.registry import Registry
 from reprobundle.render.progress import Progress, clock
 from reprobundle.worker import tolerance
 
-FAST = ["--warmup", "1", "--repeat", "4", "--no-profile"]
 EXE = Path(sys.executable).with_name("reprobundle")
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _small(x, y):
-    return jnp.tanh(x @ y), (x * 3).sum()
-
-
-def _pack(store: Path) -> None:
-    rng = np.random.default_rng(0)
-    reprobundle.pack(jax.jit(_small), rng.standard_normal((8, 16), dtype=np.float32),
-                     rng.standard_normal((16, 4), dtype=np.float32), name="small", store=str(store), warmup=1,
-                     repeat=3, profile=False)
-
-
 @pytest.fixture(scope="module")
-def replayed(tmp_path_factory):
+def replayed(small_store_template, tmp_path_factory):
     """small@1 replayed on installed twice, timed together in 3 rounds, with a Markdown and an HTML report."""
     root = tmp_path_factory.mktemp("report")
     store, reports = root / "store", root / "issue"
-    _pack(store)
-    code, out, err = cli("replay", "small@1", "--jax", "installed", "--jax", "installed", "--rounds", "3", *FAST,
+    copy_of(small_store_template, store)
+    code, out, err = cli("replay", "small@1", "--jax", "installed", "--jax", "installed", "--rounds", "3", *quick.REPLAY_ARGS,
                          "--report", reports / "report.md", "--html", reports / "report.html", store=store)
     assert code == 0, err
     return {"store": store, "reports": reports, "out": out, "err": err}
@@ -98,7 +85,7 @@ def test_markdown_report_has_headline_narrow_table_and_reproduce_block(replayed)
     assert "**Bundle:** attach `small-1.zip`" in block
     command = re.search(r"```sh\n(reprobundle replay .*)\n```", block).group(1)
     version = jax.__version__
-    assert command == f"reprobundle replay small-1.zip --jax {version} --jax {version} --repeat 4 --rounds 3 " \
+    assert command == f"reprobundle replay small-1.zip --jax {version} --jax {version} --repeat 3 --rounds 3 " \
                       "--warmup 1"
     assert "python3 -m venv" in block and f"jax=={version} msgpack flatbuffers" in block
     assert (replayed["reports"] / "small-1.zip").is_file()  # written beside the report, to attach
@@ -136,12 +123,12 @@ def test_a_damaged_zip_says_so_and_exits_3(replayed, tmp_path):
 
 
 @pytest.mark.crossversion
-def test_the_reproduce_command_pasted_into_a_shell_replays_the_bundle(tmp_path):
+def test_the_reproduce_command_pasted_into_a_shell_replays_the_bundle(small_store_template, tmp_path):
     """Report a replay on two released versions; paste the block's command into a shell in the folder holding the
     attached zip (as a maintainer would, with an empty store of their own): it replays both versions."""
     store, issue = tmp_path / "store", tmp_path / "issue"
-    _pack(store)
-    code, out, err = cli("replay", "small@1", "--jax", "0.4.30", "--jax", "0.7.2", "--rounds", "2", *FAST,
+    copy_of(small_store_template, store)
+    code, out, err = cli("replay", "small@1", "--jax", "0.4.30", "--jax", "0.7.2", "--rounds", "2", *quick.REPLAY_ARGS,
                          "--report", issue / "report.md", store=store)
     assert code == 0, err
     command = re.search(r"```sh\n(reprobundle replay .*)\n```", (issue / "report.md").read_text()).group(1)
@@ -162,7 +149,7 @@ def test_compare_prefers_the_latest_replay_timed_together_and_says_which(replaye
     not replace either: compare picks the replay timed together and says which runs it used."""
     store = tmp_path / "store"
     shutil.copytree(replayed["store"], store)
-    assert cli("replay", "small@1", "--jax", "installed", *FAST, store=store)[0] == 0  # later, alone
+    assert cli("replay", "small@1", "--jax", "installed", *quick.REPLAY_ARGS, store=store)[0] == 0  # later, alone
     code, out, err = cli("compare", "small@1", "--json", store=store)
     assert code == 0, err
     c = json.loads(out)
@@ -202,9 +189,8 @@ def test_push_copies_the_runs_unless_told_not_to(replayed, tmp_path):
 
 
 @pytest.mark.slow
-def test_url_snippet_of_a_local_store_and_of_a_zip(tmp_path, monkeypatch):
-    store = tmp_path / "store"
-    _pack(store)
+def test_url_snippet_of_a_local_store_and_of_a_zip(small_store_template, tmp_path, monkeypatch):
+    store = copy_of(small_store_template, tmp_path / "store")
     code, out, err = cli("url", "small@1", store=store)
     assert code == 0 and err == ""  # the warning is inside the snippet, not lost on stderr
     snippet = out.split("Paste into the issue:")[1]
@@ -213,7 +199,7 @@ def test_url_snippet_of_a_local_store_and_of_a_zip(tmp_path, monkeypatch):
     assert f"reprobundle replay small-1.zip --jax {jax.__version__}" in snippet
     cli("export", "small@1", "-o", tmp_path / "small-1.zip", store=store)
     monkeypatch.setenv("REPROBUNDLE_STORE", str(store))  # where replays of the zip's copy are recorded
-    assert cli("replay", tmp_path / "small-1.zip", *FAST)[0] == 0
+    assert cli("replay", tmp_path / "small-1.zip", *quick.REPLAY_ARGS)[0] == 0
     code, out, err = cli("url", tmp_path / "small-1.zip", "--jax", "0.7.2", "--jax", "0.8.0")
     assert code == 0, err
     assert "reprobundle replay small-1.zip --jax 0.7.2 --jax 0.8.0" in out and str(tmp_path) not in out.split(

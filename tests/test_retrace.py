@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import quick
 
 from reprobundle import api
 from reprobundle.analysis.lowering_diff import lowering_diff, same_lowering
@@ -22,11 +23,10 @@ from reprobundle.run.execution import Timing
 from reprobundle.run.replay import replay
 
 PROGRAMS = Path(__file__).parent / "programs" / "retrace"
-QUICK = {"warmup": 1, "repeat": 3, "profile": False, "dump": False}
 
 
 def _pack(script: Path, name: str, store: Path) -> None:
-    api.pack_script(str(script), name=name, store=str(store), **QUICK)
+    api.pack_script(str(script), name=name, store=str(store), **quick.PACK)
 
 
 def _replay(store: Path, name: str, specs: list[ContenderSpec], manager=None) -> dict[str, dict]:
@@ -94,7 +94,7 @@ def test_what_cannot_retrace_says_why(store_dir, tmp_path):
 
     exported = jax.export.export(jax.jit(lambda x: x + 1))(jnp.ones(3, jnp.float32))
     api.pack_exported(exported.serialize(), [np.ones(3, np.float32)], name="exported", store=str(store_dir),
-                      **QUICK)
+                      **quick.PACK)
     failing = _replay(store_dir, "failing", [ContenderSpec("installed", "retrace")])["installed retraced"]
     assert failing["status"] == "error"
     first, *tail = failing["reason"].splitlines()
@@ -152,7 +152,7 @@ def test_flax_nnx_train_step_retraces_with_a_flax_resolved_for_the_older_release
     from packaging.version import Version
 
     api.pack_script(str(Path(__file__).parent.parent / "examples" / "flax_nnx_train.py"), name="nnx",
-                    store=str(store_dir), **QUICK)
+                    store=str(store_dir), **quick.PACK)
     program = Registry.open(str(store_dir)).resolve("nnx").manifest["function"]["program"]
     assert {"flax", "optax"} <= set(program["packages"])
     run = _replay(store_dir, "nnx", [ContenderSpec("0.7.2", "retrace")])["0.7.2 retraced"]
@@ -268,13 +268,13 @@ def test_pack_from_python_with_a_script_stores_the_program_read_not_run(store_di
     from reprobundle.errors import ScriptError
 
     fn, args = _rng_call()
-    ref = api.pack(fn, *args, name="rng-api", store=str(store_dir), script=f"{PROGRAMS / 'rng.py'}:make", **QUICK)
+    ref = api.pack(fn, *args, name="rng-api", store=str(store_dir), script=f"{PROGRAMS / 'rng.py'}:make", **quick.PACK)
     program = Registry.open(str(store_dir)).resolve(str(ref)).manifest["function"]["program"]
     assert (program["script"], program["factory"]) == ("rng.py", "make")
     assert [f["path"] for f in program["files"]] == ["rng.py"]
     (tmp_path / "noisy.py").write_text("raise SystemExit('never run at pack')\n")
     with pytest.raises(ScriptError, match="defines no make"):
-        api.pack(fn, *args, name="rng-api", store=str(store_dir), script=str(tmp_path / "noisy.py"), **QUICK)
+        api.pack(fn, *args, name="rng-api", store=str(store_dir), script=str(tmp_path / "noisy.py"), **quick.PACK)
 
 
 @pytest.mark.slow

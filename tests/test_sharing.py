@@ -14,11 +14,12 @@ import zipfile
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+import quick
 from audit import audited, logged
 from cli_runner import cli
+from small_bundle import copy_of
 
 import reprobundle
 from reprobundle.bundle import blobs, sharing
@@ -30,7 +31,6 @@ from reprobundle.config import cache_dir
 from reprobundle.store import open_store
 from reprobundle.store.gcs import DEFAULT_RETRIES
 
-FAST = ["--warmup", "1", "--repeat", "3", "--no-profile"]
 EXE = Path(sys.executable).with_name("reprobundle")
 
 
@@ -46,20 +46,10 @@ def proc_env():
     return env
 
 
-def _small(x, y):
-    return jnp.tanh(x @ y), (x * 3).sum()
-
-
 @pytest.fixture(scope="module")
-def packed(tmp_path_factory):
-    """A small real bundle `small@1` in a local store (packed once for the module)."""
-    root = tmp_path_factory.mktemp("packed") / "store"
-    rng = np.random.default_rng(0)
-    args = (jnp.asarray(rng.standard_normal((8, 16), dtype=np.float32)),
-            jnp.asarray(rng.standard_normal((16, 4), dtype=np.float32)))
-    reprobundle.pack(jax.jit(_small), *args, name="small", store=str(root), description="tanh of a matmul",
-                     warmup=1, repeat=3, profile=False)
-    return root
+def packed(small_store_template, tmp_path_factory):
+    """The small real bundle `small@1` (tests/small_bundle.py) in a local store of the module's own."""
+    return copy_of(small_store_template, tmp_path_factory.mktemp("packed") / "store")
 
 
 def _runs(out: str) -> list[dict]:
@@ -96,7 +86,7 @@ def test_push_twice_pull_replay(packed, gcs_store_url, tmp_path):
     assert _bundle_id(local2) == _bundle_id(packed)  # the manifest travelled byte for byte
     assert Registry.open(local2).verify(Registry.open(local2).resolve("small@1")) == []
 
-    code, out, err = cli("replay", "small@1", *FAST, "--json", store=local2)
+    code, out, err = cli("replay", "small@1", *quick.REPLAY_ARGS, "--json", store=local2)
     assert code == 0, err
     assert _runs(out)[0]["status"] == "ok"
 
@@ -105,7 +95,7 @@ def test_gs_replay_reads_through_the_cache(packed, gcs_store_url, gcs_server, pr
     assert reprobundle.api.push("small@1", gcs_store_url, store=str(packed)).outcome == "kept"
     url = f"{gcs_store_url}/small@1"
     before = blobs.STATS.snapshot()
-    code, out, err = cli("replay", url, *FAST)
+    code, out, err = cli("replay", url, *quick.REPLAY_ARGS)
     assert code == 0, err
     first = blobs.STATS.snapshot()
     assert first.bytes_downloaded > before.bytes_downloaded
@@ -113,7 +103,7 @@ def test_gs_replay_reads_through_the_cache(packed, gcs_store_url, gcs_server, pr
     cached = sorted((cache_dir() / "blobs" / "sha256").rglob("*"))
     assert any(p.is_file() for p in cached)
 
-    code, out, err = cli("replay", url, *FAST, "--json")
+    code, out, err = cli("replay", url, *quick.REPLAY_ARGS, "--json")
     assert code == 0, err
     second = blobs.STATS.snapshot()
     assert second.bytes_downloaded == first.bytes_downloaded  # nothing fetched again
@@ -123,7 +113,7 @@ def test_gs_replay_reads_through_the_cache(packed, gcs_store_url, gcs_server, pr
     # a real process with the same cache downloads nothing either, and records its run in the gs:// store too
     env = {**proc_env, **{k: os.environ[k] for k in ("REPROBUNDLE_CACHE_DIR", "STORAGE_EMULATOR_HOST")},
            "REPROBUNDLE_STORE": "/nonexistent-default-store"}
-    done = subprocess.run([str(EXE), "replay", url, *FAST], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([str(EXE), "replay", url, *quick.REPLAY_ARGS], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert " ok " in done.stdout and "into the cache" not in done.stderr
     runs = Registry.open(gcs_store_url).runs(_bundle_id(packed))
@@ -197,7 +187,7 @@ def test_corrupt_blob_detected_on_pull_nothing_published(packed, gcs_store_url, 
     assert not (dest / blob_key(digest)).exists()
 
     # reading it straight from gs:// (through the cache) is refused the same way
-    code, out, err = cli("replay", f"{gcs_store_url}/small@1", *FAST)
+    code, out, err = cli("replay", f"{gcs_store_url}/small@1", *quick.REPLAY_ARGS)
     assert code == 6 and digest in err
     assert not BlobCache.default().path_of(digest).exists()
 

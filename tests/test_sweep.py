@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import quick
 from chain import chain
 from cli_runner import cli
 
@@ -33,8 +34,7 @@ from reprobundle.render import sweep as sweep_render
 
 pytestmark = pytest.mark.crossversion  # every test here sweeps 0.4.30 against the installed release
 BASELINE, CANDIDATE = "0.4.30", "installed"
-FAST = dict(rounds=2, repeat=6, warmup=1)
-QUICK_PACK = dict(warmup=1, repeat=2, dump=False, profile=False)
+SWEEP = dict(rounds=2, repeat=6, warmup=1)
 
 
 def _chain(n):
@@ -51,16 +51,16 @@ def swept(tmp_path_factory):
     store = str(tmp_path_factory.mktemp("sweep") / "store")
     for n, name, team in ((2, "chain", "llm"), (3, "chain2", "infra")):
         fn, args = _chain(n)
-        reprobundle.pack(fn, *args, name=name, store=store, labels={"team": team}, **QUICK_PACK)
+        reprobundle.pack(fn, *args, name=name, store=store, labels={"team": team}, **quick.PACK)
     x = np.linspace(-2, 2, 64, dtype=np.float32)
     reprobundle.pack(jax.jit(lambda x: jax.scipy.special.erf(x) * 2), x, name="special", store=store,
-                     labels={"team": "infra"}, **QUICK_PACK)
+                     labels={"team": "infra"}, **quick.PACK)
     with pytest.MonkeyPatch.context() as mp:  # the packing run only: replays run without these flags
         mp.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true --xla_cpu_fast_math_honor_nans=false")
         reprobundle.pack(jax.jit(_nan_count), np.where(x > 1, np.nan, x).astype(np.float32), name="nanfast",
-                         store=store, labels={"team": "llm"}, **QUICK_PACK)
+                         store=store, labels={"team": "llm"}, **quick.PACK)
     seen = []
-    data = api.sweep([], BASELINE, CANDIDATE, store=store, progress=seen.append, **FAST)
+    data = api.sweep([], BASELINE, CANDIDATE, store=store, progress=seen.append, **SWEEP)
     assert seen[0].startswith("replaying 4 bundle(s) on jax 0.4.30 and installed") and seen[0].total == 4
     assert [line.done for line in seen if line.phase == "sweep"] == [0, 1, 2, 3, 4]
     return store, data
@@ -113,7 +113,7 @@ def test_the_table_says_what_each_bundle_came_to(swept):
 
 def test_a_resumed_sweep_shows_stored_results_and_rerun_replays(swept):
     store, first = swept
-    again = api.sweep([], BASELINE, CANDIDATE, store=store, **FAST)
+    again = api.sweep([], BASELINE, CANDIDATE, store=store, **SWEEP)
     assert all(r["stored"] and r["host"] is None for r in again["results"]) and again["counts"]["stored"] == 4
     ids = {r["ref"]: [x["run_id"] for x in r["runs"]] for r in first["results"]}
     assert {r["ref"]: [x["run_id"] for x in r["runs"]] for r in again["results"]} == ids
@@ -130,13 +130,13 @@ def test_a_resumed_sweep_shows_stored_results_and_rerun_replays(swept):
         assert sweeping.stored_runs(registry, bundle, (BASELINE, CANDIDATE), {**options, **other}) is None, other
     assert sweeping.stored_runs(registry, bundle, (CANDIDATE, "0.8.0"), options) is None  # another pair
     # a replay whose runs timed out may not time out again: not resumed past; the latest finished one is shown
-    timed_out = api.sweep(["chain2"], BASELINE, CANDIDATE, store=store, rerun=True, timeout_s=0.2, **FAST)
+    timed_out = api.sweep(["chain2"], BASELINE, CANDIDATE, store=store, rerun=True, timeout_s=0.2, **SWEEP)
     assert [x["status"] for x in timed_out["results"][0]["runs"]] == ["timeout", "timeout"]
     assert sweeping.outcome(timed_out["results"][0]) == "failed"
-    (resumed,) = api.sweep(["chain2"], BASELINE, CANDIDATE, store=store, **FAST)["results"]
+    (resumed,) = api.sweep(["chain2"], BASELINE, CANDIDATE, store=store, **SWEEP)["results"]
     assert resumed["stored"] and [x["run_id"] for x in resumed["runs"]] == ids["chain2@1"]
     # --rerun replays what it selects: new runs, the old ones kept
-    rerun = api.sweep(["chain"], BASELINE, CANDIDATE, store=store, rerun=True, **FAST)
+    rerun = api.sweep(["chain"], BASELINE, CANDIDATE, store=store, rerun=True, **SWEEP)
     (result,) = rerun["results"]
     assert not result["stored"] and set(x["run_id"] for x in result["runs"]).isdisjoint(ids["chain@1"])
     assert len(registry.runs(bundle.ref.bundle_id)) == 4
