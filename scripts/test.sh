@@ -19,6 +19,8 @@ done
 unset PYTHONDONTWRITEBYTECODE
 workers=${REPROBUNDLE_TEST_WORKERS:-2}
 if [[ "$workers" != 1 ]]; then
-    args=(-n "$workers" --dist loadfile "${args[@]}")
+    # whole files, in collection order: tests/conftest.py puts the longest first (xdist's default reorders by the
+    # number of tests, which left the few-test, slowest files for the end, one process working while the other idled)
+    args=(-n "$workers" --dist loadfile --no-loadscope-reorder "${args[@]}")
 fi
 exec .venv/bin/python -m pytest "${args[@]}"
