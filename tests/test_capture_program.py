@@ -110,7 +110,7 @@ def test_equinox_inference_script_default_call(store_dir, tmp_path):
 @pytest.mark.slow
 def test_list_then_top_1_finds_the_slowest_computation(store_dir):
     """--list times every jitted computation (block_until_ready, said so); --top 1 packs only the slowest: a
-    lax.scan over 8 layers created by a factory (a jitted function made at run time)."""
+    lax.scan over 16 layers created by a factory (a jitted function made at run time)."""
     code, out, err = cli("capture", "--list", "--json", "--", sys.executable, str(PROGRAMS / "small_loop.py"), "3")
     assert code == 0, err
     listing = json.loads(out)
