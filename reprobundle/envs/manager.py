@@ -212,20 +212,6 @@ class EnvironmentManager:
                 pins[name.strip().lower()] = ver.strip()
         return pins
 
-    def resolve_version(self, version: str) -> str:
-        """What `ensure(version)` would install: "latest" resolved, "0.8" -> "0.8.0"; needs the index."""
-        requested = normalize_request(version)
-        if requested == INSTALLED:
-            return installed(self.python, self._interpreters).jax_version
-        if requested == LATEST:
-            return self._resolve_latest(self.available_versions())
-        index = self._index.load(want=requested)
-        if index and VERSION_RE.match(requested):
-            for v in index["jax"]:
-                if same_release(v, requested):
-                    return v
-        return requested
-
     def list(self) -> builtins.list[JaxEnvironment]:
         """The finished environments under the root, by jax version, build, then Python version."""
         return sorted(finished_envs(self.root),
