@@ -376,7 +376,8 @@ def test_version_order_and_equality():
     assert fallback_pythons("0.4.30") == [9, 10, 11, 12] and fallback_pythons("0.4.12") == []
 
 
-LINUX_X86 = ("linux", ("x86_64",))
+# What packaging.tags.platform_tags() gives on an x86-64 Linux with glibc 2.27 (a subset of it).
+LINUX_X86 = frozenset({"manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"})
 
 
 def test_jaxlib_wheel_names():
@@ -387,7 +388,9 @@ def test_jaxlib_wheel_names():
     # A compressed tag set (PEP 425): one wheel, several platform tags.
     assert jaxlib_wheel_pythons("jaxlib-0.7.0-cp313-cp313-manylinux_2_27_x86_64.manylinux_2_17_x86_64.whl",
                                 LINUX_X86) == (Version("0.7.0"), {13}, True)
-    assert jaxlib_wheel_pythons("jaxlib-0.7.0-1-cp313-cp313-win_amd64.whl", ("win", ("amd64",)))[2]  # a build tag
+    assert jaxlib_wheel_pythons("jaxlib-0.7.0-1-cp313-cp313-win_amd64.whl", frozenset({"win_amd64"}))[2]  # build tag
+    # A manylinux newer than this glibc does not install here (uv would refuse it too).
+    assert not jaxlib_wheel_pythons("jaxlib-0.7.0-cp313-cp313-manylinux_2_39_x86_64.whl", LINUX_X86)[2]
     for name in ("jaxlib-0.7.0-cp313-cp313t-manylinux_2_27_x86_64.whl",  # free-threaded
                  "jaxlib-0.7.0-cp39-abi3-manylinux_2_27_x86_64.whl",  # not a per-version ABI
                  "jaxlib-0.7.0-py3-none-any.whl",
@@ -423,4 +426,21 @@ def test_index_summary():
     assert index["jaxlib"] == {"0.4.36": {"pythons": [10, 11, 12, 13], "requires_python": ">=3.10"}}
     assert jaxlib_for(index, "0.4.36") == "0.4.36" and jaxlib_for(index, "0.4.37") == "0.4.36"
     assert jaxlib_for(index, "0.4.32") is None  # yanked
+
+
+def test_platform_tags_come_from_packaging():
+    from packaging.tags import sys_tags
+
+    from reprobundle.envs.package_index import platform_markers, project_wheel
+
+    here = platform_markers()
+    assert here == {t.platform for t in sys_tags()} - {"any"}
+    plat = next(t.platform for t in sys_tags() if t.platform != "any")
+    other = "win_amd64" if not plat.startswith("win") else "manylinux_2_17_x86_64"
+    assert jaxlib_wheel_pythons(f"jaxlib-0.4.36-cp312-cp312-{plat}.whl") == (Version("0.4.36"), {12}, True)
+    assert jaxlib_wheel_pythons(f"jaxlib-0.4.36-cp312-cp312-{other}.whl")[2] is (other in here)
+    assert project_wheel("jax_cuda12_pjrt-0.7.0-py3-none-manylinux_2_27_x86_64.whl", "jax-cuda12-pjrt",
+                         LINUX_X86) == (Version("0.7.0"), None, True)
+    assert project_wheel("jax_cuda12_plugin-0.7.0-cp313-cp313-manylinux_2_27_aarch64.whl", "jax-cuda12-plugin",
+                         LINUX_X86) == (Version("0.7.0"), [13], False)
 
