@@ -247,10 +247,10 @@ def test_no_suitable_python(tmp_path):
 
 def test_uv_managed_pythons_are_found_through_uv(tmp_path, monkeypatch):
     """A uv-managed install (here: a folder in uv's layout whose python links to the host's base interpreter) is
-    listed by `uv python list` and becomes a candidate with source "uv"; uv's own PATH search is not involved."""
+    listed by `uv python list` with source "uv", by its base executable; pyenv shims on PATH are never run."""
     from uv import find_uv_bin
 
-    from reprobundle.envs.interpreters import candidate_paths, interpreter_from, uv_managed
+    from reprobundle.envs.interpreters import InterpreterFinder, search_path, uv_interpreters
 
     base = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -260,13 +260,24 @@ def test_uv_managed_pythons_are_found_through_uv(tmp_path, monkeypatch):
     (bindir / "python3").symlink_to(f"python{minor}")
     (bindir / "python").symlink_to(f"python{minor}")
     monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path))
+    shims = tmp_path / "shims"  # a pyenv shim that fails unless its version is selected
+    shims.mkdir()
+    (shims / "python3.9").write_text("#!/bin/sh\necho 'pyenv: python3.9: command not found' >&2\nexit 127\n")
+    (shims / "python3.9").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    assert str(shims) not in search_path().split(os.pathsep)
     uv = find_uv_bin()
-    found = uv_managed(uv)
-    assert found == [str(bindir / f"python{minor}")], found
-    assert (found[0], "uv") in candidate_paths(uv)
-    interp = interpreter_from(found[0], "uv")
-    assert interp is not None and interp.version == platform.python_version() and interp.source == "uv"
-    assert uv_managed(None) == [] and uv_managed(str(tmp_path / "no-uv")) == []
+    found = uv_interpreters(uv)
+    assert any(i.source == "uv" and i.executable == base and i.version == platform.python_version()
+               for i in found), found
+    assert len({(i.executable, i.source) for i in found}) == len(found)  # python, python3, python3.X: once
+    assert uv_interpreters(None) == [] and uv_interpreters(str(tmp_path / "no-uv")) == []
+    interps = InterpreterFinder(None, find_uv_bin).discover()
+    assert interps[0].source == "host" and interps[0].executable == base  # the host first, then uv's, each once
+    assert len({i.executable for i in interps}) == len(interps)
+    given = InterpreterFinder(str(bindir / "python3"), find_uv_bin).discover()
+    assert [(i.executable, i.version, i.source) for i in given] == [(base, platform.python_version(), "--python")]
+    assert InterpreterFinder(str(tmp_path / "nothing"), find_uv_bin).discover() == []
 
 
 def test_unknown_version(tmp_path):
