@@ -157,6 +157,17 @@ def jax_file_version(filename: str) -> Version | None:
     return version
 
 
+def _release_wheel(filename: str, project: str) -> tuple[Version, frozenset[Tag]] | None:
+    """(version, tags) of a wheel of a plain release of `project`; None for anything else."""
+    try:
+        name, version, _build, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    if name != canonicalize_name(project) or not is_final_release(version):
+        return None
+    return version, tags
+
+
 def jaxlib_wheel_pythons(filename: str, markers: frozenset[str] | None = None
                          ) -> tuple[Version, set[int], bool] | None:
     """(release, CPython 3 minors, installable here) of a jaxlib wheel of a plain release; None for anything else.
@@ -165,12 +176,10 @@ def jaxlib_wheel_pythons(filename: str, markers: frozenset[str] | None = None
     venv gets, and jaxlib ships no abi3 wheels. "Here": a platform tag is one this machine installs (`markers`, default
     platform_markers()); a compressed tag set (manylinux_2_27_x86_64.manylinux_2_17_x86_64) counts once per tag.
     """
-    try:
-        name, version, _build, tags = parse_wheel_filename(filename)
-    except (InvalidWheelFilename, InvalidVersion):
+    wheel = _release_wheel(filename, "jaxlib")
+    if wheel is None:
         return None
-    if name != canonicalize_name("jaxlib") or not is_final_release(version):
-        return None
+    version, tags = wheel
     platforms = markers or platform_markers()
     regular = [(minor, tag.platform) for tag in tags if (minor := cpython_minor(tag)) is not None]
     minors = {minor for minor, _ in regular}
@@ -253,12 +262,10 @@ def project_wheel(filename: str, project: str, markers: frozenset[str] | None = 
                   ) -> tuple[Version, list[int] | None, bool] | None:
     """(release, CPython 3 minors or None for a Python-independent wheel, installable here) of a wheel of `project`
     (a plugin such as jax-cuda12-plugin, or jax-cuda12-pjrt whose wheels are py3-none); None for anything else."""
-    try:
-        name, version, _build, tags = parse_wheel_filename(filename)
-    except (InvalidWheelFilename, InvalidVersion):
+    wheel = _release_wheel(filename, project)
+    if wheel is None:
         return None
-    if name != canonicalize_name(project) or not is_final_release(version):
-        return None
+    version, tags = wheel
     platforms = markers or platform_markers()
     minors = {minor for tag in tags if (minor := cpython_minor(tag)) is not None}
     generic = any(is_generic(tag) for tag in tags)
