@@ -12,7 +12,8 @@ REPROBUNDLE_HTTP_DEADLINE seconds for a whole request, body included, however st
 StoreTimeoutError); REPROBUNDLE_HTTP_MAX_DOWNLOAD bytes of a zip download (default 4G, DownloadTooLargeError,
 judged from Content-Length first and counted while it arrives). Values are read as streams: a record (marker, tag,
 manifest, run) is read with `get_bounded`, which stops one byte past its limit whatever the server sends. A redirect
-to anything but http(s) (file://) is refused as such (UnsafeRedirectError).
+to anything but http(s) (file://) is refused as such (UnsafeRedirectError). Timeouts and retries (a failed
+connection, 429/5xx; a request is not retried past the deadline) are the policy of http_client.py.
 """
 
 from __future__ import annotations
