@@ -40,7 +40,16 @@ from ..text import quoted
 from ..units import human_bytes, parse_size
 from .base import COPY_CHUNK, Capabilities, Store, check_key, unlink_quietly
 from .folders import inside, make_inside
-from .http_client import ENV_DEADLINE, ENV_TIMEOUT, client_timeout, deadline, is_transient_aiohttp, timeout, with_retries
+from .http_client import (
+    ENV_DEADLINE,
+    ENV_TIMEOUT,
+    causes,
+    client_timeout,
+    deadline,
+    is_transient_aiohttp,
+    timeout,
+    with_retries,
+)
 from .watchdog import track, untrack
 from .zip_store import ZipStore
 
@@ -74,24 +83,16 @@ def _retried(what: str, op: Callable[[], T]) -> T:
     return with_retries(op, what, transient=is_transient_aiohttp, give_up_after=deadline())
 
 
-def _chain(e: BaseException | None):
-    seen = 0
-    while e is not None and seen < 10:
-        yield e
-        e = e.__cause__ or e.__context__
-        seen += 1
-
-
 def _failure(url: str, e: BaseException) -> Exception:
     """The typed error for a failed web request (a 404 is the caller's NotFoundError)."""
     import asyncio
 
-    for cause in _chain(e):
+    for cause in causes(e):
         if type(cause).__name__ in ("NonHttpUrlRedirectClientError", "InvalidUrlRedirectClientError"):
             return UnsafeRedirectError(f"{url} redirects to {quoted(cause, 120)}, which is not an http(s) URL: refused",
                                        hint="reprobundle follows redirects to http(s) URLs only; use the final URL "
                                             "if you trust it")
-    for cause in _chain(e):
+    for cause in causes(e):
         if isinstance(cause, (TimeoutError, asyncio.TimeoutError)):
             return StoreTimeoutError(f"{url} was not read within {deadline():g} s (or a gap between bytes exceeded "
                                      f"{timeout():g} s)",

@@ -82,7 +82,8 @@ def backoff(attempt: int) -> float:
     return min(BACKOFF_FIRST * 2**attempt, BACKOFF_MAX) * random.uniform(0.5, 1.0)
 
 
-def _causes(e: BaseException | None):
+def causes(e: BaseException | None):
+    """`e` and the exceptions it was raised from or during, innermost last (at most 10)."""
     seen = 0
     while e is not None and seen < 10:
         yield e
@@ -103,7 +104,7 @@ def is_transient_aiohttp(e: BaseException) -> bool:
     connection that failed or dropped; never a timeout or an unsafe redirect."""
     import aiohttp
 
-    for cause in _causes(e):
+    for cause in causes(e):
         if isinstance(cause, TimeoutError):
             return False
         if isinstance(cause, aiohttp.ClientResponseError):
