@@ -247,10 +247,10 @@ def test_no_suitable_python(tmp_path):
 
 def test_uv_managed_pythons_are_found_through_uv(tmp_path, monkeypatch):
     """A uv-managed install (here: a folder in uv's layout whose python links to the host's base interpreter) is
-    listed by `uv python list` and becomes a candidate with source "uv"; uv's own PATH search is not involved."""
+    listed by `uv python list` with source "uv", by its base executable; pyenv shims on PATH are never run."""
     from uv import find_uv_bin
 
-    from reprobundle.envs.interpreters import candidate_paths, interpreter_from, uv_managed
+    from reprobundle.envs.interpreters import InterpreterFinder, search_path, uv_interpreters
 
     base = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -260,13 +260,24 @@ def test_uv_managed_pythons_are_found_through_uv(tmp_path, monkeypatch):
     (bindir / "python3").symlink_to(f"python{minor}")
     (bindir / "python").symlink_to(f"python{minor}")
     monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path))
+    shims = tmp_path / "shims"  # a pyenv shim that fails unless its version is selected
+    shims.mkdir()
+    (shims / "python3.9").write_text("#!/bin/sh\necho 'pyenv: python3.9: command not found' >&2\nexit 127\n")
+    (shims / "python3.9").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    assert str(shims) not in search_path().split(os.pathsep)
     uv = find_uv_bin()
-    found = uv_managed(uv)
-    assert found == [str(bindir / f"python{minor}")], found
-    assert (found[0], "uv") in candidate_paths(uv)
-    interp = interpreter_from(found[0], "uv")
-    assert interp is not None and interp.version == platform.python_version() and interp.source == "uv"
-    assert uv_managed(None) == [] and uv_managed(str(tmp_path / "no-uv")) == []
+    found = uv_interpreters(uv)
+    assert any(i.source == "uv" and i.executable == base and i.version == platform.python_version()
+               for i in found), found
+    assert len({(i.executable, i.source) for i in found}) == len(found)  # python, python3, python3.X: once
+    assert uv_interpreters(None) == [] and uv_interpreters(str(tmp_path / "no-uv")) == []
+    interps = InterpreterFinder(None, find_uv_bin).discover()
+    assert interps[0].source == "host" and interps[0].executable == base  # the host first, then uv's, each once
+    assert len({i.executable for i in interps}) == len(interps)
+    given = InterpreterFinder(str(bindir / "python3"), find_uv_bin).discover()
+    assert [(i.executable, i.version, i.source) for i in given] == [(base, platform.python_version(), "--python")]
+    assert InterpreterFinder(str(tmp_path / "nothing"), find_uv_bin).discover() == []
 
 
 def test_unknown_version(tmp_path):
@@ -330,12 +341,8 @@ def test_available_versions_and_latest(root):
         assert EnvironmentManager(root).available_versions() == versions
     assert did.connects() == [] and did.processes == []  # served from the cache
 
-    latest = manager.resolve_version("latest")
-    assert latest in versions
-    host_only = EnvironmentManager(root, python=sys.executable).resolve_version("latest")
-    if sys.version_info < (3, 12):
-        assert tuple(map(int, host_only.split("."))) < (0, 11)  # 0.11+ needs Python 3.12
-    assert manager.resolve_version("0.8") == "0.8.0"
+    assert manager.plan("latest")["version"] == versions[-1]
+    assert manager.plan("0.8")["version"] == "0.8.0"  # the index's name of the release
 
 
 # ------------------------------------------------------------------------ versions and file names (no network)
@@ -380,7 +387,8 @@ def test_version_order_and_equality():
     assert fallback_pythons("0.4.30") == [9, 10, 11, 12] and fallback_pythons("0.4.12") == []
 
 
-LINUX_X86 = ("linux", ("x86_64",))
+# What packaging.tags.platform_tags() gives on an x86-64 Linux with glibc 2.27 (a subset of it).
+LINUX_X86 = frozenset({"manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"})
 
 
 def test_jaxlib_wheel_names():
@@ -391,7 +399,9 @@ def test_jaxlib_wheel_names():
     # A compressed tag set (PEP 425): one wheel, several platform tags.
     assert jaxlib_wheel_pythons("jaxlib-0.7.0-cp313-cp313-manylinux_2_27_x86_64.manylinux_2_17_x86_64.whl",
                                 LINUX_X86) == (Version("0.7.0"), {13}, True)
-    assert jaxlib_wheel_pythons("jaxlib-0.7.0-1-cp313-cp313-win_amd64.whl", ("win", ("amd64",)))[2]  # a build tag
+    assert jaxlib_wheel_pythons("jaxlib-0.7.0-1-cp313-cp313-win_amd64.whl", frozenset({"win_amd64"}))[2]  # build tag
+    # A manylinux newer than this glibc does not install here (uv would refuse it too).
+    assert not jaxlib_wheel_pythons("jaxlib-0.7.0-cp313-cp313-manylinux_2_39_x86_64.whl", LINUX_X86)[2]
     for name in ("jaxlib-0.7.0-cp313-cp313t-manylinux_2_27_x86_64.whl",  # free-threaded
                  "jaxlib-0.7.0-cp39-abi3-manylinux_2_27_x86_64.whl",  # not a per-version ABI
                  "jaxlib-0.7.0-py3-none-any.whl",
@@ -427,4 +437,21 @@ def test_index_summary():
     assert index["jaxlib"] == {"0.4.36": {"pythons": [10, 11, 12, 13], "requires_python": ">=3.10"}}
     assert jaxlib_for(index, "0.4.36") == "0.4.36" and jaxlib_for(index, "0.4.37") == "0.4.36"
     assert jaxlib_for(index, "0.4.32") is None  # yanked
+
+
+def test_platform_tags_come_from_packaging():
+    from packaging.tags import sys_tags
+
+    from reprobundle.envs.package_index import platform_markers, project_wheel
+
+    here = platform_markers()
+    assert here == {t.platform for t in sys_tags()} - {"any"}
+    plat = next(t.platform for t in sys_tags() if t.platform != "any")
+    other = "win_amd64" if not plat.startswith("win") else "manylinux_2_17_x86_64"
+    assert jaxlib_wheel_pythons(f"jaxlib-0.4.36-cp312-cp312-{plat}.whl") == (Version("0.4.36"), {12}, True)
+    assert jaxlib_wheel_pythons(f"jaxlib-0.4.36-cp312-cp312-{other}.whl")[2] is (other in here)
+    assert project_wheel("jax_cuda12_pjrt-0.7.0-py3-none-manylinux_2_27_x86_64.whl", "jax-cuda12-pjrt",
+                         LINUX_X86) == (Version("0.7.0"), None, True)
+    assert project_wheel("jax_cuda12_plugin-0.7.0-cp313-cp313-manylinux_2_27_aarch64.whl", "jax-cuda12-plugin",
+                         LINUX_X86) == (Version("0.7.0"), [13], False)
 

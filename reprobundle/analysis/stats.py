@@ -17,13 +17,6 @@ import numpy as np
 from scipy import stats
 
 
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's t with `df` degrees of freedom."""
-    if math.isnan(t) or df <= 0:
-        return 1.0
-    return float(min(1.0, 2.0 * stats.t.sf(abs(t), df)))
-
-
 def t_quantile(p_two_sided: float, df: float) -> float:
     """The t with P(|T| >= t) = p_two_sided (e.g. 0.05 -> the half-width factor of a 95% interval); nan for df <= 0."""
     return float(stats.t.isf(p_two_sided / 2.0, df))  # = t.ppf(1 - p/2, df), without the cancellation for tiny p

@@ -170,10 +170,6 @@ class Registry:
             raise StoreLayoutError(f"{self.store.url}/{MARKER_KEY} is not a reprobundle store marker") from None
 
     # ------------------------------------------------------------------------------------------ blobs
-    def has_blob(self, digest: str) -> bool:
-        self.check_marker(create=False)
-        return self.store.exists(blob_key(digest))
-
     def put_blob(self, data: bytes | memoryview) -> dict:
         """Store bytes once by content; returns the manifest blob reference. A large value is hashed while the store
         writes it (on another thread: hashlib and file writes release the GIL), where the store can stage it."""

@@ -212,20 +212,6 @@ class EnvironmentManager:
                 pins[name.strip().lower()] = ver.strip()
         return pins
 
-    def resolve_version(self, version: str) -> str:
-        """What `ensure(version)` would install: "latest" resolved, "0.8" -> "0.8.0"; needs the index."""
-        requested = normalize_request(version)
-        if requested == INSTALLED:
-            return installed(self.python, self._interpreters).jax_version
-        if requested == LATEST:
-            return self._resolve_latest(self.available_versions())
-        index = self._index.load(want=requested)
-        if index and VERSION_RE.match(requested):
-            for v in index["jax"]:
-                if same_release(v, requested):
-                    return v
-        return requested
-
     def list(self) -> builtins.list[JaxEnvironment]:
         """The finished environments under the root, by jax version, build, then Python version."""
         return sorted(finished_envs(self.root),
@@ -234,22 +220,7 @@ class EnvironmentManager:
     def remove(self, version: str | None = None, platform: str | None = None) -> builtins.list[JaxEnvironment]:
         """Remove the environments of jax `version` (all of them when None), of every build or of those of
         `platform` ("cuda", or a build such as "cuda12"); returns what was removed."""
-        if version is None:
-            targets = self.list()
-        else:
-            requested = normalize_request(version)
-            envs = self.list()
-            if requested == INSTALLED:
-                return []
-            if requested == LATEST:
-                requested = envs[-1].jax_version if envs else ""
-            day = nightly_date(requested)
-            if day is not None:
-                targets = [e for e in envs if e.nightly == day.isoformat()]
-            elif not VERSION_RE.match(requested):
-                return []
-            else:
-                targets = [e for e in envs if same_release(e.jax_version, requested)]
+        targets = self.list() if version is None else self._environments_of(version)
         if platform:
             targets = [e for e in targets if platform in (e.platform, e.build)]
         removed = []
@@ -264,6 +235,21 @@ class EnvironmentManager:
             for d in dot_dirs(self.root, ".trash-"):
                 rmtree(d)
         return removed
+
+    def _environments_of(self, version: str) -> builtins.list[JaxEnvironment]:
+        """The finished environments a request names ("0.8.0", "latest", a nightly); none for "installed"."""
+        requested = normalize_request(version)
+        envs = self.list()
+        if requested == INSTALLED:
+            return []
+        if requested == LATEST:
+            requested = envs[-1].jax_version if envs else ""
+        day = nightly_date(requested)
+        if day is not None:
+            return [e for e in envs if e.nightly == day.isoformat()]
+        if not VERSION_RE.match(requested):
+            return []
+        return [e for e in envs if same_release(e.jax_version, requested)]
 
     def available_versions(self) -> builtins.list[str]:
         """Installable jax releases on the index, ascending (cached for INDEX_CACHE_TTL_S).
@@ -282,12 +268,24 @@ class EnvironmentManager:
     def _find_existing(self, version: str, platform: str = "cpu", build: str | None = None) -> JaxEnvironment | None:
         """A usable finished environment for `version` on `platform` (of `build`, when given; else the build the
         driver runs first), and for --python, if given; without the network."""
+        matches = self._finished(version, platform, build)
+        if not matches:
+            return None
+        if platform == "cuda" and build is None and len({e.build for e in matches}) > 1:
+            fits = choose_cuda_build(sorted({e.build for e in matches}), self._devices().cuda_driver())
+            matches = [e for e in matches if e.build == fits] or matches
+        if self.python:
+            return self._built_with_user_python(version, matches)
+        return self._closest_to_host(version, matches)
+
+    def _finished(self, version: str, platform: str, build: str | None) -> builtins.list[JaxEnvironment]:
+        """The usable finished environments of `version` on `platform` (of `build`, when given)."""
         want = Version(version)
         matches = []
         try:
             entries = list(self.root.iterdir())
         except OSError:
-            return None
+            return []
         for d in entries:
             m = ENV_DIR_RE.match(d.name)
             if not m or Version(m.group(1)) != want:
@@ -299,20 +297,19 @@ class EnvironmentManager:
             if env is None or not env.python_executable.exists():  # unfinished, or its base Python is gone
                 continue
             matches.append(env)
-        if not matches:
+        return matches
+
+    def _built_with_user_python(self, version: str, matches: builtins.list[JaxEnvironment]) -> JaxEnvironment | None:
+        fit = [e for e in matches if self._python_matches(e)]
+        if not fit:
+            log.info("jax %s: %d cached environment(s), none built with --python %s", version, len(matches),
+                     self.python)
             return None
-        if platform == "cuda" and build is None and len({e.build for e in matches}) > 1:
-            fits = choose_cuda_build(sorted({e.build for e in matches}), self._devices().cuda_driver())
-            matches = [e for e in matches if e.build == fits] or matches
-        if self.python:
-            fit = [e for e in matches if self._python_matches(e)]
-            if not fit:
-                log.info("jax %s: %d cached environment(s), none built with --python %s", version, len(matches),
-                         self.python)
-                return None
-            log.info("jax %s: using the cached environment %s (Python %s, as --python %s asks)", version,
-                     fit[0].path, fit[0].python_version, self.python)
-            return fit[0]
+        log.info("jax %s: using the cached environment %s (Python %s, as --python %s asks)", version,
+                 fit[0].path, fit[0].python_version, self.python)
+        return fit[0]
+
+    def _closest_to_host(self, version: str, matches: builtins.list[JaxEnvironment]) -> JaxEnvironment:
         host = sys.version_info[:2]
 
         def distance(e: JaxEnvironment) -> tuple:

@@ -142,8 +142,3 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     result.first_bad, result.last_good = first_bad, last_good
     return result
 
-
-def skipped_between(result: BisectResult) -> list[str]:
-    """Versions between the last good and the first bad that could not be tested (the answer is a range then)."""
-    lo, hi = version_key(result.last_good), version_key(result.first_bad)
-    return [v for v, c in result.classes.items() if c == "skip" and lo < version_key(v) < hi]
