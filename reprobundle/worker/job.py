@@ -465,10 +465,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         if not tried:
             return ("incompatible: no load route was possible (%s)"
                     % "; ".join("%s: %s" % (a["route"], a["error"]) for a in self.attempts))
-        best: dict = tried[0]
-        for a in tried:  # furthest stage wins; ties go to the later (more targeted) route
-            if best is None or STAGE_RANK[a["stage"]] >= STAGE_RANK[best["stage"]]:
-                best = a
+        best = _furthest_attempt(tried)
         alike = [a for a in tried if a["error"] == best["error"] and a["stage"] == best["stage"]]  # said once
         others = [a for a in tried if a not in alike]
         names = ", ".join(repr(a["route"]) for a in sorted(alike, key=lambda a: a is not best))
@@ -537,3 +534,12 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             a.tofile(p)
             outs.append({"shape": [int(d) for d in a.shape], "dtype": a.dtype.name, "path": p})
         self.result["outputs"] = outs
+
+
+def _furthest_attempt(tried):
+    """The attempt that got furthest; ties go to the later (more targeted) route."""
+    best = tried[0]
+    for a in tried:
+        if STAGE_RANK[a["stage"]] >= STAGE_RANK[best["stage"]]:
+            best = a
+    return best
