@@ -5,6 +5,7 @@ import os
 
 from .device_trace import reduce_device_trace
 from .hlo_kind import instruction_kind
+from .records import Profile
 from .state import WorkerState
 
 _HLO_INSTR = None
@@ -264,7 +265,7 @@ class Profiling(WorkerState):
         arts["profile_dir"] = pdir
         traces = sorted(glob.glob(os.path.join(pdir, "**", "perfetto_trace.json.gz"), recursive=True),
                         key=os.path.getmtime)
-        info: dict = {"iterations": iters, "traced_wall_ns": wall, "source": None, "module": None, "note": None}
+        info: Profile = {"iterations": iters, "traced_wall_ns": wall, "source": None, "module": None, "note": None}
         self.result["profile"] = info
         if not traces:
             others = sorted(glob.glob(os.path.join(pdir, "**", "*.trace.json.gz"), recursive=True),
