@@ -100,22 +100,39 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 def _describe_shape(error: jsonschema.ValidationError) -> str | None:
     """A missing or unknown field, a wrong type, a number below its minimum."""
-    kind, value = error.validator, error.validator_value
+    describe = _SHAPE_PHRASES.get(str(error.validator))
+    return describe(error) if describe else None
+
+
+def _missing_field(error: jsonschema.ValidationError) -> str:
     instance = error.instance
-    if kind == "required":
-        missing = [k for k in value if isinstance(instance, dict) and k not in instance]
-        return f"missing field {missing[0]!r}" if missing else "missing field"
-    if kind == "additionalProperties" and isinstance(instance, dict):
-        allowed = set(error.schema.get("properties") or {})
-        extra = sorted(str(k) for k in instance if k not in allowed)
-        return f"unknown field {_short(extra[0])}" if extra else "unknown field"
-    if kind == "type":
-        wanted = value if isinstance(value, list) else [value]
-        got = "bool" if isinstance(instance, bool) else type(instance).__name__
-        return f"expected {'/'.join(_TYPE_NAMES.get(str(t), str(t)) for t in wanted)}, got {got}"
-    if kind == "minimum":
-        return f"must be >= {value}"
-    return None
+    missing = [k for k in error.validator_value if isinstance(instance, dict) and k not in instance]
+    return f"missing field {missing[0]!r}" if missing else "missing field"
+
+
+def _unknown_field(error: jsonschema.ValidationError) -> str | None:
+    instance = error.instance
+    if not isinstance(instance, dict):
+        return None
+    allowed = set(error.schema.get("properties") or {})
+    extra = sorted(str(k) for k in instance if k not in allowed)
+    return f"unknown field {_short(extra[0])}" if extra else "unknown field"
+
+
+def _wrong_type(error: jsonschema.ValidationError) -> str:
+    value, instance = error.validator_value, error.instance
+    wanted = value if isinstance(value, list) else [value]
+    got = "bool" if isinstance(instance, bool) else type(instance).__name__
+    return f"expected {'/'.join(_TYPE_NAMES.get(str(t), str(t)) for t in wanted)}, got {got}"
+
+
+def _below_minimum(error: jsonschema.ValidationError) -> str:
+    return f"must be >= {error.validator_value}"
+
+
+_SHAPE_PHRASES: dict[str, Callable[[jsonschema.ValidationError], str | None]] = {
+    "required": _missing_field, "additionalProperties": _unknown_field, "type": _wrong_type,
+    "minimum": _below_minimum}
 
 
 def _describe_field(field: Any, kind: Any, instance: Any) -> str | None:
