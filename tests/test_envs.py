@@ -20,6 +20,7 @@ import pytest
 from audit import audited
 from packaging.version import Version
 
+from reprobundle.envs.config import EnvConfig
 from reprobundle.envs.manager import INSTALLED, EnvironmentManager, JaxEnvironment, requirements
 from reprobundle.envs.package_index import (
     fallback_pythons,
@@ -170,8 +171,8 @@ def test_second_ensure_is_cached(built, root):
     assert manager.ensure("v0.4.30.0") == env  # spelled differently, same release
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
     if env.python_version.startswith(minor + "."):  # built with the host's Python: --python finds it too
-        assert EnvironmentManager(root, python=sys.executable).ensure(OLD) == env
-        assert EnvironmentManager(root, python=minor).ensure(OLD) == env
+        assert EnvironmentManager(EnvConfig.of(root, sys.executable)).ensure(OLD) == env
+        assert EnvironmentManager(EnvConfig.of(root, minor)).ensure(OLD) == env
 
     # And without any network at all (every connection refused), from a new process.
     result, progress, out = _finish(_ensure_in_subprocess(root, OLD, **NO_NETWORK))
@@ -235,13 +236,13 @@ def test_no_suitable_python(tmp_path):
     version = {11: "0.12.0.1", 12: "0.4.13"}.get(minor, OLD if minor >= 13 else "0.12.0.1")
     for python in (sys.executable, f"3.{minor}"):
         with pytest.raises(NoSuitablePythonError) as info:
-            EnvironmentManager(tmp_path, python=python).ensure(version)
+            EnvironmentManager(EnvConfig.of(tmp_path, python)).ensure(version)
         message = info.value.message
         assert f"jax {version} needs Python 3." in message, message
         assert HOST in message, message
         assert "--python" in info.value.hint, info.value.hint  # install Python 3.X, or use one found here
     with pytest.raises(NoSuitablePythonError):
-        EnvironmentManager(tmp_path, python="3.99").ensure(OLD)
+        EnvironmentManager(EnvConfig.of(tmp_path, "3.99")).ensure(OLD)
     assert _leftovers(tmp_path) == []
 
 
@@ -332,7 +333,7 @@ def test_available_versions_and_latest(root):
 
     latest = manager.resolve_version("latest")
     assert latest in versions
-    host_only = EnvironmentManager(root, python=sys.executable).resolve_version("latest")
+    host_only = EnvironmentManager(EnvConfig.of(root, sys.executable)).resolve_version("latest")
     if sys.version_info < (3, 12):
         assert tuple(map(int, host_only.split("."))) < (0, 11)  # 0.11+ needs Python 3.12
     assert manager.resolve_version("0.8") == "0.8.0"
