@@ -429,3 +429,23 @@ def test_index_summary():
     assert jaxlib_for(index, "0.4.36") == "0.4.36" and jaxlib_for(index, "0.4.37") == "0.4.36"
     assert jaxlib_for(index, "0.4.32") is None  # yanked
 
+
+
+def test_an_environment_configuration_crosses_machines_as_json_with_a_task(tmp_path):
+    """EnvConfig is one value: --index-url sets both indexes, it survives JSON, and the manager is made from it; a
+    replay task (ReplayOptions, EnvConfig, mode) comes back from its plain data equal, and refuses unknown keys."""
+    from reprobundle.errors import UsageError
+    from reprobundle.fleet.executor import ReplayTask
+    from reprobundle.run.options import ReplayOptions
+
+    config = EnvConfig.of(tmp_path, "3.12", "http://127.0.0.1:9/simple/")
+    assert (config.index_url, config.nightly_index) == ("http://127.0.0.1:9/simple",) * 2
+    assert EnvConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    manager = EnvironmentManager(config)
+    assert (manager.root, manager.python, manager.index_url) == (tmp_path, "3.12", "http://127.0.0.1:9/simple")
+    assert EnvironmentManager(tmp_path).config == EnvConfig(root=str(tmp_path))
+    task = ReplayTask("memory://s", "x@1", ("0.4.30", "installed"),
+                      ReplayOptions.of(repeat=6, rounds=2, pin="0", retrace_packages=("flax==0.10.4",)), config, "retrace")
+    assert ReplayTask.from_dict(json.loads(json.dumps(task.to_dict()))) == task
+    with pytest.raises(UsageError, match="unknown environment setting"):
+        EnvConfig.from_dict({**config.to_dict(), "uv": "/bin/uv"})
