@@ -20,6 +20,7 @@ import pytest
 from audit import audited
 from packaging.version import Version
 
+from reprobundle.envs.config import EnvConfig
 from reprobundle.envs.manager import INSTALLED, EnvironmentManager, JaxEnvironment, requirements
 from reprobundle.envs.package_index import (
     fallback_pythons,
@@ -170,8 +171,8 @@ def test_second_ensure_is_cached(built, root):
     assert manager.ensure("v0.4.30.0") == env  # spelled differently, same release
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
     if env.python_version.startswith(minor + "."):  # built with the host's Python: --python finds it too
-        assert EnvironmentManager(root, python=sys.executable).ensure(OLD) == env
-        assert EnvironmentManager(root, python=minor).ensure(OLD) == env
+        assert EnvironmentManager(EnvConfig.of(root, sys.executable)).ensure(OLD) == env
+        assert EnvironmentManager(EnvConfig.of(root, minor)).ensure(OLD) == env
 
     # And without any network at all (every connection refused), from a new process.
     result, progress, out = _finish(_ensure_in_subprocess(root, OLD, **NO_NETWORK))
@@ -235,13 +236,13 @@ def test_no_suitable_python(tmp_path):
     version = {11: "0.12.0.1", 12: "0.4.13"}.get(minor, OLD if minor >= 13 else "0.12.0.1")
     for python in (sys.executable, f"3.{minor}"):
         with pytest.raises(NoSuitablePythonError) as info:
-            EnvironmentManager(tmp_path, python=python).ensure(version)
+            EnvironmentManager(EnvConfig.of(tmp_path, python)).ensure(version)
         message = info.value.message
         assert f"jax {version} needs Python 3." in message, message
         assert HOST in message, message
         assert "--python" in info.value.hint, info.value.hint  # install Python 3.X, or use one found here
     with pytest.raises(NoSuitablePythonError):
-        EnvironmentManager(tmp_path, python="3.99").ensure(OLD)
+        EnvironmentManager(EnvConfig.of(tmp_path, "3.99")).ensure(OLD)
     assert _leftovers(tmp_path) == []
 
 
@@ -455,3 +456,22 @@ def test_platform_tags_come_from_packaging():
     assert project_wheel("jax_cuda12_plugin-0.7.0-cp313-cp313-manylinux_2_27_aarch64.whl", "jax-cuda12-plugin",
                          LINUX_X86) == (Version("0.7.0"), [13], False)
 
+
+def test_an_environment_configuration_crosses_machines_as_json_with_a_task(tmp_path):
+    """EnvConfig is one value: --index-url sets both indexes, it survives JSON, and the manager is made from it; a
+    replay task (ReplayOptions, EnvConfig, mode) comes back from its plain data equal, and refuses unknown keys."""
+    from reprobundle.errors import UsageError
+    from reprobundle.fleet.executor import ReplayTask
+    from reprobundle.run.options import ReplayOptions
+
+    config = EnvConfig.of(tmp_path, "3.12", "http://127.0.0.1:9/simple/")
+    assert (config.index_url, config.nightly_index) == ("http://127.0.0.1:9/simple",) * 2
+    assert EnvConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    manager = EnvironmentManager(config)
+    assert (manager.root, manager.python, manager.index_url) == (tmp_path, "3.12", "http://127.0.0.1:9/simple")
+    assert EnvironmentManager(tmp_path).config == EnvConfig(root=str(tmp_path))
+    task = ReplayTask("memory://s", "x@1", ("0.4.30", "installed"),
+                      ReplayOptions.of(repeat=6, rounds=2, pin="0", retrace_packages=("flax==0.10.4",)), config, "retrace")
+    assert ReplayTask.from_dict(json.loads(json.dumps(task.to_dict()))) == task
+    with pytest.raises(UsageError, match="unknown environment setting"):
+        EnvConfig.from_dict({**config.to_dict(), "uv": "/bin/uv"})

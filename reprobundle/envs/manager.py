@@ -52,6 +52,7 @@ from packaging.version import Version
 
 from ..errors import EnvironmentCreationError, NoSuitablePythonError
 from .build import EnvironmentBuilder, clean_env, tail
+from .config import EnvConfig
 from .folders import (
     ENV_DIR_RE,
     METADATA_FILE,
@@ -97,20 +98,20 @@ log = logging.getLogger(__name__)
 class EnvironmentManager:
     """Creates, finds, lists and removes the per-JAX-version environments under one root directory."""
 
-    def __init__(self, root: Path | None = None, *, python: str | None = None, uv: str | None = None,
-                 index_url: str | None = None) -> None:
-        """`root`: where environments live (default: $REPROBUNDLE_ENV_DIR, else the user cache's envs/).
-        `python`: the interpreter the user named with --python (a path, a command, or a version such as
-        "3.12"); when given, it is the only candidate. `uv`: the uv binary (default: the `uv` package's, else
-        `uv` on PATH). `index_url`: the PEP 503 index nightlies come from (default: $REPROBUNDLE_NIGHTLY_INDEX, else
-        JAX's nightly index) and releases too (a mirror of PyPI).
-        """
-        self.root = Path(root).expanduser() if root is not None else default_root()
-        self.python = str(python) if python else None
+    def __init__(self, config: EnvConfig | str | os.PathLike | None = None, *, uv: str | None = None) -> None:
+        """`config` (envs/config.py): the root folder, the interpreter --python names, the package index and the
+        nightly index; a path is `EnvConfig(root=path)`, None the defaults. `uv`: the uv binary (default: the `uv`
+        package's, else `uv` on PATH)."""
+        if not isinstance(config, EnvConfig):
+            config = EnvConfig.of(config)
+        self.config = config
+        self.root = Path(config.root).expanduser() if config.root else default_root()
+        self.python = config.python
         self._uv = uv
         self._uv_resolved = uv is not None
         self._interpreters = InterpreterFinder(self.python, self._uv_bin)
-        self.index_url = index_url.rstrip("/") if index_url else None
+        self.index_url = config.index_url.rstrip("/") if config.index_url else None
+        self.nightly_index = config.nightly_index
         self._index = PackageIndex(self.root / CACHE_FILE, url=self.index_url)
         self._nightlies: dict[str, tuple[builtins.list[Nightly], dict]] = {}  # index -> list_nightlies(index)
         self._found_devices: Devices | None = None  # detect_devices(), when a choice needs it
@@ -411,7 +412,7 @@ class EnvironmentManager:
 
     def nightlies(self) -> tuple[builtins.list[Nightly], dict]:
         """(the nightlies on the nightly index installable here, oldest first; {date: why incomplete}), read once."""
-        index = nightly_index_url(self.index_url)
+        index = nightly_index_url(self.nightly_index)
         if index not in self._nightlies:
             log.info("nightly index: reading the jax and jaxlib listings of %s", index)
             self._nightlies[index] = list_nightlies(index)
@@ -437,7 +438,7 @@ class EnvironmentManager:
         hit = self._find_nightly(day.isoformat())
         if hit is not None:
             return hit
-        index = nightly_index_url(self.index_url)
+        index = nightly_index_url(self.nightly_index)
         found = find_nightly(requested, self.nightlies()[0], index)
         interp = self._interpreters.choose(found.jax_version, list(found.pythons), None, found.jaxlib_version)
         with contextlib.ExitStack() as stack:
