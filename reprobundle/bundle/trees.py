@@ -5,8 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import numpy as np
-
 MAX_LINES = 12
 _COMPONENT = re.compile(r"\[[^\]]*\]|\.[^.\[]+|^[^.\[]+")
 
@@ -73,6 +71,8 @@ def _group_depth(paths: list[list[str]], limit: int) -> int | None:
 
 def render(leaves: list[Leaf], human_bytes, *, limit: int = MAX_LINES, indent: str = "    ") -> list[str]:
     """Lines showing a tree's leaves: one per leaf when they fit, else grouped by key-path prefix."""
+    import numpy as np  # here: the other helpers are pure data, and `ls` loads this module without numpy
+
     if not leaves:
         return [indent + "(none)"]
     split = [components(leaf.name) for leaf in leaves]
