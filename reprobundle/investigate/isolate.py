@@ -33,6 +33,7 @@ from ..analysis.verdict import MIN_ROUNDS, paired_log_ratios, timing_verdict
 from ..bundle.registry import Bundle, Registry
 from ..capture.export import MLIR_ELEMENT_DTYPES, function_ops, load_stablehlo
 from ..capture.pack import pack
+from ..config import ISOLATE_WARMUP
 from ..errors import UsageError
 from ..logs import Status
 from ..run.budget import STOP_RULED_OUT
@@ -42,8 +43,7 @@ from ..run.replay import leaf_array, replay_together
 from ..worker.synthetic import synthetic_array
 
 DEFAULT_MAX_PIECES = 8
-# A piece's workers warm up less than a replay's: its calls are short, and there are many pieces.
-DEFAULT_OPTIONS = ReplayOptions(warmup=2, dump=False, profile=False)
+DEFAULT_OPTIONS = ReplayOptions(warmup=ISOLATE_WARMUP, dump=False, profile=False)
 # Ops that do the work of a program: in a module without source locations, each starts a piece.
 HEAVY_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution", "stablehlo.reduce",
                        "stablehlo.reduce_window", "stablehlo.custom_call", "stablehlo.while", "stablehlo.sort",
