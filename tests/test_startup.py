@@ -123,6 +123,17 @@ def test_a_signal_at_any_moment_of_the_start_is_one_line_and_its_exit_code(env, 
     assert (proc.returncode, out, err) == (code, "", said)
 
 
+def test_the_cli_package_gives_the_app_with_its_commands_and_main():
+    probe = ("from reprobundle.cli import app\n"
+             "print(*sorted(c.name or c.callback.__name__ for c in app.registered_commands))\n"
+             "from reprobundle.cli import main, runner\n"
+             "print(main is runner.main)\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    commands, same = done.stdout.splitlines()
+    assert {"ls", "show", "url", "envs", "cache", "replay"} <= set(commands.split()) and same == "True"
+
+
 def test_the_codes_are_the_cli_codes():
     assert (EXIT_INTERRUPTED, EXIT_TERMINATED) == (128 + signal.SIGINT, 128 + signal.SIGTERM)
 

@@ -61,7 +61,8 @@ def run() -> None:
     sys.exit(run_main())
 
 
-_LAZY = {"main": "runner", "app": "common", "Interrupted": "runner", "Terminated": "runner"}
+# from runner, app included: loading runner registers the commands on it
+_LAZY = {"main": "runner", "app": "runner", "Interrupted": "runner", "Terminated": "runner"}
 
 
 def __getattr__(name: str):
