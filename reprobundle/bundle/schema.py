@@ -10,12 +10,14 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import fastjsonschema
-import jsonschema
 
 from ..errors import CorruptBundleError
+
+if TYPE_CHECKING:
+    import jsonschema  # loaded where used: only a refused document needs it (0.3 s of every command's start)
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 MAX_TREE_DEPTH = 100  # pytree nesting in in_tree/out_tree; real functions stay far below
@@ -27,6 +29,8 @@ _TYPE_NAMES = {"integer": "int", "string": "str", "array": "list", "object": "ma
 @functools.cache
 def validator(kind: str, version: int) -> jsonschema.Draft202012Validator:
     """The validator of `schemas/{kind}-v{version}.schema.json` ("manifest" or "run")."""
+    import jsonschema
+
     schema = json.loads((SCHEMA_DIR / f"{kind}-v{version}.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
@@ -52,6 +56,8 @@ def check(obj: Mapping[str, Any], kind: str, version: int, what: str) -> None:
         return
     except Exception:  # noqa: BLE001 - any refusal, or a hostile value it cannot handle: jsonschema decides
         pass
+    import jsonschema
+
     error = jsonschema.exceptions.best_match(validator(kind, version).iter_errors(obj))
     if error is not None:
         raise _corrupt(what, _path(kind, error.absolute_path), _describe(error))

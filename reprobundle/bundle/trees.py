@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass
-
-import numpy as np
 
 MAX_LINES = 12
 _COMPONENT = re.compile(r"\[[^\]]*\]|\.[^.\[]+|^[^.\[]+")
@@ -73,6 +73,7 @@ def _group_depth(paths: list[list[str]], limit: int) -> int | None:
 
 def render(leaves: list[Leaf], human_bytes, *, limit: int = MAX_LINES, indent: str = "    ") -> list[str]:
     """Lines showing a tree's leaves: one per leaf when they fit, else grouped by key-path prefix."""
+
     if not leaves:
         return [indent + "(none)"]
     split = [components(leaf.name) for leaf in leaves]
@@ -102,7 +103,7 @@ def _leaf_line(leaf: Leaf, width: int, indent: str, human_bytes) -> str:
 def _group_line(prefix: str, members: list[Leaf], width: int, indent: str, human_bytes) -> str:
     """The leaves under one key-path prefix as one line: how many, their dtypes, elements and bytes."""
     dtypes = sorted({m.dtype for m in members})
-    elements = sum(int(np.prod(m.shape)) if m.shape else 1 for m in members)
+    elements = sum(math.prod(m.shape) if m.shape else 1 for m in members)
     sized = [m.nbytes for m in members if m.nbytes is not None]
     return (f"{indent}{prefix.ljust(width)}  {len(members)} leaves, {'/'.join(dtypes)}, "
             f"{elements:,} elements" + (f" ({human_bytes(sum(sized))})" if sized else ""))

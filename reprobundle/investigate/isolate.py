@@ -34,6 +34,7 @@ from ..bundle.registry import Bundle, Registry
 from ..capture.export import MLIR_ELEMENT_DTYPES, function_ops, load_stablehlo
 from ..capture.options import PackOptions
 from ..capture.pack import pack
+from ..config import ISOLATE_WARMUP
 from ..errors import UsageError
 from ..logs import Status
 from ..run.budget import STOP_RULED_OUT
@@ -46,8 +47,7 @@ if TYPE_CHECKING:
     from ..envs.manager import EnvironmentManager
 
 DEFAULT_MAX_PIECES = 8
-# A piece's workers warm up less than a replay's: its calls are short, and there are many pieces.
-DEFAULT_OPTIONS = ReplayOptions(warmup=2, dump=False, profile=False)
+DEFAULT_OPTIONS = ReplayOptions(warmup=ISOLATE_WARMUP, dump=False, profile=False)
 # Ops that do the work of a program: in a module without source locations, each starts a piece.
 HEAVY_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution", "stablehlo.reduce",
                        "stablehlo.reduce_window", "stablehlo.custom_call", "stablehlo.while", "stablehlo.sort",

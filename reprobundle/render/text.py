@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from ..analysis.comparison import packages_text
+from typing import TYPE_CHECKING
+
 from ..analysis.hardware import hardware_note, hardware_text
-from ..analysis.verdict import TimingSummary
 from ..bundle import trees
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, BundleRef
 from ..text import clean
 from ..units import human_bytes, human_ns
 from .table import grid
+
+if TYPE_CHECKING:
+    from ..analysis.verdict import TimingSummary  # numpy: loaded where used, not by ls's or envs' start
 
 
 def _t(value: object, limit: int | None = None) -> str:
@@ -33,6 +36,8 @@ def _input_bytes(m: dict) -> int:
 
 
 def bundle_row(b: Bundle) -> dict:
+    from ..analysis.verdict import TimingSummary
+
     m = b.manifest
     env = m["environment"]
     timing = TimingSummary.of(m["reference"]["timing"]["samples_ns"])
@@ -69,6 +74,8 @@ def _program_lines(fn: dict) -> list[str]:
 
 
 def describe_bundle(b: Bundle, runs: list[dict]) -> str:
+    from ..analysis.verdict import TimingSummary
+
     m = b.manifest
     env = m["environment"]
     fn = m["function"]
@@ -126,6 +133,8 @@ def _driver_text(env: dict) -> str:
 
 
 def run_data(run: dict) -> dict:
+    from ..analysis.verdict import TimingSummary
+
     timing = TimingSummary.of((run.get("timing") or {}).get("samples_ns") or [])
     return {"run_id": run["run_id"], "bundle": run["bundle"], "requested": run["requested"],
             "jax": run["environment"].get("jax"), "status": run["status"], "reason": run["reason"],
@@ -136,6 +145,8 @@ def run_data(run: dict) -> dict:
 
 
 def describe_runs(b: Bundle, runs: list[dict]) -> str:
+    from ..analysis.verdict import TimingSummary
+
     ref_samples = b.manifest["reference"]["timing"]["samples_ns"]
     ref_timing = TimingSummary.of(ref_samples)
     ref_env = b.manifest["environment"]
@@ -162,6 +173,8 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
 
 def _run_notes(r: dict, resized: str | None) -> list[str]:
     """What a run's row cannot say: why it failed or was resized, its packages, its lowering, its own notes."""
+    from ..analysis.comparison import packages_text
+
     notes = []
     if r["status"] != "ok" or resized:
         notes.append(_t(f"jax {r['requested']}: {r['status']}: {r['reason']}"))
@@ -175,6 +188,8 @@ def _run_notes(r: dict, resized: str | None) -> list[str]:
 
 
 def _run_row(r: dict, ref_timing: TimingSummary, resized: str | None) -> list[str]:
+    from ..analysis.verdict import TimingSummary
+
     samples = (r.get("timing") or {}).get("samples_ns") or []
     t = TimingSummary.of(samples)
     # The reference ran in another process at pack time: the ratio of medians only, never a verdict.

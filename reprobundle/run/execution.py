@@ -20,6 +20,7 @@ import numpy as np
 
 from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_values
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
+from ..config import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # defined there for the CLI; see it for what counts
 from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import FormatError, disk_full
 from ..store.watchdog import track_group, untrack_group
@@ -30,9 +31,6 @@ from .retrace import write_program
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
 PROTOCOL = 1
-# Seconds of work a worker process gets before it is killed, unless told otherwise: the default of pack, replay,
-# bisect and the CLI's --timeout (see WorkerProcess for what counts as work).
-DEFAULT_TIMEOUT_S = 1800.0
 _STDERR_TAIL = 4000
 _MAX_CONTROL_LINE = 64 << 20  # a reply to `time n` is n numbers
 
