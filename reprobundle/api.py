@@ -761,10 +761,9 @@ def copy(src_ref: str, dest_url: str, *, store: str | None = None,
 def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str] = ()) -> dict:
     """URLs of a bundle and a Markdown snippet for a bug report (with the command that replays it)."""
     from .bundle import sharing
-    from .render.sharing import markdown_snippet
+    from .render.sharing import with_snippet
 
-    info = sharing.share_info(ref, store=store, jax_versions=jax_versions)
-    return {**info, "markdown": markdown_snippet(info)}
+    return with_snippet(sharing.share_info(ref, store=store, jax_versions=jax_versions))
 
 
 def gc(store: str | None = None, *, delete: bool = False, grace_s: float | None = None) -> dict:

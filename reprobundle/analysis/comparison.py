@@ -30,11 +30,11 @@ from .lowering_diff import lowering_diff
 from .sequential import ALPHA as SEQ_ALPHA
 from .sequential import BETA as SEQ_BETA
 from .sequential import DETECT_EFFECT as SEQ_DETECT
+from .timing_summary import TimingSummary
 from .verdict import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
     METHOD_PAIRED,
-    TimingSummary,
     check_outputs,
     timing_verdict,
 )

@@ -6,7 +6,6 @@ Pure numpy; no JAX.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -14,6 +13,7 @@ import numpy as np
 from ..worker.tolerance import scaled_atol, tolerance_for
 from . import sequential
 from .stats import mann_whitney_u, one_sample_t, t_quantile, welch_t
+from .timing_summary import TimingSummary
 
 # Tolerances: one definition, in the worker package (a zip that replays itself checks its outputs with them too).
 # (rtol, atol) by dtype is the per-element floor; integers and booleans must match exactly.
@@ -109,23 +109,6 @@ def check_outputs(reference: Sequence[np.ndarray], actual: Sequence[np.ndarray],
 
 
 # ------------------------------------------------------------------------------------------------ timing
-
-@dataclass(frozen=True)
-class TimingSummary:
-    n: int
-    median_ns: float
-    iqr_ns: float
-    min_ns: float
-    mean_ns: float
-
-    @classmethod
-    def of(cls, samples: Sequence[float]) -> "TimingSummary":
-        a = np.asarray(samples, dtype=np.float64)
-        if a.size == 0:
-            return cls(0, math.nan, math.nan, math.nan, math.nan)
-        q1, med, q3 = np.percentile(a, [25, 50, 75])
-        return cls(int(a.size), float(med), float(q3 - q1), float(a.min()), float(a.mean()))
-
 
 def step_medians(timing: dict) -> list[list[float]] | None:
     """Per round, the median call time of each step; None for a run that was not measured in steps."""

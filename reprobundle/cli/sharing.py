@@ -76,10 +76,10 @@ def url_cmd(ref: str,
             store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """The bundle's URLs and a Markdown snippet for a bug report, with the command that replays it."""
     from ..bundle import sharing
-    from ..render.sharing import markdown_snippet, share_text
+    from ..render.sharing import share_text, with_snippet
 
-    info = sharing.share_info(ref, store=store, jax_versions=jax_versions)  # as api.share_info, without loading
-    info = {**info, "markdown": markdown_snippet(info)}  # the whole library
+    # api.share_info's two calls, made here so that `url` does not load the whole library to start
+    info = with_snippet(sharing.share_info(ref, store=store, jax_versions=jax_versions))
     emit(as_json, info, share_text(info))  # a store only this machine reads: the snippet itself says so
 
 

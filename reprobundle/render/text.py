@@ -13,7 +13,7 @@ from ..units import human_bytes, human_ns
 from .table import grid
 
 if TYPE_CHECKING:
-    from ..analysis.verdict import TimingSummary  # numpy: loaded where used, not by ls's or envs' start
+    from ..analysis.timing_summary import TimingSummary
 
 
 def _t(value: object, limit: int | None = None) -> str:
@@ -36,7 +36,7 @@ def _input_bytes(m: dict) -> int:
 
 
 def bundle_row(b: Bundle) -> dict:
-    from ..analysis.verdict import TimingSummary
+    from ..analysis.timing_summary import TimingSummary
 
     m = b.manifest
     env = m["environment"]
@@ -74,7 +74,7 @@ def _program_lines(fn: dict) -> list[str]:
 
 
 def describe_bundle(b: Bundle, runs: list[dict]) -> str:
-    from ..analysis.verdict import TimingSummary
+    from ..analysis.timing_summary import TimingSummary
 
     m = b.manifest
     env = m["environment"]
@@ -133,7 +133,7 @@ def _driver_text(env: dict) -> str:
 
 
 def run_data(run: dict) -> dict:
-    from ..analysis.verdict import TimingSummary
+    from ..analysis.timing_summary import TimingSummary
 
     timing = TimingSummary.of((run.get("timing") or {}).get("samples_ns") or [])
     return {"run_id": run["run_id"], "bundle": run["bundle"], "requested": run["requested"],
@@ -145,7 +145,7 @@ def run_data(run: dict) -> dict:
 
 
 def describe_runs(b: Bundle, runs: list[dict]) -> str:
-    from ..analysis.verdict import TimingSummary
+    from ..analysis.timing_summary import TimingSummary
 
     ref_samples = b.manifest["reference"]["timing"]["samples_ns"]
     ref_timing = TimingSummary.of(ref_samples)
@@ -188,7 +188,7 @@ def _run_notes(r: dict, resized: str | None) -> list[str]:
 
 
 def _run_row(r: dict, ref_timing: TimingSummary, resized: str | None) -> list[str]:
-    from ..analysis.verdict import TimingSummary
+    from ..analysis.timing_summary import TimingSummary
 
     samples = (r.get("timing") or {}).get("samples_ns") or []
     t = TimingSummary.of(samples)
