@@ -37,6 +37,7 @@ import reprobundle  # noqa: E402
 from reprobundle.envs.manager import EnvironmentManager  # noqa: E402
 from reprobundle.fleet.executor import LocalExecutor, ReplayTask  # noqa: E402
 from reprobundle.fleet.sweep import run_replay_task  # noqa: E402
+from reprobundle.run.options import ReplayOptions  # noqa: E402
 
 
 def load_cluster_module():
@@ -102,12 +103,12 @@ def main() -> None:
     cpus = os.cpu_count() or 1
     print(f"machine: {cpus} CPUs, load {load()}; {args.bundles} bundles on jax {' vs '.join(args.versions)}, "
           f"{args.rounds} fixed rounds of {args.repeat} steps, dump and profile off")
-    options = {"warmup": 1, "repeat": args.repeat, "rounds": args.rounds, "dump": False, "profile": False}
+    options = ReplayOptions(warmup=1, repeat=args.repeat, rounds=args.rounds, dump=False, profile=False)
     figures: dict[str, list[float]] = {"local": [], "ray1": [], "ray2": [], "ray1_inside": [], "ray2_inside": []}
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as tmp:
         store = str(Path(tmp) / "store")
         names = pack_bundles(store, args.bundles)
-        tasks = [ReplayTask(store, name, tuple(args.versions), dict(options)) for name in names]
+        tasks = [ReplayTask(store, name, tuple(args.versions), options) for name in names]
         for p in range(args.passes):
             wall, _ = sweep_with(LocalExecutor(), tasks)
             figures["local"].append(wall)

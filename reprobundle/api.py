@@ -6,7 +6,7 @@ import functools
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -18,14 +18,16 @@ from .bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_
 from .capture.export import export_function, load_exported
 from .capture.files import load_npz as load_npz  # re-exported: the inputs of pack --inputs
 from .capture.files import read_user_file
+from .capture.options import PackOptions
 from .capture.pack import pack as _pack
 from .config import DEFAULT_WARMUP, REFERENCE_REPEAT
+from .envs.config import EnvConfig
 from .errors import UsageError
 from .investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
 from .logs import Status
 from .run.contenders import ContenderSpec, concrete_versions, contenders_from, mode_of, variant_args
-from .run.execution import DEFAULT_TIMEOUT_S
-from .run.options import ReplayOptions, check_timing, checked_timeout, replay_options
+from .run.execution import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # re-exported: the CLI's default
+from .run.options import ReplayOptions, check_timing, replay_options
 from .run.options import parse_pin as parse_pin  # re-exported: --pin's parser
 from .run.replay import replay as _replay
 from .run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
@@ -45,12 +47,9 @@ def resolve(ref: str, store: str | None = None) -> tuple[Registry, Bundle]:
 
 
 def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: dict | None = None,
-         static: Sequence[int | str] = (), synthetic_inputs: bool = False, seed: int = 0, description: str = "",
-         labels: dict[str, str] | None = None, source: str | None = None,
-         warmup: int = DEFAULT_WARMUP, repeat: int = REFERENCE_REPEAT,
-         dump: bool = True, profile: bool = True, progress: Callable[[str], None] | None = None,
-         timeout_s: float = DEFAULT_TIMEOUT_S,
-         platforms: Sequence[str] | str | None = None, program=None, script: str | None = None) -> BundleRef:
+         static: Sequence[int | str] = (), source: str | None = None, progress: Callable[[str], None] | None = None,
+         platforms: Sequence[str] | str | None = None, program=None, script: str | None = None,
+         options: PackOptions | None = None, **settings: Any) -> BundleRef:
     """Capture `fn(*args, **kwargs)` with jax.export, run it once as the reference, and publish a bundle.
 
     `fn` is any function JAX can jit (a plain function, a `jax.jit`, `nnx.jit` or `eqx.filter_jit` object) or a
@@ -59,13 +58,16 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
     baked into the export and recorded. Returns the new bundle's reference (name, version, bundle id, URL).
     `platforms` ("cuda,cpu" or a list): lower one artifact for each, on any machine; the reference runs on the first
     accelerator of them this process's jax has, else the CPU (default: the default backend's platform).
-    `progress` gets a line as each phase starts (export, inputs, reference run, publish). `timeout_s` bounds the
-    reference run's worker. `script` ("train.py:make", default factory `make`): the program a replay can retrace
-    (`replay --retrace`), a script whose factory returns this call as `(fn, args)` or `(fn, args, kwargs)`; its
-    source, its local modules and its packages are stored, nothing of it runs here (capture/script.py).
-    `program` (capture/source.py's Program): the same, already collected.
+    `progress` gets a line as each phase starts (export, inputs, reference run, publish). `script` ("train.py:make",
+    default factory `make`): the program a replay can retrace (`replay --retrace`), a script whose factory returns
+    this call as `(fn, args)` or `(fn, args, kwargs)`; its source, its local modules and its packages are stored,
+    nothing of it runs here (capture/script.py). `program` (capture/source.py's Program): the same, already collected.
+
+    How: `options` (capture/options.py's PackOptions), or `settings` naming its fields: description, labels,
+    synthetic_inputs, seed, warmup, repeat (the reference run's timing), dump, profile, timeout_s (bounds the
+    reference run's worker).
     """
-    timeout_s = checked_timeout(timeout_s)
+    pack_options = _pack_options(options, settings, name=name, store=store)
     if script is not None:
         from .capture.script import script_program
 
@@ -75,48 +77,49 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
     if progress:
         progress(Status("exporting the function with jax.export", "export"))
     exported, leaves = export_function(fn, args, kwargs, static, platforms)
-    return _pack(open_registry(store), exported, None if synthetic_inputs else leaves, name=name,
-                 synthetic=synthetic_inputs, seed=seed, description=description, labels=labels, source=source,
-                 timing=check_timing(warmup, repeat), dump=dump, profile=profile, progress=progress, timeout_s=timeout_s,
-                 program=program)
+    return _pack(open_registry(store), exported, None if pack_options.synthetic_inputs else leaves, pack_options,
+                 source=source, progress=progress, program=program)
 
 
-def _pack_loaded(fn, inputs, *, store, synthetic_inputs, warmup, repeat, **options) -> BundleRef:
+def _pack_options(options: PackOptions | None, settings: dict[str, Any], **named: Any) -> PackOptions:
+    """The checked PackOptions of a Python API call: `options`, or the keyword `settings`; `named` (name, store)
+    the call's own arguments."""
+    if options is not None and settings:
+        raise UsageError(f"give options or settings, not both ({', '.join(sorted(settings))})")
+    return PackOptions.of(options, **named, **settings).checked()
+
+
+def _pack_loaded(fn, inputs, options: PackOptions, *, source: str | None = None,
+                 progress: Callable[[str], None] | None = None) -> BundleRef:
     leaves = None
-    if not synthetic_inputs:
+    if not options.synthetic_inputs:
         if inputs is None:
             raise UsageError("no inputs given", hint="pass --inputs FILE.npz or --synthetic-inputs")
         leaves = load_npz(inputs, fn.fields["in_avals"]) if isinstance(inputs, (str, Path)) else list(inputs)
-    options["timeout_s"] = checked_timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))
-    return _pack(open_registry(store), fn, leaves, synthetic=synthetic_inputs, timing=check_timing(warmup, repeat),
-                 **options)
+    return _pack(open_registry(options.store), fn, leaves, options, source=source, progress=progress)
 
 
 def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np.ndarray] | None = None, *,
-                  name: str, store: str | None = None, synthetic_inputs: bool = False, seed: int = 0,
-                  description: str = "", labels: dict[str, str] | None = None,
-                  warmup: int = DEFAULT_WARMUP, repeat: int = REFERENCE_REPEAT,
-                  dump: bool = True, profile: bool = True, jax_version: str | None = None,
-                  python: str | None = None, progress: Callable[[str], None] | None = None,
-                  timeout_s: float = DEFAULT_TIMEOUT_S,
-                  platforms: Sequence[str] | str | None = None) -> BundleRef:
-    """Package a `jax.export` artifact someone already serialized (bytes or a file) with its inputs.
+                  name: str, store: str | None = None, jax_version: str | None = None, python: str | None = None,
+                  progress: Callable[[str], None] | None = None, platforms: Sequence[str] | str | None = None,
+                  options: PackOptions | None = None, **settings: Any) -> BundleRef:
+    """Package a `jax.export` artifact someone already serialized (bytes or a file) with its inputs. `options` or
+    `settings`: as pack's.
 
     With `jax_version`, the artifact is read and the reference made by that JAX release, in its environment,
     so the bundle is exactly what that release produces; the host's JAX never reads the artifact.
     """
-    timeout_s = checked_timeout(timeout_s)
+    pack_options = _pack_options(options, settings, name=name, store=store)
     data = bytes(exported) if isinstance(exported, (bytes, bytearray)) else read_user_file(exported, "exported artifact")
     if jax_version and jax_version != "installed":
         from .capture.pack import pack_serialized_in
 
-        if synthetic_inputs or inputs is None:
+        if pack_options.synthetic_inputs or inputs is None:
             raise UsageError("packing on another JAX version needs real inputs", hint="pass --inputs FILE.npz")
         leaves = load_npz(inputs) if isinstance(inputs, (str, Path)) else list(inputs)
-        env = environment_manager(python=python).ensure(jax_version, progress=progress)
-        return pack_serialized_in(open_registry(store), data, leaves, python=str(env.python_executable), name=name,
-                                  description=description, labels=labels, timing=check_timing(warmup, repeat), dump=dump,
-                                  profile=profile, progress=progress, timeout_s=timeout_s)
+        env = environment_manager(EnvConfig.of(python=python)).ensure(jax_version, progress=progress)
+        return pack_serialized_in(open_registry(store), data, leaves, pack_options,
+                                  python=str(env.python_executable), progress=progress)
     loaded = load_exported(data)
     if platforms is not None:
         from .capture.export import lowering_platforms
@@ -125,25 +128,22 @@ def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np
             raise UsageError(f"this artifact was exported for {','.join(loaded.fields['platforms'])}: "
                              "--platforms cannot change that",
                              hint="export it again with jax.export.export(f, platforms=(...)), or drop --platforms")
-    return _pack_loaded(loaded, inputs, name=name, store=store, synthetic_inputs=synthetic_inputs,
-                        seed=seed, description=description, labels=labels, warmup=warmup, repeat=repeat, dump=dump,
-                        profile=profile, progress=progress, timeout_s=timeout_s)
+    return _pack_loaded(loaded, inputs, pack_options, progress=progress)
 
 
 def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray] | None = None, *, name: str,
-                   store: str | None = None, synthetic_inputs: bool = False, seed: int = 0, description: str = "",
-                   labels: dict[str, str] | None = None,
-                   warmup: int = DEFAULT_WARMUP, repeat: int = REFERENCE_REPEAT, dump: bool = True,
-                   profile: bool = True, progress: Callable[[str], None] | None = None,
-                   timeout_s: float = DEFAULT_TIMEOUT_S,
-                   platforms: Sequence[str] | str | None = None) -> BundleRef:
-    """Package a raw StableHLO module (MLIR text, such as an IR dump's module.mlir) with its inputs.
+                   store: str | None = None, progress: Callable[[str], None] | None = None,
+                   platforms: Sequence[str] | str | None = None, options: PackOptions | None = None,
+                   **settings: Any) -> BundleRef:
+    """Package a raw StableHLO module (MLIR text, such as an IR dump's module.mlir) with its inputs. `options` or
+    `settings`: as pack's.
 
     The module's public @main is called with the inputs as its arguments, in order (the .npz keys arr_0, arr_1,
     ... as numpy.savez(path, *arrays) writes them), on one device, without effects.
     """
     from .capture.export import load_stablehlo, lowering_platforms, stablehlo_signature
 
+    pack_options = _pack_options(options, settings, name=name, store=store)
     platform = None
     if platforms is not None:  # the one platform the module is for
         names = lowering_platforms(platforms) or ()
@@ -153,33 +153,34 @@ def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray]
 
     text = read_user_file(module, "StableHLO module").decode("utf-8", "replace")
     shapes = None
-    if not synthetic_inputs and inputs is not None:  # a module with dynamic dimensions takes the inputs' sizes
+    if not pack_options.synthetic_inputs and inputs is not None:  # dynamic dimensions take the inputs' sizes
         in_avals = stablehlo_signature(text)[0]
         arrays = load_npz(inputs, in_avals) if isinstance(inputs, (str, Path)) else list(inputs)
         inputs, shapes = arrays, [np.shape(x) for x in arrays]
-    return _pack_loaded(load_stablehlo(text, shapes, platform), inputs, name=name, store=store,
-                        synthetic_inputs=synthetic_inputs,
-                        seed=seed, description=description, labels=labels, warmup=warmup, repeat=repeat, dump=dump,
-                        profile=profile, source=text, progress=progress, timeout_s=timeout_s)
+    return _pack_loaded(load_stablehlo(text, shapes, platform), inputs, pack_options, source=text, progress=progress)
 
 
-def pack_script(script: str, *, name: str, store: str | None = None, **options) -> BundleRef:
+def pack_script(script: str, *, name: str, store: str | None = None, static: Sequence[int | str] = (),
+                progress: Callable[[str], None] | None = None, platforms: Sequence[str] | str | None = None,
+                options: PackOptions | None = None, **settings: Any) -> BundleRef:
     """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`, with the program (the script, the
-    local modules it imports, its packages: capture/source.py) so that a replay can retrace it."""
+    local modules it imports, its packages: capture/source.py) so that a replay can retrace it. `options` or
+    `settings`: as pack's."""
     from .capture.script import call_factory, split_script
     from .capture.source import collect_program
 
-    options["timeout_s"] = checked_timeout(options.get("timeout_s", DEFAULT_TIMEOUT_S))  # before the script runs
+    pack_options = _pack_options(options, settings, name=name, store=store)  # checked before the script runs
     # This process never needs a GPU's memory held: the reference run is another process, which does.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    if options.get("progress"):
-        options["progress"](Status(f"running {script} to build the call", "script"))
+    if progress:
+        progress(Status(f"running {script} to build the call", "script"))
     from .capture.guard import user_code
 
     with user_code(f"the script {script}"):  # its sys.exit or os._exit is a ScriptError, not pack's exit
         source, fn, args, kwargs = call_factory(script)
-        program = collect_program(*split_script(script), options.get("static") or ())
-        return pack(fn, *args, name=name, store=store, kwargs=kwargs, source=source, program=program, **options)
+        program = collect_program(*split_script(script), static or ())
+        return pack(fn, *args, name=name, store=store, kwargs=kwargs, static=static, source=source, program=program,
+                    progress=progress, platforms=platforms, options=pack_options)
 
 
 def capture_program(command: Sequence[str], *, match: str | None = None, call: int | None = None,
@@ -200,7 +201,6 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
     (computations, captures with their refs, failures, the program's exit code).
     """
     from .capture.launch import capture_program as _capture_program
-    from .capture.session import PackOptions
     from .capture.staging import CaptureOptions
 
     check_timing(warmup, repeat)
@@ -209,8 +209,8 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
 
         mf.check_name(name)
     options = CaptureOptions(match=match, call=call, top=top, all_signatures=all_signatures, listing=listing)
-    pack_options = PackOptions(store=None if store is None else str(store), name=name, description=description,
-                               labels=dict(labels or {}), warmup=warmup, repeat=repeat, dump=dump, profile=profile)
+    pack_options = PackOptions.of(store=store, name=name, description=description, labels=labels, warmup=warmup,
+                                  repeat=repeat, dump=dump, profile=profile)
     command = list(command)
     if jax is not None:
         command = _in_release(command, jax, env_dir, progress)
@@ -228,7 +228,7 @@ def _in_release(command: list[str], version: str, env_dir: str | None, progress)
                          hint="reprobundle capture --jax 0.7.2 -- python train.py")
     script = next((Path(a) for a in command[1:] if a.endswith(".py") and Path(a).is_file()), None)
     packages = collect_program(script, DEFAULT_FACTORY).packages if script is not None else {}
-    manager = environment_manager(env_dir)
+    manager = environment_manager(EnvConfig.of(env_dir))
     say = progress and (lambda line: progress(Status(line, "environment")))
     base = manager.ensure(version, progress=say)
     python = base.python_executable
@@ -238,12 +238,18 @@ def _in_release(command: list[str], version: str, env_dir: str | None, progress)
     return [str(python), *command[1:]]
 
 
-def environment_manager(env_dir: str | None = None, *, python: str | None = None, index_url: str | None = None):
-    """The cache of per-version JAX environments ($REPROBUNDLE_ENV_DIR or the user cache by default); `index_url`:
-    where nightlies (and, a mirror, releases) come from (see envs/nightly.py)."""
+def environment_manager(config: EnvConfig | None = None):
+    """The cache of per-version JAX environments that `config` describes (envs/config.py; default: $REPROBUNDLE_ENV_DIR
+    or the user cache, the interpreter chosen per release, the default indexes)."""
     from .envs.manager import EnvironmentManager
 
-    return EnvironmentManager(Path(env_dir) if env_dir else None, python=python, index_url=index_url)
+    return EnvironmentManager(config)
+
+
+def _releases_of(config: EnvConfig) -> Callable[[], list[str]]:
+    """The releases a --jax request is checked against before anything runs: the default index's, as always (an
+    --index-url may be a nightly index)."""
+    return lambda: environment_manager(replace(config, index_url=None, nightly_index=None)).available_versions()
 
 
 @dataclass(frozen=True)
@@ -296,7 +302,8 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     options = replay_options(options, settings)
     from .envs.versions import check_jax_requests  # before anything runs: no error run for a version that cannot be
 
-    check_jax_requests(versions, lambda: environment_manager(env_dir, python=python).available_versions())
+    env = EnvConfig.of(env_dir, python, index_url)
+    check_jax_requests(versions, _releases_of(env))
     registry, bundle = resolve(ref, store)
     origin = (registry, bundle)
     if registry.store.read_only:
@@ -307,10 +314,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
         registry, bundle = local, local.load(copied.name, copied.version)
 
     prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
-    env_manager = None
-    if any(c.jax != "installed" for c in contenders) or python:
-        env_manager = environment_manager(env_dir, python=python, index_url=index_url)
-    runs = _replay(registry, bundle, contenders, options=options, python=python, env_manager=env_manager,
+    runs = _replay(registry, bundle, contenders, options=options, env_manager=environment_manager(env),
                    progress=progress)
     index_args = ("--index-url", index_url) if index_url else ()
     return ReplayResult(registry, bundle, runs, origin=origin,
@@ -320,7 +324,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
 def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, baseline: str | None = None,
                  options: ReplayOptions | None = None, **replay_kwargs: Any) -> dict:
     """One paired replay per size in `shapes` (`["seq=128,256"]`): {"bundle", "baseline", "sizes": [...]}."""
-    from dataclasses import fields, replace
+    from dataclasses import fields
 
     from .bundle.dims import parse_size_lists
     from .render.sizes import size_rows
@@ -361,9 +365,8 @@ def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
-    env_manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in versions) else None
     return _isolate(registry, bundle, list(versions), options, max_pieces=max_pieces, name=name,
-                    env_manager=env_manager, python=python, progress=progress)
+                    env_manager=environment_manager(EnvConfig.of(env_dir, python)), progress=progress)
 
 
 def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict:
@@ -448,17 +451,18 @@ def compare_bundles(ref_a: str, ref_b: str, versions: Sequence[str] = (), *, sto
         if registry_b.url != registry.url or registry.store.read_only:
             raise UsageError(f"compare --replay times {ref_a} and {ref_b} together, so they must be in one writable "
                              "store", hint=f"pull them into it first: reprobundle pull {ref_b}")
-        _replay_pair(registry, a, b, versions, replay_options(options, settings), python, env_dir, progress)
+        _replay_pair(registry, a, b, versions, replay_options(options, settings), EnvConfig.of(env_dir, python),
+                     progress)
     return compare_pair(_pair_side(registry, a), _pair_side(registry_b, b))
 
 
 def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[str], options: ReplayOptions,
-                 python: str | None, env_dir: str | None, progress) -> None:
+                 env: EnvConfig, progress) -> None:
     from importlib.metadata import PackageNotFoundError, version
 
     from .analysis.bundle_pair import traced_by
     from .bundle.transfer import prefetch
-    from .run.replay import replay_together
+    from .run.replay import replay_pair
 
     try:
         here = version("jax")
@@ -471,12 +475,11 @@ def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[st
         raise UsageError("neither bundle says which release traced it", hint="name the releases: --jax 0.7.2 --jax 0.8.0")
     from .envs.versions import check_jax_requests  # before anything runs: a typo is one error, not a failed row
 
-    check_jax_requests(wanted, lambda: environment_manager(env_dir, python=python).available_versions())
+    check_jax_requests(wanted, _releases_of(env))
     for bundle in (a, b):
         prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
-    manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in wanted) or python else None
-    replay_together(registry, [a, b], contenders_from(wanted, (), "frozen"), options, python=python,
-                    env_manager=manager, progress=progress, one_group=True)
+    replay_pair(registry, [a, b], contenders_from(wanted, (), "frozen"), options, env_manager=environment_manager(env),
+                progress=progress)
 
 
 def _pair_side(registry: Registry, bundle: Bundle):
@@ -516,13 +519,13 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     if mode not in ("frozen", "retrace"):
         raise UsageError(f"bisect runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
     registry, bundle = resolve(ref, store)
-    manager = environment_manager(env_dir, python=python, index_url=index_url)
+    manager = environment_manager(EnvConfig.of(env_dir, python, index_url))
     if registry.store.read_only and (executor is not None or ray_address):
         raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
                          hint="pull it first: reprobundle pull " + ref)
     executor = executor or executor_for(ray_address)
-    probe = replay_probe(registry, bundle, options, executor=executor, env_manager=manager, env_dir=env_dir,
-                         python=python, progress=progress, mode=mode)
+    probe = replay_probe(registry, bundle, options, executor=executor, env_manager=manager, progress=progress,
+                         mode=mode)
     if nightly:
         return _bisect_nightlies(registry, bundle, manager, good, bad, probe, options, progress)
     result = _bisect(manager.available_versions(), good, bad, probe, progress=progress,
@@ -573,9 +576,8 @@ def explain(ref: str, versions: Sequence[str], *, store: str | None = None, opti
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
-    env_manager = environment_manager(env_dir, python=python) if any(v != "installed" for v in versions) else None
-    replay_fn = functools.partial(_replay, registry, bundle, python=python, env_manager=env_manager,
-                                  progress=progress)
+    manager = environment_manager(EnvConfig.of(env_dir, python))
+    replay_fn = functools.partial(_replay, registry, bundle, env_manager=manager, progress=progress)
     result = _explain(registry, bundle, ContenderSpec(versions[0]), ContenderSpec(versions[1]), replay_fn=replay_fn,
                       compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
                       platform=replay_platform(bundle, options.platform).platform, options=options, progress=progress)
@@ -612,7 +614,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     from .bundle.selection import select_bundles
     from .fleet import sweep as sweeping
     from .fleet.connect import executor_for
-    from .fleet.executor import LocalExecutor
+    from .fleet.executor import LocalExecutor, ReplayTask, TaskResult
     from .render.sweep import outcome_text
 
     baseline, candidates = _sweep_versions(baseline, candidate, releases)
@@ -625,8 +627,9 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     executor = executor or executor_for(ray_address)
     if mode not in ("frozen", "retrace"):
         raise UsageError(f"a sweep runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
-    plain = {**options.task_options(), "env_dir": env_dir, "python": python, "index_url": index_url, "mode": mode}
     versions = (baseline, *candidates)
+    env = EnvConfig.of(env_dir, python, index_url)
+    template = ReplayTask(registry.url, "", versions, options.for_sweep(), env, mode)
     fn = sweeping.run_replay_task
     if isinstance(executor, LocalExecutor) and progress is not None:
         def inner(line: str) -> None:  # the replay's own lines, without its round counts (the ETA is the sweep's)
@@ -634,7 +637,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
 
         fn = functools.partial(sweeping.run_replay_task, progress=inner)
 
-    def report(done: int, total: int, result: dict | None) -> None:
+    def report(done: int, total: int, result: TaskResult | None) -> None:
         if progress is None:
             return
         if result is None:
@@ -648,9 +651,8 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
         else:
             progress(Status(f"{result['ref']}: {outcome_text(result)}", "sweep", done, total))
 
-    results = sweeping.sweep(registry, bundles, versions, plain, executor=executor, rerun=rerun, fn=fn,
-                             progress=report)
-    return sweeping.sweep_report(registry, bundles, results, versions, plain, executor_name=executor.name,
+    results = sweeping.sweep(registry, bundles, template, executor=executor, rerun=rerun, fn=fn, progress=report)
+    return sweeping.sweep_report(registry, bundles, results, template, executor_name=executor.name,
                                  rerun=rerun, extra_args=options.args() + (["--index-url", index_url] if index_url else [])
                                  + (["--mode", mode] if mode != "frozen" else []))
 
@@ -759,10 +761,9 @@ def copy(src_ref: str, dest_url: str, *, store: str | None = None,
 def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str] = ()) -> dict:
     """URLs of a bundle and a Markdown snippet for a bug report (with the command that replays it)."""
     from .bundle import sharing
-    from .render.sharing import markdown_snippet
+    from .render.sharing import with_snippet
 
-    info = sharing.share_info(ref, store=store, jax_versions=jax_versions)
-    return {**info, "markdown": markdown_snippet(info)}
+    return with_snippet(sharing.share_info(ref, store=store, jax_versions=jax_versions))
 
 
 def gc(store: str | None = None, *, delete: bool = False, grace_s: float | None = None) -> dict:

@@ -53,6 +53,16 @@ def settings() -> Settings:
 # The timing a bundle's reference run (pack) gets by default; a replay's is run/options.py's.
 DEFAULT_WARMUP = 5  # untimed calls per worker before its timed ones
 REFERENCE_REPEAT = 50  # timed calls of the reference run
+# Here, not in run/, so that the CLI's option defaults cost nothing to load.
+# Seconds of work a worker process gets before it is killed, unless told otherwise: the default of pack, replay,
+# bisect and the CLI's --timeout (see run/execution.py's WorkerProcess for what counts as work).
+DEFAULT_TIMEOUT_S = 1800.0
+# Timed steps per version over all rounds (run/schedule.py): at 100 steps in 8 rounds, replays of identical versions
+# on the 2-core CI VM gave no false verdict and a 10% slowdown was flagged every time (benchmarks/README.md); at 50,
+# 92%.
+DEFAULT_STEPS = 100
+# A piece's workers warm up less than a replay's (investigate/isolate.py): its calls are short, and there are many.
+ISOLATE_WARMUP = 2
 
 STORE_ENV = "REPROBUNDLE_STORE"
 CACHE_ENV = "REPROBUNDLE_CACHE_DIR"

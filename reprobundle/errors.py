@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 from .text import clean
+from .worker.protocol import NO_SPACE_ERRNOS
+from .worker.protocol import is_no_space as is_no_space  # one definition, the worker's: it cannot import the host
 
 
 class ReproBundleError(Exception):
@@ -161,14 +163,6 @@ class DiskFullError(ReproBundleError, OSError):
 
 def _disk_full(message: str, hint: str, folder: str) -> "DiskFullError":
     return DiskFullError(message, hint=hint, folder=folder)
-
-
-NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-
-
-def is_no_space(e: BaseException) -> bool:
-    """Whether `e` says there is no room to write (disk full, quota, file-size limit)."""
-    return isinstance(e, OSError) and e.errno in NO_SPACE_ERRNOS
 
 
 def disk_full(folder: object, needed: int | None = None, what: str = "") -> DiskFullError:

@@ -18,6 +18,12 @@ def clean(text: object, limit: int | None = 200, *, newlines: bool = False) -> s
     s = text if isinstance(text, str) else str(text)
     if s.isprintable():  # the common case, at C speed
         return s if limit is None or len(s) <= limit else s[:max(limit - 1, 0)] + "…"
+    shown = _escaped(s, limit, newlines)
+    return shown if limit is None or len(shown) <= limit else shown[:max(limit - 1, 0)] + "…"
+
+
+def _escaped(s: str, limit: int | None, newlines: bool) -> str:
+    """`s` with every character `clean` must not print written as its escape, stopped once past `limit`."""
     if limit is not None and len(s) > limit * 8:  # escaping never shortens: cut what can never be shown first
         s = s[:limit * 8]
     out = []
@@ -31,8 +37,7 @@ def clean(text: object, limit: int | None = 200, *, newlines: bool = False) -> s
         size += len(piece)
         if limit is not None and size > limit:
             break
-    shown = "".join(out)
-    return shown if limit is None or len(shown) <= limit else shown[:max(limit - 1, 0)] + "…"
+    return "".join(out)
 
 
 def quoted(value: object, limit: int = 80) -> str:

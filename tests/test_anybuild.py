@@ -26,6 +26,7 @@ from nightly_index import CACHE, IndexServer, build_index
 
 import reprobundle
 from reprobundle.envs import local as local_env
+from reprobundle.envs.config import EnvConfig
 from reprobundle.envs.manager import EnvironmentManager
 from reprobundle.envs.nightly import find_nightly, list_nightlies, missing_days, nightly_date
 from reprobundle.errors import EnvironmentCreationError
@@ -78,7 +79,7 @@ def test_nightly_names_and_listing(nightly_index):
 @pytest.mark.slow
 def test_nightly_environment_is_built_cached_and_listed(nightly_index, env_root, monkeypatch):
     server, made = nightly_index
-    manager = EnvironmentManager(env_root, index_url=server.url)
+    manager = EnvironmentManager(EnvConfig.of(env_root, index_url=server.url))
     env = manager.ensure("nightly:2026-01-02")
     assert (env.jax_version, env.jaxlib_version, env.nightly) == (made["2026-01-02"]["version"],) * 2 + ("2026-01-02",)
     assert dict(env.commits) == {"jax": made["2026-01-02"]["commit"], "jaxlib": made["2026-01-02"]["commit"]}
@@ -87,7 +88,7 @@ def test_nightly_environment_is_built_cached_and_listed(nightly_index, env_root,
     assert out == made["2026-01-02"]["version"]
     # cached: the same environment by its version, and by its date with the index unreachable
     assert manager.ensure(made["2026-01-02"]["version"]).path == env.path
-    offline = EnvironmentManager(env_root, index_url="http://127.0.0.1:9/simple")
+    offline = EnvironmentManager(EnvConfig.of(env_root, index_url="http://127.0.0.1:9/simple"))
     assert offline.ensure("nightly:2026-01-02").created == env.created
     monkeypatch.setenv("REPROBUNDLE_ENV_DIR", str(env_root))
     code, out, _ = cli("envs", "--json")

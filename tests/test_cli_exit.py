@@ -18,8 +18,8 @@ import typer
 from cli_runner import cli
 from small_bundle import copy_of
 
-import reprobundle
-from reprobundle import cli as cli_module
+from reprobundle.bundle.registry import Registry
+from reprobundle.cli import runner as cli_module
 
 
 def _boom(*_a, **_k):
@@ -27,7 +27,7 @@ def _boom(*_a, **_k):
 
 
 def test_an_unexpected_error_is_one_line_and_exit_70(monkeypatch):
-    monkeypatch.setattr(reprobundle.api, "open_registry", _boom)
+    monkeypatch.setattr(Registry, "open", _boom)  # what `ls` calls first
     code, out, err = cli("ls")
     assert code == 70 and out == ""
     assert err.splitlines() == ["error: unexpected RuntimeError: boom",
@@ -42,7 +42,7 @@ def test_ctrl_c_in_a_command_is_interrupted_and_exit_130(monkeypatch):
     def interrupt(*_a, **_k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(reprobundle.api, "open_registry", interrupt)
+    monkeypatch.setattr(Registry, "open", interrupt)
     code, out, err = cli("ls")
     assert (code, out, err) == (130, "", "interrupted\n")
 

@@ -105,7 +105,7 @@ def _export_with(version, tmp_path):
 def test_bundles_cross_the_export_windows(store_dir, tmp_path, packer, replayer):
     from reprobundle.api import environment_manager
 
-    newest = environment_manager().resolve_version("latest")
+    newest = environment_manager().ensure("latest").jax_version
     packer, replayer = (newest if v == "newest" else v for v in (packer, replayer))
     _export_with(packer, tmp_path)
     code, out, err = cli("pack", "--exported", str(tmp_path / "f.jax"), "--inputs", str(tmp_path / "in.npz"),

@@ -23,6 +23,7 @@ import reprobundle
 from reprobundle.analysis.verdict import check_outputs
 from reprobundle.api import environment_manager, load_npz
 from reprobundle.bundle.registry import Registry
+from reprobundle.capture.options import PackOptions
 from reprobundle.capture.pack import pack_serialized_in
 from reprobundle.run.execution import Timing, build_job, read_outputs, run_worker
 from reprobundle.run.replay import reference_arrays, replay
@@ -192,8 +193,8 @@ def test_pack_on_a_jax_takes_ml_dtypes_saved_by_savez(store_dir, tmp_path):
     leaves = load_npz(tmp_path / "in.npz")
     assert [leaf.dtype.str for leaf in leaves] == ["|V2", "|V1", "|V1"]
     assert np_dtype("void16") == np.dtype("V2")  # the name numpy gives them, which numpy 2 cannot parse back
-    pack_serialized_in(Registry.open(store_dir), (tmp_path / "f.jax").read_bytes(), leaves, python=sys.executable,
-                       name="mixed", timing=Timing(warmup=1, repeat=2), dump=False, profile=False)
+    pack_serialized_in(Registry.open(store_dir), (tmp_path / "f.jax").read_bytes(), leaves,
+                       PackOptions(name="mixed", warmup=1, repeat=2, dump=False, profile=False), python=sys.executable)
     _check_ml_dtypes_bundle(store_dir, "mixed", tmp_path)
     code, out, err = cli("replay", "mixed", "--repeat", "2", "--warmup", "1", "--rounds", "1", "--no-profile",
                          store=store_dir)
@@ -258,8 +259,8 @@ def test_a_kernel_whose_signature_changed_is_incompatible_naming_it(store_dir, t
     assert done.returncode == 0, done.stderr
     registry = Registry.open(store_dir)
     pack_serialized_in(registry, (tmp_path / "f.bin").read_bytes(), load_npz(tmp_path / "in.npz"),
-                       python=str(old.python_executable), name="trsm", dump=False, profile=False,
-                       timing=Timing(warmup=1, repeat=2))
+                       PackOptions(name="trsm", warmup=1, repeat=2, dump=False, profile=False),
+                       python=str(old.python_executable))
     if tuple(int(p) for p in jax.__version__.split(".")[:2]) < (0, 9):
         pytest.skip(f"the installed jax {jax.__version__} still takes alpha")
     result = reprobundle.replay("trsm", ["0.5.3", "installed"], store=str(store_dir), warmup=1, repeat=2, rounds=1,

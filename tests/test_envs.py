@@ -20,6 +20,7 @@ import pytest
 from audit import audited
 from packaging.version import Version
 
+from reprobundle.envs.config import EnvConfig
 from reprobundle.envs.manager import INSTALLED, EnvironmentManager, JaxEnvironment, requirements
 from reprobundle.envs.package_index import (
     fallback_pythons,
@@ -170,8 +171,8 @@ def test_second_ensure_is_cached(built, root):
     assert manager.ensure("v0.4.30.0") == env  # spelled differently, same release
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
     if env.python_version.startswith(minor + "."):  # built with the host's Python: --python finds it too
-        assert EnvironmentManager(root, python=sys.executable).ensure(OLD) == env
-        assert EnvironmentManager(root, python=minor).ensure(OLD) == env
+        assert EnvironmentManager(EnvConfig.of(root, sys.executable)).ensure(OLD) == env
+        assert EnvironmentManager(EnvConfig.of(root, minor)).ensure(OLD) == env
 
     # And without any network at all (every connection refused), from a new process.
     result, progress, out = _finish(_ensure_in_subprocess(root, OLD, **NO_NETWORK))
@@ -235,22 +236,22 @@ def test_no_suitable_python(tmp_path):
     version = {11: "0.12.0.1", 12: "0.4.13"}.get(minor, OLD if minor >= 13 else "0.12.0.1")
     for python in (sys.executable, f"3.{minor}"):
         with pytest.raises(NoSuitablePythonError) as info:
-            EnvironmentManager(tmp_path, python=python).ensure(version)
+            EnvironmentManager(EnvConfig.of(tmp_path, python)).ensure(version)
         message = info.value.message
         assert f"jax {version} needs Python 3." in message, message
         assert HOST in message, message
         assert "--python" in info.value.hint, info.value.hint  # install Python 3.X, or use one found here
     with pytest.raises(NoSuitablePythonError):
-        EnvironmentManager(tmp_path, python="3.99").ensure(OLD)
+        EnvironmentManager(EnvConfig.of(tmp_path, "3.99")).ensure(OLD)
     assert _leftovers(tmp_path) == []
 
 
 def test_uv_managed_pythons_are_found_through_uv(tmp_path, monkeypatch):
     """A uv-managed install (here: a folder in uv's layout whose python links to the host's base interpreter) is
-    listed by `uv python list` and becomes a candidate with source "uv"; uv's own PATH search is not involved."""
+    listed by `uv python list` with source "uv", by its base executable; pyenv shims on PATH are never run."""
     from uv import find_uv_bin
 
-    from reprobundle.envs.interpreters import candidate_paths, interpreter_from, uv_managed
+    from reprobundle.envs.interpreters import InterpreterFinder, search_path, uv_interpreters
 
     base = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
     minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -260,13 +261,24 @@ def test_uv_managed_pythons_are_found_through_uv(tmp_path, monkeypatch):
     (bindir / "python3").symlink_to(f"python{minor}")
     (bindir / "python").symlink_to(f"python{minor}")
     monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path))
+    shims = tmp_path / "shims"  # a pyenv shim that fails unless its version is selected
+    shims.mkdir()
+    (shims / "python3.9").write_text("#!/bin/sh\necho 'pyenv: python3.9: command not found' >&2\nexit 127\n")
+    (shims / "python3.9").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    assert str(shims) not in search_path().split(os.pathsep)
     uv = find_uv_bin()
-    found = uv_managed(uv)
-    assert found == [str(bindir / f"python{minor}")], found
-    assert (found[0], "uv") in candidate_paths(uv)
-    interp = interpreter_from(found[0], "uv")
-    assert interp is not None and interp.version == platform.python_version() and interp.source == "uv"
-    assert uv_managed(None) == [] and uv_managed(str(tmp_path / "no-uv")) == []
+    found = uv_interpreters(uv)
+    assert any(i.source == "uv" and i.executable == base and i.version == platform.python_version()
+               for i in found), found
+    assert len({(i.executable, i.source) for i in found}) == len(found)  # python, python3, python3.X: once
+    assert uv_interpreters(None) == [] and uv_interpreters(str(tmp_path / "no-uv")) == []
+    interps = InterpreterFinder(None, find_uv_bin).discover()
+    assert interps[0].source == "host" and interps[0].executable == base  # the host first, then uv's, each once
+    assert len({i.executable for i in interps}) == len(interps)
+    given = InterpreterFinder(str(bindir / "python3"), find_uv_bin).discover()
+    assert [(i.executable, i.version, i.source) for i in given] == [(base, platform.python_version(), "--python")]
+    assert InterpreterFinder(str(tmp_path / "nothing"), find_uv_bin).discover() == []
 
 
 def test_unknown_version(tmp_path):
@@ -330,12 +342,8 @@ def test_available_versions_and_latest(root):
         assert EnvironmentManager(root).available_versions() == versions
     assert did.connects() == [] and did.processes == []  # served from the cache
 
-    latest = manager.resolve_version("latest")
-    assert latest in versions
-    host_only = EnvironmentManager(root, python=sys.executable).resolve_version("latest")
-    if sys.version_info < (3, 12):
-        assert tuple(map(int, host_only.split("."))) < (0, 11)  # 0.11+ needs Python 3.12
-    assert manager.resolve_version("0.8") == "0.8.0"
+    assert manager.plan("latest")["version"] == versions[-1]
+    assert manager.plan("0.8")["version"] == "0.8.0"  # the index's name of the release
 
 
 # ------------------------------------------------------------------------ versions and file names (no network)
@@ -380,7 +388,8 @@ def test_version_order_and_equality():
     assert fallback_pythons("0.4.30") == [9, 10, 11, 12] and fallback_pythons("0.4.12") == []
 
 
-LINUX_X86 = ("linux", ("x86_64",))
+# What packaging.tags.platform_tags() gives on an x86-64 Linux with glibc 2.27 (a subset of it).
+LINUX_X86 = frozenset({"manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64"})
 
 
 def test_jaxlib_wheel_names():
@@ -391,7 +400,9 @@ def test_jaxlib_wheel_names():
     # A compressed tag set (PEP 425): one wheel, several platform tags.
     assert jaxlib_wheel_pythons("jaxlib-0.7.0-cp313-cp313-manylinux_2_27_x86_64.manylinux_2_17_x86_64.whl",
                                 LINUX_X86) == (Version("0.7.0"), {13}, True)
-    assert jaxlib_wheel_pythons("jaxlib-0.7.0-1-cp313-cp313-win_amd64.whl", ("win", ("amd64",)))[2]  # a build tag
+    assert jaxlib_wheel_pythons("jaxlib-0.7.0-1-cp313-cp313-win_amd64.whl", frozenset({"win_amd64"}))[2]  # build tag
+    # A manylinux newer than this glibc does not install here (uv would refuse it too).
+    assert not jaxlib_wheel_pythons("jaxlib-0.7.0-cp313-cp313-manylinux_2_39_x86_64.whl", LINUX_X86)[2]
     for name in ("jaxlib-0.7.0-cp313-cp313t-manylinux_2_27_x86_64.whl",  # free-threaded
                  "jaxlib-0.7.0-cp39-abi3-manylinux_2_27_x86_64.whl",  # not a per-version ABI
                  "jaxlib-0.7.0-py3-none-any.whl",
@@ -428,3 +439,39 @@ def test_index_summary():
     assert jaxlib_for(index, "0.4.36") == "0.4.36" and jaxlib_for(index, "0.4.37") == "0.4.36"
     assert jaxlib_for(index, "0.4.32") is None  # yanked
 
+
+def test_platform_tags_come_from_packaging():
+    from packaging.tags import sys_tags
+
+    from reprobundle.envs.package_index import platform_markers, project_wheel
+
+    here = platform_markers()
+    assert here == {t.platform for t in sys_tags()} - {"any"}
+    plat = next(t.platform for t in sys_tags() if t.platform != "any")
+    other = "win_amd64" if not plat.startswith("win") else "manylinux_2_17_x86_64"
+    assert jaxlib_wheel_pythons(f"jaxlib-0.4.36-cp312-cp312-{plat}.whl") == (Version("0.4.36"), {12}, True)
+    assert jaxlib_wheel_pythons(f"jaxlib-0.4.36-cp312-cp312-{other}.whl")[2] is (other in here)
+    assert project_wheel("jax_cuda12_pjrt-0.7.0-py3-none-manylinux_2_27_x86_64.whl", "jax-cuda12-pjrt",
+                         LINUX_X86) == (Version("0.7.0"), None, True)
+    assert project_wheel("jax_cuda12_plugin-0.7.0-cp313-cp313-manylinux_2_27_aarch64.whl", "jax-cuda12-plugin",
+                         LINUX_X86) == (Version("0.7.0"), [13], False)
+
+
+def test_an_environment_configuration_crosses_machines_as_json_with_a_task(tmp_path):
+    """EnvConfig is one value: --index-url sets both indexes, it survives JSON, and the manager is made from it; a
+    replay task (ReplayOptions, EnvConfig, mode) comes back from its plain data equal, and refuses unknown keys."""
+    from reprobundle.errors import UsageError
+    from reprobundle.fleet.executor import ReplayTask
+    from reprobundle.run.options import ReplayOptions
+
+    config = EnvConfig.of(tmp_path, "3.12", "http://127.0.0.1:9/simple/")
+    assert (config.index_url, config.nightly_index) == ("http://127.0.0.1:9/simple",) * 2
+    assert EnvConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+    manager = EnvironmentManager(config)
+    assert (manager.root, manager.python, manager.index_url) == (tmp_path, "3.12", "http://127.0.0.1:9/simple")
+    assert EnvironmentManager(tmp_path).config == EnvConfig(root=str(tmp_path))
+    task = ReplayTask("memory://s", "x@1", ("0.4.30", "installed"),
+                      ReplayOptions.of(repeat=6, rounds=2, pin="0", retrace_packages=("flax==0.10.4",)), config, "retrace")
+    assert ReplayTask.from_dict(json.loads(json.dumps(task.to_dict()))) == task
+    with pytest.raises(UsageError, match="unknown environment setting"):
+        EnvConfig.from_dict({**config.to_dict(), "uv": "/bin/uv"})

@@ -304,3 +304,79 @@ def test_a_redirect_to_a_file_url_is_refused_as_such(hostile, tmp_path, target):
     code, out, err = cli("show", _ref(hostile["url"], "redirect", target))
     assert code == 3 and "file:///etc/passwd" in err and "not an http(s) URL: refused" in err, (code, err)
     assert "HTTP 404" not in err and "root:" not in err + out
+
+
+# ------------------------------------------------------------------------------------ the one HTTP helper
+
+
+class _Flaky(http.server.BaseHTTPRequestHandler):
+    """GET or HEAD /N/PATH: 503 for the first N requests of PATH, then the file at PATH under `root` (404 if none)."""
+
+    root: Path
+    seen: dict
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self, body: bool):
+        _, failures, rest = self.path.split("/", 2)
+        self.seen[rest] = self.seen.get(rest, 0) + 1
+        if self.seen[rest] <= int(failures):
+            self.send_error(503)
+            return
+        path = self.root / rest
+        if not path.is_file():
+            self.send_error(404)
+            return
+        data = path.read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if body:
+            self.wfile.write(data)
+
+    def do_GET(self):
+        self._answer(True)
+
+    def do_HEAD(self):
+        self._answer(False)
+
+
+@pytest.fixture
+def flaky(served):
+    seen: dict = {}
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("F", (_Flaky,), {"root": served["root"],
+                                                                                     "seen": seen}))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+
+
+def test_transient_failures_are_retried_with_backoff_and_logged(flaky, served, caplog):
+    """Class: a server answering 503 before it answers. The helper retries it (each retry logged at INFO, what
+    --verbose shows), up to its bound; a 404 is an answer, asked once; the http store goes through the same policy."""
+    import logging
+    import urllib.error
+
+    from reprobundle.store import open_store
+    from reprobundle.store.http_client import DEFAULT_RETRIES, get
+
+    url, seen = flaky
+    marker = (served["root"] / "store" / "reprobundle-store.json").read_bytes()
+    with caplog.at_level(logging.INFO, logger="reprobundle.store.http_client"):
+        assert get(f"{url}/2/store/reprobundle-store.json").body == marker
+    assert seen["store/reprobundle-store.json"] == 3
+    retries = [r.getMessage() for r in caplog.records if "retry" in r.getMessage()]
+    assert len(retries) == 2 and all("503" in m for m in retries), retries
+    with pytest.raises(urllib.error.HTTPError) as info:
+        get(f"{url}/9/store/tags/nothing")
+    assert info.value.code == 503 and seen["store/tags/nothing"] == DEFAULT_RETRIES + 1  # bounded
+    with pytest.raises(urllib.error.HTTPError) as info:
+        get(f"{url}/0/store/missing")
+    assert info.value.code == 404 and seen["store/missing"] == 1
+    manifest = "bundles/small/1.msgpack"
+    store = open_store(f"{url}/1/store")
+    assert store.get(manifest) == (served["root"] / "store" / manifest).read_bytes()
+    assert seen[f"store/{manifest}"] == 2  # one 503, then the answer

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from manifests import assert_schema_valid
 
-from reprobundle.analysis.stats import mann_whitney_u, one_sample_t, t_quantile, t_two_sided_p, welch_t
+from reprobundle.analysis.stats import mann_whitney_u, one_sample_t, t_quantile, welch_t
 from reprobundle.analysis.verdict import (
     METHOD_PAIRED,
     METHOD_ROUNDS,
@@ -25,12 +25,10 @@ GOLDEN_RUN = GOLDEN / "v1-run-tanh-matmul.msgpack"
 
 @pytest.mark.parametrize("t, df, p", [
     (12.7062, 1, 0.05), (4.302653, 2, 0.05), (2.776445, 4, 0.05), (4.604095, 4, 0.01), (8.610302, 4, 0.001),
-    (2.042272, 30, 0.05), (1.959964, 1e7, 0.05), (1.0, 2, 0.42264973), (0.0, 3, 1.0),
+    (2.042272, 30, 0.05), (1.959964, 1e7, 0.05), (1.0, 2, 0.42264973),
 ])
 def test_t_distribution_matches_tables(t, df, p):
-    assert t_two_sided_p(t, df) == pytest.approx(p, rel=1e-5, abs=1e-9)
-    if p < 1:
-        assert t_quantile(p, df) == pytest.approx(t, rel=1e-5)
+    assert t_quantile(p, df) == pytest.approx(t, rel=1e-5)
 
 
 def test_welch_degrees_of_freedom():
@@ -213,3 +211,22 @@ def test_golden_v4_run_record_names_its_contender():
     assert_schema_valid(run, "run")
     assert run["format_version"] == 4 and run["contender"]["mode"] == "frozen"
     assert run["contender"]["jax"] == run["requested"] and run["contender"]["settings"]["xla_flags"] == []
+
+
+def test_the_timing_summary_gives_numpy_s_floats_without_numpy():
+    """analysis/timing_summary.py computes numpy's percentile (linear) and mean in pure Python for the integer
+    nanoseconds workers record (so `ls` and `show` start without numpy): the same floats, to the last bit."""
+    import random
+
+    from reprobundle.analysis.timing_summary import TimingSummary
+
+    rng = random.Random(7)
+    for n in [1, 2, 3, 4, 5, 8, 9, 16, 17, 127, 128, 129, 1000, 4099]:
+        for scale in (10, 10**6, 10**12):
+            samples = [rng.randint(0, scale) for _ in range(n)]
+            a = np.asarray(samples, dtype=np.float64)
+            q1, med, q3 = np.percentile(a, [25, 50, 75])
+            assert TimingSummary.of(samples) == TimingSummary(n, float(med), float(q3 - q1), float(a.min()),
+                                                              float(a.mean())), (n, scale)
+    floats = [1.5, 2.25, 0.125]
+    assert TimingSummary.of(floats).median_ns == 1.5 and TimingSummary.of([]).n == 0

@@ -14,6 +14,7 @@ No timing outcome is asserted: only that verdicts, ratios and the table's order 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +32,7 @@ from reprobundle.fleet import sweep as sweeping
 from reprobundle.fleet.connect import executor_for
 from reprobundle.fleet.executor import LocalExecutor, ReplayTask
 from reprobundle.render import sweep as sweep_render
+from reprobundle.run.options import ReplayOptions
 
 pytestmark = pytest.mark.crossversion  # every test here sweeps 0.4.30 against the installed release
 BASELINE, CANDIDATE = "0.4.30", "installed"
@@ -124,10 +126,10 @@ def test_a_resumed_sweep_shows_stored_results_and_rerun_replays(swept):
     # other timing options are another measurement: not resumed
     registry = api.open_registry(store)
     bundle = registry.resolve("chain")
-    options = sweeping.task_options({"warmup": 1, "repeat": 6, "rounds": 2, "timeout_s": api.DEFAULT_TIMEOUT_S})
+    options = ReplayOptions(warmup=1, repeat=6, rounds=2, timeout_s=api.DEFAULT_TIMEOUT_S)
     assert [r["run_id"] for r in sweeping.stored_runs(registry, bundle, (BASELINE, CANDIDATE), options)] == ids["chain@1"]
-    for other in ({"repeat": 12}, {"rounds": 3}, {"warmup": 2}, {"rounds": None}, {"pin": [0]}):
-        assert sweeping.stored_runs(registry, bundle, (BASELINE, CANDIDATE), {**options, **other}) is None, other
+    for other in ({"repeat": 12}, {"rounds": 3}, {"warmup": 2}, {"rounds": None}, {"pin": (0,)}):
+        assert sweeping.stored_runs(registry, bundle, (BASELINE, CANDIDATE), replace(options, **other)) is None, other
     assert sweeping.stored_runs(registry, bundle, (CANDIDATE, "0.8.0"), options) is None  # another pair
     # a replay whose runs timed out may not time out again: not resumed past; the latest finished one is shown
     timed_out = api.sweep(["chain2"], BASELINE, CANDIDATE, store=store, rerun=True, timeout_s=0.2, **SWEEP)
@@ -188,10 +190,13 @@ def test_cli_json_and_report(swept, tmp_path):
 
 def test_a_task_that_raises_is_a_failed_result(swept):
     store, _ = swept
-    tasks = [ReplayTask(store, "missing", (BASELINE, CANDIDATE)), ReplayTask(store, "chain", (CANDIDATE,), {"bad": 1})]
+    tasks = [ReplayTask(store, "missing", (BASELINE, CANDIDATE)),
+             ReplayTask(store, "chain", (CANDIDATE,), ReplayOptions(platform="no-such-platform"))]
     results = dict(LocalExecutor().run(sweeping.run_replay_task, tasks))
     assert sorted(results) == [0, 1] and all(r["status"] == "failed" for r in results.values())
-    assert "no bundle named 'missing'" in results[0]["error"] and "unknown replay option" in results[1]["error"]
+    assert "no bundle named 'missing'" in results[0]["error"] and "no-such-platform" in results[1]["error"]
+    with pytest.raises(UsageError, match="unknown replay option"):  # a task from another reprobundle, as data
+        ReplayTask.from_dict({**tasks[1].to_dict(), "options": {"bad": 1}})
     assert all(json.loads(json.dumps(r)) == r for r in results.values())  # plain data: it crosses machines
     assert isinstance(executor_for(None), LocalExecutor)  # (--ray without Ray: tests/test_sweep_ray.py)
 
@@ -210,7 +215,7 @@ def test_bisect_probes_run_on_the_executor(swept):
     with pytest.raises(UsageError, match=f"the good version {BASELINE} did not run: incompatible"):
         api.bisect("special", BASELINE, "0.8.0", store=store, executor=executor, repeat=4, rounds=2, warmup=1)
     (task,) = executor.tasks  # the first probe, the endpoints timed together, ran on the executor given
-    assert task.versions == (BASELINE, "0.8.0") and task.options["dump"] is False
+    assert task.versions == (BASELINE, "0.8.0") and task.options.dump is False
     registry = api.open_registry(store)
     runs = registry.runs(registry.resolve("special").ref.bundle_id)
     assert {r["requested"] for r in runs if r["group"] == runs[-1]["group"]} == {BASELINE, "0.8.0"}

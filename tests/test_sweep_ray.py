@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from dataclasses import replace
 
 import jax
 import jax.scipy.linalg as jsl
@@ -36,11 +37,12 @@ from reprobundle.fleet.connect import executor_for
 from reprobundle.fleet.executor import ReplayTask
 from reprobundle.fleet.ray_executor import Node, RayExecutor, alive_nodes, import_ray, placement_for, task_platform
 from reprobundle.fleet.sweep import run_replay_task
+from reprobundle.run.options import ReplayOptions
 
 pytestmark = [pytest.mark.crossversion, pytest.mark.ray]
 
 VERSIONS = ("0.8.0", "installed")
-OPTIONS = {"warmup": 1, "repeat": 4, "rounds": 1, "timeout_s": 300, "dump": False, "profile": False}
+OPTIONS = ReplayOptions(warmup=1, repeat=4, rounds=1, timeout_s=300, dump=False, profile=False)
 
 
 def _chain(n):
@@ -97,7 +99,7 @@ def store(tmp_path_factory, cluster):
 
 
 def _tasks(store, names):
-    return [ReplayTask(store, name, VERSIONS, dict(OPTIONS)) for name in names]
+    return [ReplayTask(store, name, VERSIONS, OPTIONS) for name in names]
 
 
 def _collect(executor, tasks):
@@ -143,9 +145,9 @@ def test_sweep_spreads_over_both_nodes_and_stores_every_run(store, executor):
 
 def test_a_task_no_node_can_hold_fails_after_the_grace_period(cluster, executor, store):
     """A CUDA replay needs a GPU; this cluster has none: cancelled after the grace, retried once, then failed."""
-    quick = RayExecutor(cluster.address, infeasible_grace_s=1.0)  # the same connection
-    [(index, result)] = list(quick.run(run_replay_task, [ReplayTask(store, "chain1", VERSIONS,
-                                                                    {**OPTIONS, "platform": "cuda"})]))
+    impatient = RayExecutor(cluster.address, infeasible_grace_s=1.0)  # the same connection
+    [(index, result)] = list(impatient.run(run_replay_task, [ReplayTask(store, "chain1", VERSIONS,
+                                                                    replace(OPTIONS, platform="cuda"))]))
     assert index == 0 and result["status"] == "failed" and result["attempts"] == 2, result
     assert "no node of the Ray cluster can hold it: it needs 1 CPU and 1 GPU; the nodes offer 1 CPU" \
         in result["error"], result["error"]
@@ -203,7 +205,7 @@ def test_the_platform_is_chosen_against_the_cluster(tmp_path):
     reprobundle.pack(fn, *args, name="cpu-only", store=store, **quick.PACK)
     cpus = [Node("c", "h", {"CPU": 4})]
     gpus = [*cpus, Node("g", "h", {"CPU": 8, "GPU": 1})]
-    task = lambda ref, **o: ReplayTask(store, ref, VERSIONS, {**OPTIONS, **o})
+    task = lambda ref, **o: ReplayTask(store, ref, VERSIONS, replace(OPTIONS, **o))
     assert task_platform(task("both"), cpus) is None  # a CPU cluster: the node decides (its CPU)
     assert task_platform(task("both"), gpus) == "cuda"  # a GPU node exists: the bundle's first platform it has
     assert task_platform(task("cpu-only"), gpus) == "cpu"
@@ -245,8 +247,8 @@ def test_a_driver_that_stops_early_cancels_the_replays_on_the_nodes(cluster, exe
     their replays stop at once and store nothing."""
     registry = Registry.open(store)
     runs = lambda name: len(registry.runs(registry.resolve(name).ref.bundle_id))
-    long = {**OPTIONS, "rounds": 8}  # many seconds of fresh worker processes: still running when cancelled
-    tasks = [ReplayTask(store, "chain1", VERSIONS, dict(OPTIONS)), ReplayTask(store, "chain2", VERSIONS, long),
+    long = replace(OPTIONS, rounds=8)  # many seconds of fresh worker processes: still running when cancelled
+    tasks = [ReplayTask(store, "chain1", VERSIONS, OPTIONS), ReplayTask(store, "chain2", VERSIONS, long),
              ReplayTask(store, "chain3", VERSIONS, long)]
     before = {name: runs(name) for name in ("chain2", "chain3")}
     results = executor.run(run_replay_task, tasks)
@@ -284,7 +286,7 @@ def test_a_node_killed_mid_sweep_has_its_task_retried_on_the_other_node(cluster,
     watcher = threading.Thread(target=kill_when_replaying, daemon=True)
     watcher.start()
     names = ["chain1", "chain2", "chain3"]
-    results = _collect(executor, [ReplayTask(store, n, VERSIONS, {**OPTIONS, "repeat": 6}) for n in names])
+    results = _collect(executor, [ReplayTask(store, n, VERSIONS, replace(OPTIONS, repeat=6)) for n in names])
     watcher.join(timeout=5)
     assert killed.is_set(), "the second node never ran a replay"
     survivor = {n.node_id for n in alive_nodes(executor.ray)}

@@ -305,7 +305,7 @@ def runs(bundle, tmp_path_factory):
         _so, se = p.communicate(timeout=240)
         res_path = jobs[k] / "result.msgpack"
         res = msgpack.unpackb(res_path.read_bytes(), raw=False) if res_path.exists() else None
-        out[k] = {"rc": p.returncode, "result": res, "stderr": se}
+        out[k] = {"rc": p.returncode, "result": res, "stderr": se, "dir": jobs[k]}
     return out
 
 
@@ -426,6 +426,19 @@ def test_unreadable_job_still_writes_result(runs):
     assert run["rc"] == 0
     assert run["result"]["status"] == "error"
     assert "cannot read job file" in run["result"]["reason"]
+
+
+def test_every_job_and_result_follows_its_schema(runs):
+    """The jobs these tests write by hand and every result (ok, incompatible, error, an unreadable job's) against
+    the protocol's JSON Schemas (tests/test_worker_protocol.py checks the host's own jobs)."""
+    import jsonschema
+
+    schemas = {kind: jsonschema.Draft202012Validator(json.loads(
+        (ROOT / "reprobundle" / "schemas" / ("worker-%s-v1.schema.json" % kind)).read_text())) for kind in ("job", "result")}
+    for name, run in runs.items():
+        schemas["result"].validate(run["result"])
+        if name != "junk":
+            schemas["job"].validate(msgpack.unpackb((run["dir"] / "job.msgpack").read_bytes(), raw=False))
 
 
 def test_flatbuffer_info():

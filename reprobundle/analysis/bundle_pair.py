@@ -14,7 +14,8 @@ from typing import Any, Sequence
 
 from ..bundle.model import run_label
 from .lowering_diff import lowering_diff, program_files_in
-from .verdict import TimingSummary, timing_verdict
+from .timing_summary import TimingSummary
+from .verdict import timing_verdict
 
 APART = "measured apart: a ratio of medians, no verdict; `--replay` times both together"
 

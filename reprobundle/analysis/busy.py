@@ -17,23 +17,47 @@ def busy_reason(cond: dict | None) -> str | None:
     (python 0.84, pytest 0.4)`, or None when it was not (or nothing was recorded)."""
     if not isinstance(cond, dict):
         return None
-    cpus = cond.get("cpus")
-    n = len(cpus) if isinstance(cpus, list) and cpus else _number(cond.get("cpu_count")) or 1
-    load = cond.get("load_before")
-    load1 = _number(load[0]) if isinstance(load, list) and load else None
+    n = _cpu_count(cond)
+    load1 = _first_load(cond.get("load_before"))
     measured = _number(cond.get("other_cpu"))
     other = measured or 0.0
     crowded = measured is not None and other >= BUSY_SHARE * n
     loaded = measured is None and load1 is not None and load1 >= n
     if not (loaded or crowded):
         return None
-    parts = [f"load {load1:.3g} on {n} CPU{'s' if n != 1 else ''}" + (" before the timing" if crowded else "")
-             if load1 is not None else f"{n} CPU{'s' if n != 1 else ''}"]
+    parts = [_load_text(load1, n, crowded)]
     if crowded:
-        names = ", ".join(f"{p.get('name')} {float(p.get('cpu', 0)):.2g}" for p in cond.get("busy_processes") or []
-                          if isinstance(p, dict))
-        parts.append(f"other processes used {other:.2g} CPUs during it" + (f" ({names})" if names else ""))
+        parts.append(f"other processes used {other:.2g} CPUs during it" + _busy_processes_text(cond))
     return "the machine was busy: " + "; ".join(parts)
+
+
+def _cpu_count(cond: dict) -> float:
+    """The CPUs this process may use: its affinity mask, else the machine's count, else 1."""
+    cpus = cond.get("cpus")
+    return len(cpus) if isinstance(cpus, list) and cpus else _number(cond.get("cpu_count")) or 1
+
+
+def _first_load(load) -> float | None:
+    """The 1-minute load average of a recorded (1, 5, 15)-minute list."""
+    return _number(load[0]) if isinstance(load, list) and load else None
+
+
+def _cpus_text(n: float) -> str:
+    return f"{n} CPU{'s' if n != 1 else ''}"
+
+
+def _load_text(load1: float | None, n: float, crowded: bool) -> str:
+    """`load 11 on 2 CPUs before the timing`, or `2 CPUs` when no load was recorded."""
+    if load1 is None:
+        return _cpus_text(n)
+    return f"load {load1:.3g} on {_cpus_text(n)}" + (" before the timing" if crowded else "")
+
+
+def _busy_processes_text(cond: dict) -> str:
+    """` (python 0.84, pytest 0.4)`: the busiest other processes, or nothing when none was recorded."""
+    names = ", ".join(f"{p.get('name')} {float(p.get('cpu', 0)):.2g}" for p in cond.get("busy_processes") or []
+                      if isinstance(p, dict))
+    return f" ({names})" if names else ""
 
 
 def _number(x) -> float | None:
@@ -49,39 +73,63 @@ def _section(record: dict, key: str) -> dict:
 def differences(envs: dict[str, dict]) -> list[str]:
     """What differs between the runs' environments that bears on timing (CPU model, ISA flags, CPUs in the affinity
     mask, thread settings, the worker's threads): one line each, naming the runs. `envs`: label -> environment."""
-    def flags(env):
-        f = env.get("cpu_flags")
-        return frozenset(str(x) for x in f) if isinstance(f, list) else None
-
-    def cond(env, key):
-        c = env.get("conditions")
-        return c.get(key) if isinstance(c, dict) else None
-
-    def proc(env, key):
-        p = env.get("process")
-        return p.get(key) if isinstance(p, dict) else None
-
     lines = []
-    aspects = [
-        ("CPU model", lambda e: e.get("cpu_model")),
-        ("CPUs in the affinity mask", lambda e: _cpu_text(proc(e, "cpus") or cond(e, "cpus"))),
-        ("XLA/thread settings", lambda e: _env_text(proc(e, "thread_env") if proc(e, "thread_env") is not None
-                                                    else cond(e, "thread_env"))),
-        ("worker threads", lambda e: proc(e, "threads")),
-    ]
-    for what, get in aspects:
-        values = {label: get(env) for label, env in envs.items() if isinstance(env, dict)}
-        values = {k: v for k, v in values.items() if v is not None and v != ""}
+    for what, get in _ASPECTS:
+        values = _present_values(envs, get)
         if len(set(map(str, values.values()))) > 1:
             lines.append(f"{what} differ between runs: " + "; ".join(f"{k}: {v}" for k, v in values.items()))
-    sets = {label: flags(env) for label, env in envs.items() if isinstance(env, dict) and flags(env) is not None}
-    if len(set(sets.values())) > 1:
-        common = frozenset.intersection(*sets.values())
-        extra = {k: sorted(v - common) for k, v in sets.items()}
-        lines.append("CPU ISA flags differ between runs: " + "; ".join(
-            f"{k}: +{' +'.join(v[:8])}{' ...' if len(v) > 8 else ''}" if v else f"{k}: (common flags only)"
-            for k, v in extra.items()))
+    flags = _flags_difference(envs)
+    if flags is not None:
+        lines.append(flags)
     return lines
+
+
+def _flags(env):
+    f = env.get("cpu_flags")
+    return frozenset(str(x) for x in f) if isinstance(f, list) else None
+
+
+def _condition(env, key):
+    c = env.get("conditions")
+    return c.get(key) if isinstance(c, dict) else None
+
+
+def _process(env, key):
+    p = env.get("process")
+    return p.get(key) if isinstance(p, dict) else None
+
+
+def _thread_settings(env):
+    """The worker's own thread settings when it recorded them, else those measured around it."""
+    return _env_text(_process(env, "thread_env") if _process(env, "thread_env") is not None
+                     else _condition(env, "thread_env"))
+
+
+# (what, how to read it from a run's environment): the aspects compared run by run, in the order they are reported.
+_ASPECTS = (
+    ("CPU model", lambda e: e.get("cpu_model")),
+    ("CPUs in the affinity mask", lambda e: _cpu_text(_process(e, "cpus") or _condition(e, "cpus"))),
+    ("XLA/thread settings", _thread_settings),
+    ("worker threads", lambda e: _process(e, "threads")),
+)
+
+
+def _present_values(envs: dict[str, dict], get) -> dict:
+    """label -> the aspect `get` reads, for the runs that recorded it."""
+    values = {label: get(env) for label, env in envs.items() if isinstance(env, dict)}
+    return {k: v for k, v in values.items() if v is not None and v != ""}
+
+
+def _flags_difference(envs: dict[str, dict]) -> str | None:
+    """`CPU ISA flags differ between runs: a: +avx512f; b: (common flags only)`, or None when they do not."""
+    sets = {label: _flags(env) for label, env in envs.items() if isinstance(env, dict) and _flags(env) is not None}
+    if len(set(sets.values())) <= 1:
+        return None
+    common = frozenset.intersection(*sets.values())
+    extra = {k: sorted(v - common) for k, v in sets.items()}
+    return "CPU ISA flags differ between runs: " + "; ".join(
+        f"{k}: +{' +'.join(v[:8])}{' ...' if len(v) > 8 else ''}" if v else f"{k}: (common flags only)"
+        for k, v in extra.items())
 
 
 def _cpu_text(cpus) -> str | None:
@@ -107,39 +155,66 @@ def _env_text(env) -> str | None:
 def summary(cond: dict) -> str:
     """`load 4.3 -> 6.1 on CPUs 0-1 (2); other processes 1.6 CPUs (python 1.3); 23.9 of 25.3 GiB free; 6 rounds
     (adaptive, settled), 13 steps each`: one line of a measurement's conditions."""
-    parts = []
+    parts = [_load_part(cond)]
+    for part in _SUMMARY_PARTS:
+        text = part(cond)
+        if text is not None:
+            parts.append(text)
+    return "; ".join(parts)
+
+
+def _load_part(cond: dict) -> str:
     load_before, load_after = cond.get("load_before"), cond.get("load_after")
     cpus = _cpu_text(cond.get("cpus")) or f"{cond.get('cpu_count', '?')} CPUs"
     if isinstance(load_before, list) and isinstance(load_after, list) and load_before and load_after:
-        parts.append(f"load {_number(load_before[0]) or 0:.3g} -> {_number(load_after[0]) or 0:.3g} on CPUs {cpus}")
-    else:
-        parts.append(f"CPUs {cpus}")
+        return f"load {_number(load_before[0]) or 0:.3g} -> {_number(load_after[0]) or 0:.3g} on CPUs {cpus}"
+    return f"CPUs {cpus}"
+
+
+def _other_part(cond: dict) -> str | None:
     other = _number(cond.get("other_cpu"))
-    if other is not None:
-        names = ", ".join(f"{p.get('name')} {float(p.get('cpu', 0)):.2g}" for p in cond.get("busy_processes") or []
-                          if isinstance(p, dict))
-        parts.append(f"other processes {other:.2g} CPUs" + (f" ({names})" if names else ""))
+    if other is None:
+        return None
+    return f"other processes {other:.2g} CPUs" + _busy_processes_text(cond)
+
+
+def _steal_part(cond: dict) -> str | None:
     steal = _number(cond.get("steal"))
-    if steal:
-        parts.append(f"{steal:.0%} of CPU time stolen by the hypervisor")
+    return f"{steal:.0%} of CPU time stolen by the hypervisor" if steal else None
+
+
+def _memory_part(cond: dict) -> str | None:
     memory = _section(cond, "memory")
     total, free = _number(memory.get("total_bytes")), _number(memory.get("available_bytes"))
-    if total and free is not None:
-        parts.append(f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB free")
+    return f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB free" if total and free is not None else None
+
+
+def _pressure_part(cond: dict) -> str | None:
     pressure = _section(cond, "pressure_after")
-    if _number(pressure.get("cpu")):
-        parts.append(f"CPU pressure {pressure['cpu']:.0f}%")
+    return f"CPU pressure {pressure['cpu']:.0f}%" if _number(pressure.get("cpu")) else None
+
+
+def _schedule_part(cond: dict) -> str | None:
     schedule = _section(cond, "schedule")
-    if schedule:
-        how = "adaptive, " + str(schedule.get("stopped", "")) if schedule.get("adaptive") else "fixed"
-        parts.append(f"{schedule.get('rounds', '?')} rounds ({how}), {schedule.get('steps_per_round', '?')} steps each")
+    if not schedule:
+        return None
+    how = "adaptive, " + str(schedule.get("stopped", "")) if schedule.get("adaptive") else "fixed"
+    return f"{schedule.get('rounds', '?')} rounds ({how}), {schedule.get('steps_per_round', '?')} steps each"
+
+
+def _pin_part(cond: dict) -> str | None:
     pin = _section(cond, "pin")
-    if pin:
-        parts.append(f"pinned to CPUs {_cpu_text(pin.get('cpus'))} with {pin.get('threads')} thread(s)")
+    return f"pinned to CPUs {_cpu_text(pin.get('cpus'))} with {pin.get('threads')} thread(s)" if pin else None
+
+
+def _thread_env_part(cond: dict) -> str | None:
     env = _env_text(cond.get("thread_env"))
-    if env and env != "(none set)":
-        parts.append(f"thread settings {env}")
-    return "; ".join(parts)
+    return f"thread settings {env}" if env and env != "(none set)" else None
+
+
+# The parts of `summary` after the load, in the order they are shown; each None when not recorded.
+_SUMMARY_PARTS = (_other_part, _steal_part, _memory_part, _pressure_part, _schedule_part, _pin_part,
+                  _thread_env_part)
 
 
 def report(runs: list[dict]) -> tuple[list[str], list[str]]:

@@ -30,11 +30,11 @@ from .lowering_diff import lowering_diff
 from .sequential import ALPHA as SEQ_ALPHA
 from .sequential import BETA as SEQ_BETA
 from .sequential import DETECT_EFFECT as SEQ_DETECT
+from .timing_summary import TimingSummary
 from .verdict import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
     METHOD_PAIRED,
-    TimingSummary,
     check_outputs,
     timing_verdict,
 )
@@ -74,27 +74,13 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
     """
     modules = {k: parse_hlo(v) for k, v in hlo_texts.items() if v}  # parse each text once
     names = output_names(manifest)
-    shapes = {(r.get("labels") or {}).get("shape") for r in runs}
-    resized = sorted(shape for shape in shapes if shape is not None)
-    # Runs at other sizes (replay --shape) are compared with each other, never with the reference's sizes.
-    rows = ([] if resized else [_reference_row(manifest)]) + [_run_row(r, names) for r in runs]
-    _label_duplicates(rows)
+    rows, resized = _rows(manifest, runs, names)
     base = _pick_baseline(rows, baseline)
-    notes = []
-    if base is None:
-        notes.append("no run succeeded: nothing to compare against")
-    for row in rows:
-        _fill_against_baseline(row, base, outputs, names)
-        row["fusions"] = _fusion_count(modules.get(row["requested"]))
-        if row["status"] not in TIMED:
-            notes.append(f"jax {row['label']}: {row['status']}: {row['reason']}")
+    notes = ["no run succeeded: nothing to compare against"] if base is None else []
+    notes += _fill_rows(rows, base, outputs, names, modules)
     notes += _verdict_notes(rows)
-    if resized:
-        notes.append(f"replayed at {'; '.join(resized)} on synthetic inputs: the reference ran at the packed sizes, "
-                     "so it is left out")
-    diffs = [_version_diff(row, base, modules) for row in rows
-             if base is not None and row is not base and row["requested"] != REFERENCE and row["status"] in TIMED]
-    _add_lowering_diffs(diffs, stablehlo_texts or {}, program_files or [])
+    notes += _resized_notes(resized)
+    diffs = _version_diffs(rows, base, modules, stablehlo_texts or {}, program_files or [])
     split = layer_split(rows, base)
     notes += _row_notes(rows)
     warned, measured_under = conditions_report(runs)
@@ -111,6 +97,44 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
         "rows": rows, "diffs": diffs, "layers": split, "runs_used": runs_used(rows),
         "notes": notes + _machine_notes(manifest, runs) + measured_under,
     }
+
+
+def _rows(manifest: dict, runs: list[dict], names: list[str]) -> tuple[list[dict], list[str]]:
+    """(one row per run, after the reference's unless runs were resized; the sizes runs were resized to)."""
+    shapes = {(r.get("labels") or {}).get("shape") for r in runs}
+    resized = sorted(shape for shape in shapes if shape is not None)
+    # Runs at other sizes (replay --shape) are compared with each other, never with the reference's sizes.
+    rows = ([] if resized else [_reference_row(manifest)]) + [_run_row(r, names) for r in runs]
+    _label_duplicates(rows)
+    return rows, resized
+
+
+def _fill_rows(rows: list[dict], base: dict | None, outputs: dict, names: list[str],
+               modules: dict[str, HloModule]) -> list[str]:
+    """Each row set against the baseline, with its fusion count; a note per row that was not timed."""
+    notes = []
+    for row in rows:
+        _fill_against_baseline(row, base, outputs, names)
+        row["fusions"] = _fusion_count(modules.get(row["requested"]))
+        if row["status"] not in TIMED:
+            notes.append(f"jax {row['label']}: {row['status']}: {row['reason']}")
+    return notes
+
+
+def _resized_notes(resized: list[str]) -> list[str]:
+    if not resized:
+        return []
+    return [f"replayed at {'; '.join(resized)} on synthetic inputs: the reference ran at the packed sizes, "
+            "so it is left out"]
+
+
+def _version_diffs(rows: list[dict], base: dict | None, modules: dict[str, HloModule], stablehlo_texts: dict[str, str],
+                   program_files: list[str]) -> list[dict]:
+    """A diff per timed candidate against the baseline (none without one), with what the lowering changed."""
+    diffs = [_version_diff(row, base, modules) for row in rows
+             if base is not None and row is not base and row["requested"] != REFERENCE and row["status"] in TIMED]
+    _add_lowering_diffs(diffs, stablehlo_texts, program_files)
+    return diffs
 
 
 def _add_lowering_diffs(diffs: list[dict], texts: dict[str, str], program_files: list[str]) -> None:
@@ -317,21 +341,31 @@ def _label_duplicates(rows: list[dict]) -> None:
 
 def _error_fields(check: dict, names: list[str]) -> dict:
     """The check's summary, with `worst`: the key path of the output leaf with the largest error, if any differs."""
-    def number(x):  # a run record is data from the store: anything but a number renders as unknown
-        return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
-
-    leaves = [l for l in check.get("leaves") or [] if isinstance(l, dict)]
-    errors = [(number(l.get("max_abs_err")) or 0.0, i) for i, l in enumerate(leaves) if not l.get("bit_identical")]
-    worst = max(errors)[1] if errors else None
-    element = check.get("worst") if isinstance(check.get("worst"), dict) else None  # checks since tolerances scaled
-    if element is not None and isinstance(element.get("leaf"), int) and not isinstance(element["leaf"], bool):
-        worst = element["leaf"]
+    worst, element = _worst_leaf(check)
     return {"ok": bool(check.get("ok")), "bit_identical": bool(check.get("bit_identical")),
-            "max_abs_err": number(check.get("max_abs_err")), "max_rel_err": number(check.get("max_rel_err")),
+            "max_abs_err": _recorded_number(check.get("max_abs_err")),
+            "max_rel_err": _recorded_number(check.get("max_rel_err")),
             **({"worst": names[worst] if worst < len(names) else f"output {worst}"} if worst is not None else {}),
             **({"worst_element": {k: element[k] for k in ("index", "expected", "actual", "abs_err", "allowed")
                                   if k in element}} if element is not None else {}),
             **({"reason": check["reason"]} if check.get("reason") else {})}
+
+
+def _recorded_number(x):  # a run record is data from the store: anything but a number renders as unknown
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) else None
+
+
+def _worst_leaf(check: dict) -> tuple[int | None, dict | None]:
+    """(the index of the output leaf with the largest error, or None; the check's worst element, or None): the
+    element's leaf wins where the check names one (checks since tolerances scaled)."""
+    leaves = [l for l in check.get("leaves") or [] if isinstance(l, dict)]
+    errors = [(_recorded_number(l.get("max_abs_err")) or 0.0, i) for i, l in enumerate(leaves)
+              if not l.get("bit_identical")]
+    worst = max(errors)[1] if errors else None
+    element = check.get("worst") if isinstance(check.get("worst"), dict) else None  # checks since tolerances scaled
+    if element is not None and isinstance(element.get("leaf"), int) and not isinstance(element["leaf"], bool):
+        worst = element["leaf"]
+    return worst, element
 
 
 def _pick_baseline(rows: list[dict], baseline: str | None) -> dict | None:

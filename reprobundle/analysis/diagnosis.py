@@ -39,40 +39,18 @@ def diagnose(baseline: str, candidate: str, regression: dict | None, experiments
     out: dict = {"kind": NOT_SEPARATED, "summary": "", "workaround": None, "cause": None}
     if not still_slower(regression):
         out["kind"] = NO_REGRESSION
-        if regression is None or not regression.get("ci95"):
-            out["summary"] = (f"{candidate} got no verdict against {baseline} in this replay: there is no measured "
-                              "regression for the experiments to explain")
-        elif regression.get("settled"):
-            word = "faster than" if regression["verdict"] == "faster" else "the same as"
-            out["summary"] = (f"{candidate} is {word} {baseline} here ({_ratio_text(regression)}, settled): there is "
-                              "no regression here to explain")
-        else:
-            out["summary"] = (f"{candidate} was not measurably slower than {baseline} in this replay "
-                              f"({_ratio_text(regression)}, not settled: more rounds or a quieter machine may show a "
-                              "change): no measured regression for the experiments to explain")
+        out["summary"] = _no_regression_summary(baseline, candidate, regression)
         return out
     ran = [e for e in experiments if e.get("status") == "ok" and e.get("outputs_ok")]
-    fixes = sorted((e for e in ran if restores(e.get("vs_baseline"))), key=lambda e: e["vs_baseline"]["ratio"])
-    if fixes:
-        best = fixes[0]
+    best = _best_workaround(ran)
+    if best is not None:
         out.update(kind=WORKAROUND, workaround=best,
                    summary=f"workaround: on {candidate}, {best['setting']} restores {_ratio_text(best['vs_baseline'])} "
                            f"of {baseline}'s time, outputs ok")
-    located = [e for e in ran if still_slower(e.get("vs_baseline"))
-               and (e.get("hlo_same_as_baseline") or e.get("fusions_same_as_baseline"))]
-    if located:
-        # identical HLO says more than identical fusions: prefer it
-        e = sorted(located, key=lambda x: (not x.get("hlo_same_as_baseline"), x["vs_baseline"]["ratio"]))[0]
-        out["cause"] = e
-        where = f" ({e['moved']})" if e.get("moved") else ""
-        if e.get("hlo_same_as_baseline"):
-            text = (f"with {baseline}'s optimized HLO ({e['setting']}), {candidate} is still "
-                    f"{_ratio_text(e['vs_baseline'])} slower: the change is in code generation or the runtime{where}, "
-                    "not in an HLO pass")
-        else:
-            text = (f"with {baseline}'s fusion structure ({e['setting']}), {candidate} is still "
-                    f"{_ratio_text(e['vs_baseline'])} slower: the fusion change is not the cause{where}; the "
-                    "optimized HLO still differs in other ways, so code generation, the runtime or another pass")
+    cause = _best_cause(ran)
+    if cause is not None:
+        out["cause"] = cause
+        text = _cause_text(cause, baseline, candidate)
         if out["kind"] == WORKAROUND:
             out["summary"] += "; " + text
         else:
@@ -84,3 +62,44 @@ def diagnose(baseline: str, candidate: str, regression: dict | None, experiments
                           f"{baseline}'s time with ok outputs, none reached {baseline}'s HLO or fusions while "
                           "staying slower")
     return out
+
+
+def _no_regression_summary(baseline: str, candidate: str, regression: dict | None) -> str:
+    """Why there is nothing to explain: no verdict, a settled same or faster, or not measurably slower."""
+    if regression is None or not regression.get("ci95"):
+        return (f"{candidate} got no verdict against {baseline} in this replay: there is no measured "
+                "regression for the experiments to explain")
+    if regression.get("settled"):
+        word = "faster than" if regression["verdict"] == "faster" else "the same as"
+        return (f"{candidate} is {word} {baseline} here ({_ratio_text(regression)}, settled): there is "
+                "no regression here to explain")
+    return (f"{candidate} was not measurably slower than {baseline} in this replay "
+            f"({_ratio_text(regression)}, not settled: more rounds or a quieter machine may show a "
+            "change): no measured regression for the experiments to explain")
+
+
+def _best_workaround(ran: list[dict]) -> dict | None:
+    """The experiment that restores the baseline's time by the most, or None."""
+    fixes = sorted((e for e in ran if restores(e.get("vs_baseline"))), key=lambda e: e["vs_baseline"]["ratio"])
+    return fixes[0] if fixes else None
+
+
+def _best_cause(ran: list[dict]) -> dict | None:
+    """An experiment that reached the baseline's HLO or fusions and stayed slower, or None."""
+    located = [e for e in ran if still_slower(e.get("vs_baseline"))
+               and (e.get("hlo_same_as_baseline") or e.get("fusions_same_as_baseline"))]
+    if not located:
+        return None
+    # identical HLO says more than identical fusions: prefer it
+    return sorted(located, key=lambda x: (not x.get("hlo_same_as_baseline"), x["vs_baseline"]["ratio"]))[0]
+
+
+def _cause_text(e: dict, baseline: str, candidate: str) -> str:
+    where = f" ({e['moved']})" if e.get("moved") else ""
+    if e.get("hlo_same_as_baseline"):
+        return (f"with {baseline}'s optimized HLO ({e['setting']}), {candidate} is still "
+                f"{_ratio_text(e['vs_baseline'])} slower: the change is in code generation or the runtime{where}, "
+                "not in an HLO pass")
+    return (f"with {baseline}'s fusion structure ({e['setting']}), {candidate} is still "
+            f"{_ratio_text(e['vs_baseline'])} slower: the fusion change is not the cause{where}; the "
+            "optimized HLO still differs in other ways, so code generation, the runtime or another pass")

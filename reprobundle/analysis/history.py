@@ -116,15 +116,18 @@ def build_history(bundles: Sequence[tuple[dict, Sequence[dict]]], baseline: str 
     base = baseline if baseline is not None else (columns[0] if columns else None)
     if base is not None and columns and base not in columns:
         raise ValueError(f"no stored run was made on {base!r}; the runs cover {', '.join(columns)}")
-    rows = []
-    for identity, runs in bundles:
-        cells = {c: _cell(runs, base, c) for c in columns} if base else {}
-        after = columns[columns.index(base) + 1:] if base in columns else []
-        base_cell = cells.get(base) if base else None
-        first = next((c for c in after if _regressed(cells.get(c), base_cell)), None)
-        series = [{"column": c, "median_ns": cell["median_ns"]} for c, cell in cells.items()
-                  if cell is not None and cell["median_ns"] is not None]
-        rows.append({**identity, "cells": {c: v for c, v in cells.items() if v is not None},
-                     "first_regressed": first, "series": series, "runs": len(runs)})
+    rows = [_history_row(identity, runs, columns, base) for identity, runs in bundles]
     return {"format": HISTORY_FORMAT, "format_version": HISTORY_VERSION, "baseline": base, "columns": columns,
             "rows": rows}
+
+
+def _history_row(identity: dict, runs: Sequence[dict], columns: list[str], base: str | None) -> dict:
+    """One bundle's row: its cells by column, the first column after the baseline where it regressed, its series."""
+    cells = {c: _cell(runs, base, c) for c in columns} if base else {}
+    after = columns[columns.index(base) + 1:] if base in columns else []
+    base_cell = cells.get(base) if base else None
+    first = next((c for c in after if _regressed(cells.get(c), base_cell)), None)
+    series = [{"column": c, "median_ns": cell["median_ns"]} for c, cell in cells.items()
+              if cell is not None and cell["median_ns"] is not None]
+    return {**identity, "cells": {c: v for c, v in cells.items() if v is not None},
+            "first_regressed": first, "series": series, "runs": len(runs)}

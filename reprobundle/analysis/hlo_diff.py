@@ -157,10 +157,7 @@ def _pair_by(key, how: str, base: list[Node], cand: list[Node], out: list,
     rest_base = []
     for b in base:
         options = groups.get(key(b), [])
-        pick = next((c for c in options if c.name == b.name), None) or _same_inputs(b, options, known)
-        if pick is None:
-            pick = (next((c for c in options if b.location and c.location == b.location and c.op_name == b.op_name),
-                         None) or (options[0] if options else None))
+        pick = _pick(b, options, known)
         if pick is None:
             rest_base.append(b)
             continue
@@ -169,6 +166,16 @@ def _pair_by(key, how: str, base: list[Node], cand: list[Node], out: list,
         known[b.name] = pick.name
     taken = {id(c) for _, c, _ in out}
     return rest_base, [c for c in cand if id(c) not in taken]
+
+
+def _pick(b: Node, options: list[Node], known: dict[str, str]) -> Node | None:
+    """The option `b` pairs with: the same name, then the same inputs, then the same source location and op, then the
+    first; None when there is no option."""
+    pick = next((c for c in options if c.name == b.name), None) or _same_inputs(b, options, known)
+    if pick is None:
+        pick = (next((c for c in options if b.location and c.location == b.location and c.op_name == b.op_name),
+                     None) or (options[0] if options else None))
+    return pick
 
 
 def _same_inputs(b: Node, options: list[Node], known: dict[str, str]) -> Node | None:
@@ -206,6 +213,20 @@ _MAX_SIMILARITY_CHECKS = 2_000_000
 def _pair_similar(base: list[Node], cand: list[Node], out: list,
                   known: dict[str, str] | None = None) -> tuple[list[Node], list[Node]]:
     """Greedy best-first pairing by `_similar`, among nodes that share at least one op."""
+    scored = _similarity_scores(base, cand)
+    used_b, used_c = set(), set()
+    for _, i, j in scored:
+        if i not in used_b and j not in used_c:
+            used_b.add(i)
+            used_c.add(j)
+            out.append((base[i], cand[j], "similar"))
+            if known is not None:
+                known[base[i].name] = cand[j].name
+    return ([b for i, b in enumerate(base) if i not in used_b], [c for j, c in enumerate(cand) if j not in used_c])
+
+
+def _similarity_scores(base: list[Node], cand: list[Node]) -> list[tuple[float, int, int]]:
+    """(score, base index, cand index) of every pair that shares an op and is alike, best first."""
     by_op: dict[str, list[int]] = {}
     for j, c in enumerate(cand):
         for op in c.core_ops:
@@ -218,15 +239,7 @@ def _pair_similar(base: list[Node], cand: list[Node], out: list,
             break  # pathological sizes: leave the rest unmatched rather than stall
         scored += [(score, i, j) for j in options if (score := _similar(b, cand[j])) > 0]
     scored.sort(key=lambda t: (-t[0], t[1], t[2]))
-    used_b, used_c = set(), set()
-    for _, i, j in scored:
-        if i not in used_b and j not in used_c:
-            used_b.add(i)
-            used_c.add(j)
-            out.append((base[i], cand[j], "similar"))
-            if known is not None:
-                known[base[i].name] = cand[j].name
-    return ([b for i, b in enumerate(base) if i not in used_b], [c for j, c in enumerate(cand) if j not in used_c])
+    return scored
 
 
 def match_nodes(base: list[Node], cand: list[Node]) -> Matching:
@@ -301,23 +314,40 @@ def fusion_diff(base_hlo: str | HloModule, cand_hlo: str | HloModule) -> dict:
     base_nodes, cand_nodes = top_level_nodes(base_hlo), top_level_nodes(cand_hlo)
     m = match_nodes(base_nodes, cand_nodes)
     g = group_leftovers(m)
-    diff: dict = {
-        "base": _counts(base_nodes), "cand": _counts(cand_nodes),
-        "unchanged": [_pair_entry(b, c, h) for b, c, h in m.pairs if h == "same"],
-        "refused": [_pair_entry(b, c, h) for b, c, h in m.pairs if h in ("wrapped", "unwrapped", "rekinded")],
-        "changed": [_pair_entry(b, c, h) for b, c, h in m.pairs if h == "similar"],
-        "merged": [{**c.describe(), "absorbed": [x.describe() for x in bs]} for bs, cs in g.merged for c in cs],
-        "split": [{**b.describe(), "split_into": [x.describe() for x in cs]} for bs, cs in g.split for b in bs],
-        "appeared": [n.describe() for n in g.cand_left if n.is_fusion],
-        "disappeared": [n.describe() for n in g.base_left if n.is_fusion],
-        "unfused_only_base": [n.describe() for n in g.base_left if not n.is_fusion],
-        "unfused_only_cand": [n.describe() for n in g.cand_left if not n.is_fusion],
-    }
+    diff: dict = {"base": _counts(base_nodes), "cand": _counts(cand_nodes), **_pair_entries(m), **_group_entries(g),
+                  **_one_sided_entries(g)}
     diff["moves"] = _moves(m, g)
     diff["identical"] = not any(diff[k] for k in ("refused", "changed", "merged", "split", "appeared", "disappeared",
                                                   "unfused_only_base", "unfused_only_cand"))
     diff["summary"] = _diff_summary(diff)
     return diff
+
+
+def _pair_entries(m: Matching) -> dict:
+    """fusion_diff's "unchanged", "refused" and "changed": the matched pairs by how they matched."""
+    return {
+        "unchanged": [_pair_entry(b, c, h) for b, c, h in m.pairs if h == "same"],
+        "refused": [_pair_entry(b, c, h) for b, c, h in m.pairs if h in ("wrapped", "unwrapped", "rekinded")],
+        "changed": [_pair_entry(b, c, h) for b, c, h in m.pairs if h == "similar"],
+    }
+
+
+def _group_entries(g: Groups) -> dict:
+    """fusion_diff's "merged" and "split": new fusions with what they absorbed, gone ones with what they became."""
+    return {
+        "merged": [{**c.describe(), "absorbed": [x.describe() for x in bs]} for bs, cs in g.merged for c in cs],
+        "split": [{**b.describe(), "split_into": [x.describe() for x in cs]} for bs, cs in g.split for b in bs],
+    }
+
+
+def _one_sided_entries(g: Groups) -> dict:
+    """fusion_diff's one-sided nodes: fusions that appeared or disappeared, unfused ops on one side only."""
+    return {
+        "appeared": [n.describe() for n in g.cand_left if n.is_fusion],
+        "disappeared": [n.describe() for n in g.base_left if n.is_fusion],
+        "unfused_only_base": [n.describe() for n in g.base_left if not n.is_fusion],
+        "unfused_only_cand": [n.describe() for n in g.cand_left if not n.is_fusion],
+    }
 
 
 @dataclass
@@ -376,31 +406,45 @@ def _diff_summary(d: dict) -> str:
     if d["identical"]:
         return f"same fusion structure ({d['base']['fusions']} fusions, {d['base']['unfused']} unfused ops)"
     parts = [f"fusions {d['base']['fusions']} -> {d['cand']['fusions']}"]
-    wrapped = Counter(e["label"] for e in d["refused"] if e["how"] == "wrapped")
-    if wrapped:
-        parts.append("wrapped into fusions: " + _counter_text(wrapped))
-    unwrapped = Counter(e["label"] for e in d["refused"] if e["how"] == "unwrapped")
-    if unwrapped:
-        parts.append("no longer fused: " + _counter_text(unwrapped))
-    if any(e["how"] == "rekinded" for e in d["refused"]):
-        parts.append(f"{sum(e['how'] == 'rekinded' for e in d['refused'])} changed fusion kind")
+    parts += _refusion_parts(d["refused"])
     if d["changed"]:
         parts.append(f"{len(d['changed'])} changed contents")
-    for e in d["merged"][:2]:
-        parts.append(f"{e['name']} ({e['kind']}) took in " + _names([x["name"] for x in e["absorbed"]]))
-    if len(d["merged"]) > 2:
-        parts.append(f"{len(d['merged']) - 2} more fusions took in others")
-    for e in d["split"][:2]:
-        parts.append(f"{e['name']} ({e['kind']}) split into " + _names([x["name"] for x in e["split_into"]]))
-    if len(d["split"]) > 2:
-        parts.append(f"{len(d['split']) - 2} more fusions split")
-    for key, what in (("appeared", "new"), ("disappeared", "gone")):
-        if d[key]:
-            parts.append(f"{what}: " + _names([f"{n['name']} ({n['kind']}: {n['label']})" for n in d[key]], 3))
-    for key, what in (("unfused_only_base", "unfused only before"), ("unfused_only_cand", "unfused only after")):
-        if d[key]:
-            parts.append(f"{what}: " + _counter_text(Counter(n["label"] for n in d[key]), 6))
+    parts += _group_parts(d["merged"], "absorbed", "took in", "took in others")
+    parts += _group_parts(d["split"], "split_into", "split into", "split")
+    parts += _one_sided_parts(d)
     return "; ".join(parts)
+
+
+def _refusion_parts(refused: list[dict]) -> list[str]:
+    """What was wrapped into fusions, what is no longer fused, how many changed fusion kind."""
+    parts = []
+    wrapped = Counter(e["label"] for e in refused if e["how"] == "wrapped")
+    if wrapped:
+        parts.append("wrapped into fusions: " + _counter_text(wrapped))
+    unwrapped = Counter(e["label"] for e in refused if e["how"] == "unwrapped")
+    if unwrapped:
+        parts.append("no longer fused: " + _counter_text(unwrapped))
+    if any(e["how"] == "rekinded" for e in refused):
+        parts.append(f"{sum(e['how'] == 'rekinded' for e in refused)} changed fusion kind")
+    return parts
+
+
+def _group_parts(groups: list[dict], members: str, verb: str, more: str) -> list[str]:
+    """`f.3 (kLoop) took in a, b`: the first two groups by name, then how many more."""
+    parts = [f"{e['name']} ({e['kind']}) {verb} " + _names([x["name"] for x in e[members]]) for e in groups[:2]]
+    if len(groups) > 2:
+        parts.append(f"{len(groups) - 2} more fusions {more}")
+    return parts
+
+
+def _one_sided_parts(d: dict) -> list[str]:
+    """New and gone fusions by name, then the unfused ops on one side only by kind."""
+    parts = [f"{what}: " + _names([f"{n['name']} ({n['kind']}: {n['label']})" for n in d[key]], 3)
+             for key, what in (("appeared", "new"), ("disappeared", "gone")) if d[key]]
+    parts += [f"{what}: " + _counter_text(Counter(n["label"] for n in d[key]), 6)
+              for key, what in (("unfused_only_base", "unfused only before"), ("unfused_only_cand", "unfused only after"))
+              if d[key]]
+    return parts
 
 
 def _names(names: list[str], limit: int = 4) -> str:
@@ -526,15 +570,12 @@ def _group_rows(m: Matching, base_rows: dict, cand_rows: dict) -> list[dict]:
 
 
 def _time_row(base: list[Node], cand: list[Node], how: str, base_rows: dict, cand_rows: dict) -> dict:
-    base_times = [base_rows[n.name]["time_ns"] for n in base if n.name in base_rows]
-    cand_times = [cand_rows[n.name]["time_ns"] for n in cand if n.name in cand_rows]
-    base_ns = sum(base_times) if base_times else None
-    cand_ns = sum(cand_times) if cand_times else None
+    base_ns, cand_ns = _summed_time(base, base_rows), _summed_time(cand, cand_rows)
     main = (cand or base)[0]
     kind_row = cand_rows.get(main.name) if cand else base_rows.get(main.name)
     return {
-        "base_name": " + ".join(n.name for n in base) or None,
-        "cand_name": " + ".join(n.name for n in cand) or None,
+        "base_name": _joined_names(base),
+        "cand_name": _joined_names(cand),
         "kind": (kind_row or {}).get("kind") or main.op_kind or "unknown",
         "signature": main.label if not main.label.startswith("?") else "",
         "match": how,
@@ -543,3 +584,13 @@ def _time_row(base: list[Node], cand: list[Node], how: str, base_rows: dict, can
         "delta_ns": (cand_ns or 0.0) - (base_ns or 0.0),
         "ratio": (cand_ns / base_ns) if base_ns and cand_ns is not None else None,
     }
+
+
+def _summed_time(nodes: list[Node], rows: dict) -> float | None:
+    """The profiled time of `nodes` together; None when none of them was profiled."""
+    times = [rows[n.name]["time_ns"] for n in nodes if n.name in rows]
+    return sum(times) if times else None
+
+
+def _joined_names(nodes: list[Node]) -> str | None:
+    return " + ".join(n.name for n in nodes) or None

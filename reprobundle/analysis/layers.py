@@ -11,6 +11,8 @@ A headline names the layer when the verdicts settle it: one moved and the other 
 
 from __future__ import annotations
 
+from typing import Callable
+
 from .verdict import timing_verdict
 
 FROZEN, RETRACE = "frozen", "retrace"
@@ -46,19 +48,23 @@ def layer_split(rows: list[dict], base: dict | None) -> list[dict]:
 
 
 def _layer(compiler: dict | None, lowering: dict | None) -> str | None:
-    moved = {name: pair["verdict"] in ("slower", "faster") for name, pair in
-             (("compiler", compiler), ("lowering", lowering)) if pair is not None}
-    same = {name: pair["verdict"] == "same" and bool(pair["settled"]) for name, pair in
-            (("compiler", compiler), ("lowering", lowering)) if pair is not None}
+    moved = _judged(compiler, lowering, lambda pair: pair["verdict"] in ("slower", "faster"))
+    same = _judged(compiler, lowering, lambda pair: pair["verdict"] == "same" and bool(pair["settled"]))
+    compiler_same = compiler is None or same.get("compiler")  # no compiler pair: only the lowering can have moved
     if moved.get("compiler") and moved.get("lowering"):
         return "both"
-    if moved.get("lowering") and (compiler is None or same.get("compiler")):
+    if moved.get("lowering") and compiler_same:
         return "lowering"
     if moved.get("compiler") and same.get("lowering"):
         return "compiler"
-    if same.get("lowering") and (compiler is None or same.get("compiler")):
+    if same.get("lowering") and compiler_same:
         return "neither"
     return None
+
+
+def _judged(compiler: dict | None, lowering: dict | None, test: Callable[[dict], bool]) -> dict[str, bool]:
+    """{"compiler": test(pair), "lowering": test(pair)}, for the pairs there are."""
+    return {name: test(pair) for name, pair in (("compiler", compiler), ("lowering", lowering)) if pair is not None}
 
 
 def split_text(jax: str, compiler: dict | None, lowering: dict | None) -> str:

@@ -162,7 +162,14 @@ def lowering_diff(before: str, after: str, program_files: Iterable[str] = ()) ->
     {"changed": bool, "added": [{"op", "count", "at": [line]}], "removed": [...], "text": "+2 transpose at
     model.py:41; -1 sort"}."""
     files = list(program_files)
-    old, new = op_sites(before, files), op_sites(after, files)
+    added, removed = _changed_kinds(op_sites(before, files), op_sites(after, files))
+    changed = not same_lowering(before, after)
+    text = diff_text(added, removed) or ("the same ops by kind, arranged or configured differently" if changed else "")
+    return {"changed": changed, "added": added, "removed": removed, "text": text}
+
+
+def _changed_kinds(old: Counter, new: Counter) -> tuple[list[dict], list[dict]]:
+    """(kinds with more ops after, kinds with fewer): {"op", "count", "at": [line]} each, the biggest change first."""
     kinds = sorted({op for op, _ in old} | {op for op, _ in new})
     added: list[dict] = []
     removed: list[dict] = []
@@ -172,14 +179,16 @@ def lowering_diff(before: str, after: str, program_files: Iterable[str] = ()) ->
         if count_new == count_old:
             continue
         grew = count_new > count_old
-        side, other = (new, old) if grew else (old, new)
-        at = sorted({line for (op, line), n in side.items() if op == kind and line and n > other.get((op, line), 0)})
+        at = _lines_grown(new, old, kind) if grew else _lines_grown(old, new, kind)
         (added if grew else removed).append({"op": kind, "count": abs(count_new - count_old), "at": at})
     added.sort(key=lambda d: -d["count"])
     removed.sort(key=lambda d: -d["count"])
-    changed = not same_lowering(before, after)
-    text = diff_text(added, removed) or ("the same ops by kind, arranged or configured differently" if changed else "")
-    return {"changed": changed, "added": added, "removed": removed, "text": text}
+    return added, removed
+
+
+def _lines_grown(side: Counter, other: Counter, kind: str) -> list[str]:
+    """The source lines where `side` has more ops of `kind` than `other`."""
+    return sorted({line for (op, line), n in side.items() if op == kind and line and n > other.get((op, line), 0)})
 
 
 def diff_text(added: list[dict], removed: list[dict], limit: int = 6) -> str:

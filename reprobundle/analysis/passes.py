@@ -98,6 +98,21 @@ class Pipeline:
 
 def read_pipeline(files: Mapping[str, bytes]) -> Pipeline | None:
     """The pipeline of the module with the most pass dumps in `files` ({file name: bytes}); None without any."""
+    parsed, inputs = _dump_files(files)
+    if not parsed:
+        return None
+    module = max(parsed, key=lambda k: (len(parsed[k]), int(k)))
+    entries = sorted(parsed[module], key=lambda e: int(e[0]["seq"]))
+    truncated = len(entries) > MAX_FILES
+    states, seen = _states(entries[:MAX_FILES], files)
+    input_name = inputs.get(module)
+    input_digest = digest(files[input_name].decode("utf-8", "replace")) if input_name else None
+    name = entries[0][0]["name"]
+    return Pipeline(name, states, seen, input_digest, truncated)
+
+
+def _dump_files(files: Mapping[str, bytes]) -> tuple[dict[str, list[tuple[re.Match, str]]], dict[str, str]]:
+    """({module id: [(parsed name, file name)]} of the pass dumps, {module id: file name} of the modules' inputs)."""
     parsed: dict[str, list[tuple[re.Match, str]]] = {}
     inputs: dict[str, str] = {}
     for name in files:
@@ -109,32 +124,34 @@ def read_pipeline(files: Mapping[str, bytes]) -> Pipeline | None:
         b = _BEFORE_OPTIMIZATIONS.match(base)
         if b:
             inputs[b["module"]] = name
-    if not parsed:
-        return None
-    module = max(parsed, key=lambda k: (len(parsed[k]), int(k)))
-    entries = sorted(parsed[module], key=lambda e: int(e[0]["seq"]))
-    truncated = len(entries) > MAX_FILES
+    return parsed, inputs
+
+
+def _states(entries: list[tuple[re.Match, str]], files: Mapping[str, bytes]) -> tuple[list[State], list[str]]:
+    """(the module's states in pipeline order, every pass name the dumps show in order of first appearance)."""
     states: list[State] = []
     seen: dict[str, None] = {}
     previous_text = None
-    for m, name in entries[:MAX_FILES]:
+    for m, name in entries:
         text = files[name].decode("utf-8", "replace")
         state = State(int(m["seq"]), m["pipeline"], m["after"], m["before"], digest(text))
         for p in (m["after"], m["before"]):
             if p and p != PIPELINE_START and p != "pipeline-end":
                 seen.setdefault(p, None)
         if m["after"] != PIPELINE_START and states:
-            state.changed = state.digest != states[-1].digest
-            if state.changed and previous_text is not None:
-                delta = _opcodes(text)
-                delta.subtract(_opcodes(previous_text))
-                state.effect = {k: v for k, v in sorted(delta.items()) if v}
+            _compare_with_previous(state, states[-1], text, previous_text)
         states.append(state)
         previous_text = text
-    input_name = inputs.get(module)
-    input_digest = digest(files[input_name].decode("utf-8", "replace")) if input_name else None
-    name = entries[0][0]["name"]
-    return Pipeline(name, states, list(seen), input_digest, truncated)
+    return states, list(seen)
+
+
+def _compare_with_previous(state: State, previous: State, text: str, previous_text: str | None) -> None:
+    """Mark `state` changed when it differs from the state before it, with the ops the change added and removed."""
+    state.changed = state.digest != previous.digest
+    if state.changed and previous_text is not None:
+        delta = _opcodes(text)
+        delta.subtract(_opcodes(previous_text))
+        state.effect = {k: v for k, v in sorted(delta.items()) if v}
 
 
 def _effects(p: Pipeline) -> dict[str, list[dict]]:
@@ -174,6 +191,19 @@ def pass_diff(baseline: Pipeline | None, candidate: Pipeline | None) -> dict:
         missing = [w for w, p in (("baseline", baseline), ("candidate", candidate)) if p is None]
         return {"passes": [], "divergence": None, "same_input": None, "identical": False,
                 "summary": "", "note": f"no per-pass dump from the {' and '.join(missing)}"}
+    passes = _pass_rows(baseline, candidate)
+    divergence = _divergence(baseline, candidate)
+    same_input = None if baseline.input_digest is None or candidate.input_digest is None else \
+        baseline.input_digest == candidate.input_digest
+    identical = divergence is None
+    return {"passes": passes, "divergence": divergence, "same_input": same_input, "identical": identical,
+            "summary": _summary(passes, divergence, same_input),
+            "note": "truncated: more pass dumps than " + str(MAX_FILES) if baseline.truncated or candidate.truncated
+            else ""}
+
+
+def _pass_rows(baseline: Pipeline, candidate: Pipeline) -> list[dict]:
+    """pass_diff's "passes": one row per pass that changed the module on either side, the candidate's order first."""
     b_effects, c_effects = _effects(baseline), _effects(candidate)
     order = list(dict.fromkeys([s.after for s in candidate.states if s.changed]
                                + [s.after for s in baseline.states if s.changed]))
@@ -186,14 +216,7 @@ def pass_diff(baseline: Pipeline | None, candidate: Pipeline | None) -> dict:
                        "baseline_changes": len(b_effects.get(name, [])),
                        "candidate_changes": len(c_effects.get(name, [])),
                        "effect_differs": on_b and on_c and _total(b_effects[name]) != _total(c_effects[name])})
-    divergence = _divergence(baseline, candidate)
-    same_input = None if baseline.input_digest is None or candidate.input_digest is None else \
-        baseline.input_digest == candidate.input_digest
-    identical = divergence is None
-    return {"passes": passes, "divergence": divergence, "same_input": same_input, "identical": identical,
-            "summary": _summary(passes, divergence, same_input),
-            "note": "truncated: more pass dumps than " + str(MAX_FILES) if baseline.truncated or candidate.truncated
-            else ""}
+    return passes
 
 
 def _total(effects: Iterable[dict]) -> dict:

@@ -36,7 +36,6 @@ from functools import cache
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 ALPHA = 0.01  # false verdicts over the whole procedure, no change at all
 BETA = 0.05  # misses of a DETECT_EFFECT change over the whole procedure
@@ -64,12 +63,16 @@ DESIGN = Design()
 @cache
 def efficacy_bound(n: int, alpha_look: float = ALPHA_LOOK) -> float:
     """|t| at or beyond which round n's look says different."""
+    from scipy import stats  # here: 0.5 s to load, and commands that only read runs never call it
+
     return float(stats.t.isf(alpha_look / 2.0, n - 1))
 
 
 @cache
 def equivalence_bound(n: int, beta_look: float = BETA_LOOK) -> float:
     """The t multiple of the standard error that round n's equivalence interval spans on each side."""
+    from scipy import stats
+
     return float(stats.t.isf(beta_look, n - 1))
 
 
@@ -123,6 +126,8 @@ def settled(log_ratios: Sequence[float], **kw) -> bool:
 
 def p_value(log_ratios: Sequence[float]) -> float:
     """The nominal two-sided p of the last look's t (reported; the decision uses the corrected bounds)."""
+    from scipy import stats
+
     d = np.asarray(log_ratios, dtype=np.float64)
     n = int(d.size)
     if n < 2:

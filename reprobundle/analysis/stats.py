@@ -14,23 +14,19 @@ from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 import numpy as np
-from scipy import stats
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's t with `df` degrees of freedom."""
-    if math.isnan(t) or df <= 0:
-        return 1.0
-    return float(min(1.0, 2.0 * stats.t.sf(abs(t), df)))
 
 
 def t_quantile(p_two_sided: float, df: float) -> float:
     """The t with P(|T| >= t) = p_two_sided (e.g. 0.05 -> the half-width factor of a 95% interval); nan for df <= 0."""
+    from scipy import stats
+
     return float(stats.t.isf(p_two_sided / 2.0, df))  # = t.ppf(1 - p/2, df), without the cancellation for tiny p
 
 
 def one_sample_t(values: Sequence[float]) -> tuple[float, float, float, float]:
     """Test mean(values) == 0: (mean, standard error, degrees of freedom, two-sided p)."""
+    from scipy import stats
+
     x = np.asarray(values, dtype=np.float64)
     n = x.size
     if n < 2:
@@ -45,6 +41,8 @@ def one_sample_t(values: Sequence[float]) -> tuple[float, float, float, float]:
 
 def welch_t(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float, float]:
     """Test mean(b) == mean(a) for independent samples: (mean(b) - mean(a), standard error, Welch df, p)."""
+    from scipy import stats
+
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if x.size < 2 or y.size < 2:
         return math.nan, math.nan, 0.0, 1.0
@@ -77,6 +75,8 @@ def mann_whitney_u(a: Sequence[float], b: Sequence[float]) -> tuple[float, float
     Returns (U of `a`, p-value). Adequate for the sample sizes timing produces (tens to thousands); always the
     approximation (scipy's default switches to the exact distribution for small samples without ties).
     """
+    from scipy import stats
+
     x = np.asarray(a, dtype=np.float64)
     y = np.asarray(b, dtype=np.float64)
     if x.size == 0 or y.size == 0:

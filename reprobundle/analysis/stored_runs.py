@@ -28,27 +28,47 @@ def _take_in_order(runs: Sequence[dict], versions: Sequence[str]) -> list[dict]:
 
 def select_runs(runs: Sequence[dict], versions: list[str] | None) -> tuple[list[dict], str]:
     """The runs to compare (oldest first in, chosen out) and a sentence saying which and why."""
+    latest_first = _replays_latest_first(runs)
+    every = sorted({run_label(r) for r in runs})
+    for members in latest_first:
+        if not _holds(members, versions):
+            continue
+        chosen = members if versions is None else _take_in_order(members, versions)
+        return list(chosen), _together_text(chosen, every)
+    return _latest_of_each(runs, versions)
+
+
+def _replays_latest_first(runs: Sequence[dict]) -> list[list[dict]]:
+    """The runs of each replay (`group`), the latest replay first."""
     groups: dict[str, list[dict]] = {}
     for run in runs:
         group = _group_of(run)
         if group:
             groups.setdefault(group, []).append(run)
-    latest_first = sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True)
-    every = sorted({run_label(r) for r in runs})
-    for members in latest_first:
-        have = [run_label(r) for r in members]
-        if versions is None and len(members) < 2:
-            continue
-        if versions is not None and not Counter(versions) <= Counter(have):
-            continue
-        chosen = members if versions is None else _take_in_order(members, versions)
-        others = sorted(set(every) - {run_label(r) for r in chosen})
-        when = min(r["created"] for r in chosen)[:16].replace("T", " ")
-        text = (f"compared the latest replay that timed {', '.join(r['requested'] for r in chosen)} together "
-                f"(replay {_group_of(chosen[0])}, {when} UTC)")
-        if others:
-            text += f"; other stored versions: {', '.join(others)} (name them with --jax)"
-        return list(chosen), text
+    return sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True)
+
+
+def _holds(members: list[dict], versions: list[str] | None) -> bool:
+    """Whether a replay's runs hold every requested version (as often as requested), or, with none requested, two
+    runs or more."""
+    have = [run_label(r) for r in members]
+    if versions is None:
+        return len(members) >= 2
+    return Counter(versions) <= Counter(have)
+
+
+def _together_text(chosen: list[dict], every: list[str]) -> str:
+    others = sorted(set(every) - {run_label(r) for r in chosen})
+    when = min(r["created"] for r in chosen)[:16].replace("T", " ")
+    text = (f"compared the latest replay that timed {', '.join(r['requested'] for r in chosen)} together "
+            f"(replay {_group_of(chosen[0])}, {when} UTC)")
+    if others:
+        text += f"; other stored versions: {', '.join(others)} (name them with --jax)"
+    return text
+
+
+def _latest_of_each(runs: Sequence[dict], versions: list[str] | None) -> tuple[list[dict], str]:
+    """The latest run of each version when no replay timed them together, and a sentence saying so."""
     wanted = versions or list(dict.fromkeys(run_label(r) for r in runs))
     chosen = _take_in_order(list(reversed(runs)), wanted)  # newest first: the latest run of each
     text = (f"no single replay timed {', '.join(wanted)} together: compared the latest run of each, which are not "

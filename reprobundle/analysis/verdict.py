@@ -6,7 +6,6 @@ Pure numpy; no JAX.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -14,6 +13,7 @@ import numpy as np
 from ..worker.tolerance import scaled_atol, tolerance_for
 from . import sequential
 from .stats import mann_whitney_u, one_sample_t, t_quantile, welch_t
+from .timing_summary import TimingSummary
 
 # Tolerances: one definition, in the worker package (a zip that replays itself checks its outputs with them too).
 # (rtol, atol) by dtype is the per-element floor; integers and booleans must match exactly.
@@ -110,23 +110,6 @@ def check_outputs(reference: Sequence[np.ndarray], actual: Sequence[np.ndarray],
 
 # ------------------------------------------------------------------------------------------------ timing
 
-@dataclass(frozen=True)
-class TimingSummary:
-    n: int
-    median_ns: float
-    iqr_ns: float
-    min_ns: float
-    mean_ns: float
-
-    @classmethod
-    def of(cls, samples: Sequence[float]) -> "TimingSummary":
-        a = np.asarray(samples, dtype=np.float64)
-        if a.size == 0:
-            return cls(0, math.nan, math.nan, math.nan, math.nan)
-        q1, med, q3 = np.percentile(a, [25, 50, 75])
-        return cls(int(a.size), float(med), float(q3 - q1), float(a.min()), float(a.mean()))
-
-
 def step_medians(timing: dict) -> list[list[float]] | None:
     """Per round, the median call time of each step; None for a run that was not measured in steps."""
     samples, steps, rounds = timing.get("samples_ns") or [], timing.get("steps"), timing.get("rounds")
@@ -179,13 +162,27 @@ def timing_verdict(baseline: dict, candidate: dict, *, alpha: float = DEFAULT_AL
         if len(paired) >= MIN_ROUNDS:
             return _sequential(paired, min_effect)
     if base_rounds and cand_rounds:
-        b_logs = [math.log(float(np.median(r))) for r in base_rounds if r]
-        c_logs = [math.log(float(np.median(r))) for r in cand_rounds if r]
-        if len(b_logs) >= MIN_ROUNDS and len(c_logs) >= MIN_ROUNDS:
-            diff, se, df, p = welch_t(b_logs, c_logs)
-            return _decide(diff, se, df, p, METHOD_ROUNDS, min(len(b_logs), len(c_logs)),
-                           "measured at different times: drift between them is not in the test; replay the "
-                           "versions together for a paired verdict", alpha, min_effect)
+        apart = _rounds_verdict(base_rounds, cand_rounds, alpha, min_effect)
+        if apart is not None:
+            return apart
+    return _samples_verdict(baseline, candidate, alpha, min_effect)
+
+
+def _rounds_verdict(base_rounds: list[list[float]], cand_rounds: list[list[float]], alpha: float,
+                    min_effect: float) -> dict | None:
+    """The "rounds" verdict (Welch's t-test on the rounds' log medians), or None with fewer than MIN_ROUNDS rounds."""
+    b_logs = [math.log(float(np.median(r))) for r in base_rounds if r]
+    c_logs = [math.log(float(np.median(r))) for r in cand_rounds if r]
+    if len(b_logs) < MIN_ROUNDS or len(c_logs) < MIN_ROUNDS:
+        return None
+    diff, se, df, p = welch_t(b_logs, c_logs)
+    return _decide(diff, se, df, p, METHOD_ROUNDS, min(len(b_logs), len(c_logs)),
+                   "measured at different times: drift between them is not in the test; replay the "
+                   "versions together for a paired verdict", alpha, min_effect)
+
+
+def _samples_verdict(baseline: dict, candidate: dict, alpha: float, min_effect: float) -> dict:
+    """The "samples" verdict (Mann-Whitney U on the raw samples), "unknown" with fewer than 3 samples a side."""
     b_samples, c_samples = baseline.get("samples_ns") or [], candidate.get("samples_ns") or []
     b, c = TimingSummary.of(b_samples), TimingSummary.of(c_samples)
     if b.n < 3 or c.n < 3 or not b.median_ns:

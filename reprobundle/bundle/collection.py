@@ -127,20 +127,7 @@ def collect(registry, *, delete: bool, grace_s: float, now: float | None = None)
     cutoff = None if grace_s <= 0 else (time.time() if now is None else now) - grace_s
     with store.collecting(exclude=getattr(registry, "lease_in_use", None)) as leased:
         _read_records(store, _record_keys(store), records)  # published since the first look
-        deletable = []
-        for key in candidates:
-            if _digest_of(key) in records.live:
-                continue
-            if key in leased:
-                report.kept_leased.append(key)
-            elif cutoff is not None and (when := store.modified(key)) is None:
-                report.kept_unknown_age.append(key)
-            elif cutoff is not None and when >= cutoff:
-                report.kept_recent.append(key)
-            elif records.opaque:
-                report.kept_unaccounted.append(key)
-            else:
-                deletable.append(key)
+        deletable = _deletable(candidates, records, leased, cutoff, store, report)
         report.unreadable = records.unreadable
         report.sizes = dict(zip(deletable, pool_map(_size_or_zero(store), deletable, 16)))
         if delete:
@@ -153,6 +140,36 @@ def collect(registry, *, delete: bool, grace_s: float, now: float | None = None)
     if delete:
         report.temp_removed = store.remove_stale_temp_files()
     return report
+
+
+def _deletable(candidates: list[str], records: _Records, leased, cutoff: float | None, store,
+               report: GcReport) -> list[str]:
+    """The candidates still unreferenced that may go; each kept one is listed in the report with why."""
+    deletable = []
+    for key in candidates:
+        if _digest_of(key) in records.live:
+            continue
+        why = _kept_because(key, leased, cutoff, store, records.opaque)
+        if why is None:
+            deletable.append(key)
+        else:
+            getattr(report, f"kept_{why}").append(key)
+    return deletable
+
+
+def _kept_because(key: str, leased, cutoff: float | None, store, opaque: bool) -> str | None:
+    """Why an unreferenced blob stays (the suffix of a GcReport kept_ list), or None: it may go."""
+    if key in leased:
+        return "leased"
+    if cutoff is not None:
+        when = store.modified(key)
+        if when is None:
+            return "unknown_age"
+        if when >= cutoff:
+            return "recent"
+    if opaque:
+        return "unaccounted"
+    return None
 
 
 def _size_or_zero(store):

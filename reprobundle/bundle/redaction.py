@@ -95,25 +95,37 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
             if not arg.startswith("-") or looks_secret_value(arg):
                 out.append(REDACTED)
                 continue
-        option = _OPTION_RE.match(arg)
-        assignment = None if option else _ASSIGNMENT_RE.match(arg)
-        if arg[:2] in _SECRET_SHORT_OPTIONS and len(arg) > 2 and arg[2] != "=" and not (
-                option and _secret_option(option.group(2))):
-            arg = f"{arg[:2]}{REDACTED}"  # -pVALUE (but -password VALUE is the option `password`)
-        elif option:
-            dashes, name, has_value, value = option.groups()
-            secret_name = _secret_option(name) or (dashes == "-" and f"-{name[:1]}" in _SECRET_SHORT_OPTIONS)
-            if has_value is not None:  # --name=value
-                if secret_name or looks_secret_value(value):
-                    arg = f"{dashes}{name}={REDACTED}"
-            elif secret_name:
-                hide_next = True
-        elif assignment and (_secret_option(assignment.group(1)) or looks_secret_value(assignment.group(2))):
-            arg = f"{assignment.group(1)}={REDACTED}"
-        if arg != REDACTED and REDACTED not in arg and looks_secret_value(arg):
-            arg = REDACTED
+        arg, hide_next = _redacted_arg(arg)
         out.append(arg)
     return out
+
+
+def _redacted_arg(arg: str) -> tuple[str, bool]:
+    """One argument of a command line redacted, and whether the next argument is its secret option's value."""
+    option = _OPTION_RE.match(arg)
+    assignment = None if option else _ASSIGNMENT_RE.match(arg)
+    hide_next = False
+    if arg[:2] in _SECRET_SHORT_OPTIONS and len(arg) > 2 and arg[2] != "=" and not (
+            option and _secret_option(option.group(2))):
+        arg = f"{arg[:2]}{REDACTED}"  # -pVALUE (but -password VALUE is the option `password`)
+    elif option:
+        arg, hide_next = _redacted_option(arg, option)
+    elif assignment and (_secret_option(assignment.group(1)) or looks_secret_value(assignment.group(2))):
+        arg = f"{assignment.group(1)}={REDACTED}"
+    if arg != REDACTED and REDACTED not in arg and looks_secret_value(arg):
+        arg = REDACTED
+    return arg, hide_next
+
+
+def _redacted_option(arg: str, option: re.Match) -> tuple[str, bool]:
+    """An option redacted when its name or its `=value` looks secret, and whether its value is the next argument."""
+    dashes, name, has_value, value = option.groups()
+    secret_name = _secret_option(name) or (dashes == "-" and f"-{name[:1]}" in _SECRET_SHORT_OPTIONS)
+    if has_value is None:
+        return arg, secret_name
+    if secret_name or looks_secret_value(value):  # --name=value
+        return f"{dashes}{name}={REDACTED}", False
+    return arg, False
 
 
 def redact(obj: Any) -> Any:
@@ -143,26 +155,36 @@ def secret_values(env: dict[str, str]) -> list[str]:
     Longest first; shorter than MIN_SECRET_LEN characters left out."""
     found: set[str] = set()
     for name, value in env.items():
-        if not isinstance(value, str) or not value.strip():
-            continue
-        by_name = looks_secret_name(name)
-        if not (by_name or looks_secret_value(value) or name in _FLAG_LIST_NAMES):
-            continue
-        if by_name or looks_secret_value(value):
-            found.add(value)
-            found.update(line.strip() for line in value.splitlines())
-        for word in value.split():
-            flag, eq, flag_value = word.partition("=")
-            if looks_secret_value(word):
-                found.add(word)
-            if eq and (looks_secret_value(flag_value) or looks_secret_name(flag.lstrip("-"))):
-                found.add(flag_value)
-                found.add(flag_value.strip("'\""))
+        if isinstance(value, str) and value.strip():
+            found |= _secrets_of_variable(name, value)
     escaped = set()
     for value in found:
         escaped.add(value.encode("unicode_escape").decode("ascii"))
         escaped.add(value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n"))
     return sorted((v for v in found | escaped if len(v) >= MIN_SECRET_LEN), key=lambda v: (-len(v), v))
+
+
+def _secrets_of_variable(name: str, value: str) -> set[str]:
+    """What one environment variable holds that is secret: its value and lines when its name or value looks
+    secret; the words and `--flag=value` values that do (in a secret variable or a flag list)."""
+    by_name = looks_secret_name(name)
+    if not (by_name or looks_secret_value(value) or name in _FLAG_LIST_NAMES):
+        return set()
+    found: set[str] = set()
+    if by_name or looks_secret_value(value):
+        found.add(value)
+        found.update(line.strip() for line in value.splitlines())
+    for word in value.split():
+        found |= _secrets_of_word(word)
+    return found
+
+
+def _secrets_of_word(word: str) -> set[str]:
+    flag, eq, flag_value = word.partition("=")
+    found = {word} if looks_secret_value(word) else set()
+    if eq and (looks_secret_value(flag_value) or looks_secret_name(flag.lstrip("-"))):
+        found |= {flag_value, flag_value.strip("'\"")}
+    return found
 
 
 def _mask(n: int) -> bytes:

@@ -123,29 +123,44 @@ class Registry:
         try:
             raw = self._read_marker()
         except NotFoundError:
-            if self.store.read_only:
-                raise CorruptBundleError(
-                    f"{self.store.url} is not a reprobundle bundle: it has no {MARKER_KEY}",
-                    hint="the file is truncated or corrupt, or was not written by `reprobundle export`",
-                ) from None
-            if not self.store.is_empty():
-                try:  # a concurrent writer may have just created the store: it writes the marker before anything
-                    raw = self._read_marker()
-                except NotFoundError:
-                    raise StoreLayoutError(
-                        f"{self.store.url} is not empty and is not a reprobundle store (it has no {MARKER_KEY})",
-                        hint="point --store at an empty folder or an existing reprobundle store",
-                    ) from None
-            elif not create:
+            raw = self._marker_of_unmarked_store(create)
+            if raw is None:
                 self._marker_absent = True
                 return  # an empty or absent store simply holds no bundles
-            if raw is None:
-                new_marker = json.dumps({"format": mf.STORE_FORMAT, "format_version": mf.STORE_VERSION}).encode()
-                try:
-                    self.store.put(MARKER_KEY, new_marker, create_only=True)
-                except AlreadyExistsError:
-                    pass
+        self._check_marker_layout(raw)
+        self._marker_checked = True
+        self._marker_absent = False
+
+    def _marker_of_unmarked_store(self, create: bool) -> bytes | None:
+        """The marker of a store that had none at the first read: a concurrent writer's, or the one written now
+        (`create`); None for an empty store not to be created. Called while handling that NotFoundError."""
+        if self.store.read_only:
+            raise CorruptBundleError(
+                f"{self.store.url} is not a reprobundle bundle: it has no {MARKER_KEY}",
+                hint="the file is truncated or corrupt, or was not written by `reprobundle export`",
+            ) from None
+        raw: bytes | None = None
+        if not self.store.is_empty():
+            try:  # a concurrent writer may have just created the store: it writes the marker before anything
                 raw = self._read_marker()
+            except NotFoundError:
+                raise StoreLayoutError(
+                    f"{self.store.url} is not empty and is not a reprobundle store (it has no {MARKER_KEY})",
+                    hint="point --store at an empty folder or an existing reprobundle store",
+                ) from None
+        elif not create:
+            return None
+        if raw is None:
+            new_marker = json.dumps({"format": mf.STORE_FORMAT, "format_version": mf.STORE_VERSION}).encode()
+            try:
+                self.store.put(MARKER_KEY, new_marker, create_only=True)
+            except AlreadyExistsError:
+                pass
+            raw = self._read_marker()
+        return raw
+
+    def _check_marker_layout(self, raw: bytes | None) -> None:
+        """A StoreLayoutError unless `raw` is a reprobundle store marker of a layout this version knows."""
         try:
             marker = json.loads(raw or b"")
             ok = marker.get("format") == mf.STORE_FORMAT and isinstance(marker.get("format_version"), int)
@@ -160,8 +175,6 @@ class Registry:
                 f"this reprobundle knows up to {mf.STORE_VERSION}",
                 hint="upgrade reprobundle",
             )
-        self._marker_checked = True
-        self._marker_absent = False
 
     def _read_marker(self) -> bytes:
         try:
@@ -170,10 +183,6 @@ class Registry:
             raise StoreLayoutError(f"{self.store.url}/{MARKER_KEY} is not a reprobundle store marker") from None
 
     # ------------------------------------------------------------------------------------------ blobs
-    def has_blob(self, digest: str) -> bool:
-        self.check_marker(create=False)
-        return self.store.exists(blob_key(digest))
-
     def put_blob(self, data: bytes | memoryview) -> dict:
         """Store bytes once by content; returns the manifest blob reference. A large value is hashed while the store
         writes it (on another thread: hashlib and file writes release the GIL), where the store can stage it."""
@@ -355,17 +364,7 @@ class Registry:
     def resolve(self, ref: str) -> Bundle:
         """`name`, `name@3`, `name@tag`, `sha256:<prefix>`; or '' / None for the single bundle of a zip store."""
         if not ref:
-            self.check_marker(create=False)
-            names = [n for n in self.names() if self.versions(n)]
-            if self.store.capabilities.single_file and len(names) == 1:
-                return self.load(names[0], self.versions(names[0])[-1])
-            if self.store.capabilities.single_file and names:
-                shown = ", ".join(f"{n}@{self.versions(n)[-1]}" for n in names[:5])
-                shown += ", ..." if len(names) > 5 else ""
-                raise InvalidRefError(f"{self.store.url} holds {len(names)} bundles ({shown}); name one",
-                                      hint=f"give the bundle with the zip as the store: NAME@VERSION --store "
-                                           f"{self.store.url}")
-            raise InvalidRefError("no bundle named", hint="name a bundle: NAME, NAME@VERSION, NAME@TAG or sha256:PREFIX")
+            return self._resolve_single_bundle()
         if ref.startswith("sha256:"):
             return self._resolve_digest(ref)
         name, _, selector = ref.partition("@")
@@ -381,12 +380,30 @@ class Registry:
                                           hint="`reprobundle ls` lists the bundles in this store")
             return self.load(name, versions[-1])
         if selector.isascii() and selector.isdigit():  # int() refuses some unicode digits (²)
-            digits = selector.lstrip("0")
-            if not digits or len(digits) > 9:  # versions are 1..999999999; int() refuses thousands of digits
-                raise BundleNotFoundError(f"no bundle {name}@{clean(selector, 20)} in {self.store.url}",
-                                          hint=f"`reprobundle ls {name}` lists its versions")
-            return self.load(name, int(digits))
+            return self.load(name, self._version_number(name, selector))
         return self.load(name, self.tag_version(name, selector))
+
+    def _resolve_single_bundle(self) -> Bundle:
+        """The ref '' or None: the one bundle of a zip store, else an InvalidRefError that asks for a name."""
+        self.check_marker(create=False)
+        names = [n for n in self.names() if self.versions(n)]
+        if self.store.capabilities.single_file and len(names) == 1:
+            return self.load(names[0], self.versions(names[0])[-1])
+        if self.store.capabilities.single_file and names:
+            shown = ", ".join(f"{n}@{self.versions(n)[-1]}" for n in names[:5])
+            shown += ", ..." if len(names) > 5 else ""
+            raise InvalidRefError(f"{self.store.url} holds {len(names)} bundles ({shown}); name one",
+                                  hint=f"give the bundle with the zip as the store: NAME@VERSION --store "
+                                       f"{self.store.url}")
+        raise InvalidRefError("no bundle named", hint="name a bundle: NAME, NAME@VERSION, NAME@TAG or sha256:PREFIX")
+
+    def _version_number(self, name: str, selector: str) -> int:
+        """The version an all-ASCII-digit selector names (`3`, `007`); BundleNotFoundError for 0 or over 9 digits."""
+        digits = selector.lstrip("0")
+        if not digits or len(digits) > 9:  # versions are 1..999999999; int() refuses thousands of digits
+            raise BundleNotFoundError(f"no bundle {name}@{clean(selector, 20)} in {self.store.url}",
+                                      hint=f"`reprobundle ls {name}` lists its versions")
+        return int(digits)
 
     def _resolve_digest(self, ref: str) -> Bundle:
         prefix = ref.split(":", 1)[1]

@@ -10,12 +10,14 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 import fastjsonschema
-import jsonschema
 
 from ..errors import CorruptBundleError
+
+if TYPE_CHECKING:
+    import jsonschema  # loaded where used: only a refused document needs it (0.3 s of every command's start)
 
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
 MAX_TREE_DEPTH = 100  # pytree nesting in in_tree/out_tree; real functions stay far below
@@ -27,6 +29,8 @@ _TYPE_NAMES = {"integer": "int", "string": "str", "array": "list", "object": "ma
 @functools.cache
 def validator(kind: str, version: int) -> jsonschema.Draft202012Validator:
     """The validator of `schemas/{kind}-v{version}.schema.json` ("manifest" or "run")."""
+    import jsonschema
+
     schema = json.loads((SCHEMA_DIR / f"{kind}-v{version}.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
@@ -52,6 +56,8 @@ def check(obj: Mapping[str, Any], kind: str, version: int, what: str) -> None:
         return
     except Exception:  # noqa: BLE001 - any refusal, or a hostile value it cannot handle: jsonschema decides
         pass
+    import jsonschema
+
     error = jsonschema.exceptions.best_match(validator(kind, version).iter_errors(obj))
     if error is not None:
         raise _corrupt(what, _path(kind, error.absolute_path), _describe(error))
@@ -100,22 +106,39 @@ def _describe(error: jsonschema.ValidationError) -> str:
 
 def _describe_shape(error: jsonschema.ValidationError) -> str | None:
     """A missing or unknown field, a wrong type, a number below its minimum."""
-    kind, value = error.validator, error.validator_value
+    describe = _SHAPE_PHRASES.get(str(error.validator))
+    return describe(error) if describe else None
+
+
+def _missing_field(error: jsonschema.ValidationError) -> str:
     instance = error.instance
-    if kind == "required":
-        missing = [k for k in value if isinstance(instance, dict) and k not in instance]
-        return f"missing field {missing[0]!r}" if missing else "missing field"
-    if kind == "additionalProperties" and isinstance(instance, dict):
-        allowed = set(error.schema.get("properties") or {})
-        extra = sorted(str(k) for k in instance if k not in allowed)
-        return f"unknown field {_short(extra[0])}" if extra else "unknown field"
-    if kind == "type":
-        wanted = value if isinstance(value, list) else [value]
-        got = "bool" if isinstance(instance, bool) else type(instance).__name__
-        return f"expected {'/'.join(_TYPE_NAMES.get(str(t), str(t)) for t in wanted)}, got {got}"
-    if kind == "minimum":
-        return f"must be >= {value}"
-    return None
+    missing = [k for k in error.validator_value if isinstance(instance, dict) and k not in instance]
+    return f"missing field {missing[0]!r}" if missing else "missing field"
+
+
+def _unknown_field(error: jsonschema.ValidationError) -> str | None:
+    instance = error.instance
+    if not isinstance(instance, dict):
+        return None
+    allowed = set(error.schema.get("properties") or {})
+    extra = sorted(str(k) for k in instance if k not in allowed)
+    return f"unknown field {_short(extra[0])}" if extra else "unknown field"
+
+
+def _wrong_type(error: jsonschema.ValidationError) -> str:
+    value, instance = error.validator_value, error.instance
+    wanted = value if isinstance(value, list) else [value]
+    got = "bool" if isinstance(instance, bool) else type(instance).__name__
+    return f"expected {'/'.join(_TYPE_NAMES.get(str(t), str(t)) for t in wanted)}, got {got}"
+
+
+def _below_minimum(error: jsonschema.ValidationError) -> str:
+    return f"must be >= {error.validator_value}"
+
+
+_SHAPE_PHRASES: dict[str, Callable[[jsonschema.ValidationError], str | None]] = {
+    "required": _missing_field, "additionalProperties": _unknown_field, "type": _wrong_type,
+    "minimum": _below_minimum}
 
 
 def _describe_field(field: Any, kind: Any, instance: Any) -> str | None:

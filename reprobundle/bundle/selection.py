@@ -20,20 +20,29 @@ def select_bundles(registry: Registry, patterns: Sequence[str], labels: dict[str
         name, at, selector = pattern.partition("@")
         if any(c in name for c in "*?[") and not pattern.startswith("sha256:"):
             names = registry.names() if names is None else names
-            matched = [n for n in names if fnmatch.fnmatchcase(n, name)]
-            bundles = [registry.resolve(n + at + selector) for n in matched if registry.versions(n)]
+            bundles = _glob_bundles(registry, names, name, at + selector)
         else:
             bundles = [registry.resolve(pattern)]
         for bundle in bundles:
             chosen.setdefault(bundle.ref.bundle_id, bundle)
     picked = [b for b in chosen.values() if _has_labels(b, labels or {})]
     if not picked:
-        what = " ".join(patterns) if patterns else "every bundle"
-        wanted = "".join(f" --label {k}={v}" for k, v in sorted((labels or {}).items()))
-        raise UsageError(f"nothing to sweep: {what}{wanted} selects no bundle in {registry.url}",
-                         hint="`reprobundle ls` lists the bundles and their labels; give refs, a name glob such as "
-                              "'attn*' (quoted), or --label KEY=VALUE")
+        raise _nothing_selected(registry, patterns, labels)
     return picked
+
+
+def _glob_bundles(registry: Registry, names, glob: str, version: str) -> list[Bundle]:
+    """The bundles of every name matching `glob` that has versions; `version` is "" or "@SELECTOR"."""
+    matched = [n for n in names if fnmatch.fnmatchcase(n, glob)]
+    return [registry.resolve(n + version) for n in matched if registry.versions(n)]
+
+
+def _nothing_selected(registry: Registry, patterns: Sequence[str], labels: dict[str, str] | None) -> UsageError:
+    what = " ".join(patterns) if patterns else "every bundle"
+    wanted = "".join(f" --label {k}={v}" for k, v in sorted((labels or {}).items()))
+    return UsageError(f"nothing to sweep: {what}{wanted} selects no bundle in {registry.url}",
+                      hint="`reprobundle ls` lists the bundles and their labels; give refs, a name glob such as "
+                           "'attn*' (quoted), or --label KEY=VALUE")
 
 
 

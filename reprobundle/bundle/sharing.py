@@ -207,16 +207,11 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
     m = bundle.manifest
     url = bundle_url(registry, bundle)
     key = f"bundles/{bundle.ref.name}/{bundle.ref.version}.msgpack"
-    versions = list(jax_versions) or default_replay_versions(registry, bundle)
-    captured = _text((m.get("environment") or {}).get("jax"))
-    versions = [captured if v == "installed" and captured else v for v in versions]
+    versions = _snippet_versions(registry, bundle, jax_versions)
     rep = reproduce_info(registry, bundle, versions, context="snippet")
     env = m.get("environment") or {}
     samples = (m["reference"].get("timing") or {}).get("samples_ns") or []
     fields = m["function"]["fields"]
-    listed = env.get("devices")  # the environment section is free-form: whatever the stranger's file says
-    devices = sorted({_text(d.get("kind") or d.get("platform")) or "?"
-                      for d in (listed if isinstance(listed, list) else []) if isinstance(d, dict)})
     info = {
         "bundle": str(bundle.ref),
         "bundle_id": bundle.ref.bundle_id,
@@ -230,7 +225,7 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
         "inputs": [_leaf(l) for l in m["inputs"]["leaves"]],
         "outputs": [_leaf(o) for o in m["reference"]["outputs"]],
         "environment": {k: _text(env.get(k)) for k in ("jax", "jaxlib", "python", "platform", "platform_version",
-                                                        "os", "machine", "cpu_model")} | {"devices": devices},
+                                                        "os", "machine", "cpu_model")} | {"devices": _device_kinds(env)},
         "reference_median_ns": float(statistics.median(samples)) if samples else float("nan"),
         "reference_n": len(samples),
         "jax_versions": versions,
@@ -240,6 +235,19 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
     if rep["warning"]:
         info["note"] = rep["warning"]
     return info
+
+
+def _snippet_versions(registry: Registry, bundle, jax_versions: Sequence[str]) -> list[str]:
+    """The versions the snippet replays: those given, else the defaults; `installed` named as the captured jax."""
+    versions = list(jax_versions) or default_replay_versions(registry, bundle)
+    captured = _text((bundle.manifest.get("environment") or {}).get("jax"))
+    return [captured if v == "installed" and captured else v for v in versions]
+
+
+def _device_kinds(env: dict) -> list[str]:
+    listed = env.get("devices")  # the environment section is free-form: whatever the stranger's file says
+    return sorted({_text(d.get("kind") or d.get("platform")) or "?"
+                   for d in (listed if isinstance(listed, list) else []) if isinstance(d, dict)})
 
 
 def gc(store: str | None = None, *, delete: bool = False, grace_s: float | None = None) -> dict:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-
-import numpy as np
 
 MAX_LINES = 12
 _COMPONENT = re.compile(r"\[[^\]]*\]|\.[^.\[]+|^[^.\[]+")
@@ -73,15 +72,14 @@ def _group_depth(paths: list[list[str]], limit: int) -> int | None:
 
 def render(leaves: list[Leaf], human_bytes, *, limit: int = MAX_LINES, indent: str = "    ") -> list[str]:
     """Lines showing a tree's leaves: one per leaf when they fit, else grouped by key-path prefix."""
+
     if not leaves:
         return [indent + "(none)"]
     split = [components(leaf.name) for leaf in leaves]
     depth = _group_depth(split, limit)
     if depth is None:
         width = min(max(len(leaf.name) for leaf in leaves), 48)
-        return [f"{indent}{leaf.name.ljust(width)}  {leaf.type_text}"
-                + (f"  {leaf.note}" if leaf.note else "")
-                + (f"  ({human_bytes(leaf.nbytes)})" if leaf.nbytes is not None else "") for leaf in leaves]
+        return [_leaf_line(leaf, width, indent, human_bytes) for leaf in leaves]
     groups: dict[str, list[Leaf]] = {}
     for leaf, parts in zip(leaves, split):
         groups.setdefault("".join(parts[:depth]), []).append(leaf)
@@ -90,16 +88,24 @@ def render(leaves: list[Leaf], human_bytes, *, limit: int = MAX_LINES, indent: s
     width = min(max(len(name) for name in shown.values()), 48)
     for prefix, members in list(groups.items())[:limit]:
         if len(members) == 1:
-            leaf = members[0]
-            lines.append(f"{indent}{leaf.name.ljust(width)}  {leaf.type_text}" + (f"  {leaf.note}" if leaf.note else "")
-                         + (f"  ({human_bytes(leaf.nbytes)})" if leaf.nbytes is not None else ""))
-            continue
-        dtypes = sorted({m.dtype for m in members})
-        elements = sum(int(np.prod(m.shape)) if m.shape else 1 for m in members)
-        sized = [m.nbytes for m in members if m.nbytes is not None]
-        lines.append(f"{indent}{prefix.ljust(width)}  {len(members)} leaves, {'/'.join(dtypes)}, "
-                     f"{elements:,} elements" + (f" ({human_bytes(sum(sized))})" if sized else ""))
+            lines.append(_leaf_line(members[0], width, indent, human_bytes))
+        else:
+            lines.append(_group_line(prefix, members, width, indent, human_bytes))
     return lines
+
+
+def _leaf_line(leaf: Leaf, width: int, indent: str, human_bytes) -> str:
+    return (f"{indent}{leaf.name.ljust(width)}  {leaf.type_text}" + (f"  {leaf.note}" if leaf.note else "")
+            + (f"  ({human_bytes(leaf.nbytes)})" if leaf.nbytes is not None else ""))
+
+
+def _group_line(prefix: str, members: list[Leaf], width: int, indent: str, human_bytes) -> str:
+    """The leaves under one key-path prefix as one line: how many, their dtypes, elements and bytes."""
+    dtypes = sorted({m.dtype for m in members})
+    elements = sum(math.prod(m.shape) if m.shape else 1 for m in members)
+    sized = [m.nbytes for m in members if m.nbytes is not None]
+    return (f"{indent}{prefix.ljust(width)}  {len(members)} leaves, {'/'.join(dtypes)}, "
+            f"{elements:,} elements" + (f" ({human_bytes(sum(sized))})" if sized else ""))
 
 
 def summary(leaves: list[Leaf], human_bytes) -> str:

@@ -321,42 +321,59 @@ def function_ops(text: str) -> FunctionText:
                  if "sym_name" in op.attributes}
         if "main" not in funcs:
             raise UsageError("the StableHLO module has no @main function")
-        name = "main"
-        while True:
-            body = list(funcs[name].regions[0].blocks[0].operations)
-            if len(body) == 2 and body[0].name == "func.call" and body[1].name == "func.return":
-                callee = ir.FlatSymbolRefAttr(body[0].attributes["callee"]).value
-                if callee in funcs and [v.get_name() for v in body[1].operands] == [
-                        r.get_name() for r in body[0].results]:
-                    name = callee
-                    continue
-            break
+        name = _unwrapped_main(funcs, ir)
         block = funcs[name].regions[0].blocks[0]
         ops = list(block.operations)
-        seen, todo, callees = {name}, [name], []
-
-        def walk(op) -> None:
-            if op.name == "func.call":
-                callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
-                if callee in funcs and callee not in seen:
-                    seen.add(callee)
-                    todo.append(callee)
-                    callees.append(str(funcs[callee].get_asm(enable_debug_info=False)).strip().replace(
-                        "func.func public", "func.func private"))
-            for region in op.regions:
-                for inner_block in region.blocks:
-                    for inner in inner_block.operations:
-                        walk(inner)
-
-        while todo:
-            for op in funcs[todo.pop()].regions[0].blocks[0].operations:
-                walk(op)
+        callees = _callee_texts(funcs, name, ir)
         return FunctionText(
             name=name, args=[a.get_name() for a in block.arguments], arg_types=[str(a.type) for a in block.arguments],
             ops=[OpText(op.name, op.get_asm(enable_debug_info=False).strip(), [r.get_name() for r in op.results],
                         [str(r.type) for r in op.results], [v.get_name() for v in op.operands], str(op.location))
                  for op in ops[:-1]],
             returned=[v.get_name() for v in ops[-1].operands], callees=callees)
+
+
+def _unwrapped_main(funcs: dict, ir) -> str:
+    """@main, or the function @main only calls and returns (descending through such wrappers)."""
+    name = "main"
+    while True:
+        callee = _only_called(funcs[name], ir)
+        if callee is None or callee not in funcs:
+            return name
+        name = callee
+
+
+def _only_called(func, ir) -> str | None:
+    """The callee of a function whose body is one call and the return of exactly its results, else None."""
+    body = list(func.regions[0].blocks[0].operations)
+    if not (len(body) == 2 and body[0].name == "func.call" and body[1].name == "func.return"):
+        return None
+    if [v.get_name() for v in body[1].operands] != [r.get_name() for r in body[0].results]:
+        return None
+    return ir.FlatSymbolRefAttr(body[0].attributes["callee"]).value
+
+
+def _callee_texts(funcs: dict, name: str, ir) -> list[str]:
+    """The text of every function `name` calls, transitively, in the order first met, each made private."""
+    seen, todo, callees = {name}, [name], []
+
+    def walk(op) -> None:
+        if op.name == "func.call":
+            callee = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            if callee in funcs and callee not in seen:
+                seen.add(callee)
+                todo.append(callee)
+                callees.append(str(funcs[callee].get_asm(enable_debug_info=False)).strip().replace(
+                    "func.func public", "func.func private"))
+        for region in op.regions:
+            for inner_block in region.blocks:
+                for inner in inner_block.operations:
+                    walk(inner)
+
+    while todo:
+        for op in funcs[todo.pop()].regions[0].blocks[0].operations:
+            walk(op)
+    return callees
 
 
 def check_inputs(fields: dict, leaves: Sequence[np.ndarray]) -> None:

@@ -604,6 +604,37 @@ def _clear_dispatch_caches(pjit) -> None:
             return
 
 
+def _cache_miss_caller(frame: types.FrameType | None) -> types.FrameType | None:
+    """The frame of jax's cache_miss that called _infer_params, else None (the call is not a dispatch)."""
+    if frame is not None and frame.f_code.co_name == "_python_pjit_helper":  # 0.4.30 to 0.8: cache_miss -> helper -> here
+        frame = frame.f_back
+    if frame is None or frame.f_code.co_name != "cache_miss":
+        return None
+    return frame
+
+
+def _begin_record(rec: Recorder, a: tuple, old_style: bool, frame_id: int):
+    """The recorder's record of a jitted call from _infer_params' arguments; None when that fails (noted as a
+    problem: a bug here must never break the program)."""
+    try:
+        if old_style:
+            ji, args, kwargs = a
+            fun = ji.fun
+        else:
+            fun, ji, args, kwargs = a
+        return rec.begin(fun, ji, tuple(args or ()), dict(kwargs or {}), frame_id)
+    except Exception as e:
+        rec.problem(f"hook: {type(e).__name__}: {e}")
+        return None
+
+
+def _inspect_quietly(rec: Recorder, record, result) -> None:
+    try:
+        rec.inspect(record, result)
+    except Exception:  # a bug here must never break the program
+        pass
+
+
 def install(recorder: Recorder, *, clear: bool = True) -> None:
     """Start seeing jitted calls in this process. `clear`: jitted functions called before keep their fast path
     until their dispatch entries are cleared, which costs each of them one pass through Python."""
@@ -628,23 +659,12 @@ def install(recorder: Recorder, *, clear: bool = True) -> None:
             rec = _ACTIVE
             if rec is None or getattr(_tls, "busy", False):
                 return orig_infer(*a, **k)
-            frame: types.FrameType | None = sys._getframe(1)
-            if frame is not None and frame.f_code.co_name == "_python_pjit_helper":  # 0.4.30 to 0.8: cache_miss -> helper -> here
-                frame = frame.f_back
-            if frame is None or frame.f_code.co_name != "cache_miss" or not clean():
+            frame = _cache_miss_caller(sys._getframe(1))
+            if frame is None or not clean():
                 return orig_infer(*a, **k)
             if len(a) != (3 if old_style else 4) or k:  # not the call shape cache_miss uses
                 return orig_infer(*a, **k)
-            record = None
-            try:
-                if old_style:
-                    ji, args, kwargs = a
-                    fun = ji.fun
-                else:
-                    fun, ji, args, kwargs = a
-                record = rec.begin(fun, ji, tuple(args or ()), dict(kwargs or {}), id(frame))
-            except Exception as e:  # a bug here must never break the program
-                rec.problem(f"hook: {type(e).__name__}: {e}")
+            record = _begin_record(rec, a, old_style, id(frame))
             try:
                 result = orig_infer(*a, **k)
             except BaseException:
@@ -652,10 +672,7 @@ def install(recorder: Recorder, *, clear: bool = True) -> None:
                     rec.abort(id(frame))
                 raise
             if record is not None and record.first:
-                try:
-                    rec.inspect(record, result)
-                except Exception:
-                    pass
+                _inspect_quietly(rec, record, result)
             return result
 
         def _get_fastpath_data(*a, **k):

@@ -148,25 +148,11 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
     run = run_program(command, options, progress=progress)
     shown = redact_argv(command)  # what is stored, printed or exported of the command line: never its secrets
     try:
-        problems: list[str] = []
         hooked = [r for r in run.reports if r.get("jax")]
-        for r in run.reports:
-            if r.get("error"):
-                problems.append(str(r["error"]))
-            problems += [str(p) for p in r.get("problems") or []]
-        if not run.reports:
-            problems.append("no Python process of the program loaded the capture hook (is it a Python program? "
-                            "python -I, -E or -S ignores PYTHONPATH and site)")
-        elif not hooked and not any(r.get("error") for r in run.reports):
-            problems.append("the program was interrupted before it had imported jax" if run.interrupted
-                            else "the program never imported jax")
+        problems = _report_problems(run, hooked)
         rows = [row for r in hooked for row in r.get("rows") or []]
-        staged = []
-        for path in run.staged_dirs:
-            try:
-                staged.append(staging.read_staged(path))
-            except Exception as e:  # a capture the program was killed while writing is simply not there
-                problems.append(f"staged capture {path.name} is unreadable: {e}")
+        staged, unreadable = _read_staged(run.staged_dirs)
+        problems += unreadable
         captures: list[dict] = []
         failures: list[dict] = []
         if options.capturing:
@@ -178,6 +164,33 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
                              interrupted=run.interrupted, problems=problems, store=pack_options.store)
     finally:
         _discard(run.directory)
+
+
+def _report_problems(run: ProgramRun, hooked: list[dict]) -> list[str]:
+    """What the program's processes reported going wrong, and why nothing was seen when no process saw jax."""
+    problems: list[str] = []
+    for r in run.reports:
+        if r.get("error"):
+            problems.append(str(r["error"]))
+        problems += [str(p) for p in r.get("problems") or []]
+    if not run.reports:
+        problems.append("no Python process of the program loaded the capture hook (is it a Python program? "
+                        "python -I, -E or -S ignores PYTHONPATH and site)")
+    elif not hooked and not any(r.get("error") for r in run.reports):
+        problems.append("the program was interrupted before it had imported jax" if run.interrupted
+                        else "the program never imported jax")
+    return problems
+
+
+def _read_staged(paths) -> tuple[list, list[str]]:
+    """The staged captures that read back, and a problem for each that does not."""
+    staged, problems = [], []
+    for path in paths:
+        try:
+            staged.append(staging.read_staged(path))
+        except Exception as e:  # a capture the program was killed while writing is simply not there
+            problems.append(f"staged capture {path.name} is unreadable: {e}")
+    return staged, problems
 
 
 def _discard(directory: Path) -> None:

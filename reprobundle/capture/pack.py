@@ -19,7 +19,6 @@ from ..bundle.registry import BundleRef, Registry, utc_now
 from ..errors import FormatError, ReplayError, UsageError
 from ..logs import Status
 from ..run.execution import (
-    DEFAULT_TIMEOUT_S,
     Timing,
     build_job,
     dtype_of,
@@ -31,6 +30,7 @@ from ..store.scratch import scratch_dir
 from ..units import human_bytes
 from ..worker.synthetic import synthetic_spec
 from .export import ExportedFunction, as_bytes, check_inputs, reference_platform
+from .options import PackOptions
 from .source import Program
 
 
@@ -147,19 +147,18 @@ def _publish(registry: Registry, *, name: str, description: str, labels: dict, p
     return registry.publish(manifest)
 
 
-def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] | None, *, name: str,
-         synthetic: bool = False, seed: int = 0, description: str = "", labels: dict[str, str] | None = None,
-         parent: str | None = None, source: str | None = None, timing: Timing = Timing(), dump: bool = True,
-         profile: bool = True, python: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] | None, options: PackOptions, *,
+         parent: str | None = None, source: str | None = None, python: str | None = None,
          progress: Callable[[str], None] | None = None, program: Program | None = None) -> BundleRef:
-    """Publish a bundle of a function exported by this process's JAX; the reference runs on `python`. `progress`
-    gets a line (a logs.Status) as each phase starts: inputs, reference, publish. `program`: the source a replay
-    can retrace (capture/source.py), stored as blobs."""
+    """Publish a bundle of a function exported by this process's JAX as `options` say (capture/options.py; its
+    `store` is the caller's: `registry`); the reference runs on `python`. `progress` gets a line (a logs.Status) as
+    each phase starts: inputs, reference, publish. `program`: the source a replay can retrace (capture/source.py),
+    stored as blobs."""
     say = progress or (lambda _line: None)
-    mf.check_name(name)
-    labels = _checked_labels(labels)
+    name, seed = _checked_name(options.name), options.seed
+    labels = _checked_labels(dict(options.labels))
     in_avals = fn.fields["in_avals"]
-    if synthetic:
+    if options.synthetic_inputs:
         if any(isinstance(d, str) for aval in in_avals for d in aval["shape"]):
             raise UsageError("synthetic inputs need concrete shapes, and this function has symbolic dimensions",
                              hint="pass real inputs; replay --shape NAME=SIZE then runs other sizes synthetically")
@@ -175,32 +174,39 @@ def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] 
     input_leaves = _named(input_leaves, fn.input_paths)
     function = _function_section(registry, fn, source, program)
     platform = reference_platform(fn.fields.get("platforms") or ["cpu"])  # the first accelerator it has, else cpu
-    outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=timing, dump=dump,
-                                     profile=profile, timeout_s=timeout_s, progress=progress, platform=platform)
+    outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=options.timing,
+                                     dump=options.dump, profile=options.profile, timeout_s=options.worker_timeout_s,
+                                     progress=progress, platform=platform)
     say(Status(f"publishing {name} (blobs first, the manifest last)", "publish"))
-    return _publish(registry, name=name, description=description, labels=labels, parent=parent, function=function,
-                    input_leaves=input_leaves, outcome=outcome, stored=stored)
+    return _publish(registry, name=name, description=options.description, labels=labels, parent=parent,
+                    function=function, input_leaves=input_leaves, outcome=outcome, stored=stored)
 
 
-def pack_serialized_in(registry: Registry, serialized: bytes, leaves: Sequence[np.ndarray], *, python: str,
-                       name: str, description: str = "", labels: dict[str, str] | None = None,
-                       parent: str | None = None, timing: Timing = Timing(), dump: bool = True, profile: bool = True,
-                       timeout_s: float = DEFAULT_TIMEOUT_S, progress: Callable[[str], None] | None = None
-                       ) -> BundleRef:
+def pack_serialized_in(registry: Registry, serialized: bytes, leaves: Sequence[np.ndarray], options: PackOptions,
+                       *, python: str, parent: str | None = None,
+                       progress: Callable[[str], None] | None = None) -> BundleRef:
     """Publish a bundle of a serialized jax.export artifact that the host's JAX need not read: the worker in
     `python` (an environment of another JAX version) deserializes it, describes it and makes the reference."""
-    mf.check_name(name)
-    labels = _checked_labels(labels)
+    name = _checked_name(options.name)
+    labels = _checked_labels(dict(options.labels))
     input_leaves = _real_input_leaves(registry, leaves)
     function: dict[str, Any] = {"kind": "jax.export", "exported": registry.put_blob(serialized), "fields": None}
-    outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=timing, dump=dump,
-                                     profile=profile, timeout_s=timeout_s, describe=True, progress=progress)
+    outcome, stored = _reference_run(registry, function, input_leaves, python=python, timing=options.timing,
+                                     dump=options.dump, profile=options.profile, timeout_s=options.worker_timeout_s,
+                                     describe=True, progress=progress)
     leaves = _typed_by_avals(leaves, function["fields"]["in_avals"])
     for spec, leaf in zip(input_leaves, leaves):
         spec["dtype"] = np.dtype(leaf.dtype).name  # same bytes, same blob: only the name changes
     check_inputs(function["fields"], leaves)
-    return _publish(registry, name=name, description=description, labels=labels, parent=parent, function=function,
-                    input_leaves=input_leaves, outcome=outcome, stored=stored)
+    return _publish(registry, name=name, description=options.description, labels=labels, parent=parent,
+                    function=function, input_leaves=input_leaves, outcome=outcome, stored=stored)
+
+
+def _checked_name(name: str | None) -> str:
+    if name is None:
+        raise UsageError("a bundle needs a name", hint="give one: name=...")
+    mf.check_name(name)
+    return name
 
 
 def _typed_by_avals(leaves: Sequence[np.ndarray], avals: Sequence[dict]) -> list[np.ndarray]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
 from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import ReproBundleError, UsageError
+from .options import PackOptions  # how captured calls become bundles: pack's own options
 from .staging import CaptureOptions, Staged
 
 if TYPE_CHECKING:
@@ -24,18 +25,6 @@ if TYPE_CHECKING:
 
 
 
-@dataclass(frozen=True)
-class PackOptions:
-    """How captured calls become bundles (the reference run's settings are those of `pack`)."""
-
-    store: str | None = None
-    name: str | None = None
-    description: str = ""
-    labels: dict = field(default_factory=dict)
-    warmup: int = DEFAULT_WARMUP
-    repeat: int = REFERENCE_REPEAT
-    dump: bool = True
-    profile: bool = True
 
 
 @dataclass
@@ -120,7 +109,6 @@ def pack_captures(staged: list[Staged], rows: list[dict], capture_options: Captu
     """Pack the selected staged captures, each with a reference run on the interpreter that ran the program.
     Returns (captures, failures); a capture that fails to pack does not stop the others."""
     from ..bundle.registry import Registry
-    from ..run.execution import Timing
     from .pack import pack
 
     chosen = select(staged, rows, capture_options)
@@ -138,9 +126,9 @@ def pack_captures(staged: list[Staged], rows: list[dict], capture_options: Captu
         python = None if s.python in ("", sys.executable) else s.python
         try:
             exported = s.exported if s.exported.traced_by else replace(s.exported, traced_by=s.jax_version)
-            ref = pack(registry, exported, s.leaves, name=name, description=_description(s, options, command),
-                       labels=labels, source=s.source, timing=Timing(warmup=options.warmup, repeat=options.repeat),
-                       dump=options.dump, profile=options.profile, python=python)
+            ref = pack(registry, exported, s.leaves, replace(options, name=name, labels=labels,
+                                                             description=_description(s, options, command)),
+                       source=s.source, python=python)
         except ReproBundleError as e:
             failures.append({"function": display, "signature": s.signature, "call": s.call, "stage": "pack",
                              "reason": e.message + (f" ({e.hint})" if e.hint else "")})

@@ -1,129 +1,73 @@
-"""The command line: parse, call the library, render. Errors become one line and an exit code. The commands live
-in bundles.py, replays.py and sharing.py (registered on common.app in that order: the order --help lists them)."""
+"""The command line: parse, call the library, render. The commands live in bundles.py, replays.py and sharing.py
+(registered on common.app in that order: the order --help lists them); runner.py runs the app and maps every
+outcome to one line and an exit code.
+
+This module is what the `reprobundle` script and `python -m reprobundle` load first, so it stays tiny (the standard
+library only): `run` makes Ctrl-C and SIGTERM end the process quietly before anything heavy loads, then hands over
+to `main`. `main`, `app` and the rest load on first use, so importing the package's CLI costs nothing either."""
 
 from __future__ import annotations
 
-import functools
+import os
 import signal
 import sys
-import threading
-import traceback
-from typing import Optional
 
-import typer
-
-from ..config import settings
-from ..errors import EXIT_BUG, EXIT_INTERRUPTED, EXIT_TERMINATED, ReproBundleError, is_no_space, no_space_error
-from ..logs import quiet_unraisable
-from ..text import clean
-from . import bundles, replays, sharing  # noqa: F401  (they register their commands)
-from .common import app, close_progress
+START_PAUSE_ENV = "REPROBUNDLE_START_PAUSE"  # the tests' hook: see start_point
+_SAID = {signal.SIGINT: b"interrupted\n", signal.SIGTERM: b"terminated\n"}
 
 
-class Interrupted(Exception):
-    """Ctrl-C during a command, carried past the CLI framework to `main`, which says so: typer turns a
-    KeyboardInterrupt into a silent exit 130 in some versions and into Abort (exit 1) in others."""
+def _exit_quietly(signum, frame) -> None:
+    try:
+        os.write(2, _SAID.get(signum, b"terminated\n"))
+    except OSError:
+        pass
+    os._exit(128 + signum)  # 130, 143: what main says for the same signals (errors.EXIT_INTERRUPTED, ...)
 
 
-def _guard(callback):
-    @functools.wraps(callback)
-    def guarded(*args, **kwargs):
+def quiet_signals() -> None:
+    """Until `main` takes over (and again once it is done), SIGINT and SIGTERM end the process at once with one line
+    ("interrupted", "terminated") and 128 + the signal: loading the app takes a moment, and a signal then must not
+    print a traceback. A signal the process was started ignoring (a background job's SIGINT) stays ignored."""
+    if sys.platform == "win32":
+        return
+    for signum in _SAID:
         try:
-            return callback(*args, **kwargs)
-        except KeyboardInterrupt:
-            raise Interrupted() from None
-
-    guarded.reprobundle_guarded = True  # type: ignore[attr-defined]
-    return guarded
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, _exit_quietly)
+        except (ValueError, OSError):  # not the main thread
+            return
 
 
-def _guard_commands() -> None:
-    """Every registered command (whoever added it) turns Ctrl-C into Interrupted; idempotent."""
-    for info in app.registered_commands:
-        if info.callback is not None and not getattr(info.callback, "reprobundle_guarded", False):
-            info.callback = _guard(info.callback)
+def is_quiet_handler(handler) -> bool:
+    return handler is _exit_quietly
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    """Entry point: runs the app and maps every outcome to one line and an exit code, never a traceback unless
-    REPROBUNDLE_DEBUG=1: reprobundle's errors their own codes, Ctrl-C "interrupted" and 130, a bug 70."""
-    from ..text import exception_line
-
-    debug = settings().debug == "1"
-    _guard_commands()
-    previous_sigterm = _catch_sigterm()
-    previous_unraisable = sys.unraisablehook
-    if not debug:
-        sys.unraisablehook = quiet_unraisable
-    from ..store.watchdog import install_exit_watchdog  # a signal ends the command within seconds, even in C code
-
-    stop_watchdog = install_exit_watchdog(lambda signum: "interrupted" if signum == signal.SIGINT else "terminated")
-    try:
-        code = app(args=argv, prog_name="reprobundle", standalone_mode=False)
-        return code if isinstance(code, int) else 0  # click returns typer.Exit codes in this mode
-    except ReproBundleError as e:
-        close_progress()
-        if debug:
-            traceback.print_exc()
-        typer.echo(f"error: {clean(e.message, 2000)}", err=True)  # one line: what a store holds is escaped, cut
-        if e.hint:
-            typer.echo(f"hint: {clean(e.hint, 1000)}", err=True)
-        return e.exit_code
-    except Terminated:
-        close_progress()
-        typer.echo("terminated", err=True)
-        return EXIT_TERMINATED
-    except typer.Exit as e:
-        return e.exit_code
-    except (KeyboardInterrupt, Interrupted):
-        close_progress()
-        typer.echo("interrupted", err=True)
-        return EXIT_INTERRUPTED
-    except typer.Abort:
-        return 1
-    except Exception as e:  # usage errors (typer >= 0.29 bundles click: TyperException is their base) and bugs
-        close_progress()
-        if is_no_space(e):  # a full disk met where no folder was named: still not a bug
-            full = no_space_error(e)  # type: ignore[arg-type]
-            typer.echo(f"error: {clean(full.message, 2000)}\nhint: {full.hint}", err=True)
-            return full.exit_code
-        if isinstance(e, typer.TyperException) and hasattr(e, "format_message"):
-            typer.echo(f"error: {clean(e.format_message(), 2000)}", err=True)
-            typer.echo("hint: reprobundle --help lists the commands; reprobundle COMMAND --help their options", err=True)
-            return getattr(e, "exit_code", 2)
-        if debug:
-            traceback.print_exc()
-        typer.echo(f"error: unexpected {exception_line(e)}", err=True)
-        typer.echo("hint: this is a bug in reprobundle; rerun with REPROBUNDLE_DEBUG=1 and report the traceback",
-                   err=True)
-        return EXIT_BUG
-    finally:
-        close_progress()
-        sys.unraisablehook = previous_unraisable
-        if stop_watchdog is not None:
-            stop_watchdog()
-        if previous_sigterm is not None:
-            signal.signal(signal.SIGTERM, previous_sigterm)
-
-
-class Terminated(BaseException):
-    """SIGTERM during a command: raised where the command is, so it unwinds like Ctrl-C does (its temporary folders
-    and worker processes go with it) instead of dying on the spot; `main` says so and exits 143."""
-
-
-def _catch_sigterm():
-    """Turn SIGTERM into Terminated while the CLI runs (main thread only); returns the handler to put back."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def handler(signum, frame):
-        raise Terminated()
-
-    try:
-        return signal.signal(signal.SIGTERM, handler)
-    except (ValueError, OSError):
-        return None
+def start_point(name: str) -> None:
+    """A named moment of the start ("entry": handlers set, nothing loaded; "loading": typer loaded, the commands not
+    yet; "main": main has taken over). With REPROBUNDLE_START_PAUSE=NAME the process says "paused at NAME" on stdout
+    and waits here for a signal: the tests send Ctrl-C at each moment without racing the start."""
+    if os.environ.get(START_PAUSE_ENV) != name:
+        return
+    os.write(1, f"paused at {name}\n".encode())
+    while True:
+        signal.pause()
 
 
 def run() -> None:
-    sys.exit(main())
+    quiet_signals()
+    start_point("entry")
+    from .runner import main as run_main
+
+    sys.exit(run_main())
+
+
+# from runner, app included: loading runner registers the commands on it
+_LAZY = {"main": "runner", "app": "runner", "Interrupted": "runner", "Terminated": "runner"}
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

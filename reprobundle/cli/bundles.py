@@ -1,4 +1,5 @@
-"""Commands on bundles: pack, capture, ls, show, verify, tag, export."""
+"""Commands on bundles: pack, capture, ls, show, verify, tag, export. The library loads inside each command (only
+what it uses): loading this module must cost nothing beyond typer (tests/test_startup.py)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,12 @@ from typing import List, Optional
 
 import typer
 
-from .. import api
-from ..bundle import manifest as mf
+from ..config import DEFAULT_TIMEOUT_S, DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import (
     FormatError,
     ReplayError,
     UsageError,
 )
-from ..render import text as report
 from .common import (
     JsonOpt,
     StoreOpt,
@@ -40,12 +39,12 @@ def pack(
     seed: int = typer.Option(0, "--seed", help="Seed of synthetic inputs."),
     description: str = typer.Option("", "--description"),
     label: List[str] = typer.Option([], "--label", help="KEY=VALUE, repeatable."),
-    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
-    repeat: int = typer.Option(api.REFERENCE_REPEAT, "--repeat", help="Timed calls of the reference run."),
+    warmup: int = typer.Option(DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(REFERENCE_REPEAT, "--repeat", help="Timed calls of the reference run."),
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     jax_version: Optional[str] = typer.Option(None, "--jax", help="With --exported: read the artifact and make the "
                                                                  "reference on this JAX release (its own environment)."),
-    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout",
                                   help="Seconds of work the reference run's worker gets before it is killed."),
     platforms: Optional[str] = typer.Option(None, "--platforms", help="Lower for these platforms, comma-separated "
                                                                      "(cpu, cuda, rocm, tpu; any machine can), e.g. "
@@ -55,7 +54,12 @@ def pack(
     as_json: bool = JsonOpt,
 ) -> None:
     """Capture a function into a new bundle version."""
-    mf.check_name(name)  # before any work: a bad name is refused at once
+    from ..bundle import manifest as mf
+
+    mf.check_name(name)  # before any work (loading the library included): a bad name is refused at once
+    from .. import api
+    from ..render import text as report
+
     options = dict(name=name, store=store, synthetic_inputs=synthetic_inputs, seed=seed, description=description,
                    labels=parse_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump, timeout_s=timeout,
                    progress=progress_sink(as_json))
@@ -101,8 +105,8 @@ def capture(
                                                             "default: the function's name)."),
     description: str = typer.Option("", "--description"),
     label: List[str] = typer.Option([], "--label", help="KEY=VALUE, repeatable."),
-    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
-    repeat: int = typer.Option(api.REFERENCE_REPEAT, "--repeat", help="Timed calls of each bundle's reference run."),
+    warmup: int = typer.Option(DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(REFERENCE_REPEAT, "--repeat", help="Timed calls of each bundle's reference run."),
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
     no_profile: bool = typer.Option(False, "--no-profile", help="No profiler trace in the reference run."),
     store: Optional[str] = StoreOpt,
@@ -112,6 +116,7 @@ def capture(
     as_json: bool = JsonOpt,
 ) -> None:
     """Run a program unmodified; list its jitted computations, or pack the matching ones with their real inputs."""
+    from .. import api
     from ..errors import NotFoundError
     from ..render import capture as capture_render
 
@@ -133,7 +138,11 @@ def capture(
 @app.command("ls")
 def ls(name: Optional[str] = typer.Argument(None), store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """List bundles (all names, or the versions of NAME)."""
-    registry = api.open_registry(store)
+    from ..bundle import manifest as mf
+    from ..bundle.registry import Registry
+    from ..render import text as report
+
+    registry = Registry.open(store)  # as api.open_registry, without loading the whole library
     if name:
         mf.check_name(name)
     rows = [report.bundle_row(b) for b in registry.iter_bundles(name)]
@@ -143,7 +152,10 @@ def ls(name: Optional[str] = typer.Argument(None), store: Optional[str] = StoreO
 @app.command()
 def show(ref: str, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """Describe a bundle: function, inputs, reference timing, environment, artifacts."""
-    registry, bundle = api.resolve(ref, store)
+    from ..bundle.registry import open_ref
+    from ..render import text as report
+
+    registry, bundle = open_ref(ref, store)  # as api.resolve, without loading the whole library
     runs = [] if registry.store.read_only else registry.runs(bundle.ref.bundle_id)
     emit(as_json, report.bundle_data(bundle, runs), report.describe_bundle(bundle, runs))
 
@@ -151,7 +163,9 @@ def show(ref: str, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> 
 @app.command()
 def verify(ref: str, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """Re-hash every blob of a bundle."""
-    registry, bundle = api.resolve(ref, store)
+    from ..bundle.registry import open_ref
+
+    registry, bundle = open_ref(ref, store)
     problems = registry.verify(bundle)
     emit(as_json, {"bundle": str(bundle.ref), "ok": not problems, "problems": problems},
           "\n".join(problems) if problems else f"{bundle.ref}: all blobs intact")
@@ -163,7 +177,9 @@ def verify(ref: str, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -
 def tag(ref: str, tag_name: str = typer.Argument(..., metavar="TAG"), store: Optional[str] = StoreOpt,
         as_json: bool = JsonOpt) -> None:
     """Point TAG at a bundle version (NAME@TAG then resolves to it)."""
-    registry, bundle = api.resolve(ref, store)
+    from ..bundle.registry import open_ref
+
+    registry, bundle = open_ref(ref, store)
     registry.tag(bundle.ref.name, bundle.ref.version, tag_name)
     emit(as_json, {"tag": f"{bundle.ref.name}@{tag_name}", "version": bundle.ref.version},
           f"{bundle.ref.name}@{tag_name} -> {bundle.ref}")
@@ -173,10 +189,13 @@ def tag(ref: str, tag_name: str = typer.Argument(..., metavar="TAG"), store: Opt
 def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="The .zip file to write."),
            store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """Write a bundle as a single .zip file (replayable as is)."""
-    registry, bundle = api.resolve(ref, store)
+    from ..bundle.registry import open_ref
+    from ..render import text as report
+    from ..render.sharing import export_size_warning
+
+    registry, bundle = open_ref(ref, store)
     path = registry.export_zip(bundle, output)
     size = path.stat().st_size
-    from ..render.sharing import export_size_warning
 
     warning = export_size_warning(bundle, size)  # too big for a GitHub attachment: still written, says how to fit
     if warning:

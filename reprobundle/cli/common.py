@@ -10,7 +10,6 @@ from typing import List, Optional
 
 import typer
 
-from .. import api
 from ..errors import UsageError
 from ..text import clean_values, terminal_text
 
@@ -114,6 +113,7 @@ def write_files(data: dict, files) -> None:
 
 def write_reports(comparison: dict, report_path: Optional[Path], html_path: Optional[Path],
                    ref: Optional[str] = None, store: Optional[str] = None) -> None:
+    from .. import api
     from ..render import comparison as comparison_render
 
     write_files(comparison, ((report_path, comparison_render.to_markdown), (html_path, comparison_render.to_html)))

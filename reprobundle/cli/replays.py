@@ -1,4 +1,6 @@
-"""Commands that replay or read runs: replay, explain, isolate, compare, bisect, sweep, history, envs."""
+"""Commands that replay or read runs: replay, explain, isolate, compare, bisect, sweep, history, envs. The library
+loads inside each command (only what it uses): loading this module must cost nothing beyond typer
+(tests/test_startup.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from .. import api
+from ..config import DEFAULT_STEPS, DEFAULT_TIMEOUT_S, DEFAULT_WARMUP, ISOLATE_WARMUP
 from ..errors import EXIT_NOT_OK, UsageError
-from ..render import text as report
 from ..text import clean_values
 from .common import (
     BaselineOpt,
@@ -43,12 +44,12 @@ def replay(
                                                             "(this interpreter's, the default), 'latest', a nightly "
                                                             "(nightly:2025-10-03 or 0.8.0.dev20251003), or the path "
                                                             "of a Python interpreter or environment, used as it is."),
-    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
-    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat",
+    warmup: int = typer.Option(DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(DEFAULT_STEPS, "--repeat",
                                help="Timed steps per version over 8 rounds, so repeat/8 a round (all rounds with "
                                     "--rounds); a step is one call, or a batch of calls lasting ~50 ms."),
     rounds: Optional[int] = RoundsOpt,
-    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout",
                                   help="Seconds of work per worker process before it is killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
     no_profile: bool = typer.Option(False, "--no-profile"),
@@ -72,6 +73,7 @@ def replay(
     as_json: bool = JsonOpt,
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
+    from .. import api
     from ..bundle.dims import several_sizes
 
     sizes = several_sizes(shapes)  # --shape seq=128,256,512: one replay per size, a table and a chart by size
@@ -87,6 +89,16 @@ def replay(
         return
     result = api.replay(ref, versions, store=store, options=options, python=python, progress=progress_sink(as_json),
                         variants=variants, index_url=index_url, mode=mode)
+    _show_replay(result, ref, store, baseline, report_path, html_path, as_json)
+
+
+def _show_replay(result, ref: str, store: Optional[str], baseline: Optional[str], report_path: Optional[Path],
+                 html_path: Optional[Path], as_json: bool) -> None:
+    """A replay's output: its runs, the comparison of its versions (written as reports when asked), exit 9 unless
+    every run was ok."""
+    from .. import api
+    from ..render import text as report
+
     multi = len(result.runs) > 1
     comparison = None
     if multi or report_path or html_path or baseline:
@@ -103,6 +115,7 @@ def replay(
 
 def _replay_sizes(ref: str, versions: List[str], shapes: List[str], baseline: Optional[str],
                   report_path: Optional[Path], html_path: Optional[Path], as_json: bool, **options) -> None:
+    from .. import api
     from ..render import sizes as sizes_render
 
     data = api.replay_sizes(ref, versions, shapes, baseline=baseline, **options)
@@ -117,11 +130,11 @@ def explain(
     ref: str,
     jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice)."),
     warmup: int = typer.Option(2, "--warmup"),
-    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
+    repeat: int = typer.Option(DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
     rounds: Optional[int] = RoundsOpt,
     max_time: float = typer.Option(240.0, "--max-time", help="Seconds explain may take, the evidence compile "
                                                              "included (its timing gets at least 30 s)."),
-    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout",
                                   help="Seconds of work per worker process before it is killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
     platform: Optional[str] = PlatformOpt,
@@ -131,6 +144,7 @@ def explain(
     as_json: bool = JsonOpt,
 ) -> None:
     """Why the candidate differs: passes, experiments on it timed with both, a workaround if one restores it."""
+    from .. import api
     from ..render import explain as explain_render
 
     result = api.explain(ref, jax_versions, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
@@ -148,17 +162,18 @@ def isolate(
     name: Optional[str] = typer.Option(None, "--name", help="Name of the bundle the piece that moved most becomes "
                                                             "(default: NAME-piece-K)."),
     pieces: int = typer.Option(8, "--pieces", help="At most this many pieces."),
-    warmup: int = typer.Option(api.ISOLATE_OPTIONS.warmup, "--warmup"),
-    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
+    warmup: int = typer.Option(ISOLATE_WARMUP, "--warmup"),
+    repeat: int = typer.Option(DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of all pieces may take."),
     pin: Optional[str] = PinOpt,
-    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout",
                                   help="Seconds of work per worker process before it is killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Split a bundle into pieces, time each alone on two versions and pack the one that moved as a small bundle."""
+    from .. import api
     from ..render.isolate import isolation_data, isolation_text
 
     options = api.ReplayOptions.of(api.ISOLATE_OPTIONS, warmup=warmup, repeat=repeat, max_time_s=max_time, pin=pin,
@@ -187,6 +202,8 @@ def compare(
 ) -> None:
     """Compare the stored runs of a bundle across JAX versions (preferring the latest replay timed together); or two
     bundles of one program traced by two releases: the lowering diff and the timings side by side."""
+    from .. import api
+
     if len(refs) > 2:
         raise UsageError(f"compare takes one bundle or two, not {len(refs)}", hint="reprobundle compare REF_A REF_B")
     if len(refs) == 2:
@@ -216,10 +233,10 @@ def bisect_cmd(
     nightly: bool = typer.Option(False, "--nightly", help="Search the nightlies between --good and --bad by date, "
                                                           "down to the commits of the last good and first bad."),
     index_url: Optional[str] = IndexOpt,
-    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
-    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per tested version, over all rounds."),
+    warmup: int = typer.Option(DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(DEFAULT_STEPS, "--repeat", help="Timed steps per tested version, over all rounds."),
     rounds: Optional[int] = RoundsOpt,
-    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout"),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout"),
     python: Optional[str] = typer.Option(None, "--python"),
     report_path: Optional[Path] = ReportOpt,
     store: Optional[str] = StoreOpt,
@@ -230,6 +247,9 @@ def bisect_cmd(
 ) -> None:
     """Binary-search the released JAX versions (or, with --nightly, the nightlies) between --good and --bad for the
     first bad one."""
+    from .. import api
+    from ..render import text as report
+
     options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    platform=platform)
     result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
@@ -267,13 +287,13 @@ def sweep(
     rerun: bool = typer.Option(False, "--rerun", help="Replay every bundle, even those with a stored replay of both "
                                                       "versions with the same timing options."),
     ray: Optional[str] = RayOpt,
-    warmup: int = typer.Option(api.DEFAULT_WARMUP, "--warmup"),
-    repeat: int = typer.Option(api.DEFAULT_STEPS, "--repeat", help="Timed steps per version and bundle, as replay's."),
+    warmup: int = typer.Option(DEFAULT_WARMUP, "--warmup"),
+    repeat: int = typer.Option(DEFAULT_STEPS, "--repeat", help="Timed steps per version and bundle, as replay's."),
     rounds: Optional[int] = RoundsOpt,
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of each bundle may take."),
     pin: Optional[str] = PinOpt,
     platform: Optional[str] = PlatformOpt,
-    timeout: float = typer.Option(api.DEFAULT_TIMEOUT_S, "--timeout",
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout",
                                   help="Seconds of work per worker process before it is killed."),
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
@@ -285,6 +305,7 @@ def sweep(
     """Replay many bundles on a baseline and one or more candidate versions, timed together: one table, worst first.
 
     Exit 0 when every bundle ran with matching outputs (whatever the verdicts), 9 when one mismatched or failed."""
+    from .. import api
     from ..render import sweep as sweep_render
 
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
@@ -311,6 +332,7 @@ def history(
 ) -> None:
     """The registry across releases, from the stored runs only: bundles x releases, each cell the ratio to the
     baseline with its verdict where they were timed together."""
+    from .. import api
     from ..render import history as history_render
 
     data = clean_values(api.history(selection or [], store=store, labels=parse_labels(label), baseline=baseline))
@@ -329,7 +351,10 @@ def envs(
     as_json: bool = JsonOpt,
 ) -> None:
     """List (or remove) the cached per-version JAX environments (one per release and platform build)."""
-    manager = api.environment_manager()
+    from ..envs.manager import EnvironmentManager
+    from ..render import text as report
+
+    manager = EnvironmentManager(None)  # as api.environment_manager(), without loading the whole library
     if remove or remove_all:
         gone = manager.remove(None if remove_all else remove, platform=platform)
         emit(as_json, [report.env_data(e) for e in gone],

@@ -1,4 +1,5 @@
-"""Commands that move bundles between stores: push, pull, copy, url, gc, cache."""
+"""Commands that move bundles between stores: push, pull, copy, url, gc, cache. The library loads inside each
+command (only what it uses): loading this module must cost nothing beyond typer (tests/test_startup.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ from typing import List, Optional
 
 import typer
 
-from .. import api
 from ..errors import UsageError
 from ..text import clean
 from .common import (
@@ -34,6 +34,7 @@ def push_cmd(ref: str, to: str = typer.Option(..., "--to", help="Destination sto
              jobs: Optional[int] = JobsOpt, no_runs: bool = NoRunsOpt, store: Optional[str] = StoreOpt,
              as_json: bool = JsonOpt) -> None:
     """Copy a bundle and its runs to another store, sending only the blobs it lacks."""
+    from .. import api
     from ..render.sharing import transfer_text
 
     result = api.push(ref, to, store=store, progress=_transfer_progress(as_json, f"push {ref}"), jobs=jobs,
@@ -46,6 +47,7 @@ def pull_cmd(url: str = typer.Argument(..., help="STORE_URL/NAME[@VERSION], e.g.
              jobs: Optional[int] = JobsOpt, no_runs: bool = NoRunsOpt, store: Optional[str] = StoreOpt,
              as_json: bool = JsonOpt) -> None:
     """Copy a bundle (and its runs) from another store into the current one."""
+    from .. import api
     from ..render.sharing import transfer_text
 
     result = api.pull(url, store=store, progress=_transfer_progress(as_json, f"pull {url}"), jobs=jobs,
@@ -59,6 +61,7 @@ def copy_cmd(src_ref: str = typer.Argument(..., metavar="SRC_REF"),
              jobs: Optional[int] = JobsOpt, no_runs: bool = NoRunsOpt, store: Optional[str] = StoreOpt,
              as_json: bool = JsonOpt) -> None:
     """Copy a bundle and its runs between any two stores (a .zip may be the source)."""
+    from .. import api
     from ..render.sharing import transfer_text
 
     result = api.copy(src_ref, dest_url, store=store, progress=_transfer_progress(as_json, f"copy {src_ref}"),
@@ -72,9 +75,11 @@ def url_cmd(ref: str,
                                                                      "default: captured + those of recorded runs)."),
             store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """The bundle's URLs and a Markdown snippet for a bug report, with the command that replays it."""
-    from ..render.sharing import share_text
+    from ..bundle import sharing
+    from ..render.sharing import share_text, with_snippet
 
-    info = api.share_info(ref, store=store, jax_versions=jax_versions)
+    # api.share_info's two calls, made here so that `url` does not load the whole library to start
+    info = with_snippet(sharing.share_info(ref, store=store, jax_versions=jax_versions))
     emit(as_json, info, share_text(info))  # a store only this machine reads: the snippet itself says so
 
 
@@ -93,6 +98,8 @@ def gc_cmd(delete: bool = typer.Option(False, "--delete", help="Remove them (def
     except ValueError:
         raise UsageError(f"--grace {clean(grace, 40)} is not a duration",
                          hint="write seconds, or a number with s, m, h or d (e.g. 6h)") from None
+    from .. import api
+
     data = api.gc(store, delete=delete, grace_s=grace_s)
     emit(as_json, data, gc_text(data))
 
@@ -100,8 +107,9 @@ def gc_cmd(delete: bool = typer.Option(False, "--delete", help="Remove them (def
 @app.command("cache")
 def cache_cmd(clear: bool = typer.Option(False, "--clear", help="Empty the cache."), as_json: bool = JsonOpt) -> None:
     """Size of the local cache of blobs read from remote stores (or --clear it)."""
+    from ..bundle import sharing
     from ..render.sharing import cache_text
 
-    data = api.clear_cache() if clear else api.cache_info()
+    data = sharing.cache_clear() if clear else sharing.cache_info()  # as api's, without loading the whole library
     emit(as_json, data, cache_text(data))
 

@@ -1,17 +1,19 @@
-"""Python interpreters on this machine: finding them, probing them, and choosing one for a jax release.
+"""Python interpreters on this machine, as uv finds them, and the choice of one for a jax release.
 
-Candidates are the one given with `--python` (then only it), else the host's own, pyenv's, uv-managed ones (as
-`uv python list` reports them) and python3.X on PATH. Each is probed once (a subprocess with fixed code, -I -S)
-for its implementation, version and base executable; only regular (not free-threaded) CPython 3 counts. Of those
-that fit a release (a minor its jaxlib has wheels for, admitted by jax's Requires-Python), the one whose minor
-version is closest to the host's wins (ties: the newer), so that by default a release runs on the host's Python
-whenever it can.
+Discovery is uv's: `uv python list --only-installed --output-format json` (UV_PYTHON_DOWNLOADS=never: nothing is
+downloaded) reports the uv-managed interpreters and those on the search path with their implementation, variant and
+version (uv caches what it learns of each); a --python path or command is asked of uv the same way (`uv python list
+SPEC`). Candidates are the host's own (known without a subprocess), then uv's list: pyenv's, uv-managed, PATH's. Only
+regular (not free-threaded) CPython 3.8+ counts. Of those that fit a release (a minor its jaxlib has wheels for,
+admitted by jax's Requires-Python), the one whose minor version is closest to the host's wins (ties: the newer), so
+that by default a release runs on the host's Python whenever it can.
+
+Hand-written still: the search path handed to uv (`search_path`): pyenv's versions/*/bin first and shim folders left
+out, because uv neither looks in pyenv's versions folder nor skips shims (it runs each: seconds, each failing).
 """
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextlib
 import json
 import logging
 import os
@@ -26,18 +28,19 @@ from typing import Callable
 from ..errors import NoSuitablePythonError
 from .versions import python_allowed, python_release
 
-__all__ = ["Interpreter", "InterpreterFinder", "PY_VERSION_RE", "requested_python", "probe", "candidate_paths", "uv_managed",
-           "host_interpreter", "interpreter_from", "describe_minors"]
+__all__ = ["Interpreter", "InterpreterFinder", "PY_VERSION_RE", "requested_python", "search_path", "uv_interpreters",
+           "host_interpreter", "describe_minors"]
 
 log = logging.getLogger(__name__)
 
 PY_VERSION_RE = re.compile(r"^(?:python|py)?(\d+)\.(\d+)(?:\.(\d+))?$")  # --python 3.12, python3.12, py3.12.1
-MIN_MINOR = 8  # older interpreters are not even probed: no jaxlib on the index supports them
+MIN_MINOR = 8  # older interpreters do not count: no jaxlib on the index supports them
+SOURCE_ORDER = ("--python", "host", "pyenv", "uv", "PATH")  # preferred first, among interpreters of one minor
 
 
 @dataclass(frozen=True)
 class Interpreter:
-    executable: str  # the base interpreter (not a venv's), as the interpreter reports itself
+    executable: str  # the base interpreter (not a venv's, not a symlink)
     version: str  # "3.12.1"
     source: str  # where it was found: "--python", "host", "pyenv", "uv", "PATH"
 
@@ -63,101 +66,66 @@ def _has_version_prefix(version: str, want: tuple[int, ...]) -> bool:
     return python_release(version).release[: len(want)] == want
 
 
-# Run with -I -S: about 40 ms per interpreter. A "t" in abiflags marks a free-threaded build.
-_PROBE = (
-    "import sys, json\n"
-    "print(json.dumps({'impl': sys.implementation.name, 'version': sys.version.split()[0],"
-    " 'exe': sys.executable, 'base': getattr(sys, '_base_executable', None) or sys.executable,"
-    " 'ft': 't' in getattr(sys, 'abiflags', '')}))\n"
-)
-_probe_cache: dict[tuple[str, float], dict | None] = {}
-
-
-def probe(path: str) -> dict | None:
-    """What the interpreter at `path` says about itself (cached per file and mtime); None if it does not run."""
-    try:
-        key = (os.path.realpath(path), os.stat(path).st_mtime)
-    except OSError:
-        return None
-    if key in _probe_cache:
-        return _probe_cache[key]
-    info = None
-    try:
-        out = subprocess.run([path, "-I", "-S", "-c", _PROBE], capture_output=True, text=True, timeout=20,
-                             stdin=subprocess.DEVNULL)
-        if out.returncode == 0:
-            info = json.loads(out.stdout.strip().splitlines()[-1])
-        else:
-            log.debug("probe %s: exit %d", path, out.returncode)
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
-        log.debug("probe %s: %s: %s", path, type(e).__name__, e)
-        info = None
-    _probe_cache[key] = info
-    return info
-
-
 def _numbers_in_name(p: Path) -> list[int]:
-    # Directory names, not versions: "3.12.1", "cpython-3.12.1-linux-x86_64-gnu", "3.13.0t".
+    # Directory names, not versions: "3.12.1", "3.13.0t".
     return [int(x) for x in re.findall(r"\d+", p.name)][:3]
 
 
-def uv_managed(uv: str | None) -> list[str]:
-    """The uv-managed CPython interpreters (regular builds, 3.MIN_MINOR+), newest first, as `uv python list` reports
-    them; [] without uv or when it fails."""
+def _pyenv_root() -> Path:
+    return Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+
+
+def search_path() -> str:
+    """The PATH uv searches: pyenv's installed versions (newest first), then PATH without shim folders (pyenv's,
+    asdf's: the real interpreters are those above)."""
+    try:
+        versions = sorted((_pyenv_root() / "versions").iterdir(), key=_numbers_in_name, reverse=True)
+    except OSError:
+        versions = []
+    folders = [str(d / "bin" if os.name != "nt" else d) for d in versions]
+    folders += [f for f in os.environ.get("PATH", "").split(os.pathsep) if f and Path(f).name != "shims"]
+    return os.pathsep.join(folders)
+
+
+def _source(path: str, key: str) -> str:
+    if Path(path).is_relative_to(_pyenv_root()):
+        return "pyenv"
+    return "uv" if key in Path(path).parts else "PATH"  # uv keeps a managed install in a folder named by its key
+
+
+def _usable(row: object) -> bool:
+    """A row of `uv python list`: a regular CPython 3.MIN_MINOR+ with a path."""
+    if not isinstance(row, dict):
+        return False
+    parts = row.get("version_parts") or {}
+    return (row.get("implementation") == "cpython" and row.get("variant") == "default" and bool(row.get("path"))
+            and parts.get("major") == 3 and isinstance(parts.get("minor"), int) and parts["minor"] >= MIN_MINOR)
+
+
+def uv_interpreters(uv: str | None, request: str | None = None) -> list[Interpreter]:
+    """The regular CPython 3.8+ interpreters uv finds (those fitting `request`, a version, path or command, when
+    given), each by its base executable, once per source; [] without uv or when it fails."""
     if not uv:
         return []
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    env.update(PATH=search_path(), UV_PYTHON_DOWNLOADS="never")
+    cmd = [uv, "python", "list", "--only-installed", "--output-format", "json", "--no-config",
+           *([request] if request else [])]
     try:
-        # PATH emptied: uv otherwise runs every python on PATH to list them, only-managed or not (each pyenv shim is
-        # a shell script that fails unless its version is selected: seconds on a machine with pyenv).
-        r = subprocess.run([uv, "python", "list", "--only-installed", "--python-preference", "only-managed",
-                            "--output-format", "json"], capture_output=True, text=True, timeout=30,
-                           stdin=subprocess.DEVNULL, env={**os.environ, "PATH": ""})
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
         rows = json.loads(r.stdout) if r.returncode == 0 else []
     except (OSError, subprocess.SubprocessError, ValueError) as e:
         log.debug("uv python list: %s: %s", type(e).__name__, e)
         return []
-    out = []
+    if r.returncode != 0:
+        log.debug("uv python list %s: exit %d: %s", request or "", r.returncode, r.stderr.strip()[-500:])
+    found: dict[tuple[str, str], Interpreter] = {}
     for row in rows if isinstance(rows, list) else []:
-        if not isinstance(row, dict):
-            continue
-        parts = row.get("version_parts") or {}
-        if (row.get("implementation") == "cpython" and row.get("variant") == "default" and row.get("path")
-                and parts.get("major") == 3 and isinstance(parts.get("minor"), int) and parts["minor"] >= MIN_MINOR):
-            out.append(str(row["path"]))
-    return out
-
-
-def candidate_paths(uv: str | None) -> list[tuple[str, str]]:
-    """(path, source) of interpreters worth probing, most preferred first: the host's, pyenv's, uv's, PATH's.
-
-    uv's own discovery (`uv python list`) is used for the interpreters it manages only. It does not look in pyenv's
-    versions folder (only at the shims on PATH, which run just the selected version), and listing PATH through it
-    runs every shim there (seconds with pyenv installed); both are read here directly, shims skipped."""
-    out: list[tuple[str, str]] = [(sys.executable, "host")]
-    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    try:
-        dirs = sorted((pyenv_root / "versions").iterdir(), key=_numbers_in_name, reverse=True)
-    except OSError:
-        dirs = []
-    for d in dirs:
-        bindir = d / "bin" if os.name != "nt" else d
-        with contextlib.suppress(OSError):
-            for exe in sorted(bindir.iterdir(), reverse=True):
-                m = re.fullmatch(r"python3\.(\d+)(\.exe)?", exe.name)
-                if m and int(m.group(1)) >= MIN_MINOR:
-                    out.append((str(exe), "pyenv"))
-                    break
-    out += [(path, "uv") for path in uv_managed(uv)]
-    names = [f"python3.{m}" for m in range(20, MIN_MINOR - 1, -1)] + ["python3"]
-    for folder in os.environ.get("PATH", "").split(os.pathsep):
-        if not folder or Path(folder).name == "shims":  # pyenv/asdf shims: the real interpreters are found above
-            continue
-        for name in names:
-            for suffix in ((".exe",) if os.name == "nt" else ("",)):
-                path = os.path.join(folder, name + suffix)
-                if os.path.isfile(path) and os.access(path, os.X_OK):
-                    out.append((path, "PATH"))
-    return out
+        if _usable(row):
+            base = os.path.realpath(row["path"])  # a venv's python and python3 links lead to the base interpreter
+            interp = Interpreter(base, str(row["version"]), _source(row["path"], str(row.get("key"))))
+            found.setdefault((base, interp.source), interp)
+    return list(found.values())
 
 
 def host_interpreter() -> Interpreter | None:
@@ -168,20 +136,6 @@ def host_interpreter() -> Interpreter | None:
     if not base or not os.path.exists(base):
         return None
     return Interpreter(os.path.realpath(base), sys.version.split()[0], "host")
-
-
-def interpreter_from(path: str, source: str) -> Interpreter | None:
-    """The interpreter at `path` if it is a regular CPython 3 (its base executable when `path` is a venv's)."""
-    info = probe(path)
-    if not info or info.get("impl") != "cpython" or info.get("ft"):
-        return None
-    try:
-        if python_release(info["version"]).release[0] != 3:
-            return None
-    except (ValueError, TypeError, KeyError):
-        return None
-    base = info.get("base") or info.get("exe") or path
-    return Interpreter(os.path.realpath(base), info["version"], source)
 
 
 def describe_minors(minors: list[int]) -> str:
@@ -219,7 +173,11 @@ class InterpreterFinder:
         if not path:
             log.info("--python %s: no such file or command", spec)
             return None
-        return interpreter_from(os.path.expanduser(path), "--python")
+        found = uv_interpreters(self._uv_bin(), os.path.abspath(os.path.expanduser(path)))
+        if not found:
+            log.info("--python %s: uv does not find a regular CPython 3.%d+ there", spec, MIN_MINOR)
+            return None
+        return Interpreter(found[0].executable, found[0].version, "--python")
 
     def discover(self, *, include_user: bool = True) -> list[Interpreter]:
         """Usable CPython interpreters, most preferred first (only the --python one when it was given)."""
@@ -227,15 +185,12 @@ class InterpreterFinder:
             interp = self.user_interpreter()
             return [interp] if interp else []
         if self._found is None:
-            cands = candidate_paths(self._uv_bin())
-            with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
-                infos = list(pool.map(lambda c: interpreter_from(*c), cands))
-            seen, found = set(), []
-            for interp in infos:
-                if interp and interp.executable not in seen:
-                    seen.add(interp.executable)
-                    found.append(interp)
-            log.info("found %d CPython interpreters (of %d candidates): %s", len(found), len(cands),
+            host = host_interpreter()
+            unique: dict[str, Interpreter] = {}
+            for interp in ([host] if host else []) + uv_interpreters(self._uv_bin()):
+                unique.setdefault(interp.executable, interp)
+            found = sorted(unique.values(), key=lambda i: SOURCE_ORDER.index(i.source))  # stable: uv's order within
+            log.info("found %d CPython interpreters: %s", len(found),
                      "; ".join(f"{i.describe()} ({i.source})" for i in found) or "none")
             self._found = found
         return list(self._found)
@@ -275,26 +230,31 @@ class InterpreterFinder:
                    found: list[Interpreter]) -> NoSuitablePythonError:
         """The error when no interpreter found fits: what jax needs, what was found, what to install or pass."""
         need = describe_minors(minors)
-        host_minor = sys.version_info[1]
         why = f"jaxlib {jaxlib} has wheels for CPython {need}" if jaxlib else f"it supports CPython {need}"
         if requires_python:
             why += f"; jax requires-python {requires_python}"
+        return NoSuitablePythonError(f"jax {version} needs Python {need} ({why}); {self._what_was_seen(found)}",
+                                     hint=self._what_to_do(minors, requires_python))
+
+    def _what_was_seen(self, found: list[Interpreter]) -> str:
         if self.python and found:
             exe = found[0].executable
-            seen = f"--python {self.python} is Python {found[0].version}" + (
+            return f"--python {self.python} is Python {found[0].version}" + (
                 f" ({exe})" if os.path.realpath(os.path.expanduser(self.python)) != exe else "")
-        elif self.python:
-            seen = (f"no Python {self.python} was found" if PY_VERSION_RE.match(self.python)
+        if self.python:
+            return (f"no Python {self.python} was found" if PY_VERSION_RE.match(self.python)
                     else f"--python {self.python} is not a usable CPython 3 interpreter")
-        else:
-            seen = "found " + (", ".join(i.describe() for i in found) if found else "no CPython interpreter")
-        best = f"3.{min(minors, key=lambda m: (abs(m - host_minor), -m))}" if minors else "3"
-        hint = (f"install Python {best} (e.g. `uv python install {best}` or `pyenv install {best}`), "
-                f"or pass --python PATH to a Python {need} interpreter")
+        return "found " + (", ".join(i.describe() for i in found) if found else "no CPython interpreter")
+
+    def _what_to_do(self, minors: list[int], requires_python: str | None) -> str:
+        host_minor = sys.version_info[1]
+        need = describe_minors(minors)
         if self.python:  # maybe another interpreter here would do
             others = [i for i in self.discover(include_user=False) if i.minor[1] in minors
                       and python_allowed(requires_python, i.version)]
             if others:
                 pick = min(others, key=lambda i: (abs(i.minor[1] - host_minor), -i.minor[1]))
-                hint = f"pass --python {pick.executable} (Python {pick.version}), or drop --python"
-        return NoSuitablePythonError(f"jax {version} needs Python {need} ({why}); {seen}", hint=hint)
+                return f"pass --python {pick.executable} (Python {pick.version}), or drop --python"
+        best = f"3.{min(minors, key=lambda m: (abs(m - host_minor), -m))}" if minors else "3"
+        return (f"install Python {best} (e.g. `uv python install {best}` or `pyenv install {best}`), "
+                f"or pass --python PATH to a Python {need} interpreter")

@@ -52,6 +52,7 @@ from packaging.version import Version
 
 from ..errors import EnvironmentCreationError, NoSuitablePythonError
 from .build import EnvironmentBuilder, clean_env, tail
+from .config import EnvConfig
 from .folders import (
     ENV_DIR_RE,
     METADATA_FILE,
@@ -97,20 +98,20 @@ log = logging.getLogger(__name__)
 class EnvironmentManager:
     """Creates, finds, lists and removes the per-JAX-version environments under one root directory."""
 
-    def __init__(self, root: Path | None = None, *, python: str | None = None, uv: str | None = None,
-                 index_url: str | None = None) -> None:
-        """`root`: where environments live (default: $REPROBUNDLE_ENV_DIR, else the user cache's envs/).
-        `python`: the interpreter the user named with --python (a path, a command, or a version such as
-        "3.12"); when given, it is the only candidate. `uv`: the uv binary (default: the `uv` package's, else
-        `uv` on PATH). `index_url`: the PEP 503 index nightlies come from (default: $REPROBUNDLE_NIGHTLY_INDEX, else
-        JAX's nightly index) and releases too (a mirror of PyPI).
-        """
-        self.root = Path(root).expanduser() if root is not None else default_root()
-        self.python = str(python) if python else None
+    def __init__(self, config: EnvConfig | str | os.PathLike | None = None, *, uv: str | None = None) -> None:
+        """`config` (envs/config.py): the root folder, the interpreter --python names, the package index and the
+        nightly index; a path is `EnvConfig(root=path)`, None the defaults. `uv`: the uv binary (default: the `uv`
+        package's, else `uv` on PATH)."""
+        if not isinstance(config, EnvConfig):
+            config = EnvConfig.of(config)
+        self.config = config
+        self.root = Path(config.root).expanduser() if config.root else default_root()
+        self.python = config.python
         self._uv = uv
         self._uv_resolved = uv is not None
         self._interpreters = InterpreterFinder(self.python, self._uv_bin)
-        self.index_url = index_url.rstrip("/") if index_url else None
+        self.index_url = config.index_url.rstrip("/") if config.index_url else None
+        self.nightly_index = config.nightly_index
         self._index = PackageIndex(self.root / CACHE_FILE, url=self.index_url)
         self._nightlies: dict[str, tuple[builtins.list[Nightly], dict]] = {}  # index -> list_nightlies(index)
         self._found_devices: Devices | None = None  # detect_devices(), when a choice needs it
@@ -212,20 +213,6 @@ class EnvironmentManager:
                 pins[name.strip().lower()] = ver.strip()
         return pins
 
-    def resolve_version(self, version: str) -> str:
-        """What `ensure(version)` would install: "latest" resolved, "0.8" -> "0.8.0"; needs the index."""
-        requested = normalize_request(version)
-        if requested == INSTALLED:
-            return installed(self.python, self._interpreters).jax_version
-        if requested == LATEST:
-            return self._resolve_latest(self.available_versions())
-        index = self._index.load(want=requested)
-        if index and VERSION_RE.match(requested):
-            for v in index["jax"]:
-                if same_release(v, requested):
-                    return v
-        return requested
-
     def list(self) -> builtins.list[JaxEnvironment]:
         """The finished environments under the root, by jax version, build, then Python version."""
         return sorted(finished_envs(self.root),
@@ -234,22 +221,7 @@ class EnvironmentManager:
     def remove(self, version: str | None = None, platform: str | None = None) -> builtins.list[JaxEnvironment]:
         """Remove the environments of jax `version` (all of them when None), of every build or of those of
         `platform` ("cuda", or a build such as "cuda12"); returns what was removed."""
-        if version is None:
-            targets = self.list()
-        else:
-            requested = normalize_request(version)
-            envs = self.list()
-            if requested == INSTALLED:
-                return []
-            if requested == LATEST:
-                requested = envs[-1].jax_version if envs else ""
-            day = nightly_date(requested)
-            if day is not None:
-                targets = [e for e in envs if e.nightly == day.isoformat()]
-            elif not VERSION_RE.match(requested):
-                return []
-            else:
-                targets = [e for e in envs if same_release(e.jax_version, requested)]
+        targets = self.list() if version is None else self._environments_of(version)
         if platform:
             targets = [e for e in targets if platform in (e.platform, e.build)]
         removed = []
@@ -264,6 +236,21 @@ class EnvironmentManager:
             for d in dot_dirs(self.root, ".trash-"):
                 rmtree(d)
         return removed
+
+    def _environments_of(self, version: str) -> builtins.list[JaxEnvironment]:
+        """The finished environments a request names ("0.8.0", "latest", a nightly); none for "installed"."""
+        requested = normalize_request(version)
+        envs = self.list()
+        if requested == INSTALLED:
+            return []
+        if requested == LATEST:
+            requested = envs[-1].jax_version if envs else ""
+        day = nightly_date(requested)
+        if day is not None:
+            return [e for e in envs if e.nightly == day.isoformat()]
+        if not VERSION_RE.match(requested):
+            return []
+        return [e for e in envs if same_release(e.jax_version, requested)]
 
     def available_versions(self) -> builtins.list[str]:
         """Installable jax releases on the index, ascending (cached for INDEX_CACHE_TTL_S).
@@ -282,12 +269,24 @@ class EnvironmentManager:
     def _find_existing(self, version: str, platform: str = "cpu", build: str | None = None) -> JaxEnvironment | None:
         """A usable finished environment for `version` on `platform` (of `build`, when given; else the build the
         driver runs first), and for --python, if given; without the network."""
+        matches = self._finished(version, platform, build)
+        if not matches:
+            return None
+        if platform == "cuda" and build is None and len({e.build for e in matches}) > 1:
+            fits = choose_cuda_build(sorted({e.build for e in matches}), self._devices().cuda_driver())
+            matches = [e for e in matches if e.build == fits] or matches
+        if self.python:
+            return self._built_with_user_python(version, matches)
+        return self._closest_to_host(version, matches)
+
+    def _finished(self, version: str, platform: str, build: str | None) -> builtins.list[JaxEnvironment]:
+        """The usable finished environments of `version` on `platform` (of `build`, when given)."""
         want = Version(version)
         matches = []
         try:
             entries = list(self.root.iterdir())
         except OSError:
-            return None
+            return []
         for d in entries:
             m = ENV_DIR_RE.match(d.name)
             if not m or Version(m.group(1)) != want:
@@ -299,20 +298,19 @@ class EnvironmentManager:
             if env is None or not env.python_executable.exists():  # unfinished, or its base Python is gone
                 continue
             matches.append(env)
-        if not matches:
+        return matches
+
+    def _built_with_user_python(self, version: str, matches: builtins.list[JaxEnvironment]) -> JaxEnvironment | None:
+        fit = [e for e in matches if self._python_matches(e)]
+        if not fit:
+            log.info("jax %s: %d cached environment(s), none built with --python %s", version, len(matches),
+                     self.python)
             return None
-        if platform == "cuda" and build is None and len({e.build for e in matches}) > 1:
-            fits = choose_cuda_build(sorted({e.build for e in matches}), self._devices().cuda_driver())
-            matches = [e for e in matches if e.build == fits] or matches
-        if self.python:
-            fit = [e for e in matches if self._python_matches(e)]
-            if not fit:
-                log.info("jax %s: %d cached environment(s), none built with --python %s", version, len(matches),
-                         self.python)
-                return None
-            log.info("jax %s: using the cached environment %s (Python %s, as --python %s asks)", version,
-                     fit[0].path, fit[0].python_version, self.python)
-            return fit[0]
+        log.info("jax %s: using the cached environment %s (Python %s, as --python %s asks)", version,
+                 fit[0].path, fit[0].python_version, self.python)
+        return fit[0]
+
+    def _closest_to_host(self, version: str, matches: builtins.list[JaxEnvironment]) -> JaxEnvironment:
         host = sys.version_info[:2]
 
         def distance(e: JaxEnvironment) -> tuple:
@@ -414,7 +412,7 @@ class EnvironmentManager:
 
     def nightlies(self) -> tuple[builtins.list[Nightly], dict]:
         """(the nightlies on the nightly index installable here, oldest first; {date: why incomplete}), read once."""
-        index = nightly_index_url(self.index_url)
+        index = nightly_index_url(self.nightly_index)
         if index not in self._nightlies:
             log.info("nightly index: reading the jax and jaxlib listings of %s", index)
             self._nightlies[index] = list_nightlies(index)
@@ -440,7 +438,7 @@ class EnvironmentManager:
         hit = self._find_nightly(day.isoformat())
         if hit is not None:
             return hit
-        index = nightly_index_url(self.index_url)
+        index = nightly_index_url(self.nightly_index)
         found = find_nightly(requested, self.nightlies()[0], index)
         interp = self._interpreters.choose(found.jax_version, list(found.pythons), None, found.jaxlib_version)
         with contextlib.ExitStack() as stack:

@@ -22,7 +22,6 @@ import logging
 import os
 import re
 import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -30,7 +29,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import InvalidVersion, Version
 
 from ..errors import EnvironmentCreationError
-from .package_index import fetch_project_files, platform_markers
+from ..store.http_client import get
+from .package_index import cpython_minor, fetch_project_files, is_generic, platform_markers
 
 __all__ = ["DEFAULT_NIGHTLY_INDEX", "Nightly", "nightly_index_url", "nightly_date", "list_nightlies", "find_nightly",
            "missing_days", "build_ref", "compare_urls", "xla_commit"]
@@ -96,36 +96,34 @@ def nightly_date(request: str) -> dt.date | None:
 
 def _wheels(files: Iterable[Mapping], project: str) -> dict[dt.date, dict]:
     """{date: {"version", "pythons"}} of a project's nightly wheels installable here (jax: the pure wheel)."""
-    osword, machines = platform_markers()
     out: dict[dt.date, dict] = {}
     for f in files:
-        if f.get("yanked"):
+        wheel = None if f.get("yanked") else _nightly_wheel(f["filename"], project)
+        if wheel is None:
             continue
-        try:
-            name, version, _build, tags = parse_wheel_filename(f["filename"])
-        except (InvalidWheelFilename, InvalidVersion):
-            continue
-        day = _dev_date(version) if name == canonicalize_name(project) else None
-        if day is None:
-            continue
-        minors: set[int] = set()
-        here = False
-        for tag in tags:
-            plat = tag.platform.lower()
-            if tag.interpreter in ("py3", "py2.py3") and tag.abi == "none" and plat == "any":
-                here = True
-            digits = tag.interpreter[3:]
-            if tag.interpreter.startswith("cp3") and digits.isdigit() and tag.abi == tag.interpreter and \
-                    osword in plat and any(w in plat for w in machines):
-                minors.add(int(digits))
-                here = True
-        if here:
-            entry = out.setdefault(day, {"version": str(version), "pythons": set()})
-            if Version(entry["version"]) < version:  # two builds on one day (a rebuild): the newer
-                entry.update(version=str(version), pythons=set())
-            if str(version) == entry["version"]:
-                entry["pythons"] |= minors
+        day, version, minors = wheel
+        entry = out.setdefault(day, {"version": str(version), "pythons": set()})
+        if Version(entry["version"]) < version:  # two builds on one day (a rebuild): the newer
+            entry.update(version=str(version), pythons=set())
+        if str(version) == entry["version"]:
+            entry["pythons"] |= minors
     return out
+
+
+def _nightly_wheel(filename: str, project: str) -> tuple[dt.date, Version, set[int]] | None:
+    """(day, version, CPython 3 minors it installs with here) of a nightly wheel of `project` that installs here: a
+    pure-Python wheel (minors empty) or one for this platform; None for anything else."""
+    try:
+        name, version, _build, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion):
+        return None
+    day = _dev_date(version) if name == canonicalize_name(project) else None
+    if day is None:
+        return None
+    platforms = platform_markers()
+    minors = {minor for tag in tags if (minor := cpython_minor(tag)) is not None and tag.platform in platforms}
+    pure = any(is_generic(tag) and tag.platform == "any" for tag in tags)
+    return (day, version, minors) if minors or pure else None
 
 
 def list_nightlies(index: str) -> tuple[list[Nightly], dict[dt.date, str]]:
@@ -211,9 +209,8 @@ def xla_commit(jax_ref: str, source: str | None = None, timeout: float = 15.0) -
     for name in ("revision.bzl", "workspace.bzl"):
         url = f"{base}/{jax_ref}/third_party/xla/{name}"
         try:
-            req = urllib.request.Request(url, headers={"User-Agent": "reprobundle-nightly"})
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                text = resp.read(1 << 20).decode("utf-8", "replace")
+            text = get(url, timeout=timeout, limit=1 << 20, headers={"User-Agent": "reprobundle-nightly"}
+                       ).body.decode("utf-8", "replace")
         except urllib.error.HTTPError as e:
             why = f"{url}: HTTP {e.code}"
             continue

@@ -6,24 +6,28 @@ That summary is cached in memory and in a file beside the environments (`.index-
 be read, a built-in table of the CPython minors each jax range supports stands in.
 
 File names are read with `packaging.utils` (wheel and sdist names, PEP 427 / PEP 625), versions and Requires-Python
-with `packaging` too (see versions.py).
+with `packaging` too (see versions.py), and platform tags with `packaging.tags`. Pages come through
+store/http_client.py (retries, timeouts).
+
+The PEP 503 HTML page is read with the standard library's HTMLParser (`_SimpleHTML`, 25 lines): packaging has no
+index client, and pip's or uv's are not importable APIs; PEP 691 JSON is asked for first.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import platform
 import secrets
-import sys
 import time
 import urllib.error
-import urllib.request
 from html.parser import HTMLParser
 from pathlib import Path
 
+import packaging.tags
 from packaging.tags import Tag
 from packaging.utils import (
     InvalidSdistFilename,
@@ -34,11 +38,12 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
+from ..store.http_client import get
 from .versions import is_final_release, parse_version, same_release, version_key
 
 __all__ = ["DEFAULT_INDEX", "INDEX_CACHE_TTL_S", "INDEX_RECHECK_S", "FALLBACK_PYTHONS", "PackageIndex", "index_url",
            "fetch_project_files", "summarize_index", "jax_file_version", "jaxlib_wheel_pythons", "platform_markers",
-           "jaxlib_for", "installable", "fallback_pythons", "project_wheel", "summarize_project"]
+           "cpython_minor", "is_generic", "jaxlib_for", "installable", "fallback_pythons", "project_wheel", "summarize_project"]
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +106,9 @@ class _SimpleHTML(HTMLParser):
 
 def fetch_project_files(index: str, project: str, timeout: float = 30.0) -> list[dict]:
     """A project's files on a simple index (JSON, PEP 691, else HTML, PEP 503): filename, requires-python, yanked."""
-    url = f"{index}/{project}/"
-    req = urllib.request.Request(url, headers={
-        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1",
-        "User-Agent": "reprobundle-envs",
-    })
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
-        ctype = resp.headers.get("Content-Type", "")
-        body = resp.read()
+    response = get(f"{index}/{project}/", timeout=timeout, headers={
+        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1", "User-Agent": "reprobundle-envs"})
+    ctype, body = response.headers.get("content-type", ""), response.body
     if "json" in ctype:
         data = json.loads(body)
         return [{"filename": f["filename"], "requires-python": f.get("requires-python"),
@@ -121,16 +121,24 @@ def fetch_project_files(index: str, project: str, timeout: float = 30.0) -> list
 # ------------------------------------------------------------------------------------------ reading file names
 
 
-def platform_markers() -> tuple[str, tuple[str, ...]]:
-    """(os word, machine words) that a wheel's platform tag must contain to install here."""
-    machine = platform.machine().lower()
-    if sys.platform.startswith("linux"):
-        return "linux", ("aarch64",) if machine in ("aarch64", "arm64") else (machine,)
-    if sys.platform == "darwin":
-        return "macosx", ("arm64", "universal2") if machine == "arm64" else ("x86_64", "universal2", "intel")
-    if sys.platform == "win32":
-        return "win", ("amd64",) if machine in ("amd64", "x86_64") else (machine,)
-    return sys.platform, (machine,)
+@functools.cache
+def platform_markers() -> frozenset[str]:
+    """The platform tags a wheel installs with here, as `packaging.tags` finds them for this machine
+    (manylinux_2_35_x86_64 ... manylinux2014_x86_64, linux_x86_64; macosx_14_0_arm64 ...; win_amd64)."""
+    return frozenset(packaging.tags.platform_tags())
+
+
+def cpython_minor(tag: Tag) -> int | None:
+    """X of a regular CPython 3.X ABI tag (cp312-cp312); None for free-threaded (cp313t), abi3, none, others."""
+    digits = tag.interpreter[3:]
+    if tag.interpreter.startswith("cp3") and digits.isascii() and digits.isdigit() and tag.abi == tag.interpreter:
+        return int(digits)
+    return None
+
+
+def is_generic(tag: Tag) -> bool:
+    """A tag of a wheel for any Python 3 (py3-none-*)."""
+    return tag.interpreter in ("py3", "py2.py3") and tag.abi == "none"
 
 
 def jax_file_version(filename: str) -> Version | None:
@@ -149,32 +157,33 @@ def jax_file_version(filename: str) -> Version | None:
     return version
 
 
-def jaxlib_wheel_pythons(filename: str, markers: tuple[str, tuple[str, ...]] | None = None
-                         ) -> tuple[Version, set[int], bool] | None:
-    """(release, CPython 3 minors, installable here) of a jaxlib wheel of a plain release; None for anything else.
-
-    Only the wheels of a regular CPython ABI count (cp312-cp312): free-threaded builds (cp313t) are not what a plain
-    venv gets, and jaxlib ships no abi3 wheels. "Here": a platform tag names this OS and machine (`markers`, default
-    platform_markers()); a compressed tag set (manylinux_2_27_x86_64.manylinux_2_17_x86_64) counts once per tag.
-    """
+def _release_wheel(filename: str, project: str) -> tuple[Version, frozenset[Tag]] | None:
+    """(version, tags) of a wheel of a plain release of `project`; None for anything else."""
     try:
         name, version, _build, tags = parse_wheel_filename(filename)
     except (InvalidWheelFilename, InvalidVersion):
         return None
-    if name != canonicalize_name("jaxlib") or not is_final_release(version):
+    if name != canonicalize_name(project) or not is_final_release(version):
         return None
-    osword, machines = markers or platform_markers()
-    minors: set[int] = set()
-    here = False
-    for tag in tags:
-        digits = tag.interpreter[3:]
-        if not (tag.interpreter.startswith("cp3") and digits.isascii() and digits.isdigit()):
-            continue
-        if tag.abi != tag.interpreter:  # cp313t (free-threaded), abi3, none
-            continue
-        minors.add(int(digits))
-        plat = tag.platform.lower()
-        here = here or (osword in plat and any(w in plat for w in machines))
+    return version, tags
+
+
+def jaxlib_wheel_pythons(filename: str, markers: frozenset[str] | None = None
+                         ) -> tuple[Version, set[int], bool] | None:
+    """(release, CPython 3 minors, installable here) of a jaxlib wheel of a plain release; None for anything else.
+
+    Only the wheels of a regular CPython ABI count (cp312-cp312): free-threaded builds (cp313t) are not what a plain
+    venv gets, and jaxlib ships no abi3 wheels. "Here": a platform tag is one this machine installs (`markers`, default
+    platform_markers()); a compressed tag set (manylinux_2_27_x86_64.manylinux_2_17_x86_64) counts once per tag.
+    """
+    wheel = _release_wheel(filename, "jaxlib")
+    if wheel is None:
+        return None
+    version, tags = wheel
+    platforms = markers or platform_markers()
+    regular = [(minor, tag.platform) for tag in tags if (minor := cpython_minor(tag)) is not None]
+    minors = {minor for minor, _ in regular}
+    here = any(plat in platforms for _, plat in regular)
     return (version, minors, here) if minors else None
 
 
@@ -207,8 +216,8 @@ def summarize_index(jax_files: list[dict], jaxlib_files: list[dict]) -> dict:
             here.setdefault(ver, set()).update(minors)
     wheels = here if here else anywhere  # exotic platform: trust tags from any platform rather than none
     if not here and anywhere:
-        log.info("no jaxlib wheel on the index names this platform (%s %s): trusting wheels for any platform",
-                 *markers)
+        log.info("no jaxlib wheel on the index names this platform (%s): trusting wheels for any platform",
+                 platform.machine())
     jaxlib = {v: {"pythons": sorted(ms), "requires_python": jaxlib_rp.get(v)} for v, ms in wheels.items()}
     return {"jax": jax, "jaxlib": jaxlib}
 
@@ -249,29 +258,19 @@ def fallback_pythons(version: str) -> list[int]:
     return []
 
 
-def project_wheel(filename: str, project: str, markers: tuple[str, tuple[str, ...]] | None = None
+def project_wheel(filename: str, project: str, markers: frozenset[str] | None = None
                   ) -> tuple[Version, list[int] | None, bool] | None:
     """(release, CPython 3 minors or None for a Python-independent wheel, installable here) of a wheel of `project`
     (a plugin such as jax-cuda12-plugin, or jax-cuda12-pjrt whose wheels are py3-none); None for anything else."""
-    try:
-        name, version, _build, tags = parse_wheel_filename(filename)
-    except (InvalidWheelFilename, InvalidVersion):
+    wheel = _release_wheel(filename, project)
+    if wheel is None:
         return None
-    if name != canonicalize_name(project) or not is_final_release(version):
-        return None
-    osword, machines = markers or platform_markers()
-    minors: set[int] = set()
-    generic = here = False
-    for tag in tags:
-        digits = tag.interpreter[3:]
-        if tag.interpreter.startswith("cp3") and digits.isascii() and digits.isdigit() and tag.abi == tag.interpreter:
-            minors.add(int(digits))
-        elif tag.interpreter in ("py3", "py2.py3") and tag.abi == "none":
-            generic = True
-        else:
-            continue
-        plat = tag.platform.lower()
-        here = here or plat == "any" or (osword in plat and any(w in plat for w in machines))
+    version, tags = wheel
+    platforms = markers or platform_markers()
+    minors = {minor for tag in tags if (minor := cpython_minor(tag)) is not None}
+    generic = any(is_generic(tag) for tag in tags)
+    here = any(tag.platform == "any" or tag.platform in platforms for tag in tags
+               if is_generic(tag) or cpython_minor(tag) is not None)
     if not minors and not generic:
         return None
     return version, (None if generic and not minors else sorted(minors)), here

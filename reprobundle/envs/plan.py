@@ -99,6 +99,19 @@ def build_for(index: PackageIndex, cuda_driver: Callable[[], tuple[int, int] | N
     if platform != "cuda":
         return build or platform
     release = jaxlib or version
+    available, unknown = _cuda_builds(index, version, release)
+    if build is not None:
+        if build not in available and not unknown:
+            raise EnvironmentCreationError(
+                f"jax {version} has no {build} wheels on {index_url()} (it has: {', '.join(available) or 'none'})",
+                hint="pick another CUDA build with --platform, or another release")
+        return build
+    return _cuda_build_for_driver(version, release, available, cuda_driver())
+
+
+def _cuda_builds(index: PackageIndex, version: str, release: str) -> tuple[list[str], bool]:
+    """(the CUDA builds jax `version` (its jaxlib: `release`) has plugin wheels for, whether the index was
+    unreadable for some of them: then the built-in rule says)."""
     available = []
     unknown = False
     for candidate in CUDA_BUILDS:
@@ -109,13 +122,12 @@ def build_for(index: PackageIndex, cuda_driver: Callable[[], tuple[int, int] | N
                 available.append(candidate)
         elif release in listing:
             available.append(candidate)
-    if build is not None:
-        if build not in available and not unknown:
-            raise EnvironmentCreationError(
-                f"jax {version} has no {build} wheels on {index_url()} (it has: {', '.join(available) or 'none'})",
-                hint="pick another CUDA build with --platform, or another release")
-        return build
-    driver = cuda_driver()
+    return available, unknown
+
+
+def _cuda_build_for_driver(version: str, release: str, available: list[str],
+                           driver: tuple[int, int] | None) -> str:
+    """The newest of `available` that the NVIDIA driver (its CUDA version, None: unknown) runs, or why none."""
     chosen = choose_cuda_build(available, driver)
     if chosen is None:
         if not available:

@@ -16,8 +16,8 @@ replay, so each task asks Ray for a whole node's worth of resources:
 Sizes are computed from the nodes alive when a task is submitted; a task that no alive node can hold waits
 `INFEASIBLE_GRACE_S` for one (an autoscaler may add it) and is then a failed attempt.
 
-Each node creates and caches its own environments: tasks run with the node's environment folder (the `env_dir`
-option, a path of the driver's machine, is dropped). Results are the tasks' return values (plain JSON maps) and the
+Each node creates and caches its own environments: tasks run with the node's environment folder (the EnvConfig's
+`root`, a path of the driver's machine, is dropped). Results are the tasks' return values (plain JSON maps) and the
 runs each task stores in the shared registry, which every node must reach (a gs:// bucket, or a folder they all
 mount).
 
@@ -26,10 +26,10 @@ submitted once more by the driver, preferably on another node (a soft node affin
 it), and reported as failed with both reasons if that fails too. Every task is yielded exactly once. If the
 driver stops (Ctrl-C, an error), its unfinished tasks are cancelled, which interrupts their replays.
 
-What crosses the wire: a task carries only the ReplayTask's plain fields (store URL, ref, versions, options) and
-returns a plain dict; no bundle data travels through Ray. Ray serializes the task function itself (our own code,
-`run_on_node` and the function it calls) with cloudpickle, by reference to its module: every node needs the same
-reprobundle (and Ray, and Python) installed as the driver.
+What crosses the wire: a task carries only the ReplayTask as plain JSON (ReplayTask.to_dict: store URL, ref,
+versions, options, environment configuration, mode) and returns a plain dict; no bundle data travels through Ray.
+Ray serializes the task function itself (our own code, `run_on_node` and the function it calls) with cloudpickle, by
+reference to its module: every node needs the same reprobundle (and Ray, and Python) installed as the driver.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ import logging
 import math
 import socket
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator, Mapping, Sequence, cast
 from urllib.parse import urlsplit
 
 from ..envs.platforms import ACCELERATORS, choose_platform, parse_platform
@@ -155,7 +155,7 @@ def task_platform(task: ReplayTask, nodes: Sequence[Node]) -> str | None:
     first platform some node has devices for, as platforms.choose_platform picks it on one machine; None on a
     cluster of CPUs only (the node decides: its CPU). A bundle the driver cannot read is left to the node, which
     reports why."""
-    wanted = task.options.get("platform")
+    wanted = task.options.platform
     if wanted:
         return str(wanted)
     present = set().union(*(n.platforms for n in nodes)) if nodes else {"cpu"}
@@ -176,16 +176,15 @@ def task_platform(task: ReplayTask, nodes: Sequence[Node]) -> str | None:
 # ------------------------------------------------------------------------------------------------ on the node
 
 
-def run_on_node(fn: Callable[[ReplayTask], TaskResult], store: str, ref: str, versions: list[str],
-                options: dict[str, Any]) -> dict[str, Any]:
-    """What a Ray task runs on its node: `fn` on the task rebuilt from its plain fields. Returns {"result": the
-    TaskResult} or {"error": one line}, with the node's Ray id and host name; never raises for the task's own
+def run_on_node(fn: Callable[[ReplayTask], TaskResult], task: dict[str, Any]) -> dict[str, Any]:
+    """What a Ray task runs on its node: `fn` on the task rebuilt from its plain data (ReplayTask.to_dict). Returns
+    {"result": the TaskResult} or {"error": one line}, with the node's Ray id and host name; never raises for the task's own
     failure, so only a dead worker or node reaches the driver as a Ray error."""
     import ray
 
     where = {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname()}
     try:
-        result = fn(ReplayTask(store, ref, tuple(versions), dict(options)))
+        result = fn(ReplayTask.from_dict(task))
     except ReproBundleError as e:
         return {"error": e.message, **where}
     except Exception as e:  # noqa: BLE001 - the driver reports it, and retries once elsewhere
@@ -342,8 +341,8 @@ class Fanout:
         if "result" not in out:
             return self.settle(attempt, Failure(str(out["error"]), out["node"], out["host"]))
         result = out["result"]
-        return attempt.index, {**result, "host": result.get("host") or out["host"], "node": out["node"],
-                               "attempts": attempt.number}
+        return attempt.index, cast(TaskResult, {**result, "host": result.get("host") or out["host"],
+                                                "node": out["node"], "attempts": attempt.number})
 
     def submit(self, index: int, number: int, avoid: str | None) -> None:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -355,12 +354,12 @@ class Fanout:
         elsewhere = sorted(n.node_id for n in nodes if n.node_id != avoid and placement.fits(n))
         if avoid and elsewhere:
             strategy = NodeAffinitySchedulingStrategy(elsewhere[0], soft=True)  # soft: that node may die too
-        options = {**task.options, "env_dir": None}  # each node replays in its own environment folder
+        on_node = replace(task, env=replace(task.env, root=None))  # each node replays in its own environment folder
         if placement.platform:
-            options["platform"] = placement.platform
+            on_node = on_node.with_options(platform=placement.platform)
         ref = self.remote.options(**placement.ray_options(), max_retries=0, retry_exceptions=False,
                                   scheduling_strategy=strategy, name=f"reprobundle-replay {task.ref}"[:200]
-                                  ).remote(self.fn, task.store, task.ref, list(task.versions), options)
+                                  ).remote(self.fn, on_node.to_dict())
         self.pending[ref] = Attempt(index, number, placement)
         self.started[index] = self.started[index] or time.monotonic()
 

@@ -21,38 +21,23 @@ import importlib.metadata
 import json
 import socket
 import time
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
 
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
 from ..envs.local import is_path_request
-from ..errors import ReproBundleError, StoreError, UsageError
+from ..errors import ReproBundleError, StoreError
 from ..run.budget import plan
 from ..run.compare import compare_runs
 from ..run.options import ReplayOptions
 from ..text import first_line
-from .executor import Executor, ReplayTask, TaskResult, failed_result, result_skeleton
+from .executor import Executor, ReplayTask, RunSummary, TaskResult, failed_result, result_skeleton
 
-# The replay options a task carries, with their defaults (plain JSON values). `pin`: a list of CPU ids or None;
-# `env_dir`, `python`: where the node keeps its environments and what creates them (None: its defaults);
-# `index_url`: the index nightlies (and releases, a mirror) come from (None: the defaults, see envs/nightly.py);
-# `mode`: frozen or retrace, the mode of every contender of the task (run/contenders.py).
-DEFAULT_OPTIONS: dict[str, Any] = {**ReplayOptions().task_options(), "env_dir": None, "python": None,
-                                   "index_url": None, "mode": "frozen"}
 # Output status of a bundle across the two versions, worst last.
 OUTPUT_OK, OUTPUT_MISMATCH, OUTPUT_FAILED = "ok", "mismatch", "failed"
 TIMED = ("ok", "mismatch")
 FINISHED = (*TIMED, "incompatible")  # what a stored replay's runs came to, for a sweep to resume past it
-
-
-def task_options(options: dict[str, Any] | None) -> dict[str, Any]:
-    """The task's options with defaults filled in; an unknown key is a bug of the caller."""
-    unknown = set(options or {}) - set(DEFAULT_OPTIONS)
-    if unknown:
-        raise UsageError(f"unknown replay option(s) for a sweep task: {', '.join(sorted(unknown))}",
-                         hint=f"known: {', '.join(DEFAULT_OPTIONS)}")
-    return {**DEFAULT_OPTIONS, **(options or {})}
 
 
 # ------------------------------------------------------------------------------------------------ one task
@@ -72,24 +57,22 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
 
     sweep_scratch()  # what a cancelled or killed task left on this machine (its folder's lock is free): gone first
     start = time.perf_counter()
-    options = task_options(task.options)
     registry = Registry.open(task.store)
     bundle = None
     try:
         bundle = registry.resolve(task.ref)
         prefetch(registry, bundle)
-        manager = EnvironmentManager(Path(options["env_dir"]) if options["env_dir"] else None,
-                                     python=options["python"], index_url=options["index_url"])
-        runs = replay(registry, bundle, contenders_from(task.versions, (), options["mode"]),
-                      ReplayOptions.from_task(options), python=options["python"], env_manager=manager,
-                      store_runs=False, progress=progress)
+        runs = replay(registry, bundle, contenders_from(task.versions, (), task.mode), task.options,
+                      env_manager=EnvironmentManager(task.env), store_runs=False, progress=progress)
     except StoreError:
         raise
     except ReproBundleError as e:
-        return {**failed_result(task, e.message, wall_s=time.perf_counter() - start),
-                **(_identity(bundle) if bundle is not None else {}), "options": options}
+        failed = failed_result(task, e.message, wall_s=time.perf_counter() - start)
+        if bundle is not None:
+            failed.update(_identity(bundle))  # type: ignore[typeddict-item]
+        return failed
     registry.put_runs(runs)
-    return summarize(registry, bundle, runs, task.versions, options=options, wall_s=time.perf_counter() - start)
+    return summarize(registry, bundle, runs, task, wall_s=time.perf_counter() - start)
 
 
 def _identity(bundle: Bundle) -> dict:
@@ -108,34 +91,45 @@ def _identity(bundle: Bundle) -> dict:
 # ------------------------------------------------------------------------------------------------ summaries
 
 
-def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions: Sequence[str], *,
-              options: dict[str, Any], wall_s: float, stored: bool = False, host: str | None = None) -> TaskResult:
+def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], task: ReplayTask, *, wall_s: float,
+              stored: bool = False, host: str | None = None) -> TaskResult:
     """One bundle's result as plain JSON: the runs (version, concrete jax, run id, status, reason), per candidate
     (every version after the first, the baseline) its verdict against the baseline (ratio, 95% interval, p, method,
     settled), output status ("ok", "mismatch": its outputs differ from the reference or from the baseline's,
     "failed": it did not run) and the op that moved most, in `candidates`; the top-level verdict fields are those of
     the worst candidate (a mismatch or failure first, then the highest ratio), what one line of a table shows. The
     host is None for a stored result (run records keep no host name)."""
-    versions = contender_labels(versions, options)  # the runs' labels: `0.8.0 retraced` in a retrace sweep
+    versions = contender_labels(task.versions, task.mode)  # the runs' labels: `0.8.0 retraced` in a retrace sweep
+    out = result_skeleton(str(bundle.ref), versions)
+    out.update(_identity(bundle))  # type: ignore[typeddict-item]
+    out.update({"stored": stored, "group": runs[0].get("group") if runs else None, "wall_s": round(wall_s, 3),
+                "host": None if stored else host or socket.gethostname(), "options": task.options_record()})
+    out["runs"] = [_run_summary(r) for r in runs]
+    out.update(_verdicts(registry, bundle, runs, versions))  # type: ignore[typeddict-item]
+    out.update(_outputs_of_runs(runs) if out["outputs"] == OUTPUT_OK else {})  # type: ignore[typeddict-item]
+    return _plain(out)
+
+
+def _run_summary(run: dict) -> RunSummary:
+    return {"version": run_label(run), "jax": str((run.get("environment") or {}).get("jax") or run_label(run)),
+            "run_id": run["run_id"], "status": run["status"], "reason": first_line(run.get("reason") or "", 300),
+            "created": run.get("created")}
+
+
+def _verdicts(registry: Registry, bundle: Bundle, runs: Sequence[dict], versions: Sequence[str]) -> dict[str, Any]:
+    """The medians, each candidate's part, and the worst candidate's fields at the top level."""
     baseline = versions[0]
-    out = {**result_skeleton(str(bundle.ref), versions), **_identity(bundle)}
-    out.update(stored=stored, group=runs[0].get("group") if runs else None, wall_s=round(wall_s, 3),
-               host=None if stored else host or socket.gethostname(), options=task_options(options))
-    out["runs"] = [{"version": run_label(r), "jax": str((r.get("environment") or {}).get("jax") or run_label(r)),
-                    "run_id": r["run_id"], "status": r["status"], "reason": first_line(r.get("reason") or "", 300),
-                    "created": r.get("created")} for r in runs]
     by_label = {run_label(r): r for r in runs}
     base_ok = baseline in by_label and by_label[baseline]["status"] in TIMED
     comparison = compare_runs(registry, bundle, runs, baseline) if base_ok else None
     rows = {row["requested"]: row for row in comparison["rows"]} if comparison else {}
-    out["medians_ns"] = [rows[v]["median_ns"] if v in rows else None for v in versions]
+    out: dict[str, Any] = {"medians_ns": [rows[v]["median_ns"] if v in rows else None for v in versions]}
     out["candidates"] = [_candidate(comparison, rows.get(v), [by_label[k] for k in (baseline, v) if k in by_label],
                                     v, baseline) for v in versions[1:]]
     worst = max(out["candidates"], key=_severity, default=None)
     if worst is not None:
         out.update({k: worst[k] for k in _CANDIDATE_FIELDS})
-    out.update(_outputs_of_runs(runs) if out["outputs"] == OUTPUT_OK else {})
-    return _plain(out)
+    return out
 
 
 _CANDIDATE_FIELDS = ("verdict", "ratio", "ci95", "p_value", "method", "settled", "headline", "outputs",
@@ -169,11 +163,10 @@ def _severity(candidate: dict) -> tuple:
     return rank, -1.0 if ratio is None or ratio != ratio else ratio
 
 
-def contender_labels(versions: Sequence[str], options: dict[str, Any] | None) -> list[str]:
+def contender_labels(versions: Sequence[str], mode: str = "frozen") -> list[str]:
     """The labels of a task's runs (`0.8.0`, `0.8.0 retraced`): one contender per version in the task's mode."""
     from ..run.contenders import contenders_from
 
-    mode = task_options(options)["mode"]
     return [spec.label for spec in contenders_from(versions, (), mode)] if mode != "both" else list(versions)
 
 
@@ -219,101 +212,110 @@ def host_jax() -> str | None:
         return None
 
 
-def options_match(run: dict, options: dict[str, Any]) -> bool:
+def options_match(run: dict, options: ReplayOptions) -> bool:
     """Whether `run` was timed with `options` (see the module's resume rule); a run that stopped before timing
     (incompatible) is judged on what it recorded."""
-    options = task_options(options)
     env = run.get("environment") or {}
     conditions = env.get("conditions") or {}
-    schedule = conditions.get("schedule")
     timing = run.get("timing") or {}
-    if timing and timing.get("warmup") != options["warmup"]:
+    if timing and timing.get("warmup") != options.warmup:
         return False
-    if schedule is not None:
-        budget = plan(["baseline", "candidate"], options["repeat"], options["rounds"], options["max_time_s"])
-        if bool(schedule.get("adaptive")) != budget.adaptive or schedule.get("steps_per_round") != budget.steps_per_round:
-            return False
-        if budget.adaptive and (schedule.get("max_rounds") != budget.rounds
-                                or schedule.get("max_time_s") != budget.max_time_s):
-            return False
-        if not budget.adaptive and schedule.get("rounds") != budget.rounds:
-            return False
+    schedule = conditions.get("schedule")
+    if schedule is not None and not _same_schedule(schedule, options):
+        return False
+    if run["status"] not in TIMED:
+        return True
     pinned = (conditions.get("pin") or {}).get("cpus")
-    if run["status"] in TIMED and list(pinned or []) != list(options["pin"] or []):
+    if list(pinned or []) != list(options.pin or []):
         return False
-    if options["platform"] and run["status"] in TIMED and not str(options["platform"]).startswith(
-            str(env.get("platform"))):  # "cuda12" asks for a build of the platform the run records, "cuda"
-        return False
-    return True
+    # "cuda12" asks for a build of the platform the run records, "cuda"
+    return not options.platform or str(options.platform).startswith(str(env.get("platform")))
 
 
-def stored_runs(registry: Registry, bundle: Bundle, versions: Sequence[str], options: dict[str, Any]) -> list[dict] | None:
+def _same_schedule(schedule: dict, options: ReplayOptions) -> bool:
+    """Whether a run's recorded schedule is the budget replay.py plans from these options."""
+    budget = plan(["baseline", "candidate"], options.repeat, options.rounds, options.max_time_s)
+    if bool(schedule.get("adaptive")) != budget.adaptive or schedule.get("steps_per_round") != budget.steps_per_round:
+        return False
+    if budget.adaptive:
+        return schedule.get("max_rounds") == budget.rounds and schedule.get("max_time_s") == budget.max_time_s
+    return schedule.get("rounds") == budget.rounds
+
+
+def stored_runs(registry: Registry, bundle: Bundle, versions: Sequence[str], options: ReplayOptions,
+                mode: str = "frozen") -> list[dict] | None:
     """The runs of the latest replay of `bundle` that holds every version of `versions` timed with `options`
     (in the order of `versions`), or None: the resume rule of this module. A local build (`--jax PATH`) changes in
     place, so a replay with one is never resumed."""
     if any(is_path_request(v) for v in versions):
         return None
     here = host_jax()
+    labels = contender_labels(versions, mode)
+    for members in _replays_newest_first(registry, bundle):
+        by_version = {run_label(r): r for r in members}
+        chosen = [by_version[v] for v in labels if v in by_version]
+        if len(chosen) == len(versions) and all(_resumable(r, options, here) for r in chosen):
+            return chosen
+    return None
+
+
+def _replays_newest_first(registry: Registry, bundle: Bundle) -> list[list[dict]]:
     groups: dict[str, list[dict]] = {}
     for stored in registry.runs(bundle.ref.bundle_id):
         if stored.get("group"):
             groups.setdefault(stored["group"], []).append(stored)
-    for members in sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True):
-        by_version = {run_label(r): r for r in members}
-        chosen = [by_version[v] for v in contender_labels(versions, options) if v in by_version]
-        if len(chosen) == len(versions) and all(r["status"] in FINISHED and options_match(r, options)
-                                                for r in chosen) and all(
-                str((r.get("environment") or {}).get("jax")) == str(here) for r in chosen
-                if run_label(r) == "installed"):
-            return chosen
-    return None
+    return sorted(groups.values(), key=lambda g: max(r["created"] for r in g), reverse=True)
+
+
+def _resumable(run: dict, options: ReplayOptions, here: str | None) -> bool:
+    """A finished run timed with `options`; on "installed", made with the jax this host has now."""
+    if run["status"] not in FINISHED or not options_match(run, options):
+        return False
+    return run_label(run) != "installed" or str((run.get("environment") or {}).get("jax")) == str(here)
 
 
 # ------------------------------------------------------------------------------------------------ the driver
 
 
-def sweep(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str], options: dict[str, Any], *,
-          executor: Executor, rerun: bool = False, fn: Callable[[ReplayTask], TaskResult] = run_replay_task,
+def sweep(registry: Registry, bundles: Sequence[Bundle], template: ReplayTask, *, executor: Executor,
+          rerun: bool = False, fn: Callable[[ReplayTask], TaskResult] = run_replay_task,
           progress: Callable[[int, int, TaskResult | None], None] | None = None) -> list[TaskResult]:
-    """Replay each bundle on `versions` through `executor` (a bundle already finished for the same versions and
-    options is summed up from its stored runs instead, unless `rerun`), and return one summary per bundle, in the
-    order of `bundles`. `fn` carries out a task (run_replay_task, or a partial of it with a progress callable for
-    an in-process executor). `progress(done, total, result)` counts the bundles replayed now (`total` of them):
-    it gets each stored result first (done 0), then (0, total, None) before the first task, then each task's
-    result as it finishes."""
-    options = task_options(options)
+    """Replay each bundle as `template` says (its versions, options, environments and mode; its store and ref are
+    each bundle's) through `executor` (a bundle already finished for the same versions and options is summed up
+    from its stored runs instead, unless `rerun`), and return one summary per bundle, in the order of `bundles`.
+    `fn` carries out a task (run_replay_task, or a partial of it with a progress callable for an in-process
+    executor). `progress(done, total, result)` counts the bundles replayed now (`total` of them): it gets each
+    stored result first (done 0), then (0, total, None) before the first task, then each task's result as it
+    finishes."""
+    tasks = [replace(template, store=registry.url, ref=str(bundle.ref)) for bundle in bundles]
     results: list[TaskResult | None] = [None] * len(bundles)
     todo: list[int] = []
-    for i, bundle in enumerate(bundles):
-        runs = None if rerun else stored_runs(registry, bundle, versions, options)
+    for i, (bundle, task) in enumerate(zip(bundles, tasks)):
+        runs = None if rerun else stored_runs(registry, bundle, task.versions, task.options, task.mode)
         if runs is None:
             todo.append(i)
             continue
-        results[i] = summarize(registry, bundle, runs, versions, options=options, wall_s=0.0, stored=True)
+        results[i] = summarize(registry, bundle, runs, task, wall_s=0.0, stored=True)
         if progress:
             progress(0, len(todo), results[i])
     if progress:
         progress(0, len(todo), None)
-    tasks = [ReplayTask(registry.url, str(bundles[i].ref), tuple(versions), dict(options)) for i in todo]
-    for done, (k, result) in enumerate(executor.run(fn, tasks), 1):
+    for done, (k, result) in enumerate(executor.run(fn, [tasks[i] for i in todo]), 1):
         results[todo[k]] = result
         if progress:
-            progress(done, len(tasks), result)
-    missing = [str(bundles[i].ref) for i, r in enumerate(results) if r is None]
-    if missing:  # an executor that lost a task breaks its contract: say so rather than drop the bundle
-        for i, r in enumerate(results):
-            if r is None:
-                results[i] = failed_result(ReplayTask(registry.url, str(bundles[i].ref), tuple(versions), options),
-                                           f"the {executor.name} executor returned no result for this bundle")
-    return [r for r in results if r is not None]
+            progress(done, len(todo), result)
+    # an executor that lost a task breaks its contract: say so rather than drop the bundle
+    return [r if r is not None else failed_result(task, f"the {executor.name} executor returned no result for this "
+                                                        "bundle") for r, task in zip(results, tasks)]
 
 
-def sweep_report(registry: Registry, bundles: Sequence[Bundle], results: list[TaskResult], versions: Sequence[str],
-                 options: dict[str, Any], *, executor_name: str, rerun: bool, extra_args: Sequence[str]) -> dict:
+def sweep_report(registry: Registry, bundles: Sequence[Bundle], results: list[TaskResult], template: ReplayTask, *,
+                 executor_name: str, rerun: bool, extra_args: Sequence[str]) -> dict:
     """A sweep's plain result (api.sweep's docstring): each bundle's result with its Reproduce block, the two
     versions as concrete ones ("installed" is this host's; `candidate` is the last of `candidates`), the counts."""
     from ..bundle.sharing import reproduce_info
 
+    versions = template.versions
     baseline, candidates = versions[0], list(versions[1:])
     here = {v: host_jax() or v if v == "installed" else v for v in versions}
     for bundle, result in zip(bundles, results):
@@ -323,14 +325,14 @@ def sweep_report(registry: Registry, bundles: Sequence[Bundle], results: list[Ta
     return {"format": "reprobundle.sweep", "version": 1, "store": registry.url, "baseline": baseline,
             "candidate": candidates[-1], "candidates": candidates,
             "jax": {"baseline": here[baseline], "candidate": here[candidates[-1]]},
-            "executor": executor_name, "options": options, "rerun": rerun, "results": results,
+            "executor": executor_name, "options": template.options_record(), "rerun": rerun, "results": results,
             "counts": counts(results)}
 
 
 # ------------------------------------------------------------------------------------------------ counting
 
 
-def outcome(result: TaskResult) -> str:
+def outcome(result: Mapping[str, Any]) -> str:
     """What a bundle's result comes to, one word: "failed" (a version or the task did not run), "mismatch", else
     the candidate's verdict ("slower", "faster", "same"), "unsettled" (no difference shown, but the rounds ran out
     before a change of the size that matters was ruled out), or "unjudged" (timed too briefly for a verdict)."""
@@ -343,7 +345,7 @@ def outcome(result: TaskResult) -> str:
     return result["verdict"] if result["verdict"] in ("slower", "faster", "same") else "unjudged"
 
 
-def counts(results: Sequence[TaskResult]) -> dict[str, int]:
+def counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """How many bundles came to each outcome, of how many; and how many results were stored ones."""
     out = {"total": len(results), "slower": 0, "faster": 0, "same": 0, "unsettled": 0, "unjudged": 0, "mismatch": 0,
            "failed": 0,

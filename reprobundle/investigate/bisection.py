@@ -91,46 +91,14 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
         raise UsageError(f"--good {good} must be older than --bad {bad}")
     candidates = [v for v in ordered if version_key(good) < version_key(v) < version_key(bad)]
     result = BisectResult(good, bad, "time", first_bad=bad, last_good=good, candidates=candidates)
-    g, b = replay_together([good, bad])
-    result.runs[good], result.runs[bad] = g, b
-    for name, run in (("good", g), ("bad", b)):
-        if not _usable(run):
-            raise UsageError(f"the {name} version {run['requested']} did not run: {run['status']}: {run['reason']}",
-                             hint="pick endpoints on which the bundle runs")
-    target = None
-    if b["status"] == "mismatch" and g["status"] == "ok":
-        result.criterion = "outputs"
-        result.evidence = {good: "outputs match", bad: "outputs mismatch"}
-    elif outputs_differ is not None and outputs_differ(g, b):
-        result.criterion = OUTPUTS_VS_GOOD
-        result.evidence = {good: "the good endpoint", bad: f"outputs differ from jax {good}'s"}
-    else:
-        verdict = timing_verdict(_timing(g), _timing(b))
-        if verdict["verdict"] in ("same", "unknown"):
-            raise UsageError(f"jax {good} and {bad} are not distinguishable: same outputs and no significant time "
-                             f"change ({_verdict_line(verdict, good)})",
-                             hint="replay with more --repeat or --rounds, or pick other endpoints")
-        target = math.log(verdict["ratio"])
-        result.evidence = {good: "the good endpoint", bad: _verdict_line(verdict, good)}
-    result.classes = {good: "good", bad: "bad"}
-
+    target = _endpoints(result, replay_together, outputs_differ)
     last_good, first_bad = good, bad
     remaining = list(candidates)  # untested versions strictly between last_good and first_bad, ascending
     while remaining:
         version = remaining[len(remaining) // 2]
         if progress:
             progress(f"bisect: {len(remaining)} versions left between {last_good} and {first_bad}; testing {version}")
-        decided = known(version, result.classes) if known else None
-        if decided is not None:
-            cls, result.evidence[version] = decided
-        else:
-            if result.criterion in ("outputs", OUTPUTS_VS_GOOD):
-                (run,), good_run = replay_together([version]), g
-            else:
-                good_run, run = replay_together([good, version])
-            result.runs[version] = run
-            cls, result.evidence[version] = classify(run, good_run, target, result.criterion, outputs_differ)
-        result.classes[version] = cls
+        cls = _class_of(result, version, replay_together, target, known, outputs_differ)
         if cls == "skip":  # untestable: decide without it
             remaining.remove(version)
         elif cls == "bad":
@@ -143,7 +111,49 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     return result
 
 
-def skipped_between(result: BisectResult) -> list[str]:
-    """Versions between the last good and the first bad that could not be tested (the answer is a range then)."""
-    lo, hi = version_key(result.last_good), version_key(result.first_bad)
-    return [v for v, c in result.classes.items() if c == "skip" and lo < version_key(v) < hi]
+def _endpoints(result: BisectResult, replay_together: ReplayTogether,
+               outputs_differ: OutputsDiffer | None) -> float | None:
+    """The endpoints replayed together, what tells them apart (result.criterion, evidence, classes), and the log
+    ratio a bad version's time moves by (None when outputs tell them apart)."""
+    good, bad = result.good, result.bad
+    g, b = replay_together([good, bad])
+    result.runs[good], result.runs[bad] = g, b
+    for name, run in (("good", g), ("bad", b)):
+        if not _usable(run):
+            raise UsageError(f"the {name} version {run['requested']} did not run: {run['status']}: {run['reason']}",
+                             hint="pick endpoints on which the bundle runs")
+    result.classes = {good: "good", bad: "bad"}
+    if b["status"] == "mismatch" and g["status"] == "ok":
+        result.criterion = "outputs"
+        result.evidence = {good: "outputs match", bad: "outputs mismatch"}
+        return None
+    if outputs_differ is not None and outputs_differ(g, b):
+        result.criterion = OUTPUTS_VS_GOOD
+        result.evidence = {good: "the good endpoint", bad: f"outputs differ from jax {good}'s"}
+        return None
+    verdict = timing_verdict(_timing(g), _timing(b))
+    if verdict["verdict"] in ("same", "unknown"):
+        raise UsageError(f"jax {good} and {bad} are not distinguishable: same outputs and no significant time "
+                         f"change ({_verdict_line(verdict, good)})",
+                         hint="replay with more --repeat or --rounds, or pick other endpoints")
+    result.evidence = {good: "the good endpoint", bad: _verdict_line(verdict, good)}
+    return math.log(verdict["ratio"])
+
+
+def _class_of(result: BisectResult, version: str, replay_together: ReplayTogether, target: float | None,
+              known: Known | None, outputs_differ: OutputsDiffer | None) -> str:
+    """`version` classed ("good", "bad", "skip"): by `known` when it can, else replayed (with the good endpoint
+    when timings decide); its class and evidence recorded in `result`."""
+    decided = known(version, result.classes) if known else None
+    if decided is not None:
+        cls, result.evidence[version] = decided
+    else:
+        if result.criterion in ("outputs", OUTPUTS_VS_GOOD):
+            (run,), good_run = replay_together([version]), result.runs[result.good]
+        else:
+            good_run, run = replay_together([result.good, version])
+        result.runs[version] = run
+        cls, result.evidence[version] = classify(run, good_run, target, result.criterion, outputs_differ)
+    result.classes[version] = cls
+    return cls
+

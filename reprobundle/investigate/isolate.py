@@ -11,7 +11,7 @@ can carry (a token) is merged with the next. Constants are copied into every pie
 
 Each piece is packed (into a scratch store) with its real inputs: the bundle's inputs, or the reference outputs of
 the pieces before it, which the packing worker computes, so every intermediate value is what the function computes.
-Then all pieces are replayed on both versions in one measurement (run/replay.py's replay_together): each round
+Then all pieces are replayed on both versions in one measurement (run/replay.py's replay_pieces): each round
 starts a worker per piece and version, and their steps alternate, each piece's two versions back to back, with the
 adaptive budget `replay` uses. A piece stops being timed once it cannot hold the function's largest move
 (analysis/selection.py: after the first, screening round, or from the third on), or once its verdict settles; the
@@ -25,25 +25,29 @@ import re
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from ..analysis.verdict import MIN_ROUNDS, paired_log_ratios, timing_verdict
 from ..bundle.registry import Bundle, Registry
 from ..capture.export import MLIR_ELEMENT_DTYPES, function_ops, load_stablehlo
+from ..capture.options import PackOptions
 from ..capture.pack import pack
+from ..config import ISOLATE_WARMUP
 from ..errors import UsageError
 from ..logs import Status
 from ..run.budget import STOP_RULED_OUT
-from ..run.execution import DEFAULT_TIMEOUT_S, Timing
+from ..run.execution import DEFAULT_TIMEOUT_S
 from ..run.options import ReplayOptions
-from ..run.replay import leaf_array, replay_together
+from ..run.replay import leaf_array, replay_pieces
 from ..worker.synthetic import synthetic_array
 
+if TYPE_CHECKING:
+    from ..envs.manager import EnvironmentManager
+
 DEFAULT_MAX_PIECES = 8
-# A piece's workers warm up less than a replay's: its calls are short, and there are many pieces.
-DEFAULT_OPTIONS = ReplayOptions(warmup=2, dump=False, profile=False)
+DEFAULT_OPTIONS = ReplayOptions(warmup=ISOLATE_WARMUP, dump=False, profile=False)
 # Ops that do the work of a program: in a module without source locations, each starts a piece.
 HEAVY_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.convolution", "stablehlo.reduce",
                        "stablehlo.reduce_window", "stablehlo.custom_call", "stablehlo.while", "stablehlo.sort",
@@ -85,10 +89,39 @@ def _location_key(loc: str) -> str | None:
     return f"{Path(file).name}:{line}"
 
 
+@dataclass
+class _Module:
+    """What cutting a function into pieces needs to know of it: its ops, each value's type, the constants (copied
+    into each piece that uses them), which ops use each value, what it returns, the functions it calls."""
+
+    ops: list
+    types: dict[str, str]
+    constants: dict[str, str]
+    uses: dict[str, list[int]]
+    returned: list[str]
+    callees: list[str]
+
+
 def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
     """The module's main computation in at most `max_pieces` pieces, each a module of its own (see the module
     docstring). UsageError when the module cannot be split (one op, dynamic shapes, no tensors)."""
     fn = function_ops(text)
+    module = _module_of(fn)
+    work = [i for i, op in enumerate(fn.ops) if op.name != "stablehlo.constant"]
+    if len(work) < 2:
+        raise UsageError(f"@{fn.name} has {len(work)} op(s) that do work: nothing to split",
+                         hint="the bundle is already as small as a repro gets")
+    keys = [_location_key(fn.ops[i].location) for i in work]
+    by_source = any(k is not None for k in keys)
+    groups = _merged(_groups(fn.ops, work, keys, by_source), max_pieces)
+    pieces = _cut(module, groups, lambda first: keys[work.index(first)] if by_source else None)
+    if len(pieces) < 2:
+        raise UsageError("the function cannot be split into pieces a bundle can carry")
+    return Split(function=fn.name, pieces=pieces, args=fn.args, results=fn.returned)
+
+
+def _module_of(fn) -> _Module:
+    """The function's ops with their types; UsageError for dynamic shapes."""
     ops = fn.ops
     types: dict[str, str] = dict(zip(fn.args, fn.arg_types))
     for op in ops:
@@ -97,23 +130,20 @@ def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
         raise UsageError("the function has dynamic shapes: isolate needs a bundle at static shapes",
                          hint="pack it at concrete sizes")
     constants = {op.results[0]: op.asm for op in ops if op.name == "stablehlo.constant" and len(op.results) == 1}
-    work = [i for i, op in enumerate(ops) if op.name != "stablehlo.constant"]
-    if len(work) < 2:
-        raise UsageError(f"@{fn.name} has {len(work)} op(s) that do work: nothing to split",
-                         hint="the bundle is already as small as a repro gets")
-    keys = [_location_key(ops[i].location) for i in work]
-    by_source = any(k is not None for k in keys)
-    groups = _merged(_groups(ops, work, keys, by_source), max_pieces)
     uses: dict[str, list[int]] = {}
     for i, op in enumerate(ops):
         for v in op.operands:
             uses.setdefault(v, []).append(i)
+    return _Module(ops, types, constants, uses, fn.returned, fn.callees)
+
+
+def _cut(module: _Module, groups: list[list[int]], key_of: Callable[[int], str | None]) -> list[Piece]:
+    """A piece per group; a group whose boundary values cannot be fed (not all tensors) is merged with the next."""
     pieces: list[Piece] = []
     pending: list[int] = []
     for n, group in enumerate(groups):
         members = pending + group
-        piece = _piece(len(pieces), members, ops, types, constants, uses, fn.returned, fn.callees,
-                       keys[work.index(members[0])] if by_source else None)
+        piece = _piece(len(pieces), members, module, key_of(members[0]))
         if piece is None and n + 1 < len(groups):
             pending = members  # a boundary value that cannot be fed: merged with the next group
             continue
@@ -121,9 +151,7 @@ def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
             raise UsageError("the function's values between its parts are not all tensors: it cannot be split")
         pieces.append(piece)
         pending = []
-    if len(pieces) < 2:
-        raise UsageError("the function cannot be split into pieces a bundle can carry")
-    return Split(function=fn.name, pieces=pieces, args=fn.args, results=fn.returned)
+    return pieces
 
 
 def _groups(ops: list, work: list[int], keys: list, by_source: bool) -> list[list[int]]:
@@ -158,11 +186,11 @@ def _feedable(t: str) -> bool:
     return m is not None and m.group(1) in MLIR_ELEMENT_DTYPES
 
 
-def _piece(index, members, ops, types, constants, uses, returned, callees, key) -> Piece | None:
-    used, needed_constants = _piece_inputs(members, ops, constants)
-    inside = set(members)
-    outputs = [r for i in members for r in ops[i].results
-               if r in returned or any(u not in inside and u > max(members) for u in uses.get(r, ()))]
+def _piece(index: int, members: list[int], module: _Module, key: str | None) -> Piece | None:
+    """The ops `members` as a module of their own, or None when a value it takes or gives is not a tensor."""
+    ops, types = module.ops, module.types
+    used, needed_constants = _piece_inputs(members, ops, module.constants)
+    outputs = _piece_outputs(members, module)
     if not outputs or not all(_feedable(types[v]) for v in used + outputs):
         return None
     rename = {v: f"%piece_in{k}" for k, v in enumerate(used)}
@@ -170,18 +198,31 @@ def _piece(index, members, ops, types, constants, uses, returned, callees, key) 
     def sub(line: str) -> str:
         return _VALUE.sub(lambda m: rename.get(m.group(0), m.group(0)), line)
 
-    lines = [constants[c] for c in needed_constants] + [sub(ops[i].asm) for i in members]
+    lines = [module.constants[c] for c in needed_constants] + [sub(ops[i].asm) for i in members]
     signature = ", ".join(f"{rename[v]}: {types[v]}" for v in used)
-    results = ", ".join(types[v] for v in outputs)
-    body = "\n".join("    " + line.replace("\n", "\n    ") for line in lines)
-    text = (f"module @piece_{index} attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}} {{\n"
-            f"  func.func public @main({signature}) -> ({results}) {{\n{body}\n"
-            f"    return {', '.join(outputs)} : {results}\n  }}\n"
-            + "".join("  " + c.replace("\n", "\n  ") + "\n" for c in callees) + "}\n")
+    text = _piece_text(index, signature, lines, outputs, [types[v] for v in outputs], module.callees)
     heavy = [ops[i].name for i in members if ops[i].name in HEAVY_OPS]
     label = key or f"{(heavy or [ops[members[0]].name])[0].split('.')[-1]} at op {members[0]}"
     return Piece(index=index, label=label, text=text, inputs=used, outputs=outputs,
                  ops=[ops[i].name for i in members])
+
+
+def _piece_outputs(members: list[int], module: _Module) -> list[str]:
+    """The values the piece defines that the function returns or a later op outside it uses."""
+    inside = set(members)
+    last = max(members)
+    return [r for i in members for r in module.ops[i].results
+            if r in module.returned or any(u not in inside and u > last for u in module.uses.get(r, ()))]
+
+
+def _piece_text(index: int, signature: str, lines: list[str], outputs: list[str], output_types: list[str],
+                callees: list[str]) -> str:
+    results = ", ".join(output_types)
+    body = "\n".join("    " + line.replace("\n", "\n    ") for line in lines)
+    return (f"module @piece_{index} attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}} {{\n"
+            f"  func.func public @main({signature}) -> ({results}) {{\n{body}\n"
+            f"    return {', '.join(outputs)} : {results}\n  }}\n"
+            + "".join("  " + c.replace("\n", "\n  ") + "\n" for c in callees) + "}\n")
 
 
 def _piece_inputs(members, ops, constants) -> tuple[list[str], list[str]]:
@@ -257,8 +298,8 @@ def _piece_verdict(base: dict, cand: dict) -> dict:
 
 
 def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], options: ReplayOptions = DEFAULT_OPTIONS, *,
-            max_pieces: int = DEFAULT_MAX_PIECES, name: str | None = None, env_manager=None, python: str | None = None,
-            progress: Callable[[str], None] | None = None) -> Isolation:
+            max_pieces: int = DEFAULT_MAX_PIECES, name: str | None = None,
+            env_manager: EnvironmentManager | None = None, progress: Callable[[str], None] | None = None) -> Isolation:
     """Split `bundle`, pack each piece with its real inputs, time them on versions[0] (baseline) and versions[1]
     together, and copy the piece whose median moved most into `registry` as `name` (default: NAME-piece-K).
     `options`: how the pieces are timed (their XLA dumps and profiles are never kept)."""
@@ -271,9 +312,9 @@ def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], options
         split, results = pack_pieces(registry, bundle, scratch, max_pieces=max_pieces, timeout_s=timeout_s, say=say)
         say(Status(f"timing the {len(results)} pieces on jax {versions[0]} and {versions[1]} together; a piece stops "
                    "once it cannot hold the largest move", "isolate"))
-        all_runs = replay_together(scratch, [scratch.resolve(r.ref) for r in results], list(versions),
-                                   replace(options, dump=False, profile=False), python=python,
-                                   env_manager=env_manager, progress=progress, store_runs=False, largest_move=True)
+        all_runs = replay_pieces(scratch, [scratch.resolve(r.ref) for r in results], list(versions),
+                                 replace(options, dump=False, profile=False), env_manager=env_manager,
+                                 progress=progress, store_runs=False)
         moved = judge(results, all_runs)
         packed_ref = None
         if moved is not None:
@@ -301,9 +342,9 @@ def pack_pieces(registry: Registry, bundle: Bundle, scratch: Registry, *, max_pi
         say(Status(f"piece {piece.index + 1}/{len(split.pieces)} ({piece.label}): packing with its inputs",
                    "isolate"))
         leaves = [values[v] for v in piece.inputs]
-        ref = pack(scratch, load_stablehlo(piece.text), leaves, name=f"piece-{piece.index + 1}",
-                   description=f"{bundle.ref}: {piece.label}", parent=str(bundle.ref), source=piece.text,
-                   timing=Timing(warmup=1, repeat=3), dump=False, profile=False, timeout_s=timeout_s)
+        options = PackOptions(name=f"piece-{piece.index + 1}", description=f"{bundle.ref}: {piece.label}", warmup=1,
+                              repeat=3, dump=False, profile=False, timeout_s=timeout_s)
+        ref = pack(scratch, load_stablehlo(piece.text), leaves, options, parent=str(bundle.ref), source=piece.text)
         packed = scratch.load(ref.name, ref.version)
         for v, leaf in zip(piece.outputs, packed.manifest["reference"]["outputs"]):
             values[v] = leaf_array(scratch.get_blob(leaf["blob"]), leaf)
@@ -330,9 +371,10 @@ def judge(results: Sequence[PieceResult], all_runs: Sequence[Sequence[dict]]) ->
 def pack_piece(registry: Registry, bundle: Bundle, piece: PieceResult, versions: Sequence[str], name: str, *,
                timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
     """The piece packed where the user keeps bundles, with a full reference run; its ref."""
-    made = pack(registry, load_stablehlo(piece.piece.text), piece.inputs, name=name,
-                description=f"piece {piece.piece.index + 1} of {bundle.ref} ({piece.piece.label}), isolated "
-                            f"between jax {versions[0]} and {versions[1]}",
-                labels={"isolated-from": str(bundle.ref), "piece": piece.piece.label}, parent=str(bundle.ref),
-                source=piece.piece.text, timeout_s=timeout_s)
+    options = PackOptions(name=name, description=f"piece {piece.piece.index + 1} of {bundle.ref} "
+                                                 f"({piece.piece.label}), isolated between jax {versions[0]} and "
+                                                 f"{versions[1]}",
+                          labels={"isolated-from": str(bundle.ref), "piece": piece.piece.label}, timeout_s=timeout_s)
+    made = pack(registry, load_stablehlo(piece.piece.text), piece.inputs, options, parent=str(bundle.ref),
+                source=piece.piece.text)
     return f"{made.name}@{made.version}"

@@ -48,7 +48,7 @@ def plan_search(manager, good: str, bad: str) -> NightlySearch:
     """The nightlies `manager`'s nightly index has between `good` and `bad`, and the days it lacks."""
     from ..envs.nightly import nightly_index_url
 
-    index = nightly_index_url(manager.index_url)
+    index = nightly_index_url(manager.config.nightly_index)
     nightlies, incomplete = manager.nightlies()
     good_v, good_n = _endpoint(good, nightlies, index)
     bad_v, bad_n = _endpoint(bad, nightlies, index)

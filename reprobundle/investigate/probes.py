@@ -4,7 +4,8 @@ sweep's task on an executor, or here for a read-only store), and whether two run
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -14,16 +15,17 @@ from ..fleet.executor import Executor, LocalExecutor, ReplayTask
 from ..fleet.sweep import run_replay_task
 from ..run.options import ReplayOptions
 
+if TYPE_CHECKING:
+    from ..envs.manager import EnvironmentManager
+
 
 def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, executor: Executor | None,
-                 env_manager, env_dir: str | None, python: str | None,
-                 progress: Callable[[str], None] | None = None,
+                 env_manager: EnvironmentManager, progress: Callable[[str], None] | None = None,
                  mode: str = "frozen") -> Callable[[Sequence[str]], list[dict]]:
     """What a bisection calls to replay `bundle` on versions timed together: a replay task on `executor` (its runs
-    stored in the bundle's registry, read back), or, for a bundle in a read-only store, a replay here whose runs are
-    not stored."""
-    task_options = {**options.task_options(), "env_dir": env_dir, "python": python,
-                    "index_url": getattr(env_manager, "index_url", None), "mode": mode}
+    stored in the bundle's registry, read back; its environments made as `env_manager`'s configuration says), or,
+    for a bundle in a read-only store, a replay here with `env_manager` whose runs are not stored."""
+    template = ReplayTask(registry.url, str(bundle.ref), (), options.for_sweep(), env_manager.config, mode)
     # the local executor runs the task here: the replay's own progress lines can go to the display
     carry_out = functools.partial(run_replay_task, progress=progress) \
         if isinstance(executor, LocalExecutor) else run_replay_task
@@ -36,7 +38,7 @@ def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, 
             return replay(registry, bundle, contenders_from(versions, (), mode), options, env_manager=env_manager,
                           progress=progress, store_runs=False)
         assert executor is not None
-        task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), task_options)
+        task = replace(template, versions=tuple(versions))
         (_, outcome), = executor.run(carry_out, [task])
         if outcome["status"] == "failed":
             raise ReplayError(f"replaying {bundle.ref} on jax {', '.join(versions)} failed: {outcome['error']}",

@@ -92,30 +92,39 @@ def capture_text(result) -> str:
     where = f" from `{' '.join(result.command)}`" if result.command else ""
     lines = [f"captured {n} computation{'s' if n != 1 else ''}{where}:" if n else f"captured nothing{where}"]
     for c in result.captures:
-        fn = c["function"]
-        args = ", ".join(f"{a['name']}: {a['text']}" for a in c["args"])
-        lines.append(f"  {c['ref']}  {c['ref'].bundle_id[:19]}  {fn.get('display') or fn['name']}  call {c['call']}"
-                     f" (signature {c['signature']})")
-        lines.append(f"    arguments: {_short(args, 100)}")
-        costs = c.get("costs") or {}
-        lines.append(f"    capture cost: export {costs.get('export_s', 0):.3f} s, "
-                     f"copy + write of {human_bytes(c.get('input_bytes', 0))} of arguments "
-                     f"{costs.get('copy_s', 0) + costs.get('write_s', 0):.3f} s; reference on jax {c['jax_version']}")
-        if c.get("note"):
-            lines.append(f"    note: {c['note']}")
+        lines += _capture_lines(c)
     if result.captures:
         lines.append("replay:")
         lines += [f"  {replay_command(c['ref'], result.store)}" for c in result.captures]
         lines.append("  (add --jax VERSION, repeatable, to run and compare other JAX releases)")
     if result.failures:
         lines.append("not captured:")
-        lines += [f"  {f['function']} (signature {f['signature']}"
-                  f"{', call ' + str(f['call']) if f.get('call') else ''}): {f['reason']}" for f in result.failures]
+        lines += [_failure_line(f) for f in result.failures]
     if result.computations and not result.captures:
         lines.append("seen:")
         lines.append(computations_table(result.computations, timed=result.timed, limit=20))
     lines += _footer(result)
     return "\n".join(lines)
+
+
+def _capture_lines(c) -> list[str]:
+    fn = c["function"]
+    args = ", ".join(f"{a['name']}: {a['text']}" for a in c["args"])
+    costs = c.get("costs") or {}
+    lines = [f"  {c['ref']}  {c['ref'].bundle_id[:19]}  {fn.get('display') or fn['name']}  call {c['call']}"
+             f" (signature {c['signature']})",
+             f"    arguments: {_short(args, 100)}",
+             f"    capture cost: export {costs.get('export_s', 0):.3f} s, "
+             f"copy + write of {human_bytes(c.get('input_bytes', 0))} of arguments "
+             f"{costs.get('copy_s', 0) + costs.get('write_s', 0):.3f} s; reference on jax {c['jax_version']}"]
+    if c.get("note"):
+        lines.append(f"    note: {c['note']}")
+    return lines
+
+
+def _failure_line(f) -> str:
+    call = f", call {f['call']}" if f.get("call") else ""
+    return f"  {f['function']} (signature {f['signature']}{call}): {f['reason']}"
 
 
 def _footer(result) -> list[str]:

@@ -171,10 +171,14 @@ def op_text(r: dict, arrow: str = "->") -> str:
     if b and c and b == c:
         return f"{b} ({what})" if what else b
     if b and c:
-        names, detail = f"{short(b)} {arrow} {c}", ", ".join(x for x in (r["match"], what) if x)
+        names, detail = f"{short(b)} {arrow} {c}", _joined(r["match"], what)
     else:
-        names, detail = short(b or c or "?"), ", ".join(x for x in ("gone" if b else "new", what) if x)
+        names, detail = short(b or c or "?"), _joined("gone" if b else "new", what)
     return f"{names} ({detail})"
+
+
+def _joined(*parts: str) -> str:
+    return ", ".join(x for x in parts if x)
 
 
 def _move_cells(r: dict, arrow: str = "->") -> list[str]:
@@ -248,11 +252,7 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
     moved and what fused, the runs used and the notes. Every line fits `width` columns (at least 100 used)."""
     width = max(WIDTH, width)
     c = _cleaned(c)  # names, reasons and notes come from bundles and runs: no control character reaches a terminal
-    out = []
-    for h in c["headlines"]:
-        lines = _wrap(h["text"], width)
-        style = h["direction"] if h["direction"] in STYLES else ""
-        out += [paint(line, style, color) for line in lines]
+    out = [line for h in c["headlines"] for line in _text_headline(h, width, color)]
     out += ["", cut(_context_line(c), width)]
     rep = c.get("reproduce")
     if rep:
@@ -263,31 +263,56 @@ def to_text(c: dict, width: int = WIDTH, color: bool = False) -> str:
         out += ["", paint("Not timed together with the baseline (not comparable, no verdict):", "apart", color)]
         out += [line for r in apart for line in _wrap(_apart_line(r, c), width, "  ")]
     for d in c["diffs"]:
-        out += [""] + _wrap(f"jax {d['label']} vs {d['vs']}: {d['moved']}", width, more="  ")
-        if d.get("lowering"):
-            out += _wrap(f"lowering: {d['lowering']['text']}", width, "  ", "  ")
-        if d["fusion"] is not None:
-            f = d["fusion"]
-            out += _wrap(f"fusion: {_kinds_text(f['base'])} -> {_kinds_text(f['cand'])}; {f['summary']}{fusion_note(f)}", width,
-                         "  ", "  ")
-            lines = _fusion_lines(f)
-            out += ["    " + cut(line, width - 4) for line in lines[:8]]
-            if len(lines) > 8:
-                out.append(f"    ... and {len(lines) - 8} more (--report or --html lists them all)")
-        if d["per_op"]:
-            rows = [_move_cells(r) for r in d["per_op"][:TEXT_TOP]]
-            more = len(d["per_op"]) - len(rows)
-            out += [f"  top per-op moves ({len(rows)} of {len(d['per_op'])}):"]
-            out += grid(MOVE_HEADERS, rows, width=width, indent="    ")
-            if more > 0:
-                out.append(f"    ... and {more} more (--report or --html lists them)")
+        out += _text_diff(d, width)
+    return "\n".join(out + _text_runs_and_notes(c, width))
+
+
+def _text_headline(h: dict, width: int, color: bool) -> list[str]:
+    style = h["direction"] if h["direction"] in STYLES else ""
+    return [paint(line, style, color) for line in _wrap(h["text"], width)]
+
+
+def _text_diff(d: dict, width: int) -> list[str]:
+    """One version's moves against its baseline: where the time moved, lowering, fusion, the top per-op moves."""
+    out = [""] + _wrap(f"jax {d['label']} vs {d['vs']}: {d['moved']}", width, more="  ")
+    if d.get("lowering"):
+        out += _wrap(f"lowering: {d['lowering']['text']}", width, "  ", "  ")
+    if d["fusion"] is not None:
+        out += _text_fusion(d["fusion"], width)
+    if d["per_op"]:
+        out += _text_moves(d["per_op"], width)
+    return out
+
+
+def _text_fusion(f: dict, width: int) -> list[str]:
+    out = _wrap(f"fusion: {_kinds_text(f['base'])} -> {_kinds_text(f['cand'])}; {f['summary']}{fusion_note(f)}", width,
+                "  ", "  ")
+    lines = _fusion_lines(f)
+    out += ["    " + cut(line, width - 4) for line in lines[:8]]
+    if len(lines) > 8:
+        out.append(f"    ... and {len(lines) - 8} more (--report or --html lists them all)")
+    return out
+
+
+def _text_moves(per_op: list[dict], width: int) -> list[str]:
+    rows = [_move_cells(r) for r in per_op[:TEXT_TOP]]
+    more = len(per_op) - len(rows)
+    out = [f"  top per-op moves ({len(rows)} of {len(per_op)}):"]
+    out += grid(MOVE_HEADERS, rows, width=width, indent="    ")
+    if more > 0:
+        out.append(f"    ... and {more} more (--report or --html lists them)")
+    return out
+
+
+def _text_runs_and_notes(c: dict, width: int) -> list[str]:
+    out = []
     if c.get("runs_used"):
         out += ["", "Runs used:"] + [line for u in c["runs_used"] for line in _wrap(_run_line(u), width, "  ")]
         if c.get("selection"):
             out += _wrap(c["selection"], width, "  ")
     if c["notes"]:
         out += ["", "Notes:"] + [line for n in c["notes"] for line in _wrap(first_line(n, 400), width, "  ")]
-    return "\n".join(out)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ markdown
@@ -363,19 +388,28 @@ def to_markdown(c: dict) -> str:
         body += [f"**Lowering:** {md(d['lowering']['text'])}"] if d.get("lowering") else []
         body += _md_fusion(d["fusion"]) + _md_moves(d, c["top"])
         out += ["", details(_moved_summary(d), "\n".join(body))]
-    failures = [r for r in c["rows"] if r["status"] not in TIMED]
-    if failures:
-        reasons = "\n\n".join(f"**jax {md(r['label'])}: {r['status']}**\n\n```\n{_tail(r['reason'], 3000)}\n```"
-                              for r in failures)
-        out += ["", details(f"{len(failures)} version(s) did not run", reasons)]
+    out += _md_failures(c)
     out += ["", details("Every column", md_table(FULL_HEADERS, [_full_cells(r) for r in c["rows"]]))]
+    out += ["", details("Environment, runs used and notes", "\n".join(_md_environment(c)))]
+    return "\n".join(out) + "\n"
+
+
+def _md_failures(c: dict) -> list[str]:
+    failures = [r for r in c["rows"] if r["status"] not in TIMED]
+    if not failures:
+        return []
+    reasons = "\n\n".join(f"**jax {md(r['label'])}: {r['status']}**\n\n```\n{_tail(r['reason'], 3000)}\n```"
+                          for r in failures)
+    return ["", details(f"{len(failures)} version(s) did not run", reasons)]
+
+
+def _md_environment(c: dict) -> list[str]:
     env = [f"- packed with {md(_env_text(c['packed']))}", f"- runs on {md(_env_text(c['machine']))}"]
     runs = [f"- {md(_run_line(u))}" for u in c.get("runs_used") or []]
     if c.get("selection"):
         runs.append(f"- {md(c['selection'])}")
     notes = [f"- {md(n)}" for n in c["notes"]]
-    out += ["", details("Environment, runs used and notes", "\n".join(env + runs + notes))]
-    return "\n".join(out) + "\n"
+    return env + runs + notes
 
 
 def _tail(text: str, limit: int) -> str:
@@ -428,9 +462,7 @@ def to_html(c: dict) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'>"
              f"<meta name='viewport' content='width=device-width'><title>{e(c['bundle'])}: JAX versions</title>",
              f"<style>{CSS}</style></head><body>", f"<h1>{e(c['bundle'])} across JAX versions</h1>"]
-    for h in c["headlines"]:
-        cls = h["direction"] if h["direction"] in PALETTE else "apart"
-        parts.append(f"<p class='headline {cls}'>{e(h['text'])}</p>")
+    parts += [_html_headline(h) for h in c["headlines"]]
     parts.append(f"<p>{e(_context_line(c))} (baseline marked *)</p>")
     rows = _compared(c)
     parts.append(html_table(NARROW_HEADERS, [_narrow_cells(r) for r in rows],
@@ -447,17 +479,30 @@ def to_html(c: dict) -> str:
               "<h2>Timing samples</h2>", timing_chart_svg(c["rows"])]
     for d in c["diffs"]:
         parts += _html_diff(d, c["top"])
-    failures = [r for r in c["rows"] if r["status"] not in TIMED]
-    for r in failures:
-        parts.append(f"<details><summary>jax {e(r['label'])}: {e(r['status'])}</summary>"
-                     f"<pre>{e(_tail(r['reason'], 6000))}</pre></details>")
+    parts += [_html_failure(r) for r in c["rows"] if r["status"] not in TIMED]
     parts += ["<details><summary>Every column</summary>",
               html_table(FULL_HEADERS, [_full_cells(r) for r in c["rows"]]), "</details>"]
-    runs = [_run_line(u) for u in c.get("runs_used") or []] + ([c["selection"]] if c.get("selection") else [])
-    parts.append("<h2>Environment, runs used and notes</h2><ul>"
-                 + f"<li>packed with {e(_env_text(c['packed']))}</li><li>runs on {e(_env_text(c['machine']))}</li>"
-                 + "".join(f"<li>{e(x)}</li>" for x in runs + c["notes"]) + "</ul>")
+    parts.append(_html_environment(c))
     return "\n".join(parts + ["</body></html>"])
+
+
+def _html_headline(h: dict) -> str:
+    cls = h["direction"] if h["direction"] in PALETTE else "apart"
+    return f"<p class='headline {cls}'>{html.escape(h['text'])}</p>"
+
+
+def _html_failure(r: dict) -> str:
+    e = html.escape
+    return (f"<details><summary>jax {e(r['label'])}: {e(r['status'])}</summary>"
+            f"<pre>{e(_tail(r['reason'], 6000))}</pre></details>")
+
+
+def _html_environment(c: dict) -> str:
+    e = html.escape
+    runs = [_run_line(u) for u in c.get("runs_used") or []] + ([c["selection"]] if c.get("selection") else [])
+    return ("<h2>Environment, runs used and notes</h2><ul>"
+            + f"<li>packed with {e(_env_text(c['packed']))}</li><li>runs on {e(_env_text(c['machine']))}</li>"
+            + "".join(f"<li>{e(x)}</li>" for x in runs + c["notes"]) + "</ul>")
 
 
 def _html_diff(d: dict, top: int) -> list[str]:
@@ -554,24 +599,7 @@ def ratio_chart_svg(c: dict, width: int = 900, row_h: int = 30, left: int = 170)
     out.append(f"<line x1='{x(1):.1f}' x2='{x(1):.1f}' y1='{top - 4}' y2='{y_axis}' stroke='#000' "
                f"stroke-dasharray='4 3'/>")
     for i, r in enumerate(rows):
-        mid = top + i * row_h + row_h / 2
-        style = _style_of(r)
-        colour = PALETTE.get(style, PALETTE["unknown"])
-        name = "reference (pack)" if r["requested"] == REFERENCE else f"jax {r['label']}"
-        label = html.escape(first_line(name, 24))
-        out.append(f"<text x='{left - 8}' y='{mid + 4:.1f}' text-anchor='end'>{label}</text>")
-        ci = r.get("ci95")
-        if r["together"] and ci and None not in ci:
-            out += [f"<line x1='{x(ci[0]):.1f}' x2='{x(ci[1]):.1f}' y1='{mid:.1f}' y2='{mid:.1f}' stroke='#333' "
-                    f"stroke-width='2'/>"] + [
-                    f"<line x1='{x(v):.1f}' x2='{x(v):.1f}' y1='{mid - 6:.1f}' y2='{mid + 6:.1f}' stroke='#333' "
-                    f"stroke-width='2'/>" for v in ci]
-            out.append(f"<circle cx='{x(r['ratio']):.1f}' cy='{mid:.1f}' r='6' fill='{colour}'/>")
-        else:
-            out.append(f"<circle cx='{x(r['ratio']):.1f}' cy='{mid:.1f}' r='6' fill='white' stroke='{colour}' "
-                       f"stroke-width='2'/>")
-        tip = f"{r['ratio']:.3f}x" + (f", 95% CI {ci[0]:.3f}-{ci[1]:.3f}x" if ci and None not in ci else "")
-        out.append(f"<title>jax {html.escape(r['label'])}: {html.escape(tip)}</title>")
+        out += _ratio_row(r, top + i * row_h + row_h / 2, x, left)
     out.append(f"<line x1='{left}' x2='{left + plot_w}' y1='{y_axis}' y2='{y_axis}' stroke='#333'/>")
     for v in _ratio_ticks(math.exp(lo), math.exp(hi)):
         out += [f"<line x1='{x(v):.1f}' x2='{x(v):.1f}' y1='{y_axis}' y2='{y_axis + 4}' stroke='#333'/>",
@@ -580,6 +608,28 @@ def ratio_chart_svg(c: dict, width: int = 900, row_h: int = 30, left: int = 170)
                f"time per call relative to {html.escape(base)} (ratio, log scale; 1x = same, "
                f"shaded: within 2%)</text>")
     return "".join(out + ["</svg>"])
+
+
+def _ratio_row(r: dict, mid: float, x, left: int) -> list[str]:
+    """One candidate's row of the ratio chart: its label, its interval when paired, its dot and a tooltip."""
+    colour = PALETTE.get(_style_of(r), PALETTE["unknown"])
+    name = "reference (pack)" if r["requested"] == REFERENCE else f"jax {r['label']}"
+    label = html.escape(first_line(name, 24))
+    out = [f"<text x='{left - 8}' y='{mid + 4:.1f}' text-anchor='end'>{label}</text>"]
+    ci = r.get("ci95") or []
+    has_ci = bool(ci) and None not in ci
+    if r["together"] and has_ci:
+        out += [f"<line x1='{x(ci[0]):.1f}' x2='{x(ci[1]):.1f}' y1='{mid:.1f}' y2='{mid:.1f}' stroke='#333' "
+                f"stroke-width='2'/>"] + [
+                f"<line x1='{x(v):.1f}' x2='{x(v):.1f}' y1='{mid - 6:.1f}' y2='{mid + 6:.1f}' stroke='#333' "
+                f"stroke-width='2'/>" for v in ci]
+        out.append(f"<circle cx='{x(r['ratio']):.1f}' cy='{mid:.1f}' r='6' fill='{colour}'/>")
+    else:
+        out.append(f"<circle cx='{x(r['ratio']):.1f}' cy='{mid:.1f}' r='6' fill='white' stroke='{colour}' "
+                   f"stroke-width='2'/>")
+    tip = f"{r['ratio']:.3f}x" + (f", 95% CI {ci[0]:.3f}-{ci[1]:.3f}x" if has_ci else "")
+    out.append(f"<title>jax {html.escape(r['label'])}: {html.escape(tip)}</title>")
+    return out
 
 
 def _ratio_ticks(lo: float, hi: float) -> list[float]:

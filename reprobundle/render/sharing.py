@@ -91,6 +91,12 @@ def reproduce_text(rep: dict, brief: bool = False) -> list[str]:
     return lines
 
 
+def with_snippet(info: dict) -> dict:
+    """A bundle's share info (bundle/sharing.share_info) with its Markdown snippet for a bug report: what `url`
+    and api.share_info return."""
+    return {**info, "markdown": markdown_snippet(info)}
+
+
 def markdown_snippet(info: dict) -> str:
     env = info["environment"]
     captured = ", ".join(filter(None, [

@@ -58,14 +58,34 @@ def _size_value(size: dict) -> float:
     return float(math.prod(size["bindings"].values()) or 1)
 
 
-def ratio_by_size_svg(data: dict, width: int = 900, height: int = 360) -> str:
-    """Ratio against size, one line per candidate with its 95% intervals, a log2 x axis and the line of 1.0x."""
-    left, right, top, bottom = 70, 180, 20, 50
+def _points_by_candidate(data: dict) -> dict[str, list[tuple[float, dict]]]:
+    """Per candidate label, its (size, row) points that have a ratio, in the order of the sizes."""
     points: dict[str, list[tuple[float, dict]]] = {}
     for size in data["sizes"]:
         for r in size["rows"]:
             if r.get("ratio") is not None:
                 points.setdefault(r["label"], []).append((_size_value(size), r))
+    return points
+
+
+def _candidate_line(label: str, pts: list[tuple[float, dict]], color: str, x, y) -> list[str]:
+    """One candidate's polyline through its ratios, with each point's interval and dot."""
+    e = html.escape
+    path = " ".join(f"{x(v):.1f},{y(r['ratio']):.1f}" for v, r in pts)
+    out = [f"<polyline points='{path}' fill='none' stroke='{color}' stroke-width='2'/>"]
+    for v, r in pts:
+        if r.get("ci95"):
+            out.append(f"<line x1='{x(v):.1f}' x2='{x(v):.1f}' y1='{y(r['ci95'][0]):.1f}' "
+                       f"y2='{y(r['ci95'][1]):.1f}' stroke='{color}'/>")
+        out.append(f"<circle cx='{x(v):.1f}' cy='{y(r['ratio']):.1f}' r='4' fill='{color}'>"
+                   f"<title>{e(label)} at {e(str(v))}: {e(_ratio(r))}</title></circle>")
+    return out
+
+
+def ratio_by_size_svg(data: dict, width: int = 900, height: int = 360) -> str:
+    """Ratio against size, one line per candidate with its 95% intervals, a log2 x axis and the line of 1.0x."""
+    left, right, top, bottom = 70, 180, 20, 50
+    points = _points_by_candidate(data)
     xs = [_size_value(s) for s in data["sizes"]] or [1.0]
     ys = [1.0] + [v for pts in points.values() for _, r in pts for v in (r.get("ci95") or [r["ratio"]])]
     lo_x, hi_x = math.log2(min(xs)), math.log2(max(xs))
@@ -95,14 +115,7 @@ def ratio_by_size_svg(data: dict, width: int = 900, height: int = 360) -> str:
     colors = [PALETTE.get(k, "#555") for k in ("slower", "faster", "same", "failed")]
     for i, (label, pts) in enumerate(points.items()):
         color = colors[i % len(colors)]
-        path = " ".join(f"{x(v):.1f},{y(r['ratio']):.1f}" for v, r in pts)
-        out.append(f"<polyline points='{path}' fill='none' stroke='{color}' stroke-width='2'/>")
-        for v, r in pts:
-            if r.get("ci95"):
-                out.append(f"<line x1='{x(v):.1f}' x2='{x(v):.1f}' y1='{y(r['ci95'][0]):.1f}' "
-                           f"y2='{y(r['ci95'][1]):.1f}' stroke='{color}'/>")
-            out.append(f"<circle cx='{x(v):.1f}' cy='{y(r['ratio']):.1f}' r='4' fill='{color}'>"
-                       f"<title>{e(label)} at {e(str(v))}: {e(_ratio(r))}</title></circle>")
+        out += _candidate_line(label, pts, color, x, y)
         out.append(f"<text x='{width - right + 10}' y='{top + 16 * (i + 1)}' font-size='12' fill='{color}'>"
                    f"{e(label)}</text>")
     out.append(f"<text x='{(left + width - right) / 2}' y='{height - 8}' text-anchor='middle' font-size='12'>"
@@ -135,6 +148,22 @@ def _elements(shapes: list[str]) -> int:
     return total
 
 
+def _varying_inputs(results: list[dict]) -> list[int]:
+    """The inputs whose shapes differ between the bundles: they name each size."""
+    return [i for i in range(max(len(r["input_shapes"]) for r in results))
+            if len({tuple(r["input_shapes"][i:i + 1]) for r in results}) > 1]
+
+
+def _sweep_size(r: dict, varying: list[int]) -> dict:
+    status = "ok" if r.get("outputs") != "failed" else "failed"
+    row = {"label": str(r["versions"][-1]), "status": status, "ratio": r.get("ratio"),
+           "ci95": r.get("ci95"), "verdict": r.get("verdict"), "settled": r.get("settled"),
+           "outputs": r.get("outputs")}
+    shape = " ".join(r["input_shapes"][i] for i in varying if i < len(r["input_shapes"]))
+    return {"shape": f"{shape} ({r['ref']})", "bindings": {"elements": _elements(r["input_shapes"])},
+            "rows": [row]}
+
+
 def sweep_sizes(data: dict) -> list[dict]:
     """Per captured function that a sweep met at several input shapes (`capture --all-signatures` labels each
     bundle with its function and signature; fleet/sweep._identity reads them), its bundles as sizes:
@@ -148,17 +177,7 @@ def sweep_sizes(data: dict) -> list[dict]:
     for function, results in by_function.items():
         if len({tuple(r["input_shapes"]) for r in results}) < 2:
             continue
-        # the inputs whose shapes differ between the bundles name each size
-        varying = [i for i in range(max(len(r["input_shapes"]) for r in results))
-                   if len({tuple(r["input_shapes"][i:i + 1]) for r in results}) > 1]
-        sizes = []
-        for r in sorted(results, key=lambda r: _elements(r["input_shapes"])):
-            status = "ok" if r.get("outputs") != "failed" else "failed"
-            row = {"label": str(r["versions"][-1]), "status": status, "ratio": r.get("ratio"),
-                   "ci95": r.get("ci95"), "verdict": r.get("verdict"), "settled": r.get("settled"),
-                   "outputs": r.get("outputs")}
-            shape = " ".join(r["input_shapes"][i] for i in varying if i < len(r["input_shapes"]))
-            sizes.append({"shape": f"{shape} ({r['ref']})", "bindings": {"elements": _elements(r["input_shapes"])},
-                          "rows": [row]})
+        varying = _varying_inputs(results)
+        sizes = [_sweep_size(r, varying) for r in sorted(results, key=lambda r: _elements(r["input_shapes"]))]
         out.append({"bundle": function, "baseline": data.get("baseline"), "sizes": sizes})
     return out

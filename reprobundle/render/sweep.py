@@ -5,9 +5,8 @@ replays it (the Reproduce line of replay's reports)."""
 from __future__ import annotations
 
 import html
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
-from ..fleet.executor import TaskResult
 from ..fleet.sweep import outcome
 from ..text import clean, cut, first_line
 from .comparison import CSS, PALETTE, WIDTH, details, html_table, md, md_table
@@ -21,7 +20,7 @@ HEADERS = ["BUNDLE", "TIME VS BASELINE (95% CI)", "OUTPUTS", "MOVED MOST", "WHER
 _NO_RATIO = float("-inf")
 
 
-def outcome_text(result: TaskResult) -> str:
+def outcome_text(result: Mapping[str, Any]) -> str:
     """`slower 1.23x [1.10-1.35]`, `1.20x (no verdict)`, `mismatch, 1.01x`, `failed: no environment for ...`."""
     word = outcome(result)
     if word == "failed":

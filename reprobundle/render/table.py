@@ -50,6 +50,21 @@ def natural_widths(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> lis
     return [max(cell_len(str(x)) for x in col) for col in zip(headers, *rows)]
 
 
+def _fitted_widths(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None, flex: int,
+                   indent: str) -> list[int]:
+    """The natural widths; with `width`, column `flex` shrunk to what the others leave (at least 4)."""
+    cols = natural_widths(headers, rows)
+    if width is not None:
+        flex %= len(cols)
+        room = width - len(indent) - sum(w for i, w in enumerate(cols) if i != flex) - GAP * (len(cols) - 1)
+        cols[flex] = max(4, min(cols[flex], room))
+    return cols
+
+
+def _styled_cells(row: Sequence[str], names: Sequence[str]) -> list[Text]:
+    return [_cell(str(cell), names[j] if j < len(names) else "") for j, cell in enumerate(row)]
+
+
 def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], *, widths: Sequence[int] | None = None,
          width: int | None = None, flex: int = -1, styles: Sequence[Sequence[str]] | None = None,
          color: bool = False, indent: str = "", rule: bool = True) -> list[str]:
@@ -57,11 +72,7 @@ def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], *, widths: Seque
 
     Column widths are `widths`, else each column's widest cell; with `width`, column `flex` (default the last)
     shrinks to what the others leave (at least 4). `styles[i][j]` names the style of row i's cell j (STYLES)."""
-    cols = list(widths) if widths is not None else natural_widths(headers, rows)
-    if width is not None and widths is None:
-        flex %= len(cols)
-        room = width - len(indent) - sum(w for i, w in enumerate(cols) if i != flex) - GAP * (len(cols) - 1)
-        cols[flex] = max(4, min(cols[flex], room))
+    cols = list(widths) if widths is not None else _fitted_widths(headers, rows, width, flex, indent)
     table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, GAP // 2), header_style="",
                   show_header=True)
     for header, w in zip(headers, cols):
@@ -70,6 +81,6 @@ def grid(headers: Sequence[str], rows: Sequence[Sequence[str]], *, widths: Seque
         table.add_row(*(Text("-" * w) for w in cols))
     for i, row in enumerate(rows):
         names = styles[i] if styles and i < len(styles) else ()
-        table.add_row(*(_cell(str(cell), names[j] if color and j < len(names) else "") for j, cell in enumerate(row)))
+        table.add_row(*_styled_cells(row, names if color else ()))
     total = sum(cols) + GAP * (len(cols) - 1)
     return [(indent + line).rstrip() for line in _print(table, total, color)]

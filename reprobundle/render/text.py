@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from ..analysis.comparison import packages_text
+from typing import TYPE_CHECKING
+
 from ..analysis.hardware import hardware_note, hardware_text
-from ..analysis.verdict import TimingSummary
 from ..bundle import trees
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, BundleRef
 from ..text import clean
 from ..units import human_bytes, human_ns
 from .table import grid
+
+if TYPE_CHECKING:
+    from ..analysis.timing_summary import TimingSummary
 
 
 def _t(value: object, limit: int | None = None) -> str:
@@ -33,6 +36,8 @@ def _input_bytes(m: dict) -> int:
 
 
 def bundle_row(b: Bundle) -> dict:
+    from ..analysis.timing_summary import TimingSummary
+
     m = b.manifest
     env = m["environment"]
     timing = TimingSummary.of(m["reference"]["timing"]["samples_ns"])
@@ -69,6 +74,8 @@ def _program_lines(fn: dict) -> list[str]:
 
 
 def describe_bundle(b: Bundle, runs: list[dict]) -> str:
+    from ..analysis.timing_summary import TimingSummary
+
     m = b.manifest
     env = m["environment"]
     fn = m["function"]
@@ -89,12 +96,7 @@ def describe_bundle(b: Bundle, runs: list[dict]) -> str:
     inputs, outputs = trees.leaves_of(m, "inputs"), trees.leaves_of(m, "outputs")
     lines.append("  inputs:       " + _t(trees.summary(inputs, human_bytes)))
     lines += [_t(line) for line in trees.render(inputs, human_bytes)]
-    static = fn.get("static") or []
-    if static:
-        lines.append(f"  static:       {len(static)} value{'s' if len(static) != 1 else ''} baked into the export")
-        lines += [f"    {_t(v['path'])} = {_t(v['repr'], 60)}" for v in static[:trees.MAX_LINES]]
-        if len(static) > trees.MAX_LINES:
-            lines.append(f"    ... and {len(static) - trees.MAX_LINES} more (show --json lists them all)")
+    lines += _static_lines(fn.get("static") or [])
     lines += _program_lines(fn)
     lines.append("  outputs:      " + _t(trees.summary(outputs, human_bytes)))
     lines += [_t(line) for line in trees.render(outputs, human_bytes)]
@@ -102,21 +104,37 @@ def describe_bundle(b: Bundle, runs: list[dict]) -> str:
         f"  reference:    median {human_ns(timing.median_ns)} (IQR {human_ns(timing.iqr_ns)}, n={timing.n}) "
         f"via {_t(m['reference']['route'])}",
         _t(f"  environment:  jax {env.get('jax', '?')}, jaxlib {env.get('jaxlib', '?')}, python "
-           f"{env.get('python', '?')}, {hardware_text(env)}"
-           + (f", {env['accelerator'].get('driver')} driver" if isinstance(env.get("accelerator"), dict)
-              and env["accelerator"].get("driver") else "")),
+           f"{env.get('python', '?')}, {hardware_text(env)}" + _driver_text(env)),
         "  artifacts:    " + ", ".join(f"{_t(k)} ({human_bytes(v['blob']['size'])})"
                                        for k, v in sorted(m["artifacts"].items())),
     ]
     if runs:
         lines.append(f"  runs:         {len(runs)}")
-        for r in runs[-10:]:
-            lines.append(_t(f"    {r['created'][:19]}  jax {r['environment'].get('jax', r['requested'])}: "
-                            f"{r['status']}"))
+        lines += [_t(f"    {r['created'][:19]}  jax {r['environment'].get('jax', r['requested'])}: {r['status']}")
+                  for r in runs[-10:]]
     return "\n".join(lines)
 
 
+def _static_lines(static: list[dict]) -> list[str]:
+    if not static:
+        return []
+    lines = [f"  static:       {len(static)} value{'s' if len(static) != 1 else ''} baked into the export"]
+    lines += [f"    {_t(v['path'])} = {_t(v['repr'], 60)}" for v in static[:trees.MAX_LINES]]
+    if len(static) > trees.MAX_LINES:
+        lines.append(f"    ... and {len(static) - trees.MAX_LINES} more (show --json lists them all)")
+    return lines
+
+
+def _driver_text(env: dict) -> str:
+    accelerator = env.get("accelerator")
+    if isinstance(accelerator, dict) and accelerator.get("driver"):
+        return f", {accelerator.get('driver')} driver"
+    return ""
+
+
 def run_data(run: dict) -> dict:
+    from ..analysis.timing_summary import TimingSummary
+
     timing = TimingSummary.of((run.get("timing") or {}).get("samples_ns") or [])
     return {"run_id": run["run_id"], "bundle": run["bundle"], "requested": run["requested"],
             "jax": run["environment"].get("jax"), "status": run["status"], "reason": run["reason"],
@@ -127,6 +145,8 @@ def run_data(run: dict) -> dict:
 
 
 def describe_runs(b: Bundle, runs: list[dict]) -> str:
+    from ..analysis.timing_summary import TimingSummary
+
     ref_samples = b.manifest["reference"]["timing"]["samples_ns"]
     ref_timing = TimingSummary.of(ref_samples)
     ref_env = b.manifest["environment"]
@@ -136,15 +156,7 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
     for r in runs:
         resized = (r.get("labels") or {}).get("shape")  # replay --shape: other sizes than the reference's
         rows.append(_run_row(r, ref_timing, resized))
-        if r["status"] != "ok" or resized:
-            notes.append(_t(f"jax {r['requested']}: {r['status']}: {r['reason']}"))
-        if r.get("packages"):
-            notes.append(_t(f"jax {run_label(r)}: the program's packages: {packages_text(r['packages'])}"))
-        if "lowering_changed" in r:
-            notes.append(_t(f"jax {run_label(r)}: lowering "
-                            + (f"changed: {r.get('lowering_diff') or 'yes'}" if r["lowering_changed"] else
-                               "unchanged from the bundle's")))
-        notes += [_t(f"jax {r['requested']}: {note}") for note in r.get("notes") or []]
+        notes += _run_notes(r, resized)
     if any(row[6] not in ("-", "1.00x") for row in rows[1:]) or runs:
         notes.insert(0, "VS REF: median over the pack's reference run, another process timed at pack time: not "
                         "comparable, so no verdict; `replay REF --jax A --jax B` times versions together")
@@ -159,7 +171,25 @@ def describe_runs(b: Bundle, runs: list[dict]) -> str:
     return text
 
 
+def _run_notes(r: dict, resized: str | None) -> list[str]:
+    """What a run's row cannot say: why it failed or was resized, its packages, its lowering, its own notes."""
+    from ..analysis.comparison import packages_text
+
+    notes = []
+    if r["status"] != "ok" or resized:
+        notes.append(_t(f"jax {r['requested']}: {r['status']}: {r['reason']}"))
+    if r.get("packages"):
+        notes.append(_t(f"jax {run_label(r)}: the program's packages: {packages_text(r['packages'])}"))
+    if "lowering_changed" in r:
+        notes.append(_t(f"jax {run_label(r)}: lowering "
+                        + (f"changed: {r.get('lowering_diff') or 'yes'}" if r["lowering_changed"] else
+                           "unchanged from the bundle's")))
+    return notes + [_t(f"jax {r['requested']}: {note}") for note in r.get("notes") or []]
+
+
 def _run_row(r: dict, ref_timing: TimingSummary, resized: str | None) -> list[str]:
+    from ..analysis.timing_summary import TimingSummary
+
     samples = (r.get("timing") or {}).get("samples_ns") or []
     t = TimingSummary.of(samples)
     # The reference ran in another process at pack time: the ratio of medians only, never a verdict.
@@ -192,15 +222,7 @@ def nightly_text(info: dict) -> str:
     """The nightly part of a bisect's answer: both builds with their commits, the compare URLs, skipped days."""
     lines = []
     for key, what in (("last_good", "last good"), ("first_bad", "first bad")):
-        b = info[key]
-        when = f" ({b['date']})" if b.get("date") else ""
-        built = f"jax@{str(b['jax'])[:12]}" if b.get("jax") else (b.get("ref") or "no commit recorded")
-        if b.get("jaxlib") and b.get("jaxlib") != b.get("jax"):
-            built += f", jaxlib@{str(b['jaxlib'])[:12]}"
-        xla = f"XLA@{str(b['xla'])[:12]}" if b.get("xla") else "XLA unknown"
-        lines.append(f"  {what}: {b['version']}{when}, built from {built}, {xla}")
-        if not b.get("xla"):
-            lines.append(f"    (XLA: {b.get('xla_source')})")
+        lines += _nightly_build_lines(info[key], what)
     for name in ("jax", "xla"):
         if info["compare"].get(name):
             lines.append(f"  {name} changes: {info['compare'][name]}")
@@ -211,6 +233,19 @@ def nightly_text(info: dict) -> str:
     lines += ["  install them:"] + [f"    {line}" for line in info.get("install") or []]
     lines.append(f"  replay them: {info['command']}")
     return "nightlies:\n" + "\n".join(lines)
+
+
+def _nightly_build_lines(b: dict, what: str) -> list[str]:
+    """One nightly of a bisect's answer: its version, date and the commits it was built from."""
+    when = f" ({b['date']})" if b.get("date") else ""
+    built = f"jax@{str(b['jax'])[:12]}" if b.get("jax") else (b.get("ref") or "no commit recorded")
+    if b.get("jaxlib") and b.get("jaxlib") != b.get("jax"):
+        built += f", jaxlib@{str(b['jaxlib'])[:12]}"
+    xla = f"XLA@{str(b['xla'])[:12]}" if b.get("xla") else "XLA unknown"
+    lines = [f"  {what}: {b['version']}{when}, built from {built}, {xla}"]
+    if not b.get("xla"):
+        lines.append(f"    (XLA: {b.get('xla_source')})")
+    return lines
 
 
 def _size_text(e) -> str:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_values
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
+from ..config import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # defined there for the CLI; see it for what counts
 from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import FormatError, disk_full
 from ..store.watchdog import track_group, untrack_group
@@ -30,9 +31,6 @@ from .retrace import write_program
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
 PROTOCOL = 1
-# Seconds of work a worker process gets before it is killed, unless told otherwise: the default of pack, replay,
-# bisect and the CLI's --timeout (see WorkerProcess for what counts as work).
-DEFAULT_TIMEOUT_S = 1800.0
 _STDERR_TAIL = 4000
 _MAX_CONTROL_LINE = 64 << 20  # a reply to `time n` is n numbers
 
@@ -457,20 +455,30 @@ def store_result(registry: Registry, result: dict, *, warmup: int) -> StoredResu
         ref = registry.put_blob_file(leaf["path"])
         stored.outputs.append({"shape": [int(d) for d in arr.shape], "dtype": leaf["dtype"], "blob": ref})
     for name, path in sorted((result.get("artifacts") or {}).items()):
-        p = Path(path)
-        if p.is_dir():
-            if not any(p.iterdir()):
-                continue
-            stored.artifacts[name] = {
-                "blob": registry.put_blob(copy_tree_to_zip_blob(p, lambda data: scrub(data, secrets, patterns=True))),
-                "media_type": "application/zip"}
-        elif p.is_file():
-            redacted = scrub_file(p, secrets)
-            blob = registry.put_blob_file(p) if redacted is None else registry.put_blob(redacted)
-            stored.artifacts[name] = {"blob": blob, "media_type": _ARTIFACT_MEDIA.get(name, "application/octet-stream")}
+        artifact = _stored_artifact(registry, name, Path(path), secrets)
+        if artifact is not None:
+            stored.artifacts[name] = artifact
     if result.get("samples_ns") is not None:
         stored.timing = {"warmup": int(warmup), "samples_ns": [int(s) for s in result["samples_ns"]],
                          "compile_s": float(result.get("compile_s") or 0.0)}
-    stored.per_op = [{"name": str(o["name"]), "kind": str(o.get("kind", "")), "time_ns": float(o["time_ns"]),
-                      "count": int(o.get("count", 0))} for o in result.get("per_op") or []]
+    stored.per_op = _per_op(result)
     return stored
+
+
+def _per_op(result: dict) -> list[dict]:
+    return [{"name": str(o["name"]), "kind": str(o.get("kind", "")), "time_ns": float(o["time_ns"]),
+             "count": int(o.get("count", 0))} for o in result.get("per_op") or []]
+
+
+def _stored_artifact(registry: Registry, name: str, path: Path, secrets: list[str]) -> dict | None:
+    """One artifact, redacted, as a blob: a folder (the XLA dump) zipped; None for an empty folder or nothing."""
+    if path.is_dir():
+        if not any(path.iterdir()):
+            return None
+        return {"blob": registry.put_blob(copy_tree_to_zip_blob(path, lambda data: scrub(data, secrets, patterns=True))),
+                "media_type": "application/zip"}
+    if path.is_file():
+        redacted = scrub_file(path, secrets)
+        blob = registry.put_blob_file(path) if redacted is None else registry.put_blob(redacted)
+        return {"blob": blob, "media_type": _ARTIFACT_MEDIA.get(name, "application/octet-stream")}
+    return None

@@ -71,24 +71,40 @@ class ReplayOptions:
             raise UsageError(f"invalid --max-time {self.max_time_s:g}", hint="give the seconds the timing may take, > 0")
         return replace(self, timeout_s=checked_timeout(self.timeout_s))
 
-    def task_options(self) -> dict[str, Any]:
-        """The options a sweep task carries (plain JSON values; fleet/sweep.DEFAULT_OPTIONS' keys less the node's
-        environment settings). Shapes and a memory limit are not among them: a sweep replays at the packed sizes."""
+    def to_dict(self) -> dict[str, Any]:
+        """These options as plain JSON values (a task crosses processes and machines as data; `from_dict` reads
+        them back): `pin` and `retrace_packages` as lists, `shapes` as a map."""
         plain = asdict(self)
-        del plain["shapes"], plain["memory_limit_bytes"]
         plain["pin"] = list(self.pin) if self.pin else None
+        plain["shapes"] = dict(self.shapes) if self.shapes else None
         plain["retrace_packages"] = list(self.retrace_packages)
         return plain
 
     @classmethod
-    def from_task(cls, options: Mapping[str, Any]) -> "ReplayOptions":
-        """The options of a sweep task's plain `options` (keys it does not know, such as env_dir, are ignored)."""
-        names = {f.name for f in fields(cls)}
-        known = {k: v for k, v in options.items() if k in names}
+    def from_dict(cls, data: Mapping[str, Any]) -> "ReplayOptions":
+        """The options `to_dict` wrote (missing keys: the defaults); an unknown key is a UsageError."""
+        names = [f.name for f in fields(cls)]
+        unknown = set(data) - set(names)
+        if unknown:
+            raise UsageError(f"unknown replay option(s): {', '.join(sorted(unknown))}", hint=f"known: {', '.join(names)}")
+        known = dict(data)
         if known.get("pin"):
             known["pin"] = tuple(known["pin"])
+        if "shapes" in known:
+            known["shapes"] = dict(known["shapes"]) if known["shapes"] else None
         known["retrace_packages"] = tuple(known.get("retrace_packages") or ())
         return cls(**known)
+
+    def timing_record(self) -> dict[str, Any]:
+        """The options a sweep records and resumes by (its `options` in --json): `to_dict` less `shapes` and
+        `memory_limit_bytes`, which a sweep does not carry (it replays at the packed sizes)."""
+        plain = self.to_dict()
+        del plain["shapes"], plain["memory_limit_bytes"]
+        return plain
+
+    def for_sweep(self) -> "ReplayOptions":
+        """These options as a sweep's or a bisection's task carries them: at the packed sizes, no memory limit."""
+        return replace(self, shapes=None, memory_limit_bytes=None)
 
     def args(self, max_time: bool = True) -> list[str]:
         """The non-default timing options as `reprobundle replay` flags (what a Reproduce block repeats; a replay's

@@ -14,7 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -39,10 +39,12 @@ from .retrace import lowering_fields, retrace_refusal
 from .schedule import (
     Contender,
     Measurement,
-    Pin,
     measure_interleaved,
     rounds_for,
 )
+
+if TYPE_CHECKING:
+    from ..envs.manager import EnvironmentManager
 
 log = logging.getLogger(__name__)
 
@@ -100,16 +102,9 @@ def _measured_run(registry: Registry, bundle: Bundle, spec: ContenderSpec, measu
     """A contender's measurement as a run record (not yet stored)."""
     outcome = measured.outcome
     assert outcome is not None, "a measured contender always has an outcome"
-    requested = spec.redacted().label
     result = outcome.result or {}
-    for attempt in result.get("attempts") or []:  # the routes that did not work, before the one that did
-        log.info("jax %s: route %s did not load: %s", requested, attempt.get("route"), attempt.get("error"))
-    for note in result.get("notes") or []:
-        log.info("jax %s: %s", requested, note)
-    extra = {"duration_s": outcome.duration_s, "route": result.get("route"),
-             "attempts": [{"route": str(a.get("route")), "error": str(a.get("error"))}
-                          for a in result.get("attempts") or []],
-             "environment": environment_of(result), "notes": [str(n) for n in result.get("notes") or []]}
+    _log_worker_notes(spec.redacted().label, result)
+    extra = _worker_fields(outcome.duration_s, result)
     if measured.failed_round is not None:
         return _record(bundle, spec, outcome.status if outcome.status in mf.RUN_STATUSES else "error",
                        outcome.reason, **extra)
@@ -132,6 +127,21 @@ def _measured_run(registry: Registry, bundle: Bundle, spec: ContenderSpec, measu
     reason = "" if check["ok"] else _mismatch_reason(check, names)
     return _record(bundle, spec, status, reason, outputs=stored.outputs, check=check,
                    artifacts=stored.artifacts, timing=stored.timing, per_op=stored.per_op, **extra)
+
+
+def _worker_fields(duration_s: float, result: dict) -> dict[str, Any]:
+    """What every measured run records of its worker: time, route, failed routes, environment, notes."""
+    return {"duration_s": duration_s, "route": result.get("route"),
+            "attempts": [{"route": str(a.get("route")), "error": str(a.get("error"))}
+                         for a in result.get("attempts") or []],
+            "environment": environment_of(result), "notes": [str(n) for n in result.get("notes") or []]}
+
+
+def _log_worker_notes(requested: str, result: dict) -> None:
+    for attempt in result.get("attempts") or []:  # the routes that did not work, before the one that did
+        log.info("jax %s: route %s did not load: %s", requested, attempt.get("route"), attempt.get("error"))
+    for note in result.get("notes") or []:
+        log.info("jax %s: %s", requested, note)
 
 
 def _mismatch_reason(check: dict, names: Sequence[str]) -> str:
@@ -174,7 +184,7 @@ def replay_platform(bundle: Bundle, override: str | None = None) -> PlatformChoi
 
 
 def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | ContenderSpec] = ("installed",),
-           options: ReplayOptions | None = None, *, python: str | None = None, env_manager=None,
+           options: ReplayOptions | None = None, *, env_manager: EnvironmentManager | None = None,
            progress: Callable[[str], None] | None = None, store_runs: bool = True, **settings: Any) -> list[dict]:
     """Replay `bundle` on each version ("installed" is the host interpreter) and return the run records, in the
     order of `versions`. The versions are timed together, interleaved (see schedule.py); runs measured together
@@ -191,9 +201,13 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | Contende
     Without `options.rounds`, several versions are timed in as many rounds as their verdicts need to settle
     (budget.py), within `options.max_time_s`; `options.pin` runs every worker on the same CPUs and threads
     (schedule.Pin). Each run's environment keeps the conditions of the measurement (`conditions`: load, CPUs, busy
-    processes, memory, the schedule) and its worker's own (`process`: affinity, threads, thread settings)."""
-    return replay_together(registry, [bundle], versions, options, python=python, env_manager=env_manager,
-                           progress=progress, store_runs=store_runs, **settings)[0]
+    processes, memory, the schedule) and its worker's own (`process`: affinity, threads, thread settings).
+
+    `env_manager` makes each version's environment (its configuration, envs/config.py: root, --python, indexes);
+    None: one with the defaults, made when a version needs it. "installed" is this interpreter unless the
+    configuration names one with --python."""
+    return replay_together(registry, [bundle], versions, options, env_manager=env_manager, progress=progress,
+                           store_runs=store_runs, **settings)[0]
 
 
 @dataclass
@@ -217,49 +231,78 @@ class _Timed:
     packages: dict  # a retrace's program packages in its environment ({} otherwise)
 
 
+@dataclass(frozen=True)
+class _Comparisons:
+    """What a measurement of several bundles compares: each bundle's versions among themselves (replay_together),
+    every contender with the first bundle's first version (`one_group`: replay_pair), pieces of one function whose
+    largest move the budget looks for (`largest_move`: replay_pieces)."""
+
+    one_group: bool = False
+    largest_move: bool = False
+
+
 def replay_together(registry: Registry, bundles: Sequence[Bundle],
                     versions: Sequence[str | ContenderSpec] = ("installed",), options: ReplayOptions | None = None, *,
-                    python: str | None = None, env_manager=None, progress: Callable[[str], None] | None = None,
-                    store_runs: bool = True, largest_move: bool = False, one_group: bool = False,
-                    **settings: Any) -> list[list[dict]]:
+                    env_manager: EnvironmentManager | None = None, progress: Callable[[str], None] | None = None,
+                    store_runs: bool = True, **settings: Any) -> list[list[dict]]:
     """Replay each of `bundles` on each version, all in one interleaved measurement (see replay, whose options these
     are), and return per bundle its run records in the order of `versions`. Each bundle's versions are compared
     among themselves: the budget judges them against the bundle's first version, and their steps make the same
-    number of calls (schedule.Contender.group). With `largest_move` the bundles are the pieces of one function
-    (isolate), and the budget stops timing those that cannot hold its largest move (budget.py). With `one_group`
-    the bundles are one program traced by several releases (compare A B --replay): every contender is compared
-    with the first bundle's first version, and all make the same number of calls a step."""
+    number of calls (schedule.Contender.group)."""
+    return _replay_measured(registry, bundles, versions, _options(options, settings), _Comparisons(),
+                            env_manager=env_manager, progress=progress, store_runs=store_runs)
+
+
+def replay_pieces(registry: Registry, pieces: Sequence[Bundle], versions: Sequence[str | ContenderSpec],
+                  options: ReplayOptions, *, env_manager: EnvironmentManager | None = None,
+                  progress: Callable[[str], None] | None = None, store_runs: bool = True) -> list[list[dict]]:
+    """isolate's measurement: `pieces` (bundles, the pieces of one function) replayed as replay_together does, and
+    the budget stops timing those that cannot hold the function's largest move (budget.py)."""
+    return _replay_measured(registry, pieces, versions, options, _Comparisons(largest_move=True),
+                            env_manager=env_manager, progress=progress, store_runs=store_runs)
+
+
+def replay_pair(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str | ContenderSpec],
+                options: ReplayOptions, *, env_manager: EnvironmentManager | None = None,
+                progress: Callable[[str], None] | None = None, store_runs: bool = True) -> list[list[dict]]:
+    """`compare A B --replay`'s measurement: `bundles` are one program traced by several releases, replayed as
+    replay_together does, but every contender is compared with the first bundle's first version, and all make the
+    same number of calls a step."""
+    return _replay_measured(registry, bundles, versions, options, _Comparisons(one_group=True),
+                            env_manager=env_manager, progress=progress, store_runs=store_runs)
+
+
+def _options(options: ReplayOptions | None, settings: Mapping[str, Any]) -> ReplayOptions:
     if options is None:
-        options = ReplayOptions.of(**settings)
-    elif settings:
+        return ReplayOptions.of(**settings)
+    if settings:
         raise TypeError(f"replay takes options or settings, not both ({', '.join(settings)})")
-    timing, shapes = options.timing, options.shapes
+    return options
+
+
+def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Sequence[str | ContenderSpec],
+                     options: ReplayOptions, comparisons: _Comparisons, *, env_manager: EnvironmentManager | None,
+                     progress: Callable[[str], None] | None, store_runs: bool) -> list[list[dict]]:
+    """The three entry points' one measurement: contenders, budget, interleaved rounds, run records, stored as one
+    group."""
     first_look = snapshot()
     specs = as_specs(versions)
-    jobs = _JobOptions(timing, options.dump, options.profile)
-    interpreters = _Interpreters(python, env_manager, progress, options.retrace_packages)
-    targets = [_target(registry, bundle, shapes, options.platform) for bundle in bundles]
-    timed, runs = _contenders(registry, bundles, targets, specs, jobs, interpreters, one_group)
-    budget = plan([t.contender.key for t in timed], timing.repeat, timing.rounds, options.max_time_s,
-                  largest_move=largest_move,
-                  groups=[[t.contender.key for t in timed if one_group or t.bundle_index == b]
-                          for b in range(1 if one_group else len(bundles))])
-    if progress and timed:
-        progress(Status(f"replaying {', '.join(str(bundle.ref) for bundle in bundles)} on jax "
-                        + ", ".join(t.spec.redacted().label for t in timed if t.bundle_index == timed[0].bundle_index), "start",
-                        0, budget.rounds))
+    interpreters = _Interpreters(env_manager, progress, options.retrace_packages)
+    targets = [_target(registry, bundle, options.shapes, options.platform) for bundle in bundles]
+    jobs = _JobOptions(options.timing, options.dump, options.profile)
+    timed, runs = _contenders(registry, bundles, targets, specs, jobs, interpreters, comparisons.one_group)
+    budget = _budget(timed, len(bundles), options, comparisons)
+    _say_start(progress, bundles, timed, budget)
     group = Registry.new_run_id()
     with scratch_dir(tempfile.gettempdir(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
         batches = _batches(bundles, targets, timed)
-        measured, measured_under = _measure(batches, budget, Path(tmp), first_look, timing=timing,
-                                            timeout_s=options.timeout_s,
-                                            memory_limit_bytes=options.memory_limit_bytes, progress=progress,
-                                            pin=options.pinned, count=len(timed))
-        at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((shapes or {}).items()))
+        measured, measured_under = _measure(batches, budget, Path(tmp), first_look, options=options,
+                                            progress=progress, count=len(timed))
+        at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((options.shapes or {}).items()))
         for t in timed:
             timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
             runs[t.bundle_index, t.version_index] = _timed_run(registry, targets[t.bundle_index], t, measured,
-                                                               measured_under, budget, warmup=timing.warmup,
+                                                               measured_under, budget, warmup=options.warmup,
                                                                group=timed_with, at_sizes=at_sizes,
                                                                build=interpreters.builds.get(t.spec.jax))
     ordered = [[runs[b, i] for i in range(len(specs))] for b in range(len(bundles))]
@@ -269,6 +312,24 @@ def replay_together(registry: Registry, bundles: Sequence[Bundle],
     if store_runs:  # the group at once: a replay interrupted while storing leaves no half group as a result
         registry.put_runs(every)
     return ordered
+
+
+def _budget(timed: Sequence[_Timed], bundle_count: int, options: ReplayOptions, comparisons: _Comparisons) -> Budget:
+    """The budget of the measurement: one group per bundle (its versions judged against its first), or one."""
+    keys = [t.contender.key for t in timed]
+    groups = [keys] if comparisons.one_group else \
+        [[t.contender.key for t in timed if t.bundle_index == b] for b in range(bundle_count)]
+    return plan(keys, options.repeat, options.rounds, options.max_time_s, largest_move=comparisons.largest_move,
+                groups=groups)
+
+
+def _say_start(progress: Callable[[str], None] | None, bundles: Sequence[Bundle], timed: Sequence[_Timed],
+               budget: Budget) -> None:
+    if progress and timed:
+        first = timed[0].bundle_index
+        progress(Status(f"replaying {', '.join(str(bundle.ref) for bundle in bundles)} on jax "
+                        + ", ".join(t.spec.redacted().label for t in timed if t.bundle_index == first), "start",
+                        0, budget.rounds))
 
 
 def _contenders(registry: Registry, bundles: Sequence[Bundle], targets: Sequence[_Target],
@@ -351,9 +412,10 @@ class _Interpreters:
     """The Python interpreter of each (JAX version, platform build), resolved once per replay; a version without an
     environment keeps its error."""
 
-    def __init__(self, python: str | None, env_manager, progress: Callable[[str], None] | None,
+    def __init__(self, env_manager: EnvironmentManager | None, progress: Callable[[str], None] | None,
                  retrace_packages: Sequence[str] = ()):
-        self.python = python
+        config = getattr(env_manager, "config", None)  # a stand-in manager (a test's) may have none
+        self.python = config.python if config is not None else None
         self.env_manager = env_manager
         self.progress = progress
         self.retrace_packages = tuple(retrace_packages)
@@ -374,12 +436,13 @@ class _Interpreters:
                  packages: Mapping[str, str] | None) -> tuple[str | Path | ReproBundleError, dict]:
         if requested == "installed" and self.python is None:
             return sys.executable, installed_packages(packages or {})
-        on_platform = {} if choice.platform == "cpu" else {"platform": choice.platform, "build": choice.build}
+        on_platform: dict[str, Any] = {} if choice.platform == "cpu" else \
+            {"platform": choice.platform, "build": choice.build}
         try:
             if self.env_manager is None:
                 from ..envs.manager import EnvironmentManager
 
-                self.env_manager = EnvironmentManager(python=self.python)
+                self.env_manager = EnvironmentManager()
             base = self.env_manager.ensure(requested, progress=_phase(self.progress, "environment"), **on_platform)
             self.builds[requested] = base.build_record()
             if packages is None or not (packages or self.retrace_packages):
@@ -444,22 +507,23 @@ def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Seque
     return [together]
 
 
-def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Path, first_look, *, timing: Timing,
-             timeout_s: float, memory_limit_bytes: int | None, progress: Callable[[str], None] | None,
-             pin: Pin | None, count: int) -> tuple[dict[str, Measurement], dict]:
+def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Path, first_look, *,
+             options: ReplayOptions, progress: Callable[[str], None] | None,
+             count: int) -> tuple[dict[str, Measurement], dict]:
     """Each batch measured in interleaved rounds (adaptive when the budget is and the batch compares something),
     and the conditions they were measured under."""
     measured: dict[str, Measurement] = {}
     before = snapshot()
     _warn_if_busy(first_look, before)
     budget.begin()
+    pin = options.pinned
     for batch in batches:
         adaptive = budget.adaptive and len(batch) > 1  # a version timed alone (a TPU): the fixed rounds
-        measured.update(measure_interleaved(batch, workdir, steps=budget.steps if adaptive else timing.repeat,
+        measured.update(measure_interleaved(batch, workdir, steps=budget.steps if adaptive else options.repeat,
                                             rounds=budget.rounds if adaptive or not budget.adaptive else
-                                            rounds_for(count, timing.repeat, timing.rounds),
-                                            timeout_s=timeout_s,
-                                            memory_limit_bytes=memory_limit_bytes, progress=progress,
+                                            rounds_for(count, options.repeat, options.rounds),
+                                            timeout_s=options.timeout_s,
+                                            memory_limit_bytes=options.memory_limit_bytes, progress=progress,
                                             more=budget.more if adaptive else None, pin=pin))
     measured_under = conditions(before, snapshot())
     measured_under["schedule"] = budget.describe(max((len(x.rounds) for x in measured.values()), default=0))

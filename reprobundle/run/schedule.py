@@ -20,15 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from ..config import DEFAULT_STEPS as DEFAULT_STEPS  # defined there for the CLI, with its reason
 from ..logs import Status
 from .execution import WorkerOutcome, WorkerProcess, pinned_env
 
 STEP_TARGET_NS = 50_000_000
 MAX_CALLS_PER_STEP = 512
 DEFAULT_ROUNDS = 8
-# Timed steps per version over all rounds: at 100 steps in 8 rounds, replays of identical versions on the 2-core
-# CI VM gave no false verdict and a 10% slowdown was flagged every time (benchmarks/README.md); at 50, 92%.
-DEFAULT_STEPS = 100
 
 JobWriter = Callable[[Path, int], Path]  # (empty work folder, round index) -> job file for a lockstep worker
 # (the measurements so far, rounds done) -> keys of the contenders that must take another round

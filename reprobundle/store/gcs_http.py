@@ -13,7 +13,8 @@ Contracts:
 Why not gcsfs's request methods: gcsfs retries every request 6 times with back-off up to 32 s and no total deadline
 (its docs/source/retries.rst), fixed when its class is defined; no public parameter changes it, so an unreachable
 endpoint takes ~33 s to fail and REPROBUNDLE_GCS_RETRIES=0 could not hold. Its retries are also invisible to the
-caller, which the create-only rule above needs. gcsfs still provides the credentials (see gcs.py).
+caller, which the create-only rule above needs. gcsfs still provides the credentials (see gcs.py). Its own asyncio
+client (not http_client's synchronous one) because uploads and ranges run concurrently; the backoff is shared.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ import contextvars
 import json
 import logging
 import os
-import random
 import time
 import weakref
 from dataclasses import dataclass
@@ -35,12 +35,10 @@ import aiohttp
 
 from .. import __version__
 from ..text import first_line
+from .http_client import TRANSIENT_STATUS, backoff  # the package's one backoff and list of transient statuses
 
 log = logging.getLogger(__name__)
 
-BACKOFF_FIRST = 0.5  # seconds before the first retry; doubled each time, with jitter
-BACKOFF_MAX = 8.0
-TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 USER_AGENT = f"reprobundle/{__version__}"
 MTLS_ENDPOINT = "https://storage.mtls.googleapis.com"
 
@@ -157,11 +155,6 @@ def recording_retries() -> Iterator[list[BaseException]]:
 class RetryPolicy:
     retries: int  # retries after the first attempt
     connect_deadline: float  # seconds after which connection failures are no longer retried
-
-
-def backoff(attempt: int) -> float:
-    """Seconds to wait before retry number attempt+1: exponential, capped, with jitter (50-100%)."""
-    return min(BACKOFF_FIRST * 2**attempt, BACKOFF_MAX) * random.uniform(0.5, 1.0)
 
 
 async def with_retries(

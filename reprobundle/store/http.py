@@ -12,7 +12,8 @@ REPROBUNDLE_HTTP_DEADLINE seconds for a whole request, body included, however st
 StoreTimeoutError); REPROBUNDLE_HTTP_MAX_DOWNLOAD bytes of a zip download (default 4G, DownloadTooLargeError,
 judged from Content-Length first and counted while it arrives). Values are read as streams: a record (marker, tag,
 manifest, run) is read with `get_bounded`, which stops one byte past its limit whatever the server sends. A redirect
-to anything but http(s) (file://) is refused as such (UnsafeRedirectError).
+to anything but http(s) (file://) is refused as such (UnsafeRedirectError). Timeouts and retries (a failed
+connection, 429/5xx; a request is not retried past the deadline) are the policy of http_client.py.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator, TypeVar
 
 from ..config import settings
 from ..errors import (
@@ -39,34 +40,23 @@ from ..text import quoted
 from ..units import human_bytes, parse_size
 from .base import COPY_CHUNK, Capabilities, Store, check_key, unlink_quietly
 from .folders import inside, make_inside
+from .http_client import (
+    ENV_DEADLINE,
+    ENV_TIMEOUT,
+    causes,
+    client_timeout,
+    deadline,
+    is_transient_aiohttp,
+    timeout,
+    with_retries,
+)
 from .watchdog import track, untrack
 from .zip_store import ZipStore
 
-ENV_TIMEOUT = "REPROBUNDLE_HTTP_TIMEOUT"
-DEFAULT_TIMEOUT = 30.0
-ENV_DEADLINE = "REPROBUNDLE_HTTP_DEADLINE"
-DEFAULT_DEADLINE = 300.0
+T = TypeVar("T")
+
 ENV_MAX_DOWNLOAD = "REPROBUNDLE_HTTP_MAX_DOWNLOAD"
 DEFAULT_MAX_DOWNLOAD = 4 << 30
-
-
-def _seconds(name: str, default: float) -> float:
-    raw = getattr(settings(), name.removeprefix("REPROBUNDLE_").lower())
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise UsageError(f"{name}={quoted(raw, 40)} is not a positive number of seconds")
-    return value
-
-
-def _timeout() -> float:
-    return _seconds(ENV_TIMEOUT, DEFAULT_TIMEOUT)
-
-
-def _deadline() -> float:
-    return _seconds(ENV_DEADLINE, DEFAULT_DEADLINE)
 
 
 def max_download() -> int:
@@ -82,36 +72,30 @@ def max_download() -> int:
 
 
 def _filesystem():
-    import aiohttp
     import fsspec
 
-    t = _timeout()
-    # total: the whole request, body included (aiohttp cancels the read at the deadline)
-    return fsspec.filesystem("http", client_kwargs={"timeout": aiohttp.ClientTimeout(total=_deadline(), connect=t,
-                                                                                      sock_read=t)})
+    return fsspec.filesystem("http", client_kwargs={"timeout": client_timeout()})
 
 
-def _chain(e: BaseException | None):
-    seen = 0
-    while e is not None and seen < 10:
-        yield e
-        e = e.__cause__ or e.__context__
-        seen += 1
+def _retried(what: str, op: Callable[[], T]) -> T:
+    """`op` (a request that has not yet returned a byte to the caller) with the helper's retries; not past the
+    deadline, so REPROBUNDLE_HTTP_DEADLINE still bounds it."""
+    return with_retries(op, what, transient=is_transient_aiohttp, give_up_after=deadline())
 
 
 def _failure(url: str, e: BaseException) -> Exception:
     """The typed error for a failed web request (a 404 is the caller's NotFoundError)."""
     import asyncio
 
-    for cause in _chain(e):
+    for cause in causes(e):
         if type(cause).__name__ in ("NonHttpUrlRedirectClientError", "InvalidUrlRedirectClientError"):
             return UnsafeRedirectError(f"{url} redirects to {quoted(cause, 120)}, which is not an http(s) URL: refused",
                                        hint="reprobundle follows redirects to http(s) URLs only; use the final URL "
                                             "if you trust it")
-    for cause in _chain(e):
+    for cause in causes(e):
         if isinstance(cause, (TimeoutError, asyncio.TimeoutError)):
-            return StoreTimeoutError(f"{url} was not read within {_deadline():g} s (or a gap between bytes exceeded "
-                                     f"{_timeout():g} s)",
+            return StoreTimeoutError(f"{url} was not read within {deadline():g} s (or a gap between bytes exceeded "
+                                     f"{timeout():g} s)",
                                      hint=f"{ENV_DEADLINE} bounds a whole request, {ENV_TIMEOUT} a gap between bytes")
     if isinstance(e, FileNotFoundError):
         return NotFoundError(f"nothing at {url} (HTTP 404)")
@@ -129,7 +113,8 @@ class _Body(io.RawIOBase):
     def __init__(self, fs, url: str) -> None:
         self.url = url
         try:
-            self._f = fs.open(url, "rb", block_size=0, size=-1)  # one GET, streamed; size=-1: no HEAD first
+            # one GET, streamed; size=-1: no HEAD first
+            self._f = _retried(f"GET {url}", lambda: fs.open(url, "rb", block_size=0, size=-1))
         except Exception as e:
             raise _failure(url, e) from None
 
@@ -203,7 +188,7 @@ class HttpStore(Store):
             return False
 
     def size(self, key: str) -> int:
-        info = self._call(key, self.fs.info)
+        info = self._call(key, lambda url: _retried(f"HEAD {url}", lambda: self.fs.info(url)))
         if info.get("size") is None:  # no Content-Length: count it as it streams (held to the deadline)
             n = 0
             with self.open_read(key) as f:
@@ -239,7 +224,7 @@ def download(url: str) -> Path:
     fs = _filesystem()
     limit = max_download()
     try:
-        info = fs.info(url)
+        info = _retried(f"HEAD {url}", lambda: fs.info(url))
     except Exception as e:
         failure = _failure(url, e)
         if isinstance(failure, StoreUnreachableError) and path.is_file():

@@ -148,28 +148,38 @@ def sweep(parent: str | Path, *, stale_s: float | None = STALE_TEMP_S, prefixes:
     for entry in entries:
         if prefixes and not entry.name.startswith(prefixes):
             continue
-        try:
-            st = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if stat.S_ISDIR(st.st_mode):
-            held = is_held(os.path.join(entry.path, LOCK_FILE))
-            if held or (held is None and (stale_s is None or now - st.st_mtime <= stale_s)):
-                continue
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            lease = entry.name.startswith(LEASE_PREFIX) and not entry.name.endswith(STAGING_SUFFIX)
-            held = is_held(entry.path) if lease else None
-            if held or (held is None and (stale_s is None or now - st.st_mtime <= stale_s)):
-                continue
-            try:
-                os.unlink(entry.path)
-            except OSError:
-                continue
-        if not os.path.lexists(entry.path):
+        if _remove_if_left(entry, now, stale_s) and not os.path.lexists(entry.path):
             removed += 1
             log.info("removed %s, left by a process that is gone", entry.path)
     return removed
+
+
+def _remove_if_left(entry: os.DirEntry, now: float, stale_s: float | None) -> bool:
+    """Remove `entry` when a killed process left it (see `sweep`); whether it tried."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError:
+        return False
+    if stat.S_ISDIR(st.st_mode):
+        if _kept(is_held(os.path.join(entry.path, LOCK_FILE)), st.st_mtime, now, stale_s):
+            return False
+        shutil.rmtree(entry.path, ignore_errors=True)
+        return True
+    lease = entry.name.startswith(LEASE_PREFIX) and not entry.name.endswith(STAGING_SUFFIX)
+    held = is_held(entry.path) if lease else None
+    if _kept(held, st.st_mtime, now, stale_s):
+        return False
+    try:
+        os.unlink(entry.path)
+    except OSError:
+        return False
+    return True
+
+
+def _kept(held: bool | None, mtime: float, now: float, stale_s: float | None) -> bool:
+    """Whether an entry stays: its lock is held, or it has no lock and is recent (or the folder is shared with
+    other programs: `stale_s` None)."""
+    return bool(held or (held is None and (stale_s is None or now - mtime <= stale_s)))
 
 
 class FileLease(Lease):

@@ -6,7 +6,8 @@ imports only the standard library, numpy, msgpack (lazily) and jax/jaxlib/ml_dty
 JAX 0.4.30 .. 0.12.x and Python 3.9 .. 3.13.  Importing it does NOT import jax, so
 the host may ``from reprobundle.worker.synthetic import synthetic_array`` freely.
 
-Modules: ``protocol`` (constants, errors, helpers), ``dtypes``, ``synthetic``,
+Modules: ``protocol`` (constants, errors, helpers), ``records`` (the job and the result as typed records),
+``dtypes``, ``synthetic``,
 ``flatbuffer``, ``stablehlo`` (portable artifacts), ``describe`` (Exported as data),
 ``signature`` (@main's signature from StableHLO text), ``rebuild`` (an Exported from its fields),
 ``kernels`` (jaxlib CPU custom calls), ``environment``, ``routes`` (load routes),
@@ -22,7 +23,10 @@ Invocation
     python path/to/reprobundle/worker JOB.msgpack RESULT.msgpack
 
 Both files are msgpack maps (packed with ``use_bin_type=True``, read with
-``raw=False``).  Bulk bytes are referenced by absolute path.  Exit code is 0
+``raw=False``).  Their JSON Schemas, ``reprobundle/schemas/worker-job-v1.schema.json`` and
+``worker-result-v1.schema.json``, and their typed records in ``records.py`` (``Job``, ``Result``) are the
+definitions; tests/test_worker_protocol.py holds them to each other and to real jobs and results.  What each
+field means is below.  Bulk bytes are referenced by absolute path.  Exit code is 0
 whenever RESULT was written (whatever the status); 2 on bad command line.
 A provisional result (status "error", reason "worker process ended abnormally
 during <phase>") is written before each risky phase, so a hard crash (segfault,
@@ -60,11 +64,14 @@ Job (protocol 1)
     "brief_environment": bool,          # optional (default false): no "packages" list (the host keeps
                                         #   only the first round's environment)
     "routes": [str]|None,               # optional: restrict/order the load routes (tests)
+    "describe": bool,                   # optional (default false): also describe the loaded Exported as data
+                                        #   (result "description": what the host stores when it packs on
+                                        #   another JAX than its own)
     "mode": "frozen"|"retrace",         # optional (default "frozen"): the stored program, or the bundle's
                                         #   source traced and lowered by this environment's jax (route
                                         #   "retrace", see retrace.py; its StableHLO is the artifact
                                         #   "stablehlo_retraced")
-    "program": {"dir", "script", "factory", "static"},  # with mode "retrace": the source the host wrote
+    "program": {"dir", "script", "factory", "static", "cache"},  # with mode "retrace": see retrace.py
     "settings": {"xla_flags": [str],    # optional: this contender's own settings, applied before jax
                  "jax_config": {str: str},  #   is imported (XLA_FLAGS appended, environment variables set)
                  "env": {str: str}},    #   or before the function loads (jax.config.update)
@@ -113,13 +120,16 @@ Result (protocol 1)
     "outputs": [{"shape", "dtype", "path"}],
     "artifacts": {"stablehlo_lowered", "hlo_before", "hlo_after", "xla_dump", "profile_dir",
                   "profile_trace"},                # only those that were produced (paths)
-    "per_op": [{"name", "kind", "time_ns", "count", "total_count", "op_name"}],
+    "per_op": [{"name", "kind", "time_ns", "event_ns", "count", "total_count", "op_name"}],
                                    # name: HLO instruction (usually a fusion) of the optimized module;
                                    # kind: opcode, "fusion(kLoop)", "fusion(kCustom:__ynn_fusion)",
-                                   #   "custom-call(target)"; time_ns: summed event time per iteration;
+                                   #   "custom-call(target)"; time_ns: its share of the wall time per
+                                   #   iteration (trace.py); event_ns: its summed event time per iteration;
                                    # count: events per iteration; op_name: jax op metadata
-    "profile": {"iterations", "traced_wall_ns", "source", "module", "note"}|None,
+    "profile": {"iterations", "traced_wall_ns", "source", "module", "note", "attributed_ns", "event_ns",
+                "async_ops"}|None,
     "phase_s": {phase: seconds},
+    "description": {...},          # only when the job asked to describe (records.Description)
     "detail": str }                # only for internal worker errors: the traceback, for debugging
 
 Sequence: load inputs -> route loop (build Exported, check inputs vs in_avals,

@@ -53,15 +53,7 @@ def entry_schedule(hlo_text):
 def device_tracks(events):
     """{(pid, tid): [X events]} of the accelerator device tracks ("/device:GPU:0", "/device:TPU:0"); empty when
     the trace has none (a CPU run)."""
-    pnames, tnames = {}, {}
-    for e in events:
-        if not isinstance(e, dict) or e.get("ph") != "M":
-            continue
-        name = str((e.get("args") or {}).get("name", ""))
-        if e.get("name") == "process_name":
-            pnames[e.get("pid")] = name
-        elif e.get("name") == "thread_name":
-            tnames[(e.get("pid"), e.get("tid"))] = name
+    pnames, tnames = _track_names(events)
     pids = set(p for p, n in pnames.items() if n.startswith("/device:") and not n.startswith("/device:CPU"))
     if not pids:
         return {}
@@ -71,12 +63,31 @@ def device_tracks(events):
         if not isinstance(e, dict) or e.get("ph") != "X" or e.get("pid") not in pids:
             continue
         key = (e.get("pid"), e.get("tid"))
-        if any(k[0] == key[0] for k in ops_lines) and key not in ops_lines:
-            continue  # this device has an "XLA Ops" line: it alone is read
-        if tnames.get(key, "").startswith(_DERIVED):
-            continue
-        tracks.setdefault(key, []).append(e)
+        if _read_track(key, ops_lines, tnames):
+            tracks.setdefault(key, []).append(e)
     return tracks
+
+
+def _track_names(events):
+    """({pid: process name}, {(pid, tid): thread name}) from the trace's metadata events."""
+    pnames, tnames = {}, {}
+    for e in events:
+        if not isinstance(e, dict) or e.get("ph") != "M":
+            continue
+        name = str((e.get("args") or {}).get("name", ""))
+        if e.get("name") == "process_name":
+            pnames[e.get("pid")] = name
+        elif e.get("name") == "thread_name":
+            tnames[(e.get("pid"), e.get("tid"))] = name
+    return pnames, tnames
+
+
+def _read_track(key, ops_lines, tnames):
+    """Whether a device track's events count: a device with an "XLA Ops" line is read from it alone, and derived
+    lines (steps, modules) never."""
+    if any(k[0] == key[0] for k in ops_lines) and key not in ops_lines:
+        return False
+    return not tnames.get(key, "").startswith(_DERIVED)
 
 
 def _library_call(opcode, kind):

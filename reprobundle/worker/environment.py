@@ -248,6 +248,13 @@ def device_environment(env):
     env["device_kind"] = env.get("cpu_model") or kind if platform == "cpu" else kind
     if platform == "cpu":
         return env
+    env["accelerator"] = _accelerator(d, platform, env)
+    env["platform_flags"] = _platform_flags(env.get("env_vars") or {})
+    return env
+
+
+def _accelerator(d, platform, env):
+    """The accelerator's driver, runtimes, packages and memory limit (what is known of them)."""
     acc = {}
     if platform == "cuda":
         acc.update(_cuda_details(d))
@@ -264,8 +271,11 @@ def device_environment(env):
             acc["memory_limit_bytes"] = int(stats["bytes_limit"])
     except Exception:
         pass
-    env["accelerator"] = dict((k, v) for k, v in acc.items() if v not in (None, {}, ""))
-    user_vars = env.get("env_vars") or {}
+    return dict((k, v) for k, v in acc.items() if v not in (None, {}, ""))
+
+
+def _platform_flags(user_vars):
+    """The XLA flags, LIBTPU_INIT_ARGS (split) and the platform's variables the run had."""
     flags: dict = {}
     for name in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"):
         if user_vars.get(name):
@@ -273,8 +283,7 @@ def device_environment(env):
     for k, v in os.environ.items():
         if k.startswith(_PLATFORM_ENV_PREFIXES):
             flags[k] = v
-    env["platform_flags"] = flags
-    return env
+    return flags
 
 
 def device_memory():

@@ -59,16 +59,8 @@ class FlatCall:
 def flatten_call(fn: Callable, args: tuple, kwargs: dict, static: Iterable[int | str] = ()) -> FlatCall:
     import jax
 
-    static = set(static)
     names = argument_names(fn, len(args))
-    unknown = {s for s in static if isinstance(s, str) and s not in kwargs and s not in names}
-    if unknown or any(isinstance(s, int) and not 0 <= s < len(args) for s in static):
-        raise FlattenError("static=%s names no argument of this call" % sorted(map(str, static)),
-                           hint="static takes positional argument indexes or argument names")
-    static_roots: set[tuple[str, int | str]] = {("args", s) for s in static if isinstance(s, int)}
-    static_roots |= {("args", names.index(s)) for s in static if isinstance(s, str) and s in names}
-    static_roots |= {("kwargs", s) for s in static if isinstance(s, str) and s in kwargs}
-
+    static_roots = _static_roots(set(static), args, kwargs, names)
     with_path, treedef = jax.tree_util.tree_flatten_with_path((tuple(args), dict(kwargs)))
     template: list[Any] = []
     dynamic: list = []
@@ -119,6 +111,23 @@ def flatten_call(fn: Callable, args: tuple, kwargs: dict, static: Iterable[int |
     fn_flat.__name__ = fn_flat.__qualname__ = _function_name(fn)
     object.__setattr__(call, "fn_flat", fn_flat)
     return call
+
+
+def _static_roots(static: set, args: tuple, kwargs: dict, names: list[str]) -> set[tuple[str, int | str]]:
+    """The arguments named static (argnums or argnames) as ("args", index) or ("kwargs", name)."""
+    _check_static(static, args, kwargs, names)
+    roots: set[tuple[str, int | str]] = {("args", s) for s in static if isinstance(s, int)}
+    roots |= {("args", names.index(s)) for s in static if isinstance(s, str) and s in names}
+    roots |= {("kwargs", s) for s in static if isinstance(s, str) and s in kwargs}
+    return roots
+
+
+def _check_static(static: set, args: tuple, kwargs: dict, names: list[str]) -> None:
+    """FlattenError when `static` holds an index or a name of no argument of this call."""
+    unknown = {s for s in static if isinstance(s, str) and s not in kwargs and s not in names}
+    if unknown or any(isinstance(s, int) and not 0 <= s < len(args) for s in static):
+        raise FlattenError("static=%s names no argument of this call" % sorted(map(str, static)),
+                           hint="static takes positional argument indexes or argument names")
 
 
 def _updated_in_place(args_kwargs, passed: list, names: list[str]) -> list[tuple[str, Any]]:

@@ -30,6 +30,7 @@ from .protocol import (
     is_no_space,
     write_msgpack,
 )
+from .records import Attempt, OutputLeaf
 from .retrace import RETRACE_ROUTE, Retrace
 from .routes import Routes
 from .settings import apply_config, apply_environment
@@ -365,7 +366,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
                 exp, desc = handlers[route]()
                 lowered, compiled, compile_s = self.lower_and_compile(exp, route, desc)
             except RouteFailure as rf:
-                entry = {"route": route, "error": rf.message, "stage": rf.stage}
+                entry: Attempt = {"route": route, "error": rf.message, "stage": rf.stage}
                 if rf.stage == "skipped":
                     entry["skipped"] = True
                 self.attempts.append(entry)
@@ -380,7 +381,8 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         res = self.result
         res["route"] = route
         ver = desc.get("version") if desc else None
-        cur = (res["stablehlo"].get("jaxlib") or {}).get("current")
+        jaxlib = res["stablehlo"].get("jaxlib")
+        cur = jaxlib.get("current") if jaxlib else None
         if ver and cur and version_tuple(ver) > version_tuple(cur):
             self.notes.append("%s: %s declares StableHLO %s, newer than this jaxlib's %s, but every VHLO op and "
                               "attribute in it is known here, so it deserialized (VHLO versions ops whose "
@@ -412,7 +414,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         """The timed calls (served step by step in lockstep, else warmup + repeat); the reason they failed, or
         None."""
         self.checkpoint("timing")
-        timing = self.job.get("timing") or {}
+        timing: Any = self.job.get("timing") or {}
         warmup = int(timing.get("warmup", 1))
         repeat = int(timing.get("repeat", 5))
         try:
@@ -465,10 +467,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         if not tried:
             return ("incompatible: no load route was possible (%s)"
                     % "; ".join("%s: %s" % (a["route"], a["error"]) for a in self.attempts))
-        best: dict = tried[0]
-        for a in tried:  # furthest stage wins; ties go to the later (more targeted) route
-            if best is None or STAGE_RANK[a["stage"]] >= STAGE_RANK[best["stage"]]:
-                best = a
+        best = _furthest_attempt(tried)
         alike = [a for a in tried if a["error"] == best["error"] and a["stage"] == best["stage"]]  # said once
         others = [a for a in tried if a not in alike]
         names = ", ".join(repr(a["route"]) for a in sorted(alike, key=lambda a: a is not best))
@@ -505,7 +504,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
 
     def write_hlo(self, lowered, compiled):
         adir = self.job["artifacts_dir"]
-        arts = self.result["artifacts"]
+        arts: Any = self.result["artifacts"]  # named by the caller
 
         def put(name, fname, fn):
             try:
@@ -529,7 +528,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
 
         leaves = jax.tree_util.tree_leaves(out)
         odir = self.job["outputs_dir"]
-        outs = []
+        outs: list[OutputLeaf] = []
         for i, leaf in enumerate(leaves):
             a = np.asarray(leaf)
             a = np.ascontiguousarray(a) if a.ndim else a  # ascontiguousarray turns 0-d into 1-d
@@ -537,3 +536,12 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             a.tofile(p)
             outs.append({"shape": [int(d) for d in a.shape], "dtype": a.dtype.name, "path": p})
         self.result["outputs"] = outs
+
+
+def _furthest_attempt(tried):
+    """The attempt that got furthest; ties go to the later (more targeted) route."""
+    best = tried[0]
+    for a in tried:
+        if STAGE_RANK[a["stage"]] >= STAGE_RANK[best["stage"]]:
+            best = a
+    return best

@@ -17,6 +17,7 @@ from .protocol import (
     is_no_space,
     write_msgpack,
 )
+from .records import Result
 from .timing import Control
 
 NO_SPACE_TEXTS = ("[Errno %d]" % errno.ENOSPC, "[Errno %d]" % errno.EDQUOT, "[Errno %d]" % errno.EFBIG,
@@ -78,7 +79,7 @@ def main(argv=None):
         with open(job_path, "rb") as fh:
             job = msgpack.unpackb(fh.read(), raw=False, strict_map_key=False)
     except BaseException as e:
-        res = {"protocol": PROTOCOL_VERSION, "status": STATUS_ERROR,
+        res: Result = {"protocol": PROTOCOL_VERSION, "status": STATUS_ERROR,
                "reason": "cannot read job file %s: %s" % (job_path, exc_msg(e)), "route": None,
                "attempts": [], "notes": [], "environment": {}, "compile_s": None, "samples_ns": [],
                "outputs": [], "artifacts": {}, "per_op": []}

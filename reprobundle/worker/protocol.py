@@ -14,6 +14,7 @@ NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def is_no_space(e):
+    """Whether `e` says there is no room to write (disk full, quota, file-size limit); the host uses it too."""
     return isinstance(e, OSError) and e.errno in NO_SPACE_ERRNOS
 
 

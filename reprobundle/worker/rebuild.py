@@ -21,30 +21,12 @@ def rebuild_exported(export_module, fields, module_bytes):
     ``(args, {})`` in, a tuple out. ``notes`` say what was adjusted for this jax (shardings dropped on one device,
     calling convention 10 read as 9). RebuildError: what cannot be rebuilt without the serialized Exported.
     """
-    import dataclasses
-
     import jax
     from jax._src import core
 
-    try:
-        shape_of = shape_builder(fields["in_avals"] + fields["out_avals"])
-        in_avals = tuple(core.ShapedArray(shape_of(a["shape"]), np_dtype(a["dtype"])) for a in fields["in_avals"])
-        out_avals = tuple(core.ShapedArray(shape_of(a["shape"]), np_dtype(a["dtype"])) for a in fields["out_avals"])
-    except Exception as e:
-        raise RebuildError("cannot build avals from fields: %s" % exc_msg(e))
-    notes = []
+    in_avals, out_avals = _avals(core, fields)
     nr_devices = int(fields.get("nr_devices", 1))
-    for kind in ("ordered_effects", "unordered_effects"):
-        if fields.get(kind):
-            raise RebuildError("the function has %s %s, which cannot be reconstructed from text fields (needs the "
-                               "deserialize route)" % (kind, fields[kind]))
-    shardings = [s for s in list(fields.get("in_shardings_hlo") or []) + list(fields.get("out_shardings_hlo") or [])
-                 if s is not None]
-    if shardings:
-        if nr_devices > 1:
-            raise RebuildError("multi-device shardings %s cannot be rebuilt from text fields (needs the deserialize "
-                               "route)" % shardings[:3])
-        notes.append("ignored shardings %s (nr_devices=1, so they are trivial)" % sorted(set(shardings))[:3])
+    notes = _unsharded_notes(fields, nr_devices)
     unsharded_in, unsharded_out = (None,) * len(in_avals), (None,) * len(out_avals)
     convention, note = _calling_convention(
         export_module, int(fields.get("calling_convention_version",
@@ -74,17 +56,56 @@ def rebuild_exported(export_module, fields, module_bytes):
         "uses_global_constants": bool(fields.get("uses_global_constants", False)),
         "_get_vjp": None,
     }
+    kwargs = _exported_kwargs(export_module, values)
+    try:
+        return export_module.Exported(**kwargs), notes
+    except Exception as e:
+        raise RebuildError("cannot construct Exported: %s" % exc_msg(e))
+
+
+def _avals(core, fields):
+    """(in_avals, out_avals) as ShapedArrays; RebuildError when the fields cannot make them."""
+    try:
+        shape_of = shape_builder(fields["in_avals"] + fields["out_avals"])
+        in_avals = tuple(core.ShapedArray(shape_of(a["shape"]), np_dtype(a["dtype"])) for a in fields["in_avals"])
+        out_avals = tuple(core.ShapedArray(shape_of(a["shape"]), np_dtype(a["dtype"])) for a in fields["out_avals"])
+    except Exception as e:
+        raise RebuildError("cannot build avals from fields: %s" % exc_msg(e))
+    return in_avals, out_avals
+
+
+def _unsharded_notes(fields, nr_devices):
+    """The notes of a function rebuilt without effects and shardings; RebuildError when it has effects, or
+    shardings over several devices, which only the serialized Exported holds."""
+    notes = []
+    for kind in ("ordered_effects", "unordered_effects"):
+        if fields.get(kind):
+            raise RebuildError("the function has %s %s, which cannot be reconstructed from text fields (needs the "
+                               "deserialize route)" % (kind, fields[kind]))
+    shardings = [s for s in list(fields.get("in_shardings_hlo") or []) + list(fields.get("out_shardings_hlo") or [])
+                 if s is not None]
+    if shardings:
+        if nr_devices > 1:
+            raise RebuildError("multi-device shardings %s cannot be rebuilt from text fields (needs the deserialize "
+                               "route)" % shardings[:3])
+        notes.append("ignored shardings %s (nr_devices=1, so they are trivial)" % sorted(set(shardings))[:3])
+    return notes
+
+
+def _exported_kwargs(export_module, values):
+    """The keyword arguments of this jax's Exported from ``values``: its fields differ between jax releases."""
+    import dataclasses
+
+    import jax
+
     kwargs = {}
-    for field in dataclasses.fields(export_module.Exported):  # the fields differ between jax releases
+    for field in dataclasses.fields(export_module.Exported):
         if field.name in values:
             kwargs[field.name] = values[field.name]
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
             raise RebuildError("jax %s's Exported has a field %r this worker cannot fill"
                                % (jax.__version__, field.name))
-    try:
-        return export_module.Exported(**kwargs), notes
-    except Exception as e:
-        raise RebuildError("cannot construct Exported: %s" % exc_msg(e))
+    return kwargs
 
 
 def _safety_check(export_module, recorded):

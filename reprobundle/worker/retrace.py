@@ -105,35 +105,15 @@ class Retrace(WorkerState):
                 pass
 
     def _call_factory(self, program):
-        import jax
-
+        """(fn, args, kwargs) as the program's factory returns them."""
         folder = os.path.abspath(program["dir"])
         path = os.path.abspath(os.path.join(folder, program["script"]))
         if not (path.startswith(folder + os.sep) and os.path.isfile(path)):
             raise JobError("retrace: the script %r is not in the program folder" % program["script"])
         factory_name = str(program.get("factory") or "make")
-        import importlib.util
-
         sys.path.insert(0, os.path.dirname(path))
         try:
-            spec = importlib.util.spec_from_file_location("_reprobundle_program", path)
-            if spec is None or spec.loader is None:
-                raise JobError("cannot load the program %s" % path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules["_reprobundle_program"] = module
-            try:
-                spec.loader.exec_module(module)
-            except Exception as e:
-                raise JobError(self._failure("importing %s failed on jax %s" % (program["script"], jax.__version__),
-                                             e))
-            factory = getattr(module, factory_name, None)
-            if not callable(factory):
-                raise JobError("retrace: %s has no function %s()" % (program["script"], factory_name))
-            try:
-                made = factory()
-            except Exception as e:
-                raise JobError(self._failure("%s:%s() failed on jax %s" % (program["script"], factory_name,
-                                                                           jax.__version__), e))
+            made = self._run_factory(program["script"], path, factory_name)
         finally:
             if sys.path and sys.path[0] == os.path.dirname(path):
                 sys.path.pop(0)
@@ -144,6 +124,29 @@ class Retrace(WorkerState):
         if not isinstance(args, (tuple, list)):
             args = (args,)
         return fn, args, kwargs or {}
+
+    def _run_factory(self, script, path, factory_name):
+        """What the factory of the script at `path` returns (the script's folder is on sys.path meanwhile)."""
+        import importlib.util
+
+        import jax
+
+        spec = importlib.util.spec_from_file_location("_reprobundle_program", path)
+        if spec is None or spec.loader is None:
+            raise JobError("cannot load the program %s" % path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["_reprobundle_program"] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:
+            raise JobError(self._failure("importing %s failed on jax %s" % (script, jax.__version__), e))
+        factory = getattr(module, factory_name, None)
+        if not callable(factory):
+            raise JobError("retrace: %s has no function %s()" % (script, factory_name))
+        try:
+            return factory()
+        except Exception as e:
+            raise JobError(self._failure("%s:%s() failed on jax %s" % (script, factory_name, jax.__version__), e))
 
     def _failure(self, what, e):
         """`what: Error: message`, then the tail of the traceback (the user's frames are in it)."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 from .dtypes import dtype_name
 from .environment import out_of_memory
@@ -27,7 +28,8 @@ class Routes(WorkerState):
     """The load routes: the first that loads, lowers and compiles the function on this release wins. Mixed into job.Worker."""
 
     def _file(self, key):
-        p = (self.job["function"] or {}).get(key)
+        function: Any = self.job["function"] or {}
+        p = function.get(key)
         if not p:
             return None
         if not os.path.exists(p):
@@ -92,7 +94,7 @@ class Routes(WorkerState):
                 extra = (" (the flatbuffer stores nr_devices=%d in the 32-bit field of the newer schema, "
                          "which this JAX does not know)" % info["nr_devices"])
             return "decoded nr_devices=%s%s" % (exp.nr_devices, extra)
-        f = self.fields
+        f: Any = self.fields
         if not f:
             return None
         if "nr_devices" in f and int(f["nr_devices"]) != int(exp.nr_devices):
@@ -132,7 +134,8 @@ class Routes(WorkerState):
             raise RouteFailure("skipped", "bundle has no '%s' file" % key)
         data = read_bytes(path)
         desc = self._module_desc(data, "the bundle's %s" % key)
-        self.result["stablehlo"][key] = desc["version"]
+        versions: Any = self.result["stablehlo"]  # key: "mlir_module" or "mlir_module_compat"
+        versions[key] = desc["version"]
         return self._build_exported(data, route), desc
 
     def route_text(self):
@@ -313,7 +316,7 @@ class Routes(WorkerState):
     def _explain_module_failure(self, e, desc):
         msg = exc_msg(e)
         ver = desc.get("version") if desc else None
-        info = self.result["stablehlo"].get("jaxlib") or {}
+        info: Any = self.result["stablehlo"].get("jaxlib") or {}
         cur = info.get("current")
         try:
             import jaxlib.version

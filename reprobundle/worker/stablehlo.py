@@ -65,40 +65,49 @@ def strip_mlir_locations(text):
     """
     out_lines = []
     for line in text.splitlines():
-        st = line.lstrip()
-        if st.startswith("#loc"):
-            continue
-        res = []
-        i = 0
-        n = len(line)
-        while i < n:
-            ch = line[i]
-            if ch == '"':
-                j = i + 1
-                while j < n and line[j] != '"':
-                    if line[j] == "\\":
-                        j += 1
-                    j += 1
-                res.append(line[i:j + 1])
-                i = j + 1
-                continue
-            if line.startswith("loc(", i) and (i == 0 or not (line[i - 1].isalnum() or line[i - 1] in "_.#")):
-                j = _skip_balanced(line, i + 3)
-                while res and res[-1].endswith(" "):
-                    res[-1] = res[-1][:-1]
-                i = j
-                continue
-            if line.startswith("#loc", i):
-                # a reference to a location alias
-                j = i + 4
-                while j < n and (line[j].isalnum() or line[j] == "_"):
-                    j += 1
-                i = j
-                continue
+        if not line.lstrip().startswith("#loc"):
+            out_lines.append(_strip_line_locations(line))
+    return "\n".join(out_lines) + "\n"
+
+
+def _strip_line_locations(line):
+    """One line without its ``loc(...)`` and ``#locN`` references (strings kept as they are)."""
+    res = []
+    i = 0
+    n = len(line)
+    while i < n:
+        ch = line[i]
+        if ch == '"':
+            j = _string_end(line, i)
+            res.append(line[i:j + 1])
+            i = j + 1
+        elif line.startswith("loc(", i) and (i == 0 or not (line[i - 1].isalnum() or line[i - 1] in "_.#")):
+            while res and res[-1].endswith(" "):
+                res[-1] = res[-1][:-1]
+            i = _skip_balanced(line, i + 3)
+        elif line.startswith("#loc", i):  # a reference to a location alias
+            i = _alias_end(line, i + 4)
+        else:
             res.append(ch)
             i += 1
-        out_lines.append("".join(res))
-    return "\n".join(out_lines) + "\n"
+    return "".join(res)
+
+
+def _string_end(line, i):
+    """line[i] == '"': the index of the closing quote (len(line) when there is none)."""
+    j = i + 1
+    n = len(line)
+    while j < n and line[j] != '"':
+        if line[j] == "\\":
+            j += 1
+        j += 1
+    return j
+
+
+def _alias_end(line, j):
+    while j < len(line) and (line[j].isalnum() or line[j] == "_"):
+        j += 1
+    return j
 
 
 def _mlir_ext():

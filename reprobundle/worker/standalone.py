@@ -197,21 +197,26 @@ def _text(s):
     if s["status"] not in ("ok", "mismatch"):
         lines.append("  status:   %s: %s" % (s["status"], s["reason"]))
     else:
-        lines.append("  loaded:   by the %s route, compiled in %.2f s" % (s["route"], s["compile_s"] or 0.0))
-        if s["outputs_ok"]:
-            check = "bit-identical" if s["bit_identical"] else "within tolerance, max abs err %.3g" % s["max_abs_err"]
-        else:
-            check = "DIFFER: %s" % s["problem"]
-        lines.append("  outputs:  %s (against those packed on jax %s)" % (check, s["packed"]["jax"] or "?"))
-        lines.append("  time:     median %s over %d calls; packed: median %s on jax %s (another process%s: "
-                     "not comparable)" % (_ns(s["median_ns"]), s["n"], _ns(s["packed"]["median_ns"]),
-                                          s["packed"]["jax"] or "?",
-                                          "" if s["packed"]["cpu_model"] == s["cpu_model"] else ", another CPU"))
+        lines += _replayed_lines(s)
     for note in s["notes"]:
         lines.append("  note:     %s" % note)
     import textwrap
 
     return "\n".join(w for line in lines for w in textwrap.wrap(line, 100, subsequent_indent=" " * 12) or [""])
+
+
+def _replayed_lines(s):
+    """What a replay that ran says: its route, its outputs against the packed ones, its time."""
+    if s["outputs_ok"]:
+        check = "bit-identical" if s["bit_identical"] else "within tolerance, max abs err %.3g" % s["max_abs_err"]
+    else:
+        check = "DIFFER: %s" % s["problem"]
+    return ["  loaded:   by the %s route, compiled in %.2f s" % (s["route"], s["compile_s"] or 0.0),
+            "  outputs:  %s (against those packed on jax %s)" % (check, s["packed"]["jax"] or "?"),
+            "  time:     median %s over %d calls; packed: median %s on jax %s (another process%s: "
+            "not comparable)" % (_ns(s["median_ns"]), s["n"], _ns(s["packed"]["median_ns"]),
+                                 s["packed"]["jax"] or "?",
+                                 "" if s["packed"]["cpu_model"] == s["cpu_model"] else ", another CPU")]
 
 
 def main(zip_path, argv):

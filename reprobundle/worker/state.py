@@ -3,14 +3,16 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .records import Attempt, Fields, Job, Result
+
 
 class WorkerState:
-    job: dict[str, Any]
-    result: dict[str, Any]  # the result map (see the package docstring), written as the job goes
+    job: Job  # as read: job.Worker.validate checks its shape first
+    result: Result  # written as the job goes
     notes: list[str]  # what the worker adjusted to run on this release
-    attempts: list[dict[str, Any]]  # the load routes that failed, in order
+    attempts: list[Attempt]  # the load routes that failed, in order
     control: Any  # the lockstep channel to the host (None: the worker times on its own)
-    fields: Optional[dict[str, Any]]  # the bundle's fields of the Exported, if it has them
+    fields: Optional[Fields]  # the bundle's fields of the Exported, if it has them
     host_inputs: list[Any]
     dev_inputs: list[Any]
     input_meta: list[Any]

@@ -5,6 +5,7 @@ import os
 
 from .device_trace import reduce_device_trace
 from .hlo_kind import instruction_kind
+from .records import Profile
 from .state import WorkerState
 
 _HLO_INSTR = None
@@ -51,26 +52,33 @@ _MARKER_SLACK_US = 50.0  # an end marker is emitted just after its scope closes
 def _completions(ops, events):
     """Per op event (same order), when its work completed (us): see the comment above."""
     markers, scopes = _markers_and_scopes(events)
-    # launches of one op, in order: each takes the first unused end marker after it, before its next launch
     launches: dict = {}
     for i, e in enumerate(ops):
         launches.setdefault((e.get("pid"), str(e["args"]["hlo_op"])), []).append(i)
     done = [float(e.get("ts") or 0.0) + float(e.get("dur") or 0.0) for e in ops]
     for key, idx in launches.items():
-        idx.sort(key=lambda i: float(ops[i].get("ts") or 0.0))
-        found = markers.get(key, [])
-        at = 0
-        for n, i in enumerate(idx):
-            start = float(ops[i].get("ts") or 0.0)
-            next_start = float(ops[idx[n + 1]].get("ts") or 0.0) if n + 1 < len(idx) else None
-            while at < len(found) and found[at][0] < start:
-                at += 1
-            if at >= len(found) or (next_start is not None and found[at][0] > next_start):
-                continue
-            ts, tid = found[at]
-            at += 1
+        for i, ts, tid in _matched_markers(ops, idx, markers.get(key, [])):
             done[i] = max(done[i], _completed(ts, scopes.get((ops[i].get("pid"), tid), ()), done[i]))
     return done
+
+
+def _matched_markers(ops, idx, found):
+    """[(op index, marker ts, marker tid)] for the launches `idx` of one op and its end markers `found` (in time
+    order): each launch, in order, takes the first unused end marker after it, before its next launch."""
+    idx = sorted(idx, key=lambda i: float(ops[i].get("ts") or 0.0))
+    matched = []
+    at = 0
+    for n, i in enumerate(idx):
+        start = float(ops[i].get("ts") or 0.0)
+        next_start = float(ops[idx[n + 1]].get("ts") or 0.0) if n + 1 < len(idx) else None
+        while at < len(found) and found[at][0] < start:
+            at += 1
+        if at >= len(found) or (next_start is not None and found[at][0] > next_start):
+            continue
+        ts, tid = found[at]
+        at += 1
+        matched.append((i, ts, tid))
+    return matched
 
 
 def _markers_and_scopes(events):
@@ -257,7 +265,7 @@ class Profiling(WorkerState):
         arts["profile_dir"] = pdir
         traces = sorted(glob.glob(os.path.join(pdir, "**", "perfetto_trace.json.gz"), recursive=True),
                         key=os.path.getmtime)
-        info: dict = {"iterations": iters, "traced_wall_ns": wall, "source": None, "module": None, "note": None}
+        info: Profile = {"iterations": iters, "traced_wall_ns": wall, "source": None, "module": None, "note": None}
         self.result["profile"] = info
         if not traces:
             others = sorted(glob.glob(os.path.join(pdir, "**", "*.trace.json.gz"), recursive=True),
