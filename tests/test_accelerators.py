@@ -114,11 +114,11 @@ def test_requirements_per_build():
     assert requirements("0.8.0", "0.8.0", "tpu")[1] == []
     assert env_dir_name("0.7.2", "cpu", "3.11") == "jax-0.7.2-py3.11"  # the CPU build keeps its old name
     assert env_dir_name("0.7.2", "cuda12", "3.11") == "jax-0.7.2-cuda12-py3.11"
+    linux_x86 = frozenset({"manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "linux_x86_64"})  # platform tags
     wheel = project_wheel("jax_cuda12_plugin-0.7.2-cp312-cp312-manylinux_2_27_x86_64.whl", "jax-cuda12-plugin",
-                          ("linux", ("x86_64",)))
+                          linux_x86)
     assert wheel is not None and wheel[1] == [12] and wheel[2]
-    pure = project_wheel("jax_cuda12_pjrt-0.7.2-py3-none-manylinux_2_27_x86_64.whl", "jax-cuda12-pjrt",
-                         ("linux", ("x86_64",)))
+    pure = project_wheel("jax_cuda12_pjrt-0.7.2-py3-none-manylinux_2_27_x86_64.whl", "jax-cuda12-pjrt", linux_x86)
     assert pure is not None and pure[1] is None
 
 

@@ -786,7 +786,7 @@ def test_too_many_zip_entries(tmp_path, monkeypatch):
 # matches is a new route from data to code and fails the test.
 ALLOWED_TEXT_MATCHES = {
     ("capture/files.py", "np.load(path, allow_pickle=False)"): "numpy's loader with pickles refused",
-    ("fleet/ray_executor.py", "with cloudpickle, by reference to its module"):
+    ("fleet/ray_executor.py", "Ray serializes the task function itself (our own code"):
         "its docstring says that Ray serializes our own task function; tasks and results cross as plain data",
     ("errors.py", "def __reduce__(self)"):
         "DiskFullError (an OSError with its own constructor) is rebuilt from its three strings when Ray or a process "
@@ -796,7 +796,7 @@ ALLOWED_CALLS = {
     ("capture/script.py", "load_factory", "exec_module"): "runs the user's own pack script, only when `pack SCRIPT.py` asks",
     ("capture/export.py", "load_exported", "deserialize"): "jax.export.deserialize of a file the user passes to pack",
     ("worker/__main__.py", "<module>", "exec_module"): "loads the worker's own folder as a package, run by path",
-    ("worker/retrace.py", "_call_factory", "exec_module"):
+    ("worker/retrace.py", "_run_factory", "exec_module"):
         "replay --retrace: the worker of the release under test imports the bundle's script, as the user asked "
         "(it runs where the bundle's XLA program runs, never on the host)",
     ("capture/site/sitecustomize.py", "exec_module", "exec_module"):
