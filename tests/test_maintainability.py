@@ -9,7 +9,7 @@ from radon.complexity import cc_visit
 from radon.visitors import Class
 
 PACKAGE = Path(__file__).resolve().parent.parent / "reprobundle"
-MAX_COMPLEXITY = 25
+MAX_COMPLEXITY = 15
 MAX_LINES = 800
 
 

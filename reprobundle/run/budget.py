@@ -94,20 +94,26 @@ class Budget:
             compared = True
             base = alive[0]
             for key in alive[1:]:
-                stopped = key in self.decided or key in self.retired
-                if stopped and not self.largest_move:
-                    continue
-                ratios = paired_log_ratios(_timing(measured[base]), _timing(measured[key])) or []
-                if self.largest_move and ratios:
-                    pieces.append(_comparison(key, ratios, measured[base], measured[key]))
-                if stopped:
-                    continue
-                found = sequential.first_decision(ratios)
-                if found.decision is not None:
-                    self.decided[key] = found.decision
-                else:
+                if self._look_at(base, key, measured, pieces):
                     running.setdefault(base, []).append(key)
         return (running, pieces) if compared else None
+
+    def _look_at(self, base: str, key: str, measured: dict[str, Measurement], pieces: list) -> bool:
+        """One candidate against its group's baseline: its comparison joins `pieces` (with `largest_move`), a
+        decision goes to `decided`. Whether it is still running unsettled."""
+        stopped = key in self.decided or key in self.retired
+        if stopped and not self.largest_move:
+            return False
+        ratios = paired_log_ratios(_timing(measured[base]), _timing(measured[key])) or []
+        if self.largest_move and ratios:
+            pieces.append(_comparison(key, ratios, measured[base], measured[key]))
+        if stopped:
+            return False
+        found = sequential.first_decision(ratios)
+        if found.decision is not None:
+            self.decided[key] = found.decision
+            return False
+        return True
 
     def _retire_pieces(self, running: dict[str, list[str]], pieces: list[selection.Comparison],
                        done: int) -> dict[str, list[str]]:
