@@ -71,7 +71,7 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     headline = next(h for h in comparison["headlines"] if h["label"] == "0.8.0")
     assert headline["text"].startswith("jax 0.8.0 ") and "rounds timed together" in headline["text"]
     # a settled verdict gives its 95% interval; one the capped rounds left unsettled, the interval it was judged on
-    interval = "95% CI" if row["settled"] else "is not ruled out"
+    interval = "is not ruled out" if row["settled"] is False else "95% CI"
     assert "p=" in headline["text"] and interval in headline["text"], (row, headline["text"])
     assert _md(headline["text"][:40]) in report.split("|")[0]  # before the table: the first thing one reads
     assert "0.7.2" in report and "0.8.0" in report and row["verdict"] in report
