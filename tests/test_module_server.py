@@ -84,6 +84,8 @@ def test_one_process_serves_many_modules(worker):
         assert_affine(outcome, i)
         assert outcome.pid == pid
     assert worker.pid == pid and worker.info["pid"] == pid
+    swapped = worker.run(affine_module(8), [X.astype(">f4"), Y[::-1].copy()[::-1]])  # big-endian, a strided view
+    np.testing.assert_array_equal(swapped.outputs[0], expected(8)[0])
     timed = worker.time(affine_module(3), [X, Y], warmup=1, repeat=4)
     assert timed.ok and len(timed.samples_ns) == 4 and all(s > 0 for s in timed.samples_ns), timed
     assert worker.pid == pid
@@ -154,10 +156,13 @@ def test_the_variants_xla_flags_reach_the_worker(tmp_path):
     unknown = ContenderSpec("installed", settings=Settings(xla_flags=("--xla_reprobundle_no_such_flag=1",)))
     with pytest.raises(ReplayError, match="does not define the flag --xla_reprobundle_no_such_flag"):
         ModuleWorker(unknown, python=sys.executable, timeout_s=120).start()
+    refused = ContenderSpec("installed", settings=Settings(env=(("JAX_PLATFORMS", "cpu"),)))
+    with pytest.raises(ReplayError, match="JobError: setting JAX_PLATFORMS through the contender's environment"):
+        ModuleWorker(refused, timeout_s=120).start()
 
 
 @pytest.mark.crossversion
-def test_a_worker_on_jax_0_4_30(worker):
+def test_a_worker_on_jax_0_4_30():
     from reprobundle.api import environment_manager
 
     with ModuleWorker(ContenderSpec("0.4.30"), env_manager=environment_manager(), timeout_s=300) as old:

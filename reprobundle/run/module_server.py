@@ -397,6 +397,8 @@ class ModuleWorker:
 
 def _encode(array: Any) -> dict:
     a = np.asarray(array)
+    if not a.dtype.isnative:  # the worker reads the bytes in its own order, which is this machine's
+        a = a.astype(a.dtype.newbyteorder("="))
     return {"dtype": a.dtype.name, "shape": [int(d) for d in a.shape], "bytes": np.ascontiguousarray(a).tobytes()}
 
 
