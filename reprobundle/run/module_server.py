@@ -130,6 +130,7 @@ class ModuleWorker:
         self._buffer = b""
         self._phase: str | None = None
         self._busy = False
+        self._prepared: tuple[dict, int | None] | None = None  # the request that prepared the kept module, its pid
 
     # -- life ----------------------------------------------------------------------------------------------------
     def __enter__(self) -> "ModuleWorker":
@@ -252,6 +253,7 @@ class ModuleWorker:
     # -- calls ---------------------------------------------------------------------------------------------------
     def run(self, text: str, inputs: Sequence[np.ndarray], *, timeout_s: float | None = None) -> ModuleOutcome:
         """Load, compile and run the module once on `inputs` (@main's arguments in order): its outputs, or why not."""
+        self._prepared = None  # the worker keeps one module at most
         return self._call({"op": "run", "text": text, "inputs": [_encode(a) for a in inputs], "want": "outputs"},
                           timeout_s)
 
@@ -259,8 +261,39 @@ class ModuleWorker:
              timeout_s: float | None = None) -> ModuleOutcome:
         """Load and compile the module, call it `warmup` times untimed and `repeat` times timed: `samples_ns` (one
         per timed call, each waited for), or why not."""
+        self._prepared = None
         return self._call({"op": "run", "text": text, "inputs": [_encode(a) for a in inputs], "want": "time",
                            "warmup": int(warmup), "repeat": int(repeat)}, timeout_s)
+
+    def prepare(self, text: str, inputs: Sequence[np.ndarray], *, outputs: bool = False,
+                timeout_s: float | None = None) -> ModuleOutcome:
+        """Load and compile the module and keep it, with `inputs`, for `time_prepared` (until the next module);
+        with `outputs`, also run it once and return its outputs. A worker replaced since prepares it again."""
+        request = {"op": "run", "text": text, "inputs": [_encode(a) for a in inputs],
+                   "want": "outputs" if outputs else "none", "keep": True}
+        self._prepared = None
+        outcome = self._call(request, timeout_s)
+        if outcome.ok:
+            self._prepared = (request, outcome.pid)
+        return outcome
+
+    def time_prepared(self, repeat: int, *, warmup: int = 0, timeout_s: float | None = None,
+                      retry: bool = True) -> ModuleOutcome:
+        """`repeat` timed calls (after `warmup` untimed ones) of the prepared module, not loaded again: a paired
+        timing alternates two contenders' workers batch by batch. `samples_ns`, or why not."""
+        if self._prepared is None:
+            raise ValueError("time_prepared needs a module: call prepare first")
+        request, pid = self._prepared
+        if pid != self.pid or (self._proc is not None and self._proc.poll() is not None):
+            again = self._call(request, timeout_s)
+            self._prepared = (request, again.pid) if again.ok else None
+            if not again.ok:
+                return again
+        outcome = self._call({"op": "time", "warmup": int(warmup), "repeat": int(repeat)}, timeout_s)
+        if outcome.crashed and outcome.phase is None and retry:  # it died before it read the request
+            self.lost.append(f"the worker {outcome.pid} died between calls ({outcome.error_type})")
+            return self.time_prepared(repeat, warmup=warmup, timeout_s=timeout_s, retry=False)
+        return outcome
 
     def _call(self, request: dict, timeout_s: float | None, retry: bool = True) -> ModuleOutcome:
         if self._proc is not None and self._proc.poll() is not None:  # it died between calls: not this module's doing
@@ -282,7 +315,7 @@ class ModuleWorker:
             return self._ended(ModuleOutcome(TIMEOUT, phase=self._phase, error_type="Timeout", message=(
                 f"the module did not finish within {limit:g} s; the worker was killed")), t0, pid)
         except _Died:
-            if self._phase is None and retry:  # it died before it read the module: not the module's doing
+            if self._phase is None and retry and request["op"] == "run":  # it died before it read the module
                 self._lose()
                 return self._call(request, timeout_s, retry=False)
             return self._ended(ModuleOutcome(CRASHED, phase=self._phase), t0, pid)
