@@ -171,6 +171,8 @@ def test_the_variants_xla_flags_reach_the_worker(tmp_path):
     unknown = ContenderSpec("installed", settings=Settings(xla_flags=("--xla_reprobundle_no_such_flag=1",)))
     with pytest.raises(ReplayError, match="does not define the flag --xla_reprobundle_no_such_flag"):
         ModuleWorker(unknown, python=sys.executable, timeout_s=120).start()
+    with pytest.raises(ReplayError, match="cannot start the module worker of installed in /nonexistent/python"):
+        ModuleWorker(python="/nonexistent/python").start()
     refused = ContenderSpec("installed", settings=Settings(env=(("JAX_PLATFORMS", "cpu"),)))
     with pytest.raises(ReplayError, match="JobError: setting JAX_PLATFORMS through the contender's environment"):
         ModuleWorker(refused, timeout_s=120).start()

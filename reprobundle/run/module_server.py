@@ -180,27 +180,39 @@ class ModuleWorker:
 
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-        self._proc = subprocess.Popen(
-            worker_command(self.python, ["serve"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, env=worker_environment(), cwd=tempfile.gettempdir(), start_new_session=True,
-            preexec_fn=limit_memory if limit else None)
+        try:
+            self._proc = subprocess.Popen(
+                worker_command(self.python, ["serve"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self._stderr, env=worker_environment(), cwd=tempfile.gettempdir(), start_new_session=True,
+                preexec_fn=limit_memory if limit else None)
+        except OSError as e:
+            self._stderr.close()
+            self._stderr = None
+            raise ReplayError(f"cannot start the module worker of {self.contender.label} in {self.python}: {e}",
+                              hint="check the contender's environment (reprobundle envs)") from None
         track_group(self._proc.pid)
         self.starts += 1
         self._buffer = b""
-        settings = self.contender.settings.as_record()
         try:
-            self._send({"op": "start", "settings": settings, "platform": self.platform})
+            answer = self._started()
+        except BaseException:  # Ctrl-C while it starts: no worker outlives the call
+            self._stop()
+            raise
+        self.info = answer
+
+    def _started(self) -> dict:
+        """The worker's start answer; ReplayError when it refuses the settings, dies or hangs."""
+        why = f"the module worker of {self.contender.label} did not start"
+        try:
+            self._send({"op": "start", "settings": self.contender.settings.as_record(), "platform": self.platform})
             answer = self._answer(time.perf_counter() + self.start_timeout_s)
         except (_Died, _TimedOut) as e:
-            reason = self._start_failure(e)
-            self._stop()
-            raise ReplayError(f"the module worker of {self.contender.label} did not start: {reason}",
-                              hint="see the worker's stderr above; REPROBUNDLE_DEBUG=1 for more") from None
+            raise ReplayError(f"{why}: {self._start_failure(e)}",
+                              hint="check the contender's environment and settings") from None
         if answer.get("status") != OK:
-            self._stop()
-            raise ReplayError(f"the module worker of {self.contender.label} did not start: "
-                              f"{answer.get('error_type')}: {answer.get('message')}")
-        self.info = answer
+            raise ReplayError(f"{why}: {answer.get('error_type')}: {answer.get('message')}",
+                              hint="check the contender's settings")
+        return answer
 
     def _start_failure(self, e: Exception) -> str:
         if isinstance(e, _TimedOut):
