@@ -168,7 +168,7 @@ def _endpoints(result: BisectResult, replay_together: ReplayTogether,
                          hint=f"bisect --by {'bits' if apart == BITS_ONLY else 'time'}")
     verdict = timing_verdict(_timing(g), _timing(b))
     if verdict["verdict"] in ("same", "unknown"):
-        raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)} and no "
+        raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; no "
                          f"significant time change ({_verdict_line(verdict, good)})",
                          hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY else
                          "replay with more --repeat or --rounds, or pick other endpoints")
