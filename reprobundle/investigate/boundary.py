@@ -141,7 +141,8 @@ def next_commands(result: BisectResult, layer: dict, ref: str, store_args: Seque
             pair, prop = [good, bad], "--outputs --bits" if result.criterion == BITS else "--outputs"
         out.append({"what": "minimize", "command": f"reprobundle minimize {shlex.quote(ref)} --jax {pair[0]} "
                                                    f"--jax {pair[1]} {prop}{store}"})
-    if layer["layer"] in ("lowering", "both"):
+    lowered = (layer.get("lowering") or {}).get("changed")
+    if layer["layer"] in ("lowering", "both") or layer["layer"] is None and lowered:  # undecided: still show it
         out.append({"what": "lowering diff",
                     "command": f"reprobundle replay {shlex.quote(ref)} --jax {good} --jax {bad} --retrace "
                                f"--baseline {shlex.quote(good + ' retraced')}{tail}"})
