@@ -13,7 +13,7 @@ import quick
 from reprobundle import api
 from reprobundle.errors import UsageError
 from reprobundle.investigate.bisection import BITS_ONLY, SAME, BisectResult, bisect
-from reprobundle.investigate.boundary import boundary_layer, next_commands
+from reprobundle.investigate.boundary import boundary_layer, boundary_runs, next_commands
 
 PROGRAMS = Path(__file__).parent / "programs" / "retrace"
 VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "0.7.0", "0.7.2", "0.8.0"]
@@ -87,6 +87,27 @@ def test_the_layer_at_the_boundary_and_what_to_run_next(frozen_bits, lowered, la
                      "both": {"minimize": minimize, "lowering diff": lowering}, "neither": {}}[layer]
     if layer == "lowering":
         assert found["text"].endswith("JAX's lowering changed from jax 0.5.0 to 0.5.1: +1 erf_inv at m.py:3")
+
+
+@pytest.mark.parametrize("criterion, mode, asked", [("time", "frozen", [("both", ["0.5.0", "0.5.1"])]),
+                                                    ("bits", "frozen", [("retrace", ["0.5.0", "0.5.1"])]),
+                                                    ("outputs vs good", "retrace", [("frozen", ["0.5.0", "0.5.1"])])])
+def test_the_boundary_is_timed_together_for_time_and_completed_in_the_other_mode_for_outputs(criterion, mode, asked):
+    result = BisectResult("0.4.30", "0.8.0", criterion, first_bad="0.5.1", last_good="0.5.0")
+    result.runs = {v: _run(v, mode, 0) for v in ("0.4.30", "0.5.0", "0.5.1", "0.8.0")}
+    calls = []
+
+    def probe_for(m):
+        def replay_together(versions):
+            calls.append((m, list(versions)))
+            return [_run(v, one, 0) for v in versions for one in ((["frozen", "retrace"]) if m == "both" else [m])]
+        return replay_together
+
+    runs = boundary_runs(result, mode, probe_for)
+    assert calls == asked
+    assert sorted(runs) == [("0.5.0", "frozen"), ("0.5.0", "retrace"), ("0.5.1", "frozen"), ("0.5.1", "retrace")]
+    if criterion != "time":  # the bisection's own runs are reused
+        assert runs[("0.5.1", mode)] is result.runs["0.5.1"]
 
 
 def test_a_faster_boundary_is_minimized_with_the_slower_release_second():
