@@ -500,10 +500,8 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
     rounds, timeout_s, platform); no XLA dump is kept. `mode` "retrace": each release runs the bundle's program
     traced by it (a lowering change then has a first bad release; outputs that differ from the good release's are
-    a regression too). `by` ("outputs", "bits", "time") names what tells a bad release apart; None chooses it and
-    says why (the result's `why`). With `layer`, the last good and first bad release are then replayed frozen and
-    retraced, and the result's `layer` says which layer changed there, with the next command to run
-    (investigate/boundary.py).
+    a regression too). `by` ("outputs", "bits", "time"): the criterion, else chosen (the result's `why`). `layer`:
+    which layer changed at the boundary, and the next command (investigate/boundary.py).
 
     With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
     from `index_url` (else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index): the result's `nightly` holds the
@@ -516,7 +514,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     from .envs.versions import version_key
     from .fleet.connect import executor_for
     from .investigate.bisection import bisect as _bisect
-    from .investigate.boundary import next_commands
+    from .investigate.boundary import layer_at_boundary
     from .investigate.probes import output_difference, replay_probe
 
     options = replay_options(options, settings, BISECT_OPTIONS)
@@ -542,37 +540,9 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     if layer:
         probe_for = functools.partial(replay_probe, registry, bundle, options, executor=executor, env_manager=manager,
                                       progress=progress)
-        result.layer = _boundary_layer(registry, bundle, result, mode, probe_for, compare, progress)
-        result.layer["next"] = next_commands(result, result.layer, ref, ["--store", store] if store else [],
-                                             options.args())
+        result.layer = layer_at_boundary(registry, bundle, result, mode, lambda m: probe_for(mode=m), compare, progress,
+                                         next_args=(ref, ["--store", store] if store else [], options.args()))
     return result, comparison
-
-
-def _boundary_layer(registry: Registry, bundle: Bundle, result, mode: str, probe_for, compare,
-                    progress: Callable[[str], None] | None) -> dict:
-    """Which layer changed between the bisection's last good and first bad release (investigate/boundary.py): both
-    replayed frozen and retraced."""
-    from .analysis.lowering_diff import lowering_diff
-    from .investigate.boundary import boundary_layer, boundary_runs, unretraceable
-    from .run.retrace import program_file_names, retrace_refusal
-
-    refusal = retrace_refusal(bundle.manifest)
-    if refusal is not None:
-        return unretraceable(result, refusal)
-    if progress:
-        progress(f"bisect: which layer changed from {result.last_good} to {result.first_bad}: "
-                 "both replayed frozen and retraced")
-    runs = boundary_runs(result, mode, lambda m: probe_for(mode=m))
-
-    def text(run: dict) -> str | None:
-        art = (run.get("artifacts") or {}).get("stablehlo_retraced")
-        return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
-
-    def lowering_of(a: dict, b: dict) -> dict | None:
-        before, after = text(a), text(b)
-        return lowering_diff(before, after, program_file_names(bundle.manifest)) if before and after else None
-
-    return boundary_layer(result, runs, compare, lowering_of)
 
 
 def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, probe,

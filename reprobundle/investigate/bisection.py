@@ -111,11 +111,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
     candidates = [v for v in ordered if version_key(good) < version_key(v) < version_key(bad)]
-    if by is not None and by not in BY:
-        raise UsageError(f"bisect --by {by!r} is not one of {', '.join(BY)}")
-    if by in (OUTPUTS, BITS) and outputs_differ is None:
-        raise UsageError(f"bisect --by {by} compares outputs, which this bisection cannot",
-                         hint="bisect --by time")
+    _check_by(by, outputs_differ)
     result = BisectResult(good, bad, TIME, first_bad=bad, last_good=good, candidates=candidates, by=by)
     target = _endpoints(result, replay_together, outputs_differ)
     result.log_ratio = target
@@ -138,6 +134,13 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     return result
 
 
+def _check_by(by: str | None, outputs_differ: OutputsDiffer | None) -> None:
+    if by is not None and by not in BY:
+        raise UsageError(f"bisect --by {by!r} is not one of {', '.join(BY)}")
+    if by in (OUTPUTS, BITS) and outputs_differ is None:
+        raise UsageError(f"bisect --by {by} compares outputs, which this bisection cannot", hint="bisect --by time")
+
+
 def _endpoints(result: BisectResult, replay_together: ReplayTogether,
                outputs_differ: OutputsDiffer | None) -> float | None:
     """The endpoints replayed together, what tells them apart (result.criterion, why, evidence, classes), and the
@@ -150,32 +153,51 @@ def _endpoints(result: BisectResult, replay_together: ReplayTogether,
             raise UsageError(f"the {name} version {run['requested']} did not run: {run['status']}: {run['reason']}",
                              hint="pick endpoints on which the bundle runs")
     result.classes = {good: "good", bad: "bad"}
-    apart = result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None else None
+    result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None else None
+    if _outputs_decide(result, g, b):
+        return None
+    return _time_decides(result, g, b)
+
+
+def _outputs_decide(result: BisectResult, g: dict, b: dict) -> bool:
+    """Whether outputs tell the endpoints apart under `result.by` (then result's criterion, why and evidence say
+    how); a UsageError when `by` asks for outputs or bits and they do not."""
+    good, bad, apart = result.good, result.bad, result.outputs_apart
     asked = f"--by {result.by}: " if result.by else ""
     if result.by in (None, OUTPUTS) and b["status"] == "mismatch" and g["status"] == "ok":
         result.criterion = OUTPUTS
         result.why = f"{asked}jax {bad}'s outputs mismatch the reference and jax {good}'s match it"
         result.evidence = {good: "outputs match", bad: "outputs mismatch"}
-        return None
+        return True
     if result.by in (None, OUTPUTS) and apart == BEYOND or result.by == BITS and apart in (BEYOND, BITS_ONLY):
         result.criterion = OUTPUTS_VS_GOOD if result.by != BITS else BITS
         result.why = f"{asked}{_apart_text(good, bad, apart)}"
-        result.evidence = {good: "the good endpoint", bad: by_outputs(apart, good, result.criterion)[1]}
-        return None
+        result.evidence = {good: "the good endpoint", bad: by_outputs(str(apart), good, result.criterion)[1]}
+        return True
     if result.by in (OUTPUTS, BITS):
         raise UsageError(f"jax {good} and {bad} are not distinguishable by --by {result.by}: "
                          f"{_apart_text(good, bad, apart)}",
                          hint=f"bisect --by {'bits' if apart == BITS_ONLY else 'time'}")
+    return False
+
+
+def _time_decides(result: BisectResult, g: dict, b: dict) -> float:
+    """The endpoints told apart by time (result's why and evidence): the log ratio a bad version's time moves by;
+    a UsageError when the verdict does not tell them apart (naming --by bits when only bits differ)."""
+    good, bad, apart = result.good, result.bad, result.outputs_apart
     verdict = timing_verdict(_timing(g), _timing(b))
     if verdict["verdict"] in ("same", "unknown"):
         raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; no "
                          f"significant time change ({_verdict_line(verdict, good)})",
                          hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY else
                          "replay with more --repeat or --rounds, or pick other endpoints")
-    result.why = (f"{asked}jax {bad} is {verdict['verdict']} than jax {good} timed beside it"
-                  + ("" if result.by else f"; {_apart_text(good, bad, apart)}")
-                  + ("; bisect --by bits finds the release whose bits changed, which may be another one"
-                     if apart == BITS_ONLY and not result.by else ""))
+    if result.by:
+        result.why = f"--by time: jax {bad} is {verdict['verdict']} than jax {good} timed beside it"
+    else:
+        result.why = (f"jax {bad} is {verdict['verdict']} than jax {good} timed beside it; "
+                      f"{_apart_text(good, bad, apart)}"
+                      + ("; bisect --by bits finds the release whose bits changed, which may be another one"
+                         if apart == BITS_ONLY else ""))
     result.evidence = {good: "the good endpoint", bad: _verdict_line(verdict, good)}
     return math.log(verdict["ratio"])
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import shlex
 from typing import Callable, Sequence
 
+from ..bundle.registry import Bundle, Registry
 from .bisection import (
     BEYOND,
     BITS,
@@ -39,6 +40,42 @@ ProbeFor = Callable[[str], ReplayTogether]  # mode ("frozen", "retrace", "both")
 LoweringOf = Callable[[dict, dict], "dict | None"]  # (retraced run, retraced run) -> lowering_diff, or None
 WORDS = {"compiler": "XLA (the compiler)", "lowering": "JAX's lowering",
          "both": "both XLA (the compiler) and JAX's lowering", "neither": "neither layer: the change did not show again"}
+
+
+def layer_at_boundary(registry: Registry, bundle: Bundle, result: BisectResult, mode: str, probe_for: ProbeFor,
+                      outputs_differ: OutputsDiffer | None, progress: Callable[[str], None] | None = None,
+                      next_args: tuple[str, Sequence[str], Sequence[str]] | None = None) -> dict:
+    """Which layer changed between the bisection's last good and first bad release (boundary_layer): both replayed
+    frozen and retraced with `probe_for`'s probes, the retraced StableHLO read from the runs' artifacts. With
+    `next_args` (the bundle's ref, the --store arguments, the replay's), its "next" commands (next_commands)."""
+    found = _layer_at_boundary(registry, bundle, result, mode, probe_for, outputs_differ, progress)
+    if next_args is not None:
+        found["next"] = next_commands(result, found, *next_args)
+    return found
+
+
+def _layer_at_boundary(registry: Registry, bundle: Bundle, result: BisectResult, mode: str, probe_for: ProbeFor,
+                       outputs_differ: OutputsDiffer | None, progress: Callable[[str], None] | None) -> dict:
+    from ..analysis.lowering_diff import lowering_diff
+    from ..run.retrace import program_file_names, retrace_refusal
+
+    refusal = retrace_refusal(bundle.manifest)
+    if refusal is not None:
+        return unretraceable(result, refusal)
+    if progress:
+        progress(f"bisect: which layer changed from {result.last_good} to {result.first_bad}: "
+                 "both replayed frozen and retraced")
+    runs = boundary_runs(result, mode, probe_for)
+
+    def text(run: dict) -> str | None:
+        art = (run.get("artifacts") or {}).get("stablehlo_retraced")
+        return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
+
+    def lowering_of(a: dict, b: dict) -> dict | None:
+        before, after = text(a), text(b)
+        return lowering_diff(before, after, program_file_names(bundle.manifest)) if before and after else None
+
+    return boundary_layer(result, runs, outputs_differ, lowering_of)
 
 
 def boundary_runs(result: BisectResult, mode: str, probe_for: ProbeFor) -> dict[tuple[str, str], dict]:

@@ -70,13 +70,5 @@ def output_difference(registry: Registry, bundle: Bundle) -> Callable[[dict, dic
 
 def outputs_differ(registry: Registry, bundle: Bundle) -> Callable[[dict, dict], bool]:
     """What a bisection asks of two runs of `bundle`: whether their outputs differ beyond the check's tolerance."""
-    from ..analysis.verdict import check_outputs
-    from ..bundle.trees import output_names
-    from ..run.replay import leaf_array
-
-    def arrays(run: dict) -> list[np.ndarray]:
-        return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in run["outputs"]]
-
-    return lambda a, b: not check_outputs(arrays(a), arrays(b), output_names(bundle.manifest))["ok"]
-
-
+    difference = output_difference(registry, bundle)
+    return lambda a, b: difference(a, b) == BEYOND
