@@ -21,6 +21,7 @@ import shlex
 from typing import Callable, Sequence
 
 from ..bundle.registry import Bundle, Registry
+from ..errors import ReplayError
 from .bisection import (
     BEYOND,
     BITS,
@@ -48,7 +49,11 @@ def layer_at_boundary(registry: Registry, bundle: Bundle, result: BisectResult, 
     """Which layer changed between the bisection's last good and first bad release (boundary_layer): both replayed
     frozen and retraced with `probe_for`'s probes, the retraced StableHLO read from the runs' artifacts. With
     `next_args` (the bundle's ref, the --store arguments, the replay's), its "next" commands (next_commands)."""
-    found = _layer_at_boundary(registry, bundle, result, mode, probe_for, outputs_differ, progress)
+    try:
+        found = _layer_at_boundary(registry, bundle, result, mode, probe_for, outputs_differ, progress)
+    except ReplayError as e:  # the bisection's answer stands without its layer
+        found = {"layer": None, "last_good": result.last_good, "first_bad": result.first_bad, "frozen": None,
+                 "retraced": None, "lowering": None, "text": f"undecided: the boundary's replay failed: {e}"}
     if next_args is not None:
         found["next"] = next_commands(result, found, *next_args)
     return found
