@@ -185,12 +185,18 @@ def _temp_folder_of(folder: object) -> str | None:
     import os
     import tempfile
 
+    temp = os.environ.get("TMPDIR") or tempfile.gettempdir()
+    return temp if _inside(folder, temp) else None
+
+
+def _inside(inner: object, outer: object) -> bool:
+    import os
+
     try:
-        temp = os.environ.get("TMPDIR") or tempfile.gettempdir()
-        inner, outer = os.path.realpath(os.fspath(str(folder))), os.path.realpath(temp)
+        inner_path, outer_path = os.path.realpath(os.fspath(str(inner))), os.path.realpath(os.fspath(str(outer)))
     except (OSError, ValueError):
-        return None
-    return temp if inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep) else None
+        return False
+    return inner_path == outer_path or inner_path.startswith(outer_path.rstrip(os.sep) + os.sep)
 
 
 @contextmanager
@@ -198,7 +204,9 @@ def space_for(folder: object, needed: int | None = None, what: str = "", *, work
     """Turn a write that finds no room inside the block into `disk_full(folder, needed, what, work=work)`."""
     try:
         yield
-    except DiskFullError:
+    except DiskFullError as e:
+        if work and "TMPDIR" not in e.message and _temp_folder_of(e.filename) and _inside(e.filename, folder):
+            raise disk_full(e.filename, None, what, work=True) from None  # a store in a work folder: say where
         raise
     except OSError as e:
         if e.errno in NO_SPACE_ERRNOS:
