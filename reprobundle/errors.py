@@ -72,7 +72,8 @@ class ReadOnlyStoreError(StoreError):
 
 class StoreTimeoutError(StoreUnreachableError):
     """A web request did not finish within its total deadline (REPROBUNDLE_HTTP_DEADLINE), however steadily the
-    server kept sending."""
+    server kept sending; or its body moved slower than the rate floor (REPROBUNDLE_HTTP_MIN_RATE over
+    REPROBUNDLE_HTTP_RATE_WINDOW), or a record took longer than REPROBUNDLE_HTTP_RECORD_DEADLINE."""
 
 
 class DownloadTooLargeError(StoreError):

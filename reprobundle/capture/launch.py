@@ -174,12 +174,17 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
 def _check_room(run: ProgramRun, options: CaptureOptions) -> None:
     """DiskFullError when the capture folder filled up (the machine's condition, not the program's): the hook said
     so (a failure or problem of no space), or nothing came back from the program where no room is left."""
-    said = [str(r.get("error") or "") for r in run.reports]
-    said += [str(p) for r in run.reports for p in r.get("problems") or []]
-    said += [str(row.get("failure") or "") for r in run.reports for row in r.get("rows") or []]
     nothing_back = not run.reports or (options.capturing and not run.staged_dirs)
-    if any(text in line for line in said for text in NO_SPACE_TEXTS) or (nothing_back and no_room(run.directory)):
+    if _hook_said_no_space(run.reports) or (nothing_back and no_room(run.directory)):
         raise disk_full(run.directory.parent, None, "the computations the program staged", work=True)
+
+
+def _hook_said_no_space(reports: list[dict]) -> bool:
+    """Whether a report's error, problems or failed captures say there was no room to write."""
+    said = [str(r.get("error") or "") for r in reports]
+    said += [str(p) for r in reports for p in r.get("problems") or []]
+    said += [str(row.get("failure") or "") for r in reports for row in r.get("rows") or []]
+    return any(text in line for line in said for text in NO_SPACE_TEXTS)
 
 
 def _report_problems(run: ProgramRun, hooked: list[dict]) -> list[str]:

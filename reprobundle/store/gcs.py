@@ -66,16 +66,7 @@ from ..errors import (  # noqa: E402
     StoreUnreachableError,
     UsageError,
 )
-from .base import (  # noqa: E402
-    DEFAULT_JOBS,
-    Capabilities,
-    Store,
-    check_key,
-    make_temp_file,
-    read_at_most,
-    too_large,
-    unlink_quietly,
-)
+from .base import DEFAULT_JOBS, Capabilities, Store, check_key, make_temp_file, read_at_most, too_large, unlink_quietly  # noqa: E402
 from .gcs_http import (  # noqa: E402
     CredentialsFailed,
     GCSClient,
@@ -634,8 +625,7 @@ class GCSStore(Store):
 
     def get_bounded(self, key: str, max_bytes: int) -> bytes:
         """As the base's, and held to the record deadline besides the rate floor (see http_client.RateFloor)."""
-        floor = RateFloor(f"{self.url}/{key}", record=True)
-        with self.open_read(key, floor=floor) as f:
+        with self.open_read(key, floor=RateFloor(f"{self.url}/{key}", record=True)) as f:
             data = read_at_most(f, max_bytes + 1)
         if len(data) > max_bytes:
             raise too_large(key, self.url, max_bytes)

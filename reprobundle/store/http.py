@@ -10,7 +10,8 @@ bundle zip at an https URL (a GitHub attachment), through fsspec's HTTP filesyst
 Limits, each a clear error: REPROBUNDLE_HTTP_TIMEOUT seconds to connect and between bytes (default 30);
 REPROBUNDLE_HTTP_DEADLINE seconds for a whole request, body included, however steadily a server drips (default 300,
 StoreTimeoutError); REPROBUNDLE_HTTP_MAX_DOWNLOAD bytes of a zip download (default 4G, DownloadTooLargeError,
-judged from Content-Length first and counted while it arrives). Values are read as streams: a record (marker, tag,
+judged from Content-Length first and counted while it arrives); the rate floor of every body and the record
+deadline (http_client.RateFloor, StoreTimeoutError). Values are read as streams: a record (marker, tag,
 manifest, run) is read with `get_bounded`, which stops one byte past its limit whatever the server sends. A redirect
 to anything but http(s) (file://) is refused as such (UnsafeRedirectError). Timeouts and retries (a failed
 connection, 429/5xx; a request is not retried past the deadline) are the policy of http_client.py.
