@@ -303,6 +303,7 @@ class GCSClient:
 async def _read_body(response: aiohttp.ClientResponse, floor: RateFloor) -> bytes:
     """The whole body, each chunk as it arrives told to `floor` (a drip ends there, not at the read timeout)."""
     chunks = []
+    floor.body_started()
     async for chunk in response.content.iter_any():
         floor.moved(len(chunk))
         chunks.append(chunk)

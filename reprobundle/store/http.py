@@ -120,6 +120,7 @@ class _Body(io.RawIOBase):
             self._f = _retried(f"GET {url}", lambda: fs.open(url, "rb", block_size=0, size=-1))
         except Exception as e:
             raise _failure(url, e) from None
+        self._floor.body_started()
 
     def readable(self) -> bool:
         return True

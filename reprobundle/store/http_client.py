@@ -109,6 +109,10 @@ class RateFloor:
         self.started = self.window_start = time.monotonic()
         self.total = self.in_window = 0
 
+    def body_started(self) -> None:
+        """A response's headers are in: its rate is judged from now (a record's deadline counts from the start)."""
+        self.window_start, self.in_window = time.monotonic(), 0
+
     def moved(self, n: int) -> None:
         now = time.monotonic()
         self.total += n
