@@ -174,7 +174,7 @@ def disk_full(folder: object, needed: int | None = None, what: str = "", *, work
     need = f"{human_bytes(needed)} " if needed else ""
     purpose = f" for {what}" if what else ""
     temp = _temp_folder_of(folder) if work else None
-    where = f" (the temp folder, TMPDIR={clean(temp, 300)})" if temp else ""
+    where = f" ({'the' if _inside(temp, folder) else 'in the'} temp folder, TMPDIR={clean(temp, 300)})" if temp else ""
     elsewhere = ", or set TMPDIR to a folder with room" if temp else ""
     return DiskFullError(f"no space left in {clean(folder, 300)}{where}: {need or 'more room '}was needed{purpose}",
                          hint=f"free space there (or raise the quota or file-size limit){elsewhere}, then run the "

@@ -115,7 +115,7 @@ def temp_folder() -> Path:
     not dodged); else the system's temp folder."""
     named = os.environ.get("TMPDIR")
     if named and os.path.isdir(named):
-        return Path(named)
+        return Path(os.path.abspath(named))  # as tempfile's: a worker runs in another folder
     return Path(tempfile.gettempdir())
 
 
