@@ -8,7 +8,6 @@ start Python and jax."""
 
 import contextlib
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -165,4 +164,3 @@ def test_the_api_raises_disk_full_as_an_oserror_too(small_store_template, tmp_pa
                              warmup=0, repeat=1, dump=False, profile=False)
     assert isinstance(caught.value, DiskFullError) and caught.value.filename == str(disk)
     assert not (store / "bundles" / "api").exists()
-    shutil.rmtree(store)
