@@ -257,17 +257,25 @@ def test_a_driver_that_stops_early_cancels_the_replays_on_the_nodes(cluster, exe
     index, first = next(results)
     assert index == 0 and first["status"] == "done", first
     deadline = time.monotonic() + 300
-    while not any("reprobundle/worker" in cmdline(pid) for node in cluster.nodes for pid in node.tree()):
-        assert time.monotonic() < deadline, "no replay running after the first result"
+    while not any("reprobundle-replay" in line for line in _running_replays(cluster)):
+        assert time.monotonic() < deadline, "no replay task running after the first result"
         time.sleep(0.05)
     results.close()
-    # generous for a loaded machine: uncancelled, the replays would store their runs (asserted below) or still run
+    # Until the replays' Ray tasks are no longer running (a Ray worker's title names its task while it runs one:
+    # "ray::reprobundle-replay chain2"), not just until no replay worker is seen, which a replay between two rounds
+    # also shows. Generous for a loaded machine; uncancelled, the replays would run for many minutes.
     deadline = time.monotonic() + 120
-    while any("reprobundle/worker" in cmdline(pid) for node in cluster.nodes for pid in node.tree()):
-        assert time.monotonic() < deadline, "replays still running 120 s after the driver stopped"
+    while busy := _running_replays(cluster):
+        assert time.monotonic() < deadline, f"replays still running 120 s after the driver stopped: {busy}"
         time.sleep(0.1)
-    time.sleep(1)
     assert {name: runs(name) for name in ("chain2", "chain3")} == before
+
+
+def _running_replays(cluster) -> list[str]:
+    """The processes of the cluster that run a replay now: a Ray worker executing a replay task, or a replay's
+    worker."""
+    lines = (cmdline(pid) for node in cluster.nodes for pid in node.tree())
+    return [line[:80] for line in lines if "reprobundle-replay" in line or "reprobundle/worker" in line]
 
 
 def test_a_node_killed_mid_sweep_has_its_task_retried_on_the_other_node(cluster, executor, store):
