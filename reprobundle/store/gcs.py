@@ -15,6 +15,9 @@ What the store promises (the Store contract, and more):
 - Values over 8 MiB are streamed as resumable uploads (up to 256 MiB per request, 8 MiB in memory at a time) and
   downloaded as parallel 16 MiB byte ranges written straight into a temp file that is renamed into place.
 - `put_many`, `get_many` and `exists_many` move or check many keys concurrently on one event loop.
+- Several machines may write one bucket: `touch` records a writer's use of an object in its metadata, which
+  `modified` (gc's age, on every machine) counts; gc's delete is conditional on the generation and metageneration
+  whose age it judged.
 
 How: gcs_http.py makes the requests (one aiohttp session per set of settings, bounded and logged retries, error
 mapping), gcs_upload.py writes objects (multipart, resumable, create-only); this module maps keys to objects and
@@ -47,8 +50,10 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 import asyncio  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
+import math  # noqa: E402
 import re  # noqa: E402
 import threading  # noqa: E402
+import time  # noqa: E402
 from datetime import datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import BinaryIO, Callable, Iterable, Iterator  # noqa: E402
@@ -103,6 +108,7 @@ STREAM_BLOCK = 8 * MiB  # what one resumable upload holds in memory at a time
 DOWNLOAD_CHUNK = 16 * MiB  # byte range per GET for large values
 RANGES_PER_FILE = 8  # parallel ranges of one large download
 TOKEN_KEYWORDS = ("google_default", "anon", "cloud", "cache", "browser")
+USED_METADATA = "reprobundle-used"  # custom metadata: when a writer last used the object (seconds since the epoch)
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 _PREFIX_PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+=~-]{0,199}$")
@@ -608,12 +614,61 @@ class GCSStore(Store):
         self._run(self._adelete, key, key=key)
 
     def modified(self, key: str) -> float | None:
-        """When the object was last written or its metadata changed (its `updated` time); None if it is missing."""
+        """When the object was last written or used: the later of its `updated` time and the last use a writer's
+        `touch` recorded; None if it is missing."""
         try:
-            meta = self._run(self._ametadata, self._name(key), "updated", key=key)
+            meta = self._run(self._ametadata, self._name(key), "updated,metadata", key=key)
         except NotFoundError:
             return None
-        return _timestamp(meta.get("updated"))
+        return _last_use(meta)
+
+    def touch(self, key: str) -> bool:
+        """Record now as the object's last use, in its custom metadata (USED_METADATA; GCS moves its `updated` time
+        too, fake-gcs-server does not), so gc's grace period counts from here on every machine. False if the object
+        is missing; an account that may create objects but not update them (Storage Object Creator) only checks, as does
+        a touch GCS refuses because the object is being updated this very second (its rate limit)."""
+        self.check_writable()
+        return self._run(self._atouch, key, key=key)
+
+    async def _atouch(self, key: str) -> bool:
+        try:
+            await self.client.request("PATCH", self.client.object_url(self.bucket, self._name(key)), what=f"touch of {key}",
+                                      params={"fields": "name"}, json={"metadata": {USED_METADATA: f"{time.time():.3f}"}})
+        except GCSNotFound:
+            missing = await self._bucket_missing_error()
+            if missing:
+                raise missing from None
+            return False
+        except GCSResponseError as e:  # 403: may create, not update; 429: updated by others this very second
+            if e.status not in (403, 429):
+                raise
+            return await self._aexists(key)
+        return True
+
+    def delete_if_stale(self, key: str, cutoff: float | None) -> bool:
+        """Store.delete_if_stale with the age judged and the delete made on one state of the object: the delete
+        carries the generation and metageneration it judged (ifGenerationMatch, ifMetagenerationMatch), so a touch
+        in between (it moves the metageneration) keeps the object. fake-gcs-server (1.54) ignores preconditions on
+        deletes: there the window is that one request."""
+        self.check_writable()
+        return self._run(self._adelete_if_stale, key, cutoff, key=key)
+
+    async def _adelete_if_stale(self, key: str, cutoff: float | None) -> bool:
+        name = self._name(key)
+        try:
+            meta = await self._ametadata(name, "updated,metadata,generation,metageneration")
+        except GCSNotFound:
+            return False
+        if cutoff is not None:
+            when = _last_use(meta)
+            if when is None or when >= cutoff:
+                return False
+        try:
+            await self.client.request("DELETE", self.client.object_url(self.bucket, name), params={
+                "ifGenerationMatch": meta.get("generation"), "ifMetagenerationMatch": meta.get("metageneration")})
+        except (GCSNotFound, GCSPreconditionFailed):
+            return False
+        return True
 
     def open_read(self, key: str) -> BinaryIO:
         meta = self._run(self._ametadata, self._name(key), "size,generation", key=key)
@@ -721,6 +776,20 @@ async def _gather_or_cancel(coros) -> list:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+
+
+def _last_use(meta: dict) -> float | None:
+    """The later of an object's `updated` time and the last use a writer recorded in its metadata (`touch`)."""
+    times = [_timestamp(meta.get("updated"))]
+    recorded = meta.get("metadata")
+    used = recorded.get(USED_METADATA) if isinstance(recorded, dict) else None
+    if isinstance(used, str):
+        try:
+            times.append(float(used))
+        except ValueError:
+            pass
+    known = [t for t in times if t is not None and math.isfinite(t)]
+    return max(known) if known else None
 
 
 def _timestamp(rfc3339: str | None) -> float | None:
