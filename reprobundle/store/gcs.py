@@ -15,9 +15,9 @@ What the store promises (the Store contract, and more):
 - Values over 8 MiB are streamed as resumable uploads (up to 256 MiB per request, 8 MiB in memory at a time) and
   downloaded as parallel 16 MiB byte ranges written straight into a temp file that is renamed into place.
 - `put_many`, `get_many` and `exists_many` move or check many keys concurrently on one event loop.
-- Several machines may write one bucket: `touch` records a writer's use of an object in its metadata, which
-  `modified` (gc's age, on every machine) counts; gc's delete is conditional on the generation and metageneration
-  whose age it judged.
+- Several machines may write one bucket: `put_if` (tags) is conditional on the generation it read; `touch` records
+  a writer's use of an object in its metadata, which `modified` (gc's age, on every machine) counts; gc's delete
+  is conditional on the generation and metageneration whose age it judged.
 
 How: gcs_http.py makes the requests (one aiohttp session per set of settings, bounded and logged retries, error
 mapping), gcs_upload.py writes objects (multipart, resumable, create-only); this module maps keys to objects and
@@ -667,6 +667,35 @@ class GCSStore(Store):
             await self.client.request("DELETE", self.client.object_url(self.bucket, name), params={
                 "ifGenerationMatch": meta.get("generation"), "ifMetagenerationMatch": meta.get("metageneration")})
         except (GCSNotFound, GCSPreconditionFailed):
+            return False
+        return True
+
+    def put_if(self, key: str, data: bytes | memoryview, *, expected: bytes | None, max_bytes: int) -> bool:
+        """Store.put_if by generation: the value is read at the generation its metadata names, and the write is
+        conditional on that generation (ifGenerationMatch; 0 where there was no object), so GCS refuses it (412) if
+        another writer replaced the value meanwhile."""
+        self.check_writable()
+        return self._run(self._aput_if, key, data, expected, max_bytes, key=key)
+
+    async def _aput_if(self, key: str, data, expected: bytes | None, max_bytes: int) -> bool:
+        name = self._name(key)
+        try:
+            meta = await self._ametadata(name, "size,generation")
+            generation = str(meta["generation"])
+            size = int(meta.get("size") or 0)
+            if size > max_bytes:
+                return False
+            current = await self._range_body(self._media_url(name), 0, size, generation) if size else b""
+        except GCSNotFound:  # no object (or replaced between the two requests: then the comparison fails below)
+            missing = await self._bucket_missing_error()
+            if missing:
+                raise missing from None
+            current, generation = None, "0"
+        if current != expected:
+            return False
+        try:
+            await upload_single(self.client, self.bucket, name, data, create_only=False, generation=generation)
+        except GCSPreconditionFailed:
             return False
         return True
 
