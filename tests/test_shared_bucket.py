@@ -143,14 +143,26 @@ def _publisher(me: str, args: dict, meet) -> list[dict]:
         ref = registry.publish(manifest)
         out.append({"description": manifest["description"], "version": ref.version, "bundle_id": ref.bundle_id,
                     "retried": retries.count - before})
+    for r, url in enumerate(args["fresh"]):  # the first writes to an empty prefix: the marker is raced for too
+        meet(f"fresh{r}")
+        registry = Registry.open(url)
+        ref = registry.publish(make_manifest(registry, name="race", payload=f"module of machine {me}".encode()))
+        out.append({"version": ref.version, "bundle_id": ref.bundle_id})
     return out
 
 
 def test_publishes_of_one_name_at_once_get_distinct_versions(tmp_path, gcs_store_url):
     """Two machines publish `race` at once, 40 rounds: every round ends with two bundles at the next two versions,
-    none lost, overwritten or given twice."""
+    none lost, overwritten or given twice. Then 8 rounds of both writing first to an empty prefix (the store's
+    marker raced for as well): versions 1 and 2 there, and a store every later command reads."""
     Registry.open(gcs_store_url).put_blob(b"the store exists")
-    results = run_machines(tmp_path, {me: ("publish", {"url": gcs_store_url}) for me in "ab"})
+    fresh = [f"{gcs_store_url}-fresh{r}" for r in range(8)]
+    results = run_machines(tmp_path, {me: ("publish", {"url": gcs_store_url, "fresh": fresh}) for me in "ab"})
+    for r, url in enumerate(fresh):
+        there = Registry.open(url)
+        pair = [results[me][ROUNDS + r] for me in "ab"]
+        assert sorted(p["version"] for p in pair) == there.versions("race") == [1, 2], pair
+        assert {there.load("race", p["version"]).ref.bundle_id for p in pair} == {p["bundle_id"] for p in pair}
     registry = Registry.open(gcs_store_url)
     assert registry.versions("race") == list(range(1, 2 * ROUNDS + 1))
     met = 0
