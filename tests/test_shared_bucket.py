@@ -28,10 +28,14 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -320,20 +324,44 @@ def test_gc_on_one_machine_while_the_other_pushes(tmp_path, gcs_server):
     ready = time.time() + GRACE_S + 0.5  # the orphans are older than the grace period from then on
     results = run_machines(tmp_path, {"a": ("push", {"urls": urls, "not_before": ready}),
                                       "b": ("gc", {"urls": urls, "not_before": ready})})
-    met = resent = 0
+    conditional = deletes_are_conditional(gcs_server)
+    met = lost_in_one_request = 0
     for r, url in enumerate(urls):
         push, gc = results["a"][r], results["b"][r]
         assert push["code"] == 0, push["err"][-500:]
         assert gc["code"] == 0, gc["err"][-500:]
-        bucket = Registry.open(url)
-        assert bucket.verify(bucket.resolve(f"x@{push['data']['version']}")) == [], f"round {r}"
         deleted = {b["key"] for b in gc["data"]["blobs"]}
         assert len(deleted - set(blobs)) == 40, gc["data"]  # the other orphans: old and unused
         met += bool(gc["data"]["kept"]["recent"] or deleted & set(blobs))
-        resent += push["data"]["blobs_sent"] > 0
-    print(f"gc: {met} of {GC_ROUNDS} rounds met in the window (gc judged blobs the push was reusing); in {resent} "
-          "the push sent again blobs gc had removed before its touch")
+        bucket = Registry.open(url)
+        problems = bucket.verify(bucket.resolve(f"x@{push['data']['version']}"))
+        lost = {blob_key(d) for d in re.findall(r"sha256:[0-9a-f]{64}", " ".join(problems))}
+        if problems and not conditional and len(lost) == 1 and lost <= deleted:
+            # GCS refuses gc's delete when a touch moved the blob's metageneration after gc judged its age; a server
+            # that ignores preconditions on deletes (fake-gcs-server 1.54) loses the one blob whose touch landed
+            # between gc's look and its delete (one request). Without the touch, rounds lose every blob: 15.
+            lost_in_one_request += 1
+            continue
+        assert problems == [], f"round {r}: {problems}"
+    print(f"gc: {met} of {GC_ROUNDS} rounds met in the window (gc judged blobs the push was reusing); "
+          f"{lost_in_one_request} lost a blob to gc's look-then-delete on a server that ignores its preconditions")
     assert met > 0, "gc never looked at the pushed blobs while the push ran"
+
+
+def deletes_are_conditional(server) -> bool:
+    """Whether the server refuses a delete whose ifGenerationMatch fails, as GCS does (fake-gcs-server 1.54 does
+    not)."""
+    from reprobundle.store import open_store
+
+    name = f"probes/delete-{uuid.uuid4().hex}"
+    url = f"{server.endpoint}/storage/v1/b/{server.bucket}/o/{urllib.parse.quote(name, safe='')}"
+    open_store(server.url()).put(name, b"x")
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{url}?ifGenerationMatch=1", method="DELETE"), timeout=10)
+    except urllib.error.HTTPError as e:
+        urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=10)
+        return e.code == 412
+    return False
 
 
 JOBS = {"publish": _publisher, "tag": _tagger, "push": _pusher, "gc": _collector}
