@@ -15,9 +15,8 @@ What the store promises (the Store contract, and more):
 - Values over 8 MiB are streamed as resumable uploads (up to 256 MiB per request, 8 MiB in memory at a time) and
   downloaded as parallel 16 MiB byte ranges written straight into a temp file that is renamed into place.
 - `put_many`, `get_many` and `exists_many` move or check many keys concurrently on one event loop.
-- Several machines may write one bucket: `put_if` (tags) is conditional on the generation it read; `touch` records
-  a writer's use of an object in its metadata, which `modified` (gc's age, on every machine) counts; gc's delete
-  is conditional on the generation and metageneration whose age it judged.
+- Several machines may write one bucket (gcs_shared.py): tags move at the generation read (`put_if`), a writer's
+  `touch` is recorded on the bucket for gc's age, gc deletes at the generation and metageneration it judged.
 
 How: gcs_http.py makes the requests (one aiohttp session per set of settings, bounded and logged retries, error
 mapping), gcs_upload.py writes objects (multipart, resumable, create-only); this module maps keys to objects and
@@ -50,11 +49,8 @@ os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
 import asyncio  # noqa: E402
 import hashlib  # noqa: E402
 import io  # noqa: E402
-import math  # noqa: E402
 import re  # noqa: E402
 import threading  # noqa: E402
-import time  # noqa: E402
-from datetime import datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import BinaryIO, Callable, Iterable, Iterator  # noqa: E402
 from urllib.parse import quote  # noqa: E402
@@ -71,6 +67,7 @@ from ..errors import (  # noqa: E402
     StoreUnreachableError,
     UsageError,
 )
+from . import gcs_shared  # noqa: E402
 from .base import DEFAULT_JOBS, Capabilities, Store, check_key, make_temp_file, unlink_quietly  # noqa: E402
 from .gcs_http import (  # noqa: E402
     CredentialsFailed,
@@ -108,7 +105,6 @@ STREAM_BLOCK = 8 * MiB  # what one resumable upload holds in memory at a time
 DOWNLOAD_CHUNK = 16 * MiB  # byte range per GET for large values
 RANGES_PER_FILE = 8  # parallel ranges of one large download
 TOKEN_KEYWORDS = ("google_default", "anon", "cloud", "cache", "browser")
-USED_METADATA = "reprobundle-used"  # custom metadata: when a writer last used the object (seconds since the epoch)
 
 _BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
 _PREFIX_PART_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+=~-]{0,199}$")
@@ -614,90 +610,32 @@ class GCSStore(Store):
         self._run(self._adelete, key, key=key)
 
     def modified(self, key: str) -> float | None:
-        """When the object was last written or used: the later of its `updated` time and the last use a writer's
-        `touch` recorded; None if it is missing."""
+        """When the object was last written or used (gcs_shared.last_use); None if it is missing."""
         try:
             meta = self._run(self._ametadata, self._name(key), "updated,metadata", key=key)
         except NotFoundError:
             return None
-        return _last_use(meta)
+        return gcs_shared.last_use(meta)
 
     def touch(self, key: str) -> bool:
-        """Record now as the object's last use, in its custom metadata (USED_METADATA; GCS moves its `updated` time
-        too, fake-gcs-server does not), so gc's grace period counts from here on every machine. False if the object
-        is missing; an account that may create objects but not update them (Storage Object Creator) only checks, as does
-        a touch GCS refuses because the object is being updated this very second (its rate limit)."""
+        """Record now as the object's last use on the bucket, where a gc on any machine sees it (gcs_shared)."""
         self.check_writable()
         return self._run(self._atouch, key, key=key)
 
     async def _atouch(self, key: str) -> bool:
-        try:
-            await self.client.request("PATCH", self.client.object_url(self.bucket, self._name(key)), what=f"touch of {key}",
-                                      params={"fields": "name"}, json={"metadata": {USED_METADATA: f"{time.time():.3f}"}})
-        except GCSNotFound:
-            missing = await self._bucket_missing_error()
-            if missing:
-                raise missing from None
-            return False
-        except GCSResponseError as e:  # 403: may create, not update; 429: updated by others this very second
-            if e.status not in (403, 429):
-                raise
-            return await self._aexists(key)
-        return True
+        touched = await gcs_shared.touch(self.client, self.bucket, self._name(key))
+        return touched if touched else await self._aexists(key)  # missing (or no such bucket), or not updatable
 
     def delete_if_stale(self, key: str, cutoff: float | None) -> bool:
-        """Store.delete_if_stale with the age judged and the delete made on one state of the object: the delete
-        carries the generation and metageneration it judged (ifGenerationMatch, ifMetagenerationMatch), so a touch
-        in between (it moves the metageneration) keeps the object. fake-gcs-server (1.54) ignores preconditions on
-        deletes: there the window is that one request."""
+        """Deleted at the generation and metageneration whose age was judged (gcs_shared.delete_if_stale)."""
         self.check_writable()
-        return self._run(self._adelete_if_stale, key, cutoff, key=key)
-
-    async def _adelete_if_stale(self, key: str, cutoff: float | None) -> bool:
-        name = self._name(key)
-        try:
-            meta = await self._ametadata(name, "updated,metadata,generation,metageneration")
-        except GCSNotFound:
-            return False
-        if cutoff is not None:
-            when = _last_use(meta)
-            if when is None or when >= cutoff:
-                return False
-        try:
-            await self.client.request("DELETE", self.client.object_url(self.bucket, name), params={
-                "ifGenerationMatch": meta.get("generation"), "ifMetagenerationMatch": meta.get("metageneration")})
-        except (GCSNotFound, GCSPreconditionFailed):
-            return False
-        return True
+        return self._run(gcs_shared.delete_if_stale, self.client, self.bucket, self._name(key), cutoff, key=key)
 
     def put_if(self, key: str, data: bytes | memoryview, *, expected: bytes | None, max_bytes: int) -> bool:
-        """Store.put_if by generation: the value is read at the generation its metadata names, and the write is
-        conditional on that generation (ifGenerationMatch; 0 where there was no object), so GCS refuses it (412) if
-        another writer replaced the value meanwhile."""
+        """Store.put_if at the generation the value was read from (gcs_shared.put_if)."""
         self.check_writable()
-        return self._run(self._aput_if, key, data, expected, max_bytes, key=key)
-
-    async def _aput_if(self, key: str, data, expected: bytes | None, max_bytes: int) -> bool:
-        name = self._name(key)
-        try:
-            meta = await self._ametadata(name, "size,generation")
-            generation = str(meta["generation"])
-            size = int(meta.get("size") or 0)
-            if size > max_bytes:
-                return False
-            current = await self._range_body(self._media_url(name), 0, size, generation) if size else b""
-        except GCSNotFound:  # no object (or replaced between the two requests: then the comparison fails below)
-            missing = await self._bucket_missing_error()
-            if missing:
-                raise missing from None
-            current, generation = None, "0"
-        if current != expected:
-            return False
-        try:
-            await upload_single(self.client, self.bucket, name, data, create_only=False, generation=generation)
-        except GCSPreconditionFailed:
-            return False
-        return True
+        return self._run(gcs_shared.put_if, self.client, self.bucket, self._name(key), data, expected, max_bytes,
+                         key=key)
 
     def open_read(self, key: str) -> BinaryIO:
         meta = self._run(self._ametadata, self._name(key), "size,generation", key=key)
@@ -805,32 +743,6 @@ async def _gather_or_cancel(coros) -> list:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-
-
-def _last_use(meta: dict) -> float | None:
-    """The later of an object's `updated` time and the last use a writer recorded in its metadata (`touch`)."""
-    times = [_timestamp(meta.get("updated"))]
-    recorded = meta.get("metadata")
-    used = recorded.get(USED_METADATA) if isinstance(recorded, dict) else None
-    if isinstance(used, str):
-        try:
-            times.append(float(used))
-        except ValueError:
-            pass
-    known = [t for t in times if t is not None and math.isfinite(t)]
-    return max(known) if known else None
-
-
-def _timestamp(rfc3339: str | None) -> float | None:
-    """Seconds since the epoch of a JSON-API time ('2024-05-01T12:00:00.123Z'; servers may give 9 fractional
-    digits, which datetime does not read)."""
-    if not rfc3339:
-        return None
-    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", rfc3339.strip())
-    if not m:
-        return None
-    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
-    return datetime.fromisoformat(f"{m.group(1)}.{(m.group(2) or '0')[:6].ljust(6, '0')}{zone}").timestamp()
 
 
 def _rebuild_gcs_store(url: str, kwargs: dict) -> GCSStore:
