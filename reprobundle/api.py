@@ -495,12 +495,13 @@ def _pair_side(registry: Registry, bundle: Bundle):
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
            executor=None, ray_address: str | None = None, nightly: bool = False, index_url: str | None = None,
-           mode: str = "frozen", **settings: Any):
+           mode: str = "frozen", by: str | None = None, layer: bool = True, **settings: Any):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
     tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
     rounds, timeout_s, platform); no XLA dump is kept. `mode` "retrace": each release runs the bundle's program
     traced by it (a lowering change then has a first bad release; outputs that differ from the good release's are
-    a regression too).
+    a regression too). `by` ("outputs", "bits", "time"): the criterion, else chosen (the result's `why`). `layer`:
+    which layer changed at the boundary, and the next command (investigate/boundary.py).
 
     With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
     from `index_url` (else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index): the result's `nightly` holds the
@@ -513,7 +514,8 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     from .envs.versions import version_key
     from .fleet.connect import executor_for
     from .investigate.bisection import bisect as _bisect
-    from .investigate.probes import outputs_differ, replay_probe
+    from .investigate.boundary import layer_at_boundary
+    from .investigate.probes import output_difference, replay_probe
 
     options = replay_options(options, settings, BISECT_OPTIONS)
     if mode not in ("frozen", "retrace"):
@@ -526,17 +528,26 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     executor = executor or executor_for(ray_address)
     probe = replay_probe(registry, bundle, options, executor=executor, env_manager=manager, progress=progress,
                          mode=mode)
+    compare = output_difference(registry, bundle)
     if nightly:
-        return _bisect_nightlies(registry, bundle, manager, good, bad, probe, options, progress)
-    result = _bisect(manager.available_versions(), good, bad, probe, progress=progress,
-                     outputs_differ=outputs_differ(registry, bundle))
-    tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
-    comparison = comparison_of(registry, bundle, tested, baseline=run_label(result.runs[good]))
+        result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, probe, options, progress, by,
+                                               compare)
+    else:
+        result = _bisect(manager.available_versions(), good, bad, probe, progress=progress, outputs_differ=compare,
+                         by=by)
+        tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
+        comparison = comparison_of(registry, bundle, tested, baseline=run_label(result.runs[good]))
+    if layer:
+        probe_for = functools.partial(replay_probe, registry, bundle, options, executor=executor, env_manager=manager,
+                                      progress=progress)
+        result.layer = layer_at_boundary(registry, bundle, result, mode, lambda m: probe_for(mode=m), compare, progress,
+                                         next_args=(ref, ["--store", store] if store else [], options.args()))
     return result, comparison
 
 
 def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, probe,
-                      options: ReplayOptions, progress: Callable[[str], None] | None):
+                      options: ReplayOptions, progress: Callable[[str], None] | None, by: str | None = None,
+                      compare=None):
     """bisect --nightly: the days between `good` and `bad` searched with `probe`, and the answer's builds,
     commits, compare URLs and Reproduce lines (investigate/nightly_bisect.py)."""
     from .envs.versions import version_key
@@ -548,7 +559,7 @@ def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, ba
         progress(f"bisect: {len(search.skipped)} day(s) without a nightly are skipped: "
                  + ", ".join(s["date"] for s in search.skipped))
     result = _bisect(search.candidates, search.good, search.bad, probe, progress=progress,
-                     known=nightly_bisect.same_build(manager))
+                     known=nightly_bisect.same_build(manager), outputs_differ=compare, by=by)
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
     comparison = comparison_of(registry, bundle, tested, baseline=search.good)
     result.nightly = nightly_bisect.report(manager, search, result.last_good, result.first_bad,

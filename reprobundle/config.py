@@ -30,6 +30,9 @@ class Settings:
     http_timeout: str = ""  # seconds an http(s) store waits for the next byte (store/http.py)
     http_deadline: str = ""  # seconds one http(s) request may take in all (store/http.py)
     http_max_download: str = ""  # the largest zip an https URL may download ("2G"; store/http.py)
+    http_min_rate: str = ""  # bytes/s a body must average over the rate window (store/http_client.py)
+    http_rate_window: str = ""  # seconds over which that rate is judged (store/http_client.py)
+    http_record_deadline: str = ""  # seconds a record (marker, tag, manifest, run) may take (store/http_client.py)
     gcs_token: str = ""  # store/gcs.py: credentials
     gcs_timeout: str = ""  # store/gcs.py: seconds a request may keep retrying
     gcs_read_timeout: str = ""  # store/gcs.py: seconds without a byte before a request fails

@@ -72,7 +72,8 @@ class ReadOnlyStoreError(StoreError):
 
 class StoreTimeoutError(StoreUnreachableError):
     """A web request did not finish within its total deadline (REPROBUNDLE_HTTP_DEADLINE), however steadily the
-    server kept sending."""
+    server kept sending; or its body moved slower than the rate floor (REPROBUNDLE_HTTP_MIN_RATE over
+    REPROBUNDLE_HTTP_RATE_WINDOW), or a record took longer than REPROBUNDLE_HTTP_RECORD_DEADLINE."""
 
 
 class DownloadTooLargeError(StoreError):
@@ -165,31 +166,57 @@ def _disk_full(message: str, hint: str, folder: str) -> "DiskFullError":
     return DiskFullError(message, hint=hint, folder=folder)
 
 
-def disk_full(folder: object, needed: int | None = None, what: str = "") -> DiskFullError:
-    """The DiskFullError for a write into `folder` that found no room; `needed`: the bytes it had to write."""
+def disk_full(folder: object, needed: int | None = None, what: str = "", *, work: bool = False) -> DiskFullError:
+    """The DiskFullError for a write into `folder` that found no room; `needed`: the bytes it had to write. `work`:
+    `folder` is a work folder, so one in the temp folder also names TMPDIR (where to point them elsewhere)."""
     from .units import human_bytes
 
     need = f"{human_bytes(needed)} " if needed else ""
     purpose = f" for {what}" if what else ""
-    return DiskFullError(f"no space left in {clean(folder, 300)}: {need or 'more room '}was needed{purpose}",
-                         hint="free space there (or raise the quota or file-size limit), then run the command again; "
-                              "nothing half-written was kept", folder=str(folder))
+    temp = _temp_folder_of(folder) if work else None
+    where = f" ({'the' if _inside(temp, folder) else 'in the'} temp folder, TMPDIR={clean(temp, 300)})" if temp else ""
+    elsewhere = ", or set TMPDIR to a folder with room" if temp else ""
+    return DiskFullError(f"no space left in {clean(folder, 300)}{where}: {need or 'more room '}was needed{purpose}",
+                         hint=f"free space there (or raise the quota or file-size limit){elsewhere}, then run the "
+                              "command again; nothing half-written was kept", folder=str(folder))
+
+
+def _temp_folder_of(folder: object) -> str | None:
+    """The temp folder (TMPDIR, else the system's) when `folder` is in it: work folders live there."""
+    import os
+    import tempfile
+
+    temp = os.environ.get("TMPDIR") or tempfile.gettempdir()
+    return temp if _inside(folder, temp) else None
+
+
+def _inside(inner: object, outer: object) -> bool:
+    import os
+
+    try:
+        inner_path, outer_path = os.path.realpath(os.fspath(str(inner))), os.path.realpath(os.fspath(str(outer)))
+    except (OSError, ValueError):
+        return False
+    return inner_path == outer_path or inner_path.startswith(outer_path.rstrip(os.sep) + os.sep)
 
 
 @contextmanager
-def space_for(folder: object, needed: int | None = None, what: str = "") -> Iterator[None]:
-    """Turn a write that finds no room inside the block into `disk_full(folder, needed, what)`."""
+def space_for(folder: object, needed: int | None = None, what: str = "", *, work: bool = False) -> Iterator[None]:
+    """Turn a write that finds no room inside the block into `disk_full(folder, needed, what, work=work)`."""
     try:
         yield
-    except DiskFullError:
+    except DiskFullError as e:
+        if work and "TMPDIR" not in e.message and _temp_folder_of(e.filename) and _inside(e.filename, folder):
+            raise disk_full(e.filename, None, what, work=True) from None  # a store in a work folder: say where
         raise
     except OSError as e:
         if e.errno in NO_SPACE_ERRNOS:
-            raise no_space_error(e, folder, needed, what) from None
+            raise no_space_error(e, folder, needed, what, work=work) from None
         raise
 
 
-def no_space_error(e: OSError, folder: object = None, needed: int | None = None, what: str = "") -> DiskFullError:
+def no_space_error(e: OSError, folder: object = None, needed: int | None = None, what: str = "", *,
+                   work: bool = False) -> DiskFullError:
     """The DiskFullError for a no-space OSError: it names `folder`, or the folder of the file it was writing when
     that lies elsewhere (or when no folder is known)."""
     import os
@@ -199,7 +226,7 @@ def no_space_error(e: OSError, folder: object = None, needed: int | None = None,
     written = e.filename if isinstance(e.filename, (str, os.PathLike)) else None
     if written is not None and (folder is None or not os.fspath(written).startswith(os.fspath(str(folder)))):
         folder = os.path.dirname(os.fspath(written)) or written
-    return disk_full(folder if folder is not None else "a folder being written", needed, what)
+    return disk_full(folder if folder is not None else "a folder being written", needed, what, work=work)
 
 
 class ClusterError(ReproBundleError):

@@ -1475,6 +1475,7 @@ def test_a_killed_pack_leaves_nothing_gc_does_not_remove(tmp_path, monkeypatch):
     left = sorted(tmp.glob("reprobundle-pack-*"))
     assert len(left) == 1, left  # the SIGKILLed pack's; the SIGTERMed one removed its own
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setenv("TMPDIR", str(tmp))  # work folders follow TMPDIR first (store/scratch.temp_folder)
     with scratch_dir(tmp, "reprobundle-pack-") as running:  # a pack still running: its folder is locked
         code, out, err = cli("gc", "--delete", store=store)
         assert code == 0, err

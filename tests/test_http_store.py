@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import quick
 from cli_runner import cli
+from http_servers import send_file
 from small_bundle import copy_of
 
 from reprobundle.bundle.registry import Registry
@@ -157,19 +158,6 @@ TARGETS = {"marker": "reprobundle-store.json", "tag": "tags/small/good", "manife
            "zip": "small-1.zip"}
 
 
-def _send_file(handler: http.server.BaseHTTPRequestHandler, path: Path, body: bool) -> None:
-    """The file at `path` as a plain 200 with its length (404 when missing): what the test servers serve honestly."""
-    if not path.is_file():
-        handler.send_error(404)
-        return
-    data = path.read_bytes()
-    handler.send_response(200)
-    handler.send_header("Content-Length", str(len(data)))
-    handler.end_headers()
-    if body:
-        handler.wfile.write(data)
-
-
 class _Hostile(http.server.BaseHTTPRequestHandler):
     """GET /SHAPE/TARGET/PATH: the real file at PATH under `root`, except the target's, which is attacked: `forever`
     (no Content-Length, bytes until the client leaves), `lie` (a small Content-Length on a HEAD, then an endless body
@@ -207,7 +195,7 @@ class _Hostile(http.server.BaseHTTPRequestHandler):
         self._real(rest, body=False)
 
     def _real(self, rest: str, body: bool = True):
-        _send_file(self, self.root / rest, body)
+        send_file(self, self.root / rest, body)
 
     def do_GET(self):
         import time
@@ -329,7 +317,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
         if self.seen[rest] <= int(failures):
             self.send_error(503)
             return
-        _send_file(self, self.root / rest, body)
+        send_file(self, self.root / rest, body)
 
     def do_GET(self):
         self._answer(True)

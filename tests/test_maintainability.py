@@ -11,6 +11,12 @@ from radon.visitors import Class
 PACKAGE = Path(__file__).resolve().parent.parent / "reprobundle"
 MAX_COMPLEXITY = 15
 MAX_LINES = 800
+# Generated, not written: fastjsonschema's validators (scripts/compile_schemas.py), one long function per schema.
+GENERATED = PACKAGE / "bundle" / "compiled_schemas"
+
+
+def _written() -> list[Path]:
+    return [p for p in sorted(PACKAGE.rglob("*.py")) if GENERATED not in p.parents]
 
 
 def _blocks(blocks):
@@ -23,7 +29,7 @@ def _blocks(blocks):
 
 def test_no_function_is_over_the_complexity_limit():
     over = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in _written():
         for block in _blocks(cc_visit(path.read_text())):
             if not isinstance(block, Class) and block.complexity > MAX_COMPLEXITY:
                 over.append(f"{path.relative_to(PACKAGE.parent)}:{block.lineno} {block.fullname}: "
@@ -32,7 +38,7 @@ def test_no_function_is_over_the_complexity_limit():
 
 
 def test_no_module_is_over_the_line_limit():
-    long = [f"{path.relative_to(PACKAGE.parent)}: {n} lines" for path in sorted(PACKAGE.rglob("*.py"))
+    long = [f"{path.relative_to(PACKAGE.parent)}: {n} lines" for path in _written()
             if (n := len(path.read_text().splitlines())) > MAX_LINES]
     assert not long, f"split these by responsibility (over {MAX_LINES} lines):\n" + "\n".join(long)
 

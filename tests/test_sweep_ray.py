@@ -247,7 +247,9 @@ def test_a_driver_that_stops_early_cancels_the_replays_on_the_nodes(cluster, exe
     their replays stop at once and store nothing."""
     registry = Registry.open(store)
     runs = lambda name: len(registry.runs(registry.resolve(name).ref.bundle_id))
-    long = replace(OPTIONS, rounds=8)  # many seconds of fresh worker processes: still running when cancelled
+    # far more rounds than any machine gets through before the cancel (they never run out: they are cancelled), so
+    # a run stored below can only come from a cancel that did not reach the replay
+    long = replace(OPTIONS, rounds=400)
     tasks = [ReplayTask(store, "chain1", VERSIONS, OPTIONS), ReplayTask(store, "chain2", VERSIONS, long),
              ReplayTask(store, "chain3", VERSIONS, long)]
     before = {name: runs(name) for name in ("chain2", "chain3")}
@@ -272,11 +274,14 @@ def test_a_node_killed_mid_sweep_has_its_task_retried_on_the_other_node(cluster,
     """Runs last: the second node does not come back."""
     head, second = cluster.nodes[0], cluster.nodes[1]
     killed = threading.Event()
+    seen: list[str] = []  # what the second node ran when it was killed (the failure message shows it)
 
     def kill_when_replaying() -> None:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            if any("reprobundle/worker" in cmdline(pid) for pid in second.tree()):
+            tree = second.tree()
+            if any("reprobundle/worker" in cmdline(pid) for pid in tree):
+                seen.extend(f"{pid}: {cmdline(pid)[:120]}" for pid in tree)
                 second.kill()  # its raylet, agents, Ray worker and the replay's workers, at once
                 killed.set()
                 return
@@ -292,7 +297,8 @@ def test_a_node_killed_mid_sweep_has_its_task_retried_on_the_other_node(cluster,
     survivor = {n.node_id for n in alive_nodes(executor.ray)}
     assert len(survivor) == 1 and survivor < nodes_before, survivor
     retried = [r for r in results.values() if r["attempts"] == 2]
-    assert len(retried) == 1, [(r["ref"], r["attempts"], r["node"]) for r in results.values()]
+    assert len(retried) == 1, ([(r["ref"], r["attempts"], r["node"]) for r in results.values()], nodes_before,
+                               survivor, seen)
     for r in results.values():
         assert r["status"] == "done" and [run["status"] for run in r["runs"]] == ["ok", "ok"], r
     assert retried[0]["node"] in survivor  # the retry ran on the node that was left

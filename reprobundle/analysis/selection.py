@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy import stats
 
 from .sequential import FIRST_LOOK, MIN_EFFECT
+from .stats import t_quantile
 
 SCREEN_BAND = math.log(1.25)  # +-25% around the screening round's ratio: several round-to-round spreads of a busy VM
 SCREEN_STEP_SPREADS = 3.0  # or this many times the screening round's own step-ratio spread, when that is wider
@@ -56,7 +56,7 @@ def log_ratio_interval(c: Comparison) -> tuple[float, float] | None:
         return float(d[0]) - band, float(d[0]) + band
     if n < FIRST_LOOK:
         return None
-    half = float(stats.t.isf((1 - RETIRE_CONFIDENCE) / 2, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
+    half = t_quantile(1 - RETIRE_CONFIDENCE, n - 1) * float(d.std(ddof=1)) / math.sqrt(n)
     return float(d.mean()) - half, float(d.mean()) + half
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import re
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -26,7 +25,7 @@ from typing import Any, Iterable
 from ..config import cache_dir
 from ..errors import NotFoundError, ReproBundleError
 from ..store.folders import inside
-from ..store.scratch import sweep
+from ..store.scratch import sweep, temp_folder
 from ..text import first_line
 from . import manifest as mf
 from .blobs import pool_map
@@ -35,7 +34,8 @@ log = logging.getLogger(__name__)
 
 _DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
 _DIGEST_BYTES_RE = re.compile(rb"sha256:[0-9a-f]{64}")
-SCRATCH_PREFIXES = ("reprobundle-pack-", "reprobundle-replay-")  # in the system's temp folder (capture/, run/)
+# in the temp folder (capture/, run/, investigate/)
+SCRATCH_PREFIXES = ("reprobundle-pack-", "reprobundle-replay-", "reprobundle-isolate-")
 
 
 @dataclass
@@ -186,7 +186,7 @@ def sweep_scratch() -> int:
     """Remove this machine's scratch folders whose process is gone (killed, even by SIGKILL): the work folders of
     pack and replay in the temp folder (only those with a free lock: the temp folder is shared with other
     programs), transfer staging and cache downloads in the cache folder. The `gc` command runs it."""
-    removed = sweep(tempfile.gettempdir(), prefixes=SCRATCH_PREFIXES, stale_s=None)
+    removed = sweep(temp_folder(), prefixes=SCRATCH_PREFIXES, stale_s=None)
     removed += sweep(inside(cache_dir(), "tmp"), prefixes=("transfer-",))
     removed += sweep(inside(cache_dir(), "blobs/.tmp"), prefixes=("fetch-",))
     return removed

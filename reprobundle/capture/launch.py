@@ -21,8 +21,10 @@ from typing import Callable, Sequence
 
 from ..bundle.redaction import redact_argv
 from ..config import settings
-from ..errors import UsageError
+from ..errors import UsageError, disk_full, space_for
+from ..store.scratch import no_room, temp_folder
 from ..store.watchdog import handling_signals, remove_tracked, track, untrack
+from ..worker.protocol import NO_SPACE_TEXTS
 from . import staging
 from .staging import CaptureOptions
 
@@ -84,7 +86,9 @@ def run_program(command: Sequence[str], options: CaptureOptions, *,
                 progress: Callable[[str], None] | None = None, directory: Path | None = None) -> ProgramRun:
     """Run `command` under the capture hook and wait for it; staged captures are announced as they appear."""
     _executable(command)
-    directory = Path(directory or tempfile.mkdtemp(prefix="reprobundle-capture-"))
+    if directory is None:
+        with space_for(temp_folder(), None, "the capture's folder", work=True):
+            directory = Path(tempfile.mkdtemp(prefix="reprobundle-capture-", dir=temp_folder()))
     track(directory)  # removed by capture_program when it ends, or by the watchdog if a signal ends the process
     env = child_environment(options, directory)
     announced: set[str] = set()
@@ -148,6 +152,7 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
     run = run_program(command, options, progress=progress)
     shown = redact_argv(command)  # what is stored, printed or exported of the command line: never its secrets
     try:
+        _check_room(run, options)
         hooked = [r for r in run.reports if r.get("jax")]
         problems = _report_problems(run, hooked)
         rows = [row for r in hooked for row in r.get("rows") or []]
@@ -164,6 +169,22 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
                              interrupted=run.interrupted, problems=problems, store=pack_options.store)
     finally:
         _discard(run.directory)
+
+
+def _check_room(run: ProgramRun, options: CaptureOptions) -> None:
+    """DiskFullError when the capture folder filled up (the machine's condition, not the program's): the hook said
+    so (a failure or problem of no space), or nothing came back from the program where no room is left."""
+    nothing_back = not run.reports or (options.capturing and not run.staged_dirs)
+    if _hook_said_no_space(run.reports) or (nothing_back and no_room(run.directory)):
+        raise disk_full(run.directory.parent, None, "the computations the program staged", work=True)
+
+
+def _hook_said_no_space(reports: list[dict]) -> bool:
+    """Whether a report's error, problems or failed captures say there was no room to write."""
+    said = [str(r.get("error") or "") for r in reports]
+    said += [str(p) for r in reports for p in r.get("problems") or []]
+    said += [str(row.get("failure") or "") for r in reports for row in r.get("rows") or []]
+    return any(text in line for line in said for text in NO_SPACE_TEXTS)
 
 
 def _report_problems(run: ProgramRun, hooked: list[dict]) -> list[str]:

@@ -7,7 +7,6 @@ the reference is measured exactly as every later replay), its output and artifac
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -26,7 +25,7 @@ from ..run.execution import (
     run_worker,
     store_result,
 )
-from ..store.scratch import scratch_dir
+from ..store.scratch import scratch_dir, temp_folder
 from ..units import human_bytes
 from ..worker.synthetic import synthetic_spec
 from .export import ExportedFunction, as_bytes, check_inputs, reference_platform
@@ -99,7 +98,7 @@ def _reference_run(registry: Registry, function: dict, input_leaves: list[dict],
         what = ["load and compile", f"{timing.warmup} warm-up and {timing.repeat} timed calls"]
         what += (["profile"] if profile else []) + (["XLA dump"] if dump else [])
         progress(Status("reference run in a worker process: " + ", ".join(what), "reference"))
-    with scratch_dir(tempfile.gettempdir(), "reprobundle-pack-") as tmp:  # a killed pack's folder: gc removes it
+    with scratch_dir(temp_folder(), "reprobundle-pack-") as tmp:  # a killed pack's folder: gc removes it
         job = build_job(registry, function, input_leaves, Path(tmp), timing=timing, dump=dump, profile=profile,
                         routes=["deserialize"] if describe else None, describe=describe, platform=platform)
         outcome = run_worker(python or sys.executable, job, timeout_s=timeout_s)

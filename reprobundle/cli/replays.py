@@ -243,6 +243,11 @@ def bisect_cmd(
     platform: Optional[str] = PlatformOpt,
     ray: Optional[str] = RayOpt,
     retrace: bool = RetraceOpt,
+    by: Optional[str] = typer.Option(None, "--by", help="What tells a bad version apart: outputs (beyond the "
+                                                       "replay's tolerance), bits (any difference from the good "
+                                                       "one's outputs), time. Default: chosen, and said why."),
+    layer: bool = typer.Option(True, "--layer/--no-layer", help="Replay the last good and first bad frozen and "
+                                                                "retraced: which layer changed, the next command."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Binary-search the released JAX versions (or, with --nightly, the nightlies) between --good and --bad for the
@@ -254,16 +259,20 @@ def bisect_cmd(
                                    platform=platform)
     result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
                                     progress=progress_sink(as_json), ray_address=ray, nightly=nightly, index_url=index_url,
-                                    mode="retrace" if retrace else "frozen")
+                                    mode="retrace" if retrace else "frozen", by=by, layer=layer)
     if comparison is not None:
         write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
             "last_good": result.last_good, "classes": result.classes, "evidence": result.evidence,
-            "nightly": result.nightly, "comparison": comparison}
+            "nightly": result.nightly, "comparison": comparison,
+            "by": result.by, "why": result.why, "outputs_apart": result.outputs_apart, "layer": result.layer}
     what = "nightly" if result.nightly else "release"
     human = (f"first bad {what}: jax {result.first_bad} (last good: {result.last_good}; "
              f"judged by {result.criterion})\n"
+             + (f"  why: {result.why}\n" if result.why else "")
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
+    if result.layer:
+        human += "\n" + report.bisect_layer_text(result.layer)
     if result.nightly:
         human += "\n" + report.nightly_text(result.nightly)
     if comparison is not None:

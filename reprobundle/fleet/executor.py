@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping, NotRequired, Protocol, Sequence, TypedDict
 
 from ..envs.config import EnvConfig
-from ..errors import ReproBundleError
+from ..errors import DiskFullError, ReproBundleError
 from ..run.options import ReplayOptions
 from ..text import exception_line
 
@@ -161,6 +161,8 @@ class LocalExecutor:
             start = time.perf_counter()
             try:
                 result = fn(task)
+            except DiskFullError:  # the machine's condition, not this bundle's result: the sweep stops
+                raise
             except ReproBundleError as e:
                 result = failed_result(task, e.message, wall_s=time.perf_counter() - start)
             except Exception as e:  # noqa: BLE001 - one bundle's failure is its result; the sweep goes on

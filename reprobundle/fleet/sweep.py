@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
 from ..envs.local import is_path_request
-from ..errors import ReproBundleError, StoreError
+from ..errors import DiskFullError, ReproBundleError, StoreError
 from ..run.budget import plan
 from ..run.compare import compare_runs
 from ..run.options import ReplayOptions
@@ -64,7 +64,7 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
         prefetch(registry, bundle)
         runs = replay(registry, bundle, contenders_from(task.versions, (), task.mode), task.options,
                       env_manager=EnvironmentManager(task.env), store_runs=False, progress=progress)
-    except StoreError:
+    except (StoreError, DiskFullError):
         raise
     except ReproBundleError as e:
         failed = failed_result(task, e.message, wall_s=time.perf_counter() - start)

@@ -7,6 +7,12 @@ by the packing release), otherwise time. For time, every tested version is repla
 (interleaved, see schedule.py), so each judgement is a paired verdict made under the same machine conditions: a
 version is bad when it is significantly slower (or faster, if that is the regression) than the good one timed
 beside it, and at least half-way to the bad endpoint in log-ratio terms.
+
+`by` names the criterion instead of choosing it: "outputs" (beyond the replay's tolerance, against the reference or
+the good endpoint's), "bits" (any difference from the good endpoint's outputs: a dtype, a shape, one bit of one
+value), "time". The automatic choice says which it took and why (`BisectResult.why`), and when the endpoints'
+outputs differ only in bits, within the tolerance, it says so and names `--by bits`: a time bisection could name
+another release than the one whose numbers changed.
 """
 
 from __future__ import annotations
@@ -20,7 +26,11 @@ from ..envs.versions import version_key
 from ..errors import UsageError
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
-OutputsDiffer = Callable[[dict, dict], bool]  # (run, run) -> whether their outputs differ beyond tolerance
+# (run, run) -> how their outputs differ: SAME (bit for bit), BITS_ONLY (within the tolerance) or BEYOND it
+OutputsDiffer = Callable[[dict, dict], str]
+SAME, BITS_ONLY, BEYOND = "same", "bits", "beyond"
+OUTPUTS, OUTPUTS_VS_GOOD, BITS, TIME = "outputs", "outputs vs good", "bits", "time"  # the criteria
+BY = ("outputs", "bits", "time")  # what `by` may name
 # (version, the classes so far) -> (class, evidence) when it is known without a replay (the same build as a version
 # already classed), else None
 Known = Callable[[str, dict], "tuple[str, str] | None"]
@@ -30,7 +40,7 @@ Known = Callable[[str, dict], "tuple[str, str] | None"]
 class BisectResult:
     good: str
     bad: str
-    criterion: str  # "outputs" (against the reference), "outputs vs good" or "time"
+    criterion: str  # "outputs" (against the reference), "outputs vs good", "bits" or "time"
     first_bad: str
     last_good: str
     runs: dict[str, dict] = field(default_factory=dict)  # version -> run record, every version tested
@@ -38,6 +48,11 @@ class BisectResult:
     evidence: dict[str, str] = field(default_factory=dict)  # version -> why it was classed so, one line
     candidates: list[str] = field(default_factory=list)
     nightly: dict | None = None  # bisect --nightly: the builds, commits, compare URLs (see nightly_bisect.report)
+    by: str | None = None  # the criterion asked for (`by`), None when chosen
+    why: str = ""  # which criterion judged and why, one sentence
+    outputs_apart: str | None = None  # how the endpoints' outputs differ: SAME, BITS_ONLY, BEYOND (None: unknown)
+    log_ratio: float | None = None  # time: the log ratio a bad version's time moves by (the endpoints')
+    layer: dict | None = None  # which layer changed at the boundary (investigate/boundary.py)
 
 
 def _timing(run: dict) -> dict:
@@ -60,11 +75,10 @@ def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterio
     """("good" | "bad" | "skip", evidence) for a run against the good endpoint's run timed beside it."""
     if not _usable(run):
         return "skip", f"{run['status']}: {run['reason']}"
-    if criterion == OUTPUTS_VS_GOOD:
+    if criterion in (OUTPUTS_VS_GOOD, BITS):
         assert outputs_differ is not None  # the criterion is chosen only with it
-        return ("bad", f"outputs differ from jax {good_run['requested']}'s") if outputs_differ(good_run, run) else \
-            ("good", f"outputs match jax {good_run['requested']}'s")
-    if criterion == "outputs":
+        return by_outputs(outputs_differ(good_run, run), good_run["requested"], criterion)
+    if criterion == OUTPUTS:
         return ("bad", "outputs mismatch") if run["status"] == "mismatch" else ("good", "outputs match")
     if not _usable(good_run):
         return "skip", f"the good endpoint failed beside it: {good_run['status']}: {good_run['reason']}"
@@ -76,22 +90,31 @@ def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterio
     return cls, _verdict_line(verdict, good_run["requested"])
 
 
-OUTPUTS_VS_GOOD = "outputs vs good"
+def by_outputs(apart: str, good: str, criterion: str) -> tuple[str, str]:
+    """A run's class by how its outputs differ from the good endpoint's (`apart`), beyond the tolerance or in bits."""
+    if apart == BEYOND:
+        return "bad", f"outputs differ from jax {good}'s beyond the tolerance"
+    if apart == BITS_ONLY:
+        return ("bad", f"outputs differ from jax {good}'s in bits, within the tolerance") if criterion == BITS else \
+            ("good", f"outputs match jax {good}'s (within the tolerance; some bits differ)")
+    return "good", f"outputs are jax {good}'s bit for bit"
 
 
 def bisect(versions: Sequence[str], good: str, bad: str, replay_together: ReplayTogether,
            progress: Callable[[str], None] | None = None, known: Known | None = None,
-           outputs_differ: OutputsDiffer | None = None) -> BisectResult:
+           outputs_differ: OutputsDiffer | None = None, by: str | None = None) -> BisectResult:
     """Binary search over the released `versions` strictly between `good` and `bad`. `known` classes a version
     without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed).
-    `outputs_differ` (two runs -> whether their outputs differ) lets endpoints whose outputs differ from each other
-    be told apart by outputs."""
+    `outputs_differ` (two runs -> how their outputs differ) lets endpoints whose outputs differ from each other
+    be told apart by outputs. `by` ("outputs", "bits", "time") names the criterion; None chooses it."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
     candidates = [v for v in ordered if version_key(good) < version_key(v) < version_key(bad)]
-    result = BisectResult(good, bad, "time", first_bad=bad, last_good=good, candidates=candidates)
+    _check_by(by, outputs_differ)
+    result = BisectResult(good, bad, TIME, first_bad=bad, last_good=good, candidates=candidates, by=by)
     target = _endpoints(result, replay_together, outputs_differ)
+    result.log_ratio = target
     last_good, first_bad = good, bad
     remaining = list(candidates)  # untested versions strictly between last_good and first_bad, ascending
     while remaining:
@@ -111,10 +134,17 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     return result
 
 
+def _check_by(by: str | None, outputs_differ: OutputsDiffer | None) -> None:
+    if by is not None and by not in BY:
+        raise UsageError(f"bisect --by {by!r} is not one of {', '.join(BY)}")
+    if by in (OUTPUTS, BITS) and outputs_differ is None:
+        raise UsageError(f"bisect --by {by} compares outputs, which this bisection cannot", hint="bisect --by time")
+
+
 def _endpoints(result: BisectResult, replay_together: ReplayTogether,
                outputs_differ: OutputsDiffer | None) -> float | None:
-    """The endpoints replayed together, what tells them apart (result.criterion, evidence, classes), and the log
-    ratio a bad version's time moves by (None when outputs tell them apart)."""
+    """The endpoints replayed together, what tells them apart (result.criterion, why, evidence, classes), and the
+    log ratio a bad version's time moves by (None when outputs tell them apart)."""
     good, bad = result.good, result.bad
     g, b = replay_together([good, bad])
     result.runs[good], result.runs[bad] = g, b
@@ -123,21 +153,61 @@ def _endpoints(result: BisectResult, replay_together: ReplayTogether,
             raise UsageError(f"the {name} version {run['requested']} did not run: {run['status']}: {run['reason']}",
                              hint="pick endpoints on which the bundle runs")
     result.classes = {good: "good", bad: "bad"}
-    if b["status"] == "mismatch" and g["status"] == "ok":
-        result.criterion = "outputs"
+    result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None else None
+    if _outputs_decide(result, g, b):
+        return None
+    return _time_decides(result, g, b)
+
+
+def _outputs_decide(result: BisectResult, g: dict, b: dict) -> bool:
+    """Whether outputs tell the endpoints apart under `result.by` (then result's criterion, why and evidence say
+    how); a UsageError when `by` asks for outputs or bits and they do not."""
+    good, bad, apart = result.good, result.bad, result.outputs_apart
+    asked = f"--by {result.by}: " if result.by else ""
+    if result.by in (None, OUTPUTS) and b["status"] == "mismatch" and g["status"] == "ok":
+        result.criterion = OUTPUTS
+        result.why = f"{asked}jax {bad}'s outputs mismatch the reference and jax {good}'s match it"
         result.evidence = {good: "outputs match", bad: "outputs mismatch"}
-        return None
-    if outputs_differ is not None and outputs_differ(g, b):
-        result.criterion = OUTPUTS_VS_GOOD
-        result.evidence = {good: "the good endpoint", bad: f"outputs differ from jax {good}'s"}
-        return None
+        return True
+    if result.by in (None, OUTPUTS) and apart == BEYOND or result.by == BITS and apart in (BEYOND, BITS_ONLY):
+        result.criterion = OUTPUTS_VS_GOOD if result.by != BITS else BITS
+        result.why = f"{asked}{_apart_text(good, bad, apart)}"
+        result.evidence = {good: "the good endpoint", bad: by_outputs(str(apart), good, result.criterion)[1]}
+        return True
+    if result.by in (OUTPUTS, BITS):
+        raise UsageError(f"jax {good} and {bad} are not distinguishable by --by {result.by}: "
+                         f"{_apart_text(good, bad, apart)}",
+                         hint=f"bisect --by {'bits' if apart == BITS_ONLY else 'time'}")
+    return False
+
+
+def _time_decides(result: BisectResult, g: dict, b: dict) -> float:
+    """The endpoints told apart by time (result's why and evidence): the log ratio a bad version's time moves by;
+    a UsageError when the verdict does not tell them apart (naming --by bits when only bits differ)."""
+    good, bad, apart = result.good, result.bad, result.outputs_apart
     verdict = timing_verdict(_timing(g), _timing(b))
     if verdict["verdict"] in ("same", "unknown"):
-        raise UsageError(f"jax {good} and {bad} are not distinguishable: same outputs and no significant time "
-                         f"change ({_verdict_line(verdict, good)})",
-                         hint="replay with more --repeat or --rounds, or pick other endpoints")
+        raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; no "
+                         f"significant time change ({_verdict_line(verdict, good)})",
+                         hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY else
+                         "replay with more --repeat or --rounds, or pick other endpoints")
+    if result.by:
+        result.why = f"--by time: jax {bad} is {verdict['verdict']} than jax {good} timed beside it"
+    else:
+        result.why = (f"jax {bad} is {verdict['verdict']} than jax {good} timed beside it; "
+                      f"{_apart_text(good, bad, apart)}"
+                      + ("; bisect --by bits finds the release whose bits changed, which may be another one"
+                         if apart == BITS_ONLY else ""))
     result.evidence = {good: "the good endpoint", bad: _verdict_line(verdict, good)}
     return math.log(verdict["ratio"])
+
+
+def _apart_text(good: str, bad: str, apart: str | None) -> str:
+    """How the endpoints' outputs differ, as the bisection's answer says it."""
+    return {BEYOND: f"the outputs of jax {good} and {bad} differ beyond the tolerance",
+            BITS_ONLY: f"the outputs of jax {good} and {bad} differ in bits, within the tolerance",
+            SAME: f"the outputs of jax {good} and {bad} are the same bit for bit",
+            None: "same outputs"}[apart]
 
 
 def _class_of(result: BisectResult, version: str, replay_together: ReplayTogether, target: float | None,
@@ -148,7 +218,7 @@ def _class_of(result: BisectResult, version: str, replay_together: ReplayTogethe
     if decided is not None:
         cls, result.evidence[version] = decided
     else:
-        if result.criterion in ("outputs", OUTPUTS_VS_GOOD):
+        if result.criterion in (OUTPUTS, OUTPUTS_VS_GOOD, BITS):
             (run,), good_run = replay_together([version]), result.runs[result.good]
         else:
             good_run, run = replay_together([result.good, version])

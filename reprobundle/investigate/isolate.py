@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import re
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -41,6 +40,7 @@ from ..run.budget import STOP_RULED_OUT
 from ..run.execution import DEFAULT_TIMEOUT_S
 from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay_pieces
+from ..store.scratch import scratch_dir, temp_folder
 from ..worker.synthetic import synthetic_array
 
 if TYPE_CHECKING:
@@ -307,7 +307,7 @@ def isolate(registry: Registry, bundle: Bundle, versions: Sequence[str], options
     say = progress or (lambda _line: None)
     if len(versions) != 2:
         raise UsageError("isolate compares two versions", hint="give --jax twice: the baseline, then the candidate")
-    with tempfile.TemporaryDirectory(prefix="reprobundle-isolate-") as tmp:
+    with scratch_dir(temp_folder(), "reprobundle-isolate-") as tmp:
         scratch = Registry.open(str(Path(tmp) / "store"))
         split, results = pack_pieces(registry, bundle, scratch, max_pieces=max_pieces, timeout_s=timeout_s, say=say)
         say(Status(f"timing the {len(results)} pieces on jax {versions[0]} and {versions[1]} together; a piece stops "

@@ -1,5 +1,5 @@
 """What a bisection asks of the world: replay a bundle on some versions timed together (`replay_probe`, as a
-sweep's task on an executor, or here for a read-only store), and whether two runs' outputs differ."""
+sweep's task on an executor, or here for a read-only store), and how two runs' outputs differ."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ..errors import ReplayError
 from ..fleet.executor import Executor, LocalExecutor, ReplayTask
 from ..fleet.sweep import run_replay_task
 from ..run.options import ReplayOptions
+from .bisection import BEYOND, BITS_ONLY, SAME
 
 if TYPE_CHECKING:
     from ..envs.manager import EnvironmentManager
@@ -49,9 +50,10 @@ def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, 
     return replay_together
 
 
-
-def outputs_differ(registry: Registry, bundle: Bundle) -> Callable[[dict, dict], bool]:
-    """What a bisection asks of two runs of `bundle`: whether their outputs differ beyond the check's tolerance."""
+def output_difference(registry: Registry, bundle: Bundle) -> Callable[[dict, dict], str]:
+    """What a bisection asks of two runs of `bundle`: how their outputs differ. "same": bit for bit, dtypes and
+    shapes included; "bits": some bits differ, every element within the check's tolerance; "beyond": beyond it (or
+    another dtype, shape or number of outputs). One check_outputs call: its `bit_identical` and `ok`."""
     from ..analysis.verdict import check_outputs
     from ..bundle.trees import output_names
     from ..run.replay import leaf_array
@@ -59,6 +61,14 @@ def outputs_differ(registry: Registry, bundle: Bundle) -> Callable[[dict, dict],
     def arrays(run: dict) -> list[np.ndarray]:
         return [leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in run["outputs"]]
 
-    return lambda a, b: not check_outputs(arrays(a), arrays(b), output_names(bundle.manifest))["ok"]
+    def difference(a: dict, b: dict) -> str:
+        check = check_outputs(arrays(a), arrays(b), output_names(bundle.manifest))
+        return SAME if check["bit_identical"] else BITS_ONLY if check["ok"] else BEYOND
+
+    return difference
 
 
+def outputs_differ(registry: Registry, bundle: Bundle) -> Callable[[dict, dict], bool]:
+    """What a bisection asks of two runs of `bundle`: whether their outputs differ beyond the check's tolerance."""
+    difference = output_difference(registry, bundle)
+    return lambda a, b: difference(a, b) == BEYOND

@@ -235,6 +235,14 @@ def nightly_text(info: dict) -> str:
     return "nightlies:\n" + "\n".join(lines)
 
 
+def bisect_layer_text(layer: dict) -> str:
+    """The boundary part of a bisect's answer: which layer changed between the last good and the first bad
+    release (investigate/boundary.py), and the commands to run next."""
+    lines = [f"layer changed from {layer['last_good']} to {layer['first_bad']}: {layer['text']}"]
+    lines += [f"  next ({step['what']}): {step['command']}" for step in layer.get("next") or []]
+    return "\n".join(lines)
+
+
 def _nightly_build_lines(b: dict, what: str) -> list[str]:
     """One nightly of a bisect's answer: its version, date and the commits it was built from."""
     when = f" ({b['date']})" if b.get("date") else ""

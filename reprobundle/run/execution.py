@@ -23,6 +23,7 @@ from ..bundle.registry import Registry, copy_tree_to_zip_blob
 from ..config import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # defined there for the CLI; see it for what counts
 from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import FormatError, disk_full
+from ..store.scratch import no_room
 from ..store.watchdog import track_group, untrack_group
 from ..worker.dtypes import np_dtype
 from ..worker.protocol import EXIT_NO_SPACE, job_inputs
@@ -162,10 +163,7 @@ class WorkerProcess:
         self._working_since: float | None = self.start
         self.timed_out = False
         self._buffer = b""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
-        env.update(extra_env or {})
-        env["PYTHONNOUSERSITE"] = "1"
-        env.pop(_PIN_VAR, None)
+        env = worker_environment(extra_env)
         if cpus:  # the launcher sets the affinity before the worker starts: XLA sizes its thread pools to it
             env[_PIN_VAR] = ",".join(str(int(c)) for c in cpus)
 
@@ -181,8 +179,7 @@ class WorkerProcess:
             # -I: isolated mode, so nothing from the host's cwd or user site shadows the environment's packages.
             # The launcher ties the worker's life to the host's first (see _LAUNCHER), then becomes the worker.
             self.proc = subprocess.Popen(
-                [str(python), "-I", "-c", _LAUNCHER, str(os.getpid()), str(WORKER_PATH), str(job_path),
-                 str(self.result_path)],
+                worker_command(python, [str(job_path), str(self.result_path)]),
                 stdin=subprocess.PIPE if lockstep else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if lockstep else subprocess.DEVNULL, stderr=stderr, env=env,
                 cwd=self.workdir, start_new_session=True, preexec_fn=limit_memory if memory_limit_bytes else None)
@@ -311,8 +308,10 @@ class WorkerProcess:
             return WorkerOutcome("timeout", f"the worker did not finish within {self.timeout_s:g} s and was killed"
                                  f"{_where(result)}", result, duration, tail, workdir)
         code = self.proc.returncode
-        if code == EXIT_NO_SPACE:  # the worker met a full disk: not this version's result, the machine's
-            raise disk_full(workdir.parent, None, "the worker's outputs, artifacts and result")
+        # A full disk is the machine's condition, not this version's result: the worker says so (EXIT_NO_SPACE), or
+        # it ended abnormally (its stderr, a file on that disk, may have failed too) where no room is left.
+        if code == EXIT_NO_SPACE or (code != 0 and no_room(workdir)):
+            raise disk_full(workdir.parent, None, "the worker's job, outputs, artifacts and result", work=True)
         unknown_flag = unknown_flag_reason(tail)
         if code != 0 and unknown_flag is not None:
             return WorkerOutcome("error", unknown_flag, self._last_result("error"), duration, tail, workdir)
@@ -323,8 +322,6 @@ class WorkerProcess:
             return WorkerOutcome("crashed", f"the worker was killed by {sig}{why}{_where(result)}", result, duration,
                                  tail, workdir)
         if not result_path.is_file():
-            if _no_room(workdir):  # it could not even write its result (nor flush its stderr: exit 120)
-                raise disk_full(workdir.parent, None, "the worker's outputs, artifacts and result")
             last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
             return WorkerOutcome("crashed", f"the worker exited with code {code} without a result: {last}",
                                  None, duration, tail, workdir)
@@ -350,15 +347,6 @@ class WorkerProcess:
             result["route"] = phase[len("route:"):]  # it died loading or compiling via that route
         result["status"] = status
         return result
-
-
-def _no_room(folder: Path) -> bool:
-    """Whether the filesystem of `folder` has (next to) no space left: under 64 KiB for this user."""
-    try:
-        st = os.statvfs(folder)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < 64 << 10
 
 
 def _where(result: dict | None) -> str:
@@ -393,6 +381,21 @@ if cpus:
     os.sched_setaffinity(0, [int(c) for c in cpus.split(",")])
 os.execv(sys.executable, [sys.executable, "-I"] + sys.argv[2:])
 """
+
+
+def worker_command(python: str | Path, args: Sequence[str]) -> list[str]:
+    """The command line that runs the worker package in `python` with `args`, through the launcher that ties its
+    life to this process's (run/module_server.py starts its long-lived workers so too)."""
+    return [str(python), "-I", "-c", _LAUNCHER, str(os.getpid()), str(WORKER_PATH), *args]
+
+
+def worker_environment(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """A worker's environment: this process's without its Python paths, plus `extra_env`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+    env.update(extra_env or {})
+    env["PYTHONNOUSERSITE"] = "1"
+    env.pop(_PIN_VAR, None)
+    return env
 
 
 def _tail(path: Path) -> str:

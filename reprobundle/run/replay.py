@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import math
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,7 +28,7 @@ from ..bundle.trees import output_names
 from ..envs.platforms import PlatformChoice, choose_platform, detect_devices
 from ..errors import CorruptBundleError, ReproBundleError
 from ..logs import Status
-from ..store.scratch import scratch_dir
+from ..store.scratch import scratch_dir, temp_folder
 from .budget import Budget, plan
 from .conditions import conditions, snapshot
 from .contenders import RETRACE, ContenderSpec, as_specs
@@ -294,7 +293,7 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
     budget = _budget(timed, len(bundles), options, comparisons)
     _say_start(progress, bundles, timed, budget)
     group = Registry.new_run_id()
-    with scratch_dir(tempfile.gettempdir(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
+    with scratch_dir(temp_folder(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
         batches = _batches(bundles, targets, timed)
         measured, measured_under = _measure(batches, budget, Path(tmp), first_look, options=options,
                                             progress=progress, count=len(timed))

@@ -68,7 +68,7 @@ from ..errors import (  # noqa: E402
     UsageError,
 )
 from . import gcs_shared  # noqa: E402
-from .base import DEFAULT_JOBS, Capabilities, Store, check_key, make_temp_file, unlink_quietly  # noqa: E402
+from .base import DEFAULT_JOBS, Capabilities, Store, check_key, make_temp_file, read_at_most, too_large, unlink_quietly  # noqa: E402
 from .gcs_http import (  # noqa: E402
     CredentialsFailed,
     GCSClient,
@@ -82,6 +82,7 @@ from .gcs_http import (  # noqa: E402
     use_client_certificate,
 )
 from .gcs_upload import ResumableUpload, md5_b64, md5_b64_file, upload_single  # noqa: E402
+from .http_client import RateFloor  # noqa: E402
 
 ENV_TOKEN = "REPROBUNDLE_GCS_TOKEN"
 ENV_TIMEOUT = "REPROBUNDLE_GCS_TIMEOUT"
@@ -433,12 +434,14 @@ class GCSStore(Store):
         )
         await upload.run()
 
-    async def _aget_range(self, url: str, start: int, end: int, generation: str | None):
-        """(status, headers, body) of GET bytes [start, end) of an object; a 416 (empty object) gives b''."""
+    async def _aget_range(self, url: str, start: int, end: int, generation: str | None,
+                          floor: RateFloor | None = None):
+        """(status, headers, body) of GET bytes [start, end) of an object; a 416 (empty object) gives b''. `floor`:
+        a record's rate floor (see get_bounded); None: the request's own."""
         try:
             status, headers, body = await self.client.request(
                 "GET", url, params={"alt": "media", "generation": generation},
-                headers={"Range": f"bytes={start}-{end - 1}"},
+                headers={"Range": f"bytes={start}-{end - 1}"}, floor=floor,
             )
         except GCSResponseError as e:
             if e.status == 416 and start == 0:
@@ -471,8 +474,8 @@ class GCSStore(Store):
         rest = await _gather_or_cancel([piece(off) for off in range(len(body), total, DOWNLOAD_CHUNK)])
         return b"".join([body, *rest])
 
-    async def _range_body(self, url, start, end, generation) -> bytes:
-        status, _, body = await self._aget_range(url, start, end, generation)
+    async def _range_body(self, url, start, end, generation, floor: RateFloor | None = None) -> bytes:
+        status, _, body = await self._aget_range(url, start, end, generation, floor)
         if len(body) != end - start:
             raise StoreError(f"short read from GCS: {len(body)} of {end - start} bytes at offset {start} of {url}")
         return body
@@ -619,12 +622,8 @@ class GCSStore(Store):
 
     def touch(self, key: str) -> bool:
         """Record now as the object's last use on the bucket, where a gc on any machine sees it (gcs_shared)."""
-        self.check_writable()
-        return self._run(self._atouch, key, key=key)
-
-    async def _atouch(self, key: str) -> bool:
-        touched = await gcs_shared.touch(self.client, self.bucket, self._name(key))
-        return touched if touched else await self._aexists(key)  # missing (or no such bucket), or not updatable
+        self.check_writable()  # then missing (or no such bucket: exists raises), or not updatable: exists says
+        return self._run(gcs_shared.touch, self.client, self.bucket, self._name(key), key=key) or self.exists(key)
 
     def delete_if_stale(self, key: str, cutoff: float | None) -> bool:
         """Deleted at the generation and metageneration whose age was judged (gcs_shared.delete_if_stale)."""
@@ -637,10 +636,18 @@ class GCSStore(Store):
         return self._run(gcs_shared.put_if, self.client, self.bucket, self._name(key), data, expected, max_bytes,
                          key=key)
 
-    def open_read(self, key: str) -> BinaryIO:
+    def open_read(self, key: str, *, floor: RateFloor | None = None) -> BinaryIO:
         meta = self._run(self._ametadata, self._name(key), "size,generation", key=key)
-        raw = _RangeReader(self, key, int(meta["size"]), meta.get("generation"))
+        raw = _RangeReader(self, key, int(meta["size"]), meta.get("generation"), floor)
         return io.BufferedReader(raw, buffer_size=DOWNLOAD_CHUNK)
+
+    def get_bounded(self, key: str, max_bytes: int) -> bytes:
+        """As the base's, and held to the record deadline besides the rate floor (see http_client.RateFloor)."""
+        with self.open_read(key, floor=RateFloor(f"{self.url}/{key}", record=True)) as f:
+            data = read_at_most(f, max_bytes + 1)
+        if len(data) > max_bytes:
+            raise too_large(key, self.url, max_bytes)
+        return data
 
     # -- batch transfers ---------------------------------------------------------------------------------------
     def put_many(self, items: Iterable[tuple[str, str | Path]], *, progress: Progress | None = None,
@@ -752,8 +759,10 @@ def _rebuild_gcs_store(url: str, kwargs: dict) -> GCSStore:
 class _RangeReader(io.RawIOBase):
     """A seekable reader of one object generation, by byte ranges."""
 
-    def __init__(self, store: GCSStore, key: str, size: int, generation: str | None) -> None:
+    def __init__(self, store: GCSStore, key: str, size: int, generation: str | None,
+                 floor: RateFloor | None = None) -> None:
         self._store, self._key, self._size, self._generation = store, key, size, generation
+        self._floor = floor
         self._url = store._media_url(store._name(key))
         self._pos = 0
 
@@ -784,6 +793,6 @@ class _RangeReader(io.RawIOBase):
         if n <= 0:
             return b""
         body = self._store._run(self._store._range_body, self._url, self._pos, self._pos + n, self._generation,
-                                key=self._key)
+                                self._floor, key=self._key)
         self._pos += len(body)
         return body

@@ -35,7 +35,7 @@ import aiohttp
 
 from .. import __version__
 from ..text import first_line
-from .http_client import TRANSIENT_STATUS, backoff  # the package's one backoff and list of transient statuses
+from .http_client import TRANSIENT_STATUS, RateFloor, backoff  # the package's one backoff, statuses, rate floor
 
 log = logging.getLogger(__name__)
 
@@ -269,11 +269,13 @@ class GCSClient:
         return self._session
 
     async def send(self, method: str, url: str, *, params: dict | None = None, headers: dict | None = None,
-                   data=None, json: Any = None, allow_redirects: bool = True) -> Response:
+                   data=None, json: Any = None, allow_redirects: bool = True, floor: RateFloor | None = None,
+                   ) -> Response:
         """One request; raises GCSResponseError (or a subclass) for an error status.
 
         `allow_redirects=False` is for resumable uploads: GCS answers 308 ("resume incomplete", no Location) to
-        each partial request, which aiohttp would otherwise follow as a redirect."""
+        each partial request, which aiohttp would otherwise follow as a redirect. The body is read under the rate
+        floor (http_client.RateFloor): `floor`, a record's (held to the record deadline), or one of its own."""
         session = await self.session()
         head = {"User-Agent": USER_AGENT, **(headers or {})}
         if self.credentials is not None:
@@ -284,7 +286,7 @@ class GCSClient:
         params = {k: v for k, v in (params or {}).items() if v is not None}
         async with session.request(method, url, params=params, headers=head, data=data, json=json,
                                    timeout=self.timeout, allow_redirects=allow_redirects) as r:
-            body = await r.read()
+            body = await _read_body(r, floor or RateFloor(url))
             check_status(r.status, body, url)
             return Response(r.status, r.headers, body)
 
@@ -296,6 +298,16 @@ class GCSClient:
     async def get_json(self, url: str, params: dict | None = None, what: str | None = None) -> dict:
         response = await self.request("GET", url, params=params, what=what)
         return json.loads(response.body) if response.body else {}
+
+
+async def _read_body(response: aiohttp.ClientResponse, floor: RateFloor) -> bytes:
+    """The whole body, each chunk as it arrives told to `floor` (a drip ends there, not at the read timeout)."""
+    chunks = []
+    floor.body_started()
+    async for chunk in response.content.iter_any():
+        floor.moved(len(chunk))
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _close_session(loop: asyncio.AbstractEventLoop, session: aiohttp.ClientSession) -> None:

@@ -10,7 +10,8 @@ bundle zip at an https URL (a GitHub attachment), through fsspec's HTTP filesyst
 Limits, each a clear error: REPROBUNDLE_HTTP_TIMEOUT seconds to connect and between bytes (default 30);
 REPROBUNDLE_HTTP_DEADLINE seconds for a whole request, body included, however steadily a server drips (default 300,
 StoreTimeoutError); REPROBUNDLE_HTTP_MAX_DOWNLOAD bytes of a zip download (default 4G, DownloadTooLargeError,
-judged from Content-Length first and counted while it arrives). Values are read as streams: a record (marker, tag,
+judged from Content-Length first and counted while it arrives); the rate floor of every body and the record
+deadline (http_client.RateFloor, StoreTimeoutError). Values are read as streams: a record (marker, tag,
 manifest, run) is read with `get_bounded`, which stops one byte past its limit whatever the server sends. A redirect
 to anything but http(s) (file://) is refused as such (UnsafeRedirectError). Timeouts and retries (a failed
 connection, 429/5xx; a request is not retried past the deadline) are the policy of http_client.py.
@@ -38,11 +39,12 @@ from ..errors import (
 )
 from ..text import quoted
 from ..units import human_bytes, parse_size
-from .base import COPY_CHUNK, Capabilities, Store, check_key, unlink_quietly
+from .base import COPY_CHUNK, Capabilities, Store, check_key, read_at_most, too_large, unlink_quietly
 from .folders import inside, make_inside
 from .http_client import (
     ENV_DEADLINE,
     ENV_TIMEOUT,
+    RateFloor,
     causes,
     client_timeout,
     deadline,
@@ -110,13 +112,15 @@ def _unreachable(url: str, e: BaseException) -> StoreUnreachableError:
 class _Body(io.RawIOBase):
     """A response body as a stream, its failures typed (`_failure`): reads never hold more than they ask for."""
 
-    def __init__(self, fs, url: str) -> None:
+    def __init__(self, fs, url: str, *, record: bool = False) -> None:
         self.url = url
+        self._floor = RateFloor(url, record=record)  # started before the request: a record's time includes it
         try:
             # one GET, streamed; size=-1: no HEAD first
             self._f = _retried(f"GET {url}", lambda: fs.open(url, "rb", block_size=0, size=-1))
         except Exception as e:
             raise _failure(url, e) from None
+        self._floor.body_started()
 
     def readable(self) -> bool:
         return True
@@ -126,6 +130,7 @@ class _Body(io.RawIOBase):
             data = self._f.read(len(b))
         except Exception as e:
             raise _failure(self.url, e) from None
+        self._floor.moved(len(data))
         b[:len(data)] = data
         return len(data)
 
@@ -168,11 +173,21 @@ class HttpStore(Store):
         with self.open_read(key) as f:
             return f.read()
 
-    def open_read(self, key: str) -> BinaryIO:
+    def open_read(self, key: str, *, record: bool = False) -> BinaryIO:
         try:
-            return io.BufferedReader(_Body(self.fs, self._url(key)), 1 << 16)  # type: ignore[return-value]
+            return io.BufferedReader(_Body(self.fs, self._url(key), record=record), 1 << 16)  # type: ignore[return-value]
+        except UsageError:  # a setting of the HTTP policy that is not a number
+            raise
         except Exception as e:
             raise self._typed(key, e) from None
+
+    def get_bounded(self, key: str, max_bytes: int) -> bytes:
+        """As the base's, and held to the record deadline besides the rate floor (see http_client.RateFloor)."""
+        with self.open_read(key, record=True) as f:
+            data = read_at_most(f, max_bytes + 1)
+        if len(data) > max_bytes:
+            raise too_large(key, self.url, max_bytes)
+        return data
 
     def put(self, key: str, data: bytes | memoryview, *, create_only: bool = False) -> None:
         self.check_writable()

@@ -7,6 +7,12 @@ connection that fails or drops, 408/429/5xx), each retry logged at INFO (shown w
   `client_timeout()` (REPROBUNDLE_HTTP_TIMEOUT, REPROBUNDLE_HTTP_DEADLINE).
 - GCS keeps its asyncio client (gcs_http.py: it needs async uploads and to see each retry) with this backoff.
 
+Every body read goes through `RateFloor` (the http stores' streams, GCS's requests): a transfer that averages fewer
+than REPROBUNDLE_HTTP_MIN_RATE bytes a second (default 1024) over REPROBUNDLE_HTTP_RATE_WINDOW seconds (default 30)
+ends with StoreTimeoutError naming the URL and the rate, as curl's --speed-limit/--speed-time; a record (marker, tag,
+manifest, run: read with `get_bounded`, whose limit is its size cap) also ends after REPROBUNDLE_HTTP_RECORD_DEADLINE
+seconds (default 60), so a drip just above the floor holds nothing for minutes. The total deadline bounds the rest.
+
 A timeout is not retried: a request stays bounded by its deadline. urllib, not requests or httpx: neither is a
 dependency, and one GET with headers is all the indexes need.
 """
@@ -22,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, TypeVar
 
 from ..config import settings
-from ..errors import UsageError
+from ..errors import StoreTimeoutError, UsageError
 from ..text import first_line, quoted
 
 log = logging.getLogger(__name__)
@@ -38,6 +44,12 @@ ENV_TIMEOUT = "REPROBUNDLE_HTTP_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0
 ENV_DEADLINE = "REPROBUNDLE_HTTP_DEADLINE"
 DEFAULT_DEADLINE = 300.0
+ENV_MIN_RATE = "REPROBUNDLE_HTTP_MIN_RATE"
+DEFAULT_MIN_RATE = 1024.0  # bytes per second: a user on a real link never sees it
+ENV_RATE_WINDOW = "REPROBUNDLE_HTTP_RATE_WINDOW"
+DEFAULT_RATE_WINDOW = 30.0
+ENV_RECORD_DEADLINE = "REPROBUNDLE_HTTP_RECORD_DEADLINE"
+DEFAULT_RECORD_DEADLINE = 60.0
 
 
 @dataclass(frozen=True)
@@ -47,14 +59,15 @@ class Response:
     body: bytes
 
 
-def _seconds(name: str, default: float) -> float:
+def _seconds(name: str, default: float, *, unit: str = "seconds", zero: bool = False) -> float:
     raw = getattr(settings(), name.removeprefix("REPROBUNDLE_").lower())
     try:
         value = float(raw) if raw else default
     except ValueError:
         value = -1.0
-    if not value > 0:
-        raise UsageError(f"{name}={quoted(raw, 40)} is not a positive number of seconds")
+    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+        raise UsageError(f"{name}={quoted(raw, 40)} is not a {'' if zero else 'positive '}number of {unit}"
+                         + (" (0: no floor)" if zero else ""))
     return value
 
 
@@ -66,6 +79,64 @@ def timeout() -> float:
 def deadline() -> float:
     """Seconds one request may take in all, body included: $REPROBUNDLE_HTTP_DEADLINE, else 300."""
     return _seconds(ENV_DEADLINE, DEFAULT_DEADLINE)
+
+
+def min_rate() -> float:
+    """Bytes a second a body must average over the rate window: $REPROBUNDLE_HTTP_MIN_RATE, else 1024; 0: no floor."""
+    return _seconds(ENV_MIN_RATE, DEFAULT_MIN_RATE, unit="bytes per second", zero=True)
+
+
+def rate_window() -> float:
+    """Seconds over which the rate is judged: $REPROBUNDLE_HTTP_RATE_WINDOW, else 30."""
+    return _seconds(ENV_RATE_WINDOW, DEFAULT_RATE_WINDOW)
+
+
+def record_deadline() -> float:
+    """Seconds one record may take to arrive: $REPROBUNDLE_HTTP_RECORD_DEADLINE, else 60."""
+    return _seconds(ENV_RECORD_DEADLINE, DEFAULT_RECORD_DEADLINE)
+
+
+class RateFloor:
+    """The slow-transfer rule of one body (every chunk read is told to `moved`): StoreTimeoutError naming the URL
+    and the rate once a whole window went by at fewer than `min_rate()` bytes a second, or, for a record, once it
+    took longer than `record_deadline()`. A gap with no byte at all is the read timeout's (it raises between bytes);
+    this rule catches the server that keeps a connection alive a byte at a time."""
+
+    def __init__(self, url: str, *, record: bool = False) -> None:
+        self.url = url
+        self.floor, self.window = min_rate(), rate_window()
+        self.record_s = record_deadline() if record else None
+        self.started = self.window_start = time.monotonic()
+        self.total = self.in_window = 0
+
+    def body_started(self) -> None:
+        """A response's headers are in: its rate is judged from now (a record's deadline counts from the start)."""
+        self.window_start, self.in_window = time.monotonic(), 0
+
+    def moved(self, n: int) -> None:
+        now = time.monotonic()
+        self.total += n
+        self.in_window += n
+        if self.record_s is not None and now - self.started > self.record_s:
+            raise StoreTimeoutError(
+                f"{self.url}: a record still arriving after {self.record_s:g} s ({self.total} bytes so far, "
+                f"{self._rate(self.total, now - self.started)})",
+                hint=f"{ENV_RECORD_DEADLINE} bounds a record (marker, tag, manifest, run); {ENV_MIN_RATE} and "
+                     f"{ENV_RATE_WINDOW} the slowest transfer")
+        elapsed = now - self.window_start
+        if elapsed < self.window:
+            return
+        if self.in_window < self.floor * elapsed:
+            raise StoreTimeoutError(
+                f"{self.url} sent {self._rate(self.in_window, elapsed)} over the last {elapsed:.0f} s, under the "
+                f"{self.floor:g} bytes/s a transfer must keep",
+                hint=f"{ENV_MIN_RATE} (bytes/s, 0: no floor) and {ENV_RATE_WINDOW} (seconds) set the floor; "
+                     f"{ENV_DEADLINE} bounds a whole request")
+        self.window_start, self.in_window = now, 0
+
+    @staticmethod
+    def _rate(n: int, seconds: float) -> str:
+        return f"{n / max(seconds, 1e-9):.1f} bytes/s"
 
 
 def client_timeout():
@@ -143,7 +214,14 @@ def get(url: str, *, headers: dict[str, str] | None = None, timeout: float = DEF
     def once() -> Response:
         request = urllib.request.Request(url, headers=head)
         with urllib.request.urlopen(request, timeout=timeout) as r:
-            body = r.read() if limit is None else r.read(limit)
-            return Response(r.status, {k.lower(): v for k, v in r.headers.items()}, body)
+            floor, chunks, n = RateFloor(url), [], 0
+            while limit is None or n < limit:
+                chunk = r.read1(1 << 16 if limit is None else min(1 << 16, limit - n))  # what one recv brought
+                if not chunk:
+                    break
+                floor.moved(len(chunk))
+                chunks.append(chunk)
+                n += len(chunk)
+            return Response(r.status, {k.lower(): v for k, v in r.headers.items()}, b"".join(chunks))
 
     return with_retries(once, f"GET {url}", retries=retries)

@@ -109,6 +109,26 @@ def is_held(path: str | Path) -> bool | None:
         os.close(fd)  # releases the test lock
 
 
+def temp_folder() -> Path:
+    """Where pack, replay and isolate make their work folders: TMPDIR when it names a folder, even a full one (Python's
+    tempfile would quietly pick another folder where it cannot write a probe file, and a full TMPDIR must be said,
+    not dodged); else the system's temp folder."""
+    named = os.environ.get("TMPDIR")
+    if named and os.path.isdir(named):
+        return Path(os.path.abspath(named))  # as tempfile's: a worker runs in another folder
+    return Path(tempfile.gettempdir())
+
+
+def no_room(folder: str | Path) -> bool:
+    """Whether the filesystem of `folder` has (next to) no space left: under 64 KiB for this user. Asked after a
+    process that writes there ended abnormally without saying why (its stderr may be on that disk too)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 64 << 10
+
+
 @contextmanager
 def scratch_dir(parent: str | Path, prefix: str) -> Iterator[Path]:
     """A new private folder under `parent` (mode 0700), locked while the block runs, removed after it (and by
@@ -119,14 +139,14 @@ def scratch_dir(parent: str | Path, prefix: str) -> Iterator[Path]:
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     except OSError as e:
         if is_no_space(e):
-            raise disk_full(parent, None, "a work folder") from None
+            raise disk_full(parent, None, "a work folder", work=True) from None
         raise StoreError(f"cannot create a work folder in {parent}: {e.strerror}",
                          hint="make it writable, or point TMPDIR (work folders) or REPROBUNDLE_CACHE_DIR (the cache) "
                               "elsewhere") from None
     track(path)
     fd = _locked_new_file(path / LOCK_FILE)
     try:
-        with space_for(parent, None, "the work files written there"):  # a write in the block that found no room
+        with space_for(parent, None, "the work files written there", work=True):  # a write that found no room
             yield path
     finally:
         remove_tracked(path)

@@ -1,7 +1,6 @@
 """Entry points: run_job and the command line."""
 from __future__ import annotations
 
-import errno
 import os
 import sys
 
@@ -9,6 +8,7 @@ from .environment import base_environment
 from .job import Worker
 from .protocol import (
     EXIT_NO_SPACE,
+    NO_SPACE_TEXTS,
     PROTOCOL_VERSION,
     STATUS_ERROR,
     JobError,
@@ -19,9 +19,6 @@ from .protocol import (
 )
 from .records import Result
 from .timing import Control
-
-NO_SPACE_TEXTS = ("[Errno %d]" % errno.ENOSPC, "[Errno %d]" % errno.EDQUOT, "[Errno %d]" % errno.EFBIG,
-                  "No space left on device", "Disk quota exceeded")
 
 
 def run_job(job, result_path=None, control=None, outcome=None):
@@ -69,8 +66,12 @@ def run_job(job, result_path=None, control=None, outcome=None):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["serve"]:  # a long-lived worker of modules (serve.py)
+        from .serve import serve
+
+        return serve()
     if len(argv) != 2:
-        sys.stderr.write("usage: python worker.py JOB.msgpack RESULT.msgpack\n")
+        sys.stderr.write("usage: python worker.py JOB.msgpack RESULT.msgpack | serve\n")
         return 2
     job_path, result_path = argv
     try:
@@ -109,6 +110,9 @@ def _write_result(result_path, res):
     try:
         write_msgpack(result_path, res)
     except BaseException as e:
-        sys.stderr.write("worker: cannot write result %s: %s\n" % (result_path, e))
+        try:  # stderr may be a file on the same full disk: its failure must not replace the exit code
+            sys.stderr.write("worker: cannot write result %s: %s\n" % (result_path, e))
+        except BaseException:
+            pass
         return EXIT_NO_SPACE if is_no_space(e) else 1
     return 0

@@ -13,6 +13,11 @@ EXIT_NO_SPACE = 28
 NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
+# How a no-space error reads once it is text (a route's reason, a capture hook's failure).
+NO_SPACE_TEXTS = ("[Errno %d]" % errno.ENOSPC, "[Errno %d]" % errno.EDQUOT, "[Errno %d]" % errno.EFBIG,
+                  "No space left on device", "Disk quota exceeded")
+
+
 def is_no_space(e):
     """Whether `e` says there is no room to write (disk full, quota, file-size limit); the host uses it too."""
     return isinstance(e, OSError) and e.errno in NO_SPACE_ERRNOS

@@ -1,0 +1,191 @@
+"""Which layer changed at the boundary a bisection found, and the command that goes on from there.
+
+The last good and the first bad release each run the bundle frozen (the stored StableHLO: only XLA and the runtime
+differ between them) and retraced (the program lowered by each release). Judged by the bisection's own criterion:
+- the compiler: the frozen module shows the change between the two, and both releases lower the program to the
+  same StableHLO (locations, names and debug info aside);
+- JAX's lowering: the retraced StableHLO differs, and the frozen module does not show the change;
+- both: the frozen module shows it and the lowering differs too;
+- neither: the frozen module does not show it and the lowering is the same (the change did not show again).
+For time, all four run timed together (one interleaved replay, paired verdicts); for outputs, what the bisection
+already ran in its own mode is reused and only the other mode is replayed.
+
+The next command: `minimize` between the two releases for a compiler change (the frozen module holds the change,
+so it can be made smaller); the retraced replay whose report shows the lowering diff with its source lines for a
+lowering change (a property of JAX's lowering is no property of the frozen module: minimize cannot keep it).
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Callable, Sequence
+
+from ..bundle.registry import Bundle, Registry
+from ..errors import ReplayError
+from .bisection import (
+    BEYOND,
+    BITS,
+    OUTPUTS,
+    OUTPUTS_VS_GOOD,
+    SAME,
+    TIME,
+    BisectResult,
+    OutputsDiffer,
+    ReplayTogether,
+    by_outputs,
+    classify,
+)
+
+FROZEN, RETRACE, BOTH = "frozen", "retrace", "both"
+ProbeFor = Callable[[str], ReplayTogether]  # mode ("frozen", "retrace", "both") -> its probe
+LoweringOf = Callable[[dict, dict], "dict | None"]  # (retraced run, retraced run) -> lowering_diff, or None
+WORDS = {"compiler": "XLA (the compiler)", "lowering": "JAX's lowering",
+         "both": "both XLA (the compiler) and JAX's lowering", "neither": "neither layer: the change did not show again"}
+
+
+def layer_at_boundary(registry: Registry, bundle: Bundle, result: BisectResult, mode: str, probe_for: ProbeFor,
+                      outputs_differ: OutputsDiffer | None, progress: Callable[[str], None] | None = None,
+                      next_args: tuple[str, Sequence[str], Sequence[str]] | None = None) -> dict:
+    """Which layer changed between the bisection's last good and first bad release (boundary_layer): both replayed
+    frozen and retraced with `probe_for`'s probes, the retraced StableHLO read from the runs' artifacts. With
+    `next_args` (the bundle's ref, the --store arguments, the replay's), its "next" commands (next_commands)."""
+    try:
+        found = _layer_at_boundary(registry, bundle, result, mode, probe_for, outputs_differ, progress)
+    except ReplayError as e:  # the bisection's answer stands without its layer
+        found = {"layer": None, "last_good": result.last_good, "first_bad": result.first_bad, "frozen": None,
+                 "retraced": None, "lowering": None, "text": f"undecided: the boundary's replay failed: {e}"}
+    if next_args is not None:
+        found["next"] = next_commands(result, found, *next_args)
+    return found
+
+
+def _layer_at_boundary(registry: Registry, bundle: Bundle, result: BisectResult, mode: str, probe_for: ProbeFor,
+                       outputs_differ: OutputsDiffer | None, progress: Callable[[str], None] | None) -> dict:
+    from ..analysis.lowering_diff import lowering_diff
+    from ..run.retrace import program_file_names, retrace_refusal
+
+    refusal = retrace_refusal(bundle.manifest)
+    if refusal is not None:
+        return unretraceable(result, refusal)
+    if progress:
+        progress(f"bisect: which layer changed from {result.last_good} to {result.first_bad}: "
+                 "both replayed frozen and retraced")
+    runs = boundary_runs(result, mode, probe_for)
+
+    def text(run: dict) -> str | None:
+        art = (run.get("artifacts") or {}).get("stablehlo_retraced")
+        return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
+
+    def lowering_of(a: dict, b: dict) -> dict | None:
+        before, after = text(a), text(b)
+        return lowering_diff(before, after, program_file_names(bundle.manifest)) if before and after else None
+
+    return boundary_layer(result, runs, outputs_differ, lowering_of)
+
+
+def boundary_runs(result: BisectResult, mode: str, probe_for: ProbeFor) -> dict[tuple[str, str], dict]:
+    """(version, mode) -> run, for the last good and first bad release, frozen and retraced. Time: one replay of
+    all four timed together. Outputs: the bisection's own runs, the other mode replayed."""
+    pair = [result.last_good, result.first_bad]
+    if result.criterion == TIME:
+        runs = probe_for(BOTH)(pair)
+    else:
+        runs = [result.runs[v] for v in pair if v in result.runs]
+        unrun = [v for v in pair if v not in result.runs]  # classed without a replay (bisect --nightly)
+        runs += probe_for(mode)(unrun) if unrun else []
+        runs += probe_for(RETRACE if mode == FROZEN else FROZEN)(pair)
+    return {(run["requested"], (run.get("contender") or {}).get("mode", FROZEN)): run for run in runs}
+
+
+def boundary_layer(result: BisectResult, runs: dict[tuple[str, str], dict], outputs_differ: OutputsDiffer | None,
+                   lowering_of: LoweringOf) -> dict:
+    """{"layer": "compiler" | "lowering" | "both" | "neither" | None, "last_good", "first_bad", "frozen" and
+    "retraced": {"changed": bool | None, "evidence"}, "lowering": {"changed", "text"} | None, "text"}."""
+    good, bad = result.last_good, result.first_bad
+    frozen = _shows(result, runs.get((good, FROZEN)), runs.get((bad, FROZEN)), outputs_differ)
+    retraced = _shows(result, runs.get((good, RETRACE)), runs.get((bad, RETRACE)), outputs_differ)
+    lowering = None
+    if runs.get((good, RETRACE)) is not None and runs.get((bad, RETRACE)) is not None:
+        lowering = lowering_of(runs[(good, RETRACE)], runs[(bad, RETRACE)])
+    lowered = None if lowering is None else bool(lowering["changed"])
+    layer = _layer(frozen["changed"], lowered)
+    return {"layer": layer, "last_good": good, "first_bad": bad, "frozen": frozen, "retraced": retraced,
+            "lowering": None if lowering is None else {"changed": lowered, "text": lowering["text"]},
+            "text": _layer_text(layer, good, bad, frozen, lowered, lowering)}
+
+
+def unretraceable(result: BisectResult, refusal: str) -> dict:
+    """The layer of a frozen bisection's boundary whose bundle cannot be retraced: the frozen module showed the
+    change (that is what the bisection judged), the lowering is unknown."""
+    frozen = {"changed": True, "evidence": result.evidence.get(result.first_bad, "")}
+    return {"layer": "compiler", "last_good": result.last_good, "first_bad": result.first_bad, "frozen": frozen,
+            "retraced": {"changed": None, "evidence": refusal}, "lowering": None,
+            "text": f"XLA (the compiler): the frozen module changed from jax {result.last_good} to "
+                    f"{result.first_bad} ({frozen['evidence']}); JAX's lowering was not checked: {refusal}"}
+
+
+def _shows(result: BisectResult, good_run: dict | None, bad_run: dict | None,
+           outputs_differ: OutputsDiffer | None) -> dict:
+    """Whether the pair (good, bad) in one mode shows the change the bisection judged: {"changed", "evidence"}."""
+    if good_run is None or bad_run is None:
+        return {"changed": None, "evidence": "not replayed"}
+    if result.criterion in (OUTPUTS_VS_GOOD, BITS) and outputs_differ is None:
+        return {"changed": None, "evidence": "outputs not compared"}
+    cls, evidence = classify(bad_run, good_run, result.log_ratio, result.criterion, outputs_differ)
+    if cls == "skip" or (result.criterion == OUTPUTS and good_run["status"] not in ("ok", "mismatch")):
+        return {"changed": None, "evidence": evidence}
+    if result.criterion == OUTPUTS and good_run["status"] == "mismatch" and cls == "bad":
+        apart = outputs_differ(good_run, bad_run) if outputs_differ is not None else None
+        said = by_outputs(apart or SAME, good_run["requested"], OUTPUTS_VS_GOOD)[1]
+        return {"changed": None if apart is None else apart == BEYOND,
+                "evidence": f"both mismatch the reference; {said}"}
+    return {"changed": cls == "bad", "evidence": evidence}
+
+
+def _layer(frozen: bool | None, lowered: bool | None) -> str | None:
+    if frozen and lowered:
+        return "both"
+    if frozen and lowered is False:
+        return "compiler"
+    if frozen is False and lowered:
+        return "lowering"
+    if frozen is False and lowered is False:
+        return "neither"
+    return None
+
+
+def _layer_text(layer: str | None, good: str, bad: str, frozen: dict, lowered: bool | None,
+                lowering: dict | None) -> str:
+    said = {True: f"the frozen module shows the change ({frozen['evidence']})",
+            False: f"the frozen module does not show the change ({frozen['evidence']})",
+            None: f"the frozen module could not be judged ({frozen['evidence']})"}[frozen["changed"]]
+    lowered_text = {True: f"JAX's lowering changed from jax {good} to {bad}: {lowering['text'] if lowering else ''}",
+                    False: f"jax {good} and {bad} lower the program to the same StableHLO",
+                    None: "the retraced StableHLO of both could not be compared"}[lowered]
+    head = WORDS[layer] if layer else "undecided"
+    return f"{head}: {said}; {lowered_text}"
+
+
+def next_commands(result: BisectResult, layer: dict, ref: str, store_args: Sequence[str] = (),
+                  replay_args: Sequence[str] = ()) -> list[dict]:
+    """What to run next from the boundary: [{"what", "command"}]; minimize for a compiler change (its property:
+    the bisection's criterion), the retraced replay that shows the lowering diff for a lowering change (with the
+    bisection's `replay_args`). `store_args`: `--store URL` where the bundle is not in the default store."""
+    good, bad = result.last_good, result.first_bad
+    store = "".join(f" {shlex.quote(a)}" for a in store_args)
+    tail = "".join(f" {shlex.quote(a)}" for a in replay_args) + store
+    out = []
+    if layer["layer"] in ("compiler", "both"):
+        if result.criterion == TIME:
+            slower = [good, bad] if (result.log_ratio or 0.0) >= 0 else [bad, good]  # B is the slower one
+            pair, prop = slower, "--slower"
+        else:
+            pair, prop = [good, bad], "--outputs --bits" if result.criterion == BITS else "--outputs"
+        out.append({"what": "minimize", "command": f"reprobundle minimize {shlex.quote(ref)} --jax {pair[0]} "
+                                                   f"--jax {pair[1]} {prop}{store}"})
+    lowered = (layer.get("lowering") or {}).get("changed")
+    if layer["layer"] in ("lowering", "both") or layer["layer"] is None and lowered:  # undecided: still show it
+        out.append({"what": "lowering diff",
+                    "command": f"reprobundle replay {shlex.quote(ref)} --jax {good} --jax {bad} --retrace "
+                               f"--baseline {shlex.quote(good + ' retraced')}{tail}"})
+    return out

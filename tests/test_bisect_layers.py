@@ -1,0 +1,160 @@
+"""Bisect by what the user saw (`--by outputs|bits|time`, and the automatic choice saying why) and the layer that
+changed at the boundary it found (the compiler, JAX's lowering, or both), with the command to run next (#30)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import quick
+
+from reprobundle import api
+from reprobundle.errors import UsageError
+from reprobundle.investigate.bisection import BITS_ONLY, SAME, BisectResult, bisect
+from reprobundle.investigate.boundary import boundary_layer, boundary_runs, next_commands
+
+PROGRAMS = Path(__file__).parent / "programs" / "retrace"
+VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "0.7.0", "0.7.2", "0.8.0"]
+ROUNDS, STEPS = 5, 10
+
+
+def _replayer(slow_from: str, bits_from: str):
+    """Versions timed together: 15% slower from `slow_from` on, other last bits of their outputs from `bits_from`
+    on (each run carries its outputs' bits as a number the comparison below reads)."""
+    calls = []
+
+    def replay_together(versions):
+        calls.append(list(versions))
+        rng = np.random.default_rng(len(calls))
+        drift = np.exp(0.3 * np.cumsum(rng.standard_normal(ROUNDS * STEPS)) / 10)
+        runs = []
+        for v in versions:
+            median = 11.5 if VERSIONS.index(v) >= VERSIONS.index(slow_from) else 10.0
+            noise = np.exp(0.02 * rng.standard_normal(ROUNDS * STEPS))
+            samples = (median * 1e6 * drift * noise).astype(int).tolist()
+            timing = {"samples_ns": samples, "steps": [1] * len(samples), "rounds": [STEPS] * ROUNDS,
+                      "group": f"g{len(calls)}"}
+            runs.append({"requested": v, "status": "ok", "reason": "", "timing": timing,
+                         "bits": int(VERSIONS.index(v) >= VERSIONS.index(bits_from))})
+        return runs
+
+    return replay_together, calls
+
+
+def _apart(a: dict, b: dict) -> str:
+    return SAME if a["bits"] == b["bits"] else BITS_ONLY
+
+
+def test_bits_within_the_tolerance_are_named_by_the_automatic_choice_and_bisected_by_bits():
+    # the user's case: a release changed the last bits, an earlier one got a little slower
+    replay_together, _ = _replayer(slow_from="0.5.1", bits_from="0.7.0")
+    chosen = bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart)
+    assert (chosen.criterion, chosen.first_bad, chosen.by) == ("time", "0.5.1", None)
+    assert "differ in bits, within the tolerance" in chosen.why and "--by bits" in chosen.why
+    by_bits = bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="bits")
+    assert (by_bits.criterion, by_bits.first_bad, by_bits.last_good) == ("bits", "0.7.0", "0.6.0")
+    assert by_bits.why.startswith("--by bits: ") and by_bits.outputs_apart == BITS_ONLY
+    assert by_bits.evidence["0.6.0"] == "outputs are jax 0.4.30's bit for bit"
+    by_time = bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="time")
+    assert (by_time.criterion, by_time.first_bad) == ("time", "0.5.1") and by_time.why.startswith("--by time: ")
+    with pytest.raises(UsageError, match="not distinguishable by --by outputs: .* differ in bits") as caught:
+        bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="outputs")
+    assert caught.value.hint == "bisect --by bits"
+    with pytest.raises(UsageError, match="is not one of outputs, bits, time"):
+        bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="speed")
+
+
+def _run(version: str, mode: str, bits: int) -> dict:
+    return {"requested": version, "status": "ok", "reason": "", "contender": {"mode": mode}, "bits": bits}
+
+
+@pytest.mark.parametrize("frozen_bits, lowered, layer", [((0, 1), False, "compiler"), ((0, 0), True, "lowering"),
+                                                         ((0, 1), True, "both"), ((0, 0), False, "neither")])
+def test_the_layer_at_the_boundary_and_what_to_run_next(frozen_bits, lowered, layer):
+    result = BisectResult("0.4.30", "0.8.0", "bits", first_bad="0.5.1", last_good="0.5.0")
+    runs = {("0.5.0", "frozen"): _run("0.5.0", "frozen", frozen_bits[0]),
+            ("0.5.1", "frozen"): _run("0.5.1", "frozen", frozen_bits[1]),
+            ("0.5.0", "retrace"): _run("0.5.0", "retrace", 0), ("0.5.1", "retrace"): _run("0.5.1", "retrace", 1)}
+    found = boundary_layer(result, runs, _apart, lambda a, b: {"changed": lowered, "text": "+1 erf_inv at m.py:3"})
+    assert found["layer"] == layer, found
+    assert found["retraced"]["changed"] is True and found["frozen"]["changed"] is (frozen_bits[1] == 1)
+    steps = {s["what"]: s["command"] for s in next_commands(result, found, "m", ["--store", "/s"], ["--rounds", "1"])}
+    minimize = "reprobundle minimize m --jax 0.5.0 --jax 0.5.1 --outputs --bits --store /s"
+    lowering = "reprobundle replay m --jax 0.5.0 --jax 0.5.1 --retrace --baseline '0.5.0 retraced' --rounds 1 --store /s"
+    assert steps == {"compiler": {"minimize": minimize}, "lowering": {"lowering diff": lowering},
+                     "both": {"minimize": minimize, "lowering diff": lowering}, "neither": {}}[layer]
+    if layer == "lowering":
+        assert found["text"].endswith("JAX's lowering changed from jax 0.5.0 to 0.5.1: +1 erf_inv at m.py:3")
+
+
+@pytest.mark.parametrize("criterion, mode, asked", [("time", "frozen", [("both", ["0.5.0", "0.5.1"])]),
+                                                    ("bits", "frozen", [("retrace", ["0.5.0", "0.5.1"])]),
+                                                    ("outputs vs good", "retrace", [("frozen", ["0.5.0", "0.5.1"])])])
+def test_the_boundary_is_timed_together_for_time_and_completed_in_the_other_mode_for_outputs(criterion, mode, asked):
+    result = BisectResult("0.4.30", "0.8.0", criterion, first_bad="0.5.1", last_good="0.5.0")
+    result.runs = {v: _run(v, mode, 0) for v in ("0.4.30", "0.5.0", "0.5.1", "0.8.0")}
+    calls = []
+
+    def probe_for(m):
+        def replay_together(versions):
+            calls.append((m, list(versions)))
+            return [_run(v, one, 0) for v in versions for one in ((["frozen", "retrace"]) if m == "both" else [m])]
+        return replay_together
+
+    runs = boundary_runs(result, mode, probe_for)
+    assert calls == asked
+    assert sorted(runs) == [("0.5.0", "frozen"), ("0.5.0", "retrace"), ("0.5.1", "frozen"), ("0.5.1", "retrace")]
+    if criterion != "time":  # the bisection's own runs are reused
+        assert runs[("0.5.1", mode)] is result.runs["0.5.1"]
+
+
+def test_a_faster_boundary_is_minimized_with_the_slower_release_second():
+    result = BisectResult("0.4.30", "0.8.0", "time", first_bad="0.5.1", last_good="0.5.0", log_ratio=-0.2)
+    (step,) = next_commands(result, {"layer": "compiler"}, "m")
+    assert step["command"] == "reprobundle minimize m --jax 0.5.1 --jax 0.5.0 --slower"
+
+
+@pytest.mark.crossversion
+def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
+    # threefry became partitionable in 0.5.0: the program lowers to other ops, the frozen module computes the same
+    api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store_dir), **quick.PACK)
+    result, _ = api.bisect("rng", "0.4.38", "0.5.1", store=str(store_dir), warmup=1, repeat=2, rounds=1,
+                           mode="retrace")
+    assert (result.criterion, result.first_bad, result.last_good) == ("outputs vs good", "0.5.0", "0.4.38")
+    layer = result.layer
+    assert layer["layer"] == "lowering", layer
+    assert layer["frozen"] == {"changed": False, "evidence": "outputs are jax 0.4.38's bit for bit"}
+    assert layer["lowering"]["changed"] and "rng.py:8" in layer["lowering"]["text"]
+    (step,) = layer["next"]
+    assert step["what"] == "lowering diff" and step["command"].startswith(
+        "reprobundle replay rng --jax 0.4.38 --jax 0.5.0 --retrace --baseline '0.4.38 retraced'")
+
+
+@pytest.mark.crossversion
+def test_bisect_by_bits_names_the_compiler_release_whose_last_bits_changed(store_dir):
+    from cli_runner import cli
+
+    api.pack_script(str(PROGRAMS / "colsum.py"), name="colsum", store=str(store_dir), **quick.PACK)
+    code, out, err = cli("bisect", "colsum", "--good", "0.4.38", "--bad", "0.5.1", "--by", "bits", "--warmup", "1",
+                         "--repeat", "2", "--rounds", "1", "--json", store=store_dir)
+    assert code == 0, err
+    data = json.loads(out)
+    assert (data["criterion"], data["first_bad"], data["last_good"], data["by"]) == ("bits", "0.5.1", "0.5.0", "bits")
+    assert data["classes"] == {"0.4.38": "good", "0.5.1": "bad", "0.5.0": "good"}
+    assert data["why"] == "--by bits: the outputs of jax 0.4.38 and 0.5.1 differ in bits, within the tolerance"
+    layer = data["layer"]
+    # the same StableHLO on both sides (retraced by each), the frozen module's last bits changed: the compiler
+    assert (layer["layer"], layer["lowering"]["changed"], layer["frozen"]["changed"]) == ("compiler", False, True)
+    assert layer["next"] == [{"what": "minimize", "command": f"reprobundle minimize colsum --jax 0.5.0 --jax 0.5.1 "
+                                                            f"--outputs --bits --store {store_dir}"}]
+    # chosen by itself on the same bundle, the bisection does not judge by bits, and says that they differ
+    try:
+        chosen, _ = api.bisect("colsum", "0.4.38", "0.5.1", store=str(store_dir), warmup=1, repeat=2, rounds=1,
+                               layer=False)
+        said = chosen.why  # the one-round time verdict happened to settle: judged by time
+        assert chosen.criterion == "time"
+    except UsageError as e:
+        said = f"{e} {e.hint}"
+    assert "the outputs of jax 0.4.38 and 0.5.1 differ in bits, within the tolerance" in said and "--by bits" in said
