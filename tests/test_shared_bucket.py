@@ -52,7 +52,7 @@ pytestmark = pytest.mark.gcs
 EXE = str(Path(sys.executable).with_name("reprobundle"))
 ROUNDS = 40  # publish and tag rounds (tens of milliseconds each); 20-80% of them meet in the window
 GC_ROUNDS = 12  # push and gc rounds (about a second each)
-GRACE_S = 10  # gc's grace in the gc rounds: far longer than a round, shorter than the orphans' age
+GRACE_S = 3  # gc's grace in the gc rounds: its cutoff (gc's start less this) is after the orphans, before any touch
 TINY = """\
 import jax, jax.numpy as jnp, numpy as np
 
@@ -314,7 +314,7 @@ def _bundle_of_many_blobs(registry: Registry) -> dict:
 
 
 def test_gc_on_one_machine_while_the_other_pushes(tmp_path, gcs_server):
-    """Machine b runs `gc --delete --grace 10s` on a bucket prefix while machine a pushes x@1 there (or, every other
+    """Machine b runs `gc --delete --grace 3s` on a bucket prefix while machine a pushes x@1 there (or, every other
     round, writes it as a pack does: put_blob, publish), 12 rounds. Each prefix already holds every blob of x,
     unreferenced and older than the grace period, among 40 other such orphans: the writer touches the blobs it finds
     there instead of sending them, which gc (on its own machine, with its own cache) sees as a use within the grace
