@@ -338,6 +338,7 @@ class Registry:
             try:
                 self.store.put(f"bundles/{name}/{version}.msgpack", data, create_only=True)
             except AlreadyExistsError:
+                log.info("%s@%d was published meanwhile by another writer; trying %d", name, version, version + 1)
                 version += 1
                 continue
             return BundleRef(self.store.url, name, version, mf.bundle_id(data))
@@ -432,10 +433,29 @@ class Registry:
 
     # ----------------------------------------------------------------------------------------- tags
     def tag(self, name: str, version: int, tag: str) -> None:
+        """Point `name@tag` at `version`, over the value read just before (Store.put_if): of two `tag`s at once from
+        the same value one moves the tag and the other raises AlreadyExistsError saying where it points now (never
+        a silent overwrite). A tag whose value cannot be read (damaged, too large) is written over."""
         mf.check_tag(tag)
         self.check_marker(create=True)
         self.load(name, version)
-        self.store.put(f"tags/{name}/{tag}", str(version).encode())
+        key = f"tags/{name}/{tag}"
+        value = str(version).encode()
+        try:
+            before: bytes | None = self.store.get_bounded(key, MAX_TAG_BYTES)
+        except NotFoundError:
+            before = None
+        except (FormatError, StoreError):
+            self.store.put(key, value)
+            return
+        if self.store.put_if(key, value, expected=before, max_bytes=MAX_TAG_BYTES):
+            return
+        now = self.tag_version(name, tag)
+        if now != version:
+            raise AlreadyExistsError(
+                f"{name}@{tag} now points at {name}@{now}: another `tag` moved it at the same moment, so "
+                f"{name}@{version} was not tagged",
+                hint=f"run `reprobundle tag {name}@{version} {tag}` again to point it at {name}@{version}")
 
     def tag_version(self, name: str, tag: str) -> int:
         mf.check_tag(tag)

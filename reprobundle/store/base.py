@@ -4,6 +4,8 @@ Contract every backend keeps (tests/test_store_contract.py runs it against each)
 - `put` is atomic: a reader sees the whole new value or nothing, never a prefix.
 - `put(..., create_only=True)` raises AlreadyExistsError if the key exists, and of two racing writers exactly one
   wins. Versions of a bundle are allocated with it.
+- `put_if(key, data, expected=...)` writes only over the value the caller read (None: no value): of two racing
+  writers that read the same value at most one writes, the other is told (False). Tags are moved with it.
 - `get` of a missing key raises NotFoundError; `list(prefix)` yields keys below `prefix`, sorted.
 - Keys are validated: no '..', no absolute paths, no odd characters, so nothing read from a bundle escapes the root.
 - `get_bounded` never reads more than its limit, whatever the value's size: records (manifests, runs, tags, the
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, ClassVar, ContextManager, Iterable, Iterator, TypeVar
 
-from ..errors import AlreadyExistsError, CorruptBundleError, ReadOnlyStoreError, UsageError
+from ..errors import AlreadyExistsError, CorruptBundleError, NotFoundError, ReadOnlyStoreError, UsageError
 from ..text import quoted
 
 _KEY_PART_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,199}$")
@@ -108,6 +110,26 @@ class Store(ABC):
         if len(data) > max_bytes:
             raise too_large(key, self.url, max_bytes)
         return data
+
+    def put_if(self, key: str, data: bytes | memoryview, *, expected: bytes | None, max_bytes: int) -> bool:
+        """Write `data` under `key` only if the value there is still `expected` (None: no value), reading at most
+        `max_bytes` of it; False, having written nothing, where it is not. Of writers racing from the same value at
+        most one writes where the backend can make it so (GCS: a generation precondition; a folder: a lock on the
+        key's folder; memory: a lock); this base one compares, then writes (create-only where `expected` is None)."""
+        self.check_writable()
+        try:
+            current: bytes | None = self.get_bounded(key, max_bytes)
+        except NotFoundError:
+            current = None
+        except CorruptBundleError:  # larger than `max_bytes`: not the value expected
+            return False
+        if current != expected:
+            return False
+        try:
+            self.put(key, data, create_only=expected is None)
+        except AlreadyExistsError:
+            return False
+        return True
 
     def put_file(self, key: str, path: str | Path, *, create_only: bool = False) -> None:
         with open(path, "rb") as f:

@@ -19,7 +19,7 @@ class FsspecStore(Store):
         self.fs = fs
         self.root = root.rstrip("/")
         self.url = url
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def _path(self, key: str) -> str:
         return f"{self.root}/{check_key(key)}"
@@ -44,6 +44,10 @@ class FsspecStore(Store):
             if create_only and self.fs.exists(path):
                 raise AlreadyExistsError(f"{key} already exists in {self.url}")
             self.fs.pipe_file(path, bytes(data))
+
+    def put_if(self, key: str, data: bytes | memoryview, *, expected: bytes | None, max_bytes: int) -> bool:
+        with self._lock:
+            return super().put_if(key, data, expected=expected, max_bytes=max_bytes)
 
     def exists(self, key: str) -> bool:
         return self.fs.isfile(self._path(key))

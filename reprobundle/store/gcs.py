@@ -15,6 +15,8 @@ What the store promises (the Store contract, and more):
 - Values over 8 MiB are streamed as resumable uploads (up to 256 MiB per request, 8 MiB in memory at a time) and
   downloaded as parallel 16 MiB byte ranges written straight into a temp file that is renamed into place.
 - `put_many`, `get_many` and `exists_many` move or check many keys concurrently on one event loop.
+- Several machines may write one bucket (gcs_shared.py): tags move at the generation read (`put_if`), a writer's
+  `touch` is recorded on the bucket for gc's age, gc deletes at the generation and metageneration it judged.
 
 How: gcs_http.py makes the requests (one aiohttp session per set of settings, bounded and logged retries, error
 mapping), gcs_upload.py writes objects (multipart, resumable, create-only); this module maps keys to objects and
@@ -49,7 +51,6 @@ import hashlib  # noqa: E402
 import io  # noqa: E402
 import re  # noqa: E402
 import threading  # noqa: E402
-from datetime import datetime  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import BinaryIO, Callable, Iterable, Iterator  # noqa: E402
 from urllib.parse import quote  # noqa: E402
@@ -66,6 +67,7 @@ from ..errors import (  # noqa: E402
     StoreUnreachableError,
     UsageError,
 )
+from . import gcs_shared  # noqa: E402
 from .base import DEFAULT_JOBS, Capabilities, Store, check_key, make_temp_file, read_at_most, too_large, unlink_quietly  # noqa: E402
 from .gcs_http import (  # noqa: E402
     CredentialsFailed,
@@ -611,12 +613,28 @@ class GCSStore(Store):
         self._run(self._adelete, key, key=key)
 
     def modified(self, key: str) -> float | None:
-        """When the object was last written or its metadata changed (its `updated` time); None if it is missing."""
+        """When the object was last written or used (gcs_shared.last_use); None if it is missing."""
         try:
-            meta = self._run(self._ametadata, self._name(key), "updated", key=key)
+            meta = self._run(self._ametadata, self._name(key), "updated,metadata", key=key)
         except NotFoundError:
             return None
-        return _timestamp(meta.get("updated"))
+        return gcs_shared.last_use(meta)
+
+    def touch(self, key: str) -> bool:
+        """Record now as the object's last use on the bucket, where a gc on any machine sees it (gcs_shared)."""
+        self.check_writable()  # then missing (or no such bucket: exists raises), or not updatable: exists says
+        return self._run(gcs_shared.touch, self.client, self.bucket, self._name(key), key=key) or self.exists(key)
+
+    def delete_if_stale(self, key: str, cutoff: float | None) -> bool:
+        """Deleted at the generation and metageneration whose age was judged (gcs_shared.delete_if_stale)."""
+        self.check_writable()
+        return self._run(gcs_shared.delete_if_stale, self.client, self.bucket, self._name(key), cutoff, key=key)
+
+    def put_if(self, key: str, data: bytes | memoryview, *, expected: bytes | None, max_bytes: int) -> bool:
+        """Store.put_if at the generation the value was read from (gcs_shared.put_if)."""
+        self.check_writable()
+        return self._run(gcs_shared.put_if, self.client, self.bucket, self._name(key), data, expected, max_bytes,
+                         key=key)
 
     def open_read(self, key: str, *, floor: RateFloor | None = None) -> BinaryIO:
         meta = self._run(self._ametadata, self._name(key), "size,generation", key=key)
@@ -732,18 +750,6 @@ async def _gather_or_cancel(coros) -> list:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
-
-
-def _timestamp(rfc3339: str | None) -> float | None:
-    """Seconds since the epoch of a JSON-API time ('2024-05-01T12:00:00.123Z'; servers may give 9 fractional
-    digits, which datetime does not read)."""
-    if not rfc3339:
-        return None
-    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", rfc3339.strip())
-    if not m:
-        return None
-    zone = "+00:00" if m.group(3) == "Z" else m.group(3)
-    return datetime.fromisoformat(f"{m.group(1)}.{(m.group(2) or '0')[:6].ljust(6, '0')}{zone}").timestamp()
 
 
 def _rebuild_gcs_store(url: str, kwargs: dict) -> GCSStore:

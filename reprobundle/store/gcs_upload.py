@@ -71,9 +71,10 @@ async def holds(client: GCSClient, bucket: str, name: str, md5: Callable[[], str
 
 
 async def upload_single(client: GCSClient, bucket: str, name: str, data: bytes | memoryview, *,
-                        create_only: bool) -> None:
+                        create_only: bool, generation: str | None = None) -> None:
     """The value in one multipart request (metadata part + bytes part). Raises GCSPreconditionFailed if create-only
-    and the object exists (and is not our own lost write)."""
+    and the object exists, or `generation` is given and the object is no longer that generation (and is not our own
+    lost write)."""
     if isinstance(data, memoryview) and not data.c_contiguous:
         data = data.tobytes()
     meta = json.dumps({"name": name})
@@ -87,11 +88,13 @@ async def upload_single(client: GCSClient, bucket: str, name: str, data: bytes |
         try:
             await client.request(
                 "POST", client.upload_url(bucket), what=f"upload of {name}",
-                params={"uploadType": "multipart", **_precondition(create_only)},
+                params={"uploadType": "multipart",
+                        **({"ifGenerationMatch": generation} if generation else _precondition(create_only))},
                 headers={"Content-Type": f'multipart/related; boundary="{BOUNDARY}"'}, data=body,
             )
         except GCSPreconditionFailed:
-            if not (create_only and retried and await holds(client, bucket, name, lambda: md5_b64(data))):
+            conditional = create_only or bool(generation)
+            if not (conditional and retried and await holds(client, bucket, name, lambda: md5_b64(data))):
                 raise
 
 

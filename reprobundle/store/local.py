@@ -220,6 +220,12 @@ class LocalStore(Store):
         check_key(key)
         self._publish(self._write_temp(lambda f: f.write(data), key, len(data)), key, create_only)
 
+    def put_if(self, key: str, data: bytes | memoryview, *, expected: bytes | None, max_bytes: int) -> bool:
+        """Store.put_if under an exclusive lock of the key's folder (flock: released when the process ends), so
+        the value compared is the value replaced."""
+        with gate(self._folder(self._path(key).parent, make=True), exclusive=True):
+            return super().put_if(key, data, expected=expected, max_bytes=max_bytes)
+
     def put_file(self, key: str, path: str | Path, *, create_only: bool = False) -> None:
         check_key(key)
 
