@@ -15,6 +15,7 @@ from .environment import (
     jax_environment,
     out_of_memory,
 )
+from .memory import check_inputs_fit, check_module_fits
 from .process_state import process_conditions
 from .protocol import (
     PROTOCOL_VERSION,
@@ -107,7 +108,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
     def load_inputs(self):
         import numpy as np
 
-        arrays = []
+        declared = []
         for i, leaf in enumerate(self.job["inputs"]):
             if not isinstance(leaf, dict):
                 raise JobError("input leaf %d is not a map" % i)
@@ -116,11 +117,19 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
                 dt = np_dtype(leaf["dtype"])
             except Exception as e:
                 raise JobError("input leaf %d: bad shape/dtype (%s)" % (i, exc_msg(e)))
+            if any(d < 0 for d in shape):
+                raise JobError("input leaf %d: negative dimension in %s%s" % (i, dt.name, list(shape)))
+            n = 1
+            for d in shape:
+                n *= d
+            declared.append((shape, dt, n))
+        if self.job.get("memory_check", True):  # before any input is allocated: what they declare must fit
+            check_inputs_fit(sum(n * dt.itemsize for _, dt, n in declared))
+        arrays = []
+        for i, leaf in enumerate(self.job["inputs"]):
+            shape, dt, n = declared[i]
             if leaf.get("path"):
                 path = leaf["path"]
-                n = 1
-                for d in shape:
-                    n *= d
                 want = n * dt.itemsize
                 try:
                     size = os.path.getsize(path)
@@ -310,6 +319,12 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             res["reason"] = self._incompatible_reason()
             return res
         route, exp, lowered, compiled = loaded
+        if self.job.get("memory_check", True):
+            self.checkpoint("memory_check")
+            skipped = check_module_fits(compiled, self.result["environment"].get("platform"))
+            if skipped:
+                self.notes.append(skipped)
+            self.end_phase()
         if self.job.get("describe"):
             self.checkpoint("describe")
             res["description"] = self.describe(exp)
