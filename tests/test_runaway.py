@@ -91,9 +91,7 @@ def store(tmp_path_factory):
 def _replay(registry: Registry, names, **settings) -> list[dict]:
     """Each bundle on the installed jax, timed together in one replay: one run each."""
     options = ReplayOptions.of(**{**QUICK, **settings}).checked()
-    got = [runs[0] for runs in replay_together(registry, [registry.resolve(n) for n in names], ["installed"], options)]
-    [print("SHOW", r["bundle"], r["status"], "|", r["reason"], "|", r.get("notes")) for r in got]
-    return got
+    return [runs[0] for runs in replay_together(registry, [registry.resolve(n) for n in names], ["installed"], options)]
 
 
 # ---------------------------------------------------------------------------------------------- phase limits

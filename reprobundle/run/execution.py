@@ -401,11 +401,15 @@ class WorkerProcess:
         if self.proc.stdout:
             self.proc.stdout.close()
         outcome = self._outcome()
-        if self.memory_limit_bytes and outcome.status not in ("ok", "mismatch") and outcome.limit is None \
-                and _out_of_memory(outcome):
+        if self.memory_limit_bytes and outcome.status not in ("ok", "mismatch") and \
+                (outcome.limit or {}).get("kind") != "memory":
             limit_mib = self.memory_limit_bytes / 2**20
-            outcome.reason = f"the worker ran out of its memory limit of {limit_mib:.0f} MiB: {outcome.reason}"
-            outcome.limit = {"kind": "memory", "limit_bytes": self.memory_limit_bytes}
+            if _out_of_memory(outcome):  # a thread that could not start may leave the others waiting: a timeout
+                outcome.status = "error" if outcome.status == "timeout" else outcome.status
+                outcome.reason = f"the worker ran out of its memory limit of {limit_mib:.0f} MiB: {outcome.reason}"
+                outcome.limit = {"kind": "memory", "limit_bytes": self.memory_limit_bytes}
+            elif outcome.status in ("crashed", "timeout"):
+                outcome.reason += f" (it ran under a memory limit of {limit_mib:.0f} MiB: out of memory?)"
         return outcome
 
     def _wait_end(self) -> None:
@@ -575,14 +579,14 @@ def _calls_of_job(job_path: Path) -> dict[str, int]:
         return {}
 
 
-# What a worker that ran out of memory leaves on its stderr or in its reason: numpy's MemoryError, C++'s
-# std::bad_alloc, XLA's RESOURCE_EXHAUSTED, malloc's ENOMEM.
-_OUT_OF_MEMORY = ("MemoryError", "bad_alloc", "RESOURCE_EXHAUSTED", "Resource exhausted", "Cannot allocate memory",
-                  "Out of memory", "out of memory")
+# What a worker that ran out of memory leaves on its stderr or in its reason (lower case): numpy's MemoryError,
+# C++'s std::bad_alloc, XLA's RESOURCE_EXHAUSTED, malloc's ENOMEM, a thread whose stack or TLS found no room.
+_OUT_OF_MEMORY = ("memoryerror", "bad_alloc", "resource_exhausted", "resource exhausted", "cannot allocate memory",
+                  "out of memory", "pthread_create failed")
 
 
 def _out_of_memory(outcome: WorkerOutcome) -> bool:
-    text = f"{outcome.reason}\n{outcome.stderr_tail}"
+    text = f"{outcome.reason}\n{outcome.stderr_tail}".lower()
     return any(sign in text for sign in _OUT_OF_MEMORY)
 
 

@@ -15,7 +15,7 @@ from .environment import (
     jax_environment,
     out_of_memory,
 )
-from .memory import check_inputs_fit, check_module_fits
+from .memory import check_inputs_fit, check_module_fits, check_room_for_jax
 from .process_state import process_conditions
 from .protocol import (
     PROTOCOL_VERSION,
@@ -361,6 +361,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         self.end_phase()
 
         self.checkpoint("import_jax")
+        check_room_for_jax()
         self.setup_jax()
         self.end_phase()
 

@@ -132,6 +132,38 @@ def check_inputs_fit(declared_bytes):
                         "them" % (mib(declared_bytes), mib(free), bound), limit)
 
 
+# What jax takes of a worker's data before any of the job's own arrays: ~130 MiB imported and ~250 MiB once XLA
+# has compiled and run a small function (jax 0.4.30 .. 0.10 on 2 CPUs), plus a thread stack (8 MiB, counted by
+# RLIMIT_DATA) for each thread of XLA's pools, which grow with the CPUs.
+JAX_DATA_BYTES = 256 << 20
+THREAD_STACK_BYTES = 8 << 20
+
+
+def check_room_for_jax():
+    """Refuse (MemoryRefusal) a worker whose own memory limit leaves less than jax needs to load and compile at
+    all: below that, a thread XLA cannot start may abort the worker, or leave it waiting for ever."""
+    import os
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    needed = JAX_DATA_BYTES + THREAD_STACK_BYTES * cpus
+    for name, field in (("RLIMIT_DATA", "VmData"), ("RLIMIT_AS", "VmSize")):
+        kind = getattr(resource, name, None)
+        if kind is None:
+            continue
+        soft, _ = resource.getrlimit(kind)
+        used = _status_kib(field) or 0
+        if soft == resource.RLIM_INFINITY or name == "RLIMIT_AS" or soft - used >= needed:
+            continue  # RLIMIT_AS also counts address space reserved unused: no floor says what jax needs of it
+        limit = {"kind": KIND_MEMORY, "needed_bytes": needed, "available_bytes": max(0, soft - used),
+                 "bound": "the worker's memory limit, %s of %s with %s in use" % (name, mib(soft), mib(used))}
+        raise MemoryRefusal("the worker's memory limit of %.0f MiB (%s) leaves %s, less than the %s jax needs to "
+                            "load and compile on %d CPUs: refused before importing jax"
+                            % (soft / 2.0 ** 20, name, mib(max(0, soft - used)), mib(needed), cpus), limit)
+
+
 def _device_free():
     try:
         import jax
