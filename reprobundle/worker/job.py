@@ -105,9 +105,8 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
                 raise JobError("unknown route(s) %s; known: %s" % (bad, list(ROUTES)))
         self.fields = fn.get("fields") or None
 
-    def load_inputs(self):
-        import numpy as np
-
+    def declared_inputs(self):
+        """(shape, dtype, elements) of each input leaf as the job declares it, checked before anything is allocated."""
         declared = []
         for i, leaf in enumerate(self.job["inputs"]):
             if not isinstance(leaf, dict):
@@ -123,6 +122,12 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             for d in shape:
                 n *= d
             declared.append((shape, dt, n))
+        return declared
+
+    def load_inputs(self):
+        import numpy as np
+
+        declared = self.declared_inputs()
         if self.job.get("memory_check", True):  # before any input is allocated: what they declare must fit
             check_inputs_fit(sum(n * dt.itemsize for _, dt, n in declared))
         arrays = []
