@@ -183,3 +183,34 @@ def test_synthetic_inputs_larger_than_memory_are_refused_before_allocation(store
 def test_input_shapes_that_lie_about_their_blob_are_a_typed_error_before_any_worker(store):
     with pytest.raises(CorruptBundleError, match=r"declares float32\[1099511627776\].*holds 16 bytes"):
         _replay(store, ["liar"])
+
+
+@pytest.mark.crossversion
+def test_memory_analysis_on_the_oldest_release(store):
+    """jax 0.4.30 (a cached environment) has Compiled.memory_analysis() too: `huge` is refused there before running,
+    with its sizes, as on the installed release."""
+    huge, = [runs[0] for runs in replay_together(store, [store.resolve("huge")], ["0.4.30"], ReplayOptions.of(
+        **QUICK, memory_limit_bytes=WORKER_MEMORY).checked())]
+    assert huge["status"] == "error", huge["reason"]
+    assert "needs 1024.0 MiB (outputs 1024.0 MiB" in huge["reason"], huge["reason"]
+    assert not any("memory check skipped" in note for note in huge["notes"]), huge["notes"]
+
+
+def test_a_release_without_memory_analysis_skips_the_check_and_says_so():
+    """Where Compiled.memory_analysis() is missing or gives nothing, the check is skipped with a note, never an
+    error; the installed release's gives the sizes of a real compiled module."""
+    from reprobundle.worker.memory import check_module_fits, memory_needs
+
+    class OldCompiled:  # a release or backend without the method
+        pass
+
+    class NoStats:
+        def memory_analysis(self):
+            return None
+
+    assert memory_needs(OldCompiled())[0] is None and "no Compiled.memory_analysis()" in memory_needs(OldCompiled())[1]
+    assert check_module_fits(NoStats(), "cpu").startswith("memory check skipped: memory_analysis() returned nothing")
+    compiled = jax.jit(_outer).lower(np.ones(256, np.float32)).compile()
+    needs, _ = memory_needs(compiled)
+    assert needs is not None and needs["output_bytes"] == 256 * 256 * 4 and needs["argument_bytes"] == 256 * 4
+    assert check_module_fits(compiled, "cpu") is None  # 256 KiB fits

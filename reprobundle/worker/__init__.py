@@ -12,7 +12,8 @@ Modules: ``protocol`` (constants, errors, helpers), ``records`` (the job and the
 ``signature`` (@main's signature from StableHLO text), ``rebuild`` (an Exported from its fields),
 ``kernels`` (jaxlib CPU custom calls), ``environment``, ``routes`` (load routes),
 ``timing``, ``trace`` (per-op table), ``conditions`` (the process's CPUs and threads),
-``memory`` (what a module needs, what is free, the refusal), ``hlo_kind`` (the kind of an HLO instruction, which the host's analysis shares), ``flatten``
+``memory`` (what a module needs, what is free, the refusal),
+``hlo_kind`` (the kind of an HLO instruction, which the host's analysis shares), ``flatten``
 (a pytree call as the flat function jax.export sees, shared with the host's pack), ``retrace`` (the
 retrace route: the bundle's program traced by this release), ``job``
 (one job), ``main`` (entry points).
