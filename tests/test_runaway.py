@@ -23,6 +23,7 @@ import reprobundle
 from reprobundle.bundle.registry import Registry
 from reprobundle.errors import CorruptBundleError, MemoryLimitError, PhaseLimitError
 from reprobundle.run.execution import (
+    MEMORY_FLOOR_BYTES,
     RUNAWAY_FACTOR,
     RUNAWAY_GRACE_S,
     PhaseLimits,
@@ -30,6 +31,7 @@ from reprobundle.run.execution import (
     failed_run_error,
     phase_limits,
     reference_call_limit,
+    worker_memory_limit,
 )
 from reprobundle.run.options import ReplayOptions
 from reprobundle.run.replay import replay_together
@@ -152,6 +154,13 @@ def test_a_phase_limit_is_a_typed_error_where_a_run_raises():
 
 
 # ---------------------------------------------------------------------------------------------------- memory
+
+
+def test_the_default_memory_limit_is_a_share_of_what_is_available_on_the_cpu():
+    assert worker_memory_limit(123 << 20) == 123 << 20 and worker_memory_limit(0) is None
+    one, three = worker_memory_limit(None, 1), worker_memory_limit(None, 3)
+    assert one is not None and three is not None and MEMORY_FLOOR_BYTES <= three <= one
+    assert worker_memory_limit(None, 1, "cuda") is None  # an accelerator's driver: not measured, not limited
 
 
 def test_a_module_that_cannot_fit_is_refused_before_running_with_its_sizes(store):

@@ -103,12 +103,16 @@ def phase_limits(load_s: float, compile_s: float, call_s: float | None, grace_s:
                        f"{derived / RUNAWAY_FACTOR * 1e6:.3g} us, + {grace_s:g} s")
 
 
-def worker_memory_limit(requested: int | None, together: int = 1) -> int | None:
+def worker_memory_limit(requested: int | None, together: int = 1, platform: str | None = "cpu") -> int | None:
     """The memory limit of each worker (RLIMIT_DATA, see WorkerProcess): `requested` bytes; 0: none; None: the
     default, MEMORY_SHARE of MemAvailable now split between the `together` workers alive at once, at least
-    MEMORY_FLOOR_BYTES (None where MemAvailable is unknown)."""
+    MEMORY_FLOOR_BYTES (None where MemAvailable is unknown). The default holds for CPU workers only: an accelerator's
+    driver maps host memory of its own, which no measurement here has sized (its buffers are the device's, and a
+    device out of memory is already that version's error)."""
     if requested is not None:
         return int(requested) or None
+    if platform != "cpu":
+        return None
     from ..worker.memory import mem_available
 
     available = mem_available()
@@ -243,7 +247,8 @@ def run_worker(python: str | Path, job_path: Path, *, timeout_s: float, memory_l
     """Run the worker on a job in `python`; never raises for what happens inside the subprocess. `memory_limit_bytes`
     None is the default limit (worker_memory_limit), 0 none; `limits` None the default load and compile limits."""
     return WorkerProcess(python, job_path, timeout_s=timeout_s,
-                         memory_limit_bytes=worker_memory_limit(memory_limit_bytes), extra_env=extra_env,
+                         memory_limit_bytes=worker_memory_limit(memory_limit_bytes, 1, _job_platform(job_path)),
+                         extra_env=extra_env,
                          limits=limits or PhaseLimits()).finish()
 
 
@@ -563,6 +568,14 @@ def failed_run_error(outcome: WorkerOutcome, what: str, hint: str = "") -> Repla
     kind = (outcome.limit or {}).get("kind")
     cls = MemoryLimitError if kind == "memory" else PhaseLimitError if kind else ReplayError
     return cls(f"{what} ({outcome.status}): {outcome.reason}", hint=hint)
+
+
+def _job_platform(job_path: Path) -> str | None:
+    try:
+        platform = msgpack.unpackb(job_path.read_bytes(), raw=False, strict_map_key=False).get("platform")
+    except Exception:
+        return None
+    return str(platform) if platform else None
 
 
 def _calls_of_job(job_path: Path) -> dict[str, int]:

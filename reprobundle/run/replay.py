@@ -306,8 +306,9 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
     group = Registry.new_run_id()
     with scratch_dir(tempfile.gettempdir(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
         batches = _batches(bundles, targets, timed)
+        platform = "cpu" if all(t.platform.platform == "cpu" for t in targets) else "accelerator"
         measured, measured_under = _measure(batches, budget, Path(tmp), first_look, options=options,
-                                            progress=progress, count=len(timed))
+                                            progress=progress, count=len(timed), platform=platform)
         at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((options.shapes or {}).items()))
         for t in timed:
             timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
@@ -527,7 +528,7 @@ def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Seque
 
 def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Path, first_look, *,
              options: ReplayOptions, progress: Callable[[str], None] | None,
-             count: int) -> tuple[dict[str, Measurement], dict]:
+             count: int, platform: str = "cpu") -> tuple[dict[str, Measurement], dict]:
     """Each batch measured in interleaved rounds (adaptive when the budget is and the batch compares something),
     and the conditions they were measured under."""
     measured: dict[str, Measurement] = {}
@@ -542,7 +543,8 @@ def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Pa
                                             rounds_for(count, options.repeat, options.rounds),
                                             timeout_s=options.timeout_s,
                                             memory_limit_bytes=worker_memory_limit(options.memory_limit_bytes,
-                                                                                   len(batch)), progress=progress,
+                                                                                   len(batch), platform),
+                                            progress=progress,
                                             more=budget.more if adaptive else None, pin=pin))
     measured_under = conditions(before, snapshot())
     measured_under["schedule"] = budget.describe(max((len(x.rounds) for x in measured.values()), default=0))
