@@ -562,47 +562,6 @@ class WorkerProcess:
         return result
 
 
-def failed_run_error(outcome: WorkerOutcome, what: str, hint: str = "") -> ReplayError:
-    """The typed error of a worker's run that failed: PhaseLimitError or MemoryLimitError for one that went past a
-    limit (its `limit`), else ReplayError; the message is `what (status): reason`."""
-    kind = (outcome.limit or {}).get("kind")
-    cls = MemoryLimitError if kind == "memory" else PhaseLimitError if kind else ReplayError
-    return cls(f"{what} ({outcome.status}): {outcome.reason}", hint=hint)
-
-
-def _job_platform(job_path: Path) -> str | None:
-    try:
-        platform = msgpack.unpackb(job_path.read_bytes(), raw=False, strict_map_key=False).get("platform")
-    except Exception:
-        return None
-    return str(platform) if platform else None
-
-
-def _calls_of_job(job_path: Path) -> dict[str, int]:
-    """The calls the worker makes in a row in each phase of calls: one in "execute", its warmup (and, unless in
-    lockstep, its timed calls) in "timing", its profile's iterations and the trace's own in "profile"."""
-    try:
-        job = msgpack.unpackb(job_path.read_bytes(), raw=False, strict_map_key=False)
-        timing = job.get("timing") or {}
-        warmup = max(1, int(timing.get("warmup", 1)))
-        lockstep = bool(timing.get("lockstep"))
-        timed = warmup if lockstep else warmup + int(timing.get("repeat", 5))
-        return {"execute": 1, "timing": timed, "profile": int(job.get("profile_iters", 3)) + 1}
-    except Exception:
-        return {}
-
-
-# What a worker that ran out of memory leaves on its stderr or in its reason (lower case): numpy's MemoryError,
-# C++'s std::bad_alloc, XLA's RESOURCE_EXHAUSTED, malloc's ENOMEM, a thread whose stack or TLS found no room.
-_OUT_OF_MEMORY = ("memoryerror", "bad_alloc", "resource_exhausted", "resource exhausted", "cannot allocate memory",
-                  "out of memory", "pthread_create failed")
-
-
-def _out_of_memory(outcome: WorkerOutcome) -> bool:
-    text = f"{outcome.reason}\n{outcome.stderr_tail}".lower()
-    return any(sign in text for sign in _OUT_OF_MEMORY)
-
-
 def _no_room(folder: Path) -> bool:
     """Whether the filesystem of `folder` has (next to) no space left: under 64 KiB for this user."""
     try:
@@ -653,6 +612,47 @@ def _tail(path: Path) -> str:
             return fh.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def failed_run_error(outcome: WorkerOutcome, what: str, hint: str = "") -> ReplayError:
+    """The typed error of a worker's run that failed: PhaseLimitError or MemoryLimitError for one that went past a
+    limit (its `limit`), else ReplayError; the message is `what (status): reason`."""
+    kind = (outcome.limit or {}).get("kind")
+    cls = MemoryLimitError if kind == "memory" else PhaseLimitError if kind else ReplayError
+    return cls(f"{what} ({outcome.status}): {outcome.reason}", hint=hint)
+
+
+def _job_platform(job_path: Path) -> str | None:
+    try:
+        platform = msgpack.unpackb(job_path.read_bytes(), raw=False, strict_map_key=False).get("platform")
+    except Exception:
+        return None
+    return str(platform) if platform else None
+
+
+def _calls_of_job(job_path: Path) -> dict[str, int]:
+    """The calls the worker makes in a row in each phase of calls: one in "execute", its warmup (and, unless in
+    lockstep, its timed calls) in "timing", its profile's iterations and the trace's own in "profile"."""
+    try:
+        job = msgpack.unpackb(job_path.read_bytes(), raw=False, strict_map_key=False)
+        timing = job.get("timing") or {}
+        warmup = max(1, int(timing.get("warmup", 1)))
+        lockstep = bool(timing.get("lockstep"))
+        timed = warmup if lockstep else warmup + int(timing.get("repeat", 5))
+        return {"execute": 1, "timing": timed, "profile": int(job.get("profile_iters", 3)) + 1}
+    except Exception:
+        return {}
+
+
+# What a worker that ran out of memory leaves on its stderr or in its reason (lower case): numpy's MemoryError,
+# C++'s std::bad_alloc, XLA's RESOURCE_EXHAUSTED, malloc's ENOMEM, a thread whose stack or TLS found no room.
+_OUT_OF_MEMORY = ("memoryerror", "bad_alloc", "resource_exhausted", "resource exhausted", "cannot allocate memory",
+                  "out of memory", "pthread_create failed")
+
+
+def _out_of_memory(outcome: WorkerOutcome) -> bool:
+    text = f"{outcome.reason}\n{outcome.stderr_tail}".lower()
+    return any(sign in text for sign in _OUT_OF_MEMORY)
 
 
 def read_outputs(result: dict) -> list[np.ndarray]:
