@@ -23,14 +23,7 @@ from ..bundle.redaction import redact, redact_env, scrub, scrub_file, secret_val
 from ..bundle.registry import Registry, copy_tree_to_zip_blob
 from ..config import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # defined there for the CLI; see it for what counts
 from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
-from ..errors import (
-    CorruptBundleError,
-    FormatError,
-    MemoryLimitError,
-    PhaseLimitError,
-    ReplayError,
-    disk_full,
-)
+from ..errors import FormatError, disk_full
 from ..store.watchdog import track_group, untrack_group
 from ..text import clean
 from ..worker.dtypes import np_dtype
@@ -210,6 +203,8 @@ def check_leaf_size(leaf: dict, index: int, size: int | None) -> int:
     """The bytes an input leaf declares (its shape x its dtype), checked without allocating: dimensions are
     non-negative integers, and `size` (a stored leaf's blob size, None for a synthetic one) is exactly that many
     bytes; CorruptBundleError otherwise. The worker checks each input file's own size again before reading it."""
+    from ..errors import CorruptBundleError
+
     shape = leaf.get("shape")
     if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
                                                       for d in shape):
@@ -614,9 +609,11 @@ def _tail(path: Path) -> str:
         return ""
 
 
-def failed_run_error(outcome: WorkerOutcome, what: str, hint: str = "") -> ReplayError:
-    """The typed error of a worker's run that failed: PhaseLimitError or MemoryLimitError for one that went past a
-    limit (its `limit`), else ReplayError; the message is `what (status): reason`."""
+def failed_run_error(outcome: WorkerOutcome, what: str, hint: str = "") -> Exception:
+    """The typed error of a worker's run that failed (a ReplayError): PhaseLimitError or MemoryLimitError for one
+    that went past a limit (its `limit`), else ReplayError; the message is `what (status): reason`."""
+    from ..errors import MemoryLimitError, PhaseLimitError, ReplayError
+
     kind = (outcome.limit or {}).get("kind")
     cls = MemoryLimitError if kind == "memory" else PhaseLimitError if kind else ReplayError
     return cls(f"{what} ({outcome.status}): {outcome.reason}", hint=hint)
