@@ -408,7 +408,7 @@ class WorkerProcess:
                 outcome.status = "error" if outcome.status == "timeout" else outcome.status
                 outcome.reason = f"the worker ran out of its memory limit of {limit_mib:.0f} MiB: {outcome.reason}"
                 outcome.limit = {"kind": "memory", "limit_bytes": self.memory_limit_bytes}
-            elif outcome.status in ("crashed", "timeout"):
+            elif outcome.status == "crashed":  # a failed allocation may end a worker by a signal, silently
                 outcome.reason += f" (it ran under a memory limit of {limit_mib:.0f} MiB: out of memory?)"
         return outcome
 
