@@ -143,6 +143,20 @@ class ReplayError(ReproBundleError):
     exit_code = 8
 
 
+class WorkerLimitError(ReplayError):
+    """A worker went past one of its limits (run/execution.py): a phase's time, or the memory free for it."""
+
+
+class PhaseLimitError(WorkerLimitError):
+    """A worker stayed in one phase (load, compile, its calls of the function) past that phase's limit: a program
+    that never returns, or one far slower than its reference."""
+
+
+class MemoryLimitError(WorkerLimitError):
+    """A worker's job could not fit in the memory free for it: refused before running (XLA's memory analysis, the
+    inputs' declared sizes), or ended by its memory limit."""
+
+
 class DiskFullError(ReproBundleError, OSError):
     """No space to write: a full disk, a quota, or a file-size limit (ENOSPC, EDQUOT, EFBIG). Also an OSError, so
     code that handles a failed write as one still does; `filename` is the folder that was full."""

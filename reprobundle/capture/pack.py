@@ -15,13 +15,14 @@ import numpy as np
 from .. import __version__
 from ..bundle import manifest as mf
 from ..bundle.registry import BundleRef, Registry, utc_now
-from ..errors import FormatError, ReplayError, UsageError
+from ..errors import FormatError, UsageError
 from ..logs import Status
 from ..run.execution import (
     Timing,
     build_job,
     dtype_of,
     environment_of,
+    failed_run_error,
     run_worker,
     store_result,
 )
@@ -103,8 +104,8 @@ def _reference_run(registry: Registry, function: dict, input_leaves: list[dict],
                         routes=["deserialize"] if describe else None, describe=describe, platform=platform)
         outcome = run_worker(python or sys.executable, job, timeout_s=timeout_s)
         if outcome.status != "ok":
-            raise ReplayError(f"the reference run on the packing JAX failed ({outcome.status}): {outcome.reason}",
-                              hint=_stderr_hint(outcome.stderr_tail))
+            raise failed_run_error(outcome, "the reference run on the packing JAX failed",
+                                   hint=_stderr_hint(outcome.stderr_tail))
         assert outcome.result is not None  # an ok outcome carries the worker's result
         stored = store_result(registry, outcome.result, warmup=timing.warmup)
         if describe:

@@ -71,6 +71,15 @@ def replay(
                                                                            "(default: resolved with each jax)."),
     index_url: Optional[str] = IndexOpt,
     as_json: bool = JsonOpt,
+    call_limit: Optional[float] = typer.Option(None, "--call-limit", help="Seconds one call may take (n calls in a "
+                                               "row: n times that + 60 s) before its worker is killed as a runaway "
+                                               "(default: 100 x the reference's median call)."),
+    compile_limit: Optional[float] = typer.Option(None, "--compile-limit", help="Seconds a worker may load, lower "
+                                                  "and compile the function (default 600)."),
+    memory_limit: Optional[int] = typer.Option(None, "--memory-limit", help="MiB of memory each worker may use "
+                                               "(RLIMIT_DATA; default: 80% of the memory available, shared; 0: none)."),
+    no_memory_check: bool = typer.Option(False, "--no-memory-check", help="Run a module that XLA's memory analysis "
+                                                                          "says cannot fit in the memory free."),
 ) -> None:
     """Rerun a bundle on one or more JAX versions and compare them."""
     from .. import api
@@ -79,7 +88,12 @@ def replay(
     sizes = several_sizes(shapes)  # --shape seq=128,256,512: one replay per size, a table and a chart by size
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    profile=not no_profile, shapes=None if sizes else shapes, platform=platform,
-                                   max_time_s=max_time, pin=pin, retrace_packages=tuple(retrace_package))
+                                   max_time_s=max_time, pin=pin, retrace_packages=tuple(retrace_package),
+                                   call_limit_s=call_limit,
+                                   memory_limit_bytes=None if memory_limit is None else memory_limit << 20,
+                                   memory_check=not no_memory_check,
+                                   compile_limit_s=api.ReplayOptions().compile_limit_s if compile_limit is None
+                                   else compile_limit)
     versions = jax_versions or ([] if variants else ["installed"])
     mode = "retrace" if retrace and mode == "frozen" else mode
     if sizes:

@@ -6,6 +6,7 @@ environment's interpreter. A crash, a hang or an out-of-memory kill is an outcom
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import signal
@@ -25,8 +26,9 @@ from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import FormatError, disk_full
 from ..store.scratch import no_room
 from ..store.watchdog import track_group, untrack_group
+from ..text import clean
 from ..worker.dtypes import np_dtype
-from ..worker.protocol import EXIT_NO_SPACE, job_inputs
+from ..worker.protocol import EXIT_NO_SPACE, LIMIT_CALLS, LIMIT_LOAD, job_inputs, phase_limit_kind
 from .contenders import FROZEN, RETRACE, ContenderSpec, Settings, unknown_flag_reason
 from .retrace import write_program
 
@@ -34,6 +36,83 @@ WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, 
 PROTOCOL = 1
 _STDERR_TAIL = 4000
 _MAX_CONTROL_LINE = 64 << 20  # a reply to `time n` is n numbers
+_PHASE_POLL_S = 0.5  # how often the host looks at the phase its worker is in (the provisional result's stamp)
+
+# The phase limits' defaults (see PhaseLimits): generous, since a load or a compile has no reference to go by.
+DEFAULT_LOAD_LIMIT_S = 300.0
+DEFAULT_COMPILE_LIMIT_S = 600.0
+# A call that runs this many times the reference's median call, plus the grace, is a runaway.
+RUNAWAY_FACTOR = 100
+RUNAWAY_GRACE_S = 60.0
+# The default memory limit of a worker: this share of MemAvailable, split between the workers alive together,
+# never under the floor (a worker's own jax needs a few hundred MiB).
+MEMORY_SHARE = 0.8
+MEMORY_FLOOR_BYTES = 1 << 30
+
+
+@dataclass(frozen=True)
+class PhaseLimits:
+    """How long each phase of a worker may run (worker/protocol.phase_limit_kind names its phases' limits): loading
+    (its inputs, jax), compiling (a route: load, lower, compile), and its calls of the function, where `n` calls in a
+    row (the first call, the warmup, a batch of timed calls, the profile) may take `n * call_s + grace_s`
+    (`call_s` None: no limit but the worker's timeout). `basis` says where `call_s` came from, for the reason."""
+
+    load_s: float = DEFAULT_LOAD_LIMIT_S
+    compile_s: float = DEFAULT_COMPILE_LIMIT_S
+    call_s: float | None = None
+    grace_s: float = 0.0
+    basis: str = ""
+
+    def calls(self, n: int) -> float | None:
+        return None if self.call_s is None else n * self.call_s + self.grace_s
+
+    def describe(self, kind: str, n: int = 1) -> str:
+        """`the compile limit of 600 s`, `the limit of 4.06 s for 1 call (100 x ...)`."""
+        if kind == LIMIT_CALLS:
+            return f"the limit of {self.calls(n):.3g} s for {n} call{'s' if n != 1 else ''}" + (
+                f" ({self.basis})" if self.basis else "")
+        return f"the {kind} limit of {self.load_s if kind == LIMIT_LOAD else self.compile_s:g} s"
+
+
+def reference_call_limit(samples_ns: Sequence[int]) -> float | None:
+    """The longest one call may take by the reference's own timed calls: RUNAWAY_FACTOR times their median, in
+    seconds; None without samples."""
+    samples = sorted(int(s) for s in samples_ns if int(s) > 0)
+    if not samples:
+        return None
+    return RUNAWAY_FACTOR * samples[len(samples) // 2] / 1e9
+
+
+def phase_limits(load_s: float, compile_s: float, call_s: float | None, grace_s: float,
+                 reference_ns: Sequence[int] | None) -> PhaseLimits:
+    """The limits of a contender's workers, n calls in a row taking at most n x call_s + grace_s: `call_s` as given,
+    or None: derived from the reference's timed calls (`reference_ns`: None when the replay runs at other sizes than
+    the reference's, whose times then say nothing), else no call limit."""
+    if call_s is not None:
+        return PhaseLimits(load_s, compile_s, call_s, grace_s, f"{call_s:g} s a call + {grace_s:g} s")
+    derived = reference_call_limit(reference_ns or [])
+    if derived is None:
+        return PhaseLimits(load_s, compile_s)
+    return PhaseLimits(load_s, compile_s, derived, grace_s, f"{RUNAWAY_FACTOR} x the reference's median call of "
+                       f"{derived / RUNAWAY_FACTOR * 1e6:.3g} us, + {grace_s:g} s")
+
+
+def worker_memory_limit(requested: int | None, together: int = 1, platform: str | None = "cpu") -> int | None:
+    """The memory limit of each worker (RLIMIT_DATA, see WorkerProcess): `requested` bytes; 0: none; None: the
+    default, MEMORY_SHARE of MemAvailable now split between the `together` workers alive at once, at least
+    MEMORY_FLOOR_BYTES (None where MemAvailable is unknown). The default holds for CPU workers only: an accelerator's
+    driver maps host memory of its own, which no measurement here has sized (its buffers are the device's, and a
+    device out of memory is already that version's error)."""
+    if requested is not None:
+        return int(requested) or None
+    if platform != "cpu":
+        return None
+    from ..worker.memory import mem_available
+
+    available = mem_available()
+    if available is None:
+        return None
+    return max(MEMORY_FLOOR_BYTES, int(available * MEMORY_SHARE / max(1, together)))
 
 
 def dtype_of(name: str) -> np.dtype:
@@ -62,13 +141,14 @@ class WorkerOutcome:
     duration_s: float
     stderr_tail: str = ""
     workdir: Path | None = None
+    limit: dict | None = None  # a limit it ran into: {"kind": "load"|"compile"|"calls", "phase", "limit_s"} or memory
 
 
 def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], workdir: Path, *,
               timing: Timing, dump: bool, profile: bool, routes: Sequence[str] | None = None,
               describe: bool = False, lockstep: bool = False, platform: str | None = None,
               brief_environment: bool = False, contender: ContenderSpec | None = None,
-              retrace_cache: Path | None = None) -> Path:
+              retrace_cache: Path | None = None, memory_check: bool = True) -> Path:
     """Write job.msgpack for the worker under `workdir`; blobs are read in place or via `workdir/blobs`.
     `contender`: the mode (frozen or retrace) and the settings the worker applies (run/contenders.py); None is a
     frozen replay without settings.
@@ -77,7 +157,9 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
     `brief_environment`: the worker leaves out its package list (a replay's later rounds, whose environment the
     host does not keep).
     `platform` ("cpu", "cuda", "rocm", "tpu"): the worker runs there (JAX_PLATFORMS) or fails saying why; None:
-    wherever its jax runs by default."""
+    wherever its jax runs by default.
+    `memory_check`: the worker refuses inputs and a compiled module that cannot fit in the memory free (see
+    worker/memory.py)."""
     cache = workdir / "blobs"
 
     def path_of(ref: dict | None) -> str | None:
@@ -105,6 +187,7 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
         "brief_environment": brief_environment,
         "mode": contender.mode if contender else FROZEN,
         "settings": contender.settings.as_record() if contender else Settings().as_record(),
+        "memory_check": memory_check,
     }
     if contender is not None and contender.mode == RETRACE and function.get("program"):
         job["program"] = write_program(registry, function["program"], workdir / "program")
@@ -115,6 +198,26 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
     job_path = workdir / "job.msgpack"
     job_path.write_bytes(msgpack.packb(job, use_bin_type=True))
     return job_path
+
+
+def check_leaf_size(leaf: dict, index: int, size: int | None) -> int:
+    """The bytes an input leaf declares (its shape x its dtype), checked without allocating: dimensions are
+    non-negative integers, and `size` (a stored leaf's blob size, None for a synthetic one) is exactly that many
+    bytes; CorruptBundleError otherwise. The worker checks each input file's own size again before reading it."""
+    from ..errors import CorruptBundleError
+
+    shape = leaf.get("shape")
+    if not isinstance(shape, (list, tuple)) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                      for d in shape):
+        raise CorruptBundleError(f"input leaf {index} declares the shape {clean(shape, 80)}, not one of "
+                                 "non-negative integers", hint="the manifest is malformed; fetch the bundle again")
+    declared = math.prod(shape) * dtype_of(str(leaf.get("dtype"))).itemsize
+    if size is not None and size != declared:
+        blob = leaf.get("blob") or {}
+        raise CorruptBundleError(f"input leaf {index} declares {leaf.get('dtype')}{list(shape)} ({declared} bytes), "
+                                 f"but its blob {clean(blob.get('digest'), 80)} holds {size} bytes",
+                                 hint="the manifest is inconsistent with its blobs; fetch the bundle again")
+    return declared
 
 
 def _signal_name(code: int) -> str:
@@ -136,10 +239,13 @@ def pinned_env(threads: int) -> dict[str, str]:
 
 
 def run_worker(python: str | Path, job_path: Path, *, timeout_s: float, memory_limit_bytes: int | None = None,
-               extra_env: dict[str, str] | None = None) -> WorkerOutcome:
-    """Run the worker on a job in `python`; never raises for what happens inside the subprocess."""
-    return WorkerProcess(python, job_path, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes,
-                         extra_env=extra_env).finish()
+               extra_env: dict[str, str] | None = None, limits: PhaseLimits | None = None) -> WorkerOutcome:
+    """Run the worker on a job in `python`; never raises for what happens inside the subprocess. `memory_limit_bytes`
+    None is the default limit (worker_memory_limit), 0 none; `limits` None the default load and compile limits."""
+    return WorkerProcess(python, job_path, timeout_s=timeout_s,
+                         memory_limit_bytes=worker_memory_limit(memory_limit_bytes, 1, _job_platform(job_path)),
+                         extra_env=extra_env,
+                         limits=limits or PhaseLimits()).finish()
 
 
 class WorkerProcess:
@@ -148,13 +254,28 @@ class WorkerProcess:
     With `lockstep` (the job must say `timing.lockstep` too) the worker waits after its warmup for `time_calls`,
     so that several of them can be timed in alternation (see schedule.py and the worker's module docstring).
     `timeout_s` bounds the time the worker works: from its start to its ready line, each batch of timed calls, its
-    finish; not the time it waits while the host times the others.
+    finish; not the time it waits while the host times the others. `limits` bound each phase it goes through (the
+    phase its last provisional result names, looked at every _PHASE_POLL_S): a worker past one is killed, and its
+    outcome is a "timeout" naming the phase and the limit. `memory_limit_bytes` is its RLIMIT_DATA (None: none):
+    RLIMIT_AS, its address space, would count what XLA and the thread stacks reserve without using (1.5 GB of
+    address space for 250 MB of data on 2 CPUs, more with more), RLIMIT_DATA counts the private writable memory
+    that malloc, numpy and XLA's buffers take.
     """
 
     def __init__(self, python: str | Path, job_path: Path, *, timeout_s: float,
                  memory_limit_bytes: int | None = None, extra_env: dict[str, str] | None = None,
-                 lockstep: bool = False, cpus: Sequence[int] | None = None) -> None:
+                 lockstep: bool = False, cpus: Sequence[int] | None = None, limits: PhaseLimits | None = None) -> None:
         self.workdir = job_path.parent
+        self.limits = limits
+        self.lockstep = lockstep
+        self.limit_hit: dict | None = None
+        self._phase: str | None = None
+        self._phase_since = 0.0  # wall clock: the provisional result's mtime
+        self._stamp: tuple[int, int] | None = None
+        self._ready = False
+        self._command: tuple[float, int] | None = None  # (sent, calls) of the `time n` under way
+        self._closed_at: float | None = None
+        self._calls_of = _calls_of_job(job_path)
         self.result_path = self.workdir / "result.msgpack"
         self.memory_limit_bytes = memory_limit_bytes
         self.timeout_s = timeout_s
@@ -171,7 +292,7 @@ class WorkerProcess:
             if memory_limit_bytes:
                 import resource
 
-                resource.setrlimit(resource.RLIMIT_AS, (memory_limit_bytes, memory_limit_bytes))
+                resource.setrlimit(resource.RLIMIT_DATA, (memory_limit_bytes, memory_limit_bytes))
 
         # stderr goes to a file: a pipe nobody reads while the worker waits for commands could fill and block it.
         self._stderr_path = self.workdir / "worker-stderr.txt"
@@ -195,14 +316,17 @@ class WorkerProcess:
         if len(fields) != 2 or fields[0] != "ready" or not fields[1].isdigit():
             self._kill()  # not the worker speaking: its outcome will say it crashed
             return None
+        self._ready = True
         return int(fields[1])
 
     def time_calls(self, n: int) -> list[int] | None:
         """Times of `n` calls made now; None if the worker ended (the outcome then says why)."""
         self._working_since = time.perf_counter()
+        self._command = (time.time(), n)
         if not self._send(f"time {n}"):
             return None
         line = self._read_line()
+        self._command = None
         if line is None:
             return None
         fields = line.split()
@@ -229,7 +353,10 @@ class WorkerProcess:
                 self.timed_out = True
                 self._kill()
                 return None
-            readable, _, _ = select.select([fd], [], [], remaining)
+            if self._past_phase_limit():
+                return None
+            readable, _, _ = select.select([fd], [], [], remaining if self.limits is None else
+                                           min(remaining, _PHASE_POLL_S))
             if not readable:
                 continue
             chunk = os.read(fd, 65536)
@@ -258,12 +385,10 @@ class WorkerProcess:
                 self.proc.stdin.close()
             except OSError:
                 pass
-        if not self.timed_out:
+        self._closed_at = time.time()
+        if not self.timed_out and self.limit_hit is None:
             try:
-                self.proc.wait(timeout=max(0.0, self._deadline() - time.perf_counter()))
-            except subprocess.TimeoutExpired:
-                self.timed_out = True
-                self._kill()
+                self._wait_end()
             except BaseException:  # Ctrl-C, SIGTERM: the worker goes first, so its folder can be removed after it
                 self._kill()
                 self.proc.wait()
@@ -273,10 +398,85 @@ class WorkerProcess:
         if self.proc.stdout:
             self.proc.stdout.close()
         outcome = self._outcome()
-        if self.memory_limit_bytes and outcome.status not in ("ok", "mismatch"):
+        if self.memory_limit_bytes and outcome.status not in ("ok", "mismatch") and \
+                (outcome.limit or {}).get("kind") != "memory":
             limit_mib = self.memory_limit_bytes / 2**20
-            outcome.reason += f" (it ran under a memory limit of {limit_mib:g} MiB: out of memory?)"
+            if _out_of_memory(outcome):  # a thread that could not start may leave the others waiting: a timeout
+                outcome.status = "error" if outcome.status == "timeout" else outcome.status
+                outcome.reason = f"the worker ran out of its memory limit of {limit_mib:.0f} MiB: {outcome.reason}"
+                outcome.limit = {"kind": "memory", "limit_bytes": self.memory_limit_bytes}
+            elif outcome.status == "crashed":  # a failed allocation may end a worker by a signal, silently
+                outcome.reason += f" (it ran under a memory limit of {limit_mib:.0f} MiB: out of memory?)"
         return outcome
+
+    def _wait_end(self) -> None:
+        """Wait for the worker to exit, within its working time and the limit of the phase it is in."""
+        while True:
+            remaining = self._deadline() - time.perf_counter()
+            step = remaining if self.limits is None else min(remaining, _PHASE_POLL_S)
+            try:
+                self.proc.wait(timeout=max(0.0, step))
+                return
+            except subprocess.TimeoutExpired:
+                if remaining <= step:
+                    self.timed_out = True
+                    self._kill()
+                    return
+                if self._past_phase_limit():
+                    return
+
+    # -- phase limits ------------------------------------------------------------------------------------------
+    def _past_phase_limit(self) -> bool:
+        """Whether the worker ran past the limit of the stretch it is in (then it is killed, `limit_hit` says which)."""
+        stretch = self._stretch()
+        if stretch is None:
+            return False
+        since, limit_s, kind, description = stretch
+        if time.time() - since <= limit_s:
+            return False
+        self.limit_hit = {"kind": kind, "phase": self._phase, "limit_s": limit_s, "description": description}
+        self._kill()
+        return True
+
+    def _stretch(self) -> tuple[float, float, str, str] | None:
+        """(since (wall clock), limit in s, limit kind, its description) of the stretch the worker is in; None: no
+        limit applies (no limits, a result already written, or a lockstep worker waiting for the host)."""
+        self._look_at_phase()
+        phase, limits = self._phase, self.limits
+        if phase is None or limits is None:
+            return None
+        kind = phase_limit_kind(phase)
+        if kind != LIMIT_CALLS:
+            return self._phase_since, limits.load_s if kind == LIMIT_LOAD else limits.compile_s, kind, \
+                limits.describe(kind)
+        since, calls = self._phase_since, self._calls_of.get(phase, 1)
+        if phase == "timing" and self.lockstep and self._ready:
+            if self._command is not None:
+                since, calls = self._command
+            elif self._closed_at is not None:  # after its last batch: the process's state, the result
+                since, calls = max(self._closed_at, self._phase_since), 1
+            else:
+                return None
+        limit_s = limits.calls(calls)
+        return None if limit_s is None else (since, limit_s, kind, limits.describe(kind, calls))
+
+    def _look_at_phase(self) -> None:
+        """The phase of the worker's latest provisional result (None once its result is final), and since when."""
+        try:
+            st = os.stat(self.result_path)
+        except OSError:
+            return
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp == self._stamp:
+            return
+        try:
+            result = msgpack.unpackb(self.result_path.read_bytes(), raw=False, strict_map_key=False)
+        except Exception:
+            return  # being replaced: the next look reads it
+        self._stamp = stamp
+        phase = result.get("phase") if isinstance(result, dict) else None
+        self._phase = str(phase) if phase is not None else None
+        self._phase_since = st.st_mtime_ns / 1e9
 
     def _kill(self) -> None:
         try:
@@ -303,6 +503,10 @@ class WorkerProcess:
         duration = time.perf_counter() - self.start
         tail = _tail(self._stderr_path)
         workdir, result_path = self.workdir, self.result_path
+        if self.limit_hit is not None:
+            result = self._last_result("timeout")
+            return WorkerOutcome("timeout", f"the worker ran past {self.limit_hit['description']}{_where(result)} and "
+                                 "was killed", result, duration, tail, workdir, limit=dict(self.limit_hit))
         if self.timed_out:
             result = self._last_result("timeout")
             return WorkerOutcome("timeout", f"the worker did not finish within {self.timeout_s:g} s and was killed"
@@ -330,8 +534,9 @@ class WorkerProcess:
         except Exception as e:
             return WorkerOutcome("crashed", f"the worker wrote an unreadable result ({e})", None, duration, tail,
                                  workdir)
+        limit = result.get("limit") if isinstance(result.get("limit"), dict) else None  # worker/memory.py's refusal
         return WorkerOutcome(str(result.get("status", "error")), str(result.get("reason", "")), result, duration,
-                             tail, workdir)
+                             tail, workdir, limit=limit)
 
     def _last_result(self, status: str) -> dict | None:
         """What a worker that was killed left: the provisional result it writes before each risky phase (see the
@@ -405,6 +610,49 @@ def _tail(path: Path) -> str:
             return fh.read().decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+def failed_run_error(outcome: WorkerOutcome, what: str, hint: str = "") -> Exception:
+    """The typed error of a worker's run that failed (a ReplayError): PhaseLimitError or MemoryLimitError for one
+    that went past a limit (its `limit`), else ReplayError; the message is `what (status): reason`."""
+    from ..errors import MemoryLimitError, PhaseLimitError, ReplayError
+
+    kind = (outcome.limit or {}).get("kind")
+    cls = MemoryLimitError if kind == "memory" else PhaseLimitError if kind else ReplayError
+    return cls(f"{what} ({outcome.status}): {outcome.reason}", hint=hint)
+
+
+def _job_platform(job_path: Path) -> str | None:
+    try:
+        platform = msgpack.unpackb(job_path.read_bytes(), raw=False, strict_map_key=False).get("platform")
+    except Exception:
+        return None
+    return str(platform) if platform else None
+
+
+def _calls_of_job(job_path: Path) -> dict[str, int]:
+    """The calls the worker makes in a row in each phase of calls: one in "execute", its warmup (and, unless in
+    lockstep, its timed calls) in "timing", its profile's iterations and the trace's own in "profile"."""
+    try:
+        job = msgpack.unpackb(job_path.read_bytes(), raw=False, strict_map_key=False)
+        timing = job.get("timing") or {}
+        warmup = max(1, int(timing.get("warmup", 1)))
+        lockstep = bool(timing.get("lockstep"))
+        timed = warmup if lockstep else warmup + int(timing.get("repeat", 5))
+        return {"execute": 1, "timing": timed, "profile": int(job.get("profile_iters", 3)) + 1}
+    except Exception:
+        return {}
+
+
+# What a worker that ran out of memory leaves on its stderr or in its reason (lower case): numpy's MemoryError,
+# C++'s std::bad_alloc, XLA's RESOURCE_EXHAUSTED, malloc's ENOMEM, a thread whose stack or TLS found no room.
+_OUT_OF_MEMORY = ("memoryerror", "bad_alloc", "resource_exhausted", "resource exhausted", "cannot allocate memory",
+                  "out of memory", "pthread_create failed")
+
+
+def _out_of_memory(outcome: WorkerOutcome) -> bool:
+    text = f"{outcome.reason}\n{outcome.stderr_tail}".lower()
+    return any(sign in text for sign in _OUT_OF_MEMORY)
 
 
 def read_outputs(result: dict) -> list[np.ndarray]:

@@ -15,7 +15,15 @@ from ..bundle.dims import parse_bindings
 from ..config import DEFAULT_WARMUP
 from ..errors import UsageError
 from ..text import clean
-from .execution import DEFAULT_TIMEOUT_S, Timing
+from .execution import (
+    DEFAULT_COMPILE_LIMIT_S,
+    DEFAULT_LOAD_LIMIT_S,
+    DEFAULT_TIMEOUT_S,
+    RUNAWAY_GRACE_S,
+    PhaseLimits,
+    Timing,
+    phase_limits,
+)
 from .schedule import DEFAULT_STEPS, Pin
 
 
@@ -25,8 +33,15 @@ class ReplayOptions:
     (None: as many as settle the verdicts, within `max_time_s`); `pin` runs every worker on those CPU ids with as many
     threads (schedule.Pin); `platform` is where every version runs (None: replay.replay_platform decides);
     `shapes` ({"b": 16}) replays a shape-polymorphic bundle at other sizes, on synthetic inputs;
-    `memory_limit_bytes` bounds each worker's address space; `dump` and `profile` keep the XLA dump and the per-op
-    profile; `retrace_packages` pins packages of the program in a retrace's environments ("flax==0.10.4")."""
+    `memory_limit_bytes` bounds each worker's memory (its RLIMIT_DATA; None: a share of the memory available,
+    execution.worker_memory_limit; 0: none); `dump` and `profile` keep the XLA dump and the per-op profile;
+    `retrace_packages` pins packages of the program in a retrace's environments ("flax==0.10.4").
+    The phase limits (execution.PhaseLimits) end a worker stuck in one phase as a `timeout` naming it:
+    `load_limit_s` (its inputs, jax), `compile_limit_s` (load, lower, compile), `call_limit_s` each call of the
+    function (None: RUNAWAY_FACTOR times the reference's median call, at the packed sizes), `call_grace_s` added
+    to every stretch of calls (the first call, the warmup, a batch of timed calls, the profile);
+    `memory_check` refuses inputs and a compiled module that cannot fit in the memory free (XLA's memory
+    analysis), before running."""
 
     warmup: int = DEFAULT_WARMUP
     repeat: int = DEFAULT_STEPS
@@ -40,6 +55,11 @@ class ReplayOptions:
     shapes: Mapping[str, int] | None = None
     memory_limit_bytes: int | None = None
     retrace_packages: tuple[str, ...] = ()  # NAME==VERSION pins for a retrace's environments (program_envs.py)
+    load_limit_s: float = DEFAULT_LOAD_LIMIT_S
+    compile_limit_s: float = DEFAULT_COMPILE_LIMIT_S
+    call_limit_s: float | None = None
+    call_grace_s: float = RUNAWAY_GRACE_S
+    memory_check: bool = True
 
     @classmethod
     def of(cls, base: "ReplayOptions | None" = None, *, timing: Timing | None = None,
@@ -69,7 +89,17 @@ class ReplayOptions:
         check_timing(self.warmup, self.repeat, self.rounds)
         if self.max_time_s is not None and not self.max_time_s > 0:
             raise UsageError(f"invalid --max-time {self.max_time_s:g}", hint="give the seconds the timing may take, > 0")
-        return replace(self, timeout_s=checked_timeout(self.timeout_s))
+        if self.memory_limit_bytes is not None and self.memory_limit_bytes < 0:
+            raise UsageError(f"invalid memory limit {self.memory_limit_bytes}", hint="give bytes, or 0 for none")
+        return replace(self, timeout_s=checked_timeout(self.timeout_s), load_limit_s=checked_timeout(self.load_limit_s),
+                       compile_limit_s=checked_timeout(self.compile_limit_s),
+                       call_limit_s=None if self.call_limit_s is None else checked_timeout(self.call_limit_s),
+                       call_grace_s=0.0 if self.call_grace_s == 0 else checked_timeout(self.call_grace_s))
+
+    def limits(self, reference_ns: Sequence[int] | None) -> PhaseLimits:
+        """The phase limits of a contender whose reference took `reference_ns` a call (None: no reference to go by,
+        as at other sizes)."""
+        return phase_limits(self.load_limit_s, self.compile_limit_s, self.call_limit_s, self.call_grace_s, reference_ns)
 
     def to_dict(self) -> dict[str, Any]:
         """These options as plain JSON values (a task crosses processes and machines as data; `from_dict` reads
@@ -97,9 +127,12 @@ class ReplayOptions:
 
     def timing_record(self) -> dict[str, Any]:
         """The options a sweep records and resumes by (its `options` in --json): `to_dict` less `shapes` and
-        `memory_limit_bytes`, which a sweep does not carry (it replays at the packed sizes)."""
+        `memory_limit_bytes`, which a sweep does not carry (it replays at the packed sizes), and the limits and the
+        memory check, which bound a replay without changing what it measures."""
         plain = self.to_dict()
-        del plain["shapes"], plain["memory_limit_bytes"]
+        for name in ("shapes", "memory_limit_bytes", "load_limit_s", "compile_limit_s", "call_limit_s",
+                     "call_grace_s", "memory_check"):
+            del plain[name]
         return plain
 
     def for_sweep(self) -> "ReplayOptions":

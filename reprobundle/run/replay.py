@@ -32,7 +32,16 @@ from ..store.scratch import scratch_dir, temp_folder
 from .budget import Budget, plan
 from .conditions import conditions, snapshot
 from .contenders import RETRACE, ContenderSpec, as_specs
-from .execution import Timing, build_job, dtype_of, environment_of, store_result
+from .execution import (
+    PhaseLimits,
+    Timing,
+    build_job,
+    check_leaf_size,
+    dtype_of,
+    environment_of,
+    store_result,
+    worker_memory_limit,
+)
 from .options import ReplayOptions
 from .retrace import lowering_fields, retrace_refusal
 from .schedule import (
@@ -217,6 +226,7 @@ class _Target:
     leaves: list[dict]
     reference: Sequence[np.ndarray] | None  # None at other sizes: outputs are compared between versions only
     platform: PlatformChoice
+    limits: PhaseLimits  # how long its workers' phases may run (its call limit from its reference's times)
 
 
 @dataclass
@@ -287,16 +297,17 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
     first_look = snapshot()
     specs = as_specs(versions)
     interpreters = _Interpreters(env_manager, progress, options.retrace_packages)
-    targets = [_target(registry, bundle, options.shapes, options.platform) for bundle in bundles]
-    jobs = _JobOptions(options.timing, options.dump, options.profile)
+    targets = [_target(registry, bundle, options) for bundle in bundles]
+    jobs = _JobOptions(options.timing, options.dump, options.profile, options.memory_check)
     timed, runs = _contenders(registry, bundles, targets, specs, jobs, interpreters, comparisons.one_group)
     budget = _budget(timed, len(bundles), options, comparisons)
     _say_start(progress, bundles, timed, budget)
     group = Registry.new_run_id()
     with scratch_dir(temp_folder(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
         batches = _batches(bundles, targets, timed)
+        platform = "cpu" if all(t.platform.platform == "cpu" for t in targets) else "accelerator"
         measured, measured_under = _measure(batches, budget, Path(tmp), first_look, options=options,
-                                            progress=progress, count=len(timed))
+                                            progress=progress, count=len(timed), platform=platform)
         at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((options.shapes or {}).items()))
         for t in timed:
             timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
@@ -375,6 +386,7 @@ class _JobOptions:
     timing: Timing
     dump: bool
     profile: bool
+    memory_check: bool = True
 
 
 def _job_writer(registry: Registry, target: _Target, spec: ContenderSpec,
@@ -388,13 +400,15 @@ def _job_writer(registry: Registry, target: _Target, spec: ContenderSpec,
                          dump=options.dump and round_index == 0,
                          profile=options.profile and round_index < PROFILED_ROUNDS,
                          lockstep=True, platform=target.platform.platform, brief_environment=later, contender=spec,
-                         retrace_cache=folder.parent / "retraced.jaxexport")  # one folder per contender's rounds
+                         retrace_cache=folder.parent / "retraced.jaxexport",  # one folder per contender's rounds
+                         memory_check=options.memory_check)
     return write_job
 
 
-def _target(registry: Registry, bundle: Bundle, shapes: Mapping[str, int] | None,
-            platform: str | None) -> _Target:
-    """The bundle's inputs at `shapes` (synthetic) or as packed, its reference, and the platform it replays on."""
+def _target(registry: Registry, bundle: Bundle, options: ReplayOptions) -> _Target:
+    """The bundle's inputs at `options.shapes` (synthetic) or as packed, its reference, the platform it replays on
+    and its phase limits (the call limit from the reference's times only at the packed sizes)."""
+    shapes, platform = options.shapes, options.platform
     m = bundle.manifest
     resized = None
     if shapes:
@@ -404,7 +418,11 @@ def _target(registry: Registry, bundle: Bundle, shapes: Mapping[str, int] | None
     reference = None if resized else reference_arrays(registry, bundle)
     choice = replay_platform(bundle, platform)
     log.info("%s: replaying on %s (%s)", bundle.ref, choice.platform, choice.reason)
-    return _Target(bundle, resized or m["inputs"]["leaves"], reference, choice)
+    leaves = resized or m["inputs"]["leaves"]
+    for index, leaf in enumerate(leaves):  # a shape that lies about its blob fails here, before anything allocates
+        check_leaf_size(leaf, index, None if "synthetic" in leaf else (leaf.get("blob") or {}).get("size"))
+    reference_ns = None if resized else ((m.get("reference") or {}).get("timing") or {}).get("samples_ns")
+    return _Target(bundle, leaves, reference, choice, options.limits(reference_ns))
 
 
 class _Interpreters:
@@ -492,7 +510,8 @@ def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: 
     key = str(index) if len(bundles) == 1 else f"{b}.{index}"
     label = spec.redacted().label if len(bundles) == 1 else f"{target.bundle.ref.name} on {spec.redacted().label}"
     write_job = _job_writer(registry, target, spec, jobs)
-    return _Timed(b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(group)), packages)
+    return _Timed(b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(group),
+                                            limits=target.limits), packages)
 
 
 def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Sequence[_Timed]) -> list[list[Contender]]:
@@ -508,7 +527,7 @@ def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Seque
 
 def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Path, first_look, *,
              options: ReplayOptions, progress: Callable[[str], None] | None,
-             count: int) -> tuple[dict[str, Measurement], dict]:
+             count: int, platform: str = "cpu") -> tuple[dict[str, Measurement], dict]:
     """Each batch measured in interleaved rounds (adaptive when the budget is and the batch compares something),
     and the conditions they were measured under."""
     measured: dict[str, Measurement] = {}
@@ -522,7 +541,9 @@ def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Pa
                                             rounds=budget.rounds if adaptive or not budget.adaptive else
                                             rounds_for(count, options.repeat, options.rounds),
                                             timeout_s=options.timeout_s,
-                                            memory_limit_bytes=options.memory_limit_bytes, progress=progress,
+                                            memory_limit_bytes=worker_memory_limit(options.memory_limit_bytes,
+                                                                                   len(batch), platform),
+                                            progress=progress,
                                             more=budget.more if adaptive else None, pin=pin))
     measured_under = conditions(before, snapshot())
     measured_under["schedule"] = budget.describe(max((len(x.rounds) for x in measured.values()), default=0))

@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 from ..config import DEFAULT_STEPS as DEFAULT_STEPS  # defined there for the CLI, with its reason
 from ..logs import Status
-from .execution import WorkerOutcome, WorkerProcess, pinned_env
+from .execution import PhaseLimits, WorkerOutcome, WorkerProcess, pinned_env
 
 STEP_TARGET_NS = 50_000_000
 MAX_CALLS_PER_STEP = 512
@@ -56,6 +56,7 @@ class Contender:
     label: str = ""  # for progress lines (default: the key)
     # Contenders compared with each other share a group: each of its steps makes the same number of calls.
     group: str = ""
+    limits: PhaseLimits | None = None  # how long each phase of its workers may run (None: only the timeout)
 
 
 @dataclass
@@ -148,7 +149,7 @@ class _Session:
         folder.mkdir(parents=True)
         pin = self.pin
         worker = WorkerProcess(c.python, c.write_job(folder, round_index), timeout_s=self.timeout_s,
-                               memory_limit_bytes=self.memory_limit_bytes, lockstep=True,
+                               memory_limit_bytes=self.memory_limit_bytes, lockstep=True, limits=c.limits,
                                cpus=pin.cpus if pin else None, extra_env=pinned_env(pin.threads) if pin else None)
         self.started.append((c, worker))
         return worker

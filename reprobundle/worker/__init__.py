@@ -12,6 +12,7 @@ Modules: ``protocol`` (constants, errors, helpers), ``records`` (the job and the
 ``signature`` (@main's signature from StableHLO text), ``rebuild`` (an Exported from its fields),
 ``kernels`` (jaxlib CPU custom calls), ``environment``, ``routes`` (load routes),
 ``timing``, ``trace`` (per-op table), ``conditions`` (the process's CPUs and threads),
+``memory`` (what a module needs, what is free, the refusal),
 ``hlo_kind`` (the kind of an HLO instruction, which the host's analysis shares), ``flatten``
 (a pytree call as the flat function jax.export sees, shared with the host's pack), ``retrace`` (the
 retrace route: the bundle's program traced by this release), ``job``
@@ -75,6 +76,9 @@ Job (protocol 1)
     "settings": {"xla_flags": [str],    # optional: this contender's own settings, applied before jax
                  "jax_config": {str: str},  #   is imported (XLA_FLAGS appended, environment variables set)
                  "env": {str: str}},    #   or before the function loads (jax.config.update)
+    "memory_check": bool,               # optional (default true): refuse inputs whose declared sizes and a
+                                        #   compiled module whose outputs and temporaries (XLA's memory analysis)
+                                        #   exceed the memory free (memory.py)
     "platform": str|None }              # optional: "cpu", "cuda", "rocm", "tpu": JAX_PLATFORMS is set to it
                                         #   before jax is imported (on a GPU also XLA_PYTHON_CLIENT_PREALLOCATE=
                                         #   false), and the job fails unless jax runs there
@@ -130,6 +134,8 @@ Result (protocol 1)
                 "async_ops"}|None,
     "phase_s": {phase: seconds},
     "description": {...},          # only when the job asked to describe (records.Description)
+    "limit": {"kind": "memory", "needed_bytes", "available_bytes", "bound", "argument_bytes", "output_bytes",
+              "temp_bytes", "alias_bytes", "code_bytes"},  # only when refused as too large (memory.py)
     "detail": str }                # only for internal worker errors: the traceback, for debugging
 
 Sequence: load inputs -> route loop (build Exported, check inputs vs in_avals,

@@ -15,6 +15,7 @@ from .environment import (
     jax_environment,
     out_of_memory,
 )
+from .memory import check_inputs_fit, check_module_fits, check_room_for_jax
 from .process_state import process_conditions
 from .protocol import (
     PROTOCOL_VERSION,
@@ -104,10 +105,9 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
                 raise JobError("unknown route(s) %s; known: %s" % (bad, list(ROUTES)))
         self.fields = fn.get("fields") or None
 
-    def load_inputs(self):
-        import numpy as np
-
-        arrays = []
+    def declared_inputs(self):
+        """(shape, dtype, elements) of each input leaf as the job declares it, checked before anything is allocated."""
+        declared = []
         for i, leaf in enumerate(self.job["inputs"]):
             if not isinstance(leaf, dict):
                 raise JobError("input leaf %d is not a map" % i)
@@ -116,11 +116,25 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
                 dt = np_dtype(leaf["dtype"])
             except Exception as e:
                 raise JobError("input leaf %d: bad shape/dtype (%s)" % (i, exc_msg(e)))
+            if any(d < 0 for d in shape):
+                raise JobError("input leaf %d: negative dimension in %s%s" % (i, dt.name, list(shape)))
+            n = 1
+            for d in shape:
+                n *= d
+            declared.append((shape, dt, n))
+        return declared
+
+    def load_inputs(self):
+        import numpy as np
+
+        declared = self.declared_inputs()
+        if self.job.get("memory_check", True):  # before any input is allocated: what they declare must fit
+            check_inputs_fit(sum(n * dt.itemsize for _, dt, n in declared))
+        arrays = []
+        for i, leaf in enumerate(self.job["inputs"]):
+            shape, dt, n = declared[i]
             if leaf.get("path"):
                 path = leaf["path"]
-                n = 1
-                for d in shape:
-                    n *= d
                 want = n * dt.itemsize
                 try:
                     size = os.path.getsize(path)
@@ -310,6 +324,12 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             res["reason"] = self._incompatible_reason()
             return res
         route, exp, lowered, compiled = loaded
+        if self.job.get("memory_check", True):
+            self.checkpoint("memory_check")
+            skipped = check_module_fits(compiled, self.result["environment"].get("platform"))
+            if skipped:
+                self.notes.append(skipped)
+            self.end_phase()
         if self.job.get("describe"):
             self.checkpoint("describe")
             res["description"] = self.describe(exp)
@@ -346,6 +366,7 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         self.end_phase()
 
         self.checkpoint("import_jax")
+        check_room_for_jax()
         self.setup_jax()
         self.end_phase()
 

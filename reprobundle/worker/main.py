@@ -37,6 +37,8 @@ def run_job(job, result_path=None, control=None, outcome=None):
         res = w.result
         res["status"] = STATUS_ERROR
         res["reason"] = str(e)
+        if getattr(e, "limit", None):  # memory.MemoryRefusal: the sizes, for the host's typed error
+            res["limit"] = e.limit  # type: ignore[attr-defined]
     except RouteFailure as e:  # should not escape, but be safe
         res = w.result
         res["status"] = STATUS_ERROR

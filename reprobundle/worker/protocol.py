@@ -101,6 +101,25 @@ class JobError(Exception):
     """A problem with the job or its inputs -> status "error"."""
 
 
+# Each phase of a job (job.Worker.checkpoint's names) falls under one of the host's limits (run/execution.py
+# PhaseLimits): loading (inputs, jax), compiling (a route: load, lower, compile), or calling the function.
+LIMIT_LOAD = "load"
+LIMIT_COMPILE = "compile"
+LIMIT_CALLS = "calls"
+_COMPILE_PHASES = ("hlo_text", "memory_check")
+_CALL_PHASES = ("execute", "timing", "profile")
+
+
+def phase_limit_kind(phase):
+    """The limit a job phase runs under: LIMIT_LOAD, LIMIT_COMPILE or LIMIT_CALLS."""
+    phase = str(phase)
+    if phase.startswith("route:") or phase in _COMPILE_PHASES:
+        return LIMIT_COMPILE
+    if phase in _CALL_PHASES:
+        return LIMIT_CALLS
+    return LIMIT_LOAD
+
+
 STAGE_RANK = {"skipped": 0, "load": 1, "lower": 2, "compile": 3}
 
 

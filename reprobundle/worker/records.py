@@ -129,6 +129,7 @@ class Job(_JobRequired, total=False):
     program: Program
     settings: Settings
     platform: Optional[str]
+    memory_check: bool
 
 
 # -------------------------------------------------------------------------------------------------------- result
@@ -270,6 +271,23 @@ class Description(TypedDict):
     mlir_module_compat: Optional[str]
 
 
+class _LimitRequired(TypedDict):
+    kind: str  # "memory"
+    needed_bytes: int
+    available_bytes: int
+    bound: str  # what bounds the memory free: MemAvailable, the worker's rlimit, the device's memory
+
+
+class Limit(_LimitRequired, total=False):
+    """A limit the job would have gone past, so it was refused before running (memory.MemoryRefusal)."""
+
+    argument_bytes: int
+    output_bytes: int
+    temp_bytes: int
+    alias_bytes: int
+    code_bytes: int
+
+
 class _ResultRequired(TypedDict):
     protocol: int
     status: str  # "ok" | "incompatible" | "error"
@@ -293,3 +311,4 @@ class Result(_ResultRequired, total=False):
     description: Description
     detail: str  # internal worker errors only: the traceback
     phase: str  # provisional results only: the phase the worker was in
+    limit: Limit  # a job refused because it would not fit (worker/memory.py)
