@@ -61,6 +61,9 @@ MODULE_SECONDS = {
     "test_isolate.py": 130, "test_cli_exit.py": 120, "test_sharing.py": 110, "test_report.py": 95,
     "test_pack_replay.py": 70, "test_real_difference.py": 60, "test_schedule.py": 45, "test_golden.py": 35,
     "test_accelerators.py": 30, "test_fuzz.py": 25, "test_envs.py": 20, "test_conditions.py": 17,
+    # added 2026-12-02 (#29, #30), from each file's own run beside other work: to be measured in a whole run
+    "test_minimize.py": 150, "test_shared_bucket.py": 90, "test_bisect_layers.py": 60, "test_runaway.py": 35,
+    "test_slow_transfers.py": 35, "test_module_server.py": 30, "test_full_tmpdir.py": 25,
 }
 
 
