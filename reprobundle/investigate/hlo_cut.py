@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
+from ..bundle.registry import Bundle, Registry
 from ..capture.export import MLIR_ELEMENT_DTYPES, FunctionText, OpText
 from ..errors import UsageError
+from ..run.replay import leaf_array
+from ..worker.synthetic import synthetic_array
 
 VALUE = re.compile(r"%[A-Za-z0-9_$.\-]+(?:#\d+)?")
+_FILE_LINE = re.compile(r'"([^"]+)":(\d+):')
 
 
 @dataclass
@@ -122,3 +129,30 @@ def cut(members: Sequence[int], graph: FunctionGraph, outputs: Sequence[str], mo
             f"    return {', '.join(outputs)} : {results}\n  }}\n"
             + "".join("  " + c.replace("\n", "\n  ") + "\n" for c in graph.callees) + "}\n")
     return Cut(text, used, list(outputs))
+
+
+def location_key(loc: str) -> str | None:
+    """`file.py:23`: the outermost frame, in the innermost frame's file, of an op's location; None without one."""
+    frames = [f for f in _FILE_LINE.findall(loc) if f[0] != "-"]  # "-": the parsed text itself, no source
+    if not frames:
+        return None
+    file = frames[0][0]
+    line = frames[0][1]
+    for f, n in frames:
+        if f != file:
+            break
+        line = n
+    return f"{Path(file).name}:{line}"
+
+
+def bundle_inputs(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
+    """The bundle's input arrays (a synthetic leaf made as the worker makes it)."""
+    from ..worker.dtypes import np_dtype
+
+    out = []
+    for leaf in bundle.manifest["inputs"]["leaves"]:
+        if "synthetic" in leaf:
+            out.append(synthetic_array(tuple(leaf["shape"]), np_dtype(leaf["dtype"]), leaf["synthetic"]))
+        else:
+            out.append(leaf_array(registry.get_blob(leaf["blob"]), leaf))
+    return out

@@ -21,7 +21,6 @@ measurement ends when the piece that moved most has its verdict. That piece is p
 from __future__ import annotations
 
 import math
-import re
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,8 +40,7 @@ from ..run.budget import STOP_RULED_OUT
 from ..run.execution import DEFAULT_TIMEOUT_S
 from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay_pieces
-from ..worker.synthetic import synthetic_array
-from .hlo_cut import FunctionGraph, cut, graph_of, later_outputs
+from .hlo_cut import FunctionGraph, bundle_inputs, cut, graph_of, later_outputs, location_key
 
 if TYPE_CHECKING:
     from ..envs.manager import EnvironmentManager
@@ -54,7 +52,6 @@ HEAVY_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.conv
                        "stablehlo.reduce_window", "stablehlo.custom_call", "stablehlo.while", "stablehlo.sort",
                        "stablehlo.scatter", "stablehlo.gather", "stablehlo.fft", "stablehlo.case", "stablehlo.if",
                        "stablehlo.select_and_scatter", "stablehlo.cholesky", "stablehlo.triangular_solve"})
-_FILE_LINE = re.compile(r'"([^"]+)":(\d+):')
 
 
 @dataclass
@@ -75,20 +72,6 @@ class Split:
     results: list[str]  # the values it returns, in order
 
 
-def _location_key(loc: str) -> str | None:
-    """`file.py:23`: the outermost frame, in the innermost frame's file, of an op's location; None without one."""
-    frames = [f for f in _FILE_LINE.findall(loc) if f[0] != "-"]  # "-": the parsed text itself, no source
-    if not frames:
-        return None
-    file = frames[0][0]
-    line = frames[0][1]
-    for f, n in frames:
-        if f != file:
-            break
-        line = n
-    return f"{Path(file).name}:{line}"
-
-
 def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
     """The module's main computation in at most `max_pieces` pieces, each a module of its own (see the module
     docstring). UsageError when the module cannot be split (one op, dynamic shapes, no tensors)."""
@@ -98,7 +81,7 @@ def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
     if len(work) < 2:
         raise UsageError(f"@{fn.name} has {len(work)} op(s) that do work: nothing to split",
                          hint="the bundle is already as small as a repro gets")
-    keys = [_location_key(fn.ops[i].location) for i in work]
+    keys = [location_key(fn.ops[i].location) for i in work]
     by_source = any(k is not None for k in keys)
     groups = _merged(_groups(fn.ops, work, keys, by_source), max_pieces)
     pieces = _cut(module, groups, lambda first: keys[work.index(first)] if by_source else None)
@@ -199,18 +182,6 @@ class Isolation:
     packed: str | None  # its bundle in the user's store
 
 
-def _bundle_inputs(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
-    from ..worker.dtypes import np_dtype
-
-    out = []
-    for leaf in bundle.manifest["inputs"]["leaves"]:
-        if "synthetic" in leaf:
-            out.append(synthetic_array(tuple(leaf["shape"]), np_dtype(leaf["dtype"]), leaf["synthetic"]))
-        else:
-            out.append(leaf_array(registry.get_blob(leaf["blob"]), leaf))
-    return out
-
-
 def _piece_verdict(base: dict, cand: dict) -> dict:
     """The paired verdict of a piece timed long enough for one; else (ruled out after its screening round) its ratio
     alone, verdict 'unknown'."""
@@ -261,7 +232,7 @@ def pack_pieces(registry: Registry, bundle: Bundle, scratch: Registry, *, max_pi
     split = split_module(registry.get_blob(text_ref).decode("utf-8", "replace"), max_pieces)
     say(Status(f"split @{split.function} of {bundle.ref} into {len(split.pieces)} pieces: "
                + ", ".join(p.label for p in split.pieces), "isolate"))
-    values = dict(zip(split.args, _bundle_inputs(registry, bundle)))
+    values = dict(zip(split.args, bundle_inputs(registry, bundle)))
     results: list[PieceResult] = []
     for piece in split.pieces:
         say(Status(f"piece {piece.index + 1}/{len(split.pieces)} ({piece.label}): packing with its inputs",

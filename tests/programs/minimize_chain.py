@@ -1,0 +1,46 @@
+"""Programs for minimize's tests and benchmark: a long float32 chain in which one spot computes differently under
+two contenders of one release, so the difference is real on every machine.
+
+- `odd="bf16"`: a multiply and an add in bfloat16 between two converts. XLA keeps the intermediate in float32
+  (excess precision) unless `--xla_allow_excess_precision=false`, which rounds it: the chain's outputs then differ by
+  bfloat16 ulps, far beyond float32's tolerance. Every other op is float32, which the flag leaves alone.
+- `odd="rng"`: one `rng_bit_generator`, which XLA:CPU cannot compile with
+  `--xla_disable_hlo_passes=rng-bit-generator-expander` (UNIMPLEMENTED: RngBitGenerator should be expanded).
+
+The chain adds each step to the running value (derivative 1), so a difference at the odd spot reaches the output
+undamped.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+EXCESS_PRECISION_OFF = "installed:XLA_FLAGS=--xla_allow_excess_precision=false"
+NO_RNG_EXPANDER = "installed:XLA_FLAGS=--xla_disable_hlo_passes=rng-bit-generator-expander"
+OPS_PER_STEP = 4
+
+
+def chain(steps: int, odd: str = "bf16", at: float = 0.5):
+    """(fn, args): `steps` steps of ~4 StableHLO ops each, the odd spot after `at` of them."""
+    where = int(steps * at)
+
+    def fn(x, y, key):
+        h = x
+        for i in range(steps):
+            if i == where:
+                if odd == "bf16":
+                    hb = h.astype(jnp.bfloat16)
+                    h = (hb * hb + hb).astype(jnp.float32)
+                else:
+                    _, bits = jax.lax.rng_bit_generator(key, x.shape, dtype=jnp.uint32)
+                    h = h + (bits >> 9).astype(jnp.float32) * 1e-7
+            h = h + jnp.sin(y + float(i)) * 0.25
+        return h
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(4096).astype(np.float32)
+    y = rng.standard_normal(4096).astype(np.float32)
+    key = np.array([1, 2, 3, 4], np.uint32)
+    return fn, (x, y, key)

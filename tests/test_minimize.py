@@ -1,0 +1,124 @@
+"""Minimize (investigate/minimize.py): ddmin over a function's StableHLO ops, each candidate a module of its own
+fed with the real values the function computes there, judged on two contenders' long-lived workers.
+
+The reduction is tested on text first (no replays: the cuts are run by this process's jax); the end-to-end cases
+use one release with and without an XLA flag that changes one spot of a program (tests/programs/minimize_chain.py),
+so the difference is real on every machine."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from reprobundle.capture.export import export_function, function_ops, load_stablehlo
+from reprobundle.investigate.hlo_cut import graph_of
+from reprobundle.investigate.minimize import Search, all_values_cut, candidate, error_kind
+
+sys.path.insert(0, str(Path(__file__).parent / "programs"))
+import minimize_chain  # noqa: E402
+
+STEPS = 36  # ~6 StableHLO ops a step: a program of more than 200 ops
+
+
+def run_here(text: str, inputs):
+    from jax import export
+
+    fn = load_stablehlo(text)
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)  # a cut may carry 64-bit values from inside (the worker does this)
+    try:
+        return [np.asarray(o) for o in export.deserialize(bytearray(fn.serialized)).call(*inputs)]
+    finally:
+        jax.config.update("jax_enable_x64", before)
+
+
+@pytest.fixture(scope="module")
+def chain_graph():
+    fn, args = minimize_chain.chain(STEPS, "rng")
+    exported, leaves = export_function(jax.jit(fn), args)
+    graph = graph_of(function_ops(exported.stablehlo_text), "minimize")
+    values = dict(zip(graph.args, leaves))
+    whole = all_values_cut(graph)
+    assert whole is not None
+    values.update(zip(whole.outputs, run_here(whole.text, [values[v] for v in whole.inputs])))
+    return graph, values, fn, args
+
+
+def test_ddmin_finds_the_one_minimal_set_and_tests_each_candidate_once():
+    calls = []
+
+    def holds(items):
+        calls.append(tuple(items))
+        return 37 in items and 80 in items
+
+    search = Search(holds)
+    found = search.ddmin(list(range(200)))
+    assert found == [37, 80]
+    assert search.best == [37, 80]
+    assert search.tested == len(calls) == len(set(calls))
+    assert search.tested < 120  # far fewer than the 2^200 subsets, and fewer than one per item
+
+
+def test_ddmin_keeps_the_best_so_far_when_stopped():
+    from reprobundle.investigate.minimize import OutOfTime
+
+    search = Search(lambda items: 5 in items, deadline=0.0)  # already past: the first untested candidate stops it
+    with pytest.raises(OutOfTime):
+        search.ddmin(list(range(64)))
+    assert search.best == list(range(64)) and search.tested == 0
+
+
+def test_the_program_has_more_than_200_ops(chain_graph):
+    graph, *_ = chain_graph
+    assert len(graph.work) >= 200
+
+
+def test_any_subset_of_ops_is_a_module_fed_with_the_values_the_function_computes(chain_graph):
+    """A candidate's inputs are the real intermediate values; its outputs are what the whole function computes at
+    those values (checked here for a middle slice and for scattered ops)."""
+    graph, values, fn, args = chain_graph
+    work = graph.work
+    for members in (work[50:90], work[10:200:7], work[-5:]):
+        made = candidate(members, graph, values)
+        assert made is not None
+        got = run_here(made.cut.text, made.inputs)
+        assert len(got) == len(made.cut.outputs) > 0
+        for name, value in zip(made.cut.outputs, got):
+            np.testing.assert_array_equal(value, values[name])
+    last = candidate(work, graph, values)
+    assert last is not None
+    np.testing.assert_allclose(run_here(last.cut.text, last.inputs)[-1], np.asarray(jax.jit(fn)(*args)), rtol=1e-6)
+
+
+def test_ddmin_over_the_ops_reduces_to_the_op_that_has_the_property(chain_graph):
+    """The property here is read off the candidate's text (it holds the rng op and compiles): the reduction logic
+    alone, without contenders."""
+    graph, values, *_ = chain_graph
+
+    def holds(members):
+        made = candidate(members, graph, values)
+        return made is not None and "stablehlo.rng_bit_generator" in made.cut.text and bool(
+            run_here(made.cut.text, made.inputs))
+
+    search = Search(holds)
+    found = search.ddmin(graph.work)
+    assert [graph.ops[i].name for i in found] == ["stablehlo.rng_bit_generator"]
+    assert search.tested < 60
+
+
+class _Failed:
+    status = "error"
+
+    def __init__(self, phase, error_type, message):
+        self.phase, self.error_type, self.message = phase, error_type, message
+
+
+def test_error_kind_normalises_names_numbers_and_types():
+    a = _Failed("compile", "JaxRuntimeError", "UNIMPLEMENTED: RngBitGenerator %rng.12 of tensor<4096xui32> at 3")
+    b = _Failed("compile", "JaxRuntimeError", "UNIMPLEMENTED: RngBitGenerator %rng-bit.5 of tensor<8xui32> at 17\nmore")
+    c = _Failed("execute", "JaxRuntimeError", "UNIMPLEMENTED: RngBitGenerator %rng.12 of tensor<4096xui32> at 3")
+    assert error_kind(a) == error_kind(b) != error_kind(c)
