@@ -162,10 +162,7 @@ class WorkerProcess:
         self._working_since: float | None = self.start
         self.timed_out = False
         self._buffer = b""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
-        env.update(extra_env or {})
-        env["PYTHONNOUSERSITE"] = "1"
-        env.pop(_PIN_VAR, None)
+        env = worker_environment(extra_env)
         if cpus:  # the launcher sets the affinity before the worker starts: XLA sizes its thread pools to it
             env[_PIN_VAR] = ",".join(str(int(c)) for c in cpus)
 
@@ -181,8 +178,7 @@ class WorkerProcess:
             # -I: isolated mode, so nothing from the host's cwd or user site shadows the environment's packages.
             # The launcher ties the worker's life to the host's first (see _LAUNCHER), then becomes the worker.
             self.proc = subprocess.Popen(
-                [str(python), "-I", "-c", _LAUNCHER, str(os.getpid()), str(WORKER_PATH), str(job_path),
-                 str(self.result_path)],
+                worker_command(python, [str(job_path), str(self.result_path)]),
                 stdin=subprocess.PIPE if lockstep else subprocess.DEVNULL,
                 stdout=subprocess.PIPE if lockstep else subprocess.DEVNULL, stderr=stderr, env=env,
                 cwd=self.workdir, start_new_session=True, preexec_fn=limit_memory if memory_limit_bytes else None)
@@ -393,6 +389,21 @@ if cpus:
     os.sched_setaffinity(0, [int(c) for c in cpus.split(",")])
 os.execv(sys.executable, [sys.executable, "-I"] + sys.argv[2:])
 """
+
+
+def worker_command(python: str | Path, args: Sequence[str]) -> list[str]:
+    """The command line that runs the worker package in `python` with `args`, through the launcher that ties its
+    life to this process's (run/module_server.py starts its long-lived workers so too)."""
+    return [str(python), "-I", "-c", _LAUNCHER, str(os.getpid()), str(WORKER_PATH), *args]
+
+
+def worker_environment(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """A worker's environment: this process's without its Python paths, plus `extra_env`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+    env.update(extra_env or {})
+    env["PYTHONNOUSERSITE"] = "1"
+    env.pop(_PIN_VAR, None)
+    return env
 
 
 def _tail(path: Path) -> str:

@@ -15,7 +15,7 @@ Modules: ``protocol`` (constants, errors, helpers), ``records`` (the job and the
 ``hlo_kind`` (the kind of an HLO instruction, which the host's analysis shares), ``flatten``
 (a pytree call as the flat function jax.export sees, shared with the host's pack), ``retrace`` (the
 retrace route: the bundle's program traced by this release), ``job``
-(one job), ``main`` (entry points).
+(one job), ``serve`` (a long-lived worker of StableHLO modules, one after another), ``main`` (entry points).
 
 Invocation
 ==========

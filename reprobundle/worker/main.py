@@ -69,8 +69,12 @@ def run_job(job, result_path=None, control=None, outcome=None):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv == ["serve"]:  # a long-lived worker of modules (serve.py)
+        from .serve import serve
+
+        return serve()
     if len(argv) != 2:
-        sys.stderr.write("usage: python worker.py JOB.msgpack RESULT.msgpack\n")
+        sys.stderr.write("usage: python worker.py JOB.msgpack RESULT.msgpack | serve\n")
         return 2
     job_path, result_path = argv
     try:

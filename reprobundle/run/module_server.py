@@ -1,0 +1,408 @@
+"""Long-lived workers that load one small StableHLO module after another (worker/serve.py), one per contender.
+
+Minimize tests hundreds of candidate modules on each contender; a fresh worker per candidate would spend most of
+its time importing jax. A `ModuleWorker` keeps one worker process of a contender's environment, under its settings
+(XLA_FLAGS and environment variables are fixed per process, hence one worker per contender), and sends it module
+after module. A module that fails to load, compile or run is an outcome like any other; a worker that dies
+(segfault, out-of-memory kill) or exceeds a call's time limit is reported as such and replaced, transparently, at the
+next call.
+
+    with ModuleWorker(ContenderSpec("0.8.0")) as worker:
+        outcome = worker.run(text, [x, y])       # outcome.outputs: numpy arrays, or outcome.phase/error_type/message
+        timed = worker.time(text, [x, y], warmup=2, repeat=20)   # timed.samples_ns
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Sequence
+
+import msgpack
+import numpy as np
+
+from ..errors import ReplayError
+from ..store.watchdog import track_group, untrack_group
+from .contenders import ContenderSpec, unknown_flag_reason
+from .execution import dtype_of, worker_command, worker_environment
+
+OK = "ok"
+ERROR = "error"  # the worker answered: the module failed to load, compile or run
+CRASHED = "crashed"  # the worker process died while it worked on the module
+TIMEOUT = "timeout"  # the call exceeded its time limit and the worker was killed
+
+# A call's default time limit: generous, since a candidate's compile on a loaded 2-core machine can take a while;
+# it is there to end a module that never finishes (a `while` whose condition stays true).
+DEFAULT_CALL_TIMEOUT_S = 300.0
+DEFAULT_START_TIMEOUT_S = 300.0  # importing jax and initialising its backend
+_HEADER = struct.Struct(">I")
+_MAX_FRAME = 1 << 34  # a frame longer than this is not the worker speaking
+_STDERR_TAIL = 4000
+_CLOSE_WAIT_S = 5.0
+
+
+@dataclass
+class ModuleOutcome:
+    """What one module did on one contender.
+
+    status: "ok" (outputs and/or samples_ns are set), "error" (the worker answered that the module failed: `phase`
+    "load", "compile" or "execute", `error_type` the exception's class name, `message` its first line), "crashed"
+    (the worker process died: `phase` where it was, `error_type` the signal's name, e.g. "SIGSEGV", or "exit N"),
+    "timeout" (killed after `timeout_s`: `phase` where it was, `error_type` "Timeout")."""
+
+    status: str
+    outputs: list[np.ndarray] = field(default_factory=list)
+    samples_ns: list[int] = field(default_factory=list)
+    phase: str | None = None
+    error_type: str | None = None
+    message: str = ""
+    detail: str = ""  # the error's first lines (the message is only its first)
+    compile_s: float | None = None
+    duration_s: float = 0.0  # the whole call, as the host saw it
+    stderr_tail: str = ""  # what the worker wrote to stderr during the call, when it did not succeed
+    pid: int | None = None  # the worker process that served the call
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def crashed(self) -> bool:
+        return self.status == CRASHED
+
+    @property
+    def timed_out(self) -> bool:
+        return self.status == TIMEOUT
+
+    @property
+    def failure(self) -> tuple[str, str | None, str | None, str] | None:
+        """(status, phase, error_type, message) of a failed call, None for one that succeeded: what two calls'
+        failures are compared by."""
+        return None if self.ok else (self.status, self.phase, self.error_type, self.message)
+
+
+class _Died(Exception):
+    """The worker process ended or stopped speaking the protocol while the host waited for it."""
+
+
+class _TimedOut(Exception):
+    """The worker did not answer within the call's time limit."""
+
+
+class ModuleWorker:
+    """One long-lived worker process of a contender, serving StableHLO modules one after another.
+
+    `contender`: a ContenderSpec (or a version string) whose JAX is resolved to an interpreter by `env_manager`
+    (envs/manager.py, created with the defaults when None; "installed" without one is this interpreter) and whose
+    settings the worker applies before jax is imported; its mode is irrelevant (a module is always frozen).
+    `python` overrides the interpreter. `platform` ("cpu", "cuda", ...) is where the worker runs (None: jax's
+    default). `timeout_s` bounds each call, `start_timeout_s` each start. `memory_limit_bytes` caps the worker's
+    address space (RLIMIT_AS).
+    The process starts at the first call (or `start()`); ReplayError when it cannot start at all (an XLA flag the
+    release does not know, an interpreter that is not there). Use it as a context manager, or call `close()`.
+    """
+
+    def __init__(self, contender: ContenderSpec | str = "installed", *, python: str | Path | None = None,
+                 env_manager: Any = None, platform: str | None = None,
+                 timeout_s: float = DEFAULT_CALL_TIMEOUT_S, start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
+                 memory_limit_bytes: int | None = None) -> None:
+        self.contender = contender if isinstance(contender, ContenderSpec) else ContenderSpec(str(contender))
+        self._python = python
+        self._env_manager = env_manager
+        self.platform = platform
+        self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.memory_limit_bytes = memory_limit_bytes
+        self.info: dict = {}  # the running worker's start answer: pid, jax, jaxlib, platform, xla_flags, notes
+        self.starts = 0  # processes started so far (1 + the restarts after a crash or a timeout)
+        self.calls = 0
+        self.lost: list[str] = []  # the workers that died between calls (replaced before the next call)
+        self._proc: subprocess.Popen | None = None
+        self._stderr: IO[bytes] | None = None
+        self._buffer = b""
+        self._phase: str | None = None
+        self._busy = False
+
+    # -- life ----------------------------------------------------------------------------------------------------
+    def __enter__(self) -> "ModuleWorker":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        """The running worker's process id (None when none runs)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def phase(self) -> str | None:
+        """The phase the call in progress (or the last call) reached: "load", "compile" or "execute"."""
+        return self._phase
+
+    @property
+    def python(self) -> str:
+        """The interpreter of the contender's environment (resolved, and its environment made, once)."""
+        if self._python is None:
+            self._python = self._resolve_python()
+        return str(self._python)
+
+    def _resolve_python(self) -> str:
+        manager = self._env_manager
+        if manager is None and self.contender.jax == "installed":
+            return sys.executable
+        if manager is None:
+            from ..envs.manager import EnvironmentManager
+
+            manager = self._env_manager = EnvironmentManager()
+        on_platform = {} if self.platform in (None, "cpu") else {"platform": self.platform}
+        return str(manager.ensure(self.contender.jax, **on_platform).python_executable)
+
+    def start(self) -> None:
+        """Start the worker unless one runs; ReplayError when it cannot start."""
+        if self._proc is not None:
+            return
+        self._stderr = tempfile.TemporaryFile()  # unlinked already: nothing is left behind, whatever happens
+        limit = self.memory_limit_bytes or 0
+
+        def limit_memory() -> None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+        self._proc = subprocess.Popen(
+            worker_command(self.python, ["serve"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=self._stderr, env=worker_environment(), cwd=tempfile.gettempdir(), start_new_session=True,
+            preexec_fn=limit_memory if limit else None)
+        track_group(self._proc.pid)
+        self.starts += 1
+        self._buffer = b""
+        settings = self.contender.settings.as_record()
+        try:
+            self._send({"op": "start", "settings": settings, "platform": self.platform})
+            answer = self._answer(time.perf_counter() + self.start_timeout_s)
+        except (_Died, _TimedOut) as e:
+            reason = self._start_failure(e)
+            self._stop()
+            raise ReplayError(f"the module worker of {self.contender.label} did not start: {reason}",
+                              hint="see the worker's stderr above; REPROBUNDLE_DEBUG=1 for more") from None
+        if answer.get("status") != OK:
+            self._stop()
+            raise ReplayError(f"the module worker of {self.contender.label} did not start: "
+                              f"{answer.get('error_type')}: {answer.get('message')}")
+        self.info = answer
+
+    def _start_failure(self, e: Exception) -> str:
+        if isinstance(e, _TimedOut):
+            return f"it was not ready within {self.start_timeout_s:g} s"
+        tail = self._stderr_tail()
+        flag = unknown_flag_reason(tail)
+        if flag is not None:
+            return flag
+        return f"it ended ({self._death()}): {_last_line(tail)}"
+
+    def close(self) -> None:
+        """End the worker (stdin closed, then its process group killed if it lingers); nothing is left behind."""
+        proc = self._proc
+        if proc is None:
+            return
+        if self._busy:  # interrupted in the middle of a call: no answer will come in time
+            self._stop()
+            return
+        try:
+            self._send({"op": "close"})
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait(timeout=_CLOSE_WAIT_S)
+        except (_Died, OSError, subprocess.TimeoutExpired):
+            pass
+        self._stop()
+
+    def _stop(self) -> None:
+        """Kill the worker's process group, reap it, and drop its pipes and stderr file."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait()
+        untrack_group(proc.pid)
+        for pipe in (proc.stdin, proc.stdout, self._stderr):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+        self._proc = None
+        self._stderr = None
+        self._busy = False
+
+    # -- calls ---------------------------------------------------------------------------------------------------
+    def run(self, text: str, inputs: Sequence[np.ndarray], *, timeout_s: float | None = None) -> ModuleOutcome:
+        """Load, compile and run the module once on `inputs` (@main's arguments in order): its outputs, or why not."""
+        return self._call({"op": "run", "text": text, "inputs": [_encode(a) for a in inputs], "want": "outputs"},
+                          timeout_s)
+
+    def time(self, text: str, inputs: Sequence[np.ndarray], *, warmup: int = 1, repeat: int = 5,
+             timeout_s: float | None = None) -> ModuleOutcome:
+        """Load and compile the module, call it `warmup` times untimed and `repeat` times timed: `samples_ns` (one
+        per timed call, each waited for), or why not."""
+        return self._call({"op": "run", "text": text, "inputs": [_encode(a) for a in inputs], "want": "time",
+                           "warmup": int(warmup), "repeat": int(repeat)}, timeout_s)
+
+    def _call(self, request: dict, timeout_s: float | None, retry: bool = True) -> ModuleOutcome:
+        if self._proc is not None and self._proc.poll() is not None:  # it died between calls: not this module's doing
+            self._lose()
+        self.start()
+        assert self._proc is not None and self._stderr is not None
+        self._stderr.seek(0)
+        self._stderr.truncate()
+        self._phase = None
+        self.calls += 1  # after the phase is reset: a watcher that sees the count sees this call's phase
+        pid = self._proc.pid
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        t0 = time.perf_counter()
+        self._busy = True  # until the answer: a close meanwhile (Ctrl-C) kills the worker at once
+        try:
+            self._send(request)
+            answer = self._answer(t0 + limit)
+        except _TimedOut:
+            return self._ended(ModuleOutcome(TIMEOUT, phase=self._phase, error_type="Timeout", message=(
+                f"the module did not finish within {limit:g} s; the worker was killed")), t0, pid)
+        except _Died:
+            if self._phase is None and retry:  # it died before it read the module: not the module's doing
+                self._lose()
+                return self._call(request, timeout_s, retry=False)
+            return self._ended(ModuleOutcome(CRASHED, phase=self._phase), t0, pid)
+        self._busy = False
+        return self._outcome(answer, time.perf_counter() - t0, pid)
+
+    def _lose(self) -> None:
+        """Note a worker that died between calls and drop it."""
+        assert self._proc is not None
+        self.lost.append(f"the worker {self._proc.pid} died between calls ({self._death()}): "
+                         f"{_last_line(self._stderr_tail())}")
+        self._stop()
+
+    def _ended(self, outcome: ModuleOutcome, t0: float, pid: int) -> ModuleOutcome:
+        """A call the worker did not survive: its process group killed (the next call starts a new worker)."""
+        if outcome.status == CRASHED:
+            outcome.error_type = self._death()
+            outcome.message = f"the worker died ({outcome.error_type}){self._memory_note()}"
+        outcome.stderr_tail = self._stderr_tail()
+        self._stop()
+        outcome.duration_s = time.perf_counter() - t0
+        outcome.pid = pid
+        return outcome
+
+    def _outcome(self, answer: dict, duration_s: float, pid: int) -> ModuleOutcome:
+        if answer.get("status") == OK:
+            return ModuleOutcome(OK, outputs=[_decode(leaf) for leaf in answer.get("outputs") or []],
+                                 samples_ns=[int(s) for s in answer.get("samples_ns") or []],
+                                 compile_s=answer.get("compile_s"), duration_s=duration_s, pid=pid)
+        return ModuleOutcome(ERROR, phase=str(answer.get("phase")), error_type=str(answer.get("error_type")),
+                             message=str(answer.get("message", "")), detail=str(answer.get("detail", "")),
+                             duration_s=duration_s, stderr_tail=self._stderr_tail(), pid=pid)
+
+    # -- frames --------------------------------------------------------------------------------------------------
+    def _send(self, message: dict) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        data = msgpack.packb(message, use_bin_type=True)
+        try:
+            self._proc.stdin.write(_HEADER.pack(len(data)) + data)
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise _Died() from None
+
+    def _answer(self, deadline: float) -> dict:
+        """The worker's answer (its phase frames noted on the way)."""
+        while True:
+            frame = self._frame(deadline)
+            if frame.get("op") != "phase":
+                return frame
+            self._phase = str(frame.get("phase"))
+
+    def _frame(self, deadline: float) -> dict:
+        size = _HEADER.unpack(self._read(_HEADER.size, deadline))[0]
+        if size > _MAX_FRAME:
+            raise _Died()
+        frame = msgpack.unpackb(self._read(size, deadline), raw=False, strict_map_key=False)
+        if not isinstance(frame, dict):
+            raise _Died()
+        return frame
+
+    def _read(self, size: int, deadline: float) -> bytes:
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        while len(self._buffer) < size:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise _TimedOut()
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(fd, max(65536, size - len(self._buffer)))
+            if not chunk:
+                raise _Died()
+            self._buffer += chunk
+        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+    # -- what a dead worker left ---------------------------------------------------------------------------------
+    def _death(self) -> str:
+        """How the worker ended: a signal's name ("SIGSEGV"), "exit N", or "running"."""
+        proc = self._proc
+        code = proc.poll() if proc is not None else None
+        if code is None and proc is not None:
+            try:
+                code = proc.wait(timeout=2.0)  # it closed stdout: it is on its way out
+            except subprocess.TimeoutExpired:
+                return "running"
+        if code is None:
+            return "running"
+        if code < 0:
+            try:
+                return signal.Signals(-code).name
+            except ValueError:
+                return f"signal {-code}"
+        return f"exit {code}"
+
+    def _memory_note(self) -> str:
+        if not self.memory_limit_bytes:
+            return ""
+        return f" (it ran under a memory limit of {self.memory_limit_bytes / 2**20:g} MiB: out of memory?)"
+
+    def _stderr_tail(self) -> str:
+        if self._stderr is None:
+            return ""
+        try:
+            size = self._stderr.seek(0, os.SEEK_END)
+            self._stderr.seek(max(0, size - _STDERR_TAIL))
+            return self._stderr.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
+
+def _encode(array: Any) -> dict:
+    a = np.asarray(array)
+    return {"dtype": a.dtype.name, "shape": [int(d) for d in a.shape], "bytes": np.ascontiguousarray(a).tobytes()}
+
+
+def _decode(leaf: dict) -> np.ndarray:
+    return np.frombuffer(leaf["bytes"], dtype=dtype_of(str(leaf["dtype"]))).reshape(leaf["shape"]).copy()
+
+
+def _last_line(text: str) -> str:
+    return text.strip().splitlines()[-1] if text.strip() else "no output"

@@ -1,0 +1,169 @@
+"""Long-lived module workers (run/module_server.py, worker/serve.py): one process serves module after module; a
+module that fails is an answer, a worker that dies or hangs is reported and replaced."""
+
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from reprobundle.errors import ReplayError
+from reprobundle.run.contenders import ContenderSpec, Settings
+from reprobundle.run.module_server import ModuleWorker
+
+
+def affine_module(i: int) -> str:
+    """@main(x, y) = (x * i + y, int32 of the sum of it): one module per i."""
+    return f"""module @affine_{i} {{
+  func.func public @main(%x: tensor<8xf32>, %y: tensor<8xf32>) -> (tensor<8xf32>, tensor<i32>) {{
+    %c = stablehlo.constant dense<{i}.0> : tensor<8xf32>
+    %0 = stablehlo.multiply %x, %c : tensor<8xf32>
+    %1 = stablehlo.add %0, %y : tensor<8xf32>
+    %z = stablehlo.constant dense<0.0> : tensor<f32>
+    %2 = stablehlo.reduce(%1 init: %z) applies stablehlo.add across dimensions = [0] : (tensor<8xf32>, tensor<f32>) -> tensor<f32>
+    %3 = stablehlo.convert %2 : (tensor<f32>) -> tensor<i32>
+    return %1, %3 : tensor<8xf32>, tensor<i32>
+  }}
+}}"""
+
+
+# a `while` whose condition stays true: the call never returns
+HANG = """module @hang {
+  func.func public @main(%arg0: tensor<i32>) -> (tensor<i32>) {
+    %0 = stablehlo.while(%it = %arg0) : tensor<i32>
+     cond {
+      %c = stablehlo.constant dense<true> : tensor<i1>
+      stablehlo.return %c : tensor<i1>
+    } do {
+      %1 = stablehlo.constant dense<1> : tensor<i32>
+      %2 = stablehlo.add %it, %1 : tensor<i32>
+      stablehlo.return %2 : tensor<i32>
+    }
+    return %0 : tensor<i32>
+  }
+}"""
+
+# parses, but no jaxlib has this kernel: XLA refuses to compile it
+UNKNOWN_KERNEL = """module @unknown_kernel {
+  func.func public @main(%arg0: tensor<8xf32>) -> (tensor<8xf32>) {
+    %0 = stablehlo.custom_call @reprobundle_no_such_kernel(%arg0) : (tensor<8xf32>) -> tensor<8xf32>
+    return %0 : tensor<8xf32>
+  }
+}"""
+
+X = np.arange(-4, 4, dtype=np.float32) * np.float32(0.5)  # exact sums: the int32 output is exact too
+Y = np.arange(8, dtype=np.float32)
+
+
+def expected(i: int) -> list[np.ndarray]:
+    first = X * np.float32(i) + Y
+    return [first, np.asarray(first.sum(dtype=np.float32)).astype(np.int32)]
+
+
+def assert_affine(outcome, i: int) -> None:
+    assert outcome.ok, outcome
+    assert [(o.dtype, o.shape) for o in outcome.outputs] == [(np.dtype("float32"), (8,)), (np.dtype("int32"), ())]
+    np.testing.assert_array_equal(outcome.outputs[0], expected(i)[0])
+    assert outcome.outputs[1] == expected(i)[1]
+
+
+@pytest.fixture(scope="module")
+def worker():
+    """One worker of this interpreter for the module's tests (a test that kills it leaves a fresh one behind)."""
+    with ModuleWorker("installed", timeout_s=120) as w:
+        yield w
+
+
+def test_one_process_serves_many_modules(worker):
+    pid = worker.pid
+    for i in range(50):
+        outcome = worker.run(affine_module(i), [X, Y])
+        assert_affine(outcome, i)
+        assert outcome.pid == pid
+    assert worker.pid == pid and worker.info["pid"] == pid
+    timed = worker.time(affine_module(3), [X, Y], warmup=1, repeat=4)
+    assert timed.ok and len(timed.samples_ns) == 4 and all(s > 0 for s in timed.samples_ns), timed
+    assert worker.pid == pid
+
+
+def test_a_failing_module_is_a_typed_answer_and_the_next_one_runs(worker):
+    pid = worker.pid
+    compile_error = worker.run(UNKNOWN_KERNEL, [X])
+    assert compile_error.status == "error" and compile_error.phase == "compile", compile_error
+    assert compile_error.error_type.endswith("RuntimeError"), compile_error  # XlaRuntimeError, JaxRuntimeError
+    assert "reprobundle_no_such_kernel" in compile_error.message and "\n" not in compile_error.message
+    not_parsed = worker.run("module { this is not StableHLO", [X])
+    assert (not_parsed.status, not_parsed.phase, not_parsed.error_type) == ("error", "load", "SignatureError")
+    wrong_inputs = worker.run(affine_module(2), [X])
+    assert (wrong_inputs.phase, wrong_inputs.error_type) == ("load", "JobError"), wrong_inputs
+    assert "takes 2 input leaves" in wrong_inputs.message
+    assert compile_error.failure == worker.run(UNKNOWN_KERNEL, [X]).failure  # the same failure compares equal
+    assert_affine(worker.run(affine_module(7), [X, Y]), 7)
+    assert worker.pid == pid and not worker.lost
+
+
+def test_a_hung_call_times_out_and_the_worker_is_replaced(worker):
+    pid, starts = worker.pid, worker.starts
+    outcome = worker.run(HANG, [np.int32(0)], timeout_s=6)
+    assert outcome.timed_out and outcome.phase == "execute" and outcome.error_type == "Timeout", outcome
+    assert outcome.pid == pid and worker.pid is None
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the whole process group is gone
+    assert_affine(worker.run(affine_module(4), [X, Y]), 4)
+    assert worker.starts == starts + 1 and worker.pid != pid
+
+
+def test_a_killed_worker_is_reported_and_restarted(worker):
+    pid = worker.pid
+    killer = threading.Thread(target=_kill_when_executing, args=(worker, pid, worker.calls))
+    killer.start()
+    outcome = worker.run(HANG, [np.int32(0)])
+    killer.join()
+    assert outcome.crashed and outcome.error_type == "SIGKILL" and outcome.phase == "execute", outcome
+    assert outcome.pid == pid
+    assert_affine(worker.run(affine_module(5), [X, Y]), 5)
+    # a worker that dies between calls is replaced before the next module, which it is not blamed for
+    second = worker.pid
+    os.kill(second, signal.SIGKILL)
+    assert_affine(worker.run(affine_module(6), [X, Y]), 6)
+    assert worker.pid not in (pid, second) and any("SIGKILL" in line for line in worker.lost), worker.lost
+
+
+def _kill_when_executing(worker, pid, calls_before):
+    """SIGKILL the worker once it runs the next call's module (it never returns from it)."""
+    deadline = time.monotonic() + 60
+    while not (worker.calls > calls_before and worker.phase == "execute") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+
+
+def test_the_variants_xla_flags_reach_the_worker(tmp_path):
+    dump = tmp_path / "dump"
+    variant = ContenderSpec("installed", settings=Settings(xla_flags=(f"--xla_dump_to={dump}",)))
+    with ModuleWorker(variant, timeout_s=120) as worker:
+        assert f"--xla_dump_to={dump}" in worker.info["xla_flags"]
+        assert_affine(worker.run(affine_module(2), [X, Y]), 2)
+        dumped = sorted(p.name for p in dump.iterdir())  # XLA read --xla_dump_to: it dumped the module it compiled
+        assert any(name.endswith("after_optimizations.txt") for name in dumped), dumped
+        pid = worker.pid
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    unknown = ContenderSpec("installed", settings=Settings(xla_flags=("--xla_reprobundle_no_such_flag=1",)))
+    with pytest.raises(ReplayError, match="does not define the flag --xla_reprobundle_no_such_flag"):
+        ModuleWorker(unknown, python=sys.executable, timeout_s=120).start()
+
+
+@pytest.mark.crossversion
+def test_a_worker_on_jax_0_4_30(worker):
+    from reprobundle.api import environment_manager
+
+    with ModuleWorker(ContenderSpec("0.4.30"), env_manager=environment_manager(), timeout_s=300) as old:
+        assert old.info["jax"] == "0.4.30"
+        for i in range(3):
+            assert_affine(old.run(affine_module(i), [X, Y]), i)
+        failed = old.run(UNKNOWN_KERNEL, [X])
+        assert (failed.status, failed.phase) == ("error", "compile"), failed
+        assert old.time(affine_module(1), [X, Y], repeat=2).ok
