@@ -345,6 +345,7 @@ class Minimization:
     packed: str | None = None  # the reduced bundle's ref
     check: dict = field(default_factory=dict)  # the fresh replay of the reduced bundle
     reproduce: dict = field(default_factory=dict)  # the Reproduce block of the reduced bundle (api fills it in)
+    runs: list[dict] = field(default_factory=list)  # the fresh replay's run records
 
 
 def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderSpec], *, prop: str | None = None,
@@ -383,9 +384,9 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
                                        specs=(a_spec, b_spec), registry=registry, bundle=bundle)
         say(Status(f"property: {chosen.name} ({why})", "minimize"))
         _intermediate_values(a, graph, values)
+        details: dict[tuple, dict] = {}
         found = Search(lambda members: _holds(members, graph, values, chosen, a, b, details), deadline,
                        say_progress(progress, len(graph.work), started))
-        details: dict[tuple, dict] = {}
         found.best = list(graph.work)
         stopped = "done"
         try:
@@ -406,11 +407,13 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     say(Status(f"packing the {result.ops_after} ops as {target}", "minimize"))
     result.packed = _pack(registry, bundle, best, result, target, timeout_s)
     if interrupted:
+        say(Status(f"interrupted: kept the best piece so far ({result.ops_after} of {result.ops_before} ops) as "
+                   f"{result.packed}", "minimize"))
         raise KeyboardInterrupt
     if check:
         say(Status(f"replaying {result.packed} fresh on {a_spec.label} and {b_spec.label}", "minimize"))
-        result.check = fresh_check(registry, registry.resolve(result.packed), (a_spec, b_spec), chosen,
-                                   env_manager=env_manager, timeout_s=timeout_s)
+        result.runs, result.check = fresh_check(registry, registry.resolve(result.packed), (a_spec, b_spec),
+                                                chosen, env_manager=env_manager, timeout_s=timeout_s)
     return result
 
 
@@ -421,8 +424,10 @@ def _packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.nda
         raise UsageError(f"{bundle.ref} holds no StableHLO text to reduce")
     text = registry.get_blob(text_ref).decode("utf-8", "replace")
     inputs = bundle_inputs(registry, bundle)
-    if any(isinstance(d, str) for aval in bundle.manifest["function"]["fields"].get("in_avals", [])
-           for d in aval["shape"]) or "tensor<?" in text:
+    kept = (bundle.manifest["function"].get("fields") or {}).get("module_kept_var_idx")
+    if kept is not None:  # jax.export drops the arguments the function does not use from @main
+        inputs = [inputs[i] for i in kept]
+    if "tensor<?" in text:
         text = load_stablehlo(text, [x.shape for x in inputs]).stablehlo_text
     return text, inputs
 
@@ -510,13 +515,18 @@ def _pack(registry: Registry, bundle: Bundle, best: Candidate, result: Minimizat
 
 
 def fresh_check(registry: Registry, packed: Bundle, specs: Sequence[ContenderSpec], prop: Property, *,
-                env_manager: EnvironmentManager | None, timeout_s: float) -> dict:
+                env_manager: EnvironmentManager | None, timeout_s: float) -> tuple[list[dict], dict]:
     """The reduced bundle replayed on both contenders (stored runs): whether it still has the property, with the
     output check and its worst element, B's error, or the paired verdict and its interval."""
     slower = prop.name == SLOWER
     options = ReplayOptions(warmup=1, repeat=DEFAULT_STEPS if slower else 2, rounds=None if slower else 1,
                             max_time_s=None, timeout_s=timeout_s, dump=False, profile=False)
     runs = replay(registry, packed, list(specs), options, env_manager=env_manager)
+    return runs, _checked(registry, packed, runs, prop)
+
+
+def _checked(registry: Registry, packed: Bundle, runs: list[dict], prop: Property) -> dict:
+    slower = prop.name == SLOWER
     base, cand = runs
     out: dict[str, Any] = {"runs": [{"contender": r["contender"]["label"], "status": r["status"],
                                      "reason": r.get("reason", "")} for r in runs]}
