@@ -38,7 +38,7 @@ def run_here(text: str, inputs):
 
 @pytest.fixture(scope="module")
 def chain_graph():
-    fn, args = minimize_chain.chain(STEPS, "rng")
+    fn, args = minimize_chain.chain(STEPS, ("rng",))
     exported, leaves = export_function(jax.jit(fn), args)
     graph = graph_of(function_ops(exported.stablehlo_text), "minimize")
     values = dict(zip(graph.args, leaves))

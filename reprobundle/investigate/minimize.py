@@ -29,6 +29,7 @@ Opening a region is a candidate like any other: it is kept only when the propert
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from contextlib import ExitStack
@@ -258,7 +259,9 @@ class Property:
 
     def _slower(self, a: Runner, b: Runner, text: str, inputs: Sequence[np.ndarray]) -> Judgement:
         """Paired rounds of A and B (ABBA order), one step of `repeat` calls each, until the sequential verdict
-        settles or `max_rounds`; holds when it settled slower by at least min_ratio."""
+        settles, its 95% interval lies below `min_ratio` (the piece cannot show it) or `max_rounds`; holds when it
+        settled slower by at least min_ratio. Each worker stays up between rounds (unlike a replay's fresh process
+        per round), so the spread between processes is not in the test."""
         probe = a.time(text, inputs, warmup=1, repeat=3)
         if not probe.ok:
             return Judgement(False, {"a_error": error_text(probe)})
@@ -278,7 +281,8 @@ class Property:
                 timing["rounds"].append(1)
             if r + 1 >= MIN_ROUNDS:
                 verdict = timing_verdict(base, cand)
-                if verdict.get("settled"):
+                hi = (verdict.get("ci95") or [math.inf, math.inf])[1]
+                if verdict.get("settled") or hi < self.min_ratio:  # settled, or its 95% interval is below the bar
                     break
         holds = (verdict.get("settled") is True and verdict.get("verdict") == SLOWER
                  and float(verdict.get("ratio", 0.0)) >= self.min_ratio)

@@ -6,6 +6,8 @@ two contenders of one release, so the difference is real on every machine.
   bfloat16 ulps, far beyond float32's tolerance. Every other op is float32, which the flag leaves alone.
 - `odd="rng"`: one `rng_bit_generator`, which XLA:CPU cannot compile with
   `--xla_disable_hlo_passes=rng-bit-generator-expander` (UNIMPLEMENTED: RngBitGenerator should be expanded).
+- `odd="reduce"`: the sum of a value broadcast 512 times, which XLA's algebraic simplifier turns into a multiply;
+  with `--xla_disable_hlo_passes=algsimp` the 512 rows are made and summed: several times slower.
 
 The chain adds each step to the running value (derivative 1), so a difference at the odd spot reaches the output
 undamped.
@@ -19,23 +21,25 @@ import numpy as np
 
 EXCESS_PRECISION_OFF = "installed:XLA_FLAGS=--xla_allow_excess_precision=false"
 NO_RNG_EXPANDER = "installed:XLA_FLAGS=--xla_disable_hlo_passes=rng-bit-generator-expander"
-OPS_PER_STEP = 4
+NO_ALGSIMP = "installed:XLA_FLAGS=--xla_disable_hlo_passes=algsimp"
 
 
-def chain(steps: int, odd: str = "bf16", at: float = 0.5):
-    """(fn, args): `steps` steps of ~4 StableHLO ops each, the odd spot after `at` of them."""
-    where = int(steps * at)
+def chain(steps: int, odd: tuple[str, ...] = ("bf16",)):
+    """(fn, args): `steps` steps of ~6 StableHLO ops each, with each odd spot of `odd` ("bf16", "rng", "reduce") placed
+    evenly along the chain."""
+    where = {int(steps * (k + 1) / (len(odd) + 1)): kind for k, kind in enumerate(odd)}
 
     def fn(x, y, key):
         h = x
         for i in range(steps):
-            if i == where:
-                if odd == "bf16":
-                    hb = h.astype(jnp.bfloat16)
-                    h = (hb * hb + hb).astype(jnp.float32)
-                else:
-                    _, bits = jax.lax.rng_bit_generator(key, x.shape, dtype=jnp.uint32)
-                    h = h + (bits >> 9).astype(jnp.float32) * 1e-7
+            if where.get(i) == "bf16":
+                hb = h.astype(jnp.bfloat16)
+                h = (hb * hb + hb).astype(jnp.float32)
+            elif where.get(i) == "reduce":
+                h = h + jnp.broadcast_to(h, (512, h.shape[0])).sum(axis=0) * 1e-3
+            elif where.get(i) == "rng":
+                _, bits = jax.lax.rng_bit_generator(key, x.shape, dtype=jnp.uint32)
+                h = h + (bits >> 9).astype(jnp.float32) * 1e-7
             h = h + jnp.sin(y + float(i)) * 0.25
         return h
 
