@@ -84,6 +84,8 @@ def test_one_process_serves_many_modules(worker):
         assert_affine(outcome, i)
         assert outcome.pid == pid
     assert worker.pid == pid and worker.info["pid"] == pid
+    swapped = worker.run(affine_module(8), [X.astype(">f4"), Y[::-1].copy()[::-1]])  # big-endian, a strided view
+    np.testing.assert_array_equal(swapped.outputs[0], expected(8)[0])
     timed = worker.time(affine_module(3), [X, Y], warmup=1, repeat=4)
     assert timed.ok and len(timed.samples_ns) == 4 and all(s > 0 for s in timed.samples_ns), timed
     assert worker.pid == pid
@@ -105,9 +107,22 @@ def test_a_failing_module_is_a_typed_answer_and_the_next_one_runs(worker):
     assert worker.pid == pid and not worker.lost
 
 
+def test_a_prepared_module_is_timed_again_without_loading_it(worker):
+    prepared = worker.prepare(affine_module(9), [X, Y], outputs=True)
+    assert_affine(prepared, 9)
+    pid = worker.pid
+    for _ in range(3):  # as a paired timing alternates batches
+        batch = worker.time_prepared(4)
+        assert batch.ok and len(batch.samples_ns) == 4 and batch.pid == pid, batch
+        assert batch.compile_s is None  # the answer of a module kept, not loaded again
+    assert_affine(worker.run(affine_module(1), [X, Y]), 1)
+    with pytest.raises(ValueError, match="call prepare first"):
+        worker.time_prepared(1)  # a module run since replaced it
+
+
 def test_a_hung_call_times_out_and_the_worker_is_replaced(worker):
     pid, starts = worker.pid, worker.starts
-    outcome = worker.run(HANG, [np.int32(0)], timeout_s=6)
+    outcome = worker.run(HANG, [np.int32(0)], timeout_s=4)
     assert outcome.timed_out and outcome.phase == "execute" and outcome.error_type == "Timeout", outcome
     assert outcome.pid == pid and worker.pid is None
     with pytest.raises(ProcessLookupError):
@@ -124,12 +139,14 @@ def test_a_killed_worker_is_reported_and_restarted(worker):
     killer.join()
     assert outcome.crashed and outcome.error_type == "SIGKILL" and outcome.phase == "execute", outcome
     assert outcome.pid == pid
-    assert_affine(worker.run(affine_module(5), [X, Y]), 5)
-    # a worker that dies between calls is replaced before the next module, which it is not blamed for
+    assert_affine(worker.prepare(affine_module(5), [X, Y], outputs=True), 5)
+    # a worker that dies between calls is replaced before the next call, which it is not blamed for; a new worker
+    # prepares the module it had prepared before timing it
     second = worker.pid
     os.kill(second, signal.SIGKILL)
-    assert_affine(worker.run(affine_module(6), [X, Y]), 6)
-    assert worker.pid not in (pid, second) and any("SIGKILL" in line for line in worker.lost), worker.lost
+    again = worker.time_prepared(2)
+    assert again.ok and len(again.samples_ns) == 2 and again.pid not in (pid, second), again
+    assert any("SIGKILL" in line for line in worker.lost), worker.lost
 
 
 def _kill_when_executing(worker, pid, calls_before):
@@ -154,10 +171,15 @@ def test_the_variants_xla_flags_reach_the_worker(tmp_path):
     unknown = ContenderSpec("installed", settings=Settings(xla_flags=("--xla_reprobundle_no_such_flag=1",)))
     with pytest.raises(ReplayError, match="does not define the flag --xla_reprobundle_no_such_flag"):
         ModuleWorker(unknown, python=sys.executable, timeout_s=120).start()
+    with pytest.raises(ReplayError, match="cannot start the module worker of installed in /nonexistent/python"):
+        ModuleWorker(python="/nonexistent/python").start()
+    refused = ContenderSpec("installed", settings=Settings(env=(("JAX_PLATFORMS", "cpu"),)))
+    with pytest.raises(ReplayError, match="JobError: setting JAX_PLATFORMS through the contender's environment"):
+        ModuleWorker(refused, timeout_s=120).start()
 
 
 @pytest.mark.crossversion
-def test_a_worker_on_jax_0_4_30(worker):
+def test_a_worker_on_jax_0_4_30():
     from reprobundle.api import environment_manager
 
     with ModuleWorker(ContenderSpec("0.4.30"), env_manager=environment_manager(), timeout_s=300) as old:

@@ -130,6 +130,7 @@ class ModuleWorker:
         self._buffer = b""
         self._phase: str | None = None
         self._busy = False
+        self._prepared: tuple[dict, int | None] | None = None  # the request that prepared the kept module, its pid
 
     # -- life ----------------------------------------------------------------------------------------------------
     def __enter__(self) -> "ModuleWorker":
@@ -179,27 +180,39 @@ class ModuleWorker:
 
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-        self._proc = subprocess.Popen(
-            worker_command(self.python, ["serve"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, env=worker_environment(), cwd=tempfile.gettempdir(), start_new_session=True,
-            preexec_fn=limit_memory if limit else None)
+        try:
+            self._proc = subprocess.Popen(
+                worker_command(self.python, ["serve"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=self._stderr, env=worker_environment(), cwd=tempfile.gettempdir(), start_new_session=True,
+                preexec_fn=limit_memory if limit else None)
+        except OSError as e:
+            self._stderr.close()
+            self._stderr = None
+            raise ReplayError(f"cannot start the module worker of {self.contender.label} in {self.python}: {e}",
+                              hint="check the contender's environment (reprobundle envs)") from None
         track_group(self._proc.pid)
         self.starts += 1
         self._buffer = b""
-        settings = self.contender.settings.as_record()
         try:
-            self._send({"op": "start", "settings": settings, "platform": self.platform})
+            answer = self._started()
+        except BaseException:  # Ctrl-C while it starts: no worker outlives the call
+            self._stop()
+            raise
+        self.info = answer
+
+    def _started(self) -> dict:
+        """The worker's start answer; ReplayError when it refuses the settings, dies or hangs."""
+        why = f"the module worker of {self.contender.label} did not start"
+        try:
+            self._send({"op": "start", "settings": self.contender.settings.as_record(), "platform": self.platform})
             answer = self._answer(time.perf_counter() + self.start_timeout_s)
         except (_Died, _TimedOut) as e:
-            reason = self._start_failure(e)
-            self._stop()
-            raise ReplayError(f"the module worker of {self.contender.label} did not start: {reason}",
-                              hint="see the worker's stderr above; REPROBUNDLE_DEBUG=1 for more") from None
+            raise ReplayError(f"{why}: {self._start_failure(e)}",
+                              hint="check the contender's environment and settings") from None
         if answer.get("status") != OK:
-            self._stop()
-            raise ReplayError(f"the module worker of {self.contender.label} did not start: "
-                              f"{answer.get('error_type')}: {answer.get('message')}")
-        self.info = answer
+            raise ReplayError(f"{why}: {answer.get('error_type')}: {answer.get('message')}",
+                              hint="check the contender's settings")
+        return answer
 
     def _start_failure(self, e: Exception) -> str:
         if isinstance(e, _TimedOut):
@@ -252,6 +265,7 @@ class ModuleWorker:
     # -- calls ---------------------------------------------------------------------------------------------------
     def run(self, text: str, inputs: Sequence[np.ndarray], *, timeout_s: float | None = None) -> ModuleOutcome:
         """Load, compile and run the module once on `inputs` (@main's arguments in order): its outputs, or why not."""
+        self._prepared = None  # the worker keeps one module at most
         return self._call({"op": "run", "text": text, "inputs": [_encode(a) for a in inputs], "want": "outputs"},
                           timeout_s)
 
@@ -259,8 +273,39 @@ class ModuleWorker:
              timeout_s: float | None = None) -> ModuleOutcome:
         """Load and compile the module, call it `warmup` times untimed and `repeat` times timed: `samples_ns` (one
         per timed call, each waited for), or why not."""
+        self._prepared = None
         return self._call({"op": "run", "text": text, "inputs": [_encode(a) for a in inputs], "want": "time",
                            "warmup": int(warmup), "repeat": int(repeat)}, timeout_s)
+
+    def prepare(self, text: str, inputs: Sequence[np.ndarray], *, outputs: bool = False,
+                timeout_s: float | None = None) -> ModuleOutcome:
+        """Load and compile the module and keep it, with `inputs`, for `time_prepared` (until the next module);
+        with `outputs`, also run it once and return its outputs. A worker replaced since prepares it again."""
+        request = {"op": "run", "text": text, "inputs": [_encode(a) for a in inputs],
+                   "want": "outputs" if outputs else "none", "keep": True}
+        self._prepared = None
+        outcome = self._call(request, timeout_s)
+        if outcome.ok:
+            self._prepared = (request, outcome.pid)
+        return outcome
+
+    def time_prepared(self, repeat: int, *, warmup: int = 0, timeout_s: float | None = None,
+                      retry: bool = True) -> ModuleOutcome:
+        """`repeat` timed calls (after `warmup` untimed ones) of the prepared module, not loaded again: a paired
+        timing alternates two contenders' workers batch by batch. `samples_ns`, or why not."""
+        if self._prepared is None:
+            raise ValueError("time_prepared needs a module: call prepare first")
+        request, pid = self._prepared
+        if pid != self.pid or (self._proc is not None and self._proc.poll() is not None):
+            again = self._call(request, timeout_s)
+            self._prepared = (request, again.pid) if again.ok else None
+            if not again.ok:
+                return again
+        outcome = self._call({"op": "time", "warmup": int(warmup), "repeat": int(repeat)}, timeout_s)
+        if outcome.crashed and outcome.phase is None and retry:  # it died before it read the request
+            self.lost.append(f"the worker {outcome.pid} died between calls ({outcome.error_type})")
+            return self.time_prepared(repeat, warmup=warmup, timeout_s=timeout_s, retry=False)
+        return outcome
 
     def _call(self, request: dict, timeout_s: float | None, retry: bool = True) -> ModuleOutcome:
         if self._proc is not None and self._proc.poll() is not None:  # it died between calls: not this module's doing
@@ -282,7 +327,7 @@ class ModuleWorker:
             return self._ended(ModuleOutcome(TIMEOUT, phase=self._phase, error_type="Timeout", message=(
                 f"the module did not finish within {limit:g} s; the worker was killed")), t0, pid)
         except _Died:
-            if self._phase is None and retry:  # it died before it read the module: not the module's doing
+            if self._phase is None and retry and request["op"] == "run":  # it died before it read the module
                 self._lose()
                 return self._call(request, timeout_s, retry=False)
             return self._ended(ModuleOutcome(CRASHED, phase=self._phase), t0, pid)
@@ -397,6 +442,8 @@ class ModuleWorker:
 
 def _encode(array: Any) -> dict:
     a = np.asarray(array)
+    if not a.dtype.isnative:  # the worker reads the bytes in its own order, which is this machine's
+        a = a.astype(a.dtype.newbyteorder("="))
     return {"dtype": a.dtype.name, "shape": [int(d) for d in a.shape], "bytes": np.ascontiguousarray(a).tobytes()}
 
 

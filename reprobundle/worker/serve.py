@@ -9,13 +9,16 @@ read with ``raw=False``). stdout carries only frames: whatever jax, XLA or a mod
    JAX config options after). The worker answers ``{"status": "ok", "pid", "jax", "jaxlib", "platform",
    "xla_flags"}``, or ``{"status": "error", "phase": "start", "error_type", "message"}`` and exits.
 2. Then any number of ``{"op": "run", "text": module text, "inputs": [{"dtype", "shape", "bytes"}],
-   "want": "outputs"|"time"|"both", "warmup": int, "repeat": int}``. While it works on one the worker sends
+   "want": "outputs"|"time"|"both"|"none", "warmup": int, "repeat": int, "keep": bool}``. While it works on one the worker sends
    ``{"op": "phase", "phase": "load"|"compile"|"execute"}`` as it enters each phase (a host that sees the process
    die knows where), then the answer: ``{"status": "ok", "outputs": [{"dtype", "shape", "bytes"}],
    "samples_ns": [int], "compile_s": float}`` or ``{"status": "error", "phase", "error_type": the exception's class
    name, "message": its first line, "detail": its first lines}``. A module that fails never ends the worker.
    Phases: "load" parses the text, rebuilds an Exported from it as ``pack --stablehlo`` does and lowers its call;
    "compile" is XLA's compile (and the jaxlib kernels the module calls); "execute" runs it (and times it).
+   With ``"keep": true`` the worker keeps the compiled module and its inputs (until the next "run"): then
+   ``{"op": "time", "warmup": int, "repeat": int}`` times it again without loading it (a paired timing alternates
+   two workers' batches), answered as a "run" is.
 3. ``{"op": "close"}`` or the end of stdin ends the worker (exit 0).
 """
 from __future__ import annotations
@@ -109,6 +112,7 @@ class ModuleServer(Worker):
         Worker.__init__(self, {"settings": start.get("settings") or {}, "platform": start.get("platform")})
         self.fields = None
         self.served = 0
+        self.kept = None  # (compiled, device inputs) of the last module run with "keep"
 
     def start(self):
         """Settings and platform before jax is imported, then the backend initialised (an XLA flag this release
@@ -135,6 +139,7 @@ class ModuleServer(Worker):
     def serve_request(self, request, say):
         """The answer to one "run" request; `say(phase)` tells the host each phase as it starts."""
         phase = "load"
+        self.kept = None
         try:
             say(phase)
             self.host_inputs = [decode_array(leaf) for leaf in request.get("inputs") or []]
@@ -185,6 +190,9 @@ class ModuleServer(Worker):
     def execute_module(self, compiled, request, compile_s):
         import jax
 
+        self.kept = None
+        if request.get("keep"):
+            self.kept = (compiled, self.dev_inputs)
         want = request.get("want") or "outputs"
         answer = {"status": "ok", "outputs": [], "samples_ns": [], "compile_s": compile_s}
         if want in ("outputs", "both"):
@@ -196,6 +204,20 @@ class ModuleServer(Worker):
             answer["samples_ns"] = self.time_calls(compiled, int(request.get("warmup", 1)),
                                                    int(request.get("repeat", 5)))
         return answer
+
+    def time_kept(self, request, say):
+        """The answer to a "time" request: timed calls of the module the last "run" kept."""
+        say("execute")
+        if self.kept is None:
+            return error_answer("execute", JobError("no module is kept: send a run request with keep first"))
+        compiled, self.dev_inputs = self.kept
+        try:
+            samples = self.time_calls(compiled, int(request.get("warmup", 0)), int(request.get("repeat", 5)))
+        except Exception as e:
+            return error_answer("execute", e)
+        finally:
+            self.__dict__.pop("dev_inputs", None)
+        return {"status": "ok", "outputs": [], "samples_ns": samples, "compile_s": None}
 
     def forget_module(self):
         self.host_inputs = []
@@ -220,12 +242,17 @@ def serve():
     channel.send(answer)
     if answer["status"] != "ok":
         return 1
+
+    def say(phase):
+        channel.send({"op": "phase", "phase": phase})
+
     while True:
         request = channel.receive()
         if request is None or not isinstance(request, dict) or request.get("op") == "close":
             return 0
-        if request.get("op") != "run":
-            channel.send({"status": "error", "phase": "load", "error_type": "JobError",
-                          "message": "unknown op %r" % first_lines(str(request.get("op")), 100), "detail": ""})
-            continue
-        channel.send(server.serve_request(request, lambda phase: channel.send({"op": "phase", "phase": phase})))
+        if request.get("op") == "run":
+            channel.send(server.serve_request(request, say))
+        elif request.get("op") == "time":
+            channel.send(server.time_kept(request, say))
+        else:
+            channel.send(error_answer("load", JobError("unknown op %r" % first_lines(str(request.get("op")), 100))))
