@@ -122,3 +122,80 @@ def test_error_kind_normalises_names_numbers_and_types():
     b = _Failed("compile", "JaxRuntimeError", "UNIMPLEMENTED: RngBitGenerator %rng-bit.5 of tensor<8xui32> at 17\nmore")
     c = _Failed("execute", "JaxRuntimeError", "UNIMPLEMENTED: RngBitGenerator %rng.12 of tensor<4096xui32> at 3")
     assert error_kind(a) == error_kind(b) != error_kind(c)
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+
+
+@pytest.fixture(scope="module")
+def chain_store(tmp_path_factory):
+    """`chain@1`: a program of more than 200 ops with three odd spots (bf16, rng, reduce), each changed by one flag."""
+    from quick import PACK
+
+    import reprobundle
+
+    root = tmp_path_factory.mktemp("minimize") / "store"
+    fn, args = minimize_chain.chain(STEPS, ("bf16", "rng", "reduce"))
+    reprobundle.pack(jax.jit(fn), *args, name="chain", store=str(root), **PACK)
+    return root
+
+
+def test_outputs_reduces_to_a_few_ops_that_still_mismatch_on_a_fresh_replay(chain_store):
+    from cli_runner import cli
+
+    import reprobundle
+
+    result = reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.EXCESS_PRECISION_OFF],
+                                      prop="outputs", store=str(chain_store))
+    assert result.ops_before >= 200 and 1 <= result.ops_after <= 5 and result.stopped == "done"
+    assert {op["name"] for op in result.ops} <= {"stablehlo.convert", "stablehlo.multiply", "stablehlo.add"}
+    assert all(op["line"] and op["line"].startswith("minimize_chain.py:") for op in result.ops)
+    assert result.packed == "chain-min@1"
+    assert result.check["holds"] and result.check["worst"]["abs_err"] > result.check["worst"]["allowed"]
+    base, cand = result.runs  # the fresh replay: the reference was packed on A, B mismatches it
+    assert base["status"] == "ok" and cand["status"] == "mismatch"
+    code, out, _ = cli("show", "chain-min", store=chain_store)
+    assert code == 0 and "minimized-from=chain@1" in out and "minimized-property=outputs" in out
+    assert "minimize_chain.py:" in out  # the kept ops' source lines
+    from reprobundle.render.minimize import minimize_data, minimize_text, to_html, to_markdown
+
+    data = minimize_data(result)
+    assert data["stablehlo"] and "loc(" not in data["stablehlo"]  # short: shown inline, without locations
+    for text in (minimize_text(data), to_markdown(data), to_html(data)):
+        assert "chain-min" in text and f"{result.ops_before}" in text and "--variant" in text
+
+
+def test_error_is_chosen_by_itself_and_reduces_to_the_op_that_fails(chain_store):
+    import reprobundle
+
+    result = reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.NO_RNG_EXPANDER],
+                                      store=str(chain_store), name="chain-error", check=False)
+    assert result.property == "error" and "fails" in result.why
+    assert [op["name"] for op in result.ops] == ["stablehlo.rng_bit_generator"]
+    assert result.piece["kind"] == result.whole["kind"] and "RngBitGenerator" in result.whole["error"]
+
+
+def test_a_property_the_whole_bundle_does_not_have_is_one_clear_error(chain_store):
+    from cli_runner import cli
+
+    code, _, err = cli("minimize", "chain", "--jax", "installed", "--variant", minimize_chain.NO_RNG_EXPANDER,
+                       "--outputs", store=chain_store)
+    assert code != 0 and "does not have the property outputs" in err and "--error" in err
+    assert "Traceback" not in err
+
+
+def test_max_time_keeps_the_best_piece_so_far_and_leaves_nothing_behind(chain_store, tmp_path, monkeypatch):
+    import psutil
+
+    import reprobundle
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    result = reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.EXCESS_PRECISION_OFF],
+                                      prop="outputs", max_time_s=0.5, name="chain-short", store=str(chain_store),
+                                      check=False)
+    assert result.stopped == "max-time" and result.ops_after <= result.ops_before
+    assert result.packed == "chain-short@1"
+    assert psutil.Process().children(recursive=True) == []  # no worker left
+    assert [p for p in tmp.iterdir()] == []

@@ -89,7 +89,9 @@ class Runner(Protocol):
 
     def run(self, text: str, inputs: Sequence[np.ndarray]) -> Any: ...
 
-    def time(self, text: str, inputs: Sequence[np.ndarray], *, warmup: int = 1, repeat: int = 5) -> Any: ...
+    def prepare(self, text: str, inputs: Sequence[np.ndarray]) -> Any: ...
+
+    def time_prepared(self, repeat: int, *, warmup: int = 0) -> Any: ...
 
 
 _NUMBER = re.compile(r"\b0x[0-9a-fA-F]+\b|\d+")
@@ -258,11 +260,16 @@ class Property:
         return Judgement(differs, {"check": check})
 
     def _slower(self, a: Runner, b: Runner, text: str, inputs: Sequence[np.ndarray]) -> Judgement:
-        """Paired rounds of A and B (ABBA order), one step of `repeat` calls each, until the sequential verdict
-        settles, its 95% interval lies below `min_ratio` (the piece cannot show it) or `max_rounds`; holds when it
-        settled slower by at least min_ratio. Each worker stays up between rounds (unlike a replay's fresh process
-        per round), so the spread between processes is not in the test."""
-        probe = a.time(text, inputs, warmup=1, repeat=3)
+        """The module compiled once on each, then paired rounds of A and B (ABBA order), one step of `repeat` calls
+        each, until the sequential verdict settles, its 95% interval lies below `min_ratio` (the piece cannot show
+        it) or `max_rounds`; holds when it settled slower by at least min_ratio. Each worker stays up between
+        rounds (unlike a replay's fresh process per round), so the spread between processes is not in the test:
+        the reduced bundle's fresh replay (fresh_check) is the verdict that has it."""
+        for worker in (a, b):
+            ready = worker.prepare(text, inputs)
+            if not ready.ok:
+                return Judgement(False, {"error": error_text(ready)})
+        probe = a.time_prepared(3, warmup=1)
         if not probe.ok:
             return Judgement(False, {"a_error": error_text(probe)})
         per_call_s = max(float(np.median(probe.samples_ns)) * 1e-9, 1e-7)
@@ -273,7 +280,7 @@ class Property:
         for r in range(self.max_rounds):
             order = ((a, base), (b, cand)) if r % 2 == 0 else ((b, cand), (a, base))
             for worker, timing in order:
-                timed = worker.time(text, inputs, warmup=1, repeat=repeat)
+                timed = worker.time_prepared(repeat, warmup=1 if r == 0 else 0)
                 if not timed.ok:
                     return Judgement(False, {"error": error_text(timed)})
                 timing["samples_ns"] += [int(s) for s in timed.samples_ns]
