@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from ..bundle.registry import Bundle, Registry
-from ..capture.export import MLIR_ELEMENT_DTYPES, FunctionText, OpText
+from ..capture.export import MLIR_ELEMENT_DTYPES, FunctionText, OpText, RegionText
 from ..errors import UsageError
 from ..run.replay import leaf_array
 from ..worker.synthetic import synthetic_array
@@ -129,6 +129,45 @@ def cut(members: Sequence[int], graph: FunctionGraph, outputs: Sequence[str], mo
             f"    return {', '.join(outputs)} : {results}\n  }}\n"
             + "".join("  " + c.replace("\n", "\n  ") + "\n" for c in graph.callees) + "}\n")
     return Cut(text, used, list(outputs))
+
+
+def function_text(graph: FunctionGraph, ops: Sequence[str], returned: Sequence[str], module_name: str) -> str:
+    """A module whose public @main takes the graph's arguments, runs `ops` (asm lines) and returns `returned`."""
+    signature = ", ".join(f"{v}: {graph.types[v]}" for v in graph.args)
+    results = ", ".join(graph.types[v] for v in graph.returned)
+    body = "\n".join("    " + line.replace("\n", "\n    ") for line in ops)
+    return (f"module @{module_name} attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}} {{\n"
+            f"  func.func public @main({signature}) -> ({results}) {{\n{body}\n"
+            f"    return {', '.join(returned)} : {results}\n  }}\n"
+            + "".join("  " + c.replace("\n", "\n  ") + "\n" for c in graph.callees) + "}\n")
+
+
+def opened(graph: FunctionGraph, index: int, region: RegionText, serial: int) -> str | None:
+    """The graph's function with its op `index` replaced by the ops of its region (capture/export.region_ops): a
+    call's callee inlined, or one iteration of a while's body, the region's arguments bound to the op's operands
+    and the op's results to what the region yields. The region's own values are renamed `%r<serial>_...` so they
+    meet no name of the function. None when the region's arguments and the op's operands do not pair up."""
+    if len(region.args) != len(region.operands) or len(region.yielded) != len(region.results):
+        return None
+    outer = set(graph.args) | {r.partition("#")[0] for op in graph.ops for r in op.results}
+    bound = dict(zip(region.args, region.operands))
+
+    def local(token: str) -> str:
+        if token in bound:
+            return bound[token]
+        base, hash_, part = token.partition("#")
+        if region.kind == "while" and base in outer:
+            return token
+        return f"%r{serial}_{base[1:]}{hash_}{part}"
+
+    inlined = [VALUE.sub(lambda m: local(m.group(0)), op.asm) for op in region.ops]
+    results = {r: local(y) for r, y in zip(region.results, region.yielded)}
+
+    def after(line: str) -> str:
+        return VALUE.sub(lambda m: results.get(m.group(0), m.group(0)), line)
+
+    lines = [op.asm for op in graph.ops[:index]] + inlined + [after(op.asm) for op in graph.ops[index + 1:]]
+    return function_text(graph, lines, [results.get(v, v) for v in graph.returned], "opened")
 
 
 def location_key(loc: str) -> str | None:

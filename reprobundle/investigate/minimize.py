@@ -29,6 +29,7 @@ Opening a region is a candidate like any other: it is kept only when the propert
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -42,7 +43,7 @@ from ..analysis.sequential import LAST_LOOK
 from ..analysis.verdict import DEFAULT_MIN_EFFECT, MIN_ROUNDS, check_outputs, timing_verdict
 from ..bundle.registry import Bundle, Registry
 from ..bundle.trees import output_names
-from ..capture.export import function_ops, load_stablehlo
+from ..capture.export import function_ops, load_stablehlo, region_ops
 from ..capture.options import PackOptions
 from ..capture.pack import pack
 from ..errors import UsageError
@@ -53,7 +54,7 @@ from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay, replay_platform
 from ..run.schedule import DEFAULT_STEPS
 from ..store.watchdog import handling_signals
-from .hlo_cut import Cut, FunctionGraph, bundle_inputs, cut, feedable, graph_of, location_key, unused_results
+from .hlo_cut import Cut, FunctionGraph, bundle_inputs, cut, feedable, graph_of, location_key, opened, unused_results
 
 if TYPE_CHECKING:
     from ..envs.manager import EnvironmentManager
@@ -63,6 +64,7 @@ ERROR = "error"
 SLOWER = "slower"
 PROPERTIES = (OUTPUTS, ERROR, SLOWER)
 DEFAULT_MIN_RATIO = 1.0 + DEFAULT_MIN_EFFECT  # the verdict's own threshold
+CHECK_MAX_TIME_S = 120.0  # the reduced bundle's fresh timed replay (a fresh process per round) stops there
 _STEP_TARGET_S = 0.02  # one timed step of a candidate: calls adding up to about this
 
 
@@ -357,6 +359,7 @@ class Minimization:
     check: dict = field(default_factory=dict)  # the fresh replay of the reduced bundle
     reproduce: dict = field(default_factory=dict)  # the Reproduce block of the reduced bundle (api fills it in)
     runs: list[dict] = field(default_factory=list)  # the fresh replay's run records
+    levels: int = 1  # 1: the top level only; each region opened adds one
 
 
 def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderSpec], *, prop: str | None = None,
@@ -394,26 +397,31 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         chosen, whole, why = _property(prop, a, b, text, inputs, bits=bits, min_ratio=min_ratio, ref=str(bundle.ref),
                                        specs=(a_spec, b_spec), registry=registry, bundle=bundle)
         say(Status(f"property: {chosen.name} ({why})", "minimize"))
-        _intermediate_values(a, graph, values)
         details: dict[tuple, dict] = {}
-        found = Search(lambda members: _holds(members, graph, values, chosen, a, b, details), deadline,
-                       say_progress(progress, len(graph.work), started))
-        found.best = list(graph.work)
+        levels: list[Level] = []
         stopped = "done"
         try:
-            found.ddmin(graph.work)
+            _intermediate_values(a, graph, values)
+            levels.append(Level(graph, values, Search(
+                lambda members: _holds(members, graph, values, chosen, a, b, details), deadline,
+                say_progress(progress, len(graph.work), started), best=list(graph.work))))
+            levels[0].search.ddmin(graph.work)
+            _open_regions(levels, chosen, a, b, details, deadline, say_progress(progress, len(graph.work), started))
         except OutOfTime:
             stopped = "max-time"
         except KeyboardInterrupt:
+            if not levels:
+                raise
             stopped, interrupted = "interrupted", True
-    best = candidate(found.best, graph, values)
+    level = levels[-1]
+    best = candidate(level.search.best, level.graph, level.values)
     assert best is not None, "the best piece is one the search could build"
     result = Minimization(
         bundle=str(bundle.ref), bundle_id=bundle.ref.bundle_id, contenders=(a_spec.label, b_spec.label),
         property=chosen.name, why=why, bits=chosen.bits, min_ratio=chosen.min_ratio, ops_before=len(graph.work),
-        ops_after=len(best.members), tested=found.tested, elapsed_s=time.monotonic() - started, stopped=stopped,
-        text=best.cut.text, ops=op_lines(graph, best.members), whole=whole.detail,
-        piece=details.get(tuple(best.members), whole.detail))
+        ops_after=len(best.members), tested=level.search.tested, elapsed_s=time.monotonic() - started,
+        stopped=stopped, text=best.cut.text, ops=op_lines(level.graph, best.members), whole=whole.detail,
+        piece=details.get((id(level.graph), *best.members), whole.detail), levels=len(levels))
     target = name or f"{bundle.ref.name}-min"
     say(Status(f"packing the {result.ops_after} ops as {target}", "minimize"))
     result.packed = _pack(registry, bundle, best, result, target, timeout_s)
@@ -426,6 +434,57 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         result.runs, result.check = fresh_check(registry, registry.resolve(result.packed), (a_spec, b_spec),
                                                 chosen, env_manager=env_manager, timeout_s=timeout_s)
     return result
+
+
+@dataclass
+class Level:
+    """One level of the search: a function (the bundle's, or the piece with a region opened), the real values of
+    everything it computes, and the ddmin over its ops."""
+
+    graph: FunctionGraph
+    values: dict[str, np.ndarray]
+    search: Search
+
+
+OPENABLE = ("func.call", "stablehlo.while")
+MAX_LEVELS = 4
+
+
+def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, details: dict, deadline: float | None,
+                  show: Callable[[list, int], None]) -> None:
+    """Below the top level: the best piece's first call or while whose opened form (see the module docstring)
+    still has the property becomes the next level, reduced in turn, until none does or MAX_LEVELS."""
+    serial = 0
+    while len(levels) < MAX_LEVELS:
+        level = levels[-1]
+        best = candidate(level.search.best, level.graph, level.values)
+        if best is None:
+            return
+        piece = graph_of(function_ops(best.cut.text), "minimize")
+        for i in piece.work:
+            if piece.ops[i].name not in OPENABLE:
+                continue
+            region = region_ops(best.cut.text, i)
+            serial += 1
+            text = opened(piece, i, region, serial) if region is not None else None
+            if text is None:
+                continue
+            if deadline is not None and time.monotonic() > deadline:
+                raise OutOfTime()
+            level.search.tested += 1
+            if not prop.judge(a, b, text, best.inputs).holds:
+                continue
+            graph = graph_of(function_ops(text), "minimize")
+            values = dict(zip(graph.args, best.inputs))
+            _intermediate_values(a, graph, values)
+            deeper = Level(graph, values, Search(
+                functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline, show,
+                best=list(graph.work), tested=level.search.tested))
+            levels.append(deeper)
+            deeper.search.ddmin(graph.work)
+            break
+        else:
+            return
 
 
 def _packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.ndarray]]:
@@ -505,7 +564,7 @@ def _holds(members: list, graph: FunctionGraph, values: dict[str, np.ndarray], p
         return False
     judged = prop.judge(a, b, made.cut.text, made.inputs)
     if judged.holds:
-        details[tuple(made.members)] = judged.detail
+        details[(id(graph), *made.members)] = judged.detail
     return judged.holds
 
 
@@ -531,7 +590,8 @@ def fresh_check(registry: Registry, packed: Bundle, specs: Sequence[ContenderSpe
     output check and its worst element, B's error, or the paired verdict and its interval."""
     slower = prop.name == SLOWER
     options = ReplayOptions(warmup=1, repeat=DEFAULT_STEPS if slower else 2, rounds=None if slower else 1,
-                            max_time_s=None, timeout_s=timeout_s, dump=False, profile=False)
+                            max_time_s=CHECK_MAX_TIME_S if slower else None, timeout_s=timeout_s, dump=False,
+                            profile=False)
     runs = replay(registry, packed, list(specs), options, env_manager=env_manager)
     return runs, _checked(registry, packed, runs, prop)
 
