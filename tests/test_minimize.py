@@ -305,3 +305,21 @@ def test_opening_a_call_or_a_while_body_computes_what_the_op_computed():
         text = opened(graph, found, region, serial)
         np.testing.assert_allclose(run_here(text, [x])[0], expected, rtol=1e-6)
     assert "while" in kinds and "call" in kinds
+
+
+@pytest.mark.crossversion
+def test_a_change_in_jax_lowering_is_named_as_such_with_the_command_that_shows_it(tmp_path):
+    """jax.random's threefry became partitionable in 0.5.0: the frozen module computes the same numbers on 0.4.38 and
+    0.5.0, the program retraced by each does not. minimize says the change is in the lowering."""
+    from quick import PACK
+
+    import reprobundle
+    from reprobundle.errors import UsageError
+
+    store = tmp_path / "store"
+    reprobundle.api.pack_script(str(Path(__file__).parent / "programs" / "retrace" / "rng.py"), name="rng",
+                                store=str(store), **PACK)
+    with pytest.raises(UsageError) as caught:
+        reprobundle.api.minimize("rng", ["0.4.38", "0.5.0"], prop="outputs", store=str(store))
+    assert "lowering" in caught.value.message and "between 0.4.38 and 0.5.0" in caught.value.message
+    assert "--mode both" in caught.value.hint

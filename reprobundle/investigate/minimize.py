@@ -68,6 +68,10 @@ CHECK_MAX_TIME_S = 120.0  # the reduced bundle's fresh timed replay (a fresh pro
 _STEP_TARGET_S = 0.02  # one timed step of a candidate: calls adding up to about this
 
 
+class PropertyNotShown(UsageError):
+    """The whole bundle does not have the property between the two contenders: nothing to reduce."""
+
+
 class OutOfTime(Exception):
     """The search's time is up (`--max-time`): the best piece so far is the answer."""
 
@@ -324,7 +328,7 @@ def choose_property(a: Runner, b: Runner, text: str, inputs: Sequence[np.ndarray
     within = "" if bits or check.get("bit_identical") else (
         "; the outputs differ in bits within the tolerance (--outputs --bits reduces that)")
     verdict = timed.detail.get("verdict") or {}
-    raise UsageError("the whole bundle shows no difference between the contenders: both run it, the outputs agree "
+    raise PropertyNotShown("the whole bundle shows no difference between the contenders: both run it, the outputs agree "
                      f"within the tolerance, and the timing verdict is {verdict.get('verdict', 'unknown')}"
                      f"{' (not settled)' if verdict and not verdict.get('settled') else ''}{within}",
                      hint="name a property (--outputs, --error, --slower) to see why it does not hold")
@@ -394,8 +398,13 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         a, b = (stack.enter_context(w) for w in workers)
         say(Status(f"running the whole bundle ({len(graph.work)} ops) on {a_spec.label} and {b_spec.label}",
                    "minimize"))
-        chosen, whole, why = _property(prop, a, b, text, inputs, bits=bits, min_ratio=min_ratio, ref=str(bundle.ref),
-                                       specs=(a_spec, b_spec), registry=registry, bundle=bundle)
+        try:
+            chosen, whole, why = _property(prop, a, b, text, inputs, bits=bits, min_ratio=min_ratio,
+                                           ref=str(bundle.ref), specs=(a_spec, b_spec), registry=registry,
+                                           bundle=bundle)
+        except PropertyNotShown as e:
+            stack.close()  # the module workers go before the retraced replay starts its own
+            raise lowering_change(e, registry, bundle, (a_spec, b_spec), env_manager, progress) from None
         say(Status(f"property: {chosen.name} ({why})", "minimize"))
         details: dict[tuple, dict] = {}
         levels: list[Level] = []
@@ -520,7 +529,7 @@ def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np
 
 
 def not_shown(prop: Property, judged: Judgement, ref: str, specs: tuple[ContenderSpec, ContenderSpec],
-              bundle: Bundle) -> UsageError:
+              bundle: Bundle) -> PropertyNotShown:
     """The error for a property the whole bundle does not have; where the bundle can be retraced and the contenders
     are releases, the hint says the change may be in JAX's lowering and gives the command that shows it."""
     from ..run.retrace import retrace_refusal
@@ -543,7 +552,44 @@ def not_shown(prop: Property, judged: Judgement, ref: str, specs: tuple[Contende
                 "--mode both shows the lowering diff with its source lines")
     else:
         hint = "check the contenders, or name another property (--outputs, --error, --slower)"
-    return UsageError(f"the whole bundle does not have the property {prop.name}: {what}", hint=hint)
+    return PropertyNotShown(f"the whole bundle does not have the property {prop.name}: {what}", hint=hint)
+
+
+def lowering_change(error: PropertyNotShown, registry: Registry, bundle: Bundle,
+                    specs: tuple[ContenderSpec, ContenderSpec], env_manager: EnvironmentManager | None,
+                    progress: Callable[[str], None] | None) -> PropertyNotShown:
+    """`error`, or where the bundle can be retraced and the contenders are two releases, what a retraced replay of
+    both (one round, not stored) shows: when JAX's lowering changed, the difference is not in the frozen module,
+    and the error says so, with the lowering diff and the command that shows it."""
+    from ..analysis.lowering_diff import lowering_diff
+    from ..run.contenders import RETRACE
+    from ..run.retrace import program_file_names, retrace_refusal
+
+    a_spec, b_spec = specs
+    if retrace_refusal(bundle.manifest) is not None or a_spec.jax == b_spec.jax:
+        return error
+    if progress is not None:
+        progress(Status("the frozen module does not show it: retracing the program on both releases", "minimize"))
+    retraced = [ContenderSpec(s.jax, RETRACE, s.settings) for s in specs]
+    try:
+        runs = replay(registry, bundle, retraced, ReplayOptions(warmup=1, repeat=2, rounds=1, dump=False,
+                                                                profile=False), env_manager=env_manager,
+                      store_runs=False)
+    except UsageError:
+        return error
+    texts = [(r.get("artifacts") or {}).get("stablehlo_retraced") or {} for r in runs]
+    if not all(t.get("blob") for t in texts):
+        return error
+    before, after = (registry.get_blob(t["blob"]).decode("utf-8", "replace") for t in texts)
+    diff = lowering_diff(before, after, program_file_names(bundle.manifest))
+    if not diff["changed"]:
+        return error
+    versions = " ".join(f"--jax {s.jax}" for s in specs)
+    return PropertyNotShown(
+        f"{error.message}; but JAX's lowering of the program changed between {a_spec.jax} and {b_spec.jax} "
+        f"({diff['text']}): the change is in the lowering, not in the frozen module minimize reduces",
+        hint=f"the lowering diff names the ops and their source lines: reprobundle replay {bundle.ref} {versions} "
+             "--mode both")
 
 
 def _intermediate_values(a: Runner, graph: FunctionGraph, values: dict[str, np.ndarray]) -> None:
