@@ -5,7 +5,9 @@ A cut's inputs are the values its ops use but do not define (the function's argu
 renamed `%piece_inK` in the order first used; constants are never inputs: each one a cut uses is copied in. A value
 no bundle can carry (a token, a tuple, a dynamic shape) is never an input: such a cut is not feedable (None).
 The values a cut returns are the caller's choice: isolate's are those used after it (`later_outputs`), minimize's
-those nothing inside it uses (`unused_results`).
+those nothing inside it uses (`unused_results`). `opened` replaces an op by the ops of its region (a call's callee,
+one iteration of a while body: capture/export.region_ops reads them); `location_key` is an op's source line;
+`bundle_inputs` the arrays a bundle's function is fed with.
 """
 
 from __future__ import annotations
