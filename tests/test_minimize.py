@@ -140,29 +140,30 @@ def chain_store(tmp_path_factory):
     return root
 
 
-def test_outputs_reduces_to_a_few_ops_that_still_mismatch_on_a_fresh_replay(chain_store):
+def test_outputs_reduces_to_a_few_ops_that_still_mismatch_on_a_fresh_replay(chain_store, tmp_path):
+    import json
+
     from cli_runner import cli
 
-    import reprobundle
-
-    result = reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.EXCESS_PRECISION_OFF],
-                                      prop="outputs", store=str(chain_store))
-    assert result.ops_before >= 200 and 1 <= result.ops_after <= 5 and result.stopped == "done"
-    assert {op["name"] for op in result.ops} <= {"stablehlo.convert", "stablehlo.multiply", "stablehlo.add"}
-    assert all(op["line"] and op["line"].startswith("minimize_chain.py:") for op in result.ops)
-    assert result.packed == "chain-min@1"
-    assert result.check["holds"] and result.check["worst"]["abs_err"] > result.check["worst"]["allowed"]
-    base, cand = result.runs  # the fresh replay: the reference was packed on A, B mismatches it
-    assert base["status"] == "ok" and cand["status"] == "mismatch"
+    report, page = tmp_path / "min.md", tmp_path / "min.html"
+    code, out, err = cli("minimize", "chain", "--jax", "installed", "--variant", minimize_chain.EXCESS_PRECISION_OFF,
+                         "--outputs", "--json", "--report", report, "--html", page, store=chain_store)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["ops_before"] >= 200 and 1 <= data["ops_after"] <= 5 and data["stopped"] == "done"
+    assert {op["name"] for op in data["ops"]} <= {"stablehlo.convert", "stablehlo.multiply", "stablehlo.add"}
+    assert all(op["line"] and op["line"].startswith("minimize_chain.py:") for op in data["ops"])
+    assert data["packed"] == "chain-min@1" and data["candidates_tested"] > 1
+    check = data["check"]  # the fresh replay: the reference was packed on A, and B mismatches it
+    assert check["holds"] and check["worst"]["abs_err"] > check["worst"]["allowed"]
+    assert [r["status"] for r in check["runs"]] == ["ok", "mismatch"]
+    assert data["stablehlo"] and "loc(" not in data["stablehlo"]  # short: shown inline, without locations
+    assert "--variant" in data["reproduce"]["command"] and "chain-min" in data["reproduce"]["command"]
+    for text in (report.read_text(), page.read_text()):
+        assert "chain-min@1" in text and str(data["ops_before"]) in text and "--variant" in text
     code, out, _ = cli("show", "chain-min", store=chain_store)
     assert code == 0 and "minimized-from=chain@1" in out and "minimized-property=outputs" in out
     assert "minimize_chain.py:" in out  # the kept ops' source lines
-    from reprobundle.render.minimize import minimize_data, minimize_text, to_html, to_markdown
-
-    data = minimize_data(result)
-    assert data["stablehlo"] and "loc(" not in data["stablehlo"]  # short: shown inline, without locations
-    for text in (minimize_text(data), to_markdown(data), to_html(data)):
-        assert "chain-min" in text and f"{result.ops_before}" in text and "--variant" in text
 
 
 def test_error_is_chosen_by_itself_and_reduces_to_the_op_that_fails(chain_store):
