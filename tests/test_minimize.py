@@ -324,3 +324,29 @@ def test_a_change_in_jax_lowering_is_named_as_such_with_the_command_that_shows_i
         reprobundle.api.minimize("rng", ["0.4.38", "0.5.0"], prop="outputs", store=str(store))
     assert "lowering" in caught.value.message and "between 0.4.38 and 0.5.0" in caught.value.message
     assert "--mode both" in caught.value.hint
+
+
+def test_a_bundle_with_symbolic_shapes_is_reduced_at_its_packed_sizes(tmp_path):
+    from jax import export
+    from quick import PACK
+
+    import reprobundle
+    from reprobundle.bundle.registry import Registry
+    from reprobundle.investigate.minimize import _packed_module
+
+    def f(x, w):
+        return jax.numpy.tanh(x @ w).sum(axis=0), x * 2
+
+    b, = export.symbolic_shape("b")
+    exp = export.export(jax.jit(f))(jax.ShapeDtypeStruct((b, 4), np.float32), jax.ShapeDtypeStruct((4, 3), np.float32))
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((8, 4), dtype=np.float32), rng.standard_normal((4, 3), dtype=np.float32)
+    reprobundle.pack(exp, x, w, name="poly", store=str(tmp_path / "store"), **PACK)
+    registry = Registry.open(str(tmp_path / "store"))
+    text, inputs = _packed_module(registry, registry.resolve("poly"))
+    graph = graph_of(function_ops(text), "minimize")  # refuses dynamic shapes: none are left
+    assert "tensor<8x4xf32>" in text and "?" not in "".join(graph.types.values())
+    values = dict(zip(graph.args, inputs))
+    whole = candidate(graph.work, graph, values)
+    assert whole is not None
+    np.testing.assert_allclose(run_here(whole.cut.text, whole.inputs)[-1], x * 2)

@@ -244,6 +244,27 @@ def _specialize(text: str, in_avals: list[dict], shapes: Sequence[Sequence[int]]
         return str(refined)
 
 
+def concrete_module(serialized: bytes, leaves: Sequence[np.ndarray]) -> str:
+    """The StableHLO of a shape-polymorphic `jax.export` artifact at the sizes of `leaves` (all of the function's
+    inputs): jax's own call of the artifact, lowered and refined (its dimension variables solved, its shape
+    assertions folded, its functions inlined), locations kept."""
+    import jax
+    from jax import export
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    exp = export.deserialize(bytearray(serialized))
+    try:
+        lowered = jax.jit(exp.call, keep_unused=True).lower(
+            *[jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in leaves])
+        with mlir.make_ir_context(), ir.Location.unknown():
+            module = ir.Module.parse(lowered.as_text(debug_info=True))
+            return str(mlir.refine_polymorphic_shapes(module).operation.get_asm(enable_debug_info=True))
+    except Exception as e:
+        raise UsageError(f"cannot specialize the bundle's symbolic shapes to its packed sizes: {exception_line(e)}",
+                         hint="pack it at concrete sizes") from None
+
+
 def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = None,
                    platform: str | None = None) -> ExportedFunction:
     """Wrap a raw StableHLO module (e.g. the module.mlir of an IR dump) as a jax.export artifact.

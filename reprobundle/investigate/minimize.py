@@ -43,7 +43,7 @@ from ..analysis.sequential import LAST_LOOK
 from ..analysis.verdict import DEFAULT_MIN_EFFECT, MIN_ROUNDS, check_outputs, timing_verdict
 from ..bundle.registry import Bundle, Registry
 from ..bundle.trees import output_names
-from ..capture.export import function_ops, load_stablehlo, region_ops
+from ..capture.export import concrete_module, function_ops, load_stablehlo, region_ops
 from ..capture.options import PackOptions
 from ..capture.pack import pack
 from ..errors import UsageError
@@ -503,7 +503,12 @@ def _packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.nda
         raise UsageError(f"{bundle.ref} holds no StableHLO text to reduce")
     text = registry.get_blob(text_ref).decode("utf-8", "replace")
     inputs = bundle_inputs(registry, bundle)
-    kept = (bundle.manifest["function"].get("fields") or {}).get("module_kept_var_idx")
+    function = bundle.manifest["function"]
+    fields = function.get("fields") or {}
+    symbolic = any(isinstance(d, str) for aval in fields.get("in_avals") or [] for d in aval["shape"])
+    if symbolic and function.get("exported"):  # jax's own call of the artifact at the packed sizes, refined
+        return concrete_module(registry.get_blob(function["exported"]), inputs), inputs
+    kept = fields.get("module_kept_var_idx")
     if kept is not None:  # jax.export drops the arguments the function does not use from @main
         inputs = [inputs[i] for i in kept]
     if "tensor<?" in text:
