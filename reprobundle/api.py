@@ -369,42 +369,17 @@ def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name
                     env_manager=environment_manager(EnvConfig.of(env_dir, python)), progress=progress)
 
 
-def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] = (), prop: str | None = None,
-             bits: bool = False, min_ratio: float | None = None, max_time_s: float | None = None,
-             name: str | None = None, store: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-             python: str | None = None, env_dir: str | None = None, check: bool = True,
-             progress: Callable[[str], None] | None = None):
-    """Reduce a bundle to the smallest piece of its StableHLO that still shows `prop` (outputs, error, slower; None:
-    chosen from a first run of both) between two contenders (`versions` then `variants`: the baseline first), pack
-    it as `name` (default NAME-min) and replay it fresh on both (investigate/minimize.py). Returns its
-    Minimization, with the Reproduce block of the reduced bundle."""
-    from .bundle.sharing import reproduce_info
-    from .investigate.minimize import DEFAULT_MIN_RATIO
+def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] = (), store: str | None = None,
+             python: str | None = None, env_dir: str | None = None, **settings: Any):
+    """investigate/minimize.py's minimize between `versions` then `variants` (the baseline first); `settings`: prop,
+    bits, min_ratio, max_time_s, name, timeout_s, check, progress. Returns its Minimization (the piece NAME-min)."""
     from .investigate.minimize import minimize as _minimize
 
-    contenders = contenders_from(versions, variants)
-    if len(contenders) != 2:
-        raise UsageError(f"minimize compares two contenders, {len(contenders)} were given",
-                         hint='give --jax twice, or --jax A --variant "A:XLA_FLAGS=..."')
-    if min_ratio is not None and not min_ratio > 1.0:
-        raise UsageError(f"invalid --min-ratio {min_ratio}", hint="a ratio above 1, e.g. 1.1")
-    if max_time_s is not None and not max_time_s > 0:
-        raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
-    if name is not None:
-        from .bundle import manifest as mf
-
-        mf.check_name(name)
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
-    result = _minimize(registry, bundle, contenders, prop=prop, bits=bits,
-                       min_ratio=min_ratio if min_ratio is not None else DEFAULT_MIN_RATIO, max_time_s=max_time_s,
-                       name=name, env_manager=environment_manager(EnvConfig.of(env_dir, python)),
-                       timeout_s=timeout_s, check=check, progress=progress)
-    if result.packed and result.runs:
-        result.reproduce = reproduce_info(registry, registry.resolve(result.packed), concrete_versions(result.runs),
-                                          extra_args=variant_args(result.runs, concrete_versions), context="snippet")
-    return result
+    return _minimize(registry, bundle, contenders_from(versions, variants),
+                     env_manager=environment_manager(EnvConfig.of(env_dir, python)), **settings)
 
 
 def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict:

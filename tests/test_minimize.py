@@ -332,7 +332,7 @@ def test_a_bundle_with_symbolic_shapes_is_reduced_at_its_packed_sizes(tmp_path):
 
     import reprobundle
     from reprobundle.bundle.registry import Registry
-    from reprobundle.investigate.minimize import _packed_module
+    from reprobundle.investigate.minimize import packed_module
 
     def f(x, w):
         return jax.numpy.tanh(x @ w).sum(axis=0), x * 2
@@ -343,7 +343,7 @@ def test_a_bundle_with_symbolic_shapes_is_reduced_at_its_packed_sizes(tmp_path):
     x, w = rng.standard_normal((8, 4), dtype=np.float32), rng.standard_normal((4, 3), dtype=np.float32)
     reprobundle.pack(exp, x, w, name="poly", store=str(tmp_path / "store"), **PACK)
     registry = Registry.open(str(tmp_path / "store"))
-    text, inputs = _packed_module(registry, registry.resolve("poly"))
+    text, inputs = packed_module(registry, registry.resolve("poly"))
     graph = graph_of(function_ops(text), "minimize")  # refuses dynamic shapes: none are left
     assert "tensor<8x4xf32>" in text and "?" not in "".join(graph.types.values())
     values = dict(zip(graph.args, inputs))

@@ -41,14 +41,16 @@ import numpy as np
 
 from ..analysis.sequential import LAST_LOOK
 from ..analysis.verdict import DEFAULT_MIN_EFFECT, MIN_ROUNDS, check_outputs, timing_verdict
+from ..bundle.manifest import check_name
 from ..bundle.registry import Bundle, Registry
+from ..bundle.sharing import reproduce_info
 from ..bundle.trees import output_names
 from ..capture.export import concrete_module, function_ops, load_stablehlo, region_ops
 from ..capture.options import PackOptions
 from ..capture.pack import pack
 from ..errors import UsageError
 from ..logs import Status
-from ..run.contenders import ContenderSpec
+from ..run.contenders import ContenderSpec, concrete_versions, variant_args
 from ..run.execution import DEFAULT_TIMEOUT_S
 from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay, replay_platform
@@ -282,13 +284,24 @@ class Property:
         repeat = int(min(200, max(3, _STEP_TARGET_S / per_call_s)))
         base: dict = {"samples_ns": [], "steps": [], "rounds": [], "group": "minimize"}
         cand: dict = {"samples_ns": [], "steps": [], "rounds": [], "group": "minimize"}
-        verdict: dict = {}
+        failed = self._paired_rounds(a, b, base, cand, repeat)
+        if failed is not None:
+            return Judgement(False, {"error": failed})
+        verdict = timing_verdict(base, cand)
+        holds = (verdict.get("settled") is True and verdict.get("verdict") == SLOWER
+                 and float(verdict.get("ratio", 0.0)) >= self.min_ratio)
+        return Judgement(holds, {"verdict": verdict, "base_ns": float(np.median(base["samples_ns"] or [0])),
+                                 "cand_ns": float(np.median(cand["samples_ns"] or [0]))})
+
+    def _paired_rounds(self, a: Runner, b: Runner, base: dict, cand: dict, repeat: int) -> str | None:
+        """Rounds of one step each side (ABBA), into `base` and `cand`, until the verdict settles or its 95%
+        interval lies below min_ratio or max_rounds; a failure's text, None when all ran."""
         for r in range(self.max_rounds):
             order = ((a, base), (b, cand)) if r % 2 == 0 else ((b, cand), (a, base))
             for worker, timing in order:
                 timed = worker.time_prepared(repeat, warmup=1 if r == 0 else 0)
                 if not timed.ok:
-                    return Judgement(False, {"error": error_text(timed)})
+                    return error_text(timed)
                 timing["samples_ns"] += [int(s) for s in timed.samples_ns]
                 timing["steps"].append(len(timed.samples_ns))
                 timing["rounds"].append(1)
@@ -296,11 +309,8 @@ class Property:
                 verdict = timing_verdict(base, cand)
                 hi = (verdict.get("ci95") or [math.inf, math.inf])[1]
                 if verdict.get("settled") or hi < self.min_ratio:  # settled, or its 95% interval is below the bar
-                    break
-        holds = (verdict.get("settled") is True and verdict.get("verdict") == SLOWER
-                 and float(verdict.get("ratio", 0.0)) >= self.min_ratio)
-        return Judgement(holds, {"verdict": verdict, "base_ns": float(np.median(base["samples_ns"] or [0])),
-                                 "cand_ns": float(np.median(cand["samples_ns"] or [0]))})
+                    return None
+        return None
 
 
 def choose_property(a: Runner, b: Runner, text: str, inputs: Sequence[np.ndarray], *, bits: bool,
@@ -380,26 +390,22 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     from ..run.module_server import ModuleWorker
 
     say = progress or (lambda _line: None)
-    if len(contenders) != 2:
-        raise UsageError("minimize compares two contenders", hint="give --jax twice (or --jax and --variant)")
-    if prop is not None and prop not in PROPERTIES:
-        raise UsageError(f"unknown property {prop!r}", hint="one of " + ", ".join(PROPERTIES))
+    _check_arguments(contenders, prop, min_ratio, max_time_s, name)
     started = time.monotonic()
     deadline = started + max_time_s if max_time_s else None
-    text, inputs = _packed_module(registry, bundle)
+    text, inputs = packed_module(registry, bundle)
     graph = graph_of(function_ops(text), "minimize")
     values = dict(zip(graph.args, inputs))
     platform = replay_platform(bundle).platform
     a_spec, b_spec = contenders
     workers = [ModuleWorker(spec, env_manager=env_manager, platform=platform, timeout_s=timeout_s)
                for spec in (a_spec, b_spec)]
-    interrupted = False
     with handling_signals(), ExitStack() as stack:
         a, b = (stack.enter_context(w) for w in workers)
         say(Status(f"running the whole bundle ({len(graph.work)} ops) on {a_spec.label} and {b_spec.label}",
                    "minimize"))
         try:
-            chosen, whole, why = _property(prop, a, b, text, inputs, bits=bits, min_ratio=min_ratio,
+            chosen, whole, why = _property(prop, a, b, text, inputs, bits=bits, min_ratio=min_ratio or DEFAULT_MIN_RATIO,
                                            ref=str(bundle.ref), specs=(a_spec, b_spec), registry=registry,
                                            bundle=bundle)
         except PropertyNotShown as e:
@@ -408,20 +414,9 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         say(Status(f"property: {chosen.name} ({why})", "minimize"))
         details: dict[tuple, dict] = {}
         levels: list[Level] = []
-        stopped = "done"
-        try:
-            _intermediate_values(a, graph, values)
-            levels.append(Level(graph, values, Search(
-                lambda members: _holds(members, graph, values, chosen, a, b, details), deadline,
-                say_progress(progress, len(graph.work), started), best=list(graph.work))))
-            levels[0].search.ddmin(graph.work)
-            _open_regions(levels, chosen, a, b, details, deadline, say_progress(progress, len(graph.work), started))
-        except OutOfTime:
-            stopped = "max-time"
-        except KeyboardInterrupt:
-            if not levels:
-                raise
-            stopped, interrupted = "interrupted", True
+        show = say_progress(progress, len(graph.work), started)
+        stopped = _reduce(levels, graph, values, chosen, a, b, details, deadline, show)
+    interrupted = stopped == "interrupted"
     level = levels[-1]
     best = candidate(level.search.best, level.graph, level.values)
     assert best is not None, "the best piece is one the search could build"
@@ -440,9 +435,47 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         raise KeyboardInterrupt
     if check:
         say(Status(f"replaying {result.packed} fresh on {a_spec.label} and {b_spec.label}", "minimize"))
-        result.runs, result.check = fresh_check(registry, registry.resolve(result.packed), (a_spec, b_spec),
-                                                chosen, env_manager=env_manager, timeout_s=timeout_s)
+        packed = registry.resolve(result.packed)
+        result.runs, result.check = fresh_check(registry, packed, (a_spec, b_spec), chosen, env_manager=env_manager,
+                                                timeout_s=timeout_s)
+        result.reproduce = reproduce_info(registry, packed, concrete_versions(result.runs),
+                                          extra_args=variant_args(result.runs, concrete_versions), context="snippet")
     return result
+
+
+def _check_arguments(contenders: Sequence[ContenderSpec], prop: str | None, min_ratio: float | None,
+                     max_time_s: float | None, name: str | None) -> None:
+    if len(contenders) != 2:
+        raise UsageError(f"minimize compares two contenders, {len(contenders)} were given",
+                         hint='give --jax twice, or --jax A --variant "A:XLA_FLAGS=..."')
+    if prop is not None and prop not in PROPERTIES:
+        raise UsageError(f"unknown property {prop!r}", hint="one of " + ", ".join(PROPERTIES))
+    if min_ratio is not None and not min_ratio > 1.0:
+        raise UsageError(f"invalid --min-ratio {min_ratio}", hint="a ratio above 1, e.g. 1.1")
+    if max_time_s is not None and not max_time_s > 0:
+        raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
+    if name is not None:
+        check_name(name)
+
+
+def _reduce(levels: list[Level], graph: FunctionGraph, values: dict[str, np.ndarray], prop: Property, a: Runner,
+            b: Runner, details: dict, deadline: float | None, show: Callable[[list, int], None]) -> str:
+    """The search, level after level, into `levels`: "done", "max-time", or "interrupted" (Ctrl-C once the first
+    level exists; before, KeyboardInterrupt propagates)."""
+    try:
+        _intermediate_values(a, graph, values)
+        levels.append(Level(graph, values, Search(
+            functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
+            show, best=list(graph.work))))
+        levels[0].search.ddmin(graph.work)
+        _open_regions(levels, prop, a, b, details, deadline, show)
+    except OutOfTime:
+        return "max-time"
+    except KeyboardInterrupt:
+        if not levels:
+            raise
+        return "interrupted"
+    return "done"
 
 
 @dataclass
@@ -496,7 +529,7 @@ def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, det
             return
 
 
-def _packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.ndarray]]:
+def packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.ndarray]]:
     """The bundle's StableHLO and inputs; a module with symbolic shapes specialized to its packed sizes."""
     text_ref = bundle.manifest["function"].get("stablehlo_text")
     if not text_ref:
