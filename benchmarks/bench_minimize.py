@@ -32,7 +32,7 @@ from reprobundle.investigate.minimize import OUTPUTS, Property, all_values_cut, 
 from reprobundle.run.contenders import ContenderSpec, parse_variant  # noqa: E402
 from reprobundle.run.module_server import ModuleWorker  # noqa: E402
 
-OPS_PER_STEP = 6.5  # the chain's StableHLO ops per step, about
+OPS_PER_STEP = 6.1  # the chain's StableHLO ops per step, about
 
 
 def pack_chain(store: str, ops: int) -> str:
