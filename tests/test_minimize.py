@@ -129,13 +129,14 @@ def test_error_kind_normalises_names_numbers_and_types():
 
 @pytest.fixture(scope="module")
 def chain_store(tmp_path_factory):
-    """`chain@1`: a program of more than 200 ops with three odd spots (bf16, rng, reduce), each changed by one flag."""
+    """`chain@1`: a program of more than 200 ops with three odd spots (bf16, rng, reduce), each changed by one flag;
+    the rng spot is a function of its own (a call)."""
     from quick import PACK
 
     import reprobundle
 
     root = tmp_path_factory.mktemp("minimize") / "store"
-    fn, args = minimize_chain.chain(STEPS, ("bf16", "rng", "reduce"))
+    fn, args = minimize_chain.chain(STEPS, ("bf16", "rng", "reduce"), nested=("rng",))
     reprobundle.pack(jax.jit(fn), *args, name="chain", store=str(root), **PACK)
     return root
 
@@ -173,6 +174,7 @@ def test_error_is_chosen_by_itself_and_reduces_to_the_op_that_fails(chain_store)
                                       store=str(chain_store), name="chain-error", check=False)
     assert result.property == "error" and "fails" in result.why
     assert [op["name"] for op in result.ops] == ["stablehlo.rng_bit_generator"]
+    assert result.levels == 2  # the call kept at the top level, then its callee reduced
     assert result.piece["kind"] == result.whole["kind"] and "RngBitGenerator" in result.whole["error"]
 
 

@@ -495,7 +495,8 @@ MAX_LEVELS = 4
 def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, details: dict, deadline: float | None,
                   show: Callable[[list, int], None]) -> None:
     """Below the top level: the best piece's first call or while whose opened form (see the module docstring)
-    still has the property becomes the next level, reduced in turn, until none does or MAX_LEVELS."""
+    still has the property becomes the next level, reduced in turn, until none does or MAX_LEVELS. A piece that
+    is one call is its callee already (function_ops reads through such a wrapper)."""
     serial = 0
     while len(levels) < MAX_LEVELS:
         level = levels[-1]
@@ -503,30 +504,31 @@ def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, det
         if best is None:
             return
         piece = graph_of(function_ops(best.cut.text), "minimize")
-        for i in piece.work:
+        text: str | None = best.cut.text if piece.name != "main" else None
+        for i in piece.work if text is None else ():
             if piece.ops[i].name not in OPENABLE:
                 continue
             region = region_ops(best.cut.text, i)
             serial += 1
-            text = opened(piece, i, region, serial) if region is not None else None
-            if text is None:
+            opened_text = opened(piece, i, region, serial) if region is not None else None
+            if opened_text is None:
                 continue
             if deadline is not None and time.monotonic() > deadline:
                 raise OutOfTime()
             level.search.tested += 1
-            if not prop.judge(a, b, text, best.inputs).holds:
-                continue
-            graph = graph_of(function_ops(text), "minimize")
-            values = dict(zip(graph.args, best.inputs))
-            _intermediate_values(a, graph, values)
-            deeper = Level(graph, values, Search(
-                functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline, show,
-                best=list(graph.work), tested=level.search.tested))
-            levels.append(deeper)
-            deeper.search.ddmin(graph.work)
-            break
-        else:
+            if prop.judge(a, b, opened_text, best.inputs).holds:
+                text = opened_text
+                break
+        if text is None:
             return
+        graph = graph_of(function_ops(text), "minimize")
+        values = dict(zip(graph.args, best.inputs))
+        _intermediate_values(a, graph, values)
+        deeper = Level(graph, values, Search(
+            functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
+            show, best=list(graph.work), tested=level.search.tested))
+        levels.append(deeper)
+        deeper.search.ddmin(graph.work)
 
 
 def packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.ndarray]]:

@@ -24,22 +24,27 @@ NO_RNG_EXPANDER = "installed:XLA_FLAGS=--xla_disable_hlo_passes=rng-bit-generato
 NO_ALGSIMP = "installed:XLA_FLAGS=--xla_disable_hlo_passes=algsimp"
 
 
-def chain(steps: int, odd: tuple[str, ...] = ("bf16",)):
-    """(fn, args): `steps` steps of ~6 StableHLO ops each, with each odd spot of `odd` ("bf16", "rng", "reduce") placed
-    evenly along the chain."""
+def chain(steps: int, odd: tuple[str, ...] = ("bf16",), nested: tuple[str, ...] = ()):
+    """(fn, args): `steps` steps of ~6 StableHLO ops each, with each odd spot of `odd` ("bf16", "rng", "reduce")
+    placed evenly along the chain; the spots named in `nested` are a jitted function of their own (a `func.call`
+    in the StableHLO)."""
     where = {int(steps * (k + 1) / (len(odd) + 1)): kind for k, kind in enumerate(odd)}
+
+    def spot(kind, h, key):
+        if kind == "bf16":
+            hb = h.astype(jnp.bfloat16)
+            return (hb * hb + hb).astype(jnp.float32)
+        if kind == "reduce":
+            return h + jnp.broadcast_to(h, (512, h.shape[0])).sum(axis=0) * 1e-3
+        _, bits = jax.lax.rng_bit_generator(key, h.shape, dtype=jnp.uint32)
+        return h + (bits >> 9).astype(jnp.float32) * 1e-7
 
     def fn(x, y, key):
         h = x
         for i in range(steps):
-            if where.get(i) == "bf16":
-                hb = h.astype(jnp.bfloat16)
-                h = (hb * hb + hb).astype(jnp.float32)
-            elif where.get(i) == "reduce":
-                h = h + jnp.broadcast_to(h, (512, h.shape[0])).sum(axis=0) * 1e-3
-            elif where.get(i) == "rng":
-                _, bits = jax.lax.rng_bit_generator(key, x.shape, dtype=jnp.uint32)
-                h = h + (bits >> 9).astype(jnp.float32) * 1e-7
+            kind = where.get(i)
+            if kind is not None:
+                h = (jax.jit(spot, static_argnums=0) if kind in nested else spot)(kind, h, key)
             h = h + jnp.sin(y + float(i)) * 0.25
         return h
 
