@@ -175,6 +175,7 @@ def test_error_is_chosen_by_itself_and_reduces_to_the_op_that_fails(chain_store)
     assert result.property == "error" and "fails" in result.why
     assert [op["name"] for op in result.ops] == ["stablehlo.rng_bit_generator"]
     assert result.levels == 2  # the call kept at the top level, then its callee reduced
+    assert result.ops[0]["line"].startswith("minimize_chain.py:")  # inside the call: the call's line
     assert result.piece["kind"] == result.whole["kind"] and "RngBitGenerator" in result.whole["error"]
 
 

@@ -424,7 +424,7 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         bundle=str(bundle.ref), bundle_id=bundle.ref.bundle_id, contenders=(a_spec.label, b_spec.label),
         property=chosen.name, why=why, bits=chosen.bits, min_ratio=chosen.min_ratio, ops_before=len(graph.work),
         ops_after=len(best.members), tested=level.search.tested, elapsed_s=time.monotonic() - started,
-        stopped=stopped, text=best.cut.text, ops=op_lines(level.graph, best.members), whole=whole.detail,
+        stopped=stopped, text=best.cut.text, ops=op_lines(level.graph, best.members, level.line), whole=whole.detail,
         piece=details.get((id(level.graph), *best.members), whole.detail), levels=len(levels))
     target = name or f"{bundle.ref.name}-min"
     say(Status(f"packing the {result.ops_after} ops as {target}", "minimize"))
@@ -486,6 +486,7 @@ class Level:
     graph: FunctionGraph
     values: dict[str, np.ndarray]
     search: Search
+    line: str | None = None  # below the top: the source line of the op opened (its ops' text has no locations)
 
 
 OPENABLE = ("func.call", "stablehlo.while")
@@ -497,38 +498,48 @@ def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, det
     """Below the top level: the best piece's first call or while whose opened form (see the module docstring)
     still has the property becomes the next level, reduced in turn, until none does or MAX_LEVELS. A piece that
     is one call is its callee already (function_ops reads through such a wrapper)."""
-    serial = 0
+    serial = [0]
     while len(levels) < MAX_LEVELS:
         level = levels[-1]
         best = candidate(level.search.best, level.graph, level.values)
         if best is None:
             return
         piece = graph_of(function_ops(best.cut.text), "minimize")
-        text: str | None = best.cut.text if piece.name != "main" else None
-        for i in piece.work if text is None else ():
-            if piece.ops[i].name not in OPENABLE:
-                continue
-            region = region_ops(best.cut.text, i)
-            serial += 1
-            opened_text = opened(piece, i, region, serial) if region is not None else None
-            if opened_text is None:
-                continue
-            if deadline is not None and time.monotonic() > deadline:
-                raise OutOfTime()
-            level.search.tested += 1
-            if prop.judge(a, b, opened_text, best.inputs).holds:
-                text = opened_text
-                break
-        if text is None:
-            return
+        lines = [op["line"] for op in op_lines(level.graph, best.members, level.line)]
+        if piece.name != "main":
+            text, line = best.cut.text, (lines or [None])[0]
+        else:
+            found = _first_opened(piece, best, lines, level, prop, a, b, deadline, serial)
+            if found is None:
+                return
+            text, line = found
         graph = graph_of(function_ops(text), "minimize")
         values = dict(zip(graph.args, best.inputs))
         _intermediate_values(a, graph, values)
         deeper = Level(graph, values, Search(
             functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
-            show, best=list(graph.work), tested=level.search.tested))
+            show, best=list(graph.work), tested=level.search.tested), line)
         levels.append(deeper)
         deeper.search.ddmin(graph.work)
+
+
+def _first_opened(piece: FunctionGraph, best: Candidate, lines: list, level: Level, prop: Property, a: Runner,
+                  b: Runner, deadline: float | None, serial: list[int]) -> tuple[str, str | None] | None:
+    """The piece with its first call or while opened such that the property still holds, and that op's line."""
+    for k, i in enumerate(piece.work):
+        if piece.ops[i].name not in OPENABLE:
+            continue
+        region = region_ops(best.cut.text, i)
+        serial[0] += 1
+        text = opened(piece, i, region, serial[0]) if region is not None else None
+        if text is None:
+            continue
+        if deadline is not None and time.monotonic() > deadline:
+            raise OutOfTime()
+        level.search.tested += 1
+        if prop.judge(a, b, text, best.inputs).holds:
+            return text, lines[k] if k < len(lines) else level.line
+    return None
 
 
 def packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.ndarray]]:
@@ -706,9 +717,10 @@ def _checked(registry: Registry, packed: Bundle, runs: list[dict], prop: Propert
             "worst": check.get("worst")}
 
 
-def op_lines(graph: FunctionGraph, members: Sequence[int]) -> list[dict]:
-    """Per op kept: its name and its source line (`file.py:12`, None without a location)."""
-    return [{"name": graph.ops[i].name, "line": location_key(graph.ops[i].location)} for i in members]
+def op_lines(graph: FunctionGraph, members: Sequence[int], inside: str | None = None) -> list[dict]:
+    """Per op kept: its name and its source line (`file.py:12`); an op without a location inside an opened region
+    gets the line of the op opened (`inside`), else None."""
+    return [{"name": graph.ops[i].name, "line": location_key(graph.ops[i].location) or inside} for i in members]
 
 
 def say_progress(progress: Callable[[str], None] | None, total: int, started: float) -> Callable[[list, int], None]:
