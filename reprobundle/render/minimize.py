@@ -23,6 +23,7 @@ def minimize_data(result) -> dict:
             "candidate": result.contenders[1], "property": result.property, "why": result.why, "bits": result.bits,
             "min_ratio": result.min_ratio, "ops_before": result.ops_before, "ops_after": result.ops_after,
             "candidates_tested": result.tested, "elapsed_s": round(result.elapsed_s, 1), "stopped": result.stopped,
+            "levels": result.levels,
             "ops": result.ops, "packed": result.packed, "whole": _shown(result.whole), "check": _shown(result.check),
             "stablehlo": text if len(lines) <= INLINE_LINES else None, "stablehlo_lines": len(lines),
             "reproduce": result.reproduce or None, "summary": summary_line(result)}
@@ -75,8 +76,8 @@ def _ops_lines(data: dict) -> list[str]:
 def minimize_text(data: dict) -> str:
     out = [f"{clean(data['bundle'])}: minimized for {data['property']} ({clean(data['why'])})",
            f"  {clean(data['summary'])}", "", "Ops kept:"] + [f"  {clean(line)}" for line in _ops_lines(data)]
-    if data["stopped"] != "done" or data["ops_after"] == data["ops_before"]:
-        out.append(f"  (stopped: {data['stopped']})")
+    if data.get("levels", 1) > 1:
+        out.append(f"  (found {data['levels'] - 1} level(s) down: inside a call or loop the top level kept)")
     out += ["", f"Whole bundle:   {clean(property_text(data['property'], data['whole']))}",
             f"Reduced bundle: {clean(property_text(data['property'], data['check']))} (fresh replay)"]
     if data.get("stablehlo"):
