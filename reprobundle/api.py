@@ -369,6 +369,19 @@ def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name
                     env_manager=environment_manager(EnvConfig.of(env_dir, python)), progress=progress)
 
 
+def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] = (), store: str | None = None,
+             python: str | None = None, env_dir: str | None = None, **settings: Any):
+    """investigate/minimize.py's minimize between `versions` then `variants` (the baseline first); `settings`: prop,
+    bits, min_ratio, max_time_s, name, timeout_s, check, progress. Returns its Minimization (the piece NAME-min)."""
+    from .investigate.minimize import minimize as _minimize
+
+    registry, bundle = resolve(ref, store)
+    if registry.store.read_only:
+        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
+    return _minimize(registry, bundle, contenders_from(versions, variants),
+                     env_manager=environment_manager(EnvConfig.of(env_dir, python)), **settings)
+
+
 def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict:
     """The comparison of a replay's runs, with the Reproduce block: where the bundle is (the zip or store the ref
     named) and the exact command that replays it on the same versions with the same timing options."""

@@ -244,6 +244,27 @@ def _specialize(text: str, in_avals: list[dict], shapes: Sequence[Sequence[int]]
         return str(refined)
 
 
+def concrete_module(serialized: bytes, leaves: Sequence[np.ndarray]) -> str:
+    """The StableHLO of a shape-polymorphic `jax.export` artifact at the sizes of `leaves` (all of the function's
+    inputs): jax's own call of the artifact, lowered and refined (its dimension variables solved, its shape
+    assertions folded, its functions inlined), locations kept."""
+    import jax
+    from jax import export
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    exp = export.deserialize(bytearray(serialized))
+    try:
+        lowered = jax.jit(exp.call, keep_unused=True).lower(
+            *[jax.ShapeDtypeStruct(np.shape(x), np.asarray(x).dtype) for x in leaves])
+        with mlir.make_ir_context(), ir.Location.unknown():
+            module = ir.Module.parse(lowered.as_text(debug_info=True))
+            return str(mlir.refine_polymorphic_shapes(module).operation.get_asm(enable_debug_info=True))
+    except Exception as e:
+        raise UsageError(f"cannot specialize the bundle's symbolic shapes to its packed sizes: {exception_line(e)}",
+                         hint="pack it at concrete sizes") from None
+
+
 def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = None,
                    platform: str | None = None) -> ExportedFunction:
     """Wrap a raw StableHLO module (e.g. the module.mlir of an IR dump) as a jax.export artifact.
@@ -331,6 +352,49 @@ def function_ops(text: str) -> FunctionText:
                         [str(r.type) for r in op.results], [v.get_name() for v in op.operands], str(op.location))
                  for op in ops[:-1]],
             returned=[v.get_name() for v in ops[-1].operands], callees=callees)
+
+
+@dataclass
+class RegionText:
+    """The computation inside one top-level op of the main computation (investigate/minimize.py opens it): a
+    `func.call`'s callee body, or a `stablehlo.while`'s body (one iteration)."""
+
+    kind: str  # "call" or "while"
+    operands: list[str]  # the op's operands, in the main computation's names
+    results: list[str]  # the op's results
+    args: list[str]  # the region's block arguments (bound to the operands)
+    ops: list[OpText]  # the region's ops, without its terminator, in the region's own names
+    yielded: list[str]  # what the region's terminator returns (bound to the results)
+
+
+def region_ops(text: str, index: int) -> RegionText | None:
+    """The region of the main computation's top-level op `index` (as function_ops numbers them) when it is a
+    `func.call` of a function in the module or a `stablehlo.while`; None for any other op."""
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir import ir
+
+    with mlir.make_ir_context(), ir.Location.unknown():
+        module = ir.Module.parse(text)
+        funcs = {ir.StringAttr(op.attributes["sym_name"]).value: op for op in module.body.operations
+                 if "sym_name" in op.attributes}
+        op = list(funcs[_unwrapped_main(funcs, ir)].regions[0].blocks[0].operations)[index]
+        if op.name == "func.call":
+            callee = funcs.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value)
+            if callee is None:
+                return None
+            kind, block = "call", callee.regions[0].blocks[0]
+        elif op.name == "stablehlo.while":
+            kind, block = "while", op.regions[1].blocks[0]
+        else:
+            return None
+        inner = list(block.operations)
+        return RegionText(
+            kind=kind, operands=[v.get_name() for v in op.operands], results=[r.get_name() for r in op.results],
+            args=[a.get_name() for a in block.arguments],
+            ops=[OpText(o.name, o.get_asm(enable_debug_info=False).strip(), [r.get_name() for r in o.results],
+                        [str(r.type) for r in o.results], [v.get_name() for v in o.operands], str(o.location))
+                 for o in inner[:-1]],
+            yielded=[v.get_name() for v in inner[-1].operands])
 
 
 def _unwrapped_main(funcs: dict, ir) -> str:

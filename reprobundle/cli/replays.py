@@ -1,4 +1,4 @@
-"""Commands that replay or read runs: replay, explain, isolate, compare, bisect, sweep, history, envs. The library
+"""Commands that replay or read runs: replay, explain, isolate, minimize, compare, bisect, sweep, history, envs. The library
 loads inside each command (only what it uses): loading this module must cost nothing beyond typer
 (tests/test_startup.py)."""
 
@@ -195,6 +195,47 @@ def isolate(
     result = api.isolate(ref, jax_versions, store=store, name=name, max_pieces=pieces, options=options, python=python,
                          progress=progress_sink(as_json))
     emit(as_json, isolation_data(result), isolation_text(result))
+
+
+@app.command()
+def minimize(
+    ref: str,
+    jax_versions: List[str] = typer.Option([], "--jax", help="The baseline, then the candidate (twice; or once with "
+                                                            "--variant)."),
+    variants: List[str] = VariantOpt,
+    outputs: bool = typer.Option(False, "--outputs", help="Keep a piece whose outputs differ between the two beyond "
+                                                          "the tolerance a replay uses."),
+    error: bool = typer.Option(False, "--error", help="Keep a piece the candidate fails on (same kind of error) and "
+                                                      "the baseline runs."),
+    slower: bool = typer.Option(False, "--slower", help="Keep a piece the candidate runs slower by a settled paired "
+                                                        "verdict."),
+    bits: bool = typer.Option(False, "--bits", help="With --outputs: any difference (dtype, shape, a single bit)."),
+    min_ratio: Optional[float] = typer.Option(None, "--min-ratio", help="With --slower: at least this ratio "
+                                                                        "(default: the verdict's own 1.02)."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the whole search may take; the best "
+                                                                      "piece so far is kept."),
+    name: Optional[str] = typer.Option(None, "--name", help="Name of the reduced bundle (default: NAME-min)."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout", help="Seconds one candidate may take on a worker."),
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    report_path: Optional[Path] = ReportOpt,
+    html_path: Optional[Path] = HtmlOpt,
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Reduce a bundle to the few ops that still show the difference (outputs, error or slowdown) between two."""
+    from .. import api
+    from ..render import minimize as minimize_render
+
+    named = [p for p, on in (("outputs", outputs), ("error", error), ("slower", slower)) if on]
+    if len(named) > 1:
+        raise UsageError("give at most one of --outputs, --error, --slower",
+                         hint="without one, minimize chooses from a first run of both")
+    result = api.minimize(ref, jax_versions, variants=variants, prop=named[0] if named else None, bits=bits,
+                          min_ratio=min_ratio, max_time_s=max_time, name=name, store=store, timeout_s=timeout,
+                          python=python, progress=progress_sink(as_json))
+    data = minimize_render.minimize_data(result)
+    write_files(data, ((report_path, minimize_render.to_markdown), (html_path, minimize_render.to_html)))
+    emit(as_json, data, minimize_render.minimize_text(data))  # render cleans each value, line by line
 
 
 @app.command()

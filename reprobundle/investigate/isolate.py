@@ -21,7 +21,6 @@ measurement ends when the piece that moved most has its verdict. That piece is p
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -30,7 +29,7 @@ import numpy as np
 
 from ..analysis.verdict import MIN_ROUNDS, paired_log_ratios, timing_verdict
 from ..bundle.registry import Bundle, Registry
-from ..capture.export import MLIR_ELEMENT_DTYPES, function_ops, load_stablehlo
+from ..capture.export import function_ops, load_stablehlo
 from ..capture.options import PackOptions
 from ..capture.pack import pack
 from ..config import ISOLATE_WARMUP
@@ -41,7 +40,7 @@ from ..run.execution import DEFAULT_TIMEOUT_S
 from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay_pieces
 from ..store.scratch import scratch_dir, temp_folder
-from ..worker.synthetic import synthetic_array
+from .hlo_cut import FunctionGraph, bundle_inputs, cut, graph_of, later_outputs, location_key
 
 if TYPE_CHECKING:
     from ..envs.manager import EnvironmentManager
@@ -53,8 +52,6 @@ HEAVY_OPS = frozenset({"stablehlo.dot_general", "stablehlo.dot", "stablehlo.conv
                        "stablehlo.reduce_window", "stablehlo.custom_call", "stablehlo.while", "stablehlo.sort",
                        "stablehlo.scatter", "stablehlo.gather", "stablehlo.fft", "stablehlo.case", "stablehlo.if",
                        "stablehlo.select_and_scatter", "stablehlo.cholesky", "stablehlo.triangular_solve"})
-_FILE_LINE = re.compile(r'"([^"]+)":(\d+):')
-_VALUE = re.compile(r"%[A-Za-z0-9_$.\-]+(?:#\d+)?")
 
 
 @dataclass
@@ -75,43 +72,16 @@ class Split:
     results: list[str]  # the values it returns, in order
 
 
-def _location_key(loc: str) -> str | None:
-    """`file.py:23`: the outermost frame, in the innermost frame's file, of an op's location; None without one."""
-    frames = [f for f in _FILE_LINE.findall(loc) if f[0] != "-"]  # "-": the parsed text itself, no source
-    if not frames:
-        return None
-    file = frames[0][0]
-    line = frames[0][1]
-    for f, n in frames:
-        if f != file:
-            break
-        line = n
-    return f"{Path(file).name}:{line}"
-
-
-@dataclass
-class _Module:
-    """What cutting a function into pieces needs to know of it: its ops, each value's type, the constants (copied
-    into each piece that uses them), which ops use each value, what it returns, the functions it calls."""
-
-    ops: list
-    types: dict[str, str]
-    constants: dict[str, str]
-    uses: dict[str, list[int]]
-    returned: list[str]
-    callees: list[str]
-
-
 def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
     """The module's main computation in at most `max_pieces` pieces, each a module of its own (see the module
     docstring). UsageError when the module cannot be split (one op, dynamic shapes, no tensors)."""
     fn = function_ops(text)
-    module = _module_of(fn)
+    module = graph_of(fn)
     work = [i for i, op in enumerate(fn.ops) if op.name != "stablehlo.constant"]
     if len(work) < 2:
         raise UsageError(f"@{fn.name} has {len(work)} op(s) that do work: nothing to split",
                          hint="the bundle is already as small as a repro gets")
-    keys = [_location_key(fn.ops[i].location) for i in work]
+    keys = [location_key(fn.ops[i].location) for i in work]
     by_source = any(k is not None for k in keys)
     groups = _merged(_groups(fn.ops, work, keys, by_source), max_pieces)
     pieces = _cut(module, groups, lambda first: keys[work.index(first)] if by_source else None)
@@ -120,24 +90,7 @@ def split_module(text: str, max_pieces: int = DEFAULT_MAX_PIECES) -> Split:
     return Split(function=fn.name, pieces=pieces, args=fn.args, results=fn.returned)
 
 
-def _module_of(fn) -> _Module:
-    """The function's ops with their types; UsageError for dynamic shapes."""
-    ops = fn.ops
-    types: dict[str, str] = dict(zip(fn.args, fn.arg_types))
-    for op in ops:
-        types.update(zip(op.results, op.result_types))
-    if any("?" in t for t in types.values()):
-        raise UsageError("the function has dynamic shapes: isolate needs a bundle at static shapes",
-                         hint="pack it at concrete sizes")
-    constants = {op.results[0]: op.asm for op in ops if op.name == "stablehlo.constant" and len(op.results) == 1}
-    uses: dict[str, list[int]] = {}
-    for i, op in enumerate(ops):
-        for v in op.operands:
-            uses.setdefault(v, []).append(i)
-    return _Module(ops, types, constants, uses, fn.returned, fn.callees)
-
-
-def _cut(module: _Module, groups: list[list[int]], key_of: Callable[[int], str | None]) -> list[Piece]:
+def _cut(module: FunctionGraph, groups: list[list[int]], key_of: Callable[[int], str | None]) -> list[Piece]:
     """A piece per group; a group whose boundary values cannot be fed (not all tensors) is merged with the next."""
     pieces: list[Piece] = []
     pending: list[int] = []
@@ -181,61 +134,16 @@ def _merged(groups: list[list[int]], max_pieces: int) -> list[list[int]]:
     return groups
 
 
-def _feedable(t: str) -> bool:
-    m = re.fullmatch(r"tensor<(?:[0-9]+x)*([a-z0-9]+)>", t)
-    return m is not None and m.group(1) in MLIR_ELEMENT_DTYPES
-
-
-def _piece(index: int, members: list[int], module: _Module, key: str | None) -> Piece | None:
+def _piece(index: int, members: list[int], module: FunctionGraph, key: str | None) -> Piece | None:
     """The ops `members` as a module of their own, or None when a value it takes or gives is not a tensor."""
-    ops, types = module.ops, module.types
-    used, needed_constants = _piece_inputs(members, ops, module.constants)
-    outputs = _piece_outputs(members, module)
-    if not outputs or not all(_feedable(types[v]) for v in used + outputs):
+    made = cut(members, module, later_outputs(members, module), f"piece_{index}")
+    if made is None:
         return None
-    rename = {v: f"%piece_in{k}" for k, v in enumerate(used)}
-
-    def sub(line: str) -> str:
-        return _VALUE.sub(lambda m: rename.get(m.group(0), m.group(0)), line)
-
-    lines = [module.constants[c] for c in needed_constants] + [sub(ops[i].asm) for i in members]
-    signature = ", ".join(f"{rename[v]}: {types[v]}" for v in used)
-    text = _piece_text(index, signature, lines, outputs, [types[v] for v in outputs], module.callees)
+    ops = module.ops
     heavy = [ops[i].name for i in members if ops[i].name in HEAVY_OPS]
     label = key or f"{(heavy or [ops[members[0]].name])[0].split('.')[-1]} at op {members[0]}"
-    return Piece(index=index, label=label, text=text, inputs=used, outputs=outputs,
+    return Piece(index=index, label=label, text=made.text, inputs=made.inputs, outputs=made.outputs,
                  ops=[ops[i].name for i in members])
-
-
-def _piece_outputs(members: list[int], module: _Module) -> list[str]:
-    """The values the piece defines that the function returns or a later op outside it uses."""
-    inside = set(members)
-    last = max(members)
-    return [r for i in members for r in module.ops[i].results
-            if r in module.returned or any(u not in inside and u > last for u in module.uses.get(r, ()))]
-
-
-def _piece_text(index: int, signature: str, lines: list[str], outputs: list[str], output_types: list[str],
-                callees: list[str]) -> str:
-    results = ", ".join(output_types)
-    body = "\n".join("    " + line.replace("\n", "\n    ") for line in lines)
-    return (f"module @piece_{index} attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}} {{\n"
-            f"  func.func public @main({signature}) -> ({results}) {{\n{body}\n"
-            f"    return {', '.join(outputs)} : {results}\n  }}\n"
-            + "".join("  " + c.replace("\n", "\n  ") + "\n" for c in callees) + "}\n")
-
-
-def _piece_inputs(members, ops, constants) -> tuple[list[str], list[str]]:
-    """The values the piece's ops use that it does not define: (its inputs, the constants it copies in)."""
-    defined = {r for i in members for r in ops[i].results}
-    used: list[str] = []
-    needed_constants: list[str] = []
-    for i in members:
-        for name in ops[i].operands:
-            if name in defined or name in used or name in needed_constants:
-                continue
-            (needed_constants if name in constants else used).append(name)
-    return used, needed_constants
 
 
 # ------------------------------------------------------------------------------------------------ isolate
@@ -272,18 +180,6 @@ class Isolation:
     pieces: list[PieceResult]
     moved: PieceResult | None  # the piece that moved most (a verdict of slower or faster first)
     packed: str | None  # its bundle in the user's store
-
-
-def _bundle_inputs(registry: Registry, bundle: Bundle) -> list[np.ndarray]:
-    from ..worker.dtypes import np_dtype
-
-    out = []
-    for leaf in bundle.manifest["inputs"]["leaves"]:
-        if "synthetic" in leaf:
-            out.append(synthetic_array(tuple(leaf["shape"]), np_dtype(leaf["dtype"]), leaf["synthetic"]))
-        else:
-            out.append(leaf_array(registry.get_blob(leaf["blob"]), leaf))
-    return out
 
 
 def _piece_verdict(base: dict, cand: dict) -> dict:
@@ -336,7 +232,7 @@ def pack_pieces(registry: Registry, bundle: Bundle, scratch: Registry, *, max_pi
     split = split_module(registry.get_blob(text_ref).decode("utf-8", "replace"), max_pieces)
     say(Status(f"split @{split.function} of {bundle.ref} into {len(split.pieces)} pieces: "
                + ", ".join(p.label for p in split.pieces), "isolate"))
-    values = dict(zip(split.args, _bundle_inputs(registry, bundle)))
+    values = dict(zip(split.args, bundle_inputs(registry, bundle)))
     results: list[PieceResult] = []
     for piece in split.pieces:
         say(Status(f"piece {piece.index + 1}/{len(split.pieces)} ({piece.label}): packing with its inputs",

@@ -1,0 +1,355 @@
+"""Minimize (investigate/minimize.py): ddmin over a function's StableHLO ops, each candidate a module of its own
+fed with the real values the function computes there, judged on two contenders' long-lived workers.
+
+The reduction is tested on text first (no replays: the cuts are run by this process's jax); the end-to-end cases
+use one release with and without an XLA flag that changes one spot of a program (tests/programs/minimize_chain.py),
+so the difference is real on every machine."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from reprobundle.capture.export import export_function, function_ops, load_stablehlo
+from reprobundle.investigate.hlo_cut import graph_of
+from reprobundle.investigate.minimize import Search, all_values_cut, candidate, error_kind
+
+sys.path.insert(0, str(Path(__file__).parent / "programs"))
+import minimize_chain  # noqa: E402
+
+STEPS = 36  # ~6 StableHLO ops a step: a program of more than 200 ops
+
+
+def run_here(text: str, inputs):
+    from jax import export
+
+    fn = load_stablehlo(text)
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)  # a cut may carry 64-bit values from inside (the worker does this)
+    try:
+        return [np.asarray(o) for o in export.deserialize(bytearray(fn.serialized)).call(*inputs)]
+    finally:
+        jax.config.update("jax_enable_x64", before)
+
+
+@pytest.fixture(scope="module")
+def chain_graph():
+    fn, args = minimize_chain.chain(STEPS, ("rng",))
+    exported, leaves = export_function(jax.jit(fn), args)
+    graph = graph_of(function_ops(exported.stablehlo_text), "minimize")
+    values = dict(zip(graph.args, leaves))
+    whole = all_values_cut(graph)
+    assert whole is not None
+    values.update(zip(whole.outputs, run_here(whole.text, [values[v] for v in whole.inputs])))
+    return graph, values, fn, args
+
+
+def test_ddmin_finds_the_one_minimal_set_and_tests_each_candidate_once():
+    calls = []
+
+    def holds(items):
+        calls.append(tuple(items))
+        return 37 in items and 80 in items
+
+    search = Search(holds)
+    found = search.ddmin(list(range(200)))
+    assert found == [37, 80]
+    assert search.best == [37, 80]
+    assert search.tested == len(calls) == len(set(calls))
+    assert search.tested < 120  # far fewer than the 2^200 subsets, and fewer than one per item
+
+
+def test_ddmin_keeps_the_best_so_far_when_stopped():
+    from reprobundle.investigate.minimize import OutOfTime
+
+    search = Search(lambda items: 5 in items, deadline=0.0)  # already past: the first untested candidate stops it
+    with pytest.raises(OutOfTime):
+        search.ddmin(list(range(64)))
+    assert search.best == list(range(64)) and search.tested == 0
+
+
+def test_the_program_has_more_than_200_ops(chain_graph):
+    graph, *_ = chain_graph
+    assert len(graph.work) >= 200
+
+
+def test_any_subset_of_ops_is_a_module_fed_with_the_values_the_function_computes(chain_graph):
+    """A candidate's inputs are the real intermediate values; its outputs are what the whole function computes at
+    those values (checked here for a middle slice and for scattered ops)."""
+    graph, values, fn, args = chain_graph
+    work = graph.work
+    for members in (work[50:90], work[10:200:7], work[-5:]):
+        made = candidate(members, graph, values)
+        assert made is not None
+        got = run_here(made.cut.text, made.inputs)
+        assert len(got) == len(made.cut.outputs) > 0
+        for name, value in zip(made.cut.outputs, got):
+            np.testing.assert_array_equal(value, values[name])
+    last = candidate(work, graph, values)
+    assert last is not None
+    np.testing.assert_allclose(run_here(last.cut.text, last.inputs)[-1], np.asarray(jax.jit(fn)(*args)), rtol=1e-6)
+
+
+def test_ddmin_over_the_ops_reduces_to_the_op_that_has_the_property(chain_graph):
+    """The property here is read off the candidate's text (it holds the rng op and compiles): the reduction logic
+    alone, without contenders."""
+    graph, values, *_ = chain_graph
+
+    def holds(members):
+        made = candidate(members, graph, values)
+        return made is not None and "stablehlo.rng_bit_generator" in made.cut.text and bool(
+            run_here(made.cut.text, made.inputs))
+
+    search = Search(holds)
+    found = search.ddmin(graph.work)
+    assert [graph.ops[i].name for i in found] == ["stablehlo.rng_bit_generator"]
+    assert search.tested < 60
+
+
+class _Failed:
+    status = "error"
+
+    def __init__(self, phase, error_type, message):
+        self.phase, self.error_type, self.message = phase, error_type, message
+
+
+def test_error_kind_normalises_names_numbers_and_types():
+    a = _Failed("compile", "JaxRuntimeError", "UNIMPLEMENTED: RngBitGenerator %rng.12 of tensor<4096xui32> at 3")
+    b = _Failed("compile", "JaxRuntimeError", "UNIMPLEMENTED: RngBitGenerator %rng-bit.5 of tensor<8xui32> at 17\nmore")
+    c = _Failed("execute", "JaxRuntimeError", "UNIMPLEMENTED: RngBitGenerator %rng.12 of tensor<4096xui32> at 3")
+    assert error_kind(a) == error_kind(b) != error_kind(c)
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+
+
+@pytest.fixture(scope="module")
+def chain_store(tmp_path_factory):
+    """`chain@1`: a program of more than 200 ops with three odd spots (bf16, rng, reduce), each changed by one flag;
+    the rng spot is a function of its own (a call)."""
+    from quick import PACK
+
+    import reprobundle
+
+    root = tmp_path_factory.mktemp("minimize") / "store"
+    fn, args = minimize_chain.chain(STEPS, ("bf16", "rng", "reduce"), nested=("rng",))
+    reprobundle.pack(jax.jit(fn), *args, name="chain", store=str(root), **PACK)
+    return root
+
+
+def test_outputs_reduces_to_a_few_ops_that_still_mismatch_on_a_fresh_replay(chain_store, tmp_path):
+    import json
+
+    from cli_runner import cli
+
+    report, page = tmp_path / "min.md", tmp_path / "min.html"
+    code, out, err = cli("minimize", "chain", "--jax", "installed", "--variant", minimize_chain.EXCESS_PRECISION_OFF,
+                         "--outputs", "--json", "--report", report, "--html", page, store=chain_store)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["ops_before"] >= 200 and 1 <= data["ops_after"] <= 5 and data["stopped"] == "done"
+    assert {op["name"] for op in data["ops"]} <= {"stablehlo.convert", "stablehlo.multiply", "stablehlo.add"}
+    assert all(op["line"] and op["line"].startswith("minimize_chain.py:") for op in data["ops"])
+    assert data["packed"] == "chain-min@1" and data["candidates_tested"] > 1
+    check = data["check"]  # the fresh replay: the reference was packed on A, and B mismatches it
+    assert check["holds"] and check["worst"]["abs_err"] > check["worst"]["allowed"]
+    assert [r["status"] for r in check["runs"]] == ["ok", "mismatch"]
+    assert data["stablehlo"] and "loc(" not in data["stablehlo"]  # short: shown inline, without locations
+    assert "--variant" in data["reproduce"]["command"] and "chain-min" in data["reproduce"]["command"]
+    for text in (report.read_text(), page.read_text()):
+        assert "chain-min@1" in text and str(data["ops_before"]) in text and "--variant" in text
+    code, out, _ = cli("show", "chain-min", store=chain_store)
+    assert code == 0 and "minimized-from=chain@1" in out and "minimized-property=outputs" in out
+    assert "minimize_chain.py:" in out  # the kept ops' source lines
+
+
+def test_error_is_chosen_by_itself_and_reduces_to_the_op_that_fails(chain_store):
+    import reprobundle
+
+    result = reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.NO_RNG_EXPANDER],
+                                      store=str(chain_store), name="chain-error", check=False)
+    assert result.property == "error" and "fails" in result.why
+    assert [op["name"] for op in result.ops] == ["stablehlo.rng_bit_generator"]
+    assert result.levels == 2  # the call kept at the top level, then its callee reduced
+    assert result.ops[0]["line"].startswith("minimize_chain.py:")  # inside the call: the call's line
+    assert result.piece["kind"] == result.whole["kind"] and "RngBitGenerator" in result.whole["error"]
+
+
+def test_a_property_the_whole_bundle_does_not_have_is_one_clear_error(chain_store):
+    from cli_runner import cli
+
+    code, _, err = cli("minimize", "chain", "--jax", "installed", "--variant", minimize_chain.NO_RNG_EXPANDER,
+                       "--outputs", store=chain_store)
+    assert code != 0 and "does not have the property outputs" in err and "--error" in err
+    assert "Traceback" not in err
+
+
+def test_max_time_keeps_the_best_piece_so_far_and_leaves_nothing_behind(chain_store, tmp_path, monkeypatch):
+    import psutil
+
+    import reprobundle
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    result = reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.EXCESS_PRECISION_OFF],
+                                      prop="outputs", max_time_s=0.5, name="chain-short", store=str(chain_store),
+                                      check=False)
+    assert result.stopped == "max-time" and result.ops_after <= result.ops_before
+    assert result.packed == "chain-short@1"
+    assert psutil.Process().children(recursive=True) == []  # no worker left
+    assert [p for p in tmp.iterdir()] == []
+
+
+def _pids_with_cwd_under(folder: Path) -> list[int]:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if Path(proc.cwd()).is_relative_to(folder):
+                found.append(proc.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def test_ctrl_c_mid_search_exits_130_keeps_the_best_piece_and_leaves_nothing_behind(chain_store, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    from cli_runner import cli
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "REPROBUNDLE_STORE": str(chain_store)}
+    launcher = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "from reprobundle.cli import run; run()")
+    proc = subprocess.Popen([sys.executable, "-c", launcher, "minimize", "chain", "--jax", "installed", "--variant",
+                             minimize_chain.EXCESS_PRECISION_OFF, "--outputs", "--name", "chain-interrupted"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None and not any("candidates tested" in x for x in lines):
+        time.sleep(0.1)
+    assert proc.poll() is None, "".join(lines)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    reader.join(10)
+    err = "".join(lines)
+    assert proc.returncode == 130, err
+    assert "kept the best piece so far" in err and err.rstrip().endswith("interrupted") and "Traceback" not in err
+    code, out, _ = cli("show", "chain-interrupted", store=chain_store)
+    assert code == 0 and "minimized-from=chain@1" in out
+    assert list(tmp.iterdir()) == []
+    deadline = time.monotonic() + 5
+    while _pids_with_cwd_under(tmp) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _pids_with_cwd_under(tmp) == []
+
+
+def test_slower_keeps_a_settled_verdict_on_a_smaller_bundle(tmp_path):
+    """Disabling XLA's algebraic simplifier makes the broadcast-and-sum spot do the 512 rows' work. Only the
+    structure is asserted (settled, smaller), never this machine's direction or size of the change."""
+    from quick import PACK
+
+    import reprobundle
+
+    store = tmp_path / "store"
+    fn, args = minimize_chain.chain(8, ("reduce",))
+    reprobundle.pack(jax.jit(fn), *args, name="small-chain", store=str(store), **PACK)
+    result = reprobundle.api.minimize("small-chain", ["installed"], variants=[minimize_chain.NO_ALGSIMP],
+                                      prop="slower", min_ratio=2.0, store=str(store), check=False)
+    assert result.ops_after < result.ops_before and result.stopped == "done"
+    assert result.whole["verdict"]["settled"] and result.piece["verdict"]["settled"]  # the reduced module's
+    assert result.piece["verdict"]["ci95"][0] <= result.piece["verdict"]["ratio"] <= result.piece["verdict"]["ci95"][1]
+
+
+def _helper(v):
+    return jax.numpy.cos(v) * 3.0 + v
+
+
+def _with_regions(x):
+    inner = jax.jit(_helper)
+
+    def body(carry):
+        i, v = carry
+        return i + 1, inner(v) * 0.5
+
+    _, v = jax.lax.while_loop(lambda c: c[0] < 1, body, (0, x))  # one iteration: opening it is exact
+    return inner(v) + 1.0
+
+
+def test_opening_a_call_or_a_while_body_computes_what_the_op_computed():
+    from reprobundle.capture.export import region_ops
+    from reprobundle.investigate.hlo_cut import opened
+
+    x = np.linspace(-2, 2, 64, dtype=np.float32)
+    exported, _ = export_function(jax.jit(_with_regions), (x,))
+    expected = np.asarray(jax.jit(_with_regions)(x))
+    text = exported.stablehlo_text
+    kinds = []
+    for serial in range(1, 4):  # open until no call or while is left: each step keeps the function's value
+        graph = graph_of(function_ops(text), "minimize")
+        found = next((i for i in graph.work if graph.ops[i].name in ("func.call", "stablehlo.while")), None)
+        if found is None:
+            break
+        region = region_ops(text, found)
+        assert region is not None
+        kinds.append(region.kind)
+        text = opened(graph, found, region, serial)
+        np.testing.assert_allclose(run_here(text, [x])[0], expected, rtol=1e-6)
+    assert "while" in kinds and "call" in kinds
+
+
+@pytest.mark.crossversion
+def test_a_change_in_jax_lowering_is_named_as_such_with_the_command_that_shows_it(tmp_path):
+    """jax.random's threefry became partitionable in 0.5.0: the frozen module computes the same numbers on 0.4.38 and
+    0.5.0, the program retraced by each does not. minimize says the change is in the lowering."""
+    from quick import PACK
+
+    import reprobundle
+    from reprobundle.errors import UsageError
+
+    store = tmp_path / "store"
+    reprobundle.api.pack_script(str(Path(__file__).parent / "programs" / "retrace" / "rng.py"), name="rng",
+                                store=str(store), **PACK)
+    with pytest.raises(UsageError) as caught:
+        reprobundle.api.minimize("rng", ["0.4.38", "0.5.0"], prop="outputs", store=str(store))
+    assert "lowering" in caught.value.message and "between 0.4.38 and 0.5.0" in caught.value.message
+    assert "--mode both" in caught.value.hint
+
+
+def test_a_bundle_with_symbolic_shapes_is_reduced_at_its_packed_sizes(tmp_path):
+    from jax import export
+    from quick import PACK
+
+    import reprobundle
+    from reprobundle.bundle.registry import Registry
+    from reprobundle.investigate.minimize import packed_module
+
+    def f(x, w):
+        return jax.numpy.tanh(x @ w).sum(axis=0), x * 2
+
+    b, = export.symbolic_shape("b")
+    exp = export.export(jax.jit(f))(jax.ShapeDtypeStruct((b, 4), np.float32), jax.ShapeDtypeStruct((4, 3), np.float32))
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((8, 4), dtype=np.float32), rng.standard_normal((4, 3), dtype=np.float32)
+    reprobundle.pack(exp, x, w, name="poly", store=str(tmp_path / "store"), **PACK)
+    registry = Registry.open(str(tmp_path / "store"))
+    text, inputs = packed_module(registry, registry.resolve("poly"))
+    graph = graph_of(function_ops(text), "minimize")  # refuses dynamic shapes: none are left
+    assert "tensor<8x4xf32>" in text and "?" not in "".join(graph.types.values())
+    values = dict(zip(graph.args, inputs))
+    whole = candidate(graph.work, graph, values)
+    assert whole is not None
+    np.testing.assert_allclose(run_here(whole.cut.text, whole.inputs)[-1], x * 2)
