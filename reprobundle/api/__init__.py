@@ -12,28 +12,25 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .analysis.stored_runs import select_runs
-from .bundle.model import run_label
-from .bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_ref
-from .capture.export import export_function, load_exported
-from .capture.files import load_npz as load_npz  # re-exported: the inputs of pack --inputs
-from .capture.files import read_user_file
-from .capture.options import PackOptions
-from .capture.pack import pack as _pack
-from .config import DEFAULT_WARMUP, REFERENCE_REPEAT
-from .envs.config import EnvConfig
-from .errors import UsageError
-from .investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
-from .logs import Status
-from .run.contenders import ContenderSpec, concrete_versions, contenders_from, mode_of, variant_args
-from .run.execution import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # re-exported: the CLI's default
-from .run.options import ReplayOptions, check_timing, replay_options
-from .run.options import parse_pin as parse_pin  # re-exported: --pin's parser
-from .run.replay import replay as _replay
-from .run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
-from .text import clean_values
-
-BISECT_OPTIONS = ReplayOptions(dump=False)  # a bisection's probes keep no XLA dump
+from ..analysis.stored_runs import select_runs
+from ..bundle.model import run_label
+from ..bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_ref
+from ..capture.export import export_function, load_exported
+from ..capture.files import load_npz as load_npz  # re-exported: the inputs of pack --inputs
+from ..capture.files import read_user_file
+from ..capture.options import PackOptions
+from ..capture.pack import pack as _pack
+from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
+from ..envs.config import EnvConfig
+from ..errors import UsageError
+from ..logs import Status
+from ..run.contenders import concrete_versions, contenders_from, mode_of, variant_args
+from ..run.execution import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # re-exported: the CLI's default
+from ..run.options import ReplayOptions, check_timing, replay_options
+from ..run.options import parse_pin as parse_pin  # re-exported: --pin's parser
+from ..run.replay import replay as _replay
+from ..run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
+from ..text import clean_values
 
 
 def open_registry(store: str | os.PathLike | None = None) -> Registry:
@@ -69,7 +66,7 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
     """
     pack_options = _pack_options(options, settings, name=name, store=store)
     if script is not None:
-        from .capture.script import script_program
+        from ..capture.script import script_program
 
         if program is not None:
             raise UsageError("pack takes script or program, not both")
@@ -112,7 +109,7 @@ def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np
     pack_options = _pack_options(options, settings, name=name, store=store)
     data = bytes(exported) if isinstance(exported, (bytes, bytearray)) else read_user_file(exported, "exported artifact")
     if jax_version and jax_version != "installed":
-        from .capture.pack import pack_serialized_in
+        from ..capture.pack import pack_serialized_in
 
         if pack_options.synthetic_inputs or inputs is None:
             raise UsageError("packing on another JAX version needs real inputs", hint="pass --inputs FILE.npz")
@@ -122,7 +119,7 @@ def pack_exported(exported: bytes | str | Path, inputs: str | Path | Sequence[np
                                   python=str(env.python_executable), progress=progress)
     loaded = load_exported(data)
     if platforms is not None:
-        from .capture.export import lowering_platforms
+        from ..capture.export import lowering_platforms
 
         if lowering_platforms(platforms) != tuple(loaded.fields["platforms"]):
             raise UsageError(f"this artifact was exported for {','.join(loaded.fields['platforms'])}: "
@@ -141,7 +138,7 @@ def pack_stablehlo(module: str | Path, inputs: str | Path | Sequence[np.ndarray]
     The module's public @main is called with the inputs as its arguments, in order (the .npz keys arr_0, arr_1,
     ... as numpy.savez(path, *arrays) writes them), on one device, without effects.
     """
-    from .capture.export import load_stablehlo, lowering_platforms, stablehlo_signature
+    from ..capture.export import load_stablehlo, lowering_platforms, stablehlo_signature
 
     pack_options = _pack_options(options, settings, name=name, store=store)
     platform = None
@@ -166,15 +163,15 @@ def pack_script(script: str, *, name: str, store: str | None = None, static: Seq
     """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`, with the program (the script, the
     local modules it imports, its packages: capture/source.py) so that a replay can retrace it. `options` or
     `settings`: as pack's."""
-    from .capture.script import call_factory, split_script
-    from .capture.source import collect_program
+    from ..capture.script import call_factory, split_script
+    from ..capture.source import collect_program
 
     pack_options = _pack_options(options, settings, name=name, store=store)  # checked before the script runs
     # This process never needs a GPU's memory held: the reference run is another process, which does.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if progress:
         progress(Status(f"running {script} to build the call", "script"))
-    from .capture.guard import user_code
+    from ..capture.guard import user_code
 
     with user_code(f"the script {script}"):  # its sys.exit or os._exit is a ScriptError, not pack's exit
         source, fn, args, kwargs = call_factory(script)
@@ -200,12 +197,12 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
     the first call after the one that compiled, or the only call) into `store`. Returns a CaptureResult
     (computations, captures with their refs, failures, the program's exit code).
     """
-    from .capture.launch import capture_program as _capture_program
-    from .capture.staging import CaptureOptions
+    from ..capture.launch import capture_program as _capture_program
+    from ..capture.staging import CaptureOptions
 
     check_timing(warmup, repeat)
     if name is not None:
-        from .bundle import manifest as mf
+        from ..bundle import manifest as mf
 
         mf.check_name(name)
     options = CaptureOptions(match=match, call=call, top=top, all_signatures=all_signatures, listing=listing)
@@ -219,9 +216,9 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
 
 def _in_release(command: list[str], version: str, env_dir: str | None, progress) -> list[str]:
     """`python prog.py ...` with the interpreter of jax `version`'s environment (plus the packages prog.py imports)."""
-    from .capture.script import DEFAULT_FACTORY
-    from .capture.source import collect_program
-    from .envs.program import program_environment, undeclared_export_needs
+    from ..capture.script import DEFAULT_FACTORY
+    from ..capture.source import collect_program
+    from ..envs.program import program_environment, undeclared_export_needs
 
     if not command or not (Path(command[0]).name.startswith("python") or command[0] == sys.executable):
         raise UsageError("capture --jax runs the program with another interpreter, so it must start with python",
@@ -241,7 +238,7 @@ def _in_release(command: list[str], version: str, env_dir: str | None, progress)
 def environment_manager(config: EnvConfig | None = None):
     """The cache of per-version JAX environments that `config` describes (envs/config.py; default: $REPROBUNDLE_ENV_DIR
     or the user cache, the interpreter chosen per release, the default indexes)."""
-    from .envs.manager import EnvironmentManager
+    from ..envs.manager import EnvironmentManager
 
     return EnvironmentManager(config)
 
@@ -297,10 +294,10 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     `retrace_packages` (["flax==0.10.4"]) pins them.
     """
     contenders = [c for v in versions for c in contenders_from([v], (), mode)] + contenders_from((), variants, mode)
-    from .bundle.transfer import copy_bundle, prefetch
+    from ..bundle.transfer import copy_bundle, prefetch
 
     options = replay_options(options, settings)
-    from .envs.versions import check_jax_requests  # before anything runs: no error run for a version that cannot be
+    from ..envs.versions import check_jax_requests  # before anything runs: no error run for a version that cannot be
 
     env = EnvConfig.of(env_dir, python, index_url)
     check_jax_requests(versions, _releases_of(env))
@@ -326,8 +323,8 @@ def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, ba
     """One paired replay per size in `shapes` (`["seq=128,256"]`): {"bundle", "baseline", "sizes": [...]}."""
     from dataclasses import fields
 
-    from .bundle.dims import parse_size_lists
-    from .render.sizes import size_rows
+    from ..bundle.dims import parse_size_lists
+    from ..render.sizes import size_rows
 
     names = {f.name for f in fields(ReplayOptions)}
     settings = {k: v for k, v in replay_kwargs.items() if k in names}
@@ -344,44 +341,6 @@ def replay_sizes(ref: str, versions: Sequence[str], shapes: Sequence[str], *, ba
     return {"bundle": sizes[0]["comparison"]["bundle"] if sizes else ref, "baseline": base, "sizes": sizes}
 
 
-def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name: str | None = None,
-            max_pieces: int = 8, options: ReplayOptions | None = None, python: str | None = None,
-            env_dir: str | None = None, progress: Callable[[str], None] | None = None, **settings: Any):
-    """Split a bundle's StableHLO into pieces (by source line, else before each op that does work), time each piece
-    standalone on versions[0] and versions[1] in paired rounds, and pack the piece whose median moved most into
-    `store` as `name` (default NAME-piece-K): a minimal repro. Returns a capture.isolate.Isolation. `options` or
-    `settings`: replay's (warmup, repeat, max_time_s, pin, timeout_s), from ISOLATE_OPTIONS."""
-    from .investigate.isolate import isolate as _isolate
-
-    if len(versions) != 2:
-        raise UsageError("isolate compares two versions", hint="give --jax twice: the baseline, then the candidate")
-    if max_pieces < 2:
-        raise UsageError(f"invalid --pieces {max_pieces}", hint="at least 2")
-    if name is not None:
-        from .bundle import manifest as mf
-
-        mf.check_name(name)
-    options = replay_options(options, settings, ISOLATE_OPTIONS)
-    registry, bundle = resolve(ref, store)
-    if registry.store.read_only:
-        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
-    return _isolate(registry, bundle, list(versions), options, max_pieces=max_pieces, name=name,
-                    env_manager=environment_manager(EnvConfig.of(env_dir, python)), progress=progress)
-
-
-def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] = (), store: str | None = None,
-             python: str | None = None, env_dir: str | None = None, **settings: Any):
-    """investigate/minimize.py's minimize between `versions` then `variants` (the baseline first); `settings`: prop,
-    bits, min_ratio, max_time_s, name, timeout_s, check, progress. Returns its Minimization (the piece NAME-min)."""
-    from .investigate.minimize import minimize as _minimize
-
-    registry, bundle = resolve(ref, store)
-    if registry.store.read_only:
-        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
-    return _minimize(registry, bundle, contenders_from(versions, variants),
-                     env_manager=environment_manager(EnvConfig.of(env_dir, python)), **settings)
-
-
 def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict:
     """The comparison of a replay's runs, with the Reproduce block: where the bundle is (the zip or store the ref
     named) and the exact command that replays it on the same versions with the same timing options."""
@@ -395,14 +354,14 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
     """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs;
     with `reproduce`, its "reproduce" block (bundle/sharing.reproduce_info) names the bundle where `origin`
     (registry, bundle; default: these) holds it."""
-    from .run.compare import compare_runs
+    from ..run.compare import compare_runs
 
     try:
         comparison = compare_runs(registry, bundle, runs, baseline)
     except ValueError as e:
         raise UsageError(str(e), hint="--baseline names one of the replayed versions, or 'reference'") from None
     if reproduce:
-        from .bundle.sharing import reproduce_info
+        from ..bundle.sharing import reproduce_info
 
         source, there = origin or (registry, bundle)
         mode = mode_of(runs)
@@ -454,7 +413,7 @@ def compare_bundles(ref_a: str, ref_b: str, versions: Sequence[str] = (), *, sto
     interleaved measurement, so each row gets a paired verdict: on one release the difference is JAX's lowering
     alone (the same XLA compiles both), and each on the release that traced it is the whole upgrade. Their runs are
     stored like any replay's (both bundles must be in one writable store). `options` or `settings`: replay's."""
-    from .analysis.bundle_pair import compare_pair
+    from ..analysis.bundle_pair import compare_pair
 
     registry, a = resolve(ref_a, store)
     registry_b, b = resolve(ref_b, store)
@@ -473,9 +432,9 @@ def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[st
                  env: EnvConfig, progress) -> None:
     from importlib.metadata import PackageNotFoundError, version
 
-    from .analysis.bundle_pair import traced_by
-    from .bundle.transfer import prefetch
-    from .run.replay import replay_pair
+    from ..analysis.bundle_pair import traced_by
+    from ..bundle.transfer import prefetch
+    from ..run.replay import replay_pair
 
     try:
         here = version("jax")
@@ -486,7 +445,7 @@ def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[st
     wanted = list(dict.fromkeys(versions or ["installed" if v == here else v for v in traced if v != "?"]))
     if not wanted:
         raise UsageError("neither bundle says which release traced it", hint="name the releases: --jax 0.7.2 --jax 0.8.0")
-    from .envs.versions import check_jax_requests  # before anything runs: a typo is one error, not a failed row
+    from ..envs.versions import check_jax_requests  # before anything runs: a typo is one error, not a failed row
 
     check_jax_requests(wanted, _releases_of(env))
     for bundle in (a, b):
@@ -496,121 +455,13 @@ def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[st
 
 
 def _pair_side(registry: Registry, bundle: Bundle):
-    from .analysis.bundle_pair import Side
-    from .run.retrace import program_file_names
+    from ..analysis.bundle_pair import Side
+    from ..run.retrace import program_file_names
 
     digest = (bundle.manifest.get("function") or {}).get("stablehlo_text")
     text = registry.get_blob(digest).decode("utf-8", "replace") if digest else None
     return Side(str(bundle.ref), bundle.manifest, text, registry.runs(bundle.ref.bundle_id),
                 program_file_names(bundle.manifest))
-
-
-def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
-           python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
-           executor=None, ray_address: str | None = None, nightly: bool = False, index_url: str | None = None,
-           mode: str = "frozen", by: str | None = None, layer: bool = True, **settings: Any):
-    """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
-    tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
-    rounds, timeout_s, platform); no XLA dump is kept. `mode` "retrace": each release runs the bundle's program
-    traced by it (a lowering change then has a first bad release; outputs that differ from the good release's are
-    a regression too). `by` ("outputs", "bits", "time"): the criterion, else chosen (the result's `why`). `layer`:
-    which layer changed at the boundary, and the next command (investigate/boundary.py).
-
-    With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
-    from `index_url` (else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index): the result's `nightly` holds the
-    last good and first bad builds with their commits, the compare URLs, the skipped days and the Reproduce lines
-    (investigate/nightly_bisect.py).
-
-    Each probe (the versions timed together) is a replay task (fleet/executor.py) run by `executor`, by default the
-    local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
-    in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
-    from .envs.versions import version_key
-    from .fleet.connect import executor_for
-    from .investigate.bisection import bisect as _bisect
-    from .investigate.boundary import layer_at_boundary
-    from .investigate.probes import output_difference, replay_probe
-
-    options = replay_options(options, settings, BISECT_OPTIONS)
-    if mode not in ("frozen", "retrace"):
-        raise UsageError(f"bisect runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
-    registry, bundle = resolve(ref, store)
-    manager = environment_manager(EnvConfig.of(env_dir, python, index_url))
-    if registry.store.read_only and (executor is not None or ray_address):
-        raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
-                         hint="pull it first: reprobundle pull " + ref)
-    executor = executor or executor_for(ray_address)
-    probe = replay_probe(registry, bundle, options, executor=executor, env_manager=manager, progress=progress,
-                         mode=mode)
-    compare = output_difference(registry, bundle)
-    if nightly:
-        result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, probe, options, progress, by,
-                                               compare)
-    else:
-        result = _bisect(manager.available_versions(), good, bad, probe, progress=progress, outputs_differ=compare,
-                         by=by)
-        tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
-        comparison = comparison_of(registry, bundle, tested, baseline=run_label(result.runs[good]))
-    if layer:
-        probe_for = functools.partial(replay_probe, registry, bundle, options, executor=executor, env_manager=manager,
-                                      progress=progress)
-        result.layer = layer_at_boundary(registry, bundle, result, mode, lambda m: probe_for(mode=m), compare, progress,
-                                         next_args=(ref, ["--store", store] if store else [], options.args()))
-    return result, comparison
-
-
-def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, probe,
-                      options: ReplayOptions, progress: Callable[[str], None] | None, by: str | None = None,
-                      compare=None):
-    """bisect --nightly: the days between `good` and `bad` searched with `probe`, and the answer's builds,
-    commits, compare URLs and Reproduce lines (investigate/nightly_bisect.py)."""
-    from .envs.versions import version_key
-    from .investigate import nightly_bisect
-    from .investigate.bisection import bisect as _bisect
-
-    search = nightly_bisect.plan_search(manager, good, bad)
-    if progress and search.skipped:
-        progress(f"bisect: {len(search.skipped)} day(s) without a nightly are skipped: "
-                 + ", ".join(s["date"] for s in search.skipped))
-    result = _bisect(search.candidates, search.good, search.bad, probe, progress=progress,
-                     known=nightly_bisect.same_build(manager), outputs_differ=compare, by=by)
-    tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
-    comparison = comparison_of(registry, bundle, tested, baseline=search.good)
-    result.nightly = nightly_bisect.report(manager, search, result.last_good, result.first_bad,
-                                           comparison["reproduce"]["url"], options.args())
-    comparison["reproduce"].update(command=result.nightly["command"], nightlies=result.nightly["install"],
-                                   versions=[result.last_good, result.first_bad])
-    return result, comparison
-
-
-EXPLAIN_OPTIONS = ReplayOptions(warmup=2, max_time_s=240.0)  # explain's defaults: bounded, answered in ~5 minutes
-
-
-def explain(ref: str, versions: Sequence[str], *, store: str | None = None, options: ReplayOptions | None = None,
-            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
-            **settings: Any) -> dict:
-    """Why versions[1] differs from versions[0]: per-pass dumps, experiments on the candidate chosen from them,
-    timed with both in paired rounds, a diagnosis (investigate/explain.py); "reproduce" replays a workaround if found."""
-    from .bundle.sharing import reproduce_info
-    from .investigate.explain import explain as _explain
-    from .run.replay import replay_platform
-
-    if len(versions) != 2 or versions[0] == versions[1]:
-        raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax 0.8.0")
-    options = replay_options(options, settings, base=EXPLAIN_OPTIONS)
-    registry, bundle = resolve(ref, store)
-    if registry.store.read_only:
-        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
-    manager = environment_manager(EnvConfig.of(env_dir, python))
-    replay_fn = functools.partial(_replay, registry, bundle, env_manager=manager, progress=progress)
-    result = _explain(registry, bundle, ContenderSpec(versions[0]), ContenderSpec(versions[1]), replay_fn=replay_fn,
-                      compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
-                      platform=replay_platform(bundle, options.platform).platform, options=options, progress=progress)
-    workaround = result["diagnosis"].get("workaround")
-    extra = ["--variant", f"{concrete_versions(result['runs'][1:2])[0]}:{workaround['setting']}"] if workaround else []
-    result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(result["runs"][:2]),
-                                         extra_args=[*extra, *options.args(max_time=False)], context="snippet")
-    result["bundle"] = str(bundle.ref)
-    return result
 
 
 def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Sequence[str] = "", *,
@@ -635,11 +486,11 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     versions: "installed" is this host's), "executor", "options", "rerun", "results": one per bundle in selection
     order (fleet/executor.py's TaskResult keys, plus "reproduce": the Reproduce block), "counts": {"total", "slower",
     "faster", "same", "unjudged", "mismatch", "failed", "stored"}}."""
-    from .bundle.selection import select_bundles
-    from .fleet import sweep as sweeping
-    from .fleet.connect import executor_for
-    from .fleet.executor import LocalExecutor, ReplayTask, TaskResult
-    from .render.sweep import outcome_text
+    from ..bundle.selection import select_bundles
+    from ..fleet import sweep as sweeping
+    from ..fleet.connect import executor_for
+    from ..fleet.executor import LocalExecutor, ReplayTask, TaskResult
+    from ..render.sweep import outcome_text
 
     baseline, candidates = _sweep_versions(baseline, candidate, releases)
     options = replay_options(options, settings)
@@ -685,8 +536,8 @@ def history(selection: Sequence[str] = (), *, store: str | None = None, labels: 
             baseline: str | None = None) -> dict:
     """The registry over time from its stored runs only (analysis/history.py): the selected bundles (as sweep's)
     x the releases their runs were made on, each cell against `baseline` (default: the oldest). Plain data."""
-    from .analysis.history import build_history
-    from .bundle.selection import select_bundles
+    from ..analysis.history import build_history
+    from ..bundle.selection import select_bundles
 
     registry = open_registry(store)
     bundles = select_bundles(registry, list(selection), labels)
@@ -702,7 +553,7 @@ def history(selection: Sequence[str] = (), *, store: str | None = None, labels: 
 def history_reports(data: dict, folder: str | Path, *, store: str | None = None) -> dict[tuple[str, str], str]:
     """Each cell of `data` timed with the baseline: its replay's report (HTML) written under `folder`; returns the
     files by (bundle id, column), relative to `folder`'s parent, for the page's links."""
-    from .render.comparison import to_html as comparison_html
+    from ..render.comparison import to_html as comparison_html
 
     registry = open_registry(store or data.get("store"))
     folder = Path(folder)
@@ -734,7 +585,7 @@ def _sweep_versions(baseline: str, candidate: str | Sequence[str],
     (every release from A to B known to the package index; A is the baseline unless --baseline names one)."""
     candidates = [candidate] if isinstance(candidate, str) else list(candidate)
     if releases:
-        from .envs.versions import releases_between
+        from ..envs.versions import releases_between
 
         try:
             found = releases_between(releases, environment_manager().available_versions())
@@ -760,7 +611,7 @@ def push(ref: str, to: str, *, store: str | None = None, progress: Callable[[int
          jobs: int | None = None, runs: bool = True):
     """Copy a bundle of `store` to the store at `to` (sending only the blobs it lacks), with its run records unless
     `runs` is False (so a shared registry shows the history); a TransferResult."""
-    from .bundle import sharing
+    from ..bundle import sharing
 
     return sharing.push(ref, to, store=store, progress=progress, jobs=jobs, runs=runs)
 
@@ -769,7 +620,7 @@ def pull(url: str, *, store: str | None = None, progress: Callable[[int, int], N
          jobs: int | None = None, runs: bool = True):
     """Copy the bundle at `url` (gs://BUCKET/PREFIX/NAME@V, https://..., a .zip...) into `store`, with its run
     records unless `runs` is False; a TransferResult."""
-    from .bundle import sharing
+    from ..bundle import sharing
 
     return sharing.pull(url, store=store, progress=progress, jobs=jobs, runs=runs)
 
@@ -777,15 +628,15 @@ def pull(url: str, *, store: str | None = None, progress: Callable[[int, int], N
 def copy(src_ref: str, dest_url: str, *, store: str | None = None,
          progress: Callable[[int, int], None] | None = None, jobs: int | None = None, runs: bool = True):
     """Copy a bundle between any two stores (a .zip may be the source), with its runs; a TransferResult."""
-    from .bundle import sharing
+    from ..bundle import sharing
 
     return sharing.copy(src_ref, dest_url, store=store, progress=progress, jobs=jobs, runs=runs)
 
 
 def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str] = ()) -> dict:
     """URLs of a bundle and a Markdown snippet for a bug report (with the command that replays it)."""
-    from .bundle import sharing
-    from .render.sharing import with_snippet
+    from ..bundle import sharing
+    from ..render.sharing import with_snippet
 
     return with_snippet(sharing.share_info(ref, store=store, jax_versions=jax_versions))
 
@@ -793,19 +644,23 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
 def gc(store: str | None = None, *, delete: bool = False, grace_s: float | None = None) -> dict:
     """Unreferenced blobs of a store and their bytes; deleted only with delete=True, and only once unused for the
     grace period (`grace_s` seconds; None: $REPROBUNDLE_GC_GRACE or 24 h) and held by no running writer."""
-    from .bundle import sharing
+    from ..bundle import sharing
 
     return sharing.gc(store, delete=delete, grace_s=grace_s)
 
 
 def cache_info() -> dict:
     """Where the local cache of remote blobs is, how many blobs and bytes it holds, and its limit."""
-    from .bundle import sharing
+    from ..bundle import sharing
 
     return sharing.cache_info()
 
 
 def clear_cache() -> dict:
-    from .bundle import sharing
+    from ..bundle import sharing
 
     return sharing.cache_clear()
+
+
+# the investigations (isolate, minimize, bisect, explain), defined in their own module: re-exported here
+from .investigations import BISECT_OPTIONS, EXPLAIN_OPTIONS, ISOLATE_OPTIONS, bisect, explain, isolate, minimize  # noqa: E402, F401

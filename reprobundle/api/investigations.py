@@ -1,0 +1,165 @@
+"""The Python API of the investigations: isolate, minimize, bisect and explain. Each resolves the store and ref,
+then delegates to reprobundle/investigate/; `reprobundle.api` re-exports them."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+from ..bundle.model import run_label
+from ..bundle.registry import Bundle, Registry
+from ..envs.config import EnvConfig
+from ..errors import UsageError
+from ..investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
+from ..run.contenders import ContenderSpec, concrete_versions, contenders_from
+from ..run.options import ReplayOptions, replay_options
+from ..run.replay import replay as _replay
+from . import comparison_of, environment_manager, resolve
+
+BISECT_OPTIONS = ReplayOptions(dump=False)  # a bisection's probes keep no XLA dump
+
+
+def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name: str | None = None,
+            max_pieces: int = 8, options: ReplayOptions | None = None, python: str | None = None,
+            env_dir: str | None = None, progress: Callable[[str], None] | None = None, **settings: Any):
+    """Split a bundle's StableHLO into pieces (by source line, else before each op that does work), time each piece
+    standalone on versions[0] and versions[1] in paired rounds, and pack the piece whose median moved most into
+    `store` as `name` (default NAME-piece-K): a minimal repro. Returns a capture.isolate.Isolation. `options` or
+    `settings`: replay's (warmup, repeat, max_time_s, pin, timeout_s), from ISOLATE_OPTIONS."""
+    from ..investigate.isolate import isolate as _isolate
+
+    if len(versions) != 2:
+        raise UsageError("isolate compares two versions", hint="give --jax twice: the baseline, then the candidate")
+    if max_pieces < 2:
+        raise UsageError(f"invalid --pieces {max_pieces}", hint="at least 2")
+    if name is not None:
+        from ..bundle import manifest as mf
+
+        mf.check_name(name)
+    options = replay_options(options, settings, ISOLATE_OPTIONS)
+    registry, bundle = resolve(ref, store)
+    if registry.store.read_only:
+        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
+    return _isolate(registry, bundle, list(versions), options, max_pieces=max_pieces, name=name,
+                    env_manager=environment_manager(EnvConfig.of(env_dir, python)), progress=progress)
+
+
+def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] = (), store: str | None = None,
+             python: str | None = None, env_dir: str | None = None, **settings: Any):
+    """investigate/minimize.py's minimize between `versions` then `variants` (the baseline first); `settings`: prop,
+    bits, min_ratio, max_time_s, name, timeout_s, check, progress. Returns its Minimization (the piece NAME-min)."""
+    from ..investigate.minimize import minimize as _minimize
+
+    registry, bundle = resolve(ref, store)
+    if registry.store.read_only:
+        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
+    return _minimize(registry, bundle, contenders_from(versions, variants),
+                     env_manager=environment_manager(EnvConfig.of(env_dir, python)), **settings)
+
+
+def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
+           python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+           executor=None, ray_address: str | None = None, nightly: bool = False, index_url: str | None = None,
+           mode: str = "frozen", by: str | None = None, layer: bool = True, **settings: Any):
+    """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
+    tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
+    rounds, timeout_s, platform); no XLA dump is kept. `mode` "retrace": each release runs the bundle's program
+    traced by it (a lowering change then has a first bad release; outputs that differ from the good release's are
+    a regression too). `by` ("outputs", "bits", "time"): the criterion, else chosen (the result's `why`). `layer`:
+    which layer changed at the boundary, and the next command (investigate/boundary.py).
+
+    With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
+    from `index_url` (else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index): the result's `nightly` holds the
+    last good and first bad builds with their commits, the compare URLs, the skipped days and the Reproduce lines
+    (investigate/nightly_bisect.py).
+
+    Each probe (the versions timed together) is a replay task (fleet/executor.py) run by `executor`, by default the
+    local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
+    in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
+    from ..envs.versions import version_key
+    from ..fleet.connect import executor_for
+    from ..investigate.bisection import bisect as _bisect
+    from ..investigate.boundary import layer_at_boundary
+    from ..investigate.probes import output_difference, replay_probe
+
+    options = replay_options(options, settings, BISECT_OPTIONS)
+    if mode not in ("frozen", "retrace"):
+        raise UsageError(f"bisect runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
+    registry, bundle = resolve(ref, store)
+    manager = environment_manager(EnvConfig.of(env_dir, python, index_url))
+    if registry.store.read_only and (executor is not None or ray_address):
+        raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
+                         hint="pull it first: reprobundle pull " + ref)
+    executor = executor or executor_for(ray_address)
+    probe = replay_probe(registry, bundle, options, executor=executor, env_manager=manager, progress=progress,
+                         mode=mode)
+    compare = output_difference(registry, bundle)
+    if nightly:
+        result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, probe, options, progress, by,
+                                               compare)
+    else:
+        result = _bisect(manager.available_versions(), good, bad, probe, progress=progress, outputs_differ=compare,
+                         by=by)
+        tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
+        comparison = comparison_of(registry, bundle, tested, baseline=run_label(result.runs[good]))
+    if layer:
+        probe_for = functools.partial(replay_probe, registry, bundle, options, executor=executor, env_manager=manager,
+                                      progress=progress)
+        result.layer = layer_at_boundary(registry, bundle, result, mode, lambda m: probe_for(mode=m), compare, progress,
+                                         next_args=(ref, ["--store", store] if store else [], options.args()))
+    return result, comparison
+
+
+def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, probe,
+                      options: ReplayOptions, progress: Callable[[str], None] | None, by: str | None = None,
+                      compare=None):
+    """bisect --nightly: the days between `good` and `bad` searched with `probe`, and the answer's builds,
+    commits, compare URLs and Reproduce lines (investigate/nightly_bisect.py)."""
+    from ..envs.versions import version_key
+    from ..investigate import nightly_bisect
+    from ..investigate.bisection import bisect as _bisect
+
+    search = nightly_bisect.plan_search(manager, good, bad)
+    if progress and search.skipped:
+        progress(f"bisect: {len(search.skipped)} day(s) without a nightly are skipped: "
+                 + ", ".join(s["date"] for s in search.skipped))
+    result = _bisect(search.candidates, search.good, search.bad, probe, progress=progress,
+                     known=nightly_bisect.same_build(manager), outputs_differ=compare, by=by)
+    tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
+    comparison = comparison_of(registry, bundle, tested, baseline=search.good)
+    result.nightly = nightly_bisect.report(manager, search, result.last_good, result.first_bad,
+                                           comparison["reproduce"]["url"], options.args())
+    comparison["reproduce"].update(command=result.nightly["command"], nightlies=result.nightly["install"],
+                                   versions=[result.last_good, result.first_bad])
+    return result, comparison
+
+
+EXPLAIN_OPTIONS = ReplayOptions(warmup=2, max_time_s=240.0)  # explain's defaults: bounded, answered in ~5 minutes
+
+
+def explain(ref: str, versions: Sequence[str], *, store: str | None = None, options: ReplayOptions | None = None,
+            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+            **settings: Any) -> dict:
+    """Why versions[1] differs from versions[0]: per-pass dumps, experiments on the candidate chosen from them,
+    timed with both in paired rounds, a diagnosis (investigate/explain.py); "reproduce" replays a workaround if found."""
+    from ..bundle.sharing import reproduce_info
+    from ..investigate.explain import explain as _explain
+    from ..run.replay import replay_platform
+
+    if len(versions) != 2 or versions[0] == versions[1]:
+        raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax 0.8.0")
+    options = replay_options(options, settings, base=EXPLAIN_OPTIONS)
+    registry, bundle = resolve(ref, store)
+    if registry.store.read_only:
+        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
+    manager = environment_manager(EnvConfig.of(env_dir, python))
+    replay_fn = functools.partial(_replay, registry, bundle, env_manager=manager, progress=progress)
+    result = _explain(registry, bundle, ContenderSpec(versions[0]), ContenderSpec(versions[1]), replay_fn=replay_fn,
+                      compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
+                      platform=replay_platform(bundle, options.platform).platform, options=options, progress=progress)
+    workaround = result["diagnosis"].get("workaround")
+    extra = ["--variant", f"{concrete_versions(result['runs'][1:2])[0]}:{workaround['setting']}"] if workaround else []
+    result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(result["runs"][:2]),
+                                         extra_args=[*extra, *options.args(max_time=False)], context="snippet")
+    result["bundle"] = str(bundle.ref)
+    return result
