@@ -1,7 +1,7 @@
 """minimize --outputs on 250, 500 and 1,000-op programs: wall time and candidates tested; and candidates per second
 with the long-lived module workers against a fresh worker process per candidate, measured in the same run.
 
-The programs are tests/programs/minimize_chain.py's float32 chain with one bfloat16 spot, the contenders the
+The programs are examples/minimize_chain.py's float32 chain with one bfloat16 spot, the contenders the
 installed jax with and without --xla_allow_excess_precision=false (a difference real on every machine).
 
     .venv/bin/python benchmarks/bench_minimize.py [--sizes 250,500,1000] [--baseline-candidates 6]
@@ -19,7 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "programs"))
+sys.path.insert(0, str(ROOT / "examples"))
 
 import jax  # noqa: E402
 import minimize_chain  # noqa: E402

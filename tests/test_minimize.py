@@ -2,7 +2,7 @@
 fed with the real values the function computes there, judged on two contenders' long-lived workers.
 
 The reduction is tested on text first (no replays: the cuts are run by this process's jax); the end-to-end cases
-use one release with and without an XLA flag that changes one spot of a program (tests/programs/minimize_chain.py),
+use one release with and without an XLA flag that changes one spot of a program (examples/minimize_chain.py),
 so the difference is real on every machine."""
 
 from __future__ import annotations
@@ -11,15 +11,13 @@ import sys
 from pathlib import Path
 
 import jax
+import minimize_chain  # examples/, on the path by conftest.py
 import numpy as np
 import pytest
 
 from reprobundle.capture.export import export_function, function_ops, load_stablehlo
 from reprobundle.investigate.hlo_cut import graph_of
 from reprobundle.investigate.minimize import Search, all_values_cut, candidate, error_kind
-
-sys.path.insert(0, str(Path(__file__).parent / "programs"))
-import minimize_chain  # noqa: E402
 
 STEPS = 36  # ~6 StableHLO ops a step: a program of more than 200 ops
 

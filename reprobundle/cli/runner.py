@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 from typing import Optional
 
 import typer
@@ -65,6 +66,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     previous_unraisable = sys.unraisablehook
     if not debug:
         sys.unraisablehook = quiet_unraisable
+    # JAX warns at every fork once its backend is up; this process forks only to exec a worker or tool at once
+    # (subprocess), which is safe: the warning would only be noise between a command's lines
+    warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
     from ..store.watchdog import install_exit_watchdog  # a signal ends the command within seconds, even in C code
 
     stop_watchdog = install_exit_watchdog(lambda signum: "interrupted" if signum == signal.SIGINT else "terminated")

@@ -53,3 +53,9 @@ def chain(steps: int, odd: tuple[str, ...] = ("bf16",), nested: tuple[str, ...] 
     y = rng.standard_normal(4096).astype(np.float32)
     key = np.array([1, 2, 3, 4], np.uint32)
     return fn, (x, y, key)
+
+
+def make():
+    """`reprobundle pack examples/minimize_chain.py --name chain`: 36 steps (~220 ops) with one bfloat16 spot, the
+    README's minimize example."""
+    return chain(36, ("bf16",))
