@@ -131,6 +131,23 @@ def test_a_hung_call_times_out_and_the_worker_is_replaced(worker):
     assert worker.starts == starts + 1 and worker.pid != pid
 
 
+def test_a_call_past_its_phase_limit_ends_there_naming_the_limit(worker):
+    """The replay's phase limits bound a candidate's call (minimize derives them from the bundle's reference): a call
+    that never returns ends at its calls' limit, long before the call's own timeout, naming the limit and the phase;
+    the worker's other phases keep their own limits."""
+    from reprobundle.run.execution import PhaseLimits
+
+    limits = PhaseLimits(call_s=0.5, grace_s=1.0, basis="0.5 s a call + 1 s")
+    with ModuleWorker("installed", timeout_s=600, limits=limits) as limited:
+        assert_affine(limited.run(affine_module(3), [X, Y]), 3)  # loading and compiling stay within theirs
+        started = time.monotonic()
+        outcome = limited.run(HANG, [np.int32(0)])
+        took = time.monotonic() - started
+    assert outcome.timed_out and outcome.phase == "execute", outcome
+    assert "ran past the limit of 1.5 s for 1 call (0.5 s a call + 1 s) during phase 'execute'" in outcome.message
+    assert took < 120  # generous: the call's own timeout is 600 s
+
+
 def test_a_killed_worker_is_reported_and_restarted(worker):
     pid = worker.pid
     killer = threading.Thread(target=_kill_when_executing, args=(worker, pid, worker.calls))

@@ -51,7 +51,7 @@ from ..capture.pack import pack
 from ..errors import UsageError
 from ..logs import Status
 from ..run.contenders import ContenderSpec, concrete_versions, variant_args
-from ..run.execution import DEFAULT_TIMEOUT_S
+from ..run.execution import DEFAULT_TIMEOUT_S, PhaseLimits, worker_memory_limit
 from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay, replay_platform
 from ..run.schedule import DEFAULT_STEPS
@@ -398,7 +398,8 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     values = dict(zip(graph.args, inputs))
     platform = replay_platform(bundle).platform
     a_spec, b_spec = contenders
-    workers = [ModuleWorker(spec, env_manager=env_manager, platform=platform, timeout_s=timeout_s)
+    workers = [ModuleWorker(spec, env_manager=env_manager, platform=platform, timeout_s=timeout_s,
+                            memory_limit_bytes=worker_memory_limit(None, 2, platform), limits=_limits(bundle))
                for spec in (a_spec, b_spec)]
     with handling_signals(), ExitStack() as stack:
         a, b = (stack.enter_context(w) for w in workers)
@@ -441,6 +442,13 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         result.reproduce = reproduce_info(registry, packed, concrete_versions(result.runs),
                                           extra_args=variant_args(result.runs, concrete_versions), context="snippet")
     return result
+
+
+def _limits(bundle: Bundle) -> PhaseLimits:
+    """The candidates' phase limits: a replay's defaults, each call within the runaway limit of the whole bundle's
+    reference (no piece of the function computes more than the function: a call past it never ends)."""
+    reference_ns = ((bundle.manifest.get("reference") or {}).get("timing") or {}).get("samples_ns")
+    return ReplayOptions().limits(reference_ns)
 
 
 def _check_arguments(contenders: Sequence[ContenderSpec], prop: str | None, min_ratio: float | None,

@@ -31,8 +31,9 @@ import numpy as np
 
 from ..errors import ReplayError
 from ..store.watchdog import track_group, untrack_group
+from ..worker.protocol import LIMIT_CALLS, LIMIT_COMPILE, LIMIT_LOAD
 from .contenders import ContenderSpec, unknown_flag_reason
-from .execution import dtype_of, worker_command, worker_environment
+from .execution import PhaseLimits, dtype_of, worker_command, worker_environment
 
 OK = "ok"
 ERROR = "error"  # the worker answered: the module failed to load, compile or run
@@ -104,8 +105,10 @@ class ModuleWorker:
     (envs/manager.py, created with the defaults when None; "installed" without one is this interpreter) and whose
     settings the worker applies before jax is imported; its mode is irrelevant (a module is always frozen).
     `python` overrides the interpreter. `platform` ("cpu", "cuda", ...) is where the worker runs (None: jax's
-    default). `timeout_s` bounds each call, `start_timeout_s` each start. `memory_limit_bytes` caps the worker's
-    address space (RLIMIT_AS).
+    default). `timeout_s` bounds each call, `start_timeout_s` each start; `limits` (execution.PhaseLimits) bound
+    each phase of a call as a replay's workers are bounded (load, compile, n calls of the module), the call then
+    ending as a timeout that names the phase's limit. `memory_limit_bytes` caps the worker's memory (RLIMIT_DATA,
+    as execution.WorkerProcess's: address space reserved by XLA's threads is not memory spent).
     The process starts at the first call (or `start()`); ReplayError when it cannot start at all (an XLA flag the
     release does not know, an interpreter that is not there). Use it as a context manager, or call `close()`.
     """
@@ -113,7 +116,7 @@ class ModuleWorker:
     def __init__(self, contender: ContenderSpec | str = "installed", *, python: str | Path | None = None,
                  env_manager: Any = None, platform: str | None = None,
                  timeout_s: float = DEFAULT_CALL_TIMEOUT_S, start_timeout_s: float = DEFAULT_START_TIMEOUT_S,
-                 memory_limit_bytes: int | None = None) -> None:
+                 memory_limit_bytes: int | None = None, limits: PhaseLimits | None = None) -> None:
         self.contender = contender if isinstance(contender, ContenderSpec) else ContenderSpec(str(contender))
         self._python = python
         self._env_manager = env_manager
@@ -121,6 +124,9 @@ class ModuleWorker:
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
         self.memory_limit_bytes = memory_limit_bytes
+        self.limits = limits
+        self._phase_limit: str | None = None  # what ended the call in progress, when a phase's limit did
+        self._limit_text = ""  # the limit of the phase in progress, for that message
         self.info: dict = {}  # the running worker's start answer: pid, jax, jaxlib, platform, xla_flags, notes
         self.starts = 0  # processes started so far (1 + the restarts after a crash or a timeout)
         self.calls = 0
@@ -178,7 +184,7 @@ class ModuleWorker:
         def limit_memory() -> None:
             import resource
 
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
         try:
             self._proc = subprocess.Popen(
@@ -315,6 +321,7 @@ class ModuleWorker:
         self._stderr.seek(0)
         self._stderr.truncate()
         self._phase = None
+        self._phase_limit = None
         self.calls += 1  # after the phase is reset: a watcher that sees the count sees this call's phase
         pid = self._proc.pid
         limit = self.timeout_s if timeout_s is None else timeout_s
@@ -322,10 +329,11 @@ class ModuleWorker:
         self._busy = True  # until the answer: a close meanwhile (Ctrl-C) kills the worker at once
         try:
             self._send(request)
-            answer = self._answer(t0 + limit)
+            answer = self._answer(t0 + limit, _calls_in(request))
         except _TimedOut:
+            ended = self._phase_limit or f"did not finish within {limit:g} s"
             return self._ended(ModuleOutcome(TIMEOUT, phase=self._phase, error_type="Timeout", message=(
-                f"the module did not finish within {limit:g} s; the worker was killed")), t0, pid)
+                f"the module {ended}; the worker was killed")), t0, pid)
         except _Died:
             if self._phase is None and retry and request["op"] == "run":  # it died before it read the module
                 self._lose()
@@ -371,13 +379,32 @@ class ModuleWorker:
         except (BrokenPipeError, OSError, ValueError):
             raise _Died() from None
 
-    def _answer(self, deadline: float) -> dict:
-        """The worker's answer (its phase frames noted on the way)."""
+    def _answer(self, deadline: float, calls: int = 1) -> dict:
+        """The worker's answer (its phase frames noted on the way, each phase within its limit)."""
+        phase_ends = deadline
         while True:
-            frame = self._frame(deadline)
+            try:
+                frame = self._frame(min(deadline, phase_ends))
+            except _TimedOut:
+                if phase_ends < deadline:
+                    self._phase_limit = f"ran past {self._limit_text} during phase {self._phase!r}"
+                raise
             if frame.get("op") != "phase":
                 return frame
             self._phase = str(frame.get("phase"))
+            phase_ends = self._phase_deadline(self._phase, calls, deadline)
+
+    def _phase_deadline(self, phase: str, calls: int, deadline: float) -> float:
+        """When the phase that starts now must end (`deadline` where nothing bounds it sooner)."""
+        kind = {"load": LIMIT_LOAD, "compile": LIMIT_COMPILE, "execute": LIMIT_CALLS}.get(phase)
+        limits = self.limits
+        if limits is None or kind is None:
+            return deadline
+        seconds = {LIMIT_LOAD: limits.load_s, LIMIT_COMPILE: limits.compile_s}.get(kind, limits.calls(calls))
+        if seconds is None:
+            return deadline
+        self._limit_text = limits.describe(kind, calls)
+        return time.perf_counter() + seconds
 
     def _frame(self, deadline: float) -> dict:
         size = _HEADER.unpack(self._read(_HEADER.size, deadline))[0]
@@ -449,6 +476,15 @@ def _encode(array: Any) -> dict:
 
 def _decode(leaf: dict) -> np.ndarray:
     return np.frombuffer(leaf["bytes"], dtype=dtype_of(str(leaf["dtype"]))).reshape(leaf["shape"]).copy()
+
+
+def _calls_in(request: dict) -> int:
+    """How many calls of the module a request makes: one for its outputs, or the first call, the warmup and the
+    timed ones."""
+    warmup, repeat = int(request.get("warmup") or 0), int(request.get("repeat") or 0)
+    if request.get("op") == "time":
+        return max(1, warmup + repeat)
+    return 1 + warmup + repeat if request.get("want") == "time" else 1
 
 
 def _last_line(text: str) -> str:
