@@ -351,3 +351,19 @@ def test_a_bundle_with_symbolic_shapes_is_reduced_at_its_packed_sizes(tmp_path):
     whole = candidate(graph.work, graph, values)
     assert whole is not None
     np.testing.assert_allclose(run_here(whole.cut.text, whole.inputs)[-1], x * 2)
+
+
+def test_bits_holds_for_any_difference_and_outputs_only_beyond_the_tolerance():
+    """`--outputs --bits`: one last bit of one element, or another dtype, is the property; plain `--outputs` needs a
+    difference beyond the replay's tolerance."""
+    from reprobundle.investigate.minimize import OUTPUTS, Property
+
+    ref = np.linspace(1, 2, 64, dtype=np.float32)
+    last_bit = ref.copy()
+    last_bit[7] = np.nextafter(last_bit[7], np.float32(3))
+    far = ref.copy()
+    far[7] += np.float32(0.5)
+    same = ref.copy()
+    for got, bits, holds in ((last_bit, True, True), (last_bit, False, False), (far, False, True), (far, True, True),
+                             (same, True, False), (ref.astype(np.float64), True, True)):
+        assert Property(OUTPUTS, bits=bits)._outputs([ref], [got]).holds is holds, (got.dtype, bits)
