@@ -795,6 +795,9 @@ ALLOWED_TEXT_MATCHES = {
 ALLOWED_CALLS = {
     ("capture/script.py", "load_factory", "exec_module"): "runs the user's own pack script, only when `pack SCRIPT.py` asks",
     ("capture/export.py", "load_exported", "deserialize"): "jax.export.deserialize of a file the user passes to pack",
+    ("capture/export.py", "concrete_module", "deserialize"):
+        "minimize of a bundle with symbolic shapes: jax.export.deserialize of its artifact (a flatbuffer of data) to "
+        "lower it at the packed sizes; nothing of it runs on the host",
     ("worker/__main__.py", "<module>", "exec_module"): "loads the worker's own folder as a package, run by path",
     ("worker/retrace.py", "_run_factory", "exec_module"):
         "replay --retrace: the worker of the release under test imports the bundle's script, as the user asked "
@@ -805,6 +808,8 @@ ALLOWED_CALLS = {
 }
 SUBPROCESS_MODULES = {
     "run/execution.py": "runs the worker package by path in the chosen interpreter (argument list, no shell)",
+    "run/module_server.py": "runs the worker package by path (`serve`) in a contender's interpreter, as "
+                            "execution.py does (argument list, no shell)",
     "envs/manager.py": "runs `uv pip compile` for a dry run of an environment (argument list, no shell)",
     "envs/build.py": "runs uv and the environment's verification (argument lists, no shell, fixed verification "
                         "code)",

@@ -194,12 +194,13 @@ def test_max_time_keeps_the_best_piece_so_far_and_leaves_nothing_behind(chain_st
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))
+    before = {p.pid for p in psutil.Process().children(recursive=True)}  # the servers other tests' fixtures started
     result = reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.EXCESS_PRECISION_OFF],
                                       prop="outputs", max_time_s=0.5, name="chain-short", store=str(chain_store),
                                       check=False)
     assert result.stopped == "max-time" and result.ops_after <= result.ops_before
     assert result.packed == "chain-short@1"
-    assert psutil.Process().children(recursive=True) == []  # no worker left
+    assert [p for p in psutil.Process().children(recursive=True) if p.pid not in before] == []  # no worker left
     assert [p for p in tmp.iterdir()] == []
 
 

@@ -10,6 +10,7 @@ creates them, so a store shared by a group stays readable to it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -223,8 +224,16 @@ class LocalStore(Store):
     def put_if(self, key: str, data: bytes | memoryview, *, expected: bytes | None, max_bytes: int) -> bool:
         """Store.put_if under an exclusive lock of the key's folder (flock: released when the process ends), so
         the value compared is the value replaced."""
-        with gate(self._folder(self._path(key).parent, make=True), exclusive=True):
-            return super().put_if(key, data, expected=expected, max_bytes=max_bytes)
+        folder = self._path(key).parent
+        made = [f for f in (folder, *folder.parents) if f != self.root and self.root in f.parents and not f.exists()]
+        try:
+            with gate(self._folder(folder, make=True), exclusive=True):
+                return super().put_if(key, data, expected=expected, max_bytes=max_bytes)
+        except BaseException:  # a write that failed (a full disk) leaves no folder it made for it
+            for f in made:  # deepest first
+                with contextlib.suppress(OSError):
+                    f.rmdir()
+            raise
 
     def put_file(self, key: str, path: str | Path, *, create_only: bool = False) -> None:
         check_key(key)

@@ -144,7 +144,7 @@ class ModuleServer(Worker):
             say(phase)
             self.host_inputs = [decode_array(leaf) for leaf in request.get("inputs") or []]
             self.input_meta = [(tuple(a.shape), a.dtype) for a in self.host_inputs]
-            exp, lowered = self.load_module(str(request["text"]))
+            exp, lowered = self.lower_text(str(request["text"]))
             phase = "compile"
             say(phase)
             compiled, compile_s = self.compile_module(lowered, exp)
@@ -156,7 +156,7 @@ class ModuleServer(Worker):
         finally:
             self.forget_module()
 
-    def load_module(self, text):
+    def lower_text(self, text):
         """(Exported, its call lowered) for the module text, as `pack --stablehlo` wraps a raw module."""
         import jax
 
