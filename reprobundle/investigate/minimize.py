@@ -454,7 +454,7 @@ def _limits(bundle: Bundle) -> PhaseLimits:
 def _check_arguments(contenders: Sequence[ContenderSpec], prop: str | None, min_ratio: float | None,
                      max_time_s: float | None, name: str | None) -> None:
     if len(contenders) != 2:
-        raise UsageError(f"minimize compares two contenders, {len(contenders)} were given",
+        raise UsageError(f"minimize compares two contenders, not {len(contenders)}",
                          hint='give --jax twice, or --jax A --variant "A:XLA_FLAGS=..."')
     if prop is not None and prop not in PROPERTIES:
         raise UsageError(f"unknown property {prop!r}", hint="one of " + ", ".join(PROPERTIES))
