@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import ReplayError
 from ..store.watchdog import track_group, untrack_group
-from ..worker.protocol import LIMIT_CALLS, LIMIT_COMPILE, LIMIT_LOAD
+from ..worker.protocol import LIMIT_COMPILE, LIMIT_LOAD, phase_limit_kind
 from .contenders import ContenderSpec, unknown_flag_reason
 from .execution import PhaseLimits, dtype_of, worker_command, worker_environment
 
@@ -396,10 +396,10 @@ class ModuleWorker:
 
     def _phase_deadline(self, phase: str, calls: int, deadline: float) -> float:
         """When the phase that starts now must end (`deadline` where nothing bounds it sooner)."""
-        kind = {"load": LIMIT_LOAD, "compile": LIMIT_COMPILE, "execute": LIMIT_CALLS}.get(phase)
         limits = self.limits
-        if limits is None or kind is None:
+        if limits is None:
             return deadline
+        kind = phase_limit_kind(phase)
         seconds = {LIMIT_LOAD: limits.load_s, LIMIT_COMPILE: limits.compile_s}.get(kind, limits.calls(calls))
         if seconds is None:
             return deadline

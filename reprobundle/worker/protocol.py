@@ -106,7 +106,7 @@ class JobError(Exception):
 LIMIT_LOAD = "load"
 LIMIT_COMPILE = "compile"
 LIMIT_CALLS = "calls"
-_COMPILE_PHASES = ("hlo_text", "memory_check")
+_COMPILE_PHASES = ("hlo_text", "memory_check", "compile")  # "compile": the serve worker's (worker/serve.py)
 _CALL_PHASES = ("execute", "timing", "profile")
 
 
