@@ -340,3 +340,46 @@ def test_the_exit_watchdog_waits_for_a_removal_under_way(tmp_path):
     assert proc.stdout == "removal finished\n", (proc.stdout, proc.stderr)
     assert proc.returncode == 130 and proc.stderr.strip() == "interrupted", (proc.returncode, proc.stderr)
     assert list(tmp_path.iterdir()) == []
+
+
+_TAKEN_THEN_READ_LATE = """
+import os, signal, sys, time
+from reprobundle.store import watchdog
+
+
+class LateReads:  # a loaded machine: the watchdog thread gets to a signal only after the block has unwound
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+    def read(self, fd, n):
+        data = os.read(fd, n)
+        time.sleep(1.0)
+        return data
+
+
+watchdog.os = LateReads()
+watchdog.install_exit_watchdog(lambda signum: "interrupted")
+signal.signal(signal.SIGINT, signal.default_int_handler)
+try:
+    with watchdog.handling_signals():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+except KeyboardInterrupt:
+    pass
+end = time.monotonic() + watchdog.EXIT_GRACE_S + 2.0
+while time.monotonic() < end:  # what capture does after Ctrl-C: stop the program, pack what it captured
+    pass
+print("handled", flush=True)
+signal.signal(signal.SIGINT, lambda *a: None)  # the main thread goes on: the watchdog's turn
+os.kill(os.getpid(), signal.SIGINT)  # a second Ctrl-C, outside the block
+time.sleep(600)
+"""
+
+
+def test_a_signal_the_block_took_is_its_own_however_late_the_watchdog_reads_it():
+    """Class: capture's Ctrl-C, taken inside its signal-handling block, then read by a watchdog thread the loaded
+    machine woke only after the block had unwound: the watchdog ended the process while it packed what it had
+    captured (exit 130, nothing said). The block's signal is the block's; a later one still ends the process."""
+    proc = subprocess.run([sys.executable, "-c", _TAKEN_THEN_READ_LATE], capture_output=True, text=True, timeout=120)
+    assert proc.stdout == "handled\n", (proc.stdout, proc.stderr)
+    assert proc.returncode == 130 and proc.stderr.strip() == "interrupted", (proc.returncode, proc.stderr)

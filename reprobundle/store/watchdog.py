@@ -30,6 +30,9 @@ _tracking_lock = threading.Lock()
 _removal_lock = threading.Lock()
 _REMOVAL_WAIT_S = 10.0
 _held_off = 0
+_ledger_lock = threading.RLock()  # re-entrant: a second signal's handler may run inside the first one's
+_taken_unread = 0
+_excused_untaken = 0
 
 
 def track(path: str | Path) -> None:
@@ -63,13 +66,63 @@ def untrack_group(pgid: int) -> None:
 
 @contextmanager
 def handling_signals() -> Iterator[None]:
-    """The block handles SIGINT/SIGTERM itself: a signal there does not start the watchdog."""
+    """The block handles SIGINT/SIGTERM itself: a signal it takes does not start the watchdog, however late the
+    watchdog thread gets to read it (under load it may read the signal only after the block has unwound)."""
     global _held_off
+    put_back = _note_signals_taken()
     _held_off += 1
     try:
         yield
     finally:
         _held_off -= 1
+        put_back()
+
+
+def _note_signals_taken() -> Callable[[], None]:
+    """While the block runs (main thread only), SIGINT's and SIGTERM's handlers first note that the block took the
+    signal, then do what they did (raise KeyboardInterrupt, Terminated); returns what puts them back."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+    def noting(handler):
+        def note_then_handle(signum, frame):
+            _ledger(taken=True)
+            return handler(signum, frame)
+        return note_then_handle
+
+    for signum, handler in previous.items():
+        if callable(handler):
+            signal.signal(signum, noting(handler))
+
+    def put_back() -> None:
+        for signum, handler in previous.items():
+            if callable(handler):
+                signal.signal(signum, handler)
+    return put_back
+
+
+def _ledger(*, taken: bool) -> bool:
+    """Match the signals holding blocks took with those the watchdog read, in whichever order the two threads get
+    to them. taken=True: a block's handler took one. taken=False: the watchdog read one; True when it is excused
+    (a block took it, or a block is running and its handler will)."""
+    global _taken_unread, _excused_untaken
+    with _ledger_lock:
+        if taken:
+            if _excused_untaken:
+                _excused_untaken -= 1
+            else:
+                _taken_unread += 1
+            return True
+        if _taken_unread:
+            _taken_unread -= 1
+            return True
+        if _held_off:
+            _excused_untaken += 1
+            return True
+        return False
 
 
 def _remove_tracked() -> None:
@@ -94,6 +147,16 @@ def _remove(path: str) -> None:
             os.unlink(path)
         except OSError:
             pass
+
+
+def _end_now(signum: int, say: Callable[[int], str]) -> None:
+    _removal_lock.acquire(timeout=_REMOVAL_WAIT_S)  # never released: the process ends below
+    _remove_tracked()
+    try:
+        os.write(2, (say(signum) + "\n").encode())
+    except OSError:
+        pass
+    _exit_now(128 + signum)
 
 
 def install_exit_watchdog(say: Callable[[int], str]) -> Callable[[], None] | None:
@@ -123,18 +186,11 @@ def install_exit_watchdog(say: Callable[[int], str]) -> Callable[[], None] | Non
                 return
             if not data or stopped.is_set():
                 return
-            signum = next((s for s in data if s in wanted), None)
-            if signum is None or _held_off:
-                continue
-            if stopped.wait(EXIT_GRACE_S):
-                return
-            _removal_lock.acquire(timeout=_REMOVAL_WAIT_S)  # never released: the process ends below
-            _remove_tracked()
-            try:
-                os.write(2, (say(signum) + "\n").encode())
-            except OSError:
-                pass
-            _exit_now(128 + signum)
+            for signum in (s for s in data if s in wanted):
+                if stopped.wait(EXIT_GRACE_S):
+                    return
+                if not _ledger(taken=False):
+                    _end_now(signum, say)
 
     thread = threading.Thread(target=watch, name="reprobundle-exit-watchdog", daemon=True)
     thread.start()
