@@ -29,6 +29,7 @@ RAY = Path(sys.executable).with_name("ray")
 # A node is up when its log says "Ray runtime started" (or it failed when its process ended): this limit only ends a
 # start that hangs, generous enough for a 2-core machine under a load of 10 (where ~2 min was seen and not enough).
 START_TIMEOUT_S = 600.0
+_IGNORING_SIGINT = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])"
 PORTS_PER_NODE = 40  # fixed services (<= 12) and the range its Ray workers listen on
 HEAD_ENV = {
     # the GCS declares a node dead after ~5-15 s without answers to its health checks instead of ~15-30 s: a killed
@@ -154,6 +155,9 @@ class LocalRayCluster:
             self.gcs_port = next(ports)
             command += ["--port", str(self.gcs_port), "--ray-client-server-port", str(next(ports)),
                         "--dashboard-port", str(next(ports))]
+        # SIGINT ignored, as in a node started by a background job (a shell's `&`, many CI runners): Ray's cancel of
+        # a running task must still reach it
+        command = [sys.executable, "-c", _IGNORING_SIGINT, *command]
         with open(log, "wb") as out:
             process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                        env=env, start_new_session=True, cwd=self.root)

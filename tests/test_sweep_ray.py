@@ -5,7 +5,8 @@
 Asserted: every bundle reported once, by which node; the runs in the shared registry; a bundle that fails on one
 version (it calls a LAPACK kernel jaxlib 0.8.0 lacks) reported with its reason; a task that raises (its store
 refuses connections) retried once on the other node, then failed with both reasons; a task no node can hold; the
-`sweep --ray` command resuming and rerunning; a driver that stops early cancelling the replays on the nodes; a node
+`sweep --ray` command resuming and rerunning; a driver that stops early cancelling the replays on the nodes (whose
+SIGINT is ignored, as in nodes a background job starts: Ray's cancel goes through SIGINT's handler); a node
 SIGKILLed while its replay runs, its task retried on the other node, every bundle still reported once; an
 unreachable address is one ClusterError. Nothing about timing.
 """

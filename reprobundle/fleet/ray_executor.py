@@ -182,6 +182,7 @@ def run_on_node(fn: Callable[[ReplayTask], TaskResult], task: dict[str, Any]) ->
     failure, so only a dead worker or node reaches the driver as a Ray error."""
     import ray
 
+    _cancellable()
     where = {"node": ray.get_runtime_context().get_node_id(), "host": socket.gethostname()}
     try:
         result = fn(ReplayTask.from_dict(task))
@@ -192,6 +193,18 @@ def run_on_node(fn: Callable[[ReplayTask], TaskResult], task: dict[str, Any]) ->
     if not isinstance(result, dict):
         return {"error": f"the task function returned {type(result).__name__}, not a result map", **where}
     return {"result": result, **where}
+
+
+def _cancellable() -> None:
+    """Ray cancels a running task with `_thread.interrupt_main()`, which does nothing where SIGINT is ignored, and a
+    node started from a background job (`nohup ray start ... &`, a CI runner's step) passes an ignored SIGINT on to
+    every worker: the task takes SIGINT as Python does by default, so that a cancel interrupts its replay."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # ------------------------------------------------------------------------------------------------ the driver
