@@ -395,8 +395,8 @@ def _push_campaign(source, dests: list[str], env: dict, parallel: int) -> None:
 
 @pytest.mark.slow
 def test_sigkill_push_local_to_local(source, tmp_path):
-    """SIGKILL `reprobundle push` (folder -> folder) at 84 random points, 4 at a time."""
-    dests = [str(tmp_path / f"dest{i:02d}") for i in range(84)]
+    """SIGKILL `reprobundle push` (folder -> folder) at 48 random points, 4 at a time."""
+    dests = [str(tmp_path / f"dest{i:02d}") for i in range(48)]
     _push_campaign(source, dests, sub_env(tmp_path / "tmp"), parallel=4)
 
 
