@@ -54,7 +54,7 @@ def main() -> None:
     versions = args.versions.split(",")
     with tempfile.TemporaryDirectory(prefix="bench-jax-start-") as tmp:
         folders = {v: install(v, Path(tmp)) for v in versions}
-        for v, folder in folders.items():  # bytecode caches written: a second start, as every worker's after the first
+        for folder in folders.values():  # bytecode caches written: a second start, as every worker's after the first
             cpu_seconds(PROGRAMS["JAX start (import, one array)"], folder)
         samples: dict[tuple[str, str], list[float]] = {(p, v): [] for p in PROGRAMS for v in versions}
         for r in range(args.rounds):
