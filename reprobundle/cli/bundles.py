@@ -42,6 +42,7 @@ def pack(
     warmup: int = typer.Option(DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(REFERENCE_REPEAT, "--repeat", help="Timed calls of the reference run."),
     no_dump: bool = typer.Option(False, "--no-dump", help="Leave out the XLA dump folder."),
+    no_profile: bool = typer.Option(False, "--no-profile", help="No profiler trace in the reference run."),
     jax_version: Optional[str] = typer.Option(None, "--jax", help="With --exported: read the artifact and make the "
                                                                  "reference on this JAX release (its own environment)."),
     timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout",
@@ -61,8 +62,8 @@ def pack(
     from ..render import text as report
 
     options = dict(name=name, store=store, synthetic_inputs=synthetic_inputs, seed=seed, description=description,
-                   labels=parse_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump, timeout_s=timeout,
-                   progress=progress_sink(as_json))
+                   labels=parse_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump, profile=not no_profile,
+                   timeout_s=timeout, progress=progress_sink(as_json))
     if platforms is not None:
         options["platforms"] = platforms
         if jax_version:
