@@ -155,7 +155,7 @@ class LocalRayCluster:
             self.gcs_port = next(ports)
             command += ["--port", str(self.gcs_port), "--ray-client-server-port", str(next(ports)),
                         "--dashboard-port", str(next(ports))]
-        # SIGINT ignored, as in a node started by a background job (a shell's `&`, many CI runners): Ray's cancel of
+        # SIGINT ignored, as in a node started by a background job of a script (a shell's `&`): Ray's cancel of
         # a running task must still reach it
         command = [sys.executable, "-c", _IGNORING_SIGINT, *command]
         with open(log, "wb") as out:

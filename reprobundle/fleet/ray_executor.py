@@ -197,8 +197,9 @@ def run_on_node(fn: Callable[[ReplayTask], TaskResult], task: dict[str, Any]) ->
 
 def _cancellable() -> None:
     """Ray cancels a running task with `_thread.interrupt_main()`, which does nothing where SIGINT is ignored, and a
-    node started from a background job (`nohup ray start ... &`, a CI runner's step) passes an ignored SIGINT on to
-    every worker: the task takes SIGINT as Python does by default, so that a cancel interrupts its replay."""
+    node started from a background job of a non-interactive shell (`nohup ray start ... &` in a script) passes an
+    ignored SIGINT on to every worker: the task takes SIGINT as Python does by default, so that a cancel interrupts
+    its replay."""
     import signal
     import threading
 
