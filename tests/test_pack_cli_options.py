@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_no_profile_and_no_dump_leave_their_records_out(store_dir):
-    script = str(ROOT / "examples/attention.py:make_small")
+    script = str(ROOT / "examples/chain.py")
     base = ["--repeat", "3", "--warmup", "1", "--json"]
     code, out, err = cli("pack", script, "--name", "full", *base, store=store_dir)
     assert code == 0, err
