@@ -41,6 +41,12 @@ def configure(verbosity: int = 0) -> None:
     root.propagate = False
 
 
+def verbose() -> bool:
+    """Whether the user asked for reprobundle's log (-v, or REPROBUNDLE_LOG=info|debug): commands then print what
+    only a curious reader wants, such as where an investigation's time went."""
+    return logging.getLogger("reprobundle").isEnabledFor(logging.INFO)
+
+
 class Status(str):
     """A progress line that also says where the work is, for a progress display that shows phases, elapsed time and
     an ETA (render/progress.py): `phase` ("environment", "fetch", "compile", "round", "profile", "export",

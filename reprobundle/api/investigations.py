@@ -60,7 +60,8 @@ def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] 
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
            executor=None, ray_address: str | None = None, nightly: bool = False, index_url: str | None = None,
-           mode: str = "frozen", by: str | None = None, layer: bool = True, **settings: Any):
+           mode: str = "frozen", by: str | None = None, layer: bool = True, jobs: int | None = None,
+           timed_probes: bool = False, **settings: Any):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
     tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
     rounds, timeout_s, platform); no XLA dump is kept. `mode` "retrace": each release runs the bundle's program
@@ -73,61 +74,116 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     last good and first bad builds with their commits, the compare URLs, the skipped days and the Reproduce lines
     (investigate/nightly_bisect.py).
 
+    Only what the criterion needs is measured: the endpoints' outputs first, each version once, untimed; timed
+    together only when outputs do not tell them apart. An outputs or bits bisection then tests up to `jobs` versions
+    at once (default: what this machine holds, execution.default_jobs), each once and untimed; a time bisection
+    times one version per step beside the good endpoint. `timed_probes` is the path before that (every probe
+    timed, one version a step), kept to compare with. While a step runs, the environments of the next step's
+    versions are made in the background. The result's `spent`: where the wall time went (run/spent.py).
+
     Each probe (the versions timed together) is a replay task (fleet/executor.py) run by `executor`, by default the
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
     in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
-    from ..envs.versions import version_key
+    from ..envs.prefetch import Prefetch
     from ..fleet.connect import executor_for
-    from ..investigate.bisection import bisect as _bisect
-    from ..investigate.boundary import layer_at_boundary
-    from ..investigate.probes import output_difference, replay_probe
+    from ..run.execution import default_jobs
+    from ..run.spent import Ledger
 
     options = replay_options(options, settings, BISECT_OPTIONS)
     if mode not in ("frozen", "retrace"):
         raise UsageError(f"bisect runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
     registry, bundle = resolve(ref, store)
     manager = environment_manager(EnvConfig.of(env_dir, python, index_url))
     if registry.store.read_only and (executor is not None or ray_address):
         raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
                          hint="pull it first: reprobundle pull " + ref)
     executor = executor or executor_for(ray_address)
-    probe = replay_probe(registry, bundle, options, executor=executor, env_manager=manager, progress=progress,
-                         mode=mode)
-    compare = output_difference(registry, bundle)
-    if nightly:
-        result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, probe, options, progress, by,
-                                               compare)
-    else:
-        result = _bisect(manager.available_versions(), good, bad, probe, progress=progress, outputs_differ=compare,
-                         by=by)
-        tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
-        comparison = comparison_of(registry, bundle, tested, baseline=run_label(result.runs[good]))
-    if layer:
-        probe_for = functools.partial(replay_probe, registry, bundle, options, executor=executor, env_manager=manager,
-                                      progress=progress)
-        result.layer = layer_at_boundary(registry, bundle, result, mode, lambda m: probe_for(mode=m), compare, progress,
-                                         next_args=(ref, ["--store", store] if store else [], options.args()))
+    ledger = Ledger()
+    probes = _Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
+    jobs = 1 if timed_probes else jobs or default_jobs()
+    with Prefetch(manager, jobs) as prefetch:
+        search = _Search(probes, mode, jobs, prefetch.want, by)
+        if nightly:
+            result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
+        else:
+            result = search.run(manager.available_versions(), good, bad, progress)
+            comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
+        if layer:
+            timed = result.criterion == "time" or timed_probes
+            result.layer = search.layer(result, lambda m: probes.probe(m, timed), ref,
+                                        ["--store", store] if store else [], options.args())
+    result.spent = ledger.as_dict()
     return result, comparison
 
 
-def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, probe,
-                      options: ReplayOptions, progress: Callable[[str], None] | None, by: str | None = None,
-                      compare=None):
-    """bisect --nightly: the days between `good` and `bad` searched with `probe`, and the answer's builds,
-    commits, compare URLs and Reproduce lines (investigate/nightly_bisect.py)."""
+def _comparison_of_bisect(registry: Registry, bundle: Bundle, result, baseline: str) -> dict:
     from ..envs.versions import version_key
-    from ..investigate import nightly_bisect
-    from ..investigate.bisection import bisect as _bisect
 
-    search = nightly_bisect.plan_search(manager, good, bad)
-    if progress and search.skipped:
-        progress(f"bisect: {len(search.skipped)} day(s) without a nightly are skipped: "
-                 + ", ".join(s["date"] for s in search.skipped))
-    result = _bisect(search.candidates, search.good, search.bad, probe, progress=progress,
-                     known=nightly_bisect.same_build(manager), outputs_differ=compare, by=by)
     tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
-    comparison = comparison_of(registry, bundle, tested, baseline=search.good)
-    result.nightly = nightly_bisect.report(manager, search, result.last_good, result.first_bad,
+    return comparison_of(registry, bundle, tested, baseline=baseline)
+
+
+class _Probes:
+    """A bisection's probes: replays of some versions as fleet tasks (investigate/probes.py), timed or outputs only
+    (ReplayOptions.outputs_only), each recorded in the ledger."""
+
+    def __init__(self, registry: Registry, bundle: Bundle, options: ReplayOptions, executor, manager, progress,
+                 ledger, timed_only: bool):
+        self.args = (registry, bundle)
+        self.options, self.executor, self.manager, self.progress = options, executor, manager, progress
+        self.ledger, self.timed_only = ledger, timed_only
+
+    def probe(self, mode: str, timed: bool = True):
+        from ..investigate.probes import replay_probe
+
+        timed = timed or self.timed_only
+        options = self.options if timed else self.options.outputs_only()
+        replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
+                              progress=self.progress, mode=mode)
+        what = ("timed" if timed else "outputs") + ("" if mode == "frozen" else f" {mode}")
+        return self.ledger.watched(what, replay, concurrent=not timed)
+
+
+class _Search:
+    """One bisection's search with its probes (timed, and outputs only unless every probe is timed), `jobs` versions
+    a step for outputs, environments asked for ahead of need, and the layer at the boundary."""
+
+    def __init__(self, probes: _Probes, mode: str, jobs: int, ahead, by: str | None):
+        from ..investigate.probes import output_difference
+
+        self.probes, self.mode, self.jobs, self.ahead, self.by = probes, mode, jobs, ahead, by
+        self.compare = output_difference(*probes.args)
+
+    def run(self, versions, good: str, bad: str, progress, known=None):
+        from ..investigate.bisection import bisect as _bisect
+
+        checks = None if self.probes.timed_only else self.probes.probe(self.mode, timed=False)
+        return _bisect(versions, good, bad, self.probes.probe(self.mode), progress=progress, known=known,
+                       outputs_differ=self.compare, by=self.by, check_together=checks, jobs=self.jobs,
+                       ahead=self.ahead)
+
+    def layer(self, result, probe_for, ref: str, store_args, replay_args):
+        from ..investigate.boundary import layer_at_boundary
+
+        return layer_at_boundary(self.probes.args[0], self.probes.args[1], result, self.mode, probe_for,
+                                 self.compare, self.probes.progress, next_args=(ref, store_args, replay_args))
+
+
+def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, search: _Search,
+                      options: ReplayOptions, progress: Callable[[str], None] | None):
+    """bisect --nightly: the days between `good` and `bad` searched with `search`, and the answer's builds,
+    commits, compare URLs and Reproduce lines (investigate/nightly_bisect.py)."""
+    from ..investigate import nightly_bisect
+
+    plan = nightly_bisect.plan_search(manager, good, bad)
+    if progress and plan.skipped:
+        progress(f"bisect: {len(plan.skipped)} day(s) without a nightly are skipped: "
+                 + ", ".join(s["date"] for s in plan.skipped))
+    result = search.run(plan.candidates, plan.good, plan.bad, progress, known=nightly_bisect.same_build(manager))
+    comparison = _comparison_of_bisect(registry, bundle, result, plan.good)
+    result.nightly = nightly_bisect.report(manager, plan, result.last_good, result.first_bad,
                                            comparison["reproduce"]["url"], options.args())
     comparison["reproduce"].update(command=result.nightly["command"], nightlies=result.nightly["install"],
                                    versions=[result.last_good, result.first_bad])

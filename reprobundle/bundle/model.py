@@ -191,6 +191,7 @@ class RunRecord(TypedDict):
     per_op: NotRequired[list[PerOp]]
     attempts: NotRequired[list[Any]]
     duration_s: NotRequired[float]
+    spent: NotRequired[dict[str, float]]  # seconds by category (run/spent.py); 2026-12-03 on
     labels: NotRequired[dict[str, str]]
     notes: NotRequired[list[str]]  # run 3: what the worker adjusted to run on that release
     group: NotRequired[str]  # run 3: shared by the runs of one replay, timed or not

@@ -80,6 +80,23 @@ def comparison_text(comparison: dict) -> str:
     return comparison_render.to_text(clean_values(comparison), width=width, color=color)
 
 
+def without_samples(comparison: dict | None) -> dict | None:
+    from ..render.spent import without_samples as drop
+
+    return drop(comparison)
+
+
+def spent_table(ledger: dict | None) -> str:
+    """Where the command's wall time went, as a table after its answer, when -v asked for it (else nothing)."""
+    from ..logs import verbose
+
+    if not ledger or not verbose():
+        return ""
+    from ..render.spent import spent_text
+
+    return "\n\nwhere the time went:\n" + spent_text(ledger)
+
+
 def parse_labels(items: List[str]) -> dict[str, str]:
     labels = {}
     for item in items:
@@ -140,6 +157,11 @@ RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
                            "reprobundle.")
+JobsOpt = typer.Option(None, "--jobs", help="At most this many probes at once (outputs and correctness probes; "
+                                            "timed ones never share a core). Default: what this machine holds, "
+                                            "one per CPU within its memory.")
+SamplesOpt = typer.Option(False, "--samples", help="--json keeps every raw timing sample (by default only their "
+                                                   "summaries, intervals and counts).")
 VariantOpt = typer.Option([], "--variant", help="JAX:NAME=VALUE[;...]: a release under settings as one more contender "
                                                 "(XLA_FLAGS=..., jax_* config options, environment variables).")
 RetraceOpt = typer.Option(False, "--retrace", help="Run the bundle's program (its script's factory) in each "

@@ -16,6 +16,7 @@ from .common import (
     BaselineOpt,
     HtmlOpt,
     IndexOpt,
+    JobsOpt,
     JsonOpt,
     MaxTimeOpt,
     PinOpt,
@@ -24,6 +25,7 @@ from .common import (
     ReportOpt,
     RetraceOpt,
     RoundsOpt,
+    SamplesOpt,
     StoreOpt,
     VariantOpt,
     app,
@@ -31,7 +33,9 @@ from .common import (
     emit,
     parse_labels,
     progress_sink,
+    spent_table,
     terminal,
+    without_samples,
     write_files,
     write_reports,
 )
@@ -303,10 +307,15 @@ def bisect_cmd(
                                                        "one's outputs), time. Default: chosen, and said why."),
     layer: bool = typer.Option(True, "--layer/--no-layer", help="Replay the last good and first bad frozen and "
                                                                 "retraced: which layer changed, the next command."),
+    jobs: Optional[int] = JobsOpt,
+    timed_probes: bool = typer.Option(False, "--timed-probes", help="Time every probe, one version a step (the "
+                                                                    "slower path before untimed outputs probes; "
+                                                                    "to compare with)."),
+    samples: bool = SamplesOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Binary-search the released JAX versions (or, with --nightly, the nightlies) between --good and --bad for the
-    first bad one."""
+    """Search the released JAX versions (or, with --nightly, the nightlies) between --good and --bad for the first
+    bad one."""
     from .. import api
     from ..render import text as report
 
@@ -314,13 +323,15 @@ def bisect_cmd(
                                    platform=platform)
     result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
                                     progress=progress_sink(as_json), ray_address=ray, nightly=nightly, index_url=index_url,
-                                    mode="retrace" if retrace else "frozen", by=by, layer=layer)
+                                    mode="retrace" if retrace else "frozen", by=by, layer=layer, jobs=jobs,
+                                    timed_probes=timed_probes)
     if comparison is not None:
         write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
             "last_good": result.last_good, "classes": result.classes, "evidence": result.evidence,
-            "nightly": result.nightly, "comparison": comparison,
-            "by": result.by, "why": result.why, "outputs_apart": result.outputs_apart, "layer": result.layer}
+            "nightly": result.nightly, "comparison": comparison if samples else without_samples(comparison),
+            "by": result.by, "why": result.why, "outputs_apart": result.outputs_apart, "layer": result.layer,
+            "spent": result.spent}
     what = "nightly" if result.nightly else "release"
     human = (f"first bad {what}: jax {result.first_bad} (last good: {result.last_good}; "
              f"judged by {result.criterion})\n"
@@ -332,7 +343,7 @@ def bisect_cmd(
         human += "\n" + report.nightly_text(result.nightly)
     if comparison is not None:
         human += "\n\n" + comparison_text(comparison)
-    emit(as_json, data, human)
+    emit(as_json, data, human + spent_table(result.spent))
 
 
 @app.command()

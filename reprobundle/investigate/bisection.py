@@ -53,6 +53,7 @@ class BisectResult:
     outputs_apart: str | None = None  # how the endpoints' outputs differ: SAME, BITS_ONLY, BEYOND (None: unknown)
     log_ratio: float | None = None  # time: the log ratio a bad version's time moves by (the endpoints')
     layer: dict | None = None  # which layer changed at the boundary (investigate/boundary.py)
+    spent: dict | None = None  # where the wall time went: run/spent.py's Ledger.as_dict()
 
 
 def _timing(run: dict) -> dict:
@@ -102,36 +103,74 @@ def by_outputs(apart: str, good: str, criterion: str) -> tuple[str, str]:
 
 def bisect(versions: Sequence[str], good: str, bad: str, replay_together: ReplayTogether,
            progress: Callable[[str], None] | None = None, known: Known | None = None,
-           outputs_differ: OutputsDiffer | None = None, by: str | None = None) -> BisectResult:
-    """Binary search over the released `versions` strictly between `good` and `bad`. `known` classes a version
+           outputs_differ: OutputsDiffer | None = None, by: str | None = None,
+           check_together: ReplayTogether | None = None, jobs: int = 1,
+           ahead: Callable[[list[str]], None] | None = None) -> BisectResult:
+    """Search over the released `versions` strictly between `good` and `bad`. `known` classes a version
     without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed).
     `outputs_differ` (two runs -> how their outputs differ) lets endpoints whose outputs differ from each other
-    be told apart by outputs. `by` ("outputs", "bits", "time") names the criterion; None chooses it."""
+    be told apart by outputs. `by` ("outputs", "bits", "time") names the criterion; None chooses it.
+
+    `check_together` replays versions for their outputs alone (each once, untimed): with it, the endpoints are first
+    told apart by outputs and timed (`replay_together`) only when outputs do not decide, and every probe of an
+    outputs or bits bisection is a check. Such a bisection tests up to `jobs` versions per step (a (jobs+1)-ary
+    split); a time bisection tests one version per step, timed beside the good endpoint, as before. `ahead` is told,
+    before each step, the versions the step after it may test (their environments can be made meanwhile)."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
     candidates = [v for v in ordered if version_key(good) < version_key(v) < version_key(bad)]
     _check_by(by, outputs_differ)
     result = BisectResult(good, bad, TIME, first_bad=bad, last_good=good, candidates=candidates, by=by)
-    target = _endpoints(result, replay_together, outputs_differ)
+    if ahead:
+        ahead(split_points(candidates, max(1, jobs)))
+    target = _endpoints(result, replay_together, outputs_differ, check_together)
     result.log_ratio = target
+    checks = check_together if check_together is not None and result.criterion != TIME else replay_together
+    per_step = max(1, jobs) if result.criterion != TIME else 1
     last_good, first_bad = good, bad
     remaining = list(candidates)  # untested versions strictly between last_good and first_bad, ascending
     while remaining:
-        version = remaining[len(remaining) // 2]
+        picks = split_points(remaining, per_step)
         if progress:
-            progress(f"bisect: {len(remaining)} versions left between {last_good} and {first_bad}; testing {version}")
-        cls = _class_of(result, version, replay_together, target, known, outputs_differ)
-        if cls == "skip":  # untestable: decide without it
-            remaining.remove(version)
-        elif cls == "bad":
-            first_bad = version
-            remaining = [v for v in remaining if version_key(v) < version_key(version)]
-        else:
-            last_good = version
-            remaining = [v for v in remaining if version_key(v) > version_key(version)]
+            progress(f"bisect: {len(remaining)} versions left between {last_good} and {first_bad}; testing "
+                     + ", ".join(picks) + (" at once" if len(picks) > 1 else ""))
+        if ahead:
+            ahead(next_picks(remaining, picks, per_step))
+        classes = _classes_of(result, picks, replay_together if result.criterion == TIME else checks, target, known,
+                              outputs_differ)
+        last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
     result.first_bad, result.last_good = first_bad, last_good
     return result
+
+
+def split_points(remaining: Sequence[str], k: int) -> list[str]:
+    """The versions to test at once among `remaining` (ascending): k points splitting it into k + 1 nearly equal
+    parts; for k = 1 the middle one, the binary search's."""
+    n = len(remaining)
+    k = min(k, n)
+    return [remaining[i] for i in sorted({min(n - 1, (j + 1) * n // (k + 1)) for j in range(k)})]
+
+
+def next_picks(remaining: Sequence[str], picks: Sequence[str], k: int) -> list[str]:
+    """Every version the step after testing `picks` may test, whichever way they turn out."""
+    bounds = [-1] + [remaining.index(p) for p in picks] + [len(remaining)]
+    return [v for lo, hi in zip(bounds, bounds[1:]) for v in split_points(remaining[lo + 1:hi], k)]
+
+
+def narrowed(remaining: Sequence[str], classes: dict[str, str], last_good: str,
+             first_bad: str) -> tuple[str, str, list[str]]:
+    """(last good, first bad, the versions still untested between them) after `classes` of some of `remaining`: the
+    lowest bad one bounds the search from above, the highest good one below it from below; skipped ones are dropped."""
+    bad = [v for v in remaining if classes.get(v) == "bad"]
+    if bad:
+        first_bad = bad[0]
+    good = [v for v in remaining if classes.get(v) == "good" and version_key(v) < version_key(first_bad)]
+    if good:
+        last_good = good[-1]
+    left = [v for v in remaining if v not in classes
+            and version_key(last_good) < version_key(v) < version_key(first_bad)]
+    return last_good, first_bad, left
 
 
 def _check_by(by: str | None, outputs_differ: OutputsDiffer | None) -> None:
@@ -141,10 +180,24 @@ def _check_by(by: str | None, outputs_differ: OutputsDiffer | None) -> None:
         raise UsageError(f"bisect --by {by} compares outputs, which this bisection cannot", hint="bisect --by time")
 
 
-def _endpoints(result: BisectResult, replay_together: ReplayTogether,
-               outputs_differ: OutputsDiffer | None) -> float | None:
+def _endpoints(result: BisectResult, replay_together: ReplayTogether, outputs_differ: OutputsDiffer | None,
+               check_together: ReplayTogether | None = None) -> float | None:
     """The endpoints replayed together, what tells them apart (result.criterion, why, evidence, classes), and the
-    log ratio a bad version's time moves by (None when outputs tell them apart)."""
+    log ratio a bad version's time moves by (None when outputs tell them apart). With `check_together`, their
+    outputs first, untimed; timed together only when the outputs do not tell them apart (or `by` is time)."""
+    good, bad = result.good, result.bad
+    checked = check_together is not None and result.by != TIME
+    g, b = _replay_endpoints(result, check_together if check_together is not None and checked else replay_together)
+    result.classes = {good: "good", bad: "bad"}
+    result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None else None
+    if _outputs_decide(result, g, b):
+        return None
+    if checked:
+        g, b = _replay_endpoints(result, replay_together)
+    return _time_decides(result, g, b)
+
+
+def _replay_endpoints(result: BisectResult, replay_together: ReplayTogether) -> tuple[dict, dict]:
     good, bad = result.good, result.bad
     g, b = replay_together([good, bad])
     result.runs[good], result.runs[bad] = g, b
@@ -152,11 +205,7 @@ def _endpoints(result: BisectResult, replay_together: ReplayTogether,
         if not _usable(run):
             raise UsageError(f"the {name} version {run['requested']} did not run: {run['status']}: {run['reason']}",
                              hint="pick endpoints on which the bundle runs")
-    result.classes = {good: "good", bad: "bad"}
-    result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None else None
-    if _outputs_decide(result, g, b):
-        return None
-    return _time_decides(result, g, b)
+    return g, b
 
 
 def _outputs_decide(result: BisectResult, g: dict, b: dict) -> bool:
@@ -210,20 +259,26 @@ def _apart_text(good: str, bad: str, apart: str | None) -> str:
             None: "same outputs"}[apart]
 
 
-def _class_of(result: BisectResult, version: str, replay_together: ReplayTogether, target: float | None,
-              known: Known | None, outputs_differ: OutputsDiffer | None) -> str:
-    """`version` classed ("good", "bad", "skip"): by `known` when it can, else replayed (with the good endpoint
-    when timings decide); its class and evidence recorded in `result`."""
-    decided = known(version, result.classes) if known else None
-    if decided is not None:
-        cls, result.evidence[version] = decided
-    else:
-        if result.criterion in (OUTPUTS, OUTPUTS_VS_GOOD, BITS):
-            (run,), good_run = replay_together([version]), result.runs[result.good]
+def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: ReplayTogether,
+                target: float | None, known: Known | None, outputs_differ: OutputsDiffer | None) -> dict[str, str]:
+    """`versions` classed ("good", "bad", "skip"): by `known` when it can, the rest replayed together (each beside
+    the good endpoint when timings decide: then one version at a time); classes and evidence recorded in `result`."""
+    classes: dict[str, str] = {}
+    unknown = []
+    for version in versions:
+        decided = known(version, result.classes) if known else None
+        if decided is None:
+            unknown.append(version)
         else:
-            good_run, run = replay_together([result.good, version])
+            classes[version], result.evidence[version] = decided
+    endpoint = result.runs[result.good]
+    if unknown and result.criterion in (OUTPUTS, OUTPUTS_VS_GOOD, BITS):
+        replayed = [(v, endpoint, run) for v, run in zip(unknown, replay_together(unknown))]
+    else:  # each beside the good endpoint, whose run timed with it is what it is judged against
+        replayed = [(v, *replay_together([result.good, v])) for v in unknown]
+    for version, good_run, run in replayed:
         result.runs[version] = run
-        cls, result.evidence[version] = classify(run, good_run, target, result.criterion, outputs_differ)
-    result.classes[version] = cls
-    return cls
-
+        classes[version], result.evidence[version] = classify(run, good_run, target, result.criterion,
+                                                              outputs_differ)
+    result.classes.update(classes)
+    return classes

@@ -115,6 +115,19 @@ def worker_memory_limit(requested: int | None, together: int = 1, platform: str 
     return max(MEMORY_FLOOR_BYTES, int(available * MEMORY_SHARE / max(1, together)))
 
 
+def default_jobs() -> int:
+    """How many workers this machine holds at once: one per CPU this process may use, and no more than MEMORY_SHARE
+    of MemAvailable gives each MEMORY_FLOOR_BYTES (the floor of a worker's default memory limit)."""
+    import os
+
+    from ..worker.memory import mem_available
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    available = mem_available()
+    by_memory = cpus if available is None else int(available * MEMORY_SHARE // MEMORY_FLOOR_BYTES)
+    return max(1, min(cpus, by_memory))
+
+
 def dtype_of(name: str) -> np.dtype:
     """The numpy dtype of a bundle's dtype name (ml_dtypes included); FormatError for a name no table has."""
     try:

@@ -41,7 +41,8 @@ class ReplayOptions:
     function (None: RUNAWAY_FACTOR times the reference's median call, at the packed sizes), `call_grace_s` added
     to every stretch of calls (the first call, the warmup, a batch of timed calls, the profile);
     `memory_check` refuses inputs and a compiled module that cannot fit in the memory free (XLA's memory
-    analysis), before running."""
+    analysis), before running. `concurrent` starts the first round's workers together instead of one after
+    another (outputs_only: for probes whose timings judge nothing)."""
 
     warmup: int = DEFAULT_WARMUP
     repeat: int = DEFAULT_STEPS
@@ -60,6 +61,7 @@ class ReplayOptions:
     call_limit_s: float | None = None
     call_grace_s: float = RUNAWAY_GRACE_S
     memory_check: bool = True
+    concurrent: bool = False  # the first round's workers start together: a probe that times nothing (outputs_only)
 
     @classmethod
     def of(cls, base: "ReplayOptions | None" = None, *, timing: Timing | None = None,
@@ -75,6 +77,13 @@ class ReplayOptions:
         if shapes is not None:
             settings["shapes"] = parse_bindings(dict(shapes) if isinstance(shapes, Mapping) else shapes) or None
         return replace(base or cls(), **settings)
+
+    def outputs_only(self) -> "ReplayOptions":
+        """These options for a probe judged by its outputs alone: each version runs once (one call after the
+        first, no warm-up beyond it, one round), keeps no dump or profile, and its workers load and compile side by
+        side, since nothing they measure is timed against another."""
+        return replace(self, warmup=0, repeat=1, rounds=1, max_time_s=None, dump=False, profile=False,
+                       concurrent=True)
 
     @property
     def timing(self) -> Timing:

@@ -29,6 +29,7 @@ from ..envs.platforms import PlatformChoice, choose_platform, detect_devices
 from ..errors import CorruptBundleError, ReproBundleError
 from ..logs import Status
 from ..store.scratch import scratch_dir, temp_folder
+from . import spent
 from .budget import Budget, plan
 from .conditions import conditions, snapshot
 from .contenders import RETRACE, ContenderSpec, as_specs
@@ -238,6 +239,7 @@ class _Timed:
     spec: ContenderSpec
     contender: Contender
     packages: dict  # a retrace's program packages in its environment ({} otherwise)
+    env_s: float = 0.0  # seconds its environment took to be ready (found in the cache, or made)
 
 
 @dataclass(frozen=True)
@@ -368,6 +370,7 @@ def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dic
     run = _measured_run(registry, target.bundle, timed.spec, measured[key], reference=target.reference,
                         warmup=warmup, group=group, at_sizes=at_sizes)
     rounds_run = max((len(x.rounds) for x in measured.values()), default=0)
+    run["spent"] = spent.add({"env": round(timed.env_s, 4)}, measured[key].spent)
     run["environment"]["conditions"] = measured_under if key not in budget.retired else \
         {**measured_under, "schedule": budget.describe(rounds_run, key)}
     if timed.packages:
@@ -502,6 +505,7 @@ def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: 
         return _record(target.bundle, spec, "error", refusal, duration_s=0.0)
     interpreter, packages = interpreters.get(spec.jax, target.platform,
                                              program_packages(target.bundle.manifest) if retrace else None)
+    env_s = time.perf_counter() - start
     if isinstance(interpreter, ReproBundleError):
         hint = f" ({interpreter.hint})" if retrace and interpreter.hint else ""
         return _record(target.bundle, spec, "error",
@@ -511,7 +515,7 @@ def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: 
     label = spec.redacted().label if len(bundles) == 1 else f"{target.bundle.ref.name} on {spec.redacted().label}"
     write_job = _job_writer(registry, target, spec, jobs)
     return _Timed(b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(group),
-                                            limits=target.limits), packages)
+                                            limits=target.limits), packages, env_s)
 
 
 def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Sequence[_Timed]) -> list[list[Contender]]:
@@ -544,7 +548,8 @@ def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Pa
                                             memory_limit_bytes=worker_memory_limit(options.memory_limit_bytes,
                                                                                    len(batch), platform),
                                             progress=progress,
-                                            more=budget.more if adaptive else None, pin=pin))
+                                            more=budget.more if adaptive else None, pin=pin,
+                                            concurrent=options.concurrent))
     measured_under = conditions(before, snapshot())
     measured_under["schedule"] = budget.describe(max((len(x.rounds) for x in measured.values()), default=0))
     if pin is not None:

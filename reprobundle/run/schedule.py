@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 from ..config import DEFAULT_STEPS as DEFAULT_STEPS  # defined there for the CLI, with its reason
 from ..logs import Status
+from . import spent
 from .execution import PhaseLimits, WorkerOutcome, WorkerProcess, pinned_env
 
 STEP_TARGET_NS = 50_000_000
@@ -71,6 +72,7 @@ class Measurement:
     steps: list[int] = field(default_factory=list)  # calls in each step, consecutive in samples_ns
     rounds: list[int] = field(default_factory=list)  # steps in each round, consecutive in steps
     calls_per_step: int = 0
+    spent: dict[str, float] = field(default_factory=dict)  # its workers' seconds by category, every round (spent.py)
 
 
 def rounds_for(contenders: int, steps: int, rounds: int | None) -> int:
@@ -87,17 +89,18 @@ def calls_per_step(call_ns: int) -> int:
 def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps: int, rounds: int,
                         timeout_s: float, memory_limit_bytes: int | None = None,
                         progress: Callable[[str], None] | None = None, more: MoreRounds | None = None,
-                        pin: Pin | None = None) -> dict[str, Measurement]:
+                        pin: Pin | None = None, concurrent: bool = False) -> dict[str, Measurement]:
     """Measure `contenders` in `rounds` rounds of about steps/rounds steps each; never raises for a worker.
 
     A contender that fails in a round (crash, hang, error, incompatible) leaves the later rounds; the others go on.
     Every round's worker gets its own folder under `workdir`; only the first round's is kept.
     With `more` the budget is adaptive: `rounds` is the most there may be, and after each round `more(measured,
     rounds done)` names the contenders that take another (a settled one retires; none named: the measurement ends).
-    `pin` runs every worker on the same CPUs with the same thread count (see Pin).
+    `pin` runs every worker on the same CPUs with the same thread count (see Pin). `concurrent`: the first round's
+    workers load and compile together too (a measurement whose times judge nothing: compiles may overlap).
     """
     session = _Session(contenders, workdir, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes, pin=pin,
-                       rounds=rounds, say=progress or (lambda _line: None))
+                       rounds=rounds, say=progress or (lambda _line: None), concurrent=concurrent)
     steps_per_round = max(1, math.ceil(steps / rounds))
     active = list(contenders)
     try:
@@ -126,7 +129,8 @@ class _Session:
     """The state of one measurement: each contender's Measurement, and the workers of the round under way."""
 
     def __init__(self, contenders: Sequence[Contender], workdir: Path, *, timeout_s: float,
-                 memory_limit_bytes: int | None, pin: Pin | None, rounds: int, say: Callable[[str], None]):
+                 memory_limit_bytes: int | None, pin: Pin | None, rounds: int, say: Callable[[str], None],
+                 concurrent: bool = False):
         self.contenders = contenders
         self.workdir = workdir
         self.timeout_s = timeout_s
@@ -134,6 +138,7 @@ class _Session:
         self.pin = pin
         self.rounds = rounds
         self.say = say
+        self.concurrent = concurrent
         self.measured = {c.key: Measurement() for c in contenders}
         self.started: Live = []
 
@@ -159,7 +164,7 @@ class _Session:
         rounds, where = self.rounds, self._where(round_index)
         live: Live = []
         self.started = []
-        if round_index > 0:
+        if round_index > 0 or self.concurrent:
             # Later rounds only time, so their workers start together, which saves most of a start.
             self.say(Status(f"{where}: starting " + ", ".join(c.label or c.key for c in order), "round",
                             round_index, rounds))
@@ -174,6 +179,7 @@ class _Session:
                 self.say(Status(f"{where}: loading and compiling on jax {c.label or c.key}", "compile", 0, rounds))
                 worker = self._start(c, round_index)
                 _get_ready(c, worker, self.measured, live, round_index, rounds)
+        if round_index == 0:
             self._same_calls_per_group(live)
         return live
 
@@ -209,6 +215,7 @@ class _Session:
         for c, worker in live:
             m = self.measured[c.key]
             outcome = worker.finish()
+            spent.add(m.spent, spent.worker_spent(outcome.duration_s, outcome.result))
             if m.failed_round is not None or outcome.status != "ok":
                 _fail(m, outcome, round_index, self.rounds)
                 continue
@@ -240,7 +247,9 @@ def _get_ready(c: Contender, worker: WorkerProcess, measured: dict[str, Measurem
     call_ns = worker.wait_ready()
     m = measured[c.key]
     if call_ns is None:
-        _fail(m, worker.finish(), round_index, rounds)
+        outcome = worker.finish()
+        spent.add(m.spent, spent.worker_spent(outcome.duration_s, outcome.result))
+        _fail(m, outcome, round_index, rounds)
         return
     if round_index == 0:
         m.calls_per_step = calls_per_step(call_ns)

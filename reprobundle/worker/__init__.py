@@ -132,7 +132,7 @@ Result (protocol 1)
                                    # count: events per iteration; op_name: jax op metadata
     "profile": {"iterations", "traced_wall_ns", "source", "module", "note", "attributed_ns", "event_ns",
                 "async_ops"}|None,
-    "phase_s": {phase: seconds},
+    "phase_s": {phase: seconds},   # and "calibrate": the warm-up calls, within "timing"
     "description": {...},          # only when the job asked to describe (records.Description)
     "limit": {"kind": "memory", "needed_bytes", "available_bytes", "bound", "argument_bytes", "output_bytes",
               "temp_bytes", "alias_bytes", "code_bytes"},  # only when refused as too large (memory.py)

@@ -1,0 +1,103 @@
+"""Where an investigation's wall time went: each worker's seconds by what it was doing, from the phases its result
+records (worker/job.py's checkpoints), summed over the rounds of a measurement, over the runs of a probe and over
+the probes of a command (bisect, explain, sweep). Plain data: a map of category -> seconds.
+
+The categories, in the order a table shows them:
+- env: the release's environment made ready (found in the cache, or created by uv)
+- start: the interpreter and JAX started, the job validated, its inputs read (and the process's own start and exit)
+- load: the function loaded by its route, lowered, described, its HLO written (compile excluded)
+- compile: XLA's compile
+- calibrate: the first call and the warm-up calls (a lockstep step's size is measured on them)
+- timed: the timed calls themselves
+- profile: the profiled calls
+- wait: a lockstep worker waiting for the host while the other contenders of its round time their steps
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterable, Mapping, Sequence
+
+CATEGORIES = ("env", "start", "load", "compile", "calibrate", "timed", "profile", "wait")
+_START_PHASES = ("validate", "inputs", "import_jax")
+_LOAD_PHASES = ("describe", "hlo_text", "memory_check")
+
+
+def worker_spent(duration_s: float, result: Mapping | None) -> dict[str, float]:
+    """One worker process's seconds by category, from its wall time and its result's `phase_s`, `compile_s` and
+    samples. What the phases do not cover (the interpreter's start before the first checkpoint, its exit) counts as
+    start."""
+    result = result or {}
+    phases = _phases(result)
+    compile_s = float(result.get("compile_s") or 0.0)
+    calibrate = phases.pop("calibrate", 0.0)
+    timed = sum(int(s) for s in result.get("samples_ns") or []) / 1e9
+    timing = phases.get("timing", 0.0)
+    routes = sum(v for k, v in phases.items() if k.startswith("route:"))
+    spent = {
+        "start": sum(phases.get(k, 0.0) for k in _START_PHASES),
+        "load": max(0.0, routes - compile_s) + sum(phases.get(k, 0.0) for k in _LOAD_PHASES),
+        "compile": min(compile_s, routes) if routes else compile_s,
+        "calibrate": phases.get("execute", 0.0) + calibrate,
+        "timed": min(timed, timing) if timing else timed,
+        "profile": phases.get("profile", 0.0),
+        "wait": max(0.0, timing - calibrate - timed),
+    }
+    spent["start"] += max(0.0, duration_s - sum(phases.values()))
+    return {k: round(v, 4) for k, v in spent.items() if v > 0}
+
+
+def _phases(result: Mapping) -> dict[str, float]:
+    return {str(k): float(v) for k, v in (result.get("phase_s") or {}).items() if isinstance(v, (int, float))}
+
+
+def add(total: dict[str, float], more: Mapping[str, float] | None) -> dict[str, float]:
+    """`total` with `more`'s seconds added to it, category by category (in place; returned)."""
+    for k, v in (more or {}).items():
+        total[k] = round(total.get(k, 0.0) + float(v), 4)
+    return total
+
+
+def summed(parts: Iterable[Mapping[str, float] | None]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for part in parts:
+        add(total, part)
+    return total
+
+
+def of_runs(runs: Iterable[Mapping]) -> dict[str, float]:
+    """The seconds a probe's runs spent, summed (a run without a record of it adds nothing)."""
+    return summed(run.get("spent") for run in runs)
+
+
+class Ledger:
+    """What one command's probes cost: each probe (a replay of some versions, or a sweep's task) with its wall time,
+    how many workers ran at once and its runs' seconds by category; the command's wall time since the ledger began.
+    `as_dict` is what `--json` carries and `-v` prints (render/spent.py)."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.probes: list[dict] = []
+
+    def record(self, what: str, versions: Sequence[str], wall_s: float, runs: Iterable[Mapping], *,
+               at_once: int = 1) -> None:
+        self.probes.append({"what": what, "versions": list(versions), "wall_s": round(wall_s, 3),
+                            "at_once": at_once, "spent": of_runs(runs)})
+
+    def watched(self, what: str, replay: Callable[[Sequence[str]], list], *,
+                concurrent: bool = False) -> Callable[[Sequence[str]], list]:
+        """`replay` (versions -> runs), each call recorded as a probe named `what`."""
+        def probe(versions: Sequence[str]) -> list:
+            t0 = time.perf_counter()
+            runs = replay(versions)
+            self.record(what, versions, time.perf_counter() - t0, runs,
+                        at_once=len(versions) if concurrent else 1)
+            return runs
+        return probe
+
+    def as_dict(self) -> dict:
+        wall = time.perf_counter() - self.started
+        probed = sum(p["wall_s"] for p in self.probes)
+        return {"wall_s": round(wall, 3), "probes": self.probes, "probe_wall_s": round(probed, 3),
+                "outside_probes_s": round(max(0.0, wall - probed), 3),
+                "total": summed(p["spent"] for p in self.probes)}
