@@ -137,7 +137,7 @@ def test_split_points_and_what_the_next_step_may_test():
 
 
 def test_a_workers_phases_become_where_its_time_went():
-    from reprobundle.run.spent import Ledger, worker_spent
+    from reprobundle.run.spent import Ledger, of_runs, worker_spent
 
     result = {"phase_s": {"validate": 0.1, "inputs": 0.2, "import_jax": 1.0, "route:deserialize": 0.5,
                           "hlo_text": 0.1, "execute": 0.05, "timing": 2.0, "calibrate": 0.3, "profile": 0.4},
@@ -146,6 +146,6 @@ def test_a_workers_phases_become_where_its_time_went():
     assert spent == {"start": 1.95, "load": 0.2, "compile": 0.4, "calibrate": 0.35, "timed": 1.0,
                      "profile": 0.4, "wait": 0.7}
     ledger = Ledger()
-    ledger.record("outputs", ["0.4.30"], 5.0, [{"spent": spent}, {"spent": {"env": 2.0}}], at_once=2)
+    ledger.record("outputs", ["0.4.30"], 5.0, of_runs([{"spent": spent}, {"spent": {"env": 2.0}}]), at_once=2)
     data = ledger.as_dict()
     assert data["total"]["env"] == 2.0 and data["probes"][0]["at_once"] == 2

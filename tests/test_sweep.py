@@ -214,7 +214,7 @@ def test_bisect_probes_run_on_the_executor(swept):
     executor = Recording()
     with pytest.raises(UsageError, match=f"the good version {BASELINE} did not run: incompatible"):
         api.bisect("special", BASELINE, "0.8.0", store=store, executor=executor, repeat=4, rounds=2, warmup=1)
-    (task,) = executor.tasks  # the first probe, the endpoints timed together, ran on the executor given
+    (task,) = executor.tasks  # the first probe, the endpoints run together (outputs first), ran on the executor given
     assert task.versions == (BASELINE, "0.8.0") and task.options.dump is False
     registry = api.open_registry(store)
     runs = registry.runs(registry.resolve("special").ref.bundle_id)

@@ -491,6 +491,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     from ..fleet.connect import executor_for
     from ..fleet.executor import LocalExecutor, ReplayTask, TaskResult
     from ..render.sweep import outcome_text
+    from ..run.spent import Ledger
 
     baseline, candidates = _sweep_versions(baseline, candidate, releases)
     options = replay_options(options, settings)
@@ -526,10 +527,16 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
         else:
             progress(Status(f"{result['ref']}: {outcome_text(result)}", "sweep", done, total))
 
+    ledger = Ledger()
     results = sweeping.sweep(registry, bundles, template, executor=executor, rerun=rerun, fn=fn, progress=report)
-    return sweeping.sweep_report(registry, bundles, results, template, executor_name=executor.name,
-                                 rerun=rerun, extra_args=options.args() + (["--index-url", index_url] if index_url else [])
-                                 + (["--mode", mode] if mode != "frozen" else []))
+    out = sweeping.sweep_report(registry, bundles, results, template, executor_name=executor.name,
+                                rerun=rerun, extra_args=options.args() + (["--index-url", index_url] if index_url else [])
+                                + (["--mode", mode] if mode != "frozen" else []))
+    for result in results:  # each task replayed now is a probe; a stored one cost nothing
+        if not result["stored"]:
+            ledger.record(result["ref"], result["versions"], result["wall_s"], result.get("spent") or {})
+    out["spent"] = ledger.as_dict()
+    return out
 
 
 def history(selection: Sequence[str] = (), *, store: str | None = None, labels: dict[str, str] | None = None,

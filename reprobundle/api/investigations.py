@@ -193,6 +193,21 @@ def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, ba
 EXPLAIN_OPTIONS = ReplayOptions(warmup=2, max_time_s=240.0)  # explain's defaults: bounded, answered in ~5 minutes
 
 
+def _recorded(ledger, replay_fn: Callable[..., list[dict]]) -> Callable[..., list[dict]]:
+    """explain's replay_fn with each replay recorded in `ledger`: the evidence (stored_runs False), the experiments."""
+    import time
+
+    from ..run.spent import of_runs
+
+    def replay(contenders: Sequence[ContenderSpec], options: ReplayOptions, **kw: Any) -> list[dict]:
+        t0 = time.perf_counter()
+        runs = replay_fn(contenders, options, **kw)
+        ledger.record("experiments" if kw.get("store_runs") else "evidence", [c.label for c in contenders],
+                      time.perf_counter() - t0, of_runs(runs), at_once=len(contenders) if options.concurrent else 1)
+        return runs
+    return replay
+
+
 def explain(ref: str, versions: Sequence[str], *, store: str | None = None, options: ReplayOptions | None = None,
             python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
             **settings: Any) -> dict:
@@ -201,6 +216,7 @@ def explain(ref: str, versions: Sequence[str], *, store: str | None = None, opti
     from ..bundle.sharing import reproduce_info
     from ..investigate.explain import explain as _explain
     from ..run.replay import replay_platform
+    from ..run.spent import Ledger
 
     if len(versions) != 2 or versions[0] == versions[1]:
         raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax 0.8.0")
@@ -209,10 +225,12 @@ def explain(ref: str, versions: Sequence[str], *, store: str | None = None, opti
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
     manager = environment_manager(EnvConfig.of(env_dir, python))
-    replay_fn = functools.partial(_replay, registry, bundle, env_manager=manager, progress=progress)
+    ledger = Ledger()
+    replay_fn = _recorded(ledger, functools.partial(_replay, registry, bundle, env_manager=manager, progress=progress))
     result = _explain(registry, bundle, ContenderSpec(versions[0]), ContenderSpec(versions[1]), replay_fn=replay_fn,
                       compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
                       platform=replay_platform(bundle, options.platform).platform, options=options, progress=progress)
+    result["spent"] = ledger.as_dict()
     workaround = result["diagnosis"].get("workaround")
     extra = ["--variant", f"{concrete_versions(result['runs'][1:2])[0]}:{workaround['setting']}"] if workaround else []
     result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(result["runs"][:2]),

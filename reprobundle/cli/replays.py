@@ -159,6 +159,7 @@ def explain(
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
+    samples: bool = SamplesOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Why the candidate differs: passes, experiments on it timed with both, a workaround if one restores it."""
@@ -169,8 +170,8 @@ def explain(
                          max_time_s=max_time, timeout_s=timeout, platform=platform, python=python,
                          progress=progress_sink(as_json))
     write_files(result, ((report_path, explain_render.to_markdown), (html_path, explain_render.to_html)))
-    data = explain_render.explain_data(result)
-    emit(as_json, data, explain_render.to_text(clean_values(data)))
+    data = explain_render.explain_data(result, samples=samples)
+    emit(as_json, data, explain_render.to_text(clean_values(data)) + spent_table(result.get("spent")))
 
 
 @app.command()
@@ -390,7 +391,8 @@ def sweep(
                      index_url=index_url, mode="retrace" if retrace else "frozen")
     data = clean_values(data)  # from bundles and run records: each value one line, escaped
     write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))
-    emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=terminal()[0]))
+    emit(as_json, sweep_render.sweep_data(data), sweep_render.to_text(data, width=terminal()[0])
+         + spent_table(data.get("spent")))
     if data["counts"]["failed"] or data["counts"]["mismatch"]:
         raise typer.Exit(EXIT_NOT_OK)
 

@@ -109,6 +109,7 @@ class TaskResult(TypedDict):
     moved_line: str
     host: str | None
     wall_s: float
+    spent: dict[str, float]  # its runs' worker seconds by category (run/spent.py)
     options: dict[str, Any]  # ReplayTask.options_record
     attempts: int
     node: NotRequired[str | None]  # the Ray node that ran it (fleet/ray_executor.py)
@@ -126,7 +127,7 @@ def result_skeleton(ref: str, versions: Sequence[str]) -> TaskResult:
             "stored": False, "group": None, "runs": [], "verdict": None, "ratio": None, "ci95": None, "p_value": None,
             "method": None, "settled": None, "medians_ns": [None] * len(versions), "headline": "", "candidates": [],
             "outputs": "ok", "outputs_detail": "", "moved": None, "moved_line": "", "host": None, "wall_s": 0.0,
-            "options": {}, "attempts": 1}
+            "spent": {}, "options": {}, "attempts": 1}
 
 
 def failed_result(task: ReplayTask, error: str, *, wall_s: float = 0.0, host: str | None = None,

@@ -31,6 +31,7 @@ from ..errors import DiskFullError, ReproBundleError, StoreError
 from ..run.budget import plan
 from ..run.compare import compare_runs
 from ..run.options import ReplayOptions
+from ..run.spent import of_runs
 from ..text import first_line
 from .executor import Executor, ReplayTask, RunSummary, TaskResult, failed_result, result_skeleton
 
@@ -103,6 +104,7 @@ def summarize(registry: Registry, bundle: Bundle, runs: Sequence[dict], task: Re
     out = result_skeleton(str(bundle.ref), versions)
     out.update(_identity(bundle))  # type: ignore[typeddict-item]
     out.update({"stored": stored, "group": runs[0].get("group") if runs else None, "wall_s": round(wall_s, 3),
+                "spent": of_runs(runs),
                 "host": None if stored else host or socket.gethostname(), "options": task.options_record()})
     out["runs"] = [_run_summary(r) for r in runs]
     out.update(_verdicts(registry, bundle, runs, versions))  # type: ignore[typeddict-item]

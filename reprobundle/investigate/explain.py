@@ -144,7 +144,7 @@ def moved_ops(diff: dict | None) -> list[str]:
 def gather_evidence(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidate: ContenderSpec,
                     replay_fn: Callable[..., list[dict]], options: ReplayOptions) -> Evidence:
     """Compile and run both once with per-pass dumps (not stored as runs) and read what the passes did."""
-    once = replace(options, warmup=0, repeat=1, rounds=1, dump=True, profile=False, max_time_s=None)
+    once = replace(options.outputs_only(), dump=True)  # compiled side by side: nothing here is timed
     runs = replay_fn([with_flags(baseline, PASS_DUMP_FLAGS), with_flags(candidate, PASS_DUMP_FLAGS)], once,
                      store_runs=False)
     failed = {side: f"{run['status']}: {run['reason']}" for side, run in zip(("baseline", "candidate"), runs)

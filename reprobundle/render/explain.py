@@ -59,11 +59,15 @@ def _alike(data: dict) -> int:
     return sum(1 for p in data.get("passes") or [] if p["baseline"] and p["candidate"] and not p["effect_differs"])
 
 
-def explain_data(data: dict) -> dict:
-    """What --json prints: everything but the stored runs' full records (their ids are in the comparison)."""
+def explain_data(data: dict, samples: bool = False) -> dict:
+    """What --json prints: everything but the stored runs' full records (their ids are in the comparison); with
+    `samples`, each contender's raw timing samples by label."""
     keep = {k: v for k, v in data.items() if k not in ("runs", "comparison")}
     keep["run_ids"] = [r["run_id"] for r in data.get("runs") or []]
     keep["headlines"] = [h["text"] for h in (data.get("comparison") or {}).get("headlines") or []]
+    if samples:
+        keep["samples_ns"] = {row["label"]: row.get("samples_ns") or []
+                              for row in (data.get("comparison") or {}).get("rows") or []}
     return keep
 
 

@@ -79,10 +79,11 @@ class Ledger:
         self.started = time.perf_counter()
         self.probes: list[dict] = []
 
-    def record(self, what: str, versions: Sequence[str], wall_s: float, runs: Iterable[Mapping], *,
+    def record(self, what: str, versions: Sequence[str], wall_s: float, spent: Mapping[str, float], *,
                at_once: int = 1) -> None:
+        """One probe: `spent` its workers' seconds by category (of_runs of its runs)."""
         self.probes.append({"what": what, "versions": list(versions), "wall_s": round(wall_s, 3),
-                            "at_once": at_once, "spent": of_runs(runs)})
+                            "at_once": at_once, "spent": dict(spent)})
 
     def watched(self, what: str, replay: Callable[[Sequence[str]], list], *,
                 concurrent: bool = False) -> Callable[[Sequence[str]], list]:
@@ -90,7 +91,7 @@ class Ledger:
         def probe(versions: Sequence[str]) -> list:
             t0 = time.perf_counter()
             runs = replay(versions)
-            self.record(what, versions, time.perf_counter() - t0, runs,
+            self.record(what, versions, time.perf_counter() - t0, of_runs(runs),
                         at_once=len(versions) if concurrent else 1)
             return runs
         return probe
