@@ -15,9 +15,9 @@ log = logging.getLogger(__name__)
 
 class Prefetch:
     """`want(versions)` makes each version's environment (platform `platform`) in at most `jobs` background threads,
-    once; a failure is only logged (the probe that needs the version meets it again and reports it). `close` cancels
-    what has not started and waits for what has (an environment is created whole or not at all: envs/build.py);
-    `with Prefetch(...)` closes it."""
+    once, in the order asked; a failure is only logged (the probe that needs the version meets it again and reports
+    it). `close` cancels what has not started and waits for what has (an environment is created whole or not at
+    all: envs/build.py); `with Prefetch(...)` closes it."""
 
     def __init__(self, manager: EnvironmentManager, jobs: int = 1, platform: str = "cpu"):
         self.manager = manager
@@ -26,6 +26,12 @@ class Prefetch:
         self.wanted: dict[str, Future] = {}
 
     def want(self, versions: Iterable[str]) -> None:
+        """Make these next, in this order; a version asked for before and not started since, but not now, is
+        dropped (the search went elsewhere: its turn would delay one it needs)."""
+        versions = list(versions)
+        for version, future in list(self.wanted.items()):
+            if version not in versions and future.cancel():
+                del self.wanted[version]
         for version in versions:
             if version not in self.wanted:
                 self.wanted[version] = self.pool.submit(self._make, version)

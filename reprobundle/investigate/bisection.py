@@ -122,8 +122,8 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     candidates = [v for v in ordered if version_key(good) < version_key(v) < version_key(bad)]
     _check_by(by, outputs_differ)
     result = BisectResult(good, bad, TIME, first_bad=bad, last_good=good, candidates=candidates, by=by)
-    if ahead:
-        ahead(split_points(candidates, max(1, jobs)))
+    if ahead:  # the endpoints' environments side by side, then the first step's
+        ahead([good, bad, *split_points(candidates, max(1, jobs))])
     target = _endpoints(result, replay_together, outputs_differ, check_together)
     result.log_ratio = target
     checks = check_together if check_together is not None and result.criterion != TIME else replay_together
@@ -136,7 +136,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
             progress(f"bisect: {len(remaining)} versions left between {last_good} and {first_bad}; testing "
                      + ", ".join(picks) + (" at once" if len(picks) > 1 else ""))
         if ahead:
-            ahead(next_picks(remaining, picks, per_step))
+            ahead([*picks, *next_picks(remaining, picks, per_step)])
         classes = _classes_of(result, picks, replay_together if result.criterion == TIME else checks, target, known,
                               outputs_differ)
         last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
