@@ -2,7 +2,7 @@
 CLI runs it (evidence compile with per-pass dumps, the experiments chosen, one replay of every contender in paired
 rounds, the diagnosis). Goal (#20): the answer within 5 minutes on the project's 2-core VM when quiet.
 
-Prints per run: wall time, time to the plan (evidence), how many experiments and which, the rounds the replay took,
+Prints per run: wall time, where it went (each replay's worker seconds by category, run/spent.py), time to the plan (evidence), how many experiments and which, the rounds the replay took,
 the diagnosis, and the conditions it ran under (load before and after, CPU time of other processes), since a busy
 machine needs more rounds for the same verdicts. A reference for the cost of one plain replay of the two versions
 is measured in the same run (the same timing options), so the figure is also a ratio against it.
@@ -59,6 +59,10 @@ def main() -> None:
               f"{len(result['experiments'])} experiments, {rounds} rounds; "
               + ", ".join(f"{e['setting']} ({e['status']})" for e in result["experiments"]))
         print(f"  diagnosis ({result['diagnosis']['kind']}): {result['diagnosis']['summary']}")
+        for probe in result["spent"]["probes"]:  # where the time went (run/spent.py)
+            print(f"  {probe['what']} [{', '.join(probe['versions'])}] {probe['wall_s']:.1f} s wall, "
+                  f"{probe['at_once']} at once; worker seconds: "
+                  + ", ".join(f"{k} {v:.1f}" for k, v in probe["spent"].items()))
         print(f"  conditions: {summary(measured)}")
         t0 = time.perf_counter()
         api.replay("attention", args.versions, store=store, warmup=2, max_time_s=args.max_time)

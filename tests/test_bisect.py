@@ -149,3 +149,22 @@ def test_a_workers_phases_become_where_its_time_went():
     ledger.record("outputs", ["0.4.30"], 5.0, of_runs([{"spent": spent}, {"spent": {"env": 2.0}}]), at_once=2)
     data = ledger.as_dict()
     assert data["total"]["env"] == 2.0 and data["probes"][0]["at_once"] == 2
+
+
+def test_the_time_table_and_the_json_without_samples():
+    from reprobundle.render.spent import spent_text, without_samples
+    from reprobundle.run.spent import Ledger
+
+    ledger = Ledger()
+    ledger.record("outputs", ["0.4.30", "0.10.2"], 3.94, {"env": 0.5, "start": 3.4, "compile": 0.07}, at_once=2)
+    ledger.record("timed", ["0.4.38"], 12.0, {"start": 1.3, "timed": 8.0, "wait": 1.0})
+    text = spent_text(ledger.as_dict())
+    header, rule, first, second, total, *footer = text.splitlines()
+    assert header.split() == ["probe", "versions", "at", "once", "wall", "s", "env", "start", "compile", "timed",
+                              "wait"]
+    assert first.split()[:5] == ["outputs", "0.4.30,", "0.10.2", "2", "3.9"]
+    assert total.split() == ["total", "15.9", "0.5", "4.7", "0.1", "8.0", "1.0"]
+    assert all(len(line) <= 100 for line in text.splitlines()) and "2 probe(s)" in " ".join(footer)
+    comparison = {"rows": [{"label": "0.4.30", "samples_ns": [1, 2, 3], "median_ns": 2.0, "n": 3}], "top": 1}
+    assert without_samples(comparison) == {"rows": [{"label": "0.4.30", "median_ns": 2.0, "n": 3}], "top": 1}
+    assert comparison["rows"][0]["samples_ns"] == [1, 2, 3]  # the caller's data is left as it was

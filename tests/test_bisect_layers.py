@@ -146,6 +146,14 @@ def test_bisect_by_bits_names_the_compiler_release_whose_last_bits_changed(store
     data = json.loads(out)
     assert (data["criterion"], data["first_bad"], data["last_good"], data["by"]) == ("bits", "0.5.1", "0.5.0", "bits")
     assert data["classes"] == {"0.4.38": "good", "0.5.1": "bad", "0.5.0": "good"}
+    # judged by bits: every probe ran each version once, untimed (the endpoints side by side), and said where its
+    # time went; the JSON carries no raw samples
+    spent = data["spent"]
+    assert [(p["what"], p["versions"], p["at_once"]) for p in spent["probes"]] == [
+        ("outputs", ["0.4.38", "0.5.1"], 2), ("outputs", ["0.5.0"], 1), ("outputs retrace", ["0.5.0", "0.5.1"], 2)]
+    assert all("timed" not in p["what"] and p["spent"]["start"] > 0 for p in spent["probes"])
+    assert spent["wall_s"] >= spent["probe_wall_s"] > 0
+    assert all("samples_ns" not in row and row["n"] >= 1 for row in data["comparison"]["rows"])
     assert data["why"] == "--by bits: the outputs of jax 0.4.38 and 0.5.1 differ in bits, within the tolerance"
     layer = data["layer"]
     # the same StableHLO on both sides (retraced by each), the frozen module's last bits changed: the compiler

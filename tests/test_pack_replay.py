@@ -19,6 +19,7 @@ import reprobundle
 from reprobundle.bundle import manifest as mf
 from reprobundle.bundle.registry import Registry, blob_key
 from reprobundle.errors import InputMismatchError, UsageError
+from reprobundle.run.spent import CATEGORIES
 
 ROOT = Path(__file__).parent.parent
 TIMED = dict(warmup=1, repeat=5)  # five timed calls: the manifest's samples are counted below
@@ -59,6 +60,11 @@ def test_pack_and_replay_python_api(store_dir, args):
     timing = run["timing"]
     assert len(timing["steps"]) == 5 and timing["rounds"] == [5]  # one version: one round of 5 steps
     assert sum(timing["steps"]) == len(timing["samples_ns"]) and timing["steps"][0] > 1  # a tiny function: batches
+    # where its worker's time went (run/spent.py): the timed calls are the samples, the rest the worker's phases
+    spent = run["spent"]
+    assert {"start", "load", "compile", "calibrate", "timed", "profile"} <= set(spent) <= set(CATEGORIES)
+    assert spent["timed"] == pytest.approx(sum(timing["samples_ns"]) / 1e9, abs=1e-3)
+    assert sum(v for k, v in spent.items() if k != "env") <= run["duration_s"] + 1e-3
     assert_schema_valid(run, "run")
     assert [r["run_id"] for r in registry.runs(bundle.ref.bundle_id)] == [run["run_id"]]
 
