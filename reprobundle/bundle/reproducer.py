@@ -147,23 +147,34 @@ def _median(samples: Sequence[int]) -> float | None:
 
 def difference(bundle: Bundle, runs: list[dict]) -> Difference:
     """What the bundle shows, from minimize's labels, else from its stored runs."""
-    labels = bundle.manifest.get("labels") or {}
-    prop = str(labels.get("minimized-property") or "")
-    diff = Difference(seen=[run_line(r) for r in runs])
+    prop = str((bundle.manifest.get("labels") or {}).get("minimized-property") or "")
     failed = [r for r in runs if r.get("status") in ("error", "crashed", "timeout")]
-    worse = [r for r in runs if r.get("status") == "mismatch"] or failed
-    diff.expect = prop.split()[0] if prop else "error" if failed and len(failed) < len(runs) else "outputs"
-    diff.bits = "--bits" in prop
-    if worse or runs[1:]:
-        diff.show = _settings_env((worse or runs)[-1])
-    if diff.expect == "slower" and len(runs) >= 2:
-        base, slow = (_median((r.get("timing") or {}).get("samples_ns") or []) for r in (runs[0], runs[-1]))
-        if base and slow and slow > base:
-            diff.slower_at = float(np.sqrt(slow / base))
-    diff.text = {"outputs": "outputs against the reference" + (", any bit" if diff.bits else ""),
-                 "error": "an error where the reference ran", "slower": "time against the reference's"}.get(
-        diff.expect, diff.expect)
+    expect = prop.split()[0] if prop else "error" if 0 < len(failed) < len(runs) else "outputs"
+    diff = Difference(expect=expect, bits="--bits" in prop, seen=[run_line(r) for r in runs])
+    diff.show = _shown_under(runs, failed)
+    if expect == "slower":
+        diff.slower_at = _slower_at(runs)
+    diff.text = EXPECT_TEXT.get(expect, expect) + (", any bit" if diff.bits else "")
     return diff
+
+
+EXPECT_TEXT = {"outputs": "outputs against the reference", "error": "an error where the reference ran",
+               "slower": "time against the reference's"}
+
+
+def _shown_under(runs: list[dict], failed: list[dict]) -> dict[str, str]:
+    """The settings of the run that showed the difference: the last mismatch or failure, else the last run."""
+    worse = [r for r in runs if r.get("status") == "mismatch"] or failed or runs[1:]
+    return _settings_env(worse[-1]) if worse else {}
+
+
+def _slower_at(runs: list[dict]) -> float | None:
+    """The ratio to the reference's median from which a call counts as slower: the geometric midpoint of the
+    stored baseline's and the slower contender's medians (None without both)."""
+    if len(runs) < 2:
+        return None
+    base, slow = (_median((r.get("timing") or {}).get("samples_ns") or []) for r in (runs[0], runs[-1]))
+    return float(np.sqrt(slow / base)) if base and slow and slow > base else None
 
 
 def tolerances(reference: Sequence[np.ndarray], bits: bool) -> list[tuple[float, float]]:
@@ -311,3 +322,51 @@ def write_script(ref: str, out: str | Path | None, *, store: str | None = None) 
         Path(out).write_text(script, encoding="utf-8")
     return {"bundle": str(bundle.ref), "path": str(out) if out else None, "bytes": len(script.encode("utf-8")),
             "script": script}
+
+
+# ------------------------------------------------------------------------------------------------ HLO for XLA
+
+HLO_ARTIFACTS = (("before", "hlo_before"), ("after", "hlo_after"))  # (file suffix, artifact): before/after passes
+
+
+def hlo_texts(registry: Registry, bundle: Bundle) -> dict[str, str]:
+    """The bundle's HLO before and after XLA's optimization passes (the reference run's artifacts), as stored."""
+    artifacts = bundle.manifest.get("artifacts") or {}
+    return {suffix: registry.get_blob(artifacts[name]["blob"]).decode("utf-8", "replace")  # type: ignore[literal-required]
+            for suffix, name in HLO_ARTIFACTS if name in artifacts}
+
+
+def file_stem(bundle: Bundle) -> str:
+    """NAME-V with nothing but letters, digits, `.`, `_` and `-` (a file name from a stranger's bundle)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{bundle.ref.name}-{bundle.ref.version}").lstrip(".") or "bundle"
+
+
+def run_hlo_module_line(bundle: Bundle, diff: Difference, path: str) -> str:
+    """The `run_hlo_module` command that compiles the HLO before optimization with the setting that shows the
+    difference and compares its result with XLA's interpreter on generated inputs."""
+    backend = str((bundle.manifest.get("environment") or {}).get("backend") or "cpu")
+    platform = {"cpu": "CPU", "gpu": "CUDA", "cuda": "CUDA", "rocm": "ROCM"}.get(backend.lower(), backend.upper())
+    env = {k: v for k, v in diff.show.items() if k != "XLA_FLAGS"}
+    flags = shlex.split(diff.show.get("XLA_FLAGS", ""))
+    words = [f"{k}={shlex.quote(v)}" for k, v in env.items()] + [
+        "run_hlo_module", f"--platform={platform}", "--reference_platform=interpreter", "--input_format=hlo"]
+    return " ".join(words + [shlex.quote(f) for f in flags] + [shlex.quote(path)])
+
+
+def write_hlo(ref: str, folder: str | Path, *, store: str | None = None) -> dict:
+    """NAME-V.before.hlo and NAME-V.after.hlo in `folder`, and the run_hlo_module line: {"bundle", "files",
+    "command"}; NoScriptError when the bundle stores neither."""
+    registry, bundle = open_ref(ref, store)
+    texts = hlo_texts(registry, bundle)
+    if not texts:
+        raise NoScriptError(f"{bundle.ref} stores no HLO (its reference run kept none)", hint=_zip_hint(bundle))
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for suffix, text in texts.items():
+        path = out / f"{file_stem(bundle)}.{suffix}.hlo"
+        path.write_text(text, encoding="utf-8")
+        files[suffix] = str(path)
+    diff = difference(bundle, stored_runs(registry, bundle))
+    source = files.get("before") or files["after"]
+    return {"bundle": str(bundle.ref), "files": files, "command": run_hlo_module_line(bundle, diff, source)}
