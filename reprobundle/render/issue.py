@@ -83,19 +83,26 @@ def _environment(data: dict) -> list[str]:
 
 
 def issue_markdown(data: dict) -> str:
-    """The issue body; optional blocks (the HLO modules, then the script) are left out where the body would pass
-    GitHub's limit."""
-    head = _seen(data) + [""]
+    """The issue body; where it would pass GitHub's limit, the HLO modules inline are left out first, then the
+    script (the commands that make them stay)."""
+    body = _body(data)
+    if len(body) > data["body_limit"]:
+        data = {**data, "hlo": {**data["hlo"], "before": None, "after": None}}
+        body = _body(data)
+    if len(body) > data["body_limit"] and data["script"]["text"] is not None:
+        size = data["script"]["bytes"] // 1024 + 1
+        data = {**data, "script": {**data["script"], "text": None, "why": f"the script ({size} KiB) would make the "
+                                                                           "issue too long to paste"}}
+        body = _body(data)
+    return body
+
+
+def _body(data: dict) -> str:
     xla = data["tracker"] == "xla"
     main = _hlo(data) if xla else _script(data)
     rest = (_script(data) if xla else []) + [""] + _environment(data) + ["", reproduce_markdown(
         data["reproduce"], heading="### Bundle (replays with reprobundle, or by itself)")]
-    body = "\n".join(head + main + [""] + rest) + "\n"
-    if len(body) > data["body_limit"]:
-        lean = {**data, "script": {**data["script"], "text": None, "why": "the issue would be too long with it"},
-                "hlo": {**data["hlo"], "before": None, "after": None}}
-        return issue_markdown({**lean, "body_limit": 1 << 30})
-    return body
+    return "\n".join(_seen(data) + [""] + main + [""] + rest) + "\n"
 
 
 def issue_text(data: dict) -> str:
