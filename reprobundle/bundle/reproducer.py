@@ -123,10 +123,13 @@ def stored_runs(registry: Registry, bundle: Bundle) -> list[dict]:
     return [r for r in runs if r.get("group") == group] if group else runs[-1:]
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a variable a shell line can set (a stranger's record: no others)
+
+
 def _settings_env(run: dict) -> dict[str, str]:
-    """The environment a run's contender set: XLA_FLAGS and other variables."""
+    """The environment a run's contender set: XLA_FLAGS and other variables (values quoted where shown)."""
     settings = (run.get("contender") or {}).get("settings") or {}
-    env = {str(k): str(v) for k, v in (settings.get("env") or {}).items()}
+    env = {str(k): str(v) for k, v in (settings.get("env") or {}).items() if _ENV_NAME.fullmatch(str(k))}
     flags = " ".join(str(f) for f in settings.get("xla_flags") or [])
     if flags:
         env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flags).strip()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import re
+import shlex
 
 from ..text import clean
 from .sharing import reproduce_markdown
@@ -54,7 +55,7 @@ def _script(data: dict) -> list[str]:
         else:
             lines.append(f"No standalone script: {md(s['why'])}.")
         return lines
-    show = " ".join(f"{k}={v}" for k, v in data["show"].items())
+    show = " ".join(f"{k}={shlex.quote(v)}" for k, v in data["show"].items())
     runs = [f"python {s['name']}   # as the reference ran: exit 0"]
     if show:
         runs.append(f"{show} python {s['name']}   # exit 1: the difference")
