@@ -43,10 +43,15 @@ def pieces(tmp_path_factory):
     """A store with chain-min (outputs under the excess-precision flag, replayed fresh: stored runs) and
     chain-error (the rng spot that fails to compile without its expander pass)."""
     store = tmp_path_factory.mktemp("script") / "store"
-    fn, args = minimize_chain.chain(6, ("bf16", "rng"))
+    fn, args = minimize_chain.chain(3, ("bf16", "rng"))
     reprobundle.pack(jax.jit(fn), *args, name="chain", store=str(store), **PACK)
-    reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.EXCESS_PRECISION_OFF], prop="outputs",
-                             store=str(store))
+    result = reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.EXCESS_PRECISION_OFF],
+                                      prop="outputs", store=str(store))
+    assert result.next == f"reprobundle issue chain-min@1 --store {store}"  # minimize offers the issue
+    from reprobundle.render.minimize import minimize_data, minimize_text, to_markdown
+
+    data = minimize_data(result)
+    assert result.next in minimize_text(data) and result.next in to_markdown(data)
     reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.NO_RNG_EXPANDER], prop="error",
                              store=str(store), name="chain-error", check=False)
     return store
@@ -66,11 +71,11 @@ def fresh_python(tmp_path_factory):
     return python
 
 
-def _run(python, script: Path, flags: str | None = None) -> subprocess.CompletedProcess:
+def _run(python, script: Path, flags: str | None = None, platforms: str = "cpu") -> subprocess.CompletedProcess:
     import os
 
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
-    env.update(JAX_PLATFORMS="cpu", **({"XLA_FLAGS": flags} if flags else {}))
+    env.update(JAX_PLATFORMS=platforms, **({"XLA_FLAGS": flags} if flags else {}))
     done = subprocess.run([str(python), "-c", AUDIT, str(script)], env=env, capture_output=True, text=True,
                           timeout=300, cwd=script.parent)
     assert "CLEAN []" in done.stdout, done.stdout + done.stderr
@@ -112,6 +117,8 @@ def test_an_error_piece_exits_1_naming_the_error(pieces, tmp_path, fresh_python)
     failed = _run(fresh_python, script, RNG_FLAG)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "result: ERROR" in failed.stdout and "RngBitGenerator" in failed.stdout and "compile" in failed.stdout
+    nowhere = _run(fresh_python, script, platforms="no-such-platform")  # jax cannot start: 3, as a zip says
+    assert nowhere.returncode == 3 and "result: could not run" in nowhere.stdout, nowhere.stdout + nowhere.stderr
 
 
 def test_the_hlo_files_and_the_run_hlo_module_line(pieces, tmp_path):

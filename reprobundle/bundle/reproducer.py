@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import ReproBundleError, UsageError
 from ..text import clean
 from ..worker.dtypes import np_dtype
 from ..worker.stablehlo import strip_mlir_locations
@@ -113,10 +113,13 @@ def arrays(registry: Registry, bundle: Bundle) -> tuple[list[np.ndarray], list[n
 
 
 def stored_runs(registry: Registry, bundle: Bundle) -> list[dict]:
-    """The runs of the bundle's latest stored replay (its group), oldest first; none in a read-only store."""
-    if registry.store.read_only:
-        return []
-    runs = sorted(registry.runs(bundle.ref.bundle_id), key=lambda r: str(r.get("created", "")))
+    """The runs of the bundle's latest stored replay (its group), oldest first. A zip holds none: those of its
+    copy in the default local store count (where `replay NAME.zip` and minimize put them)."""
+    try:
+        found = (Registry.open(None) if registry.store.read_only else registry).runs(bundle.ref.bundle_id)
+    except ReproBundleError:
+        found = []
+    runs = sorted(found, key=lambda r: str(r.get("created", "")))
     if not runs:
         return []
     group = runs[-1].get("group")
@@ -323,6 +326,7 @@ def write_script(ref: str, out: str | Path | None, *, store: str | None = None) 
     script = script_text(registry, bundle, fname)
     if out:
         Path(out).write_text(script, encoding="utf-8")
+        Path(out).chmod(0o755)  # it starts with #!/usr/bin/env python3
     return {"bundle": str(bundle.ref), "path": str(out) if out else None, "bytes": len(script.encode("utf-8")),
             "script": script}
 
