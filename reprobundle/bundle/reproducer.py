@@ -275,7 +275,7 @@ def _header(bundle: Bundle, diff: Difference, sources: list[str], fname: str) ->
     lines = ["#!/usr/bin/env python3", "# A reproducer written by `reprobundle script`: it runs with only jax and numpy.",
              _comment(f"Bundle: {bundle.ref} ({bundle.ref.bundle_id})"),
              "# Exit code: 0 it behaves as the reference did, 1 it shows the difference, 3 it could not run.",
-             f"#   python {fname}          # as the reference ran"]
+             _comment(f"  python {fname}          # as the reference ran")]
     if env:
         lines.append(_comment(f"  {env} python {fname}", 400))
         lines.append("#       (the setting under which the difference was seen)")

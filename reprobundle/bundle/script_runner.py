@@ -146,7 +146,8 @@ def _leaf_check(i, got, ref, rtol, atol):
         return True
     print("  output %d: %d of %d elements outside the tolerance (rtol %g, atol %g); the worst:"
           % (i, count, bad.size, rtol, atol))
-    for flat in np.argsort(-np.nan_to_num(excess, nan=np.inf))[:5]:
+    worst = np.flatnonzero(bad.ravel())
+    for flat in worst[np.argsort(-excess[worst], kind="stable")][:5]:
         at = np.unravel_index(int(flat), ref.shape) if ref.ndim else ()
         print("    [%s]  reference %s  got %s  (abs err %.3g, allowed %.3g)" % (
             ", ".join(str(int(k)) for k in at), _text(ref[at]), _text(got[at]), float(diff[at]), float(allowed[at])))

@@ -111,8 +111,8 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
             "seen": diff.seen, "environment": environment_rows(bundle), "script": _script(registry, bundle, ref, stem),
-            "hlo": {"before": hlo.get("before"), "after": hlo.get("after"),
-                    "command": run_hlo_module_line(bundle, diff, f"{stem}.before.hlo") if hlo else None,
+            "hlo": {"before": hlo.get("before"), "after": hlo.get("after"), "folder": f"{stem}-hlo",
+                    "command": run_hlo_module_line(bundle, diff, f"{stem}.{next(iter(hlo))}.hlo") if hlo else None,
                     "files_command": " ".join(["reprobundle", "script", shlex.quote(ref), "--hlo", f"{stem}-hlo",
                                                *(shlex.quote(a) for a in store_args(registry))])},
             "reproduce": _reproduce(registry, bundle, runs), "body_limit": BODY_LIMIT}

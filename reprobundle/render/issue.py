@@ -59,7 +59,7 @@ def _script(data: dict) -> list[str]:
     runs = [f"python {s['name']}   # as the reference ran: exit 0"]
     if show:
         runs.append(f"{show} python {s['name']}   # exit 1: the difference")
-    lines += [f"`{md(s['name'])}` runs with only `jax` and `numpy` installed (exit 0: as the reference, 1: the "
+    lines += [f"`{s['name']}` runs with only `jax` and `numpy` installed (exit 0: as the reference, 1: the "
               "difference, 3: could not run):", "", *fence("\n".join(runs), "sh"), ""]
     return lines + _details(f"{s['name']} ({s['bytes'] // 1024 + 1} KiB)", fence(s["text"], "python"))
 
@@ -68,8 +68,11 @@ def _hlo(data: dict) -> list[str]:
     h = data["hlo"]
     if not h["command"]:
         return ["### HLO", "", "The bundle stores no HLO: its reference run kept none."]
-    lines = ["### HLO", "", f"The HLO files: `{md(h['files_command'])}` writes them; then, in that folder:", "",
-             *fence(h["command"], "sh"), ""]
+    name = h["command"].rsplit(" ", 1)[-1]
+    lines = ["### HLO", "", f"Save the HLO before optimizations (below) as `{name}`, or write both files with "
+             "reprobundle, then compile and run it with the setting that shows the difference, against XLA's "
+             "interpreter:", "", *fence(f"{h['files_command']}   # or save the text below\ncd {h['folder']}\n"
+                                         f"{h['command']}", "sh"), ""]
     for key, label in (("before", "HLO before optimizations"), ("after", "HLO after optimizations")):
         text = h.get(key)
         if text and len(text) <= HLO_INLINE_CHARS:
