@@ -73,8 +73,9 @@ def test_a_light_command_loads_no_heavy_module(env, tmp_path, argv):
     assert "reprobundle.cli.runner" in modules  # the audit saw the command run, not an early exit
 
 
-@pytest.mark.parametrize("argv", [["push", "small", "--to", "{tmp}/copy"], ["verify", "small"], ["tag", "small", "t"]],
-                         ids=["push", "verify", "tag"])
+@pytest.mark.parametrize("argv", [["push", "small", "--to", "{tmp}/copy"], ["verify", "small"], ["tag", "small", "t"],
+                                  ["script", "small", "-o", "{tmp}/repro.py"], ["issue", "small"]],
+                         ids=["push", "verify", "tag", "script", "issue"])
 def test_a_command_that_runs_no_jax_loads_no_scipy_jax_or_cloud_client(env, tmp_path, argv):
     """Commands that move and check bundles go through the library but never its statistics, JAX or cloud clients
     (every CLI subprocess of a push campaign paid 1.2 s of CPU for scipy)."""

@@ -1,8 +1,10 @@
-"""Commands that move bundles between stores: push, pull, copy, url, gc, cache. The library loads inside each
-command (only what it uses): loading this module must cost nothing beyond typer (tests/test_startup.py)."""
+"""Commands that move bundles between stores and into bug reports: push, pull, copy, url, script, issue, gc,
+cache. The library loads inside each command (only what it uses): loading this module must cost nothing beyond
+typer (tests/test_startup.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -81,6 +83,59 @@ def url_cmd(ref: str,
     # api.share_info's two calls, made here so that `url` does not load the whole library to start
     info = with_snippet(sharing.share_info(ref, store=store, jax_versions=jax_versions))
     emit(as_json, info, share_text(info))  # a store only this machine reads: the snippet itself says so
+
+
+@app.command("script")
+def script_cmd(ref: str,
+               out: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the script to this file "
+                                                  "(default: print it)."),
+               hlo: Optional[Path] = typer.Option(None, "--hlo", metavar="DIR", help="Write the HLO before and after "
+                                                  "XLA's passes into DIR and print the run_hlo_module line, for XLA's "
+                                                  "tracker."),
+               store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """A standalone Python reproducer that runs with only jax and numpy (exit 0 as the reference, 1 the
+    difference, 3 could not run); refused past 64 KiB (export the zip then)."""
+    from ..bundle.reproducer import write_hlo, write_script
+
+    if hlo is not None:
+        data = write_hlo(ref, hlo, store=store)
+        files = "\n".join(f"  {path}" for path in data["files"].values())
+        emit(as_json, data, f"{clean(data['bundle'])}: HLO written\n{files}\n\nIn {clean(str(hlo))}:\n"
+                            f"  {clean(data['command'], None)}")
+        if out is None:
+            return
+    data = write_script(ref, out, store=store)
+    if out is None:
+        emit(as_json, data, data["script"])
+        return
+    emit(as_json, {k: v for k, v in data.items() if k != "script"},
+         f"{clean(data['bundle'])}: wrote {clean(str(out))} ({data['bytes'] / 1024:.1f} KiB); run it with python "
+         f"{clean(str(out))} (needs only jax and numpy)")
+
+
+@app.command("issue")
+def issue_cmd(ref: str,
+              tracker: Optional[str] = typer.Option(None, "--tracker", help="jax or xla: the form of the report "
+                                                    "(default: xla for a piece minimize reduced, else jax)."),
+              open_url: bool = typer.Option(False, "--open", help="Print the tracker's new-issue URL with the title "
+                                            "filled in (nothing is sent)."),
+              out: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the body to this file."),
+              store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
+    """A Markdown issue body ready to paste: title, what was seen, the reproducer script, the environment, the
+    bundle's Reproduce block."""
+    from ..investigate.issue import issue_data
+    from ..render.issue import issue_markdown, issue_text
+
+    data = issue_data(ref, store=store, tracker=tracker)
+    body = issue_markdown(data)
+    if out is not None:
+        out.write_text(body, encoding="utf-8")
+    if open_url or out is not None:
+        lines = [f"Title: {clean(data['title'])}"] + ([f"Body: {clean(str(out))}"] if out is not None else [])
+        lines += [f"Open: {data['open_url']}"] if open_url else []
+        emit(as_json, {**data, "body": body}, "\n".join(lines))
+        return
+    emit(as_json, {**data, "body": body}, issue_text(data))
 
 
 @app.command("gc")

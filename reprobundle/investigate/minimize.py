@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import shlex
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from ..run.replay import leaf_array, replay, replay_platform
 from ..run.schedule import DEFAULT_STEPS
 from ..store.watchdog import handling_signals
 from .hlo_cut import Cut, FunctionGraph, bundle_inputs, cut, feedable, graph_of, location_key, opened, unused_results
+from .issue import store_args
 
 if TYPE_CHECKING:
     from ..envs.manager import EnvironmentManager
@@ -374,6 +376,7 @@ class Minimization:
     reproduce: dict = field(default_factory=dict)  # the Reproduce block of the reduced bundle (api fills it in)
     runs: list[dict] = field(default_factory=list)  # the fresh replay's run records
     levels: int = 1  # 1: the top level only; each region opened adds one
+    next: str | None = None  # the command that drafts the bug report of the reduced bundle (`reprobundle issue`)
 
 
 def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderSpec], *, prop: str | None = None,
@@ -430,6 +433,7 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     target = name or f"{bundle.ref.name}-min"
     say(Status(f"packing the {result.ops_after} ops as {target}", "minimize"))
     result.packed = _pack(registry, bundle, best, result, target, timeout_s)
+    result.next = " ".join(["reprobundle", "issue", result.packed, *map(shlex.quote, store_args(registry))])
     if interrupted:
         say(Status(f"interrupted: kept the best piece so far ({result.ops_after} of {result.ops_before} ops) as "
                    f"{result.packed}", "minimize"))

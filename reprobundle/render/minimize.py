@@ -26,7 +26,7 @@ def minimize_data(result) -> dict:
             "levels": result.levels,
             "ops": result.ops, "packed": result.packed, "whole": _shown(result.whole), "check": _shown(result.check),
             "stablehlo": text if len(lines) <= INLINE_LINES else None, "stablehlo_lines": len(lines),
-            "reproduce": result.reproduce or None, "summary": summary_line(result)}
+            "reproduce": result.reproduce or None, "summary": summary_line(result), "next": result.next}
 
 
 def _shown(detail: dict) -> dict:
@@ -84,6 +84,8 @@ def minimize_text(data: dict) -> str:
         out += ["", "StableHLO:"] + ["  " + clean(line) for line in data["stablehlo"].splitlines()]
     if data.get("reproduce"):
         out += ["", *(clean(line) for line in reproduce_text(data["reproduce"]))]
+    if data.get("next"):
+        out += ["", f"Next: {clean(data['next'])}   # the bug report, with the piece as a script that needs only jax"]
     return "\n".join(out)
 
 
@@ -99,6 +101,9 @@ def to_markdown(data: dict) -> str:
         out += ["", "#### StableHLO", "", "```mlir", data["stablehlo"].strip(), "```"]
     if data.get("reproduce"):
         out += ["", reproduce_markdown(data["reproduce"])]
+    if data.get("next"):
+        out += ["", "#### Next", "", "The bug report, with the piece as a script that needs only jax and numpy:", "",
+                "```sh", data["next"], "```"]
     return "\n".join(out) + "\n"
 
 
@@ -122,4 +127,6 @@ def to_html(data: dict) -> str:
         parts += ["<h2>Reproduce</h2>", f"<pre>{e(rep['command'])}</pre>"]
         if rep.get("standalone"):
             parts.append(f"<pre>{e(chr(10).join(rep['standalone']))}</pre>")
+    if data.get("next"):
+        parts += ["<h2>Next: the bug report</h2>", f"<pre>{e(data['next'])}</pre>"]
     return "\n".join(parts + ["</body></html>"])

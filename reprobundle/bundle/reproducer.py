@@ -1,0 +1,379 @@
+"""A bundle as a standalone Python reproducer (`reprobundle script`): one file that runs with only jax and numpy,
+and the HLO files and `run_hlo_module` line for XLA's tracker (`script --hlo DIR`).
+
+The script holds the piece's StableHLO text, its inputs and reference outputs inline, the tolerance of each output
+(computed here from the reference by worker/tolerance.py, the one definition, and written as numbers), and the
+program of bundle/script_runner.py, which says how it runs the module. Nothing from the bundle runs here, and no
+text from the bundle reaches the script outside string literals (made by repr()) and comments (one line each,
+escaped by text.clean): `tests/test_script.py` checks both with a hostile bundle.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shlex
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import ReproBundleError, UsageError
+from ..text import clean
+from ..worker.dtypes import np_dtype
+from ..worker.stablehlo import strip_mlir_locations
+from ..worker.synthetic import synthetic_array
+from ..worker.tolerance import scaled_atol, tolerance_for
+from .registry import Bundle, Registry, open_ref
+from .script_runner import RUNNER
+
+SCRIPT_LIMIT = 64 * 1024  # bytes: a script past this is refused (the zip carries any size)
+LITERAL_ELEMENTS = 16  # an array of at most this many finite real values is written as a list
+TIMED_CALLS = 10
+_WIDTH = 100  # characters of a line of base64
+
+
+class ScriptTooLargeError(UsageError):
+    """The script would be larger than SCRIPT_LIMIT: the bundle's zip is the reproducer then."""
+
+
+class NoScriptError(UsageError):
+    """The bundle cannot be written as a standalone script (symbolic shapes, effects, several devices, no text)."""
+
+
+@dataclass
+class Difference:
+    """What the script shows: `expect` outputs (bits: any bit), error or slower; the contenders seen, from the
+    minimize labels and the stored runs; `show`: the environment (XLA_FLAGS...) under which it was seen."""
+
+    expect: str = "outputs"
+    bits: bool = False
+    text: str = "outputs against the reference"
+    show: dict[str, str] = field(default_factory=dict)
+    seen: list[str] = field(default_factory=list)
+    slower_at: float | None = None
+
+
+# ------------------------------------------------------------------------------------------------ reading the bundle
+
+
+def _zip_hint(bundle: Bundle) -> str:
+    name, version = bundle.ref.name, bundle.ref.version
+    return f"share the bundle's zip, which replays itself: reprobundle export {name}@{version} -o {name}-{version}.zip"
+
+
+def module_text(registry: Registry, bundle: Bundle) -> str:
+    """The bundle's StableHLO text without locations; NoScriptError where it cannot run as a script."""
+    function = bundle.manifest["function"]
+    fields: Any = function.get("fields") or {}
+    why = None
+    if not function.get("stablehlo_text"):
+        why = "holds no StableHLO text"
+    elif any(isinstance(d, str) for a in fields.get("in_avals", []) + fields.get("out_avals", []) for d in a["shape"]):
+        why = "has symbolic shapes"
+    elif fields.get("ordered_effects") or fields.get("unordered_effects"):
+        why = "has effects"
+    elif int(fields.get("nr_devices") or 1) > 1:
+        why = "runs on several devices"
+    if why:
+        raise NoScriptError(f"{bundle.ref} {why}: a standalone script cannot run it", hint=_zip_hint(bundle))
+    text = registry.get_blob(function["stablehlo_text"]).decode("utf-8", "replace")  # type: ignore[arg-type]
+    return strip_mlir_locations(text)
+
+
+def signature(bundle: Bundle) -> tuple[list[tuple[str, list[int]]], list[tuple[str, list[int]]], list[int]]:
+    """(in avals of @main, out avals, the indexes of the inputs @main keeps) from the manifest's fields."""
+    fields: Any = bundle.manifest["function"].get("fields") or {}
+    ins = [(str(a["dtype"]), [int(d) for d in a["shape"]]) for a in fields.get("in_avals", [])]
+    kept = [int(i) for i in fields.get("module_kept_var_idx", range(len(ins)))]
+    outs = [(str(a["dtype"]), [int(d) for d in a["shape"]]) for a in fields.get("out_avals", [])]
+    return [ins[i] for i in kept], outs, kept
+
+
+def _leaf(registry: Registry, leaf: Any) -> np.ndarray:
+    dtype = np_dtype(leaf["dtype"])
+    shape = tuple(int(d) for d in leaf["shape"])
+    if "synthetic" in leaf:
+        return np.asarray(synthetic_array(shape, dtype, leaf["synthetic"]))
+    data = registry.get_blob(leaf["blob"])
+    if len(data) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+        raise NoScriptError(f"a leaf's blob does not hold {leaf['dtype']}{list(shape)}",
+                            hint="fetch the bundle again: reprobundle verify REF")
+    return np.frombuffer(data, dtype=dtype).reshape(shape)
+
+
+def arrays(registry: Registry, bundle: Bundle) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """(the inputs @main takes, the reference outputs)."""
+    m = bundle.manifest
+    _, _, kept = signature(bundle)
+    inputs = [_leaf(registry, leaf) for leaf in m["inputs"]["leaves"]]
+    return [inputs[i] for i in kept], [_leaf(registry, leaf) for leaf in m["reference"]["outputs"]]
+
+
+def stored_runs(registry: Registry, bundle: Bundle) -> list[dict]:
+    """The runs of the bundle's latest stored replay (its group), oldest first. A zip holds none: those of its
+    copy in the default local store count (where `replay NAME.zip` and minimize put them)."""
+    try:
+        found = (Registry.open(None) if registry.store.read_only else registry).runs(bundle.ref.bundle_id)
+    except ReproBundleError:
+        found = []
+    runs = sorted(found, key=lambda r: str(r.get("created", "")))
+    if not runs:
+        return []
+    group = runs[-1].get("group")
+    return [r for r in runs if r.get("group") == group] if group else runs[-1:]
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a variable a shell line can set (a stranger's record: no others)
+
+
+def _settings_env(run: dict) -> dict[str, str]:
+    """The environment a run's contender set: XLA_FLAGS and other variables (values quoted where shown)."""
+    settings = (run.get("contender") or {}).get("settings") or {}
+    env = {str(k): str(v) for k, v in (settings.get("env") or {}).items() if _ENV_NAME.fullmatch(str(k))}
+    flags = " ".join(str(f) for f in settings.get("xla_flags") or [])
+    if flags:
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flags).strip()
+    return env
+
+
+def run_line(run: dict) -> str:
+    """One stored run as a line: its contender, JAX, status and why."""
+    label = (run.get("contender") or {}).get("label") or run.get("requested")
+    jax = (run.get("environment") or {}).get("jax")
+    reason = str(run.get("reason") or "").strip()
+    return f"{label} (jax {jax}): {run.get('status')}" + (f": {reason}" if reason else "")
+
+
+def _median(samples: Sequence[int]) -> float | None:
+    return float(np.median(samples)) if samples else None
+
+
+def difference(bundle: Bundle, runs: list[dict]) -> Difference:
+    """What the bundle shows, from minimize's labels, else from its stored runs."""
+    prop = str((bundle.manifest.get("labels") or {}).get("minimized-property") or "")
+    failed = [r for r in runs if r.get("status") in ("error", "crashed", "timeout")]
+    expect = prop.split()[0] if prop else "error" if 0 < len(failed) < len(runs) else "outputs"
+    diff = Difference(expect=expect, bits="--bits" in prop, seen=[run_line(r) for r in runs])
+    diff.show = _shown_under(runs, failed)
+    if expect == "slower":
+        diff.slower_at = _slower_at(runs)
+    diff.text = EXPECT_TEXT.get(expect, expect) + (", any bit" if diff.bits else "")
+    return diff
+
+
+EXPECT_TEXT = {"outputs": "outputs against the reference", "error": "an error where the reference ran",
+               "slower": "time against the reference's"}
+
+
+def _shown_under(runs: list[dict], failed: list[dict]) -> dict[str, str]:
+    """The settings of the run that showed the difference: the last mismatch or failure, else the last run."""
+    worse = [r for r in runs if r.get("status") == "mismatch"] or failed or runs[1:]
+    return _settings_env(worse[-1]) if worse else {}
+
+
+def _slower_at(runs: list[dict]) -> float | None:
+    """The ratio to the reference's median from which a call counts as slower: the geometric midpoint of the
+    stored baseline's and the slower contender's medians (None without both)."""
+    if len(runs) < 2:
+        return None
+    base, slow = (_median((r.get("timing") or {}).get("samples_ns") or []) for r in (runs[0], runs[-1]))
+    return float(np.sqrt(slow / base)) if base and slow and slow > base else None
+
+
+def tolerances(reference: Sequence[np.ndarray], bits: bool) -> list[tuple[float, float]]:
+    """Each output's (rtol, atol): the replay's rule (worker/tolerance.py: the dtype's floor, atol scaled to the
+    leaf's largest finite |reference|); zero for `bits`."""
+    out = []
+    for ref in reference:
+        if bits:
+            out.append((0.0, 0.0))
+            continue
+        dtype = ref.dtype.name
+        rtol, atol = tolerance_for(dtype)
+        magnitude = np.abs(ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64))
+        finite = magnitude[np.isfinite(magnitude)]
+        out.append((rtol, max(atol, scaled_atol(dtype, float(finite.max()) if finite.size else 0.0))))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ source lines
+
+_LINE = re.compile(r"\(([^():;]+\.py):(\d+)\)")
+
+
+def source_lines(registry: Registry, bundle: Bundle) -> list[str]:
+    """The kept ops and their source lines (minimize's `minimized-ops` label), with the line's code where the
+    parent bundle stored its program; each an unsafe string for the caller to escape."""
+    ops = str((bundle.manifest.get("labels") or {}).get("minimized-ops") or "")
+    if not ops:
+        return []
+    files = _parent_files(registry, bundle)
+    out = []
+    for part in ops.split("; ")[:40]:
+        m = _LINE.search(part)
+        code = files.get(m.group(1), [])[int(m.group(2)) - 1:int(m.group(2))] if m else []
+        out.append(part + (f":  {code[0].strip()}" if code else ""))
+    return out
+
+
+def _parent_files(registry: Registry, bundle: Bundle) -> dict[str, list[str]]:
+    """The parent bundle's program files by name (their lines); none when it has no program or is not here."""
+    parent = (bundle.manifest.get("labels") or {}).get("minimized-from-id") or bundle.manifest.get("parent")
+    try:
+        program: Any = registry.resolve(str(parent)).manifest["function"].get("program") or {}
+        return {Path(f["path"]).name: registry.get_blob(f["blob"]).decode("utf-8", "replace").splitlines()
+                for f in program.get("files", [])[:20] if f["blob"]["size"] < 1 << 20}
+    except Exception:  # a parent that is missing or unreadable only loses the code beside the line
+        return {}
+
+
+# ------------------------------------------------------------------------------------------------ writing the script
+
+
+def _comment(text: object, limit: int = 160) -> str:
+    """Text from the bundle as one comment line: every control character escaped (no newline can end it)."""
+    return "# " + clean(text, limit)
+
+
+def _bytes_literal(data: bytes) -> str:
+    """zlib+base64 of `data` as a parenthesised run of string literals (base64's alphabet only)."""
+    text = base64.b64encode(zlib.compress(data, 9)).decode("ascii")
+    chunks = [text[i:i + _WIDTH] for i in range(0, len(text), _WIDTH)] or [""]
+    return "(\n" + "".join(f'        "{c}"\n' for c in chunks) + "    )"
+
+
+def array_literal(a: np.ndarray) -> str:
+    """(dtype, shape, data) of script_runner's `_array`: a list when short, finite and real, else compressed bytes
+    in byte-plane order (little-endian)."""
+    a = np.ascontiguousarray(a)
+    head = f"({a.dtype.name!r}, {tuple(int(d) for d in a.shape)!r}, "
+    values = a.ravel()
+    if a.size <= LITERAL_ELEMENTS and a.dtype.kind in "biuf" and np.all(np.isfinite(values.astype(np.float64))):
+        items = [bool(v) if a.dtype.kind == "b" else int(v) if a.dtype.kind in "iu" else float(v) for v in values]
+        return head + repr(items) + ")"
+    little = a.astype(a.dtype.newbyteorder("<")) if a.dtype.byteorder == ">" else a
+    planes = np.frombuffer(little.tobytes(), np.uint8).reshape(-1, a.dtype.itemsize).T.tobytes()
+    return head + _bytes_literal(planes) + ")"
+
+
+def _list_literal(name: str, items: Sequence[str]) -> str:
+    return f"{name} = [\n" + "".join(f"    {item},\n" for item in items) + "]\n"
+
+
+def _module_literal(text: str) -> str:
+    """The module text as one string literal per line: readable, and repr() makes each one safe."""
+    lines = text.rstrip("\n").split("\n")
+    return "MODULE = \"\\n\".join([\n" + "".join(f"    {line!r},\n" for line in lines) + "])\n"
+
+
+def _header(bundle: Bundle, diff: Difference, sources: list[str], fname: str) -> list[str]:
+    """The comment block at the top: what it is, how to run it, what was seen. Bundle text: comments only."""
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in diff.show.items())
+    lines = ["#!/usr/bin/env python3", "# A reproducer written by `reprobundle script`: it runs with only jax and numpy.",
+             _comment(f"Bundle: {bundle.ref} ({bundle.ref.bundle_id})"),
+             "# Exit code: 0 it behaves as the reference did, 1 it shows the difference, 3 it could not run.",
+             _comment(f"  python {fname}          # as the reference ran")]
+    if env:
+        lines.append(_comment(f"  {env} python {fname}", 400))
+        lines.append("#       (the setting under which the difference was seen)")
+    lines += ["# How it runs the StableHLO below: reprobundle's worker mechanism (worker/serve.py, worker/rebuild.py),",
+              "# not documented JAX API: the text serialized as a portable artifact, a jax.export.Exported rebuilt",
+              "# around it from @main's signature, and its call jitted; the same on every release from 0.4.30.",
+              "# The output check is the replay's (analysis/verdict.py) with the tolerances written below."]
+    if sources:
+        lines.append("# Ops kept by minimize, with their source lines:")
+        lines += [_comment("  " + s) for s in sources]
+    if diff.seen:
+        lines.append("# Seen in the stored replay of this bundle:")
+        lines += [_comment("  " + s, 300) for s in diff.seen]
+    return lines
+
+
+def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py") -> str:
+    """The standalone script for the bundle; ScriptTooLargeError past SCRIPT_LIMIT, NoScriptError where a script
+    cannot run it."""
+    text = module_text(registry, bundle)
+    ins, outs, _ = signature(bundle)
+    inputs, reference = arrays(registry, bundle)
+    diff = difference(bundle, stored_runs(registry, bundle))
+    samples = (bundle.manifest["reference"].get("timing") or {}).get("samples_ns") or []
+    wide = any(d.startswith(("float64", "int64", "uint64", "complex128")) for d, _ in ins + outs)
+    parts = ["\n".join(_header(bundle, diff, source_lines(registry, bundle), fname)), "",
+             "import base64\nimport os\nimport sys\nimport time\nimport zlib\n\nimport numpy as np\n",
+             f"BUNDLE = {str(bundle.ref)!r}", f"EXPECT = {diff.expect!r}", f"EXPECT_TEXT = {diff.text!r}",
+             f"X64 = {wide!r}", f"TIMED_CALLS = {TIMED_CALLS!r}", f"REFERENCE_MEDIAN_NS = {_median(samples)!r}",
+             f"SLOWER_AT = {diff.slower_at!r}", f"IN_AVALS = {ins!r}", f"OUT_AVALS = {outs!r}", "",
+             _module_literal(text),
+             _list_literal("INPUTS", [array_literal(a) for a in inputs]),
+             _list_literal("REFERENCE", [array_literal(a) for a in reference]),
+             f"TOLERANCES = {tolerances(reference, diff.bits)!r}  # (rtol, atol) per output", RUNNER]
+    script = "\n".join(parts)
+    size = len(script.encode("utf-8"))
+    if size > SCRIPT_LIMIT:
+        raise ScriptTooLargeError(f"the script of {bundle.ref} would be {size // 1024} KiB, over the "
+                                  f"{SCRIPT_LIMIT // 1024} KiB a pasted reproducer may take (its inputs and reference "
+                                  "outputs are inline)", hint=_zip_hint(bundle))
+    return script
+
+
+def write_script(ref: str, out: str | Path | None, *, store: str | None = None) -> dict:
+    """The script of `ref`, written to `out` when given: {"bundle", "path", "bytes", "script"}."""
+    registry, bundle = open_ref(ref, store)
+    fname = Path(out).name if out else "repro.py"
+    script = script_text(registry, bundle, fname)
+    if out:
+        Path(out).write_text(script, encoding="utf-8")
+        Path(out).chmod(0o755)  # it starts with #!/usr/bin/env python3
+    return {"bundle": str(bundle.ref), "path": str(out) if out else None, "bytes": len(script.encode("utf-8")),
+            "script": script}
+
+
+# ------------------------------------------------------------------------------------------------ HLO for XLA
+
+HLO_ARTIFACTS = (("before", "hlo_before"), ("after", "hlo_after"))  # (file suffix, artifact): before/after passes
+
+
+def hlo_texts(registry: Registry, bundle: Bundle) -> dict[str, str]:
+    """The bundle's HLO before and after XLA's optimization passes (the reference run's artifacts), as stored."""
+    artifacts = bundle.manifest.get("artifacts") or {}
+    return {suffix: registry.get_blob(artifacts[name]["blob"]).decode("utf-8", "replace")  # type: ignore[literal-required]
+            for suffix, name in HLO_ARTIFACTS if name in artifacts}
+
+
+def file_stem(bundle: Bundle) -> str:
+    """NAME-V with nothing but letters, digits, `.`, `_` and `-` (a file name from a stranger's bundle)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{bundle.ref.name}-{bundle.ref.version}").lstrip(".") or "bundle"
+
+
+def run_hlo_module_line(bundle: Bundle, diff: Difference, path: str) -> str:
+    """The `run_hlo_module` command that compiles the HLO before optimization with the setting that shows the
+    difference and compares its result with XLA's interpreter on generated inputs."""
+    backend = str((bundle.manifest.get("environment") or {}).get("backend") or "cpu")
+    platform = {"cpu": "CPU", "gpu": "CUDA", "cuda": "CUDA", "rocm": "ROCM"}.get(backend.lower(), backend.upper())
+    env = {k: v for k, v in diff.show.items() if k != "XLA_FLAGS"}
+    flags = shlex.split(diff.show.get("XLA_FLAGS", ""))
+    words = [f"{k}={shlex.quote(v)}" for k, v in env.items()] + [
+        "run_hlo_module", f"--platform={platform}", "--reference_platform=interpreter", "--input_format=hlo"]
+    return " ".join(words + [shlex.quote(f) for f in flags] + [shlex.quote(path)])
+
+
+def write_hlo(ref: str, folder: str | Path, *, store: str | None = None) -> dict:
+    """NAME-V.before.hlo and NAME-V.after.hlo in `folder`, and the run_hlo_module line: {"bundle", "files",
+    "command"}; NoScriptError when the bundle stores neither."""
+    registry, bundle = open_ref(ref, store)
+    texts = hlo_texts(registry, bundle)
+    if not texts:
+        raise NoScriptError(f"{bundle.ref} stores no HLO (its reference run kept none)", hint=_zip_hint(bundle))
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for suffix, text in texts.items():
+        path = out / f"{file_stem(bundle)}.{suffix}.hlo"
+        path.write_text(text, encoding="utf-8")
+        files[suffix] = str(path)
+    diff = difference(bundle, stored_runs(registry, bundle))
+    source = files.get("before") or files["after"]
+    return {"bundle": str(bundle.ref), "files": files, "command": run_hlo_module_line(bundle, diff, source)}

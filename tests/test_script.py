@@ -1,0 +1,224 @@
+"""`reprobundle script` and `reprobundle issue` (bundle/reproducer.py, investigate/issue.py, render/issue.py): a
+minimized piece as a standalone script that runs with only jax and numpy, its HLO for XLA, and the Markdown issue.
+
+The pieces are minimized from a small chain (examples/minimize_chain.py) between one release with and without an
+XLA flag, so the difference is real on every machine. The scripts run in a fresh environment made by uv with only
+jax, jaxlib and numpy (the newest release), and in reprobundle's own cached environment of the oldest release."""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import minimize_chain  # examples/, on the path by conftest.py
+import numpy as np
+import pytest
+from cli_runner import cli
+from quick import PACK
+
+import reprobundle
+from reprobundle.bundle.registry import Registry
+
+NEWEST, OLDEST = "0.10.2", "0.4.30"
+EXCESS_FLAG = minimize_chain.EXCESS_PRECISION_OFF.split("XLA_FLAGS=", 1)[1]
+RNG_FLAG = minimize_chain.NO_RNG_EXPANDER.split("XLA_FLAGS=", 1)[1]
+# What the script may import (besides the standard library): it must not need reprobundle, msgpack or flatbuffers.
+AUDIT = ("import runpy, sys\n"
+         "try:\n"
+         "    runpy.run_path(sys.argv[1], run_name='__main__')\n"
+         "finally:\n"
+         "    bad = sorted(m for m in sys.modules if m.split('.')[0] in ('reprobundle', 'msgpack', 'flatbuffers'))\n"
+         "    print('FORBIDDEN' if bad else 'CLEAN', bad)\n")
+
+
+@pytest.fixture(scope="module")
+def pieces(tmp_path_factory):
+    """A store with chain-min (outputs under the excess-precision flag, replayed fresh: stored runs) and
+    chain-error (the rng spot that fails to compile without its expander pass)."""
+    store = tmp_path_factory.mktemp("script") / "store"
+    fn, args = minimize_chain.chain(3, ("bf16", "rng"))
+    reprobundle.pack(jax.jit(fn), *args, name="chain", store=str(store), **PACK)
+    result = reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.EXCESS_PRECISION_OFF],
+                                      prop="outputs", store=str(store))
+    assert result.next == f"reprobundle issue chain-min@1 --store {store}"  # minimize offers the issue
+    from reprobundle.render.minimize import minimize_data, minimize_text, to_markdown
+
+    data = minimize_data(result)
+    assert result.next in minimize_text(data) and result.next in to_markdown(data)
+    reprobundle.api.minimize("chain", ["installed"], variants=[minimize_chain.NO_RNG_EXPANDER], prop="error",
+                             store=str(store), name="chain-error", check=False)
+    return store
+
+
+@pytest.fixture(scope="module")
+def fresh_python(tmp_path_factory):
+    """An environment with only jax, jaxlib and numpy of the newest release, made by uv from its cache."""
+    from uv import find_uv_bin
+
+    venv = tmp_path_factory.mktemp("fresh") / "venv"
+    uv = str(find_uv_bin())
+    subprocess.run([uv, "venv", "-q", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(python), f"jax=={NEWEST}", f"jaxlib=={NEWEST}",
+                    "numpy"], check=True, timeout=600)
+    return python
+
+
+def _run(python, script: Path, flags: str | None = None, platforms: str = "cpu") -> subprocess.CompletedProcess:
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
+    env.update(JAX_PLATFORMS=platforms, **({"XLA_FLAGS": flags} if flags else {}))
+    done = subprocess.run([str(python), "-c", AUDIT, str(script)], env=env, capture_output=True, text=True,
+                          timeout=300, cwd=script.parent)
+    assert "CLEAN []" in done.stdout, done.stdout + done.stderr
+    return done
+
+
+def _script(store, tmp_path, ref: str) -> Path:
+    out = tmp_path / f"{ref}.py"
+    code, printed, err = cli("script", ref, "-o", out, store=store)
+    assert code == 0, err
+    assert "KiB" in printed
+    return out
+
+
+@pytest.mark.crossversion
+def test_the_script_shows_the_mismatch_with_the_flag_and_not_without_on_the_oldest_and_newest(pieces, tmp_path,
+                                                                                              fresh_python):
+    script = _script(pieces, tmp_path, "chain-min")
+    text = script.read_text()
+    assert len(text.encode()) < 64 * 1024
+    assert "stablehlo.add" in text or "stablehlo.multiply" in text  # the program is readable in the file
+    assert "minimize_chain.py:" in text and EXCESS_FLAG in text  # source lines and the flag, in the header
+    without = _run(fresh_python, script)
+    assert without.returncode == 0, without.stdout + without.stderr
+    assert f"jax {NEWEST}" in without.stdout and "backend: cpu" in without.stdout
+    assert "result: as the reference" in without.stdout
+    flagged = _run(fresh_python, script, EXCESS_FLAG)
+    assert flagged.returncode == 1, flagged.stdout + flagged.stderr
+    assert "outside the tolerance" in flagged.stdout and "reference" in flagged.stdout
+    assert "result: DIFFERS" in flagged.stdout
+    oldest = reprobundle.api.environment_manager().ensure(OLDEST).python_executable
+    old = _run(oldest, script)
+    assert old.returncode == 0 and f"jax {OLDEST}" in old.stdout, old.stdout + old.stderr
+
+
+@pytest.mark.crossversion
+def test_an_error_piece_exits_1_naming_the_error(pieces, tmp_path, fresh_python):
+    script = _script(pieces, tmp_path, "chain-error")
+    failed = _run(fresh_python, script, RNG_FLAG)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "result: ERROR" in failed.stdout and "RngBitGenerator" in failed.stdout and "compile" in failed.stdout
+    nowhere = _run(fresh_python, script, platforms="no-such-platform")  # jax cannot start: 3, as a zip says
+    assert nowhere.returncode == 3 and "result: could not run" in nowhere.stdout, nowhere.stdout + nowhere.stderr
+
+
+def test_the_hlo_files_and_the_run_hlo_module_line(pieces, tmp_path):
+    code, out, err = cli("script", "chain-min", "--hlo", tmp_path / "hlo", "--json", store=pieces)
+    assert code == 0, err
+    data = json.loads(out)
+    before = Path(data["files"]["before"])
+    assert before.name == "chain-min-1.before.hlo" and "HloModule" in before.read_text()
+    assert "HloModule" in Path(data["files"]["after"]).read_text()
+    assert data["command"].startswith("run_hlo_module --platform=CPU") and EXCESS_FLAG in data["command"]
+
+
+def test_a_piece_over_the_size_limit_is_refused_with_the_zip_command(tmp_path):
+    store = tmp_path / "store"
+    x = np.random.default_rng(0).standard_normal(40_000).astype(np.float32)  # 160 KiB of noise: no compression helps
+    reprobundle.pack(jax.jit(jnp.sin), x, name="wide", store=str(store), **PACK)
+    code, out, err = cli("script", "wide", "-o", tmp_path / "wide.py", store=store)
+    assert code == 2 and not (tmp_path / "wide.py").exists()
+    assert "64 KiB" in err and "reprobundle export wide@1 -o wide-1.zip" in err and "Traceback" not in err
+
+
+def test_the_issue_renders_as_markdown_with_the_script_and_the_environment(pieces, tmp_path):
+    from markdown_it import MarkdownIt
+
+    code, out, err = cli("issue", "chain-min", "--tracker", "jax", "--json", store=pieces)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["tracker"] == "jax" and "\n" not in data["title"] and EXCESS_FLAG in data["title"]
+    tokens = MarkdownIt("commonmark").enable("table").parse(data["body"])
+    fences = [t for t in tokens if t.type == "fence"]
+    script = next(t.content for t in fences if t.info == "python")
+    assert script.rstrip("\n") == data["script"]["text"].rstrip("\n")
+    compile(script, "repro.py", "exec")  # the pasted script is the whole program
+    cells = [t.content for t in tokens if t.type == "inline"]
+    assert "jax" in cells and jax.__version__ in cells and "backend" in cells and "cpu" in cells  # the environment
+    assert any(t.type == "table_open" for t in tokens)
+    assert "mismatch" in data["body"] and "reprobundle replay" in data["body"]  # what was seen; the Reproduce block
+    code, out, err = cli("issue", "chain-min", "--open", store=pieces)  # a minimized piece: XLA's tracker
+    assert code == 0, err
+    url = out.strip().splitlines()[-1]
+    assert url.startswith("Open: https://github.com/openxla/xla/issues/new?title=%5Bcpu%5D") and " " not in url[6:]
+    code, out, err = cli("issue", "chain-minn", store=pieces)
+    assert code == 4 and "chain-minn" in err and "Traceback" not in err
+
+
+HOSTILE = 'evil"""\n\'\'\'\\\nimport os; os.system("touch /tmp/pwned")  # \r\x0c\u2028x\\'
+
+
+def _shape(source: str) -> list[tuple]:
+    """What the template generates at the top level: each statement's kind and the names it binds or calls."""
+    out = []
+    for node in ast.parse(source).body:
+        names = sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                       | {getattr(node, "name", "")})
+        calls = sorted({ast.unparse(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)})
+        out.append((type(node).__name__, names, calls))
+    return out
+
+
+def test_a_hostile_label_and_description_stay_inside_strings_and_comments(tmp_path):
+    store = tmp_path / "store"
+    x = np.arange(8, dtype=np.float32)
+    made = {}
+    for name, text in (("benign", "add (chain.py:3)"), ("hostile", HOSTILE + " (x.py:1)")):
+        labels = {"minimized-ops": text, "minimized-property": "outputs " + (HOSTILE if name == "hostile" else ""),
+                  "minimized-from": text, "minimized-contenders": text}
+        reprobundle.pack(jax.jit(lambda v: v * 2.0 + 1.0), x, name=name, store=str(store), labels=labels,
+                         description=text, **PACK)
+        code, out, err = cli("script", name, store=store)
+        assert code == 0, err
+        made[name] = out
+        ast.parse(out)  # valid Python
+    assert _shape(made["hostile"]) == _shape(made["benign"])  # no statement beyond the template's
+    for tok in tokenize.generate_tokens(io.StringIO(made["hostile"]).readline):
+        if "os.system" in tok.string or "pwned" in tok.string:
+            assert tok.type in (tokenize.STRING, tokenize.COMMENT), tok
+    assert "os.system" in made["hostile"]  # it is there, escaped: in a comment or a literal
+    code, out, err = cli("issue", "hostile", "--json", store=store)
+    assert code == 0, err
+    body = json.loads(out)["body"]
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark").enable("table").render(body)
+    assert "<script" not in html and "\u2028" not in json.loads(out)["title"]
+
+
+def test_script_and_issue_load_no_jax(pieces, tmp_path):
+    """`script` and `issue` read data only: no jax, scipy or the library's api in the process."""
+    out = tmp_path / "modules.json"
+    audited = ("import atexit, json, sys\n"
+               "out = sys.argv.pop(1)\n"
+               "atexit.register(lambda: open(out, 'w').write(json.dumps(sorted(sys.modules))))\n"
+               "sys.argv[0] = 'reprobundle'\n"
+               "from reprobundle.cli import run\n"
+               "run()\n")
+    for argv in (["script", "chain-min", "-o", str(tmp_path / "r.py")], ["issue", "chain-min"]):
+        done = subprocess.run([sys.executable, "-c", audited, str(out), *argv, "--store", str(pieces)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        modules = set(json.loads(out.read_text()))
+        assert not {m for m in modules if m.split(".")[0] in ("jax", "jaxlib", "scipy", "ray", "gcsfs")}
+        assert "reprobundle.api" not in modules
+    assert isinstance(Registry.open(str(pieces)).resolve("chain-min").ref.version, int)
