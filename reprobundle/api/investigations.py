@@ -76,7 +76,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
 
     Only what the criterion needs is measured: the endpoints' outputs first, each version once, untimed; timed
     together only when outputs do not tell them apart. An outputs or bits bisection then tests up to `jobs` versions
-    at once (default: what this machine holds, execution.default_jobs), each once and untimed; a time bisection
+    at once (default: execution.default_jobs), each once and untimed; a time bisection
     times one version per step beside the good endpoint. `timed_probes` is the path before that (every probe
     timed, one version a step), kept to compare with. While a step runs, the environments of the next step's
     versions are made in the background. The result's `spent`: where the wall time went (run/spent.py).
@@ -142,7 +142,7 @@ class _Probes:
         options = self.options if timed else self.options.outputs_only()
         replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
                               progress=self.progress, mode=mode)
-        what = ("timed" if timed else "outputs") + ("" if mode == "frozen" else f" {mode}")
+        what = ("timed" if timed else "untimed") + ("" if mode == "frozen" else f" {mode}")
         return self.ledger.watched(what, replay, concurrent=not timed)
 
 

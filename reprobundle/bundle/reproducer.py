@@ -54,6 +54,10 @@ class Difference:
     show: dict[str, str] = field(default_factory=dict)
     seen: list[str] = field(default_factory=list)
     slower_at: float | None = None
+    # the run whose outputs are the reference: minimize's baseline contender where the piece came from minimize
+    # (its outputs on the release the difference is measured from), else None: the packed reference
+    baseline: dict | None = None
+    releases: list[str] = field(default_factory=list)  # the stored runs' JAX releases, in order
 
 
 # ------------------------------------------------------------------------------------------------ reading the bundle
@@ -158,9 +162,14 @@ def difference(bundle: Bundle, runs: list[dict]) -> Difference:
     expect = prop.split()[0] if prop else "error" if 0 < len(failed) < len(runs) else "outputs"
     diff = Difference(expect=expect, bits="--bits" in prop, seen=[run_line(r) for r in runs])
     diff.show = _shown_under(runs, failed)
+    diff.releases = [str((r.get("environment") or {}).get("jax") or r.get("requested")) for r in runs]
     if expect == "slower":
         diff.slower_at = _slower_at(runs)
     diff.text = EXPECT_TEXT.get(expect, expect) + (", any bit" if diff.bits else "")
+    if expect == "outputs" and prop and len(runs) >= 2 and runs[0].get("status") in ("ok", "mismatch") \
+            and runs[0].get("outputs"):
+        diff.baseline = runs[0]
+        diff.text = f"outputs against jax {diff.releases[0]}'s" + (", any bit" if diff.bits else "")
     return diff
 
 
@@ -299,6 +308,8 @@ def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py") -> 
     ins, outs, _ = signature(bundle)
     inputs, reference = arrays(registry, bundle)
     diff = difference(bundle, stored_runs(registry, bundle))
+    if diff.baseline is not None:  # minimize's baseline: the outputs the difference is measured from
+        reference = [_leaf(registry, leaf) for leaf in diff.baseline["outputs"]]
     samples = (bundle.manifest["reference"].get("timing") or {}).get("samples_ns") or []
     wide = any(d.startswith(("float64", "int64", "uint64", "complex128")) for d, _ in ins + outs)
     parts = ["\n".join(_header(bundle, diff, source_lines(registry, bundle), fname)), "",
@@ -325,7 +336,7 @@ def write_script(ref: str, out: str | Path | None, *, store: str | None = None) 
     fname = Path(out).name if out else "repro.py"
     script = script_text(registry, bundle, fname)
     if out:
-        Path(out).write_text(script, encoding="utf-8")
+        write_text(Path(out), script)
         Path(out).chmod(0o755)  # it starts with #!/usr/bin/env python3
     return {"bundle": str(bundle.ref), "path": str(out) if out else None, "bytes": len(script.encode("utf-8")),
             "script": script}
@@ -341,6 +352,15 @@ def hlo_texts(registry: Registry, bundle: Bundle) -> dict[str, str]:
     artifacts = bundle.manifest.get("artifacts") or {}
     return {suffix: registry.get_blob(artifacts[name]["blob"]).decode("utf-8", "replace")  # type: ignore[literal-required]
             for suffix, name in HLO_ARTIFACTS if name in artifacts}
+
+
+def write_text(path: Path, text: str) -> None:
+    """`text` written to `path`, or one UsageError saying why it cannot be (no such folder, a folder, no right)."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}",
+                         hint="give the path of a file in a folder that exists") from None
 
 
 def file_stem(bundle: Bundle) -> str:
@@ -368,11 +388,15 @@ def write_hlo(ref: str, folder: str | Path, *, store: str | None = None) -> dict
     if not texts:
         raise NoScriptError(f"{bundle.ref} stores no HLO (its reference run kept none)", hint=_zip_hint(bundle))
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot make the folder {out}: {e.strerror or e}", hint="--hlo names a folder to write "
+                         "the HLO files into (made if missing)") from None
     files = {}
     for suffix, text in texts.items():
         path = out / f"{file_stem(bundle)}.{suffix}.hlo"
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
         files[suffix] = str(path)
     diff = difference(bundle, stored_runs(registry, bundle))
     source = files.get("before") or files["after"]

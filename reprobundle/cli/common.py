@@ -157,9 +157,9 @@ RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "
                            "reprobundle.")
-JobsOpt = typer.Option(None, "--jobs", help="At most this many probes at once (outputs and correctness probes; "
-                                            "timed ones never share a core). Default: what this machine holds, "
-                                            "one per CPU within its memory.")
+JobsOpt = typer.Option(None, "--jobs", help="Test this many releases at once in a bisection by outputs or bits "
+                                            "(untimed probes; timed ones run one at a time). Default: one per CPU "
+                                            "but one, within the memory free.")
 SamplesOpt = typer.Option(False, "--samples", help="--json keeps every raw timing sample (by default only their "
                                                    "summaries, intervals and counts).")
 VariantOpt = typer.Option([], "--variant", help="JAX:NAME=VALUE[;...]: a release under settings as one more contender "

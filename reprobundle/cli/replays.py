@@ -342,8 +342,11 @@ def bisect_cmd(
         human += "\n" + report.bisect_layer_text(result.layer)
     if result.nightly:
         human += "\n" + report.nightly_text(result.nightly)
-    if comparison is not None:
+    if comparison is not None and result.criterion == "time":
         human += "\n\n" + comparison_text(comparison)
+    elif comparison is not None:  # its probes ran each release once, untimed: their times would only be noise
+        human += ("\n\nthe releases were judged by their outputs and timed by nothing here: `reprobundle replay "
+                  f"{ref} --jax {result.last_good} --jax {result.first_bad}` times the two at the boundary")
     emit(as_json, data, human + spent_table(result.spent))
 
 

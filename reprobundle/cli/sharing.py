@@ -123,15 +123,18 @@ def issue_cmd(ref: str,
               store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """A Markdown issue body ready to paste: title, what was seen, the reproducer script, the environment, the
     bundle's Reproduce block."""
+    from ..bundle.reproducer import write_text
     from ..investigate.issue import issue_data
-    from ..render.issue import issue_markdown, issue_text
+    from ..render.issue import before_posting, issue_markdown, issue_text
 
     data = issue_data(ref, store=store, tracker=tracker)
     body = issue_markdown(data)
     if out is not None:
-        out.write_text(body, encoding="utf-8")
+        write_text(out, body)
     if open_url or out is not None:
-        lines = [f"Title: {clean(data['title'])}"] + ([f"Body: {clean(str(out))}"] if out is not None else [])
+        todo = before_posting(data)
+        lines = [f"Title: {clean(data['title'])}"] + ([f"Body: {clean(str(out))}"] if out is not None else []) \
+            + ([clean(todo, 600)] if todo else [])
         lines += [f"Open: {data['open_url']}"] if open_url else []
         emit(as_json, {**data, "body": body}, "\n".join(lines))
         return

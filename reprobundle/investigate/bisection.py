@@ -133,8 +133,9 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     while remaining:
         picks = split_points(remaining, per_step)
         if progress:
-            progress(f"bisect: {len(remaining)} versions left between {last_good} and {first_bad}; testing "
-                     + ", ".join(picks) + (" at once" if len(picks) > 1 else ""))
+            left = f"{len(remaining)} version{'s' if len(remaining) != 1 else ''} left"
+            progress(f"bisect: {left} between {last_good} and {first_bad}; testing " + ", ".join(picks)
+                     + (" at once" if len(picks) > 1 else ""))
         if ahead:
             ahead([*picks, *next_picks(remaining, picks, per_step)])
         classes = _classes_of(result, picks, replay_together if result.criterion == TIME else checks, target, known,

@@ -70,8 +70,12 @@ def title(bundle: Bundle, diff) -> str:
                else f"`{m['function'].get('fields', {}).get('fun_name', 'function')}`")
     what = {"outputs": "gives outputs beyond float tolerance", "error": "fails to compile or run",
             "slower": "runs slower"}.get(diff.expect, "behaves differently")
+    if diff.expect == "outputs" and diff.bits:
+        what = "gives other output bits"
     setting = " with " + " ".join(f"{k}={v}" for k, v in diff.show.items()) if diff.show else ""
-    return clean(f"[{env.get('backend') or '?'}] {subject} {what}{setting} (jax {env.get('jax') or '?'})", 160)
+    releases = list(dict.fromkeys(diff.releases))
+    jax = f"jax {releases[-1]} vs {releases[0]}" if len(releases) >= 2 else f"jax {env.get('jax') or '?'}"
+    return clean(f"[{env.get('backend') or '?'}] {subject} {what}{setting} ({jax})", 160)
 
 
 def _script(registry: Registry, bundle: Bundle, ref: str, stem: str) -> dict:

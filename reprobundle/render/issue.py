@@ -105,10 +105,21 @@ def _body(data: dict) -> str:
     xla = data["tracker"] == "xla"
     main = _hlo(data) if xla else _script(data)
     rest = (_script(data) if xla else []) + [""] + _environment(data) + ["", reproduce_markdown(
-        data["reproduce"], heading="### Bundle (replays with reprobundle, or by itself)")]
+        data["reproduce"], heading="### Bundle (replays with reprobundle, or by itself)", attached=True)]
     return "\n".join(_seen(data) + [""] + main + [""] + rest) + "\n"
 
 
+def before_posting(data: dict) -> str | None:
+    """What the reporter must do before posting, for the terminal: write the zip the body says is attached."""
+    rep = data["reproduce"]
+    if not rep.get("attach"):
+        return None
+    made = f"{rep['export_command']}, then attach" if rep.get("export_command") else "attach"
+    return f"Before posting: {made} {rep['attach']} to the issue (the body says it is attached)."
+
+
 def issue_text(data: dict) -> str:
-    """The terminal form: the title, then the body."""
-    return f"Title: {clean(data['title'])}\n\n{issue_markdown(data)}"
+    """The terminal form: the title, what to do before posting, then the body."""
+    todo = before_posting(data)
+    return f"Title: {clean(data['title'])}\n" + (f"{clean(todo, 600)}\n" if todo else "") + \
+        f"\n{issue_markdown(data)}"

@@ -62,11 +62,15 @@ def where_text(rep: dict) -> str:
     return text
 
 
-def reproduce_markdown(rep: dict, heading: str = "#### Reproduce") -> str:
+def reproduce_markdown(rep: dict, heading: str = "#### Reproduce", attached: bool = False) -> str:
+    """The Reproduce block in Markdown; `attached`: as the reader of an issue sees it, the zip already attached (no
+    warning, no export command: the reporter's to-do)."""
     lines = [heading, ""] if heading else []
-    if rep.get("warning"):
+    if rep.get("warning") and not attached:
         lines += [f"> **Not shareable yet:** {rep['warning']}", ""]
-    if rep.get("attach"):
+    if rep.get("attach") and attached:
+        lines.append(f"**Bundle:** `{rep['attach']}`, attached; the commands run in the folder it is saved in.")
+    elif rep.get("attach"):
         lines.append(f"**Bundle:** attach `{rep['attach']}` to the issue"
                      + (f" (written by `{rep['export_command']}`)" if rep.get("export_command") else "")
                      + "; the commands run in the folder it is saved in.")

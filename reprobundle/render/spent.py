@@ -19,7 +19,7 @@ def spent_text(ledger: dict) -> str:
              *(_seconds(p["spent"].get(c)) for c in used)] for p in ledger["probes"]]
     rows.append(["total", "", "", f"{ledger['probe_wall_s']:.1f}", *(_seconds(ledger["total"].get(c)) for c in used)])
     lines = grid(["probe", "versions", "at once", "wall s", *used], rows)
-    lines += textwrap.wrap(f"wall time {ledger['wall_s']:.1f} s: {ledger['probe_wall_s']:.1f} s in "
+    lines += textwrap.wrap(f"the command's work took {ledger['wall_s']:.1f} s: {ledger['probe_wall_s']:.1f} s in "
                            f"{len(ledger['probes'])} probe(s), {ledger['outside_probes_s']:.1f} s outside them "
                            "(reading runs, comparing, reporting); the categories are worker seconds (workers that "
                            "ran at once overlap)", WIDTH)

@@ -116,8 +116,10 @@ def worker_memory_limit(requested: int | None, together: int = 1, platform: str 
 
 
 def default_jobs() -> int:
-    """How many workers this machine holds at once: one per CPU this process may use, and no more than MEMORY_SHARE
-    of MemAvailable gives each MEMORY_FLOOR_BYTES (the floor of a worker's default memory limit)."""
+    """How many untimed workers to run at once here: one per CPU this process may use but one (the host's: it reads
+    results, compares outputs and makes environments meanwhile), and no more than MEMORY_SHARE of MemAvailable gives
+    each MEMORY_FLOOR_BYTES (the floor of a worker's default memory limit). On the 2-core VM, two bisection probes at
+    once took as long as one at a time (benchmarks/README.md), so there it is 1."""
     import os
 
     from ..worker.memory import mem_available
@@ -125,7 +127,7 @@ def default_jobs() -> int:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     available = mem_available()
     by_memory = cpus if available is None else int(available * MEMORY_SHARE // MEMORY_FLOOR_BYTES)
-    return max(1, min(cpus, by_memory))
+    return max(1, min(cpus - 1, by_memory))
 
 
 def dtype_of(name: str) -> np.dtype:

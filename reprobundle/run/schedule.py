@@ -194,7 +194,8 @@ class _Session:
 
     def time_steps(self, live: Live, steps_per_round: int, round_index: int) -> None:
         """The round's timed steps, alternated in ABBA order; a worker that stops answering fails the round."""
-        self.say(Status(f"{self._where(round_index)}: timing " + ", ".join(c.label or c.key for c, _ in live),
+        doing = "running (untimed)" if self.concurrent else "timing"
+        self.say(Status(f"{self._where(round_index)}: {doing} " + ", ".join(c.label or c.key for c, _ in live),
                         "round", round_index, self.rounds))
         for step in range(steps_per_round):
             for c, worker in (live if step % 2 == 0 else live[::-1]):
