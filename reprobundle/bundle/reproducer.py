@@ -166,11 +166,19 @@ def difference(bundle: Bundle, runs: list[dict]) -> Difference:
     if expect == "slower":
         diff.slower_at = _slower_at(runs)
     diff.text = EXPECT_TEXT.get(expect, expect) + (", any bit" if diff.bits else "")
-    if expect == "outputs" and prop and len(runs) >= 2 and runs[0].get("status") in ("ok", "mismatch") \
-            and runs[0].get("outputs"):
-        diff.baseline = runs[0]
+    diff.baseline = _baseline_run(expect, prop, runs)
+    if diff.baseline is not None:
         diff.text = f"outputs against jax {diff.releases[0]}'s" + (", any bit" if diff.bits else "")
     return diff
+
+
+def _baseline_run(expect: str, prop: str, runs: list[dict]) -> dict | None:
+    """minimize's baseline contender's run, whose outputs the difference is measured from (a piece minimize made
+    for outputs, with its stored check of both contenders); None: the packed reference is."""
+    if expect == "outputs" and prop and len(runs) >= 2 and runs[0].get("status") in ("ok", "mismatch") \
+            and runs[0].get("outputs"):
+        return runs[0]
+    return None
 
 
 EXPECT_TEXT = {"outputs": "outputs against the reference", "error": "an error where the reference ran",
