@@ -121,6 +121,26 @@ def test_an_error_piece_exits_1_naming_the_error(pieces, tmp_path, fresh_python)
     assert nowhere.returncode == 3 and "result: could not run" in nowhere.stdout, nowhere.stdout + nowhere.stderr
 
 
+@pytest.mark.crossversion
+def test_a_bits_piece_between_two_releases_reproduces_on_them(tmp_path):
+    # colsum's float32 sums change in their last bits from jaxlib 0.5.0 to 0.5.1 (within the tolerance): the piece
+    # minimize keeps is checked against the baseline release's outputs, bit for bit, not against the packed reference
+    store = tmp_path / "store"
+    reprobundle.api.pack_script(str(Path(__file__).parent / "programs" / "retrace" / "colsum.py"), name="colsum",
+                                store=str(store), **PACK)
+    reprobundle.api.minimize("colsum", ["0.5.0", "0.5.1"], prop="outputs", bits=True, store=str(store))
+    script = _script(store, tmp_path, "colsum-min")
+    manager = reprobundle.api.environment_manager()
+    good, bad = (_run(manager.ensure(v).python_executable, script) for v in ("0.5.0", "0.5.1"))
+    assert good.returncode == 0 and "against jax 0.5.0's, any bit" in good.stdout, good.stdout + good.stderr
+    assert bad.returncode == 1 and "result: DIFFERS" in bad.stdout, bad.stdout + bad.stderr
+    code, out, err = cli("issue", "colsum-min", "--json", store=store)
+    assert code == 0, err
+    assert json.loads(out)["title"].endswith("gives other output bits (jax 0.5.1 vs 0.5.0)")
+    code, _, err = cli("issue", "colsum-min", "-o", tmp_path / "no-such-folder" / "issue.md", store=store)
+    assert code == 2 and "cannot write" in err and "Traceback" not in err
+
+
 def test_the_hlo_files_and_the_run_hlo_module_line(pieces, tmp_path):
     code, out, err = cli("script", "chain-min", "--hlo", tmp_path / "hlo", "--json", store=pieces)
     assert code == 0, err
