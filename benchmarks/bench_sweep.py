@@ -38,6 +38,7 @@ from reprobundle.envs.manager import EnvironmentManager  # noqa: E402
 from reprobundle.fleet.executor import LocalExecutor, ReplayTask  # noqa: E402
 from reprobundle.fleet.sweep import run_replay_task  # noqa: E402
 from reprobundle.run.options import ReplayOptions  # noqa: E402
+from reprobundle.run.spent import summed  # noqa: E402
 
 
 def load_cluster_module():
@@ -81,6 +82,12 @@ def sweep_with(executor, tasks) -> tuple[float, list[dict]]:
     return wall, results
 
 
+def spent_line(results: list[dict]) -> str:
+    """Where the sweep's worker time went (each task's `spent`, run/spent.py), summed over its bundles."""
+    total = summed(r.get("spent") for r in results)
+    return "worker seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in total.items())
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -110,9 +117,9 @@ def main() -> None:
         names = pack_bundles(store, args.bundles)
         tasks = [ReplayTask(store, name, tuple(args.versions), options) for name in names]
         for p in range(args.passes):
-            wall, _ = sweep_with(LocalExecutor(), tasks)
+            wall, results = sweep_with(LocalExecutor(), tasks)
             figures["local"].append(wall)
-            print(f"pass {p + 1}: local sweep {wall:.1f} s (load {load()})")
+            print(f"pass {p + 1}: local sweep {wall:.1f} s (load {load()}); {spent_line(results)}")
             for nodes in (1, 2):
                 cluster = cluster_mod.LocalRayCluster()
                 try:
