@@ -107,7 +107,10 @@ class RayNode:
     pids: set[int] = field(default_factory=set)  # every process of the node seen so far
 
     def tree(self) -> list[int]:
-        found = process_tree(self.process.pid) if alive(self.process.pid) else []
+        # Only while the node's own process is unreaped: once it is reaped its pid may belong to anything (pids wrap
+        # at 32768 here, and the suite starts thousands of processes), and killing that tree killed other tests'
+        # servers.
+        found = process_tree(self.process.pid) if self.process.poll() is None and alive(self.process.pid) else []
         self.pids.update(found)
         return found
 

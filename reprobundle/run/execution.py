@@ -494,6 +494,8 @@ class WorkerProcess:
         self._phase_since = st.st_mtime_ns / 1e9
 
     def _kill(self) -> None:
+        if self.proc.returncode is not None:  # reaped: its pid (and group id) may be another process's by now
+            return
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
