@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 
 # Must precede any import of gcsfs (see reprobundle/store/gcs.py).
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
@@ -44,5 +45,16 @@ def gcs_server() -> GCSServer:
 
 
 @pytest.fixture
-def gcs_store_url(gcs_server: GCSServer) -> str:
-    return gcs_server.url(f"t/{uuid.uuid4().hex[:16]}")
+def gcs_store_url(gcs_server: GCSServer) -> Iterator[str]:
+    _alive(gcs_server)
+    yield gcs_server.url(f"t/{uuid.uuid4().hex[:16]}")
+    _alive(gcs_server)
+
+
+def _alive(server: GCSServer) -> None:
+    """Fail saying how the server ended (its exit status: a signal is negative; its log's tail), not with the
+    "connection refused" of every test after it."""
+    proc = server._proc
+    if proc is not None and proc.poll() is not None:
+        pytest.fail(f"the GCS test server (pid {proc.pid}) ended with status {proc.returncode}: "
+                    f"{server.log_tail()[-1500:]}", pytrace=False)
