@@ -115,7 +115,8 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     told apart by outputs and timed (`replay_together`) only when outputs do not decide, and every probe of an
     outputs or bits bisection is a check. Such a bisection tests up to `jobs` versions per step (a (jobs+1)-ary
     split); a time bisection tests one version per step, timed beside the good endpoint, as before. `ahead` is told,
-    before each step, the versions the step after it may test (their environments can be made meanwhile)."""
+    before the endpoints and before each step of an untimed bisection, the versions the step after it may test
+    (their environments can be made meanwhile)."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
@@ -136,7 +137,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
             left = f"{len(remaining)} version{'s' if len(remaining) != 1 else ''} left"
             progress(f"bisect: {left} between {last_good} and {first_bad}; testing " + ", ".join(picks)
                      + (" at once" if len(picks) > 1 else ""))
-        if ahead:
+        if ahead and result.criterion != TIME:  # nothing is made in the background while a probe is timed
             ahead([*picks, *next_picks(remaining, picks, per_step)])
         classes = _classes_of(result, picks, replay_together if result.criterion == TIME else checks, target, known,
                               outputs_differ)
