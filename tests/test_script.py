@@ -242,3 +242,16 @@ def test_script_and_issue_load_no_jax(pieces, tmp_path):
         assert not {m for m in modules if m.split(".")[0] in ("jax", "jaxlib", "scipy", "ray", "gcsfs")}
         assert "reprobundle.api" not in modules
     assert isinstance(Registry.open(str(pieces)).resolve("chain-min").ref.version, int)
+
+
+def test_the_title_of_a_bundle_claims_only_what_its_stored_runs_showed(small_store_template, tmp_path):
+    from small_bundle import copy_of
+
+    store = copy_of(small_store_template, tmp_path / "store")
+    code, out, err = cli("issue", "small", "--json", store=store)
+    assert code == 0, err
+    assert "(no replay of it stored yet: nothing seen to report)" in json.loads(out)["title"]
+    code, _, err = cli("replay", "small", "--repeat", "2", "--no-profile", store=store)
+    assert code == 0, err
+    code, out, err = cli("issue", "small", "--json", store=store)
+    assert "replays with outputs within tolerance" in json.loads(out)["title"], out

@@ -58,6 +58,7 @@ class Difference:
     # (its outputs on the release the difference is measured from), else None: the packed reference
     baseline: dict | None = None
     releases: list[str] = field(default_factory=list)  # the stored runs' JAX releases, in order
+    statuses: list[str] = field(default_factory=list)  # the stored runs' statuses, in order
 
 
 # ------------------------------------------------------------------------------------------------ reading the bundle
@@ -160,9 +161,9 @@ def difference(bundle: Bundle, runs: list[dict]) -> Difference:
     prop = str((bundle.manifest.get("labels") or {}).get("minimized-property") or "")
     failed = [r for r in runs if r.get("status") in ("error", "crashed", "timeout")]
     expect = prop.split()[0] if prop else "error" if 0 < len(failed) < len(runs) else "outputs"
-    diff = Difference(expect=expect, bits="--bits" in prop, seen=[run_line(r) for r in runs])
-    diff.show = _shown_under(runs, failed)
-    diff.releases = [str((r.get("environment") or {}).get("jax") or r.get("requested")) for r in runs]
+    diff = Difference(expect=expect, bits="--bits" in prop, seen=[run_line(r) for r in runs],
+                      show=_shown_under(runs, failed), releases=_releases(runs),
+                      statuses=[str(r.get("status")) for r in runs])
     if expect == "slower":
         diff.slower_at = _slower_at(runs)
     diff.text = EXPECT_TEXT.get(expect, expect) + (", any bit" if diff.bits else "")
@@ -170,6 +171,10 @@ def difference(bundle: Bundle, runs: list[dict]) -> Difference:
     if diff.baseline is not None:
         diff.text = f"outputs against jax {diff.releases[0]}'s" + (", any bit" if diff.bits else "")
     return diff
+
+
+def _releases(runs: list[dict]) -> list[str]:
+    return [str((r.get("environment") or {}).get("jax") or r.get("requested")) for r in runs]
 
 
 def _baseline_run(expect: str, prop: str, runs: list[dict]) -> dict | None:

@@ -68,14 +68,24 @@ def title(bundle: Bundle, diff) -> str:
     ops = [part.split(" (")[0] for part in str((m.get("labels") or {}).get("minimized-ops") or "").split("; ") if part]
     subject = (f"{len(ops)} ops ({', '.join(ops[:4])})" if ops
                else f"`{m['function'].get('fields', {}).get('fun_name', 'function')}`")
-    what = {"outputs": "gives outputs beyond float tolerance", "error": "fails to compile or run",
-            "slower": "runs slower"}.get(diff.expect, "behaves differently")
-    if diff.expect == "outputs" and diff.bits:
-        what = "gives other output bits"
+    what = _what(diff, bool((m.get("labels") or {}).get("minimized-property")))
     setting = " with " + " ".join(f"{k}={v}" for k, v in diff.show.items()) if diff.show else ""
     releases = list(dict.fromkeys(diff.releases))
     jax = f"jax {releases[-1]} vs {releases[0]}" if len(releases) >= 2 else f"jax {env.get('jax') or '?'}"
     return clean(f"[{env.get('backend') or '?'}] {subject} {what}{setting} ({jax})", 160)
+
+
+def _what(diff, minimized: bool) -> str:
+    """What the title says the bundle does: what minimize kept it for, else what its stored runs showed."""
+    if not minimized:
+        if not diff.statuses:
+            return "(no replay of it stored yet: nothing seen to report)"
+        if "mismatch" not in diff.statuses and not set(diff.statuses) & {"error", "crashed", "timeout"}:
+            return "replays with outputs within tolerance"
+    if diff.expect == "outputs" and diff.bits:
+        return "gives other output bits"
+    return {"outputs": "gives outputs beyond float tolerance", "error": "fails to compile or run",
+            "slower": "runs slower"}.get(diff.expect, "behaves differently")
 
 
 def _script(registry: Registry, bundle: Bundle, ref: str, stem: str) -> dict:
