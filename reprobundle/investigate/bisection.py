@@ -188,13 +188,13 @@ def _endpoints(result: BisectResult, replay_together: ReplayTogether, outputs_di
     log ratio a bad version's time moves by (None when outputs tell them apart). With `check_together`, their
     outputs first, untimed; timed together only when the outputs do not tell them apart (or `by` is time)."""
     good, bad = result.good, result.bad
-    checked = check_together is not None and result.by != TIME
-    g, b = _replay_endpoints(result, check_together if check_together is not None and checked else replay_together)
+    check = check_together if result.by != TIME else None
+    g, b = _replay_endpoints(result, check or replay_together)
     result.classes = {good: "good", bad: "bad"}
     result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None else None
     if _outputs_decide(result, g, b):
         return None
-    if checked:
+    if check is not None:
         g, b = _replay_endpoints(result, replay_together)
     return _time_decides(result, g, b)
 

@@ -4,7 +4,6 @@ timing samples it does not need."""
 from __future__ import annotations
 
 import textwrap
-from typing import Any
 
 from ..run.spent import CATEGORIES
 from .comparison import WIDTH
@@ -36,5 +35,4 @@ def without_samples(comparison: dict | None) -> dict | None:
     if comparison is None:
         return None
     rows = [{k: v for k, v in row.items() if k != "samples_ns"} for row in comparison.get("rows") or []]
-    out: dict[str, Any] = {**comparison, "rows": rows}
-    return out
+    return {**comparison, "rows": rows}
