@@ -506,12 +506,13 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     versions = (baseline, *candidates)
     env = EnvConfig.of(env_dir, python, index_url)
     template = ReplayTask(registry.url, "", versions, options.for_sweep(), env, mode)
-    fn = sweeping.run_replay_task
+    fn, fn_many = sweeping.run_replay_task, sweeping.run_replay_tasks
     if isinstance(executor, LocalExecutor) and progress is not None:
         def inner(line: str) -> None:  # the replay's own lines, without its round counts (the ETA is the sweep's)
             progress(Status(str(line), getattr(line, "phase", "") or "replay"))
 
         fn = functools.partial(sweeping.run_replay_task, progress=inner)
+        fn_many = functools.partial(sweeping.run_replay_tasks, progress=inner)
 
     def report(done: int, total: int, result: TaskResult | None) -> None:
         if progress is None:
@@ -528,7 +529,8 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
             progress(Status(f"{result['ref']}: {outcome_text(result)}", "sweep", done, total))
 
     ledger = Ledger()
-    results = sweeping.sweep(registry, bundles, template, executor=executor, rerun=rerun, fn=fn, progress=report)
+    results = sweeping.sweep(registry, bundles, template, executor=executor, rerun=rerun, fn=fn, fn_many=fn_many,
+                             progress=report)
     out = sweeping.sweep_report(registry, bundles, results, template, executor_name=executor.name,
                                 rerun=rerun, extra_args=options.args() + (["--index-url", index_url] if index_url else [])
                                 + (["--mode", mode] if mode != "frozen" else []))

@@ -160,6 +160,10 @@ RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
 JobsOpt = typer.Option(None, "--jobs", help="Test this many releases at once in a bisection by outputs or bits "
                                             "(untimed probes; timed ones run one at a time). Default: one per CPU "
                                             "but one, within the memory free.")
+FreshWorkersOpt = typer.Option(False, "--fresh-workers", help="Give each bundle a worker process of its own per "
+                                                           "version and round (by default the bundles measured "
+                                                           "together share one per version and round); slower, for "
+                                                           "comparison.")
 SamplesOpt = typer.Option(False, "--samples", help="--json keeps every raw timing sample (by default only their "
                                                    "summaries, intervals and counts).")
 VariantOpt = typer.Option([], "--variant", help="JAX:NAME=VALUE[;...]: a release under settings as one more contender "

@@ -14,6 +14,7 @@ from ..errors import EXIT_NOT_OK, UsageError
 from ..text import clean_values
 from .common import (
     BaselineOpt,
+    FreshWorkersOpt,
     HtmlOpt,
     IndexOpt,
     JobsOpt,
@@ -369,11 +370,13 @@ def sweep(
     warmup: int = typer.Option(DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(DEFAULT_STEPS, "--repeat", help="Timed steps per version and bundle, as replay's."),
     rounds: Optional[int] = RoundsOpt,
-    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of each bundle may take."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the timing of each bundle may take "
+                                                                       "(each bundle is then measured alone)."),
     pin: Optional[str] = PinOpt,
     platform: Optional[str] = PlatformOpt,
     timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout",
                                   help="Seconds of work per worker process before it is killed."),
+    fresh_workers: bool = FreshWorkersOpt,
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
@@ -388,7 +391,7 @@ def sweep(
     from ..render import sweep as sweep_render
 
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
-                                   platform=platform, timeout_s=timeout)
+                                   platform=platform, timeout_s=timeout, fresh_workers=fresh_workers)
     data = api.sweep(selection or [], baseline, candidate, store=store, releases=releases, labels=parse_labels(label),
                      rerun=rerun, ray_address=ray, options=options, progress=progress_sink(as_json),
                      index_url=index_url, mode="retrace" if retrace else "frozen")

@@ -22,7 +22,7 @@ import json
 import socket
 import time
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
@@ -32,7 +32,7 @@ from ..run.budget import plan
 from ..run.compare import compare_runs
 from ..run.options import ReplayOptions
 from ..run.spent import of_runs
-from ..text import first_line
+from ..text import exception_line, first_line
 from .executor import Executor, ReplayTask, RunSummary, TaskResult, failed_result, result_skeleton
 
 # Output status of a bundle across the two versions, worst last.
@@ -74,6 +74,72 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
         return failed
     registry.put_runs(runs)
     return summarize(registry, bundle, runs, task, wall_s=time.perf_counter() - start)
+
+
+def run_replay_tasks(tasks: Sequence[ReplayTask], progress: Callable[[str], None] | None = None) -> list[TaskResult]:
+    """Tasks that differ only in their bundle (one store, the same versions, options, environments and mode) carried
+    out as run_replay_task does, but all measured together (replay.replay_together): each version's worker process
+    of a round serves every bundle (schedule.Contender.shares), so a batch starts two processes a round, not two
+    per bundle. Each bundle keeps its own comparison and its own adaptive budget; `wall_s` is the batch's wall time
+    split evenly between its bundles. Returns the results in the order of `tasks`."""
+    from ..bundle.collection import sweep_scratch
+    from ..bundle.transfer import prefetch
+    from ..envs.manager import EnvironmentManager
+    from ..run.contenders import contenders_from
+    from ..run.replay import replay_together
+
+    sweep_scratch()
+    start = time.perf_counter()
+    first = tasks[0]
+    registry = Registry.open(first.store)
+    results: list[TaskResult | None] = [None] * len(tasks)
+    resolved: list[tuple[int, Bundle]] = []
+    for i, task in enumerate(tasks):
+        try:
+            bundle = registry.resolve(task.ref)
+            prefetch(registry, bundle)
+            resolved.append((i, bundle))
+        except (StoreError, DiskFullError):
+            raise
+        except ReproBundleError as e:
+            results[i] = failed_result(task, e.message)
+    if resolved:
+        runs = replay_together(registry, [b for _, b in resolved], contenders_from(first.versions, (), first.mode),
+                               first.options, env_manager=EnvironmentManager(first.env), store_runs=False,
+                               progress=progress)
+        wall_s = (time.perf_counter() - start) / len(resolved)
+        for (i, bundle), per_bundle in zip(resolved, runs):
+            registry.put_runs(per_bundle)
+            results[i] = summarize(registry, bundle, per_bundle, tasks[i], wall_s=wall_s)
+    return [r if r is not None else failed_result(t, "not replayed") for r, t in zip(results, tasks)]
+
+
+# A local sweep measures this many bundles together at most, holding no more than this many input bytes in each
+# version's worker process: one process a round serves them all, so its memory is theirs together.
+BATCH_BUNDLES = 20
+BATCH_INPUT_BYTES = 256 << 20
+
+
+def batches(bundles: Sequence[Bundle], template: ReplayTask, executor: Executor) -> list[list[int]]:
+    """The bundles (indexes) a sweep measures together: consecutive ones, up to BATCH_BUNDLES and
+    BATCH_INPUT_BYTES of inputs, on the local executor (a Ray task is one bundle on a node), in frozen mode (a
+    retrace never shares a process), unless fresh workers or a time limit per bundle (--max-time) are asked for;
+    otherwise each bundle alone."""
+    options = template.options
+    if executor.name != "local" or template.mode != "frozen" or options.fresh_workers or \
+            options.max_time_s is not None:
+        return [[i] for i in range(len(bundles))]
+    out: list[list[int]] = []
+    held = 0
+    for i, bundle in enumerate(bundles):
+        size = sum(int((leaf.get("blob") or {}).get("size") or 0)
+                   for leaf in (bundle.manifest.get("inputs") or {}).get("leaves") or [])
+        if not out or len(out[-1]) >= BATCH_BUNDLES or held + size > BATCH_INPUT_BYTES:
+            out.append([])
+            held = 0
+        out[-1].append(i)
+        held += size
+    return out
 
 
 def _identity(bundle: Bundle) -> dict:
@@ -281,14 +347,16 @@ def _resumable(run: dict, options: ReplayOptions, here: str | None) -> bool:
 
 def sweep(registry: Registry, bundles: Sequence[Bundle], template: ReplayTask, *, executor: Executor,
           rerun: bool = False, fn: Callable[[ReplayTask], TaskResult] = run_replay_task,
+          fn_many: Callable[[Sequence[ReplayTask]], list[TaskResult]] = run_replay_tasks,
           progress: Callable[[int, int, TaskResult | None], None] | None = None) -> list[TaskResult]:
     """Replay each bundle as `template` says (its versions, options, environments and mode; its store and ref are
     each bundle's) through `executor` (a bundle already finished for the same versions and options is summed up
     from its stored runs instead, unless `rerun`), and return one summary per bundle, in the order of `bundles`.
     `fn` carries out a task (run_replay_task, or a partial of it with a progress callable for an in-process
-    executor). `progress(done, total, result)` counts the bundles replayed now (`total` of them): it gets each
-    stored result first (done 0), then (0, total, None) before the first task, then each task's result as it
-    finishes."""
+    executor); `fn_many` a batch of bundles measured together here (run_replay_tasks; see `batches`).
+    `progress(done, total, result)` counts the bundles replayed now (`total` of them): it gets each stored result
+    first (done 0), then (0, total, None) before the first task, then each task's result as it finishes (a batch's
+    all at its end)."""
     tasks = [replace(template, store=registry.url, ref=str(bundle.ref)) for bundle in bundles]
     results: list[TaskResult | None] = [None] * len(bundles)
     todo: list[int] = []
@@ -302,13 +370,37 @@ def sweep(registry: Registry, bundles: Sequence[Bundle], template: ReplayTask, *
             progress(0, len(todo), results[i])
     if progress:
         progress(0, len(todo), None)
-    for done, (k, result) in enumerate(executor.run(fn, [tasks[i] for i in todo]), 1):
+    for done, (k, result) in enumerate(_carried_out(executor, fn, fn_many, [bundles[i] for i in todo],
+                                                    [tasks[i] for i in todo]), 1):
         results[todo[k]] = result
         if progress:
             progress(done, len(todo), result)
     # an executor that lost a task breaks its contract: say so rather than drop the bundle
     return [r if r is not None else failed_result(task, f"the {executor.name} executor returned no result for this "
                                                         "bundle") for r, task in zip(results, tasks)]
+
+
+def _carried_out(executor: Executor, fn: Callable[[ReplayTask], TaskResult],
+                 fn_many: Callable[[Sequence[ReplayTask]], list[TaskResult]], bundles: Sequence[Bundle],
+                 tasks: Sequence[ReplayTask]) -> Iterator[tuple[int, TaskResult]]:
+    """(index, result) of each task: a bundle alone through the executor, a batch (`batches`) by `fn_many` here;
+    a batch that raised is each of its bundles' failure, as the local executor makes one task's."""
+    if not tasks:
+        return
+    groups = batches(bundles, tasks[0], executor)
+    if all(len(group) == 1 for group in groups):
+        yield from executor.run(fn, tasks)
+        return
+    for group in groups:
+        start = time.perf_counter()
+        try:
+            done = fn_many([tasks[i] for i in group])
+        except DiskFullError:  # the machine's condition, not these bundles' result: the sweep stops
+            raise
+        except Exception as e:  # noqa: BLE001 - one batch's failure is its bundles' result; the sweep goes on
+            error = e.message if isinstance(e, ReproBundleError) else exception_line(e)
+            done = [failed_result(tasks[i], error, wall_s=(time.perf_counter() - start) / len(group)) for i in group]
+        yield from zip(group, done)
 
 
 def sweep_report(registry: Registry, bundles: Sequence[Bundle], results: list[TaskResult], template: ReplayTask, *,

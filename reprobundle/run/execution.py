@@ -263,6 +263,33 @@ def run_worker(python: str | Path, job_path: Path, *, timeout_s: float, memory_l
                          limits=limits or PhaseLimits()).finish()
 
 
+def start_worker(python: str | Path, args: Sequence[str], stderr_path: Path, *, memory_limit_bytes: int | None,
+                 extra_env: dict[str, str] | None = None, lockstep: bool = False,
+                 cpus: Sequence[int] | None = None) -> subprocess.Popen:
+    """The worker package started in `python` with `args` (see WorkerProcess for the memory limit and `cpus`), its
+    stderr in `stderr_path`, its process group tracked (killed even if a signal ends the host in a C call)."""
+    env = worker_environment(extra_env)
+    if cpus:  # the launcher sets the affinity before the worker starts: XLA sizes its thread pools to it
+        env[_PIN_VAR] = ",".join(str(int(c)) for c in cpus)
+
+    def limit_memory() -> None:
+        if memory_limit_bytes:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_DATA, (memory_limit_bytes, memory_limit_bytes))
+
+    # stderr goes to a file: a pipe nobody reads while the worker waits for commands could fill and block it.
+    with open(stderr_path, "wb") as stderr:
+        # -I: isolated mode, so nothing from the host's cwd or user site shadows the environment's packages.
+        # The launcher ties the worker's life to the host's first (see _LAUNCHER), then becomes the worker.
+        proc = subprocess.Popen(
+            worker_command(python, args), stdin=subprocess.PIPE if lockstep else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if lockstep else subprocess.DEVNULL, stderr=stderr, env=env,
+            cwd=stderr_path.parent, start_new_session=True, preexec_fn=limit_memory if memory_limit_bytes else None)
+    track_group(proc.pid)
+    return proc
+
+
 class WorkerProcess:
     """A worker subprocess, from its start to its outcome; never raises for what happens inside it.
 
@@ -280,6 +307,16 @@ class WorkerProcess:
     def __init__(self, python: str | Path, job_path: Path, *, timeout_s: float,
                  memory_limit_bytes: int | None = None, extra_env: dict[str, str] | None = None,
                  lockstep: bool = False, cpus: Sequence[int] | None = None, limits: PhaseLimits | None = None) -> None:
+        self.watch_job(job_path, limits, timeout_s, lockstep)
+        self.memory_limit_bytes = memory_limit_bytes
+        self._buffer = b""
+        self._stderr_path = self.workdir / "worker-stderr.txt"
+        self.proc = start_worker(python, [str(job_path), str(self.result_path)], self._stderr_path,
+                                 memory_limit_bytes=memory_limit_bytes, extra_env=extra_env, lockstep=lockstep,
+                                 cpus=cpus)
+
+    def watch_job(self, job_path: Path, limits: PhaseLimits | None, timeout_s: float, lockstep: bool) -> None:
+        """Start watching the job at `job_path`: its result, phase, limits and working time, from now."""
         self.workdir = job_path.parent
         self.limits = limits
         self.lockstep = lockstep
@@ -292,34 +329,11 @@ class WorkerProcess:
         self._closed_at: float | None = None
         self._calls_of = _calls_of_job(job_path)
         self.result_path = self.workdir / "result.msgpack"
-        self.memory_limit_bytes = memory_limit_bytes
         self.timeout_s = timeout_s
         self.start = time.perf_counter()
         self._budget_s = timeout_s  # working time left
         self._working_since: float | None = self.start
         self.timed_out = False
-        self._buffer = b""
-        env = worker_environment(extra_env)
-        if cpus:  # the launcher sets the affinity before the worker starts: XLA sizes its thread pools to it
-            env[_PIN_VAR] = ",".join(str(int(c)) for c in cpus)
-
-        def limit_memory() -> None:
-            if memory_limit_bytes:
-                import resource
-
-                resource.setrlimit(resource.RLIMIT_DATA, (memory_limit_bytes, memory_limit_bytes))
-
-        # stderr goes to a file: a pipe nobody reads while the worker waits for commands could fill and block it.
-        self._stderr_path = self.workdir / "worker-stderr.txt"
-        with open(self._stderr_path, "wb") as stderr:
-            # -I: isolated mode, so nothing from the host's cwd or user site shadows the environment's packages.
-            # The launcher ties the worker's life to the host's first (see _LAUNCHER), then becomes the worker.
-            self.proc = subprocess.Popen(
-                worker_command(python, [str(job_path), str(self.result_path)]),
-                stdin=subprocess.PIPE if lockstep else subprocess.DEVNULL,
-                stdout=subprocess.PIPE if lockstep else subprocess.DEVNULL, stderr=stderr, env=env,
-                cwd=self.workdir, start_new_session=True, preexec_fn=limit_memory if memory_limit_bytes else None)
-        track_group(self.proc.pid)  # killed even if a signal ends the host in the middle of a C call
 
     # -- lockstep ------------------------------------------------------------------------------------------------
     def wait_ready(self) -> int | None:
@@ -391,6 +405,9 @@ class WorkerProcess:
         if self._working_since is None:
             self._working_since = time.perf_counter()
         return self._working_since + self._budget_s
+
+    def request_load(self) -> None:
+        """A worker of its own job loads it as it starts (a JobView's waits for this: run/shared_worker.py)."""
 
     # -- end ---------------------------------------------------------------------------------------------------
     def finish(self) -> WorkerOutcome:
@@ -518,17 +535,26 @@ class WorkerProcess:
 
     def _outcome(self) -> WorkerOutcome:
         duration = time.perf_counter() - self.start
-        tail = _tail(self._stderr_path)
-        workdir, result_path = self.workdir, self.result_path
+        tail = stderr_tail(self._stderr_path)
+        return self._killed_outcome(duration, tail) or self._exit_outcome(duration, tail) or \
+            self._result_outcome(duration, tail)
+
+    def _killed_outcome(self, duration: float, tail: str) -> WorkerOutcome | None:
+        """The outcome of a worker the host killed (past a phase limit, or its working time); None if it was not."""
         if self.limit_hit is not None:
             result = self._last_result("timeout")
             return WorkerOutcome("timeout", f"the worker ran past {self.limit_hit['description']}{_where(result)} and "
-                                 "was killed", result, duration, tail, workdir, limit=dict(self.limit_hit))
+                                 "was killed", result, duration, tail, self.workdir, limit=dict(self.limit_hit))
         if self.timed_out:
             result = self._last_result("timeout")
             return WorkerOutcome("timeout", f"the worker did not finish within {self.timeout_s:g} s and was killed"
-                                 f"{_where(result)}", result, duration, tail, workdir)
-        code = self.proc.returncode
+                                 f"{_where(result)}", result, duration, tail, self.workdir)
+        return None
+
+    def _exit_outcome(self, duration: float, tail: str) -> WorkerOutcome | None:
+        """The outcome of a worker whose exit says what happened (a signal, a full disk, an unknown flag, no
+        result); None when its result file says it."""
+        code, workdir = self.proc.returncode, self.workdir
         # A full disk is the machine's condition, not this version's result: the worker says so (EXIT_NO_SPACE), or
         # it ended abnormally (its stderr, a file on that disk, may have failed too) where no room is left.
         if code == EXIT_NO_SPACE or (code != 0 and no_room(workdir)):
@@ -542,18 +568,22 @@ class WorkerProcess:
             result = self._last_result("crashed")
             return WorkerOutcome("crashed", f"the worker was killed by {sig}{why}{_where(result)}", result, duration,
                                  tail, workdir)
-        if not result_path.is_file():
+        if not self.result_path.is_file():
             last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
             return WorkerOutcome("crashed", f"the worker exited with code {code} without a result: {last}",
                                  None, duration, tail, workdir)
+        return None
+
+    def _result_outcome(self, duration: float, tail: str) -> WorkerOutcome:
+        """The outcome its result file says."""
         try:
-            result = msgpack.unpackb(result_path.read_bytes(), raw=False, strict_map_key=False)
+            result = msgpack.unpackb(self.result_path.read_bytes(), raw=False, strict_map_key=False)
         except Exception as e:
             return WorkerOutcome("crashed", f"the worker wrote an unreadable result ({e})", None, duration, tail,
-                                 workdir)
+                                 self.workdir)
         limit = result.get("limit") if isinstance(result.get("limit"), dict) else None  # worker/memory.py's refusal
         return WorkerOutcome(str(result.get("status", "error")), str(result.get("reason", "")), result, duration,
-                             tail, workdir, limit=limit)
+                             tail, self.workdir, limit=limit)
 
     def _last_result(self, status: str) -> dict | None:
         """What a worker that was killed left: the provisional result it writes before each risky phase (see the
@@ -620,7 +650,8 @@ def worker_environment(extra_env: dict[str, str] | None = None) -> dict[str, str
     return env
 
 
-def _tail(path: Path) -> str:
+def stderr_tail(path: Path) -> str:
+    """The last _STDERR_TAIL bytes of a worker's stderr file, as text."""
     try:
         with open(path, "rb") as fh:
             fh.seek(max(0, os.path.getsize(path) - _STDERR_TAIL))

@@ -42,7 +42,9 @@ class ReplayOptions:
     to every stretch of calls (the first call, the warmup, a batch of timed calls, the profile);
     `memory_check` refuses inputs and a compiled module that cannot fit in the memory free (XLA's memory
     analysis), before running. `concurrent` starts the first round's workers together instead of one after
-    another (outputs_only: for probes whose timings judge nothing)."""
+    another (outputs_only: for probes whose timings judge nothing). Several bundles replayed together share one
+    worker process per version and round (schedule.Contender.shares); `fresh_workers` gives each its own, as
+    before (the comparison the benchmarks make)."""
 
     warmup: int = DEFAULT_WARMUP
     repeat: int = DEFAULT_STEPS
@@ -62,6 +64,7 @@ class ReplayOptions:
     call_grace_s: float = RUNAWAY_GRACE_S
     memory_check: bool = True
     concurrent: bool = False  # the first round's workers start together: a probe that times nothing (outputs_only)
+    fresh_workers: bool = False  # every bundle's own worker process per version and round, even beside others
 
     @classmethod
     def of(cls, base: "ReplayOptions | None" = None, *, timing: Timing | None = None,
@@ -136,11 +139,12 @@ class ReplayOptions:
 
     def timing_record(self) -> dict[str, Any]:
         """The options a sweep records and resumes by (its `options` in --json): `to_dict` less `shapes` and
-        `memory_limit_bytes`, which a sweep does not carry (it replays at the packed sizes), and the limits and the
-        memory check, which bound a replay without changing what it measures."""
+        `memory_limit_bytes`, which a sweep does not carry (it replays at the packed sizes), the limits and the
+        memory check, which bound a replay without changing what it measures, and `fresh_workers`: each bundle
+        still meets a new process every round, shared or not."""
         plain = self.to_dict()
         for name in ("shapes", "memory_limit_bytes", "load_limit_s", "compile_limit_s", "call_limit_s",
-                     "call_grace_s", "memory_check"):
+                     "call_grace_s", "memory_check", "fresh_workers"):
             del plain[name]
         return plain
 

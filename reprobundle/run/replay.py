@@ -7,13 +7,14 @@ that version's run record, and the others still run.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Sequence, cast
 
 import numpy as np
 
@@ -49,7 +50,9 @@ from .schedule import (
     Contender,
     Measurement,
     measure_interleaved,
+    processes_at_once,
     rounds_for,
+    shared_keys,
 )
 
 if TYPE_CHECKING:
@@ -300,7 +303,8 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
     specs = as_specs(versions)
     interpreters = _Interpreters(env_manager, progress, options.retrace_packages)
     targets = [_target(registry, bundle, options) for bundle in bundles]
-    jobs = _JobOptions(options.timing, options.dump, options.profile, options.memory_check)
+    jobs = _JobOptions(options.timing, options.dump, options.profile, options.memory_check,
+                       options.fresh_workers)
     timed, runs = _contenders(registry, bundles, targets, specs, jobs, interpreters, comparisons.one_group)
     budget = _budget(timed, len(bundles), options, comparisons)
     _say_start(progress, bundles, timed, budget)
@@ -311,12 +315,14 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
         measured, measured_under = _measure(batches, budget, Path(tmp), first_look, options=options,
                                             progress=progress, count=len(timed), platform=platform)
         at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((options.shapes or {}).items()))
+        shared = shared_keys([t.contender for t in timed])
         for t in timed:
             timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
             runs[t.bundle_index, t.version_index] = _timed_run(registry, targets[t.bundle_index], t, measured,
                                                                measured_under, budget, warmup=options.warmup,
                                                                group=timed_with, at_sizes=at_sizes,
-                                                               build=interpreters.builds.get(t.spec.jax))
+                                                               build=interpreters.builds.get(t.spec.jax),
+                                                               shared=shared)
     ordered = [[runs[b, i] for i in range(len(specs))] for b in range(len(bundles))]
     every = [run for per_bundle in ordered for run in per_bundle]
     for run in every:
@@ -363,7 +369,7 @@ def _contenders(registry: Registry, bundles: Sequence[Bundle], targets: Sequence
 
 def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dict[str, Measurement],
                measured_under: dict, budget: Budget, *, warmup: int, group: str, at_sizes: str,
-               build: dict | None = None) -> dict:
+               build: dict | None = None, shared: Collection[str] = ()) -> dict:
     """The run record of one timed contender, with the conditions it was measured under (a contender the budget
     retired early keeps its own schedule) and the build it ran on (`jax_build`, JaxEnvironment.build_record)."""
     key = timed.contender.key
@@ -373,6 +379,8 @@ def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dic
     run["spent"] = spent.add({"env": round(timed.env_s, 4)}, measured[key].spent)
     run["environment"]["conditions"] = measured_under if key not in budget.retired else \
         {**measured_under, "schedule": budget.describe(rounds_run, key)}
+    if timed.contender.shares in shared:  # its process served other bundles too (schedule.Contender.shares)
+        run["environment"]["conditions"] = {**run["environment"]["conditions"], "workers": "shared"}
     if timed.packages:
         run["packages"] = timed.packages
     if build is not None:
@@ -390,6 +398,7 @@ class _JobOptions:
     dump: bool
     profile: bool
     memory_check: bool = True
+    fresh_workers: bool = False  # not a job's: whether its contender may share a process (_process_key)
 
 
 def _job_writer(registry: Registry, target: _Target, spec: ContenderSpec,
@@ -514,8 +523,24 @@ def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: 
     key = str(index) if len(bundles) == 1 else f"{b}.{index}"
     label = spec.redacted().label if len(bundles) == 1 else f"{target.bundle.ref.name} on {spec.redacted().label}"
     write_job = _job_writer(registry, target, spec, jobs)
+    shares = "" if retrace or jobs.fresh_workers else _process_key(interpreter, spec, target)
     return _Timed(b, index, spec, Contender(key, interpreter, write_job, label=label, group=str(group),
-                                            limits=target.limits), packages, env_s)
+                                            limits=target.limits, shares=shares), packages, env_s)
+
+
+_WIDE_DTYPES = ("float64", "int64", "uint64", "complex128")
+
+
+def _process_key(interpreter: str | Path, spec: ContenderSpec, target: _Target) -> str:
+    """What bundles must agree on to share a worker process (schedule.Contender.shares): the interpreter, the
+    contender's settings (set before jax starts), the platform, and the 64-bit mode the worker switches on for
+    wide inputs or outputs (a process-wide setting). A retrace never shares: its program's modules would meet
+    another program's in one interpreter."""
+    fields = (target.bundle.manifest.get("function") or {}).get("fields") or {}
+    dtypes = [str(leaf.get("dtype")) for leaf in target.leaves] + [str(a.get("dtype"))
+                                                                   for a in fields.get("out_avals") or []]
+    wide = any(d in _WIDE_DTYPES for d in dtypes)
+    return json.dumps([str(interpreter), spec.settings.as_record(), target.platform.platform, wide], sort_keys=True)
 
 
 def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Sequence[_Timed]) -> list[list[Contender]]:
@@ -546,7 +571,8 @@ def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Pa
                                             rounds_for(count, options.repeat, options.rounds),
                                             timeout_s=options.timeout_s,
                                             memory_limit_bytes=worker_memory_limit(options.memory_limit_bytes,
-                                                                                   len(batch), platform),
+                                                                                   processes_at_once(batch),
+                                                                                   platform),
                                             progress=progress,
                                             more=budget.more if adaptive else None, pin=pin,
                                             concurrent=options.concurrent))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -24,6 +25,7 @@ from ..config import DEFAULT_STEPS as DEFAULT_STEPS  # defined there for the CLI
 from ..logs import Status
 from . import spent
 from .execution import PhaseLimits, WorkerOutcome, WorkerProcess, pinned_env
+from .shared_worker import JobView, SharedWorker
 
 STEP_TARGET_NS = 50_000_000
 MAX_CALLS_PER_STEP = 512
@@ -58,6 +60,9 @@ class Contender:
     # Contenders compared with each other share a group: each of its steps makes the same number of calls.
     group: str = ""
     limits: PhaseLimits | None = None  # how long each phase of its workers may run (None: only the timeout)
+    # Contenders with the same non-empty `shares` may be served by one process in a round (shared_worker.py): the
+    # same interpreter, settings, platform and 64-bit mode, so that the first job's setting up holds for every job.
+    shares: str = ""
 
 
 @dataclass
@@ -125,6 +130,18 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
 Live = list[tuple[Contender, WorkerProcess]]  # the workers of a round that got ready, in the round's order
 
 
+def shared_keys(contenders: Sequence[Contender]) -> set[str]:
+    """The `shares` keys that more than one of `contenders` have: each is one process a round."""
+    counts = Counter(c.shares for c in contenders if c.shares)
+    return {key for key, n in counts.items() if n > 1}
+
+
+def processes_at_once(contenders: Sequence[Contender]) -> int:
+    """How many worker processes a round of `contenders` holds at once: one per shared key, one per other."""
+    shared = shared_keys(contenders)
+    return len(shared) + sum(1 for c in contenders if c.shares not in shared)
+
+
 class _Session:
     """The state of one measurement: each contender's Measurement, and the workers of the round under way."""
 
@@ -141,10 +158,14 @@ class _Session:
         self.concurrent = concurrent
         self.measured = {c.key: Measurement() for c in contenders}
         self.started: Live = []
+        self.sharing: set[str] = set()  # the `shares` keys served by one process in the round under way
+        self.processes: dict[str, SharedWorker] = {}  # their processes
 
     def kill_started(self) -> None:
         for _, worker in self.started:
             worker.kill()
+        for process in self.processes.values():
+            process.kill()
 
     def _where(self, round_index: int) -> str:
         return f"round {round_index + 1}/{self.rounds}"
@@ -153,9 +174,20 @@ class _Session:
         folder = self.workdir / f"contender-{self.contenders.index(c)}" / f"round-{round_index}"
         folder.mkdir(parents=True)
         pin = self.pin
-        worker = WorkerProcess(c.python, c.write_job(folder, round_index), timeout_s=self.timeout_s,
-                               memory_limit_bytes=self.memory_limit_bytes, lockstep=True, limits=c.limits,
-                               cpus=pin.cpus if pin else None, extra_env=pinned_env(pin.threads) if pin else None)
+        job = c.write_job(folder, round_index)
+        cpus, extra_env = (pin.cpus, pinned_env(pin.threads)) if pin else (None, None)
+        worker: WorkerProcess
+        if c.shares in self.sharing:
+            process = self.processes.get(c.shares)
+            if process is None:
+                process = self.processes[c.shares] = SharedWorker(
+                    c.python, self.workdir / f"shared-{len(self.processes)}" / f"round-{round_index}",
+                    timeout_s=self.timeout_s, memory_limit_bytes=self.memory_limit_bytes, cpus=cpus,
+                    extra_env=extra_env)
+            worker = process.add(job, c.limits, c.label or c.key)
+        else:
+            worker = WorkerProcess(c.python, job, timeout_s=self.timeout_s, memory_limit_bytes=self.memory_limit_bytes,
+                                   lockstep=True, limits=c.limits, cpus=cpus, extra_env=extra_env)
         self.started.append((c, worker))
         return worker
 
@@ -164,12 +196,15 @@ class _Session:
         rounds, where = self.rounds, self._where(round_index)
         live: Live = []
         self.started = []
+        self.sharing = shared_keys(order)
         if round_index > 0 or self.concurrent:
             # Later rounds only time, so their workers start together, which saves most of a start.
             self.say(Status(f"{where}: starting " + ", ".join(c.label or c.key for c in order), "round",
                             round_index, rounds))
             for c in order:
                 self._start(c, round_index)
+            for _, worker in self.started:
+                worker.request_load()
             for c, worker in self.started:
                 _get_ready(c, worker, self.measured, live, round_index, rounds)
         else:
@@ -216,7 +251,8 @@ class _Session:
         for c, worker in live:
             m = self.measured[c.key]
             outcome = worker.finish()
-            spent.add(m.spent, spent.worker_spent(outcome.duration_s, outcome.result))
+            spent.add(m.spent, spent.worker_spent(outcome.duration_s, outcome.result,
+                                                  own_process=not isinstance(worker, JobView)))
             if m.failed_round is not None or outcome.status != "ok":
                 _fail(m, outcome, round_index, self.rounds)
                 continue
@@ -228,6 +264,9 @@ class _Session:
                 m.outcome = outcome
             elif outcome.workdir is not None:
                 shutil.rmtree(outcome.workdir, ignore_errors=True)
+        for process in self.processes.values():
+            process.close()
+        self.processes = {}
         self.started = []
 
 
@@ -249,7 +288,8 @@ def _get_ready(c: Contender, worker: WorkerProcess, measured: dict[str, Measurem
     m = measured[c.key]
     if call_ns is None:
         outcome = worker.finish()
-        spent.add(m.spent, spent.worker_spent(outcome.duration_s, outcome.result))
+        spent.add(m.spent, spent.worker_spent(outcome.duration_s, outcome.result,
+                                                  own_process=not isinstance(worker, JobView)))
         _fail(m, outcome, round_index, rounds)
         return
     if round_index == 0:

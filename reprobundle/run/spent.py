@@ -23,18 +23,29 @@ _START_PHASES = ("validate", "inputs", "import_jax")
 _LOAD_PHASES = ("describe", "hlo_text", "memory_check")
 
 
-def worker_spent(duration_s: float, result: Mapping | None) -> dict[str, float]:
+def worker_spent(duration_s: float, result: Mapping | None, *, own_process: bool = True) -> dict[str, float]:
     """One worker process's seconds by category, from its wall time and its result's `phase_s`, `compile_s` and
     samples. What the phases do not cover (the interpreter's start before the first checkpoint, its exit) counts as
-    start."""
+    start. A job of a shared process (`own_process` False; run/shared_worker.py) counts what the host waited on it
+    (`duration_s`: its process's start for the first job, then its own commands), and no wait: its process waits
+    once for all of its jobs, between their commands."""
     result = result or {}
     phases = _phases(result)
-    compile_s = float(result.get("compile_s") or 0.0)
+    if not own_process:
+        phases.pop("timing", None)  # it spans the process's waiting for the host between this job's commands
     calibrate = phases.pop("calibrate", 0.0)
     timed = sum(int(s) for s in result.get("samples_ns") or []) / 1e9
+    spent = _by_category(phases, float(result.get("compile_s") or 0.0), calibrate, timed)
+    # without its timing phase, a shared job's warm-up and timed calls lie outside its phases
+    covered = sum(phases.values()) + (0.0 if own_process else calibrate + timed)
+    spent["start"] += max(0.0, duration_s - covered)
+    return {k: round(v, 4) for k, v in spent.items() if v > 0}
+
+
+def _by_category(phases: dict[str, float], compile_s: float, calibrate: float, timed: float) -> dict[str, float]:
     timing = phases.get("timing", 0.0)
     routes = sum(v for k, v in phases.items() if k.startswith("route:"))
-    spent = {
+    return {
         "start": sum(phases.get(k, 0.0) for k in _START_PHASES),
         "load": max(0.0, routes - compile_s) + sum(phases.get(k, 0.0) for k in _LOAD_PHASES),
         "compile": min(compile_s, routes) if routes else compile_s,
@@ -43,8 +54,6 @@ def worker_spent(duration_s: float, result: Mapping | None) -> dict[str, float]:
         "profile": phases.get("profile", 0.0),
         "wait": max(0.0, timing - calibrate - timed),
     }
-    spent["start"] += max(0.0, duration_s - sum(phases.values()))
-    return {k: round(v, 4) for k, v in spent.items() if v > 0}
 
 
 def _phases(result: Mapping) -> dict[str, float]:

@@ -44,10 +44,11 @@ from .trace import Profiling
 class Worker(Routes, Retrace, TimedCalls, Profiling):
     """The state of one job; each phase checkpoints so a crash still names it."""
 
-    def __init__(self, job, result_path=None, control=None):
+    def __init__(self, job, result_path=None, control=None, shared=None):
         self.job = job
         self.result_path = result_path
         self.control = control
+        self.shared = shared  # shared.SharedProcess: one of several jobs of one process (None: the process's only)
         self.notes = []
         self.attempts = []
         self.result = {
@@ -202,21 +203,19 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         adir = job["artifacts_dir"]
         os.makedirs(adir, exist_ok=True)
         os.makedirs(job["outputs_dir"], exist_ok=True)
-        # the user's flags, then the worker's dump flags, then the contender's (later flags win in XLA)
-        given = os.environ.get("XLA_FLAGS", "").strip()
-        contender_flags = apply_environment(job, self.notes)
-        user_flags = (given + " " + contender_flags).strip()  # what the environment records
-        extra = ""
         if job.get("dump"):
             ddir = os.path.join(adir, "xla_dump")
             os.makedirs(ddir, exist_ok=True)
-            extra = "--xla_dump_to=%s --xla_dump_hlo_as_text" % ddir
-            if "jax" in sys.modules:
-                self.notes.append("jax was already imported before the worker set XLA_FLAGS; dump may be missing")
             self.result["artifacts"]["xla_dump"] = ddir
-        if extra or contender_flags:
-            os.environ["XLA_FLAGS"] = " ".join(f for f in (given, extra, contender_flags) if f)
-        self.select_platform()
+        if self.shared is not None and self.shared.user_flags is not None:
+            # a later job of a shared process: jax runs as the first job set it up, and says so in each job's notes
+            user_flags = self.shared.user_flags
+            self.notes.extend(self.shared.setup_notes)
+        else:
+            noted = len(self.notes)
+            user_flags = self.set_flags_before_jax()
+            if self.shared is not None:
+                self.shared.setup_notes = self.notes[noted:]
         import jax  # noqa: F401  (first import of jax happens here)
 
         env = self.result["environment"]
@@ -239,6 +238,29 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             self.result["stablehlo"]["jaxlib_error"] = exc_msg(e)
         self._enable_x64_if_needed()
         apply_config(job, self.notes)  # the contender's options, after the worker's own (they may override it)
+
+    def set_flags_before_jax(self):
+        """The environment the job's settings ask for and the dump's flags, set before jax is imported; the
+        user's and the contender's XLA_FLAGS (what the environment records)."""
+        job = self.job
+        # the user's flags, then the worker's dump flags, then the contender's (later flags win in XLA)
+        given = os.environ.get("XLA_FLAGS", "").strip()
+        contender_flags = apply_environment(job, self.notes)
+        user_flags = (given + " " + contender_flags).strip()
+        extra = ""
+        if job.get("dump"):
+            # a shared process dumps into its own folder, and each job takes what its commands added (shared.py)
+            ddir = self.shared.dump_dir if self.shared is not None else self.result["artifacts"]["xla_dump"]
+            os.makedirs(ddir, exist_ok=True)
+            extra = "--xla_dump_to=%s --xla_dump_hlo_as_text" % ddir
+            if "jax" in sys.modules:
+                self.notes.append("jax was already imported before the worker set XLA_FLAGS; dump may be missing")
+        if extra or contender_flags:
+            os.environ["XLA_FLAGS"] = " ".join(f for f in (given, extra, contender_flags) if f)
+        self.select_platform()
+        if self.shared is not None:
+            self.shared.user_flags = user_flags
+        return user_flags
 
     def _enable_x64_if_needed(self):
         import jax
@@ -316,14 +338,40 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         return _export
 
     def run(self):
+        loaded = self.until_timing()
+        if loaded is None:
+            return self.result
+        route, compiled = loaded
+        failure = self.timed(compiled)
+        if failure:
+            return self.failed(failure)
+        return self.after_timed(route, compiled)
+
+    def failed(self, reason):
+        self.result["status"] = STATUS_ERROR
+        self.result["reason"] = reason
+        return self.result
+
+    def after_timed(self, route, compiled):
+        """The rest of a job whose timed calls ran: the profile and the process's state; the result, final."""
+        self.after_timing(compiled)
+        self.result["status"] = STATUS_OK
+        self.result["reason"] = self._replayed_reason(route)
+        return self.result
+
+    def until_timing(self):
+        """Everything before the timed calls: (route, compiled) ready to time, or None when the result is final
+        (incompatible, or its first call failed)."""
         res = self.result
         self.prepare()
         loaded = self.load_function()
         if loaded is None:
             res["status"] = STATUS_INCOMPATIBLE
             res["reason"] = self._incompatible_reason()
-            return res
+            return None
         route, exp, lowered, compiled = loaded
+        if self.shared is not None:
+            self.shared.collect_dump(self)
         if self.job.get("memory_check", True):
             self.checkpoint("memory_check")
             skipped = check_module_fits(compiled, self.result["environment"].get("platform"))
@@ -339,15 +387,11 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         self.write_hlo(lowered, compiled)
         self.end_phase()
 
-        failure = self.execute(compiled, route) or self.timed(compiled)
+        failure = self.execute(compiled, route)
         if failure:
-            res["status"] = STATUS_ERROR
-            res["reason"] = failure
-            return res
-        self.after_timing(compiled)
-        res["status"] = STATUS_OK
-        res["reason"] = self._replayed_reason(route)
-        return res
+            self.failed(failure)
+            return None
+        return route, compiled
 
     def prepare(self):
         """Validate the job, load its inputs, import jax on the job's platform."""
@@ -444,10 +488,13 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             else:
                 self.result["samples_ns"] = self.time_calls(compiled, warmup, repeat)
         except Exception as e:
-            return "timed execution failed: %s%s" % ("out of device memory: " if out_of_memory(e) else "",
-                                                     exc_msg(e))
+            return self.timing_failure(e)
         self.end_phase()
         return None
+
+    @staticmethod
+    def timing_failure(e):
+        return "timed execution failed: %s%s" % ("out of device memory: " if out_of_memory(e) else "", exc_msg(e))
 
     def after_timing(self, compiled):
         """The process's conditions, device memory, the profile and the dump's check, after the timed calls."""

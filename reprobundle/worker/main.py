@@ -1,21 +1,15 @@
 """Entry points: run_job and the command line."""
 from __future__ import annotations
 
-import os
 import sys
 
-from .environment import base_environment
+from .ending import exit_no_space, guarded, settled, write_result
 from .job import Worker
 from .protocol import (
     EXIT_NO_SPACE,
-    NO_SPACE_TEXTS,
     PROTOCOL_VERSION,
     STATUS_ERROR,
-    JobError,
-    RouteFailure,
     exc_msg,
-    is_no_space,
-    write_msgpack,
 )
 from .records import Result
 from .timing import Control
@@ -28,42 +22,9 @@ def run_job(job, result_path=None, control=None, outcome=None):
     imports jax and may set XLA_FLAGS for dumps, which only works before jax is
     first imported.
     """
-    import traceback
-
     w = Worker(job, result_path, control)
-    try:
-        res = w.run()
-    except JobError as e:
-        res = w.result
-        res["status"] = STATUS_ERROR
-        res["reason"] = str(e)
-        if getattr(e, "limit", None):  # memory.MemoryRefusal: the sizes, for the host's typed error
-            res["limit"] = e.limit  # type: ignore[attr-defined]
-    except RouteFailure as e:  # should not escape, but be safe
-        res = w.result
-        res["status"] = STATUS_ERROR
-        res["reason"] = "%s: %s" % (e.stage, e.message)
-    except BaseException as e:  # the result must always be written
-        res = w.result
-        res["status"] = STATUS_ERROR
-        res["reason"] = "internal worker error during phase %r: %s" % (w.phase, exc_msg(e))
-        res["detail"] = traceback.format_exc()[-8000:]
-        if isinstance(e, KeyboardInterrupt):
-            res["reason"] = "interrupted during phase %r" % w.phase
-        if is_no_space(e):
-            w.no_space = True
-    w.end_phase()
-    if outcome is not None:  # a write that found no room, caught on the way as a route's or a phase's error
-        text = " ".join([str(res.get("reason", ""))] + [str(n) for n in res.get("notes") or []])
-        outcome["no_space"] = w.no_space or any(s in text for s in NO_SPACE_TEXTS)
-    if not res.get("environment", {}).get("python"):
-        try:
-            env = base_environment()
-            env.update(res.get("environment") or {})
-            res["environment"] = env
-        except Exception:
-            pass
-    return res
+    guarded(w, w.run)
+    return settled(w, outcome)
 
 
 def main(argv=None):
@@ -72,8 +33,12 @@ def main(argv=None):
         from .serve import serve
 
         return serve()
+    if len(argv) == 2 and argv[0] == "jobs":  # one lockstep process serving several jobs (shared.py)
+        from .shared import serve_jobs
+
+        return serve_jobs(argv[1])
     if len(argv) != 2:
-        sys.stderr.write("usage: python worker.py JOB.msgpack RESULT.msgpack | serve\n")
+        sys.stderr.write("usage: python worker.py JOB.msgpack RESULT.msgpack | serve | jobs FOLDER\n")
         return 2
     job_path, result_path = argv
     try:
@@ -86,35 +51,13 @@ def main(argv=None):
                "reason": "cannot read job file %s: %s" % (job_path, exc_msg(e)), "route": None,
                "attempts": [], "notes": [], "environment": {}, "compile_s": None, "samples_ns": [],
                "outputs": [], "artifacts": {}, "per_op": []}
-        return _write_result(result_path, res)
+        return write_result(result_path, res)
     lockstep = isinstance(job, dict) and isinstance(job.get("timing"), dict) and bool(job["timing"].get("lockstep"))
     outcome = {}  # type: dict
     res = run_job(job, result_path, Control() if lockstep else None, outcome)
-    code = _write_result(result_path, res)
+    code = write_result(result_path, res)
     if outcome.get("no_space") or code == EXIT_NO_SPACE:
-        _exit_no_space()
+        exit_no_space()
     return code
 
 
-def _exit_no_space():
-    """Exit with EXIT_NO_SPACE now: at a normal exit Python flushes stderr (a file on the same full disk), fails, and
-    exits with 120 instead."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-    os._exit(EXIT_NO_SPACE)
-
-
-def _write_result(result_path, res):
-    """Exit code 0 once RESULT is written (whatever its status), 1 when it cannot be (EXIT_NO_SPACE: no room)."""
-    try:
-        write_msgpack(result_path, res)
-    except BaseException as e:
-        try:  # stderr may be a file on the same full disk: its failure must not replace the exit code
-            sys.stderr.write("worker: cannot write result %s: %s\n" % (result_path, e))
-        except BaseException:
-            pass
-        return EXIT_NO_SPACE if is_no_space(e) else 1
-    return 0
