@@ -113,6 +113,22 @@ def test_the_table_says_what_each_bundle_came_to(swept):
     assert max(len(line) for line in text.splitlines()) <= 100
 
 
+def test_a_local_sweep_measures_its_bundles_together(swept):
+    """The four bundles were one measurement (one group of runs), each version's worker process of a round serving
+    every bundle; the one incompatible on 0.4.30 ended there without ending the others."""
+    store, data = swept
+    assert len({r["group"] for r in data["results"]}) == 1
+    registry = api.open_registry(store)
+    for bundle in registry.iter_bundles():
+        runs = registry.runs(bundle.ref.bundle_id)
+        timed = [r for r in runs if r["status"] in ("ok", "mismatch")]
+        assert timed and all(r["environment"]["conditions"]["workers"] == "shared" for r in timed), bundle.ref
+    fresh = sweeping.batches(list(registry.iter_bundles()), ReplayTask(store, "", (BASELINE, CANDIDATE),
+                                                                      ReplayOptions(fresh_workers=True)),
+                             LocalExecutor())
+    assert fresh == [[0], [1], [2], [3]]
+
+
 def test_a_resumed_sweep_shows_stored_results_and_rerun_replays(swept):
     store, first = swept
     again = api.sweep([], BASELINE, CANDIDATE, store=store, **SWEEP)
