@@ -189,6 +189,7 @@ def isolate(
     timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout",
                                   help="Seconds of work per worker process before it is killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    fresh_workers: bool = FreshWorkersOpt,
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -197,7 +198,7 @@ def isolate(
     from ..render.isolate import isolation_data, isolation_text
 
     options = api.ReplayOptions.of(api.ISOLATE_OPTIONS, warmup=warmup, repeat=repeat, max_time_s=max_time, pin=pin,
-                                   timeout_s=timeout)
+                                   timeout_s=timeout, fresh_workers=fresh_workers)
     result = api.isolate(ref, jax_versions, store=store, name=name, max_pieces=pieces, options=options, python=python,
                          progress=progress_sink(as_json))
     emit(as_json, isolation_data(result), isolation_text(result))

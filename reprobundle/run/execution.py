@@ -429,7 +429,10 @@ class WorkerProcess:
         untrack_group(self.proc.pid)
         if self.proc.stdout:
             self.proc.stdout.close()
-        outcome = self._outcome()
+        return self._within_memory_limit(self._outcome())
+
+    def _within_memory_limit(self, outcome: WorkerOutcome) -> WorkerOutcome:
+        """`outcome`, saying so where the memory limit is what ended the worker (or may have)."""
         if self.memory_limit_bytes and outcome.status not in ("ok", "mismatch") and \
                 (outcome.limit or {}).get("kind") != "memory":
             limit_mib = self.memory_limit_bytes / 2**20

@@ -345,9 +345,15 @@ def _say_start(progress: Callable[[str], None] | None, bundles: Sequence[Bundle]
                budget: Budget) -> None:
     if progress and timed:
         first = timed[0].bundle_index
-        progress(Status(f"replaying {', '.join(str(bundle.ref) for bundle in bundles)} on jax "
-                        + ", ".join(t.spec.redacted().label for t in timed if t.bundle_index == first), "start",
-                        0, budget.rounds))
+        refs = [str(bundle.ref) for bundle in bundles]
+        what = ", ".join(refs) if len(refs) <= 3 else f"{len(refs)} bundles ({', '.join(refs[:2])}, ..., {refs[-1]})"
+        contenders = [t.contender for t in timed]
+        shared = shared_keys(contenders)
+        at_once = f"; {processes_at_once(contenders)} worker processes a round, each version's serving every bundle" \
+            if shared else ""
+        progress(Status(f"replaying {what} on jax "
+                        + ", ".join(t.spec.redacted().label for t in timed if t.bundle_index == first) + at_once,
+                        "start", 0, budget.rounds))
 
 
 def _contenders(registry: Registry, bundles: Sequence[Bundle], targets: Sequence[_Target],

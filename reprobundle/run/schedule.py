@@ -10,6 +10,9 @@ runs the same code faster or slower than the next. So the contenders are never t
   is not measured against the cost of switching processes.
 - Rounds repeat all of this in fresh processes: the process-to-process variation becomes the spread between
   rounds, which is what the verdict (compare.timing_verdict) tests a difference against.
+- Contenders of several bundles that agree on their interpreter and settings (`Contender.shares`) are served by one
+  process a round (shared_worker.py): each bundle still meets a new process every round, and one round's process
+  serves each version's side of a bundle alike, so starting processes costs a round, not a bundle.
 """
 
 from __future__ import annotations

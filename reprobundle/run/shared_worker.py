@@ -185,7 +185,7 @@ class JobView(WorkerProcess):
                     self._refuse(line)
                 elif line is not None:
                     self.state = "done"
-        return self._outcome()
+        return self._within_memory_limit(self._outcome())
 
     # -- the process, and its loss -----------------------------------------------------------------------------
     def _reply(self) -> str | None:
@@ -229,6 +229,8 @@ class JobView(WorkerProcess):
         self.shared.views.append(self)
         self.state = "new"
         self.watch_job(self.job_path, self.limits, self.shared.timeout_s, lockstep=True)
+        # the dead process's last provisional result would date the new one's phases from its own checkpoints
+        self.result_path.unlink(missing_ok=True)
         return not was_ready or self.wait_ready() is not None
 
     def _outcome(self) -> WorkerOutcome:

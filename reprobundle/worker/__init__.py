@@ -16,7 +16,9 @@ Modules: ``protocol`` (constants, errors, helpers), ``records`` (the job and the
 ``hlo_kind`` (the kind of an HLO instruction, which the host's analysis shares), ``flatten``
 (a pytree call as the flat function jax.export sees, shared with the host's pack), ``retrace`` (the
 retrace route: the bundle's program traced by this release), ``job``
-(one job), ``serve`` (a long-lived worker of StableHLO modules, one after another), ``main`` (entry points).
+(one job), ``serve`` (a long-lived worker of StableHLO modules, one after another), ``shared`` (one lockstep
+process serving several jobs: ``python worker jobs FOLDER``), ``ending`` (a job's result whatever happens),
+``main`` (entry points).
 
 Invocation
 ==========
@@ -155,7 +157,8 @@ nothing else can write into it) and reads commands from stdin, one ASCII line ea
   worker -> host   ``<ns> <ns> ...`` their n times
   host -> worker   end of stdin (or ``finish``): go on to profile, write the result, exit
 
-Every timed call also lands in ``samples_ns``, in order.
+Every timed call also lands in ``samples_ns``, in order. ``shared`` speaks the same lines for several jobs of
+one process, each command naming its job (see its docstring).
 
 Status: "incompatible" when no route could load+lower+compile the function;
 "error" for bad jobs/inputs (e.g. input leaf shape/dtype mismatch, which names
