@@ -6,11 +6,14 @@ rounds each: 16 when the figures in benchmarks/README.md were taken), in the sam
   piece stops once it cannot hold the largest move, the moved piece packed), as the CLI runs it;
 - old: the same steps with the old timing: the pieces packed (investigate/isolate.pack_pieces), replayed one by one
   (run/replay.replay), the moved piece packed.
+- fresh (--fresh-runs N): the new path with `fresh_workers` (each piece its own worker processes every round, as
+  before its pieces shared one process per version and round; issue #35).
 Each run prints its wall time, how long its phases took, each piece's rounds, ratio and verdict (or the round after
 which it was ruled out), the piece it named, and the conditions it ran under (CPU pressure, load). Runs alternate
 (new, old, new, ...), so that both meet the same drift of a shared machine.
 
-Usage: .venv/bin/python benchmarks/bench_isolate.py [--versions 0.7.2 0.8.0] [--runs 2] [--old-runs 1] [--pin CPUS]
+Usage: .venv/bin/python benchmarks/bench_isolate.py [--versions 0.7.2 0.8.0] [--runs 2] [--old-runs 1]
+       [--fresh-runs 0] [--pin CPUS]
        [--example examples/attention.py]
 """
 
@@ -69,12 +72,13 @@ def pieces_text(iso_pieces, moved) -> str:
     return "; ".join(out)
 
 
-def run_new(opts, store: str) -> float:
+def run_new(opts, store: str, fresh: bool = False) -> float:
     before = snapshot()
     phases = Phases()
-    iso = api.isolate("attention", opts.versions, store=store, pin=opts.pin, progress=phases)
+    iso = api.isolate("attention", opts.versions, store=store, pin=opts.pin, progress=phases, fresh_workers=fresh)
     wall = time.perf_counter() - phases.t0
-    print(f"new (one measurement, largest-move rule): {wall:.1f} s ({phases.text(wall)}); named piece "
+    print(f"new (one measurement, largest-move rule{', fresh workers' if fresh else ''}): {wall:.1f} s "
+          f"({phases.text(wall)}); named piece "
           f"{iso.moved.piece.index + 1 if iso.moved else '-'}, packed as {iso.packed}")
     print(f"  pieces: {pieces_text(iso.pieces, iso.moved)}")
     print(f"  measured under: {summary(conditions(before, snapshot()))}", flush=True)
@@ -110,6 +114,7 @@ def main() -> None:
     parser.add_argument("--versions", nargs=2, default=["0.7.2", "0.8.0"])
     parser.add_argument("--runs", type=int, default=2, help="runs of the new isolate")
     parser.add_argument("--old-runs", type=int, default=1, help="runs of the old per-piece timing")
+    parser.add_argument("--fresh-runs", type=int, default=0, help="runs of the new isolate with fresh workers")
     parser.add_argument("--pin", default=None, help="isolate --pin")
     parser.add_argument("--example", default="examples/attention.py")
     opts = parser.parse_args()
@@ -121,12 +126,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "store")
         api.pack_script(str(ROOT / opts.example), name="attention", store=store, repeat=5, warmup=2)
-        new, old = [], []
-        for i in range(max(opts.runs, opts.old_runs)):
+        new, old, fresh = [], [], []
+        for i in range(max(opts.runs, opts.old_runs, opts.fresh_runs)):
             if i < opts.runs:
                 new.append(run_new(opts, store))
+            if i < opts.fresh_runs:
+                fresh.append(run_new(opts, store, fresh=True))
             if i < opts.old_runs:
                 old.append(run_old(opts, store, manager))
+        if new and fresh:
+            print(f"fresh workers / shared: {min(fresh) / min(new):.2f}x (best of each: {min(fresh):.0f} s vs "
+                  f"{min(new):.0f} s)")
         if new and old:
             print(f"old / new: {min(old) / min(new):.2f}x faster (best of each: {min(old):.0f} s vs {min(new):.0f} s)"
                   f"  goal: new under 90 s")
