@@ -64,7 +64,8 @@ def swept(tmp_path_factory):
     seen = []
     data = api.sweep([], BASELINE, CANDIDATE, store=store, progress=seen.append, **SWEEP)
     assert seen[0].startswith("replaying 4 bundle(s) on jax 0.4.30 and installed") and seen[0].total == 4
-    assert [line.done for line in seen if line.phase == "sweep"] == [0, 1, 2, 3, 4]
+    # one batch: its four bundles finish together, each line counting all four (the ETA is then 0, not 3x)
+    assert [line.done for line in seen if line.phase == "sweep"] == [0, 4, 4, 4, 4]
     return store, data
 
 
@@ -127,6 +128,18 @@ def test_a_local_sweep_measures_its_bundles_together(swept):
                                                                       ReplayOptions(fresh_workers=True)),
                              LocalExecutor())
     assert fresh == [[0], [1], [2], [3]]
+
+
+def test_a_mistyped_version_is_one_error_before_anything_runs(swept):
+    store, _ = swept
+    before = {r["run_id"] for b in api.open_registry(store).iter_bundles()
+              for r in api.open_registry(store).runs(b.ref.bundle_id)}
+    for call in (lambda: api.sweep([], BASELINE, "0.8.O", store=store),
+                 lambda: api.isolate("chain", [BASELINE, "0.8.O"], store=store)):
+        with pytest.raises(UsageError, match="'0.8.O' is not a JAX version"):
+            call()
+    registry = api.open_registry(store)
+    assert {r["run_id"] for b in registry.iter_bundles() for r in registry.runs(b.ref.bundle_id)} == before
 
 
 def test_a_resumed_sweep_shows_stored_results_and_rerun_replays(swept):

@@ -243,7 +243,7 @@ def environment_manager(config: EnvConfig | None = None):
     return EnvironmentManager(config)
 
 
-def _releases_of(config: EnvConfig) -> Callable[[], list[str]]:
+def releases_of(config: EnvConfig) -> Callable[[], list[str]]:
     """The releases a --jax request is checked against before anything runs: the default index's, as always (an
     --index-url may be a nightly index)."""
     return lambda: environment_manager(replace(config, index_url=None, nightly_index=None)).available_versions()
@@ -300,7 +300,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     from ..envs.versions import check_jax_requests  # before anything runs: no error run for a version that cannot be
 
     env = EnvConfig.of(env_dir, python, index_url)
-    check_jax_requests(versions, _releases_of(env))
+    check_jax_requests(versions, releases_of(env))
     registry, bundle = resolve(ref, store)
     origin = (registry, bundle)
     if registry.store.read_only:
@@ -447,7 +447,7 @@ def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[st
         raise UsageError("neither bundle says which release traced it", hint="name the releases: --jax 0.7.2 --jax 0.8.0")
     from ..envs.versions import check_jax_requests  # before anything runs: a typo is one error, not a failed row
 
-    check_jax_requests(wanted, _releases_of(env))
+    check_jax_requests(wanted, releases_of(env))
     for bundle in (a, b):
         prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
     replay_pair(registry, [a, b], contenders_from(wanted, (), "frozen"), options, env_manager=environment_manager(env),
@@ -505,6 +505,9 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
         raise UsageError(f"a sweep runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
     versions = (baseline, *candidates)
     env = EnvConfig.of(env_dir, python, index_url)
+    from ..envs.versions import check_jax_requests  # before anything runs: a typo is one error, not N failed rows
+
+    check_jax_requests(versions, releases_of(env))
     template = ReplayTask(registry.url, "", versions, options.for_sweep(), env, mode)
     fn, fn_many = sweeping.run_replay_task, sweeping.run_replay_tasks
     if isinstance(executor, LocalExecutor) and progress is not None:

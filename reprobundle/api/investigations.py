@@ -14,7 +14,7 @@ from ..investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
 from ..run.contenders import ContenderSpec, concrete_versions, contenders_from
 from ..run.options import ReplayOptions, replay_options
 from ..run.replay import replay as _replay
-from . import comparison_of, environment_manager, resolve
+from . import comparison_of, environment_manager, releases_of, resolve
 
 BISECT_OPTIONS = ReplayOptions(dump=False)  # a bisection's probes keep no XLA dump
 
@@ -37,6 +37,9 @@ def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name
 
         mf.check_name(name)
     options = replay_options(options, settings, ISOLATE_OPTIONS)
+    from ..envs.versions import check_jax_requests  # before anything runs: a typo is one error, not a failed isolation
+
+    check_jax_requests(versions, releases_of(EnvConfig.of(env_dir, python)))
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)

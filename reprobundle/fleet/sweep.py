@@ -81,7 +81,8 @@ def run_replay_tasks(tasks: Sequence[ReplayTask], progress: Callable[[str], None
     out as run_replay_task does, but all measured together (replay.replay_together): each version's worker process
     of a round serves every bundle (schedule.Contender.shares), so a batch starts two processes a round, not two
     per bundle. Each bundle keeps its own comparison and its own adaptive budget; `wall_s` is the batch's wall time
-    split evenly between its bundles. Returns the results in the order of `tasks`."""
+    split between its bundles in proportion to their worker seconds. Returns the results in the order of
+    `tasks`."""
     from ..bundle.collection import sweep_scratch
     from ..bundle.transfer import prefetch
     from ..envs.manager import EnvironmentManager
@@ -107,11 +108,17 @@ def run_replay_tasks(tasks: Sequence[ReplayTask], progress: Callable[[str], None
         runs = replay_together(registry, [b for _, b in resolved], contenders_from(first.versions, (), first.mode),
                                first.options, env_manager=EnvironmentManager(first.env), store_runs=False,
                                progress=progress)
-        wall_s = (time.perf_counter() - start) / len(resolved)
-        for (i, bundle), per_bundle in zip(resolved, runs):
+        walls = _shares(time.perf_counter() - start, [sum(of_runs(per_bundle).values()) for per_bundle in runs])
+        for (i, bundle), per_bundle, wall_s in zip(resolved, runs, walls):
             registry.put_runs(per_bundle)
             results[i] = summarize(registry, bundle, per_bundle, tasks[i], wall_s=wall_s)
     return [r if r is not None else failed_result(t, "not replayed") for r, t in zip(results, tasks)]
+
+
+def _shares(wall_s: float, worker_s: Sequence[float]) -> list[float]:
+    """A batch's wall time split between its bundles in proportion to their worker seconds (evenly without any)."""
+    total = sum(worker_s)
+    return [wall_s * (w / total if total > 0 else 1 / len(worker_s)) for w in worker_s]
 
 
 # A local sweep measures this many bundles together at most, holding no more than this many input bytes in each
@@ -370,11 +377,13 @@ def sweep(registry: Registry, bundles: Sequence[Bundle], template: ReplayTask, *
             progress(0, len(todo), results[i])
     if progress:
         progress(0, len(todo), None)
-    for done, (k, result) in enumerate(_carried_out(executor, fn, fn_many, [bundles[i] for i in todo],
-                                                    [tasks[i] for i in todo]), 1):
-        results[todo[k]] = result
-        if progress:
-            progress(done, len(todo), result)
+    done = 0
+    for finished in _carried_out(executor, fn, fn_many, [bundles[i] for i in todo], [tasks[i] for i in todo]):
+        done += len(finished)  # a batch's bundles all finish at its end: counted at once, so the ETA holds
+        for k, result in finished:
+            results[todo[k]] = result
+            if progress:
+                progress(done, len(todo), result)
     # an executor that lost a task breaks its contract: say so rather than drop the bundle
     return [r if r is not None else failed_result(task, f"the {executor.name} executor returned no result for this "
                                                         "bundle") for r, task in zip(results, tasks)]
@@ -382,14 +391,15 @@ def sweep(registry: Registry, bundles: Sequence[Bundle], template: ReplayTask, *
 
 def _carried_out(executor: Executor, fn: Callable[[ReplayTask], TaskResult],
                  fn_many: Callable[[Sequence[ReplayTask]], list[TaskResult]], bundles: Sequence[Bundle],
-                 tasks: Sequence[ReplayTask]) -> Iterator[tuple[int, TaskResult]]:
-    """(index, result) of each task: a bundle alone through the executor, a batch (`batches`) by `fn_many` here;
-    a batch that raised is each of its bundles' failure, as the local executor makes one task's."""
+                 tasks: Sequence[ReplayTask]) -> Iterator[list[tuple[int, TaskResult]]]:
+    """The (index, result) of the tasks that finished together: a bundle alone through the executor, a batch
+    (`batches`) by `fn_many` here; a batch that raised is each of its bundles' failure, as the local executor makes
+    one task's."""
     if not tasks:
         return
     groups = batches(bundles, tasks[0], executor)
     if all(len(group) == 1 for group in groups):
-        yield from executor.run(fn, tasks)
+        yield from ([item] for item in executor.run(fn, tasks))
         return
     for group in groups:
         start = time.perf_counter()
@@ -400,7 +410,7 @@ def _carried_out(executor: Executor, fn: Callable[[ReplayTask], TaskResult],
         except Exception as e:  # noqa: BLE001 - one batch's failure is its bundles' result; the sweep goes on
             error = e.message if isinstance(e, ReproBundleError) else exception_line(e)
             done = [failed_result(tasks[i], error, wall_s=(time.perf_counter() - start) / len(group)) for i in group]
-        yield from zip(group, done)
+        yield list(zip(group, done))
 
 
 def sweep_report(registry: Registry, bundles: Sequence[Bundle], results: list[TaskResult], template: ReplayTask, *,

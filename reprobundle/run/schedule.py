@@ -214,7 +214,7 @@ class _Session:
             # The first round's workers load and compile one at a time, so that their compile times and dumps are
             # clean.
             for c in order:
-                self.say(Status(f"{where}: loading and compiling on jax {c.label or c.key}", "compile", 0, rounds))
+                self.say(Status(f"{where}: loading and compiling {_on_jax(c)}", "compile", 0, rounds))
                 worker = self._start(c, round_index)
                 _get_ready(c, worker, self.measured, live, round_index, rounds)
         if round_index == 0:
@@ -271,6 +271,13 @@ class _Session:
             process.close()
         self.processes = {}
         self.started = []
+
+
+def _on_jax(c: Contender) -> str:
+    """`on jax 0.8.0`, or for a bundle measured beside others (label `NAME on 0.8.0`) `NAME on jax 0.8.0`."""
+    label = c.label or c.key
+    name, on, version = label.rpartition(" on ")
+    return f"{name} on jax {version}" if on else f"on jax {label}"
 
 
 def rotated(active: Sequence[Contender], k: int) -> list[Contender]:
