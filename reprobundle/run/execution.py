@@ -263,6 +263,24 @@ def run_worker(python: str | Path, job_path: Path, *, timeout_s: float, memory_l
                          limits=limits or PhaseLimits()).finish()
 
 
+def close_pipes(proc: subprocess.Popen) -> None:
+    """Close a lockstep worker's stdin (its end of commands) and stdout."""
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            if pipe:
+                pipe.close()
+        except OSError:
+            pass
+
+
+def batch_times(line: str, n: int) -> list[int] | None:
+    """The n call times (ns) a lockstep worker's reply to `time n` holds; None if it is not that reply."""
+    fields = line.split()
+    if len(fields) != n or not all(f.isdigit() for f in fields):
+        return None
+    return [int(f) for f in fields]
+
+
 def start_worker(python: str | Path, args: Sequence[str], stderr_path: Path, *, memory_limit_bytes: int | None,
                  extra_env: dict[str, str] | None = None, lockstep: bool = False,
                  cpus: Sequence[int] | None = None) -> subprocess.Popen:
@@ -356,13 +374,10 @@ class WorkerProcess:
             return None
         line = self._read_line()
         self._command = None
-        if line is None:
-            return None
-        fields = line.split()
-        if len(fields) != n or not all(f.isdigit() for f in fields):
-            self._kill()
-            return None
-        return [int(f) for f in fields]
+        times = None if line is None else batch_times(line, n)
+        if line is not None and times is None:
+            self._kill()  # not the worker speaking: its outcome will say it crashed
+        return times
 
     def _send(self, line: str) -> bool:
         try:
@@ -529,12 +544,7 @@ class WorkerProcess:
             untrack_group(self.proc.pid)
         except subprocess.TimeoutExpired:
             pass
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            try:
-                if pipe:
-                    pipe.close()
-            except OSError:
-                pass
+        close_pipes(self.proc)
 
     def _outcome(self) -> WorkerOutcome:
         duration = time.perf_counter() - self.start

@@ -20,7 +20,15 @@ import time
 from pathlib import Path
 
 from ..store.watchdog import untrack_group
-from .execution import PhaseLimits, WorkerOutcome, WorkerProcess, start_worker, stderr_tail
+from .execution import (
+    PhaseLimits,
+    WorkerOutcome,
+    WorkerProcess,
+    batch_times,
+    close_pipes,
+    start_worker,
+    stderr_tail,
+)
 
 log = logging.getLogger(__name__)
 _CLOSE_WAIT_S = 60.0  # a process whose jobs all ended exits at the end of its stdin; past this it is killed
@@ -63,12 +71,7 @@ class SharedWorker:
     def close(self) -> None:
         """End the process (and its successors) once their jobs ended: the end of stdin, then its exit."""
         for worker in self._chain():
-            for pipe in (worker.proc.stdin, worker.proc.stdout):
-                try:
-                    if pipe:
-                        pipe.close()
-                except OSError:
-                    pass
+            close_pipes(worker.proc)
             try:
                 worker.proc.wait(timeout=_CLOSE_WAIT_S)
             except subprocess.TimeoutExpired:
@@ -165,13 +168,10 @@ class JobView(WorkerProcess):
             return None
         line = self._reply()
         self._command = None
-        if line is None:
-            return None
-        fields = line.split()
-        if len(fields) != n or not all(f.isdigit() for f in fields):
+        times = None if line is None else batch_times(line, n)
+        if line is not None and times is None:
             self._refuse(line)
-            return None
-        return [int(f) for f in fields]
+        return times
 
     def finish(self) -> WorkerOutcome:
         if self.state == "ready" and self._carry_on():
