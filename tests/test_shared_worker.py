@@ -43,8 +43,8 @@ def boom(x):
 def store(tmp_path_factory) -> str:
     root = str(tmp_path_factory.mktemp("shared") / "store")
     x = np.linspace(-3, 3, 256, dtype=np.float32).reshape(16, 16)
-    for fn in (double_sine, shifted_cosine, boom):
-        reprobundle.pack(jax.jit(fn), x, name=fn.__name__, store=root, **quick.PACK)
+    for fn, scale in ((double_sine, 1.0), (shifted_cosine, 1.0), (boom, 0.5)):  # boom's input is its own blob
+        reprobundle.pack(jax.jit(fn), x * np.float32(scale), name=fn.__name__, store=root, **quick.PACK)
     return root
 
 
@@ -117,3 +117,27 @@ def test_a_bundle_that_kills_its_shared_process_fails_alone(store, tmp_path, cap
         assert run["timing"]["rounds"] == [2, 2]
     retried = [r.getMessage() for r in caplog.records if "retrying it in a new process" in r.getMessage()]
     assert len(retried) == 2 and all("on 0.0.1-boom" in line for line in retried), retried
+
+
+def test_a_corrupt_bundle_in_a_batch_fails_alone(store, tmp_path):
+    """A batch whose measurement cannot start (one bundle's input blob corrupt) is replayed bundle by bundle, so
+    only that bundle fails and says why."""
+    import shutil
+
+    from reprobundle.bundle.digest import blob_key
+    from reprobundle.fleet.executor import ReplayTask
+    from reprobundle.fleet.sweep import run_replay_tasks
+
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    registry = Registry.open(str(copy))
+    leaf = registry.resolve("boom").manifest["inputs"]["leaves"][0]
+    blob = registry.store.local_path(blob_key(leaf["blob"]["digest"]))
+    blob.chmod(0o644)
+    blob.write_bytes(b"\0" * blob.stat().st_size)
+    tasks = [ReplayTask(str(copy), name, ("installed",), ReplayOptions(**FIXED, dump=False))
+             for name in ("double_sine", "boom", "shifted_cosine")]
+    sine, boom_result, cosine = run_replay_tasks(tasks)
+    assert boom_result["status"] == "failed" and "corrupt" in boom_result["error"], boom_result
+    assert sine["status"] == cosine["status"] == "done", (sine.get("error"), cosine.get("error"))
+    assert [r["status"] for r in sine["runs"] + cosine["runs"]] == ["ok", "ok"]

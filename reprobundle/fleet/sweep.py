@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import logging
 import socket
 import time
 from dataclasses import replace
@@ -34,6 +35,8 @@ from ..run.options import ReplayOptions
 from ..run.spent import of_runs
 from ..text import exception_line, first_line
 from .executor import Executor, ReplayTask, RunSummary, TaskResult, failed_result, result_skeleton
+
+log = logging.getLogger(__name__)
 
 # Output status of a bundle across the two versions, worst last.
 OUTPUT_OK, OUTPUT_MISMATCH, OUTPUT_FAILED = "ok", "mismatch", "failed"
@@ -105,9 +108,18 @@ def run_replay_tasks(tasks: Sequence[ReplayTask], progress: Callable[[str], None
         except ReproBundleError as e:
             results[i] = failed_result(task, e.message)
     if resolved:
-        runs = replay_together(registry, [b for _, b in resolved], contenders_from(first.versions, (), first.mode),
-                               first.options, env_manager=EnvironmentManager(first.env), store_runs=False,
-                               progress=progress)
+        try:
+            runs = replay_together(registry, [b for _, b in resolved], contenders_from(first.versions, (), first.mode),
+                                   first.options, env_manager=EnvironmentManager(first.env), store_runs=False,
+                                   progress=progress)
+        except (StoreError, DiskFullError):
+            raise
+        except ReproBundleError as e:  # one bundle's refusal (a corrupt blob, a bad shape): each alone, so it fails alone
+            if len(tasks) == 1:
+                return [failed_result(first, e.message, wall_s=time.perf_counter() - start)]
+            log.info("a batch of %d bundles could not be measured together (%s): each is replayed alone", len(tasks),
+                     e.message)
+            return [run_replay_task(task, progress) for task in tasks]
         walls = _shares(time.perf_counter() - start, [sum(of_runs(per_bundle).values()) for per_bundle in runs])
         for (i, bundle), per_bundle, wall_s in zip(resolved, runs, walls):
             registry.put_runs(per_bundle)
