@@ -315,7 +315,7 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
         measured, measured_under = _measure(batches, budget, Path(tmp), first_look, options=options,
                                             progress=progress, count=len(timed), platform=platform)
         at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((options.shapes or {}).items()))
-        shared = shared_keys([t.contender for t in timed])
+        shared = shared_keys([t.contender for t in timed]) if len(batches) == 1 else set()  # a TPU's: one each
         for t in timed:
             timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
             runs[t.bundle_index, t.version_index] = _timed_run(registry, targets[t.bundle_index], t, measured,
