@@ -315,7 +315,7 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
         measured, measured_under = _measure(batches, budget, Path(tmp), first_look, options=options,
                                             progress=progress, count=len(timed), platform=platform)
         at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((options.shapes or {}).items()))
-        shared = shared_keys([t.contender for t in timed]) if len(batches) == 1 else set()  # a TPU's: one each
+        shared = _sharing(batches)
         for t in timed:
             timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
             runs[t.bundle_index, t.version_index] = _timed_run(registry, targets[t.bundle_index], t, measured,
@@ -330,6 +330,12 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
     if store_runs:  # the group at once: a replay interrupted while storing leaves no half group as a result
         registry.put_runs(every)
     return ordered
+
+
+def _sharing(batches: Sequence[Sequence[Contender]]) -> set[str]:
+    """The `shares` keys whose process served several bundles: those of a measurement in one batch (a TPU's
+    batches hold one contender each)."""
+    return shared_keys(batches[0]) if len(batches) == 1 else set()
 
 
 def _budget(timed: Sequence[_Timed], bundle_count: int, options: ReplayOptions, comparisons: _Comparisons) -> Budget:
