@@ -352,11 +352,11 @@ def _say_start(progress: Callable[[str], None] | None, bundles: Sequence[Bundle]
     if progress and timed:
         first = timed[0].bundle_index
         refs = [str(bundle.ref) for bundle in bundles]
-        what = ", ".join(refs) if len(refs) <= 3 else f"{len(refs)} bundles ({', '.join(refs[:2])}, ..., {refs[-1]})"
+        what = ", ".join(refs) if len(refs) <= 3 else f"{len(refs)} bundles ({refs[0]} ... {refs[-1]})"
         contenders = [t.contender for t in timed]
         shared = shared_keys(contenders)
         processes = processes_at_once(contenders)
-        at_once = f" ({processes} worker process{'es' if processes != 1 else ''} a round)" if shared else ""
+        at_once = f", {processes} process{'es' if processes != 1 else ''} a round" if shared else ""
         progress(Status(f"replaying {what} on jax "
                         + ", ".join(t.spec.redacted().label for t in timed if t.bundle_index == first) + at_once,
                         "start", 0, budget.rounds))
