@@ -3,7 +3,7 @@ read here (`settings()`), and each layer parses what it uses. Environment variab
 
 Three more variables are no user's: they pass data to processes that do not import this package (REPROBUNDLE_CAPTURE
 and REPROBUNDLE_CAPTURE_ROOT to a program run by `capture`, capture/staging.py; REPROBUNDLE_PIN_CPUS to a worker's
-launcher, run/execution.py).
+launcher, run/launch.py).
 """
 
 from __future__ import annotations

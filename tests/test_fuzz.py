@@ -807,10 +807,11 @@ ALLOWED_CALLS = {
         "then installs the capture hook",
 }
 SUBPROCESS_MODULES = {
-    "run/execution.py": "runs the worker package by path in the chosen interpreter (argument list, no shell)",
+    "run/execution.py": "waits on the worker launch.py started (its exit, a timeout)",
+    "run/launch.py": "runs the worker package by path in the chosen interpreter (argument list, no shell)",
     "run/module_server.py": "runs the worker package by path (`serve`) in a contender's interpreter, as "
                             "execution.py does (argument list, no shell)",
-    "run/shared_worker.py": "waits on the `jobs` worker that execution.start_worker started (its exit, a timeout); "
+    "run/shared_worker.py": "waits on the `jobs` worker that launch.start_worker started (its exit, a timeout); "
                             "starts nothing itself",
     "envs/manager.py": "runs `uv pip compile` for a dry run of an environment (argument list, no shell)",
     "envs/build.py": "runs uv and the environment's verification (argument lists, no shell, fixed verification "

@@ -33,7 +33,8 @@ from ..errors import ReplayError
 from ..store.watchdog import track_group, untrack_group
 from ..worker.protocol import LIMIT_COMPILE, LIMIT_LOAD, phase_limit_kind
 from .contenders import ContenderSpec, unknown_flag_reason
-from .execution import PhaseLimits, dtype_of, worker_command, worker_environment
+from .execution import PhaseLimits, dtype_of
+from .launch import worker_command, worker_environment
 
 OK = "ok"
 ERROR = "error"  # the worker answered: the module failed to load, compile or run

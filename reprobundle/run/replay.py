@@ -30,6 +30,7 @@ from ..envs.platforms import PlatformChoice, choose_platform, detect_devices
 from ..errors import CorruptBundleError, ReproBundleError
 from ..logs import Status
 from ..store.scratch import scratch_dir, temp_folder
+from ..worker.dtypes import WIDE_64
 from . import spent
 from .budget import Budget, plan
 from .conditions import conditions, snapshot
@@ -540,9 +541,6 @@ def _timed_entry(registry: Registry, bundles: Sequence[Bundle], b: int, target: 
                                             limits=target.limits, shares=shares), packages, env_s)
 
 
-_WIDE_DTYPES = ("float64", "int64", "uint64", "complex128")
-
-
 def _process_key(interpreter: str | Path, spec: ContenderSpec, target: _Target) -> str:
     """What bundles must agree on to share a worker process (schedule.Contender.shares): the interpreter, the
     contender's settings (set before jax starts), the platform, and the 64-bit mode the worker switches on for
@@ -551,7 +549,7 @@ def _process_key(interpreter: str | Path, spec: ContenderSpec, target: _Target) 
     fields = (target.bundle.manifest.get("function") or {}).get("fields") or {}
     dtypes = [str(leaf.get("dtype")) for leaf in target.leaves] + [str(a.get("dtype"))
                                                                    for a in fields.get("out_avals") or []]
-    wide = any(d in _WIDE_DTYPES for d in dtypes)
+    wide = any(d in WIDE_64 for d in dtypes)
     return json.dumps([str(interpreter), spec.settings.as_record(), target.platform.platform, wide], sort_keys=True)
 
 

@@ -13,22 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 from ..store.watchdog import untrack_group
-from .execution import (
-    PhaseLimits,
-    WorkerOutcome,
-    WorkerProcess,
-    batch_times,
-    close_pipes,
-    start_worker,
-    stderr_tail,
-)
+from .execution import PhaseLimits, WorkerOutcome, WorkerProcess, batch_times, stderr_tail
+from .launch import close_pipes, kill_group, start_worker
 
 log = logging.getLogger(__name__)
 _CLOSE_WAIT_S = 60.0  # a process whose jobs all ended exits at the end of its stdin; past this it is killed
@@ -75,23 +66,16 @@ class SharedWorker:
             try:
                 worker.proc.wait(timeout=_CLOSE_WAIT_S)
             except subprocess.TimeoutExpired:
-                worker.kill_process()
+                kill_group(worker.proc)
             worker.proc.wait()
             untrack_group(worker.proc.pid)
 
     def kill(self) -> None:
         """Kill the process and its successors now and reap them (the host was interrupted)."""
         for worker in self._chain():
-            worker.kill_process()
+            kill_group(worker.proc)
             worker.proc.wait()
             untrack_group(worker.proc.pid)
-
-    def kill_process(self) -> None:
-        if self.proc.returncode is None:  # reaped: its pid (and group id) may be another process's by now
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     def _chain(self) -> list["SharedWorker"]:
         chain: list[SharedWorker] = [self]

@@ -1,6 +1,9 @@
 """Dtype names: numpy and ml_dtypes names, and MLIR element types; the one table host and worker share."""
 from __future__ import annotations
 
+# The dtypes that need jax_enable_x64 (a process-wide setting), else jax truncates them to 32 bits.
+WIDE_64 = ("float64", "int64", "uint64", "complex128")
+
 
 def np_dtype(name):
     """numpy dtype for a dtype name ("float32", "bfloat16", "float8_e4m3fn", "bool", ...)."""

@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from .describe import describe_tree, exported_fields
-from .dtypes import np_dtype
+from .dtypes import WIDE_64, np_dtype
 from .environment import (
     base_environment,
     device_environment,
@@ -266,10 +266,9 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
         import jax
 
         # 64-bit inputs need x64 mode, otherwise jax silently truncates them.
-        wide64 = ("float64", "int64", "uint64", "complex128")
-        wide = [m for m in self.input_meta if m[1].name in wide64]
+        wide = [m for m in self.input_meta if m[1].name in WIDE_64]
         if self.fields:
-            wide += [a for a in self.fields.get("out_avals") or [] if str(a.get("dtype")) in wide64]
+            wide += [a for a in self.fields.get("out_avals") or [] if str(a.get("dtype")) in WIDE_64]
         if wide:
             jax.config.update("jax_enable_x64", True)
             self.notes.append("enabled jax_enable_x64 because the function has 64-bit inputs/outputs")

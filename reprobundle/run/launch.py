@@ -1,0 +1,101 @@
+"""Starting a worker process and ending it: the command line (through the launcher that ties its life to the
+host's), its environment, its memory limit and CPUs, its process group tracked and killed, its pipes closed. Every
+kind of worker starts here: a job's (execution.WorkerProcess), a shared one's (shared_worker.py), a module worker
+(module_server.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Sequence
+
+from ..store.watchdog import track_group
+
+WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
+
+
+def start_worker(python: str | Path, args: Sequence[str], stderr_path: Path, *, memory_limit_bytes: int | None,
+                 extra_env: dict[str, str] | None = None, lockstep: bool = False,
+                 cpus: Sequence[int] | None = None) -> subprocess.Popen:
+    """The worker package started in `python` with `args` (see WorkerProcess for the memory limit and `cpus`), its
+    stderr in `stderr_path`, its process group tracked (killed even if a signal ends the host in a C call)."""
+    env = worker_environment(extra_env)
+    if cpus:  # the launcher sets the affinity before the worker starts: XLA sizes its thread pools to it
+        env[_PIN_VAR] = ",".join(str(int(c)) for c in cpus)
+
+    def limit_memory() -> None:
+        if memory_limit_bytes:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_DATA, (memory_limit_bytes, memory_limit_bytes))
+
+    # stderr goes to a file: a pipe nobody reads while the worker waits for commands could fill and block it.
+    with open(stderr_path, "wb") as stderr:
+        # -I: isolated mode, so nothing from the host's cwd or user site shadows the environment's packages.
+        # The launcher ties the worker's life to the host's first (see _LAUNCHER), then becomes the worker.
+        proc = subprocess.Popen(
+            worker_command(python, args), stdin=subprocess.PIPE if lockstep else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if lockstep else subprocess.DEVNULL, stderr=stderr, env=env,
+            cwd=stderr_path.parent, start_new_session=True, preexec_fn=limit_memory if memory_limit_bytes else None)
+    track_group(proc.pid)
+    return proc
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a worker's process group, unless the worker was reaped: its pid (and group id) may be another
+    process's by now."""
+    if proc.returncode is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def close_pipes(proc: subprocess.Popen) -> None:
+    """Close a lockstep worker's stdin (its end of commands) and stdout."""
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            if pipe:
+                pipe.close()
+        except OSError:
+            pass
+
+
+# Runs in the worker's interpreter before the worker: on Linux, PR_SET_PDEATHSIG makes the kernel SIGKILL the
+# worker when the host dies, so a killed `reprobundle pack/replay` never leaves a worker running (and holding the
+# accelerator) in its own session until its timeout. It survives the exec into the worker. Without ctypes or prctl
+# (other systems) it just runs the worker. A host that died before prctl took effect is caught by the ppid check.
+# A pinned measurement's affinity mask (schedule.Pin) comes in _PIN_VAR: set here, before the worker imports jax.
+_PIN_VAR = "REPROBUNDLE_PIN_CPUS"
+_LAUNCHER = """\
+import os, sys
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(1, 9, 0, 0, 0)
+except Exception:
+    pass
+if os.getppid() != int(sys.argv[1]):
+    os._exit(1)
+cpus = os.environ.pop("REPROBUNDLE_PIN_CPUS", "")
+if cpus:
+    os.sched_setaffinity(0, [int(c) for c in cpus.split(",")])
+os.execv(sys.executable, [sys.executable, "-I"] + sys.argv[2:])
+"""
+
+
+def worker_command(python: str | Path, args: Sequence[str]) -> list[str]:
+    """The command line that runs the worker package in `python` with `args`, through the launcher that ties its
+    life to this process's (run/module_server.py starts its long-lived workers so too)."""
+    return [str(python), "-I", "-c", _LAUNCHER, str(os.getpid()), str(WORKER_PATH), *args]
+
+
+def worker_environment(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """A worker's environment: this process's without its Python paths, plus `extra_env`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+    env.update(extra_env or {})
+    env["PYTHONNOUSERSITE"] = "1"
+    env.pop(_PIN_VAR, None)
+    return env
