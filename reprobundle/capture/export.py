@@ -8,14 +8,14 @@ leaves as numpy arrays.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
 from ..envs.platforms import PLATFORMS, canonical_platforms, choose_platform
 from ..errors import InputMismatchError, ReplayError, UsageError
-from ..text import exception_line
+from ..text import clean, exception_line
 from ..worker.dtypes import MLIR_ELEMENT_DTYPES as MLIR_ELEMENT_DTYPES  # investigate/isolate.py's import
 from .flatten import flatten_call
 
@@ -203,12 +203,13 @@ def load_exported(data: bytes) -> ExportedFunction:
 def stablehlo_signature(text: str) -> tuple[list[dict], list[dict]]:
     """In and out avals of the module's public @main (worker/signature.py); a dynamic dimension
     (`tensor<?x4xf32>`) is None."""
+    from ..worker.protocol import exc_line
     from ..worker.signature import SignatureError, main_signature
 
     try:
         signature = main_signature(text)
     except SignatureError as e:
-        cause = f": {exception_line(e.cause)}" if e.cause is not None else ""
+        cause = f": {clean(exc_line(e.cause), 400)}" if e.cause is not None else ""
         raise UsageError(f"{e}{cause}", hint=e.hint or "") from None
     return signature["in_avals"], signature["out_avals"]
 
@@ -315,6 +316,12 @@ class OpText:
     result_types: list[str]
     operands: list[str]
     location: str  # the op's location printed (file:line frames, innermost first)
+    captured: list[str] = field(default_factory=list)  # outer values its regions use (a while's bound, a constant)
+
+    @property
+    def uses(self) -> list[str]:
+        """Every value of the enclosing function the op reads: its operands, then what its regions capture."""
+        return self.operands + [v for v in self.captured if v not in self.operands]
 
 
 @dataclass
@@ -346,12 +353,36 @@ def function_ops(text: str) -> FunctionText:
         block = funcs[name].regions[0].blocks[0]
         ops = list(block.operations)
         callees = _callee_texts(funcs, name, ir)
+        args = [a.get_name() for a in block.arguments]
         return FunctionText(
-            name=name, args=[a.get_name() for a in block.arguments], arg_types=[str(a.type) for a in block.arguments],
-            ops=[OpText(op.name, op.get_asm(enable_debug_info=False).strip(), [r.get_name() for r in op.results],
-                        [str(r.type) for r in op.results], [v.get_name() for v in op.operands], str(op.location))
-                 for op in ops[:-1]],
-            returned=[v.get_name() for v in ops[-1].operands], callees=callees)
+            name=name, args=args, arg_types=[str(a.type) for a in block.arguments],
+            ops=_op_texts(ops[:-1], set(args)), returned=[v.get_name() for v in ops[-1].operands], callees=callees)
+
+
+def _op_texts(ops: list, outer: set[str]) -> list[OpText]:
+    """The ops of one block as OpText; `outer` names the values visible before the block (its arguments, what
+    encloses it): with the results of the block's own ops, what a region may capture."""
+    visible = outer | {r.get_name() for op in ops for r in op.results}
+    return [OpText(op.name, op.get_asm(enable_debug_info=False).strip(), [r.get_name() for r in op.results],
+                   [str(r.type) for r in op.results], [v.get_name() for v in op.operands], str(op.location),
+                   _captured(op, visible))
+            for op in ops]
+
+
+def _captured(op, visible: set[str]) -> list[str]:
+    """The values of the enclosing block that the op's regions use, in the order first met. By name: MLIR's printer
+    never gives a region's own value a name that is visible around it, so a name in `visible` is the outer value."""
+    found: list[str] = []
+
+    def walk(parent) -> None:
+        for region in parent.regions:
+            for inner_block in region.blocks:
+                for inner in inner_block.operations:
+                    found.extend(n for n in (v.get_name() for v in inner.operands) if n in visible and n not in found)
+                    walk(inner)
+
+    walk(op)
+    return found
 
 
 @dataclass
@@ -388,13 +419,10 @@ def region_ops(text: str, index: int) -> RegionText | None:
         else:
             return None
         inner = list(block.operations)
+        args = [a.get_name() for a in block.arguments]
         return RegionText(
             kind=kind, operands=[v.get_name() for v in op.operands], results=[r.get_name() for r in op.results],
-            args=[a.get_name() for a in block.arguments],
-            ops=[OpText(o.name, o.get_asm(enable_debug_info=False).strip(), [r.get_name() for r in o.results],
-                        [str(r.type) for r in o.results], [v.get_name() for v in o.operands], str(o.location))
-                 for o in inner[:-1]],
-            yielded=[v.get_name() for v in inner[-1].operands])
+            args=args, ops=_op_texts(inner[:-1], set(args)), yielded=[v.get_name() for v in inner[-1].operands])
 
 
 def _unwrapped_main(funcs: dict, ir) -> str:

@@ -60,7 +60,7 @@ def graph_of(fn: FunctionText, what: str = "isolate") -> FunctionGraph:
     constants = {op.results[0]: op.asm for op in fn.ops if op.name == "stablehlo.constant" and len(op.results) == 1}
     uses: dict[str, list[int]] = {}
     for i, op in enumerate(fn.ops):
-        for v in op.operands:
+        for v in op.uses:
             uses.setdefault(v, []).append(i)
     return FunctionGraph(fn.name, list(fn.args), list(fn.ops), types, constants, uses, list(fn.returned),
                          list(fn.callees))
@@ -79,7 +79,7 @@ def cut_inputs(members: Sequence[int], graph: FunctionGraph) -> tuple[list[str],
     used: list[str] = []
     needed_constants: list[str] = []
     for i in members:
-        for name in ops[i].operands:
+        for name in ops[i].uses:
             if name in defined or name in used or name in needed_constants:
                 continue
             (needed_constants if name in graph.constants else used).append(name)
@@ -131,6 +131,22 @@ def cut(members: Sequence[int], graph: FunctionGraph, outputs: Sequence[str], mo
             f"    return {', '.join(outputs)} : {results}\n  }}\n"
             + "".join("  " + c.replace("\n", "\n  ") + "\n" for c in graph.callees) + "}\n")
     return Cut(text, used, list(outputs))
+
+
+def why_not_cut(members: Sequence[int], graph: FunctionGraph, outputs: Sequence[str]) -> str:
+    """Why `cut` gives None for these arguments: the first value at the cut's boundary no bundle can carry, named
+    with the op that makes it and its source line (or that the cut gives nothing)."""
+    if not outputs:
+        return "it computes nothing the rest of the function uses"
+    used, _ = cut_inputs(sorted(members), graph)
+    maker = {r: op for op in graph.ops for r in op.results}
+    for v in [*used, *outputs]:
+        if not feedable(graph.types[v]):
+            op = maker.get(v)
+            made_by = f" made by {op.name}" + (f" at {location_key(op.location)}" if location_key(op.location) else "") \
+                if op is not None else " (an argument)"
+            return f"its boundary value {v}{made_by} is a {graph.types[v]}, which a bundle cannot carry"
+    return "its boundary values are all tensors"
 
 
 def function_text(graph: FunctionGraph, ops: Sequence[str], returned: Sequence[str], module_name: str) -> str:

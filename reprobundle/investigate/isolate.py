@@ -40,7 +40,7 @@ from ..run.execution import DEFAULT_TIMEOUT_S
 from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay_pieces
 from ..store.scratch import scratch_dir, temp_folder
-from .hlo_cut import FunctionGraph, bundle_inputs, cut, graph_of, later_outputs, location_key
+from .hlo_cut import FunctionGraph, bundle_inputs, cut, graph_of, later_outputs, location_key, why_not_cut
 
 if TYPE_CHECKING:
     from ..envs.manager import EnvironmentManager
@@ -101,7 +101,10 @@ def _cut(module: FunctionGraph, groups: list[list[int]], key_of: Callable[[int],
             pending = members  # a boundary value that cannot be fed: merged with the next group
             continue
         if piece is None:
-            raise UsageError("the function's values between its parts are not all tensors: it cannot be split")
+            raise UsageError(f"no piece can start at op {members[0]} ({module.ops[members[0]].name}): "
+                             f"{why_not_cut(members, module, later_outputs(members, module))}",
+                             hint="a value that is not a tensor (a token, a tuple) cannot be fed to a piece; minimize "
+                                  "keeps such ops whole")
         pieces.append(piece)
         pending = []
     return pieces

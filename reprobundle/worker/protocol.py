@@ -49,6 +49,12 @@ def exc_msg(e):
     return "%s: %s" % (type(e).__name__, first_lines(str(e)))
 
 
+def exc_line(e):
+    """The exception in one line, every line of its message kept: MLIR's parser says "Unable to parse module
+    assembly:" on the first line and what it could not parse (the diagnostics) on the lines after."""
+    return "%s: %s" % (type(e).__name__, first_lines(" ".join(str(e).split())))
+
+
 def plain(obj):
     """Make obj msgpack-friendly."""
     import numpy as np

@@ -17,7 +17,7 @@ from .kernels import (
     signature_message,
     signature_mismatches,
 )
-from .protocol import JobError, RouteFailure, exc_msg, first_lines, read_bytes
+from .protocol import JobError, RouteFailure, exc_line, exc_msg, first_lines, read_bytes
 from .rebuild import RebuildError, rebuild_exported
 from .signature import SignatureError, main_signature
 from .stablehlo import portable_artifact_version, text_to_artifact, version_tuple
@@ -169,7 +169,7 @@ class Routes(WorkerState):
         try:
             signature = main_signature(text)
         except SignatureError as e:
-            raise RouteFailure("load", "%s: %s" % (e, exc_msg(e.cause)) if e.cause else str(e))
+            raise RouteFailure("load", "%s: %s" % (e, exc_line(e.cause)) if e.cause else str(e))
         ins, outs = signature["in_avals"], signature["out_avals"]
         if any(d is None for a in ins + outs for d in a["shape"]):
             raise RouteFailure("load", "@main has dynamic dimensions, which only the bundle's fields can name "

@@ -84,7 +84,7 @@ def error_answer(phase, e):
     text = str(e.message if isinstance(e, RouteFailure) else e).strip()
     cause = getattr(e, "cause", None)  # SignatureError: the parser's own words
     if cause is not None:
-        text = "%s: %s" % (text, str(cause).strip())
+        text = "%s: %s" % (text, " ".join(str(cause).split()))
     return {"status": "error", "phase": phase, "error_type": type(e).__name__,
             "message": first_lines(text.splitlines()[0] if text else "", 500), "detail": first_lines(text, 2000)}
 
