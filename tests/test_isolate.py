@@ -94,10 +94,35 @@ def test_without_source_locations_each_op_that_works_starts_a_piece():
     assert check_leaf(np.asarray(jax.jit(layer)(*args())[0]), got[0])["ok"]
 
 
+@pytest.mark.parametrize("program", ["while", "scan", "cond"])
+def test_a_program_with_control_flow_and_scalars_splits_into_pieces_that_compose(program):
+    """A loop or cond goes whole into the piece of its line; its body's uses of the function's values (the loop
+    bound, `y`, the scalar `lr`) become inputs of that piece, so every piece parses and the pieces compose."""
+    import loop_programs  # examples/, on the path by conftest.py
+
+    fn, inputs = getattr(loop_programs, f"{program}_program")("bf16")
+    exported, _ = export_function(jax.jit(fn), inputs, {}, ())
+    split = split_module(exported.stablehlo_text)
+    holder = {"while": "stablehlo.while", "scan": "stablehlo.while", "cond": "stablehlo.case"}[program]
+    assert len(split.pieces) >= 2 and any(holder in piece.ops for piece in split.pieces)
+    got = evaluate(split, [np.asarray(x) for x in inputs])
+    want = jax.tree_util.tree_leaves(jax.jit(fn)(*inputs))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert check_leaf(np.asarray(w), g)["ok"]
+
+
 def test_what_cannot_be_split_says_why():
     exported, _ = export_function(jax.jit(lambda x: x @ x), (np.ones((4, 4), np.float32),), {}, ())
     with pytest.raises(UsageError, match="nothing to split"):
         split_module(exported.stablehlo_text)
+    from reprobundle.investigate.isolate import Piece, _piece_function
+
+    broken = Piece(1, "model.py:3", "module { %0 = stablehlo.sine %x }", ["%x"], ["%0"], ["stablehlo.sine"])
+    with pytest.raises(UsageError, match=r"piece 2 \(model.py:3: stablehlo.sine\) of the split does not parse: "
+                                         r"not a StableHLO module .*: MLIRError: .+") as caught:
+        _piece_function(broken)
+    assert "reprobundle export" in caught.value.hint and "stablehlo dialect" not in caught.value.hint
 
 
 @pytest.mark.slow

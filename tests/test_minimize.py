@@ -7,11 +7,13 @@ so the difference is real on every machine."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import jax
-import minimize_chain  # examples/, on the path by conftest.py
+import loop_programs  # examples/, on the path by conftest.py
+import minimize_chain
 import numpy as np
 import pytest
 
@@ -368,3 +370,83 @@ def test_bits_holds_for_any_difference_and_outputs_only_beyond_the_tolerance():
     for got, bits, holds in ((last_bit, True, True), (last_bit, False, False), (far, False, True), (far, True, True),
                              (same, True, False), (ref.astype(np.float64), True, True)):
         assert Property(OUTPUTS, bits=bits)._outputs([ref], [got]).holds is holds, (got.dtype, bits)
+
+
+# ------------------------------------------------------------------------------------------------ control flow
+# examples/loop_programs.py: a while loop, the gradient through a scan and a cond, each with a scalar input and one
+# spot inside its loop body or branch that computes differently under a flag of the installed release (real on
+# every machine). Reducing them cuts around ops whose regions use values of the function (a loop's bound, constants)
+# and, for the loops, opens the body.
+
+LOOP_PROGRAMS = {"while": loop_programs.while_program, "scan": loop_programs.scan_program,
+                 "cond": loop_programs.cond_program}
+
+
+def _spot_lines(program: str) -> set[str]:
+    """`loop_programs.py:N` for the program's lines an op of the spot can be named by: the call of the spot, or the
+    loop, cond or gradient holding it (an op is named by its outermost frame in the file)."""
+    import inspect
+
+    source, first = inspect.getsourcelines(LOOP_PROGRAMS[program])
+    return {f"loop_programs.py:{first + k}" for k, line in enumerate(source)
+            if "spot(kind" in line or re.search(r"lax\.(scan|while_loop|cond)\(|value_and_grad\(", line)}
+
+
+def _packed_loop(program: str, kind: str, store: Path) -> None:
+    from quick import PACK
+
+    import reprobundle
+
+    fn, args = LOOP_PROGRAMS[program](kind)
+    reprobundle.pack(jax.jit(fn), *args, name=program, store=str(store), **PACK)
+
+
+@pytest.mark.parametrize("program", sorted(LOOP_PROGRAMS))
+def test_outputs_reduces_a_program_with_control_flow_and_scalars(program, tmp_path):
+    import reprobundle
+    from reprobundle.bundle.registry import Registry
+
+    store = tmp_path / "store"
+    _packed_loop(program, "bf16", store)
+    result = reprobundle.api.minimize(program, ["installed"], variants=[minimize_chain.EXCESS_PRECISION_OFF],
+                                      prop="outputs", store=str(store))
+    assert result.stopped == "done" and result.ops_after < result.ops_before
+    assert result.check["holds"] and [r["status"] for r in result.check["runs"]] == ["ok", "mismatch"]
+    assert all(op["line"] in _spot_lines(program) for op in result.ops), result.ops  # the ops around are gone
+    names = {op["name"] for op in result.ops}
+    if program == "cond":  # a branch is kept whole, with the scalar that picks it as an input
+        assert "stablehlo.case" in names
+        leaves = Registry.open(store).resolve(result.packed).manifest["inputs"]["leaves"]
+        assert any(leaf["shape"] == [] for leaf in leaves)
+    else:  # the loop opened: one iteration of its body still shows it, and the loop is gone
+        assert result.levels >= 2 and "stablehlo.while" not in names
+
+
+def test_slower_reduces_a_loop_to_what_still_settles_slower(tmp_path, program="while"):
+    """`--xla_disable_hlo_passes=algsimp` makes the spot in the loop body do 512 rows' work at each step. Only the
+    structure is asserted (settled, smaller, on a fresh replay too), never this machine's size of the change."""
+    import reprobundle
+
+    store = tmp_path / "store"
+    _packed_loop(program, "reduce", store)
+    result = reprobundle.api.minimize(program, ["installed"], variants=[minimize_chain.NO_ALGSIMP], prop="slower",
+                                      min_ratio=2.0, store=str(store))
+    assert result.stopped == "done" and result.ops_after < result.ops_before
+    assert result.whole["verdict"]["settled"] and result.piece["verdict"]["settled"]
+    assert result.check["holds"] and result.check["verdict"]["verdict"] == "slower"
+    assert any(op["line"] in _spot_lines(program) for op in result.ops), result.ops
+
+
+@pytest.mark.crossversion
+def test_the_oldest_release_runs_the_cuts_of_a_loop_the_host_printed(tmp_path):
+    """The host (the newest jax) prints every cut; the oldest release the tool replays on must parse them: the
+    while program reduced between 0.4.30 and 0.4.30 with the flag, and the piece replayed fresh there."""
+    import reprobundle
+
+    store = tmp_path / "store"
+    _packed_loop("while", "bf16", store)
+    flag = minimize_chain.EXCESS_PRECISION_OFF.replace("installed", "0.4.30")
+    result = reprobundle.api.minimize("while", ["0.4.30"], variants=[flag], prop="outputs", store=str(store))
+    assert result.stopped == "done" and result.ops_after < result.ops_before and result.levels >= 2
+    # one of the two matches the host's reference (which one is 0.4.30's business), the other does not
+    assert result.check["holds"] and sorted(r["status"] for r in result.check["runs"]) == ["mismatch", "ok"]

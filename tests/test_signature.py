@@ -68,6 +68,8 @@ def test_what_is_not_a_readable_signature_says_why_on_both_sides(text, message, 
     with pytest.raises(UsageError, match=re.escape(message)) as host:
         stablehlo_signature(text)
     assert "\n" not in host.value.message and (hint or "") in host.value.hint
+    if "parse" in message:  # what MLIR could not parse, said on the lines after "Unable to parse module assembly:"
+        assert "custom op 'this' is unknown" in host.value.message
     with pytest.raises(RouteFailure, match=re.escape(message)):
         Worker({"function": {}})._fields_from_text(text)
 

@@ -243,12 +243,23 @@ def pack_pieces(registry: Registry, bundle: Bundle, scratch: Registry, *, max_pi
         leaves = [values[v] for v in piece.inputs]
         options = PackOptions(name=f"piece-{piece.index + 1}", description=f"{bundle.ref}: {piece.label}", warmup=1,
                               repeat=3, dump=False, profile=False, timeout_s=timeout_s)
-        ref = pack(scratch, load_stablehlo(piece.text), leaves, options, parent=str(bundle.ref), source=piece.text)
+        ref = pack(scratch, _piece_function(piece), leaves, options, parent=str(bundle.ref), source=piece.text)
         packed = scratch.load(ref.name, ref.version)
         for v, leaf in zip(piece.outputs, packed.manifest["reference"]["outputs"]):
             values[v] = leaf_array(scratch.get_blob(leaf["blob"]), leaf)
         results.append(PieceResult(piece, f"{ref.name}@{ref.version}", leaves))
     return split, results
+
+
+def _piece_function(piece: Piece):
+    """The piece's module loaded; a piece that does not parse is this tool's fault, never the user's input."""
+    try:
+        return load_stablehlo(piece.text)
+    except UsageError as e:
+        raise UsageError(f"piece {piece.index + 1} ({piece.label}: {', '.join(sorted(set(piece.ops)))}) of the "
+                         f"split does not parse: {e.message}",
+                         hint="a cut reprobundle made is wrong: please report it with the bundle "
+                              "(reprobundle export NAME -o NAME.zip)") from None
 
 
 def judge(results: Sequence[PieceResult], all_runs: Sequence[Sequence[dict]]) -> PieceResult | None:
@@ -274,6 +285,6 @@ def pack_piece(registry: Registry, bundle: Bundle, piece: PieceResult, versions:
                                                  f"({piece.piece.label}), isolated between jax {versions[0]} and "
                                                  f"{versions[1]}",
                           labels={"isolated-from": str(bundle.ref), "piece": piece.piece.label}, timeout_s=timeout_s)
-    made = pack(registry, load_stablehlo(piece.piece.text), piece.inputs, options, parent=str(bundle.ref),
+    made = pack(registry, _piece_function(piece.piece), piece.inputs, options, parent=str(bundle.ref),
                 source=piece.piece.text)
     return f"{made.name}@{made.version}"
