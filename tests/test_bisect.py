@@ -2,9 +2,14 @@
 
 import numpy as np
 import pytest
+from audit import audited
+from cli_runner import cli
+from small_bundle import copy_of
 
+from reprobundle.envs.manager import EnvironmentManager
 from reprobundle.errors import UsageError
 from reprobundle.investigate.bisection import bisect
+from reprobundle.render.text import bisect_left_out_text
 
 VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "0.7.0", "0.7.2", "0.8.0"]
 
@@ -168,3 +173,48 @@ def test_the_time_table_and_the_json_without_samples():
     comparison = {"rows": [{"label": "0.4.30", "samples_ns": [1, 2, 3], "median_ns": 2.0, "n": 3}], "top": 1}
     assert without_samples(comparison) == {"rows": [{"label": "0.4.30", "median_ns": 2.0, "n": 3}], "top": 1}
     assert comparison["rows"][0]["samples_ns"] == [1, 2, 3]  # the caller's data is left as it was
+
+
+def test_a_release_the_index_cannot_install_in_the_window_is_named_in_the_answer(tmp_path):
+    # the package index's real data (yanked and jaxlib-less releases), read as a bisection reads it
+    left_out = EnvironmentManager(tmp_path).left_out_versions()
+    assert left_out["0.4.32"] == "yanked" and left_out["0.4.16"] == "no jaxlib for it on the index"
+    replay_one, tested = _replayer("0.4.33")
+    r = bisect(VERSIONS, "0.4.31", "0.4.33", replay_one, left_out=left_out)
+    assert (r.first_bad, r.last_good, r.candidates) == ("0.4.33", "0.4.31", [])
+    assert r.left_out == {"0.4.32": "yanked"} and tested == [["0.4.31", "0.4.33"]]  # named, never replayed
+    text = bisect_left_out_text(r.left_out, r.last_good, r.first_bad)
+    assert text.splitlines() == [
+        "  not tested: 0.4.32 (yanked), not installable from the package index",
+        "  so the change may have come in 0.4.32, between the last good release 0.4.31 and the first bad one 0.4.33"]
+    # a wider window names each one left out, and says "may have come in" only of those at the boundary
+    wide = bisect(VERSIONS, "0.4.30", "0.5.0", _replayer("0.4.34")[0], left_out=left_out)
+    assert list(wide.left_out) == ["0.4.32"] and (wide.last_good, wide.first_bad) == ("0.4.33", "0.4.34")
+    assert "may have come in" not in bisect_left_out_text(wide.left_out, wide.last_good, wide.first_bad)
+    assert bisect(VERSIONS, "0.4.33", "0.5.0", _replayer("0.4.34")[0], left_out=left_out).left_out == {}
+
+
+def test_an_endpoint_that_is_no_release_is_refused_before_anything_runs(small_store_template, tmp_path):
+    store = copy_of(small_store_template, tmp_path / "store")
+    with audited() as did:
+        code, out, err = cli("bisect", "small", "--good", "0.4.30", "--bad", "0.4.99", "--rounds", "2", store=store)
+    assert code == 2 and out == "" and did.processes == []  # no environment made, no worker started
+    assert err.count("error:") == 1 and "0.4.99" in err and "is not a release on the package index" in err
+    assert "pick endpoints on which the bundle runs" not in err and "hint: the installable releases run from" in err
+    assert not list((store / "runs").glob("*/*"))  # nothing replayed, nothing stored
+
+
+def test_an_endpoint_that_did_not_run_says_its_status_once_with_a_hint_that_fits():
+    def no_environment(versions):
+        return [{"requested": v, "status": "error", "reason": f"no environment for jax {v}: the disk is full"}
+                if v == "0.8.0" else run for v, run in zip(versions, _together(versions, [10.0] * 2, ["ok"] * 2, 1))]
+
+    with pytest.raises(UsageError) as e:
+        bisect(VERSIONS, "0.4.30", "0.8.0", no_environment)
+    assert str(e.value) == "the bad version 0.8.0 did not run (error): no environment for jax 0.8.0: the disk is full"
+    assert "environments can be made" in e.value.hint
+    replay_one, _ = _replayer("0.6.0", broken={"0.4.30"})
+    with pytest.raises(UsageError) as e:
+        bisect(VERSIONS, "0.4.30", "0.8.0", replay_one)
+    assert str(e.value) == "the good version 0.4.30 did not run (crashed): SIGSEGV"
+    assert e.value.hint == "pick endpoints on which the bundle runs"

@@ -43,6 +43,18 @@ def test_busy_processes_are_the_others_and_count_their_cpu_in_the_interval():
                                           "processes used 1.1 CPUs during it (make 0.8, cc1 0.3)")
 
 
+def test_the_warning_before_a_timing_is_one_whole_sentence():
+    # the conditions since the replay started, as replay warns of them before it times (run/replay.py)
+    b = snap(0.0, {20: ("make", 1, 0.0, 500.0)}, load=(6.0, 5.0, 4.0))
+    a = snap(10.0, {20: ("make", 1, 8.0, 500.0), 30: ("cc1", 20, 3.0, 1005.0)}, load=(6.0, 5.0, 4.0))
+    assert A.busy_reason(C.conditions(b, a), now=True) == (
+        "the machine is busy: load 6 on 2 CPUs; other processes used 1.1 CPUs since this replay started "
+        "(make 0.8, cc1 0.3)")
+    assert A.busy_reason({"load_before": [6.0, 5.0, 4.0], "cpus": [0, 1]}, now=True) == \
+        "the machine is busy: load 6 on 2 CPUs"
+    assert A.busy_reason({"load_before": [0.1], "cpus": [0, 1], "other_cpu": 0.1}, now=True) is None
+
+
 def test_machine_wide_cpu_times_catch_short_lived_processes():
     b = snap(0.0, {}, times=(0.0, 0.0, 0.0), own=1.0)
     a = snap(10.0, {}, times=(15.0, 20.0, 2.0), own=6.0)  # 15 CPU s busy, 5 of them ours

@@ -12,9 +12,11 @@ from __future__ import annotations
 BUSY_SHARE = 0.25
 
 
-def busy_reason(cond: dict | None) -> str | None:
+def busy_reason(cond: dict | None, *, now: bool = False) -> str | None:
     """`the machine was busy: load 11 on 2 CPUs before the timing; other processes used 1.4 CPUs during it
-    (python 0.84, pytest 0.4)`, or None when it was not (or nothing was recorded)."""
+    (python 0.84, pytest 0.4)`, or None when it was not (or nothing was recorded). `now`: the warning before a
+    timing, of the conditions since the replay started: `the machine is busy: load 11 on 2 CPUs; other processes
+    used 1.4 CPUs since this replay started (python 0.84, pytest 0.4)`."""
     if not isinstance(cond, dict):
         return None
     n = _cpu_count(cond)
@@ -25,10 +27,11 @@ def busy_reason(cond: dict | None) -> str | None:
     loaded = measured is None and load1 is not None and load1 >= n
     if not (loaded or crowded):
         return None
-    parts = [_load_text(load1, n, crowded)]
+    parts = [_load_text(load1, n, crowded and not now)]
     if crowded:
-        parts.append(f"other processes used {other:.2g} CPUs during it" + _busy_processes_text(cond))
-    return "the machine was busy: " + "; ".join(parts)
+        parts.append(f"other processes used {other:.2g} CPUs "
+                     + ("since this replay started" if now else "during it") + _busy_processes_text(cond))
+    return f"the machine {'is' if now else 'was'} busy: " + "; ".join(parts)
 
 
 def _cpu_count(cond: dict) -> float:

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..bundle.model import run_label
+from ..bundle.model import run_label, run_notes
 from ..bundle.trees import output_names
 from ..text import first_line
 from ..units import human_ns
@@ -146,13 +146,15 @@ def _add_lowering_diffs(diffs: list[dict], texts: dict[str, str], program_files:
 
 
 def _row_notes(rows: list[dict]) -> list[str]:
-    """The worker's notes of each run and a retraced run's packages."""
-    notes = []
+    """The worker's notes of the runs, each once naming every run that noted it ("jax 0.4.31, 0.4.33: ..."), and a
+    retraced run's packages."""
+    noted_by: dict[str, list[str]] = {}
     for row in rows:
-        notes += [f"jax {row['label']}: {note}" for note in row["worker_notes"]]
-        if row.get("packages"):
-            notes.append(f"jax {row['label']}: the program's packages: {packages_text(row['packages'])}")
-    return notes
+        for note in row["worker_notes"]:
+            noted_by.setdefault(note, []).append(row["label"])
+    notes = [f"jax {', '.join(labels)}: {note}" for note, labels in noted_by.items()]
+    return notes + [f"jax {row['label']}: the program's packages: {packages_text(row['packages'])}"
+                    for row in rows if row.get("packages")]
 
 
 # ------------------------------------------------------------------------------------------------ headlines
@@ -327,7 +329,7 @@ def _run_row(run: dict, names: list[str]) -> dict:
             "reason": run.get("reason", ""), "route": run.get("route"), "compile_s": _num(timing.get("compile_s")),
             "err_ref": _error_fields(check, names) if check else None, "per_op": run.get("per_op") or [],
             "run_id": run.get("run_id"), "created": run.get("created"),
-            "worker_notes": [first_line(n, 300) for n in run.get("notes") or [] if isinstance(n, str)],
+            "worker_notes": [first_line(n, 300) for n in run_notes(run)],
             "budget": budget_text(timing), **_timing_fields(timing)}
 
 

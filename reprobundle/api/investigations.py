@@ -97,6 +97,9 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
         raise UsageError(f"bisect runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
     if jobs is not None and jobs < 1:
         raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
+    from ..envs.versions import check_jax_requests  # before anything runs: an endpoint that is no release
+
+    check_jax_requests([good, bad], releases_of(EnvConfig.of(env_dir, python)))
     registry, bundle = resolve(ref, store)
     manager = environment_manager(EnvConfig.of(env_dir, python, index_url))
     if registry.store.read_only and (executor is not None or ray_address):
@@ -111,7 +114,8 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
         if nightly:
             result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
         else:
-            result = search.run(manager.available_versions(), good, bad, progress)
+            result = search.run(manager.available_versions(), good, bad, progress,
+                                left_out=manager.left_out_versions())
             comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
         if layer:
             timed = result.criterion == "time" or timed_probes
@@ -159,13 +163,13 @@ class _Search:
         self.probes, self.mode, self.jobs, self.ahead, self.by = probes, mode, jobs, ahead, by
         self.compare = output_difference(*probes.args)
 
-    def run(self, versions, good: str, bad: str, progress, known=None):
+    def run(self, versions, good: str, bad: str, progress, known=None, left_out=None):
         from ..investigate.bisection import bisect as _bisect
 
         checks = None if self.probes.timed_only else self.probes.probe(self.mode, timed=False)
         return _bisect(versions, good, bad, self.probes.probe(self.mode), progress=progress, known=known,
                        outputs_differ=self.compare, by=self.by, check_together=checks, jobs=self.jobs,
-                       ahead=self.ahead)
+                       ahead=self.ahead, left_out=left_out)
 
     def layer(self, result, probe_for, ref: str, store_args, replay_args):
         from ..investigate.boundary import layer_at_boundary

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
+from ..worker.protocol import ROUTES
+
 RunStatus = Literal["ok", "mismatch", "incompatible", "error", "crashed", "timeout"]
 
 
@@ -202,3 +204,19 @@ def run_label(run: dict[str, Any] | RunRecord) -> str:
     """How a run's contender is named in comparisons and reports: `0.8.0`, `0.8.0 retraced`,
     `0.8.0 [XLA_FLAGS=...]` (run 4's contender label), else the version it requested (runs before format 4)."""
     return str((run.get("contender") or {}).get("label") or run["requested"])
+
+
+def run_notes(run: dict[str, Any] | RunRecord) -> list[str]:
+    """The worker's notes of a run, each once, without those of a route that did not load it: a route that failed
+    after adjusting the module (a calling convention above the release's range) noted the same as the route that
+    loaded it, and its failure is in the run's attempts."""
+    loaded = run.get("route")
+    notes: list[str] = []
+    for note in run.get("notes") or []:
+        if not isinstance(note, str):
+            continue
+        route, said, _ = note.partition(": ")
+        if (said and route in ROUTES and route != loaded) or note in notes:
+            continue
+        notes.append(note)
+    return notes

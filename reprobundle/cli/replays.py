@@ -334,12 +334,14 @@ def bisect_cmd(
             "last_good": result.last_good, "classes": result.classes, "evidence": result.evidence,
             "nightly": result.nightly, "comparison": comparison if samples else without_samples(comparison),
             "by": result.by, "why": result.why, "outputs_apart": result.outputs_apart, "layer": result.layer,
-            "spent": result.spent}
+            "spent": result.spent, "left_out": result.left_out}
     what = "nightly" if result.nightly else "release"
     human = (f"first bad {what}: jax {result.first_bad} (last good: {result.last_good}; "
              f"judged by {result.criterion})\n"
              + (f"  why: {result.why}\n" if result.why else "")
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
+    if result.left_out:
+        human += "\n" + report.bisect_left_out_text(result.left_out, result.last_good, result.first_bad)
     if result.layer:
         human += "\n" + report.bisect_layer_text(result.layer)
     if result.nightly:

@@ -71,7 +71,15 @@ from .installed import installed
 from .interpreters import InterpreterFinder, requested_python
 from .local import is_path_request, local_environment
 from .nightly import Nightly, find_nightly, list_nightlies, nightly_date, nightly_index_url
-from .package_index import CACHE_FILE, INDEX_CACHE_TTL_S, PackageIndex, index_url, installable, jaxlib_for
+from .package_index import (
+    CACHE_FILE,
+    INDEX_CACHE_TTL_S,
+    PackageIndex,
+    index_url,
+    installable,
+    jaxlib_for,
+    not_installable,
+)
 from .plan import (
     INSTALLED,
     LATEST,
@@ -265,6 +273,12 @@ class EnvironmentManager:
                 f"could not read the list of jax releases from {index_url()}: {self._index.error}",
                 hint="check the network or the index settings (UV_DEFAULT_INDEX / UV_INDEX_URL)")
         return sorted(installable(index), key=Version)
+
+    def left_out_versions(self) -> dict[str, str]:
+        """The jax releases the index lists that available_versions() leaves out, with why ("yanked", "no jaxlib
+        for it on the index"), ascending; empty when the index cannot be read (available_versions says so)."""
+        index = self._index.load(max_age=INDEX_CACHE_TTL_S)
+        return not_installable(index) if index is not None else {}
 
     def _find_existing(self, version: str, platform: str = "cpu", build: str | None = None) -> JaxEnvironment | None:
         """A usable finished environment for `version` on `platform` (of `build`, when given; else the build the

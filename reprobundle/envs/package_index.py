@@ -43,7 +43,8 @@ from .versions import is_final_release, parse_version, same_release, version_key
 
 __all__ = ["DEFAULT_INDEX", "INDEX_CACHE_TTL_S", "INDEX_RECHECK_S", "FALLBACK_PYTHONS", "PackageIndex", "index_url",
            "fetch_project_files", "summarize_index", "jax_file_version", "jaxlib_wheel_pythons", "platform_markers",
-           "cpython_minor", "is_generic", "jaxlib_for", "installable", "fallback_pythons", "project_wheel", "summarize_project"]
+           "cpython_minor", "is_generic", "jaxlib_for", "installable", "not_installable", "fallback_pythons", "project_wheel",
+           "summarize_project"]
 
 log = logging.getLogger(__name__)
 
@@ -246,6 +247,14 @@ def jaxlib_for(index: dict, version: str) -> str | None:
 def installable(index: dict) -> list[str]:
     """The jax releases in the summary that can be installed (not yanked, with a jaxlib), in index order."""
     return [v for v in index["jax"] if jaxlib_for(index, v) is not None]
+
+
+def not_installable(index: dict) -> dict[str, str]:
+    """The jax releases in the summary that cannot be installed, with why ("yanked", "no jaxlib for it on the
+    index"), ascending: what `installable` leaves out, for an answer that names the releases it never tested."""
+    left = {v: "yanked" if e["yanked"] else "no jaxlib for it on the index" for v, e in index["jax"].items()
+            if jaxlib_for(index, v) is None}
+    return {v: left[v] for v in sorted(left, key=version_key)}
 
 
 def fallback_pythons(version: str) -> list[int]:

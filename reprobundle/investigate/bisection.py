@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..analysis.verdict import timing_verdict
 from ..envs.versions import version_key
@@ -54,6 +54,9 @@ class BisectResult:
     log_ratio: float | None = None  # time: the log ratio a bad version's time moves by (the endpoints')
     layer: dict | None = None  # which layer changed at the boundary (investigate/boundary.py)
     spent: dict | None = None  # where the wall time went: run/spent.py's Ledger.as_dict()
+    # releases between good and bad that the index lists but that cannot be installed, so were never tested:
+    # version -> why ("yanked", "no jaxlib for it on the index"), ascending
+    left_out: dict[str, str] = field(default_factory=dict)
 
 
 def _timing(run: dict) -> dict:
@@ -105,7 +108,8 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
            progress: Callable[[str], None] | None = None, known: Known | None = None,
            outputs_differ: OutputsDiffer | None = None, by: str | None = None,
            check_together: ReplayTogether | None = None, jobs: int = 1,
-           ahead: Callable[[list[str]], None] | None = None) -> BisectResult:
+           ahead: Callable[[list[str]], None] | None = None,
+           left_out: Mapping[str, str] | None = None) -> BisectResult:
     """Search over the released `versions` strictly between `good` and `bad`. `known` classes a version
     without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed).
     `outputs_differ` (two runs -> how their outputs differ) lets endpoints whose outputs differ from each other
@@ -116,13 +120,15 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     outputs or bits bisection is a check. Such a bisection tests up to `jobs` versions per step (a (jobs+1)-ary
     split); a time bisection tests one version per step, timed beside the good endpoint, as before. `ahead` is told,
     before the endpoints and before each step of an untimed bisection, the versions the step after it may test
-    (their environments can be made meanwhile)."""
+    (their environments can be made meanwhile). `left_out`: releases the index lists but cannot install, with why
+    (EnvironmentManager.left_out_versions); those between `good` and `bad` are the result's `left_out`."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
     candidates = [v for v in ordered if version_key(good) < version_key(v) < version_key(bad)]
     _check_by(by, outputs_differ)
-    result = BisectResult(good, bad, TIME, first_bad=bad, last_good=good, candidates=candidates, by=by)
+    result = BisectResult(good, bad, TIME, first_bad=bad, last_good=good, candidates=candidates, by=by,
+                          left_out=_left_out_between(left_out, good, bad))
     if ahead:  # the endpoints' environments side by side, then the first step's
         ahead([good, bad, *split_points(candidates, max(1, jobs))])
     target = _endpoints(result, replay_together, outputs_differ, check_together)
@@ -144,6 +150,13 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
         last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
     result.first_bad, result.last_good = first_bad, last_good
     return result
+
+
+def _left_out_between(left_out: Mapping[str, str] | None, good: str, bad: str) -> dict[str, str]:
+    """The releases of `left_out` (version -> why it cannot be installed) strictly between `good` and `bad`,
+    ascending."""
+    inside = [v for v in left_out or {} if version_key(good) < version_key(v) < version_key(bad)]
+    return {v: (left_out or {})[v] for v in sorted(inside, key=version_key)}
 
 
 def split_points(remaining: Sequence[str], k: int) -> list[str]:
@@ -205,8 +218,10 @@ def _replay_endpoints(result: BisectResult, replay_together: ReplayTogether) -> 
     result.runs[good], result.runs[bad] = g, b
     for name, run in (("good", g), ("bad", b)):
         if not _usable(run):
-            raise UsageError(f"the {name} version {run['requested']} did not run: {run['status']}: {run['reason']}",
-                             hint="pick endpoints on which the bundle runs")
+            no_environment = str(run["reason"]).startswith("no environment for jax")
+            raise UsageError(f"the {name} version {run['requested']} did not run ({run['status']}): {run['reason']}",
+                             hint="pick endpoints whose environments can be made (`reprobundle envs` lists those "
+                                  "made here)" if no_environment else "pick endpoints on which the bundle runs")
     return g, b
 
 

@@ -53,9 +53,11 @@ def reproduce_lines(rep: dict) -> list[tuple[str, list[str]]]:
 
 
 def where_text(rep: dict) -> str:
-    """Where the bundle is, in words: a bucket URL and its public https form, or the zip to attach."""
+    """Where the bundle is, in words: a bucket URL and its public https form, or the zip to attach, with the command
+    that writes it when it is not written yet (a bundle of a local store)."""
     if rep.get("attach"):
-        return f"attach {rep['attach']} to the issue (every command below runs in the folder it is saved in)"
+        made = f"write it with `{rep['export_command']}`, then " if rep.get("export_command") else ""
+        return f"{made}attach {rep['attach']} to the issue (every command below runs in the folder it is saved in)"
     text = rep["url"]
     if rep.get("https_url"):
         text += f" (public https form: {rep['https_url']})"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..analysis.hardware import hardware_note, hardware_text
+from ..analysis.hardware import hardware_note, hardware_of, hardware_text
 from ..bundle import trees
-from ..bundle.model import run_label
+from ..bundle.model import run_label, run_notes
 from ..bundle.registry import Bundle, BundleRef
 from ..text import clean
 from ..units import human_bytes, human_ns
@@ -141,7 +141,17 @@ def run_data(run: dict) -> dict:
             "route": run.get("route"), "median_ns": timing.median_ns, "iqr_ns": timing.iqr_ns, "n": timing.n,
             "check": run.get("check"), "attempts": run.get("attempts", []), "contender": run.get("contender"),
             "mode": (run.get("contender") or {}).get("mode") or "frozen", "label": run_label(run),
+            **_placement(run.get("environment")),
             **{k: run[k] for k in ("lowering_changed", "lowering_diff", "packages") if k in run}}
+
+
+def _placement(env: dict | None) -> dict:
+    """Where a run ran, from its environment record: platform ("cpu", "cuda", "tpu"), device (its kind: "NVIDIA
+    H200", on a CPU its model) and how many; all None for a run that never reached a worker (nothing recorded)."""
+    if not isinstance(env, dict) or not (env.get("platform") or env.get("backend")):
+        return {"platform": None, "device": None, "device_count": None}
+    hw = hardware_of(env)
+    return {"platform": hw["platform"], "device": hw["device"], "device_count": hw["count"]}
 
 
 def describe_runs(b: Bundle, runs: list[dict]) -> str:
@@ -184,7 +194,7 @@ def _run_notes(r: dict, resized: str | None) -> list[str]:
         notes.append(_t(f"jax {run_label(r)}: lowering "
                         + (f"changed: {r.get('lowering_diff') or 'yes'}" if r["lowering_changed"] else
                            "unchanged from the bundle's")))
-    return notes + [_t(f"jax {r['requested']}: {note}") for note in r.get("notes") or []]
+    return notes + [_t(f"jax {r['requested']}: {note}") for note in run_notes(r)]
 
 
 def _run_row(r: dict, ref_timing: TimingSummary, resized: str | None) -> list[str]:
@@ -233,6 +243,22 @@ def nightly_text(info: dict) -> str:
     lines += ["  install them:"] + [f"    {line}" for line in info.get("install") or []]
     lines.append(f"  replay them: {info['command']}")
     return "nightlies:\n" + "\n".join(lines)
+
+
+def bisect_left_out_text(left_out: dict[str, str], last_good: str, first_bad: str) -> str:
+    """The releases in a bisection's window that were never tested, since they cannot be installed (yanked, no
+    jaxlib), and whether one lies between the last good and the first bad: the change may have come in it."""
+    from ..envs.versions import version_key
+
+    if not left_out:
+        return ""
+    named = ", ".join(f"{v} ({why})" for v, why in left_out.items())
+    text = f"  not tested: {named}, not installable from the package index"
+    inside = [v for v in left_out if version_key(last_good) < version_key(v) < version_key(first_bad)]
+    if inside:
+        text += (f"\n  so the change may have come in {' or '.join(inside)}, between the last good release "
+                 f"{last_good} and the first bad one {first_bad}")
+    return text
 
 
 def bisect_layer_text(layer: dict) -> str:

@@ -595,8 +595,7 @@ def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Pa
 
 def _warn_if_busy(first_look, before) -> None:
     # what other processes did since the replay started (environments, fetching); the load alone if that was short
-    busy = busy_reason(conditions(first_look, before)) if before.monotonic - first_look.monotonic > 0.3 else \
-        busy_reason({"load_before": before.loadavg, "cpus": before.cpus})
+    busy = busy_reason(conditions(first_look, before), now=True) if before.monotonic - first_look.monotonic > 0.3 \
+        else busy_reason({"load_before": before.loadavg, "cpus": before.cpus}, now=True)
     if busy:
-        log.warning("%s now: timings will be noisier and verdicts need more rounds (the report records it)",
-                    busy.replace("the machine was busy", "the machine is busy").replace(" before the timing", ""))
+        log.warning("%s: timings will be noisier and verdicts need more rounds (the report records it)", busy)
