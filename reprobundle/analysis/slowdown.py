@@ -28,19 +28,24 @@ def measured_times(runs: Sequence[dict]) -> dict | None:
     if len(runs) < 2 or not _median_ns(runs[0]):
         return None
     base = runs[0]
-    rows = [_row(base, None)]
-    for run in runs[1:]:
-        verdict = timing_verdict(base["timing"], run["timing"]) if _median_ns(run) else None
-        if verdict is not None and verdict["method"] == METHOD_PAIRED:
-            rows.append(_row(run, verdict))
+    rows = [_row(base, None), *_paired_rows(base, runs[1:])]
     if len(rows) < 2:
         return None
     slower = max((r for r in rows[1:] if r["verdict"] == "slower"), key=lambda r: r["ratio"], default=None)
     env: Any = base.get("environment") or {}
-    conditions = env.get("conditions") or {}
     return {"rows": rows, "slower": slower, "workarounds": _workarounds(rows, slower),
             "machine": f"{env.get('cpu_model') or env.get('device_kind') or '?'}, {env.get('backend') or '?'}",
-            "python": str(env.get("python") or ""), "busy": conditions.get("other_cpu")}
+            "python": str(env.get("python") or ""), "busy": (env.get("conditions") or {}).get("other_cpu")}
+
+
+def _paired_rows(base: dict, runs: Sequence[dict]) -> list[dict]:
+    """The rows of the runs timed together with `base` (the paired verdict), in order."""
+    rows = []
+    for run in runs:
+        verdict = timing_verdict(base["timing"], run["timing"]) if _median_ns(run) else None
+        if verdict is not None and verdict["method"] == METHOD_PAIRED:
+            rows.append(_row(run, verdict))
+    return rows
 
 
 def _median_ns(run: dict) -> float | None:

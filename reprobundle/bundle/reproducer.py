@@ -163,10 +163,8 @@ def difference(bundle: Bundle, runs: list[dict], measured: dict | None = None) -
     (`measured`, analysis/slowdown.py's: a contender settled slower, where no output differed, is a slowdown)."""
     prop = str((bundle.manifest.get("labels") or {}).get("minimized-property") or "")
     failed = [r for r in runs if r.get("status") in ("error", "crashed", "timeout")]
-    mismatched = any(r.get("status") == "mismatch" for r in runs)
     slower = (measured or {}).get("slower")
-    expect = prop.split()[0] if prop else "error" if 0 < len(failed) < len(runs) else \
-        "slower" if slower and not failed and not mismatched else "outputs"
+    expect = _expect(prop, runs, failed, bool(slower))
     diff = Difference(expect=expect, bits="--bits" in prop, seen=[run_line(r) for r in runs],
                       show=_shown_under(runs, failed, bool(prop)), releases=_releases(runs),
                       statuses=[str(r.get("status")) for r in runs], measured=measured)
@@ -177,6 +175,17 @@ def difference(bundle: Bundle, runs: list[dict], measured: dict | None = None) -
     if diff.baseline is not None:
         diff.text = f"outputs against jax {diff.releases[0]}'s" + (", any bit" if diff.bits else "")
     return diff
+
+
+def _expect(prop: str, runs: list[dict], failed: list[dict], slower: bool) -> str:
+    """What minimize kept the piece for, else an error where some runs failed, a slowdown where a contender was
+    settled slower and no output differed, else outputs."""
+    if prop:
+        return prop.split()[0]
+    if 0 < len(failed) < len(runs):
+        return "error"
+    mismatched = any(r.get("status") == "mismatch" for r in runs)
+    return "slower" if slower and not failed and not mismatched else "outputs"
 
 
 def _releases(runs: list[dict]) -> list[str]:
