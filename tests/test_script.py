@@ -255,3 +255,115 @@ def test_the_title_of_a_bundle_claims_only_what_its_stored_runs_showed(small_sto
     assert code == 0, err
     code, out, err = cli("issue", "small", "--json", store=store)
     assert "replays with outputs within tolerance" in json.loads(out)["title"], out
+
+
+# ------------------------------------------------------------------------------------------------ scalars, dtypes, loops
+
+
+def _train_step(w, x, flag, lr, h, i8, u8, u32, c, d):
+    """A small training step as users write one: a fori_loop of tiny steps, a scan over a 3x3 carry, a cond, scalar
+    parameters, and inputs of every kind of dtype (float64 and int64 need x64)."""
+    v = jax.lax.fori_loop(0, 200, lambda i, v: v * lr + jnp.where(flag, 0.1, 0.2), w)
+
+    def step(carry, row):
+        carry = jnp.tanh(carry @ x.astype(jnp.float32)) + row * v
+        return carry, carry.sum()
+
+    carry, ys = jax.lax.scan(step, jnp.eye(3, dtype=jnp.float32), jnp.ones((8, 3, 3), jnp.float32))
+    picked = jax.lax.cond(flag, lambda: x * 2, lambda: x)
+    return (v + carry.sum(), ys, picked, ~flag, h * 2, i8 - 1, u8 + 1, u32 * 3, c * 1j, d / 3,
+            i8.astype(jnp.int64).sum() + 7)
+
+
+def _train_args():
+    return (jnp.float32(1.5), jnp.ones((3, 3), jnp.bfloat16), jnp.bool_(True), jnp.float32(0.9), jnp.float16(0.5),
+            jnp.array([-3, 4], jnp.int8), jnp.array([250, 1], jnp.uint8), jnp.uint32(4_000_000_000),
+            jnp.array([1 + 2j], jnp.complex64), jnp.float64(1.0 / 3.0))
+
+
+@pytest.fixture(scope="module")
+def train_store(tmp_path_factory):
+    """A store with train@1: _train_step packed with x64 (its float64 and int64 leaves stay 64-bit)."""
+    store = tmp_path_factory.mktemp("train") / "store"
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        reprobundle.pack(jax.jit(_train_step), *_train_args(), name="train", store=str(store), **PACK)
+    finally:
+        jax.config.update("jax_enable_x64", before)
+    return store
+
+
+def test_inputs_and_references_keep_their_exact_dtype_and_shape_in_the_script(train_store):
+    """Each array the script writes reads back (by the script's own `_array`) with the dtype and shape of the bundle's
+    signature, bit for bit: rank 0, bool, bfloat16, float16, int8, uint8, uint32, complex64, float64, int64."""
+    from reprobundle.bundle import reproducer
+    from reprobundle.bundle.script_runner import RUNNER
+
+    registry = Registry.open(str(train_store))
+    bundle = registry.resolve("train")
+    ins, outs, _ = reproducer.signature(bundle)
+    inputs, reference = reproducer.arrays(registry, bundle)
+    assert [d for d, _ in ins] == ["float32", "bfloat16", "bool", "float32", "float16", "int8", "uint8", "uint32",
+                                   "complex64", "float64"] and ins[0][1] == []
+    namespace: dict = {}
+    exec(compile(RUNNER, "script_runner", "exec"), namespace)  # the template's own functions (no bundle text)
+    import base64
+    import zlib
+
+    namespace.update(np=np, base64=base64, zlib=zlib)
+    for (dtype, shape), array in [*zip(ins, inputs), *zip(outs, reference)]:
+        back = namespace["_array"](ast.literal_eval(reproducer.array_literal(array)), jnp.dtype)
+        assert (back.dtype.name, list(back.shape)) == (dtype, shape)
+        assert back.tobytes() == np.asarray(array).tobytes()
+    assert "X64 = True" in reproducer.script_text(registry, bundle)
+
+
+@pytest.mark.crossversion
+def test_the_script_of_scalars_bools_and_bf16_through_loops_runs_on_the_oldest_and_newest(train_store, tmp_path,
+                                                                                           fresh_python):
+    script = _script(train_store, tmp_path, "train")
+    assert "('float32', (), [1.5])" in script.read_text()  # a scalar stays rank 0
+    oldest = reprobundle.api.environment_manager().ensure(OLDEST).python_executable
+    for python, version in ((fresh_python, NEWEST), (oldest, OLDEST)):
+        done = _run(python, script)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"jax {version}" in done.stdout and "result: as the reference" in done.stdout
+
+
+@pytest.mark.crossversion
+def test_a_slowdowns_script_prints_the_stored_medians_and_never_judges_time(train_store, tmp_path):
+    """After a replay of 0.4.31 and 0.4.33 timed together (with a variant of 0.4.33), the script prints the stored
+    medians, ratios and intervals (as analysis/slowdown.py computes them from the records) and the commands that run
+    it on each release; on a release it exits 0 whatever its time, and a variant that works around the slowdown is
+    never called the setting that showed it. Which release is faster is the machine's: not asserted."""
+    from reprobundle.analysis.slowdown import measured_times
+    from reprobundle.bundle.reproducer import stored_runs
+    from reprobundle.units import human_ns
+
+    flag = "--xla_cpu_use_thunk_runtime=false"
+    code, _, err = cli("replay", "train", "--jax", "0.4.31", "--jax", "0.4.33", "--variant", f"0.4.33:XLA_FLAGS={flag}",
+                       "--rounds", "3", "--repeat", "3", "--no-profile", store=train_store)
+    assert code == 0, err
+    registry = Registry.open(str(train_store))
+    measured = measured_times(stored_runs(registry, registry.resolve("train")))
+    assert measured is not None and [r["jax"] for r in measured["rows"]] == ["0.4.31", "0.4.33", "0.4.33"]
+    script = _script(train_store, tmp_path, "train")
+    text = script.read_text()
+    for row in measured["rows"]:
+        assert f"jax {row['label']}: median {human_ns(row['median_ns'])}" in text
+    for row in measured["rows"][1:]:
+        assert f"{row['ratio']:.2f}x [{row['ci95'][0]:.2f}-{row['ci95'][1]:.2f}]" in text
+    assert "--with jax==0.4.31 --with jaxlib==0.4.31 python train.py" in text
+    assert "--with jax==0.4.33 --with jaxlib==0.4.33 python train.py" in text
+    assert ("(a workaround)" in text) == bool(measured["workarounds"])
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "(the setting under which the difference was seen)" in line:  # the slower contender's own setting only
+            assert flag not in lines[i - 1] or flag in str((measured["slower"] or {}).get("settings"))
+    slow = reprobundle.api.environment_manager().ensure("0.4.33").python_executable
+    done = _run(slow, script)
+    assert done.returncode == 0, done.stdout + done.stderr  # time is printed, never judged on one release
+    assert "x the stored median of 0.4.33" in done.stdout and "stored replay, timed together" in done.stdout
+    if measured["slower"]:
+        assert "time not judged" in done.stdout and "uv run --no-project" in done.stdout

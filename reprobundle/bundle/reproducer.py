@@ -22,7 +22,8 @@ import numpy as np
 
 from ..errors import ReproBundleError, UsageError
 from ..text import clean
-from ..worker.dtypes import np_dtype
+from ..units import human_ns
+from ..worker.dtypes import WIDE_64, np_dtype
 from ..worker.stablehlo import strip_mlir_locations
 from ..worker.synthetic import synthetic_array
 from ..worker.tolerance import scaled_atol, tolerance_for
@@ -46,14 +47,15 @@ class NoScriptError(UsageError):
 @dataclass
 class Difference:
     """What the script shows: `expect` outputs (bits: any bit), error or slower; the contenders seen, from the
-    minimize labels and the stored runs; `show`: the environment (XLA_FLAGS...) under which it was seen."""
+    minimize labels and the stored runs; `show`: the environment (XLA_FLAGS...) under which it was seen;
+    `measured`: analysis/slowdown.py's times of the stored replay (None: not timed together)."""
 
     expect: str = "outputs"
     bits: bool = False
     text: str = "outputs against the reference"
     show: dict[str, str] = field(default_factory=dict)
     seen: list[str] = field(default_factory=list)
-    slower_at: float | None = None
+    measured: dict | None = None
     # the run whose outputs are the reference: minimize's baseline contender where the piece came from minimize
     # (its outputs on the release the difference is measured from), else None: the packed reference
     baseline: dict | None = None
@@ -134,7 +136,7 @@ def stored_runs(registry: Registry, bundle: Bundle) -> list[dict]:
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a variable a shell line can set (a stranger's record: no others)
 
 
-def _settings_env(run: dict) -> dict[str, str]:
+def settings_env(run: dict) -> dict[str, str]:
     """The environment a run's contender set: XLA_FLAGS and other variables (values quoted where shown)."""
     settings = (run.get("contender") or {}).get("settings") or {}
     env = {str(k): str(v) for k, v in (settings.get("env") or {}).items() if _ENV_NAME.fullmatch(str(k))}
@@ -156,21 +158,34 @@ def _median(samples: Sequence[int]) -> float | None:
     return float(np.median(samples)) if samples else None
 
 
-def difference(bundle: Bundle, runs: list[dict]) -> Difference:
-    """What the bundle shows, from minimize's labels, else from its stored runs."""
+def difference(bundle: Bundle, runs: list[dict], measured: dict | None = None) -> Difference:
+    """What the bundle shows, from minimize's labels, else from its stored runs and the times they measured
+    (`measured`, analysis/slowdown.py's: a contender settled slower, where no output differed, is a slowdown)."""
     prop = str((bundle.manifest.get("labels") or {}).get("minimized-property") or "")
     failed = [r for r in runs if r.get("status") in ("error", "crashed", "timeout")]
-    expect = prop.split()[0] if prop else "error" if 0 < len(failed) < len(runs) else "outputs"
+    slower = (measured or {}).get("slower")
+    expect = _expect(prop, runs, failed, bool(slower))
     diff = Difference(expect=expect, bits="--bits" in prop, seen=[run_line(r) for r in runs],
-                      show=_shown_under(runs, failed), releases=_releases(runs),
-                      statuses=[str(r.get("status")) for r in runs])
-    if expect == "slower":
-        diff.slower_at = _slower_at(runs)
+                      show=_shown_under(runs, failed, bool(prop)), releases=_releases(runs),
+                      statuses=[str(r.get("status")) for r in runs], measured=measured)
+    if expect == "slower" and slower:
+        diff.show = dict(slower["settings"])  # the slower contender's setting, never a workaround's
     diff.text = EXPECT_TEXT.get(expect, expect) + (", any bit" if diff.bits else "")
     diff.baseline = _baseline_run(expect, prop, runs)
     if diff.baseline is not None:
         diff.text = f"outputs against jax {diff.releases[0]}'s" + (", any bit" if diff.bits else "")
     return diff
+
+
+def _expect(prop: str, runs: list[dict], failed: list[dict], slower: bool) -> str:
+    """What minimize kept the piece for, else an error where some runs failed, a slowdown where a contender was
+    settled slower and no output differed, else outputs."""
+    if prop:
+        return prop.split()[0]
+    if 0 < len(failed) < len(runs):
+        return "error"
+    mismatched = any(r.get("status") == "mismatch" for r in runs)
+    return "slower" if slower and not failed and not mismatched else "outputs"
 
 
 def _releases(runs: list[dict]) -> list[str]:
@@ -187,22 +202,63 @@ def _baseline_run(expect: str, prop: str, runs: list[dict]) -> dict | None:
 
 
 EXPECT_TEXT = {"outputs": "outputs against the reference", "error": "an error where the reference ran",
-               "slower": "time against the reference's"}
+               "slower": "time beside the stored replay's"}
 
 
-def _shown_under(runs: list[dict], failed: list[dict]) -> dict[str, str]:
-    """The settings of the run that showed the difference: the last mismatch or failure, else the last run."""
-    worse = [r for r in runs if r.get("status") == "mismatch"] or failed or runs[1:]
-    return _settings_env(worse[-1]) if worse else {}
+def _shown_under(runs: list[dict], failed: list[dict], minimized: bool) -> dict[str, str]:
+    """The settings of the run that showed the difference: the last mismatch or failure, else for a piece minimize
+    kept (its contender last) the last run; none where no run differed (a variant there may be a workaround)."""
+    worse = [r for r in runs if r.get("status") == "mismatch"] or failed or (runs[1:] if minimized else [])
+    return settings_env(worse[-1]) if worse else {}
 
 
-def _slower_at(runs: list[dict]) -> float | None:
-    """The ratio to the reference's median from which a call counts as slower: the geometric midpoint of the
-    stored baseline's and the slower contender's medians (None without both)."""
-    if len(runs) < 2:
-        return None
-    base, slow = (_median((r.get("timing") or {}).get("samples_ns") or []) for r in (runs[0], runs[-1]))
-    return float(np.sqrt(slow / base)) if base and slow and slow > base else None
+# ------------------------------------------------------------------------------------------------ stored times
+
+_PYPI_VERSION = re.compile(r"\d+(\.\d+)*")  # a release pip can install by `jax==V` (not a nightly or local build)
+
+
+def stored_times_lines(measured: dict | None) -> list[str]:
+    """The stored replay's medians as lines: the machine and conditions, then each contender with its ratio, 95%
+    interval and verdict against the baseline (workarounds named); [] when nothing was timed together. Unsafe
+    text from the records: the caller escapes or repr()s each line."""
+    if not measured:
+        return []
+    rows, slower, workarounds = measured["rows"], measured["slower"], measured["workarounds"]
+    rounds = max(int(r["rounds"] or 0) for r in rows)
+    busy = f"; other processes used {measured['busy']:.1f} CPUs" if measured.get("busy") else ""
+    lines = [f"stored replay, timed together on the reporter's machine ({measured['machine']}; Python "
+             f"{measured['python'] or '?'}; {rounds} rounds{busy}):"]
+    for row in rows:
+        role = " (a workaround)" if any(row is w for w in workarounds) else \
+            " (the slowdown)" if row is slower else ""
+        lines.append(f"  jax {row['label']}: median {human_ns(row['median_ns'])}" + (
+            "  (the baseline)" if row["verdict"] is None else
+            f"  {row['ratio']:.2f}x [{row['ci95'][0]:.2f}-{row['ci95'][1]:.2f}] "
+            f"{row['verdict'] if row['settled'] else 'not settled'}{role}"))
+    return lines
+
+
+def compare_commands(measured: dict | None, fname: str) -> list[str]:
+    """The commands that run the script on the compared releases (the baseline's and the slower one's, else every
+    one stored), each in a fresh environment made by uv, then each workaround's; unsafe text (variables of the
+    records) quoted by shlex."""
+    if not measured:
+        return []
+    rows = measured["rows"]
+    picked = [rows[0], measured["slower"]] if measured["slower"] else rows
+    out: list[str] = []
+    for row in [*picked, *measured["workarounds"]]:
+        if not _PYPI_VERSION.fullmatch(row["jax"]):
+            continue
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in (row["settings"] or {}).items())
+        minor = ".".join(row["python"].split(".")[:2])  # uv finds or fetches a Python of that minor version
+        python = f"--python {minor} " if _PYPI_VERSION.fullmatch(minor) else ""
+        jaxlib = row["jaxlib"] if _PYPI_VERSION.fullmatch(row["jaxlib"]) else row["jax"]
+        line = (f"{env} " if env else "") + (f"uv run --no-project {python}--with jax=={row['jax']} "
+                                             f"--with jaxlib=={jaxlib} python {shlex.quote(fname)}")
+        if line not in out:
+            out.append(line)
+    return out
 
 
 def tolerances(reference: Sequence[np.ndarray], bits: bool) -> list[tuple[float, float]]:
@@ -270,7 +326,7 @@ def _bytes_literal(data: bytes) -> str:
 def array_literal(a: np.ndarray) -> str:
     """(dtype, shape, data) of script_runner's `_array`: a list when short, finite and real, else compressed bytes
     in byte-plane order (little-endian)."""
-    a = np.ascontiguousarray(a)
+    a = np.require(a, requirements="C")  # not ascontiguousarray: it makes a scalar (rank 0) an array of shape (1,)
     head = f"({a.dtype.name!r}, {tuple(int(d) for d in a.shape)!r}, "
     values = a.ravel()
     if a.size <= LITERAL_ELEMENTS and a.dtype.kind in "biuf" and np.all(np.isfinite(values.astype(np.float64))):
@@ -295,12 +351,16 @@ def _header(bundle: Bundle, diff: Difference, sources: list[str], fname: str) ->
     """The comment block at the top: what it is, how to run it, what was seen. Bundle text: comments only."""
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in diff.show.items())
     lines = ["#!/usr/bin/env python3", "# A reproducer written by `reprobundle script`: it runs with only jax and numpy.",
-             _comment(f"Bundle: {bundle.ref} ({bundle.ref.bundle_id})"),
-             "# Exit code: 0 it behaves as the reference did, 1 it shows the difference, 3 it could not run.",
+             _comment(f"Bundle: {bundle.ref} ({bundle.ref.bundle_id})"), *_exit_lines(diff.expect),
              _comment(f"  python {fname}          # as the reference ran")]
     if env:
         lines.append(_comment(f"  {env} python {fname}", 400))
         lines.append("#       (the setting under which the difference was seen)")
+    stored = stored_times_lines(diff.measured)
+    if stored:
+        lines += [_comment(line, 300) for line in stored]
+        lines.append("# To compare, run it on each release (one release alone cannot show a slowdown):")
+        lines += [_comment("  " + c, 400) for c in compare_commands(diff.measured, fname)]
     lines += ["# How it runs the StableHLO below: reprobundle's worker mechanism (worker/serve.py, worker/rebuild.py),",
               "# not documented JAX API: the text serialized as a portable artifact, a jax.export.Exported rebuilt",
               "# around it from @main's signature, and its call jitted; the same on every release from 0.4.30.",
@@ -314,22 +374,34 @@ def _header(bundle: Bundle, diff: Difference, sources: list[str], fname: str) ->
     return lines
 
 
-def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py") -> str:
-    """The standalone script for the bundle; ScriptTooLargeError past SCRIPT_LIMIT, NoScriptError where a script
-    cannot run it."""
+def _exit_lines(expect: str) -> list[str]:
+    if expect != "slower":
+        return ["# Exit code: 0 it behaves as the reference did, 1 it shows the difference, 3 it could not run."]
+    return ["# Exit code: 0 it ran and its outputs are the reference's (its time is printed beside the stored medians,",
+            "# not judged: a slowdown is between two releases), 1 its outputs differ, 3 it could not run."]
+
+
+def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py", measured: dict | None = None) -> str:
+    """The standalone script for the bundle; `measured`: analysis/slowdown.py's times of its stored runs (the
+    medians and commands a slowdown's script prints). ScriptTooLargeError past SCRIPT_LIMIT, NoScriptError where
+    a script cannot run it."""
     text = module_text(registry, bundle)
     ins, outs, _ = signature(bundle)
     inputs, reference = arrays(registry, bundle)
-    diff = difference(bundle, stored_runs(registry, bundle))
+    diff = difference(bundle, stored_runs(registry, bundle), measured)
     if diff.baseline is not None:  # minimize's baseline: the outputs the difference is measured from
         reference = [_leaf(registry, leaf) for leaf in diff.baseline["outputs"]]
     samples = (bundle.manifest["reference"].get("timing") or {}).get("samples_ns") or []
-    wide = any(d.startswith(("float64", "int64", "uint64", "complex128")) for d, _ in ins + outs)
+    wide = any(d in WIDE_64 for d, _ in ins + outs)
     parts = ["\n".join(_header(bundle, diff, source_lines(registry, bundle), fname)), "",
              "import base64\nimport os\nimport sys\nimport time\nimport zlib\n\nimport numpy as np\n",
              f"BUNDLE = {str(bundle.ref)!r}", f"EXPECT = {diff.expect!r}", f"EXPECT_TEXT = {diff.text!r}",
              f"X64 = {wide!r}", f"TIMED_CALLS = {TIMED_CALLS!r}", f"REFERENCE_MEDIAN_NS = {_median(samples)!r}",
-             f"SLOWER_AT = {diff.slower_at!r}", f"IN_AVALS = {ins!r}", f"OUT_AVALS = {outs!r}", "",
+             f"IN_AVALS = {ins!r}", f"OUT_AVALS = {outs!r}", "",
+             _list_literal("STORED_TIMES", [repr(line) for line in stored_times_lines(diff.measured)]),
+             _list_literal("STORED_MEDIANS", [repr((r["jax"], r["label"], r["median_ns"], r["settings"]))
+                                              for r in (diff.measured or {}).get("rows", [])]),
+             _list_literal("COMPARE", [repr(c) for c in compare_commands(diff.measured, fname)]),
              _module_literal(text),
              _list_literal("INPUTS", [array_literal(a) for a in inputs]),
              _list_literal("REFERENCE", [array_literal(a) for a in reference]),
@@ -341,18 +413,6 @@ def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py") -> 
                                   f"{SCRIPT_LIMIT // 1024} KiB a pasted reproducer may take (its inputs and reference "
                                   "outputs are inline)", hint=_zip_hint(bundle))
     return script
-
-
-def write_script(ref: str, out: str | Path | None, *, store: str | None = None) -> dict:
-    """The script of `ref`, written to `out` when given: {"bundle", "path", "bytes", "script"}."""
-    registry, bundle = open_ref(ref, store)
-    fname = Path(out).name if out else "repro.py"
-    script = script_text(registry, bundle, fname)
-    if out:
-        write_text(Path(out), script)
-        Path(out).chmod(0o755)  # it starts with #!/usr/bin/env python3
-    return {"bundle": str(bundle.ref), "path": str(out) if out else None, "bytes": len(script.encode("utf-8")),
-            "script": script}
 
 
 # ------------------------------------------------------------------------------------------------ HLO for XLA

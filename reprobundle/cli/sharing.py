@@ -95,7 +95,8 @@ def script_cmd(ref: str,
                store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """A standalone Python reproducer that runs with only jax and numpy (exit 0 as the reference, 1 the
     difference, 3 could not run); refused past 64 KiB (export the zip then)."""
-    from ..bundle.reproducer import write_hlo, write_script
+    from ..bundle.reproducer import write_hlo
+    from ..investigate.reproducer import write_script
 
     if hlo is not None:
         data = write_hlo(ref, hlo, store=store)

@@ -23,7 +23,6 @@ from ..bundle.reproducer import (
     file_stem,
     hlo_texts,
     run_hlo_module_line,
-    script_text,
     stored_runs,
 )
 from ..bundle.sharing import reproduce_info
@@ -31,6 +30,7 @@ from ..config import default_store_url
 from ..errors import UsageError
 from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
+from .reproducer import script_of
 
 TRACKERS = {"jax": "https://github.com/jax-ml/jax/issues/new", "xla": "https://github.com/openxla/xla/issues/new"}
 BODY_LIMIT = 65_000  # characters: GitHub refuses an issue body over 65,536
@@ -93,7 +93,7 @@ def _script(registry: Registry, bundle: Bundle, ref: str, stem: str) -> dict:
     store = " ".join(shlex.quote(a) for a in store_args(registry))
     command = f"reprobundle script {shlex.quote(ref)} -o {stem}.py" + (f" {store}" if store else "")
     try:
-        text = script_text(registry, bundle, f"{stem}.py")
+        text = script_of(registry, bundle, f"{stem}.py")
     except (ScriptTooLargeError, NoScriptError) as e:
         return {"text": None, "name": f"{stem}.py", "command": None, "why": f"{e.message}; {e.hint}"}
     return {"text": text, "name": f"{stem}.py", "command": command, "bytes": len(text.encode()), "why": None}
