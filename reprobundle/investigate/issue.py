@@ -198,9 +198,7 @@ def title(bundle: Bundle, diff, measured: dict | None = None) -> str:
     timed releases together and whose outputs all matched is titled by its measured difference."""
     m = bundle.manifest
     env: Any = m.get("environment") or {}
-    ops = [part.split(" (")[0] for part in str((m.get("labels") or {}).get("minimized-ops") or "").split("; ") if part]
-    subject = (f"{len(ops)} ops ({', '.join(ops[:4])})" if ops
-               else f"`{m['function'].get('fields', {}).get('fun_name', 'function')}`")
+    subject = _subject(m)
     setting = " with " + " ".join(f"{k}={v}" for k, v in diff.show.items()) if diff.show else ""
     prop = str((m.get("labels") or {}).get("minimized-property") or "")
     if measured is not None and set(diff.statuses) <= {"ok"} and (not prop or diff.expect == "slower"):
@@ -209,6 +207,14 @@ def title(bundle: Bundle, diff, measured: dict | None = None) -> str:
     releases = list(dict.fromkeys(diff.releases))
     jax = f"jax {releases[-1]} vs {releases[0]}" if len(releases) >= 2 else f"jax {env.get('jax') or '?'}"
     return clean(f"[{env.get('backend') or '?'}] {subject} {what}{setting} ({jax})", 160)
+
+
+def _subject(manifest: dict) -> str:
+    """What the bundle is: the ops minimize kept, else the function's name."""
+    labels = manifest.get("labels") or {}
+    ops = [part.split(" (")[0] for part in str(labels.get("minimized-ops") or "").split("; ") if part]
+    return (f"{len(ops)} ops ({', '.join(ops[:4])})" if ops
+            else f"`{manifest['function'].get('fields', {}).get('fun_name', 'function')}`")
 
 
 def timing_phrase(measured: dict) -> str:
