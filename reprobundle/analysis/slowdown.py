@@ -23,7 +23,8 @@ def measured_times(runs: Sequence[dict]) -> dict | None:
     rows of variants (settings of their own) of the slower row's release whose 95% interval lies below the slower
     row's, "machine": the baseline's CPU or device and backend, "python": its Python, "busy": the CPUs other
     processes used during the timing}. A row: {"label", "jax", "jaxlib", "python", "settings" (variables a shell
-    line sets), "median_ns", "verdict", "ratio", "ci95", "settled", "rounds"} (the last five None for the baseline).
+    line sets), "run_id", "status", "median_ns", "verdict", "ratio", "ci95", "settled", "rounds"} (the last five
+    None for the baseline).
     """
     if len(runs) < 2 or not _median_ns(runs[0]):
         return None
@@ -56,7 +57,8 @@ def _median_ns(run: dict) -> float | None:
 def _row(run: dict, verdict: dict | None) -> dict:
     env: Any = run.get("environment") or {}
     v = verdict or {}
-    return {"label": run_label(run), "jax": str(env.get("jax") or run.get("requested")),
+    return {"label": run_label(run), "run_id": str(run.get("run_id") or ""), "status": str(run.get("status")),
+            "jax": str(env.get("jax") or run.get("requested")),
             "jaxlib": str(env.get("jaxlib") or ""), "python": str(env.get("python") or ""),
             "settings": settings_env(run), "median_ns": _median_ns(run), "verdict": v.get("verdict"),
             "ratio": v.get("ratio"), "ci95": v.get("ci95"), "settled": v.get("settled"), "rounds": v.get("rounds")}

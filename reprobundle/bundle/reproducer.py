@@ -119,14 +119,19 @@ def arrays(registry: Registry, bundle: Bundle) -> tuple[list[np.ndarray], list[n
     return [inputs[i] for i in kept], [_leaf(registry, leaf) for leaf in m["reference"]["outputs"]]
 
 
-def stored_runs(registry: Registry, bundle: Bundle) -> list[dict]:
-    """The runs of the bundle's latest stored replay (its group), oldest first. A zip holds none: those of its
-    copy in the default local store count (where `replay NAME.zip` and minimize put them)."""
+def every_run(registry: Registry, bundle: Bundle) -> list[dict]:
+    """Every stored run of the bundle, oldest first. A zip holds none: those of its copy in the default local store
+    count (where `replay NAME.zip` and minimize put them)."""
     try:
         found = (Registry.open(None) if registry.store.read_only else registry).runs(bundle.ref.bundle_id)
     except ReproBundleError:
         found = []
-    runs = sorted(found, key=lambda r: str(r.get("created", "")))
+    return sorted(found, key=lambda r: (str(r.get("created", "")), str(r.get("run_id", ""))))
+
+
+def stored_runs(registry: Registry, bundle: Bundle) -> list[dict]:
+    """The runs of the bundle's latest stored replay (its group), oldest first."""
+    runs = every_run(registry, bundle)
     if not runs:
         return []
     group = runs[-1].get("group")

@@ -121,14 +121,19 @@ def issue_cmd(ref: str,
               open_url: bool = typer.Option(False, "--open", help="Print the tracker's new-issue URL with the title "
                                             "filled in (nothing is sent)."),
               out: Optional[Path] = typer.Option(None, "-o", "--output", help="Write the body to this file."),
+              run_id: Optional[str] = typer.Option(None, "--run", metavar="RUN_ID", help="Report the stored replay "
+                                                   "holding this run (default: the latest that timed releases "
+                                                   "together)."),
+              attach: Optional[Path] = typer.Option(None, "--attach", metavar="DIR", help="Write the bundle's zip "
+                                                    "into DIR, to attach to the issue (the body then says it is)."),
               store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
-    """A Markdown issue body ready to paste: title, what was seen, the reproducer script, the environment, the
-    bundle's Reproduce block."""
+    """A Markdown issue body ready to paste: the measured difference, the replay it comes from, the reproducer
+    script, each compared release's environment, the program, the bundle's Reproduce block."""
     from ..bundle.reproducer import write_text
     from ..investigate.issue import issue_data
     from ..render.issue import before_posting, issue_markdown, issue_text
 
-    data = issue_data(ref, store=store, tracker=tracker)
+    data = issue_data(ref, store=store, tracker=tracker, run_id=run_id, attach=attach)
     body = issue_markdown(data)
     if out is not None:
         write_text(out, body)

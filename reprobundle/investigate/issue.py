@@ -4,6 +4,12 @@ when it fits in an issue (else the command that makes it), the HLO and `run_hlo_
 the Reproduce block. render/issue.py lays it out as Markdown. Nothing runs: only the bundle and its stored runs
 are read.
 
+The report is of one stored replay (a `group` of runs): by default the latest one that timed two releases or more
+together, else the latest one; `run_id` picks the replay holding that run. From it come the measurement (each
+release's median against the baseline's, the oldest release: paired verdict, ratio and 95% interval, rounds and the
+machine's conditions, as `replay` computed them: analysis/verdict.py) and the environment of each compared release
+as its run recorded it; the packing machine's environment is shown apart.
+
 The store records no bisection (bisect stores its probes' runs, not its answer), so the first bad release and
 the layer are not part of the report; the tracker defaults to XLA for a piece minimize reduced (the frozen module
 shows the difference: the compiler's), else to JAX.
@@ -11,7 +17,9 @@ shows the difference: the compiler's), else to JAX.
 
 from __future__ import annotations
 
+import math
 import shlex
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -20,14 +28,15 @@ from ..bundle.reproducer import (
     NoScriptError,
     ScriptTooLargeError,
     difference,
+    every_run,
     file_stem,
     hlo_texts,
     run_hlo_module_line,
-    stored_runs,
+    source_lines,
 )
 from ..bundle.sharing import reproduce_info
 from ..config import default_store_url
-from ..errors import UsageError
+from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
 from .reproducer import script_of
@@ -48,9 +57,10 @@ def store_args(registry: Registry) -> list[str]:
     return ["--store", registry.url]
 
 
-def environment_rows(bundle: Bundle) -> list[tuple[str, str]]:
-    """(name, value) of what `jax.print_environment_info()` prints, as the bundle recorded it (free-form data)."""
-    env: Any = bundle.manifest.get("environment") or {}
+def environment_rows(env: Any) -> list[tuple[str, str]]:
+    """(name, value) of what `jax.print_environment_info()` prints, as a bundle or a run recorded it (free-form
+    data)."""
+    env = env if isinstance(env, dict) else {}
     rows = [(name, str(env[key])) for name, key in ENVIRONMENT_KEYS if env.get(key) not in (None, "")]
     devices = env.get("devices")
     if isinstance(devices, list) and devices:
@@ -61,18 +71,142 @@ def environment_rows(bundle: Bundle) -> list[tuple[str, str]]:
     return rows
 
 
-def title(bundle: Bundle, diff) -> str:
-    """One line: the backend, what the piece is, what it does, under which setting, on which jax."""
+TIMED = ("ok", "mismatch")
+
+
+def _timed(run: dict) -> bool:
+    return run.get("status") in TIMED and bool((run.get("timing") or {}).get("samples_ns"))
+
+
+def _replays(runs: list[dict]) -> list[list[dict]]:
+    """The stored replays (runs of one `group`; a run without one is a replay of its own), oldest first."""
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        groups.setdefault(str(run.get("group") or f"run:{run.get('run_id')}"), []).append(run)
+    return list(groups.values())
+
+
+def chosen_replay(runs: list[dict], run_id: str | None) -> tuple[list[dict], dict]:
+    """The runs of the replay the issue reports, and how it was chosen: the one holding `run_id` (its full id or a
+    unique prefix), else the latest that timed two runs or more together, else the latest."""
+    replays = _replays(runs)
+    together = [g for g in replays if sum(map(_timed, g)) >= 2]
+    if run_id is not None:
+        hits = [g for g in replays if any(str(r.get("run_id", "")).startswith(run_id) for r in g)]
+        if len(hits) != 1:
+            known = ", ".join(str(r.get("run_id")) for r in runs[-6:]) or "none stored"
+            raise UsageError(f"{'no' if not hits else 'more than one'} stored run of this bundle matches "
+                             f"--run {clean(run_id, 60)!r}", hint=f"pass one of its runs' ids (latest: {known})")
+        chosen, how = hits[0], "chosen with --run"
+    elif together:
+        chosen, how = together[-1], "the latest of the bundle's stored replays that timed releases together"
+    else:
+        chosen, how = (replays[-1] if replays else []), "the latest stored run (no replay timed releases together)"
+    return chosen, {"how": how, "runs": [_run_ref(r) for r in chosen], "replays": len(replays),
+                    "together": len(together), "group": (chosen[0].get("group") if chosen else None)}
+
+
+def _run_ref(run: dict) -> dict:
+    return {"run_id": str(run.get("run_id") or ""), "label": _label(run), "status": str(run.get("status")),
+            "created": str(run.get("created") or "")}
+
+
+def _label(run: dict) -> str:
+    """The release a run ran, as the history names its column (installed: the JAX it was)."""
+    from ..analysis.history import column_of
+
+    return column_of(run)
+
+
+def measurement(runs: list[dict]) -> dict | None:
+    """The replay's times (analysis/slowdown.measured_times) with the oldest release as the baseline, each row with
+    its run's status, backend and machine conditions; None with fewer than two runs timed together. The candidate
+    shown in the title is the one furthest from the baseline (a settled verdict first)."""
+    from ..analysis.busy import summary
+    from ..analysis.history import order_columns
+    from ..analysis.slowdown import measured_times
+
+    timed = [r for r in runs if _timed(r)]
+    order = order_columns([_label(r) for r in timed])
+    times = measured_times(sorted(timed, key=lambda r: order.index(_label(r))))
+    if times is None:
+        return None
+    by_id = {str(r.get("run_id") or ""): r for r in timed}
+    rows = []
+    for k, row in enumerate(times["rows"]):
+        env: Any = by_id[row["run_id"]].get("environment") or {}
+        cond = env.get("conditions") if isinstance(env.get("conditions"), dict) else None
+        rows.append(dict(row, label=_label(by_id[row["run_id"]]), baseline=k == 0,
+                         backend=str(env.get("backend") or "?"), conditions=summary(cond) if cond else None))
+    shown = max(rows[1:], key=lambda r: (bool(r["settled"]) and r["verdict"] in ("slower", "faster"),
+                                         abs(math.log(r["ratio"])) if r["ratio"] and r["ratio"] > 0 else 0.0))
+    return {"baseline": rows[0], "rows": rows, "shown": shown}
+
+
+def run_environments(runs: list[dict]) -> list[dict]:
+    """Each compared run's environment as it recorded it (the release, its run id, the rows)."""
+    return [{"label": _label(r), "run_id": str(r.get("run_id") or ""), "rows": environment_rows(r.get("environment"))}
+            for r in runs if isinstance(r.get("environment"), dict)]
+
+
+def program_source(registry: Registry, bundle: Bundle) -> dict | None:
+    """The program the bundle carries (pack SCRIPT.py:FACTORY): its factory and the script's text; for a piece
+    minimize reduced, the lines the kept ops came from. None when it carries neither."""
+    program: Any = bundle.manifest["function"].get("program") or {}
+    text = None
+    for f in program.get("files", [])[:20]:
+        if f.get("path") == program.get("script") and f["blob"]["size"] < SOURCE_LIMIT:
+            try:
+                text = registry.get_blob(f["blob"]).decode("utf-8", "replace")
+            except ReproBundleError:  # a blob that is missing only loses the source from the report
+                text = None
+    lines = source_lines(registry, bundle)
+    if text is None and not lines:
+        return None
+    return {"script": str(program.get("script") or ""), "factory": str(program.get("factory") or ""),
+            "text": text, "kept_ops": lines}
+
+
+SOURCE_LIMIT = 16_000  # bytes: a longer script is left to the bundle (the issue body has 65 KB in all)
+
+
+def title(bundle: Bundle, diff, measured: dict | None = None) -> str:
+    """One line: the backend, what the piece is, what it does, under which setting, on which jax. A replay that
+    timed releases together and whose outputs all matched is titled by its measured difference."""
     m = bundle.manifest
     env: Any = m.get("environment") or {}
-    ops = [part.split(" (")[0] for part in str((m.get("labels") or {}).get("minimized-ops") or "").split("; ") if part]
-    subject = (f"{len(ops)} ops ({', '.join(ops[:4])})" if ops
-               else f"`{m['function'].get('fields', {}).get('fun_name', 'function')}`")
-    what = _what(diff, bool((m.get("labels") or {}).get("minimized-property")))
+    subject = _subject(m)
     setting = " with " + " ".join(f"{k}={v}" for k, v in diff.show.items()) if diff.show else ""
+    prop = str((m.get("labels") or {}).get("minimized-property") or "")
+    if measured is not None and set(diff.statuses) <= {"ok"} and (not prop or diff.expect == "slower"):
+        return clean(f"{subject} {timing_phrase(measured)}{setting}", 160)
+    what = _what(diff, bool(prop))
     releases = list(dict.fromkeys(diff.releases))
     jax = f"jax {releases[-1]} vs {releases[0]}" if len(releases) >= 2 else f"jax {env.get('jax') or '?'}"
     return clean(f"[{env.get('backend') or '?'}] {subject} {what}{setting} ({jax})", 160)
+
+
+def _subject(manifest: dict) -> str:
+    """What the bundle is: the ops minimize kept, else the function's name."""
+    labels = manifest.get("labels") or {}
+    ops = [part.split(" (")[0] for part in str(labels.get("minimized-ops") or "").split("; ") if part]
+    return (f"{len(ops)} ops ({', '.join(ops[:4])})" if ops
+            else f"`{manifest['function'].get('fields', {}).get('fun_name', 'function')}`")
+
+
+def timing_phrase(measured: dict) -> str:
+    """`30.1x slower on jax 0.4.33 than 0.4.31 (CPU)`: the verdict only where it settled, else the ratio."""
+    row, base = measured["shown"], measured["baseline"]
+    ratio, where = row["ratio"], f"(jax {row['label']} vs {base['label']}, {row['backend'].upper()})"
+    if ratio is None:
+        return f"timed with no ratio {where}"
+    if row["settled"] and row["verdict"] == "slower":
+        return f"{ratio:.3g}x slower on jax {row['label']} than {base['label']} ({row['backend'].upper()})"
+    if row["settled"] and row["verdict"] == "faster":
+        return f"{1 / ratio:.3g}x faster on jax {row['label']} than {base['label']} ({row['backend'].upper()})"
+    if row["settled"] and row["verdict"] == "same":
+        return f"takes the same time {where}: {ratio:.3g}x, no difference"
+    return f"takes {ratio:.3g}x the time {where}, not settled"
 
 
 def _what(diff, minimized: bool) -> str:
@@ -88,12 +222,13 @@ def _what(diff, minimized: bool) -> str:
             "slower": "runs slower"}.get(diff.expect, "behaves differently")
 
 
-def _script(registry: Registry, bundle: Bundle, ref: str, stem: str) -> dict:
-    """The script when it fits in an issue, else the command that makes it (or why none can)."""
+def _script(registry: Registry, bundle: Bundle, ref: str, stem: str, runs: list[dict]) -> dict:
+    """The script when it fits in an issue, with the times of the reported replay (`runs`), else the command that
+    makes it (or why none can)."""
     store = " ".join(shlex.quote(a) for a in store_args(registry))
     command = f"reprobundle script {shlex.quote(ref)} -o {stem}.py" + (f" {store}" if store else "")
     try:
-        text = script_of(registry, bundle, f"{stem}.py")
+        text = script_of(registry, bundle, f"{stem}.py", runs)
     except (ScriptTooLargeError, NoScriptError) as e:
         return {"text": None, "name": f"{stem}.py", "command": None, "why": f"{e.message}; {e.hint}"}
     return {"text": text, "name": f"{stem}.py", "command": command, "bytes": len(text.encode()), "why": None}
@@ -108,25 +243,44 @@ def _reproduce(registry: Registry, bundle: Bundle, runs: list[dict]) -> dict:
     return reproduce_info(registry, bundle, versions, extra_args=extra, context="snippet")
 
 
-def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None) -> dict:
-    """The issue of `ref` as plain data (render/issue.py makes the Markdown); `tracker` jax or xla, else chosen."""
+def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None, run_id: str | None = None,
+               attach: str | Path | None = None) -> dict:
+    """The issue of `ref` as plain data (render/issue.py makes the Markdown); `tracker` jax or xla, else chosen;
+    `run_id`: report the stored replay that holds this run (default: the latest that timed releases together);
+    `attach`: a folder to write the bundle's zip into, so that the body may say it is attached."""
     if tracker not in (None, *TRACKERS):
         raise UsageError(f"unknown tracker {clean(tracker, 40)!r}", hint="--tracker jax or --tracker xla")
     registry, bundle = open_ref(ref, store)
-    runs = stored_runs(registry, bundle)
+    runs, replay = chosen_replay(every_run(registry, bundle), run_id)
     diff = difference(bundle, runs)
+    measured = measurement(runs)
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
-    heading = title(bundle, diff)
+    heading = title(bundle, diff, measured)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
-            "seen": diff.seen, "environment": environment_rows(bundle), "script": _script(registry, bundle, ref, stem),
+            "seen": diff.seen, "replay": replay, "measured": measured, "run_environments": run_environments(runs),
+            "environment": environment_rows(bundle.manifest.get("environment")),
+            "source": program_source(registry, bundle), "script": _script(registry, bundle, ref, stem, runs),
             "hlo": {"before": hlo.get("before"), "after": hlo.get("after"), "folder": f"{stem}-hlo",
                     "command": run_hlo_module_line(bundle, diff, f"{stem}.{next(iter(hlo))}.hlo") if hlo else None,
                     "files_command": " ".join(["reprobundle", "script", shlex.quote(ref), "--hlo", f"{stem}-hlo",
                                                *(shlex.quote(a) for a in store_args(registry))])},
-            "reproduce": _reproduce(registry, bundle, runs), "body_limit": BODY_LIMIT}
+            "timing_phrase": timing_phrase(measured) if measured else None,
+            "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
+            "attached": _attach(registry, bundle, rep, attach)}
+
+
+def _attach(registry: Registry, bundle: Bundle, rep: dict, folder: str | Path | None) -> str | None:
+    """Write the bundle's zip, under the name the Reproduce block gives it, into `folder`; its path (None: none)."""
+    if folder is None:
+        return None
+    target = Path(folder)
+    if not target.is_dir():
+        raise UsageError(f"--attach {clean(str(folder), 200)}: no such folder", hint="make it, or name a folder "
+                         "that exists: the bundle's zip is written there")
+    return str(registry.export_zip(bundle, target / str(rep.get("attach") or f"{file_stem(bundle)}.zip")))

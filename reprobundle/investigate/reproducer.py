@@ -11,11 +11,12 @@ from ..bundle.registry import Bundle, Registry, open_ref
 from ..bundle.reproducer import script_text, stored_runs, write_text
 
 
-def script_of(registry: Registry, bundle: Bundle, fname: str = "repro.py") -> str:
-    """The standalone script of `bundle` (bundle/reproducer.py's errors), with its stored replay's times where
+def script_of(registry: Registry, bundle: Bundle, fname: str = "repro.py", runs: list[dict] | None = None) -> str:
+    """The standalone script of `bundle` (bundle/reproducer.py's errors), with the times of `runs` (one stored
+    replay; default: the latest, bundle/reproducer.stored_runs) where
     they can show a slowdown: every run ran with the reference's outputs, and minimize (if it made the piece) kept it
     for time. An outputs or error piece's script so never loads scipy (the verdict's t distribution)."""
-    runs = stored_runs(registry, bundle)
+    runs = stored_runs(registry, bundle) if runs is None else runs
     prop = str((bundle.manifest.get("labels") or {}).get("minimized-property") or "")
     timed = (not prop or prop.startswith("slower")) and all(r.get("status") == "ok" for r in runs)
     return script_text(registry, bundle, fname, measured_times(runs) if timed else None)

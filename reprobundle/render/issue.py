@@ -10,6 +10,7 @@ import re
 import shlex
 
 from ..text import clean
+from ..units import human_ns
 from .sharing import reproduce_markdown
 
 HLO_INLINE_CHARS = 12_000  # an HLO module longer than this is left to the files `script --hlo` writes
@@ -40,9 +41,79 @@ def _seen(data: dict) -> list[str]:
     elif data.get("description"):
         lines += [md(data["description"]), ""]
     if data["seen"]:
-        lines += ["Its stored replay:", ""] + [f"- {md(line)}" for line in data["seen"]]
+        lines += [_which_replay(data), ""] + [f"- {md(line)}" for line in data["seen"]]
     else:
         lines.append("No stored replay of it: the reference run only (`reprobundle replay` it to add one).")
+    return lines + _measured(data)
+
+
+def _which_replay(data: dict) -> str:
+    """Which stored replay the report is of, and how another is chosen."""
+    r = data["replay"]
+    runs = ", ".join(f"{md(x['label'])} (run {md(x['run_id'])})" for x in r["runs"])
+    made = md(r["runs"][-1]["created"][:16].replace("T", " ")) + " UTC" if r["runs"] else "?"
+    return (f"The stored replay reported here, made {made}: {runs}; {md(r['how'])} ({r['together']} of "
+            f"{r['replays']} stored replays timed releases together; `reprobundle issue NAME --run RUN_ID` "
+            "reports another).")
+
+
+def _ratio(row: dict) -> str:
+    if row["baseline"]:
+        return "baseline"
+    if row["ratio"] is None:
+        return "-"
+    ci = row["ci95"]
+    return f"{row['ratio']:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
+
+
+def _verdict(row: dict) -> str:
+    if row["baseline"] or row["verdict"] is None:
+        return "-" if not row["baseline"] else ""
+    return row["verdict"] + ("" if row["settled"] else " (not settled)")
+
+
+def _measured(data: dict) -> list[str]:
+    """The timing of the reported replay: each release's median against the baseline's, with the paired verdict,
+    its 95% interval, rounds and the machine's conditions."""
+    m = data.get("measured")
+    if not m:
+        return []
+    lines = ["", "### What was measured", "", f"**{md(data['timing_phrase'])}**", "",
+             "| jax | median | vs baseline [95% interval] | verdict | rounds | outputs |", "|---|---|---|---|---|---|"]
+    for row in m["rows"]:
+        lines.append(f"| {md(row['label'])} | {human_ns(row['median_ns'])} | {_ratio(row)} | {md(_verdict(row))} | "
+                     f"{row['rounds'] or '-'} | {md(row['status'])} |")
+    lines += ["", "Timed together, interleaved in rounds on one machine (ratio of medians; the interval and verdict "
+              "from the paired rounds). The machine while each was timed:", ""]
+    return lines + [f"- {md(row['label'])}: {md(row['conditions'] or 'not recorded')}" for row in m["rows"]]
+
+
+def _run_environments(data: dict) -> list[str]:
+    """The environment of each compared release as its run recorded it, one column each."""
+    envs = data.get("run_environments") or []
+    if not envs:
+        return []
+    names = list(dict.fromkeys(name for e in envs for name, _ in e["rows"]))
+    values = [dict(e["rows"]) for e in envs]
+    lines = ["### System info of the compared releases (as each run recorded it)", "",
+             "| | " + " | ".join(f"jax {md(e['label'])}" for e in envs) + " |", "|---" * (len(envs) + 1) + "|"]
+    lines += [f"| {md(n)} | " + " | ".join(md(v.get(n, "-")) for v in values) + " |" for n in names]
+    return lines + [""]
+
+
+def _source(data: dict) -> list[str]:
+    """The program the bundle carries: the factory and its script; for a reduced piece, its kept ops' lines."""
+    src = data.get("source")
+    if not src:
+        return []
+    lines = ["### Program", ""]
+    if src["kept_ops"]:
+        lines += ["The kept ops and the source lines they came from:", ""] + [f"- {md(x)}" for x in src["kept_ops"]]
+        lines.append("")
+    if src["text"] is not None:
+        lines += [f"Packed with `reprobundle pack {md(src['script'])}:{md(src['factory'])}`: the factory "
+                  f"`{md(src['factory'])}` in `{md(src['script'])}`:", ""]
+        lines += _details(f"{src['script']}", fence(src["text"], "python")) + [""]
     return lines
 
 
@@ -81,8 +152,9 @@ def _hlo(data: dict) -> list[str]:
 
 
 def _environment(data: dict) -> list[str]:
-    lines = ["### System info (as the bundle recorded it: what `jax.print_environment_info()` prints)", "",
-             "| | |", "|---|---|"]
+    heading = ("### The packing machine (as the bundle recorded it)" if data.get("run_environments") else
+               "### System info (as the bundle recorded it: what `jax.print_environment_info()` prints)")
+    lines = _run_environments(data) + [heading, "", "| | |", "|---|---|"]
     return lines + [f"| {md(k)} | {md(v)} |" for k, v in data["environment"]]
 
 
@@ -104,18 +176,27 @@ def issue_markdown(data: dict) -> str:
 def _body(data: dict) -> str:
     xla = data["tracker"] == "xla"
     main = _hlo(data) if xla else _script(data)
-    rest = (_script(data) if xla else []) + [""] + _environment(data) + ["", reproduce_markdown(
-        data["reproduce"], heading="### Bundle (replays with reprobundle, or by itself)", attached=True)]
+    rest = (_script(data) if xla else []) + [""] + _source(data) + _environment(data) + ["", _bundle(data)]
     return "\n".join(_seen(data) + [""] + main + [""] + rest) + "\n"
 
 
+def _bundle(data: dict) -> str:
+    """The Reproduce block: "attached" only where `--attach` wrote the zip; else the command that writes it (the
+    reporter's note that the store is private stays in the terminal)."""
+    rep = data["reproduce"] if data.get("attached") else {**data["reproduce"], "warning": None}
+    return reproduce_markdown(rep, heading="### Bundle (replays with reprobundle, or by itself)",
+                              attached=bool(data.get("attached")))
+
+
 def before_posting(data: dict) -> str | None:
-    """What the reporter must do before posting, for the terminal: write the zip the body says is attached."""
+    """What the reporter must do before posting, for the terminal: attach the zip the body names."""
     rep = data["reproduce"]
+    if data.get("attached"):
+        return f"Before posting: attach {data['attached']} (written now) to the issue: the body says it is attached."
     if not rep.get("attach"):
         return None
     made = f"{rep['export_command']}, then attach" if rep.get("export_command") else "attach"
-    return f"Before posting: {made} {rep['attach']} to the issue (the body says it is attached)."
+    return f"Before posting: {made} {rep['attach']} to the issue (or make the body with `issue --attach DIR`)."
 
 
 def issue_text(data: dict) -> str:

@@ -1,0 +1,109 @@
+"""`reprobundle issue` of a stored slowdown (investigate/issue.py, render/issue.py): a program with a
+`lax.fori_loop`, a `lax.scan` and a scalar input, packed from its script and replayed between two real cached
+releases. The body is parsed as Markdown; its figures must be the stored runs' own (never which release is faster)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import zipfile
+
+import pytest
+from cli_runner import cli
+from markdown_it import MarkdownIt
+from quick import PACK_ARGS
+
+from reprobundle.analysis.verdict import timing_verdict
+from reprobundle.bundle.registry import Registry
+from reprobundle.units import human_ns
+
+OLD, NEW = "0.4.30", "0.8.0"
+HOSTILE = "<script>alert(1)</script> [x](http://evil.example) | **bold** `tick` # head"
+PROGRAM = textwrap.dedent('''
+    """A training step: a fori_loop of tiny steps and a scan over a 3x3 carry, one scalar parameter."""
+    import jax
+    import jax.numpy as jnp
+
+
+    def train_step(w, lr):
+        h = jax.lax.fori_loop(0, 8, lambda i, h: jnp.tanh(h @ w) * lr, jnp.ones((3, 3)))
+        return jax.lax.scan(lambda c, _: (c * 0.5 + h, c.sum()), h, None, length=4)
+
+
+    def make():
+        return jax.jit(train_step), (jnp.eye(3) * 0.5, jnp.float32(0.1))
+    ''')
+
+
+@pytest.fixture(scope="module")
+def slowdown(tmp_path_factory):
+    """A store with loopstep: one replay timing OLD and NEW together, then a later one of NEW alone."""
+    root = tmp_path_factory.mktemp("issue")
+    (root / "loopstep.py").write_text(PROGRAM)
+    store = root / "store"
+    code, _, err = cli("pack", root / "loopstep.py", "--name", "loopstep", "--description", HOSTILE, *PACK_ARGS,
+                       store=store)
+    assert code == 0, err
+    for versions in ([OLD, NEW], [NEW]):
+        args = [a for v in versions for a in ("--jax", v)]
+        code, _, err = cli("replay", "loopstep", *args, "--rounds", "3", "--repeat", "5", "--no-profile",
+                           store=store)
+        assert code == 0, err
+    return store
+
+
+def _runs(store):
+    registry = Registry.open(str(store))
+    runs = sorted(registry.runs(registry.resolve("loopstep").ref.bundle_id), key=lambda r: r["created"])
+    together = [r for r in runs if r["group"] == runs[0]["group"]]
+    assert len(together) == 2 and len(runs) == 3
+    return {r["environment"]["jax"]: r for r in together}, runs[-1]
+
+
+def test_the_issue_of_a_slowdown_states_the_stored_measurement_and_both_environments(slowdown, tmp_path):
+    pair, _ = _runs(slowdown)
+    verdict = timing_verdict(pair[OLD]["timing"], pair[NEW]["timing"])
+    code, out, err = cli("issue", "loopstep", "--json", store=slowdown)
+    assert code == 0, err
+    data = json.loads(out)
+    ratio = f"{verdict['ratio']:.3g}x"
+    assert ratio in data["title"] and f"jax {NEW}" in data["title"] and OLD in data["title"]
+    assert "within tolerance" not in data["title"]
+    tokens = MarkdownIt("commonmark").enable("table").parse(data["body"])
+    cells = [t.content for t in tokens if t.type == "inline"]
+    lo, hi = verdict["ci95"]
+    assert f"{verdict['ratio']:.2f}x [{lo:.2f}-{hi:.2f}]" in cells  # the interval, as the stored runs give it
+    for version, run in pair.items():
+        import numpy as np
+
+        assert human_ns(float(np.median(run["timing"]["samples_ns"]))) in cells  # both medians
+        env = run["environment"]
+        assert f"jax {version}" in cells and env["jaxlib"] in cells  # each compared release's own column
+    assert "3" in cells  # rounds
+    assert "The packing machine (as the bundle recorded it)" in cells
+    assert any("load" in c and "CPUs" in c for c in cells)  # the machine's conditions
+    assert pair[OLD]["run_id"] in data["body"] and pair[NEW]["run_id"] in data["body"]  # which replay, said
+    fences = [t for t in tokens if t.type == "fence" and t.info == "python"]
+    assert any("lax.fori_loop" in t.content and "def make" in t.content for t in fences)  # the program's source
+    html = MarkdownIt("commonmark").enable("table").render(data["body"])
+    assert "<script" not in html and 'href="http://evil' not in html and "alert(1)" in html  # escaped, kept
+    assert "attached" not in data["body"] and "reprobundle export loopstep@1" in data["body"]
+
+
+def test_run_chooses_the_replay_and_attach_writes_the_zip(slowdown, tmp_path):
+    _, alone = _runs(slowdown)
+    code, out, err = cli("issue", "loopstep", "--run", alone["run_id"], "--json", store=slowdown)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["measured"] is None and "chosen with --run" in data["body"] and alone["run_id"] in data["body"]
+    assert [e["label"] for e in data["run_environments"]] == [NEW]
+    code, out, err = cli("issue", "loopstep", "--run", "nosuchrun", store=slowdown)
+    assert code != 0 and "--run" in err and "Traceback" not in err
+    code, out, err = cli("issue", "loopstep", "--attach", tmp_path, "-o", tmp_path / "issue.md", store=slowdown)
+    assert code == 0, err
+    zips = list(tmp_path.glob("*.zip"))
+    assert len(zips) == 1 and zipfile.is_zipfile(zips[0])
+    body = (tmp_path / "issue.md").read_text()
+    assert f"`{zips[0].name}`, attached" in body and "reprobundle export" not in body
+    code, out, err = cli("issue", "loopstep", "--attach", tmp_path / "missing", store=slowdown)
+    assert code != 0 and "no such folder" in err and "Traceback" not in err
