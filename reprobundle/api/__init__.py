@@ -14,7 +14,7 @@ import numpy as np
 
 from ..analysis.stored_runs import select_runs
 from ..bundle.model import run_label
-from ..bundle.registry import Bundle, BundleRef, Registry, open_ref, split_store_ref
+from ..bundle.registry import Bundle, BundleRef, Registry, split_store_ref
 from ..capture.export import export_function, load_exported
 from ..capture.files import load_npz as load_npz  # re-exported: the inputs of pack --inputs
 from ..capture.files import read_user_file
@@ -24,7 +24,7 @@ from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..envs.config import EnvConfig
 from ..errors import UsageError
 from ..logs import Status
-from ..run.contenders import concrete_versions, contenders_from, mode_of, variant_args
+from ..run.contenders import contenders_from
 from ..run.execution import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # re-exported: the CLI's default
 from ..run.options import ReplayOptions, check_timing, replay_options
 from ..run.options import parse_pin as parse_pin  # re-exported: --pin's parser
@@ -32,15 +32,21 @@ from ..run.replay import replay as _replay
 from ..run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
 from ..text import clean_values
 
+# the investigations (isolate, minimize, bisect, explain) and what they share with this module: re-exported here
+from .investigations import BISECT_OPTIONS as BISECT_OPTIONS
+from .investigations import EXPLAIN_OPTIONS as EXPLAIN_OPTIONS
+from .investigations import ISOLATE_OPTIONS as ISOLATE_OPTIONS
+from .investigations import bisect as bisect
+from .investigations import explain as explain
+from .investigations import isolate as isolate
+from .investigations import minimize as minimize
+from .shared import comparison_of, releases_of, resolve
+from .shared import environment_manager as environment_manager
+
 
 def open_registry(store: str | os.PathLike | None = None) -> Registry:
     """The registry at `store` (a URL or path); None means $REPROBUNDLE_STORE or the default local folder."""
     return Registry.open(store)
-
-
-def resolve(ref: str, store: str | None = None) -> tuple[Registry, Bundle]:
-    """Resolve a ref (NAME, NAME@3, NAME@TAG, sha256:PREFIX, a store URL ending in /NAME@3, or a .zip path)."""
-    return open_ref(ref, store)
 
 
 def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: dict | None = None,
@@ -235,20 +241,6 @@ def _in_release(command: list[str], version: str, env_dir: str | None, progress)
     return [str(python), *command[1:]]
 
 
-def environment_manager(config: EnvConfig | None = None):
-    """The cache of per-version JAX environments that `config` describes (envs/config.py; default: $REPROBUNDLE_ENV_DIR
-    or the user cache, the interpreter chosen per release, the default indexes)."""
-    from ..envs.manager import EnvironmentManager
-
-    return EnvironmentManager(config)
-
-
-def releases_of(config: EnvConfig) -> Callable[[], list[str]]:
-    """The releases a --jax request is checked against before anything runs: the default index's, as always (an
-    --index-url may be a nightly index)."""
-    return lambda: environment_manager(replace(config, index_url=None, nightly_index=None)).available_versions()
-
-
 @dataclass(frozen=True)
 class ReplayResult:
     """The bundle that was replayed and one run record per requested version, in order."""
@@ -346,28 +338,6 @@ def replay_comparison(result: ReplayResult, baseline: str | None = None) -> dict
     named) and the exact command that replays it on the same versions with the same timing options."""
     return comparison_of(result.registry, result.bundle, result.runs, baseline, origin=result.origin,
                          replay_args=result.replay_args)
-
-
-def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None, *,
-                  origin: tuple[Registry, Bundle] | None = None, replay_args: Sequence[str] = (),
-                  reproduce: bool = True) -> dict:
-    """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs;
-    with `reproduce`, its "reproduce" block (bundle/sharing.reproduce_info) names the bundle where `origin`
-    (registry, bundle; default: these) holds it."""
-    from ..run.compare import compare_runs
-
-    try:
-        comparison = compare_runs(registry, bundle, runs, baseline)
-    except ValueError as e:
-        raise UsageError(str(e), hint="--baseline names one of the replayed versions, or 'reference'") from None
-    if reproduce:
-        from ..bundle.sharing import reproduce_info
-
-        source, there = origin or (registry, bundle)
-        mode = mode_of(runs)
-        extra = [*variant_args(runs, concrete_versions), *replay_args] + (["--mode", mode] if mode != "frozen" else [])
-        comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=extra)
-    return comparison
 
 
 def write_attachment(comparison: dict, folder: str | Path, ref: str, store: str | None = None) -> Path | None:
@@ -674,5 +644,3 @@ def clear_cache() -> dict:
     return sharing.cache_clear()
 
 
-# the investigations (isolate, minimize, bisect, explain), defined in their own module: re-exported here
-from .investigations import BISECT_OPTIONS, EXPLAIN_OPTIONS, ISOLATE_OPTIONS, bisect, explain, isolate, minimize  # noqa: E402, F401

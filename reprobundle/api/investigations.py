@@ -14,7 +14,7 @@ from ..investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
 from ..run.contenders import ContenderSpec, concrete_versions, contenders_from
 from ..run.options import ReplayOptions, replay_options
 from ..run.replay import replay as _replay
-from . import comparison_of, environment_manager, releases_of, resolve
+from .shared import comparison_of, environment_manager, releases_of, resolve
 
 BISECT_OPTIONS = ReplayOptions(dump=False)  # a bisection's probes keep no XLA dump
 

@@ -13,7 +13,7 @@ from typing import Optional
 
 import typer
 
-from . import is_quiet_handler, start_point
+from .start import is_quiet_handler, start_point
 
 start_point("loading")
 

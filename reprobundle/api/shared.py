@@ -1,0 +1,54 @@
+"""What the public API's functions share with its investigations (api/investigations.py): resolving a ref, the
+environment cache and its releases, a comparison of runs with its Reproduce block. Its own module, so that neither
+imports back from the package that imports it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from ..bundle.registry import Bundle, Registry, open_ref
+from ..envs.config import EnvConfig
+from ..errors import UsageError
+from ..run.contenders import concrete_versions, mode_of, variant_args
+
+
+def resolve(ref: str, store: str | None = None) -> tuple[Registry, Bundle]:
+    """Resolve a ref (NAME, NAME@3, NAME@TAG, sha256:PREFIX, a store URL ending in /NAME@3, or a .zip path)."""
+    return open_ref(ref, store)
+
+
+def environment_manager(config: EnvConfig | None = None):
+    """The cache of per-version JAX environments that `config` describes (envs/config.py; default: $REPROBUNDLE_ENV_DIR
+    or the user cache, the interpreter chosen per release, the default indexes)."""
+    from ..envs.manager import EnvironmentManager
+
+    return EnvironmentManager(config)
+
+
+def releases_of(config: EnvConfig) -> Callable[[], list[str]]:
+    """The releases a --jax request is checked against before anything runs: the default index's, as always (an
+    --index-url may be a nightly index)."""
+    return lambda: environment_manager(replace(config, index_url=None, nightly_index=None)).available_versions()
+
+
+def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None, *,
+                  origin: tuple[Registry, Bundle] | None = None, replay_args: Sequence[str] = (),
+                  reproduce: bool = True) -> dict:
+    """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs;
+    with `reproduce`, its "reproduce" block (bundle/sharing.reproduce_info) names the bundle where `origin`
+    (registry, bundle; default: these) holds it."""
+    from ..run.compare import compare_runs
+
+    try:
+        comparison = compare_runs(registry, bundle, runs, baseline)
+    except ValueError as e:
+        raise UsageError(str(e), hint="--baseline names one of the replayed versions, or 'reference'") from None
+    if reproduce:
+        from ..bundle.sharing import reproduce_info
+
+        source, there = origin or (registry, bundle)
+        mode = mode_of(runs)
+        extra = [*variant_args(runs, concrete_versions), *replay_args] + (["--mode", mode] if mode != "frozen" else [])
+        comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=extra)
+    return comparison
