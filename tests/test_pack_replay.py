@@ -140,6 +140,7 @@ def test_cli_pack_ls_show_verify_tag_export_replay(store_dir, tmp_path):
     assert code == 0 and zipfile.is_zipfile(zpath)
     code, out, err = cli("replay", str(zpath), "--repeat", "5", "--warmup", "1", "--json")
     assert code == 0, err
+    assert "replaying attn@1" in err and "round 1/" in err  # progress on stderr in --json mode too, stdout the JSON
     runs = json.loads(out)["runs"]
     assert runs[0]["status"] == "ok" and runs[0]["check"]["ok"]
 

@@ -63,7 +63,7 @@ def pack(
 
     options = dict(name=name, store=store, synthetic_inputs=synthetic_inputs, seed=seed, description=description,
                    labels=parse_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump, profile=not no_profile,
-                   timeout_s=timeout, progress=progress_sink(as_json))
+                   timeout_s=timeout, progress=progress_sink())
     if platforms is not None:
         options["platforms"] = platforms
         if jax_version:
@@ -124,7 +124,7 @@ def capture(
     result = api.capture_program(command or [], match=match, call=call, top=top, all_signatures=all_signatures,
                                  listing=listing, name=name, store=store, description=description,
                                  labels=parse_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump,
-                                 profile=not no_profile, progress=progress_sink(as_json), jax=jax_version)
+                                 profile=not no_profile, progress=progress_sink(), jax=jax_version)
     human = (capture_render.listing_text(result, limit=top) if listing else capture_render.capture_text(result))
     emit(as_json, capture_render.capture_data(result), human)
     if result.exit_code:

@@ -46,10 +46,9 @@ def emit(as_json: bool, data, human: str) -> None:
         typer.echo(terminal_text(human))  # the net under render/'s per-value escaping: no terminal controls
 
 
-def progress_sink(as_json: bool):
-    """Progress on stderr: phase, elapsed time and ETA; live (rich) on a terminal, plain lines elsewhere."""
-    if as_json:
-        return None
+def progress_sink():
+    """Progress on stderr: phase, elapsed time and ETA; live (rich) on a terminal, plain lines elsewhere. In every
+    mode, --json included (stdout holds the JSON alone), as uv and gh do: a long bisection must not look hung."""
     from ..render.progress import Progress
 
     sink = Progress(sys.stderr, width=terminal(sys.stderr)[0])

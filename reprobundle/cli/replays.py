@@ -103,10 +103,10 @@ def replay(
     mode = "retrace" if retrace and mode == "frozen" else mode
     if sizes:
         _replay_sizes(ref, versions, shapes, baseline, report_path, html_path, as_json, options=options,
-                      variants=variants, store=store, python=python, progress=progress_sink(as_json),
+                      variants=variants, store=store, python=python, progress=progress_sink(),
                       index_url=index_url, mode=mode)
         return
-    result = api.replay(ref, versions, store=store, options=options, python=python, progress=progress_sink(as_json),
+    result = api.replay(ref, versions, store=store, options=options, python=python, progress=progress_sink(),
                         variants=variants, index_url=index_url, mode=mode)
     _show_replay(result, ref, store, baseline, report_path, html_path, as_json)
 
@@ -169,7 +169,7 @@ def explain(
 
     result = api.explain(ref, jax_versions, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                          max_time_s=max_time, timeout_s=timeout, platform=platform, python=python,
-                         progress=progress_sink(as_json))
+                         progress=progress_sink())
     write_files(result, ((report_path, explain_render.to_markdown), (html_path, explain_render.to_html)))
     data = explain_render.explain_data(result, samples=samples)
     emit(as_json, data, explain_render.to_text(clean_values(data)) + spent_table(result.get("spent")))
@@ -200,7 +200,7 @@ def isolate(
     options = api.ReplayOptions.of(api.ISOLATE_OPTIONS, warmup=warmup, repeat=repeat, max_time_s=max_time, pin=pin,
                                    timeout_s=timeout, fresh_workers=fresh_workers)
     result = api.isolate(ref, jax_versions, store=store, name=name, max_pieces=pieces, options=options, python=python,
-                         progress=progress_sink(as_json))
+                         progress=progress_sink())
     emit(as_json, isolation_data(result), isolation_text(result))
 
 
@@ -239,7 +239,7 @@ def minimize(
                          hint="without one, minimize chooses from a first run of both")
     result = api.minimize(ref, jax_versions, variants=variants, prop=named[0] if named else None, bits=bits,
                           min_ratio=min_ratio, max_time_s=max_time, name=name, store=store, timeout_s=timeout,
-                          python=python, progress=progress_sink(as_json))
+                          python=python, progress=progress_sink())
     data = minimize_render.minimize_data(result)
     write_files(data, ((report_path, minimize_render.to_markdown), (html_path, minimize_render.to_html)))
     emit(as_json, data, minimize_render.minimize_text(data))  # render cleans each value, line by line
@@ -275,7 +275,7 @@ def compare(
         from ..render.bundle_pair import pair_text
 
         data = api.compare_bundles(refs[0], refs[1], jax_versions, store=store, replay=replay, rounds=rounds,
-                                   max_time_s=max_time, progress=progress_sink(as_json))
+                                   max_time_s=max_time, progress=progress_sink())
         emit(as_json, data, pair_text(clean_values(data), width=terminal()[0]))
         return
     if replay or rounds is not None or max_time is not None:
@@ -325,7 +325,7 @@ def bisect_cmd(
     options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    platform=platform)
     result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
-                                    progress=progress_sink(as_json), ray_address=ray, nightly=nightly, index_url=index_url,
+                                    progress=progress_sink(), ray_address=ray, nightly=nightly, index_url=index_url,
                                     mode="retrace" if retrace else "frozen", by=by, layer=layer, jobs=jobs,
                                     timed_probes=timed_probes)
     if comparison is not None:
@@ -396,7 +396,7 @@ def sweep(
     options = api.ReplayOptions.of(warmup=warmup, repeat=repeat, rounds=rounds, max_time_s=max_time, pin=pin,
                                    platform=platform, timeout_s=timeout, fresh_workers=fresh_workers)
     data = api.sweep(selection or [], baseline, candidate, store=store, releases=releases, labels=parse_labels(label),
-                     rerun=rerun, ray_address=ray, options=options, progress=progress_sink(as_json),
+                     rerun=rerun, ray_address=ray, options=options, progress=progress_sink(),
                      index_url=index_url, mode="retrace" if retrace else "frozen")
     data = clean_values(data)  # from bundles and run records: each value one line, escaped
     write_files(data, ((report_path, sweep_render.to_markdown), (html_path, sweep_render.to_html)))

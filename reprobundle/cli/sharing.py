@@ -19,9 +19,7 @@ from .common import (
 )
 
 
-def _transfer_progress(as_json: bool, label: str):
-    if as_json:
-        return None
+def _transfer_progress(label: str):
     from ..render.sharing import byte_progress
 
     return byte_progress(label, lambda line: typer.echo(line, err=True))
@@ -39,7 +37,7 @@ def push_cmd(ref: str, to: str = typer.Option(..., "--to", help="Destination sto
     from .. import api
     from ..render.sharing import transfer_text
 
-    result = api.push(ref, to, store=store, progress=_transfer_progress(as_json, f"push {ref}"), jobs=jobs,
+    result = api.push(ref, to, store=store, progress=_transfer_progress(f"push {ref}"), jobs=jobs,
                       runs=not no_runs)
     emit(as_json, result.data(), transfer_text(result, "pushed"))
 
@@ -52,7 +50,7 @@ def pull_cmd(url: str = typer.Argument(..., help="STORE_URL/NAME[@VERSION], e.g.
     from .. import api
     from ..render.sharing import transfer_text
 
-    result = api.pull(url, store=store, progress=_transfer_progress(as_json, f"pull {url}"), jobs=jobs,
+    result = api.pull(url, store=store, progress=_transfer_progress(f"pull {url}"), jobs=jobs,
                       runs=not no_runs)
     emit(as_json, result.data(), transfer_text(result, "pulled"))
 
@@ -66,7 +64,7 @@ def copy_cmd(src_ref: str = typer.Argument(..., metavar="SRC_REF"),
     from .. import api
     from ..render.sharing import transfer_text
 
-    result = api.copy(src_ref, dest_url, store=store, progress=_transfer_progress(as_json, f"copy {src_ref}"),
+    result = api.copy(src_ref, dest_url, store=store, progress=_transfer_progress(f"copy {src_ref}"),
                       jobs=jobs, runs=not no_runs)
     emit(as_json, result.data(), transfer_text(result, "copied"))
 
