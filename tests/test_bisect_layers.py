@@ -120,8 +120,14 @@ def test_a_faster_boundary_is_minimized_with_the_slower_release_second():
 def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     # threefry became partitionable in 0.5.0: the program lowers to other ops, the frozen module computes the same
     api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store_dir), **quick.PACK)
-    result, comparison = api.bisect("rng", "0.4.38", "0.5.1", store=str(store_dir), warmup=1, repeat=2, rounds=1,
-                                    mode="retrace")
+    result, comparison = api.bisect("rng", "0.4.38", "0.5.1", store=str(store_dir), warmup=1, repeat=2, rounds=1)
+    # no flag: the endpoints ran both ways, the frozen module computed the same bits, the retraced ones differed
+    assert result.mode == "retrace" and result.mode_why == (
+        "retraced: the frozen module computes the same bits on both, and the program as each release lowers it gives "
+        "outputs that differ beyond the tolerance")
+    # the mode choice's retraced endpoints were the bisection's first probe, not run again
+    assert [p["what"] for p in result.spent["probes"]][:3] == ["untimed", "untimed retrace", "untimed retrace"]
+    assert result.spent["probes"][2]["versions"] != ["0.4.38", "0.5.1"]
     # packed on a release after 0.5.0, so 0.4.38 itself mismatches the reference: the endpoints differ from each
     # other, and each release is judged by whether its numbers are the good release's
     assert (result.criterion, result.first_bad, result.last_good) == ("outputs vs good", "0.5.0", "0.4.38")
@@ -169,3 +175,34 @@ def test_bisect_by_bits_names_the_compiler_release_whose_last_bits_changed(store
     except UsageError as e:
         said = f"{e} {e.hint}"
     assert "the outputs of jax 0.4.38 and 0.5.1 differ in bits, within the tolerance" in said and "--by bits" in said
+
+
+@pytest.mark.parametrize("frozen,retraced,mode,said", [
+    ((("ok", 0), ("ok", 1)), None, "frozen", "frozen: the frozen module's outputs differ in bits"),
+    ((("ok", 0), ("ok", 0)), (("ok", 0), ("ok", 1)), "retrace", "the frozen module computes the same bits on both, "
+                                                                "and the program as each release lowers it gives "
+                                                                "outputs that differ in bits"),
+    ((("incompatible", 0), ("ok", 0)), (("ok", 0), ("ok", 0)), "retrace", "the frozen module does not run on both "
+                                                                         "(jax 0.4.30 incompatible), and the program "
+                                                                         "as each release lowers it runs on both"),
+    ((("ok", 0), ("ok", 0)), (("ok", 0), ("ok", 0)), "frozen", "the retraced program's outputs are the same too, "
+                                                              "so time decides on the frozen module"),
+    ((("ok", 0), ("ok", 0)), "no program", "frozen", "frozen: cannot retrace it: no program"),
+])
+def test_the_mode_is_chosen_from_the_endpoints_run_both_ways(frozen, retraced, mode, said):
+    """bisect without --retrace or --frozen (investigate/mode_choice.py): retraced only when the retraced outputs tell
+    the endpoints apart and the frozen ones do not (or the frozen module does not run); each run once."""
+    from reprobundle.investigate.mode_choice import choose_mode
+
+    asked = []
+
+    def replay(runs):
+        def together(versions):
+            asked.append(list(versions))
+            return [{"requested": v, "status": s, "bits": b} for v, (s, b) in zip(versions, runs)]
+        return together
+
+    got = choose_mode("0.4.30", "0.8.0", replay(frozen), None if isinstance(retraced, str) else replay(retraced),
+                      _apart, refusal="cannot retrace it: no program" if isinstance(retraced, str) else None)
+    assert got[0] == mode and said in got[1], got
+    assert asked == [["0.4.30", "0.8.0"]] * (1 if retraced is None or isinstance(retraced, str) else 2)

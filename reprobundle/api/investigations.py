@@ -63,14 +63,17 @@ def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] 
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
            executor=None, ray_address: str | None = None, nightly: bool = False, index_url: str | None = None,
-           mode: str = "frozen", by: str | None = None, layer: bool = True, jobs: int | None = None,
+           mode: str = "auto", by: str | None = None, layer: bool = True, jobs: int | None = None,
            timed_probes: bool = False, **settings: Any):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
     tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
     rounds, timeout_s, platform); no XLA dump is kept. `mode` "retrace": each release runs the bundle's program
     traced by it (a lowering change then has a first bad release; outputs that differ from the good release's are
-    a regression too). `by` ("outputs", "bits", "time"): the criterion, else chosen (the result's `why`). `layer`:
-    which layer changed at the boundary, and the next command (investigate/boundary.py).
+    a regression too); "frozen": the stored module; "auto" (releases only; nightlies: frozen): the endpoints run
+    both ways, untimed, and the bisection retraces when only the retraced outputs differ
+    (investigate/mode_choice.py; the result's `mode` and `mode_why`). `by` ("outputs", "bits", "time"): the
+    criterion, else chosen (the result's `why`). `layer`: which layer changed at the boundary, and the next command
+    (investigate/boundary.py).
 
     With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
     from `index_url` (else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index): the result's `nightly` holds the
@@ -93,11 +96,12 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     from ..run.spent import Ledger
 
     options = replay_options(options, settings, BISECT_OPTIONS)
-    if mode not in ("frozen", "retrace"):
-        raise UsageError(f"bisect runs one mode at a time, not {mode!r}", hint="use --retrace or leave it out")
+    if mode not in ("auto", "frozen", "retrace"):
+        raise UsageError(f"bisect runs one mode at a time, not {mode!r}",
+                         hint="--retrace, --frozen, or neither (chosen from the endpoints)")
     if jobs is not None and jobs < 1:
         raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
-    from ..envs.versions import check_jax_requests  # before anything runs: an endpoint that is no release
+    from ..envs.versions import check_jax_requests, version_key  # before anything runs: an endpoint not a release
 
     check_jax_requests([good, bad], releases_of(EnvConfig.of(env_dir, python)))
     registry, bundle = resolve(ref, store)
@@ -110,13 +114,23 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     probes = _Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
     jobs = 1 if timed_probes else jobs or default_jobs()
     with Prefetch(manager, jobs) as prefetch:
-        search = _Search(probes, mode, jobs, prefetch.want, by)
-        if nightly:
-            result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
-        else:
-            result = search.run(manager.available_versions(), good, bad, progress,
-                                left_out=manager.left_out_versions())
-            comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
+        search = _Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by)
+        if not nightly and version_key(good) >= version_key(bad):  # before the endpoints run both ways
+            raise UsageError(f"--good {good} must be older than --bad {bad}")
+        chosen_why = search.choose_mode(good, bad) if mode == "auto" and not nightly else None
+        try:
+            if nightly:
+                result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, search, options,
+                                                       progress)
+            else:
+                result = search.run(manager.available_versions(), good, bad, progress,
+                                    left_out=manager.left_out_versions())
+                comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
+        except UsageError as e:  # an answer that tells nothing apart says what was tried
+            if chosen_why is None:
+                raise
+            raise UsageError(f"{e.message}; {chosen_why}", hint=e.hint) from None
+        result.mode, result.mode_why = search.mode, chosen_why
         if layer:
             timed = result.criterion == "time" or timed_probes
             result.layer = search.layer(result, lambda m: probes.probe(m, timed), ref,
@@ -141,8 +155,11 @@ class _Probes:
         self.args = (registry, bundle)
         self.options, self.executor, self.manager, self.progress = options, executor, manager, progress
         self.ledger, self.timed_only = ledger, timed_only
+        self.seen: dict[tuple, list[dict]] = {}
 
     def probe(self, mode: str, timed: bool = True):
+        """Versions -> runs; the runs of versions already probed the same way are reused (the endpoints' probe of
+        the mode choice is the bisection's first)."""
         from ..investigate.probes import replay_probe
 
         timed = timed or self.timed_only
@@ -150,7 +167,15 @@ class _Probes:
         replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
                               progress=self.progress, mode=mode)
         what = ("timed" if timed else "untimed") + ("" if mode == "frozen" else f" {mode}")
-        return self.ledger.watched(what, replay, concurrent=not timed)
+        watched = self.ledger.watched(what, replay, concurrent=not timed)
+
+        def remembered(versions: Sequence[str]) -> list[dict]:
+            key = (mode, timed, tuple(versions))
+            if key not in self.seen:
+                self.seen[key] = watched(versions)
+            return self.seen[key]
+
+        return remembered
 
 
 class _Search:
@@ -162,6 +187,19 @@ class _Search:
 
         self.probes, self.mode, self.jobs, self.ahead, self.by = probes, mode, jobs, ahead, by
         self.compare = output_difference(*probes.args)
+
+    def choose_mode(self, good: str, bad: str) -> str:
+        """The mode chosen from the endpoints run both ways (investigate/mode_choice.py), set on the search; why."""
+        from ..investigate.mode_choice import choose_mode
+        from ..run.retrace import retrace_refusal
+
+        refusal = retrace_refusal(self.probes.args[1].manifest)
+        retraced = None if refusal else self.probes.probe("retrace", timed=False)
+        self.mode, why = choose_mode(good, bad, self.probes.probe("frozen", timed=False), retraced, self.compare,
+                                     refusal)
+        if self.probes.progress:
+            self.probes.progress(f"bisect: {why}")
+        return why
 
     def run(self, versions, good: str, bad: str, progress, known=None, left_out=None):
         from ..investigate.bisection import bisect as _bisect

@@ -304,7 +304,9 @@ def bisect_cmd(
     store: Optional[str] = StoreOpt,
     platform: Optional[str] = PlatformOpt,
     ray: Optional[str] = RayOpt,
-    retrace: bool = RetraceOpt,
+    retrace: Optional[bool] = typer.Option(None, "--retrace/--frozen", help="Replay the program as each release "
+                                           "traces it, or the stored (frozen) module. Default: the endpoints run both "
+                                           "ways, and it retraces when only the retraced outputs differ."),
     by: Optional[str] = typer.Option(None, "--by", help="What tells a bad version apart: outputs (beyond the "
                                                        "replay's tolerance), bits (any difference from the good "
                                                        "one's outputs), time. Default: chosen, and said why."),
@@ -326,18 +328,19 @@ def bisect_cmd(
                                    platform=platform)
     result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
                                     progress=progress_sink(), ray_address=ray, nightly=nightly, index_url=index_url,
-                                    mode="retrace" if retrace else "frozen", by=by, layer=layer, jobs=jobs,
-                                    timed_probes=timed_probes)
+                                    mode="auto" if retrace is None else "retrace" if retrace else "frozen", by=by,
+                                    layer=layer, jobs=jobs, timed_probes=timed_probes)
     if comparison is not None:
         write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
             "last_good": result.last_good, "classes": result.classes, "evidence": result.evidence,
             "nightly": result.nightly, "comparison": comparison if samples else without_samples(comparison),
             "by": result.by, "why": result.why, "outputs_apart": result.outputs_apart, "layer": result.layer,
-            "spent": result.spent, "left_out": result.left_out}
+            "spent": result.spent, "left_out": result.left_out, "mode": result.mode, "mode_why": result.mode_why}
     what = "nightly" if result.nightly else "release"
     human = (f"first bad {what}: jax {result.first_bad} (last good: {result.last_good}; "
              f"judged by {result.criterion})\n"
+             + (f"  replayed: {result.mode_why}\n" if result.mode_why else "")
              + (f"  why: {result.why}\n" if result.why else "")
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
     if result.left_out:

@@ -57,6 +57,8 @@ class BisectResult:
     # releases between good and bad that the index lists but that cannot be installed, so were never tested:
     # version -> why ("yanked", "no jaxlib for it on the index"), ascending
     left_out: dict[str, str] = field(default_factory=dict)
+    mode: str = "frozen"  # the program replayed: "frozen" (the stored module) or "retrace" (each release's lowering)
+    mode_why: str | None = None  # why that one, when it was chosen (investigate/mode_choice.py)
 
 
 def _timing(run: dict) -> dict:
