@@ -16,7 +16,7 @@ from ..run.options import ReplayOptions, replay_options
 from ..run.replay import replay as _replay
 from .shared import comparison_of, environment_manager, releases_of, resolve
 
-BISECT_OPTIONS = ReplayOptions(dump=False)  # a bisection's probes keep no XLA dump
+BISECT_OPTIONS = ReplayOptions(dump=False, profile=False)  # a probe needs its verdict: no XLA dump, no per-op profile
 
 
 def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name: str | None = None,
