@@ -139,6 +139,19 @@ def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     (step,) = layer["next"]
     assert step["what"] == "lowering diff" and step["command"].startswith(
         "reprobundle replay rng --jax 0.4.38 --jax 0.5.0 --retrace --baseline '0.4.38 retraced'")
+    # the answer is a record beside the runs it rests on, and the issue body says it
+    registry = api.open_registry(str(store_dir))
+    bundle = registry.resolve("rng")
+    (answer,) = registry.answers(bundle.ref.bundle_id)
+    assert answer["answer_id"] == result.answer_id and answer["command"] == "reprobundle bisect rng --good 0.4.38 --bad 0.5.1"
+    assert (answer["answer"]["first_bad"], answer["answer"]["mode"], answer["answer"]["layer"]["layer"]) == (
+        "0.5.0", "retrace", "lowering")
+    assert set(answer["runs"]) <= {r["run_id"] for r in registry.runs(bundle.ref.bundle_id)} and answer["runs"]
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import issue_markdown
+
+    data = issue_data("rng", store=str(store_dir))
+    assert "first bad release 0.5.0 (lowering)" in data["title"] and "rng.py:8" in issue_markdown(data)
 
 
 @pytest.mark.crossversion

@@ -91,32 +91,19 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
     in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
     from ..envs.prefetch import Prefetch
-    from ..fleet.connect import executor_for
     from ..run.execution import default_jobs
     from ..run.spent import Ledger
 
     options = replay_options(options, settings, BISECT_OPTIONS)
-    if mode not in ("auto", "frozen", "retrace"):
-        raise UsageError(f"bisect runs one mode at a time, not {mode!r}",
-                         hint="--retrace, --frozen, or neither (chosen from the endpoints)")
-    if jobs is not None and jobs < 1:
-        raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
-    from ..envs.versions import check_jax_requests, version_key  # before anything runs: an endpoint not a release
-
-    check_jax_requests([good, bad], releases_of(EnvConfig.of(env_dir, python)))
+    _check_bisect_request(good, bad, mode, jobs, nightly, EnvConfig.of(env_dir, python))
     registry, bundle = resolve(ref, store)
     manager = environment_manager(EnvConfig.of(env_dir, python, index_url))
-    if registry.store.read_only and (executor is not None or ray_address):
-        raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
-                         hint="pull it first: reprobundle pull " + ref)
-    executor = executor or executor_for(ray_address)
+    executor = _probe_executor(registry, ref, executor, ray_address)
     ledger = Ledger()
     probes = _Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
     jobs = 1 if timed_probes else jobs or default_jobs()
     with Prefetch(manager, jobs) as prefetch:
         search = _Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by)
-        if not nightly and version_key(good) >= version_key(bad):  # before the endpoints run both ways
-            raise UsageError(f"--good {good} must be older than --bad {bad}")
         chosen_why = search.choose_mode(good, bad) if mode == "auto" and not nightly else None
         try:
             if nightly:
@@ -127,16 +114,50 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
                                     left_out=manager.left_out_versions())
                 comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
         except UsageError as e:  # an answer that tells nothing apart says what was tried
-            if chosen_why is None:
-                raise
-            raise UsageError(f"{e.message}; {chosen_why}", hint=e.hint) from None
+            raise _with_tried(e, chosen_why) from None
         result.mode, result.mode_why = search.mode, chosen_why
         if layer:
             timed = result.criterion == "time" or timed_probes
             result.layer = search.layer(result, lambda m: probes.probe(m, timed), ref,
                                         ["--store", store] if store else [], options.args())
     result.spent = ledger.as_dict()
+    result.answer_id = _stored_answer(registry, bundle, result, ref, None if mode == "auto" else mode)
     return result, comparison
+
+
+def _stored_answer(registry: Registry, bundle: Bundle, result, ref: str, forced_mode: str | None) -> str | None:
+    from ..investigate.answers import bisect_command, store_bisection
+
+    return store_bisection(registry, bundle, result, bisect_command(ref, result, forced_mode))
+
+
+def _probe_executor(registry: Registry, ref: str, executor, ray_address: str | None):
+    """Where the probes run: `executor`, Ray's at `ray_address`, else here; a read-only store allows only here."""
+    from ..fleet.connect import executor_for
+
+    if registry.store.read_only and (executor is not None or ray_address):
+        raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
+                         hint="pull it first: reprobundle pull " + ref)
+    return executor or executor_for(ray_address)
+
+
+def _with_tried(e: UsageError, chosen_why: str | None) -> UsageError:
+    return e if chosen_why is None else UsageError(f"{e.message}; {chosen_why}", hint=e.hint)
+
+
+def _check_bisect_request(good: str, bad: str, mode: str, jobs: int | None, nightly: bool, config: EnvConfig) -> None:
+    """What a bisection refuses before anything runs: a mode, --jobs, an endpoint that is no release, reversed
+    endpoints."""
+    from ..envs.versions import check_jax_requests, version_key
+
+    if mode not in ("auto", "frozen", "retrace"):
+        raise UsageError(f"bisect runs one mode at a time, not {mode!r}",
+                         hint="--retrace, --frozen, or neither (chosen from the endpoints)")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
+    check_jax_requests([good, bad], releases_of(config))
+    if not nightly and version_key(good) >= version_key(bad):
+        raise UsageError(f"--good {good} must be older than --bad {bad}")
 
 
 def _comparison_of_bisect(registry: Registry, bundle: Bundle, result, baseline: str) -> dict:

@@ -49,6 +49,8 @@ MANIFEST_FORMAT = "reprobundle-bundle"
 MANIFEST_VERSION = 3
 RUN_FORMAT: Final = "reprobundle-run"
 RUN_VERSION = 4
+ANSWER_FORMAT: Final = "reprobundle-answer"
+ANSWER_VERSION = 1
 STORE_FORMAT = "reprobundle-store"
 STORE_VERSION = 1
 
@@ -198,8 +200,8 @@ def _run_to_version_4(obj: dict[str, Any]) -> dict[str, Any]:
 # Upgraders from version N to N+1: {N: fn}.
 _UPGRADES: dict[str, dict[int, Callable[[dict[str, Any]], dict[str, Any]]]] = {
     MANIFEST_FORMAT: {1: _to_version_2, 2: _manifest_to_version_3},
-    RUN_FORMAT: {1: _to_version_2, 2: _run_to_version_3, 3: _run_to_version_4}}
-_CURRENT = {MANIFEST_FORMAT: MANIFEST_VERSION, RUN_FORMAT: RUN_VERSION}
+    RUN_FORMAT: {1: _to_version_2, 2: _run_to_version_3, 3: _run_to_version_4}, ANSWER_FORMAT: {}}
+_CURRENT = {MANIFEST_FORMAT: MANIFEST_VERSION, RUN_FORMAT: RUN_VERSION, ANSWER_FORMAT: ANSWER_VERSION}
 
 
 def _check_version(obj: dict[str, Any], fmt: str, what: str) -> dict[str, Any]:
@@ -238,6 +240,20 @@ def decode_run(data: bytes) -> RunRecord:
 
 def encode_run(r: Mapping[str, Any]) -> bytes:
     return encode(validate_run(r))
+
+
+def validate_answer(a: Mapping[str, Any]) -> dict[str, Any]:
+    """An answer record (schemas/answer-v1.schema.json): what an investigation answered, beside its runs."""
+    schema.check(a, "answer", ANSWER_VERSION, "answer record")
+    return dict(a)
+
+
+def decode_answer(data: bytes) -> dict[str, Any]:
+    return validate_answer(_check_version(decode_map(data, "answer record"), ANSWER_FORMAT, "answer record"))
+
+
+def encode_answer(a: Mapping[str, Any]) -> bytes:
+    return encode(validate_answer(a))
 
 
 def blob_refs(m: Mapping[str, Any]) -> list[Blob]:

@@ -526,6 +526,30 @@ class Registry:
             out = [r for r in out if r.get("group") not in pending]
         return sorted(out, key=lambda r: r["created"])
 
+    # ---------------------------------------------------------------------------------------- answers
+    def put_answer(self, answer: dict) -> str:
+        """Store an answer record (bundle/manifest.validate_answer) beside the bundle's runs; written once (one
+        put of the whole record: a reader sees all of it or nothing)."""
+        self.check_marker(create=True)
+        self.store.put(answer_key(answer["bundle_id"], answer["answer_id"]), mf.encode_answer(answer),
+                       create_only=True)
+        return answer["answer_id"]
+
+    def answers(self, bundle_id: str) -> list[dict]:
+        """The bundle's answer records, oldest first; one that cannot be read is skipped with a warning naming it."""
+        self.check_marker(create=False)
+        out: list[dict] = []
+        for key in self.store.list(f"answers/{hex_of(bundle_id)}"):
+            if not key.endswith(".msgpack"):
+                continue
+            try:
+                out.append(mf.decode_answer(self.store.get_bounded(key, mf.MAX_MANIFEST_BYTES)))
+            except NotFoundError:
+                continue
+            except (FormatError, StoreError) as e:
+                log.warning("skipped %s: %s", key, first_line(e.message, 200))
+        return sorted(out, key=lambda a: (a["created"], a["answer_id"]))
+
     @staticmethod
     def new_run_id() -> str:
         return datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
@@ -589,6 +613,10 @@ def _default_blob_cache(store: Store):
     from .cache import BlobCache
 
     return BlobCache.default()
+
+
+def answer_key(bundle_id: str, answer_id: str) -> str:
+    return f"answers/{hex_of(bundle_id)}/{answer_id}.msgpack"
 
 
 def split_store_ref(text: str) -> tuple[str | None, str]:

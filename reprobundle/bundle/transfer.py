@@ -84,6 +84,7 @@ class TransferResult:
     bytes_skipped: int
     seconds: float
     runs_copied: int = 0  # run records copied with the bundle (push/pull/copy without --no-runs)
+    answers_copied: int = 0  # answer records (bisections) copied with the runs
     runs_present: int = 0  # run records the destination already held
 
     def data(self) -> dict:
@@ -93,7 +94,7 @@ class TransferResult:
             "outcome": self.outcome, "version_kept": self.ref.version == self.source.version,
             "blobs_total": self.blobs_total, "blobs_sent": self.blobs_sent, "blobs_skipped": self.blobs_skipped,
             "bytes_sent": self.bytes_sent, "bytes_skipped": self.bytes_skipped, "seconds": round(self.seconds, 3),
-            "runs_copied": self.runs_copied, "runs_present": self.runs_present,
+            "runs_copied": self.runs_copied, "runs_present": self.runs_present, "answers_copied": self.answers_copied,
         }
 
 
@@ -260,15 +261,31 @@ def _confirm_blobs(source: Store, dest: Registry, refs: list[Blob], jobs: int) -
 def copy_runs(source: Registry, bundle: Bundle, dest: Registry, result: TransferResult, *,
               progress: Progress | None = None, jobs: int | None = None) -> TransferResult:
     """Copy the run records of `bundle` (and the blobs they name) after `copy_bundle` put it at `result.ref`, so the
-    destination shows its history. A run the destination holds is left alone (run ids are unique); when the bundle
-    was renumbered there, the copies name the new version and id. Sources that cannot list (a zip, an https store)
-    have no runs to copy. Returns `result` with runs_copied and runs_present set."""
+    destination shows its history, then its answer records (what bisections answered from those runs). A record the
+    destination holds is left alone (ids are unique); when the bundle was renumbered there, the copies name the new
+    version and id. Sources that cannot list (a zip, an https store) have none to copy. Returns `result` with
+    runs_copied, runs_present and answers_copied set."""
     if not source.store.capabilities.writable and not source.store.capabilities.shareable:
         return result  # a zip: it holds no runs
     try:
         runs = source.runs(bundle.ref.bundle_id)
+        answers = source.answers(bundle.ref.bundle_id)
     except UsageError:
         return result  # a store that cannot list
+    _copy_run_records(source, runs, bundle, dest, result, progress, jobs)
+    for answer in answers:
+        if result.ref.bundle_id != bundle.ref.bundle_id:
+            answer = {**answer, "bundle_id": result.ref.bundle_id, "bundle": str(result.ref)}
+        try:
+            dest.put_answer(answer)
+        except AlreadyExistsError:
+            continue
+        result.answers_copied += 1
+    return result
+
+
+def _copy_run_records(source: Registry, runs: list[dict], bundle: Bundle, dest: Registry, result: TransferResult,
+                      progress: Progress | None, jobs: int | None) -> TransferResult:
     prefix = f"runs/{hex_of(result.ref.bundle_id)}"
     there = set(dest.store.list(prefix))
     todo = []

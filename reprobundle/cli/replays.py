@@ -336,24 +336,10 @@ def bisect_cmd(
             "last_good": result.last_good, "classes": result.classes, "evidence": result.evidence,
             "nightly": result.nightly, "comparison": comparison if samples else without_samples(comparison),
             "by": result.by, "why": result.why, "outputs_apart": result.outputs_apart, "layer": result.layer,
-            "spent": result.spent, "left_out": result.left_out, "mode": result.mode, "mode_why": result.mode_why}
-    what = "nightly" if result.nightly else "release"
-    human = (f"first bad {what}: jax {result.first_bad} (last good: {result.last_good}; "
-             f"judged by {result.criterion})\n"
-             + (f"  replayed: {result.mode_why}\n" if result.mode_why else "")
-             + (f"  why: {result.why}\n" if result.why else "")
-             + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
-    if result.left_out:
-        human += "\n" + report.bisect_left_out_text(result.left_out, result.last_good, result.first_bad)
-    if result.layer:
-        human += "\n" + report.bisect_layer_text(result.layer)
-    if result.nightly:
-        human += "\n" + report.nightly_text(result.nightly)
-    if comparison is not None and result.criterion == "time":
-        human += "\n\n" + comparison_text(comparison)
-    elif comparison is not None:  # its probes ran each release once, untimed: their times would only be noise
-        human += ("\n\nthe releases were judged by their outputs and timed by nothing here: `reprobundle replay "
-                  f"{ref} --jax {result.last_good} --jax {result.first_bad}` times the two at the boundary")
+            "spent": result.spent, "left_out": result.left_out, "mode": result.mode, "mode_why": result.mode_why,
+            "answer_id": result.answer_id}
+    timed = comparison_text(comparison) if comparison is not None and result.criterion == "time" else None
+    human = report.bisect_text(result, ref, timed, comparison is not None)
     emit(as_json, data, human + spent_table(result.spent))
 
 

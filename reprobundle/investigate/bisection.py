@@ -59,6 +59,7 @@ class BisectResult:
     left_out: dict[str, str] = field(default_factory=dict)
     mode: str = "frozen"  # the program replayed: "frozen" (the stored module) or "retrace" (each release's lowering)
     mode_why: str | None = None  # why that one, when it was chosen (investigate/mode_choice.py)
+    answer_id: str | None = None  # the answer record stored beside the runs (investigate/answers.py)
 
 
 def _timing(run: dict) -> dict:

@@ -10,9 +10,9 @@ release's median against the baseline's, the oldest release: paired verdict, rat
 machine's conditions, as `replay` computed them: analysis/verdict.py) and the environment of each compared release
 as its run recorded it; the packing machine's environment is shown apart.
 
-The store records no bisection (bisect stores its probes' runs, not its answer), so the first bad release and
-the layer are not part of the report; the tracker defaults to XLA for a piece minimize reduced (the frozen module
-shows the difference: the compiler's), else to JAX.
+The latest bisection stored beside the runs (investigate/answers.py) gives the first bad release, the layer and
+the source lines whose lowering changed, in the title where they fit and in a section of their own. The tracker
+defaults to XLA for a piece minimize reduced (the frozen module shows the difference: the compiler's), else to JAX.
 """
 
 from __future__ import annotations
@@ -170,9 +170,31 @@ def program_source(registry: Registry, bundle: Bundle) -> dict | None:
 SOURCE_LIMIT = 16_000  # bytes: a longer script is left to the bundle (the issue body has 65 KB in all)
 
 
-def title(bundle: Bundle, diff, measured: dict | None = None) -> str:
+def _stored_bisection(registry: Registry, bundle: Bundle) -> dict | None:
+    """The latest bisection stored beside the bundle's runs (a zip's: its copy's in the default local store)."""
+    from .answers import latest_bisection
+
+    try:
+        found = (Registry.open(None) if registry.store.read_only else registry).answers(bundle.ref.bundle_id)
+    except ReproBundleError:
+        found = []
+    return latest_bisection(found)
+
+
+def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | None = None) -> str:
     """One line: the backend, what the piece is, what it does, under which setting, on which jax. A replay that
-    timed releases together and whose outputs all matched is titled by its measured difference."""
+    timed releases together and whose outputs all matched is titled by its measured difference. A stored
+    bisection adds the first bad release and the layer where they fit."""
+    base = _title(bundle, diff, measured)
+    if bisection is None:
+        return base
+    answer = bisection["answer"]
+    layer = (answer.get("layer") or {}).get("layer")
+    said = f"; first bad release {answer['first_bad']}" + (f" ({layer})" if layer in ("compiler", "lowering") else "")
+    return clean(base + said, 200) if len(base) + len(said) <= 200 else base
+
+
+def _title(bundle: Bundle, diff, measured: dict | None) -> str:
     m = bundle.manifest
     env: Any = m.get("environment") or {}
     subject = _subject(m)
@@ -257,13 +279,15 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
-    heading = title(bundle, diff, measured)
+    bisection = _stored_bisection(registry, bundle)
+    heading = title(bundle, diff, measured, bisection)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
-            "seen": diff.seen, "replay": replay, "measured": measured, "run_environments": run_environments(runs),
+            "seen": diff.seen, "replay": replay,
+            "bisection": bisection, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
             "source": program_source(registry, bundle), "script": _script(registry, bundle, ref, stem, runs),
             "hlo": {"before": hlo.get("before"), "after": hlo.get("after"), "folder": f"{stem}-hlo",

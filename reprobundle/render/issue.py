@@ -177,7 +177,31 @@ def _body(data: dict) -> str:
     xla = data["tracker"] == "xla"
     main = _hlo(data) if xla else _script(data)
     rest = (_script(data) if xla else []) + [""] + _source(data) + _environment(data) + ["", _bundle(data)]
-    return "\n".join(_seen(data) + [""] + main + [""] + rest) + "\n"
+    return "\n".join(_bisection(data) + _seen(data) + [""] + main + [""] + rest) + "\n"
+
+
+def _bisection(data: dict) -> list[str]:
+    """Which release broke it and in which layer, from the latest bisection stored beside the runs."""
+    b = data.get("bisection")
+    if not b:
+        return []
+    a = b["answer"]
+    layer = a.get("layer") or {}
+    lines = ["### Which release, which layer", "",
+             f"**First bad release: jax {md(a['first_bad'])}** (last good: {md(a['last_good'])}), bisected between "
+             f"{md(a['good'])} and {md(a['bad'])} by {md(a['criterion'])}, the program "
+             f"{'retraced by each release' if a['mode'] == 'retrace' else 'frozen'}"
+             + (f": {md(a['why'])}" if a.get("why") else "") + "."]
+    if a.get("mode_why"):
+        lines += ["", f"Frozen or retraced: {md(a['mode_why'])}."]
+    if layer.get("text"):
+        lines += ["", f"Layer: {md(layer['text'])}."]
+    lowering = layer.get("lowering") or {}
+    if lowering.get("changed") and lowering.get("text"):
+        lines += ["", f"The lowering changed at: {md(lowering['text'])}."]
+    lines += ["", f"Stored answer {md(b['answer_id'])} ({md(str(b['created'])[:16].replace('T', ' '))} UTC); "
+              f"asked again with `{md(b['command'])}`."]
+    return lines + [""]
 
 
 def _bundle(data: dict) -> str:

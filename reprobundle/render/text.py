@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from ..analysis.hardware import hardware_note, hardware_of, hardware_text
 from ..bundle import trees
@@ -51,8 +51,19 @@ def bundle_table(rows: list[dict]) -> str:
                    human_bytes(r["inputs_bytes"]), r["description"][:40]] for r in rows])
 
 
-def bundle_data(b: Bundle, runs: list[dict]) -> dict:
-    return {"ref": ref_data(b.ref), "manifest": b.manifest, "runs": [run_data(r) for r in runs]}
+def bundle_data(b: Bundle, runs: list[dict], answers: Sequence[dict] = ()) -> dict:
+    return {"ref": ref_data(b.ref), "manifest": b.manifest, "runs": [run_data(r) for r in runs],
+            "answers": list(answers)}
+
+
+def answer_line(a: dict) -> str:
+    """One stored answer (investigate/answers.py) as one line: when, what it answered, the layer."""
+    ans = a.get("answer") or {}
+    layer = (ans.get("layer") or {}).get("layer")
+    return _t(f"{str(a.get('created', ''))[:19]}  bisection {ans.get('good')}..{ans.get('bad')}: first bad "
+              f"{ans.get('first_bad')} (last good {ans.get('last_good')}; by {ans.get('criterion')}, "
+              f"{'retraced' if ans.get('mode') == 'retrace' else 'frozen'})"
+              + (f", layer: {layer}" if layer else "") + f"  [{a.get('answer_id')}]", 300)
 
 
 def _program_lines(fn: dict) -> list[str]:
@@ -73,7 +84,7 @@ def _program_lines(fn: dict) -> list[str]:
     return lines
 
 
-def describe_bundle(b: Bundle, runs: list[dict]) -> str:
+def describe_bundle(b: Bundle, runs: list[dict], answers: Sequence[dict] = ()) -> str:
     from ..analysis.timing_summary import TimingSummary
 
     m = b.manifest
@@ -112,6 +123,9 @@ def describe_bundle(b: Bundle, runs: list[dict]) -> str:
         lines.append(f"  runs:         {len(runs)}")
         lines += [_t(f"    {r['created'][:19]}  jax {r['environment'].get('jax', r['requested'])}: {r['status']}")
                   for r in runs[-10:]]
+    if answers:
+        lines.append(f"  answers:      {len(answers)}")
+        lines += ["    " + answer_line(a) for a in answers[-10:]]
     return "\n".join(lines)
 
 
@@ -295,3 +309,30 @@ def env_table(found) -> str:
     return table(["JAX", "PLATFORM", "PYTHON", "CREATED", "SIZE", "PATH"],
                  [[_jax_text(e), getattr(e, "build", "cpu"), e.python_version, (e.created or "")[:19],
                    _size_text(e), str(e.path)] for e in found])
+
+
+def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) -> str:
+    """A bisection's answer (investigate/bisection.BisectResult) for the terminal: the first bad release, how it was
+    replayed and judged, each tested release, what was left out, the layer, the nightlies; the comparison when time
+    judged (`timed_comparison`), else where to time the boundary; where the answer was stored."""
+    what = "nightly" if result.nightly else "release"
+    human = (f"first bad {what}: jax {result.first_bad} (last good: {result.last_good}; "
+             f"judged by {result.criterion})\n"
+             + (f"  replayed: {result.mode_why}\n" if result.mode_why else "")
+             + (f"  why: {result.why}\n" if result.why else "")
+             + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
+    if result.left_out:
+        human += "\n" + bisect_left_out_text(result.left_out, result.last_good, result.first_bad)
+    if result.layer:
+        human += "\n" + bisect_layer_text(result.layer)
+    if result.nightly:
+        human += "\n" + nightly_text(result.nightly)
+    if timed_comparison is not None:
+        human += "\n\n" + timed_comparison
+    elif compared:  # its probes ran each release once, untimed: their times would only be noise
+        human += ("\n\nthe releases were judged by their outputs and timed by nothing here: `reprobundle replay "
+                  f"{ref} --jax {result.last_good} --jax {result.first_bad}` times the two at the boundary")
+    if result.answer_id:
+        human += (f"\n\nanswer stored beside its runs ({result.answer_id}): `reprobundle show` lists it, "
+                  "`reprobundle issue` reports it")
+    return human

@@ -1,0 +1,62 @@
+"""What an investigation answered, as a record stored beside the runs it rests on (schemas/answer-v1.schema.json):
+a bisection's endpoints, criterion and why, first bad and last good release, each tested release's class and
+evidence, the mode and why, the layer at the boundary, and the command that asks the same question again. `show`
+lists them, `issue` reports the latest, push/pull/copy carry them with the runs. A record is data from whoever wrote
+the store: every reader escapes its text.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any, Sequence
+
+from ..bundle.registry import Bundle, Registry, utc_now
+from .bisection import BisectResult
+
+BISECTION = "bisection"
+
+
+def _plain(value: Any) -> Any:
+    """JSON-plain data (what msgpack and the schema take): tuples become lists, anything else its str."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def bisect_command(ref: str, result: BisectResult, forced_mode: str | None) -> str:
+    """The command that asks the same question again of the store that holds the record (the flags the user gave,
+    not what was chosen; no --store: a bug report's reader has the bundle elsewhere)."""
+    args = ["reprobundle", "bisect", ref, "--good", result.good, "--bad", result.bad]
+    if result.nightly is not None:
+        args.append("--nightly")
+    if forced_mode is not None:
+        args.append("--retrace" if forced_mode == "retrace" else "--frozen")
+    if result.by:
+        args += ["--by", result.by]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_id: str) -> dict:
+    """The answer record of a finished bisection of `bundle`."""
+    from .. import __version__
+
+    answer = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
+              "last_good": result.last_good, "mode": result.mode, "mode_why": result.mode_why, "why": result.why,
+              "by": result.by, "classes": dict(result.classes), "evidence": dict(result.evidence),
+              "left_out": dict(result.left_out), "nightly": result.nightly, "layer": result.layer}
+    return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
+            "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": BISECTION,
+            "command": command, "runs": sorted({str(r["run_id"]) for r in result.runs.values() if r.get("run_id")}),
+            "answer": _plain(answer), "reprobundle": __version__}
+
+
+def store_bisection(registry: Registry, bundle: Bundle, result: BisectResult, command: str) -> str | None:
+    """The bisection's answer stored beside its runs; its id (None for a read-only store, which kept no runs)."""
+    if registry.store.read_only:
+        return None
+    return registry.put_answer(bisection_answer(bundle, result, command, Registry.new_run_id()))
+
+
+def latest_bisection(answers: Sequence[dict]) -> dict | None:
+    """The latest stored bisection among a bundle's answer records (oldest first), or None."""
+    found = [a for a in answers if a.get("kind") == BISECTION]
+    return found[-1] if found else None

@@ -1,0 +1,108 @@
+"""Answers are records (investigate/answers.py, schemas/answer-v1.schema.json): a bisection's answer stored once
+beside the runs it rests on, listed by `show`, reported by `issue` (which release, which layer, where the lowering
+changed), carried by push; a corrupt or hostile record is skipped with a warning, and its text reaches Markdown only
+escaped. The bisection itself runs on real releases in tests/test_bisect_layers.py, which checks the record it
+stores."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import msgpack
+import pytest
+from cli_runner import cli
+from small_bundle import copy_of
+
+from reprobundle import api
+from reprobundle.bundle.digest import hex_of
+from reprobundle.bundle.registry import Registry
+from reprobundle.errors import AlreadyExistsError
+from reprobundle.investigate.answers import bisect_command, bisection_answer, store_bisection
+from reprobundle.investigate.bisection import BisectResult
+from reprobundle.investigate.issue import issue_data
+from reprobundle.render.issue import issue_markdown
+
+HOSTILE = "+2 slice at rng.py:8 <img src=x> **bold** `tick` | [link](http://x)"
+
+
+def _answered(good="0.4.38", bad="0.5.1", first_bad="0.5.0") -> BisectResult:
+    """A finished bisection's result, as api.bisect returns it (a lowering change found retraced)."""
+    return BisectResult(good, bad, "outputs vs good", first_bad=first_bad, last_good=good,
+                        classes={good: "good", bad: "bad", first_bad: "bad"},
+                        evidence={first_bad: "outputs differ from jax 0.4.38's beyond the tolerance"},
+                        why="the outputs of jax 0.4.38 and 0.5.1 differ beyond the tolerance", mode="retrace",
+                        mode_why="retraced: the frozen module computes the same bits on both, and the program as each "
+                                 "release lowers it gives outputs that differ beyond the tolerance",
+                        layer={"layer": "lowering", "last_good": good, "first_bad": first_bad,
+                               "text": "JAX's lowering: the retraced StableHLO differs",
+                               "lowering": {"changed": True, "text": HOSTILE},
+                               "next": [{"what": "lowering diff", "command": "reprobundle replay small --retrace"}]})
+
+
+@pytest.fixture
+def store(small_store_template, tmp_path):
+    return copy_of(small_store_template, tmp_path / "store")
+
+
+def test_an_answer_is_stored_once_listed_reported_and_pushed(store, tmp_path):
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    result = _answered()
+    answer_id = store_bisection(registry, bundle, result, bisect_command("small", result, None))
+    (stored,) = registry.answers(bundle.ref.bundle_id)
+    assert stored["answer_id"] == answer_id and stored["answer"]["first_bad"] == "0.5.0"
+    assert stored["command"] == "reprobundle bisect small --good 0.4.38 --bad 0.5.1"
+    with pytest.raises(AlreadyExistsError):  # immutable: the same record is never written twice
+        registry.put_answer(stored)
+
+    code, out, err = cli("show", "small", store=store)
+    assert code == 0 and "answers:      1" in out and "first bad 0.5.0" in out and "layer: lowering" in out, err
+    code, out, _ = cli("show", "small", "--json", store=store)
+    assert json.loads(out)["answers"][0]["answer_id"] == answer_id
+
+    data = issue_data("small", store=str(store))
+    assert data["title"].endswith("; first bad release 0.5.0 (lowering)"), data["title"]
+    body = issue_markdown(data)
+    assert "### Which release, which layer" in body and "**First bad release: jax 0.5.0**" in body
+    assert "<img" not in body and "\\*\\*bold\\*\\*" in body and "\\[link\\]" in body  # the record's text escaped
+    assert "rng.py:8" in body
+
+    result = api.push("small", str(tmp_path / "team"), store=str(store))
+    assert result.answers_copied == 1
+    assert [a["answer_id"] for a in Registry.open(tmp_path / "team").answers(bundle.ref.bundle_id)] == [answer_id]
+    assert api.push("small", str(tmp_path / "team"), store=str(store)).answers_copied == 0  # already there
+
+
+def test_a_corrupt_or_hostile_answer_is_skipped_with_a_warning(store, caplog):
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    good = bisection_answer(bundle, _answered(), "reprobundle bisect small", "20261203T000000-00000001")
+    folder = store / "answers" / hex_of(bundle.ref.bundle_id)
+    folder.mkdir(parents=True)
+    (folder / "20261203T000000-00000002.msgpack").write_bytes(b"\x00 not msgpack")
+    extra = {**good, "answer_id": "20261203T000000-00000003", "run_this": "import os"}
+    (folder / "20261203T000000-00000003.msgpack").write_bytes(msgpack.packb(extra))
+    newer = {**good, "answer_id": "20261203T000000-00000004", "format_version": 9}
+    (folder / "20261203T000000-00000004.msgpack").write_bytes(msgpack.packb(newer))
+    registry.put_answer(good)
+    with caplog.at_level(logging.WARNING):
+        found = registry.answers(bundle.ref.bundle_id)
+    assert [a["answer_id"] for a in found] == ["20261203T000000-00000001"]
+    warned = caplog.text
+    assert all(f"20261203T000000-0000000{k}.msgpack" in warned for k in (2, 3, 4)), warned
+    code, out, err = cli("show", "small", store=store)
+    assert code == 0 and "answers:      1" in out and "Traceback" not in err
+
+
+def test_the_golden_answer_of_format_1_reads():
+    """tests/golden/v1-answer-bisection.msgpack: a real bisection's record (the story's loop, 0.4.30..0.4.35),
+    never regenerated; every later reprobundle must read it."""
+    from pathlib import Path
+
+    from reprobundle.bundle import manifest as mf
+
+    answer = mf.decode_answer((Path(__file__).parent / "golden" / "v1-answer-bisection.msgpack").read_bytes())
+    assert (answer["kind"], answer["answer"]["first_bad"], answer["answer"]["layer"]["layer"]) == (
+        "bisection", "0.4.33", "compiler")
+    assert answer["command"] == "reprobundle bisect loopstep --good 0.4.30 --bad 0.4.35" and len(answer["runs"]) >= 4
