@@ -219,3 +219,26 @@ def test_the_mode_is_chosen_from_the_endpoints_run_both_ways(frozen, retraced, m
                       _apart, refusal="cannot retrace it: no program" if isinstance(retraced, str) else None)
     assert got[0] == mode and said in got[1], got
     assert asked == [["0.4.30", "0.8.0"]] * (1 if retraced is None or isinstance(retraced, str) else 2)
+
+
+@pytest.mark.crossversion
+def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_path):
+    """`investigate` on a real lowering change with no flag: the bisection retraces by itself and names 0.5.0 and
+    JAX's lowering; explain and minimize say why they do not apply to a lowering change; the issue body is written
+    and says the release and the layer from the answer stored on the way."""
+    from cli_runner import cli
+
+    api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store_dir), **quick.PACK)
+    issue = tmp_path / "rng-issue.md"
+    code, out, err = cli("investigate", "rng", "--good", "0.4.38", "--bad", "0.5.1", "--issue", str(issue), "--json",
+                         store=store_dir)
+    assert code == 0, err
+    data = json.loads(out)
+    assert (data["first_bad"], data["layer"]) == ("0.5.0", "lowering")
+    steps = {s["name"]: s for s in data["steps"]}
+    assert [s["name"] for s in data["steps"]] == ["bisect", "explain", "minimize", "issue"]
+    assert steps["bisect"]["status"] == "answered" and steps["bisect"]["stored"]  # the answer record's id
+    assert steps["explain"]["status"] == steps["minimize"]["status"] == "skipped"
+    assert "lowering" in steps["explain"]["answer"] and "lowering" in steps["minimize"]["answer"]
+    assert steps["issue"]["stored"] == str(issue) and "first bad release 0.5.0 (lowering)" in steps["issue"]["answer"]
+    assert "### Which release, which layer" in issue.read_text() and "bisect: " in err  # progress on stderr

@@ -31,6 +31,7 @@ from ..run.options import parse_pin as parse_pin  # re-exported: --pin's parser
 from ..run.replay import replay as _replay
 from ..run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
 from ..text import clean_values
+from .investigation import investigate as investigate
 
 # the investigations (isolate, minimize, bisect, explain) and what they share with this module: re-exported here
 from .investigations import BISECT_OPTIONS as BISECT_OPTIONS

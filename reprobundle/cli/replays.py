@@ -344,6 +344,29 @@ def bisect_cmd(
 
 
 @app.command()
+def investigate(
+    ref: str,
+    good: str = typer.Option(..., "--good", help="A release on which the bundle behaved (e.g. 0.7.2)."),
+    bad: str = typer.Option(..., "--bad", help="A later release on which it did not."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the whole investigation may take "
+                                                                      "(explain and minimize get what is left)."),
+    issue_file: Optional[Path] = typer.Option(None, "--issue", "-o", help="Write the issue body here (default: "
+                                                                          "NAME-issue.md)."),
+    python: Optional[str] = typer.Option(None, "--python"),
+    store: Optional[str] = StoreOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """From "it broke between --good and --bad" to the issue body: bisect (frozen or retraced, chosen), the layer,
+    explain and minimize where the compiler changed, the issue; each answer kept as it comes."""
+    from .. import api
+    from ..render import text as report
+
+    found = api.investigate(ref, good, bad, store=store, max_time_s=max_time, issue_path=issue_file, python=python,
+                            progress=progress_sink())
+    emit(as_json, found.data(), report.investigation_text(found.data()))
+
+
+@app.command()
 def sweep(
     selection: Optional[List[str]] = typer.Argument(None, metavar="[SELECTION]...",
                                                     help="Refs (NAME, NAME@3, NAME@TAG, sha256:PREFIX) or name globs "

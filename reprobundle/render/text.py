@@ -336,3 +336,18 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
         human += (f"\n\nanswer stored beside its runs ({result.answer_id}): `reprobundle show` lists it, "
                   "`reprobundle issue` reports it")
     return human
+
+
+def investigation_text(data: dict) -> str:
+    """`investigate`'s answer (api/investigation.py): the first bad release and the layer, then each step: its
+    status, its answer, where its time went, what it left and the command that reruns it alone."""
+    lines = [_t(f"{data['ref']}: first bad release {data['first_bad']} between {data['good']} and {data['bad']}; "
+                f"layer: {data['layer'] or 'undecided'}", 300)]
+    for step in data["steps"]:
+        spent = f" ({step['spent_s']:.0f} s)" if step["spent_s"] else ""
+        lines.append(_t(f"  {step['name']}: {step['status']}{spent}: {step['answer']}", 600))
+        if step.get("stored"):
+            lines.append(_t(f"      kept: {step['stored']}", 300))
+        if step.get("command"):
+            lines.append(_t(f"      alone: {step['command']}", 600))
+    return "\n".join(lines)

@@ -1,0 +1,164 @@
+"""`reprobundle investigate REF --good A --bad B`: the whole chain from "it broke between A and B" to the issue body,
+one step after another, each answer kept as it comes (the bisection's answer record, the minimized piece, the
+issue file), so an interrupted investigation keeps the steps already answered.
+
+1. bisect, frozen or retraced chosen by itself, with the layer at the boundary (its answer stored beside its runs);
+   endpoints that do not differ end it there, with bisect's one line saying what was compared;
+2. explain, for a change the frozen module shows in time (the compiler's): the cause and a workaround at the boundary;
+3. minimize, for a change the frozen module shows (outputs, bits or time): the smallest piece that still shows it;
+4. the issue body of the bundle (investigate/issue.py), which says the stored bisection's release and layer.
+A step that does not apply says why; each says where its time went and the command that reruns it alone.
+`max_time_s` bounds the whole: explain and minimize get what is left (explain at most its own default).
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import UsageError
+from .investigations import EXPLAIN_OPTIONS, bisect, explain, minimize
+from .shared import resolve
+
+MIN_STEP_S = 20.0  # less time than this left: a timed step is not started
+
+
+@dataclass
+class Step:
+    name: str  # bisect, explain, minimize, issue
+    status: str  # "answered", "skipped" (with why), "failed" (with the error)
+    answer: str  # one line
+    spent_s: float = 0.0
+    command: str | None = None  # reruns this step alone
+    stored: str | None = None  # what it left in the store or on disk: an answer id, a bundle ref, a file
+
+
+@dataclass
+class Investigation:
+    ref: str
+    good: str
+    bad: str
+    steps: list[Step] = field(default_factory=list)
+    first_bad: str | None = None
+    layer: str | None = None
+
+    def data(self) -> dict:
+        return {"ref": self.ref, "good": self.good, "bad": self.bad, "first_bad": self.first_bad,
+                "layer": self.layer, "steps": [vars(s) for s in self.steps]}
+
+
+def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_time_s: float | None = None,
+                issue_path: str | Path | None = None, python: str | None = None, env_dir: str | None = None,
+                progress: Callable[[str], None] | None = None) -> Investigation:
+    """The chain above on `ref` between releases `good` and `bad`; the issue body written to `issue_path` (default
+    NAME-issue.md in the current folder)."""
+    if max_time_s is not None and max_time_s <= 0:
+        raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
+    started = time.monotonic()
+    left = (lambda: None if max_time_s is None else max_time_s - (time.monotonic() - started))
+    store_args = ["--store", store] if store else []
+    out = Investigation(ref, good, bad)
+    say = progress or (lambda _line: None)
+    result = _bisect_step(out, ref, (good, bad), store, store_args, python, env_dir, progress)
+    _explain_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
+    _minimize_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
+    say("investigate: writing the issue body")
+    _issue_step(out, ref, store, store_args, issue_path)
+    return out
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.monotonic()
+    value = fn()
+    return value, round(time.monotonic() - t0, 1)
+
+
+def _bisect_step(out: Investigation, ref: str, ends: tuple[str, str], store, store_args, python, env_dir, progress):
+    good, bad = ends
+    result, spent = _timed(lambda: bisect(ref, good, bad, store=store, python=python, env_dir=env_dir,
+                                          progress=progress)[0])
+    layer = result.layer or {}
+    out.first_bad, out.layer = result.first_bad, layer.get("layer")
+    how = "retraced" if result.mode == "retrace" else "frozen"
+    out.steps.append(Step("bisect", "answered", f"first bad release {result.first_bad} (last good {result.last_good}; "
+                                                f"by {result.criterion}, {how}); layer: {layer.get('text') or '?'}",
+                          spent, _command("bisect", ref, "--good", good, "--bad", bad, *store_args),
+                          result.answer_id))
+    return result
+
+
+def _explain_step(out: Investigation, result, ref: str, store, store_args, left: float | None, python, env_dir,
+                  progress) -> None:
+    pair = [result.last_good, result.first_bad]
+    command = _command("explain", ref, "--jax", pair[0], "--jax", pair[1], *store_args)
+    why_not = _why_not_explain(result, left)
+    if why_not:
+        out.steps.append(Step("explain", "skipped", why_not, command=command))
+        return
+    budget = EXPLAIN_OPTIONS.max_time_s if left is None else min(left, EXPLAIN_OPTIONS.max_time_s or left)
+    try:
+        found, spent = _timed(lambda: explain(ref, pair, store=store, python=python, env_dir=env_dir,
+                                              progress=progress, max_time_s=budget))
+    except UsageError as e:
+        out.steps.append(Step("explain", "failed", e.message, command=command))
+        return
+    out.steps.append(Step("explain", "answered", found["diagnosis"]["summary"], spent, command))
+
+
+def _why_not_explain(result, left: float | None) -> str | None:
+    layer = (result.layer or {}).get("layer")
+    if layer not in ("compiler", "both"):
+        return (f"the layer at the boundary is {layer or 'undecided'}: explain tries XLA's passes and flags on the "
+                "frozen module, where this change does not show")
+    if result.criterion != "time":
+        return "the outputs changed, not the time: the minimized piece shows the ops that compute differently"
+    if left is not None and left < MIN_STEP_S:
+        return f"--max-time spent ({left:.0f} s left)"
+    return None
+
+
+def _minimize_step(out: Investigation, result, ref: str, store, store_args, left: float | None, python, env_dir,
+                   progress) -> None:
+    layer = (result.layer or {}).get("layer")
+    nxt = next((s["command"] for s in (result.layer or {}).get("next") or [] if s["what"] == "minimize"), None)
+    if layer not in ("compiler", "both") or nxt is None:
+        out.steps.append(Step("minimize", "skipped", f"the layer at the boundary is {layer or 'undecided'}: a "
+                                                     "change in JAX's lowering is no property of the frozen module "
+                                                     "minimize reduces (the issue shows the lowering diff)"))
+        return
+    if left is not None and left < MIN_STEP_S:
+        out.steps.append(Step("minimize", "skipped", f"--max-time spent ({left:.0f} s left)", command=nxt))
+        return
+    words = shlex.split(nxt)
+    versions = [words[i + 1] for i, w in enumerate(words) if w == "--jax"]
+    prop = "slower" if "--slower" in words else "outputs"
+    try:
+        found, spent = _timed(lambda: minimize(ref, versions, store=store, python=python, env_dir=env_dir,
+                                               prop=prop, bits="--bits" in words, max_time_s=left,
+                                               progress=progress))
+    except UsageError as e:
+        out.steps.append(Step("minimize", "failed", e.message, command=nxt))
+        return
+    out.steps.append(Step("minimize", "answered", f"{found.ops_before} -> {found.ops_after} ops still show "
+                                                  f"{found.property} between {versions[0]} and {versions[1]} "
+                                                  f"({found.stopped})", spent, nxt, found.packed))
+
+
+def _issue_step(out: Investigation, ref: str, store, store_args, issue_path) -> None:
+    from ..bundle.reproducer import write_text
+    from ..investigate.issue import issue_data
+    from ..render.issue import issue_markdown
+
+    _, bundle = resolve(ref, store)
+    path = Path(issue_path) if issue_path else Path(f"{bundle.ref.name}-issue.md")
+    data, spent = _timed(lambda: issue_data(ref, store=store))
+    write_text(path, issue_markdown(data))
+    out.steps.append(Step("issue", "answered", data["title"], spent,
+                          _command("issue", ref, "-o", str(path), *store_args), str(path)))
+
+
+def _command(*args: str) -> str:
+    return " ".join(shlex.quote(a) for a in ["reprobundle", *args])
