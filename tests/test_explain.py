@@ -107,6 +107,35 @@ def test_diagnosis_claims_only_what_an_experiment_showed():
     assert diagnose("0.7.2", "0.8.0", _verdict(1.0, "same"), [fix])["kind"] == NO_REGRESSION
 
 
+def test_a_large_slowdown_too_few_rounds_settled_is_never_called_no_regression():
+    """The user's case: ~100x slower, 3 rounds timed (the budget went elsewhere), the group-sequential test not
+    settled (at 3 rounds |t| must reach ~32). The verdict stays unsettled, and nothing calls it "no regression" or
+    "not measurably different": the diagnosis, replay's headline and bisect say it leans slower and what settles it."""
+    import math
+
+    from reprobundle.analysis import comparison as C
+    from reprobundle.analysis.diagnosis import NOT_SETTLED
+    from reprobundle.analysis.verdict import _sequential
+
+    hundredfold = _sequential([math.log(105) + x for x in (-0.3, 0.0, 0.3)], 0.02)
+    assert hundredfold["verdict"] == "same" and hundredfold["settled"] is False  # the test's own answer, unchanged
+    d = diagnose("0.4.31", "0.4.33", hundredfold, [_experiment("XLA_FLAGS=--a", _verdict(1.0, "same"))])
+    assert d["kind"] == NOT_SETTLED and d["workaround"] is None
+    assert "105.00x the time in 3 rounds" in d["summary"] and "slower, but not settled" in d["summary"]
+    assert "no regression" not in d["summary"] and "not measurably" not in d["summary"]
+    base = {"label": "0.4.31", "requested": "0.4.31", "jax": "0.4.31", "status": "ok", "median_ns": 1000,
+            "ratio": 1.0, "together": True}
+    row = {**base, "label": "0.4.33", "requested": "0.4.33", "jax": "0.4.33", "median_ns": 105000,
+           **{k: hundredfold[k] for k in ("ratio", "verdict", "ci95", "p_value", "rounds", "settled", "equivalence")},
+           "decided_at": None}
+    headline = C.headlines([base, row], base)[0]
+    assert headline["direction"] == "unsettled" and "slower, but not settled" in headline["text"]
+    assert "not measurably different" not in headline["text"]
+    # an unsettled verdict whose interval holds 1 is still what it was
+    near = _sequential([math.log(1.01) + x for x in (-0.3, 0.0, 0.3)], 0.02)
+    assert diagnose("0.4.31", "0.4.33", near, [])["kind"] == NO_REGRESSION
+
+
 def test_plan_disables_the_candidates_own_passes_and_toggles_related_flags():
     passes = {"passes": [{"name": "fusion-wrapper", "baseline": False, "candidate": True, "effect_differs": False},
                          {"name": "algsimp", "baseline": True, "candidate": True, "effect_differs": False}],

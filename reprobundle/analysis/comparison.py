@@ -36,6 +36,8 @@ from .verdict import (
     DEFAULT_MIN_EFFECT,
     METHOD_PAIRED,
     check_outputs,
+    leaning,
+    leaning_text,
     timing_verdict,
 )
 
@@ -195,17 +197,26 @@ def _headline(row: dict, base: dict) -> dict:
         text = f"{who} is {ratio:.2f}x slower than {vs} (95% CI {lo:.2f}-{hi:.2f}x; {how})"
     elif row["verdict"] == "faster":
         text = f"{who} is {1 / ratio:.2f}x faster than {vs} (95% CI {1 / hi:.2f}-{1 / lo:.2f}x; {how})"
+    elif leaning(row):  # unsettled, its whole interval on one side: never "not measurably different"
+        out["direction"] = "unsettled"
+        text = f"{who} vs {vs}: " + leaning_text(row)
     else:
-        same = p < DEFAULT_ALPHA and abs(ratio - 1.0) < DEFAULT_MIN_EFFECT
-        text = (f"{who} is within {DEFAULT_MIN_EFFECT:.0%} of {vs}" if same else
-                f"{who} is not measurably different from {vs}") + f": {ratio:.3f}x the time"
-        if row.get("settled") is False and row.get("equivalence"):
-            # undecided: the equivalence interval is what the verdict was judged on, so it is the one shown
-            e_lo, e_hi = row["equivalence"]
-            text += f"; not settled: a change between {e_lo:.2f}x and {e_hi:.2f}x is not ruled out ({how})"
-        else:
-            text += f" (95% CI {lo:.3f}-{hi:.3f}x; {how})"
+        text = _same_text(row, who, vs, how)
     return {**out, "text": text}
+
+
+def _same_text(row: dict, who: str, vs: str, how: str) -> str:
+    """A "same" verdict: within the smallest effect that counts, or not measurably different (with the interval it
+    was judged on when it did not settle)."""
+    ratio, (lo, hi), p = row["ratio"], row["ci95"], row["p_value"]
+    same = p < DEFAULT_ALPHA and abs(ratio - 1.0) < DEFAULT_MIN_EFFECT
+    text = (f"{who} is within {DEFAULT_MIN_EFFECT:.0%} of {vs}" if same else
+            f"{who} is not measurably different from {vs}") + f": {ratio:.3f}x the time"
+    if row.get("settled") is False and row.get("equivalence"):
+        # undecided: the equivalence interval is what the verdict was judged on, so it is the one shown
+        e_lo, e_hi = row["equivalence"]
+        return text + f"; not settled: a change between {e_lo:.2f}x and {e_hi:.2f}x is not ruled out ({how})"
+    return text + f" (95% CI {lo:.3f}-{hi:.3f}x; {how})"
 
 
 def packages_text(packages: dict) -> str:

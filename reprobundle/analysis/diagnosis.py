@@ -13,6 +13,7 @@ WORKAROUND = "workaround"
 CAUSE = "cause"  # the change is located (not in the HLO passes, or not in the fusion decision), without a workaround
 NOT_SEPARATED = "not-separated"
 NO_REGRESSION = "no-regression"
+NOT_SETTLED = "not-settled"  # slower in the whole 95% interval, but too few rounds to settle it (verdict.leaning)
 
 
 def _ratio_text(v: dict) -> str:
@@ -36,7 +37,13 @@ def diagnose(baseline: str, candidate: str, regression: dict | None, experiments
     `regression`: the candidate's verdict against the baseline; `experiments`: each {"label", "setting", "status",
     "outputs_ok", "hlo_same_as_baseline", "fusions_same_as_baseline", "vs_baseline": verdict | None, "moved": str}.
     """
+    from .verdict import leaning, leaning_text
+
     out: dict = {"kind": NOT_SEPARATED, "summary": "", "workaround": None, "cause": None}
+    if leaning(regression) == "slower":  # a large difference few rounds could not settle: never "no regression"
+        out.update(kind=NOT_SETTLED, summary=f"{candidate} against {baseline}: {leaning_text(regression or {})}; "
+                                             "the experiments are judged only against a settled slowdown")
+        return out
     if not still_slower(regression):
         out["kind"] = NO_REGRESSION
         out["summary"] = _no_regression_summary(baseline, candidate, regression)

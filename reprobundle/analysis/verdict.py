@@ -226,6 +226,35 @@ def _sequential(paired: list[float], min_effect: float) -> dict:
     return out
 
 
+def leaning(verdict: dict | None) -> str | None:
+    """For a paired verdict that did not settle: "slower" or "faster" when the interval it was judged on (the
+    sequential test's equivalence interval, wider than the nominal 95% one) lies wholly on that side of 1, at least
+    DEFAULT_MIN_EFFECT away; else None. The group-sequential test (1% false verdicts over all its looks: at 3 rounds
+    |t| must reach ~32) may leave a huge change unsettled after a few rounds; it is then said as what it is, never
+    as "no difference" (a 100x slowdown timed in 3 rounds is no verdict of "same"). The verdict itself, and its
+    false-verdict rate, stay as they are: more rounds decide."""
+    if not verdict or verdict.get("settled", True):
+        return None
+    interval = verdict.get("equivalence") or verdict.get("ci95")
+    if not interval:
+        return None
+    lo, hi = interval
+    if lo >= 1.0 + DEFAULT_MIN_EFFECT:
+        return "slower"
+    if hi <= 1.0 - DEFAULT_MIN_EFFECT:
+        return "faster"
+    return None
+
+
+def leaning_text(verdict: dict) -> str:
+    """`105.64x the time in 3 rounds, and between 32.1x and 348x by the interval it was judged on: slower, but not
+    settled ...` for a leaning verdict."""
+    lo, hi = verdict.get("equivalence") or verdict["ci95"]
+    return (f"{verdict['ratio']:.2f}x the time in {verdict.get('rounds')} rounds, between {lo:.3g}x and {hi:.3g}x by "
+            f"the interval it was judged on: {leaning(verdict)}, but not settled by the group-sequential test (1% "
+            f"false verdicts over all its looks); more rounds (--rounds, --max-time) settle it")
+
+
 def _paired_log_ratio(base_steps: list[float], cand_steps: list[float]) -> float | None:
     n = min(len(base_steps), len(cand_steps))
     if n == 0:

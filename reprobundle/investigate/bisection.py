@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from ..analysis.verdict import timing_verdict
+from ..analysis.verdict import leaning, leaning_text, timing_verdict
 from ..envs.versions import version_key
 from ..errors import UsageError
 
@@ -255,6 +255,9 @@ def _time_decides(result: BisectResult, g: dict, b: dict) -> float:
     a UsageError when the verdict does not tell them apart (naming --by bits when only bits differ)."""
     good, bad, apart = result.good, result.bad, result.outputs_apart
     verdict = timing_verdict(_timing(g), _timing(b))
+    if verdict["verdict"] in ("same", "unknown") and leaning(verdict):
+        raise UsageError(f"jax {good} and {bad} are not told apart yet: {_apart_text(good, bad, apart)}; their "
+                         f"time: {leaning_text(verdict)}", hint="bisect again with more --rounds (e.g. --rounds 8)")
     if verdict["verdict"] in ("same", "unknown"):
         raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; no "
                          f"significant time change ({_verdict_line(verdict, good)})",
