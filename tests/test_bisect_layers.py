@@ -89,6 +89,28 @@ def test_the_layer_at_the_boundary_and_what_to_run_next(frozen_bits, lowered, la
         assert found["text"].endswith("JAX's lowering changed from jax 0.5.0 to 0.5.1: +1 erf_inv at m.py:3")
 
 
+def test_the_layer_comes_from_the_last_good_releases_own_lowering_when_the_packed_module_cannot_load_there():
+    """Packed on a newer release, the frozen module does not load on the last good one; both releases lower the
+    program to the same StableHLO and its outputs differ: the compiler and runtime changed, not "undecided"."""
+    result = BisectResult("0.4.30", "0.8.0", "outputs vs good", first_bad="0.5.1", last_good="0.5.0")
+    runs = {("0.5.0", "frozen"): {**_run("0.5.0", "frozen", 0), "status": "incompatible",
+                                  "reason": "StableHLO 1.15 above 1.1"},
+            ("0.5.1", "frozen"): _run("0.5.1", "frozen", 1),
+            ("0.5.0", "retrace"): _run("0.5.0", "retrace", 0), ("0.5.1", "retrace"): {
+                **_run("0.5.1", "retrace", 1)}}
+
+    def beyond(a, b):
+        return SAME if a["bits"] == b["bits"] else "beyond"
+
+    found = boundary_layer(result, runs, beyond, lambda a, b: {"changed": False, "text": ""})
+    assert found["layer"] == "compiler" and found["frozen"]["changed"] is True, found
+    assert "could not be judged on jax 0.5.0 (incompatible: StableHLO 1.15 above 1.1)" in found["frozen"]["evidence"]
+    assert "the same on both" in found["text"] and "the same StableHLO" in found["text"]
+    # with a lowering that changed too, the packed module's failure leaves it undecided (no frozen pair to judge)
+    changed = boundary_layer(result, runs, beyond, lambda a, b: {"changed": True, "text": "+1 op at m.py:3"})
+    assert changed["layer"] is None
+
+
 @pytest.mark.parametrize("criterion, mode, asked", [("time", "frozen", [("both", ["0.5.0", "0.5.1"])]),
                                                     ("bits", "frozen", [("retrace", ["0.5.0", "0.5.1"])]),
                                                     ("outputs vs good", "retrace", [("frozen", ["0.5.0", "0.5.1"])])])

@@ -108,10 +108,21 @@ def boundary_layer(result: BisectResult, runs: dict[tuple[str, str], dict], outp
     if runs.get((good, RETRACE)) is not None and runs.get((bad, RETRACE)) is not None:
         lowering = lowering_of(runs[(good, RETRACE)], runs[(bad, RETRACE)])
     lowered = None if lowering is None else bool(lowering["changed"])
+    if frozen["changed"] is None and lowered is False and retraced["changed"] is not None:
+        frozen = _own_lowering(good, frozen, retraced)
     layer = _layer(frozen["changed"], lowered)
     return {"layer": layer, "last_good": good, "first_bad": bad, "frozen": frozen, "retraced": retraced,
             "lowering": None if lowering is None else {"changed": lowered, "text": lowering["text"]},
             "text": _layer_text(layer, good, bad, frozen, lowered, lowering)}
+
+
+def _own_lowering(good: str, frozen: dict, retraced: dict) -> dict:
+    """The frozen pair could not be judged (the packed module does not load on the last good release: a newer
+    StableHLO, a new kernel), but both releases lower the program to the same StableHLO: the retraced pair then
+    runs one program on both, the last good release's own lowering, and judges the compiler and runtime."""
+    return {"changed": retraced["changed"],
+            "evidence": f"the packed module could not be judged on jax {good} ({frozen['evidence']}); judged on the "
+                        f"StableHLO both lower the program to, the same on both: {retraced['evidence']}"}
 
 
 def unretraceable(result: BisectResult, refusal: str) -> dict:
@@ -129,6 +140,8 @@ def _shows(result: BisectResult, good_run: dict | None, bad_run: dict | None,
     """Whether the pair (good, bad) in one mode shows the change the bisection judged: {"changed", "evidence"}."""
     if good_run is None or bad_run is None:
         return {"changed": None, "evidence": "not replayed"}
+    if good_run["status"] not in ("ok", "mismatch"):  # nothing to judge the bad one against
+        return {"changed": None, "evidence": f"{good_run['status']}: {good_run.get('reason', '')}"}
     if result.criterion in (OUTPUTS_VS_GOOD, BITS) and outputs_differ is None:
         return {"changed": None, "evidence": "outputs not compared"}
     cls, evidence = classify(bad_run, good_run, result.log_ratio, result.criterion, outputs_differ)
