@@ -66,6 +66,20 @@ def test_bits_within_the_tolerance_are_named_by_the_automatic_choice_and_bisecte
         bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="speed")
 
 
+def test_every_change_in_the_window_is_reported_bits_at_one_release_and_time_at_another():
+    from reprobundle.investigate.bisection import bisect_every_change
+
+    replay_together, _ = _replayer(slow_from="0.5.1", bits_from="0.7.0")
+    found = bisect_every_change(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart)
+    assert (found.criterion, found.first_bad) == ("time", "0.5.1")
+    (bits,) = found.also
+    assert (bits["criterion"], bits["first_bad"], bits["last_good"]) == ("bits", "0.7.0", "0.6.0")
+    assert bits["classes"]["0.6.0"] == "good" and bits["classes"]["0.7.0"] == "bad"  # its own classes, apart
+    # asked for one criterion, only that one
+    assert bisect_every_change(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart,
+                               by="time").also == []
+
+
 def _run(version: str, mode: str, bits: int) -> dict:
     return {"requested": version, "status": "ok", "reason": "", "contender": {"mode": mode}, "bits": bits}
 

@@ -223,7 +223,7 @@ class _Search:
         return why
 
     def run(self, versions, good: str, bad: str, progress, known=None, left_out=None):
-        from ..investigate.bisection import bisect as _bisect
+        from ..investigate.bisection import bisect_every_change as _bisect
 
         checks = None if self.probes.timed_only else self.probes.probe(self.mode, timed=False)
         return _bisect(versions, good, bad, self.probes.probe(self.mode), progress=progress, known=known,

@@ -60,6 +60,9 @@ class BisectResult:
     mode: str = "frozen"  # the program replayed: "frozen" (the stored module) or "retrace" (each release's lowering)
     mode_why: str | None = None  # why that one, when it was chosen (investigate/mode_choice.py)
     answer_id: str | None = None  # the answer record stored beside the runs (investigate/answers.py)
+    # the other changes in the window, each bisected by its own criterion: [{"criterion", "first_bad", "last_good",
+    # "why"}] (a time bisection whose endpoints' bits differ also finds the release whose bits changed)
+    also: list[dict] = field(default_factory=list)
 
 
 def _timing(run: dict) -> dict:
@@ -152,6 +155,20 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
                               outputs_differ)
         last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
     result.first_bad, result.last_good = first_bad, last_good
+    return result
+
+
+def bisect_every_change(versions: Sequence[str], good: str, bad: str, replay_together: ReplayTogether,
+                        **kw) -> BisectResult:
+    """`bisect`, and where it chose time while the endpoints' outputs also differ in bits (within the tolerance),
+    the release whose bits changed too, by an untimed bisection by bits (its endpoints' runs are the first one's
+    when the probe remembers them): "bits change at V1; slower from V2", never one change hidden behind the
+    other. Only with `by` unset and outputs compared."""
+    result = bisect(versions, good, bad, replay_together, **kw)
+    if kw.get("by") is None and result.criterion == TIME and result.outputs_apart == BITS_ONLY:
+        bits = bisect(versions, good, bad, replay_together, **{**kw, "by": BITS, "ahead": None})
+        result.also.append({"criterion": BITS, "first_bad": bits.first_bad, "last_good": bits.last_good,
+                            "why": bits.why, "classes": bits.classes})
     return result
 
 

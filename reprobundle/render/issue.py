@@ -192,6 +192,10 @@ def _bisection(data: dict) -> list[str]:
              f"{md(a['good'])} and {md(a['bad'])} by {md(a['criterion'])}, the program "
              f"{'retraced by each release' if a['mode'] == 'retrace' else 'frozen'}"
              + (f": {md(a['why'])}" if a.get("why") else "") + "."]
+    for other in a.get("also") or []:
+        if isinstance(other, dict):
+            lines += ["", f"Also: {md(other.get('criterion'))} changed at jax {md(other.get('first_bad'))} (last good "
+                          f"{md(other.get('last_good'))}): {md(other.get('why'))}."]
     if a.get("mode_why"):
         lines += ["", f"Frozen or retraced: {md(a['mode_why'])}."]
     if layer.get("text"):

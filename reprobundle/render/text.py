@@ -321,6 +321,9 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
              + (f"  replayed: {result.mode_why}\n" if result.mode_why else "")
              + (f"  why: {result.why}\n" if result.why else "")
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
+    for other in result.also:
+        human += _t(f"\n  also: {other['criterion']} changed at jax {other['first_bad']} (last good "
+                    f"{other['last_good']}): {other['why']}", 600)
     if result.left_out:
         human += "\n" + bisect_left_out_text(result.left_out, result.last_good, result.first_bad)
     if result.layer:
