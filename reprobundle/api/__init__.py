@@ -41,6 +41,7 @@ from .investigations import bisect as bisect
 from .investigations import explain as explain
 from .investigations import isolate as isolate
 from .investigations import minimize as minimize
+from .shared import changes as changes
 from .shared import comparison_of, releases_of, resolve
 from .shared import environment_manager as environment_manager
 
@@ -643,5 +644,6 @@ def clear_cache() -> dict:
     from ..bundle import sharing
 
     return sharing.cache_clear()
+
 
 

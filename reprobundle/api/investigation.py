@@ -66,8 +66,15 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
     _explain_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
     _minimize_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
     say("investigate: writing the issue body")
-    _issue_step(out, ref, store, store_args, issue_path)
+    _issue_step(out, ref, store, store_args, issue_path, _reported_run(result))
     return out
+
+
+def _reported_run(result) -> str | None:
+    """The run the issue reports the replay of: the first bad release's probe (beside the good one, timed together
+    when time judged), not the latest stored replay (explain's experiments are stored replays too)."""
+    run = result.runs.get(result.first_bad) or {}
+    return str(run["run_id"]) if run.get("run_id") else None
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -147,17 +154,18 @@ def _minimize_step(out: Investigation, result, ref: str, store, store_args, left
                                                   f"({found.stopped})", spent, nxt, found.packed))
 
 
-def _issue_step(out: Investigation, ref: str, store, store_args, issue_path) -> None:
+def _issue_step(out: Investigation, ref: str, store, store_args, issue_path, run_id: str | None) -> None:
     from ..bundle.reproducer import write_text
     from ..investigate.issue import issue_data
     from ..render.issue import issue_markdown
 
     _, bundle = resolve(ref, store)
     path = Path(issue_path) if issue_path else Path(f"{bundle.ref.name}-issue.md")
-    data, spent = _timed(lambda: issue_data(ref, store=store))
+    data, spent = _timed(lambda: issue_data(ref, store=store, run_id=run_id))
     write_text(path, issue_markdown(data))
     out.steps.append(Step("issue", "answered", data["title"], spent,
-                          _command("issue", ref, "-o", str(path), *store_args), str(path)))
+                          _command("issue", ref, "-o", str(path), *(["--run", run_id] if run_id else []),
+                                   *store_args), str(path)))
 
 
 def _command(*args: str) -> str:

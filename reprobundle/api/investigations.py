@@ -120,9 +120,29 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
             timed = result.criterion == "time" or timed_probes
             result.layer = search.layer(result, lambda m: probes.probe(m, timed), ref,
                                         ["--store", store] if store else [], options.args())
+    if not nightly:
+        result.changed_defaults = _changed_defaults(result, python, env_dir, progress)
     result.spent = ledger.as_dict()
     result.answer_id = _stored_answer(registry, bundle, result, ref, None if mode == "auto" else mode)
     return result, comparison
+
+
+def _changed_defaults(result, python: str | None, env_dir: str | None, progress) -> list[dict] | None:
+    """The defaults that changed from the last good to the first bad release (a frequent cause); None where the
+    releases could not say (the bisection's answer stands without it)."""
+    from ..analysis.release_delta import changed_defaults
+    from ..errors import ReproBundleError
+    from .shared import changes
+
+    if result.last_good == result.first_bad:
+        return None
+    try:
+        return changed_defaults(changes(result.last_good, result.first_bad, python=python, env_dir=env_dir,
+                                        progress=progress))
+    except ReproBundleError as e:
+        if progress:
+            progress(f"bisect: the releases' flags and options were not read: {e.message}")
+        return None
 
 
 def _stored_answer(registry: Registry, bundle: Bundle, result, ref: str, forced_mode: str | None) -> str | None:

@@ -337,10 +337,26 @@ def bisect_cmd(
             "nightly": result.nightly, "comparison": comparison if samples else without_samples(comparison),
             "by": result.by, "why": result.why, "outputs_apart": result.outputs_apart, "layer": result.layer,
             "spent": result.spent, "left_out": result.left_out, "mode": result.mode, "mode_why": result.mode_why,
-            "answer_id": result.answer_id, "also": result.also}
+            "answer_id": result.answer_id, "also": result.also, "changed_defaults": result.changed_defaults}
     timed = comparison_text(comparison) if comparison is not None and result.criterion == "time" else None
     human = report.bisect_text(result, ref, timed, comparison is not None)
     emit(as_json, data, human + spent_table(result.spent))
+
+
+@app.command()
+def changes(
+    a: str = typer.Argument(..., metavar="A", help="The older release (e.g. 0.4.31)."),
+    b: str = typer.Argument(..., metavar="B", help="The newer release (e.g. 0.4.33)."),
+    python: Optional[str] = typer.Option(None, "--python"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """What changed between two releases, as they say themselves: XLA flags and JAX options added, removed, and
+    whose default changed (each release's environment is made if missing; what it says is cached beside it)."""
+    from .. import api
+    from ..render import text as report
+
+    found = api.changes(a, b, python=python, progress=progress_sink())
+    emit(as_json, found, report.changes_text(found))
 
 
 @app.command()

@@ -63,6 +63,9 @@ class BisectResult:
     # the other changes in the window, each bisected by its own criterion: [{"criterion", "first_bad", "last_good",
     # "why"}] (a time bisection whose endpoints' bits differ also finds the release whose bits changed)
     also: list[dict] = field(default_factory=list)
+    # the flags and options whose default changed from the last good to the first bad release
+    # (analysis/release_delta.changed_defaults), None where they were not read (nightlies, a probe that failed)
+    changed_defaults: list[dict] | None = None
 
 
 def _timing(run: dict) -> dict:

@@ -198,6 +198,11 @@ def _bisection(data: dict) -> list[str]:
                           f"{md(other.get('last_good'))}): {md(other.get('why'))}."]
     if a.get("mode_why"):
         lines += ["", f"Frozen or retraced: {md(a['mode_why'])}."]
+    changed = [c for c in a.get("changed_defaults") or [] if isinstance(c, dict)]
+    if changed:
+        lines += ["", f"Defaults that changed from {md(a['last_good'])} to {md(a['first_bad'])} (candidates, not a "
+                      "diagnosis): " + "; ".join(f"{md(c.get('name'))} {md(c.get('a'))} → {md(c.get('b'))}"
+                                                 for c in changed[:12]) + "."]
     if layer.get("text"):
         lines += ["", f"Layer: {md(layer['text'])}."]
     lowering = layer.get("lowering") or {}

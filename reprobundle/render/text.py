@@ -321,6 +321,8 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
              + (f"  replayed: {result.mode_why}\n" if result.mode_why else "")
              + (f"  why: {result.why}\n" if result.why else "")
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
+    if result.changed_defaults:
+        human += "\n" + changed_defaults_text(result.changed_defaults, result.last_good, result.first_bad)
     for other in result.also:
         human += _t(f"\n  also: {other['criterion']} changed at jax {other['first_bad']} (last good "
                     f"{other['last_good']}): {other['why']}", 600)
@@ -354,3 +356,41 @@ def investigation_text(data: dict) -> str:
         if step.get("command"):
             lines.append(_t(f"      alone: {step['command']}", 600))
     return "\n".join(lines)
+
+
+def changes_text(d: dict, limit: int = 40) -> str:
+    """`changes A B`: the revisions, then per kind (XLA flags, JAX options) the defaults that changed, what was
+    added (booleans switched on first) and what was removed; at most `limit` lines of each."""
+    from ..analysis.release_delta import flag_value
+
+    ra, rb = d["revisions"]["a"] or {}, d["revisions"]["b"] or {}
+    lines = [_t(f"jax {d['a']} -> {d['b']} (jaxlib {ra.get('jaxlib')} -> {rb.get('jaxlib')}"
+                + (f", jaxlib git {str(ra.get('jaxlib_git'))[:10]} -> {str(rb.get('jaxlib_git'))[:10]}"
+                   if ra.get("jaxlib_git") or rb.get("jaxlib_git") else "") + ")")]
+    for key, what, prefix in (("xla_flags", "XLA flags", "--"), ("jax_options", "JAX options", "")):
+        part = d[key]
+        lines.append(f"{what}: {part['count_a']} -> {part['count_b']}: {len(part['changed'])} defaults changed, "
+                     f"{len(part['added'])} added, {len(part['removed'])} removed")
+        for c in part["changed"][:limit]:
+            lines.append(_t(f"  changed  {prefix}{c['name']}: {flag_value(c['a'])} -> {flag_value(c['b'])}", 300))
+        added = sorted(part["added"], key=lambda c: c["default"] is not True)
+        for c in added[:limit]:
+            lines.append(_t(f"  added    {prefix}{c['name']}={flag_value(c['default'])} ({c['type']})", 300))
+        for c in part["removed"][:limit]:
+            lines.append(_t(f"  removed  {prefix}{c['name']} (was {flag_value(c['default'])})", 300))
+    if not d["complete"]:
+        lines.append("note: one release's flag list could not be read from its library (jaxlib's DebugOptions "
+                     "descriptor not found): its flags are missing above")
+    return "\n".join(lines)
+
+
+def changed_defaults_text(changed: list[dict], good: str, bad: str, limit: int = 12) -> str:
+    """The flags and options whose default changed at the boundary: candidates for the cause, not a diagnosis."""
+    from ..analysis.release_delta import flag_value
+
+    items = [(f"--{c['name']}" if c["kind"] == "flag" else c["name"])
+             + (f" {flag_value(c['a'])} -> {flag_value(c['b'])}" if c["a"] is not None else f"={flag_value(c['b'])} (new)")
+             for c in changed]
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return _t(f"defaults changed from {good} to {bad}: {'; '.join(items[:limit])}{more} (candidates, not a cause: "
+              f"`reprobundle changes {good} {bad}` lists every change; `explain` tries them)", 1500)

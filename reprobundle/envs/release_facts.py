@@ -1,0 +1,105 @@
+"""What a release says of itself (worker/release_facts.py: every XLA flag with its type and default, every JAX option
+with its value, the versions and revisions), read once per environment and cached beside it as
+`release-facts.json`, keyed by the probe's version and the environment's jax, jaxlib and Python: an environment
+made again is probed again. The probe runs with the environment's interpreter, isolated (-I), with no XLA_FLAGS and
+no JAX_* variables, so what it reads are the release's defaults. The few flags that are no DebugOptions field
+(`xla_fuel`, legacy aliases) come from what `XLA_FLAGS=--help` prints, marked `"source": "help"`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+from ..errors import ReplayError
+from ..text import clean
+from .build import clean_env
+from .folders import JaxEnvironment
+
+PROBE = Path(__file__).resolve().parent.parent / "worker" / "release_facts.py"
+PROBE_VERSION = 2  # 2: the flags --help prints that are no DebugOptions field
+FACTS_FILE = "release-facts.json"
+TIMEOUT_S = 180
+
+
+def _key(env: JaxEnvironment) -> dict:
+    return {"probe": PROBE_VERSION, "jax": env.jax_version, "jaxlib": env.jaxlib_version,
+            "python": env.python_version}
+
+
+def release_facts(env: JaxEnvironment, progress: Callable[[str], None] | None = None) -> dict:
+    """The facts of the release in `env`, from the cache beside it when it holds this environment's, else probed
+    (and cached: temp file, then rename). {"revisions", "xla_flags" (None: the descriptor was not found),
+    "jax_options", "cached": bool}."""
+    cache = env.path / FACTS_FILE if env.path is not None else None
+    if cache is not None:
+        with contextlib.suppress(OSError, ValueError):
+            stored = json.loads(cache.read_text())
+            if stored.get("key") == _key(env):
+                return {**stored["facts"], "cached": True}
+    if progress:
+        progress(f"changes: reading what jax {env.jax_version} says of its flags and options")
+    facts = _probe(env)
+    if cache is not None:
+        with contextlib.suppress(OSError):
+            tmp = cache.with_name(f"{FACTS_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+            tmp.write_text(json.dumps({"key": _key(env), "facts": facts}, sort_keys=True))
+            os.replace(tmp, cache)
+    return {**facts, "cached": False}
+
+
+def _probe(env: JaxEnvironment) -> dict:
+    environ = {k: v for k, v in clean_env().items() if k != "XLA_FLAGS" and not k.startswith("JAX_")}
+    environ["JAX_PLATFORMS"] = "cpu"  # flags and options do not depend on the device; the CPU is always there
+    try:
+        done = subprocess.run([str(env.python_executable), "-I", str(PROBE)], capture_output=True, text=True,
+                              timeout=TIMEOUT_S, env=environ)
+    except subprocess.TimeoutExpired:
+        raise ReplayError(f"jax {env.jax_version}: reading its flags and options took over {TIMEOUT_S} s") from None
+    if done.returncode != 0:
+        tail = clean(" ".join(done.stderr.strip().splitlines()[-3:]), 400)
+        raise ReplayError(f"jax {env.jax_version}: reading its flags and options failed (exit {done.returncode}): "
+                          f"{tail}", hint="rerun with REPROBUNDLE_DEBUG=1; `reprobundle envs` shows the environment")
+    try:
+        facts = json.loads(done.stdout)
+    except ValueError:
+        raise ReplayError(f"jax {env.jax_version}: its flags and options probe printed no JSON") from None
+    out = {k: facts.get(k) for k in ("revisions", "xla_flags", "jax_options")}
+    if out["xla_flags"] is not None:  # flags that are no DebugOptions field (xla_fuel, legacy aliases)
+        for name, entry in _help_flags(env, environ).items():
+            out["xla_flags"].setdefault(name, entry)
+    return out
+
+
+_HELP_LINE = re.compile(r"^\s*--(xla_[a-z0-9_]+)=(\S*)\s+(bool|int32|int64|float|string)\b", re.M)
+
+
+def _help_flags(env: JaxEnvironment, environ: dict[str, str]) -> dict[str, dict]:
+    """{flag: {"type", "default", "source": "help"}} of what `XLA_FLAGS=--help` prints (jaxlib aborts after it;
+    absl cuts the text at ~15,000 bytes, so this only adds the few flags that are no DebugOptions field)."""
+    try:
+        done = subprocess.run([str(env.python_executable), "-I", "-c", "import jax; jax.numpy.ones(1)"],
+                              capture_output=True, text=True, timeout=TIMEOUT_S,
+                              env={**environ, "XLA_FLAGS": "--help"})
+    except subprocess.TimeoutExpired:
+        return {}
+    return {m.group(1): {"type": m.group(3), "default": _help_value(m.group(2), m.group(3)), "source": "help"}
+            for m in _HELP_LINE.finditer(done.stdout + done.stderr)}
+
+
+def _help_value(text: str, kind: str):
+    if kind == "bool":
+        return text == "true"
+    if kind in ("int32", "int64"):
+        with contextlib.suppress(ValueError):
+            return int(text)
+    if kind == "float":
+        with contextlib.suppress(ValueError):
+            return float(text)
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
