@@ -186,31 +186,36 @@ def _bisection(data: dict) -> list[str]:
     if not b:
         return []
     a = b["answer"]
-    layer = a.get("layer") or {}
     lines = ["### Which release, which layer", "",
              f"**First bad release: jax {md(a['first_bad'])}** (last good: {md(a['last_good'])}), bisected between "
              f"{md(a['good'])} and {md(a['bad'])} by {md(a['criterion'])}, the program "
              f"{'retraced by each release' if a['mode'] == 'retrace' else 'frozen'}"
              + (f": {md(a['why'])}" if a.get("why") else "") + "."]
-    for other in a.get("also") or []:
-        if isinstance(other, dict):
-            lines += ["", f"Also: {md(other.get('criterion'))} changed at jax {md(other.get('first_bad'))} (last good "
-                          f"{md(other.get('last_good'))}): {md(other.get('why'))}."]
-    if a.get("mode_why"):
-        lines += ["", f"Frozen or retraced: {md(a['mode_why'])}."]
-    changed = [c for c in a.get("changed_defaults") or [] if isinstance(c, dict)]
-    if changed:
-        lines += ["", f"Defaults that changed from {md(a['last_good'])} to {md(a['first_bad'])} (candidates, not a "
-                      "diagnosis): " + "; ".join(f"{md(c.get('name'))} {md(c.get('a'))} → {md(c.get('b'))}"
-                                                 for c in changed[:12]) + "."]
-    if layer.get("text"):
-        lines += ["", f"Layer: {md(layer['text'])}."]
-    lowering = layer.get("lowering") or {}
-    if lowering.get("changed") and lowering.get("text"):
-        lines += ["", f"The lowering changed at: {md(lowering['text'])}."]
+    lines += [x for line in _bisection_details(a) for x in ("", line)]
     lines += ["", f"Stored answer {md(b['answer_id'])} ({md(str(b['created'])[:16].replace('T', ' '))} UTC); "
               f"asked again with `{md(b['command'])}`."]
     return lines + [""]
+
+
+def _bisection_details(a: dict) -> list[str]:
+    """The other changes in the window, how the program was replayed, the defaults that changed, the layer."""
+    out = [f"Also: {md(o.get('criterion'))} changed at jax {md(o.get('first_bad'))} (last good "
+           f"{md(o.get('last_good'))}): {md(o.get('why'))}." for o in a.get("also") or [] if isinstance(o, dict)]
+    if a.get("mode_why"):
+        out.append(f"Frozen or retraced: {md(a['mode_why'])}.")
+    changed = [c for c in a.get("changed_defaults") or [] if isinstance(c, dict)]
+    if changed:
+        out.append(f"Defaults that changed from {md(a['last_good'])} to {md(a['first_bad'])} (candidates, not a "
+                   "diagnosis): " + "; ".join(f"{md(c.get('name'))} {md(c.get('a'))} → {md(c.get('b'))}"
+                                             for c in changed[:12]) + ".")
+    layer = a.get("layer") or {}
+    if layer.get("text"):
+        out.append(f"Layer: {md(layer['text'])}.")
+    found = layer.get("lowering")  # free-form in the record's schema: a stranger's may be anything
+    lowering = found if isinstance(found, dict) else {}
+    if lowering.get("changed") and lowering.get("text"):
+        out.append(f"The lowering changed at: {md(lowering['text'])}.")
+    return out
 
 
 def _bundle(data: dict) -> str:
