@@ -106,3 +106,16 @@ def test_the_golden_answer_of_format_1_reads():
     assert (answer["kind"], answer["answer"]["first_bad"], answer["answer"]["layer"]["layer"]) == (
         "bisection", "0.4.33", "compiler")
     assert answer["command"] == "reprobundle bisect loopstep --good 0.4.30 --bad 0.4.35" and len(answer["runs"]) >= 4
+
+
+def test_a_record_whose_free_form_fields_are_odd_still_reports(store):
+    """The schema leaves the layer's details free-form: a stranger's record with odd values there renders, and
+    says only what it can."""
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    odd = bisection_answer(bundle, _answered(), "reprobundle bisect small", "20261203T000000-00000009")
+    odd["answer"].update(layer={"layer": "compiler", "lowering": "not a map", "text": ["a", "list"]},
+                         also=["not a map"], changed_defaults="not a list")
+    registry.put_answer(odd)
+    body = issue_markdown(issue_data("small", store=str(store)))
+    assert "**First bad release: jax 0.5.0**" in body and "The lowering changed at" not in body
