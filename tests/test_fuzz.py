@@ -827,6 +827,8 @@ SUBPROCESS_MODULES = {
     "capture/launch.py": "runs the program the user gives to `reprobundle capture` (their argument list, no shell)",
     "envs/local.py": "probes the interpreter `--jax PATH` names for its versions (argument list, no shell, fixed "
                         "probe code)",
+    "envs/release_facts.py": "runs worker/release_facts.py by path, and `XLA_FLAGS=--help` with fixed code, in a "
+                             "release's environment (argument lists, no shell)",
 }
 JAX_IMPORTERS = {"capture/export.py": "the only in-process JAX user on the host, with flatten.py",
                  "capture/flatten.py": "the call flattened for export, under export.py",

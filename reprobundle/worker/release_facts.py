@@ -13,6 +13,7 @@ protobuf package is guaranteed beside a release.
 """
 
 import glob
+import importlib
 import json
 import os
 import re
@@ -218,7 +219,7 @@ def revisions():
            "python": sys.version.split()[0]}
     for module, key in (("jax.version", "jax_git"), ("jaxlib.version", "jaxlib_git")):
         try:
-            mod = __import__(module, fromlist=["_"])
+            mod = importlib.import_module(module)
             found = getattr(mod, "_git_hash", None) or getattr(mod, "__git_hash__", None)
             out[key] = found.decode("ascii", "replace") if isinstance(found, bytes) else found
         except Exception:  # noqa: BLE001 - an old release without the module: left out
