@@ -199,7 +199,7 @@ def _headline(row: dict, base: dict) -> dict:
         text = f"{who} is {1 / ratio:.2f}x faster than {vs} (95% CI {1 / hi:.2f}-{1 / lo:.2f}x; {how})"
     elif leaning(row):  # unsettled, its whole interval on one side: never "not measurably different"
         out["direction"] = "unsettled"
-        text = f"{who} vs {vs}: " + leaning_text(row)
+        text = f"{who} leans {leaning(row)} than {vs}: {leaning_text(row)} ({how})"
     else:
         text = _same_text(row, who, vs, how)
     return {**out, "text": text}

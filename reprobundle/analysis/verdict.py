@@ -247,12 +247,13 @@ def leaning(verdict: dict | None) -> str | None:
 
 
 def leaning_text(verdict: dict) -> str:
-    """`105.64x the time in 3 rounds, and between 32.1x and 348x by the interval it was judged on: slower, but not
-    settled ...` for a leaning verdict."""
+    """`105.00x the time in 3 rounds, slower in the whole interval it was judged on (24.7x-447x: a change in it is
+    not ruled out, no change is), but not settled ...` for a leaning verdict."""
     lo, hi = verdict.get("equivalence") or verdict["ci95"]
-    return (f"{verdict['ratio']:.2f}x the time in {verdict.get('rounds')} rounds, between {lo:.3g}x and {hi:.3g}x by "
-            f"the interval it was judged on: {leaning(verdict)}, but not settled by the group-sequential test (1% "
-            f"false verdicts over all its looks); more rounds (--rounds, --max-time) settle it")
+    return (f"{verdict['ratio']:.2f}x the time in {verdict.get('rounds')} rounds, {leaning(verdict)} in the whole "
+            f"interval it was judged on ({lo:.3g}x-{hi:.3g}x: a change in it is not ruled out, no change is), but not "
+            f"settled by the group-sequential test (1% false verdicts over all its looks); more rounds (--rounds, "
+            f"--max-time) settle it")
 
 
 def _paired_log_ratio(base_steps: list[float], cand_steps: list[float]) -> float | None:

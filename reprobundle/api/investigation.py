@@ -8,7 +8,8 @@ issue file), so an interrupted investigation keeps the steps already answered.
 3. minimize, for a change the frozen module shows (outputs, bits or time): the smallest piece that still shows it;
 4. the issue body of the bundle (investigate/issue.py), which says the stored bisection's release and layer.
 A step that does not apply says why; each says where its time went and the command that reruns it alone.
-`max_time_s` bounds the whole: explain and minimize get what is left (explain at most its own default).
+`max_time_s` counts from the start; explain and minimize get what is left after the bisection (explain at most
+its own default), and a step with under MIN_STEP_S left is not started.
 """
 
 from __future__ import annotations

@@ -364,8 +364,8 @@ def investigate(
     ref: str,
     good: str = typer.Option(..., "--good", help="A release on which the bundle behaved (e.g. 0.7.2)."),
     bad: str = typer.Option(..., "--bad", help="A later release on which it did not."),
-    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the whole investigation may take "
-                                                                      "(explain and minimize get what is left)."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds for what follows the bisection: "
+                                                                      "explain and minimize get what is left."),
     issue_file: Optional[Path] = typer.Option(None, "--issue", "-o", help="Write the issue body here (default: "
                                                                           "NAME-issue.md)."),
     python: Optional[str] = typer.Option(None, "--python"),
