@@ -124,7 +124,7 @@ def _why_not_explain(result, left: float | None) -> str | None:
     if result.criterion != "time":
         return "the outputs changed, not the time: the minimized piece shows the ops that compute differently"
     if left is not None and left < MIN_STEP_S:
-        return f"--max-time spent ({left:.0f} s left)"
+        return f"--max-time spent ({max(0.0, left):.0f} s left)"
     return None
 
 
@@ -138,7 +138,7 @@ def _minimize_step(out: Investigation, result, ref: str, store, store_args, left
                                                      "minimize reduces (the issue shows the lowering diff)"))
         return
     if left is not None and left < MIN_STEP_S:
-        out.steps.append(Step("minimize", "skipped", f"--max-time spent ({left:.0f} s left)", command=nxt))
+        out.steps.append(Step("minimize", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)", command=nxt))
         return
     words = shlex.split(nxt)
     versions = [words[i + 1] for i, w in enumerate(words) if w == "--jax"]
