@@ -108,6 +108,11 @@ class GCSServer:
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # own process group: stop() kills it whole
+                # One OS thread for Go code: the server's CORS middleware writes a header map shared between
+                # requests, and under the suite's concurrent publishes it died of Go's "concurrent map writes"
+                # check (a crash in its cors.ServeHTTP, 2 of 5 full runs on the 2-core VM). Requests still
+                # interleave as goroutines; our code's concurrency is unchanged.
+                env={**os.environ, "GOMAXPROCS": "1"},
             )
             ok, last_error = self._wait_ready(timeout)
             if ok:
