@@ -119,3 +119,57 @@ def test_a_record_whose_free_form_fields_are_odd_still_reports(store):
     registry.put_answer(odd)
     body = issue_markdown(issue_data("small", store=str(store)))
     assert "**First bad release: jax 0.5.0**" in body and "The lowering changed at" not in body
+
+
+def _explained(summary: str = "the default of --xla_cpu_use_thunk_runtime changed from false (jaxlib 0.4.31) to "
+                              "true (jaxlib 0.4.33); with --xla_cpu_use_thunk_runtime=false, 0.4.33 runs 1.00x") -> dict:
+    """An explanation's result, as api.explain returns it (the parts the record keeps)."""
+    change = {"kind": "flag", "name": "xla_cpu_use_thunk_runtime", "a": False, "b": True, "baseline": "0.4.31",
+              "candidate": "0.4.33", "type": "bool"}
+    experiment = {"kind": "default", "what": "--xla_cpu_use_thunk_runtime", "setting":
+                  "XLA_FLAGS=--xla_cpu_use_thunk_runtime=false", "status": "ok", "measured": True, "default": change,
+                  "screen": {"how": "compile option", "moved": True}, "vs_baseline": {"verdict": "same"}}
+    return {"baseline": "0.4.31", "candidate": "0.4.33", "platform": "cpu", "mode": "frozen", "mode_why": None,
+            "by": "time", "by_why": "the outputs are the same: time judges", "regression": {"verdict": "slower"},
+            "diagnosis": {"kind": "workaround", "summary": summary, "workaround": experiment, "default": change,
+                          "lines": {"XLA_FLAGS": 'XLA_FLAGS="$XLA_FLAGS --xla_cpu_use_thunk_runtime=false"'},
+                          "reach": {"text": "jax 0.10.2 still defines it"}},
+            "experiments": [experiment], "not_tried": [{"name": "jax_enable_memories", "why": "frozen"}],
+            "runs": [{"run_id": "20261204T000000-00000001"}]}
+
+
+def test_an_explanation_is_a_record_that_show_lists_and_the_issue_reports(store):
+    from reprobundle.investigate.answers import explain_command, store_explanation
+    from reprobundle.run.contenders import ContenderSpec, parse_variant
+
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    command = explain_command("small", [ContenderSpec("0.4.31"), parse_variant("0.4.33:XLA_FLAGS=--a")], "retrace",
+                              "time")
+    assert command == "reprobundle explain small --jax 0.4.31 --variant 0.4.33:XLA_FLAGS=--a --retrace --by time"
+    answer_id = store_explanation(registry, bundle, _explained(), command)
+    (stored,) = registry.answers(bundle.ref.bundle_id)
+    assert stored["kind"] == "explanation" and stored["answer_id"] == answer_id
+    assert stored["answer"]["diagnosis"]["setting"] == "XLA_FLAGS=--xla_cpu_use_thunk_runtime=false"
+    code, out, err = cli("show", "small", store=store)
+    assert code == 0 and "explanation 0.4.33 vs 0.4.31 (by time): workaround: the default of" in out, err
+    body = issue_markdown(issue_data("small", store=str(store)))
+    assert "### Why, and a workaround" in body
+    assert 'XLA_FLAGS="$XLA_FLAGS --xla_cpu_use_thunk_runtime=false"' in body and "jax 0.10.2 still defines" in body
+
+
+def test_a_hostile_explanation_reaches_the_issue_only_escaped(store):
+    from reprobundle.investigate.answers import explanation_answer
+
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    record = explanation_answer(bundle, _explained(HOSTILE), "reprobundle explain small", "20261204T000000-0000000a")
+    record["answer"]["diagnosis"].update(lines={"XLA_FLAGS": "```\n<script>x</script>"}, reach={"text": HOSTILE})
+    registry.put_answer(record)
+    body = issue_markdown(issue_data("small", store=str(store)))
+    assert "<img" not in body and "\\*\\*bold\\*\\*" in body
+    block = body.split("To get the old behaviour back until a fix ships:", 1)[1]
+    assert block.lstrip().startswith("````")  # a fence the record's backticks cannot close
+    bad = {**record, "answer_id": "20261204T000000-0000000b", "answer": {**record["answer"], "by": "vibes"}}
+    with pytest.raises(Exception):  # the schema refuses what it does not know
+        registry.put_answer(bad)

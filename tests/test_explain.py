@@ -103,7 +103,7 @@ def test_diagnosis_claims_only_what_an_experiment_showed():
     wrong = _experiment("XLA_FLAGS=--e", _verdict(1.0, "same"), outputs_ok=False)
     failed = _experiment("XLA_FLAGS=--f", None, status="error", outputs_ok=None)
     d = diagnose("0.7.2", "0.8.0", slower, [unsure, wrong, failed])
-    assert d["kind"] == NOT_SEPARATED and "3 experiments did not separate them" in d["summary"]
+    assert d["kind"] == NOT_SEPARATED and "3 experiments measured did not separate them" in d["summary"]
     assert diagnose("0.7.2", "0.8.0", _verdict(1.0, "same"), [fix])["kind"] == NO_REGRESSION
 
 
@@ -206,7 +206,9 @@ def test_settings_reach_only_their_contender_and_an_unknown_flag_is_that_contend
 
 @pytest.mark.crossversion
 def test_explain_attention_names_fusion_wrapper_and_its_experiment(attention_store, tmp_path):
-    result = api.explain("attention-small", ["0.7.2", "0.8.0"], store=attention_store, warmup=1, repeat=6, rounds=3)
+    # the pass experiments' mechanics, all measured (the release delta and the screen have tests of their own)
+    result = api.explain("attention-small", ["0.7.2", "0.8.0"], store=attention_store, warmup=1, repeat=6, rounds=3,
+                         release_delta=False, screen=False)
     fw = next(p for p in result["passes"] if p["name"] == "fusion-wrapper")
     assert fw["candidate"] and not fw["baseline"]
     exp = next(e for e in result["experiments"] if e["what"] == "fusion-wrapper")
@@ -334,3 +336,176 @@ def test_a_flag_that_changes_outputs_changes_only_its_contenders_runs(tmp_path):
     assert plain["status"] == "ok", plain["reason"]
     assert variant["status"] == "mismatch" and variant["contender"]["settings"]["xla_flags"] == [
         "--xla_cpu_enable_fast_math=true", "--xla_cpu_fast_math_honor_nans=false"]
+
+
+# ------------------------------------------------------------------------------------------ the release delta
+
+
+def _tiny_loop(x, lr):
+    """2000 steps of a while loop doing almost nothing: jaxlib 0.4.33's new CPU runtime (the thunk runtime, on by
+    default from that release) dispatches each step's thunks, several times slower than 0.4.31's compiled loop on
+    any machine."""
+    return jax.lax.fori_loop(0, 2000, lambda i, v: v * (1 - lr) + lr, x)
+
+
+@pytest.mark.crossversion
+def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
+    from cli_runner import cli
+
+    from reprobundle.analysis.diagnosis import PARTIAL
+
+    store = str(tmp_path / "store")
+    reprobundle.pack(jax.jit(_tiny_loop), np.ones(4, np.float32), np.float32(1e-3), name="loop", store=store,
+                     **quick.PACK)
+    code, out, err = cli("explain", "loop", "--jax", "0.4.31", "--jax", "0.4.33", "--max-time", "150", "--json",
+                         store=tmp_path / "store")
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["mode"], result["by"]) == ("frozen", "time")
+    assert "bundle cannot be retraced" in result["mode_why"] or "cannot retrace" in result["mode_why"]
+    exp = next(e for e in result["experiments"] if e["kind"] == "default")
+    assert exp["what"] == "--xla_cpu_use_thunk_runtime" and exp["setting"] == "XLA_FLAGS=--xla_cpu_use_thunk_runtime=false"
+    # screened as a compile option in the candidate's one worker, and it moved the time back (a 5-30x difference)
+    assert exp["screen"]["how"] == "compile option" and exp["screen"]["moved"] is True and exp["measured"]
+    assert exp["vs_candidate"]["verdict"] == "faster" and exp["vs_candidate"]["settled"]
+    # a pass that the screen saw not move is not timed
+    assert all(e["measured"] is bool((e["screen"] or {}).get("moved") is not False) for e in result["experiments"])
+    d = result["diagnosis"]
+    assert d["kind"] in (WORKAROUND, PARTIAL) and d["default"]["name"] == "xla_cpu_use_thunk_runtime"
+    assert d["summary"].startswith("the default of --xla_cpu_use_thunk_runtime changed from false (jaxlib 0.4.31) to "
+                                   "true (jaxlib 0.4.33); with --xla_cpu_use_thunk_runtime=false, 0.4.33 runs ")
+    assert d["lines"]["XLA_FLAGS"] == 'XLA_FLAGS="$XLA_FLAGS --xla_cpu_use_thunk_runtime=false"'
+    assert d["reach"]["text"]
+    # JAX options cannot matter to a frozen module: not tried, and why
+    assert any("acts while tracing" in t["why"] for t in result["not_tried"])
+    assert "--variant 0.4.33:XLA_FLAGS=--xla_cpu_use_thunk_runtime=false" in result["reproduce"]["command"].replace(
+        "'", "")
+    # the answer is a record beside its runs, and the issue body carries the cause and the line to paste
+    registry = api.open_registry(store)
+    (answer,) = [a for a in registry.answers(registry.resolve("loop").ref.bundle_id) if a["kind"] == "explanation"]
+    assert answer["answer_id"] == result["answer_id"] and answer["answer"]["diagnosis"]["default"]["name"] == \
+        "xla_cpu_use_thunk_runtime"
+    assert answer["command"] == "reprobundle explain loop --jax 0.4.31 --jax 0.4.33"
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import issue_markdown
+
+    body = issue_markdown(issue_data("loop", store=store))
+    assert "--xla_cpu_use_thunk_runtime=false" in body and "the default of --xla_cpu_use_thunk_runtime" in body
+
+
+@pytest.mark.crossversion
+def test_explain_retraces_by_itself_and_names_the_prng_option_that_flipped_in_0_5_0(tmp_path):
+    from pathlib import Path
+
+    store = str(tmp_path / "store")
+    api.pack_script(str(Path(__file__).parent / "programs" / "retrace" / "rng.py"), name="rng", store=store,
+                    **quick.PACK)
+    result = api.explain("rng", ["0.4.38", "0.5.0"], store=store)
+    # the frozen module computes the same bits on both: only the retraced program shows the change
+    assert result["mode"] == "retrace" and result["mode_why"].startswith("retraced: the frozen module computes the same")
+    assert result["by"] == "outputs" and result["regression"] == {"outputs": "beyond"}
+    d = result["diagnosis"]
+    assert d["kind"] == WORKAROUND and d["default"]["name"] == "jax_threefry_partitionable"
+    assert d["summary"] == ("the default of jax_threefry_partitionable changed from False (jax 0.4.38) to True (jax "
+                            "0.5.0); with jax_threefry_partitionable=False, 0.5.0 retraced gives 0.4.38 retraced's "
+                            "outputs bit for bit")
+    assert d["lines"] == {"config": 'jax.config.update("jax_threefry_partitionable", False)',
+                          "env": "JAX_THREEFRY_PARTITIONABLE=false"}
+    exp = d["workaround"]
+    assert exp["mode"] == "retrace" and exp["outputs_vs_baseline"] == "same" and exp["screen"]["how"] == "not screened"
+    # an untimed outputs regression: nothing was timed
+    assert all(p["what"] != "experiments" or p["spent"].get("timed", 0) < 1 for p in result["spent"]["probes"])
+    text = explain_render.to_text(explain_render.explain_data(result))
+    assert 'jax.config.update("jax_threefry_partitionable", False)' in text
+
+
+@pytest.mark.crossversion
+def test_a_change_no_default_caused_is_given_no_default_as_its_cause(tmp_path):
+    """The candidate's outputs differ by a setting of its own (fast math assuming no NaN folds `x != x`), not by a
+    default that changed between 0.4.31 and 0.4.33: every changed default is set back and none gives the baseline's
+    outputs, so none is named; screened by outputs in the candidate's worker."""
+    from reprobundle.run.contenders import parse_variant
+
+    def nan_count(x):
+        return jnp.sum(x != x).astype(jnp.float32) + jnp.sum(jnp.where(x != x, 0.0, x))
+
+    store = str(tmp_path / "store")
+    x = np.where(np.linspace(-2, 2, 64) > 1, np.nan, np.linspace(-2, 2, 64)).astype(np.float32)
+    reprobundle.pack(jax.jit(nan_count), x, name="nans", store=store, **quick.PACK)
+    fast = parse_variant("0.4.33:XLA_FLAGS=--xla_cpu_enable_fast_math=true --xla_cpu_fast_math_honor_nans=false")
+    result = api.explain("nans", ["0.4.31", fast], store=store)
+    assert result["by"] == "outputs" and result["regression"] == {"outputs": "beyond"}
+    defaults = [e for e in result["experiments"] if e["kind"] == "default"]
+    assert any(e["what"] == "--xla_cpu_use_thunk_runtime" for e in defaults)
+    assert all(e["outputs_vs_baseline"] in (None, "beyond") and (e["screen"] or {}).get("moved") is not True
+               for e in defaults)
+    d = result["diagnosis"]
+    assert d["default"] is None and "the default of" not in d["summary"]
+    if d["kind"] != WORKAROUND:  # a pass disabled may give the outputs back; then it is named, as a setting
+        assert d["kind"] == NOT_SEPARATED and "did not give 0.4.31's outputs back" in d["summary"]
+
+
+def test_the_release_delta_becomes_experiments_for_this_platform_with_the_lines_to_paste():
+    from reprobundle.investigate.default_experiments import default_changes, experiment_spec, workaround_lines
+    from reprobundle.investigate.screen import compile_options
+
+    delta = {"a": "0.4.31", "b": "0.4.33", "xla_flags": {
+        "changed": [{"name": "xla_cpu_use_thunk_runtime", "a": False, "b": True, "type": "bool"},
+                    {"name": "xla_gpu_enable_triton_gemm", "a": False, "b": True, "type": "bool"},
+                    {"name": "xla_dump_to", "a": "", "b": "/tmp", "type": "string"},
+                    {"name": "xla_cpu_strategy", "a": "A", "b": "B", "type": "enum"}],
+        "added": [{"name": "xla_cpu_new_thing", "default": True, "type": "bool"},
+                  {"name": "xla_cpu_off_thing", "default": False, "type": "bool"}], "removed": []},
+        "jax_options": {"changed": [{"name": "jax_threefry_partitionable", "a": False, "b": True, "type": "bool"}],
+                        "added": [], "removed": []}}
+    changes, left = default_changes(delta, "cpu")
+    assert [c.name for c in changes] == ["xla_cpu_use_thunk_runtime", "xla_cpu_new_thing", "jax_threefry_partitionable"]
+    assert left == [{"name": "--xla_cpu_strategy", "why": "a enum flag has no value a command line spells reliably"}]
+    thunk, new, option = changes
+    assert new.sentence() == "--xla_cpu_new_thing is new in jaxlib 0.4.33, on by default"
+    spec = experiment_spec(new, parse_variant("0.4.33:XLA_FLAGS=--keep=1;X=1"), "frozen")
+    assert spec.settings.xla_flags == ("--keep=1", "--xla_cpu_new_thing=false") and spec.settings.env == (("X", "1"),)
+    retraced = experiment_spec(option, parse_variant("0.4.33:X=1"), "frozen")
+    assert retraced.mode == "retrace" and retraced.settings.jax_config == (("jax_threefry_partitionable", "false"),)
+    assert workaround_lines(thunk)["XLA_FLAGS"] == 'XLA_FLAGS="$XLA_FLAGS --xla_cpu_use_thunk_runtime=false"'
+    assert workaround_lines(option) == {"config": 'jax.config.update("jax_threefry_partitionable", False)',
+                                        "env": "JAX_THREEFRY_PARTITIONABLE=false"}
+    # a compile option only where the release's facts say it is a scalar DebugOptions field
+    types = {"xla_cpu_use_thunk_runtime": {"type": "bool"}, "xla_disable_hlo_passes": {"type": "repeated string"},
+             "xla_fuel": {"type": "string", "source": "help"}, "xla_backend_optimization_level": {"type": "int32"}}
+    assert compile_options(["--xla_cpu_use_thunk_runtime=false", "--xla_backend_optimization_level=1"], types) == {
+        "xla_cpu_use_thunk_runtime": False, "xla_backend_optimization_level": 1}
+    assert compile_options(["--xla_disable_hlo_passes=algsimp"], types) is None
+    assert compile_options(["--xla_fuel=1"], types) is None and compile_options(["--xla_unknown=1"], types) is None
+
+
+def test_a_default_set_back_is_said_as_the_change_and_a_settled_move_back_as_part_of_it():
+    from reprobundle.analysis.diagnosis import PARTIAL
+
+    change = {"kind": "flag", "name": "xla_cpu_use_thunk_runtime", "a": False, "b": True}
+    why = "the default of --xla_cpu_use_thunk_runtime changed from false (jaxlib 0.4.31) to true (jaxlib 0.4.33)"
+    slower = _verdict(6.19, "slower")
+    back = {**_experiment("XLA_FLAGS=--xla_cpu_use_thunk_runtime=false", _verdict(1.0, "same")), "default": change,
+            "why": why}
+    flag = _experiment("XLA_FLAGS=--b", _verdict(0.99, "same"))
+    d = diagnose("0.4.31", "0.4.33", slower, [flag, back])
+    assert d["kind"] == WORKAROUND and d["default"] is change  # the changed default is named, though the flag is faster
+    assert d["summary"].startswith(why + "; with --xla_cpu_use_thunk_runtime=false, 0.4.33 runs 1.00x")
+    part = {**back, "vs_baseline": _verdict(1.05, "slower"), "vs_candidate": _verdict(0.17, "faster"),
+            "fusions_same_as_baseline": True}
+    d = diagnose("0.4.31", "0.4.33", slower, [part])
+    assert d["kind"] == PARTIAL and d["partial"] is part and "instead of 6.19x" in d["summary"]
+    assert "not shown to be all of it" in d["summary"] and "the fusion change is not the cause" not in d["summary"]
+    unsettled = {**part, "vs_candidate": _verdict(0.9, "faster", settled=False)}
+    assert diagnose("0.4.31", "0.4.33", slower, [unsettled])["kind"] == CAUSE  # no settled move: the old reading
+    # by outputs: restored bit for bit, within the tolerance, or not at all
+    option = {"kind": "option", "name": "jax_threefry_partitionable", "a": False, "b": True}
+    exp = {**_experiment("jax_threefry_partitionable=false", None, status="mismatch"), "default": option,
+           "why": "the default of jax_threefry_partitionable changed", "outputs_vs_baseline": "same"}
+    d = diagnose("0.4.38", "0.5.0", {"outputs": "beyond"}, [exp], by="outputs")
+    assert d["kind"] == WORKAROUND and d["summary"].endswith("with jax_threefry_partitionable=False, 0.5.0 gives "
+                                                             "0.4.38's outputs bit for bit")
+    d = diagnose("0.4.38", "0.5.0", {"outputs": "beyond"}, [{**exp, "outputs_vs_baseline": "beyond"}], by="outputs")
+    assert d["kind"] == NOT_SEPARATED and d["default"] is None and "did not give 0.4.38's outputs back" in d["summary"]
+    assert diagnose("0.4.38", "0.5.0", {"outputs": "bits"}, [], by="bits")["kind"] == NOT_SEPARATED
+    assert diagnose("0.4.38", "0.5.0", {"outputs": "bits"}, [], by="outputs")["kind"] == NO_REGRESSION

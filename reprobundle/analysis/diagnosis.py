@@ -1,10 +1,14 @@
 """What explain's experiments showed, as one summary sentence: a workaround, a cause without a workaround, or that
 they did not separate the two versions. A diagnosis is a claim: it says only what an experiment measured.
 
-An experiment is the candidate release under one setting (a pass disabled, a flag toggled), timed in the same paired
-rounds as the baseline and the candidate. Its facts (investigate/explain.py gathers them): status, outputs against the
-reference, `hlo_same_as_baseline` (its optimized HLO is the baseline's up to names), `fusions_same_as_baseline`
-(the same fusions and unfused ops), and its verdict against the baseline (ratio, 95% interval, settled).
+An experiment is the candidate release under one setting (a default that changed set back, a pass disabled, a flag
+toggled). By time it is timed in the same paired rounds as the baseline and the candidate; its facts
+(investigate/explain.py gathers them): status, outputs against the reference, `hlo_same_as_baseline` (its optimized
+HLO is the baseline's up to names), `fusions_same_as_baseline` (the same fusions and unfused ops), its verdict
+against the baseline and against the candidate (ratio, 95% interval, settled). By outputs it ran once, and
+`outputs_vs_baseline` says how its outputs differ from the baseline's run: the same bits, within the tolerance, or
+beyond it. An experiment whose setting is a default that changed between the releases names the change: the
+diagnosis then says it as the change ("the default of FLAG changed from A to B ...; with FLAG=A, ...").
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ CAUSE = "cause"  # the change is located (not in the HLO passes, or not in the f
 NOT_SEPARATED = "not-separated"
 NO_REGRESSION = "no-regression"
 NOT_SETTLED = "not-settled"  # slower in the whole 95% interval, but too few rounds to settle it (verdict.leaning)
+PARTIAL = "partial"  # an experiment settled faster than the candidate, not shown to restore the baseline's time
 
 
 def _ratio_text(v: dict) -> str:
@@ -31,43 +36,149 @@ def still_slower(v: dict | None) -> bool:
     return v is not None and v.get("verdict") == "slower"
 
 
-def diagnose(baseline: str, candidate: str, regression: dict | None, experiments: list[dict]) -> dict:
-    """{"kind", "summary", "workaround": experiment | None, "cause": experiment | None}.
+def diagnose(baseline: str, candidate: str, regression: dict | None, experiments: list[dict],
+             by: str = "time") -> dict:
+    """{"kind", "summary", "workaround": experiment | None, "cause": experiment | None, "partial": experiment |
+    None, "default": the changed default the answer names | None}.
 
-    `regression`: the candidate's verdict against the baseline; `experiments`: each {"label", "setting", "status",
-    "outputs_ok", "hlo_same_as_baseline", "fusions_same_as_baseline", "vs_baseline": verdict | None, "moved": str}.
+    `regression`: by time the candidate's verdict against the baseline, by outputs {"outputs": same|bits|beyond};
+    `experiments`: each {"label", "setting", "status", "outputs_ok", "hlo_same_as_baseline",
+    "fusions_same_as_baseline", "vs_baseline": verdict | None, "vs_candidate": verdict | None,
+    "outputs_vs_baseline", "default": the change it sets back | None, "moved": str}.
     """
-    from .verdict import leaning, leaning_text
-
-    out: dict = {"kind": NOT_SEPARATED, "summary": "", "workaround": None, "cause": None}
-    if leaning(regression) == "slower":  # a large difference few rounds could not settle: never "no regression"
-        out.update(kind=NOT_SETTLED, summary=f"{candidate} against {baseline}: {leaning_text(regression or {})}; "
-                                             "the experiments are judged only against a settled slowdown")
-        return out
-    if not still_slower(regression):
-        out["kind"] = NO_REGRESSION
-        out["summary"] = _no_regression_summary(baseline, candidate, regression)
+    if by != "time":
+        return _diagnose_outputs(baseline, candidate, regression, experiments, by)
+    out = _nothing_to_explain(baseline, candidate, regression)
+    if out["kind"] != NOT_SEPARATED:
         return out
     ran = [e for e in experiments if e.get("status") == "ok" and e.get("outputs_ok")]
     best = _best_workaround(ran)
     if best is not None:
-        out.update(kind=WORKAROUND, workaround=best,
-                   summary=f"workaround: on {candidate}, {best['setting']} restores {_ratio_text(best['vs_baseline'])} "
-                           f"of {baseline}'s time, outputs ok")
+        out.update(kind=WORKAROUND, workaround=best, default=best.get("default"),
+                   summary=_restored_text(best, baseline, candidate))
+    partial = _best_partial(ran) if best is None else None
+    if partial is not None:  # a settled move back says more than where the rest of the change is not
+        out.update(kind=PARTIAL, partial=partial, default=partial.get("default"),
+                   summary=_partial_text(partial, baseline, candidate, regression))
     cause = _best_cause(ran)
     if cause is not None:
         out["cause"] = cause
         text = _cause_text(cause, baseline, candidate)
-        if out["kind"] == WORKAROUND:
-            out["summary"] += "; " + text
-        else:
+        if out["kind"] == NOT_SEPARATED:
             out.update(kind=CAUSE, summary=text)
+        elif cause is not partial:
+            out["summary"] += "; " + text
     if out["kind"] == NOT_SEPARATED and regression is not None:
-        tried = len(experiments)
-        out["summary"] = (f"{candidate} is {_ratio_text(regression)} of {baseline}'s time, and the {tried} "
-                          f"experiment{'s' if tried != 1 else ''} did not separate them: none restored "
-                          f"{baseline}'s time with ok outputs, none reached {baseline}'s HLO or fusions while "
-                          "staying slower")
+        out["summary"] = (f"{candidate} is {_ratio_text(regression)} of {baseline}'s time, and "
+                          f"{_tried(experiments)} did not separate them: none restored {baseline}'s time with ok "
+                          f"outputs, none reached {baseline}'s HLO or fusions while staying slower")
+    return out
+
+
+def _nothing_to_explain(baseline: str, candidate: str, regression: dict | None) -> dict:
+    """A diagnosis of kind NOT_SETTLED or NO_REGRESSION when there is no settled slowdown to explain, else an empty
+    NOT_SEPARATED one to fill in."""
+    from .verdict import leaning, leaning_text
+
+    out: dict = {"kind": NOT_SEPARATED, "summary": "", "workaround": None, "cause": None, "partial": None,
+                 "default": None}
+    if leaning(regression) == "slower":  # a large difference few rounds could not settle: never "no regression"
+        out.update(kind=NOT_SETTLED, summary=f"{candidate} against {baseline}: {leaning_text(regression or {})}; "
+                                             "the experiments are judged only against a settled slowdown")
+    elif not still_slower(regression):
+        out.update(kind=NO_REGRESSION, summary=_no_regression_summary(baseline, candidate, regression))
+    return out
+
+
+def _tried(experiments: list[dict]) -> str:
+    """`the 5 experiments tried (2 more screened out)`."""
+    measured = [e for e in experiments if e.get("measured", True)]
+    text = f"the {len(measured)} experiment{'s' if len(measured) != 1 else ''} measured"
+    out = len(experiments) - len(measured)
+    return text + (f" ({out} more screened out: they did not move {'it' if out == 1 else 'them'} toward the "
+                   "baseline)" if out else "")
+
+
+def _said_as_change(e: dict, what: str) -> str:
+    """`the default of FLAG changed from A to B ...; with --FLAG=A, <what>` for a changed default, else the
+    setting."""
+    change = e.get("default")
+    if change:
+        return f"{e['why']}; with {set_back(change)}, {what}"
+    return f"with {e['setting']}, {what}"
+
+
+def set_back(change: dict) -> str:
+    """`--xla_cpu_use_thunk_runtime=false`, `jax_threefry_partitionable=False`: the changed default set back."""
+    value = False if change.get("a") is None else change["a"]
+    if change.get("kind") == "flag":
+        from .release_delta import flag_value
+
+        return f"--{change['name']}={flag_value(value)}"
+    return f"{change['name']}={value!r}"
+
+
+def _restored_text(e: dict, baseline: str, candidate: str) -> str:
+    what = f"{candidate} runs {_ratio_text(e['vs_baseline'])} of {baseline}'s time, outputs ok"
+    return _said_as_change(e, what) if e.get("default") else f"workaround: on {candidate}, {e['setting']} restores " \
+        f"{_ratio_text(e['vs_baseline'])} of {baseline}'s time, outputs ok"
+
+
+def _best_partial(ran: list[dict]) -> dict | None:
+    """An experiment settled faster than the candidate (the same paired rounds) that did not restore the
+    baseline's time: the largest move, changed defaults first."""
+    moved = [e for e in ran if (e.get("vs_candidate") or {}).get("verdict") == "faster"
+             and (e.get("vs_candidate") or {}).get("settled")]
+    if not moved:
+        return None
+    return sorted(moved, key=lambda e: (not e.get("default"), e["vs_candidate"]["ratio"]))[0]
+
+
+def _partial_text(e: dict, baseline: str, candidate: str, regression: dict | None) -> str:
+    """`with S, V runs 1.05x [1.03-1.08] of U's time instead of 6.19x [...] (settled faster than without it: 0.17x
+    [...]), outputs ok: part of the change, not shown to be all of it`."""
+    against = e.get("vs_baseline")
+    if against and against.get("ci95"):
+        now = f"runs {_ratio_text(against)} of {baseline}'s time"
+        if regression and regression.get("ci95"):
+            now += f" instead of {_ratio_text(regression)}"
+    else:
+        now = "runs faster"
+    what = (f"{candidate} {now} (settled faster than without it: {_ratio_text(e['vs_candidate'])}), outputs ok: "
+            f"part of the change, not shown to be all of it")
+    return _said_as_change(e, what)
+
+
+_OUTPUTS_SAID = {"same": "bit for bit", "bits": "within the tolerance (some bits differ)"}
+
+
+def _diagnose_outputs(baseline: str, candidate: str, regression: dict | None, experiments: list[dict],
+                      by: str) -> dict:
+    """By outputs (or bits): an experiment restores when its outputs are the baseline's (bit for bit, or within the
+    tolerance for `outputs`); a changed default that does is named as the change."""
+    out: dict = {"kind": NOT_SEPARATED, "summary": "", "workaround": None, "cause": None, "partial": None,
+                 "default": None}
+    apart = (regression or {}).get("outputs")
+    fine = ("same",) if by == "bits" else ("same", "bits")
+    if apart is None:
+        out.update(kind=NO_REGRESSION, summary=f"{candidate} or {baseline} did not run: no outputs to compare")
+        return out
+    if apart in fine:
+        out.update(kind=NO_REGRESSION, summary=f"{candidate}'s outputs are {baseline}'s {_OUTPUTS_SAID[apart]} in "
+                                               "this replay: there is no change of outputs to explain")
+        return out
+    ran = [e for e in experiments if e.get("status") in ("ok", "mismatch") and e.get("outputs_vs_baseline") in fine]
+    if ran:
+        best = sorted(ran, key=lambda e: (not e.get("default"), e["outputs_vs_baseline"] != "same"))[0]
+        what = f"{candidate} gives {baseline}'s outputs {_OUTPUTS_SAID[best['outputs_vs_baseline']]}"
+        out.update(kind=WORKAROUND, workaround=best, default=best.get("default"),
+                   summary=_said_as_change(best, what) if best.get("default") else
+                   f"workaround: on {candidate}, {best['setting']} gives {baseline}'s outputs "
+                   f"{_OUTPUTS_SAID[best['outputs_vs_baseline']]}")
+        return out
+    how = "beyond the tolerance" if apart == "beyond" else "in bits"
+    out["summary"] = (f"{candidate}'s outputs differ from {baseline}'s {how}, and {_tried(experiments)} did not "
+                      f"give {baseline}'s outputs back")
     return out
 
 
@@ -86,8 +197,10 @@ def _no_regression_summary(baseline: str, candidate: str, regression: dict | Non
 
 
 def _best_workaround(ran: list[dict]) -> dict | None:
-    """The experiment that restores the baseline's time by the most, or None."""
-    fixes = sorted((e for e in ran if restores(e.get("vs_baseline"))), key=lambda e: e["vs_baseline"]["ratio"])
+    """The experiment that restores the baseline's time, a changed default first (it names the cause), then by the
+    most, or None."""
+    fixes = sorted((e for e in ran if restores(e.get("vs_baseline"))),
+                   key=lambda e: (not e.get("default"), e["vs_baseline"]["ratio"]))
     return fixes[0] if fixes else None
 
 

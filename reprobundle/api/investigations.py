@@ -285,41 +285,90 @@ def _recorded(ledger, replay_fn: Callable[..., list[dict]]) -> Callable[..., lis
 
     from ..run.spent import of_runs
 
-    def replay(contenders: Sequence[ContenderSpec], options: ReplayOptions, **kw: Any) -> list[dict]:
+    def replay(contenders: Sequence[ContenderSpec], options: ReplayOptions, what: str | None = None,
+               **kw: Any) -> list[dict]:
         t0 = time.perf_counter()
         runs = replay_fn(contenders, options, **kw)
-        ledger.record("experiments" if kw.get("store_runs") else "evidence", [c.label for c in contenders],
+        ledger.record(what or ("experiments" if kw.get("store_runs") else "evidence"), [c.label for c in contenders],
                       time.perf_counter() - t0, of_runs(runs), at_once=len(contenders) if options.concurrent else 1)
         return runs
     return replay
 
 
-def explain(ref: str, versions: Sequence[str], *, store: str | None = None, options: ReplayOptions | None = None,
-            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
-            **settings: Any) -> dict:
-    """Why versions[1] differs from versions[0]: per-pass dumps, experiments on the candidate chosen from them,
-    timed with both in paired rounds, a diagnosis (investigate/explain.py); "reproduce" replays a workaround if found."""
+def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | None = None,
+            options: ReplayOptions | None = None, python: str | None = None, env_dir: str | None = None,
+            progress: Callable[[str], None] | None = None, mode: str = "auto", by: str | None = None,
+            release_delta: bool = True, screen: bool = True, profile: bool = False, **settings: Any) -> dict:
+    """Why versions[1] differs from versions[0] (investigate/explain.py): the evidence (per-pass dumps), frozen or
+    retraced (`mode` "auto": retraced when only the retraced outputs differ), the criterion (`by`: outputs, bits or
+    time; None: outputs when they differ beyond the tolerance, else time), experiments on the candidate from the
+    defaults that changed between the two releases (`release_delta`), the passes and the curated flags, screened
+    cheaply (`screen`), then measured; a diagnosis that names a changed default restoring the baseline, with the
+    lines to paste and where it still works; "reproduce" replays a workaround if found. `profile`: the per-op
+    profile in the measurement (a report's table); the answer is stored as a record beside its runs."""
     from ..bundle.sharing import reproduce_info
+    from ..investigate.explain import Setup
     from ..investigate.explain import explain as _explain
     from ..run.replay import replay_platform
     from ..run.spent import Ledger
 
-    if len(versions) != 2 or versions[0] == versions[1]:
+    specs = [v if isinstance(v, ContenderSpec) else ContenderSpec(v) for v in versions]
+    if len(specs) != 2 or specs[0] == specs[1]:
         raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax 0.8.0")
+    if mode not in ("auto", "frozen", "retrace") or by not in (None, "outputs", "bits", "time"):
+        raise UsageError(f"explain takes --retrace or --frozen, and --by outputs, bits or time (not {mode!r}, {by!r})")
     options = replay_options(options, settings, base=EXPLAIN_OPTIONS)
+    from ..envs.versions import check_jax_requests
+
+    check_jax_requests([s.jax for s in specs], releases_of(EnvConfig.of(env_dir, python)))
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
     manager = environment_manager(EnvConfig.of(env_dir, python))
     ledger = Ledger()
     replay_fn = _recorded(ledger, functools.partial(_replay, registry, bundle, env_manager=manager, progress=progress))
-    result = _explain(registry, bundle, ContenderSpec(versions[0]), ContenderSpec(versions[1]), replay_fn=replay_fn,
-                      compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
-                      platform=replay_platform(bundle, options.platform).platform, options=options, progress=progress)
+    platform = replay_platform(bundle, options.platform).platform
+    setup = _explain_setup(Setup, manager, bundle, specs, platform, options, replay_fn, ledger, progress,
+                           compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
+                           mode=mode, by=by, release_delta=release_delta, screen=screen, profile=profile)
+    result = _explain(registry, bundle, specs[0], specs[1], setup)
     result["spent"] = ledger.as_dict()
     workaround = result["diagnosis"].get("workaround")
     extra = ["--variant", f"{concrete_versions(result['runs'][1:2])[0]}:{workaround['setting']}"] if workaround else []
+    if result["mode"] == "retrace":
+        extra.append("--retrace")
     result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(result["runs"][:2]),
                                          extra_args=[*extra, *options.args(max_time=False)], context="snippet")
     result["bundle"] = str(bundle.ref)
+    result["answer_id"] = _stored_explanation(registry, bundle, result, ref, specs, mode, by)
     return result
+
+
+def _explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec], platform: str,
+                   options: ReplayOptions, replay_fn, ledger, progress, *, compare_fn, mode: str, by: str | None,
+                   release_delta: bool, screen: bool, profile: bool):
+    """explain's Setup: the release pair's facts (read once), the screen's module workers, where a workaround
+    still works."""
+    from ..investigate.minimize import module_limits
+    from ..investigate.release_reach import ReleasePair, reach
+    from ..run.execution import worker_memory_limit
+    from ..run.module_server import ModuleWorker
+
+    pair = ReleasePair(manager, specs[0], specs[1], platform, progress)
+
+    def worker_for(spec: ContenderSpec) -> ModuleWorker:
+        return ModuleWorker(spec, env_manager=manager, platform=platform, timeout_s=options.timeout_s,
+                            memory_limit_bytes=worker_memory_limit(None, 2, platform), limits=module_limits(bundle))
+
+    return setup_type(replay_fn=replay_fn, compare_fn=compare_fn, platform=platform, options=options, mode=mode,
+                      by=by, worker_for=worker_for if screen else None,
+                      changes_fn=pair.changes if release_delta else None, flag_types=pair.flag_types,
+                      reach_fn=lambda change, spec: reach(manager, change, spec, replay_fn, options, platform),
+                      profile=profile, progress=progress, ledger=ledger)
+
+
+def _stored_explanation(registry: Registry, bundle: Bundle, result: dict, ref: str, specs: list[ContenderSpec],
+                        mode: str, by: str | None) -> str | None:
+    from ..investigate.answers import explain_command, store_explanation
+
+    return store_explanation(registry, bundle, result, explain_command(ref, specs, mode, by))

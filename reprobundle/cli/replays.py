@@ -157,18 +157,30 @@ def explain(
                                   help="Seconds of work per worker process before it is killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
     platform: Optional[str] = PlatformOpt,
+    retrace: Optional[bool] = typer.Option(None, "--retrace/--frozen", help="Explain the program as each release "
+                                           "traces it, or the stored (frozen) module. Default: retraced when only "
+                                           "the retraced outputs differ (a JAX option's change shows only there)."),
+    by: Optional[str] = typer.Option(None, "--by", help="What judges an experiment: outputs (against the "
+                                                       "baseline's, within the tolerance), bits, time. Default: "
+                                                       "outputs when they differ beyond the tolerance, else time."),
+    release_delta: bool = typer.Option(True, "--release-delta/--no-release-delta", help="Try each default that "
+                                       "changed between the two releases (XLA flags, JAX options), set back."),
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
     samples: bool = SamplesOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Why the candidate differs: passes, experiments on it timed with both, a workaround if one restores it."""
+    """Why the candidate differs: the defaults that changed between the releases, the passes and flags, each tried
+    on the candidate (screened, then measured with both), and the change that restores the baseline, with the line
+    to paste."""
     from .. import api
     from ..render import explain as explain_render
 
     result = api.explain(ref, jax_versions, store=store, warmup=warmup, repeat=repeat, rounds=rounds,
                          max_time_s=max_time, timeout_s=timeout, platform=platform, python=python,
+                         mode="auto" if retrace is None else "retrace" if retrace else "frozen", by=by,
+                         release_delta=release_delta, profile=bool(report_path or html_path),
                          progress=progress_sink())
     write_files(result, ((report_path, explain_render.to_markdown), (html_path, explain_render.to_html)))
     data = explain_render.explain_data(result, samples=samples)

@@ -61,3 +61,59 @@ def latest_bisection(answers: Sequence[dict]) -> dict | None:
     """The latest stored bisection among a bundle's answer records (oldest first), or None."""
     found = [a for a in answers if a.get("kind") == BISECTION]
     return found[-1] if found else None
+
+
+EXPLANATION = "explanation"
+
+
+def explain_command(ref: str, specs: Sequence[Any], forced_mode: str, by: str | None) -> str:
+    """The explain command that asks the same question again (the flags the user gave)."""
+    args = ["reprobundle", "explain", ref]
+    for spec in specs:
+        args += ["--jax", spec.jax] if not spec.settings else ["--variant", f"{spec.jax}:{spec.settings.describe()}"]
+    if forced_mode != "auto":
+        args.append("--retrace" if forced_mode == "retrace" else "--frozen")
+    if by:
+        args += ["--by", by]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def _experiment_summary(e: dict) -> dict:
+    keep = ("kind", "what", "setting", "status", "measured", "outputs_vs_baseline", "vs_baseline", "vs_candidate",
+            "screen", "default")
+    return {k: e.get(k) for k in keep}
+
+
+def explanation_answer(bundle: Bundle, result: dict, command: str, answer_id: str) -> dict:
+    """The answer record of a finished explanation of `bundle`: the two contenders, mode and criterion and why, the
+    diagnosis (kind, the sentence, the changed default it names, the lines to paste, where it still works, the
+    setting that worked), each experiment's outcome, what was not tried and why."""
+    from .. import __version__
+
+    d = result["diagnosis"]
+    found = d.get("workaround") or d.get("partial") or d.get("cause")
+    answer = {"baseline": result["baseline"], "candidate": result["candidate"], "platform": result["platform"],
+              "mode": result["mode"], "mode_why": result.get("mode_why"), "by": result["by"],
+              "by_why": result.get("by_why"), "regression": result.get("regression"),
+              "diagnosis": {"kind": d["kind"], "summary": d["summary"], "default": d.get("default"),
+                            "lines": d.get("lines"), "reach": d.get("reach"),
+                            "setting": found.get("setting") if found else None},
+              "experiments": [_experiment_summary(e) for e in result["experiments"]],
+              "not_tried": list(result.get("not_tried") or [])}
+    return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
+            "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": EXPLANATION,
+            "command": command, "runs": sorted({str(r["run_id"]) for r in result["runs"] if r.get("run_id")}),
+            "answer": _plain(answer), "reprobundle": __version__}
+
+
+def store_explanation(registry: Registry, bundle: Bundle, result: dict, command: str) -> str | None:
+    """The explanation's answer stored beside its runs; its id (None for a read-only store)."""
+    if registry.store.read_only:
+        return None
+    return registry.put_answer(explanation_answer(bundle, result, command, Registry.new_run_id()))
+
+
+def latest_explanation(answers: Sequence[dict]) -> dict | None:
+    """The latest stored explanation among a bundle's answer records (oldest first), or None."""
+    found = [a for a in answers if a.get("kind") == EXPLANATION]
+    return found[-1] if found else None

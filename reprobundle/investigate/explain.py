@@ -1,15 +1,24 @@
-"""Explain a regression: which compiler pass or flag, and a workaround if one exists.
+"""Explain a regression: which changed default, compiler pass or flag, and a workaround if one exists.
 
-1. Evidence: one short replay of the baseline and the candidate with per-pass dumps (`--xla_dump_hlo_pass_re=.*`):
-   the passes that changed the module on each side and where the two pipelines diverge (analysis/passes.py), and
-   the ops whose fusion changed (analysis/hlo_diff.fusion_diff of the optimized HLO).
-2. Experiments chosen from that evidence, each the candidate under one setting (`plan`): every pass that changed the
-   module only on the candidate, or differently on both, disabled (`--xla_disable_hlo_passes=NAME`); and the flags of
-   the platform's curated set (CPU_FLAGS, GPU_FLAGS) that relate to the ops that moved, toggled.
-3. One replay of [baseline, candidate, candidate + each setting], all timed in the same paired rounds, stored as
-   runs; per experiment: its optimized HLO against the baseline's (`hlo_same_as_baseline`, up to names;
-   `fusions_same_as_baseline`), its outputs against the reference, and its verdict against the baseline.
-4. analysis/diagnosis.py says what the experiments showed.
+1. Evidence: both releases compiled and run once, untimed, with per-pass dumps (`--xla_dump_hlo_pass_re=.*`): the
+   passes that changed the module on each side and where the two pipelines diverge (analysis/passes.py), the ops
+   whose fusion changed (analysis/hlo_diff.fusion_diff). Frozen or retraced is chosen as bisect chooses
+   (investigate/mode_choice.py): a JAX option's change never shows in the frozen module, so when only the retraced
+   outputs differ, the explanation retraces. The criterion: outputs when they differ beyond the tolerance (or
+   `by`), else time.
+2. Experiments, each the candidate under one setting (`plan`): each default that changed between the two releases
+   set back (investigate/default_experiments.py: flags, and JAX options on the retraced program); every pass that
+   changed the module only on the candidate, or differently on both, disabled (`--xla_disable_hlo_passes=NAME`);
+   the flags of the platform's curated set (CPU_FLAGS, GPU_FLAGS) that relate to the ops that moved, toggled.
+3. Cheap first: every experiment screened on the frozen module in one long-lived worker per release, a new compile
+   with its flag as a compile option (investigate/screen.py); only those that moved toward the baseline (and those
+   the screen cannot serve: retraced ones) go on, at most MAX_MEASURED.
+4. The measurement decides: by outputs, one stored replay running each once, judged against the baseline's outputs;
+   by time, one replay of [baseline, candidate, experiments] timed in the same paired rounds, stored as runs; per
+   experiment its optimized HLO against the baseline's (`hlo_same_as_baseline`, up to names;
+   `fusions_same_as_baseline`), its outputs, its verdict against the baseline and against the candidate.
+5. analysis/diagnosis.py says what the experiments showed; a changed default that restored the baseline is said as
+   the change, with the lines to paste and where it still works.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import logging
 import time
 import zipfile
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..analysis.diagnosis import diagnose
 from ..analysis.hlo_diff import FREE_OPCODES, fusion_diff
@@ -28,14 +37,19 @@ from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
 from ..errors import ReplayError
 from ..logs import Status
-from ..run.contenders import ContenderSpec, Settings
+from ..run.contenders import FROZEN, RETRACE, ContenderSpec, Settings
 from ..run.options import ReplayOptions
+from ..run.retrace import retrace_refusal
+from .bisection import BEYOND, BITS_ONLY
+from .default_experiments import DefaultChange, experiment_spec, option_refusal, workaround_lines
+from .screen import Screened
 
 log = logging.getLogger(__name__)
 
 PASS_DUMP_FLAGS = ("--xla_dump_hlo_pass_re=.*",)
 MAX_PASS_EXPERIMENTS = 4
 MAX_FLAG_EXPERIMENTS = 3
+MAX_MEASURED = 6  # experiments in the measurement after the screen
 MAX_DUMP_BYTES = 512 << 20  # what is read of one side's pass dumps
 ANY_OP = "*"
 
@@ -76,10 +90,12 @@ GPU_FLAGS = (
 
 @dataclass
 class Experiment:
-    kind: str  # "pass" | "flag"
-    what: str  # the pass name or the flag
+    kind: str  # "pass" | "flag" | "default"
+    what: str  # the pass name, the flag, or the flag or option whose default changed
     why: str
     spec: ContenderSpec
+    change: DefaultChange | None = None  # kind "default": what changed between the two releases
+    screened: Screened | None = None
 
     @property
     def setting(self) -> str:
@@ -93,6 +109,7 @@ class Evidence:
     moved_ops: list[str]
     hlo: dict[str, str | None] = field(default_factory=dict)  # side ("baseline"/"candidate") -> optimized HLO
     failed: dict[str, str] = field(default_factory=dict)  # side -> why its evidence run failed
+    runs: list[dict] = field(default_factory=list)  # the two evidence runs (untimed, not stored as runs)
 
 
 def with_flags(spec: ContenderSpec, flags: Sequence[str]) -> ContenderSpec:
@@ -141,24 +158,48 @@ def moved_ops(diff: dict | None) -> list[str]:
     return [op for op in ops if op and op not in FREE_OPCODES]
 
 
-def gather_evidence(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidate: ContenderSpec,
-                    replay_fn: Callable[..., list[dict]], options: ReplayOptions) -> Evidence:
-    """Compile and run both once with per-pass dumps (not stored as runs) and read what the passes did."""
-    once = replace(options.outputs_only(), dump=True)  # compiled side by side: nothing here is timed
-    runs = replay_fn([with_flags(baseline, PASS_DUMP_FLAGS), with_flags(candidate, PASS_DUMP_FLAGS)], once,
-                     store_runs=False)
+def evidence_runs(baseline: ContenderSpec, candidate: ContenderSpec, replay_fn: Callable[..., list[dict]],
+                  options: ReplayOptions) -> list[dict]:
+    """Both compiled and run once with per-pass dumps, untimed and side by side (not stored as runs)."""
+    once = replace(options.outputs_only(), dump=True)
+    return replay_fn([with_flags(baseline, PASS_DUMP_FLAGS), with_flags(candidate, PASS_DUMP_FLAGS)], once,
+                     store_runs=False, what="evidence" + ("" if baseline.mode == FROZEN else f" {baseline.mode}"))
+
+
+def evidence_of(registry: Registry, runs: list[dict]) -> Evidence:
+    """What the passes did on each side of the two evidence runs, and the ops whose fusion changed."""
     failed = {side: f"{run['status']}: {run['reason']}" for side, run in zip(("baseline", "candidate"), runs)
               if run["status"] not in ("ok", "mismatch")}
     pipelines = [read_pipeline(dump_files(registry, run)) if run["status"] in ("ok", "mismatch") else None
                  for run in runs]
     hlo = {side: hlo_of(registry, run) for side, run in zip(("baseline", "candidate"), runs)}
     fusion = fusion_diff(hlo["baseline"], hlo["candidate"]) if hlo["baseline"] and hlo["candidate"] else None
-    return Evidence(pass_diff(pipelines[0], pipelines[1]), fusion, moved_ops(fusion), hlo, failed)
+    return Evidence(pass_diff(pipelines[0], pipelines[1]), fusion, moved_ops(fusion), hlo, failed, runs)
 
 
-def plan(evidence: Evidence, candidate: ContenderSpec, platform: str) -> list[Experiment]:
-    """The experiments on the candidate that the evidence calls for (see the module's docstring)."""
-    return _pass_experiments(evidence, candidate) + _flag_experiments(evidence, candidate, platform)
+def plan(evidence: Evidence, candidate: ContenderSpec, platform: str,
+         changes: Sequence[DefaultChange] = ()) -> list[Experiment]:
+    """The experiments on the candidate that the evidence and the release delta call for (the module's docstring):
+    the changed defaults first, then the passes, then the curated flags; a setting twice is tried once."""
+    experiments = _default_experiments(changes, candidate) + _pass_experiments(evidence, candidate) + \
+        _flag_experiments(evidence, candidate, platform)
+    return _once_each(experiments)
+
+
+def _once_each(experiments: list[Experiment]) -> list[Experiment]:
+    """The experiments in order, a setting met again left out."""
+    seen: set[ContenderSpec] = set()
+    out = []
+    for e in experiments:
+        if e.spec not in seen:
+            seen.add(e.spec)
+            out.append(e)
+    return out
+
+
+def _default_experiments(changes: Sequence[DefaultChange], candidate: ContenderSpec) -> list[Experiment]:
+    return [Experiment("default", f"--{c.name}" if c.kind == "flag" else c.name, c.sentence(),
+                       experiment_spec(c, candidate, candidate.mode), c) for c in changes]
 
 
 def _pass_experiments(evidence: Evidence, candidate: ContenderSpec) -> list[Experiment]:
@@ -201,15 +242,23 @@ def _verdict(row: dict | None) -> dict | None:
     return {k: row.get(k) for k in ("verdict", "ratio", "ci95", "p_value", "settled", "rounds")}
 
 
-def experiment_facts(exp: Experiment, run: dict, rows: dict[str, dict], diffs: dict[str, dict],
-                     baseline_hlo: str | None, hlo: str | None) -> dict:
-    """What one experiment showed, as data."""
+def experiment_facts(exp: Experiment, run: dict | None, rows: dict[str, dict], diffs: dict[str, dict],
+                     baseline_hlo: str | None, hlo: str | None, apart: str | None = None) -> dict:
+    """What one experiment showed, as data; `run` None: the screen left it out of the measurement. `apart`: how its
+    outputs differ from the baseline's run (same, bits, beyond), when outputs judge."""
+    facts = {"kind": exp.kind, "what": exp.what, "why": exp.why, "setting": exp.setting, "jax": exp.spec.jax,
+             "mode": exp.spec.mode, "default": exp.change.as_record() if exp.change else None,
+             "screen": exp.screened.as_record() if exp.screened else None, "measured": run is not None,
+             "outputs_vs_baseline": apart}
+    if run is None:
+        return {**facts, "label": exp.spec.label, "status": "screened out", "reason": "", "outputs_ok": None,
+                "hlo_same_as_baseline": None, "fusions_same_as_baseline": None, "fusion": None, "vs_baseline": None,
+                "moved": None}
     label = run_label(run)
     row = rows.get(label) or {}
     fusion = fusion_diff(baseline_hlo, hlo) if baseline_hlo and hlo else None
     check = run.get("check") or {}
-    return {"kind": exp.kind, "what": exp.what, "why": exp.why, "label": label, "setting": exp.setting,
-            "jax": exp.spec.jax, "status": run["status"], "reason": run.get("reason", ""),
+    return {**facts, "label": label, "status": run["status"], "reason": run.get("reason", ""),
             "outputs_ok": bool(check.get("ok")) if run["status"] in ("ok", "mismatch") else None,
             "hlo_same_as_baseline": same_hlo(baseline_hlo, hlo),
             "fusions_same_as_baseline": None if fusion is None else bool(fusion["identical"]),
@@ -217,43 +266,258 @@ def experiment_facts(exp: Experiment, run: dict, rows: dict[str, dict], diffs: d
             "vs_baseline": _verdict(row), "moved": (diffs.get(label) or {}).get("moved")}
 
 
-def explain(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidate: ContenderSpec, *,
-            replay_fn: Callable[..., list[dict]], compare_fn: Callable[[list[dict], str], dict], platform: str,
-            options: ReplayOptions, progress: Callable[[str], None] | None = None) -> dict:
-    """Run the evidence replay, the experiments and the diagnosis (see the module's docstring).
+@dataclass
+class Setup:
+    """What explain is given besides the two contenders: how to replay, compare, screen and read the releases.
 
     `replay_fn(contenders, options, store_runs=...) -> runs` replays this bundle (run/replay.replay with the caller's
-    environment); `options.max_time_s` bounds the whole explain; `compare_fn(runs, baseline_label) -> comparison`
-    compares stored runs. Returns {"baseline",
-    "candidate", "platform", "passes", "fusion", "moved_ops", "experiments", "diagnosis", "comparison", "runs",
-    "wall_s"}."""
+    environment); `compare_fn(runs, baseline_label) -> comparison` compares stored runs; `worker_for(spec)` makes a
+    module worker for the screen (None: no screen); `changes_fn()` -> (DefaultChange list, left out, note) of the
+    two releases (None: the release delta is not used); `flag_types`: the candidate's XLA flags by name (release
+    facts), for the screen's compile options; `reach_fn(change, spec)` -> where a workaround still works."""
+
+    replay_fn: Callable[..., list[dict]]
+    compare_fn: Callable[[list[dict], str], dict]
+    platform: str
+    options: ReplayOptions
+    mode: str = "auto"  # "auto" | FROZEN | RETRACE
+    by: str | None = None  # "outputs" | "bits" | "time"; None: chosen from the endpoints
+    worker_for: Callable[[ContenderSpec], Any] | None = None
+    changes_fn: Callable[[], tuple[list[DefaultChange], list[dict], str | None]] | None = None
+    flag_types: Callable[[], dict | None] = lambda: None
+    reach_fn: Callable[[DefaultChange, ContenderSpec], dict | None] | None = None
+    profile: bool = False  # the per-op profile in the measurement (a report's table); off: the time goes to timing
+    progress: Callable[[str], None] | None = None
+    ledger: Any = None  # run/spent.Ledger: the screen is recorded there as a probe of its own
+
+    def say(self, text: str, phase: str) -> None:
+        if self.progress:
+            self.progress(Status(text, phase))
+
+
+def explain(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidate: ContenderSpec,
+            setup: Setup) -> dict:
+    """The evidence, the mode and criterion, the experiments (passes, curated flags, changed defaults), the screen,
+    the measurement and the diagnosis (see the module's docstring). `setup.options.max_time_s` bounds the whole.
+    Returns {"baseline", "candidate", "platform", "mode", "mode_why", "by", "by_why", "passes", "fusion",
+    "moved_ops", "experiments", "not_tried", "screen", "diagnosis", "comparison", "runs", "wall_s"}."""
     start = time.monotonic()
-    if progress:
-        progress(Status(f"compiling {bundle.ref} on {baseline.label} and {candidate.label} with per-pass dumps",
-                        "evidence"))
-    evidence = gather_evidence(registry, bundle, baseline, candidate, replay_fn, options)
+    chosen = choose(registry, bundle, baseline, candidate, setup)
+    baseline, candidate = (replace(s, mode=chosen.mode) for s in (baseline, candidate))
+    evidence = evidence_of(registry, chosen.evidence)
     if evidence.failed:
         raise ReplayError(f"{bundle.ref}: " + "; ".join(f"the {side} did not run ({why})"
                                                          for side, why in evidence.failed.items()),
                           hint="explain needs both versions to run; replay them to see why")
-    experiments = plan(evidence, candidate, platform)
-    if progress:
-        progress(Status(f"{len(experiments)} experiment(s): " + ", ".join(e.setting for e in experiments), "plan"))
-    left = None if options.max_time_s is None else max(30.0, options.max_time_s - (time.monotonic() - start))
-    runs = replay_fn([baseline, candidate, *(e.spec for e in experiments)],
-                     replace(options, dump=True, profile=True, max_time_s=left), store_runs=True)
-    comparison = compare_fn(runs, run_label(runs[0]))
+    changes, not_tried, delta_note = setup.changes_fn() if setup.changes_fn else ([], [], None)
+    refusal = option_refusal(chosen.mode, retrace_refusal(bundle.manifest))
+    if refusal:
+        not_tried += [{"name": c.name, "why": refusal} for c in changes if c.kind == "option"]
+        changes = [c for c in changes if c.kind != "option"]
+    experiments = plan(evidence, candidate, setup.platform, changes)
+    experiments, undefined = _defined_here(experiments, setup.flag_types(), candidate)
+    not_tried += undefined
+    setup.say(f"{len(experiments)} experiment(s) from the passes, the flags and the defaults that changed", "plan")
+    screen_note = _screen(registry, bundle, baseline, candidate, experiments, chosen, setup)
+    measured = _to_measure(experiments, chosen.by)
+    left = None if setup.options.max_time_s is None else max(30.0, setup.options.max_time_s -
+                                                              (time.monotonic() - start))
+    runs, comparison, facts = _measure(registry, bundle, baseline, candidate, experiments, measured, chosen.by, setup,
+                                       left)
+    regression = _regression(runs, comparison, chosen, registry, bundle)
+    diagnosis = diagnose(baseline.label, candidate.label, regression, facts, by=chosen.by)
+    _add_reach(diagnosis, experiments, setup)
+    return {"baseline": baseline.label, "candidate": candidate.label, "platform": setup.platform,
+            "mode": chosen.mode, "mode_why": chosen.mode_why, "by": chosen.by, "by_why": chosen.by_why,
+            "regression": regression, "passes": evidence.passes["passes"],
+            "pass_diff": {k: v for k, v in evidence.passes.items() if k != "passes"},
+            "fusion": evidence.fusion["summary"] if evidence.fusion else None, "moved_ops": evidence.moved_ops,
+            "experiments": facts, "not_tried": not_tried, "delta_note": delta_note, "screen": screen_note,
+            "diagnosis": diagnosis, "comparison": comparison, "runs": runs, "wall_s": time.monotonic() - start}
+
+
+@dataclass
+class Chosen:
+    mode: str
+    mode_why: str | None
+    by: str
+    by_why: str
+    evidence: list[dict]  # the evidence runs of that mode
+    apart: str | None  # how the two sides' outputs differ in that mode
+
+
+def choose(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidate: ContenderSpec,
+           setup: Setup) -> Chosen:
+    """Frozen or retraced (investigate/mode_choice.py, as bisect chooses: retraced when only the retraced outputs
+    differ) and the criterion: outputs when they differ beyond the tolerance (bits with `by` "bits"), else time."""
+    from .mode_choice import choose_mode
+    from .probes import output_difference
+
+    apart = output_difference(registry, bundle)
+    setup.say(f"compiling {bundle.ref} on {baseline.label} and {candidate.label} with per-pass dumps", "evidence")
+    seen: dict[str, list[dict]] = {}
+
+    def runs_in(mode: str):
+        def replay(_versions):
+            if mode not in seen:
+                seen[mode] = evidence_runs(replace(baseline, mode=mode), replace(candidate, mode=mode),
+                                           setup.replay_fn, setup.options)
+            return seen[mode]
+        return replay
+
+    if setup.mode == "auto":
+        refusal = retrace_refusal(bundle.manifest)
+        mode, mode_why = choose_mode(baseline.label, candidate.label, runs_in(FROZEN),
+                                     None if refusal else runs_in(RETRACE), apart, refusal)
+    else:
+        mode, mode_why = setup.mode, None
+    runs = runs_in(mode)([])
+    ran = all(r["status"] in ("ok", "mismatch") for r in runs)
+    how = apart(*runs) if ran else None
+    by, by_why = _criterion(setup.by, how)
+    return Chosen(mode, mode_why, by, by_why, runs, how)
+
+
+def _criterion(asked: str | None, apart: str | None) -> tuple[str, str]:
+    if asked:
+        return asked, f"--by {asked}"
+    if apart == BEYOND:
+        return "outputs", "the outputs differ beyond the tolerance: each experiment is judged by its outputs, untimed"
+    if apart == BITS_ONLY:
+        return "time", ("the outputs differ in bits only, within the tolerance: time judges (--by bits judges those "
+                        "bits instead)")
+    return "time", "the outputs are the same: time judges"
+
+
+def _screen(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidate: ContenderSpec,
+            experiments: list[Experiment], chosen: Chosen, setup: Setup) -> dict:
+    """Each experiment screened on the frozen module (investigate/screen.py); retraced ones are not screened."""
+    from ..bundle.trees import output_names
+    from .minimize import packed_module
+    from .screen import Screened, screen
+
+    if not experiments:
+        return {"note": "nothing to screen"}
+    if setup.worker_for is None or chosen.mode == RETRACE:
+        for e in experiments:
+            e.screened = Screened("not screened")
+        why = "no screen asked" if setup.worker_for is None else "a retraced program is lowered anew by each contender"
+        return {"note": f"not screened: {why}"}
+    setup.say(f"screening {len(experiments)} experiment(s) on the frozen module, one worker per release", "screen")
+    text, inputs = packed_module(registry, bundle)
+    t0 = time.monotonic()
+    result = screen(text, inputs, baseline, candidate, [e.spec for e in experiments], by=chosen.by,
+                    flag_types=setup.flag_types(), worker_for=setup.worker_for,
+                    output_names=output_names(bundle.manifest), progress=setup.progress)
+    for e, screened in zip(experiments, result.results):
+        e.screened = screened
+    wall_s = time.monotonic() - t0
+    if setup.ledger is not None:
+        setup.ledger.record("screen", [baseline.label, candidate.label], wall_s, {})
+    return {"note": result.note, "base_ns": result.base_ns, "cand_ns": result.cand_ns, "wall_s": wall_s}
+
+
+def _defined_here(experiments: list[Experiment], flag_types: dict | None,
+                  candidate: ContenderSpec) -> tuple[list[Experiment], list[dict]]:
+    """The curated flag experiments the candidate's release defines (its release facts); the others, not tried."""
+    if not flag_types:
+        return experiments, []
+    kept, left = [], []
+    for e in experiments:
+        name = e.what.lstrip("-").partition("=")[0]
+        if e.kind == "flag" and name not in flag_types:
+            left.append({"name": e.what, "why": f"jax {candidate.jax}'s XLA does not define it"})
+        else:
+            kept.append(e)
+    return kept, left
+
+
+_PRIORITY = {"default": 0, "pass": 1, "flag": 2}
+
+
+def _to_measure(experiments: list[Experiment], by: str) -> list[Experiment]:
+    """The experiments the measurement takes: those the screen saw move toward the baseline, and those it could not
+    judge (not screened, or by time where it saw no slowdown), at most MAX_MEASURED; changed defaults first."""
+    def wanted(e: Experiment) -> bool:
+        s = e.screened
+        return s is None or s.moved is True or (s.moved is None and not s.error)
+
+    chosen = [e for e in experiments if wanted(e)]
+    chosen.sort(key=lambda e: (_PRIORITY.get(e.kind, 3), not (e.screened and e.screened.moved),
+                               (e.screened.median_ns or 0) if e.screened else 0))
+    return chosen[:MAX_MEASURED]
+
+
+def _measure(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidate: ContenderSpec,
+             experiments: list[Experiment], measured: list[Experiment], by: str, setup: Setup,
+             left: float | None) -> tuple[list[dict], dict, list[dict]]:
+    """One stored replay of [baseline, candidate, measured...]: by outputs each once, untimed; by time in the same
+    paired rounds. The comparison and each experiment's facts (in the plan's order)."""
+    from .probes import output_difference
+
+    contenders = [baseline, candidate, *(e.spec for e in measured)]
+    if by == "time":
+        setup.say(f"timing {len(measured)} experiment(s) with both in paired rounds", "experiments")
+        options = replace(setup.options, dump=True, profile=setup.profile, max_time_s=left)
+    else:
+        setup.say(f"running {len(measured)} experiment(s) once each, judged by their outputs", "experiments")
+        options = replace(setup.options.outputs_only(), dump=True)
+    runs = setup.replay_fn(contenders, options, store_runs=True)
+    comparison = setup.compare_fn(runs, run_label(runs[0]))
     rows = {r["label"]: r for r in comparison["rows"]}
     diffs = {d["label"]: d for d in comparison["diffs"]}
     baseline_hlo = hlo_of(registry, runs[0])
-    facts = [experiment_facts(e, run, rows, diffs, baseline_hlo, hlo_of(registry, run))
-             for e, run in zip(experiments, runs[2:])]
-    candidate_row = rows.get(run_label(runs[1]))
-    diagnosis = diagnose(baseline.label, candidate.label, _verdict(candidate_row) if runs[1]["status"] in
-                         ("ok", "mismatch") else None, facts)
-    return {"baseline": baseline.label, "candidate": candidate.label, "platform": platform,
-            "regression": _verdict(candidate_row), "passes": evidence.passes["passes"],
-            "pass_diff": {k: v for k, v in evidence.passes.items() if k != "passes"},
-            "fusion": evidence.fusion["summary"] if evidence.fusion else None, "moved_ops": evidence.moved_ops,
-            "experiments": facts, "diagnosis": diagnosis, "comparison": comparison, "runs": runs,
-            "wall_s": time.monotonic() - start}
+    apart = output_difference(registry, bundle)
+    by_spec = dict(zip((e.spec for e in measured), runs[2:]))
+    facts = []
+    for e in experiments:
+        run = by_spec.get(e.spec)
+        how = apart(runs[0], run) if run is not None and _ran(runs[0]) and _ran(run) else None
+        facts.append(experiment_facts(e, run, rows, diffs, baseline_hlo, hlo_of(registry, run) if run else None,
+                                      how))
+    if by == "time":
+        _against_candidate(facts, runs, setup)
+    return runs, comparison, facts
+
+
+def _ran(run: dict) -> bool:
+    return run["status"] in ("ok", "mismatch")
+
+
+def _against_candidate(facts: list[dict], runs: list[dict], setup: Setup) -> None:
+    """Each timed experiment's verdict against the candidate too (the same paired rounds): one that did not settle
+    against the baseline may still have settled faster than the candidate."""
+    if not any(f["measured"] for f in facts) or not _ran(runs[1]):
+        return
+    rows = {r["label"]: r for r in setup.compare_fn(runs, run_label(runs[1]))["rows"]}
+    for f in facts:
+        if f["measured"]:
+            f["vs_candidate"] = _verdict(rows.get(f["label"]))
+
+
+def _regression(runs: list[dict], comparison: dict, chosen: Chosen, registry: Registry, bundle: Bundle) -> dict | None:
+    """By time: the candidate's verdict against the baseline; by outputs: how its outputs differ from the baseline's
+    ({"outputs": same|bits|beyond})."""
+    if chosen.by != "time":
+        from .probes import output_difference
+
+        if not (_ran(runs[0]) and _ran(runs[1])):
+            return None
+        return {"outputs": output_difference(registry, bundle)(runs[0], runs[1])}
+    rows = {r["label"]: r for r in comparison["rows"]}
+    return _verdict(rows.get(run_label(runs[1]))) if _ran(runs[1]) else None
+
+
+def _add_reach(diagnosis: dict, experiments: list[Experiment], setup: Setup) -> None:
+    """Where the workaround of a changed default still works (a flag can be removed later), and the lines to
+    paste."""
+    found = diagnosis.get("workaround") or diagnosis.get("partial")
+    if not found or not found.get("default"):
+        return
+    exp = next(e for e in experiments if e.change and e.change.as_record() == found["default"])
+    change = exp.change
+    assert change is not None
+    diagnosis["lines"] = workaround_lines(change)
+    if setup.reach_fn:
+        setup.say(f"checking where {exp.what} still works", "reach")
+        diagnosis["reach"] = setup.reach_fn(change, exp.spec)

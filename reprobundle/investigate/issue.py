@@ -170,15 +170,12 @@ def program_source(registry: Registry, bundle: Bundle) -> dict | None:
 SOURCE_LIMIT = 16_000  # bytes: a longer script is left to the bundle (the issue body has 65 KB in all)
 
 
-def _stored_bisection(registry: Registry, bundle: Bundle) -> dict | None:
-    """The latest bisection stored beside the bundle's runs (a zip's: its copy's in the default local store)."""
-    from .answers import latest_bisection
-
+def _stored_answers(registry: Registry, bundle: Bundle) -> list[dict]:
+    """The answers stored beside the bundle's runs (a zip's: its copy's in the default local store)."""
     try:
-        found = (Registry.open(None) if registry.store.read_only else registry).answers(bundle.ref.bundle_id)
+        return (Registry.open(None) if registry.store.read_only else registry).answers(bundle.ref.bundle_id)
     except ReproBundleError:
-        found = []
-    return latest_bisection(found)
+        return []
 
 
 def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | None = None) -> str:
@@ -279,7 +276,10 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
-    bisection = _stored_bisection(registry, bundle)
+    from .answers import latest_bisection, latest_explanation
+
+    answers = _stored_answers(registry, bundle)
+    bisection, explanation = latest_bisection(answers), latest_explanation(answers)
     heading = title(bundle, diff, measured, bisection)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
@@ -287,7 +287,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
             "seen": diff.seen, "replay": replay,
-            "bisection": bisection, "measured": measured, "run_environments": run_environments(runs),
+            "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
             "source": program_source(registry, bundle), "script": _script(registry, bundle, ref, stem, runs),
             "hlo": {"before": hlo.get("before"), "after": hlo.get("after"), "folder": f"{stem}-hlo",

@@ -402,7 +402,7 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     platform = replay_platform(bundle).platform
     a_spec, b_spec = contenders
     workers = [ModuleWorker(spec, env_manager=env_manager, platform=platform, timeout_s=timeout_s,
-                            memory_limit_bytes=worker_memory_limit(None, 2, platform), limits=_limits(bundle))
+                            memory_limit_bytes=worker_memory_limit(None, 2, platform), limits=module_limits(bundle))
                for spec in (a_spec, b_spec)]
     with handling_signals(), ExitStack() as stack:
         a, b = (stack.enter_context(w) for w in workers)
@@ -448,7 +448,7 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     return result
 
 
-def _limits(bundle: Bundle) -> PhaseLimits:
+def module_limits(bundle: Bundle) -> PhaseLimits:
     """The candidates' phase limits: a replay's defaults, each call within the runaway limit of the whole bundle's
     reference (no piece of the function computes more than the function: a call past it never ends)."""
     reference_ns = ((bundle.manifest.get("reference") or {}).get("timing") or {}).get("samples_ns")

@@ -11,7 +11,7 @@ from .sharing import reproduce_markdown, reproduce_text
 from .text import table
 
 EXPERIMENT_HEADERS = ["experiment on the candidate", "status", "outputs", "HLO = baseline", "fusions = baseline",
-                      "vs baseline", "why"]
+                      "result", "why"]
 
 
 def _yes(value) -> str:
@@ -28,11 +28,59 @@ def verdict_text(v: dict | None) -> str:
     return f"{v['ratio']:.2f}x{interval} {v.get('verdict') or ''}{settled}".strip()
 
 
+_APART = {"same": "the same bits", "bits": "within the tolerance", "beyond": "beyond the tolerance"}
+
+
+def regression_text(data: dict) -> str:
+    """The candidate against the baseline: its timing verdict, or how its outputs differ."""
+    r = data.get("regression") or {}
+    if "outputs" in r:
+        return f"outputs {_APART.get(r['outputs'], r['outputs'])} of the baseline's"
+    return verdict_text(r)
+
+
+def experiment_result(e: dict) -> str:
+    """What decided an experiment: its outputs against the baseline's (by outputs) or its verdict."""
+    if e.get("outputs_vs_baseline") and e.get("vs_baseline") is None:
+        return f"outputs {_APART.get(e['outputs_vs_baseline'], e['outputs_vs_baseline'])} of the baseline's"
+    text = verdict_text(e.get("vs_baseline"))
+    if e.get("vs_candidate"):
+        text += f"; vs the candidate {verdict_text(e['vs_candidate'])}"
+    return text
+
+
+def screen_text(e: dict) -> str:
+    s = e.get("screen") or {}
+    if not s or s.get("how") == "not screened":
+        return "not screened"
+    if s.get("error"):
+        return f"failed in the screen ({s['how']}): {clean(s['error'], 100)}"
+    moved = {True: "moved toward the baseline", False: "did not move toward the baseline",
+             None: "not told apart"}[s.get("moved")]
+    return f"screened ({s['how']}): {moved}"
+
+
 def experiment_cells(e: dict) -> list[str]:
-    outputs = "-" if e.get("outputs_ok") is None else "ok" if e["outputs_ok"] else "differ"
-    status = e["status"] if e["status"] == "ok" else f"{e['status']}: {clean(e.get('reason'), 80)}"
+    outputs = "-" if e.get("outputs_ok") is None else "ok" if e["outputs_ok"] else "differ from the reference"
+    status = "ran" if e["status"] == "mismatch" else e["status"] if e["status"] in ("ok", "screened out") else \
+        f"{e['status']}: {clean(e.get('reason'), 80)}"
     return [e["setting"], status, outputs, _yes(e.get("hlo_same_as_baseline")),
-            _yes(e.get("fusions_same_as_baseline")), verdict_text(e.get("vs_baseline")), e.get("why", "")]
+            _yes(e.get("fusions_same_as_baseline")), experiment_result(e), e.get("why", "")]
+
+
+def workaround_block(d: dict) -> list[str]:
+    """The lines to paste and where they still work, when a changed default restored (or moved back) the
+    candidate."""
+    lines = d.get("lines") or {}
+    if not lines:
+        return []
+    out = ["To get it back on the candidate now:"]
+    labels = {"XLA_FLAGS": "shell", "compile": "one compile", "config": "Python", "env": "environment"}
+    out += [f"  {labels.get(k, k)}: {clean(v, 300)}" for k, v in lines.items()]
+    reach = d.get("reach") or {}
+    if reach.get("text"):
+        out.append(f"  later releases: {clean(reach['text'], 300)}")
+    return out
 
 
 def _side(changed: bool, runs: bool | None) -> str:
@@ -75,11 +123,26 @@ def _title(data: dict) -> str:
     return f"{data['candidate']} vs {data['baseline']} on {data['platform']}"
 
 
+def _how_lines(data: dict) -> list[str]:
+    out = []
+    if data.get("mode_why"):
+        out.append(f"mode: {clean(data['mode_why'])}")
+    elif data.get("mode"):
+        out.append(f"mode: {data['mode']} (asked)")
+    if data.get("by_why"):
+        out.append(f"judged by {data['by']}: {clean(data['by_why'])}")
+    return out
+
+
 def to_text(data: dict) -> str:
     d = data["diagnosis"]
     out = [f"explain {clean(data.get('bundle', ''))}: {clean(_title(data))}",
-           f"{data['candidate']} against {data['baseline']}: {verdict_text(data.get('regression'))}", "",
+           *[line for how in _how_lines(data) for line in textwrap.wrap(how, WIDTH, subsequent_indent="    ")],
+           f"{data['candidate']} against {data['baseline']}: {regression_text(data)}", "",
            *textwrap.wrap(f"Diagnosis ({d['kind']}): {clean(d['summary'])}", WIDTH, subsequent_indent="    "), ""]
+    block = workaround_block(d)
+    if block:
+        out += [*block, ""]
     rows = pass_rows(data)
     out.append("Passes that acted differently (pipeline order):" if rows else
                "No pass acted differently on the two sides" + (f" ({clean(data['pass_diff'].get('note'))})"
@@ -89,25 +152,46 @@ def to_text(data: dict) -> str:
     out.append(f"({_alike(data)} other passes changed the module alike on both)")
     if data.get("fusion"):
         out += ["", f"Fusion: {clean(data['fusion'])}"]
-    out += ["", f"Experiments ({len(data['experiments'])}, each timed with both versions in the same rounds):"]
-    for e in data["experiments"]:  # two lines each: a table of these would not fit 100 columns
-        setting, status, outputs, hlo, fusions, verdict, why = experiment_cells(e)
-        out += [f"  {clean(setting)}",
-                f"      {status}; outputs {outputs}; HLO = {data['baseline']}: {hlo}; fusions = {data['baseline']}: "
-                f"{fusions}; vs {data['baseline']}: {verdict}"]
-    if not data["experiments"]:
-        out.append("none: the evidence pointed at no pass and no flag of this platform")
+    out += ["", *experiment_lines(data)]
     rep = data.get("reproduce")
     if rep:
         out += ["", *reproduce_text(rep)]
     return "\n".join(out)
 
 
+def experiment_lines(data: dict) -> list[str]:
+    """Each experiment in two lines (a table of these would not fit 100 columns), then what was not tried."""
+    how = "run once each, judged by their outputs" if data.get("by") in ("outputs", "bits") else \
+        "those the screen kept timed with both versions in the same rounds"
+    out = [f"Experiments ({len(data['experiments'])}, {how}):"]
+    for e in data["experiments"]:
+        setting, status, outputs, hlo, fusions, result, why = experiment_cells(e)
+        out.append(f"  {clean(setting)}  ({clean(why, 120)})")
+        if not e.get("measured", True):
+            out.append(f"      {screen_text(e)}")
+            continue
+        out.append(f"      {status}; outputs {outputs}; HLO = {data['baseline']}: {hlo}; fusions = "
+                   f"{data['baseline']}: {fusions}; {clean(result)}; {screen_text(e)}")
+    if not data["experiments"]:
+        out.append("none: the evidence pointed at no pass and no flag of this platform, and no default changed")
+    out += [f"  not tried: {clean(item.get('name'), 80)}: {clean(item.get('why'), 200)}"
+            for item in data.get("not_tried") or []]
+    if data.get("delta_note"):
+        out.append(f"  {clean(data['delta_note'])}")
+    return out
+
+
 def to_markdown(data: dict) -> str:
     d = data["diagnosis"]
     out = [f"### reprobundle explain: {md(data.get('bundle', ''))}, {md(_title(data))}", "",
            f"**{md(d['summary'])}**", "",
-           f"{md(data['candidate'])} against {md(data['baseline'])}: {md(verdict_text(data.get('regression')))}", ""]
+           f"{md(data['candidate'])} against {md(data['baseline'])}: {md(regression_text(data))}", "",
+           *[f"- {md(line)}" for line in _how_lines(data)], ""]
+    lines = d.get("lines") or {}
+    if lines:
+        out += ["#### To get it back now", "", "```", *[clean(v, 300) for v in lines.values()], "```", ""]
+        if (d.get("reach") or {}).get("text"):
+            out += [md(d["reach"]["text"]), ""]
     rows = pass_rows(data)
     if rows:
         out += ["#### Passes that acted differently (pipeline order)", "",
@@ -129,7 +213,12 @@ def to_html(data: dict) -> str:
              f"<title>explain: {e(_title(data))}</title><style>{CSS}</style></head>",
              f"<body><h1>Explain: {e(data.get('bundle', ''))}, {e(_title(data))}</h1>",
              f"<p class='headline'>{e(d['summary'])}</p>",
-             f"<p>{e(data['candidate'])} against {e(data['baseline'])}: {e(verdict_text(data.get('regression')))}</p>"]
+             f"<p>{e(data['candidate'])} against {e(data['baseline'])}: {e(regression_text(data))}</p>",
+             *[f"<p>{e(line)}</p>" for line in _how_lines(data)]]
+    if d.get("lines"):
+        parts += ["<h2>To get it back now</h2>", "<pre>" + e("\n".join(d["lines"].values())) + "</pre>"]
+        if (d.get("reach") or {}).get("text"):
+            parts.append(f"<p>{e(d['reach']['text'])}</p>")
     rows = pass_rows(data)
     if rows:
         parts += ["<h2>Passes that acted differently</h2>",

@@ -177,7 +177,30 @@ def _body(data: dict) -> str:
     xla = data["tracker"] == "xla"
     main = _hlo(data) if xla else _script(data)
     rest = (_script(data) if xla else []) + [""] + _source(data) + _environment(data) + ["", _bundle(data)]
-    return "\n".join(_bisection(data) + _seen(data) + [""] + main + [""] + rest) + "\n"
+    return "\n".join(_bisection(data) + _explanation(data) + _seen(data) + [""] + main + [""] + rest) + "\n"
+
+
+def _explanation(data: dict) -> list[str]:
+    """Why, and what works around it, from the latest explanation stored beside the runs."""
+    x = data.get("explanation")
+    if not x:
+        return []
+    a = x["answer"]
+    said = a.get("diagnosis")
+    d = said if isinstance(said, dict) else {}
+    lines = ["### Why, and a workaround", "", f"**{md(d.get('summary'))}** ({md(a.get('candidate'))} against "
+             f"{md(a.get('baseline'))}, judged by {md(a.get('by'))}; diagnosis: {md(d.get('kind'))})"]
+    given = d.get("lines")
+    pasted = given if isinstance(given, dict) else {}
+    if pasted:
+        lines += ["", "To get the old behaviour back until a fix ships:", ""]
+        lines += fence("\n".join(clean(str(v), 500) for v in pasted.values()))
+    found = d.get("reach")
+    reach = found if isinstance(found, dict) else {}
+    if reach.get("text"):
+        lines += ["", f"Later releases: {md(reach['text'])}."]
+    lines += ["", f"Stored answer {md(x['answer_id'])}; asked again with `{md(x['command'])}`."]
+    return lines + [""]
 
 
 def _bisection(data: dict) -> list[str]:

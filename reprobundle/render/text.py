@@ -59,6 +59,10 @@ def bundle_data(b: Bundle, runs: list[dict], answers: Sequence[dict] = ()) -> di
 def answer_line(a: dict) -> str:
     """One stored answer (investigate/answers.py) as one line: when, what it answered, the layer."""
     ans = a.get("answer") or {}
+    if a.get("kind") == "explanation":
+        d = ans.get("diagnosis") or {}
+        return _t(f"{str(a.get('created', ''))[:19]}  explanation {ans.get('candidate')} vs {ans.get('baseline')} "
+                  f"(by {ans.get('by')}): {d.get('kind')}: {d.get('summary')}  [{a.get('answer_id')}]", 300)
     layer = (ans.get("layer") or {}).get("layer")
     return _t(f"{str(a.get('created', ''))[:19]}  bisection {ans.get('good')}..{ans.get('bad')}: first bad "
               f"{ans.get('first_bad')} (last good {ans.get('last_good')}; by {ans.get('criterion')}, "

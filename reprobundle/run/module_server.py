@@ -24,7 +24,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any, Mapping, Sequence
 
 import msgpack
 import numpy as np
@@ -270,26 +270,26 @@ class ModuleWorker:
         self._busy = False
 
     # -- calls ---------------------------------------------------------------------------------------------------
-    def run(self, text: str, inputs: Sequence[np.ndarray], *, timeout_s: float | None = None) -> ModuleOutcome:
-        """Load, compile and run the module once on `inputs` (@main's arguments in order): its outputs, or why not."""
+    def run(self, text: str, inputs: Sequence[np.ndarray], *, timeout_s: float | None = None,
+            compiler_options: Mapping[str, Any] | None = None) -> ModuleOutcome:
+        """Load, compile and run the module once on `inputs` (@main's arguments in order): its outputs, or why not.
+        `compiler_options` ({DebugOptions field: value}) apply to this module's compile only."""
         self._prepared = None  # the worker keeps one module at most
-        return self._call({"op": "run", "text": text, "inputs": [_encode(a) for a in inputs], "want": "outputs"},
-                          timeout_s)
+        return self._call(_request(text, inputs, "outputs", compiler_options), timeout_s)
 
     def time(self, text: str, inputs: Sequence[np.ndarray], *, warmup: int = 1, repeat: int = 5,
-             timeout_s: float | None = None) -> ModuleOutcome:
+             timeout_s: float | None = None, compiler_options: Mapping[str, Any] | None = None) -> ModuleOutcome:
         """Load and compile the module, call it `warmup` times untimed and `repeat` times timed: `samples_ns` (one
         per timed call, each waited for), or why not."""
         self._prepared = None
-        return self._call({"op": "run", "text": text, "inputs": [_encode(a) for a in inputs], "want": "time",
-                           "warmup": int(warmup), "repeat": int(repeat)}, timeout_s)
+        return self._call({**_request(text, inputs, "time", compiler_options), "warmup": int(warmup),
+                           "repeat": int(repeat)}, timeout_s)
 
     def prepare(self, text: str, inputs: Sequence[np.ndarray], *, outputs: bool = False,
-                timeout_s: float | None = None) -> ModuleOutcome:
+                timeout_s: float | None = None, compiler_options: Mapping[str, Any] | None = None) -> ModuleOutcome:
         """Load and compile the module and keep it, with `inputs`, for `time_prepared` (until the next module);
         with `outputs`, also run it once and return its outputs. A worker replaced since prepares it again."""
-        request = {"op": "run", "text": text, "inputs": [_encode(a) for a in inputs],
-                   "want": "outputs" if outputs else "none", "keep": True}
+        request = {**_request(text, inputs, "outputs" if outputs else "none", compiler_options), "keep": True}
         self._prepared = None
         outcome = self._call(request, timeout_s)
         if outcome.ok:
@@ -466,6 +466,14 @@ class ModuleWorker:
             return self._stderr.read().decode("utf-8", "replace")
         except (OSError, ValueError):
             return ""
+
+
+def _request(text: str, inputs: Sequence[np.ndarray], want: str,
+             compiler_options: Mapping[str, Any] | None) -> dict:
+    request: dict[str, Any] = {"op": "run", "text": text, "inputs": [_encode(a) for a in inputs], "want": want}
+    if compiler_options:
+        request["compiler_options"] = dict(compiler_options)
+    return request
 
 
 def _encode(array: Any) -> dict:

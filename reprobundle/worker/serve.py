@@ -9,7 +9,10 @@ read with ``raw=False``). stdout carries only frames: whatever jax, XLA or a mod
    JAX config options after). The worker answers ``{"status": "ok", "pid", "jax", "jaxlib", "platform",
    "xla_flags"}``, or ``{"status": "error", "phase": "start", "error_type", "message"}`` and exits.
 2. Then any number of ``{"op": "run", "text": module text, "inputs": [{"dtype", "shape", "bytes"}],
-   "want": "outputs"|"time"|"both"|"none", "warmup": int, "repeat": int, "keep": bool}``. While it works on one the worker sends
+   "want": "outputs"|"time"|"both"|"none", "warmup": int, "repeat": int, "keep": bool, "compiler_options":
+   {name: bool|int|float|str}}``; ``compiler_options`` (optional) are XLA DebugOptions fields set for this compile
+   only (``Lowered.compile(compiler_options)``: explain's screen compiles one module under many flags in one
+   process; a name XLA does not define, or a repeated field, fails that module's compile). While it works on one the worker sends
    ``{"op": "phase", "phase": "load"|"compile"|"execute"}`` as it enters each phase (a host that sees the process
    die knows where), then the answer: ``{"status": "ok", "outputs": [{"dtype", "shape", "bytes"}],
    "samples_ns": [int], "compile_s": float}`` or ``{"status": "error", "phase", "error_type": the exception's class
@@ -147,7 +150,7 @@ class ModuleServer(Worker):
             exp, lowered = self.lower_text(str(request["text"]))
             phase = "compile"
             say(phase)
-            compiled, compile_s = self.compile_module(lowered, exp)
+            compiled, compile_s = self.compile_module(lowered, exp, request.get("compiler_options"))
             phase = "execute"
             say(phase)
             return self.execute_module(compiled, request, compile_s)
@@ -179,12 +182,12 @@ class ModuleServer(Worker):
 
         return exp, jax.jit(replay).lower(*self.dev_inputs)
 
-    def compile_module(self, lowered, exp):
+    def compile_module(self, lowered, exp, compiler_options=None):
         import time
 
         self.prepare_kernels(lowered, exp)
         t0 = time.perf_counter()
-        compiled = lowered.compile()
+        compiled = lowered.compile(dict(compiler_options)) if compiler_options else lowered.compile()
         return compiled, time.perf_counter() - t0
 
     def execute_module(self, compiled, request, compile_s):
