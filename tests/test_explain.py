@@ -390,7 +390,8 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
     from reprobundle.render.issue import issue_markdown
 
     body = issue_markdown(issue_data("loop", store=store))
-    assert "--xla_cpu_use_thunk_runtime=false" in body and "the default of --xla_cpu_use_thunk_runtime" in body
+    assert 'XLA_FLAGS="$XLA_FLAGS --xla_cpu_use_thunk_runtime=false"' in body
+    assert "the default of --xla\\_cpu\\_use\\_thunk\\_runtime changed" in body
 
 
 @pytest.mark.crossversion
@@ -422,8 +423,9 @@ def test_explain_retraces_by_itself_and_names_the_prng_option_that_flipped_in_0_
 @pytest.mark.crossversion
 def test_a_change_no_default_caused_is_given_no_default_as_its_cause(tmp_path):
     """The candidate's outputs differ by a setting of its own (fast math assuming no NaN folds `x != x`), not by a
-    default that changed between 0.4.31 and 0.4.33: every changed default is set back and none gives the baseline's
-    outputs, so none is named; screened by outputs in the candidate's worker."""
+    default that changed between 0.5.3 and 0.7.2 (XNNPACK on by default, and JAX options the frozen module cannot
+    show): the changed flag is set back and does not give the baseline's outputs, so no default is named; screened by
+    outputs in the candidate's worker. (0.4.33 and 0.5.0 do not fold it: the setting's effect is 0.7's.)"""
     from reprobundle.run.contenders import parse_variant
 
     def nan_count(x):
@@ -432,17 +434,17 @@ def test_a_change_no_default_caused_is_given_no_default_as_its_cause(tmp_path):
     store = str(tmp_path / "store")
     x = np.where(np.linspace(-2, 2, 64) > 1, np.nan, np.linspace(-2, 2, 64)).astype(np.float32)
     reprobundle.pack(jax.jit(nan_count), x, name="nans", store=store, **quick.PACK)
-    fast = parse_variant("0.4.33:XLA_FLAGS=--xla_cpu_enable_fast_math=true --xla_cpu_fast_math_honor_nans=false")
-    result = api.explain("nans", ["0.4.31", fast], store=store)
+    fast = parse_variant("0.7.2:XLA_FLAGS=--xla_cpu_enable_fast_math=true --xla_cpu_fast_math_honor_nans=false")
+    result = api.explain("nans", ["0.5.3", fast], store=store)
     assert result["by"] == "outputs" and result["regression"] == {"outputs": "beyond"}
     defaults = [e for e in result["experiments"] if e["kind"] == "default"]
-    assert any(e["what"] == "--xla_cpu_use_thunk_runtime" for e in defaults)
+    assert [e["what"] for e in defaults] == ["--xla_cpu_use_xnnpack"]
     assert all(e["outputs_vs_baseline"] in (None, "beyond") and (e["screen"] or {}).get("moved") is not True
                for e in defaults)
     d = result["diagnosis"]
     assert d["default"] is None and "the default of" not in d["summary"]
     if d["kind"] != WORKAROUND:  # a pass disabled may give the outputs back; then it is named, as a setting
-        assert d["kind"] == NOT_SEPARATED and "did not give 0.4.31's outputs back" in d["summary"]
+        assert d["kind"] == NOT_SEPARATED and "did not give 0.5.3's outputs back" in d["summary"]
 
 
 def test_the_release_delta_becomes_experiments_for_this_platform_with_the_lines_to_paste():

@@ -11,7 +11,7 @@ from ..bundle.registry import Bundle, Registry
 from ..envs.config import EnvConfig
 from ..errors import UsageError
 from ..investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
-from ..run.contenders import ContenderSpec, concrete_versions, contenders_from
+from ..run.contenders import ContenderSpec, concrete_versions, contenders_from, variant_args
 from ..run.options import ReplayOptions, replay_options
 from ..run.replay import replay as _replay
 from .shared import comparison_of, environment_manager, releases_of, resolve
@@ -333,11 +333,13 @@ def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | N
                            mode=mode, by=by, release_delta=release_delta, screen=screen, profile=profile)
     result = _explain(registry, bundle, specs[0], specs[1], setup)
     result["spent"] = ledger.as_dict()
-    workaround = result["diagnosis"].get("workaround")
-    extra = ["--variant", f"{concrete_versions(result['runs'][1:2])[0]}:{workaround['setting']}"] if workaround else []
+    found = result["diagnosis"].get("workaround") or result["diagnosis"].get("partial")  # the setting to replay
+    runs = result["runs"]
+    shown = [runs[0], runs[1], *(r for r in runs[2:] if found and run_label(r) == found["label"])]
+    extra = variant_args(shown, concrete_versions)  # a candidate under settings, and the one that worked
     if result["mode"] == "retrace":
         extra.append("--retrace")
-    result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(result["runs"][:2]),
+    result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(shown),
                                          extra_args=[*extra, *options.args(max_time=False)], context="snippet")
     result["bundle"] = str(bundle.ref)
     result["answer_id"] = _stored_explanation(registry, bundle, result, ref, specs, mode, by)
