@@ -17,7 +17,7 @@ from small_bundle import copy_of
 from reprobundle import api
 from reprobundle.bundle.digest import hex_of
 from reprobundle.bundle.registry import Registry
-from reprobundle.errors import AlreadyExistsError
+from reprobundle.errors import AlreadyExistsError, CorruptBundleError
 from reprobundle.investigate.answers import bisect_command, bisection_answer, store_bisection
 from reprobundle.investigate.bisection import BisectResult
 from reprobundle.investigate.issue import issue_data
@@ -171,5 +171,5 @@ def test_a_hostile_explanation_reaches_the_issue_only_escaped(store):
     block = body.split("To get the old behaviour back until a fix ships:", 1)[1]
     assert block.lstrip().startswith("````")  # a fence the record's backticks cannot close
     bad = {**record, "answer_id": "20261204T000000-0000000b", "answer": {**record["answer"], "by": "vibes"}}
-    with pytest.raises(Exception):  # the schema refuses what it does not know
+    with pytest.raises(CorruptBundleError):  # the schema refuses what it does not know
         registry.put_answer(bad)

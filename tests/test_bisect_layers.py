@@ -260,8 +260,9 @@ def test_the_mode_is_chosen_from_the_endpoints_run_both_ways(frozen, retraced, m
 @pytest.mark.crossversion
 def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_path):
     """`investigate` on a real lowering change with no flag: the bisection retraces by itself and names 0.5.0 and
-    JAX's lowering; explain and minimize say why they do not apply to a lowering change; the issue body is written
-    and says the release and the layer from the answer stored on the way."""
+    JAX's lowering; explain at the boundary retraces and names the JAX option whose default flipped there, with the
+    line that restores the old numbers; minimize says why it does not apply to a lowering change; the issue body is
+    written and says the release, the layer and the workaround from the answers stored on the way."""
     from cli_runner import cli
 
     api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store_dir), **quick.PACK)
@@ -274,7 +275,13 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     steps = {s["name"]: s for s in data["steps"]}
     assert [s["name"] for s in data["steps"]] == ["bisect", "explain", "minimize", "issue"]
     assert steps["bisect"]["status"] == "answered" and steps["bisect"]["stored"]  # the answer record's id
-    assert steps["explain"]["status"] == steps["minimize"]["status"] == "skipped"
-    assert "lowering" in steps["explain"]["answer"] and "lowering" in steps["minimize"]["answer"]
+    assert steps["explain"]["status"] == "answered" and steps["explain"]["stored"]
+    assert steps["explain"]["answer"].startswith("the default of jax_threefry_partitionable changed from False (jax "
+                                                 "0.4.38) to True (jax 0.5.0)")
+    assert steps["explain"]["command"] == ("reprobundle explain rng --jax 0.4.38 --jax 0.5.0 --retrace --by outputs "
+                                           f"--store {store_dir}")
+    assert steps["minimize"]["status"] == "skipped" and "lowering" in steps["minimize"]["answer"]
     assert steps["issue"]["stored"] == str(issue) and "first bad release 0.5.0 (lowering)" in steps["issue"]["answer"]
-    assert "### Which release, which layer" in issue.read_text() and "bisect: " in err  # progress on stderr
+    body = issue.read_text()
+    assert "### Which release, which layer" in body and "bisect: " in err  # progress on stderr
+    assert "### Why, and a workaround" in body and 'jax.config.update("jax_threefry_partitionable", False)' in body

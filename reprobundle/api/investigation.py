@@ -4,7 +4,8 @@ issue file), so an interrupted investigation keeps the steps already answered.
 
 1. bisect, frozen or retraced chosen by itself, with the layer at the boundary (its answer stored beside its runs);
    endpoints that do not differ end it there, with bisect's one line saying what was compared;
-2. explain, for a change the frozen module shows in time (the compiler's): the cause and a workaround at the boundary;
+2. explain at the boundary, in the bisection's mode and by its criterion: the changed default, pass or flag that
+   restores the last good release, and the line to paste (its answer stored beside its runs);
 3. minimize, for a change the frozen module shows (outputs, bits or time): the smallest piece that still shows it;
 4. the issue body of the bundle (investigate/issue.py), which says the stored bisection's release and layer.
 A step that does not apply says why; each says where its time went and the command that reruns it alone.
@@ -101,7 +102,9 @@ def _bisect_step(out: Investigation, ref: str, ends: tuple[str, str], store, sto
 def _explain_step(out: Investigation, result, ref: str, store, store_args, left: float | None, python, env_dir,
                   progress) -> None:
     pair = [result.last_good, result.first_bad]
-    command = _command("explain", ref, "--jax", pair[0], "--jax", pair[1], *store_args)
+    mode, by = _explain_as(result)
+    command = _command("explain", ref, "--jax", pair[0], "--jax", pair[1], "--retrace" if mode == "retrace" else
+                       "--frozen", "--by", by, *store_args)
     why_not = _why_not_explain(result, left)
     if why_not:
         out.steps.append(Step("explain", "skipped", why_not, command=command))
@@ -109,20 +112,23 @@ def _explain_step(out: Investigation, result, ref: str, store, store_args, left:
     budget = EXPLAIN_OPTIONS.max_time_s if left is None else min(left, EXPLAIN_OPTIONS.max_time_s or left)
     try:
         found, spent = _timed(lambda: explain(ref, pair, store=store, python=python, env_dir=env_dir,
-                                              progress=progress, max_time_s=budget))
+                                              progress=progress, max_time_s=budget, mode=mode, by=by))
     except UsageError as e:
         out.steps.append(Step("explain", "failed", e.message, command=command))
         return
-    out.steps.append(Step("explain", "answered", found["diagnosis"]["summary"], spent, command))
+    out.steps.append(Step("explain", "answered", found["diagnosis"]["summary"], spent, command, found["answer_id"]))
+
+
+def _explain_as(result) -> tuple[str, str]:
+    """explain at the boundary in the bisection's mode and by its criterion: a lowering change retraced (a JAX
+    option's default shows only there), outputs by outputs, time by time."""
+    by = "time" if result.criterion == "time" else "bits" if result.criterion == "bits" else "outputs"
+    return ("retrace" if result.mode == "retrace" else "frozen"), by
 
 
 def _why_not_explain(result, left: float | None) -> str | None:
-    layer = (result.layer or {}).get("layer")
-    if layer not in ("compiler", "both"):
-        return (f"the layer at the boundary is {layer or 'undecided'}: explain tries XLA's passes and flags on the "
-                "frozen module, where this change does not show")
-    if result.criterion != "time":
-        return "the outputs changed, not the time: the minimized piece shows the ops that compute differently"
+    if result.last_good == result.first_bad:
+        return "the bisection found no boundary to explain"
     if left is not None and left < MIN_STEP_S:
         return f"--max-time spent ({max(0.0, left):.0f} s left)"
     return None
