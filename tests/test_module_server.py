@@ -195,6 +195,31 @@ def test_the_variants_xla_flags_reach_the_worker(tmp_path):
         ModuleWorker(refused, timeout_s=120).start()
 
 
+def test_workers_launched_together_start_and_a_refused_one_fails_alone():
+    """launch() starts each process without waiting; await_start() waits for each: the good ones serve, the one
+    whose flag the release does not define is a typed error of its own, and every process ends on close."""
+    good = [ModuleWorker("installed", timeout_s=120) for _ in range(2)]
+    bad = ModuleWorker(ContenderSpec("installed", settings=Settings(xla_flags=("--xla_reprobundle_no_such_flag=1",))),
+                       python=sys.executable, timeout_s=120)
+    try:
+        for w in (*good, bad):
+            w.launch()
+        pids = [w.pid for w in (*good, bad)]
+        assert all(pids) and len(set(pids)) == 3  # three processes run before any was awaited
+        for i, w in enumerate(good):
+            w.await_start()
+            assert_affine(w.run(affine_module(i + 1), [X, Y]), i + 1)
+        with pytest.raises(ReplayError, match="does not define the flag --xla_reprobundle_no_such_flag"):
+            bad.await_start()
+        assert bad.pid is None
+    finally:
+        for w in (*good, bad):
+            w.close()
+    for pid in pids[:2]:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)
+
+
 @pytest.mark.crossversion
 def test_a_worker_on_jax_0_4_30():
     from reprobundle.api import environment_manager

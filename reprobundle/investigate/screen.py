@@ -10,7 +10,9 @@ no DebugOptions field (what only `XLA_FLAGS=--help` lists): such an experiment g
 the flag in XLA_FLAGS, as a flag read at start-up must. (Found by trying: 0.4.33's `xla_cpu_use_thunk_runtime` as a
 compile option changes a small while loop's time ~6x in one process, as it does in XLA_FLAGS; the repeated field
 is refused with that error, which is also what sends an experiment to a process of its own.) A flag XLA read only
-at client start-up would look inert here; the paired replay never uses compile options.
+at client start-up would look inert here; the paired replay never uses compile options. Every worker the screen
+knows it needs (the two references, the first MAX_STARTED_AHEAD experiments of their own) is launched before any is
+awaited, so their JAX imports overlap, and nothing is timed until all of them are idle.
 
 - by outputs: each experiment runs once; it moved when its outputs are the baseline's (bit for bit for `bits`,
   else within the tolerance).
@@ -33,6 +35,7 @@ from ..run.contenders import RETRACE, ContenderSpec
 
 STEP_TARGET_S = 0.1  # one timed batch
 MAX_REPEAT = 100
+MAX_STARTED_AHEAD = 4  # experiments' own workers started with the references (the rest start when their turn comes)
 REFUSED = ("No such compile option", "reflection usage error", "Repeated field", "not supported")
 
 
@@ -100,7 +103,10 @@ def screen(text: str, inputs: Sequence[np.ndarray], baseline: ContenderSpec, can
     """Screen each experiment's contender of `specs` (the candidate under its settings) on the module `text`.
     `by`: "outputs", "bits" or "time"; `worker_for(spec)` makes a module worker (closed here)."""
     base, cand = worker_for(baseline), worker_for(candidate)
+    ahead = [i for i, spec in enumerate(specs) if _needs_own_process(spec, candidate, flag_types)]
+    own = {i: worker_for(specs[i]) for i in ahead[:MAX_STARTED_AHEAD]}
     try:
+        not_started = _start_together([base, cand], own)
         run = _Run(text, inputs, base, cand, by, output_names)
         first = run.references()
         if first is not None:
@@ -109,12 +115,42 @@ def screen(text: str, inputs: Sequence[np.ndarray], baseline: ContenderSpec, can
         for i, spec in enumerate(specs):
             if progress:
                 progress(f"screen {i + 1}/{len(specs)}: {spec.settings.describe() or spec.label}")
-            results.append(_one(run, spec, candidate, flag_types, worker_for))
+            if i in not_started:
+                results.append(Screened("own process", error=not_started[i]))
+            else:
+                results.append(_one(run, spec, candidate, flag_types, worker_for, own.get(i)))
         run.close_references()
         return Screen(_decide(results, run, by), run.base_ns, run.cand_ns)
     finally:
-        for worker in (base, cand):
+        for worker in (base, cand, *own.values()):
             worker.close()
+
+
+def _needs_own_process(spec: ContenderSpec, candidate: ContenderSpec, flag_types) -> bool:
+    """An experiment no compile option can serve: its flag is repeated or --help-only, or it sets the environment."""
+    if spec.mode == RETRACE:
+        return False
+    return (compile_options(_extra_flags(spec, candidate), flag_types) is None
+            or spec.settings.env != candidate.settings.env)
+
+
+def _start_together(references: list, own: dict[int, Any]) -> dict[int, str]:
+    """Every worker launched before any is awaited (their JAX imports overlap; none is timed until all are idle).
+    A reference that cannot start raises; an experiment's worker that cannot start (an XLA flag this release does
+    not define) is that experiment's error, by index."""
+    from ..errors import ReplayError
+
+    for worker in (*references, *own.values()):
+        worker.launch()
+    for worker in references:
+        worker.await_start()
+    failed = {}
+    for i, worker in own.items():
+        try:
+            worker.await_start()
+        except ReplayError as e:
+            failed[i] = e.message
+    return failed
 
 
 class _Run:
@@ -184,17 +220,18 @@ class _Run:
         return Screened(how, moved=apart == "same" or (apart == "bits" and self.by == "outputs"), outputs=apart)
 
 
-def _one(run: _Run, spec: ContenderSpec, candidate: ContenderSpec, flag_types, worker_for) -> Screened:
+def _one(run: _Run, spec: ContenderSpec, candidate: ContenderSpec, flag_types, worker_for, own=None) -> Screened:
+    """One experiment: as a compile option on the candidate's worker when one can serve it, else in its own worker
+    (`own`, started already, or one made here; also when the compile refused the option)."""
     if spec.mode == RETRACE:
         return Screened("not screened")  # a retraced program is lowered anew: no module to serve
-    options = compile_options(_extra_flags(spec, candidate), flag_types)
-    if options is not None and spec.settings.env == candidate.settings.env:
-        outcome = run.on(run.cand, options)
+    if own is None and not _needs_own_process(spec, candidate, flag_types):
+        outcome = run.on(run.cand, compile_options(_extra_flags(spec, candidate), flag_types))
         if outcome.ok or not any(word in (outcome.message or "") for word in REFUSED):
             return run.judged(outcome, "compile option")
     from ..errors import ReplayError
 
-    worker = worker_for(spec)
+    worker = own or worker_for(spec)
     try:
         return run.judged(run.on(worker, None), "own process")
     except ReplayError as e:  # its worker did not start: an XLA flag this release does not define

@@ -176,7 +176,13 @@ class ModuleWorker:
         return str(manager.ensure(self.contender.jax, **on_platform).python_executable)
 
     def start(self) -> None:
-        """Start the worker unless one runs; ReplayError when it cannot start."""
+        """Start the worker unless one runs (or wait for the one launched); ReplayError when it cannot start."""
+        self.launch()
+        self.await_start()
+
+    def launch(self) -> None:
+        """Start the worker's process and ask it to start, without waiting (`await_start` waits): several workers
+        launched before any is awaited import JAX at once. ReplayError when the process cannot be made."""
         if self._proc is not None:
             return
         self._stderr = tempfile.TemporaryFile()  # unlinked already: nothing is left behind, whatever happens
@@ -200,6 +206,18 @@ class ModuleWorker:
         track_group(self._proc.pid)
         self.starts += 1
         self._buffer = b""
+        self.info = {}
+        try:
+            self._send({"op": "start", "settings": self.contender.settings.as_record(), "platform": self.platform})
+        except _Died:
+            pass  # it ended already: await_start reads why from its stderr
+
+    def await_start(self) -> None:
+        """Wait for a launched worker's start answer (launching it first if it was not); ReplayError when it
+        refuses the settings, dies or hangs (its process then ended)."""
+        self.launch()
+        if self.info:
+            return
         try:
             answer = self._started()
         except BaseException:  # Ctrl-C while it starts: no worker outlives the call
@@ -211,7 +229,6 @@ class ModuleWorker:
         """The worker's start answer; ReplayError when it refuses the settings, dies or hangs."""
         why = f"the module worker of {self.contender.label} did not start"
         try:
-            self._send({"op": "start", "settings": self.contender.settings.as_record(), "platform": self.platform})
             answer = self._answer(time.perf_counter() + self.start_timeout_s)
         except (_Died, _TimedOut) as e:
             raise ReplayError(f"{why}: {self._start_failure(e)}",
