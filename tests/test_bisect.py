@@ -218,3 +218,39 @@ def test_an_endpoint_that_did_not_run_says_its_status_once_with_a_hint_that_fits
         bisect(VERSIONS, "0.4.30", "0.8.0", replay_one)
     assert str(e.value) == "the good version 0.4.30 did not run (crashed): SIGSEGV"
     assert e.value.hint == "pick endpoints on which the bundle runs"
+
+
+def test_a_release_faster_than_both_ends_is_said():
+    """A time series that is not monotone: 0.5.1 runs at 0.7x of the good end's time, the bad end at 1.15x. The
+    bisection still names the first slow release, and says the one beyond both ends when it tested it."""
+    medians = {v: 10.0 for v in VERSIONS}
+    medians.update({"0.5.1": 7.0, "0.7.0": 11.5, "0.7.2": 11.5, "0.8.0": 11.5})
+    calls = []
+
+    def replay_together(versions):
+        calls.append(versions)
+        return _together(versions, [medians[v] for v in versions], ["ok"] * len(versions), seed=len(calls))
+
+    r = bisect(VERSIONS, "0.4.30", "0.8.0", replay_together)
+    assert (r.first_bad, r.last_good) == ("0.7.0", "0.6.0")
+    tested = {v for call in calls for v in call}
+    assert "0.5.1" in tested  # the middle of the window: the first probe
+    [outlier] = r.beyond_ends
+    assert (outlier["version"], outlier["direction"]) == ("0.5.1", "faster")
+    assert "faster than both ends" in outlier["why"] and outlier["ci95"][1] < 1
+
+
+def test_a_monotone_series_says_nothing_beyond_its_ends():
+    replay_one, _ = _replayer("0.5.1")
+    assert bisect(VERSIONS, "0.4.30", "0.8.0", replay_one).beyond_ends == []
+
+
+def test_beyond_ends_needs_the_whole_interval_past_the_bad_end():
+    from reprobundle.investigate.bisection import beyond_ends
+
+    ends = {"verdict": "slower", "ratio": 1.2, "ci95": [1.1, 1.3], "settled": True}
+    assert beyond_ends(ends, {"verdict": "slower", "ratio": 2.0, "ci95": [1.8, 2.2], "settled": True}) == "slower"
+    assert beyond_ends(ends, {"verdict": "slower", "ratio": 1.4, "ci95": [1.25, 1.6], "settled": True}) is None
+    assert beyond_ends(ends, {"verdict": "faster", "ratio": 0.8, "ci95": [0.7, 0.9], "settled": True}) == "faster"
+    assert beyond_ends(ends, {"verdict": "faster", "ratio": 0.8, "ci95": [0.7, 0.9], "settled": False}) is None
+    assert beyond_ends(ends, {"verdict": "same", "ratio": 1.0, "ci95": [0.98, 1.02], "settled": True}) is None

@@ -349,7 +349,8 @@ def bisect_cmd(
             "nightly": result.nightly, "comparison": comparison if samples else without_samples(comparison),
             "by": result.by, "why": result.why, "outputs_apart": result.outputs_apart, "layer": result.layer,
             "spent": result.spent, "left_out": result.left_out, "mode": result.mode, "mode_why": result.mode_why,
-            "answer_id": result.answer_id, "also": result.also, "changed_defaults": result.changed_defaults}
+            "answer_id": result.answer_id, "also": result.also, "changed_defaults": result.changed_defaults,
+            "beyond_ends": result.beyond_ends}
     timed = comparison_text(comparison) if comparison is not None and result.criterion == "time" else None
     human = report.bisect_text(result, ref, timed, comparison is not None)
     emit(as_json, data, human + spent_table(result.spent))

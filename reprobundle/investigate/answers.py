@@ -43,7 +43,8 @@ def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_
               "last_good": result.last_good, "mode": result.mode, "mode_why": result.mode_why, "why": result.why,
               "by": result.by, "classes": dict(result.classes), "evidence": dict(result.evidence),
               "left_out": dict(result.left_out), "nightly": result.nightly, "layer": result.layer,
-              "also": list(result.also), "changed_defaults": result.changed_defaults}
+              "also": list(result.also), "changed_defaults": result.changed_defaults,
+              "beyond_ends": list(result.beyond_ends)}
     return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
             "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": BISECTION,
             "command": command, "runs": sorted({str(r["run_id"]) for r in result.runs.values() if r.get("run_id")}),

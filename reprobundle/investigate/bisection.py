@@ -66,6 +66,10 @@ class BisectResult:
     # the flags and options whose default changed from the last good to the first bad release
     # (analysis/release_delta.changed_defaults), None where they were not read (nightlies, a probe that failed)
     changed_defaults: list[dict] | None = None
+    # time: the endpoints' verdict (bad beside good), and each tested release whose time lies beyond both ends (a
+    # series that is not monotone): [{"version", "direction": "faster" | "slower", "ratio", "ci95", "why"}]
+    ends_verdict: dict | None = None
+    beyond_ends: list[dict] = field(default_factory=list)
 
 
 def _timing(run: dict) -> dict:
@@ -291,6 +295,7 @@ def _time_decides(result: BisectResult, g: dict, b: dict) -> float:
                       + ("; bisect --by bits finds the release whose bits changed, which may be another one"
                          if apart == BITS_ONLY else ""))
     result.evidence = {good: "the good endpoint", bad: _verdict_line(verdict, good)}
+    result.ends_verdict = verdict
     return math.log(verdict["ratio"])
 
 
@@ -323,5 +328,35 @@ def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: 
         result.runs[version] = run
         classes[version], result.evidence[version] = classify(run, good_run, target, result.criterion,
                                                               outputs_differ)
+        if result.criterion == TIME and classes[version] != "skip" and _usable(good_run):
+            _note_beyond_ends(result, version, timing_verdict(_timing(good_run), _timing(run)))
     result.classes.update(classes)
     return classes
+
+
+def beyond_ends(ends: dict, probe: dict) -> str | None:
+    """"faster" or "slower" when a release's time, judged beside the good end, lies beyond both ends of the window:
+    settled the other way than the bad end moved (then beyond the good end, and the bad end lies on the other side),
+    or the same way with its whole 95% interval past the bad end's. None when it lies between them or is unsettled."""
+    change, seen = ends.get("verdict"), probe.get("verdict")
+    if change not in ("slower", "faster") or seen not in ("slower", "faster") or not probe.get("settled", True):
+        return None
+    if seen != change:
+        return seen
+    (lo, hi), (end_lo, end_hi) = probe["ci95"], ends["ci95"]
+    past = lo > end_hi if change == "slower" else hi < end_lo
+    return seen if past else None
+
+
+def _note_beyond_ends(result: BisectResult, version: str, verdict: dict) -> None:
+    direction = beyond_ends(result.ends_verdict or {}, verdict)
+    if direction is None:
+        return
+    ends = result.ends_verdict or {}
+    lo, hi = verdict["ci95"]
+    end_lo, end_hi = ends["ci95"]
+    why = (f"jax {version} is {direction} than both ends: {verdict['ratio']:.2f}x [{lo:.2f}-{hi:.2f}] of jax "
+           f"{result.good}'s time, where jax {result.bad} is {ends['ratio']:.2f}x [{end_lo:.2f}-{end_hi:.2f}]: the "
+           "time does not move once and stay; the window holds more than one change")
+    result.beyond_ends.append({"version": version, "direction": direction, "ratio": verdict["ratio"],
+                               "ci95": [lo, hi], "why": why})

@@ -224,6 +224,7 @@ def _bisection_details(a: dict) -> list[str]:
     """The other changes in the window, how the program was replayed, the defaults that changed, the layer."""
     out = [f"Also: {md(o.get('criterion'))} changed at jax {md(o.get('first_bad'))} (last good "
            f"{md(o.get('last_good'))}): {md(o.get('why'))}." for o in a.get("also") or [] if isinstance(o, dict)]
+    out += [f"Not monotone: {md(o.get('why'))}." for o in a.get("beyond_ends") or [] if isinstance(o, dict)]
     if a.get("mode_why"):
         out.append(f"Frozen or retraced: {md(a['mode_why'])}.")
     changed = [c for c in a.get("changed_defaults") or [] if isinstance(c, dict)]

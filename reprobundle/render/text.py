@@ -330,6 +330,8 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
     for other in result.also:
         human += _t(f"\n  also: {other['criterion']} changed at jax {other['first_bad']} (last good "
                     f"{other['last_good']}): {other['why']}", 600)
+    for outlier in result.beyond_ends:
+        human += _t(f"\n  not monotone: {outlier['why']}", 600)
     if result.left_out:
         human += "\n" + bisect_left_out_text(result.left_out, result.last_good, result.first_bad)
     if result.layer:
