@@ -5,7 +5,9 @@ In one run, on one machine, each as the CLI runs it (a subprocess, --json):
 2. `bisect REF --good GOOD --bad BAD` (the default path: outputs probes untimed, several at once, environments made
    ahead of need), with its breakdown (`spent`: per probe and in total);
 3. the same with `--timed-probes` (every probe timed, one version a step: the path before #35);
-4. with `--cold`: the default bisect again from an empty environment folder (uv's package cache stays warm, as on a
+4. for a program whose flag was `--retrace`, the same bisection with no flag (#41: frozen or retraced chosen from
+   the endpoints; goal <= 1.3x the bisection with the right flag);
+5. with `--cold`: the default bisect again from an empty environment folder (uv's package cache stays warm, as on a
    machine that installed JAX before), and the creation of one environment alone for the slowest-to-create release.
 
 Programs: `rng` (tests/programs/retrace/rng.py, --retrace: its numbers change at 0.5.0, judged by outputs against the
@@ -41,8 +43,10 @@ def run(args: list[str], env: dict[str, str]) -> tuple[float, str]:
     return wall, done.stdout
 
 
-def bisect(name: str, extra: list[str], good: str, bad: str, env: dict[str, str]) -> tuple[float, dict, int]:
-    wall, out = run(["bisect", name, "--good", good, "--bad", bad, *PROGRAMS[name][1], *extra, "--json"], env)
+def bisect(name: str, extra: list[str], good: str, bad: str, env: dict[str, str],
+           flags: list[str] | None = None) -> tuple[float, dict, int]:
+    flags = PROGRAMS[name][1] if flags is None else flags
+    wall, out = run(["bisect", name, "--good", good, "--bad", bad, *flags, *extra, "--json"], env)
     return wall, json.loads(out), len(out.encode())
 
 
@@ -77,6 +81,11 @@ def main() -> None:
               f"{old_s / new_s:.2f}x faster), first bad {old['first_bad']}, --json {old_bytes / 1024:.0f} KiB; "
               f"{breakdown(old)}")
         print(f"  same answer: {same}")
+        if PROGRAMS[name][1] == ["--retrace"]:
+            auto_s, auto, _ = bisect(name, [], args.good, args.bad, env, flags=[])
+            print(f"  bisect with no flag: {auto_s:.1f} s ({auto_s / new_s:.2f}x the bisection with --retrace; goal "
+                  f"<= 1.3x), first bad {auto['first_bad']} by {auto['criterion']}, mode {auto['mode']}: "
+                  f"{auto['mode_why']}")
         if args.cold:
             cold_env = {**env, "REPROBUNDLE_ENV_DIR": str(scratch / f"envs-{name}")}
             cold_s, cold, _ = bisect(name, [], args.good, args.bad, cold_env)

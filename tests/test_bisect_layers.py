@@ -267,8 +267,9 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
 
     api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store_dir), **quick.PACK)
     issue = tmp_path / "rng-issue.md"
+    report, page = tmp_path / "investigation.md", tmp_path / "investigation.html"
     code, out, err = cli("investigate", "rng", "--good", "0.4.38", "--bad", "0.5.1", "--issue", str(issue), "--json",
-                         store=store_dir)
+                         "--report", str(report), "--html", str(page), store=store_dir)
     assert code == 0, err
     data = json.loads(out)
     assert (data["first_bad"], data["layer"]) == ("0.5.0", "lowering")
@@ -285,3 +286,7 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     body = issue.read_text()
     assert "### Which release, which layer" in body and "bisect: " in err  # progress on stderr
     assert "### Why, and a workaround" in body and 'jax.config.update("jax_threefry_partitionable", False)' in body
+    markdown, html_page = report.read_text(), page.read_text()  # one report: each step, its time, its rerun command
+    assert "First bad release: **0.5.0**; layer: **lowering**" in markdown
+    assert steps["explain"]["command"] in markdown and "| explain | answered |" in markdown
+    assert "jax_threefry_partitionable" in html_page and "<h2>minimize</h2>" in html_page

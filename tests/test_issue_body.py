@@ -107,3 +107,17 @@ def test_run_chooses_the_replay_and_attach_writes_the_zip(slowdown, tmp_path):
     assert f"`{zips[0].name}`, attached" in body and "reprobundle export" not in body
     code, out, err = cli("issue", "loopstep", "--attach", tmp_path / "missing", store=slowdown)
     assert code != 0 and "no such folder" in err and "Traceback" not in err
+
+
+def test_the_investigation_report_escapes_what_it_was_given():
+    """An investigation's report holds text from a bundle and a store: a hostile step answer is escaped in both
+    forms, and a command's backticks cannot close its fence."""
+    from reprobundle.render import investigation
+
+    data = {"ref": "x<script>", "good": "0.4.30", "bad": "0.4.35", "first_bad": "0.4.33", "layer": "compiler",
+            "steps": [{"name": "bisect", "status": "answered", "answer": "<img src=x onerror=alert(1)> | *bold*",
+                       "spent_s": 12.3, "command": "reprobundle bisect x ```\n# closed?", "stored": "a1"}]}
+    markdown, page = investigation.to_markdown(data), investigation.to_html(data)
+    assert "<img" not in markdown and "<script>" not in markdown and "\\| \\*bold\\*" in markdown
+    assert "````bash" in markdown  # a fence longer than the command's own backticks
+    assert "<img" not in page and "&lt;img" in page and "<script>" not in page

@@ -381,6 +381,9 @@ def investigate(
                                                                       "explain and minimize get what is left."),
     issue_file: Optional[Path] = typer.Option(None, "--issue", "-o", help="Write the issue body here (default: "
                                                                           "NAME-issue.md)."),
+    report_path: Optional[Path] = typer.Option(None, "--report", help="Write a Markdown report: each step's answer, "
+                                                                      "its time, the command that reruns it."),
+    html_path: Optional[Path] = typer.Option(None, "--html", help="The same report as an HTML page."),
     python: Optional[str] = typer.Option(None, "--python"),
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
@@ -388,10 +391,13 @@ def investigate(
     """From "it broke between --good and --bad" to the issue body: bisect (frozen or retraced, chosen), the layer,
     explain and minimize where the compiler changed, the issue; each answer kept as it comes."""
     from .. import api
+    from ..render import investigation as investigation_render
     from ..render import text as report
 
     found = api.investigate(ref, good, bad, store=store, max_time_s=max_time, issue_path=issue_file, python=python,
                             progress=progress_sink())
+    write_files(found.data(), ((report_path, investigation_render.to_markdown),
+                               (html_path, investigation_render.to_html)))
     emit(as_json, found.data(), report.investigation_text(found.data()))
 
 

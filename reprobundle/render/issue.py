@@ -220,14 +220,20 @@ def _bisection(data: dict) -> list[str]:
     return lines + [""]
 
 
+def _records(a: dict, key: str) -> list[dict]:
+    """The answer's list under `key`, its entries that are maps (a stranger's record may hold anything)."""
+    found = a.get(key)
+    return [o for o in found if isinstance(o, dict)] if isinstance(found, list) else []
+
+
 def _bisection_details(a: dict) -> list[str]:
     """The other changes in the window, how the program was replayed, the defaults that changed, the layer."""
     out = [f"Also: {md(o.get('criterion'))} changed at jax {md(o.get('first_bad'))} (last good "
-           f"{md(o.get('last_good'))}): {md(o.get('why'))}." for o in a.get("also") or [] if isinstance(o, dict)]
-    out += [f"Not monotone: {md(o.get('why'))}." for o in a.get("beyond_ends") or [] if isinstance(o, dict)]
+           f"{md(o.get('last_good'))}): {md(o.get('why'))}." for o in _records(a, "also")]
+    out += [f"Not monotone: {md(o.get('why'))}." for o in _records(a, "beyond_ends")]
     if a.get("mode_why"):
         out.append(f"Frozen or retraced: {md(a['mode_why'])}.")
-    changed = [c for c in a.get("changed_defaults") or [] if isinstance(c, dict)]
+    changed = _records(a, "changed_defaults")
     if changed:
         out.append(f"Defaults that changed from {md(a['last_good'])} to {md(a['first_bad'])} (candidates, not a "
                    "diagnosis): " + "; ".join(f"{md(c.get('name'))} {md(c.get('a'))} → {md(c.get('b'))}"
