@@ -52,9 +52,9 @@ def main() -> None:
     replay_s, _ = run(["replay", "train-loop", "--jax", args.good, "--jax", args.bad, "--json"], env)
     print(f"replay --jax {args.good} --jax {args.bad} (default settings): {replay_s:.1f} s")
     bisect_s, b = run(["bisect", "train-loop", "--good", args.good, "--bad", args.bad, "--by", "time", "--json"], env)
-    probes = len(b.get("classes") or {})
-    print(f"bisect --by time: {bisect_s:.1f} s = {bisect_s / replay_s:.2f}x the replay; {probes} releases probed, "
-          f"goal <= {probes + 1}x; first bad {b['first_bad']} (last good {b['last_good']}), layer "
+    probes = len(set(b.get("classes") or {}) - {args.good, args.bad})  # releases tested between the ends
+    print(f"bisect --by time: {bisect_s:.1f} s = {bisect_s / replay_s:.2f}x the replay; {probes} releases probed "
+          f"between the ends, goal <= {probes + 1}x; first bad {b['first_bad']} (last good {b['last_good']}), layer "
           f"{(b.get('layer') or {}).get('layer')}; {probes_text(b['spent'])}")
     issue = scratch / "issue.md"
     inv_s, inv = run(["investigate", "train-loop", "--good", args.good, "--bad", args.bad, "--issue", str(issue),

@@ -125,25 +125,40 @@ def test_the_layer_comes_from_the_last_good_releases_own_lowering_when_the_packe
     assert changed["layer"] is None
 
 
-@pytest.mark.parametrize("criterion, mode, asked", [("time", "frozen", [("both", ["0.5.0", "0.5.1"])]),
-                                                    ("bits", "frozen", [("retrace", ["0.5.0", "0.5.1"])]),
-                                                    ("outputs vs good", "retrace", [("frozen", ["0.5.0", "0.5.1"])])])
-def test_the_boundary_is_timed_together_for_time_and_completed_in_the_other_mode_for_outputs(criterion, mode, asked):
+@pytest.mark.parametrize("criterion, mode, asked", [("time", "retrace", [("both", True, ["0.5.0", "0.5.1"])]),
+                                                    ("time", "frozen", [("retrace", False, ["0.5.0", "0.5.1"])]),
+                                                    ("bits", "frozen", [("retrace", True, ["0.5.0", "0.5.1"])]),
+                                                    ("outputs vs good", "retrace",
+                                                     [("frozen", True, ["0.5.0", "0.5.1"])])])
+def test_the_boundary_reuses_the_bisections_runs_and_completes_the_other_mode(criterion, mode, asked):
+    """What the bisection ran in its own mode is reused; the other mode is replayed (untimed after a frozen
+    bisection by time: only its StableHLO is read); a retraced bisection by time times all four together."""
     result = BisectResult("0.4.30", "0.8.0", criterion, first_bad="0.5.1", last_good="0.5.0")
     result.runs = {v: _run(v, mode, 0) for v in ("0.4.30", "0.5.0", "0.5.1", "0.8.0")}
     calls = []
 
-    def probe_for(m):
+    def probe_for(m, timed=True):
         def replay_together(versions):
-            calls.append((m, list(versions)))
+            calls.append((m, timed, list(versions)))
             return [_run(v, one, 0) for v in versions for one in ((["frozen", "retrace"]) if m == "both" else [m])]
         return replay_together
 
     runs = boundary_runs(result, mode, probe_for)
     assert calls == asked
     assert sorted(runs) == [("0.5.0", "frozen"), ("0.5.0", "retrace"), ("0.5.1", "frozen"), ("0.5.1", "retrace")]
-    if criterion != "time":  # the bisection's own runs are reused
+    if (criterion, mode) != ("time", "retrace"):  # the bisection's own runs are reused
         assert runs[("0.5.1", mode)] is result.runs["0.5.1"]
+
+
+@pytest.mark.parametrize("lowered, layer", [(False, "compiler"), (True, "both")])
+def test_a_frozen_bisection_by_time_names_the_layer_from_its_own_timing_and_the_untimed_lowering(lowered, layer):
+    result = BisectResult("0.4.30", "0.8.0", "time", first_bad="0.5.1", last_good="0.5.0", log_ratio=0.5)
+    result.evidence = {"0.5.0": "1.01x [0.99-1.03] vs jax 0.4.30", "0.5.1": "1.60x [1.55-1.66] vs jax 0.4.30"}
+    runs = {(v, m): _run(v, m, 0) for v in ("0.5.0", "0.5.1") for m in ("frozen", "retrace")}
+    found = boundary_layer(result, runs, _apart, lambda a, b: {"changed": lowered, "text": "+1 op at m.py:3"},
+                           "frozen")
+    assert found["layer"] == layer and found["frozen"]["changed"] is True
+    assert "1.60x [1.55-1.66]" in found["frozen"]["evidence"] and "untimed" in found["retraced"]["evidence"]
 
 
 def test_a_faster_boundary_is_minimized_with_the_slower_release_second():

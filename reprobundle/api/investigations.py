@@ -117,8 +117,8 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
             raise _with_tried(e, chosen_why) from None
         result.mode, result.mode_why = search.mode, chosen_why
         if layer:
-            timed = result.criterion == "time" or timed_probes
-            result.layer = search.layer(result, lambda m: probes.probe(m, timed), ref,
+            by_time = result.criterion == "time" or timed_probes
+            result.layer = search.layer(result, lambda m, timed=True: probes.probe(m, by_time and timed), ref,
                                         ["--store", store] if store else [], options.args())
     if not nightly:
         result.changed_defaults = _changed_defaults(result, python, env_dir, progress)

@@ -7,8 +7,10 @@ differ between them) and retraced (the program lowered by each release). Judged 
 - JAX's lowering: the retraced StableHLO differs, and the frozen module does not show the change;
 - both: the frozen module shows it and the lowering differs too;
 - neither: the frozen module does not show it and the lowering is the same (the change did not show again).
-For time, all four run timed together (one interleaved replay, paired verdicts); for outputs, what the bisection
-already ran in its own mode is reused and only the other mode is replayed.
+What the bisection already ran in its own mode is reused and only the other mode is replayed: for outputs, once
+each, untimed; for time after a frozen bisection, the frozen change is the bisection's own finding (the last good
+and the first bad release each timed beside the good end in paired rounds), so the retraced pair runs once,
+untimed, for its StableHLO alone; for time after a retraced bisection (`--retrace`), all four run timed together.
 
 The next command: `minimize` between the two releases for a compiler change (the frozen module holds the change,
 so it can be made smaller); the retraced replay whose report shows the lowering diff with its source lines for a
@@ -37,7 +39,7 @@ from .bisection import (
 )
 
 FROZEN, RETRACE, BOTH = "frozen", "retrace", "both"
-ProbeFor = Callable[[str], ReplayTogether]  # mode ("frozen", "retrace", "both") -> its probe
+ProbeFor = Callable[..., ReplayTogether]  # (mode: "frozen", "retrace", "both", timed=True) -> its probe
 LoweringOf = Callable[[dict, dict], "dict | None"]  # (retraced run, retraced run) -> lowering_diff, or None
 WORDS = {"compiler": "XLA (the compiler)", "lowering": "JAX's lowering",
          "both": "both XLA (the compiler) and JAX's lowering", "neither": "neither layer: the change did not show again"}
@@ -80,14 +82,16 @@ def _layer_at_boundary(registry: Registry, bundle: Bundle, result: BisectResult,
         before, after = text(a), text(b)
         return lowering_diff(before, after, program_file_names(bundle.manifest)) if before and after else None
 
-    return boundary_layer(result, runs, outputs_differ, lowering_of)
+    return boundary_layer(result, runs, outputs_differ, lowering_of, mode)
 
 
 def boundary_runs(result: BisectResult, mode: str, probe_for: ProbeFor) -> dict[tuple[str, str], dict]:
     """(version, mode) -> run, for the last good and first bad release, frozen and retraced. Time: one replay of
     all four timed together. Outputs: the bisection's own runs, the other mode replayed."""
     pair = [result.last_good, result.first_bad]
-    if result.criterion == TIME:
+    if result.criterion == TIME and mode == FROZEN:
+        runs = [result.runs[v] for v in pair if v in result.runs] + probe_for(RETRACE, timed=False)(pair)
+    elif result.criterion == TIME:
         runs = probe_for(BOTH)(pair)
     else:
         runs = [result.runs[v] for v in pair if v in result.runs]
@@ -98,12 +102,17 @@ def boundary_runs(result: BisectResult, mode: str, probe_for: ProbeFor) -> dict[
 
 
 def boundary_layer(result: BisectResult, runs: dict[tuple[str, str], dict], outputs_differ: OutputsDiffer | None,
-                   lowering_of: LoweringOf) -> dict:
+                   lowering_of: LoweringOf, mode: str | None = None) -> dict:
     """{"layer": "compiler" | "lowering" | "both" | "neither" | None, "last_good", "first_bad", "frozen" and
-    "retraced": {"changed": bool | None, "evidence"}, "lowering": {"changed", "text"} | None, "text"}."""
+    "retraced": {"changed": bool | None, "evidence"}, "lowering": {"changed", "text"} | None, "text"}. `mode`: the
+    one the bisection searched in (a frozen bisection by time has shown the frozen change itself)."""
     good, bad = result.last_good, result.first_bad
-    frozen = _shows(result, runs.get((good, FROZEN)), runs.get((bad, FROZEN)), outputs_differ)
-    retraced = _shows(result, runs.get((good, RETRACE)), runs.get((bad, RETRACE)), outputs_differ)
+    if result.criterion == TIME and mode == FROZEN:
+        frozen = _bisected(result)
+        retraced = {"changed": None, "evidence": "run once, untimed, for the StableHLO each release lowers it to"}
+    else:
+        frozen = _shows(result, runs.get((good, FROZEN)), runs.get((bad, FROZEN)), outputs_differ)
+        retraced = _shows(result, runs.get((good, RETRACE)), runs.get((bad, RETRACE)), outputs_differ)
     lowering = None
     if runs.get((good, RETRACE)) is not None and runs.get((bad, RETRACE)) is not None:
         lowering = lowering_of(runs[(good, RETRACE)], runs[(bad, RETRACE)])
@@ -123,6 +132,14 @@ def _own_lowering(good: str, frozen: dict, retraced: dict) -> dict:
     return {"changed": retraced["changed"],
             "evidence": f"the packed module could not be judged on jax {good} ({frozen['evidence']}); judged on the "
                         f"StableHLO both lower the program to, the same on both: {retraced['evidence']}"}
+
+
+def _bisected(result: BisectResult) -> dict:
+    """The frozen change at the boundary as the bisection timed it: each release beside the good end."""
+    def said(version: str) -> str:
+        return f"jax {version}: {result.evidence.get(version) or result.classes.get(version) or 'the good end'}"
+    return {"changed": True, "evidence": f"the bisection timed it, each release beside jax {result.good}: "
+                                         f"{said(result.last_good)}; {said(result.first_bad)}"}
 
 
 def unretraceable(result: BisectResult, refusal: str) -> dict:
