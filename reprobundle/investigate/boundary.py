@@ -86,8 +86,9 @@ def _layer_at_boundary(registry: Registry, bundle: Bundle, result: BisectResult,
 
 
 def boundary_runs(result: BisectResult, mode: str, probe_for: ProbeFor) -> dict[tuple[str, str], dict]:
-    """(version, mode) -> run, for the last good and first bad release, frozen and retraced. Time: one replay of
-    all four timed together. Outputs: the bisection's own runs, the other mode replayed."""
+    """(version, mode) -> run, for the last good and first bad release, frozen and retraced: the bisection's own
+    runs, the other mode replayed (untimed after a frozen bisection by time); after a retraced bisection by time, one
+    replay of all four timed together."""
     pair = [result.last_good, result.first_bad]
     if result.criterion == TIME and mode == FROZEN:
         runs = [result.runs[v] for v in pair if v in result.runs] + probe_for(RETRACE, timed=False)(pair)
