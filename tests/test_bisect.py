@@ -254,3 +254,10 @@ def test_beyond_ends_needs_the_whole_interval_past_the_bad_end():
     assert beyond_ends(ends, {"verdict": "faster", "ratio": 0.8, "ci95": [0.7, 0.9], "settled": True}) == "faster"
     assert beyond_ends(ends, {"verdict": "faster", "ratio": 0.8, "ci95": [0.7, 0.9], "settled": False}) is None
     assert beyond_ends(ends, {"verdict": "same", "ratio": 1.0, "ci95": [0.98, 1.02], "settled": True}) is None
+
+
+def test_beyond_ends_says_nothing_without_intervals():
+    from reprobundle.investigate.bisection import beyond_ends
+
+    ends = {"verdict": "slower", "ratio": 1.4, "ci95": None}
+    assert beyond_ends(ends, {"verdict": "slower", "ratio": 1.2, "ci95": None}) is None

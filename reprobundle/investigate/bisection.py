@@ -341,6 +341,8 @@ def beyond_ends(ends: dict, probe: dict) -> str | None:
     change, seen = ends.get("verdict"), probe.get("verdict")
     if change not in ("slower", "faster") or seen not in ("slower", "faster") or not probe.get("settled", True):
         return None
+    if not probe.get("ci95") or not ends.get("ci95"):  # a verdict without an interval (too few rounds)
+        return None
     if seen != change:
         return seen
     (lo, hi), (end_lo, end_hi) = probe["ci95"], ends["ci95"]
