@@ -18,23 +18,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "reprobundle"]
+from bench_bisect import run as run_cli  # the same subprocess runner: the CLI as a user runs it, timed
 
 
 def run(args: list[str], env: dict[str, str]) -> tuple[float, dict]:
-    t0 = time.perf_counter()
-    done = subprocess.run(CLI + args, capture_output=True, text=True, env=env, cwd=ROOT)
-    wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
-    return wall, json.loads(done.stdout) if done.stdout.strip().startswith(("{", "[")) else {}
+    wall, out = run_cli(args, env)
+    return wall, json.loads(out) if out.strip().startswith(("{", "[")) else {}
 
 
 def probes_text(spent: dict) -> str:
