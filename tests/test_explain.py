@@ -204,6 +204,36 @@ def test_settings_reach_only_their_contender_and_an_unknown_flag_is_that_contend
     assert "--variant 0.8.0:" in comparison["reproduce"]["command"].replace("'", "")
 
 
+def test_flags_applied_at_compile_share_the_process_and_a_refused_option_is_that_contenders_error(tmp_path):
+    # explain measures an experiment whose flag acts at compile in the candidate's own process (ContenderSpec.at_compile)
+    from reprobundle.run.contenders import ContenderSpec, Settings
+
+    store = str(tmp_path / "store")
+    reprobundle.pack(jax.jit(_tiny_loop), np.ones(4, np.float32), np.float32(1e-3), name="loop", store=store,
+                     **quick.PACK)
+    unoptimized = ContenderSpec("installed", settings=Settings(("--xla_disable_all_hlo_passes=true",)),
+                                at_compile=(("xla_disable_all_hlo_passes", True),))
+    bogus = ContenderSpec("installed", settings=Settings(("--xla_reprobundle_no_such_option=1",)),
+                          at_compile=(("xla_reprobundle_no_such_option", 1),))
+    from reprobundle.run.replay import replay
+    from reprobundle.run.execution import Timing
+
+    registry = api.open_registry(store)
+    plain, unopt, refused = replay(registry, registry.resolve("loop"), [ContenderSpec("installed"), unoptimized, bogus],
+                                       timing=Timing(warmup=1, repeat=2), rounds=1, profile=False)
+    assert plain["status"] == unopt["status"] == "ok", (plain["reason"], unopt["reason"])
+    assert refused["status"] == "error" and "XLA did not compile with the options" in refused["reason"]
+    assert "xla_reprobundle_no_such_option=1" in refused["reason"]
+    assert unopt["environment"]["conditions"]["compile_options"] == {"xla_disable_all_hlo_passes": True}
+    assert unopt["environment"]["conditions"]["workers"] == "shared"  # one process served all three
+    assert "compile_options" not in plain["environment"]["conditions"]
+    # what a user pastes is recorded, not how the worker applied it
+    assert unopt["contender"]["settings"]["xla_flags"] == ["--xla_disable_all_hlo_passes=true"]
+    # the option reached the compile: no HLO pass ran on its module
+    hlo = {r["run_id"]: registry.get_blob(r["artifacts"]["hlo_after"]["blob"]).decode() for r in (plain, unopt)}
+    assert hlo[plain["run_id"]] != hlo[unopt["run_id"]]
+
+
 @pytest.mark.crossversion
 def test_explain_attention_names_fusion_wrapper_and_its_experiment(attention_store, tmp_path):
     # the pass experiments' mechanics, all measured (the release delta and the screen have tests of their own)
@@ -368,6 +398,15 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
     # screened as a compile option in the candidate's one worker, and it moved the time back (a 5-30x difference)
     assert exp["screen"]["how"] == "compile option" and exp["screen"]["moved"] is True and exp["measured"]
     assert exp["vs_candidate"]["verdict"] == "faster" and exp["vs_candidate"]["settled"]
+    # measured with its flag applied to its compile, in the candidate's process of each round; recorded as such
+    registry = api.open_registry(store)
+    stored = {r["run_id"]: r for r in registry.runs(registry.resolve("loop").ref.bundle_id)}
+    exp_run = next(stored[i] for i in result["run_ids"]
+                   if stored[i]["contender"]["label"] == "0.4.33 [XLA_FLAGS=--xla_cpu_use_thunk_runtime=false]")
+    conditions = exp_run["environment"]["conditions"]
+    assert conditions["compile_options"] == {"xla_cpu_use_thunk_runtime": False}
+    assert conditions["workers"] == "shared"
+    assert exp_run["contender"]["settings"]["xla_flags"] == ["--xla_cpu_use_thunk_runtime=false"]
     # a pass that the screen saw not move is not timed
     assert all(e["measured"] is bool((e["screen"] or {}).get("moved") is not False) for e in result["experiments"])
     d = result["diagnosis"]
@@ -381,7 +420,6 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
     assert "--variant 0.4.33:XLA_FLAGS=--xla_cpu_use_thunk_runtime=false" in result["reproduce"]["command"].replace(
         "'", "")
     # the answer is a record beside its runs, and the issue body carries the cause and the line to paste
-    registry = api.open_registry(store)
     (answer,) = [a for a in registry.answers(registry.resolve("loop").ref.bundle_id) if a["kind"] == "explanation"]
     assert answer["answer_id"] == result["answer_id"] and answer["answer"]["diagnosis"]["default"]["name"] == \
         "xla_cpu_use_thunk_runtime"

@@ -115,3 +115,17 @@ def test_harmless_command_lines_are_kept():
     for argv in (["python", "-u", "train.py", "--steps", "20", "--lr=1e-3", "-v", "--config", "cfg.yaml"],
                  ["python", "-P", "-m", "pkg.main", "batch=32", "--out", "/tmp/pytest-of-root/run-17/out"]):
         assert redact_argv(argv) == argv
+
+
+def test_xla_flags_keep_their_names_and_lose_only_secret_values():
+    from reprobundle.bundle.redaction import redact_argv, redact_flags
+
+    # long flag names with a short value read as one random-looking word before; "passes" holds "PASS"
+    harmless = ["--xla_backend_optimization_level=0", "--xla_disable_hlo_passes=fusion-wrapper",
+                "--xla_cpu_use_thunk_runtime=false", "--xla_dump_to=/tmp/reprobundle-dump"]
+    assert redact_flags(harmless) == harmless
+    key = "AKIA" + "ABCDEFGHIJKLMNOP"
+    assert redact_flags([f"--xla_gpu_per_fusion_autotune_cache_dir={key}", key]) == [
+        f"--xla_gpu_per_fusion_autotune_cache_dir={REDACTED}", REDACTED]
+    assert redact_argv(["--xla_backend_optimization_level=0", f"--flag={key}"]) == [
+        "--xla_backend_optimization_level=0", f"--flag={REDACTED}"]

@@ -112,8 +112,9 @@ def _redacted_arg(arg: str) -> tuple[str, bool]:
         arg, hide_next = _redacted_option(arg, option)
     elif assignment and (_secret_option(assignment.group(1)) or looks_secret_value(assignment.group(2))):
         arg = f"{assignment.group(1)}={REDACTED}"
-    if arg != REDACTED and REDACTED not in arg and looks_secret_value(arg):
-        arg = REDACTED
+    judged_apart = bool(option and option.group(3)) or assignment is not None  # name and value, each by its rule
+    if arg != REDACTED and REDACTED not in arg and not judged_apart and looks_secret_value(arg):
+        arg = REDACTED  # (whole, a long flag name and its short value read as one random-looking word)
     return arg, hide_next
 
 
@@ -126,6 +127,20 @@ def _redacted_option(arg: str, option: re.Match) -> tuple[str, bool]:
     if secret_name or looks_secret_value(value):  # --name=value
         return f"{dashes}{name}={REDACTED}", False
     return arg, False
+
+
+def redact_flags(flags: Sequence[str]) -> list[str]:
+    """XLA flags as they may be stored: a `--name=value` whose value looks secret keeps its name; a flag's name alone
+    is never judged by the secret-name words (`--xla_disable_hlo_passes` names passes, not a password), nor read as
+    one random-looking word with its value."""
+    out = []
+    for flag in map(str, flags):
+        name, eq, value = flag.partition("=")
+        if eq:
+            out.append(f"{name}={REDACTED}" if looks_secret_value(value) else flag)
+        else:
+            out.append(REDACTED if looks_secret_value(flag) else flag)
+    return out
 
 
 def redact(obj: Any) -> Any:

@@ -42,7 +42,7 @@ from ..run.options import ReplayOptions
 from ..run.retrace import retrace_refusal
 from .bisection import BEYOND, BITS_ONLY
 from .default_experiments import DefaultChange, experiment_spec, option_refusal, workaround_lines
-from .screen import Screened
+from .screen import Screened, compile_options, extra_flags
 
 log = logging.getLogger(__name__)
 
@@ -455,7 +455,8 @@ def _measure(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candid
     paired rounds. The comparison and each experiment's facts (in the plan's order)."""
     from .probes import output_difference
 
-    contenders = [baseline, candidate, *(e.spec for e in measured)]
+    flag_types = setup.flag_types()
+    contenders = [baseline, candidate, *(_as_measured(e, candidate, flag_types) for e in measured)]
     if by == "time":
         setup.say(f"timing {len(measured)} experiment(s) with both in paired rounds", "experiments")
         options = replace(setup.options, dump=True, profile=setup.profile, max_time_s=left)
@@ -478,6 +479,16 @@ def _measure(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candid
     if by == "time":
         _against_candidate(facts, runs, setup)
     return runs, comparison, facts
+
+
+def _as_measured(e: Experiment, candidate: ContenderSpec, flag_types: dict | None) -> ContenderSpec:
+    """The experiment's contender in the measurement: where the screen saw its flag act as a compile option, the
+    worker applies it to the compile, so that it shares the candidate's process each round (one start fewer a
+    round); else as XLA_FLAGS in a process of its own."""
+    if e.spec.mode == RETRACE or e.screened is None or e.screened.how != "compile option":
+        return e.spec
+    options = compile_options(extra_flags(e.spec, candidate), flag_types)
+    return replace(e.spec, at_compile=tuple(sorted(options.items()))) if options else e.spec
 
 
 def _ran(run: dict) -> bool:

@@ -91,7 +91,8 @@ def _typed(text: str, kind: str) -> Any:
     return text if kind == "string" else None
 
 
-def _extra_flags(spec: ContenderSpec, candidate: ContenderSpec) -> tuple[str, ...]:
+def extra_flags(spec: ContenderSpec, candidate: ContenderSpec) -> tuple[str, ...]:
+    """The XLA flags the experiment `spec` adds to the candidate's."""
     n = len(candidate.settings.xla_flags)
     return spec.settings.xla_flags[n:]
 
@@ -130,7 +131,7 @@ def _needs_own_process(spec: ContenderSpec, candidate: ContenderSpec, flag_types
     """An experiment no compile option can serve: its flag is repeated or --help-only, or it sets the environment."""
     if spec.mode == RETRACE:
         return False
-    return (compile_options(_extra_flags(spec, candidate), flag_types) is None
+    return (compile_options(extra_flags(spec, candidate), flag_types) is None
             or spec.settings.env != candidate.settings.env)
 
 
@@ -226,7 +227,7 @@ def _one(run: _Run, spec: ContenderSpec, candidate: ContenderSpec, flag_types, w
     if spec.mode == RETRACE:
         return Screened("not screened")  # a retraced program is lowered anew: no module to serve
     if own is None and not _needs_own_process(spec, candidate, flag_types):
-        outcome = run.on(run.cand, compile_options(_extra_flags(spec, candidate), flag_types))
+        outcome = run.on(run.cand, compile_options(extra_flags(spec, candidate), flag_types))
         if outcome.ok or not any(word in (outcome.message or "") for word in REFUSED):
             return run.judged(outcome, "compile option")
     from ..errors import ReplayError

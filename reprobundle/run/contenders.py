@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import UsageError
@@ -67,6 +67,11 @@ class ContenderSpec:
     jax: str
     mode: str = FROZEN
     settings: Settings = field(default_factory=Settings)
+    # Those of the settings' XLA flags that the worker applies to its compile (`Lowered.compile(options)`,
+    # {DebugOptions field: typed value}) instead of XLA_FLAGS at start-up: explain's experiments whose flag its
+    # screen saw act as a compile option, so that they share the candidate's process each round. Not recorded:
+    # the compile sees the same DebugOptions, and the settings are what a user pastes.
+    at_compile: tuple[tuple[str, bool | int | float | str], ...] = ()
 
     @property
     def label(self) -> str:
@@ -77,13 +82,21 @@ class ContenderSpec:
     def as_record(self) -> dict:
         return {"jax": self.jax, "mode": self.mode, "settings": self.settings.as_record()}
 
+    def at_start(self) -> Settings:
+        """The settings the worker process starts with: all of them but the XLA flags applied at compile."""
+        if not self.at_compile:
+            return self.settings
+        names = {name for name, _ in self.at_compile}
+        kept = tuple(f for f in self.settings.xla_flags if f.lstrip("-").partition("=")[0] not in names)
+        return replace(self.settings, xla_flags=kept)
+
     def redacted(self) -> "ContenderSpec":
         """This contender with the values of its settings that look like secrets (by name or shape) masked: what a
         run record keeps and a report shows (the worker gets the real values)."""
-        from ..bundle.redaction import redact, redact_env
+        from ..bundle.redaction import redact_env, redact_flags
 
         s = self.settings
-        return ContenderSpec(self.jax, self.mode, Settings(tuple(redact(list(s.xla_flags))), tuple(
+        return ContenderSpec(self.jax, self.mode, Settings(tuple(redact_flags(s.xla_flags)), tuple(
             redact_env(dict(s.jax_config)).items()), tuple(redact_env(dict(s.env)).items())))
 
     @classmethod

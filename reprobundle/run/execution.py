@@ -201,9 +201,11 @@ def build_job(registry: Registry, function: dict, input_leaves: Sequence[dict], 
         "platform": platform,
         "brief_environment": brief_environment,
         "mode": contender.mode if contender else FROZEN,
-        "settings": contender.settings.as_record() if contender else Settings().as_record(),
+        "settings": contender.at_start().as_record() if contender else Settings().as_record(),
         "memory_check": memory_check,
     }
+    if contender is not None and contender.at_compile:
+        job["compile_options"] = dict(contender.at_compile)
     if contender is not None and contender.mode == RETRACE and function.get("program"):
         job["program"] = write_program(registry, function["program"], workdir / "program")
         if retrace_cache is not None:

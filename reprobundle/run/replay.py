@@ -394,6 +394,9 @@ def _timed_run(registry: Registry, target: _Target, timed: _Timed, measured: dic
         {**measured_under, "schedule": budget.describe(rounds_run, key)}
     if timed.contender.shares in shared:  # its process served other bundles too (schedule.Contender.shares)
         run["environment"]["conditions"] = {**run["environment"]["conditions"], "workers": "shared"}
+    if timed.spec.at_compile:  # its XLA flags reached its compile as options, not XLA_FLAGS (ContenderSpec)
+        run["environment"]["conditions"] = {**run["environment"]["conditions"],
+                                            "compile_options": dict(timed.spec.at_compile)}
     if timed.packages:
         run["packages"] = timed.packages
     if build is not None:
@@ -550,7 +553,7 @@ def _process_key(interpreter: str | Path, spec: ContenderSpec, target: _Target) 
     dtypes = [str(leaf.get("dtype")) for leaf in target.leaves] + [str(a.get("dtype"))
                                                                    for a in fields.get("out_avals") or []]
     wide = any(d in WIDE_64 for d in dtypes)
-    return json.dumps([str(interpreter), spec.settings.as_record(), target.platform.platform, wide], sort_keys=True)
+    return json.dumps([str(interpreter), spec.at_start().as_record(), target.platform.platform, wide], sort_keys=True)
 
 
 def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Sequence[_Timed]) -> list[list[Contender]]:

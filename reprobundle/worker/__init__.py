@@ -78,6 +78,9 @@ Job (protocol 1)
     "settings": {"xla_flags": [str],    # optional: this contender's own settings, applied before jax
                  "jax_config": {str: str},  #   is imported (XLA_FLAGS appended, environment variables set)
                  "env": {str: str}},    #   or before the function loads (jax.config.update)
+    "compile_options": {str: bool|int|float|str},  # optional: XLA DebugOptions fields set for this job's compile
+                                        #   only (Lowered.compile(options)), so that jobs of one process can
+                                        #   differ in flags XLA reads at compile (explain's experiments)
     "memory_check": bool,               # optional (default true): refuse inputs whose declared sizes and a
                                         #   compiled module whose outputs and temporaries (XLA's memory analysis)
                                         #   exceed the memory free (memory.py)

@@ -128,6 +128,7 @@ class Job(_JobRequired, total=False):
     mode: str  # "frozen" | "retrace"
     program: Program
     settings: Settings
+    compile_options: dict[str, Union[bool, int, float, str]]  # XLA DebugOptions fields for this job's compile only
     platform: Optional[str]
     memory_check: bool
 

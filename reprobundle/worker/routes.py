@@ -209,12 +209,16 @@ class Routes(WorkerState):
         except Exception as e:
             raise RouteFailure("lower", self._explain_module_failure(e, desc))
         self.prepare_kernels(lowered, exp)
+        options = self.job.get("compile_options")
         t0 = time.perf_counter()
         try:
-            compiled = lowered.compile()
+            compiled = lowered.compile(dict(options)) if options else lowered.compile()
         except Exception as e:
             if out_of_memory(e):  # the release compiled it, the device could not hold it: not incompatible
                 raise JobError("out of device memory while compiling (route %r): %s" % (route, exc_msg(e)))
+            if options:  # the contender's options, not the module: no other route would compile it either
+                raise JobError("XLA did not compile with the options %s: %s" % (
+                    ", ".join("%s=%s" % kv for kv in sorted(options.items())), exc_msg(e)))
             raise RouteFailure("compile", "XLA compilation failed: %s" % exc_msg(e))
         compile_s = time.perf_counter() - t0
         return lowered, compiled, compile_s
