@@ -207,7 +207,7 @@ class _Probes:
         options = self.options if timed else self.options.outputs_only()
         replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
                               progress=self.progress, mode=mode)
-        what = ("timed" if timed else "untimed") + {"frozen": "", "both": " frozen and retraced"}.get(mode, f" {mode}")
+        what = ("timed" if timed else "untimed") + ("" if mode == "frozen" else f" {mode}")
         watched = self.ledger.watched(what, replay, concurrent=not timed)
 
         def remembered(versions: Sequence[str]) -> list[dict]:
@@ -217,18 +217,6 @@ class _Probes:
             return self.seen[key]
 
         return remembered
-
-    def both_ways(self, versions: Sequence[str]) -> None:
-        """The versions run frozen and retraced in one untimed replay (their workers start together), remembered as
-        each mode's untimed probe of them: the mode choice asks for both unless the frozen outputs already differ,
-        and a bisection by time or of JAX's lowering, the common cases, needs both."""
-        from ..run.contenders import BOTH, FROZEN, RETRACE
-
-        if self.timed_only:
-            return
-        runs = self.probe(BOTH, timed=False)(versions)
-        for mode in (FROZEN, RETRACE):
-            self.seen[mode, False, tuple(versions)] = [r for r in runs if r["contender"]["mode"] == mode]
 
 
 class _Search:
@@ -248,8 +236,6 @@ class _Search:
 
         refusal = retrace_refusal(self.probes.args[1].manifest)
         retraced = None if refusal else self.probes.probe("retrace", timed=False)
-        if retraced is not None:
-            self.probes.both_ways([good, bad])
         self.mode, why = choose_mode(good, bad, self.probes.probe("frozen", timed=False), retraced, self.compare,
                                      refusal)
         if self.probes.progress:

@@ -10,7 +10,8 @@ no DebugOptions field (what only `XLA_FLAGS=--help` lists): such an experiment g
 the flag in XLA_FLAGS, as a flag read at start-up must. (Found by trying: 0.4.33's `xla_cpu_use_thunk_runtime` as a
 compile option changes a small while loop's time ~6x in one process, as it does in XLA_FLAGS; the repeated field
 is refused with that error, which is also what sends an experiment to a process of its own.) A flag XLA read only
-at client start-up would look inert here; the paired replay never uses compile options. Every worker the screen
+at client start-up would look inert here, and is not measured; one that moved as a compile option is measured as one
+too (explain.py `_as_measured`), in the candidate's process of each round. Every worker the screen
 knows it needs (the two references, the first MAX_STARTED_AHEAD experiments of their own) is launched before any is
 awaited, so their JAX imports overlap, and nothing is timed until all of them are idle.
 
