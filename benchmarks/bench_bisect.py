@@ -15,6 +15,7 @@ good release's) and `colsum` (tests/programs/retrace/colsum.py, --by bits: its l
 Every release between GOOD and BAD that the index lists is a candidate (the cache holds them all here).
 
 Usage: .venv/bin/python benchmarks/bench_bisect.py [--good 0.4.30] [--bad 0.10.2] [--programs rng colsum] [--cold]
+       [--pairs N]
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -63,6 +65,7 @@ def main() -> None:
     parser.add_argument("--bad", default="0.10.2")
     parser.add_argument("--programs", nargs="+", default=list(PROGRAMS))
     parser.add_argument("--cold", action="store_true")
+    parser.add_argument("--pairs", type=int, default=1, help="no-flag and flagged bisections alternated N times")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-bisect-"))
     env = {**os.environ, "REPROBUNDLE_STORE": str(scratch / "store"), "REPROBUNDLE_CACHE_DIR": str(scratch / "cache")}
@@ -86,6 +89,13 @@ def main() -> None:
             print(f"  bisect with no flag: {auto_s:.1f} s ({auto_s / new_s:.2f}x the bisection with --retrace; goal "
                   f"<= 1.3x), first bad {auto['first_bad']} by {auto['criterion']}, mode {auto['mode']}: "
                   f"{auto['mode_why']}")
+            ratios = [auto_s / new_s]
+            for _ in range(args.pairs - 1):  # alternated, so that a drift of the machine meets both alike
+                flagged_s = bisect(name, [], args.good, args.bad, env)[0]
+                ratios.append(bisect(name, [], args.good, args.bad, env, flags=[])[0] / flagged_s)
+            if len(ratios) > 1:
+                print(f"  no flag / --retrace over {len(ratios)} alternated pairs: median "
+                      f"{statistics.median(ratios):.2f}x ({', '.join(f'{r:.2f}' for r in ratios)})")
         if args.cold:
             cold_env = {**env, "REPROBUNDLE_ENV_DIR": str(scratch / f"envs-{name}")}
             cold_s, cold, _ = bisect(name, [], args.good, args.bad, cold_env)
