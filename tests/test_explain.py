@@ -205,8 +205,10 @@ def test_settings_reach_only_their_contender_and_an_unknown_flag_is_that_contend
 
 
 def test_flags_applied_at_compile_share_the_process_and_a_refused_option_is_that_contenders_error(tmp_path):
-    # explain measures an experiment whose flag acts at compile in the candidate's own process (ContenderSpec.at_compile)
+    # explain measures an experiment whose flag acts at compile in the candidate's process (ContenderSpec.at_compile)
     from reprobundle.run.contenders import ContenderSpec, Settings
+    from reprobundle.run.execution import Timing
+    from reprobundle.run.replay import replay
 
     store = str(tmp_path / "store")
     reprobundle.pack(jax.jit(_tiny_loop), np.ones(4, np.float32), np.float32(1e-3), name="loop", store=store,
@@ -215,9 +217,6 @@ def test_flags_applied_at_compile_share_the_process_and_a_refused_option_is_that
                                 at_compile=(("xla_disable_all_hlo_passes", True),))
     bogus = ContenderSpec("installed", settings=Settings(("--xla_reprobundle_no_such_option=1",)),
                           at_compile=(("xla_reprobundle_no_such_option", 1),))
-    from reprobundle.run.replay import replay
-    from reprobundle.run.execution import Timing
-
     registry = api.open_registry(store)
     plain, unopt, refused = replay(registry, registry.resolve("loop"), [ContenderSpec("installed"), unoptimized, bogus],
                                        timing=Timing(warmup=1, repeat=2), rounds=1, profile=False)

@@ -209,7 +209,7 @@ class Routes(WorkerState):
         except Exception as e:
             raise RouteFailure("lower", self._explain_module_failure(e, desc))
         self.prepare_kernels(lowered, exp)
-        options = self.job.get("compile_options")
+        options: Any = self.job.get("compile_options")  # (jax's stub says str|bool values; XLA takes ints too)
         t0 = time.perf_counter()
         try:
             compiled = lowered.compile(dict(options)) if options else lowered.compile()
