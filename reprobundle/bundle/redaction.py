@@ -112,10 +112,15 @@ def _redacted_arg(arg: str) -> tuple[str, bool]:
         arg, hide_next = _redacted_option(arg, option)
     elif assignment and (_secret_option(assignment.group(1)) or looks_secret_value(assignment.group(2))):
         arg = f"{assignment.group(1)}={REDACTED}"
-    judged_apart = bool(option and option.group(3)) or assignment is not None  # name and value, each by its rule
-    if arg != REDACTED and REDACTED not in arg and not judged_apart and looks_secret_value(arg):
-        arg = REDACTED  # (whole, a long flag name and its short value read as one random-looking word)
+    if REDACTED not in arg and _judged_whole(option, assignment) and looks_secret_value(arg):
+        arg = REDACTED
     return arg, hide_next
+
+
+def _judged_whole(option: re.Match | None, assignment: re.Match | None) -> bool:
+    """Whether an argument is judged as one word: not a `--name=value` or `NAME=value`, whose name and value were
+    judged each by its rule (as one word, a long flag name and its short value read as a random key)."""
+    return not (option and option.group(3)) and assignment is None
 
 
 def _redacted_option(arg: str, option: re.Match) -> tuple[str, bool]:

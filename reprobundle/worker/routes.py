@@ -209,10 +209,15 @@ class Routes(WorkerState):
         except Exception as e:
             raise RouteFailure("lower", self._explain_module_failure(e, desc))
         self.prepare_kernels(lowered, exp)
-        options: Any = self.job.get("compile_options")  # (jax's stub says str|bool values; XLA takes ints too)
         t0 = time.perf_counter()
+        compiled = self.compile_lowered(lowered, route)
+        return lowered, compiled, time.perf_counter() - t0
+
+    def compile_lowered(self, lowered, route):
+        """XLA's compile of `lowered`, with the job's compile options (XLA DebugOptions fields) when it has some."""
+        options: Any = self.job.get("compile_options")  # (jax's stub says str|bool values; XLA takes ints too)
         try:
-            compiled = lowered.compile(dict(options)) if options else lowered.compile()
+            return lowered.compile(dict(options)) if options else lowered.compile()
         except Exception as e:
             if out_of_memory(e):  # the release compiled it, the device could not hold it: not incompatible
                 raise JobError("out of device memory while compiling (route %r): %s" % (route, exc_msg(e)))
@@ -220,8 +225,6 @@ class Routes(WorkerState):
                 raise JobError("XLA did not compile with the options %s: %s" % (
                     ", ".join("%s=%s" % kv for kv in sorted(options.items())), exc_msg(e)))
             raise RouteFailure("compile", "XLA compilation failed: %s" % exc_msg(e))
-        compile_s = time.perf_counter() - t0
-        return lowered, compiled, compile_s
 
     def _check_kernel_signatures(self, lowered, kernels):
         """Fail the route, naming them, when kernels the module calls take other operands on this release (the
