@@ -101,7 +101,7 @@ class Ledger:
             t0 = time.perf_counter()
             runs = replay(versions)
             self.record(what, versions, time.perf_counter() - t0, of_runs(runs),
-                        at_once=len(runs) if concurrent else 1)  # (a version run both ways is two)
+                        at_once=len(versions) if concurrent else 1)
             return runs
         return probe
 
