@@ -27,6 +27,7 @@ class Settings:
     debug: str = ""  # "1": tracebacks with the one-line errors
     log: str = ""  # the log level without -v (logs.py)
     platforms: str = ""  # the accelerators here, replacing detection (envs/platforms.py)
+    schedule: str = ""  # "alternate": versions visited one process at a time, as on a TPU (run/replay.py)
     http_timeout: str = ""  # seconds an http(s) store waits for the next byte (store/http.py)
     http_deadline: str = ""  # seconds one http(s) request may take in all (store/http.py)
     http_max_download: str = ""  # the largest zip an https URL may download ("2G"; store/http.py)

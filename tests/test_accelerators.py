@@ -24,7 +24,7 @@ from reprobundle.envs.manager import (
     requirements,
 )
 from reprobundle.envs.package_index import fetch_project_files, index_url, project_wheel
-from reprobundle.errors import ReplayError, UsageError
+from reprobundle.errors import EnvironmentCreationError, ReplayError, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU_DATA = Path(__file__).parent / "data" / "gpu"
@@ -190,7 +190,12 @@ def planner(tmp_path_factory):
 @pytest.mark.slow
 def test_accelerator_requirements_resolve_on_the_index(planner, version, platform, build, expect):
     """The requirement sets of CUDA and TPU environments, resolved by uv against the real index: metadata only."""
-    plan = planner.plan(version, platform=platform, build=build)
+    try:
+        plan = planner.plan(version, platform=platform, build=build)
+    except EnvironmentCreationError as e:  # an index of its own (a TPU machine's offline one) holds a few releases
+        if "not an installable release" not in str(e):
+            raise
+        pytest.skip(f"{e}: this index does not hold the release")
     assert plan["platform"] == platform and plan["name"].startswith(f"jax-{plan['version']}-{plan['build']}-py")
     pins = planner.resolve(plan)
     assert pins["jax"] == plan["version"] and pins["jaxlib"] == plan["jaxlib"]
@@ -275,12 +280,14 @@ def test_device_kernels_annotated_directly_and_tpu_op_lines(tmp_path):
 def test_device_metadata_on_cpu_and_out_of_memory_words():
     import jax
 
+    assert out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 240.00GiB"))
+    assert not out_of_memory(ValueError("shapes do not match"))
+    if jax.default_backend() != "cpu":  # a TPU machine: the worker's metadata is of the default backend's devices
+        pytest.skip(f"the default backend here is {jax.default_backend()}: the CPU's metadata needs a CPU default")
     env = {"platform": jax.default_backend(), "cpu_model": "Some CPU", "env_vars": {}}
     device_environment(env)
     assert env["platform"] == "cpu" == lowering_platform() and env["device_kind"] == "Some CPU"
     assert env["device_count"] >= 1 and "accelerator" not in env
-    assert out_of_memory(RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 240.00GiB"))
-    assert not out_of_memory(ValueError("shapes do not match"))
 
 
 # ------------------------------------------------------------------------------------------ reports
@@ -313,6 +320,9 @@ def test_hardware_headline():
 def test_multi_platform_bundle_packed_and_replayed_on_cpu(store_dir):
     """pack --platforms cuda,cpu on a machine without a GPU: one artifact for both, the reference on the CPU; it
     replays here on the installed JAX and on 0.7.2, each run saying it ran on the CPU."""
+    why = _index_reachable()
+    if why is not None:  # a machine with no network (the TPU machine) cannot make 0.7.2's environment
+        pytest.skip(f"the package index {index_url()} is unreachable ({why}): 0.7.2 cannot be installed")
     code, out, err = cli("pack", str(ROOT / "examples/attention.py:make_small"), "--name", "mp", "--platforms",
                          "cuda,cpu", "--repeat", "3", "--warmup", "1", "--json", store=store_dir)
     assert code == 0, err

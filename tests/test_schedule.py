@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 import reprobundle
+from reprobundle.analysis.comparison import build_comparison
 from reprobundle.api import open_registry
+from reprobundle.run.contenders import parse_variant
 from reprobundle.run.execution import Timing, build_job
-from reprobundle.run.replay import replay_together
+from reprobundle.run.replay import replay, replay_together
 from reprobundle.run.schedule import Contender, measure_interleaved, rotated
 
 
@@ -89,3 +91,54 @@ def test_rounds_rotate_who_goes_first_and_keep_a_groups_members_side_by_side():
         for i in range(0, 6, 2):  # every group's two members next to each other
             assert order[i].split(".")[0] == order[i + 1].split(".")[0]
         assert order[0].split(".")[0] == f"p{k % 3 + 1}" and order[0].endswith(str(k % 2))
+
+
+# ------------------------------------------------------------------------------------ alternated (one process)
+
+
+def test_alternated_rounds_visit_one_contender_at_a_time_and_reuse_a_work_folder(fast_and_slow, tmp_path):
+    """Alternated (a TPU's schedule): each round visits the contenders one after another, each visit a process that
+    loads, times its steps and ends before the next starts; the order turns from round to round (A B, B A); the
+    first round's calls a step are its own, the later rounds' the group's fewest; two measurements in one work folder
+    (a replay's bisection probes) never collide."""
+    registry = fast_and_slow
+    timing = Timing(warmup=1, repeat=4)
+
+    def writer(name):
+        m = registry.resolve(name).manifest
+        return lambda folder, _round: build_job(registry, m["function"], m["inputs"]["leaves"], folder,
+                                                timing=timing, dump=False, profile=False, lockstep=True)
+
+    contenders = [Contender(name, sys.executable, writer(name)) for name in ("fast", "slow")]
+    for _ in range(2):
+        said: list[str] = []
+        measured = measure_interleaved(contenders, tmp_path / "work", steps=6, rounds=3, timeout_s=600,
+                                       progress=said.append, alternate=True)
+        assert all(m.failed_round is None for m in measured.values()), [m.outcome.reason for m in measured.values()]
+        assert [len(m.rounds) for m in measured.values()] == [3, 3]
+        visits = [str(line).split("visiting on jax ")[1].split(" ")[0] for line in said if "visiting" in str(line)]
+        assert visits == ["fast", "slow", "slow", "fast", "fast", "slow"]
+        fast, slow = measured["fast"], measured["slow"]
+        later = fast.steps[fast.rounds[0]:] + slow.steps[slow.rounds[0]:]
+        assert set(later) == {fast.calls_per_step} == {slow.calls_per_step}
+
+
+@pytest.mark.crossversion
+def test_a_replay_alternated_on_a_cpu_times_releases_and_variants_and_judges_them(fast_and_slow, monkeypatch):
+    """REPROBUNDLE_SCHEDULE=alternate forces a TPU's schedule on the CPU: two releases and a variant of each,
+    visited one process at a time, every run ok, one group, a paired verdict for each, and the records say the
+    versions were alternated."""
+    monkeypatch.setenv("REPROBUNDLE_SCHEDULE", "alternate")
+    registry = fast_and_slow
+    bundle = registry.resolve("slow")
+    specs = ["installed", "0.8.0", parse_variant("installed:XLA_FLAGS=--xla_cpu_enable_fast_math=false"),
+             parse_variant("0.8.0:XLA_FLAGS=--xla_cpu_enable_fast_math=false")]
+    runs = replay(registry, bundle, specs, timing=Timing(warmup=1, repeat=6, rounds=3), dump=False, profile=False,
+                  store_runs=False)
+    assert [r["status"] for r in runs] == ["ok"] * 4, [r["reason"] for r in runs]
+    assert len({r["timing"]["group"] for r in runs}) == 1
+    assert all(r["environment"]["conditions"]["order"] == "alternated" for r in runs)
+    comparison = build_comparison(bundle.manifest, runs, hlo_texts={}, outputs={})
+    judged = [row for row in comparison["rows"] if row["requested"] != "reference" and not row["is_baseline"]]
+    assert len(judged) == 3 and all(row["method"] is not None for row in judged), judged
+    assert any("alternation" in note for note in comparison["notes"])

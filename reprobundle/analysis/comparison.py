@@ -80,7 +80,7 @@ def build_comparison(manifest: dict, runs: list[dict], baseline: str | None = No
     base = _pick_baseline(rows, baseline)
     notes = ["no run succeeded: nothing to compare against"] if base is None else []
     notes += _fill_rows(rows, base, outputs, names, modules)
-    notes += _verdict_notes(rows)
+    notes += _verdict_notes(rows, alternated=any(r.get("alternated") for r in rows))
     notes += _resized_notes(resized)
     diffs = _version_diffs(rows, base, modules, stablehlo_texts or {}, program_files or [])
     split = layer_split(rows, base)
@@ -106,7 +106,8 @@ def _rows(manifest: dict, runs: list[dict], names: list[str]) -> tuple[list[dict
     shapes = {(r.get("labels") or {}).get("shape") for r in runs}
     resized = sorted(shape for shape in shapes if shape is not None)
     # Runs at other sizes (replay --shape) are compared with each other, never with the reference's sizes.
-    rows = ([] if resized else [_reference_row(manifest)]) + [_run_row(r, names) for r in runs]
+    rows = ([] if resized else [_reference_row(manifest)]) + [{**_run_row(r, names), "alternated": _alternated(r)}
+                                                              for r in runs]
     _label_duplicates(rows)
     return rows, resized
 
@@ -191,7 +192,9 @@ def _headline(row: dict, base: dict) -> dict:
     # a version settled before the others gets fewer rounds; one settled on its last round needs no mention
     settled_at = (f", settled at round {row['decided_at']}" if row.get("decided_at")
                   and row["decided_at"] != row["rounds"] else "")
-    how = f"paired, {row['rounds']} rounds timed together{settled_at}; p={p:.1g}"
+    how = (f"paired, {row['rounds']} rounds "
+           f"{'alternated, one process at a time' if row.get('alternated') else 'timed together'}{settled_at}; "
+           f"p={p:.1g}")
     out["direction"] = row["verdict"]
     if row["verdict"] == "slower":
         text = f"{who} is {ratio:.2f}x slower than {vs} (95% CI {lo:.2f}-{hi:.2f}x; {how})"
@@ -254,11 +257,19 @@ def budget_text(timing: dict) -> str:
     return f"{n} call{'s' if n != 1 else ''} in one process" if n else "no timing"
 
 
-def _verdict_notes(rows: list[dict]) -> list[str]:
+def _alternated(run: dict) -> bool:
+    """Whether a run's measurement visited the versions one process at a time (run/schedule.py, a TPU)."""
+    conditions = (run.get("environment") or {}).get("conditions")
+    return isinstance(conditions, dict) and conditions.get("order") == "alternated"
+
+
+def _verdict_notes(rows: list[dict], *, alternated: bool = False) -> list[str]:
     notes = []
     paired = [r for r in rows if r["method"] == METHOD_PAIRED]
+    how = ("timed in alternation with the baseline, one process at a time (adjacent visits paired, their order "
+           "varied by round: not concurrent)" if alternated else "timed interleaved with the baseline")
     if paired:
-        notes.append(f"verdicts for {', '.join(r['label'] for r in paired)}: timed interleaved with the baseline "
+        notes.append(f"verdicts for {', '.join(r['label'] for r in paired)}: {how} "
                      f"in {'/'.join(sorted({str(r['rounds']) for r in paired}))} rounds of fresh processes; "
                      f"group-sequential paired t-test over rounds, looked at after each round and stopped once "
                      f"settled ({SEQ_ALPHA:.0%} false verdicts, {1 - SEQ_BETA:.0%} power for a {SEQ_DETECT:.0%} "

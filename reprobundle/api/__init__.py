@@ -171,12 +171,17 @@ def pack_script(script: str, *, name: str, store: str | None = None, static: Seq
     """Pack what a script's factory returns: `(fn, args)` or `(fn, args, kwargs)`, with the program (the script, the
     local modules it imports, its packages: capture/source.py) so that a replay can retrace it. `options` or
     `settings`: as pack's."""
+    from ..capture.export import keep_host_off_device
     from ..capture.script import call_factory, split_script
     from ..capture.source import collect_program
 
     pack_options = _pack_options(options, settings, name=name, store=store)  # checked before the script runs
     # This process never needs a GPU's memory held: the reference run is another process, which does.
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    # nor a TPU's chip, which one process at a time may hold: it lowers for the chip, the worker runs there.
+    kept_off = keep_host_off_device()
+    if kept_off and platforms is None:
+        platforms = list(kept_off)
     if progress:
         progress(Status(f"running {script} to build the call", "script"))
     from ..capture.guard import user_code

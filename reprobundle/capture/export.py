@@ -8,12 +8,14 @@ leaves as numpy arrays.
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..envs.platforms import PLATFORMS, canonical_platforms, choose_platform
+from ..envs.platforms import PLATFORMS, canonical_platforms, choose_platform, detect_devices
 from ..errors import InputMismatchError, ReplayError, UsageError
 from ..text import clean, exception_line
 from ..worker.dtypes import MLIR_ELEMENT_DTYPES as MLIR_ELEMENT_DTYPES  # investigate/isolate.py's import
@@ -80,15 +82,37 @@ def lowering_platforms(platforms: Iterable[str] | str | None) -> tuple[str, ...]
     return tuple(names)
 
 
+# Accelerators this process keeps off (keep_host_off_device): there, but for the reference worker, not this process.
+_KEPT_OFF: set[str] = set()
+# Accelerators that admit one process at a time: the packing process must not hold one while the worker runs.
+ONE_PROCESS_PLATFORMS = ("tpu",)
+
+
+def keep_host_off_device() -> tuple[str, ...]:
+    """Before this process imports jax: where the machine's accelerator admits one process at a time (a TPU), this
+    process runs JAX on the CPU only (JAX_PLATFORMS=cpu for itself; a worker's job sets its own platform), so that
+    the reference worker can open the chip. Returns the platforms kept off, the ones to lower for; () where jax is
+    imported already, JAX_PLATFORMS is the user's, or no such accelerator is here."""
+    if "jax" in sys.modules or os.environ.get("JAX_PLATFORMS"):
+        return ()
+    here = [p for p in detect_devices().platforms if p in ONE_PROCESS_PLATFORMS]
+    if here:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        _KEPT_OFF.update(here)
+    return tuple(here)
+
+
 def reference_platform(platforms: Sequence[str]) -> str:
     """Where the reference run goes: of the artifact's platforms, the first accelerator this process's jax has
-    devices for, else the CPU (the rule replays follow too); ReplayError when it has none of them."""
+    devices for, or that this process keeps off for the worker (keep_host_off_device), else the CPU (the rule
+    replays follow too); ReplayError when it has none of them."""
     from jax._src import xla_bridge
 
     try:
         names = list(xla_bridge.backends())
     except Exception:  # no backend at all: the worker will say why
         names = ["cpu"]
+    names = sorted(_KEPT_OFF) + names
     present = []
     for name in names:
         try:

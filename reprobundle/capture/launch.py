@@ -161,6 +161,9 @@ def capture_program(command: Sequence[str], options: CaptureOptions, pack_option
         captures: list[dict] = []
         failures: list[dict] = []
         if options.capturing:
+            from .export import keep_host_off_device
+
+            keep_host_off_device()  # the program let go of a TPU at its exit: the reference workers open it now
             captures, failures = pack_captures(staged, rows, options, pack_options, command=shown,
                                                progress=progress)
         failures = export_failures(rows, options, captures) + failures

@@ -227,4 +227,8 @@ def _typed_by_avals(leaves: Sequence[np.ndarray], avals: Sequence[dict]) -> list
 
 def _stderr_hint(tail: str) -> str:
     lines = [l for l in tail.strip().splitlines() if l.strip()]
+    if "multi-process lockfile" in tail or "TPU is already in use" in tail:  # libtpu: another process holds it
+        return ("another process holds the TPU (this one, if it ran JAX on it): pack from the command line "
+                "(`reprobundle pack script.py`), or start Python with JAX_PLATFORMS=cpu and pack with "
+                "platforms=('tpu',): the reference then runs on the chip in a worker")
     return f"worker said: {lines[-1]}" if lines else "run with REPROBUNDLE_DEBUG=1 for details"

@@ -31,6 +31,7 @@ from .folders import (
     venv_python,
 )
 from .interpreters import Interpreter
+from .package_index import find_links
 from .plan import NUMPY2_FIRST_JAX, requirements
 from .platforms import ACCELERATORS, build_platform, platform_label
 from .versions import same_release
@@ -120,8 +121,11 @@ class EnvironmentBuilder:
         on = "" if build == "cpu" else f" for {platform_label(build_platform(build))} ({build})"
         say(f"creating environment for jax {version}{on} (Python {interp.version}) ...")
         reqs, options = requirements(version, jaxlib, build)
+        # uv reads its own UV_* settings; reprobundle's own variable it is told
+        index = index or (None if nightly else os.environ.get("REPROBUNDLE_INDEX_URL", "").strip() or None)
         if index:
             options = [*options, "--extra-index-url" if nightly else "--index-url", index]
+        options += [arg for folder in find_links() for arg in ("--find-links", folder)]
         if not jaxlib:
             log.info("jax %s: the index is unreadable, so the jaxlib is left to the installer (jaxlib<=%s)",
                      version, version)

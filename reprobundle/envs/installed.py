@@ -18,6 +18,15 @@ from .folders import JaxEnvironment
 from .interpreters import InterpreterFinder, requested_python
 
 
+def keeps_pythonpath(python: str | Path) -> bool:
+    """Whether a process of `python` runs with this process's PYTHONPATH (and -s, not -I): where `python` is this
+    process's own interpreter, the "installed" release, as invoked (a virtual environment's link to the same binary
+    is another interpreter), and PYTHONPATH is set. It then sees the jax that `python -c "import jax"` sees here,
+    where a cluster or a container puts JAX on PYTHONPATH; the environments reprobundle builds stay isolated."""
+    same = os.path.abspath(os.path.expanduser(str(python))) == os.path.abspath(sys.executable)
+    return same and bool(os.environ.get("PYTHONPATH"))
+
+
 def installed(python: str | None, interpreters: InterpreterFinder) -> JaxEnvironment:
     """The host's interpreter and its jax; with --python, that interpreter (as given) and its jax."""
     if python:

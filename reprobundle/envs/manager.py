@@ -150,7 +150,7 @@ class EnvironmentManager:
             versions = self.available_versions()
             if not versions:
                 raise EnvironmentCreationError("no jax release found on the package index",
-                                               hint=f"check the index ({index_url()}) is reachable")
+                                               hint=f"check the index ({self.index_url or index_url()}) is reachable")
             hit = self._find_existing(versions[-1], platform, build)
             if hit is not None:
                 return hit
@@ -176,7 +176,7 @@ class EnvironmentManager:
         index = self._index.load(want=requested)
         if index is None:
             raise EnvironmentCreationError(f"the package index is unreachable: {self._index.error}",
-                                           hint=f"check the index ({index_url()}) is reachable")
+                                           hint=f"check the index ({self.index_url or index_url()}) is reachable")
         canonical = next((v for v in index["jax"] if same_release(v, requested)), None)
         if canonical is None or jaxlib_for(index, canonical) is None:
             raise EnvironmentCreationError(f"jax {requested} is not an installable release on {index['url']}")
@@ -270,8 +270,8 @@ class EnvironmentManager:
         index = self._index.load(max_age=INDEX_CACHE_TTL_S)
         if index is None:
             raise EnvironmentCreationError(
-                f"could not read the list of jax releases from {index_url()}: {self._index.error}",
-                hint="check the network or the index settings (UV_DEFAULT_INDEX / UV_INDEX_URL)")
+                f"could not read the list of jax releases from {self.index_url or index_url()}: {self._index.error}",
+                hint="check the network or the index settings (REPROBUNDLE_INDEX_URL, UV_DEFAULT_INDEX / UV_INDEX_URL)")
         return sorted(installable(index), key=Version)
 
     def left_out_versions(self) -> dict[str, str]:

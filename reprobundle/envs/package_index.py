@@ -42,6 +42,7 @@ from ..store.http_client import get
 from .versions import is_final_release, parse_version, same_release, version_key
 
 __all__ = ["DEFAULT_INDEX", "INDEX_CACHE_TTL_S", "INDEX_RECHECK_S", "FALLBACK_PYTHONS", "PackageIndex", "index_url",
+           "find_links",
            "fetch_project_files", "summarize_index", "jax_file_version", "jaxlib_wheel_pythons", "platform_markers",
            "cpython_minor", "is_generic", "jaxlib_for", "installable", "not_installable", "fallback_pythons", "project_wheel",
            "summarize_project"]
@@ -69,12 +70,33 @@ _PURE = Tag("py3", "none", "any")
 
 
 def index_url() -> str:
-    """The index uv will install from (its environment settings; PyPI by default)."""
-    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL"):
+    """The index releases come from unless a command names one: $REPROBUNDLE_INDEX_URL, else uv's own settings
+    (UV_DEFAULT_INDEX, UV_INDEX_URL), else PyPI. A `file://` simple index (a folder) is one too."""
+    for var in ("REPROBUNDLE_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX_URL"):
         url = os.environ.get(var, "").strip()
         if url:
             return url.split()[0].rstrip("/")
     return DEFAULT_INDEX
+
+
+def find_links() -> list[str]:
+    """Folders of wheels installs may also take from: $REPROBUNDLE_FIND_LINKS, else uv's UV_FIND_LINKS (several
+    separated by the path separator or spaces)."""
+    for var in ("REPROBUNDLE_FIND_LINKS", "UV_FIND_LINKS"):
+        value = os.environ.get(var, "").strip()
+        if value:
+            return [part for part in value.replace(os.pathsep, " ").split() if part]
+    return []
+
+
+def _local_folder(url: str) -> Path | None:
+    """The folder a `file://` URL or a plain path names; None for a remote URL."""
+    if url.startswith("file:"):
+        from urllib.parse import urlparse
+        from urllib.request import url2pathname
+
+        return Path(url2pathname(urlparse(url).path))
+    return None if "://" in url else Path(url)
 
 
 # ------------------------------------------------------------------------------------------------ the client
@@ -106,7 +128,40 @@ class _SimpleHTML(HTMLParser):
 
 
 def fetch_project_files(index: str, project: str, timeout: float = 30.0) -> list[dict]:
-    """A project's files on a simple index (JSON, PEP 691, else HTML, PEP 503): filename, requires-python, yanked."""
+    """A project's files on a simple index (JSON, PEP 691, else HTML, PEP 503; a `file://` one read from its folder),
+    with those of the find-links folders (find_links()): filename, requires-python, yanked."""
+    extra = [file for folder in find_links() for file in _folder_files(Path(folder), project)]
+    folder = _local_folder(index)
+    if folder is not None:
+        return _local_index_files(folder, project) + extra
+    return _remote_index_files(index, project, timeout) + extra
+
+
+def _local_index_files(root: Path, project: str) -> list[dict]:
+    """A project's files on a simple index laid out in a folder: its page (`NAME/index.html`) where there is one,
+    else the files in `NAME/`; a flat folder of wheels lists the project's by name. FileNotFoundError when the
+    folder is not there (said as the index being unreachable)."""
+    if not root.is_dir():
+        raise FileNotFoundError(f"no such index folder: {root}")
+    page = root / canonicalize_name(project) / "index.html"
+    if page.is_file():
+        parser = _SimpleHTML()
+        parser.feed(page.read_text(encoding="utf-8", errors="replace"))
+        return parser.files
+    return _folder_files(root / canonicalize_name(project), project) or _folder_files(root, project)
+
+
+def _folder_files(folder: Path, project: str) -> list[dict]:
+    """The wheels and sdists of `project` in a folder, by their names (a find-links folder)."""
+    if not folder.is_dir():
+        return []
+    prefix = canonicalize_name(project).replace("-", "_")
+    return [{"filename": path.name, "requires-python": None, "yanked": False} for path in sorted(folder.iterdir())
+            if path.name.endswith((".whl", ".tar.gz", ".zip"))
+            and canonicalize_name(path.name.split("-")[0]).replace("-", "_") == prefix]
+
+
+def _remote_index_files(index: str, project: str, timeout: float) -> list[dict]:
     response = get(f"{index}/{project}/", timeout=timeout, headers={
         "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1", "User-Agent": "reprobundle-envs"})
     ctype, body = response.headers.get("content-type", ""), response.body

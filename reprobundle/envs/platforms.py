@@ -182,13 +182,37 @@ def _amd() -> Device | None:
     return Device("rocm", count, "AMD GPU") if count else None
 
 
+# The PCI device ids of TPU chips under Google's vendor id (the public tpu-info tool's table); Google's other PCI
+# functions on a TPU VM (its network card, its disks) are not chips. 0x0027 is a v2 or v3 by its subsystem id.
+_TPU_CHIP_IDS = {"0x005e": "v4", "0x0062": "v5p", "0x0063": "v5 lite", "0x006f": "v6 lite", "0x0076": "7x"}
+_TPU_V2_V3 = {"0x004e": "v2", "0x004f": "v3"}
+
+
+def _tpu_chip(device: str) -> str | None:
+    """The TPU generation of a PCI device folder of Google's vendor id; None for its other functions."""
+    device_id = _read(os.path.join(device, "device")).strip()
+    if device_id == "0x0027":
+        return _TPU_V2_V3.get(_read(os.path.join(device, "subsystem_device")).strip(), "v2/v3")
+    return _TPU_CHIP_IDS.get(device_id)
+
+
 def _tpu() -> Device | None:
-    vendors = glob.glob("/sys/bus/pci/devices/*/vendor")
-    chips = sum(1 for vendor in vendors if _read(vendor).strip() == GOOGLE_PCI_VENDOR)
+    """The TPU chips this host can open: their device files (/dev/vfio/N from v5 on, /dev/accelN before), else the
+    chips on the PCI bus (a sandbox may show a whole host's chips there but open one), as many as TPU_VISIBLE_CHIPS
+    leaves visible; the kind as JAX names it ("TPU v5 lite"). TPU_ACCELERATOR_TYPE (v5litepod-4) names the slice,
+    not this host's chips: kept as a detail."""
+    kinds = [_tpu_chip(os.path.dirname(vendor)) for vendor in glob.glob("/sys/bus/pci/devices/*/vendor")
+             if _read(vendor).strip() == GOOGLE_PCI_VENDOR]
+    chips = [kind for kind in kinds if kind]
     if not chips:
         return None
-    kind = os.environ.get("TPU_ACCELERATOR_TYPE", "").strip()
-    return Device("tpu", chips, f"TPU {kind}" if kind else "TPU")
+    opened = glob.glob("/dev/vfio/[0-9]*") or glob.glob("/dev/accel[0-9]*")
+    count = _visible(min(len(opened), len(chips)) if opened else len(chips), "TPU_VISIBLE_CHIPS")
+    if not count:
+        return None
+    slice_type = os.environ.get("TPU_ACCELERATOR_TYPE", "").strip()
+    kind = "TPU " + chips[0] if len(set(chips)) == 1 else "TPU"
+    return Device("tpu", count, kind, {"slice": slice_type} if slice_type else {})
 
 
 def detect_devices() -> Devices:

@@ -21,6 +21,7 @@ from ..errors import ReplayError
 from ..text import clean
 from .build import clean_env
 from .folders import JaxEnvironment
+from .installed import keeps_pythonpath
 
 PROBE = Path(__file__).resolve().parent.parent / "worker" / "release_facts.py"
 PROBE_VERSION = 2  # 2: the flags --help prints that are no DebugOptions field
@@ -54,11 +55,21 @@ def release_facts(env: JaxEnvironment, progress: Callable[[str], None] | None = 
     return {**facts, "cached": False}
 
 
-def _probe(env: JaxEnvironment) -> dict:
+def _probe_environment(env: JaxEnvironment) -> tuple[dict[str, str], str]:
+    """The probe's environment variables and isolation flag: clean, on the CPU, PYTHONPATH kept for the host's own
+    interpreter (installed.keeps_pythonpath)."""
     environ = {k: v for k, v in clean_env().items() if k != "XLA_FLAGS" and not k.startswith("JAX_")}
     environ["JAX_PLATFORMS"] = "cpu"  # flags and options do not depend on the device; the CPU is always there
+    if keeps_pythonpath(env.python_executable):
+        environ["PYTHONPATH"] = os.environ["PYTHONPATH"]
+        return environ, "-s"
+    return environ, "-I"
+
+
+def _probe(env: JaxEnvironment) -> dict:
+    environ, isolation = _probe_environment(env)
     try:
-        done = subprocess.run([str(env.python_executable), "-I", str(PROBE)], capture_output=True, text=True,
+        done = subprocess.run([str(env.python_executable), isolation, str(PROBE)], capture_output=True, text=True,
                               timeout=TIMEOUT_S, env=environ)
     except subprocess.TimeoutExpired:
         raise ReplayError(f"jax {env.jax_version}: reading its flags and options took over {TIMEOUT_S} s") from None
@@ -83,8 +94,9 @@ _HELP_LINE = re.compile(r"^\s*--(xla_[a-z0-9_]+)=(\S*)\s+(bool|int32|int64|float
 def _help_flags(env: JaxEnvironment, environ: dict[str, str]) -> dict[str, dict]:
     """{flag: {"type", "default", "source": "help"}} of what `XLA_FLAGS=--help` prints (jaxlib aborts after it;
     absl cuts the text at ~15,000 bytes, so this only adds the few flags that are no DebugOptions field)."""
+    isolation = "-s" if keeps_pythonpath(env.python_executable) else "-I"
     try:
-        done = subprocess.run([str(env.python_executable), "-I", "-c", "import jax; jax.numpy.ones(1)"],
+        done = subprocess.run([str(env.python_executable), isolation, "-c", "import jax; jax.numpy.ones(1)"],
                               capture_output=True, text=True, timeout=TIMEOUT_S,
                               env={**environ, "XLA_FLAGS": "--help"})
     except subprocess.TimeoutExpired:

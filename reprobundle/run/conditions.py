@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +49,9 @@ def _affinity() -> list[int]:
 
 def _memory() -> dict:
     try:
-        memory, swap = psutil.virtual_memory(), psutil.swap_memory()
+        with warnings.catch_warnings():  # psutil warns where /proc/vmstat is missing (a sandbox): swap is still read
+            warnings.simplefilter("ignore", RuntimeWarning)
+            memory, swap = psutil.virtual_memory(), psutil.swap_memory()
     except (OSError, RuntimeError):
         return {}
     return {"total_bytes": memory.total, "available_bytes": memory.available, "swap_used_bytes": swap.used}

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
+from ..envs.installed import keeps_pythonpath
 from ..store.watchdog import track_group
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
@@ -21,7 +22,7 @@ def start_worker(python: str | Path, args: Sequence[str], stderr_path: Path, *, 
                  cpus: Sequence[int] | None = None) -> subprocess.Popen:
     """The worker package started in `python` with `args` (see WorkerProcess for the memory limit and `cpus`), its
     stderr in `stderr_path`, its process group tracked (killed even if a signal ends the host in a C call)."""
-    env = worker_environment(extra_env)
+    env = worker_environment(extra_env, python)
     if cpus:  # the launcher sets the affinity before the worker starts: XLA sizes its thread pools to it
         env[_PIN_VAR] = ",".join(str(int(c)) for c in cpus)
 
@@ -69,7 +70,9 @@ def close_pipes(proc: subprocess.Popen) -> None:
 # accelerator) in its own session until its timeout. It survives the exec into the worker. Without ctypes or prctl
 # (other systems) it just runs the worker. A host that died before prctl took effect is caught by the ppid check.
 # A pinned measurement's affinity mask (schedule.Pin) comes in _PIN_VAR: set here, before the worker imports jax.
+# _PATH_VAR says the worker keeps PYTHONPATH (the host's own interpreter: see worker_environment): -s instead of -I.
 _PIN_VAR = "REPROBUNDLE_PIN_CPUS"
+_PATH_VAR = "REPROBUNDLE_KEEP_PYTHONPATH"
 _LAUNCHER = """\
 import os, sys
 try:
@@ -82,7 +85,8 @@ if os.getppid() != int(sys.argv[1]):
 cpus = os.environ.pop("REPROBUNDLE_PIN_CPUS", "")
 if cpus:
     os.sched_setaffinity(0, [int(c) for c in cpus.split(",")])
-os.execv(sys.executable, [sys.executable, "-I"] + sys.argv[2:])
+isolation = "-s" if os.environ.pop("REPROBUNDLE_KEEP_PYTHONPATH", "") == "1" else "-I"
+os.execv(sys.executable, [sys.executable, isolation] + sys.argv[2:])
 """
 
 
@@ -92,10 +96,16 @@ def worker_command(python: str | Path, args: Sequence[str]) -> list[str]:
     return [str(python), "-I", "-c", _LAUNCHER, str(os.getpid()), str(WORKER_PATH), *args]
 
 
-def worker_environment(extra_env: dict[str, str] | None = None) -> dict[str, str]:
-    """A worker's environment: this process's without its Python paths, plus `extra_env`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "VIRTUAL_ENV"))}
+def worker_environment(extra_env: dict[str, str] | None = None, python: str | Path | None = None) -> dict[str, str]:
+    """A worker's environment: this process's without its Python paths, plus `extra_env`; a worker on this
+    process's own interpreter keeps PYTHONPATH (envs/installed.keeps_pythonpath)."""
+    keep_path = python is not None and keeps_pythonpath(python)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("VIRTUAL_ENV") and (keep_path or not k.startswith("PYTHONPATH"))}
     env.update(extra_env or {})
     env["PYTHONNOUSERSITE"] = "1"
     env.pop(_PIN_VAR, None)
+    env.pop(_PATH_VAR, None)
+    if keep_path:
+        env[_PATH_VAR] = "1"
     return env

@@ -196,8 +196,8 @@ class ModuleWorker:
         try:
             self._proc = subprocess.Popen(
                 worker_command(self.python, ["serve"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=self._stderr, env=worker_environment(), cwd=tempfile.gettempdir(), start_new_session=True,
-                preexec_fn=limit_memory if limit else None)
+                stderr=self._stderr, env=worker_environment(python=self.python), cwd=tempfile.gettempdir(),
+                start_new_session=True, preexec_fn=limit_memory if limit else None)
         except OSError as e:
             self._stderr.close()
             self._stderr = None

@@ -26,6 +26,7 @@ from ..bundle.dims import resized_inputs
 from ..bundle.model import RunRecord, RunStatus
 from ..bundle.registry import Bundle, Registry, utc_now
 from ..bundle.trees import output_names
+from ..config import settings as env_settings
 from ..envs.platforms import PlatformChoice, choose_platform, detect_devices
 from ..errors import CorruptBundleError, ReproBundleError
 from ..logs import Status
@@ -311,17 +312,17 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
     _say_start(progress, bundles, timed, budget)
     group = Registry.new_run_id()
     with scratch_dir(temp_folder(), "reprobundle-replay-") as tmp:  # a killed replay's folder: gc removes it
-        batches = _batches(bundles, targets, timed)
+        contenders = [t.contender for t in timed]
+        alternate = _alternated(bundles, targets, contenders)
         platform = "cpu" if all(t.platform.platform == "cpu" for t in targets) else "accelerator"
-        measured, measured_under = _measure(batches, budget, Path(tmp), first_look, options=options,
-                                            progress=progress, count=len(timed), platform=platform)
+        measured, measured_under = _measure(contenders, budget, Path(tmp), first_look, options=options,
+                                            progress=progress, platform=platform, alternate=alternate)
         at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((options.shapes or {}).items()))
-        shared = _sharing(batches)
+        shared = set() if alternate else shared_keys(contenders)
         for t in timed:
-            timed_with = group if len(batches) == 1 else f"{group}-{t.contender.key}"
             runs[t.bundle_index, t.version_index] = _timed_run(registry, targets[t.bundle_index], t, measured,
                                                                measured_under, budget, warmup=options.warmup,
-                                                               group=timed_with, at_sizes=at_sizes,
+                                                               group=group, at_sizes=at_sizes,
                                                                build=interpreters.builds.get(t.spec.jax),
                                                                shared=shared)
     ordered = [[runs[b, i] for i in range(len(specs))] for b in range(len(bundles))]
@@ -331,12 +332,6 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
     if store_runs:  # the group at once: a replay interrupted while storing leaves no half group as a result
         registry.put_runs(every)
     return ordered
-
-
-def _sharing(batches: Sequence[Sequence[Contender]]) -> set[str]:
-    """The `shares` keys whose process served several bundles: those of a measurement in one batch (a TPU's
-    batches hold one contender each)."""
-    return shared_keys(batches[0]) if len(batches) == 1 else set()
 
 
 def _budget(timed: Sequence[_Timed], bundle_count: int, options: ReplayOptions, comparisons: _Comparisons) -> Budget:
@@ -556,41 +551,43 @@ def _process_key(interpreter: str | Path, spec: ContenderSpec, target: _Target) 
     return json.dumps([str(interpreter), spec.at_start().as_record(), target.platform.platform, wide], sort_keys=True)
 
 
-def _batches(bundles: Sequence[Bundle], targets: Sequence[_Target], timed: Sequence[_Timed]) -> list[list[Contender]]:
-    """The contenders timed together: all of them, or on a TPU, which admits one process at a time, one after
-    another (the verdict then says they were not timed together)."""
-    together = [t.contender for t in timed]
-    if any(t.platform.platform == "tpu" for t in targets) and len(together) > 1:
-        log.info("%s: on a TPU only one process holds the chips, so the versions are timed one after another",
+def _alternated(bundles: Sequence[Bundle], targets: Sequence[_Target], contenders: Sequence[Contender]) -> bool:
+    """Whether the contenders are visited one process at a time (schedule.py's `alternate`): on a TPU, which admits
+    one process at a time, or where REPROBUNDLE_SCHEDULE=alternate asks for it (to try that schedule on a CPU)."""
+    if len(contenders) < 2:
+        return False
+    if env_settings().schedule == "alternate":
+        return True
+    if any(t.platform.platform == "tpu" for t in targets):
+        log.info("%s: on a TPU only one process holds the chips, so the versions are visited in alternation",
                  ", ".join(str(bundle.ref) for bundle in bundles))
-        return [[c] for c in together]
-    return [together]
+        return True
+    return False
 
 
-def _measure(batches: Sequence[Sequence[Contender]], budget: Budget, workdir: Path, first_look, *,
-             options: ReplayOptions, progress: Callable[[str], None] | None,
-             count: int, platform: str = "cpu") -> tuple[dict[str, Measurement], dict]:
-    """Each batch measured in interleaved rounds (adaptive when the budget is and the batch compares something),
-    and the conditions they were measured under."""
-    measured: dict[str, Measurement] = {}
+def _measure(contenders: Sequence[Contender], budget: Budget, workdir: Path, first_look, *,
+             options: ReplayOptions, progress: Callable[[str], None] | None, platform: str = "cpu",
+             alternate: bool = False) -> tuple[dict[str, Measurement], dict]:
+    """The contenders measured in interleaved (or alternated) rounds, adaptive when the budget is and the
+    measurement compares something, and the conditions they were measured under."""
     before = snapshot()
     _warn_if_busy(first_look, before)
     budget.begin()
     pin = options.pinned
-    for batch in batches:
-        adaptive = budget.adaptive and len(batch) > 1  # a version timed alone (a TPU): the fixed rounds
-        measured.update(measure_interleaved(batch, workdir, steps=budget.steps if adaptive else options.repeat,
-                                            rounds=budget.rounds if adaptive or not budget.adaptive else
-                                            rounds_for(count, options.repeat, options.rounds),
-                                            timeout_s=options.timeout_s,
-                                            memory_limit_bytes=worker_memory_limit(options.memory_limit_bytes,
-                                                                                   processes_at_once(batch),
-                                                                                   platform),
-                                            progress=progress,
-                                            more=budget.more if adaptive else None, pin=pin,
-                                            concurrent=options.concurrent))
+    adaptive = budget.adaptive and len(contenders) > 1
+    measured = measure_interleaved(contenders, workdir, steps=budget.steps if adaptive else options.repeat,
+                                   rounds=budget.rounds if adaptive or not budget.adaptive else
+                                   rounds_for(len(contenders), options.repeat, options.rounds),
+                                   timeout_s=options.timeout_s,
+                                   memory_limit_bytes=worker_memory_limit(
+                                       options.memory_limit_bytes,
+                                       1 if alternate else processes_at_once(contenders), platform),
+                                   progress=progress, more=budget.more if adaptive else None, pin=pin,
+                                   concurrent=options.concurrent, alternate=alternate)
     measured_under = conditions(before, snapshot())
     measured_under["schedule"] = budget.describe(max((len(x.rounds) for x in measured.values()), default=0))
+    if alternate:  # said beside the verdict: the versions met the same drift visit by visit, not step by step
+        measured_under["order"] = "alternated"
     if pin is not None:
         measured_under["pin"] = {"cpus": list(pin.cpus), "threads": pin.threads}
     return measured, measured_under

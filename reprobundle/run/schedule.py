@@ -13,12 +13,18 @@ runs the same code faster or slower than the next. So the contenders are never t
 - Contenders of several bundles that agree on their interpreter and settings (`Contender.shares`) are served by one
   process a round (shared_worker.py): each bundle still meets a new process every round, and one round's process
   serves each version's side of a bundle alike, so starting processes costs a round, not a bundle.
+- Where only one process may hold the device (a TPU), the rounds are *alternated* instead (`alternate`): a round
+  visits the contenders one after another, in the round's rotated order (A B, then B A, ...), each visit one process
+  that loads, compiles and times the round's steps, then ends before the next opens the device. The device's
+  opening is never inside a timed call, and the verdict pairs the adjacent visits of a round as it pairs the
+  interleaved steps of a concurrent one; the run records say the versions were alternated, not concurrent.
 """
 
 from __future__ import annotations
 
 import math
 import shutil
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,7 +103,8 @@ def calls_per_step(call_ns: int) -> int:
 def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps: int, rounds: int,
                         timeout_s: float, memory_limit_bytes: int | None = None,
                         progress: Callable[[str], None] | None = None, more: MoreRounds | None = None,
-                        pin: Pin | None = None, concurrent: bool = False) -> dict[str, Measurement]:
+                        pin: Pin | None = None, concurrent: bool = False,
+                        alternate: bool = False) -> dict[str, Measurement]:
     """Measure `contenders` in `rounds` rounds of about steps/rounds steps each; never raises for a worker.
 
     A contender that fails in a round (crash, hang, error, incompatible) leaves the later rounds; the others go on.
@@ -106,18 +113,23 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
     rounds done)` names the contenders that take another (a settled one retires; none named: the measurement ends).
     `pin` runs every worker on the same CPUs with the same thread count (see Pin). `concurrent`: the first round's
     workers load and compile together too (a measurement whose times judge nothing: compiles may overlap).
+    `alternate`: one process at a time, each contender's round a visit of its own (see the module's docstring).
     """
     session = _Session(contenders, workdir, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes, pin=pin,
-                       rounds=rounds, say=progress or (lambda _line: None), concurrent=concurrent)
+                       rounds=rounds, say=progress or (lambda _line: None), concurrent=concurrent and not alternate)
     steps_per_round = max(1, math.ceil(steps / rounds))
     active = list(contenders)
     try:
         for round_index in range(rounds):
             if not active:
                 break
-            live = session.start_round(rotated(active, round_index), round_index)
-            session.time_steps(live, steps_per_round, round_index)
-            session.finish_round(live, round_index)
+            order = rotated(active, round_index)
+            if alternate:
+                session.visit_round(order, steps_per_round, round_index)
+            else:
+                live = session.start_round(order, round_index)
+                session.time_steps(live, steps_per_round, round_index)
+                session.finish_round(live, round_index)
             active = [c for c in active if session.measured[c.key].failed_round is None]
             if more is not None and active:
                 keep = set(more(session.measured, round_index + 1))
@@ -174,8 +186,10 @@ class _Session:
         return f"round {round_index + 1}/{self.rounds}"
 
     def _start(self, c: Contender, round_index: int) -> WorkerProcess:
-        folder = self.workdir / f"contender-{self.contenders.index(c)}" / f"round-{round_index}"
-        folder.mkdir(parents=True)
+        # A folder of its own even where several measurements share `workdir` (the number is this measurement's).
+        parent = self.workdir / f"contender-{self.contenders.index(c)}"
+        parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=f"round-{round_index}-", dir=parent))
         pin = self.pin
         job = c.write_job(folder, round_index)
         cpus, extra_env = (pin.cpus, pinned_env(pin.threads)) if pin else (None, None)
@@ -219,6 +233,29 @@ class _Session:
                 _get_ready(c, worker, self.measured, live, round_index, rounds)
         if round_index == 0:
             self._same_calls_per_group(live)
+        return live
+
+    def visit_round(self, order: Sequence[Contender], steps_per_round: int, round_index: int) -> None:
+        """An alternated round: each contender in `order` gets a process of its own that loads, times the round's
+        steps and finishes before the next one starts. In the first round each visit times with its own calls a
+        step; the later rounds with the fewest of its group (as concurrent rounds do from the first)."""
+        visited: Live = []
+        self.sharing = set()
+        for c in order:
+            live = self._visit_ready(c, round_index)
+            self.time_steps(live, steps_per_round, round_index)
+            self.finish_round(live, round_index)
+            visited += live
+        if round_index == 0:
+            self._same_calls_per_group(visited)
+
+    def _visit_ready(self, c: Contender, round_index: int) -> Live:
+        self.started = []
+        live: Live = []
+        self.say(Status(f"{self._where(round_index)}: visiting {_on_jax(c)} (one process at a time)", "round",
+                        round_index, self.rounds))
+        worker = self._start(c, round_index)
+        _get_ready(c, worker, self.measured, live, round_index, self.rounds)
         return live
 
     def _same_calls_per_group(self, live: Live) -> None:

@@ -12,6 +12,22 @@ _ENV_PREFIXES = ("JAX_", "XLA_", "TF_CPP_")
 _ENV_NAMES = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "CUDA_VISIBLE_DEVICES")
 
 
+def _cpu_family():
+    """`AuthenticAMD family 175 model 2`, from /proc/cpuinfo, where its model name says nothing."""
+    fields = {}  # type: dict
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                fields.setdefault(k.strip().lower(), v.strip())
+                if not line.strip():
+                    break
+    except OSError:
+        return ""
+    parts = [fields.get("vendor_id", "")] + ["%s %s" % (k, fields[k]) for k in ("cpu family", "model") if fields.get(k)]
+    return " ".join(p for p in parts if p).replace("cpu family", "family")
+
+
 def _cpu_info():
     import platform
 
@@ -30,6 +46,8 @@ def _cpu_info():
                     break
     except OSError:
         pass
+    if model.lower() == "unknown":  # a sandbox's /proc/cpuinfo (gVisor): the vendor and family still say something
+        model = _cpu_family()
     if not model and sys.platform == "darwin":
         try:
             import subprocess

@@ -46,7 +46,21 @@ def first_lines(msg, limit=MAX_MSG):
 
 
 def exc_msg(e):
-    return "%s: %s" % (type(e).__name__, first_lines(str(e)))
+    return "%s: %s%s" % (type(e).__name__, first_lines(str(e)), where_looked(e))
+
+
+def where_looked(e):
+    """For a missing module: where this interpreter looked (its sys.path, PYTHONPATH included or not), so that a
+    JAX installed on PYTHONPATH but not seen says why."""
+    if not isinstance(e, ImportError):
+        return ""
+    import os
+    import sys
+
+    paths = [p for p in sys.path if p]
+    kept = "with" if os.environ.get("PYTHONPATH") and not sys.flags.ignore_environment else "without"
+    return " (%s looked in %s, %s PYTHONPATH)" % (sys.executable, os.pathsep.join(paths[:8]) +
+                                                  (" ..." if len(paths) > 8 else ""), kept)
 
 
 def exc_line(e):

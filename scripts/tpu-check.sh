@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The TPU check of issue #50, on a machine with one TPU chip, JAX (with libtpu) on PYTHONPATH, no network and a
+# package index of its own on disk (the borrowed TPU v5e machine): everything installs offline.
+#   1. reprobundle's dependencies from wheels carried in TPU_CHECK_WHEELS (default .whl-tpu: see
+#      docs/accelerators.md for the pip download line), the machine's JAX kept first on PYTHONPATH;
+#   2. the devices reprobundle detects beside the ones JAX sees;
+#   3. packs examples/attention.py on the TPU (the reference measured there, in a worker);
+#   4. replays it on the installed release and on an environment of the same release built offline from the
+#      machine's index (TPU_CHECK_INDEX, default file:///opt/pypi/simple): an A/A pair, visited in alternation, whose
+#      verdict must be "same";
+#   5. replays it beside an XLA flag variant of the installed release;
+#   6. with a jax wheel of a commit after the installed release in TPU_CHECK_COMMIT_WHEELS (default .whl-commit), an
+#      environment of JAX's Python at that commit over the installed jaxlib, replayed beside the installed release;
+#   7. writes the issue body of the bundle, and runs tests/test_accelerators.py on the TPU.
+# Usage: scripts/tpu-check.sh [OUT_DIR] (default tpu-check-DATE); STEPS="pack aa variant commit issue tests" picks.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+OUT=${1:-tpu-check-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+STEPS=" ${STEPS:-pack aa variant commit explain issue tests} "
+INDEX=${TPU_CHECK_INDEX:-file:///opt/pypi/simple}
+WHEELS=${TPU_CHECK_WHEELS:-$REPO/.whl-tpu}
+COMMIT_WHEELS=${TPU_CHECK_COMMIT_WHEELS:-$REPO/.whl-commit}
+SITE=${TPU_CHECK_SITE:-/tmp/reprobundle-site}
+ROUNDS=${TPU_CHECK_ROUNDS:-5}
+exec > >(tee -a "$OUT/log.txt") 2>&1
+START=$(date +%s)
+say() { echo "=== [$(( $(date +%s) - START )) s] $*"; }
+SUMMARY="$OUT/summary.txt"
+: > "$SUMMARY"
+check() {  # check NAME COMMAND...: run it, record ok/FAILED with its seconds
+  local name=$1; shift
+  local t0; t0=$(date +%s)
+  say "$name: $*"
+  if "$@"; then echo "ok      $name ($(( $(date +%s) - t0 )) s)" >> "$SUMMARY"
+  else echo "FAILED  $name ($(( $(date +%s) - t0 )) s)" >> "$SUMMARY"; fi
+}
+want() { [[ "$STEPS" == *" $1 "* ]]; }
+
+say "machine"
+python3 -c 'import platform, sys; print(sys.version.split()[0], platform.libc_ver(), platform.machine())'
+echo "PYTHONPATH=${PYTHONPATH:-}"; env | grep -E '^(TPU_|LIBTPU|JAX_)' | sed 's/=.*TOKEN.*/=<redacted>/' || true
+nproc; ls -l /dev/vfio /dev/accel* 2>/dev/null | head
+for dev in /sys/bus/pci/devices/*; do
+  [ "$(cat "$dev/vendor" 2>/dev/null)" = 0x1ae0 ] && echo "google pci $(basename "$dev"): device $(cat "$dev/device") class $(cat "$dev/class")"
+done
+
+say "reprobundle's dependencies, offline (machine JAX first on PYTHONPATH)"
+if [ -d "$WHEELS" ]; then
+  PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile --no-cache-dir \
+    --upgrade --target "$SITE" "$WHEELS"/*.whl || exit 1
+fi
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$SITE:$REPO"
+export REPROBUNDLE_STORE="$OUT/store" REPROBUNDLE_INDEX_URL="$INDEX" PYTHONUNBUFFERED=1
+RB=(python3 -m reprobundle)
+"${RB[@]}" --help >/dev/null || { echo "reprobundle does not start here" >&2; exit 1; }
+
+say "devices: reprobundle's detection, and JAX's own (a process that exits before the next opens the chip)"
+python3 -c 'from reprobundle.envs.platforms import detect_devices; d = detect_devices(); print("reprobundle:", d.describe(), d.platforms)'
+python3 -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())'
+
+if want pack; then
+  check "pack on the TPU" "${RB[@]}" pack examples/attention.py --name attention
+  "${RB[@]}" show attention | tee "$OUT/show.txt"
+fi
+if want aa; then
+  check "A/A: installed against 0.10.2 built offline ($ROUNDS rounds)" \
+    sh -c "\"\$@\" > $OUT/aa.json" _ "${RB[@]}" replay attention --jax installed --jax 0.10.2 --rounds "$ROUNDS" --json
+  python3 - "$OUT/aa.json" <<'EOF' | tee -a "$SUMMARY"
+import json, sys
+c = json.load(open(sys.argv[1]))
+rows = c.get("rows") or c.get("comparison", {}).get("rows") or []
+for r in rows:
+    print("   A/A row:", r.get("label"), r.get("status"), "verdict", r.get("verdict"), "ratio", r.get("ratio"),
+          "platform", r.get("platform"))
+EOF
+fi
+if want variant; then
+  # algsimp off changes the TPU's numerics (outputs beyond the tolerance: exit 1); the check is that both ran
+  check "installed beside an XLA flag variant" sh -c '"$@"; [ $? -le 1 ]' _ "${RB[@]}" replay attention \
+    --jax installed --variant "installed:XLA_FLAGS=--xla_disable_hlo_passes=algsimp" --rounds 3
+fi
+if want commit; then
+  COMMIT_WHEEL=$(ls "$COMMIT_WHEELS"/jax-*.whl 2>/dev/null | head -1)
+  if [ -n "$COMMIT_WHEEL" ]; then
+    # JAX's Python at a commit over the installed jaxlib and libtpu: a venv with that jax, and the machine's own
+    # packages behind it through a .pth file (read in isolated mode too, unlike PYTHONPATH)
+    ENV=/tmp/jax-commit-env
+    python3 -m venv --without-pip "$ENV"
+    PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile \
+      --target /tmp/jax-commit "$COMMIT_WHEEL"
+    PTH="$("$ENV/bin/python" -I -c 'import site; print(site.getsitepackages()[0])')/machine-packages.pth"
+    { echo /tmp/jax-commit; tr ':' '\n' <<< "$PYTHONPATH" | grep -v '^$'; } > "$PTH"
+    "$ENV/bin/python" -I -c 'import jax, jaxlib; print("commit env: jax", jax.__version__, jax.__file__, "jaxlib", jaxlib.__version__)'
+    check "installed beside JAX's Python at a commit ($(basename "$COMMIT_WHEEL"))" \
+      "${RB[@]}" replay attention --jax installed --jax "$ENV/bin/python" --rounds 3
+    if want explain; then
+      check "explain: installed against the commit" "${RB[@]}" explain attention --jax installed \
+        --jax "$ENV/bin/python" --max-time 120
+    fi
+  fi
+fi
+say "what a TPU run record says of its machine"
+python3 - "$REPROBUNDLE_STORE" <<'PY'
+import glob, sys, msgpack
+for path in sorted(glob.glob(sys.argv[1] + "/runs/*/*.msgpack"))[-1:]:
+    env = msgpack.unpackb(open(path, "rb").read(), raw=False).get("environment", {})
+    print({k: v for k, v in env.items() if k not in ("conditions", "packages", "process")})
+PY
+grep -m3 -iE "model name|vendor_id|cpu family" /proc/cpuinfo || head -12 /proc/cpuinfo
+if want issue; then
+  check "issue" "${RB[@]}" issue attention -o "$OUT/issue.md"
+  head -20 "$OUT/issue.md" 2>/dev/null
+fi
+if want tests; then
+  check "tests/test_accelerators.py on the TPU" env -u REPROBUNDLE_INDEX_URL python3 -m pytest -q -p no:cacheprovider \
+    tests/test_accelerators.py
+fi
+say "done"
+cat "$SUMMARY"
+! grep -q FAILED "$SUMMARY"

@@ -1,0 +1,83 @@
+"""A machine with no network and JAX on PYTHONPATH (the borrowed TPU machine, many clusters and containers): the
+installed release's worker sees what `python -c "import jax"` sees there, and the release list comes from a
+`file://` simple index or a folder of wheels made here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import reprobundle
+from reprobundle.envs.manager import EnvironmentManager
+from reprobundle.envs.package_index import PackageIndex
+from reprobundle.errors import EnvironmentCreationError
+
+ROOT = Path(__file__).resolve().parent.parent
+WHEEL_TAG = "cp311-cp311-manylinux2014_x86_64"
+
+
+def _loop(x, w):
+    def body(i, carry):
+        return jnp.where(i % 2 == 0, jnp.tanh(carry @ w), carry * 0.5)
+
+    return jax.lax.fori_loop(0, 4, body, x)
+
+
+def test_the_installed_releases_worker_sees_a_jax_on_pythonpath(tmp_path):
+    """A host interpreter with no jax of its own, its jax and reprobundle on PYTHONPATH: replay --jax installed runs
+    (the worker keeps PYTHONPATH and runs without -I), outputs checked."""
+    store = tmp_path / "store"
+    rng = np.random.default_rng(0)
+    reprobundle.pack(jax.jit(_loop), rng.standard_normal((8, 16), dtype=np.float32),
+                     rng.standard_normal((16, 16), dtype=np.float32) / 4, name="loop", store=str(store), warmup=1,
+                     repeat=2, dump=False, profile=False)
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    site = sysconfig.get_paths()["purelib"]  # this environment's packages: jax, msgpack, reprobundle's needs
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{site}", "REPROBUNDLE_STORE": str(store)}
+    env.pop("VIRTUAL_ENV", None)
+    bare_python = bare / "bin" / "python"
+    assert subprocess.run([str(bare_python), "-I", "-c", "import jax"], capture_output=True).returncode != 0
+    done = subprocess.run([str(bare_python), "-m", "reprobundle", "replay", "loop", "--jax", "installed", "--repeat", "2",
+                           "--rounds", "1", "--json"], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '"status": "ok"' in done.stdout
+
+
+def _page(folder: Path, project: str, names: list[str]) -> None:
+    (folder / project).mkdir(parents=True, exist_ok=True)
+    links = "".join(f'<a href="{name}">{name}</a>\n' for name in names)
+    (folder / project / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+
+
+def test_releases_listed_from_a_file_index_and_a_find_links_folder(tmp_path, monkeypatch):
+    """A `file://` simple index (project pages in a folder) and a find-links folder of wheels, read with no
+    network; a missing index folder is said with its path."""
+    simple = tmp_path / "simple"
+    _page(simple, "jax", ["jax-0.4.30-py3-none-any.whl", "jax-0.4.31-py3-none-any.whl"])
+    _page(simple, "jaxlib", [f"jaxlib-0.4.30-{WHEEL_TAG}.whl"])
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for name in ("jax-0.5.0-py3-none-any.whl", f"jaxlib-0.5.0-{WHEEL_TAG}.whl"):
+        (wheels / name).write_bytes(b"")
+    url = simple.as_uri()
+    monkeypatch.delenv("UV_FIND_LINKS", raising=False)
+    monkeypatch.setenv("REPROBUNDLE_INDEX_URL", url)
+    # 0.4.31 with 0.4.30's jaxlib, as the index rule has it for a jax-only release
+    assert EnvironmentManager(tmp_path / "envs-a").available_versions() == ["0.4.30", "0.4.31"]
+    monkeypatch.setenv("REPROBUNDLE_FIND_LINKS", str(wheels))
+    assert EnvironmentManager(tmp_path / "envs-b").available_versions() == ["0.4.30", "0.4.31", "0.5.0"]
+    index = PackageIndex(tmp_path / "c" / ".index-cache.json", url=(tmp_path / "nowhere").as_uri())
+    assert index.load() is None and "nowhere" in (index.error or "")
+    monkeypatch.setenv("REPROBUNDLE_INDEX_URL", (tmp_path / "nowhere").as_uri())
+    monkeypatch.delenv("REPROBUNDLE_FIND_LINKS")
+    with pytest.raises(EnvironmentCreationError, match="nowhere"):
+        EnvironmentManager(tmp_path / "envs-c").available_versions()
