@@ -355,3 +355,16 @@ def test_unknown_platform_names_are_usage_errors(store_dir):
                          "cuda,quantum", store=store_dir)
     assert code == 2 and "quantum" in err
     assert os.environ.get("REPROBUNDLE_STORE")  # the conftest isolates the default store
+
+
+def test_a_tpu_runs_system_rows_name_libtpu_and_its_init_args():
+    """The issue's system table of a run on a TPU (a record as the borrowed v5e machine wrote it): the chip, libtpu's
+    version and LIBTPU_INIT_ARGS."""
+    from reprobundle.investigate.issue import environment_rows
+
+    env = {"jax": "0.10.2", "devices": [{"id": 0, "kind": "TPU v5 lite", "platform": "tpu"}],
+           "accelerator": {"accelerator_type": "v5litepod-4", "packages": {"libtpu": "0.0.42.1"}},
+           "env_vars": {"JAX_PLATFORMS": "tpu", "LIBTPU_INIT_ARGS": " --xla_tpu_use_enhanced_launch_barrier=true"}}
+    rows = dict(environment_rows(env))
+    assert rows["devices"] == "1 x TPU v5 lite" and rows["libtpu"] == "0.0.42.1"
+    assert rows["LIBTPU_INIT_ARGS"] == "--xla_tpu_use_enhanced_launch_barrier=true" and rows["XLA_FLAGS"] == "(not set)"

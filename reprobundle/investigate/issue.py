@@ -66,8 +66,14 @@ def environment_rows(env: Any) -> list[tuple[str, str]]:
     if isinstance(devices, list) and devices:
         kinds = sorted({str(d.get("kind") or d.get("platform")) for d in devices if isinstance(d, dict)})
         rows.append(("devices", f"{len(devices)} x {', '.join(kinds)}"))
-    flags = (env.get("env_vars") or {}).get("XLA_FLAGS") if isinstance(env.get("env_vars"), dict) else None
-    rows.append(("XLA_FLAGS", str(flags or "(not set)")))
+    accelerator = env.get("accelerator")
+    packages = accelerator.get("packages") if isinstance(accelerator, dict) else None
+    if isinstance(packages, dict):  # libtpu, the CUDA plugin
+        rows += [(str(name), str(version)) for name, version in sorted(packages.items())]
+    env_vars = env.get("env_vars") if isinstance(env.get("env_vars"), dict) else {}
+    rows.append(("XLA_FLAGS", str(env_vars.get("XLA_FLAGS") or "(not set)")))
+    if env_vars.get("LIBTPU_INIT_ARGS"):
+        rows.append(("LIBTPU_INIT_ARGS", str(env_vars["LIBTPU_INIT_ARGS"]).strip()))
     return rows
 
 
