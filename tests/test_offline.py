@@ -5,6 +5,7 @@ installed release's worker sees what `python -c "import jax"` sees there, and th
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -14,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from packaging.utils import canonicalize_name
 
 import reprobundle
 from reprobundle.envs.manager import EnvironmentManager
@@ -53,9 +55,11 @@ def test_the_installed_releases_worker_sees_a_jax_on_pythonpath(tmp_path):
 
 
 def _page(folder: Path, project: str, names: list[str]) -> None:
-    (folder / project).mkdir(parents=True, exist_ok=True)
+    """A PEP 503 project page (the folder named by the project's normalized name) linking to `names`."""
+    page = folder / canonicalize_name(project)
+    page.mkdir(parents=True, exist_ok=True)
     links = "".join(f'<a href="{name}">{name}</a>\n' for name in names)
-    (folder / project / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
+    (page / "index.html").write_text(f"<html><body>\n{links}</body></html>\n")
 
 
 def test_releases_listed_from_a_file_index_and_a_find_links_folder(tmp_path, monkeypatch):
@@ -81,3 +85,34 @@ def test_releases_listed_from_a_file_index_and_a_find_links_folder(tmp_path, mon
     monkeypatch.delenv("REPROBUNDLE_FIND_LINKS")
     with pytest.raises(EnvironmentCreationError, match="nowhere"):
         EnvironmentManager(tmp_path / "envs-c").available_versions()
+
+
+@pytest.mark.crossversion
+def test_an_environment_built_from_a_file_index_and_a_find_links_folder(tmp_path, monkeypatch):
+    """jax 0.8.0's environment made with no index but a `file://` one in a folder (jax, jaxlib and their needs, real
+    wheels) and a find-links folder (msgpack, flatbuffers): uv is told both, the release list comes from them, and
+    the environment imports its jax."""
+    import importlib.metadata as md
+
+    from nightly_index import release_wheel
+
+    simple, links = tmp_path / "simple", tmp_path / "links"
+    links.mkdir()
+    pinned = {"jax": "0.8.0", "jaxlib": "0.8.0"} | {p: md.version(p) for p in ("numpy", "scipy", "ml_dtypes",
+                                                                             "opt_einsum")}
+    for project, version in pinned.items():
+        wheel = release_wheel(project, version)
+        _page(simple, project, [wheel.name])
+        shutil.copy(wheel, simple / canonicalize_name(project) / wheel.name)
+    for project in ("msgpack", "flatbuffers"):
+        shutil.copy(release_wheel(project, md.version(project)), links)
+    monkeypatch.setenv("REPROBUNDLE_INDEX_URL", simple.as_uri())
+    monkeypatch.setenv("REPROBUNDLE_FIND_LINKS", str(links))
+    for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS", "PIP_INDEX_URL"):
+        monkeypatch.delenv(var, raising=False)
+    manager = EnvironmentManager(tmp_path / "envs")
+    assert manager.available_versions() == ["0.8.0"]
+    env = manager.ensure("0.8.0")
+    done = subprocess.run([str(env.python_executable), "-I", "-c", "import jax, msgpack; print(jax.__version__)"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "0.8.0", done.stderr
