@@ -52,6 +52,14 @@ def _now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def _index_options(index: str | None, nightly: bool) -> list[str]:
+    """uv's index options: `index` (--index-url; a nightly's is an extra index), else $REPROBUNDLE_INDEX_URL for a
+    release (uv reads its own UV_* settings itself), and the find-links folders (package_index.find_links)."""
+    index = index or (None if nightly else os.environ.get("REPROBUNDLE_INDEX_URL", "").strip() or None)
+    options = ["--extra-index-url" if nightly else "--index-url", index] if index else []
+    return options + [arg for folder in find_links() for arg in ("--find-links", folder)]
+
+
 def clean_env() -> dict[str, str]:
     """The environment for installer and verification subprocesses: nothing from the host's Python leaks in."""
     env = {k: v for k, v in os.environ.items()
@@ -121,11 +129,7 @@ class EnvironmentBuilder:
         on = "" if build == "cpu" else f" for {platform_label(build_platform(build))} ({build})"
         say(f"creating environment for jax {version}{on} (Python {interp.version}) ...")
         reqs, options = requirements(version, jaxlib, build)
-        # uv reads its own UV_* settings; reprobundle's own variable it is told
-        index = index or (None if nightly else os.environ.get("REPROBUNDLE_INDEX_URL", "").strip() or None)
-        if index:
-            options = [*options, "--extra-index-url" if nightly else "--index-url", index]
-        options += [arg for folder in find_links() for arg in ("--find-links", folder)]
+        options = [*options, *_index_options(index, bool(nightly))]
         if not jaxlib:
             log.info("jax %s: the index is unreadable, so the jaxlib is left to the installer (jaxlib<=%s)",
                      version, version)

@@ -150,7 +150,7 @@ class EnvironmentManager:
             versions = self.available_versions()
             if not versions:
                 raise EnvironmentCreationError("no jax release found on the package index",
-                                               hint=f"check the index ({self.index_url or index_url()}) is reachable")
+                                               hint=f"check the index ({self.index_shown}) is reachable")
             hit = self._find_existing(versions[-1], platform, build)
             if hit is not None:
                 return hit
@@ -176,7 +176,7 @@ class EnvironmentManager:
         index = self._index.load(want=requested)
         if index is None:
             raise EnvironmentCreationError(f"the package index is unreachable: {self._index.error}",
-                                           hint=f"check the index ({self.index_url or index_url()}) is reachable")
+                                           hint=f"check the index ({self.index_shown}) is reachable")
         canonical = next((v for v in index["jax"] if same_release(v, requested)), None)
         if canonical is None or jaxlib_for(index, canonical) is None:
             raise EnvironmentCreationError(f"jax {requested} is not an installable release on {index['url']}")
@@ -260,6 +260,11 @@ class EnvironmentManager:
             return []
         return [e for e in envs if same_release(e.jax_version, requested)]
 
+    @property
+    def index_shown(self) -> str:
+        """The index releases come from, as an error names it: --index-url, else the settings' (index_url())."""
+        return self.index_url or index_url()
+
     def available_versions(self) -> builtins.list[str]:
         """Installable jax releases on the index, ascending (cached for INDEX_CACHE_TTL_S).
 
@@ -270,7 +275,7 @@ class EnvironmentManager:
         index = self._index.load(max_age=INDEX_CACHE_TTL_S)
         if index is None:
             raise EnvironmentCreationError(
-                f"could not read the list of jax releases from {self.index_url or index_url()}: {self._index.error}",
+                f"could not read the list of jax releases from {self.index_shown}: {self._index.error}",
                 hint="check the network or the index settings (REPROBUNDLE_INDEX_URL, UV_DEFAULT_INDEX / UV_INDEX_URL)")
         return sorted(installable(index), key=Version)
 
