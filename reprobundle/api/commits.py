@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import time
 from typing import Any, Callable
 
 from ..bundle.registry import Bundle, Registry
@@ -28,6 +29,7 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
     commits at once. Returns the answer (investigate/commit_bisect.py's `answer_of`, with "lowering", "spent",
     "probes", "xla" (the releases' XLA window: investigate/xla_window.py) and "answer_id": the record stored
     beside the runs)."""
+    from ..envs.jax_commit import open_repo
     from ..investigate import commit_bisect as cb
     from ..investigate.xla_window import xla_window
     from ..run.execution import default_jobs
@@ -36,8 +38,10 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
     options = replay_options(options, settings, COMMIT_OPTIONS).outputs_only()
     if jobs is not None and jobs < 1:
         raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
-    registry, bundle = resolve(ref, store)
     config = EnvConfig.of(env_dir, python)
+    manager = environment_manager(config)
+    repo = open_repo(jax_repo, manager.root, progress)  # before anything runs: a wrong --jax-repo is said at once
+    registry, bundle = resolve(ref, store)
     release = _release_answer(registry, bundle, ref, good, bad, store, config, progress)
     why_not = cb.refusal(release)
     if why_not is not None:
@@ -45,13 +49,9 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
                          hint="`reprobundle explain` and `minimize` go on from a compiler change")
     found = release["answer"]
     criterion = found["criterion"]
-    manager = environment_manager(config)
-    from ..envs.jax_commit import open_repo
-
     ledger = Ledger()
-    repo = open_repo(jax_repo, manager.root, progress)
     plan = cb.plan_commits(repo, found["last_good"], found["first_bad"])
-    say = (lambda line: progress(cb.readable(plan, line))) if progress else None
+    say = (lambda line: progress(cb.readable(line))) if progress else None
     if say:
         say(f"bisect-commits: {len(plan.commits)} commits from {plan.good_tag} to {plan.bad_tag} (first parent), "
             f"each retraced over a released jaxlib, judged by {criterion} against jax {plan.good}")
@@ -128,8 +128,9 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
     whichever it accepts), all replayed retraced and untimed in one probe recorded in the ledger."""
     from ..envs.jax_commit import commit_environment, jaxlib_release_for
     from ..fleet.connect import executor_for
-    from ..investigate.commit_bisect import commit_probe
+    from ..investigate.commit_bisect import commit_probe, readable
     from ..investigate.probes import replay_probe
+    from ..run.spent import of_runs
 
     good_env, bad_env = manager.ensure(plan.good, progress=progress), manager.ensure(plan.bad, progress=progress)
     made: dict[str, tuple[str | None, str]] = {}
@@ -150,7 +151,14 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
 
     raw = replay_probe(registry, bundle, options, executor=None if registry.store.read_only else executor_for(None),
                        env_manager=manager, progress=progress, mode="retrace")
-    return commit_probe(ledger.watched("untimed retrace", raw, concurrent=True), env_of)
+    def replay(paths: list[str], labels: list[str]) -> list[dict]:  # recorded in the ledger by short hashes
+        t0 = time.perf_counter()
+        runs = raw(paths)
+        ledger.record("untimed retrace", [readable(label) for label in labels], time.perf_counter() - t0,
+                      of_runs(runs), at_once=len(paths))
+        return runs
+
+    return commit_probe(replay, env_of)
 
 
 def _lowering(registry: Registry, bundle: Bundle, plan, result, probe) -> dict | None:

@@ -88,11 +88,11 @@ def refusal(release_answer: dict) -> str | None:
     return None
 
 
-def commit_probe(probe: ReplayTogether, env_of: EnvOf) -> ReplayTogether:
+def commit_probe(probe: Callable[[list[str], list[str]], list[dict]], env_of: EnvOf) -> ReplayTogether:
     """`probe` (versions or environment paths -> runs) over labels: each commit's label replayed as its
-    environment's path, the runs named by their labels again (`requested`); a commit that has no jaxlib to run
-    over is not replayed: its run says why (status "incompatible", which the search skips). Runs are remembered by
-    label: a label asked for again is not replayed (the probes compare outputs, once each)."""
+    environment's path (`env_of`), the runs named by their labels again (`requested`); a commit that has no jaxlib
+    to run over is not replayed: its run says why (status "incompatible", which the search skips). Runs are
+    remembered by label: a label asked for again is not replayed (the probes compare outputs, once each)."""
     seen: dict[str, dict] = {}
 
     def replay(labels: Sequence[str]) -> list[dict]:
@@ -106,7 +106,7 @@ def commit_probe(probe: ReplayTogether, env_of: EnvOf) -> ReplayTogether:
             else:
                 wanted[label] = path
         if wanted:
-            for label, run in zip(wanted, probe(list(wanted.values()))):
+            for label, run in zip(wanted, probe(list(wanted.values()), list(wanted))):
                 seen[label] = {**run, "requested": label, "over": env_of(label)[1]}
         return [seen[label] for label in labels]
 
@@ -165,7 +165,7 @@ def commit_record(repo: JaxRepo, commit: Commit) -> dict:
 
 def headline(record: dict) -> str:
     """`a7b01146f2 "jax.random.randint: enable safer_randint by default" (#31234)`, as show and issue say it."""
-    pr = f" (#{record['pr']})" if record.get("pr") else ""
+    pr = f" (#{record['pr']})" if record.get("pr") and f"#{record['pr']}" not in record["title"] else ""
     return f"{record['sha'][:10]} {record['title']}{pr}"
 
 
@@ -235,8 +235,12 @@ def lowering_of_first_bad(plan: CommitPlan, result: BisectResult, probe: ReplayT
     return {**diff, "parent": parent_commit.sha if parent_commit else plan.good_tag}
 
 
-def readable(plan: CommitPlan, line: str) -> str:
-    """A progress line with each commit label as its short hash."""
+_ENV_PATH = re.compile(r"\S*/jax-commits/([0-9a-f]{12})-over-jax-([\w.]+?)-py[\d.]+")
+
+
+def readable(line: str) -> str:
+    """A progress line with each commit label, and each commit environment's path, as the commit's short hash."""
+    line = _ENV_PATH.sub(lambda m: f"{m[1][:10]} (over jaxlib {m[2]})", line)
     return _LABEL.sub(lambda m: m[1][:10], line)
 
 

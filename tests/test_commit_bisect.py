@@ -1,0 +1,123 @@
+"""The first bad commit (#51): JAX's Python at each commit of a git history, over a released jaxlib, the program
+retraced and judged as the release bisection judged it.
+
+The history is real git made here from the cached 0.4.30 and 0.4.31 environments' JAX packages (tests/jax_history.py):
+the changes between them split into commits file by file, one of them broken at import. No network."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import quick
+from cli_runner import cli
+from jax_history import TITLES, XLA_PINS, make_history, retag, site_jax
+
+from reprobundle import api
+from reprobundle.envs.folders import JaxEnvironment
+from reprobundle.envs.jax_commit import jaxlib_release_for, pull_request
+from reprobundle.envs.versions import version_key
+from reprobundle.errors import UsageError
+from reprobundle.investigate.commit_bisect import commit_label, refusal
+
+PROGRAMS = Path(__file__).parent / "programs" / "retrace"
+FORK = "https://github.com/example/jax-fork"
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """(the repository, its commits' hashes, a store holding `int-floor`: jnp.floor of an int32 array in a loop)."""
+    manager = api.environment_manager()
+    old, new = site_jax(manager.ensure("0.4.30")), site_jax(manager.ensure("0.4.31"))
+    root = tmp_path_factory.mktemp("history")
+    repo = root / "jax"
+    shas = make_history(repo, old, new)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", FORK + ".git"], check=True)
+    store = root / "store"
+    api.pack_script(str(PROGRAMS / "int_floor.py"), name="int-floor", store=str(store), **quick.PACK)
+    return repo, shas, store
+
+
+@pytest.mark.crossversion
+def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one_skipped(history):
+    repo, shas, store = history
+    answer = api.bisect_commits("int-floor", "0.4.30", "0.4.31", store=str(store), jax_repo=str(repo), jobs=1)
+    assert answer["ends"]["agree"], answer["ends"]["text"]
+    assert (answer["good_tag"], answer["bad_tag"], answer["commits"]) == ("jax-v0.4.30", "jax-v0.4.31", 6)
+    first = answer["first_bad"]
+    assert first["sha"] == shas[2] and first["title"] == TITLES[2] and first["pr"] == 22222
+    assert first["author"] == "Test Author <author@example.com>" and first["date"].startswith("2024-07-01")
+    assert first["url"] == f"{FORK}/commit/{shas[2]}"  # the repository's own GitHub origin
+    assert answer["last_good"] == shas[1] and answer["could_be"] == []
+    (skipped,) = answer["skipped"]
+    assert skipped["sha"] == shas[3] and skipped["title"] == TITLES[3]
+    assert answer["tested"][shas[3]]["class"] == "skip" and "does not work yet" in skipped["why"]
+    assert answer["criterion"] == "outputs vs good"
+    # its StableHLO against its parent's: the floor (and the converts around it) gone, at the program's line
+    assert answer["lowering"]["changed"] and answer["lowering"]["parent"] == shas[1]
+    assert "-1 floor at int_floor.py:" in answer["lowering"]["text"]
+    # every commit ran over the good release's jaxlib, the oldest released one each accepts
+    assert {t["over"] for t in answer["tested"].values()} == {"jaxlib 0.4.30 (jax 0.4.30's environment)"}
+    assert answer["xla"]["good"] == XLA_PINS["0.4.30"] and answer["xla"]["bad"] == XLA_PINS["0.4.31"]
+    assert answer["xla"]["compare"].endswith(f"/compare/{XLA_PINS['0.4.30']}...{XLA_PINS['0.4.31']}")
+    assert answer["probes"] == len(answer["spent"]["probes"]) >= 3
+    # stored beside the runs, listed by show
+    kinds = [a["kind"] for a in api.open_registry(str(store)).answers(api.resolve("int-floor", str(store))[1]
+                                                                       .ref.bundle_id)]
+    assert kinds.count("bisection") == 1 and kinds.count("commit-bisection") == 1
+    code, out, _ = cli("show", "int-floor", store=store)
+    assert code == 0 and f"first bad commit: {shas[2][:10]} {TITLES[2]} (#22222)" in out
+
+
+@pytest.mark.crossversion
+def test_endpoints_that_disagree_with_the_releases_say_the_change_came_with_jaxlib(history, tmp_path):
+    repo, shas, store = history
+    moved = tmp_path / "jax"
+    shutil.copytree(repo, moved)
+    retag(moved, "jax-v0.4.31", shas[1])  # the "bad" tag's JAX Python lacks the floor change
+    code, out, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", "0.4.31", "--jax-repo", moved,
+                         "--json", store=store)
+    assert code == 0, err
+    answer = json.loads(out)
+    assert not answer["ends"]["agree"] and answer["first_bad"] is None
+    assert answer["ends"]["last"]["class"] == "good" and "the change came with jaxlib" in answer["ends"]["text"]
+    assert answer["probes"] == 1  # the endpoints only; the stored release bisection was reused
+
+
+def test_a_compiler_change_or_a_time_criterion_is_never_sent_to_a_commit_bisection():
+    compiler = {"criterion": "outputs vs good", "last_good": "0.4.31", "first_bad": "0.4.33",
+                "layer": {"layer": "compiler"}}
+    assert "XLA (the compiler)" in refusal({"answer": compiler})
+    assert refusal({"answer": {**compiler, "layer": {"layer": "lowering"}}}) is None
+    assert "judged by time" in refusal({"answer": {**compiler, "layer": {"layer": "lowering"}, "criterion": "time"}})
+    assert "did not find a change in JAX's lowering" in refusal({"answer": {**compiler, "layer": None}})
+
+
+def test_commit_labels_sort_between_the_releases_in_history_order():
+    labels = [commit_label("0.7.1", i, sha) for i, sha in enumerate(["f" * 40, "0" * 40, "a7b01146f2" + "0" * 30])]
+    assert sorted(labels + ["0.7.2", "0.7.1"], key=version_key) == ["0.7.1", *labels, "0.7.2"]
+
+
+def test_the_pull_request_is_read_from_the_message():
+    assert pull_request("Merge pull request #31790 from mattjj:hijax-refs\n\nmore") == 31790
+    assert pull_request("Fix x\n\nCOPYBARA_INTEGRATE_REVIEW=https://github.com/jax-ml/jax/pull/22334 from a:b") == 22334
+    assert pull_request("jnp.floor: integers unchanged (#22222)") == 22222
+    assert pull_request("`jax.random.randint`: enable safer_randint by default\n\nPiperOrigin-RevId: 1") is None
+
+
+def test_a_commit_runs_over_the_good_release_jaxlib_when_it_accepts_it_else_the_bad_one():
+    def env(v: str) -> JaxEnvironment:
+        return JaxEnvironment(v, Path("/x"), "3.11.7", Path(f"/envs/jax-{v}"), None, None, jaxlib_version=v)
+
+    good, bad = env("0.4.30"), env("0.4.31")
+    assert jaxlib_release_for("0.4.27", good, bad) is good and jaxlib_release_for(None, good, bad) is good
+    assert jaxlib_release_for("0.4.31", good, bad) is bad
+    assert jaxlib_release_for("0.4.32", good, bad) is None
+
+
+def test_a_repository_that_is_not_one_is_refused_with_what_to_give(tmp_path):
+    with pytest.raises(UsageError, match="--jax-repo .*: not a git repository"):
+        api.bisect_commits("nothing", "0.4.30", "0.4.31", store=str(tmp_path / "store"), jax_repo=str(tmp_path))
