@@ -121,3 +121,19 @@ def test_a_commit_runs_over_the_good_release_jaxlib_when_it_accepts_it_else_the_
 def test_a_repository_that_is_not_one_is_refused_with_what_to_give(tmp_path):
     with pytest.raises(UsageError, match="--jax-repo .*: not a git repository"):
         api.bisect_commits("nothing", "0.4.30", "0.4.31", store=str(tmp_path / "store"), jax_repo=str(tmp_path))
+
+
+def test_investigate_goes_on_to_the_commits_only_for_a_lowering_change_and_a_repository_here(tmp_path):
+    from reprobundle.api.commits import commit_step
+    from reprobundle.investigate.bisection import BisectResult
+
+    def step(layer: str, **kw) -> dict:
+        result = BisectResult("0.4.30", "0.4.31", "outputs vs good", "0.4.31", "0.4.30", layer={"layer": layer})
+        return commit_step(result, "int-floor", env_dir=str(tmp_path / "envs"), **kw)
+
+    compiler = step("compiler")
+    assert compiler["status"] == "skipped" and "XLA (the compiler)" in compiler["answer"]
+    lowering = step("lowering")  # no clone in this cache, none given: said how to give one, nothing cloned
+    assert lowering["status"] == "skipped" and "--jax-repo" in lowering["answer"]
+    assert lowering["command"] == "reprobundle bisect-commits int-floor --good 0.4.30 --bad 0.4.31 --jax-repo PATH"
+    assert not (tmp_path / "envs" / "jax-repo.git").exists()

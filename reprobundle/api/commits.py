@@ -63,14 +63,16 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
     if ends["agree"]:
         result = cb.search(plan, probe, criterion, _outputs_differ(registry, bundle), ends,
                            jobs=jobs or default_jobs(), progress=say)
-    answer = cb.answer_of(plan, result, ends)
+    first = plan.commit_of(result.first_bad) if result is not None else None
+    defaults = cb.defaults_touched(repo, first.sha, found.get("changed_defaults")) if first is not None else []
+    answer = cb.answer_of(plan, result, ends, defaults)
     answer["lowering"] = _lowering(registry, bundle, plan, result, probe) if result is not None else None
     answer["xla"] = xla_window(repo, plan.good_tag, plan.bad_tag, xla_repo, found)
     answer["release_answer"] = release.get("answer_id")
     answer["spent"] = ledger.as_dict()
     answer["probes"] = len(ledger.probes)
     runs = list(result.runs.values()) if result is not None else []
-    command = _command(ref, plan, jax_repo, xla_repo)
+    command = _command(ref, plan.good, plan.bad, jax_repo, xla_repo)
     from ..investigate.answers import store_commit_bisection
 
     answer["answer_id"] = store_commit_bisection(registry, bundle, answer, runs, command)
@@ -175,10 +177,50 @@ def _lowering(registry: Registry, bundle: Bundle, plan, result, probe) -> dict |
     return {"changed": found["changed"], "text": found["text"], "parent": found["parent"]}
 
 
-def _command(ref: str, plan, jax_repo: str | None, xla_repo: str | None) -> str:
-    args = ["reprobundle", "bisect-commits", ref, "--good", plan.good, "--bad", plan.bad]
+def _command(ref: str, good: str, bad: str, jax_repo: str | None, xla_repo: str | None) -> str:
+    args = ["reprobundle", "bisect-commits", ref, "--good", good, "--bad", bad]
     if jax_repo:
         args += ["--jax-repo", jax_repo]
     if xla_repo:
         args += ["--xla-repo", xla_repo]
     return " ".join(shlex.quote(a) for a in args)
+
+
+def commit_step(result, ref: str, *, store: str | None = None, python: str | None = None,
+                env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+                jax_repo: str | None = None) -> dict:
+    """investigate's step after the release bisection `result` (a BisectResult): the first bad commit when the layer
+    at the boundary is JAX's lowering (bisect_commits), skipped with why otherwise: a compiler change, no boundary,
+    or no JAX repository here (`jax_repo`, else the clone cached by an earlier bisect-commits; never a clone made
+    here, so an investigation needs no network), with the command that gives one. A dict of investigate's Step
+    fields: name, status, answer, spent_s, command, stored."""
+    from ..errors import ReproBundleError
+    from ..investigate.commit_bisect import refusal
+    from ..render.commits import first_bad_line
+
+    command = _command(ref, result.last_good, result.first_bad, jax_repo or "PATH", None) + \
+        (f" --store {shlex.quote(store)}" if store else "")
+    step = {"name": "commits", "status": "skipped", "answer": "", "spent_s": 0.0, "command": command,
+            "stored": None}
+    why_not = "the bisection found no boundary" if result.last_good == result.first_bad else refusal(
+        {"answer": {"layer": result.layer, "criterion": result.criterion, "last_good": result.last_good,
+                    "first_bad": result.first_bad}})
+    cached = environment_manager(EnvConfig.of(env_dir, python)).root / "jax-repo.git"
+    repo = jax_repo or (str(cached) if (cached / "HEAD").exists() else None)
+    if why_not is None and repo is None:
+        why_not = ("no JAX repository here to bisect its commits: give a clone of https://github.com/jax-ml/jax "
+                   "(or its URL) with --jax-repo")
+    if why_not is not None:
+        return {**step, "answer": why_not}
+    t0 = time.monotonic()
+    try:
+        found = bisect_commits(ref, result.last_good, result.first_bad, store=store, jax_repo=repo, python=python,
+                               env_dir=env_dir, progress=progress)
+    except ReproBundleError as e:
+        return {**step, "status": "failed", "answer": e.message}
+    said = first_bad_line(found) if found["first_bad"] else found["ends"]["text"]
+    if found.get("lowering") and found["lowering"]["changed"]:
+        said += f"; against its parent: {found['lowering']['text']}"
+    return {**step, "status": "answered", "answer": said, "spent_s": round(time.monotonic() - t0, 1),
+            "command": found["command"] + (f" --store {shlex.quote(store)}" if store else ""),
+            "stored": found["answer_id"]}

@@ -169,12 +169,14 @@ def headline(record: dict) -> str:
     return f"{record['sha'][:10]} {record['title']}{pr}"
 
 
-def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict) -> dict:
-    """The commit bisection's answer as plain data (before the lowering diff and the time spent are added)."""
+def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict, defaults: Sequence[dict] = ()) -> dict:
+    """The commit bisection's answer as plain data (before the lowering diff and the time spent are added);
+    `defaults`: the changed defaults the first bad commit's diff names (defaults_touched)."""
     labels = plan.labels
     answer: dict = {"good": plan.good, "bad": plan.bad, "good_tag": plan.good_tag, "bad_tag": plan.bad_tag,
                     "repo": plan.repo.web_url, "commits": len(plan.commits), "ends": ends, "first_bad": None,
-                    "last_good": None, "could_be": [], "skipped": [], "tested": {}, "criterion": None, "why": ""}
+                    "last_good": None, "could_be": [], "skipped": [], "tested": {}, "criterion": None, "why": "",
+                    "defaults": list(defaults)}
     if result is None:
         answer["text"] = ends["text"]
         return answer
@@ -205,6 +207,8 @@ def _text(answer: dict) -> str:
     if first is None:
         return "no commit between the tags shows the change"
     said = f"first bad commit: {headline(first)}"
+    for d in answer.get("defaults") or []:
+        said += f"; it changed the default of {d['name']} ({d['a']} -> {d['b']})"
     if answer["could_be"]:
         said += (f"; {len(answer['could_be'])} skipped commit(s) just before it could not be tested, and any of "
                  "them may be the first bad one: " + ", ".join(sha[:10] for sha in answer["could_be"]))
@@ -249,3 +253,22 @@ def check_criterion(criterion: str) -> str:
         raise UsageError(f"a commit bisection compares outputs or bits, not {criterion}",
                          hint="bisect the releases by outputs or bits first (bisect --retrace --by bits)")
     return BY_OF_CRITERION[criterion]
+
+
+def defaults_touched(repo: JaxRepo, sha: str, changed_defaults: Sequence[dict] | None) -> list[dict]:
+    """The JAX options whose default changed between the releases (the release bisection's `changed_defaults`)
+    that the commit's own diff names in a changed hunk (`git show -U5`): the changed default and the commit that
+    changed it, one story. [{"name", "a", "b"}]."""
+    options = [c for c in changed_defaults or [] if c.get("kind") == "option" and c.get("name")]
+    if not options:
+        return []
+    hunks = repo.git("show", "--format=", "-U5", sha).split("\n@@")
+    return [{"name": c["name"], "a": c.get("a"), "b": c.get("b")} for c in options
+            if any(_named_in(str(c["name"]), hunk) for hunk in hunks[1:])]
+
+
+def _named_in(name: str, hunk: str) -> bool:
+    """Whether a hunk names the option: `jax_safer_randint`, or its name without the jax_ prefix (config.py's
+    `safer_randint = bool_state(name='jax_safer_randint', ...)` spells both)."""
+    short = name.removeprefix("jax_")
+    return name in hunk or re.search(rf"\b{re.escape(short)}\b", hunk) is not None
