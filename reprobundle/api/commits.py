@@ -164,12 +164,16 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
 
 
 def _lowering(registry: Registry, bundle: Bundle, plan, result, probe) -> dict | None:
+    from ..errors import NotFoundError
     from ..investigate.commit_bisect import lowering_of_first_bad
     from ..run.retrace import program_file_names
 
     def stablehlo_of(run: dict) -> str | None:
         art = (run.get("artifacts") or {}).get("stablehlo_retraced")
-        return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
+        try:
+            return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
+        except NotFoundError:  # a read-only store keeps no runs, nor their artifacts
+            return None
 
     found = lowering_of_first_bad(plan, result, probe, stablehlo_of, program_file_names(bundle.manifest))
     if found is None:

@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 
 from ..envs.jax_commit import Commit, JaxRepo, pull_request
 from ..errors import UsageError
-from .bisection import BITS, OUTPUTS, OUTPUTS_VS_GOOD, TIME, BisectResult, OutputsDiffer, ReplayTogether, classify
+from .bisection import BITS, OUTPUTS, OUTPUTS_VS_GOOD, BisectResult, OutputsDiffer, ReplayTogether, classify
 
 COMMIT_BISECTION = "commit-bisection"
 # the release bisection's criterion -> what the commit bisection asks of `bisect` (`by`)
@@ -246,13 +246,6 @@ def readable(line: str) -> str:
     """A progress line with each commit label, and each commit environment's path, as the commit's short hash."""
     line = _ENV_PATH.sub(lambda m: f"{m[1][:10]} (over jaxlib {m[2]})", line)
     return _LABEL.sub(lambda m: m[1][:10], line)
-
-
-def check_criterion(criterion: str) -> str:
-    if criterion == TIME or criterion not in BY_OF_CRITERION:
-        raise UsageError(f"a commit bisection compares outputs or bits, not {criterion}",
-                         hint="bisect the releases by outputs or bits first (bisect --retrace --by bits)")
-    return BY_OF_CRITERION[criterion]
 
 
 def defaults_touched(repo: JaxRepo, sha: str, changed_defaults: Sequence[dict] | None) -> list[dict]:
