@@ -137,3 +137,45 @@ def test_investigate_goes_on_to_the_commits_only_for_a_lowering_change_and_a_rep
     assert lowering["status"] == "skipped" and "--jax-repo" in lowering["answer"]
     assert lowering["command"] == "reprobundle bisect-commits int-floor --good 0.4.30 --bad 0.4.31 --jax-repo PATH"
     assert not (tmp_path / "envs" / "jax-repo.git").exists()
+
+
+def test_the_xla_window_lists_the_commits_between_the_pins_that_name_a_changed_flag(tmp_path):
+    """Item 2: the XLA commits two JAX tags pin, the compare URL, and with an XLA clone the commits in that range
+    whose changed lines name a flag whose default changed (`git log -G`), in real git repositories made here."""
+    from jax_history import _git
+
+    from reprobundle.envs.jax_commit import open_repo
+    from reprobundle.investigate.xla_window import xla_window
+
+    xla = tmp_path / "xla"
+    xla.mkdir()
+    _git(xla, "init", "-q", "-b", "main")
+    shas = []
+    flag = "xla_cpu_use_thunk_runtime"
+    for i, text in enumerate(["base", f"base\n{flag} false", f"base\n{flag} false\nunrelated",
+                              f"base\n{flag} true\nunrelated", f"base\n{flag} true\nunrelated\nafter"]):
+        (xla / "debug_options_flags.cc").write_text(text + "\n")
+        _git(xla, "add", "-A")
+        _git(xla, "commit", "-q", "-m", f"xla change {i}")
+        shas.append(_git(xla, "rev-parse", "HEAD").strip())
+    jax = tmp_path / "jax"
+    jax.mkdir()
+    _git(jax, "init", "-q", "-b", "main")
+    for version, pin, name in (("0.4.31", shas[0], "workspace.bzl"), ("0.4.33", shas[3], "revision.bzl")):
+        bzl = jax / "third_party" / "xla" / name
+        bzl.parent.mkdir(parents=True, exist_ok=True)
+        bzl.write_text(f'# pinned\nXLA_COMMIT = "{pin}"\n')
+        _git(jax, "add", "-A")
+        _git(jax, "commit", "-q", "-m", f"jax {version}")
+        _git(jax, "tag", f"jax-v{version}")
+    repo = open_repo(str(jax), tmp_path / "cache")
+    changed = {"changed_defaults": [{"kind": "flag", "name": "xla_cpu_use_thunk_runtime", "a": False, "b": True},
+                                    {"kind": "option", "name": "jax_something", "a": 1, "b": 2}]}
+    alone = xla_window(repo, "jax-v0.4.31", "jax-v0.4.33")
+    assert (alone["good"], alone["bad"]) == (shas[0], shas[3]) and alone["touching"] == {}
+    assert alone["compare"] == f"https://github.com/openxla/xla/compare/{shas[0]}...{shas[3]}"
+    found = xla_window(repo, "jax-v0.4.31", "jax-v0.4.33", str(xla), changed)
+    touching = found["touching"]["xla_cpu_use_thunk_runtime"]
+    # the commit that added it and the one that flipped its default (newest first); not the unrelated ones
+    assert [c["sha"] for c in touching] == [shas[3], shas[1]] and touching[1]["title"] == "xla change 1"
+    assert list(found["touching"]) == ["xla_cpu_use_thunk_runtime"]  # flags only: an option is JAX's

@@ -368,7 +368,7 @@ def bisect_commits_cmd(
                                                                     "cache."),
     xla_repo: Optional[str] = typer.Option(None, "--xla-repo", help="A local clone of XLA: list the commits between "
                                                                     "the releases' pinned XLA that touch a flag "
-                                                                    "whose default changed (git log -S)."),
+                                                                    "whose default changed (git log -G)."),
     timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout"),
     python: Optional[str] = typer.Option(None, "--python"),
     store: Optional[str] = StoreOpt,

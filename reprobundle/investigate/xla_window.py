@@ -1,10 +1,12 @@
 """The compiler's window between two JAX releases: the XLA commit each release tag pins (`XLA_COMMIT` in
 third_party/xla/revision.bzl, before mid-2025 workspace.bzl), the compare URL of that range, and, with a local XLA
 clone (`--xla-repo PATH`), the commits in the range that touch what the investigation named: each flag whose
-default changed between the releases, found by `git log -S FLAG` (the commits that add or remove the text)."""
+default changed between the releases, found by `git log -G FLAG`: the commits whose added or removed lines name
+it (`git log -S` would miss the one that matters most, an edit of the default on a line that names the flag)."""
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from ..envs.jax_commit import JaxRepo, git_in
@@ -33,7 +35,7 @@ def terms_of(release_answer: dict | None) -> list[str]:
 def xla_window(repo: JaxRepo, good_tag: str, bad_tag: str, xla_repo: str | None = None,
                release_answer: dict | None = None, terms: Sequence[str] = ()) -> dict:
     """{"good", "bad": the pinned XLA commits, "compare": the URL of the range (None when either is unknown or they
-    are the same), "touching": {term: [{"sha", "title"}]} from `xla_repo` (`git log -S TERM good..bad`), "note"}."""
+    are the same), "touching": {term: [{"sha", "title"}]} from `xla_repo` (`git log -G TERM good..bad`), "note"}."""
     good, bad = pinned_by(repo, good_tag), pinned_by(repo, bad_tag)
     window: dict = {"good": good, "bad": bad, "compare": f"{XLA_REPO}/compare/{good}...{bad}"
                     if good and bad and good != bad else None, "touching": {}, "note": None}
@@ -47,7 +49,7 @@ def xla_window(repo: JaxRepo, good_tag: str, bad_tag: str, xla_repo: str | None 
         window["note"] = "no flag whose default changed was named between the releases: nothing to look for"
     for term in wanted:
         try:
-            out = git_in(xla_repo, "log", "--format=%H%x1f%s", "-S", term, f"{good}..{bad}")
+            out = git_in(xla_repo, "log", "--format=%H%x1f%s", "-G", re.escape(term), f"{good}..{bad}")
         except EnvironmentCreationError as e:
             window["note"] = f"--xla-repo {xla_repo}: {e.message}"
             break
