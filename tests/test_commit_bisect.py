@@ -64,10 +64,14 @@ def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one
     assert answer["xla"]["good"] == XLA_PINS["0.4.30"] and answer["xla"]["bad"] == XLA_PINS["0.4.31"]
     assert answer["xla"]["compare"].endswith(f"/compare/{XLA_PINS['0.4.30']}...{XLA_PINS['0.4.31']}")
     assert answer["probes"] == len(answer["spent"]["probes"]) >= 3
-    # stored beside the runs, listed by show
-    kinds = [a["kind"] for a in api.open_registry(str(store)).answers(api.resolve("int-floor", str(store))[1]
-                                                                       .ref.bundle_id)]
+    # stored beside the runs, listed by show; each run records the commit it ran (JAX's jax_build)
+    registry, bundle = api.resolve("int-floor", str(store))
+    kinds = [a["kind"] for a in registry.answers(bundle.ref.bundle_id)]
     assert kinds.count("bisection") == 1 and kinds.count("commit-bisection") == 1
+    builds = {r["environment"]["jax_build"]["commits"].get("jax"): r["environment"]
+              for r in registry.runs(bundle.ref.bundle_id) if (r["environment"].get("jax_build") or {}).get("commits")}
+    # (its jax/version.py is the 0.4.31 wheel's, which names its release: the commit is in jax_build)
+    assert builds[shas[2]]["jax"].startswith("0.4.31") and builds[shas[2]]["jaxlib"] == "0.4.30"
     code, out, _ = cli("show", "int-floor", store=store)
     assert code == 0 and f"first bad commit: {shas[2][:10]} {TITLES[2]} (#22222)" in out
 

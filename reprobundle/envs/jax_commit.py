@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EnvironmentCreationError, UsageError
-from .folders import JaxEnvironment, file_lock, rmtree
+from .folders import JaxEnvironment, file_lock, read_env, rmtree
 from .nightly import JAX_REPO
 from .versions import version_key
 
@@ -272,3 +272,20 @@ def _make(repo: JaxRepo, sha: str, over: JaxEnvironment, folder: Path) -> None:
     meta = {"commit": sha, "jax_version": version, "over": str(over.path), "jaxlib_version": over.jaxlib_version}
     (folder / METADATA).write_text(json.dumps(meta, indent=1))
 
+
+
+def described(request: str) -> JaxEnvironment | None:
+    """The commit environment at the folder `request` names, as its metadata and the release environment under it
+    describe it (no interpreter started: a probe's environment is known at once); None when the folder is no
+    finished commit environment or the release environment under it is gone."""
+    folder = Path(request.strip()).expanduser()
+    try:
+        meta = json.loads((folder / METADATA).read_text())
+    except (OSError, ValueError):
+        return None
+    over = read_env(Path(str(meta.get("over"))))
+    if over is None or not (folder / "bin" / "python").exists():
+        return None
+    return JaxEnvironment(str(meta["jax_version"]), (folder / "bin" / "python").absolute(), over.python_version,
+                          folder.absolute(), None, None, over.jaxlib_version, over.numpy_version, local=True,
+                          commits=(("jax", str(meta["commit"])),))
