@@ -44,6 +44,7 @@ def replay(case: str, good: str, bad: str, env: dict[str, str]) -> float:
 
 def one(case: str, jax_repo: str) -> dict:
     good, bad, expected = CASES[case]
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "REPROBUNDLE_STORE": str(Path(tmp) / "store")}
         run(["pack", str(ROOT / "tests" / "programs" / "retrace" / f"{case}.py"), "--name", case], env)
@@ -57,6 +58,7 @@ def one(case: str, jax_repo: str) -> dict:
             "ratio": round(wall / replay_s, 2), "commits": answer["commits"], "probes": answer["probes"],
             "commit_search_s": answer["spent"]["wall_s"], "first_bad": first.get("sha"), "title": first.get("title"),
             "pr": first.get("pr"), "skipped": len(answer["skipped"]), "lowering": (answer["lowering"] or {}).get("text"),
+            "defaults": [d["name"] for d in answer.get("defaults") or []], "load": [load_before, os.getloadavg()[0]],
             "worker_s": answer["spent"]["total"]}
 
 
