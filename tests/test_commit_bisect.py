@@ -183,3 +183,28 @@ def test_the_xla_window_lists_the_commits_between_the_pins_that_name_a_changed_f
     # the commit that added it and the one that flipped its default (newest first); not the unrelated ones
     assert [c["sha"] for c in touching] == [shas[3], shas[1]] and touching[1]["title"] == "xla change 1"
     assert list(found["touching"]) == ["xla_cpu_use_thunk_runtime"]  # flags only: an option is JAX's
+
+
+def test_a_repository_url_is_cloned_once_into_the_cache_partial_and_found_again(tmp_path):
+    from jax_history import _git
+
+    from reprobundle.envs.jax_commit import open_repo
+
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    _git(origin, "init", "-q", "-b", "main")
+    (origin / "jax").mkdir()
+    (origin / "jax" / "version.py").write_text('_version = "0.4.31"\n_minimum_jaxlib_version = "0.4.30"\n')
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "jax 0.4.31")
+    _git(origin, "tag", "jax-v0.4.31")
+    said: list[str] = []
+    repo = open_repo(f"file://{origin}", tmp_path / "cache", said.append)
+    assert repo.git_dir == tmp_path / "cache" / "jax-repo.git" and said and "cloning" in said[0]
+    assert repo.tag_of("0.4.31") == "jax-v0.4.31"
+    assert repo.versions_at("jax-v0.4.31") == ("0.4.31", "0.4.30")
+    _git(origin, "tag", "jax-v0.4.32")  # a later release: fetched on the next use, not cloned again
+    again = open_repo(f"file://{origin}", tmp_path / "cache", said.append)
+    assert again.tag_of("0.4.32") == "jax-v0.4.32" and len(said) == 1
+    with pytest.raises(UsageError, match="has no tag of jax 0.5.0"):
+        again.tag_of("0.5.0")

@@ -160,7 +160,7 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
                       of_runs(runs), at_once=len(paths))
         return runs
 
-    return commit_probe(replay, env_of)
+    return commit_probe(replay, env_of, progress)
 
 
 def _lowering(registry: Registry, bundle: Bundle, plan, result, probe) -> dict | None:

@@ -88,12 +88,14 @@ def refusal(release_answer: dict) -> str | None:
     return None
 
 
-def commit_probe(probe: Callable[[list[str], list[str]], list[dict]], env_of: EnvOf) -> ReplayTogether:
+def commit_probe(probe: Callable[[list[str], list[str]], list[dict]], env_of: EnvOf,
+                 progress: Callable[[str], None] | None = None) -> ReplayTogether:
     """`probe` (versions or environment paths -> runs) over labels: each commit's label replayed as its
     environment's path (`env_of`), the runs named by their labels again (`requested`); a commit that has no jaxlib
     to run over is not replayed: its run says why (status "incompatible", which the search skips). Runs are
     remembered by label: a label asked for again is not replayed (the probes compare outputs, once each)."""
     seen: dict[str, dict] = {}
+    said: set[str] = set()
 
     def replay(labels: Sequence[str]) -> list[dict]:
         wanted: dict[str, str] = {}
@@ -108,6 +110,12 @@ def commit_probe(probe: Callable[[list[str], list[str]], list[dict]], env_of: En
         if wanted:
             for label, run in zip(wanted, probe(list(wanted.values()), list(wanted))):
                 seen[label] = {**run, "requested": label, "over": env_of(label)[1]}
+        for label in labels:
+            run = seen[label]
+            if progress and label not in said and run["status"] not in ("ok", "mismatch"):
+                said.add(label)
+                progress(f"bisect-commits: {label} skipped, as git bisect skip: {run['status']}: "
+                         f"{str(run.get('reason'))[:300]}")
         return [seen[label] for label in labels]
 
     return replay
@@ -198,8 +206,20 @@ def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict, default
         between = [plan.commit_of(label) for label in labels[lo:labels.index(result.first_bad)]]
         answer["could_be"] = [c.sha for c in between if c is not None]  # skipped ones between: any may be it
     answer["last_good"] = last_good.sha if last_good is not None else plan.good_tag
+    answer["jaxlib_moved"] = _jaxlib_moved(result)
     answer["text"] = _text(answer)
     return answer
+
+
+def _jaxlib_moved(result: BisectResult) -> str | None:
+    """When the first bad commit ran over another release's jaxlib than the last good one (its minimum jaxlib went
+    up at that step), a sentence saying so: then that step changed jaxlib too, and the commit alone is not shown."""
+    bad_over = (result.runs.get(result.first_bad) or {}).get("over")
+    good_over = (result.runs.get(result.last_good) or {}).get("over") or f"jax {result.good}'s own"
+    if bad_over is None or bad_over == good_over:
+        return None
+    return (f"careful: the first bad commit ran over {bad_over} and the last good one over {good_over}: the jaxlib "
+            "changed at the same step")
 
 
 def _text(answer: dict) -> str:
@@ -209,6 +229,8 @@ def _text(answer: dict) -> str:
     said = f"first bad commit: {headline(first)}"
     for d in answer.get("defaults") or []:
         said += f"; it changed the default of {d['name']} ({d['a']} -> {d['b']})"
+    if answer.get("jaxlib_moved"):
+        said += f"; {answer['jaxlib_moved']}"
     if answer["could_be"]:
         said += (f"; {len(answer['could_be'])} skipped commit(s) just before it could not be tested, and any of "
                  "them may be the first bad one: " + ", ".join(sha[:10] for sha in answer["could_be"]))

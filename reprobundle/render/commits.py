@@ -36,6 +36,11 @@ def commit_bisection_text(answer: dict) -> str:
         if first.get("pr"):
             lines.append(f"    https://github.com/jax-ml/jax/pull/{first['pr']}")
         lines += _wrap(f"judged by {answer['criterion']} against jax {answer['good']}: {answer['why']}", "    ")
+        for d in answer.get("defaults") or []:
+            lines += _wrap(f"its diff names {d['name']}, whose default changed from {d['a']} (jax "
+                           f"{answer['good']}) to {d['b']} (jax {answer['bad']})", "    ")
+        if answer.get("jaxlib_moved"):
+            lines += _wrap(str(answer["jaxlib_moved"]), "    ")
     elif answer["ends"].get("agree"):
         lines += _wrap(str(answer.get("text")))
     if answer.get("could_be"):
