@@ -13,7 +13,8 @@ SKIPPED_SHOWN = 10
 def _wrap(text: str, indent: str = "  ") -> list[str]:
     from .comparison import WIDTH  # here: comparison loads numpy, which `show` (first_bad_line) does without
 
-    return textwrap.wrap(clean(text), WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
+    return textwrap.wrap(clean(text), WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False)  # URLs and paths stay whole
 
 
 def first_bad_line(answer: dict) -> str:
