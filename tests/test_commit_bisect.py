@@ -72,6 +72,11 @@ def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one
               for r in registry.runs(bundle.ref.bundle_id) if (r["environment"].get("jax_build") or {}).get("commits")}
     # (its jax/version.py is the 0.4.31 wheel's, which names its release: the commit is in jax_build)
     assert builds[shas[2]]["jax"].startswith("0.4.31") and builds[shas[2]]["jaxlib"] == "0.4.30"
+    from reprobundle.render.commits import commit_bisection_text
+
+    text = commit_bisection_text(answer)
+    assert "skipped (1, as git bisect skip):" in text and f"{shas[3][:10]} {TITLES[3]}: " in text
+    assert f"{FORK}/pull/22222" in text and f"{FORK}/commit/{shas[2]}" in text
     code, out, _ = cli("show", "int-floor", store=store)
     assert code == 0 and f"first bad commit: {shas[2][:10]} {TITLES[2]} (#22222)" in out
 

@@ -30,18 +30,8 @@ def commit_bisection_text(answer: dict) -> str:
     lines = [f"bisect-commits {clean(answer['good_tag'])}..{clean(answer['bad_tag'])}: {answer['commits']} commits "
              f"(first parent) in {clean(answer['repo'])}"]
     lines += _wrap(answer["ends"]["text"])
-    first = answer.get("first_bad")
-    if first:
-        lines.append("  " + first_bad_line(answer))
-        lines += [f"    {clean(first['date'])}  {clean(first['author'])}", f"    {clean(first['url'])}"]
-        if first.get("pr"):
-            lines.append(f"    https://github.com/jax-ml/jax/pull/{first['pr']}")
-        lines += _wrap(f"judged by {answer['criterion']} against jax {answer['good']}: {answer['why']}", "    ")
-        for d in answer.get("defaults") or []:
-            lines += _wrap(f"its diff names {d['name']}, whose default changed from {d['a']} (jax "
-                           f"{answer['good']}) to {d['b']} (jax {answer['bad']})", "    ")
-        if answer.get("jaxlib_moved"):
-            lines += _wrap(str(answer["jaxlib_moved"]), "    ")
+    if answer.get("first_bad"):
+        lines += _first_bad_lines(answer)
     elif answer["ends"].get("agree"):
         lines += _wrap(str(answer.get("text")))
     if answer.get("could_be"):
@@ -62,6 +52,22 @@ def commit_bisection_text(answer: dict) -> str:
     if answer.get("command"):
         lines += _wrap(f"again: {answer['command']}")
     return "\n".join(lines)
+
+
+def _first_bad_lines(answer: dict) -> list[str]:
+    """The first bad commit: its line, date and author, URLs, the criterion, the changed defaults its diff names."""
+    first = answer["first_bad"]
+    lines = ["  " + first_bad_line(answer), f"    {clean(first['date'])}  {clean(first['author'])}",
+             f"    {clean(first['url'])}"]
+    if first.get("pr"):
+        lines.append(f"    {clean(answer['repo'])}/pull/{first['pr']}")
+    lines += _wrap(f"judged by {answer['criterion']} against jax {answer['good']}: {answer['why']}", "    ")
+    for d in answer.get("defaults") or []:
+        lines += _wrap(f"its diff names {d['name']}, whose default changed from {d['a']} (jax "
+                       f"{answer['good']}) to {d['b']} (jax {answer['bad']})", "    ")
+    if answer.get("jaxlib_moved"):
+        lines += _wrap(str(answer["jaxlib_moved"]), "    ")
+    return lines
 
 
 def _xla_lines(xla: dict | None) -> list[str]:
