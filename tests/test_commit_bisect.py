@@ -46,6 +46,8 @@ def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one
     repo, shas, store = history
     answer = api.bisect_commits("int-floor", "0.4.30", "0.4.31", store=str(store), jax_repo=str(repo), jobs=1)
     assert answer["ends"]["agree"], answer["ends"]["text"]
+    # the commits' environments were the bisection's own: none is left behind
+    assert not list((api.environment_manager().root / "jax-commits").glob("run-*"))
     assert (answer["good_tag"], answer["bad_tag"], answer["commits"]) == ("jax-v0.4.30", "jax-v0.4.31", 6)
     first = answer["first_bad"]
     assert first["sha"] == shas[2] and first["title"] == TITLES[2] and first["pr"] == 22222

@@ -13,6 +13,7 @@ from ..run.options import ReplayOptions, replay_options
 from .shared import environment_manager, resolve
 
 COMMIT_OPTIONS = ReplayOptions(dump=False, profile=False)  # a probe needs its outputs: no dump, no per-op profile
+RUN_PREFIX = "run-"  # a bisection's folder of commit environments (api/commits.py's _commit_folder)
 
 
 def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *, store: str | None = None,
@@ -48,36 +49,55 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
         raise UsageError(f"{ref}: not sent to a commit bisection: {why_not}",
                          hint="`reprobundle explain` and `minimize` go on from a compiler change")
     found = release["answer"]
-    criterion = found["criterion"]
-    ledger = Ledger()
     plan = cb.plan_commits(repo, found["last_good"], found["first_bad"])
     say = (lambda line: progress(cb.readable(line))) if progress else None
     if say:
         say(f"bisect-commits: {len(plan.commits)} commits from {plan.good_tag} to {plan.bad_tag} (first parent), "
-            f"each retraced over a released jaxlib, judged by {criterion} against jax {plan.good}")
-    probe = _commit_probe(registry, bundle, options, manager, plan, ledger, say)
-    ends = cb.check_endpoints(plan, probe, criterion, _outputs_differ(registry, bundle))
-    if say:
-        say(f"bisect-commits: {ends['text']}")
-    result = None
-    if ends["agree"]:
-        result = cb.search(plan, probe, criterion, _outputs_differ(registry, bundle), ends,
-                           jobs=jobs or default_jobs(), progress=say)
-    first = plan.commit_of(result.first_bad) if result is not None else None
-    defaults = cb.defaults_touched(repo, first.sha, found.get("changed_defaults")) if first is not None else []
-    answer = cb.answer_of(plan, result, ends, defaults)
-    answer["lowering"] = _lowering(registry, bundle, plan, result, probe) if result is not None else None
+            f"each retraced over a released jaxlib, judged by {found['criterion']} against jax {plan.good}")
+    ledger = Ledger()
+    with _commit_folder(manager.root) as folder:
+        probe = _commit_probe(registry, bundle, options, manager, plan, ledger, folder, say)
+        answer = _search(registry, bundle, plan, probe, found, jobs or default_jobs(), say)
     answer["xla"] = xla_window(repo, plan.good_tag, plan.bad_tag, xla_repo, found)
     answer["release_answer"] = release.get("answer_id")
     answer["spent"] = ledger.as_dict()
     answer["probes"] = len(ledger.probes)
-    runs = list(result.runs.values()) if result is not None else []
+    runs = answer.pop("runs")
     command = _command(ref, plan.good, plan.bad, jax_repo, xla_repo)
     from ..investigate.answers import store_commit_bisection
 
     answer["answer_id"] = store_commit_bisection(registry, bundle, answer, runs, command)
     answer["command"] = command
     return answer
+
+
+def _commit_folder(root):
+    """A folder of this bisection's own for its commits' environments (removed when it ends; one a killed bisection
+    left is swept by the next): each is ~20 MB of JAX sources and takes a fraction of a second to make again."""
+    from ..envs.jax_commit import COMMITS_DIR
+    from ..store.scratch import scratch_dir, sweep
+
+    sweep(root / COMMITS_DIR, stale_s=None, prefixes=(RUN_PREFIX,))
+    return scratch_dir(root / COMMITS_DIR, RUN_PREFIX)
+
+
+def _search(registry: Registry, bundle: Bundle, plan, probe, found: dict, jobs: int, say) -> dict:
+    """The endpoints checked, the commits searched when they agree with the releases, the answer with the first bad
+    commit's changed defaults and its lowering against its parent."""
+    from ..investigate import commit_bisect as cb
+
+    criterion = found["criterion"]
+    ends = cb.check_endpoints(plan, probe, criterion, _outputs_differ(registry, bundle))
+    if say:
+        say(f"bisect-commits: {ends['text']}")
+    if not ends["agree"]:
+        return {**cb.answer_of(plan, None, ends), "lowering": None, "runs": []}
+    result = cb.search(plan, probe, criterion, _outputs_differ(registry, bundle), ends, jobs=jobs, progress=say)
+    first = plan.commit_of(result.first_bad)
+    defaults = cb.defaults_touched(plan.repo, first.sha, found.get("changed_defaults")) if first is not None else []
+    answer = cb.answer_of(plan, result, ends, defaults)
+    answer["lowering"] = _lowering(registry, bundle, plan, result, probe)
+    return {**answer, "runs": list(result.runs.values())}
 
 
 def _release_answer(registry: Registry, bundle: Bundle, ref: str, good: str | None, bad: str | None,
@@ -125,7 +145,8 @@ def _outputs_differ(registry: Registry, bundle: Bundle):
     return output_difference(registry, bundle)
 
 
-def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, manager, plan, ledger, progress):
+def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, manager, plan, ledger, folder,
+                  progress):
     """Labels -> runs: each commit's environment made (JAX at the commit over the good or bad release's jaxlib,
     whichever it accepts), all replayed retraced and untimed in one probe recorded in the ledger."""
     from ..envs.jax_commit import commit_environment, jaxlib_release_for
@@ -147,7 +168,7 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
             if over is None:
                 made[label] = (None, f"needs jaxlib {minimum}, which neither jax {plan.good}'s nor {plan.bad}'s is")
             else:
-                path = commit_environment(plan.repo, commit.sha, over, manager.root)
+                path = commit_environment(plan.repo, commit.sha, over, folder)
                 made[label] = (str(path), f"jaxlib {over.jaxlib_version} (jax {over.jax_version}'s environment)")
         return made[label]
 

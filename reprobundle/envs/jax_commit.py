@@ -5,9 +5,10 @@ JAX is pure Python over jaxlib, and every commit keeps working with the jaxlib i
 needs no build: its `jax/` folder, taken from a git repository (`git archive`), is put in front of the cached
 environment of a released jaxlib it accepts.
 
-That is a small virtual environment of its own, next to the cached release environments::
+That is a small virtual environment of its own, in a folder of the bisection's own under the environment root
+(removed when the bisection ends)::
 
-    <env root>/jax-commits/<sha12>-over-jax-0.7.1-py3.11/
+    <env root>/jax-commits/run-XXXX/<sha12>-over-jax-0.7.1-py3.11/
         pyvenv.cfg, bin/python        the cached environment's interpreter (a symlink), isolated as any venv
         lib/python3.11/site-packages/
             jax/                      the commit's JAX, from `git archive`
@@ -16,8 +17,10 @@ That is a small virtual environment of its own, next to the cached release envir
         reprobundle-commit.json       the commit, the jaxlib and the environment it runs over
 
 It is built in a temporary folder and renamed into place (never seen half made), and used by its path, as `--jax
-PATH` uses any environment (envs/local.py), so a replay and its run records need nothing new. Nothing is installed
-into the cached release environment.
+PATH` uses any environment (envs/local.py; `described` tells it what the environment holds without starting its
+interpreter), so a replay and its run records need nothing new. Nothing is installed into the cached release
+environment. Each is ~20 MB of JAX sources made in a fraction of a second: made again by each bisection rather than
+kept.
 
 The git side is plain `git` on a repository given by path (a clone, a bare mirror), or one cloned once into the cache
 from a URL (`--jax-repo URL`: partial, `--filter=blob:none`, so blobs are fetched only for the commits probed).
@@ -228,25 +231,19 @@ def _site_packages(env: JaxEnvironment) -> Path:
     return found[0]
 
 
-def commit_environment(repo: JaxRepo, sha: str, over: JaxEnvironment, root: Path) -> Path:
-    """The folder of JAX at `sha` over the released environment `over` (made once, then found again): the PATH
-    to replay it with, as `--jax PATH`."""
+def commit_environment(repo: JaxRepo, sha: str, over: JaxEnvironment, folder: Path) -> Path:
+    """The environment of JAX at `sha` over the released environment `over`, made under `folder` (a bisection's
+    own: the caller removes it), or found there again: the PATH to replay it with, as `--jax PATH`."""
     assert over.path is not None
-    name = f"{sha[:12]}-over-{over.path.name}"
-    base = root / COMMITS_DIR
-    final = base / name
+    final = folder / f"{sha[:12]}-over-{over.path.name}"
     if (final / METADATA).exists():
         return final
-    base.mkdir(parents=True, exist_ok=True)
-    with file_lock(base / ".locks" / f"{name}.lock"):
-        if (final / METADATA).exists():
-            return final
-        tmp = base / f".tmp-{name}-{secrets.token_hex(4)}"
-        try:
-            _make(repo, sha, over, tmp)
-            os.rename(tmp, final)
-        finally:
-            rmtree(tmp)
+    tmp = folder / f".tmp-{final.name}-{secrets.token_hex(4)}"
+    try:
+        _make(repo, sha, over, tmp)
+        os.rename(tmp, final)
+    finally:
+        rmtree(tmp)
     return final
 
 

@@ -261,7 +261,7 @@ def lowering_of_first_bad(plan: CommitPlan, result: BisectResult, probe: ReplayT
     return {**diff, "parent": parent_commit.sha if parent_commit else plan.good_tag}
 
 
-_ENV_PATH = re.compile(r"\S*/jax-commits/([0-9a-f]{12})-over-jax-([\w.]+?)-py[\d.]+")
+_ENV_PATH = re.compile(r"\S*/jax-commits/(?:[^/\s]+/)?([0-9a-f]{12})-over-jax-([\w.]+?)-py[\d.]+")
 
 
 def readable(line: str) -> str:
