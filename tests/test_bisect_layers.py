@@ -289,7 +289,8 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     data = json.loads(out)
     assert (data["first_bad"], data["layer"]) == ("0.5.0", "lowering")
     steps = {s["name"]: s for s in data["steps"]}
-    assert [s["name"] for s in data["steps"]] == ["bisect", "explain", "minimize", "issue"]
+    assert [s["name"] for s in data["steps"]] == ["bisect", "explain", "commits", "minimize", "issue"]
+    assert steps["commits"]["status"] == "skipped" and "--jax-repo" in steps["commits"]["answer"]  # no clone here
     assert steps["bisect"]["status"] == "answered" and steps["bisect"]["stored"]  # the answer record's id
     assert steps["explain"]["status"] == "answered" and steps["explain"]["stored"]
     assert steps["explain"]["answer"].startswith("the default of jax_threefry_partitionable changed from False (jax "

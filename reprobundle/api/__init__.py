@@ -31,6 +31,8 @@ from ..run.options import parse_pin as parse_pin  # re-exported: --pin's parser
 from ..run.replay import replay as _replay
 from ..run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
 from ..text import clean_values
+from .commits import COMMIT_OPTIONS as COMMIT_OPTIONS
+from .commits import bisect_commits as bisect_commits
 from .investigation import investigate as investigate
 
 # the investigations (isolate, minimize, bisect, explain) and what they share with this module: re-exported here

@@ -6,6 +6,7 @@ issue file), so an interrupted investigation keeps the steps already answered.
    endpoints that do not differ end it there, with bisect's one line saying what was compared;
 2. explain at the boundary, in the bisection's mode and by its criterion: the changed default, pass or flag that
    restores the last good release, and the line to paste (its answer stored beside its runs);
+2b. the first bad JAX commit, for a change in JAX's lowering, when a JAX repository is here (api/commits.py);
 3. minimize, for a change the frozen module shows (outputs, bits or time): the smallest piece that still shows it;
 4. the issue body of the bundle (investigate/issue.py), which says the stored bisection's release and layer.
 A step that does not apply says why; each says where its time went and the command that reruns it alone.
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
+from .commits import commit_step
 from .investigations import EXPLAIN_OPTIONS, bisect, explain, minimize
 from .shared import resolve
 
@@ -66,6 +68,8 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
     say = progress or (lambda _line: None)
     result = _bisect_step(out, ref, (good, bad), store, store_args, python, env_dir, progress)
     _explain_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
+    # the first bad commit, for a change in JAX's lowering (api/commits.py decides whether and says why not)
+    out.steps.append(Step(**commit_step(result, ref, store=store, python=python, env_dir=env_dir, progress=progress)))
     _minimize_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
     say("investigate: writing the issue body")
     _issue_step(out, ref, store, store_args, issue_path, _reported_run(result))

@@ -356,6 +356,37 @@ def bisect_cmd(
     emit(as_json, data, human + spent_table(result.spent))
 
 
+@app.command("bisect-commits")
+def bisect_commits_cmd(
+    ref: str,
+    good: Optional[str] = typer.Option(None, "--good", help="The release before the change (default: the last good "
+                                                            "release of the bundle's stored bisection)."),
+    bad: Optional[str] = typer.Option(None, "--bad", help="The release with the change (default: the stored "
+                                                          "bisection's first bad release)."),
+    jax_repo: Optional[str] = typer.Option(None, "--jax-repo", help="A clone of JAX (PATH) or its URL; default: "
+                                                                    "JAX's public repository, cloned once into the "
+                                                                    "cache."),
+    xla_repo: Optional[str] = typer.Option(None, "--xla-repo", help="A local clone of XLA: list the commits between "
+                                                                    "the releases' pinned XLA that touch a flag "
+                                                                    "whose default changed (git log -G)."),
+    timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout"),
+    python: Optional[str] = typer.Option(None, "--python"),
+    store: Optional[str] = StoreOpt,
+    platform: Optional[str] = PlatformOpt,
+    jobs: Optional[int] = JobsOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Search JAX's commits between two adjacent releases for the first bad one: JAX's Python at each commit over
+    a released jaxlib, the program retraced and judged as the release bisection judged it."""
+    from .. import api
+    from ..render.commits import commit_bisection_text
+
+    options = api.ReplayOptions.of(api.COMMIT_OPTIONS, timeout_s=timeout, platform=platform)
+    answer = api.bisect_commits(ref, good, bad, store=store, jax_repo=jax_repo, xla_repo=xla_repo, options=options,
+                                python=python, jobs=jobs, progress=progress_sink())
+    emit(as_json, answer, commit_bisection_text(answer) + spent_table(answer["spent"]))
+
+
 @app.command()
 def changes(
     a: str = typer.Argument(..., metavar="A", help="The older release (e.g. 0.4.31)."),

@@ -121,7 +121,13 @@ def inspect_interpreter(request: str) -> dict:
 
 
 def local_environment(request: str) -> JaxEnvironment:
-    """`--jax PATH`: the interpreter or environment at PATH, its JAX as it is; nothing cached."""
+    """`--jax PATH`: the interpreter or environment at PATH, its JAX as it is; nothing cached. A JAX commit's
+    environment (envs/jax_commit.py) describes itself."""
+    from .jax_commit import described
+
+    known = described(request)
+    if known is not None:
+        return known
     info = inspect_interpreter(request)
     return JaxEnvironment(info["jax"], info["python_executable"], info["python"], Path(info["prefix"]), None, None,
                           info["jaxlib"], info["numpy"], local=True, source_build=info["source_build"],

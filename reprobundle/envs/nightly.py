@@ -200,6 +200,12 @@ def compare_urls(last_good: Mapping, first_bad: Mapping) -> dict[str, str | None
             "xla": f"{XLA_REPO}/compare/{xa}...{xb}" if xa and xb and xa != xb else None}
 
 
+def pinned_xla_commit(text: str) -> str | None:
+    """The `XLA_COMMIT = "..."` a revision.bzl or workspace.bzl pins, or None."""
+    m = _XLA_COMMIT.search(text)
+    return m[1] if m else None
+
+
 def xla_commit(jax_ref: str, source: str | None = None, timeout: float = 15.0) -> tuple[str | None, str]:
     """(the XLA commit jax pinned at `jax_ref` (a commit or tag), where it was read or why not). Reads
     third_party/xla/revision.bzl, then workspace.bzl, under `source` ($REPROBUNDLE_JAX_SOURCE, default GitHub's raw
@@ -217,8 +223,8 @@ def xla_commit(jax_ref: str, source: str | None = None, timeout: float = 15.0) -
         except (OSError, ValueError) as e:
             log.info("XLA commit of jax %s: %s is unreachable (%s)", jax_ref, url, e)
             return None, f"{url} is unreachable ({type(e).__name__})"
-        m = _XLA_COMMIT.search(text)
-        if m:
-            return m[1], url
+        pinned = pinned_xla_commit(text)
+        if pinned:
+            return pinned, url
         why = f"{url} names no XLA_COMMIT"
     return None, why

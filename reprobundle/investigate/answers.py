@@ -118,3 +118,31 @@ def latest_explanation(answers: Sequence[dict]) -> dict | None:
     """The latest stored explanation among a bundle's answer records (oldest first), or None."""
     found = [a for a in answers if a.get("kind") == EXPLANATION]
     return found[-1] if found else None
+
+
+COMMIT_BISECTION = "commit-bisection"
+
+
+def commit_bisection_answer(bundle: Bundle, answer: dict, runs: Sequence[dict], command: str, answer_id: str) -> dict:
+    """The answer record of a finished commit bisection of `bundle` (investigate/commit_bisect.py's answer)."""
+    from .. import __version__
+
+    return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
+            "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(),
+            "kind": COMMIT_BISECTION, "command": command,
+            "runs": sorted({str(r["run_id"]) for r in runs if r.get("run_id")})[:400], "answer": _plain(answer),
+            "reprobundle": __version__}
+
+
+def store_commit_bisection(registry: Registry, bundle: Bundle, answer: dict, runs: Sequence[dict],
+                           command: str) -> str | None:
+    """The commit bisection's answer stored beside its runs; its id (None for a read-only store)."""
+    if registry.store.read_only:
+        return None
+    return registry.put_answer(commit_bisection_answer(bundle, answer, runs, command, Registry.new_run_id()))
+
+
+def latest_commit_bisection(answers: Sequence[dict]) -> dict | None:
+    """The latest stored commit bisection among a bundle's answer records (oldest first), or None."""
+    found = [a for a in answers if a.get("kind") == COMMIT_BISECTION]
+    return found[-1] if found else None

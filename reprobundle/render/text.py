@@ -63,6 +63,11 @@ def answer_line(a: dict) -> str:
         d = ans.get("diagnosis") or {}
         return _t(f"{str(a.get('created', ''))[:19]}  explanation {ans.get('candidate')} vs {ans.get('baseline')} "
                   f"(by {ans.get('by')}): {d.get('kind')}: {d.get('summary')}  [{a.get('answer_id')}]", 300)
+    if a.get("kind") == "commit-bisection":
+        from .commits import first_bad_line
+
+        return _t(f"{str(a.get('created', ''))[:19]}  commit bisection {ans.get('good_tag')}..{ans.get('bad_tag')}: "
+                  f"{first_bad_line(ans)}  [{a.get('answer_id')}]", 300)
     layer = (ans.get("layer") or {}).get("layer")
     return _t(f"{str(a.get('created', ''))[:19]}  bisection {ans.get('good')}..{ans.get('bad')}: first bad "
               f"{ans.get('first_bad')} (last good {ans.get('last_good')}; by {ans.get('criterion')}, "

@@ -1,0 +1,251 @@
+"""`bisect_commits`: from "jax 0.7.2 broke it" to the JAX commit that did (investigate/commit_bisect.py)."""
+
+from __future__ import annotations
+
+import shlex
+import time
+from typing import Any, Callable
+
+from ..bundle.registry import Bundle, Registry
+from ..envs.config import EnvConfig
+from ..errors import UsageError
+from ..run.options import ReplayOptions, replay_options
+from .shared import environment_manager, resolve
+
+COMMIT_OPTIONS = ReplayOptions(dump=False, profile=False)  # a probe needs its outputs: no dump, no per-op profile
+RUN_PREFIX = "run-"  # a bisection's folder of commit environments (api/commits.py's _commit_folder)
+
+
+def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *, store: str | None = None,
+                   jax_repo: str | None = None, xla_repo: str | None = None, options: ReplayOptions | None = None,
+                   python: str | None = None, env_dir: str | None = None, jobs: int | None = None,
+                   progress: Callable[[str], None] | None = None, **settings: Any) -> dict:
+    """The first bad JAX commit between the last good and the first bad release of the bundle's release bisection.
+
+    The release bisection is the latest one stored beside the bundle whose window is `good`..`bad` (any, when
+    neither is given); with `good` and `bad` and none stored, it is run first (api.bisect, retraced). It must have
+    found the change in JAX's lowering by outputs or bits: a change in the compiler is refused (no JAX commit
+    carries it). Each probe runs JAX's Python at a commit of `jax_repo` (a path, or a URL cloned once into the
+    cache; default JAX's public repository) over the released jaxlib it accepts, retraced, untimed, up to `jobs`
+    commits at once. Returns the answer (investigate/commit_bisect.py's `answer_of`, with "lowering", "spent",
+    "probes", "xla" (the releases' XLA window: investigate/xla_window.py) and "answer_id": the record stored
+    beside the runs)."""
+    from ..envs.jax_commit import open_repo
+    from ..investigate import commit_bisect as cb
+    from ..investigate.xla_window import xla_window
+    from ..run.execution import default_jobs
+    from ..run.spent import Ledger
+
+    options = replay_options(options, settings, COMMIT_OPTIONS).outputs_only()
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
+    config = EnvConfig.of(env_dir, python)
+    manager = environment_manager(config)
+    repo = open_repo(jax_repo, manager.root, progress)  # before anything runs: a wrong --jax-repo is said at once
+    registry, bundle = resolve(ref, store)
+    release = _release_answer(registry, bundle, ref, good, bad, store, config, progress)
+    why_not = cb.refusal(release)
+    if why_not is not None:
+        raise UsageError(f"{ref}: not sent to a commit bisection: {why_not}",
+                         hint="`reprobundle explain` and `minimize` go on from a compiler change")
+    found = release["answer"]
+    plan = cb.plan_commits(repo, found["last_good"], found["first_bad"])
+    say = (lambda line: progress(cb.readable(line))) if progress else None
+    if say:
+        say(f"bisect-commits: {len(plan.commits)} commits from {plan.good_tag} to {plan.bad_tag} (first parent), "
+            f"each retraced over a released jaxlib, judged by {found['criterion']} against jax {plan.good}")
+    ledger = Ledger()
+    with _commit_folder(manager.root) as folder:
+        probe = _commit_probe(registry, bundle, options, manager, plan, ledger, folder, say)
+        answer = _search(registry, bundle, plan, probe, found, jobs or default_jobs(), say)
+    answer["xla"] = xla_window(repo, plan.good_tag, plan.bad_tag, xla_repo, found)
+    answer["release_answer"] = release.get("answer_id")
+    answer["spent"] = ledger.as_dict()
+    answer["probes"] = len(ledger.probes)
+    runs = answer.pop("runs")
+    command = _command(ref, plan.good, plan.bad, jax_repo, xla_repo)
+    from ..investigate.answers import store_commit_bisection
+
+    answer["answer_id"] = store_commit_bisection(registry, bundle, answer, runs, command)
+    answer["command"] = command
+    return answer
+
+
+def _commit_folder(root):
+    """A folder of this bisection's own for its commits' environments (removed when it ends; one a killed bisection
+    left is swept by the next): each is ~20 MB of JAX sources and takes a fraction of a second to make again."""
+    from ..envs.jax_commit import COMMITS_DIR
+    from ..store.scratch import scratch_dir, sweep
+
+    sweep(root / COMMITS_DIR, stale_s=None, prefixes=(RUN_PREFIX,))
+    return scratch_dir(root / COMMITS_DIR, RUN_PREFIX)
+
+
+def _search(registry: Registry, bundle: Bundle, plan, probe, found: dict, jobs: int, say) -> dict:
+    """The endpoints checked, the commits searched when they agree with the releases, the answer with the first bad
+    commit's changed defaults and its lowering against its parent."""
+    from ..investigate import commit_bisect as cb
+
+    criterion = found["criterion"]
+    ends = cb.check_endpoints(plan, probe, criterion, _outputs_differ(registry, bundle))
+    if say:
+        say(f"bisect-commits: {ends['text']}")
+    if not ends["agree"]:
+        return {**cb.answer_of(plan, None, ends), "lowering": None, "runs": []}
+    result = cb.search(plan, probe, criterion, _outputs_differ(registry, bundle), ends, jobs=jobs, progress=say)
+    first = plan.commit_of(result.first_bad)
+    defaults = cb.defaults_touched(plan.repo, first.sha, found.get("changed_defaults")) if first is not None else []
+    answer = cb.answer_of(plan, result, ends, defaults)
+    answer["lowering"] = _lowering(registry, bundle, plan, result, probe)
+    return {**answer, "runs": list(result.runs.values())}
+
+
+def _release_answer(registry: Registry, bundle: Bundle, ref: str, good: str | None, bad: str | None,
+                    store: str | None, config: EnvConfig, progress) -> dict:
+    """The release bisection a commit bisection goes on from: the latest stored one of this window, else one run
+    now (good and bad given)."""
+    from ..investigate.answers import BISECTION
+
+    stored = [] if registry.store.read_only else registry.answers(bundle.ref.bundle_id)
+    fits = [a for a in stored if a.get("kind") == BISECTION and _window_fits(a["answer"], good, bad)]
+    if fits:
+        return fits[-1]
+    if good is None or bad is None:
+        raise UsageError(f"{ref} has no stored release bisection to go on from",
+                         hint=f"name the releases: reprobundle bisect-commits {ref} --good GOOD --bad BAD")
+    from .investigations import bisect
+
+    if progress:
+        progress(f"bisect-commits: first the releases from {good} to {bad} (retraced, with the layer check)")
+    result, _ = bisect(ref, good, bad, store=store, python=config.python, env_dir=config.root, progress=progress,
+                       mode="retrace")
+    answers = registry.answers(bundle.ref.bundle_id)
+    own = [a for a in answers if a.get("answer_id") == result.answer_id]
+    if own:
+        return own[-1]
+    from ..investigate.answers import bisection_answer
+
+    return bisection_answer(bundle, result, "", "")  # a read-only store keeps none: the answer as it was found
+
+
+def _window_fits(answer: dict, good: str | None, bad: str | None) -> bool:
+    """Whether a stored release bisection answers the window asked (its endpoints, or its last good and first bad)."""
+    from ..envs.versions import same_release
+
+    def one_of(asked: str | None, *found: Any) -> bool:
+        return asked is None or any(same_release(asked, str(f)) for f in found if f)
+
+    return one_of(good, answer.get("good"), answer.get("last_good")) and \
+        one_of(bad, answer.get("bad"), answer.get("first_bad"))
+
+
+def _outputs_differ(registry: Registry, bundle: Bundle):
+    from ..investigate.probes import output_difference
+
+    return output_difference(registry, bundle)
+
+
+def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, manager, plan, ledger, folder,
+                  progress):
+    """Labels -> runs: each commit's environment made (JAX at the commit over the good or bad release's jaxlib,
+    whichever it accepts), all replayed retraced and untimed in one probe recorded in the ledger."""
+    from ..envs.jax_commit import commit_environment, jaxlib_release_for
+    from ..fleet.connect import executor_for
+    from ..investigate.commit_bisect import commit_probe, readable
+    from ..investigate.probes import replay_probe
+    from ..run.spent import of_runs
+
+    good_env, bad_env = manager.ensure(plan.good, progress=progress), manager.ensure(plan.bad, progress=progress)
+    made: dict[str, tuple[str | None, str]] = {}
+
+    def env_of(label: str) -> tuple[str | None, str]:
+        commit = plan.commit_of(label)
+        if commit is None:  # a release: its own environment
+            return label, f"jax {label}'s own"
+        if label not in made:
+            _version, minimum = plan.repo.versions_at(commit.sha)
+            over = jaxlib_release_for(minimum, good_env, bad_env)
+            if over is None:
+                made[label] = (None, f"needs jaxlib {minimum}, which neither jax {plan.good}'s nor {plan.bad}'s is")
+            else:
+                path = commit_environment(plan.repo, commit.sha, over, folder)
+                made[label] = (str(path), f"jaxlib {over.jaxlib_version} (jax {over.jax_version}'s environment)")
+        return made[label]
+
+    raw = replay_probe(registry, bundle, options, executor=None if registry.store.read_only else executor_for(None),
+                       env_manager=manager, progress=progress, mode="retrace")
+    def replay(paths: list[str], labels: list[str]) -> list[dict]:  # recorded in the ledger by short hashes
+        t0 = time.perf_counter()
+        runs = raw(paths)
+        ledger.record("untimed retrace", [readable(label) for label in labels], time.perf_counter() - t0,
+                      of_runs(runs), at_once=len(paths))
+        return runs
+
+    return commit_probe(replay, env_of, progress)
+
+
+def _lowering(registry: Registry, bundle: Bundle, plan, result, probe) -> dict | None:
+    from ..errors import NotFoundError
+    from ..investigate.commit_bisect import lowering_of_first_bad
+    from ..run.retrace import program_file_names
+
+    def stablehlo_of(run: dict) -> str | None:
+        art = (run.get("artifacts") or {}).get("stablehlo_retraced")
+        try:
+            return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
+        except NotFoundError:  # a read-only store keeps no runs, nor their artifacts
+            return None
+
+    found = lowering_of_first_bad(plan, result, probe, stablehlo_of, program_file_names(bundle.manifest))
+    if found is None:
+        return None
+    return {"changed": found["changed"], "text": found["text"], "parent": found["parent"]}
+
+
+def _command(ref: str, good: str, bad: str, jax_repo: str | None, xla_repo: str | None) -> str:
+    args = ["reprobundle", "bisect-commits", ref, "--good", good, "--bad", bad]
+    if jax_repo:
+        args += ["--jax-repo", jax_repo]
+    if xla_repo:
+        args += ["--xla-repo", xla_repo]
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def commit_step(result, ref: str, *, store: str | None = None, python: str | None = None,
+                env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+                jax_repo: str | None = None) -> dict:
+    """investigate's step after the release bisection `result` (a BisectResult): the first bad commit when the layer
+    at the boundary is JAX's lowering (bisect_commits), skipped with why otherwise: a compiler change, no boundary,
+    or no JAX repository here (`jax_repo`, else the clone cached by an earlier bisect-commits; never a clone made
+    here, so an investigation needs no network), with the command that gives one. A dict of investigate's Step
+    fields: name, status, answer, spent_s, command, stored."""
+    from ..errors import ReproBundleError
+    from ..investigate.commit_bisect import refusal
+    from ..render.commits import first_bad_line
+
+    command = _command(ref, result.last_good, result.first_bad, jax_repo or "PATH", None) + \
+        (f" --store {shlex.quote(store)}" if store else "")
+    step = {"name": "commits", "status": "skipped", "answer": "", "spent_s": 0.0, "command": command,
+            "stored": None}
+    why_not = "the bisection found no boundary" if result.last_good == result.first_bad else refusal(
+        {"answer": {"layer": result.layer, "criterion": result.criterion, "last_good": result.last_good,
+                    "first_bad": result.first_bad}})
+    cached = environment_manager(EnvConfig.of(env_dir, python)).root / "jax-repo.git"
+    repo = jax_repo or (str(cached) if (cached / "HEAD").exists() else None)
+    if why_not is None and repo is None:
+        why_not = ("no JAX repository here to bisect its commits: give a clone of https://github.com/jax-ml/jax "
+                   "(or its URL) with --jax-repo")
+    if why_not is not None:
+        return {**step, "answer": why_not}
+    t0 = time.monotonic()
+    try:
+        found = bisect_commits(ref, result.last_good, result.first_bad, store=store, jax_repo=repo, python=python,
+                               env_dir=env_dir, progress=progress)
+    except ReproBundleError as e:
+        return {**step, "status": "failed", "answer": e.message}
+    said = first_bad_line(found) if found["first_bad"] else found["ends"]["text"]
+    if found.get("lowering") and found["lowering"]["changed"]:
+        said += f"; against its parent: {found['lowering']['text']}"
+    return {**step, "status": "answered", "answer": said, "spent_s": round(time.monotonic() - t0, 1),
+            "command": found["command"] + (f" --store {shlex.quote(store)}" if store else ""),
+            "stored": found["answer_id"]}

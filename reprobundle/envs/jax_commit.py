@@ -1,0 +1,288 @@
+"""JAX's Python at a commit, run over an already-released jaxlib: the build kind of a commit bisection.
+
+JAX is pure Python over jaxlib, and every commit keeps working with the jaxlib its `jax/version.py` names as
+`_minimum_jaxlib_version` (not with later ones: a jaxlib newer than that may not import it). So JAX at a commit
+needs no build: its `jax/` folder, taken from a git repository (`git archive`), is put in front of the cached
+environment of a released jaxlib it accepts.
+
+That is a small virtual environment of its own, in a folder of the bisection's own under the environment root
+(removed when the bisection ends)::
+
+    <env root>/jax-commits/run-XXXX/<sha12>-over-jax-0.7.1-py3.11/
+        pyvenv.cfg, bin/python        the cached environment's interpreter (a symlink), isolated as any venv
+        lib/python3.11/site-packages/
+            jax/                      the commit's JAX, from `git archive`
+            jax-<V>.dist-info/        its metadata: version `<_version>.dev0+<sha12>` (what a run records)
+            _reprobundle_over.pth     the cached release environment's site-packages, after the commit's own
+        reprobundle-commit.json       the commit, the jaxlib and the environment it runs over
+
+It is built in a temporary folder and renamed into place (never seen half made), and used by its path, as `--jax
+PATH` uses any environment (envs/local.py; `described` tells it what the environment holds without starting its
+interpreter), so a replay and its run records need nothing new. Nothing is installed into the cached release
+environment. Each is ~20 MB of JAX sources made in a fraction of a second: made again by each bisection rather than
+kept.
+
+The git side is plain `git` on a repository given by path (a clone, a bare mirror), or one cloned once into the cache
+from a URL (`--jax-repo URL`: partial, `--filter=blob:none`, so blobs are fetched only for the commits probed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import subprocess
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import EnvironmentCreationError, UsageError
+from .folders import JaxEnvironment, file_lock, read_env, rmtree
+from .nightly import JAX_REPO
+from .versions import version_key
+
+__all__ = ["JaxRepo", "Commit", "open_repo", "commit_environment", "jaxlib_release_for", "pull_request", "git_in",
+           "git_dir_of"]
+
+COMMITS_DIR = "jax-commits"
+METADATA = "reprobundle-commit.json"
+GIT_TIMEOUT_S = 600.0
+_MINIMUM = re.compile(r"""^_minimum_jaxlib_version\s*(?::\s*str\s*)?=\s*["']([^"']+)["']""", re.M)
+_VERSION = re.compile(r"""^_version\s*(?::\s*str\s*)?=\s*["']([^"']+)["']""", re.M)
+_PULL = (re.compile(r"Merge pull request #(\d+)"), re.compile(r"github\.com/[\w.-]+/[\w.-]+/pull/(\d+)"),
+         re.compile(r"\(#(\d+)\)\s*$", re.M))
+_GITHUB = re.compile(r"^(?:https://github\.com/|git@github\.com:|ssh://git@github\.com/)([\w.-]+/[\w.-]+?)(?:\.git)?/?$")
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    title: str
+    date: str  # the author date, ISO 8601
+    author: str  # "Name <email>"
+
+    @property
+    def short(self) -> str:
+        return self.sha[:10]
+
+
+def pull_request(message: str) -> int | None:
+    """The GitHub pull request a commit message names: "Merge pull request #N", the COPYBARA_INTEGRATE_REVIEW
+    line's .../pull/N, or a title ending in "(#N)"; None when it names none (a change made inside Google)."""
+    for pattern in _PULL:
+        m = pattern.search(message)
+        if m:
+            return int(m[1])
+    return None
+
+
+class JaxRepo:
+    """A git repository of JAX, read with `git --git-dir`: its tags, first-parent history, files at a commit."""
+
+    def __init__(self, git_dir: Path, web_url: str) -> None:
+        self.git_dir, self.web_url = git_dir, web_url
+
+    def git(self, *args: str, binary: bool = False) -> str:
+        return _git(["--git-dir", str(self.git_dir), *args], binary=binary)
+
+    def tag_of(self, version: str) -> str:
+        """The tag of a release: jax-v0.7.2 (since 0.4.x), else v0.7.2. UsageError when the repository has neither."""
+        for tag in (f"jax-v{version}", f"v{version}"):
+            with contextlib.suppress(EnvironmentCreationError):
+                self.git("rev-parse", "--verify", "--quiet", f"refs/tags/{tag}^{{commit}}")
+                return tag
+        raise UsageError(f"the JAX repository {self.git_dir} has no tag of jax {version} (jax-v{version})",
+                         hint="fetch its tags (git fetch --tags), or name another clone with --jax-repo")
+
+    def commits_between(self, good_tag: str, bad_tag: str) -> list[Commit]:
+        """The commits on the first-parent line from `good_tag` (excluded) to `bad_tag` (included), oldest first:
+        the states the main branch was in, one after another, as `git bisect --first-parent` walks them."""
+        out = self.git("log", "--first-parent", "--reverse", "--format=%H%x1f%s%x1f%aI%x1f%an <%ae>%x1e",
+                       f"{good_tag}..{bad_tag}")
+        commits = []
+        for record in out.split("\x1e"):
+            fields = record.strip("\n").split("\x1f")
+            if len(fields) == 4:
+                commits.append(Commit(*fields))
+        return commits
+
+    def message(self, sha: str) -> str:
+        return self.git("log", "-1", "--format=%B", sha)
+
+    def parent(self, sha: str) -> str:
+        return self.git("rev-parse", f"{sha}^1").strip()
+
+    def file_at(self, sha: str, path: str) -> str | None:
+        try:
+            return self.git("show", f"{sha}:{path}")
+        except EnvironmentCreationError:
+            return None
+
+    def versions_at(self, sha: str) -> tuple[str, str | None]:
+        """(JAX's `_version`, its `_minimum_jaxlib_version`) at `sha`, read from jax/version.py."""
+        text = self.file_at(sha, "jax/version.py") or ""
+        version, minimum = _VERSION.search(text), _MINIMUM.search(text)
+        if version is None:
+            raise EnvironmentCreationError(f"jax/version.py at {sha[:10]} names no _version")
+        return version[1], minimum[1] if minimum else None
+
+    def commit_url(self, sha: str) -> str:
+        return f"{self.web_url}/commit/{sha}"
+
+    def export_jax(self, sha: str, into: Path) -> None:
+        """The commit's `jax/` folder written under `into` (git archive, read as a tar stream; no path leaves it)."""
+        proc = subprocess.Popen(["git", "--git-dir", str(self.git_dir), "archive", "--format=tar", sha, "jax"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        try:
+            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+                for member in tar:
+                    if member.isfile() or member.isdir():  # git archive writes only these; no link is followed
+                        tar.extract(member, into, filter="data")
+        finally:
+            err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+            code = proc.wait()
+        if code != 0:
+            raise EnvironmentCreationError(f"git archive {sha[:10]} jax failed: {err.strip()[-300:]}")
+
+
+def _git(args: list[str], binary: bool = False) -> str:
+    try:
+        r = subprocess.run(["git", *args], capture_output=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise EnvironmentCreationError(f"git {' '.join(args[:3])} could not run: {e}",
+                                       hint="install git to bisect JAX's commits") from None
+    if r.returncode != 0:
+        raise EnvironmentCreationError(f"git {' '.join(args[2:5])} failed: "
+                                       f"{r.stderr.decode('utf-8', 'replace').strip()[-300:]}")
+    return r.stdout.decode("utf-8", "replace")
+
+
+def git_dir_of(path: str, option: str, what: str) -> Path:
+    """The git directory of a clone (its .git) or of a bare repository at `path`; UsageError when it is neither."""
+    folder = Path(path).expanduser()
+    git_dir = folder / ".git" if (folder / ".git").exists() else folder
+    if not (git_dir / "HEAD").exists():
+        raise UsageError(f"{option} {path}: not a git repository", hint=f"name {what}")
+    return git_dir.absolute()
+
+
+def git_in(path: str, *args: str) -> str:
+    """`git ARGS` in the repository at `path` (a clone or a bare one: --xla-repo)."""
+    return _git(["--git-dir", str(git_dir_of(path, "--xla-repo", "a clone of https://github.com/openxla/xla")),
+                 *args])
+
+
+def _web_url(git_dir: Path, given: str | None) -> str:
+    """The GitHub page of the repository: the URL given, else its origin's when that is on GitHub, else JAX's."""
+    origin = given
+    if origin is None:
+        with contextlib.suppress(EnvironmentCreationError):
+            origin = _git(["--git-dir", str(git_dir), "config", "--get", "remote.origin.url"]).strip()
+    m = _GITHUB.match(origin or "")
+    return f"https://github.com/{m[1]}" if m else JAX_REPO
+
+
+def open_repo(request: str | None, cache_root: Path, progress=None) -> JaxRepo:
+    """The JAX repository `--jax-repo` names: a local clone or bare repository (PATH), or a URL cloned once into
+    `cache_root` (partial: `--filter=blob:none`, every commit and tag, blobs fetched as probes need them; fetched
+    again for tags it lacks). None: JAX's public repository, so cloned."""
+    say = progress or (lambda _line: None)
+    if request and not re.match(r"^[a-z+]+://|^git@", request):
+        git_dir = git_dir_of(request, "--jax-repo", "a clone of https://github.com/jax-ml/jax, or its URL")
+        return JaxRepo(git_dir, _web_url(git_dir, None))
+    url = request or JAX_REPO + ".git"
+    git_dir = cache_root / "jax-repo.git"
+    with file_lock(cache_root / ".locks" / "jax-repo.lock"):
+        if not (git_dir / "HEAD").exists():
+            say(f"cloning {url} into {git_dir} (once; partial: blobs are fetched as the probes need them) ...")
+            tmp = cache_root / f".tmp-jax-repo-{secrets.token_hex(4)}"
+            try:
+                _git(["clone", "--bare", "--filter=blob:none", url, str(tmp)])
+                os.rename(tmp, git_dir)
+            except EnvironmentCreationError as e:
+                rmtree(tmp)
+                raise EnvironmentCreationError(f"the JAX repository {url} could not be cloned: {e.message}",
+                                               hint="name a local clone with --jax-repo PATH") from None
+        else:
+            with contextlib.suppress(EnvironmentCreationError):
+                _git(["--git-dir", str(git_dir), "fetch", "--quiet", "--tags", url])
+    return JaxRepo(git_dir, _web_url(git_dir, url))
+
+
+def jaxlib_release_for(minimum: str | None, good: JaxEnvironment, bad: JaxEnvironment) -> JaxEnvironment | None:
+    """The released environment a commit runs over: the good release's when the commit accepts its jaxlib (the
+    compiler then stays the good release's at every probe), else the bad release's when that one is accepted; None
+    when neither is (the commit needs a jaxlib between or past them)."""
+    for env in (good, bad):
+        have = env.jaxlib_version or env.jax_version
+        if minimum is None or version_key(have) >= version_key(minimum):
+            return env
+    return None
+
+
+def _site_packages(env: JaxEnvironment) -> Path:
+    assert env.path is not None
+    found = sorted(env.path.glob("lib/python3*/site-packages")) or sorted(env.path.glob("Lib/site-packages"))
+    if not found:
+        raise EnvironmentCreationError(f"the environment {env.path} has no site-packages folder")
+    return found[0]
+
+
+def commit_environment(repo: JaxRepo, sha: str, over: JaxEnvironment, folder: Path) -> Path:
+    """The environment of JAX at `sha` over the released environment `over`, made under `folder` (a bisection's
+    own: the caller removes it), or found there again: the PATH to replay it with, as `--jax PATH`."""
+    assert over.path is not None
+    final = folder / f"{sha[:12]}-over-{over.path.name}"
+    if (final / METADATA).exists():
+        return final
+    tmp = folder / f".tmp-{final.name}-{secrets.token_hex(4)}"
+    try:
+        _make(repo, sha, over, tmp)
+        os.rename(tmp, final)
+    finally:
+        rmtree(tmp)
+    return final
+
+
+def _make(repo: JaxRepo, sha: str, over: JaxEnvironment, folder: Path) -> None:
+    assert over.path is not None
+    site = _site_packages(over)
+    mine = folder / site.relative_to(over.path)
+    mine.mkdir(parents=True)
+    (folder / "bin").mkdir()
+    interpreter = over.path / "bin" / "python"
+    os.symlink(os.path.realpath(interpreter), folder / "bin" / "python")
+    cfg = (over.path / "pyvenv.cfg").read_text()
+    cfg = re.sub(r"(?m)^include-system-site-packages\s*=.*$", "include-system-site-packages = false", cfg)
+    (folder / "pyvenv.cfg").write_text(cfg)
+    repo.export_jax(sha, mine)
+    base_version, _ = repo.versions_at(sha)
+    version = f"{base_version}.dev0+{sha[:12]}"
+    info = mine / f"jax-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: jax\nVersion: {version}\n")
+    (info / "INSTALLER").write_text("reprobundle\n")
+    (mine / "_reprobundle_over.pth").write_text(f"{site}\n")
+    meta = {"commit": sha, "jax_version": version, "over": str(over.path), "jaxlib_version": over.jaxlib_version}
+    (folder / METADATA).write_text(json.dumps(meta, indent=1))
+
+
+
+def described(request: str) -> JaxEnvironment | None:
+    """The commit environment at the folder `request` names, as its metadata and the release environment under it
+    describe it (no interpreter started: a probe's environment is known at once); None when the folder is no
+    finished commit environment or the release environment under it is gone."""
+    folder = Path(request.strip()).expanduser()
+    try:
+        meta = json.loads((folder / METADATA).read_text())
+    except (OSError, ValueError):
+        return None
+    over = read_env(Path(str(meta.get("over"))))
+    if over is None or not (folder / "bin" / "python").exists():
+        return None
+    return JaxEnvironment(str(meta["jax_version"]), (folder / "bin" / "python").absolute(), over.python_version,
+                          folder.absolute(), None, None, over.jaxlib_version, over.numpy_version, local=True,
+                          commits=(("jax", str(meta["commit"])),))

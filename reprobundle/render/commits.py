@@ -1,0 +1,85 @@
+"""A commit bisection's answer (investigate/commit_bisect.py) as text: the first bad commit, the endpoints' check,
+the skipped commits, the lowering diff against its parent, the XLA window, the command that asks again."""
+
+from __future__ import annotations
+
+import textwrap
+
+from ..text import clean
+
+SKIPPED_SHOWN = 10
+
+
+def _wrap(text: str, indent: str = "  ") -> list[str]:
+    from .comparison import WIDTH  # here: comparison loads numpy, which `show` (first_bad_line) does without
+
+    return textwrap.wrap(clean(text), WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False)  # URLs and paths stay whole
+
+
+def first_bad_line(answer: dict) -> str:
+    """`first bad commit: a7b01146f2 <title> (#NNNN)`, or what the answer found instead (one line)."""
+    first = answer.get("first_bad")
+    if not first:
+        return clean(str(answer.get("text") or "no first bad commit"))
+    pr = f" (#{first['pr']})" if first.get("pr") and f"#{first['pr']}" not in first["title"] else ""
+    return clean(f"first bad commit: {str(first['sha'])[:10]} {first['title']}{pr}")
+
+
+def commit_bisection_text(answer: dict) -> str:
+    lines = [f"bisect-commits {clean(answer['good_tag'])}..{clean(answer['bad_tag'])}: {answer['commits']} commits "
+             f"(first parent) in {clean(answer['repo'])}"]
+    lines += _wrap(answer["ends"]["text"])
+    if answer.get("first_bad"):
+        lines += _first_bad_lines(answer)
+    elif answer["ends"].get("agree"):
+        lines += _wrap(str(answer.get("text")))
+    if answer.get("could_be"):
+        lines += _wrap("untested just before it (skipped), any of which may be the first bad one: "
+                       + ", ".join(str(s)[:10] for s in answer["could_be"]))
+    lowering = answer.get("lowering")
+    if lowering:
+        said = lowering["text"] if lowering["changed"] else "the same StableHLO as its parent's"
+        lines += _wrap(f"lowering against its parent {str(lowering['parent'])[:10]}: {said}")
+    skipped = answer.get("skipped") or []
+    if skipped:
+        lines.append(f"  skipped ({len(skipped)}, as git bisect skip):")
+        for s in skipped[:SKIPPED_SHOWN]:
+            lines += _wrap(f"{str(s['sha'])[:10]} {s['title']}: {s['why']}", "    ")
+    lines += _xla_lines(answer.get("xla"))
+    spent = answer.get("spent") or {}
+    lines.append(f"  {answer.get('probes', 0)} probe(s), {spent.get('wall_s', 0):.1f} s")
+    if answer.get("command"):
+        lines += _wrap(f"again: {answer['command']}")
+    return "\n".join(lines)
+
+
+def _first_bad_lines(answer: dict) -> list[str]:
+    """The first bad commit: its line, date and author, URLs, the criterion, the changed defaults its diff names."""
+    first = answer["first_bad"]
+    lines = ["  " + first_bad_line(answer), f"    {clean(first['date'])}  {clean(first['author'])}",
+             f"    {clean(first['url'])}"]
+    if first.get("pr"):
+        lines.append(f"    {clean(answer['repo'])}/pull/{first['pr']}")
+    lines += _wrap(f"judged by {answer['criterion']} against jax {answer['good']}: {answer['why']}", "    ")
+    for d in answer.get("defaults") or []:
+        lines += _wrap(f"its diff names {d['name']}, whose default changed from {d['a']} (jax "
+                       f"{answer['good']}) to {d['b']} (jax {answer['bad']})", "    ")
+    if answer.get("jaxlib_moved"):
+        lines += _wrap(str(answer["jaxlib_moved"]), "    ")
+    return lines
+
+
+def _xla_lines(xla: dict | None) -> list[str]:
+    if not xla:
+        return []
+    if xla.get("compare"):
+        lines = _wrap(f"XLA pinned by the tags: {str(xla['good'])[:10]} -> {str(xla['bad'])[:10]}: {xla['compare']}")
+    else:
+        lines = _wrap(f"XLA pinned by the tags: {xla.get('good')} -> {xla.get('bad')}")
+    for term, commits in (xla.get("touching") or {}).items():
+        lines += _wrap(f"XLA commits touching {term}: " + (", ".join(f"{str(c['sha'])[:10]} {c['title']}"
+                                                                     for c in commits) or "none"), "    ")
+    if xla.get("note"):
+        lines += _wrap(str(xla["note"]), "    ")
+    return lines

@@ -1,0 +1,103 @@
+"""A JAX git history made from two cached releases' JAX packages (no network): the good release's `jax/` at tag
+jax-v0.4.30, then the changes to 0.4.31's split file by file into real commits, one of them broken at import:
+
+    c1  version.py (0.4.31's: _version 0.4.31, _minimum_jaxlib_version 0.4.30)
+    c2  every other changed file but jax/_src/numpy/ufuncs.py        (0.4.30's jnp.floor still)
+    c3  jax/_src/numpy/ufuncs.py: floor of an integer is the integer  (the lowering change)
+    c4  jax/_src/broken_import.py imported by jax/__init__.py, raising (does not import: skipped)
+    c5  the broken import taken out again
+    c6  "Prepare for JAX release 0.4.31": the XLA pin moved, tagged jax-v0.4.31
+
+Each tag pins an XLA commit in third_party/xla/workspace.bzl, as JAX's tags do (made-up hashes: the test reads
+them back, it does not look them up)."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+UFUNCS = "_src/numpy/ufuncs.py"
+XLA_PINS = {"0.4.30": "1" * 40, "0.4.31": "2" * 40}
+PULL = "https://github.com/jax-ml/jax/pull/22222"
+TITLES = ["Bump the version to 0.4.31", "Sync the rest of 0.4.31 but jnp.floor",
+          "jnp.floor: an integer input is returned as it is", "Import a module that does not work yet",
+          "Take the broken import out again", "Prepare for JAX release 0.4.31"]
+
+
+def site_jax(env) -> Path:
+    (site,) = sorted(Path(env.path).glob("lib/python3*/site-packages"))
+    return site / "jax"
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
+           "GIT_COMMITTER_NAME": "Test Author", "GIT_COMMITTER_EMAIL": "author@example.com",
+           "GIT_AUTHOR_DATE": "2024-07-01T12:00:00+00:00", "GIT_COMMITTER_DATE": "2024-07-01T12:00:00+00:00"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=env).stdout
+
+
+def _files(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+
+
+def _commit(repo: Path, title: str, body: str = "") -> str:
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", title, *(["-m", body] if body else []))
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+def _copy(src: Path, dst: Path, names) -> None:
+    for name in names:
+        target = dst / name
+        if (src / name).exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / name, target)
+        elif target.exists():
+            target.unlink()
+
+
+def _pin(repo: Path, version: str) -> None:
+    bzl = repo / "third_party" / "xla" / "workspace.bzl"
+    bzl.parent.mkdir(parents=True, exist_ok=True)
+    bzl.write_text(f'XLA_COMMIT = "{XLA_PINS[version]}"\nXLA_SHA256 = "0"\n')
+
+
+def make_history(repo: Path, old: Path, new: Path) -> list[str]:
+    """The history above in a new repository at `repo` from the `jax/` folders `old` (0.4.30) and `new` (0.4.31);
+    the commits' hashes, c1 first."""
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    shutil.copytree(old, repo / "jax", ignore=shutil.ignore_patterns("__pycache__"))
+    _pin(repo, "0.4.30")
+    _commit(repo, "jax 0.4.30")
+    _git(repo, "tag", "jax-v0.4.30")
+    a, b = _files(old), _files(new)
+    changed = sorted(n for n in a | b if n not in a or n not in b or not filecmp.cmp(old / n, new / n, shallow=False))
+    rest = [n for n in changed if n not in ("version.py", UFUNCS)]
+    jax = repo / "jax"
+    shas = []
+    _copy(new, jax, ["version.py"])
+    shas.append(_commit(repo, TITLES[0]))
+    _copy(new, jax, rest)
+    shas.append(_commit(repo, TITLES[1]))
+    _copy(new, jax, [UFUNCS])
+    shas.append(_commit(repo, TITLES[2], f"COPYBARA_INTEGRATE_REVIEW={PULL} from someone:floor-ints"))
+    (jax / "_src" / "broken_import.py").write_text('raise ImportError("this module does not work yet")\n')
+    init = (jax / "__init__.py").read_text()
+    (jax / "__init__.py").write_text(init + "\nimport jax._src.broken_import  # noqa\n")
+    shas.append(_commit(repo, TITLES[3]))
+    (jax / "_src" / "broken_import.py").unlink()
+    (jax / "__init__.py").write_text(init)
+    shas.append(_commit(repo, TITLES[4]))
+    _pin(repo, "0.4.31")
+    shas.append(_commit(repo, TITLES[5]))
+    _git(repo, "tag", "jax-v0.4.31")
+    return shas
+
+
+def retag(repo: Path, tag: str, sha: str) -> None:
+    _git(repo, "tag", "-f", tag, sha)

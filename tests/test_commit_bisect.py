@@ -1,0 +1,217 @@
+"""The first bad commit (#51): JAX's Python at each commit of a git history, over a released jaxlib, the program
+retraced and judged as the release bisection judged it.
+
+The history is real git made here from the cached 0.4.30 and 0.4.31 environments' JAX packages (tests/jax_history.py):
+the changes between them split into commits file by file, one of them broken at import. No network."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import quick
+from cli_runner import cli
+from jax_history import TITLES, XLA_PINS, make_history, retag, site_jax
+
+from reprobundle import api
+from reprobundle.envs.folders import JaxEnvironment
+from reprobundle.envs.jax_commit import jaxlib_release_for, pull_request
+from reprobundle.envs.versions import version_key
+from reprobundle.errors import UsageError
+from reprobundle.investigate.commit_bisect import commit_label, refusal
+
+PROGRAMS = Path(__file__).parent / "programs" / "retrace"
+FORK = "https://github.com/example/jax-fork"
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    """(the repository, its commits' hashes, a store holding `int-floor`: jnp.floor of an int32 array in a loop)."""
+    manager = api.environment_manager()
+    old, new = site_jax(manager.ensure("0.4.30")), site_jax(manager.ensure("0.4.31"))
+    root = tmp_path_factory.mktemp("history")
+    repo = root / "jax"
+    shas = make_history(repo, old, new)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", FORK + ".git"], check=True)
+    store = root / "store"
+    api.pack_script(str(PROGRAMS / "int_floor.py"), name="int-floor", store=str(store), **quick.PACK)
+    return repo, shas, store
+
+
+@pytest.mark.crossversion
+def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one_skipped(history):
+    repo, shas, store = history
+    answer = api.bisect_commits("int-floor", "0.4.30", "0.4.31", store=str(store), jax_repo=str(repo), jobs=1)
+    assert answer["ends"]["agree"], answer["ends"]["text"]
+    # the commits' environments were the bisection's own: none is left behind
+    assert not list((api.environment_manager().root / "jax-commits").glob("run-*"))
+    assert (answer["good_tag"], answer["bad_tag"], answer["commits"]) == ("jax-v0.4.30", "jax-v0.4.31", 6)
+    first = answer["first_bad"]
+    assert first["sha"] == shas[2] and first["title"] == TITLES[2] and first["pr"] == 22222
+    assert first["author"] == "Test Author <author@example.com>" and first["date"].startswith("2024-07-01")
+    assert first["url"] == f"{FORK}/commit/{shas[2]}"  # the repository's own GitHub origin
+    assert answer["last_good"] == shas[1] and answer["could_be"] == []
+    (skipped,) = answer["skipped"]
+    assert skipped["sha"] == shas[3] and skipped["title"] == TITLES[3]
+    assert answer["tested"][shas[3]]["class"] == "skip" and "does not work yet" in skipped["why"]
+    assert answer["criterion"] == "outputs vs good"
+    # its StableHLO against its parent's: the floor (and the converts around it) gone, at the program's line
+    assert answer["lowering"]["changed"] and answer["lowering"]["parent"] == shas[1]
+    assert "-1 floor at int_floor.py:" in answer["lowering"]["text"]
+    # every commit ran over the good release's jaxlib, the oldest released one each accepts
+    assert {t["over"] for t in answer["tested"].values()} == {"jaxlib 0.4.30 (jax 0.4.30's environment)"}
+    assert answer["xla"]["good"] == XLA_PINS["0.4.30"] and answer["xla"]["bad"] == XLA_PINS["0.4.31"]
+    assert answer["xla"]["compare"].endswith(f"/compare/{XLA_PINS['0.4.30']}...{XLA_PINS['0.4.31']}")
+    assert answer["probes"] == len(answer["spent"]["probes"]) >= 3
+    # stored beside the runs, listed by show; each run records the commit it ran (JAX's jax_build)
+    registry, bundle = api.resolve("int-floor", str(store))
+    kinds = [a["kind"] for a in registry.answers(bundle.ref.bundle_id)]
+    assert kinds.count("bisection") == 1 and kinds.count("commit-bisection") == 1
+    builds = {r["environment"]["jax_build"]["commits"].get("jax"): r["environment"]
+              for r in registry.runs(bundle.ref.bundle_id) if (r["environment"].get("jax_build") or {}).get("commits")}
+    # (its jax/version.py is the 0.4.31 wheel's, which names its release: the commit is in jax_build)
+    assert builds[shas[2]]["jax"].startswith("0.4.31") and builds[shas[2]]["jaxlib"] == "0.4.30"
+    from reprobundle.render.commits import commit_bisection_text
+
+    text = commit_bisection_text(answer)
+    assert "skipped (1, as git bisect skip):" in text and f"{shas[3][:10]} {TITLES[3]}: " in text
+    assert f"{FORK}/pull/22222" in text and f"{FORK}/commit/{shas[2]}" in text
+    code, out, _ = cli("show", "int-floor", store=store)
+    assert code == 0 and f"first bad commit: {shas[2][:10]} {TITLES[2]} (#22222)" in out
+
+
+@pytest.mark.crossversion
+def test_endpoints_that_disagree_with_the_releases_say_the_change_came_with_jaxlib(history, tmp_path):
+    repo, shas, store = history
+    moved = tmp_path / "jax"
+    shutil.copytree(repo, moved)
+    retag(moved, "jax-v0.4.31", shas[1])  # the "bad" tag's JAX Python lacks the floor change
+    code, out, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", "0.4.31", "--jax-repo", moved,
+                         "--json", store=store)
+    assert code == 0, err
+    answer = json.loads(out)
+    assert not answer["ends"]["agree"] and answer["first_bad"] is None
+    assert answer["ends"]["last"]["class"] == "good" and "the change came with jaxlib" in answer["ends"]["text"]
+    assert answer["probes"] == 1  # the endpoints only; the stored release bisection was reused
+
+
+def test_a_compiler_change_or_a_time_criterion_is_never_sent_to_a_commit_bisection():
+    compiler = {"criterion": "outputs vs good", "last_good": "0.4.31", "first_bad": "0.4.33",
+                "layer": {"layer": "compiler"}}
+    assert "XLA (the compiler)" in refusal({"answer": compiler})
+    assert refusal({"answer": {**compiler, "layer": {"layer": "lowering"}}}) is None
+    assert "judged by time" in refusal({"answer": {**compiler, "layer": {"layer": "lowering"}, "criterion": "time"}})
+    assert "did not find a change in JAX's lowering" in refusal({"answer": {**compiler, "layer": None}})
+
+
+def test_commit_labels_sort_between_the_releases_in_history_order():
+    labels = [commit_label("0.7.1", i, sha) for i, sha in enumerate(["f" * 40, "0" * 40, "a7b01146f2" + "0" * 30])]
+    assert sorted(labels + ["0.7.2", "0.7.1"], key=version_key) == ["0.7.1", *labels, "0.7.2"]
+
+
+def test_the_pull_request_is_read_from_the_message():
+    assert pull_request("Merge pull request #31790 from mattjj:hijax-refs\n\nmore") == 31790
+    assert pull_request("Fix x\n\nCOPYBARA_INTEGRATE_REVIEW=https://github.com/jax-ml/jax/pull/22334 from a:b") == 22334
+    assert pull_request("jnp.floor: integers unchanged (#22222)") == 22222
+    assert pull_request("`jax.random.randint`: enable safer_randint by default\n\nPiperOrigin-RevId: 1") is None
+
+
+def test_a_commit_runs_over_the_good_release_jaxlib_when_it_accepts_it_else_the_bad_one():
+    def env(v: str) -> JaxEnvironment:
+        return JaxEnvironment(v, Path("/x"), "3.11.7", Path(f"/envs/jax-{v}"), None, None, jaxlib_version=v)
+
+    good, bad = env("0.4.30"), env("0.4.31")
+    assert jaxlib_release_for("0.4.27", good, bad) is good and jaxlib_release_for(None, good, bad) is good
+    assert jaxlib_release_for("0.4.31", good, bad) is bad
+    assert jaxlib_release_for("0.4.32", good, bad) is None
+
+
+def test_a_repository_that_is_not_one_is_refused_with_what_to_give(tmp_path):
+    with pytest.raises(UsageError, match="--jax-repo .*: not a git repository"):
+        api.bisect_commits("nothing", "0.4.30", "0.4.31", store=str(tmp_path / "store"), jax_repo=str(tmp_path))
+
+
+def test_investigate_goes_on_to_the_commits_only_for_a_lowering_change_and_a_repository_here(tmp_path):
+    from reprobundle.api.commits import commit_step
+    from reprobundle.investigate.bisection import BisectResult
+
+    def step(layer: str, **kw) -> dict:
+        result = BisectResult("0.4.30", "0.4.31", "outputs vs good", "0.4.31", "0.4.30", layer={"layer": layer})
+        return commit_step(result, "int-floor", env_dir=str(tmp_path / "envs"), **kw)
+
+    compiler = step("compiler")
+    assert compiler["status"] == "skipped" and "XLA (the compiler)" in compiler["answer"]
+    lowering = step("lowering")  # no clone in this cache, none given: said how to give one, nothing cloned
+    assert lowering["status"] == "skipped" and "--jax-repo" in lowering["answer"]
+    assert lowering["command"] == "reprobundle bisect-commits int-floor --good 0.4.30 --bad 0.4.31 --jax-repo PATH"
+    assert not (tmp_path / "envs" / "jax-repo.git").exists()
+
+
+def test_the_xla_window_lists_the_commits_between_the_pins_that_name_a_changed_flag(tmp_path):
+    """Item 2: the XLA commits two JAX tags pin, the compare URL, and with an XLA clone the commits in that range
+    whose changed lines name a flag whose default changed (`git log -G`), in real git repositories made here."""
+    from jax_history import _git
+
+    from reprobundle.envs.jax_commit import open_repo
+    from reprobundle.investigate.xla_window import xla_window
+
+    xla = tmp_path / "xla"
+    xla.mkdir()
+    _git(xla, "init", "-q", "-b", "main")
+    shas = []
+    flag = "xla_cpu_use_thunk_runtime"
+    for i, text in enumerate(["base", f"base\n{flag} false", f"base\n{flag} false\nunrelated",
+                              f"base\n{flag} true\nunrelated", f"base\n{flag} true\nunrelated\nafter"]):
+        (xla / "debug_options_flags.cc").write_text(text + "\n")
+        _git(xla, "add", "-A")
+        _git(xla, "commit", "-q", "-m", f"xla change {i}")
+        shas.append(_git(xla, "rev-parse", "HEAD").strip())
+    jax = tmp_path / "jax"
+    jax.mkdir()
+    _git(jax, "init", "-q", "-b", "main")
+    for version, pin, name in (("0.4.31", shas[0], "workspace.bzl"), ("0.4.33", shas[3], "revision.bzl")):
+        bzl = jax / "third_party" / "xla" / name
+        bzl.parent.mkdir(parents=True, exist_ok=True)
+        bzl.write_text(f'# pinned\nXLA_COMMIT = "{pin}"\n')
+        _git(jax, "add", "-A")
+        _git(jax, "commit", "-q", "-m", f"jax {version}")
+        _git(jax, "tag", f"jax-v{version}")
+    repo = open_repo(str(jax), tmp_path / "cache")
+    changed = {"changed_defaults": [{"kind": "flag", "name": "xla_cpu_use_thunk_runtime", "a": False, "b": True},
+                                    {"kind": "option", "name": "jax_something", "a": 1, "b": 2}]}
+    alone = xla_window(repo, "jax-v0.4.31", "jax-v0.4.33")
+    assert (alone["good"], alone["bad"]) == (shas[0], shas[3]) and alone["touching"] == {}
+    assert alone["compare"] == f"https://github.com/openxla/xla/compare/{shas[0]}...{shas[3]}"
+    found = xla_window(repo, "jax-v0.4.31", "jax-v0.4.33", str(xla), changed)
+    touching = found["touching"]["xla_cpu_use_thunk_runtime"]
+    # the commit that added it and the one that flipped its default (newest first); not the unrelated ones
+    assert [c["sha"] for c in touching] == [shas[3], shas[1]] and touching[1]["title"] == "xla change 1"
+    assert list(found["touching"]) == ["xla_cpu_use_thunk_runtime"]  # flags only: an option is JAX's
+
+
+def test_a_repository_url_is_cloned_once_into_the_cache_partial_and_found_again(tmp_path):
+    from jax_history import _git
+
+    from reprobundle.envs.jax_commit import open_repo
+
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    _git(origin, "init", "-q", "-b", "main")
+    (origin / "jax").mkdir()
+    (origin / "jax" / "version.py").write_text('_version = "0.4.31"\n_minimum_jaxlib_version = "0.4.30"\n')
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "jax 0.4.31")
+    _git(origin, "tag", "jax-v0.4.31")
+    said: list[str] = []
+    repo = open_repo(f"file://{origin}", tmp_path / "cache", said.append)
+    assert repo.git_dir == tmp_path / "cache" / "jax-repo.git" and said and "cloning" in said[0]
+    assert repo.tag_of("0.4.31") == "jax-v0.4.31"
+    assert repo.versions_at("jax-v0.4.31") == ("0.4.31", "0.4.30")
+    _git(origin, "tag", "jax-v0.4.32")  # a later release: fetched on the next use, not cloned again
+    again = open_repo(f"file://{origin}", tmp_path / "cache", said.append)
+    assert again.tag_of("0.4.32") == "jax-v0.4.32" and len(said) == 1
+    with pytest.raises(UsageError, match="has no tag of jax 0.5.0"):
+        again.tag_of("0.5.0")
