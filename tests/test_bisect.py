@@ -57,8 +57,10 @@ def test_finds_first_slow_release(first_bad):
     assert r.first_bad == first_bad
     assert r.criterion == "time"
     assert tested[0] == ["0.4.30", "0.8.0"]  # the endpoints, timed together
-    assert all(call[0] == "0.4.30" and len(call) == 2 for call in tested[1:])  # each probe beside the good one
-    assert len(tested) <= 1 + 4  # endpoints + log2(8 candidates) + 1
+    assert all(call[0] == "0.4.30" and len(call) == 2 for call in tested[1:-1])  # each probe beside the good one
+    assert tested[-1] == [r.last_good, first_bad]  # then the answer timed again: the confirmation
+    assert r.confirmation["confirmed"] and r.confirmation["why"].startswith("confirmed: ")
+    assert len(tested) <= 1 + 4 + 1  # endpoints + log2(8 candidates) + 1, the confirmation
     assert "slower" in r.evidence[first_bad] and "paired rounds" in r.evidence[first_bad]
 
 
@@ -128,7 +130,8 @@ def test_endpoints_whose_outputs_agree_are_timed_and_time_probes_stay_one_at_a_t
     r = bisect(VERSIONS, "0.4.30", "0.8.0", replay_one, check_together=check_together, jobs=3)
     assert (r.criterion, r.first_bad) == ("time", "0.5.1")
     assert checked == [["0.4.30", "0.8.0"]]  # the endpoints' outputs, once; then only timed probes
-    assert timed[0] == ["0.4.30", "0.8.0"] and all(c[0] == "0.4.30" and len(c) == 2 for c in timed[1:])
+    assert timed[0] == ["0.4.30", "0.8.0"] and all(c[0] == "0.4.30" and len(c) == 2 for c in timed[1:-1])
+    assert timed[-1] == [r.last_good, "0.5.1"]  # the confirmation
 
 
 def test_split_points_and_what_the_next_step_may_test():
@@ -182,7 +185,8 @@ def test_a_release_the_index_cannot_install_in_the_window_is_named_in_the_answer
     replay_one, tested = _replayer("0.4.33")
     r = bisect(VERSIONS, "0.4.31", "0.4.33", replay_one, left_out=left_out)
     assert (r.first_bad, r.last_good, r.candidates) == ("0.4.33", "0.4.31", [])
-    assert r.left_out == {"0.4.32": "yanked"} and tested == [["0.4.31", "0.4.33"]]  # named, never replayed
+    assert r.left_out == {"0.4.32": "yanked"} and tested == [["0.4.31", "0.4.33"]] * 2  # named, never replayed
+    # (the endpoints, then the same two timed again: the confirmation)
     text = bisect_left_out_text(r.left_out, r.last_good, r.first_bad)
     assert text.splitlines() == [
         "  not tested: 0.4.32 (yanked), not installable from the package index",

@@ -20,9 +20,10 @@ VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "
 ROUNDS, STEPS = 5, 10
 
 
-def _replayer(slow_from: str, bits_from: str):
-    """Versions timed together: 15% slower from `slow_from` on, other last bits of their outputs from `bits_from`
-    on (each run carries its outputs' bits as a number the comparison below reads)."""
+def _replayer(slow_from: str, bits_from: str, factor: float = 1.15, only_beside: str | None = None):
+    """Versions timed together: `factor` times the time (15% slower) from `slow_from` on, other last bits of their
+    outputs from `bits_from` on (each run carries its outputs' bits as a number the comparison below reads). With
+    `only_beside`, the time moves only in a probe that holds that release (a change no second measurement repeats)."""
     calls = []
 
     def replay_together(versions):
@@ -30,8 +31,9 @@ def _replayer(slow_from: str, bits_from: str):
         rng = np.random.default_rng(len(calls))
         drift = np.exp(0.3 * np.cumsum(rng.standard_normal(ROUNDS * STEPS)) / 10)
         runs = []
+        moves = only_beside is None or only_beside in versions
         for v in versions:
-            median = 11.5 if VERSIONS.index(v) >= VERSIONS.index(slow_from) else 10.0
+            median = 10.0 * factor if moves and VERSIONS.index(v) >= VERSIONS.index(slow_from) else 10.0
             noise = np.exp(0.02 * rng.standard_normal(ROUNDS * STEPS))
             samples = (median * 1e6 * drift * noise).astype(int).tolist()
             timing = {"samples_ns": samples, "steps": [1] * len(samples), "rounds": [STEPS] * ROUNDS,
@@ -305,3 +307,94 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     assert "First bad release: **0.5.0**; layer: **lowering**" in markdown
     assert steps["explain"]["command"] in markdown and "| explain | answered |" in markdown
     assert "jax_threefry_partitionable" in html_page and "<h2>minimize</h2>" in html_page
+
+
+# -- #48: a regression is the bad side worse; every change the endpoints show, the most severe first -------------
+
+def test_a_faster_bad_end_is_no_regression_and_the_bits_are_what_is_bisected():
+    """0.5.1 on is 0.7x the time (faster), the last bits change at 0.7.0: no release is called bad by time; the
+    speedup is said as such and the bits are bisected."""
+    replay_together, _ = _replayer(slow_from="0.5.1", bits_from="0.7.0", factor=0.7)
+    found = bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart)
+    assert (found.criterion, found.first_bad, found.last_good) == ("bits", "0.7.0", "0.6.0")
+    (aside,) = found.set_aside
+    assert aside["criterion"] == "time" and aside["why"].startswith("jax 0.8.0 is 0.70x [")
+    assert aside["why"].endswith("of jax 0.4.30's time: faster; nothing regressed by time"), aside
+    assert found.why.endswith("differ in bits, within the tolerance: judged by bits")
+    # asked for time, or nothing else differs: no first bad release, the speedup is the answer
+    with pytest.raises(UsageError, match="faster; nothing regressed by time"):
+        bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="time")
+    same_bits, _ = _replayer(slow_from="0.5.1", bits_from="0.8.0", factor=0.7)
+    with pytest.raises(UsageError, match="faster; nothing regressed by time"):
+        bisect(VERSIONS, "0.4.30", "0.7.2", same_bits, outputs_differ=_apart)
+
+
+def test_a_time_change_the_confirmation_does_not_reproduce_is_no_first_bad_release():
+    """The bisection's probes (each beside the good end) see 0.5.1 on as slower, but timed again beside the last
+    good release it is 1.0x: unconfirmed, set aside; the bits change that did reproduce is the answer."""
+    from reprobundle.investigate.bisection import bisect_every_change, standing
+    from reprobundle.investigate.mode_choice import bisect_each
+
+    replay_together, calls = _replayer(slow_from="0.5.1", bits_from="0.7.0", only_beside="0.4.30")
+    timed = bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="time")
+    assert (timed.first_bad, timed.last_good) == ("0.5.1", "0.5.0") and calls[-1] == ["0.5.0", "0.5.1"]
+    assert not standing(timed) and timed.confirmation["why"].startswith("unconfirmed: jax 0.5.1 looked slower")
+    assert "not a first bad release" in timed.confirmation["why"] and timed.confirmation["verdict"] != "slower"
+    found = bisect_every_change(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart)
+    assert (found.criterion, found.first_bad) == ("bits", "0.7.0")
+    assert [(s["criterion"], s["first_bad"]) for s in found.set_aside] == [("time", "0.5.1")]
+    # alone, it is no answer at all: nothing is named a first bad release
+    with pytest.raises(UsageError, match="no change stood between the endpoints: time .frozen.: unconfirmed"):
+        bisect_each([("frozen", "time")], lambda m, k: bisect(VERSIONS, "0.4.30", "0.8.0", replay_together,
+                                                               outputs_differ=_apart, by=k), None, None)
+
+
+def _outputs_from(first_bad: str):
+    """A retraced program whose outputs move beyond the tolerance from `first_bad` on (untimed checks)."""
+    def check(versions):
+        return [{"requested": v, "status": "ok", "reason": "", "contender": {"mode": "retrace"},
+                 "bits": int(VERSIONS.index(v) >= VERSIONS.index(first_bad))} for v in versions]
+    return check
+
+
+def _beyond(a: dict, b: dict) -> str:
+    return SAME if a["bits"] == b["bits"] else "beyond"
+
+
+def test_every_change_the_endpoints_show_is_bisected_the_most_severe_first():
+    """The retraced outputs change at 0.6.0 (beyond the tolerance), the frozen module's time at 0.4.34: the survey
+    of the endpoints finds both, the outputs are the headline and the slowdown is said beside it with its own
+    first bad release; the plan says what it chose and why in one line."""
+    from reprobundle.investigate.mode_choice import bisect_each, plan, survey
+
+    frozen_timed, _ = _replayer(slow_from="0.4.34", bits_from="0.8.0", factor=1.5)
+    def frozen_checks(versions):  # the frozen module: the same bits on every release
+        return [{**run, "bits": 0} for run in frozen_timed(versions)]
+    retraced = _outputs_from("0.6.0")
+    found = survey("0.4.30", "0.8.0", {"frozen": frozen_checks, "retrace": retraced}, _beyond)
+    assert {m: f["apart"] for m, f in found.items()} == {"frozen": SAME, "retrace": "beyond"}
+    steps, why = plan(found, None)
+    assert steps == [("retrace", "outputs"), ("frozen", "time")]
+    assert why.startswith("bisected by outputs (retraced), then time (frozen) (the most severe first): the retraced "
+                          "program's outputs differ beyond the tolerance; the frozen module's outputs are the same")
+
+    def run_one(mode, kind):
+        if mode == "retrace":
+            return bisect(VERSIONS, "0.4.30", "0.8.0", retraced, outputs_differ=_beyond, by=kind)
+        return bisect(VERSIONS, "0.4.30", "0.8.0", frozen_timed, outputs_differ=_apart, by=kind)
+
+    head = bisect_each(steps, run_one, None, why)
+    assert (head.criterion, head.first_bad, head.last_good, head.mode) == ("outputs vs good", "0.6.0", "0.5.1",
+                                                                          "retrace")
+    assert head.by is None and not head.why.startswith("--by") and head.mode_why == why
+    (slower,) = head.also
+    assert (slower["criterion"], slower["mode"], slower["first_bad"], slower["last_good"]) == (
+        "time", "frozen", "0.4.34", "0.4.33")
+    assert head.set_aside == [] and head.also_runs  # the slowdown's runs go with the answer
+    # --by narrows it to one kind; a frozen module that shows only bits has them bisected after time
+    assert plan(found, "time")[0] == [("frozen", "time")]
+    bits = {"frozen": {"apart": BITS_ONLY, "said": "b"}, "retrace": {"apart": "beyond", "said": "o"}}
+    assert plan(bits, None)[0] == [("retrace", "outputs"), ("frozen", "time"), ("frozen", "bits")]
+    assert plan(bits, "bits")[0] == [("retrace", "bits")]  # --by bits: any difference, the retraced first
+    unrunnable = {"frozen": {"apart": None, "said": "f"}, "retrace": {"apart": SAME, "said": "r"}}
+    assert plan(unrunnable, None)[0] == [("retrace", "time")]  # timed where it runs

@@ -44,10 +44,12 @@ def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_
               "by": result.by, "classes": dict(result.classes), "evidence": dict(result.evidence),
               "left_out": dict(result.left_out), "nightly": result.nightly, "layer": result.layer,
               "also": list(result.also), "changed_defaults": result.changed_defaults,
-              "beyond_ends": list(result.beyond_ends)}
+              "beyond_ends": list(result.beyond_ends), "set_aside": list(result.set_aside),
+              "confirmation": result.confirmation}
     return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
             "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": BISECTION,
-            "command": command, "runs": sorted({str(r["run_id"]) for r in result.runs.values() if r.get("run_id")}),
+            "command": command, "runs": sorted({str(r["run_id"]) for r in [*result.runs.values(), *result.confirm_runs,
+                                                                   *result.also_runs] if r.get("run_id")}),
             "answer": _plain(answer), "reprobundle": __version__}
 
 

@@ -327,9 +327,14 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
     if result.changed_defaults:
         human += "\n" + changed_defaults_text(result.changed_defaults, result.last_good, result.first_bad)
+    if result.confirmation:
+        human += _t(f"\n  {result.confirmation['why']}", 600)
     for other in result.also:
-        human += _t(f"\n  also: {other['criterion']} changed at jax {other['first_bad']} (last good "
+        mode = f" ({'retraced' if other.get('mode') == 'retrace' else 'frozen'})" if other.get("mode") else ""
+        human += _t(f"\n  also: {other['criterion']}{mode} changed at jax {other['first_bad']} (last good "
                     f"{other['last_good']}): {other['why']}", 600)
+    for aside in result.set_aside:
+        human += _t(f"\n  no regression: {aside['criterion']} ({aside.get('mode') or '?'}): {aside['why']}", 600)
     for outlier in result.beyond_ends:
         human += _t(f"\n  not monotone: {outlier['why']}", 600)
     if result.left_out:
