@@ -229,7 +229,8 @@ def bisect_every_change(versions: Sequence[str], good: str, bad: str, replay_tog
 def also_entry(other: BisectResult) -> dict:
     """Another change in the window, as the headline's `also` holds it."""
     return {"criterion": other.criterion, "first_bad": other.first_bad, "last_good": other.last_good,
-            "why": other.why, "classes": other.classes, "mode": other.mode}
+            "why": other.why, "classes": other.classes, "mode": other.mode,
+            "evidence": other.evidence.get(other.first_bad), "confirmation": other.confirmation}
 
 
 def unconfirmed(result: BisectResult) -> dict:

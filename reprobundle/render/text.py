@@ -332,7 +332,7 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
     for other in result.also:
         mode = f" ({'retraced' if other.get('mode') == 'retrace' else 'frozen'})" if other.get("mode") else ""
         human += _t(f"\n  also: {other['criterion']}{mode} changed at jax {other['first_bad']} (last good "
-                    f"{other['last_good']}): {other['why']}", 600)
+                    f"{other['last_good']}): {other.get('evidence') or other['why']}", 600)
     for aside in result.set_aside:
         human += _t(f"\n  no regression: {aside['criterion']} ({aside.get('mode') or '?'}): {aside['why']}", 600)
     for outlier in result.beyond_ends:
