@@ -208,6 +208,16 @@ def test_an_endpoint_that_is_no_release_is_refused_before_anything_runs(small_st
     assert not list((store / "runs").glob("*/*"))  # nothing replayed, nothing stored
 
 
+def test_investigate_is_directed_by_by_and_a_criterion_it_does_not_know_is_refused_before_anything_runs(
+        small_store_template, tmp_path):
+    store = copy_of(small_store_template, tmp_path / "store")
+    with audited() as did:
+        code, out, err = cli("investigate", "small", "--good", "0.4.30", "--bad", "0.4.31", "--by", "speed",
+                             "--frozen", store=store)
+    assert code == 2 and out == "" and did.processes == []
+    assert err.count("error:") == 1 and "--by 'speed' is not one of outputs, bits, time" in err, err
+
+
 def test_an_endpoint_that_did_not_run_says_its_status_once_with_a_hint_that_fits():
     def no_environment(versions):
         return [{"requested": v, "status": "error", "reason": f"no environment for jax {v}: the disk is full"}

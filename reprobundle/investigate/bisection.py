@@ -194,7 +194,7 @@ def confirm(result: BisectResult, replay_together: ReplayTogether,
         return
     verdict = timing_verdict(_timing(good_run), _timing(bad_run))
     confirmed = verdict["verdict"] == "slower"
-    line, seen = _verdict_line(verdict, pair[0]), result.evidence.get(pair[1], "")
+    line, seen = _verdict_line(verdict, pair[0]), result.evidence.get(pair[1], "")[:1000]
     why = (f"confirmed: jax {pair[1]} timed again beside jax {pair[0]}: {line}" if confirmed else
            f"unconfirmed: jax {pair[1]} looked slower in the bisection ({seen}), but timed again beside jax "
            f"{pair[0]} it is {line}: not a first bad release")

@@ -128,7 +128,7 @@ def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], 
         except UsageError as e:
             if len(steps) == 1:
                 raise
-            set_aside.append({"criterion": kind, "mode": mode, "why": e.message})
+            set_aside.append({"criterion": kind, "mode": mode, "why": e.message[:2000]})
             if progress:
                 progress(f"bisect: {kind} ({mode}) is no regression: {e.message}")
             continue
