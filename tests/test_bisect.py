@@ -216,6 +216,11 @@ def test_investigate_is_directed_by_by_and_a_criterion_it_does_not_know_is_refus
                              "--frozen", store=store)
     assert code == 2 and out == "" and did.processes == []
     assert err.count("error:") == 1 and "--by 'speed' is not one of outputs, bits, time" in err, err
+    # an endpoint that is no JAX version is named by the option that gave it
+    with audited() as did:
+        code, out, err = cli("investigate", "small", "--good", "0.4.30", "--bad", "jax-0.5.0", store=store)
+    assert code == 2 and did.processes == [] and "--bad 'jax-0.5.0' is not a JAX version" in err, err
+    assert "--jax" not in err
 
 
 def test_an_endpoint_that_did_not_run_says_its_status_once_with_a_hint_that_fits():

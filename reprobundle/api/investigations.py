@@ -109,6 +109,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
             search = _Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by)
             result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
             result.mode = search.mode
+            _stands(result)
         else:
             result, search = _every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
             comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
@@ -121,6 +122,16 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     result.spent = ledger.as_dict()
     result.answer_id = _stored_answer(registry, bundle, result, ref, None if mode == "auto" else mode)
     return result, comparison
+
+
+def _stands(result) -> None:
+    """A UsageError where the bisection's first bad build is none: a time change its confirmation did not
+    reproduce (investigate/bisection.confirm)."""
+    from ..investigate.bisection import standing
+
+    if not standing(result):
+        raise UsageError(f"no change stood between {result.good} and {result.bad}: time: "
+                         f"{(result.confirmation or {}).get('why')}", hint="bisect again with more --rounds")
 
 
 def _changed_defaults(result, python: str | None, env_dir: str | None, progress) -> list[dict] | None:
@@ -175,7 +186,7 @@ def _check_bisect_request(good: str, bad: str, mode: str, jobs: int | None, nigh
         raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
     if jobs is not None and jobs < 1:
         raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
-    check_jax_requests([good, bad], releases_of(config))
+    check_jax_requests([good, bad], releases_of(config), options=["--good", "--bad"])
     if not nightly and version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
 
