@@ -93,8 +93,8 @@ def survey(good: str, bad: str, runs_of: dict[str, Runs], apart: Callable[[dict,
 
 def plan(found: dict[str, dict], by: str | None, refusal: str | None = None) -> tuple[list[tuple[str, str]], str]:
     """([(mode, criterion)], why in one line): the bisections to run, the most severe kind first, from `survey`'s
-    answer; `by` keeps only that kind. Nothing found: the criterion asked for (else time) in the first mode that
-    runs, whose bisection then says why it tells nothing apart."""
+    answer; `by` keeps only that kind. Nothing to bisect (`by` absent at the endpoints, or no mode runs on both):
+    one bisection by `by` (else outputs) in a mode, which then says why, from the endpoints' untimed runs."""
     order = [m for m in (RETRACE, FROZEN) if m in found]
     runs = [m for m in order if found[m]["apart"] is not None]
 
@@ -105,8 +105,9 @@ def plan(found: dict[str, dict], by: str | None, refusal: str | None = None) -> 
     wanted = {"outputs": first(BEYOND), "time": timed, "bits": first(BITS_ONLY, BEYOND) if by == "bits" else
               first(BITS_ONLY)}
     steps = [(str(wanted[kind]), kind) for kind in SEVERITY if wanted[kind] is not None and by in (None, kind)]
-    if not steps:
-        steps = [((timed or order[0]) if order else FROZEN, by or "time")]
+    if not steps:  # its bisection says why: not told apart by `by`, or an endpoint that does not run (the
+        # untimed runs above, remembered by the probe: nothing more is replayed)
+        steps = [(timed or (order[0] if order else FROZEN), by or "outputs")]
     chosen = ", then ".join(f"{kind} ({'retraced' if mode == RETRACE else 'frozen'})" for mode, kind in steps)
     said = [found[m]["said"] for m in order] + ([f"not retraced: {refusal}"] if refusal else [])
     asked = f"--by {by}" if by else "the most severe first"
