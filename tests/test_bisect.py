@@ -280,3 +280,36 @@ def test_beyond_ends_says_nothing_without_intervals():
 
     ends = {"verdict": "slower", "ratio": 1.4, "ci95": None}
     assert beyond_ends(ends, {"verdict": "slower", "ratio": 1.2, "ci95": None}) is None
+
+
+def test_an_error_on_the_bad_side_is_a_regression_bisected_untimed():
+    """From 0.6.0 on the module fails to compile where 0.4.30 runs it: the first release that fails is the answer,
+    each probe untimed; a release without an environment is skipped, never called bad; the next command minimizes
+    the error."""
+    from reprobundle.investigate.boundary import next_commands
+    from reprobundle.investigate.mode_choice import plan, survey
+
+    checked = []
+
+    def check_together(versions):
+        checked.append(list(versions))
+        return [{"requested": v, "status": "error", "reason": "no environment for jax 0.5.1: the disk is full"}
+                if v == "0.5.1" else
+                {"requested": v, "status": "error", "reason": "INVALID_ARGUMENT: compile failed"}
+                if VERSIONS.index(v) >= VERSIONS.index("0.6.0") else
+                {"requested": v, "status": "ok", "reason": "", "timing": {}} for v in versions]
+
+    r = bisect(VERSIONS, "0.4.30", "0.8.0", _replayer("0.8.0")[0], check_together=check_together,
+               outputs_differ=lambda a, b: "same")
+    assert (r.criterion, r.first_bad, r.last_good) == ("error", "0.6.0", "0.5.0"), r.classes
+    assert r.why == "jax 0.8.0 fails (error: INVALID_ARGUMENT: compile failed) where jax 0.4.30 runs"
+    assert r.classes["0.5.1"] == "skip" and r.evidence["0.6.0"] == "error: INVALID_ARGUMENT: compile failed"
+    assert r.confirmation is None  # untimed: nothing to confirm
+    (step,) = next_commands(r, {"layer": "compiler"}, "m")
+    assert step["command"] == "reprobundle minimize m --jax 0.5.0 --jax 0.6.0 --error"
+    # the survey ranks it with the outputs: bisected first, and time on the mode that runs on both
+    found = survey("0.4.30", "0.8.0", {"frozen": check_together,
+                                       "retrace": lambda vs: [{"requested": v, "status": "ok"} for v in vs]},
+                   lambda a, b: "same")
+    assert found["frozen"]["said"] == "the frozen module fails on jax 0.8.0 (error) and runs on jax 0.4.30"
+    assert plan(found, None)[0] == [("frozen", "outputs"), ("retrace", "time")]

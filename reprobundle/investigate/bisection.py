@@ -1,12 +1,15 @@
 """Bisect: the first released JAX version between a good and a bad one where a bundle regressed.
 
-The regression is what tells the two endpoints apart: wrong outputs (when the bad one mismatches and the good
-one does not), else outputs that differ from the good endpoint's (a retraced program whose numbers change from one
-release on: `bisect rng --good 0.4.30 --bad 0.5.3 --retrace`; both may disagree with the reference, which was traced
-by the packing release), otherwise time. For time, every tested version is replayed together with the good endpoint
-(interleaved, see schedule.py), so each judgement is a paired verdict made under the same machine conditions: a
-version is bad when it is significantly slower (or faster, if that is the regression) than the good one timed
-beside it, and at least half-way to the bad endpoint in log-ratio terms.
+The regression is what tells the two endpoints apart: an error (the bad one fails to load, compile or run where the
+good one runs), wrong outputs (when the bad one mismatches and the good one does not), else outputs that differ
+from the good endpoint's (a retraced program whose numbers change from one release on: `bisect rng --good 0.4.30
+--bad 0.5.3 --retrace`; both may disagree with the reference, which was traced by the packing release), otherwise
+time. For time, every tested version is replayed together with the good endpoint (interleaved, see schedule.py), so
+each judgement is a paired verdict made under the same machine conditions: a version is bad when it is
+significantly slower than the good one timed beside it, and at least half-way to the bad endpoint in log-ratio
+terms. Only slower is worse: a bad end that is faster is no regression by time (said as such), and the first bad
+release a time bisection finds is timed again beside the last good one (`confirm`): one that second measurement
+does not settle as slower is no first bad release (`standing`).
 
 `by` names the criterion instead of choosing it: "outputs" (beyond the replay's tolerance, against the reference or
 the good endpoint's), "bits" (any difference from the good endpoint's outputs: a dtype, a shape, one bit of one
@@ -30,6 +33,7 @@ ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run record
 OutputsDiffer = Callable[[dict, dict], str]
 SAME, BITS_ONLY, BEYOND = "same", "bits", "beyond"
 OUTPUTS, OUTPUTS_VS_GOOD, BITS, TIME = "outputs", "outputs vs good", "bits", "time"  # the criteria
+ERROR = "error"  # a criterion too: the bad end fails (to load, compile or run) where the good end runs
 BY = ("outputs", "bits", "time")  # what `by` may name
 # (version, the classes so far) -> (class, evidence) when it is known without a replay (the same build as a version
 # already classed), else None
@@ -88,6 +92,12 @@ def _usable(run: dict) -> bool:
     return run["status"] in ("ok", "mismatch")
 
 
+def program_failed(run: dict) -> bool:
+    """Whether a run failed for the program's sake (an error, a crash, a timeout, a module the release refuses), not
+    for want of an environment: an error regression where the good end runs."""
+    return not _usable(run) and not str(run.get("reason", "")).startswith("no environment for jax")
+
+
 def _verdict_line(verdict: dict, good: str) -> str:
     ci = verdict.get("ci95")
     interval = f" [{ci[0]:.3f}-{ci[1]:.3f}]" if ci else ""
@@ -98,6 +108,9 @@ def _verdict_line(verdict: dict, good: str) -> str:
 def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterion: str,
              outputs_differ: OutputsDiffer | None = None) -> tuple[str, str]:
     """("good" | "bad" | "skip", evidence) for a run against the good endpoint's run timed beside it."""
+    if criterion == ERROR:
+        return ("bad", f"{run['status']}: {run['reason']}") if program_failed(run) else \
+            ("good", "runs") if _usable(run) else ("skip", f"{run['status']}: {run['reason']}")
     if not _usable(run):
         return "skip", f"{run['status']}: {run['reason']}"
     if criterion in (OUTPUTS_VS_GOOD, BITS):
@@ -291,7 +304,7 @@ def _endpoints(result: BisectResult, replay_together: ReplayTogether, outputs_di
     check = check_together if result.by != TIME else None
     g, b = _replay_endpoints(result, check or replay_together)
     result.classes = {good: "good", bad: "bad"}
-    result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None else None
+    result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None and _usable(b) else None
     if _outputs_decide(result, g, b):
         return None
     if check is not None:
@@ -303,8 +316,9 @@ def _replay_endpoints(result: BisectResult, replay_together: ReplayTogether) -> 
     good, bad = result.good, result.bad
     g, b = replay_together([good, bad])
     result.runs[good], result.runs[bad] = g, b
+    fails_where_good_runs = _usable(g) and program_failed(b) and result.by in (None, OUTPUTS)
     for name, run in (("good", g), ("bad", b)):
-        if not _usable(run):
+        if not _usable(run) and not (name == "bad" and fails_where_good_runs):  # that is an error regression
             no_environment = str(run["reason"]).startswith("no environment for jax")
             raise UsageError(f"the {name} version {run['requested']} did not run ({run['status']}): {run['reason']}",
                              hint="pick endpoints whose environments can be made (`reprobundle envs` lists those "
@@ -317,6 +331,11 @@ def _outputs_decide(result: BisectResult, g: dict, b: dict) -> bool:
     how); a UsageError when `by` asks for outputs or bits and they do not."""
     good, bad, apart = result.good, result.bad, result.outputs_apart
     asked = f"--by {result.by}: " if result.by else ""
+    if not _usable(b):  # _replay_endpoints let it through: it fails where the good end runs
+        result.criterion = ERROR
+        result.why = f"{asked}jax {bad} fails ({b['status']}: {str(b['reason'])[:300]}) where jax {good} runs"
+        result.evidence = {good: "runs", bad: f"{b['status']}: {b['reason']}"}
+        return True
     if result.by in (None, OUTPUTS) and b["status"] == "mismatch" and g["status"] == "ok":
         result.criterion = OUTPUTS
         result.why = f"{asked}jax {bad}'s outputs mismatch the reference and jax {good}'s match it"
@@ -400,7 +419,7 @@ def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: 
         else:
             classes[version], result.evidence[version] = decided
     endpoint = result.runs[result.good]
-    if unknown and result.criterion in (OUTPUTS, OUTPUTS_VS_GOOD, BITS):
+    if unknown and result.criterion in (OUTPUTS, OUTPUTS_VS_GOOD, BITS, ERROR):
         replayed = [(v, endpoint, run) for v, run in zip(unknown, replay_together(unknown))]
     else:  # each beside the good endpoint, whose run timed with it is what it is judged against
         replayed = [(v, *replay_together([result.good, v])) for v in unknown]

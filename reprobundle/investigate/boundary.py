@@ -28,6 +28,7 @@ from ..errors import ReplayError
 from .bisection import (
     BEYOND,
     BITS,
+    ERROR,
     OUTPUTS,
     OUTPUTS_VS_GOOD,
     SAME,
@@ -217,7 +218,7 @@ def next_commands(result: BisectResult, layer: dict, ref: str, store_args: Seque
             slower = [good, bad] if (result.log_ratio or 0.0) >= 0 else [bad, good]  # B is the slower one
             pair, prop = slower, "--slower"
         else:
-            pair, prop = [good, bad], "--outputs --bits" if result.criterion == BITS else "--outputs"
+            pair, prop = [good, bad], {BITS: "--outputs --bits", ERROR: "--error"}.get(result.criterion, "--outputs")
         out.append({"what": "minimize", "command": f"reprobundle minimize {shlex.quote(ref)} --jax {pair[0]} "
                                                    f"--jax {pair[1]} {prop}{store}"})
     lowered = (layer.get("lowering") or {}).get("changed")

@@ -22,7 +22,16 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ..errors import UsageError
-from .bisection import BEYOND, BITS_ONLY, SAME, BisectResult, also_entry, standing, unconfirmed
+from .bisection import (
+    BEYOND,
+    BITS_ONLY,
+    SAME,
+    BisectResult,
+    also_entry,
+    program_failed,
+    standing,
+    unconfirmed,
+)
 
 FROZEN, RETRACE = "frozen", "retrace"
 Runs = Callable[[Sequence[str]], list]
@@ -70,21 +79,26 @@ def choose_mode(good: str, bad: str, frozen: Runs, retraced: Runs | None, apart:
 # frozen module; time on the frozen module where it runs on both (what the compiler does with one program), else
 # on the retraced one.
 
-SEVERITY = ("outputs", "time", "bits")  # the kinds of change, the most severe first
+SEVERITY = ("outputs", "time", "bits")  # the kinds of change, the most severe first (outputs: errors too)
+FAILS = "fails"  # survey: the bad end fails where the good end runs
 _NAME = {RETRACE: "the retraced program", FROZEN: "the frozen module"}
 
 
 def survey(good: str, bad: str, runs_of: dict[str, Runs], apart: Callable[[dict, dict], str]) -> dict[str, dict]:
-    """mode -> {"apart": SAME, BITS_ONLY, BEYOND or None (it does not run on both), "said": one clause}, from each
-    mode's endpoints replayed once, untimed (`runs_of`: mode -> its probe). A bad end that mismatches the reference
-    where the good end matches it counts as BEYOND."""
+    """mode -> {"apart": SAME, BITS_ONLY, BEYOND, FAILS or None (it does not run on both), "said": one clause},
+    from each mode's endpoints replayed once, untimed (`runs_of`: mode -> its probe). A bad end that mismatches the
+    reference where the good end matches it counts as BEYOND; one that fails where the good end runs, FAILS."""
     out = {}
     for mode, probe in runs_of.items():
         runs = probe([good, bad])
         found = apart(*runs) if _ran(runs) else None
         if found is not None and [r["status"] for r in runs] == ["ok", "mismatch"]:
             found = BEYOND
+        if _ran(runs[:1]) and program_failed(runs[1]):
+            found = FAILS
         said = (f"{_NAME[mode]}'s outputs differ {_HOW[found]}" if found in _HOW else
+                f"{_NAME[mode]} fails on jax {bad} ({runs[1]['status']}) and runs on jax {good}" if found == FAILS
+                else
                 f"{_NAME[mode]}'s outputs are the same bit for bit" if found == SAME else
                 f"{_NAME[mode]} does not run on both ({_failed(good, bad, runs)})")
         out[mode] = {"apart": found, "said": said}
@@ -96,13 +110,13 @@ def plan(found: dict[str, dict], by: str | None, refusal: str | None = None) -> 
     answer; `by` keeps only that kind. Nothing to bisect (`by` absent at the endpoints, or no mode runs on both):
     one bisection by `by` (else outputs) in a mode, which then says why, from the endpoints' untimed runs."""
     order = [m for m in (RETRACE, FROZEN) if m in found]
-    runs = [m for m in order if found[m]["apart"] is not None]
+    runs = [m for m in order if found[m]["apart"] not in (None, FAILS)]
 
     def first(*kinds: str | None) -> str | None:
         return next((m for m in order if found[m]["apart"] in kinds), None)
 
     timed = FROZEN if FROZEN in runs else runs[0] if runs else None
-    wanted = {"outputs": first(BEYOND), "time": timed, "bits": first(BITS_ONLY, BEYOND) if by == "bits" else
+    wanted = {"outputs": first(FAILS, BEYOND), "time": timed, "bits": first(BITS_ONLY, BEYOND) if by == "bits" else
               first(BITS_ONLY)}
     steps = [(str(wanted[kind]), kind) for kind in SEVERITY if wanted[kind] is not None and by in (None, kind)]
     if not steps:  # its bisection says why: not told apart by `by`, or an endpoint that does not run (the
