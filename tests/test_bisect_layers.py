@@ -187,6 +187,10 @@ def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     # other, and each release is judged by whether its numbers are the good release's
     assert (result.criterion, result.first_bad, result.last_good) == ("outputs vs good", "0.5.0", "0.4.38")
     assert comparison["baseline"] == "0.4.38 retraced"
+    # the frozen module's time (the same module on both: about 1.0x) is examined and, one round telling nothing
+    # apart, said as no regression; a time change beside the headline only with its confirmation
+    assert all(a["confirmation"]["confirmed"] for a in result.also if a["criterion"] == "time")
+    assert [s["mode"] for s in result.set_aside + result.also if s["criterion"] == "time"] == ["frozen"]
     layer = result.layer
     assert layer["layer"] == "lowering", layer
     assert layer["frozen"] == {"changed": False, "evidence": "outputs are jax 0.4.38's bit for bit"}
