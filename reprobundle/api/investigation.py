@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
+from ..investigate.answers import reported_run
 from .investigations import EXPLAIN_OPTIONS, bisect, explain, minimize
 from .shared import resolve
 
@@ -75,15 +76,8 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
     _explain_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
     _minimize_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
     say("investigate: writing the issue body")
-    _issue_step(out, ref, store, store_args, issue_path, _reported_run(result))
+    _issue_step(out, ref, store, store_args, issue_path, reported_run(result))
     return out
-
-
-def _reported_run(result) -> str | None:
-    """The run the issue reports the replay of: the first bad release's probe (beside the good one, timed together
-    when time judged), not the latest stored replay (explain's experiments are stored replays too)."""
-    run = result.runs.get(result.first_bad) or {}
-    return str(run["run_id"]) if run.get("run_id") else None
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -179,7 +173,7 @@ def _minimize_step(out: Investigation, result, ref: str, store, store_args, left
         return
     words = shlex.split(nxt)
     versions = [words[i + 1] for i, w in enumerate(words) if w == "--jax"]
-    prop = "slower" if "--slower" in words else "outputs"
+    prop = "slower" if "--slower" in words else "error" if "--error" in words else "outputs"
     try:
         found, spent = _timed(lambda: minimize(ref, versions, store=store, python=python, env_dir=env_dir,
                                                prop=prop, bits="--bits" in words, max_time_s=left,
