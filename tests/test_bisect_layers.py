@@ -426,8 +426,8 @@ def test_a_program_faster_on_the_later_release_is_never_a_regression(store_dir):
     assert (data["criterion"], data["first_bad"], data["mode"]) == ("bits", "0.5.1", "retrace"), data["why"]
     (faster,) = data["set_aside"]
     assert (faster["criterion"], faster["mode"]) == ("time", "retrace")
-    assert "jax 0.5.1 is 0." in faster["why"] and "faster" in faster["why"], faster
-    assert faster["why"].endswith("nothing regressed by time") and data["also"] == []
+    assert faster["why"].startswith("jax 0.5.1 is 0.") and "faster" in faster["why"], faster
+    assert "nothing regressed by time" in faster["why"] and data["also"] == []
     assert data["mode_why"].startswith("bisected by time (retraced), then bits (retraced) (the most severe first)")
     # asked for time: no first bad release, the speedup is the answer
     code, out, err = cli("bisect", "fl", "--good", "0.5.0", "--bad", "0.5.1", "--retrace", "--by", "time",

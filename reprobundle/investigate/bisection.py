@@ -369,7 +369,11 @@ def _time_decides(result: BisectResult, g: dict, b: dict) -> float | None:
             result.why = f"{said}; {_apart_text(good, bad, apart)}: judged by bits"
             result.evidence = {good: "the good endpoint", bad: by_outputs(BITS_ONLY, good, BITS)[1]}
             return None
-        if verdict["verdict"] != "faster" and leaning(verdict) == "slower":
+        if verdict["verdict"] == "faster" or leaning(verdict) == "faster":  # the speedup is the answer
+            raise UsageError(said + ("" if apart in (SAME, None) else f"; {_apart_text(good, bad, apart)}"),
+                             hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY
+                             else "a faster release is no regression")
+        if leaning(verdict) == "slower":
             raise UsageError(f"jax {good} and {bad} are not told apart yet: {_apart_text(good, bad, apart)}; their "
                              f"time: {leaning_text(verdict)}", hint="bisect again with more --rounds (e.g. --rounds 8)")
         raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; {said}",

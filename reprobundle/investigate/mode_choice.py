@@ -145,7 +145,7 @@ def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], 
                 raise
             set_aside.append({"criterion": kind, "mode": mode, "why": e.message[:2000]})
             if progress:
-                progress(f"bisect: {kind} ({mode}) is no regression: {e.message}")
+                progress(f"bisect: {kind} ({mode}) set aside: {e.message}")
             continue
         result.mode, result.mode_why = mode, why
         if by is None:  # chosen, not asked for
