@@ -315,7 +315,7 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     assert "### Which release, which layer" in body and "bisect: " in err  # progress on stderr
     assert "### Why, and a workaround" in body and 'jax.config.update("jax_threefry_partitionable", False)' in body
     markdown, html_page = report.read_text(), page.read_text()  # one report: each step, its time, its rerun command
-    assert "First bad release: **0.5.0**; layer: **lowering**" in markdown
+    assert "First bad release: **0.5.0**; layer: **lowering**" in markdown and "Chosen: bisected by outputs" in markdown
     assert steps["explain"]["command"] in markdown and "| explain | answered |" in markdown
     assert "jax_threefry_partitionable" in html_page and "<h2>minimize</h2>" in html_page
 

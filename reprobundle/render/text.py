@@ -359,6 +359,8 @@ def investigation_text(data: dict) -> str:
     status, its answer, where its time went, what it left and the command that reruns it alone."""
     lines = [_t(f"{data['ref']}: first bad release {data['first_bad']} between {data['good']} and {data['bad']}; "
                 f"layer: {data['layer'] or 'undecided'}", 300)]
+    if data.get("chosen"):  # what the bisection looked at and why, whole (the step's line may be cut)
+        lines.append(_t(f"  chosen: {data['chosen']}", 1000))
     for step in data["steps"]:
         spent = f" ({step['spent_s']:.0f} s)" if step["spent_s"] else ""
         lines.append(_t(f"  {step['name']}: {step['status']}{spent}: {step['answer']}", 600))
