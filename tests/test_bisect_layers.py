@@ -456,3 +456,17 @@ def test_outputs_retraced_at_one_release_and_bits_frozen_at_another_are_both_bis
     registry = api.open_registry(str(store_dir))
     (answer,) = registry.answers(registry.resolve("rc").ref.bundle_id)
     assert [a["first_bad"] for a in answer["answer"]["also"] if a["criterion"] == "bits"] == ["0.5.1"]
+
+
+def test_the_answer_says_each_other_change_and_what_is_no_regression_on_a_line_of_its_own():
+    from reprobundle.render.text import bisect_text
+
+    result = BisectResult("0.4.30", "0.8.0", "outputs vs good", first_bad="0.6.0", last_good="0.5.1",
+                          classes={"0.4.30": "good", "0.8.0": "bad"},
+                          also=[{"criterion": "time", "mode": "frozen", "first_bad": "0.4.34", "last_good": "0.4.33",
+                                 "why": "w", "evidence": "1.50x [1.45-1.55] vs jax 0.4.30 timed beside it: slower"}],
+                          set_aside=[{"criterion": "bits", "mode": "retrace", "why": "line\nbreak"}])
+    lines = bisect_text(result, "m", None, False).splitlines()
+    assert "  also: time (frozen) changed at jax 0.4.34 (last good 0.4.33): 1.50x [1.45-1.55] vs jax 0.4.30 timed " \
+           "beside it: slower" in lines
+    assert "  no regression: bits (retrace): line\\nbreak" in lines  # a record's text stays on its line

@@ -328,15 +328,15 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
     if result.changed_defaults:
         human += "\n" + changed_defaults_text(result.changed_defaults, result.last_good, result.first_bad)
     if result.confirmation:
-        human += _t(f"\n  {result.confirmation['why']}", 600)
+        human += "\n" + _t(f"  {result.confirmation['why']}", 600)
     for other in result.also:
         mode = f" ({'retraced' if other.get('mode') == 'retrace' else 'frozen'})" if other.get("mode") else ""
-        human += _t(f"\n  also: {other['criterion']}{mode} changed at jax {other['first_bad']} (last good "
+        human += "\n" + _t(f"  also: {other['criterion']}{mode} changed at jax {other['first_bad']} (last good "
                     f"{other['last_good']}): {other.get('evidence') or other['why']}", 600)
     for aside in result.set_aside:
-        human += _t(f"\n  no regression: {aside['criterion']} ({aside.get('mode') or '?'}): {aside['why']}", 600)
+        human += "\n" + _t(f"  no regression: {aside['criterion']} ({aside.get('mode') or '?'}): {aside['why']}", 600)
     for outlier in result.beyond_ends:
-        human += _t(f"\n  not monotone: {outlier['why']}", 600)
+        human += "\n" + _t(f"  not monotone: {outlier['why']}", 600)
     if result.left_out:
         human += "\n" + bisect_left_out_text(result.left_out, result.last_good, result.first_bad)
     if result.layer:
