@@ -469,4 +469,4 @@ def test_the_answer_says_each_other_change_and_what_is_no_regression_on_a_line_o
     lines = bisect_text(result, "m", None, False).splitlines()
     assert "  also: time (frozen) changed at jax 0.4.34 (last good 0.4.33): 1.50x [1.45-1.55] vs jax 0.4.30 timed " \
            "beside it: slower" in lines
-    assert "  no regression: bits (retrace): line\\nbreak" in lines  # a record's text stays on its line
+    assert "  no regression: bits (retraced): line\\nbreak" in lines  # a record's text stays on its line

@@ -334,7 +334,8 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
         human += "\n" + _t(f"  also: {other['criterion']}{mode} changed at jax {other['first_bad']} (last good "
                     f"{other['last_good']}): {other.get('evidence') or other['why']}", 600)
     for aside in result.set_aside:
-        human += "\n" + _t(f"  no regression: {aside['criterion']} ({aside.get('mode') or '?'}): {aside['why']}", 600)
+        how = "retraced" if aside.get("mode") == "retrace" else "frozen"
+        human += "\n" + _t(f"  no regression: {aside['criterion']} ({how}): {aside['why']}", 600)
     for outlier in result.beyond_ends:
         human += "\n" + _t(f"  not monotone: {outlier['why']}", 600)
     if result.left_out:
