@@ -173,7 +173,7 @@ def _minimize_step(out: Investigation, result, ref: str, store, store_args, left
         return
     words = shlex.split(nxt)
     versions = [words[i + 1] for i, w in enumerate(words) if w == "--jax"]
-    prop = "slower" if "--slower" in words else "error" if "--error" in words else "outputs"
+    prop = _property_of(words)
     try:
         found, spent = _timed(lambda: minimize(ref, versions, store=store, python=python, env_dir=env_dir,
                                                prop=prop, bits="--bits" in words, max_time_s=left,
@@ -184,6 +184,11 @@ def _minimize_step(out: Investigation, result, ref: str, store, store_args, left
     out.steps.append(Step("minimize", "answered", f"{found.ops_before} -> {found.ops_after} ops still show "
                                                   f"{found.property} between {versions[0]} and {versions[1]} "
                                                   f"({found.stopped})", spent, nxt, found.packed))
+
+
+def _property_of(words: list[str]) -> str:
+    """The property of the boundary's minimize command: slower, error, else outputs."""
+    return next((name for name in ("slower", "error") if f"--{name}" in words), "outputs")
 
 
 def _issue_step(out: Investigation, ref: str, store, store_args, issue_path, run_id: str | None) -> None:

@@ -174,9 +174,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     while remaining:
         picks = split_points(remaining, per_step)
         if progress:
-            left = f"{len(remaining)} version{'s' if len(remaining) != 1 else ''} left"
-            progress(f"bisect: {left} between {last_good} and {first_bad}; testing " + ", ".join(picks)
-                     + (" at once" if len(picks) > 1 else ""))
+            progress(_step_line(remaining, last_good, first_bad, picks))
         if ahead and result.criterion != TIME:  # nothing is made in the background while a probe is timed
             ahead([*picks, *next_picks(remaining, picks, per_step)])
         classes = _classes_of(result, picks, replay_together if result.criterion == TIME else checks, target, known,
@@ -219,6 +217,12 @@ def standing(result: BisectResult) -> bool:
     """Whether the bisection's first bad release stands: any by outputs or bits; by time, one the confirmation
     reproduced (a bisection without one, as before it was made, stands)."""
     return result.criterion != TIME or (result.confirmation or {}).get("confirmed", True)
+
+
+def _step_line(remaining: Sequence[str], last_good: str, first_bad: str, picks: Sequence[str]) -> str:
+    left = f"{len(remaining)} version{'s' if len(remaining) != 1 else ''} left"
+    return (f"bisect: {left} between {last_good} and {first_bad}; testing " + ", ".join(picks)
+            + (" at once" if len(picks) > 1 else ""))
 
 
 def bisect_every_change(versions: Sequence[str], good: str, bad: str, replay_together: ReplayTogether,

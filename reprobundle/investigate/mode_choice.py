@@ -110,22 +110,28 @@ def plan(found: dict[str, dict], by: str | None, refusal: str | None = None) -> 
     answer; `by` keeps only that kind. Nothing to bisect (`by` absent at the endpoints, or no mode runs on both):
     one bisection by `by` (else outputs) in a mode, which then says why, from the endpoints' untimed runs."""
     order = [m for m in (RETRACE, FROZEN) if m in found]
-    runs = [m for m in order if found[m]["apart"] not in (None, FAILS)]
-
-    def first(*kinds: str | None) -> str | None:
-        return next((m for m in order if found[m]["apart"] in kinds), None)
-
-    timed = FROZEN if FROZEN in runs else runs[0] if runs else None
-    wanted = {"outputs": first(FAILS, BEYOND), "time": timed, "bits": first(BITS_ONLY, BEYOND) if by == "bits" else
-              first(BITS_ONLY)}
+    wanted = _wanted(found, order, by)
     steps = [(str(wanted[kind]), kind) for kind in SEVERITY if wanted[kind] is not None and by in (None, kind)]
     if not steps:  # its bisection says why: not told apart by `by`, or an endpoint that does not run (the
         # untimed runs above, remembered by the probe: nothing more is replayed)
-        steps = [(timed or (order[0] if order else FROZEN), by or "outputs")]
+        steps = [(wanted["time"] or (order[0] if order else FROZEN), by or "outputs")]
     chosen = ", then ".join(f"{kind} ({'retraced' if mode == RETRACE else 'frozen'})" for mode, kind in steps)
     said = [found[m]["said"] for m in order] + ([f"not retraced: {refusal}"] if refusal else [])
     asked = f"--by {by}" if by else "the most severe first"
     return steps, f"bisected by {chosen} ({asked}): " + "; ".join(said)
+
+
+def _wanted(found: dict[str, dict], order: list[str], by: str | None) -> dict[str, str | None]:
+    """Each kind -> the mode its bisection runs in, None where the endpoints do not show it: outputs (or an error)
+    and bits in the first mode of `order` that shows them (any difference, for --by bits); time on the frozen module
+    where it runs on both, else on the first mode that does."""
+    def first(*kinds: str | None) -> str | None:
+        return next((m for m in order if found[m]["apart"] in kinds), None)
+
+    runs = [m for m in order if found[m]["apart"] not in (None, FAILS)]
+    timed = FROZEN if FROZEN in runs else runs[0] if runs else None
+    return {"outputs": first(FAILS, BEYOND), "time": timed,
+            "bits": first(BITS_ONLY, BEYOND) if by == "bits" else first(BITS_ONLY)}
 
 
 def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult], by: str | None,

@@ -327,17 +327,7 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
     if result.changed_defaults:
         human += "\n" + changed_defaults_text(result.changed_defaults, result.last_good, result.first_bad)
-    if result.confirmation:
-        human += "\n" + _t(f"  {result.confirmation['why']}", 600)
-    for other in result.also:
-        mode = f" ({'retraced' if other.get('mode') == 'retrace' else 'frozen'})" if other.get("mode") else ""
-        human += "\n" + _t(f"  also: {other['criterion']}{mode} changed at jax {other['first_bad']} (last good "
-                    f"{other['last_good']}): {other.get('evidence') or other['why']}", 600)
-    for aside in result.set_aside:
-        how = "retraced" if aside.get("mode") == "retrace" else "frozen"
-        human += "\n" + _t(f"  no regression: {aside['criterion']} ({how}): {aside['why']}", 600)
-    for outlier in result.beyond_ends:
-        human += "\n" + _t(f"  not monotone: {outlier['why']}", 600)
+    human += "".join("\n" + _t(line, 600) for line in bisect_other_lines(result))
     if result.left_out:
         human += "\n" + bisect_left_out_text(result.left_out, result.last_good, result.first_bad)
     if result.layer:
@@ -353,6 +343,19 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
         human += (f"\n\nanswer stored beside its runs ({result.answer_id}): `reprobundle show` lists it, "
                   "`reprobundle issue` reports it")
     return human
+
+
+def bisect_other_lines(result) -> list[str]:
+    """What a bisection says beside its headline, a line each: its confirmation, every other change with its own
+    first bad release, what was examined and is no regression, the releases beyond both ends."""
+    def how(mode: str | None) -> str:
+        return "retraced" if mode == "retrace" else "frozen"
+
+    lines = [f"  {result.confirmation['why']}"] if result.confirmation else []
+    lines += [f"  also: {o['criterion']} ({how(o.get('mode'))}) changed at jax {o['first_bad']} (last good "
+              f"{o['last_good']}): {o.get('evidence') or o['why']}" for o in result.also]
+    lines += [f"  no regression: {a['criterion']} ({how(a.get('mode'))}): {a['why']}" for a in result.set_aside]
+    return lines + [f"  not monotone: {o['why']}" for o in result.beyond_ends]
 
 
 def investigation_text(data: dict) -> str:
