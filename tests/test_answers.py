@@ -173,3 +173,20 @@ def test_a_hostile_explanation_reaches_the_issue_only_escaped(store):
     bad = {**record, "answer_id": "20261204T000000-0000000b", "answer": {**record["answer"], "by": "vibes"}}
     with pytest.raises(CorruptBundleError):  # the schema refuses what it does not know
         registry.put_answer(bad)
+
+
+def test_an_answer_keeps_what_was_no_regression_its_confirmation_and_the_run_it_reports(store):
+    """#48's optional fields of answer-v1: validated on write, read back as they were."""
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    result = _answered()
+    result.runs = {"0.5.0": {"run_id": "20261205T120000-0123abcd", "requested": "0.5.0"}}
+    result.set_aside = [{"criterion": "time", "mode": "frozen",
+                         "why": "jax 0.5.1 is 0.62x [0.60-0.64] of jax 0.4.38's time: faster; nothing regressed by time"}]
+    result.confirmation = {"confirmed": False, "verdict": "same", "ratio": 0.999, "ci95": [0.98, 1.02],
+                           "why": "unconfirmed: ..."}
+    store_bisection(registry, bundle, result, bisect_command("small", result, None))
+    (stored,) = registry.answers(bundle.ref.bundle_id)
+    answer = stored["answer"]
+    assert answer["set_aside"] == result.set_aside and answer["confirmation"]["confirmed"] is False
+    assert answer["reported_run"] == "20261205T120000-0123abcd" and stored["runs"] == ["20261205T120000-0123abcd"]

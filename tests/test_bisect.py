@@ -57,8 +57,10 @@ def test_finds_first_slow_release(first_bad):
     assert r.first_bad == first_bad
     assert r.criterion == "time"
     assert tested[0] == ["0.4.30", "0.8.0"]  # the endpoints, timed together
-    assert all(call[0] == "0.4.30" and len(call) == 2 for call in tested[1:])  # each probe beside the good one
-    assert len(tested) <= 1 + 4  # endpoints + log2(8 candidates) + 1
+    assert all(call[0] == "0.4.30" and len(call) == 2 for call in tested[1:-1])  # each probe beside the good one
+    assert tested[-1] == [r.last_good, first_bad]  # then the answer timed again: the confirmation
+    assert r.confirmation["confirmed"] and r.confirmation["why"].startswith("confirmed: ")
+    assert len(tested) <= 1 + 4 + 1  # endpoints + log2(8 candidates) + 1, the confirmation
     assert "slower" in r.evidence[first_bad] and "paired rounds" in r.evidence[first_bad]
 
 
@@ -128,7 +130,8 @@ def test_endpoints_whose_outputs_agree_are_timed_and_time_probes_stay_one_at_a_t
     r = bisect(VERSIONS, "0.4.30", "0.8.0", replay_one, check_together=check_together, jobs=3)
     assert (r.criterion, r.first_bad) == ("time", "0.5.1")
     assert checked == [["0.4.30", "0.8.0"]]  # the endpoints' outputs, once; then only timed probes
-    assert timed[0] == ["0.4.30", "0.8.0"] and all(c[0] == "0.4.30" and len(c) == 2 for c in timed[1:])
+    assert timed[0] == ["0.4.30", "0.8.0"] and all(c[0] == "0.4.30" and len(c) == 2 for c in timed[1:-1])
+    assert timed[-1] == [r.last_good, "0.5.1"]  # the confirmation
 
 
 def test_split_points_and_what_the_next_step_may_test():
@@ -182,7 +185,8 @@ def test_a_release_the_index_cannot_install_in_the_window_is_named_in_the_answer
     replay_one, tested = _replayer("0.4.33")
     r = bisect(VERSIONS, "0.4.31", "0.4.33", replay_one, left_out=left_out)
     assert (r.first_bad, r.last_good, r.candidates) == ("0.4.33", "0.4.31", [])
-    assert r.left_out == {"0.4.32": "yanked"} and tested == [["0.4.31", "0.4.33"]]  # named, never replayed
+    assert r.left_out == {"0.4.32": "yanked"} and tested == [["0.4.31", "0.4.33"]] * 2  # named, never replayed
+    # (the endpoints, then the same two timed again: the confirmation)
     text = bisect_left_out_text(r.left_out, r.last_good, r.first_bad)
     assert text.splitlines() == [
         "  not tested: 0.4.32 (yanked), not installable from the package index",
@@ -202,6 +206,21 @@ def test_an_endpoint_that_is_no_release_is_refused_before_anything_runs(small_st
     assert err.count("error:") == 1 and "0.4.99" in err and "is not a release on the package index" in err
     assert "pick endpoints on which the bundle runs" not in err and "hint: the installable releases run from" in err
     assert not list((store / "runs").glob("*/*"))  # nothing replayed, nothing stored
+
+
+def test_investigate_is_directed_by_by_and_a_criterion_it_does_not_know_is_refused_before_anything_runs(
+        small_store_template, tmp_path):
+    store = copy_of(small_store_template, tmp_path / "store")
+    with audited() as did:
+        code, out, err = cli("investigate", "small", "--good", "0.4.30", "--bad", "0.4.31", "--by", "speed",
+                             "--frozen", store=store)
+    assert code == 2 and out == "" and did.processes == []
+    assert err.count("error:") == 1 and "--by 'speed' is not one of outputs, bits, time" in err, err
+    # an endpoint that is no JAX version is named by the option that gave it
+    with audited() as did:
+        code, out, err = cli("investigate", "small", "--good", "0.4.30", "--bad", "jax-0.5.0", store=store)
+    assert code == 2 and did.processes == [] and "--bad 'jax-0.5.0' is not a JAX version" in err, err
+    assert "--jax" not in err
 
 
 def test_an_endpoint_that_did_not_run_says_its_status_once_with_a_hint_that_fits():
@@ -261,3 +280,36 @@ def test_beyond_ends_says_nothing_without_intervals():
 
     ends = {"verdict": "slower", "ratio": 1.4, "ci95": None}
     assert beyond_ends(ends, {"verdict": "slower", "ratio": 1.2, "ci95": None}) is None
+
+
+def test_an_error_on_the_bad_side_is_a_regression_bisected_untimed():
+    """From 0.6.0 on the module fails to compile where 0.4.30 runs it: the first release that fails is the answer,
+    each probe untimed; a release without an environment is skipped, never called bad; the next command minimizes
+    the error."""
+    from reprobundle.investigate.boundary import next_commands
+    from reprobundle.investigate.mode_choice import plan, survey
+
+    checked = []
+
+    def check_together(versions):
+        checked.append(list(versions))
+        return [{"requested": v, "status": "error", "reason": "no environment for jax 0.5.1: the disk is full"}
+                if v == "0.5.1" else
+                {"requested": v, "status": "error", "reason": "INVALID_ARGUMENT: compile failed"}
+                if VERSIONS.index(v) >= VERSIONS.index("0.6.0") else
+                {"requested": v, "status": "ok", "reason": "", "timing": {}} for v in versions]
+
+    r = bisect(VERSIONS, "0.4.30", "0.8.0", _replayer("0.8.0")[0], check_together=check_together,
+               outputs_differ=lambda a, b: "same")
+    assert (r.criterion, r.first_bad, r.last_good) == ("error", "0.6.0", "0.5.0"), r.classes
+    assert r.why == "jax 0.8.0 fails (error: INVALID_ARGUMENT: compile failed) where jax 0.4.30 runs"
+    assert r.classes["0.5.1"] == "skip" and r.evidence["0.6.0"] == "error: INVALID_ARGUMENT: compile failed"
+    assert r.confirmation is None  # untimed: nothing to confirm
+    (step,) = next_commands(r, {"layer": "compiler"}, "m")
+    assert step["command"] == "reprobundle minimize m --jax 0.5.0 --jax 0.6.0 --error"
+    # the survey ranks it with the outputs: bisected first, and time on the mode that runs on both
+    found = survey("0.4.30", "0.8.0", {"frozen": check_together,
+                                       "retrace": lambda vs: [{"requested": v, "status": "ok"} for v in vs]},
+                   lambda a, b: "same")
+    assert found["frozen"]["said"] == "the frozen module fails on jax 0.8.0 (error) and runs on jax 0.4.30"
+    assert plan(found, None)[0] == [("frozen", "outputs"), ("retrace", "time")]

@@ -20,9 +20,10 @@ VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "
 ROUNDS, STEPS = 5, 10
 
 
-def _replayer(slow_from: str, bits_from: str):
-    """Versions timed together: 15% slower from `slow_from` on, other last bits of their outputs from `bits_from`
-    on (each run carries its outputs' bits as a number the comparison below reads)."""
+def _replayer(slow_from: str, bits_from: str, factor: float = 1.15, only_beside: str | None = None):
+    """Versions timed together: `factor` times the time (15% slower) from `slow_from` on, other last bits of their
+    outputs from `bits_from` on (each run carries its outputs' bits as a number the comparison below reads). With
+    `only_beside`, the time moves only in a probe that holds that release (a change no second measurement repeats)."""
     calls = []
 
     def replay_together(versions):
@@ -30,8 +31,9 @@ def _replayer(slow_from: str, bits_from: str):
         rng = np.random.default_rng(len(calls))
         drift = np.exp(0.3 * np.cumsum(rng.standard_normal(ROUNDS * STEPS)) / 10)
         runs = []
+        moves = only_beside is None or only_beside in versions
         for v in versions:
-            median = 11.5 if VERSIONS.index(v) >= VERSIONS.index(slow_from) else 10.0
+            median = 10.0 * factor if moves and VERSIONS.index(v) >= VERSIONS.index(slow_from) else 10.0
             noise = np.exp(0.02 * rng.standard_normal(ROUNDS * STEPS))
             samples = (median * 1e6 * drift * noise).astype(int).tolist()
             timing = {"samples_ns": samples, "steps": [1] * len(samples), "rounds": [STEPS] * ROUNDS,
@@ -172,10 +174,12 @@ def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     # threefry became partitionable in 0.5.0: the program lowers to other ops, the frozen module computes the same
     api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store_dir), **quick.PACK)
     result, comparison = api.bisect("rng", "0.4.38", "0.5.1", store=str(store_dir), warmup=1, repeat=2, rounds=1)
-    # no flag: the endpoints ran both ways, the frozen module computed the same bits, the retraced ones differed
+    # no flag: the endpoints ran both ways, the frozen module computed the same bits, the retraced ones differed;
+    # the outputs are bisected retraced, the frozen module's time is examined too (with rounds=1 it tells nothing
+    # apart: said as no regression, never the headline)
     assert result.mode == "retrace" and result.mode_why == (
-        "retraced: the frozen module computes the same bits on both, and the program as each release lowers it gives "
-        "outputs that differ beyond the tolerance")
+        "bisected by outputs (retraced), then time (frozen) (the most severe first): the retraced program's outputs "
+        "differ beyond the tolerance; the frozen module's outputs are the same bit for bit")
     # the mode choice's retraced endpoints were the bisection's first probe, not run again
     assert [p["what"] for p in result.spent["probes"]][:3] == ["untimed", "untimed retrace", "untimed retrace"]
     assert result.spent["probes"][2]["versions"] != ["0.4.38", "0.5.1"]
@@ -183,6 +187,10 @@ def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     # other, and each release is judged by whether its numbers are the good release's
     assert (result.criterion, result.first_bad, result.last_good) == ("outputs vs good", "0.5.0", "0.4.38")
     assert comparison["baseline"] == "0.4.38 retraced"
+    # the frozen module's time (the same module on both: about 1.0x) is examined and, one round telling nothing
+    # apart, said as no regression; a time change beside the headline only with its confirmation
+    assert all(a["confirmation"]["confirmed"] for a in result.also if a["criterion"] == "time")
+    assert [s["mode"] for s in result.set_aside + result.also if s["criterion"] == "time"] == ["frozen"]
     layer = result.layer
     assert layer["layer"] == "lowering", layer
     assert layer["frozen"] == {"changed": False, "evidence": "outputs are jax 0.4.38's bit for bit"}
@@ -219,8 +227,12 @@ def test_bisect_by_bits_names_the_compiler_release_whose_last_bits_changed(store
     # judged by bits: every probe ran each version once, untimed (the endpoints side by side), and said where its
     # time went; the JSON carries no raw samples
     spent = data["spent"]
+    # (both ways at the endpoints, both show the bits: the retraced program, as the user runs it, is bisected; the
+    # layer check replays the frozen pair at the boundary)
     assert [(p["what"], p["versions"], p["at_once"]) for p in spent["probes"]] == [
-        ("untimed", ["0.4.38", "0.5.1"], 2), ("untimed", ["0.5.0"], 1), ("untimed retrace", ["0.5.0", "0.5.1"], 2)]
+        ("untimed", ["0.4.38", "0.5.1"], 2), ("untimed retrace", ["0.4.38", "0.5.1"], 2),
+        ("untimed retrace", ["0.5.0"], 1), ("untimed", ["0.5.0", "0.5.1"], 2)]
+    assert data["mode"] == "retrace" and data["mode_why"].startswith("bisected by bits (retraced) (--by bits): ")
     assert all(p["what"].startswith("untimed") and p["spent"]["start"] > 0 for p in spent["probes"])
     assert spent["wall_s"] >= spent["probe_wall_s"] > 0
     assert all("samples_ns" not in row and row["n"] >= 1 for row in data["comparison"]["rows"])
@@ -230,15 +242,13 @@ def test_bisect_by_bits_names_the_compiler_release_whose_last_bits_changed(store
     assert (layer["layer"], layer["lowering"]["changed"], layer["frozen"]["changed"]) == ("compiler", False, True)
     assert layer["next"] == [{"what": "minimize", "command": f"reprobundle minimize colsum --jax 0.5.0 --jax 0.5.1 "
                                                             f"--outputs --bits --store {store_dir}"}]
-    # chosen by itself on the same bundle, the bisection does not judge by bits, and says that they differ
-    try:
-        chosen, _ = api.bisect("colsum", "0.4.38", "0.5.1", store=str(store_dir), warmup=1, repeat=2, rounds=1,
-                               layer=False)
-        said = chosen.why  # the one-round time verdict happened to settle: judged by time
-        assert chosen.criterion == "time"
-    except UsageError as e:
-        said = f"{e} {e.hint}"
-    assert "the outputs of jax 0.4.38 and 0.5.1 differ in bits, within the tolerance" in said and "--by bits" in said
+    # chosen by itself on the same bundle: time examined first (one round tells nothing apart: set aside, or a
+    # change its confirmation reproduced), then the bits, found at the same release
+    chosen, _ = api.bisect("colsum", "0.4.38", "0.5.1", store=str(store_dir), warmup=1, repeat=2, rounds=1,
+                           layer=False)
+    found = [(chosen.criterion, chosen.first_bad)] + [(a["criterion"], a["first_bad"]) for a in chosen.also]
+    assert ("bits", "0.5.1") in found and chosen.criterion in ("bits", "time"), found
+    assert chosen.criterion == "bits" or chosen.confirmation["confirmed"]
 
 
 @pytest.mark.parametrize("frozen,retraced,mode,said", [
@@ -292,6 +302,9 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     assert [s["name"] for s in data["steps"]] == ["bisect", "explain", "commits", "minimize", "issue"]
     assert steps["commits"]["status"] == "skipped" and "--jax-repo" in steps["commits"]["answer"]  # no clone here
     assert steps["bisect"]["status"] == "answered" and steps["bisect"]["stored"]  # the answer record's id
+    # what it looked at and why, in one line: both ways at the endpoints, every kind present, the most severe first
+    assert data["chosen"].startswith("bisected by outputs (retraced), then time (frozen) (the most severe first): ")
+    assert steps["bisect"]["answer"].endswith("; chosen: " + data["chosen"])
     assert steps["explain"]["status"] == "answered" and steps["explain"]["stored"]
     assert steps["explain"]["answer"].startswith("the default of jax_threefry_partitionable changed from False (jax "
                                                  "0.4.38) to True (jax 0.5.0)")
@@ -303,6 +316,158 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     assert "### Which release, which layer" in body and "bisect: " in err  # progress on stderr
     assert "### Why, and a workaround" in body and 'jax.config.update("jax_threefry_partitionable", False)' in body
     markdown, html_page = report.read_text(), page.read_text()  # one report: each step, its time, its rerun command
-    assert "First bad release: **0.5.0**; layer: **lowering**" in markdown
+    assert "First bad release: **0.5.0**; layer: **lowering**" in markdown and "Chosen: bisected by outputs" in markdown
     assert steps["explain"]["command"] in markdown and "| explain | answered |" in markdown
     assert "jax_threefry_partitionable" in html_page and "<h2>minimize</h2>" in html_page
+
+
+# -- #48: a regression is the bad side worse; every change the endpoints show, the most severe first -------------
+
+def test_a_faster_bad_end_is_no_regression_and_the_bits_are_what_is_bisected():
+    """0.5.1 on is 0.7x the time (faster), the last bits change at 0.7.0: no release is called bad by time; the
+    speedup is said as such and the bits are bisected."""
+    replay_together, _ = _replayer(slow_from="0.5.1", bits_from="0.7.0", factor=0.7)
+    found = bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart)
+    assert (found.criterion, found.first_bad, found.last_good) == ("bits", "0.7.0", "0.6.0")
+    (aside,) = found.set_aside
+    assert aside["criterion"] == "time" and aside["why"].startswith("jax 0.8.0 is 0.70x [")
+    assert aside["why"].endswith("of jax 0.4.30's time: faster; nothing regressed by time"), aside
+    assert found.why.endswith("differ in bits, within the tolerance: judged by bits")
+    # asked for time, or nothing else differs: no first bad release, the speedup is the answer
+    with pytest.raises(UsageError, match="faster; nothing regressed by time"):
+        bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="time")
+    same_bits, _ = _replayer(slow_from="0.5.1", bits_from="0.8.0", factor=0.7)
+    with pytest.raises(UsageError, match="faster; nothing regressed by time"):
+        bisect(VERSIONS, "0.4.30", "0.7.2", same_bits, outputs_differ=_apart)
+
+
+def test_a_time_change_the_confirmation_does_not_reproduce_is_no_first_bad_release():
+    """The bisection's probes (each beside the good end) see 0.5.1 on as slower, but timed again beside the last
+    good release it is 1.0x: unconfirmed, set aside; the bits change that did reproduce is the answer."""
+    from reprobundle.investigate.bisection import bisect_every_change, standing
+    from reprobundle.investigate.mode_choice import bisect_each
+
+    replay_together, calls = _replayer(slow_from="0.5.1", bits_from="0.7.0", only_beside="0.4.30")
+    timed = bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="time")
+    assert (timed.first_bad, timed.last_good) == ("0.5.1", "0.5.0") and calls[-1] == ["0.5.0", "0.5.1"]
+    assert not standing(timed) and timed.confirmation["why"].startswith("unconfirmed: jax 0.5.1 looked slower")
+    assert "not a first bad release" in timed.confirmation["why"] and timed.confirmation["verdict"] != "slower"
+    found = bisect_every_change(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart)
+    assert (found.criterion, found.first_bad) == ("bits", "0.7.0")
+    assert [(s["criterion"], s["first_bad"]) for s in found.set_aside] == [("time", "0.5.1")]
+    # alone, it is no answer at all: nothing is named a first bad release
+    with pytest.raises(UsageError, match="no change stood between the endpoints: time .frozen.: unconfirmed"):
+        bisect_each([("frozen", "time")], lambda m, k: bisect(VERSIONS, "0.4.30", "0.8.0", replay_together,
+                                                               outputs_differ=_apart, by=k), None, None)
+
+
+def _outputs_from(first_bad: str):
+    """A retraced program whose outputs move beyond the tolerance from `first_bad` on (untimed checks)."""
+    def check(versions):
+        return [{"requested": v, "status": "ok", "reason": "", "contender": {"mode": "retrace"},
+                 "bits": int(VERSIONS.index(v) >= VERSIONS.index(first_bad))} for v in versions]
+    return check
+
+
+def _beyond(a: dict, b: dict) -> str:
+    return SAME if a["bits"] == b["bits"] else "beyond"
+
+
+def test_every_change_the_endpoints_show_is_bisected_the_most_severe_first():
+    """The retraced outputs change at 0.6.0 (beyond the tolerance), the frozen module's time at 0.4.34: the survey
+    of the endpoints finds both, the outputs are the headline and the slowdown is said beside it with its own
+    first bad release; the plan says what it chose and why in one line."""
+    from reprobundle.investigate.mode_choice import bisect_each, plan, survey
+
+    frozen_timed, _ = _replayer(slow_from="0.4.34", bits_from="0.8.0", factor=1.5)
+    def frozen_checks(versions):  # the frozen module: the same bits on every release
+        return [{**run, "bits": 0} for run in frozen_timed(versions)]
+    retraced = _outputs_from("0.6.0")
+    found = survey("0.4.30", "0.8.0", {"frozen": frozen_checks, "retrace": retraced}, _beyond)
+    assert {m: f["apart"] for m, f in found.items()} == {"frozen": SAME, "retrace": "beyond"}
+    steps, why = plan(found, None)
+    assert steps == [("retrace", "outputs"), ("frozen", "time")]
+    assert why.startswith("bisected by outputs (retraced), then time (frozen) (the most severe first): the retraced "
+                          "program's outputs differ beyond the tolerance; the frozen module's outputs are the same")
+
+    def run_one(mode, kind):
+        if mode == "retrace":
+            return bisect(VERSIONS, "0.4.30", "0.8.0", retraced, outputs_differ=_beyond, by=kind)
+        return bisect(VERSIONS, "0.4.30", "0.8.0", frozen_timed, outputs_differ=_apart, by=kind)
+
+    head = bisect_each(steps, run_one, None, why)
+    assert (head.criterion, head.first_bad, head.last_good, head.mode) == ("outputs vs good", "0.6.0", "0.5.1",
+                                                                          "retrace")
+    assert head.by is None and not head.why.startswith("--by") and head.mode_why == why
+    (slower,) = head.also
+    assert (slower["criterion"], slower["mode"], slower["first_bad"], slower["last_good"]) == (
+        "time", "frozen", "0.4.34", "0.4.33")
+    assert head.set_aside == [] and head.also_runs  # the slowdown's runs go with the answer
+    # --by narrows it to one kind; a frozen module that shows only bits has them bisected after time
+    assert plan(found, "time")[0] == [("frozen", "time")]
+    bits = {"frozen": {"apart": BITS_ONLY, "said": "b"}, "retrace": {"apart": "beyond", "said": "o"}}
+    assert plan(bits, None)[0] == [("retrace", "outputs"), ("frozen", "time"), ("frozen", "bits")]
+    assert plan(bits, "bits")[0] == [("retrace", "bits")]  # --by bits: any difference, the retraced first
+    unrunnable = {"frozen": {"apart": None, "said": "f"}, "retrace": {"apart": SAME, "said": "r"}}
+    assert plan(unrunnable, None)[0] == [("retrace", "time")]  # timed where it runs
+
+
+@pytest.mark.crossversion
+def test_a_program_faster_on_the_later_release_is_never_a_regression(store_dir):
+    """Retraced, 0.5.0 runs 40 laps of its loop and 0.5.1 one (tests/programs/retrace/faster_later.py: about a tenth
+    of the time on any machine), and the column sum's last bits change with 0.5.1's compiler: the speedup is said as
+    one and nothing is called bad by time; the bits are the answer."""
+    from cli_runner import cli
+
+    api.pack_script(str(PROGRAMS / "faster_later.py"), name="fl", store=str(store_dir), **quick.PACK)
+    code, out, err = cli("bisect", "fl", "--good", "0.5.0", "--bad", "0.5.1", "--retrace", "--warmup", "1",
+                         "--rounds", "3", "--no-layer", "--json", store=store_dir)
+    assert code == 0, err
+    data = json.loads(out)
+    assert (data["criterion"], data["first_bad"], data["mode"]) == ("bits", "0.5.1", "retrace"), data["why"]
+    (faster,) = data["set_aside"]
+    assert (faster["criterion"], faster["mode"]) == ("time", "retrace")
+    assert faster["why"].startswith("jax 0.5.1 is 0.") and "faster" in faster["why"], faster
+    assert "nothing regressed by time" in faster["why"] and data["also"] == []
+    assert data["mode_why"].startswith("bisected by time (retraced), then bits (retraced) (the most severe first)")
+    # asked for time: no first bad release, the speedup is the answer
+    code, out, err = cli("bisect", "fl", "--good", "0.5.0", "--bad", "0.5.1", "--retrace", "--by", "time",
+                         "--warmup", "1", "--rounds", "3", "--no-layer", store=store_dir)
+    assert code != 0 and "faster" in err and "nothing regressed by time" in err, err
+    assert "first bad release" not in out
+
+
+@pytest.mark.crossversion
+def test_outputs_retraced_at_one_release_and_bits_frozen_at_another_are_both_bisected_outputs_first(store_dir):
+    """tests/programs/retrace/rng_colsum.py: its retraced numbers change beyond the tolerance at 0.5.0 (JAX's
+    lowering), its frozen module's last bits at 0.5.1 (the compiler). With no flag, both are bisected, each to its
+    own release, the outputs change the headline; the frozen time was examined too (what it showed depends on the
+    machine: beside, or set aside, never the headline)."""
+    api.pack_script(str(PROGRAMS / "rng_colsum.py"), name="rc", store=str(store_dir), **quick.PACK)
+    result, _ = api.bisect("rc", "0.4.38", "0.5.1", store=str(store_dir), warmup=1, rounds=3)
+    assert (result.criterion, result.first_bad, result.last_good, result.mode) == ("outputs vs good", "0.5.0",
+                                                                                   "0.4.38", "retrace")
+    assert result.mode_why.startswith("bisected by outputs (retraced), then time (frozen), then bits (frozen)")
+    bits = [a for a in result.also if a["criterion"] == "bits"]
+    assert [(a["mode"], a["first_bad"], a["last_good"]) for a in bits] == [("frozen", "0.5.1", "0.5.0")]
+    timed = [a for a in result.also if a["criterion"] == "time"] + [
+        s for s in result.set_aside if s["criterion"] == "time"]
+    assert len(timed) == 1 and timed[0]["mode"] == "frozen"
+    assert result.layer["layer"] == "lowering"  # the headline's boundary
+    registry = api.open_registry(str(store_dir))
+    (answer,) = registry.answers(registry.resolve("rc").ref.bundle_id)
+    assert [a["first_bad"] for a in answer["answer"]["also"] if a["criterion"] == "bits"] == ["0.5.1"]
+
+
+def test_the_answer_says_each_other_change_and_what_is_no_regression_on_a_line_of_its_own():
+    from reprobundle.render.text import bisect_text
+
+    result = BisectResult("0.4.30", "0.8.0", "outputs vs good", first_bad="0.6.0", last_good="0.5.1",
+                          classes={"0.4.30": "good", "0.8.0": "bad"},
+                          also=[{"criterion": "time", "mode": "frozen", "first_bad": "0.4.34", "last_good": "0.4.33",
+                                 "why": "w", "evidence": "1.50x [1.45-1.55] vs jax 0.4.30 timed beside it: slower"}],
+                          set_aside=[{"criterion": "bits", "mode": "retrace", "why": "line\nbreak"}])
+    lines = bisect_text(result, "m", None, False).splitlines()
+    assert "  also: time (frozen) changed at jax 0.4.34 (last good 0.4.33): 1.50x [1.45-1.55] vs jax 0.4.30 timed " \
+           "beside it: slower" in lines
+    assert "  no regression: bits (retraced): line\\nbreak" in lines  # a record's text stays on its line

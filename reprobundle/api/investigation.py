@@ -2,8 +2,12 @@
 one step after another, each answer kept as it comes (the bisection's answer record, the minimized piece, the
 issue file), so an interrupted investigation keeps the steps already answered.
 
-1. bisect, frozen or retraced chosen by itself, with the layer at the boundary (its answer stored beside its runs);
-   endpoints that do not differ end it there, with bisect's one line saying what was compared;
+1. bisect: the endpoints run frozen and retraced, untimed, and every kind of change they show bisected, the most
+   severe first (outputs beyond the tolerance, a settled slowdown, bits within it: investigate/mode_choice.py),
+   unless `mode` (--retrace/--frozen) or `by` (--by outputs|bits|time) directs it; a speedup, or a time change its
+   confirmation did not reproduce, is no regression and is said so; the headline (the most severe change that
+   stands) with the layer at its boundary, its answer stored beside its runs; endpoints that show no change end it
+   there, with bisect's one line saying what was compared;
 2. explain at the boundary, in the bisection's mode and by its criterion: the changed default, pass or flag that
    restores the last good release, and the line to paste (its answer stored beside its runs);
 2b. the first bad JAX commit, for a change in JAX's lowering, when a JAX repository is here (api/commits.py);
@@ -23,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
+from ..investigate.answers import reported_run
 from .commits import commit_step
 from .investigations import EXPLAIN_OPTIONS, bisect, explain, minimize
 from .shared import resolve
@@ -48,17 +53,20 @@ class Investigation:
     steps: list[Step] = field(default_factory=list)
     first_bad: str | None = None
     layer: str | None = None
+    chosen: str | None = None  # what the bisection looked at and why, one line (as asked, or mode_choice.plan's)
 
     def data(self) -> dict:
         return {"ref": self.ref, "good": self.good, "bad": self.bad, "first_bad": self.first_bad,
-                "layer": self.layer, "steps": [vars(s) for s in self.steps]}
+                "layer": self.layer, "chosen": self.chosen, "steps": [vars(s) for s in self.steps]}
 
 
 def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_time_s: float | None = None,
                 issue_path: str | Path | None = None, python: str | None = None, env_dir: str | None = None,
-                progress: Callable[[str], None] | None = None) -> Investigation:
+                progress: Callable[[str], None] | None = None, mode: str = "auto",
+                by: str | None = None) -> Investigation:
     """The chain above on `ref` between releases `good` and `bad`; the issue body written to `issue_path` (default
-    NAME-issue.md in the current folder)."""
+    NAME-issue.md in the current folder). `mode` ("auto", "frozen", "retrace") and `by` (None, "outputs", "bits",
+    "time") direct the bisection as bisect's do."""
     if max_time_s is not None and max_time_s <= 0:
         raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
     started = time.monotonic()
@@ -66,21 +74,14 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
     store_args = ["--store", store] if store else []
     out = Investigation(ref, good, bad)
     say = progress or (lambda _line: None)
-    result = _bisect_step(out, ref, (good, bad), store, store_args, python, env_dir, progress)
+    result = _bisect_step(out, ref, (good, bad), (mode, by), store, store_args, python, env_dir, progress)
     _explain_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
     # the first bad commit, for a change in JAX's lowering (api/commits.py decides whether and says why not)
     out.steps.append(Step(**commit_step(result, ref, store=store, python=python, env_dir=env_dir, progress=progress)))
     _minimize_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
     say("investigate: writing the issue body")
-    _issue_step(out, ref, store, store_args, issue_path, _reported_run(result))
+    _issue_step(out, ref, store, store_args, issue_path, reported_run(result))
     return out
-
-
-def _reported_run(result) -> str | None:
-    """The run the issue reports the replay of: the first bad release's probe (beside the good one, timed together
-    when time judged), not the latest stored replay (explain's experiments are stored replays too)."""
-    run = result.runs.get(result.first_bad) or {}
-    return str(run["run_id"]) if run.get("run_id") else None
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -89,18 +90,42 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return value, round(time.monotonic() - t0, 1)
 
 
-def _bisect_step(out: Investigation, ref: str, ends: tuple[str, str], store, store_args, python, env_dir, progress):
+def _bisect_step(out: Investigation, ref: str, ends: tuple[str, str], asked: tuple[str, str | None], store,
+                 store_args, python, env_dir, progress):
     good, bad = ends
+    mode, by = asked
     result, spent = _timed(lambda: bisect(ref, good, bad, store=store, python=python, env_dir=env_dir,
-                                          progress=progress)[0])
+                                          progress=progress, mode=mode, by=by)[0])
     layer = result.layer or {}
     out.first_bad, out.layer = result.first_bad, layer.get("layer")
-    how = "retraced" if result.mode == "retrace" else "frozen"
-    out.steps.append(Step("bisect", "answered", f"first bad release {result.first_bad} (last good {result.last_good}; "
-                                                f"by {result.criterion}, {how}); layer: {layer.get('text') or '?'}",
-                          spent, _command("bisect", ref, "--good", good, "--bad", bad, *store_args),
+    out.chosen = result.mode_why or f"as asked: {_flags(mode, by)}"
+    flags = _flags(mode, by).split()
+    out.steps.append(Step("bisect", "answered", _bisect_answer(result, out.chosen), spent,
+                          _command("bisect", ref, "--good", good, "--bad", bad, *flags, *store_args),
                           result.answer_id))
     return result
+
+
+def _flags(mode: str, by: str | None) -> str:
+    """The bisection's flags as the user gave them: --retrace or --frozen, --by."""
+    return " ".join([*({"retrace": ["--retrace"], "frozen": ["--frozen"]}.get(mode, [])),
+                     *(["--by", by] if by else [])])
+
+
+def _how(mode: str | None) -> str:
+    return "retraced" if mode == "retrace" else "frozen"
+
+
+def _bisect_answer(result, chosen: str) -> str:
+    """The bisection's answer in one line: the headline (the most severe change that stands) and its layer, every
+    other change with its own first bad release, what is no regression, and what it looked at and why."""
+    layer = (result.layer or {}).get("text") or "?"
+    said = [f"first bad release {result.first_bad} (last good {result.last_good}; by {result.criterion}, "
+            f"{_how(result.mode)}); layer: {layer}"]
+    said += [f"also: {o['criterion']} ({_how(o.get('mode'))}) changed at {o['first_bad']} (last good "
+             f"{o['last_good']})" for o in result.also]
+    said += [f"no regression: {s['criterion']} ({_how(s.get('mode'))}): {s['why']}" for s in result.set_aside]
+    return "; ".join(said) + f"; chosen: {chosen}"
 
 
 def _explain_step(out: Investigation, result, ref: str, store, store_args, left: float | None, python, env_dir,
@@ -152,7 +177,7 @@ def _minimize_step(out: Investigation, result, ref: str, store, store_args, left
         return
     words = shlex.split(nxt)
     versions = [words[i + 1] for i, w in enumerate(words) if w == "--jax"]
-    prop = "slower" if "--slower" in words else "outputs"
+    prop = _property_of(words)
     try:
         found, spent = _timed(lambda: minimize(ref, versions, store=store, python=python, env_dir=env_dir,
                                                prop=prop, bits="--bits" in words, max_time_s=left,
@@ -163,6 +188,11 @@ def _minimize_step(out: Investigation, result, ref: str, store, store_args, left
     out.steps.append(Step("minimize", "answered", f"{found.ops_before} -> {found.ops_after} ops still show "
                                                   f"{found.property} between {versions[0]} and {versions[1]} "
                                                   f"({found.stopped})", spent, nxt, found.packed))
+
+
+def _property_of(words: list[str]) -> str:
+    """The property of the boundary's minimize command: slower, error, else outputs."""
+    return next((name for name in ("slower", "error") if f"--{name}" in words), "outputs")
 
 
 def _issue_step(out: Investigation, ref: str, store, store_args, issue_path, run_id: str | None) -> None:

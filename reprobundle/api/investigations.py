@@ -69,10 +69,12 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
     rounds, timeout_s, platform); no XLA dump is kept. `mode` "retrace": each release runs the bundle's program
     traced by it (a lowering change then has a first bad release; outputs that differ from the good release's are
-    a regression too); "frozen": the stored module; "auto" (releases only; nightlies: frozen): the endpoints run
-    both ways, untimed, and the bisection retraces when only the retraced outputs differ
-    (investigate/mode_choice.py; the result's `mode` and `mode_why`). `by` ("outputs", "bits", "time"): the
-    criterion, else chosen (the result's `why`). `layer`: which layer changed at the boundary, and the next command
+    a regression too); "frozen": the stored module; "auto" (releases only; nightlies: frozen): both. `by`
+    ("outputs", "bits", "time"): that criterion alone. Not told both, the endpoints run untimed in each mode and
+    every kind of change present is bisected, the most severe first (investigate/mode_choice.py's survey, plan and
+    bisect_each): the result is the headline, the others its `also`, a speedup or a time change its confirmation
+    did not reproduce its `set_aside` (never a first bad release); `mode_why` says what was chosen and why.
+    `layer`: which layer changed at the boundary, and the next command
     (investigate/boundary.py).
 
     With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
@@ -95,7 +97,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     from ..run.spent import Ledger
 
     options = replay_options(options, settings, BISECT_OPTIONS)
-    _check_bisect_request(good, bad, mode, jobs, nightly, EnvConfig.of(env_dir, python))
+    _check_bisect_request(good, bad, mode, jobs, nightly, EnvConfig.of(env_dir, python), by)
     registry, bundle = resolve(ref, store)
     manager = environment_manager(EnvConfig.of(env_dir, python, index_url))
     executor = _probe_executor(registry, ref, executor, ray_address)
@@ -103,19 +105,14 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     probes = _Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
     jobs = 1 if timed_probes else jobs or default_jobs()
     with Prefetch(manager, jobs) as prefetch:
-        search = _Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by)
-        chosen_why = search.choose_mode(good, bad) if mode == "auto" and not nightly else None
-        try:
-            if nightly:
-                result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, search, options,
-                                                       progress)
-            else:
-                result = search.run(manager.available_versions(), good, bad, progress,
-                                    left_out=manager.left_out_versions())
-                comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
-        except UsageError as e:  # an answer that tells nothing apart says what was tried
-            raise _with_tried(e, chosen_why) from None
-        result.mode, result.mode_why = search.mode, chosen_why
+        if nightly:
+            search = _Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by)
+            result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
+            result.mode = search.mode
+            _stands(result)
+        else:
+            result, search = _every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
+            comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
         if layer:
             by_time = result.criterion == "time" or timed_probes
             result.layer = search.layer(result, lambda m, timed=True: probes.probe(m, by_time and timed), ref,
@@ -125,6 +122,16 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     result.spent = ledger.as_dict()
     result.answer_id = _stored_answer(registry, bundle, result, ref, None if mode == "auto" else mode)
     return result, comparison
+
+
+def _stands(result) -> None:
+    """A UsageError where the bisection's first bad build is none: a time change its confirmation did not
+    reproduce (investigate/bisection.confirm)."""
+    from ..investigate.bisection import standing
+
+    if not standing(result):
+        raise UsageError(f"no change stood between {result.good} and {result.bad}: time: "
+                         f"{(result.confirmation or {}).get('why')}", hint="bisect again with more --rounds")
 
 
 def _changed_defaults(result, python: str | None, env_dir: str | None, progress) -> list[dict] | None:
@@ -165,17 +172,21 @@ def _with_tried(e: UsageError, chosen_why: str | None) -> UsageError:
     return e if chosen_why is None else UsageError(f"{e.message}; {chosen_why}", hint=e.hint)
 
 
-def _check_bisect_request(good: str, bad: str, mode: str, jobs: int | None, nightly: bool, config: EnvConfig) -> None:
-    """What a bisection refuses before anything runs: a mode, --jobs, an endpoint that is no release, reversed
-    endpoints."""
+def _check_bisect_request(good: str, bad: str, mode: str, jobs: int | None, nightly: bool, config: EnvConfig,
+                          by: str | None = None) -> None:
+    """What a bisection refuses before anything runs: a mode, a criterion, --jobs, an endpoint that is no release,
+    reversed endpoints."""
     from ..envs.versions import check_jax_requests, version_key
+    from ..investigate.bisection import BY
 
     if mode not in ("auto", "frozen", "retrace"):
         raise UsageError(f"bisect runs one mode at a time, not {mode!r}",
                          hint="--retrace, --frozen, or neither (chosen from the endpoints)")
+    if by is not None and by not in BY:
+        raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
     if jobs is not None and jobs < 1:
         raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
-    check_jax_requests([good, bad], releases_of(config))
+    check_jax_requests([good, bad], releases_of(config), options=["--good", "--bad"])
     if not nightly and version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
 
@@ -229,19 +240,6 @@ class _Search:
         self.probes, self.mode, self.jobs, self.ahead, self.by = probes, mode, jobs, ahead, by
         self.compare = output_difference(*probes.args)
 
-    def choose_mode(self, good: str, bad: str) -> str:
-        """The mode chosen from the endpoints run both ways (investigate/mode_choice.py), set on the search; why."""
-        from ..investigate.mode_choice import choose_mode
-        from ..run.retrace import retrace_refusal
-
-        refusal = retrace_refusal(self.probes.args[1].manifest)
-        retraced = None if refusal else self.probes.probe("retrace", timed=False)
-        self.mode, why = choose_mode(good, bad, self.probes.probe("frozen", timed=False), retraced, self.compare,
-                                     refusal)
-        if self.probes.progress:
-            self.probes.progress(f"bisect: {why}")
-        return why
-
     def run(self, versions, good: str, bad: str, progress, known=None, left_out=None):
         from ..investigate.bisection import bisect_every_change as _bisect
 
@@ -255,6 +253,40 @@ class _Search:
 
         return layer_at_boundary(self.probes.args[0], self.probes.args[1], result, self.mode, probe_for,
                                  self.compare, self.probes.progress, next_args=(ref, store_args, replay_args))
+
+
+def _every_kind(probes: _Probes, mode: str, by: str | None, jobs: int, ahead, ends: tuple[str, str], manager,
+                progress: Callable[[str], None] | None):
+    """(the headline's BisectResult, its search): told both the mode and the criterion, that one bisection; else
+    the endpoints run untimed in each mode (both where the bundle can be retraced: investigate/mode_choice.py's
+    survey) and every kind of change present bisected, the most severe first (mode_choice.plan). The first that
+    stands is the headline; the others are its `also`, and what was examined and is no regression (a speedup, no
+    settled change, a time change the confirmation did not reproduce) its `set_aside`."""
+    from ..investigate.mode_choice import bisect_each, plan, survey
+    from ..investigate.probes import output_difference
+    from ..run.retrace import retrace_refusal
+
+    good, bad = ends
+    versions, left_out = manager.available_versions(), manager.left_out_versions()
+    steps, why = [(mode, str(by))], None
+    if mode == "auto" or by is None:
+        refusal = retrace_refusal(probes.args[1].manifest) if mode == "auto" else None
+        modes = [mode] if mode != "auto" else ["frozen"] + ([] if refusal else ["retrace"])
+        compare = output_difference(*probes.args)
+        steps, why = plan(survey(good, bad, {m: probes.probe(m, timed=False) for m in modes}, compare), by, refusal)
+        if progress:
+            progress(f"bisect: {why}")
+    searches = {}
+
+    def run_one(step_mode: str, kind: str):
+        searches[step_mode] = _Search(probes, step_mode, jobs, ahead, kind)
+        return searches[step_mode].run(versions, good, bad, progress, left_out=left_out)
+
+    try:
+        head = bisect_each(steps, run_one, by, why, progress)
+    except UsageError as e:  # an answer that tells nothing apart says what was tried
+        raise _with_tried(e, why) from None
+    return head, searches[head.mode]
 
 
 def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, search: _Search,

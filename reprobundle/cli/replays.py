@@ -350,7 +350,8 @@ def bisect_cmd(
             "by": result.by, "why": result.why, "outputs_apart": result.outputs_apart, "layer": result.layer,
             "spent": result.spent, "left_out": result.left_out, "mode": result.mode, "mode_why": result.mode_why,
             "answer_id": result.answer_id, "also": result.also, "changed_defaults": result.changed_defaults,
-            "beyond_ends": result.beyond_ends}
+            "beyond_ends": result.beyond_ends, "set_aside": result.set_aside,
+            "confirmation": result.confirmation}
     timed = comparison_text(comparison) if comparison is not None and result.criterion == "time" else None
     human = report.bisect_text(result, ref, timed, comparison is not None)
     emit(as_json, data, human + spent_table(result.spent))
@@ -416,17 +417,26 @@ def investigate(
                                                                       "its time, the command that reruns it."),
     html_path: Optional[Path] = typer.Option(None, "--html", help="The same report as an HTML page."),
     python: Optional[str] = typer.Option(None, "--python"),
+    retrace: Optional[bool] = typer.Option(None, "--retrace/--frozen", help="Bisect the program as each release "
+                                           "traces it, or the stored (frozen) module. Default: the endpoints run both "
+                                           "ways, and every change they show is bisected, the most severe first."),
+    by: Optional[str] = typer.Option(None, "--by", help="Bisect only this kind of change: outputs (beyond the "
+                                                       "tolerance), bits (any difference), time (a settled "
+                                                       "slowdown). Default: each kind present, the most severe "
+                                                       "first."),
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """From "it broke between --good and --bad" to the issue body: bisect (frozen or retraced, chosen), the layer,
-    explain and minimize where the compiler changed, the issue; each answer kept as it comes."""
+    """From "it broke between --good and --bad" to the issue body: bisect every change the endpoints show (the most
+    severe first), the layer, explain and minimize where the compiler changed, the issue; each answer kept as it
+    comes."""
     from .. import api
     from ..render import investigation as investigation_render
     from ..render import text as report
 
     found = api.investigate(ref, good, bad, store=store, max_time_s=max_time, issue_path=issue_file, python=python,
-                            progress=progress_sink())
+                            progress=progress_sink(), mode="auto" if retrace is None else
+                            "retrace" if retrace else "frozen", by=by)
     write_files(found.data(), ((report_path, investigation_render.to_markdown),
                                (html_path, investigation_render.to_html)))
     emit(as_json, found.data(), report.investigation_text(found.data()))

@@ -90,23 +90,25 @@ _RELEASE_RE = re.compile(r"^(jax\s*==\s*)?[vV]?\d+(\.\d+){0,3}$")
 _REQUEST_RE = re.compile(r"^(installed|latest|nightly(:[0-9-]{0,10})?|\d+(\.\d+){0,3}((a|b|rc)\d+|\.dev\d+)?)$")
 
 
-def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[str]]) -> None:
+def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[str]],
+                       options: Sequence[str] | None = None) -> None:
     """Refuse, before anything runs, a JAX request that can never be met: one that is not `installed`, `latest`, a
     release (`0.8.0`, `v0.8.0`, `jax==0.8.0`), a pre-release or nightly (`0.9.0rc1`, `0.9.0.dev20251003`,
     `nightly:2025-10-03`) or a path to an interpreter or environment that exists; a release the package index does
-    not have (`releases()`: the installable ones; when the index cannot be read, the environment says so later)."""
+    not have (`releases()`: the installable ones; when the index cannot be read, the environment says so later).
+    `options`: the option that gave each request, as the error names it (default --jax; bisect's --good, --bad)."""
     import os
 
     from ..errors import ReproBundleError, UsageError
     from ..text import quoted
 
     plain = []
-    for request in requests:
+    for i, request in enumerate(requests):
         text = str(getattr(request, "jax", request)).strip()  # a version, or a contender (run/contenders.py)
         if _RELEASE_RE.match(text):
             plain.append(re.sub(r"^(jax\s*==\s*)?[vV]?", "", text))
         elif not _REQUEST_RE.match(text) and not (os.sep in text and _names_a_python(text)):
-            raise UsageError(f"--jax {quoted(text, 60)} is not a JAX version"
+            raise UsageError(f"{options[i] if options else '--jax'} {quoted(text, 60)} is not a JAX version"
                              + (": no Python interpreter or environment is there" if os.sep in text else ""),
                              hint="give a release such as 0.8.0, 'installed', 'latest', a nightly such as "
                                   "nightly:2025-10-03, or the path of a Python interpreter or environment")

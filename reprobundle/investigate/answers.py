@@ -35,6 +35,14 @@ def bisect_command(ref: str, result: BisectResult, forced_mode: str | None) -> s
     return " ".join(shlex.quote(a) for a in args)
 
 
+def reported_run(result: BisectResult) -> str | None:
+    """The run a report of the bisection shows (`issue --run`): the first bad release's probe (beside the good one,
+    timed together when time judged), not the latest stored replay (explain's experiments are stored replays too);
+    one answer, one replay reported, one title."""
+    run = result.runs.get(result.first_bad) or {}
+    return str(run["run_id"]) if run.get("run_id") else None
+
+
 def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_id: str) -> dict:
     """The answer record of a finished bisection of `bundle`."""
     from .. import __version__
@@ -44,10 +52,13 @@ def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_
               "by": result.by, "classes": dict(result.classes), "evidence": dict(result.evidence),
               "left_out": dict(result.left_out), "nightly": result.nightly, "layer": result.layer,
               "also": list(result.also), "changed_defaults": result.changed_defaults,
-              "beyond_ends": list(result.beyond_ends)}
+              "beyond_ends": list(result.beyond_ends), "set_aside": list(result.set_aside),
+              "confirmation": result.confirmation,
+              "reported_run": reported_run(result)}
     return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
             "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": BISECTION,
-            "command": command, "runs": sorted({str(r["run_id"]) for r in result.runs.values() if r.get("run_id")}),
+            "command": command, "runs": sorted({str(r["run_id"]) for r in [*result.runs.values(), *result.confirm_runs,
+                                                                   *result.also_runs] if r.get("run_id")}),
             "answer": _plain(answer), "reprobundle": __version__}
 
 

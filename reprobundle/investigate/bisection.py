@@ -1,12 +1,15 @@
 """Bisect: the first released JAX version between a good and a bad one where a bundle regressed.
 
-The regression is what tells the two endpoints apart: wrong outputs (when the bad one mismatches and the good
-one does not), else outputs that differ from the good endpoint's (a retraced program whose numbers change from one
-release on: `bisect rng --good 0.4.30 --bad 0.5.3 --retrace`; both may disagree with the reference, which was traced
-by the packing release), otherwise time. For time, every tested version is replayed together with the good endpoint
-(interleaved, see schedule.py), so each judgement is a paired verdict made under the same machine conditions: a
-version is bad when it is significantly slower (or faster, if that is the regression) than the good one timed
-beside it, and at least half-way to the bad endpoint in log-ratio terms.
+The regression is what tells the two endpoints apart: an error (the bad one fails to load, compile or run where the
+good one runs), wrong outputs (when the bad one mismatches and the good one does not), else outputs that differ
+from the good endpoint's (a retraced program whose numbers change from one release on: `bisect rng --good 0.4.30
+--bad 0.5.3 --retrace`; both may disagree with the reference, which was traced by the packing release), otherwise
+time. For time, every tested version is replayed together with the good endpoint (interleaved, see schedule.py), so
+each judgement is a paired verdict made under the same machine conditions: a version is bad when it is
+significantly slower than the good one timed beside it, and at least half-way to the bad endpoint in log-ratio
+terms. Only slower is worse: a bad end that is faster is no regression by time (said as such), and the first bad
+release a time bisection finds is timed again beside the last good one (`confirm`): one that second measurement
+does not settle as slower is no first bad release (`standing`).
 
 `by` names the criterion instead of choosing it: "outputs" (beyond the replay's tolerance, against the reference or
 the good endpoint's), "bits" (any difference from the good endpoint's outputs: a dtype, a shape, one bit of one
@@ -30,6 +33,7 @@ ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run record
 OutputsDiffer = Callable[[dict, dict], str]
 SAME, BITS_ONLY, BEYOND = "same", "bits", "beyond"
 OUTPUTS, OUTPUTS_VS_GOOD, BITS, TIME = "outputs", "outputs vs good", "bits", "time"  # the criteria
+ERROR = "error"  # a criterion too: the bad end fails (to load, compile or run) where the good end runs
 BY = ("outputs", "bits", "time")  # what `by` may name
 # (version, the classes so far) -> (class, evidence) when it is known without a replay (the same build as a version
 # already classed), else None
@@ -70,6 +74,14 @@ class BisectResult:
     # series that is not monotone): [{"version", "direction": "faster" | "slower", "ratio", "ci95", "why"}]
     ends_verdict: dict | None = None
     beyond_ends: list[dict] = field(default_factory=list)
+    # what was examined and is no regression: [{"criterion", "mode", "why"}] (a bad end that is faster, a time
+    # change that was not settled, or one the confirmation beside the last good release did not reproduce)
+    set_aside: list[dict] = field(default_factory=list)
+    # time: the first bad release timed again beside the last good one, in one paired measurement (confirm):
+    # {"confirmed": bool, "verdict", "ratio", "ci95", "why"}; its runs in confirm_runs (the layer check reuses them)
+    confirmation: dict | None = None
+    confirm_runs: list[dict] = field(default_factory=list)
+    also_runs: list[dict] = field(default_factory=list)  # the runs the `also` bisections rest on
 
 
 def _timing(run: dict) -> dict:
@@ -78,6 +90,12 @@ def _timing(run: dict) -> dict:
 
 def _usable(run: dict) -> bool:
     return run["status"] in ("ok", "mismatch")
+
+
+def program_failed(run: dict) -> bool:
+    """Whether a run failed for the program's sake (an error, a crash, a timeout, a module the release refuses), not
+    for want of an environment: an error regression where the good end runs."""
+    return not _usable(run) and not str(run.get("reason", "")).startswith("no environment for jax")
 
 
 def _verdict_line(verdict: dict, good: str) -> str:
@@ -90,6 +108,9 @@ def _verdict_line(verdict: dict, good: str) -> str:
 def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterion: str,
              outputs_differ: OutputsDiffer | None = None) -> tuple[str, str]:
     """("good" | "bad" | "skip", evidence) for a run against the good endpoint's run timed beside it."""
+    if criterion == ERROR:
+        return ("bad", f"{run['status']}: {run['reason']}") if program_failed(run) else \
+            ("good", "runs") if _usable(run) else ("skip", f"{run['status']}: {run['reason']}")
     if not _usable(run):
         return "skip", f"{run['status']}: {run['reason']}"
     if criterion in (OUTPUTS_VS_GOOD, BITS):
@@ -153,16 +174,55 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     while remaining:
         picks = split_points(remaining, per_step)
         if progress:
-            left = f"{len(remaining)} version{'s' if len(remaining) != 1 else ''} left"
-            progress(f"bisect: {left} between {last_good} and {first_bad}; testing " + ", ".join(picks)
-                     + (" at once" if len(picks) > 1 else ""))
+            progress(_step_line(remaining, last_good, first_bad, picks))
         if ahead and result.criterion != TIME:  # nothing is made in the background while a probe is timed
             ahead([*picks, *next_picks(remaining, picks, per_step)])
         classes = _classes_of(result, picks, replay_together if result.criterion == TIME else checks, target, known,
                               outputs_differ)
         last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
     result.first_bad, result.last_good = first_bad, last_good
+    if result.criterion == TIME:
+        confirm(result, replay_together, progress)
     return result
+
+
+def confirm(result: BisectResult, replay_together: ReplayTogether,
+            progress: Callable[[str], None] | None = None) -> None:
+    """A time bisection's first bad release timed again beside its last good one, in one paired measurement: a
+    first bad release only where this second measurement settles it as slower too (result.confirmation; its runs
+    in result.confirm_runs). What it does not reproduce is no first bad release: `standing` says so."""
+    pair = [result.last_good, result.first_bad]
+    if progress:
+        progress(f"bisect: confirming: jax {pair[1]} timed again beside jax {pair[0]}")
+    runs = replay_together(pair)
+    result.confirm_runs = list(runs)
+    good_run, bad_run = runs
+    if not (_usable(good_run) and _usable(bad_run)):
+        failed = good_run if not _usable(good_run) else bad_run
+        result.confirmation = {"confirmed": False, "verdict": None, "ratio": None, "ci95": None,
+                               "why": f"the confirmation did not run: jax {failed['requested']} {failed['status']}: "
+                                      f"{failed['reason']}"}
+        return
+    verdict = timing_verdict(_timing(good_run), _timing(bad_run))
+    confirmed = verdict["verdict"] == "slower"
+    line, seen = _verdict_line(verdict, pair[0]), result.evidence.get(pair[1], "")[:1000]
+    why = (f"confirmed: jax {pair[1]} timed again beside jax {pair[0]}: {line}" if confirmed else
+           f"unconfirmed: jax {pair[1]} looked slower in the bisection ({seen}), but timed again beside jax "
+           f"{pair[0]} it is {line}: not a first bad release")
+    result.confirmation = {"confirmed": confirmed, "verdict": verdict["verdict"], "ratio": verdict["ratio"],
+                           "ci95": verdict.get("ci95"), "why": why}
+
+
+def standing(result: BisectResult) -> bool:
+    """Whether the bisection's first bad release stands: any by outputs or bits; by time, one the confirmation
+    reproduced (a bisection without one, as before it was made, stands)."""
+    return result.criterion != TIME or (result.confirmation or {}).get("confirmed", True)
+
+
+def _step_line(remaining: Sequence[str], last_good: str, first_bad: str, picks: Sequence[str]) -> str:
+    left = f"{len(remaining)} version{'s' if len(remaining) != 1 else ''} left"
+    return (f"bisect: {left} between {last_good} and {first_bad}; testing " + ", ".join(picks)
+            + (" at once" if len(picks) > 1 else ""))
 
 
 def bisect_every_change(versions: Sequence[str], good: str, bad: str, replay_together: ReplayTogether,
@@ -174,9 +234,26 @@ def bisect_every_change(versions: Sequence[str], good: str, bad: str, replay_tog
     result = bisect(versions, good, bad, replay_together, **kw)
     if kw.get("by") is None and result.criterion == TIME and result.outputs_apart == BITS_ONLY:
         bits = bisect(versions, good, bad, replay_together, **{**kw, "by": BITS, "ahead": None})
-        result.also.append({"criterion": BITS, "first_bad": bits.first_bad, "last_good": bits.last_good,
-                            "why": bits.why, "classes": bits.classes})
+        if not standing(result):  # the time change did not show again: the bits are the answer
+            bits.set_aside.append(unconfirmed(result))
+            bits.why = bits.why.removeprefix("--by bits: ")
+            bits.by = None
+            return bits
+        result.also.append(also_entry(bits))
     return result
+
+
+def also_entry(other: BisectResult) -> dict:
+    """Another change in the window, as the headline's `also` holds it."""
+    return {"criterion": other.criterion, "first_bad": other.first_bad, "last_good": other.last_good,
+            "why": other.why, "classes": other.classes, "mode": other.mode,
+            "evidence": other.evidence.get(other.first_bad), "confirmation": other.confirmation}
+
+
+def unconfirmed(result: BisectResult) -> dict:
+    """A time bisection whose first bad release the confirmation did not reproduce, as `set_aside` holds it."""
+    return {"criterion": TIME, "mode": result.mode, "first_bad": result.first_bad, "last_good": result.last_good,
+            "why": (result.confirmation or {}).get("why", "")}
 
 
 def _left_out_between(left_out: Mapping[str, str] | None, good: str, bad: str) -> dict[str, str]:
@@ -231,7 +308,7 @@ def _endpoints(result: BisectResult, replay_together: ReplayTogether, outputs_di
     check = check_together if result.by != TIME else None
     g, b = _replay_endpoints(result, check or replay_together)
     result.classes = {good: "good", bad: "bad"}
-    result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None else None
+    result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None and _usable(b) else None
     if _outputs_decide(result, g, b):
         return None
     if check is not None:
@@ -243,8 +320,9 @@ def _replay_endpoints(result: BisectResult, replay_together: ReplayTogether) -> 
     good, bad = result.good, result.bad
     g, b = replay_together([good, bad])
     result.runs[good], result.runs[bad] = g, b
+    fails_where_good_runs = _usable(g) and program_failed(b) and result.by in (None, OUTPUTS)
     for name, run in (("good", g), ("bad", b)):
-        if not _usable(run):
+        if not _usable(run) and not (name == "bad" and fails_where_good_runs):  # that is an error regression
             no_environment = str(run["reason"]).startswith("no environment for jax")
             raise UsageError(f"the {name} version {run['requested']} did not run ({run['status']}): {run['reason']}",
                              hint="pick endpoints whose environments can be made (`reprobundle envs` lists those "
@@ -257,6 +335,11 @@ def _outputs_decide(result: BisectResult, g: dict, b: dict) -> bool:
     how); a UsageError when `by` asks for outputs or bits and they do not."""
     good, bad, apart = result.good, result.bad, result.outputs_apart
     asked = f"--by {result.by}: " if result.by else ""
+    if not _usable(b):  # _replay_endpoints let it through: it fails where the good end runs
+        result.criterion = ERROR
+        result.why = f"{asked}jax {bad} fails ({b['status']}: {str(b['reason'])[:300]}) where jax {good} runs"
+        result.evidence = {good: "runs", bad: f"{b['status']}: {b['reason']}"}
+        return True
     if result.by in (None, OUTPUTS) and b["status"] == "mismatch" and g["status"] == "ok":
         result.criterion = OUTPUTS
         result.why = f"{asked}jax {bad}'s outputs mismatch the reference and jax {good}'s match it"
@@ -274,29 +357,53 @@ def _outputs_decide(result: BisectResult, g: dict, b: dict) -> bool:
     return False
 
 
-def _time_decides(result: BisectResult, g: dict, b: dict) -> float:
-    """The endpoints told apart by time (result's why and evidence): the log ratio a bad version's time moves by;
-    a UsageError when the verdict does not tell them apart (naming --by bits when only bits differ)."""
+def _time_decides(result: BisectResult, g: dict, b: dict) -> float | None:
+    """The endpoints told apart by time (result's why and evidence): the log ratio a bad version's time moves by.
+    Only a settled slowdown is a regression by time: a bad endpoint that is faster, or not settled as slower, is
+    none; without `by`, endpoints whose bits differ (within the tolerance) are then judged by bits, the time said
+    in `set_aside` (None returned); else a UsageError that says what the time showed."""
     good, bad, apart = result.good, result.bad, result.outputs_apart
     verdict = timing_verdict(_timing(g), _timing(b))
-    if verdict["verdict"] in ("same", "unknown") and leaning(verdict):
-        raise UsageError(f"jax {good} and {bad} are not told apart yet: {_apart_text(good, bad, apart)}; their "
-                         f"time: {leaning_text(verdict)}", hint="bisect again with more --rounds (e.g. --rounds 8)")
-    if verdict["verdict"] in ("same", "unknown"):
-        raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; no "
-                         f"significant time change ({_verdict_line(verdict, good)})",
+    result.ends_verdict = verdict
+    if verdict["verdict"] != "slower":
+        said = not_slower_text(verdict, good, bad)
+        if result.by is None and apart == BITS_ONLY:
+            result.set_aside.append({"criterion": TIME, "why": said})
+            result.criterion = BITS
+            result.why = f"{said}; {_apart_text(good, bad, apart)}: judged by bits"
+            result.evidence = {good: "the good endpoint", bad: by_outputs(BITS_ONLY, good, BITS)[1]}
+            return None
+        if verdict["verdict"] == "faster" or leaning(verdict) == "faster":  # the speedup is the answer
+            raise UsageError(said + ("" if apart in (SAME, None) else f"; {_apart_text(good, bad, apart)}"),
+                             hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY
+                             else "a faster release is no regression")
+        if leaning(verdict) == "slower":
+            raise UsageError(f"jax {good} and {bad} are not told apart yet: {_apart_text(good, bad, apart)}; their "
+                             f"time: {leaning_text(verdict)}", hint="bisect again with more --rounds (e.g. --rounds 8)")
+        raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; {said}",
                          hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY else
                          "replay with more --repeat or --rounds, or pick other endpoints")
     if result.by:
-        result.why = f"--by time: jax {bad} is {verdict['verdict']} than jax {good} timed beside it"
+        result.why = f"--by time: jax {bad} is slower than jax {good} timed beside it"
     else:
-        result.why = (f"jax {bad} is {verdict['verdict']} than jax {good} timed beside it; "
-                      f"{_apart_text(good, bad, apart)}"
+        result.why = (f"jax {bad} is slower than jax {good} timed beside it; {_apart_text(good, bad, apart)}"
                       + ("; bisect --by bits finds the release whose bits changed, which may be another one"
                          if apart == BITS_ONLY else ""))
     result.evidence = {good: "the good endpoint", bad: _verdict_line(verdict, good)}
-    result.ends_verdict = verdict
     return math.log(verdict["ratio"])
+
+
+def not_slower_text(verdict: dict, good: str, bad: str) -> str:
+    """What a time verdict that is no slowdown says: "jax 0.4.33 is 0.62x [0.60-0.64] of jax 0.4.30's time: faster;
+    nothing regressed by time", or that no significant change (or only a leaning one) was seen."""
+    ci = verdict.get("ci95")
+    ratio = f"{verdict['ratio']:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
+    if verdict["verdict"] == "faster" or leaning(verdict) == "faster":
+        settled = "" if verdict["verdict"] == "faster" else " (leaning, not settled)"
+        return f"jax {bad} is {ratio} of jax {good}'s time: faster{settled}; nothing regressed by time"
+    if leaning(verdict) == "slower":
+        return f"jax {bad} is not settled as slower than jax {good}: {leaning_text(verdict)}"
+    return f"no significant time change ({_verdict_line(verdict, good)})"
 
 
 def _apart_text(good: str, bad: str, apart: str | None) -> str:
@@ -320,7 +427,7 @@ def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: 
         else:
             classes[version], result.evidence[version] = decided
     endpoint = result.runs[result.good]
-    if unknown and result.criterion in (OUTPUTS, OUTPUTS_VS_GOOD, BITS):
+    if unknown and result.criterion in (OUTPUTS, OUTPUTS_VS_GOOD, BITS, ERROR):
         replayed = [(v, endpoint, run) for v, run in zip(unknown, replay_together(unknown))]
     else:  # each beside the good endpoint, whose run timed with it is what it is judged against
         replayed = [(v, *replay_together([result.good, v])) for v in unknown]

@@ -9,7 +9,8 @@ differ between them) and retraced (the program lowered by each release). Judged 
 - neither: the frozen module does not show it and the lowering is the same (the change did not show again).
 What the bisection already ran in its own mode is reused and only the other mode is replayed: for outputs, once
 each, untimed; for time after a frozen bisection, the frozen change is the bisection's own finding (the last good
-and the first bad release each timed beside the good end in paired rounds), so the retraced pair runs once,
+and the first bad release each timed beside the good end in paired rounds, then the two timed beside each other:
+its confirmation, whose paired verdict decides whether the change showed again), so the retraced pair runs once,
 untimed, for its StableHLO alone; for time after a retraced bisection (`--retrace`), all four run timed together.
 
 The next command: `minimize` between the two releases for a compiler change (the frozen module holds the change,
@@ -27,6 +28,7 @@ from ..errors import ReplayError
 from .bisection import (
     BEYOND,
     BITS,
+    ERROR,
     OUTPUTS,
     OUTPUTS_VS_GOOD,
     SAME,
@@ -91,7 +93,8 @@ def boundary_runs(result: BisectResult, mode: str, probe_for: ProbeFor) -> dict[
     replay of all four timed together."""
     pair = [result.last_good, result.first_bad]
     if result.criterion == TIME and mode == FROZEN:
-        runs = [result.runs[v] for v in pair if v in result.runs] + probe_for(RETRACE, timed=False)(pair)
+        timed = result.confirm_runs or [result.runs[v] for v in pair if v in result.runs]
+        runs = timed + probe_for(RETRACE, timed=False)(pair)
     elif result.criterion == TIME:
         runs = probe_for(BOTH)(pair)
     else:
@@ -136,11 +139,15 @@ def _own_lowering(good: str, frozen: dict, retraced: dict) -> dict:
 
 
 def _bisected(result: BisectResult) -> dict:
-    """The frozen change at the boundary as the bisection timed it: each release beside the good end."""
+    """The frozen change at the boundary as the bisection timed it (each release beside the good end) and as its
+    confirmation timed it again (the first bad beside the last good release): changed only where that repeated."""
     def said(version: str) -> str:
         return f"jax {version}: {result.evidence.get(version) or result.classes.get(version) or 'the good end'}"
-    return {"changed": True, "evidence": f"the bisection timed it, each release beside jax {result.good}: "
-                                         f"{said(result.last_good)}; {said(result.first_bad)}"}
+    found = f"the bisection timed it, each release beside jax {result.good}: {said(result.last_good)}; " \
+            f"{said(result.first_bad)}"
+    if result.confirmation is None:
+        return {"changed": True, "evidence": found}
+    return {"changed": bool(result.confirmation["confirmed"]), "evidence": f"{found}; {result.confirmation['why']}"}
 
 
 def unretraceable(result: BisectResult, refusal: str) -> dict:
@@ -211,7 +218,7 @@ def next_commands(result: BisectResult, layer: dict, ref: str, store_args: Seque
             slower = [good, bad] if (result.log_ratio or 0.0) >= 0 else [bad, good]  # B is the slower one
             pair, prop = slower, "--slower"
         else:
-            pair, prop = [good, bad], "--outputs --bits" if result.criterion == BITS else "--outputs"
+            pair, prop = [good, bad], {BITS: "--outputs --bits", ERROR: "--error"}.get(result.criterion, "--outputs")
         out.append({"what": "minimize", "command": f"reprobundle minimize {shlex.quote(ref)} --jax {pair[0]} "
                                                    f"--jax {pair[1]} {prop}{store}"})
     lowered = (layer.get("lowering") or {}).get("changed")

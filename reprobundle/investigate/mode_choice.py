@@ -1,7 +1,14 @@
-"""Which program a bisection replays when the user did not say (`bisect` without --retrace or --frozen): the frozen
-module the bundle stored, or the program retraced by each release. The endpoints run both ways, untimed, side by
-side; a user should not need to know which layer broke to find out which layer broke.
+"""Which program a bisection replays and which kinds of change it looks for, when the user did not say both: the
+frozen module the bundle stored, the program retraced by each release, or both. The endpoints run both ways,
+untimed, side by side; a user should not need to know which layer broke to find out which layer broke.
 
+`survey`, `plan` and `bisect_each` (bisect and investigate): every kind of change the endpoints show is bisected
+on its own, the most severe first: outputs beyond the tolerance (the retraced program first: what the user runs),
+then a settled slowdown (timed on the frozen module where it runs on both), then bits within the tolerance. Only a
+slower bad end is a regression by time, and only one its confirmation reproduces; the headline is the most severe
+change that stands, the others are said beside it.
+
+`choose_mode` (explain, which compares two contenders by one criterion): one mode.
 - The frozen module's outputs already differ between the endpoints: frozen (what changed is below JAX, or shows
   there too).
 - They are the same bit for bit (or the frozen module does not run on an endpoint) and the retraced outputs differ:
@@ -14,7 +21,17 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from .bisection import BEYOND, BITS_ONLY, SAME
+from ..errors import UsageError
+from .bisection import (
+    BEYOND,
+    BITS_ONLY,
+    SAME,
+    BisectResult,
+    also_entry,
+    program_failed,
+    standing,
+    unconfirmed,
+)
 
 FROZEN, RETRACE = "frozen", "retrace"
 Runs = Callable[[Sequence[str]], list]
@@ -52,3 +69,105 @@ def choose_mode(good: str, bad: str, frozen: Runs, retraced: Runs | None, apart:
     tried = "the retraced program's outputs are the same too" if r_apart == SAME else \
         f"the retraced program does not run on both ({_failed(good, bad, r_runs)})"
     return FROZEN, f"frozen: {frozen_said} and {tried}, so time decides on the frozen module"
+
+
+# -- every change the endpoints show, the most severe first -------------------------------------------------------
+# What `bisect` and `investigate` do when not told both the mode and the criterion: the endpoints run untimed in
+# each mode (`survey`), and every kind of change present is bisected in its own bisection (`plan`), ranked: outputs
+# beyond the tolerance, then a settled slowdown (the endpoints timed: only a slower bad end is one), then bits within
+# the tolerance. Outputs and bits are looked for in the retraced program first (what the user runs), then in the
+# frozen module; time on the frozen module where it runs on both (what the compiler does with one program), else
+# on the retraced one.
+
+SEVERITY = ("outputs", "time", "bits")  # the kinds of change, the most severe first (outputs: errors too)
+FAILS = "fails"  # survey: the bad end fails where the good end runs
+_NAME = {RETRACE: "the retraced program", FROZEN: "the frozen module"}
+
+
+def survey(good: str, bad: str, runs_of: dict[str, Runs], apart: Callable[[dict, dict], str]) -> dict[str, dict]:
+    """mode -> {"apart": SAME, BITS_ONLY, BEYOND, FAILS or None (it does not run on both), "said": one clause},
+    from each mode's endpoints replayed once, untimed (`runs_of`: mode -> its probe). A bad end that mismatches the
+    reference where the good end matches it counts as BEYOND; one that fails where the good end runs, FAILS."""
+    out = {}
+    for mode, probe in runs_of.items():
+        runs = probe([good, bad])
+        found = apart(*runs) if _ran(runs) else None
+        if found is not None and [r["status"] for r in runs] == ["ok", "mismatch"]:
+            found = BEYOND
+        if _ran(runs[:1]) and program_failed(runs[1]):
+            found = FAILS
+        said = (f"{_NAME[mode]}'s outputs differ {_HOW[found]}" if found in _HOW else
+                f"{_NAME[mode]} fails on jax {bad} ({runs[1]['status']}) and runs on jax {good}" if found == FAILS
+                else
+                f"{_NAME[mode]}'s outputs are the same bit for bit" if found == SAME else
+                f"{_NAME[mode]} does not run on both ({_failed(good, bad, runs)})")
+        out[mode] = {"apart": found, "said": said}
+    return out
+
+
+def plan(found: dict[str, dict], by: str | None, refusal: str | None = None) -> tuple[list[tuple[str, str]], str]:
+    """([(mode, criterion)], why in one line): the bisections to run, the most severe kind first, from `survey`'s
+    answer; `by` keeps only that kind. Nothing to bisect (`by` absent at the endpoints, or no mode runs on both):
+    one bisection by `by` (else outputs) in a mode, which then says why, from the endpoints' untimed runs."""
+    order = [m for m in (RETRACE, FROZEN) if m in found]
+    wanted = _wanted(found, order, by)
+    steps = [(str(wanted[kind]), kind) for kind in SEVERITY if wanted[kind] is not None and by in (None, kind)]
+    if not steps:  # its bisection says why: not told apart by `by`, or an endpoint that does not run (the
+        # untimed runs above, remembered by the probe: nothing more is replayed)
+        steps = [(wanted["time"] or (order[0] if order else FROZEN), by or "outputs")]
+    chosen = ", then ".join(f"{kind} ({'retraced' if mode == RETRACE else 'frozen'})" for mode, kind in steps)
+    said = [found[m]["said"] for m in order] + ([f"not retraced: {refusal}"] if refusal else [])
+    asked = f"--by {by}" if by else "the most severe first"
+    return steps, f"bisected by {chosen} ({asked}): " + "; ".join(said)
+
+
+def _wanted(found: dict[str, dict], order: list[str], by: str | None) -> dict[str, str | None]:
+    """Each kind -> the mode its bisection runs in, None where the endpoints do not show it: outputs (or an error)
+    and bits in the first mode of `order` that shows them (any difference, for --by bits); time on the frozen module
+    where it runs on both, else on the first mode that does."""
+    def first(*kinds: str | None) -> str | None:
+        return next((m for m in order if found[m]["apart"] in kinds), None)
+
+    runs = [m for m in order if found[m]["apart"] not in (None, FAILS)]
+    timed = FROZEN if FROZEN in runs else runs[0] if runs else None
+    return {"outputs": first(FAILS, BEYOND), "time": timed,
+            "bits": first(BITS_ONLY, BEYOND) if by == "bits" else first(BITS_ONLY)}
+
+
+def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult], by: str | None,
+                why: str | None, progress: Callable[[str], None] | None = None) -> BisectResult:
+    """Each of `plan`'s bisections run (`run_one(mode, criterion)`), the headline the first whose answer stands (a
+    time change only where its confirmation reproduced it), the others its `also` (each with its own first bad
+    release), and what was examined and is no regression (a speedup, no settled change, a time change the
+    confirmation did not reproduce, a kind whose bisection failed) its `set_aside`. One step alone: its error is
+    the answer; several that all fall: one UsageError that says each."""
+    found: list[BisectResult] = []
+    set_aside: list[dict] = []
+    for mode, kind in steps:
+        try:
+            result = run_one(mode, kind)
+        except UsageError as e:
+            if len(steps) == 1:
+                raise
+            set_aside.append({"criterion": kind, "mode": mode, "why": e.message[:2000]})
+            if progress:
+                progress(f"bisect: {kind} ({mode}) set aside: {e.message}")
+            continue
+        result.mode, result.mode_why = mode, why
+        if by is None:  # chosen, not asked for
+            result.by, result.why = None, result.why.removeprefix(f"--by {kind}: ")
+        if standing(result):
+            found.append(result)
+            continue
+        set_aside.append(unconfirmed(result))
+        if progress:
+            progress(f"bisect: {kind} ({mode}): {set_aside[-1]['why']}")
+    if not found:
+        raise UsageError("no change stood between the endpoints: " + "; ".join(
+            f"{s['criterion']} ({s['mode']}): {s['why']}" for s in set_aside),
+            hint="replay with more --rounds, or pick other endpoints")
+    head, others = found[0], found[1:]
+    head.also += [also_entry(r) for r in others]
+    head.also_runs = [run for r in others for run in [*r.runs.values(), *r.confirm_runs]]
+    head.set_aside = set_aside + head.set_aside
+    return head

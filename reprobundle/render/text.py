@@ -332,11 +332,7 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
     if result.changed_defaults:
         human += "\n" + changed_defaults_text(result.changed_defaults, result.last_good, result.first_bad)
-    for other in result.also:
-        human += _t(f"\n  also: {other['criterion']} changed at jax {other['first_bad']} (last good "
-                    f"{other['last_good']}): {other['why']}", 600)
-    for outlier in result.beyond_ends:
-        human += _t(f"\n  not monotone: {outlier['why']}", 600)
+    human += "".join("\n" + _t(line, 600) for line in bisect_other_lines(result))
     if result.left_out:
         human += "\n" + bisect_left_out_text(result.left_out, result.last_good, result.first_bad)
     if result.layer:
@@ -354,11 +350,26 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
     return human
 
 
+def bisect_other_lines(result) -> list[str]:
+    """What a bisection says beside its headline, a line each: its confirmation, every other change with its own
+    first bad release, what was examined and is no regression, the releases beyond both ends."""
+    def how(mode: str | None) -> str:
+        return "retraced" if mode == "retrace" else "frozen"
+
+    lines = [f"  {result.confirmation['why']}"] if result.confirmation else []
+    lines += [f"  also: {o['criterion']} ({how(o.get('mode'))}) changed at jax {o['first_bad']} (last good "
+              f"{o['last_good']}): {o.get('evidence') or o['why']}" for o in result.also]
+    lines += [f"  no regression: {a['criterion']} ({how(a.get('mode'))}): {a['why']}" for a in result.set_aside]
+    return lines + [f"  not monotone: {o['why']}" for o in result.beyond_ends]
+
+
 def investigation_text(data: dict) -> str:
     """`investigate`'s answer (api/investigation.py): the first bad release and the layer, then each step: its
     status, its answer, where its time went, what it left and the command that reruns it alone."""
     lines = [_t(f"{data['ref']}: first bad release {data['first_bad']} between {data['good']} and {data['bad']}; "
                 f"layer: {data['layer'] or 'undecided'}", 300)]
+    if data.get("chosen"):  # what the bisection looked at and why, whole (the step's line may be cut)
+        lines.append(_t(f"  chosen: {data['chosen']}", 1000))
     for step in data["steps"]:
         spent = f" ({step['spent_s']:.0f} s)" if step["spent_s"] else ""
         lines.append(_t(f"  {step['name']}: {step['status']}{spent}: {step['answer']}", 600))
