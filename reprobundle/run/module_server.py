@@ -186,18 +186,11 @@ class ModuleWorker:
         if self._proc is not None:
             return
         self._stderr = tempfile.TemporaryFile()  # unlinked already: nothing is left behind, whatever happens
-        limit = self.memory_limit_bytes or 0
-
-        def limit_memory() -> None:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
         try:
             self._proc = subprocess.Popen(
                 worker_command(self.python, ["serve"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=self._stderr, env=worker_environment(), cwd=tempfile.gettempdir(), start_new_session=True,
-                preexec_fn=limit_memory if limit else None)
+                stderr=self._stderr, env=worker_environment(memory_limit_bytes=self.memory_limit_bytes),
+                cwd=tempfile.gettempdir(), start_new_session=True)
         except OSError as e:
             self._stderr.close()
             self._stderr = None
