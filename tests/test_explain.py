@@ -387,7 +387,7 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
     reprobundle.pack(jax.jit(_tiny_loop), np.ones(4, np.float32), np.float32(1e-3), name="loop", store=store,
                      **quick.PACK)
     code, out, err = cli("explain", "loop", "--jax", "0.4.31", "--jax", "0.4.33", "--max-time", "150", "--json",
-                         store=tmp_path / "store")
+                         "--reach", "0.4.34", "--reach", "0.8.0", store=tmp_path / "store")
     assert code == 0, err
     result = json.loads(out)
     assert (result["mode"], result["by"]) == ("frozen", "time")
@@ -413,7 +413,19 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
     assert d["summary"].startswith("the default of --xla_cpu_use_thunk_runtime changed from false (jaxlib 0.4.31) to "
                                    "true (jaxlib 0.4.33); with --xla_cpu_use_thunk_runtime=false, 0.4.33 runs ")
     assert d["lines"]["XLA_FLAGS"] == 'XLA_FLAGS="$XLA_FLAGS --xla_cpu_use_thunk_runtime=false"'
-    assert d["reach"]["text"]
+    # the compile-option form is offered: the candidate's runs applied it as one
+    assert d["lines"]["compile"] == 'jax.jit(f).lower(*args).compile({"xla_cpu_use_thunk_runtime": False})'
+    # the reach, measured on two later releases: each said from runs (stored, timed with the baseline and the
+    # release without the workaround); 0.8.0 still parses the flag but refuses it as a compile option
+    reach = d["reach"]
+    rows = {r["release"]: r for r in reach["releases"]}
+    assert set(rows) == {"0.4.34", "0.8.0"}, reach
+    assert all(r["result"] in ("restores", "partly", "ignored", "nothing to undo", "not settled") for r in rows.values())
+    assert all(r["vs_release"] and r["alone_vs_baseline"] for r in rows.values()), reach
+    assert reach["compile"]["accepted"][0] == "0.4.33" and "0.4.34" in reach["compile"]["accepted"]
+    assert reach["compile"]["refused"] == {"0.8.0": "No such compile option"}, reach["compile"]
+    assert "0.4.34: " in reach["text"] and "the compile-option form is refused on 0.8.0" in reach["text"]
+    assert reach["run_ids"] and set(reach["run_ids"]) <= set(stored)
     # JAX options cannot matter to a frozen module: not tried, and why
     assert any("acts while tracing" in t["why"] for t in result["not_tried"])
     assert "--variant 0.4.33:XLA_FLAGS=--xla_cpu_use_thunk_runtime=false" in result["reproduce"]["command"].replace(

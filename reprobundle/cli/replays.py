@@ -165,6 +165,9 @@ def explain(
                                                        "outputs when they differ beyond the tolerance, else time."),
     release_delta: bool = typer.Option(True, "--release-delta/--no-release-delta", help="Try each default that "
                                        "changed between the two releases (XLA flags, JAX options), set back."),
+    reach: List[str] = typer.Option([], "--reach", help="A release after the candidate to measure a workaround on "
+                                    "(repeatable; default: up to three cached here: the next, one between, the "
+                                    "newest)."),
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
@@ -181,7 +184,7 @@ def explain(
                          max_time_s=max_time, timeout_s=timeout, platform=platform, python=python,
                          mode="auto" if retrace is None else "retrace" if retrace else "frozen", by=by,
                          release_delta=release_delta, profile=bool(report_path or html_path),
-                         progress=progress_sink())
+                         reach=reach or None, progress=progress_sink())
     write_files(result, ((report_path, explain_render.to_markdown), (html_path, explain_render.to_html)))
     data = explain_render.explain_data(result, samples=samples)
     emit(as_json, data, explain_render.to_text(clean_values(data)) + spent_table(result.get("spent")))

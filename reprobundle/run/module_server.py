@@ -134,7 +134,7 @@ class ModuleWorker:
         self.lost: list[str] = []  # the workers that died between calls (replaced before the next call)
         self._proc: subprocess.Popen | None = None
         self._stderr: IO[bytes] | None = None
-        self._buffer = b""
+        self._buffer = bytearray()
         self._phase: str | None = None
         self._busy = False
         self._prepared: tuple[dict, int | None] | None = None  # the request that prepared the kept module, its pid
@@ -198,7 +198,7 @@ class ModuleWorker:
                               hint="check the contender's environment (reprobundle envs)") from None
         track_group(self._proc.pid)
         self.starts += 1
-        self._buffer = b""
+        self._buffer = bytearray()
         self.info = {}
         try:
             self._send({"op": "start", "settings": self.contender.settings.as_record(), "platform": self.platform})
@@ -439,8 +439,11 @@ class ModuleWorker:
             chunk = os.read(fd, max(65536, size - len(self._buffer)))
             if not chunk:
                 raise _Died()
+            # a bytearray grows in place: bytes += chunk copied the whole buffer per 64 KiB a pipe gives, which made
+            # a 350 MB answer (minimize's intermediate values of examples/attention.py) take minutes
             self._buffer += chunk
-        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
         return data
 
     # -- what a dead worker left ---------------------------------------------------------------------------------
