@@ -17,6 +17,8 @@ _LOC = re.compile(r"\s+loc\([^()]*(?:\([^()]*\)[^()]*)*\)")
 
 def minimize_data(result) -> dict:
     """The minimization as plain data (JSON-able)."""
+    from ..investigate.minimize import could_not_shrink
+
     text = _LOC.sub("", result.text)
     lines = text.strip().splitlines()
     return {"bundle": result.bundle, "bundle_id": result.bundle_id, "baseline": result.contenders[0],
