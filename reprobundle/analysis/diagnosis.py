@@ -3,7 +3,8 @@ they did not separate the two versions. A diagnosis is a claim: it says only wha
 
 An experiment is the candidate release under one setting (a default that changed set back, a pass disabled, a flag
 toggled). By time it is timed in the same paired rounds as the baseline and the candidate; its facts
-(investigate/explain.py gathers them): status, outputs against the reference, `hlo_same_as_baseline` (its optimized
+(investigate/explain.py gathers them): status, `outputs_ok` (its outputs within the tolerance of the baseline's run,
+not of the packing release's reference), `hlo_same_as_baseline` (its optimized
 HLO is the baseline's up to names), `fusions_same_as_baseline` (the same fusions and unfused ops), its verdict
 against the baseline and against the candidate (ratio, 95% interval, settled). By outputs it ran once, and
 `outputs_vs_baseline` says how its outputs differ from the baseline's run: the same bits, within the tolerance, or
@@ -51,7 +52,8 @@ def diagnose(baseline: str, candidate: str, regression: dict | None, experiments
     out = _nothing_to_explain(baseline, candidate, regression)
     if out["kind"] != NOT_SEPARATED:
         return out
-    ran = [e for e in experiments if e.get("status") == "ok" and e.get("outputs_ok")]
+    # "mismatch" is against the packing release's reference; outputs_ok is against the baseline's outputs
+    ran = [e for e in experiments if e.get("status") in ("ok", "mismatch") and e.get("outputs_ok")]
     best = _best_workaround(ran)
     if best is not None:
         out.update(kind=WORKAROUND, workaround=best, default=best.get("default"),

@@ -230,7 +230,8 @@ def minimize(
     error: bool = typer.Option(False, "--error", help="Keep a piece the candidate fails on (same kind of error) and "
                                                       "the baseline runs."),
     slower: bool = typer.Option(False, "--slower", help="Keep a piece the candidate runs slower by a settled paired "
-                                                        "verdict."),
+                                                        "verdict, that takes inputs and holds at least half the "
+                                                        "time the whole bundle moved."),
     bits: bool = typer.Option(False, "--bits", help="With --outputs: any difference (dtype, shape, a single bit)."),
     min_ratio: Optional[float] = typer.Option(None, "--min-ratio", help="With --slower: at least this ratio "
                                                                         "(default: the verdict's own 1.02)."),
