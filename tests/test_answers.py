@@ -229,3 +229,18 @@ def test_url_replays_the_releases_of_the_stored_answer(store):
     registry.put_answer(odd)  # the latest now, and it names no release: the runs' releases again
     code, out, err = cli("url", "small", "--json", store=store)
     assert json.loads(out)["jax_versions"] == before, out
+
+
+def test_explain_and_minimize_take_the_stored_answers_last_good_and_first_bad(store):
+    """Without --jax, explain and minimize compare the last good and the first bad release of the latest stored
+    answer, in that order (outputs and times judged against the last good release, never the packing one); without
+    an answer, the error says so."""
+    from reprobundle.bundle.sharing import answered_pair
+
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    code, out, err = cli("explain", "small", store=store)
+    assert code != 0 and "explain compares two different versions" in err and "stored answer" in err, err
+    assert answered_pair(registry, bundle) == []
+    store_bisection(registry, bundle, _answered(), "reprobundle bisect small --good 0.4.38 --bad 0.5.1")
+    assert answered_pair(registry, bundle) == ["0.4.38", "0.5.0"]

@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence
 
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
+from ..bundle.sharing import answered_pair
 from ..envs.config import EnvConfig
 from ..errors import UsageError
 from ..investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
@@ -56,8 +57,16 @@ def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] 
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
+    if not versions and not variants:  # the last good and first bad release of a stored answer, in that order
+        versions = answered_pair(registry, bundle)
     return _minimize(registry, bundle, contenders_from(versions, variants),
                      env_manager=environment_manager(EnvConfig.of(env_dir, python)), **settings)
+
+
+def _answered(ref: str, store: str | None) -> list[str]:
+    """The last good and first bad release of the bundle's latest stored answer ([] without one)."""
+    registry, bundle = resolve(ref, store)
+    return answered_pair(registry, bundle)
 
 
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
@@ -315,9 +324,12 @@ def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | N
     from ..run.replay import replay_platform
     from ..run.spent import Ledger
 
+    versions = list(versions) or _answered(ref, store)
     specs = [v if isinstance(v, ContenderSpec) else ContenderSpec(v) for v in versions]
     if len(specs) != 2 or specs[0] == specs[1]:
-        raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax 0.8.0")
+        raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax "
+                                                                          "0.8.0 (without --jax: the last good and "
+                                                                          "first bad release of a stored answer)")
     if mode not in ("auto", "frozen", "retrace") or by not in (None, "outputs", "bits", "time"):
         raise UsageError(f"explain takes --retrace or --frozen, and --by outputs, bits or time (not {mode!r}, {by!r})")
     options = replay_options(options, settings, base=EXPLAIN_OPTIONS)

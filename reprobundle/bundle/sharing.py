@@ -117,6 +117,13 @@ def answer_replay(answers: Sequence[dict]) -> tuple[list[str], bool]:
     return named, a.get("mode") == "retrace"
 
 
+def answered_pair(registry: Registry, bundle: Bundle) -> list[str]:
+    """The two releases of the bundle's latest stored answer (its last good, then its first bad; [] without one):
+    the baseline and candidate that explain and minimize take when none is named, so that outputs and times are
+    judged against the last good release, never the one the bundle was packed on."""
+    return answer_replay(_recorded(registry, bundle, "answers"))[0]
+
+
 def _recorded(registry: Registry, bundle: Bundle, what: str) -> list[dict]:
     """The bundle's stored `what` ("runs" or "answers"); a read-only store's (a zip's): its copy's in the default
     local store."""

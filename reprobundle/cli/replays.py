@@ -147,7 +147,8 @@ def _replay_sizes(ref: str, versions: List[str], shapes: List[str], baseline: Op
 @app.command()
 def explain(
     ref: str,
-    jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice)."),
+    jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice; "
+                                           "default: the last good and first bad release of a stored answer)."),
     warmup: int = typer.Option(2, "--warmup"),
     repeat: int = typer.Option(DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
     rounds: Optional[int] = RoundsOpt,
@@ -223,7 +224,8 @@ def isolate(
 def minimize(
     ref: str,
     jax_versions: List[str] = typer.Option([], "--jax", help="The baseline, then the candidate (twice; or once with "
-                                                            "--variant)."),
+                                                            "--variant; default: the last good and first bad "
+                                                            "release of a stored answer)."),
     variants: List[str] = VariantOpt,
     outputs: bool = typer.Option(False, "--outputs", help="Keep a piece whose outputs differ between the two beyond "
                                                           "the tolerance a replay uses."),
