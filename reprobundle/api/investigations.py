@@ -63,10 +63,17 @@ def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] 
                      env_manager=environment_manager(EnvConfig.of(env_dir, python)), **settings)
 
 
-def _answered(ref: str, store: str | None) -> list[str]:
-    """The last good and first bad release of the bundle's latest stored answer ([] without one)."""
-    registry, bundle = resolve(ref, store)
-    return answered_pair(registry, bundle)
+def _explain_specs(ref: str, store: str | None, versions: Sequence[str | ContenderSpec]) -> list[ContenderSpec]:
+    """explain's two contenders: those given, else the last good and first bad release of the bundle's latest
+    stored answer; UsageError unless they are two different ones."""
+    if not versions:
+        versions = answered_pair(*resolve(ref, store))
+    specs = [v if isinstance(v, ContenderSpec) else ContenderSpec(v) for v in versions]
+    if len(specs) != 2 or specs[0] == specs[1]:
+        raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax "
+                                                                          "0.8.0 (without --jax: the last good and "
+                                                                          "first bad release of a stored answer)")
+    return specs
 
 
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
@@ -324,12 +331,7 @@ def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | N
     from ..run.replay import replay_platform
     from ..run.spent import Ledger
 
-    versions = list(versions) or _answered(ref, store)
-    specs = [v if isinstance(v, ContenderSpec) else ContenderSpec(v) for v in versions]
-    if len(specs) != 2 or specs[0] == specs[1]:
-        raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax "
-                                                                          "0.8.0 (without --jax: the last good and "
-                                                                          "first bad release of a stored answer)")
+    specs = _explain_specs(ref, store, versions)
     if mode not in ("auto", "frozen", "retrace") or by not in (None, "outputs", "bits", "time"):
         raise UsageError(f"explain takes --retrace or --frozen, and --by outputs, bits or time (not {mode!r}, {by!r})")
     options = replay_options(options, settings, base=EXPLAIN_OPTIONS)

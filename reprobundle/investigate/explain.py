@@ -534,19 +534,26 @@ def _add_reach(diagnosis: dict, experiments: list[Experiment], setup: Setup, bas
     exp = next(e for e in experiments if e.change and e.change.as_record() == found["default"])
     change = exp.change
     assert change is not None
-    lines = workaround_lines(change)
-    if "compile" in lines and not _compile_accepted(exp, found):
-        del lines["compile"]  # not run as a compile option on the candidate: no claim that it is one
-    diagnosis["lines"] = lines
+    reach = None
     if setup.reach_fn:
         setup.say(f"measuring where {exp.what} still works", "reach")
-        reach = setup.reach_fn(change, exp.spec, baseline, candidate, by)
-        diagnosis["reach"] = reach
-        compiled = (reach or {}).get("compile") or {}
-        if "compile" in lines and candidate.jax in (compiled.get("refused") or {}):
-            del lines["compile"]
-        elif "compile" not in lines and candidate.jax in (compiled.get("accepted") or ()):
-            lines["compile"] = workaround_lines(change)["compile"]
+        reach = diagnosis["reach"] = setup.reach_fn(change, exp.spec, baseline, candidate, by)
+    diagnosis["lines"] = _pasted_lines(change, exp, found, reach, candidate)
+
+
+def _pasted_lines(change: DefaultChange, exp: Experiment, found: dict, reach: dict | None,
+                  candidate: ContenderSpec) -> dict[str, str]:
+    """The workaround's lines to paste; a flag's compile-option form only where a run on the candidate applied it
+    as a compile option and ran (the measurement's, or the reach's check), never where XLA refused it."""
+    lines = workaround_lines(change)
+    if "compile" not in lines:
+        return lines
+    compiled = (reach or {}).get("compile") or {}
+    accepted = candidate.jax in (compiled.get("accepted") or ()) or (
+        _compile_accepted(exp, found) and candidate.jax not in (compiled.get("refused") or {}))
+    if not accepted:
+        del lines["compile"]
+    return lines
 
 
 def _compile_accepted(exp: Experiment, facts: dict) -> bool:
