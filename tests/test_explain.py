@@ -560,3 +560,14 @@ def test_a_default_set_back_is_said_as_the_change_and_a_settled_move_back_as_par
     assert d["kind"] == NOT_SEPARATED and d["default"] is None and "did not give 0.4.38's outputs back" in d["summary"]
     assert diagnose("0.4.38", "0.5.0", {"outputs": "bits"}, [], by="bits")["kind"] == NOT_SEPARATED
     assert diagnose("0.4.38", "0.5.0", {"outputs": "bits"}, [], by="outputs")["kind"] == NO_REGRESSION
+
+
+def test_the_reach_is_measured_on_the_windows_releases_after_the_first_bad_one():
+    """investigate hands explain the releases its bisection tested after the first bad one (cached by then): at
+    most three, the next, one between and the last; none after it: explain's own choice (those cached here)."""
+    from reprobundle.investigate.release_reach import window_releases
+
+    tested = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.6.0", "0.7.2", "0.8.0"]
+    assert window_releases(tested, "0.4.33") == ["0.4.34", "0.6.0", "0.8.0"]
+    assert window_releases(["0.4.31", "0.4.33", "0.4.35"], "0.4.33") == ["0.4.35"]
+    assert window_releases(["0.4.31", "0.4.33"], "0.4.33") is None
