@@ -35,7 +35,7 @@ from ..analysis.hlo_diff import FREE_OPCODES, fusion_diff
 from ..analysis.passes import pass_diff, read_pipeline, same_hlo
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
-from ..errors import ReplayError
+from ..errors import ReplayError, ReproBundleError
 from ..logs import Status
 from ..run.contenders import FROZEN, RETRACE, ContenderSpec, Settings
 from ..run.options import ReplayOptions
@@ -537,7 +537,11 @@ def _add_reach(diagnosis: dict, experiments: list[Experiment], setup: Setup, bas
     reach = None
     if setup.reach_fn:
         setup.say(f"measuring where {exp.what} still works", "reach")
-        reach = diagnosis["reach"] = setup.reach_fn(change, exp.spec, baseline, candidate, by)
+        try:
+            reach = setup.reach_fn(change, exp.spec, baseline, candidate, by)
+        except ReproBundleError as e:  # a later release that cannot be had here: the diagnosis stands without it
+            reach = {"releases": [], "compile": None, "run_ids": [], "text": f"not measured: {e.message}"}
+        diagnosis["reach"] = reach
     diagnosis["lines"] = _pasted_lines(change, exp, found, reach, candidate)
 
 

@@ -66,6 +66,7 @@ class ReleasePair:
 
 
 MAX_REACH_RELEASES = 3  # later releases the workaround is measured on: the next, one between, the newest
+REACH_MAX_TIME_S = 90.0  # the reach's paired rounds stop there (sooner when every verdict settles)
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def reach(manager: Any, change: DefaultChange, spec: ContenderSpec, replay_fn: C
     {"releases": [row], "compile": {"accepted": [...], "refused": {release: why}} | None, "run_ids", "text"}."""
     envs = _reach_envs(manager, spec.jax, platform, ask.releases)
     if not envs:
-        return {"releases": [], "compile": None, "run_ids": [], "ran": None,
+        return {"releases": [], "compile": None, "run_ids": [],
                 "text": f"no release after {spec.jax} is cached here to try it on"}
     rows: list[dict] = []
     tried = []
@@ -115,7 +116,7 @@ def reach(manager: Any, change: DefaultChange, spec: ContenderSpec, replay_fn: C
         text += "; the compile-option form is refused on " + ", ".join(
             f"{v} ({why})" for v, why in compile_said["refused"].items())
     return {"releases": rows, "compile": compile_said, "run_ids": [str(r["run_id"]) for r in runs if r.get("run_id")],
-            "ran": None, "text": text}
+            "text": text}
 
 
 GONE, RESTORES, PARTLY, IGNORED, NOTHING_TO_UNDO, UNSETTLED, FAILED, CHANGES = (
@@ -158,7 +159,8 @@ def _measure_reach(change: DefaultChange, spec: ContenderSpec, releases: list[st
     worked = [replace(spec, jax=v, at_compile=()) for v in releases]
     contenders = [replace(ask.baseline, mode=spec.mode), *(c for pair in zip(plain, worked) for c in pair)]
     timed = ask.by == "time"
-    run_options = replace(options, dump=False, profile=False) if timed else options.outputs_only()
+    bound = REACH_MAX_TIME_S if options.max_time_s is None else min(options.max_time_s, REACH_MAX_TIME_S)
+    run_options = replace(options, dump=False, profile=False, max_time_s=bound) if timed else options.outputs_only()
     runs = replay_fn(contenders, run_options, store_runs=timed, what="where the workaround works")
     base = runs[0]
     rows = []
