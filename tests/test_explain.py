@@ -571,3 +571,23 @@ def test_the_reach_is_measured_on_the_windows_releases_after_the_first_bad_one()
     assert window_releases(tested, "0.4.33") == ["0.4.34", "0.6.0", "0.8.0"]
     assert window_releases(["0.4.31", "0.4.33", "0.4.35"], "0.4.33") == ["0.4.35"]
     assert window_releases(["0.4.31", "0.4.33"], "0.4.33") is None
+
+
+@pytest.mark.crossversion
+def test_minimize_of_the_readme_attention_example_gives_a_piece_or_says_why_within_its_budget(attention_store):
+    """The README's example between 0.7.2 and 0.8.0 (its small size): minimize used to fail there before the search
+    began ("the baseline cannot compute the function's intermediate values: timeout in execute"). Now it gives a
+    piece (or the whole, said as "could not shrink") by its --max-time, or one clear error that says why the whole
+    shows no difference at this size. No direction or size of the change is asserted: it is this machine's."""
+    from reprobundle.investigate.minimize import PropertyNotShown, could_not_shrink
+
+    try:
+        result = api.minimize("attention-small", ["0.7.2", "0.8.0"], store=attention_store, max_time_s=45,
+                              check=False)
+    except PropertyNotShown as e:
+        assert "does not" in e.message or "no difference" in e.message, e.message
+        return
+    assert result.stopped in ("done", "max-time") and result.tested >= 1
+    assert result.ops_after <= result.ops_before and result.packed
+    if result.property == "slower" and could_not_shrink(result) is None:
+        assert result.piece["moved_ns"] >= result.piece["min_moved_ns"] > 0
