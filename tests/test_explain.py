@@ -591,3 +591,27 @@ def test_minimize_of_the_readme_attention_example_gives_a_piece_or_says_why_with
     assert result.ops_after <= result.ops_before and result.packed
     if result.property == "slower" and could_not_shrink(result) is None:
         assert result.piece["moved_ns"] >= result.piece["min_moved_ns"] > 0
+
+
+def test_an_experiments_outputs_are_judged_against_the_baseline_not_the_packing_release():
+    """A bundle packed on a newer release has that release's outputs as its reference: the baseline (the last good
+    release) and a workaround that gives its outputs both read "mismatch" against it. The experiment's outputs are
+    judged against the baseline's run: within its tolerance, it is ok and can be the workaround, and its row says
+    so (never "ok" beside "differ from the reference")."""
+    from reprobundle.investigate.bisection import BEYOND, SAME
+    from reprobundle.investigate.explain import Experiment, experiment_facts
+    from reprobundle.run.contenders import ContenderSpec, Settings
+
+    exp = Experiment("flag", "--a", "why", ContenderSpec("0.8.0", settings=Settings(("--a",))))
+    run = {"status": "mismatch", "check": {"ok": False}, "contender": {"label": "0.8.0 [XLA_FLAGS=--a]"},
+           "reason": "", "environment": {"jax": "0.8.0"}}
+    facts = experiment_facts(exp, run, {}, {}, None, None, SAME)
+    assert facts["outputs_ok"] is True
+    facts["vs_baseline"] = _verdict(1.0, "same")
+    d = diagnose("0.7.2", "0.8.0", _verdict(1.17, "slower"), [facts])
+    assert d["kind"] == WORKAROUND and d["workaround"] is facts
+    cells = explain_render.experiment_cells(facts)
+    assert cells[1:3] == ["ran", "the same bits of the baseline's"]
+    beyond = experiment_facts(exp, {**run, "status": "ok", "check": {"ok": True}}, {}, {}, None, None, BEYOND)
+    assert beyond["outputs_ok"] is False
+    assert explain_render.experiment_cells(beyond)[2] == "beyond the tolerance of the baseline's"
