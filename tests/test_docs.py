@@ -71,6 +71,8 @@ def check_call(words: list[str], top: set[str], commands: dict[str, set[str]]) -
         if rest[0] not in top:
             return f"{rest[0]} is no option of reprobundle itself"
         rest.pop(0)
+    if not rest and words and words[-1] in ("--version", "--help"):  # eager: they need no command
+        return None
     if not rest or rest[0] not in commands:
         return f"{rest[0] if rest else '(nothing)'} is no command"
     name, known = rest[0], commands[rest[0]]

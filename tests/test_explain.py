@@ -387,7 +387,7 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
     reprobundle.pack(jax.jit(_tiny_loop), np.ones(4, np.float32), np.float32(1e-3), name="loop", store=store,
                      **quick.PACK)
     code, out, err = cli("explain", "loop", "--jax", "0.4.31", "--jax", "0.4.33", "--max-time", "150", "--json",
-                         store=tmp_path / "store")
+                         "--reach", "0.4.34", "--reach", "0.8.0", store=tmp_path / "store")
     assert code == 0, err
     result = json.loads(out)
     assert (result["mode"], result["by"]) == ("frozen", "time")
@@ -413,7 +413,19 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
     assert d["summary"].startswith("the default of --xla_cpu_use_thunk_runtime changed from false (jaxlib 0.4.31) to "
                                    "true (jaxlib 0.4.33); with --xla_cpu_use_thunk_runtime=false, 0.4.33 runs ")
     assert d["lines"]["XLA_FLAGS"] == 'XLA_FLAGS="$XLA_FLAGS --xla_cpu_use_thunk_runtime=false"'
-    assert d["reach"]["text"]
+    # the compile-option form is offered: the candidate's runs applied it as one
+    assert d["lines"]["compile"] == 'jax.jit(f).lower(*args).compile({"xla_cpu_use_thunk_runtime": False})'
+    # the reach, measured on two later releases: each said from runs (stored, timed with the baseline and the
+    # release without the workaround); 0.8.0 still parses the flag but refuses it as a compile option
+    reach = d["reach"]
+    rows = {r["release"]: r for r in reach["releases"]}
+    assert set(rows) == {"0.4.34", "0.8.0"}, reach
+    assert all(r["result"] in ("restores", "partly", "ignored", "nothing to undo", "not settled") for r in rows.values())
+    assert all(r["vs_release"] and r["alone_vs_baseline"] for r in rows.values()), reach
+    assert reach["compile"]["accepted"][0] == "0.4.33" and "0.4.34" in reach["compile"]["accepted"]
+    assert reach["compile"]["refused"] == {"0.8.0": "No such compile option"}, reach["compile"]
+    assert "0.4.34: " in reach["text"] and "the compile-option form is refused on 0.8.0" in reach["text"]
+    assert reach["run_ids"] and set(reach["run_ids"]) <= set(stored)
     # JAX options cannot matter to a frozen module: not tried, and why
     assert any("acts while tracing" in t["why"] for t in result["not_tried"])
     assert "--variant 0.4.33:XLA_FLAGS=--xla_cpu_use_thunk_runtime=false" in result["reproduce"]["command"].replace(
@@ -548,3 +560,58 @@ def test_a_default_set_back_is_said_as_the_change_and_a_settled_move_back_as_par
     assert d["kind"] == NOT_SEPARATED and d["default"] is None and "did not give 0.4.38's outputs back" in d["summary"]
     assert diagnose("0.4.38", "0.5.0", {"outputs": "bits"}, [], by="bits")["kind"] == NOT_SEPARATED
     assert diagnose("0.4.38", "0.5.0", {"outputs": "bits"}, [], by="outputs")["kind"] == NO_REGRESSION
+
+
+def test_the_reach_is_measured_on_the_windows_releases_after_the_first_bad_one():
+    """investigate hands explain the releases its bisection tested after the first bad one (cached by then): at
+    most three, the next, one between and the last; none after it: explain's own choice (those cached here)."""
+    from reprobundle.investigate.release_reach import window_releases
+
+    tested = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.6.0", "0.7.2", "0.8.0"]
+    assert window_releases(tested, "0.4.33") == ["0.4.34", "0.6.0", "0.8.0"]
+    assert window_releases(["0.4.31", "0.4.33", "0.4.35"], "0.4.33") == ["0.4.35"]
+    assert window_releases(["0.4.31", "0.4.33"], "0.4.33") is None
+
+
+@pytest.mark.crossversion
+def test_minimize_of_the_readme_attention_example_gives_a_piece_or_says_why_within_its_budget(attention_store):
+    """The README's example between 0.7.2 and 0.8.0 (its small size): minimize used to fail there before the search
+    began ("the baseline cannot compute the function's intermediate values: timeout in execute"). Now it gives a
+    piece (or the whole, said as "could not shrink") by its --max-time, or one clear error that says why the whole
+    shows no difference at this size. No direction or size of the change is asserted: it is this machine's."""
+    from reprobundle.investigate.minimize import PropertyNotShown, could_not_shrink
+
+    try:
+        result = api.minimize("attention-small", ["0.7.2", "0.8.0"], store=attention_store, max_time_s=45,
+                              check=False)
+    except PropertyNotShown as e:
+        assert "does not" in e.message or "no difference" in e.message, e.message
+        return
+    assert result.stopped in ("done", "max-time") and result.tested >= 1
+    assert result.ops_after <= result.ops_before and result.packed
+    if result.property == "slower" and could_not_shrink(result) is None:
+        assert result.piece["moved_ns"] >= result.piece["min_moved_ns"] > 0
+
+
+def test_an_experiments_outputs_are_judged_against_the_baseline_not_the_packing_release():
+    """A bundle packed on a newer release has that release's outputs as its reference: the baseline (the last good
+    release) and a workaround that gives its outputs both read "mismatch" against it. The experiment's outputs are
+    judged against the baseline's run: within its tolerance, it is ok and can be the workaround, and its row says
+    so (never "ok" beside "differ from the reference")."""
+    from reprobundle.investigate.bisection import BEYOND, SAME
+    from reprobundle.investigate.explain import Experiment, experiment_facts
+    from reprobundle.run.contenders import ContenderSpec, Settings
+
+    exp = Experiment("flag", "--a", "why", ContenderSpec("0.8.0", settings=Settings(("--a",))))
+    run = {"status": "mismatch", "check": {"ok": False}, "contender": {"label": "0.8.0 [XLA_FLAGS=--a]"},
+           "reason": "", "environment": {"jax": "0.8.0"}}
+    facts = experiment_facts(exp, run, {}, {}, None, None, SAME)
+    assert facts["outputs_ok"] is True
+    facts["vs_baseline"] = _verdict(1.0, "same")
+    d = diagnose("0.7.2", "0.8.0", _verdict(1.17, "slower"), [facts])
+    assert d["kind"] == WORKAROUND and d["workaround"] is facts
+    cells = explain_render.experiment_cells(facts)
+    assert cells[1:3] == ["ran", "the same bits of the baseline's"]
+    beyond = experiment_facts(exp, {**run, "status": "ok", "check": {"ok": True}}, {}, {}, None, None, BEYOND)
+    assert beyond["outputs_ok"] is False
+    assert explain_render.experiment_cells(beyond)[2] == "beyond the tolerance of the baseline's"

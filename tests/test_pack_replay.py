@@ -252,3 +252,25 @@ def test_pack_raw_stablehlo_module(store_dir, tmp_path, args):
     code, out, err = cli("pack", "--stablehlo", str(tmp_path / "bad.mlir"), "--inputs", str(tmp_path / "in.npz"),
                          "--name", "raw", store=store_dir)
     assert code == 2 and "not a StableHLO module" in err
+
+
+PACK_FROM_A_PROGRAM = """\
+import sys, warnings
+warnings.simplefilter("always")
+import jax, jax.numpy as jnp, numpy as np
+import reprobundle
+jnp.ones(4).block_until_ready()  # JAX's threads are up before pack starts its workers
+ref = reprobundle.pack(jax.jit(lambda x: jnp.tanh(x).sum()), np.ones((4, 4), np.float32), name="f",
+                       store=sys.argv[1], warmup=1, repeat=2, profile=False, dump=False)
+print(ref)
+"""
+
+
+def test_packing_from_a_program_that_runs_jax_forks_without_a_warning(tmp_path):
+    """On the CPU a worker runs under a memory limit (run/options.py's default); it is set by its launcher, never by a preexec_fn in a fork of the host: JAX warns
+    ("os.fork() was called ... deadlock") at every fork of a process whose backend is up."""
+    done = subprocess.run([sys.executable, "-c", PACK_FROM_A_PROGRAM, str(tmp_path / "store")], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "f@1"
+    assert "os.fork() was called" not in done.stderr, done.stderr

@@ -263,3 +263,29 @@ def test_an_interrupted_group_of_runs_is_never_a_result(tmp_path, at):
     for ref in (a, b):
         assert {r["group"] for r in reader.runs(ref.bundle_id)} == ({"g1", "g2"} if finished else {"g2"})
     assert not list((tmp_path / "store").rglob("g2.pending"))
+
+
+def test_a_misspelt_bundle_name_is_one_error_that_says_what_it_may_have_meant(small_store_template, tmp_path):
+    """The typed error names the close names of the store (difflib), whatever selector followed the name; a
+    name close to none gets no guess; a missing version of a name that exists is not a misspelling."""
+    from cli_runner import cli
+    from small_bundle import copy_of
+
+    from reprobundle.errors import BundleNotFoundError
+
+    store = copy_of(small_store_template, tmp_path / "store")
+    registry = Registry.open(store)
+    for ref in ("smal", "smll@1", "smal@latest", "samll@sometag"):
+        with pytest.raises(BundleNotFoundError) as raised:
+            registry.resolve(ref)
+        assert raised.value.message.startswith(("no bundle named 'smal'", "no bundle smll@1", "no bundle samll@",
+                                                "no tag")), raised.value.message
+        assert "did you mean 'small'?" in raised.value.hint, (ref, raised.value.hint)
+    with pytest.raises(BundleNotFoundError) as raised:
+        registry.resolve("zzzzzz")
+    assert "did you mean" not in raised.value.hint
+    with pytest.raises(BundleNotFoundError) as raised:
+        registry.resolve("small@9")
+    assert "small@9" in raised.value.message and "did you mean" not in raised.value.hint
+    code, out, err = cli("show", "smal", store=store)
+    assert code != 0 and "did you mean 'small'?" in err and "Traceback" not in err, err

@@ -83,6 +83,14 @@ def test_a_command_that_runs_no_jax_loads_no_scipy_jax_or_cloud_client(env, tmp_
     assert [h for h in _heavy(modules) if not h.startswith("reprobundle.")] == []
 
 
+def test_version_prints_the_package_version_and_loads_no_heavy_module(env, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "reprobundle", "--version"], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"reprobundle {reprobundle.__version__}\n", "")
+    modules = _modules(env, tmp_path, "--version")
+    assert _heavy(modules) == [] and "numpy" not in modules
+
+
 def test_a_command_that_needs_the_library_still_loads_it(env, tmp_path):
     """The audit can fail: `history` reads the runs with the library's statistics."""
     modules = _modules(env, tmp_path, "history", "--json")

@@ -3,7 +3,8 @@ they did not separate the two versions. A diagnosis is a claim: it says only wha
 
 An experiment is the candidate release under one setting (a default that changed set back, a pass disabled, a flag
 toggled). By time it is timed in the same paired rounds as the baseline and the candidate; its facts
-(investigate/explain.py gathers them): status, outputs against the reference, `hlo_same_as_baseline` (its optimized
+(investigate/explain.py gathers them): status, `outputs_ok` (its outputs within the tolerance of the baseline's run,
+not of the packing release's reference), `hlo_same_as_baseline` (its optimized
 HLO is the baseline's up to names), `fusions_same_as_baseline` (the same fusions and unfused ops), its verdict
 against the baseline and against the candidate (ratio, 95% interval, settled). By outputs it ran once, and
 `outputs_vs_baseline` says how its outputs differ from the baseline's run: the same bits, within the tolerance, or
@@ -21,7 +22,7 @@ NOT_SETTLED = "not-settled"  # slower in the whole 95% interval, but too few rou
 PARTIAL = "partial"  # an experiment settled faster than the candidate, not shown to restore the baseline's time
 
 
-def _ratio_text(v: dict) -> str:
+def ratio_text(v: dict) -> str:
     lo, hi = v["ci95"]
     return f"{v['ratio']:.2f}x [{lo:.2f}-{hi:.2f}]"
 
@@ -51,7 +52,8 @@ def diagnose(baseline: str, candidate: str, regression: dict | None, experiments
     out = _nothing_to_explain(baseline, candidate, regression)
     if out["kind"] != NOT_SEPARATED:
         return out
-    ran = [e for e in experiments if e.get("status") == "ok" and e.get("outputs_ok")]
+    # "mismatch" is against the packing release's reference; outputs_ok is against the baseline's outputs
+    ran = [e for e in experiments if e.get("status") in ("ok", "mismatch") and e.get("outputs_ok")]
     best = _best_workaround(ran)
     if best is not None:
         out.update(kind=WORKAROUND, workaround=best, default=best.get("default"),
@@ -69,7 +71,7 @@ def diagnose(baseline: str, candidate: str, regression: dict | None, experiments
         elif cause is not partial:
             out["summary"] += "; " + text
     if out["kind"] == NOT_SEPARATED and regression is not None:
-        out["summary"] = (f"{candidate} is {_ratio_text(regression)} of {baseline}'s time, and "
+        out["summary"] = (f"{candidate} is {ratio_text(regression)} of {baseline}'s time, and "
                           f"{_tried(experiments)} did not separate them: none restored {baseline}'s time with ok "
                           f"outputs, none reached {baseline}'s HLO or fusions while staying slower")
     return out
@@ -119,9 +121,9 @@ def set_back(change: dict) -> str:
 
 
 def _restored_text(e: dict, baseline: str, candidate: str) -> str:
-    what = f"{candidate} runs {_ratio_text(e['vs_baseline'])} of {baseline}'s time, outputs ok"
+    what = f"{candidate} runs {ratio_text(e['vs_baseline'])} of {baseline}'s time, outputs ok"
     return _said_as_change(e, what) if e.get("default") else f"workaround: on {candidate}, {e['setting']} restores " \
-        f"{_ratio_text(e['vs_baseline'])} of {baseline}'s time, outputs ok"
+        f"{ratio_text(e['vs_baseline'])} of {baseline}'s time, outputs ok"
 
 
 def _best_partial(ran: list[dict]) -> dict | None:
@@ -139,12 +141,12 @@ def _partial_text(e: dict, baseline: str, candidate: str, regression: dict | Non
     [...]), outputs ok: part of the change, not shown to be all of it`."""
     against = e.get("vs_baseline")
     if against and against.get("ci95"):
-        now = f"runs {_ratio_text(against)} of {baseline}'s time"
+        now = f"runs {ratio_text(against)} of {baseline}'s time"
         if regression and regression.get("ci95"):
-            now += f" instead of {_ratio_text(regression)}"
+            now += f" instead of {ratio_text(regression)}"
     else:
         now = "runs faster"
-    what = (f"{candidate} {now} (settled faster than without it: {_ratio_text(e['vs_candidate'])}), outputs ok: "
+    what = (f"{candidate} {now} (settled faster than without it: {ratio_text(e['vs_candidate'])}), outputs ok: "
             f"part of the change, not shown to be all of it")
     return _said_as_change(e, what)
 
@@ -189,10 +191,10 @@ def _no_regression_summary(baseline: str, candidate: str, regression: dict | Non
                 "regression for the experiments to explain")
     if regression.get("settled"):
         word = "faster than" if regression["verdict"] == "faster" else "the same as"
-        return (f"{candidate} is {word} {baseline} here ({_ratio_text(regression)}, settled): there is "
+        return (f"{candidate} is {word} {baseline} here ({ratio_text(regression)}, settled): there is "
                 "no regression here to explain")
     return (f"{candidate} was not measurably slower than {baseline} in this replay "
-            f"({_ratio_text(regression)}, not settled: more rounds or a quieter machine may show a "
+            f"({ratio_text(regression)}, not settled: more rounds or a quieter machine may show a "
             "change): no measured regression for the experiments to explain")
 
 
@@ -218,8 +220,8 @@ def _cause_text(e: dict, baseline: str, candidate: str) -> str:
     where = f" ({e['moved']})" if e.get("moved") else ""
     if e.get("hlo_same_as_baseline"):
         return (f"with {baseline}'s optimized HLO ({e['setting']}), {candidate} is still "
-                f"{_ratio_text(e['vs_baseline'])} slower: the change is in code generation or the runtime{where}, "
+                f"{ratio_text(e['vs_baseline'])} slower: the change is in code generation or the runtime{where}, "
                 "not in an HLO pass")
     return (f"with {baseline}'s fusion structure ({e['setting']}), {candidate} is still "
-            f"{_ratio_text(e['vs_baseline'])} slower: the fusion change is not the cause{where}; the "
+            f"{ratio_text(e['vs_baseline'])} slower: the fusion change is not the cause{where}; the "
             "optimized HLO still differs in other ways, so code generation, the runtime or another pass")

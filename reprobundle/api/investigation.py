@@ -140,8 +140,11 @@ def _explain_step(out: Investigation, result, ref: str, store, store_args, left:
         return
     budget = EXPLAIN_OPTIONS.max_time_s if left is None else min(left, EXPLAIN_OPTIONS.max_time_s or left)
     try:
+        from ..investigate.release_reach import window_releases
+
         found, spent = _timed(lambda: explain(ref, pair, store=store, python=python, env_dir=env_dir,
-                                              progress=progress, max_time_s=budget, mode=mode, by=by))
+                                              progress=progress, max_time_s=budget, mode=mode, by=by,
+                                              reach=window_releases(result.classes, result.first_bad)))
     except UsageError as e:
         out.steps.append(Step("explain", "failed", e.message, command=command))
         return

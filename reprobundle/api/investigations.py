@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence
 
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
+from ..bundle.sharing import answered_pair
 from ..envs.config import EnvConfig
 from ..errors import UsageError
 from ..investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
@@ -56,8 +57,23 @@ def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] 
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
+    if not versions and not variants:  # the last good and first bad release of a stored answer, in that order
+        versions = answered_pair(registry, bundle)
     return _minimize(registry, bundle, contenders_from(versions, variants),
                      env_manager=environment_manager(EnvConfig.of(env_dir, python)), **settings)
+
+
+def _explain_specs(ref: str, store: str | None, versions: Sequence[str | ContenderSpec]) -> list[ContenderSpec]:
+    """explain's two contenders: those given, else the last good and first bad release of the bundle's latest
+    stored answer; UsageError unless they are two different ones."""
+    if not versions:
+        versions = answered_pair(*resolve(ref, store))
+    specs = [v if isinstance(v, ContenderSpec) else ContenderSpec(v) for v in versions]
+    if len(specs) != 2 or specs[0] == specs[1]:
+        raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax "
+                                                                          "0.8.0 (without --jax: the last good and "
+                                                                          "first bad release of a stored answer)")
+    return specs
 
 
 def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: ReplayOptions | None = None,
@@ -330,29 +346,30 @@ def _recorded(ledger, replay_fn: Callable[..., list[dict]]) -> Callable[..., lis
 def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | None = None,
             options: ReplayOptions | None = None, python: str | None = None, env_dir: str | None = None,
             progress: Callable[[str], None] | None = None, mode: str = "auto", by: str | None = None,
-            release_delta: bool = True, screen: bool = True, profile: bool = False, **settings: Any) -> dict:
+            release_delta: bool = True, screen: bool = True, profile: bool = False,
+            reach: Sequence[str] | None = None, **settings: Any) -> dict:
     """Why versions[1] differs from versions[0] (investigate/explain.py): the evidence (per-pass dumps), frozen or
     retraced (`mode` "auto": retraced when only the retraced outputs differ), the criterion (`by`: outputs, bits or
     time; None: outputs when they differ beyond the tolerance, else time), experiments on the candidate from the
     defaults that changed between the two releases (`release_delta`), the passes and the curated flags, screened
     cheaply (`screen`), then measured; a diagnosis that names a changed default restoring the baseline, with the
     lines to paste and where it still works; "reproduce" replays a workaround if found. `profile`: the per-op
-    profile in the measurement (a report's table); the answer is stored as a record beside its runs."""
+    profile in the measurement (a report's table); the answer is stored as a record beside its runs. `reach`: the
+    releases a workaround found is measured on (None: those cached here after the candidate's, at most three)."""
     from ..bundle.sharing import reproduce_info
     from ..investigate.explain import Setup
     from ..investigate.explain import explain as _explain
+    from ..investigate.probes import output_difference
     from ..run.replay import replay_platform
     from ..run.spent import Ledger
 
-    specs = [v if isinstance(v, ContenderSpec) else ContenderSpec(v) for v in versions]
-    if len(specs) != 2 or specs[0] == specs[1]:
-        raise UsageError("explain compares two different versions", hint="give --jax twice: e.g. --jax 0.7.2 --jax 0.8.0")
+    specs = _explain_specs(ref, store, versions)
     if mode not in ("auto", "frozen", "retrace") or by not in (None, "outputs", "bits", "time"):
         raise UsageError(f"explain takes --retrace or --frozen, and --by outputs, bits or time (not {mode!r}, {by!r})")
     options = replay_options(options, settings, base=EXPLAIN_OPTIONS)
     from ..envs.versions import check_jax_requests
 
-    check_jax_requests([s.jax for s in specs], releases_of(EnvConfig.of(env_dir, python)))
+    check_jax_requests([s.jax for s in specs] + list(reach or ()), releases_of(EnvConfig.of(env_dir, python)))
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
         raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
@@ -362,7 +379,8 @@ def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | N
     platform = replay_platform(bundle, options.platform).platform
     setup = _explain_setup(Setup, manager, bundle, specs, platform, options, replay_fn, ledger, progress,
                            compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
-                           mode=mode, by=by, release_delta=release_delta, screen=screen, profile=profile)
+                           mode=mode, by=by, release_delta=release_delta, screen=screen, profile=profile,
+                           apart=output_difference(registry, bundle), reach_releases=reach)
     result = _explain(registry, bundle, specs[0], specs[1], setup)
     result["spent"] = ledger.as_dict()
     found = result["diagnosis"].get("workaround") or result["diagnosis"].get("partial")  # the setting to replay
@@ -380,11 +398,12 @@ def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | N
 
 def _explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec], platform: str,
                    options: ReplayOptions, replay_fn, ledger, progress, *, compare_fn, mode: str, by: str | None,
-                   release_delta: bool, screen: bool, profile: bool):
+                   release_delta: bool, screen: bool, profile: bool, apart=None,
+                   reach_releases: Sequence[str] | None = None):
     """explain's Setup: the release pair's facts (read once), the screen's module workers, where a workaround
     still works."""
     from ..investigate.minimize import module_limits
-    from ..investigate.release_reach import ReleasePair, reach
+    from ..investigate.release_reach import ReachAsk, ReleasePair, reach
     from ..run.execution import worker_memory_limit
     from ..run.module_server import ModuleWorker
 
@@ -397,7 +416,9 @@ def _explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpe
     return setup_type(replay_fn=replay_fn, compare_fn=compare_fn, platform=platform, options=options, mode=mode,
                       by=by, worker_for=worker_for if screen else None,
                       changes_fn=pair.changes if release_delta else None, flag_types=pair.flag_types,
-                      reach_fn=lambda change, spec: reach(manager, change, spec, replay_fn, options, platform),
+                      reach_fn=lambda change, spec, baseline, candidate, chosen_by: reach(
+                          manager, change, spec, replay_fn, options, platform,
+                          ReachAsk(baseline, candidate, chosen_by, compare_fn, apart, reach_releases)),
                       profile=profile, progress=progress, ledger=ledger)
 
 

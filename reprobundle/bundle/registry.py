@@ -377,12 +377,26 @@ class Registry:
         if not selector or selector == "latest":
             versions = self.versions(name)
             if not versions:
-                raise BundleNotFoundError(f"no bundle named {name!r} in {self.store.url}",
-                                          hint="`reprobundle ls` lists the bundles in this store")
+                raise self._no_bundle_named(name)
             return self.load(name, versions[-1])
-        if selector.isascii() and selector.isdigit():  # int() refuses some unicode digits (²)
-            return self.load(name, self._version_number(name, selector))
-        return self.load(name, self.tag_version(name, selector))
+        try:
+            if selector.isascii() and selector.isdigit():  # int() refuses some unicode digits (²)
+                return self.load(name, self._version_number(name, selector))
+            return self.load(name, self.tag_version(name, selector))
+        except BundleNotFoundError as e:
+            if not self.versions(name):  # the name itself is the mistake: with what it may have meant
+                raise self._no_bundle_named(name, e.message) from None
+            raise
+
+    def _no_bundle_named(self, name: str, message: str | None = None) -> BundleNotFoundError:
+        """The error for a name this store has no bundle of (`message`, or "no bundle named NAME"), its hint naming
+        the store's names it may be a misspelling of."""
+        import difflib
+
+        close = difflib.get_close_matches(name, [n for n in self.names() if n != name], n=3, cutoff=0.6)
+        meant = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
+        return BundleNotFoundError(message or f"no bundle named {name!r} in {self.store.url}",
+                                   hint=f"{meant}`reprobundle ls` lists the bundles in this store")
 
     def _resolve_single_bundle(self) -> Bundle:
         """The ref '' or None: the one bundle of a zip store, else an InvalidRefError that asks for a name."""

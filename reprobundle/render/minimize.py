@@ -17,6 +17,8 @@ _LOC = re.compile(r"\s+loc\([^()]*(?:\([^()]*\)[^()]*)*\)")
 
 def minimize_data(result) -> dict:
     """The minimization as plain data (JSON-able)."""
+    from ..investigate.minimize import could_not_shrink
+
     text = _LOC.sub("", result.text)
     lines = text.strip().splitlines()
     return {"bundle": result.bundle, "bundle_id": result.bundle_id, "baseline": result.contenders[0],
@@ -26,7 +28,8 @@ def minimize_data(result) -> dict:
             "levels": result.levels,
             "ops": result.ops, "packed": result.packed, "whole": _shown(result.whole), "check": _shown(result.check),
             "stablehlo": text if len(lines) <= INLINE_LINES else None, "stablehlo_lines": len(lines),
-            "reproduce": result.reproduce or None, "summary": summary_line(result), "next": result.next}
+            "reproduce": result.reproduce or None, "summary": summary_line(result), "next": result.next,
+            "shrunk": could_not_shrink(result) is None}
 
 
 def _shown(detail: dict) -> dict:
@@ -62,11 +65,18 @@ def property_text(prop: str, detail: dict) -> str:
 
 
 def summary_line(result) -> str:
+    """`14 -> 3 ops still show slower between A and B ...`, or why minimize could not shrink it."""
+    from ..investigate.minimize import could_not_shrink
+
     stopped = {"done": "", "max-time": " (stopped at --max-time: the best piece so far)",
                "interrupted": " (interrupted: the best piece so far)"}[result.stopped]
+    tested = f"{result.tested} candidates tested in {result.elapsed_s:.0f} s"
+    failed = could_not_shrink(result)
+    if failed:
+        return f"{failed} (between {result.contenders[0]} and {result.contenders[1]}){stopped}; {tested}; the " \
+               f"piece kept is packed as {result.packed} for a look"
     return (f"{result.ops_before} -> {result.ops_after} ops still show {result.property} between "
-            f"{result.contenders[0]} and {result.contenders[1]}{stopped}; {result.tested} candidates tested in "
-            f"{result.elapsed_s:.0f} s; packed as {result.packed}")
+            f"{result.contenders[0]} and {result.contenders[1]}{stopped}; {tested}; packed as {result.packed}")
 
 
 def _ops_lines(data: dict) -> list[str]:

@@ -134,7 +134,7 @@ class ModuleWorker:
         self.lost: list[str] = []  # the workers that died between calls (replaced before the next call)
         self._proc: subprocess.Popen | None = None
         self._stderr: IO[bytes] | None = None
-        self._buffer = b""
+        self._buffer = bytearray()
         self._phase: str | None = None
         self._busy = False
         self._prepared: tuple[dict, int | None] | None = None  # the request that prepared the kept module, its pid
@@ -186,18 +186,12 @@ class ModuleWorker:
         if self._proc is not None:
             return
         self._stderr = tempfile.TemporaryFile()  # unlinked already: nothing is left behind, whatever happens
-        limit = self.memory_limit_bytes or 0
-
-        def limit_memory() -> None:
-            import resource
-
-            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
         try:
             self._proc = subprocess.Popen(
                 worker_command(self.python, ["serve"]), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=self._stderr, env=worker_environment(python=self.python), cwd=tempfile.gettempdir(),
-                start_new_session=True, preexec_fn=limit_memory if limit else None)
+                stderr=self._stderr, env=worker_environment(python=self.python,
+                                                            memory_limit_bytes=self.memory_limit_bytes),
+                cwd=tempfile.gettempdir(), start_new_session=True)
         except OSError as e:
             self._stderr.close()
             self._stderr = None
@@ -205,7 +199,7 @@ class ModuleWorker:
                               hint="check the contender's environment (reprobundle envs)") from None
         track_group(self._proc.pid)
         self.starts += 1
-        self._buffer = b""
+        self._buffer = bytearray()
         self.info = {}
         try:
             self._send({"op": "start", "settings": self.contender.settings.as_record(), "platform": self.platform})
@@ -446,8 +440,11 @@ class ModuleWorker:
             chunk = os.read(fd, max(65536, size - len(self._buffer)))
             if not chunk:
                 raise _Died()
+            # a bytearray grows in place: bytes += chunk copied the whole buffer per 64 KiB a pipe gives, which made
+            # a 350 MB answer (minimize's intermediate values of examples/attention.py) take minutes
             self._buffer += chunk
-        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
         return data
 
     # -- what a dead worker left ---------------------------------------------------------------------------------
