@@ -368,3 +368,15 @@ def test_a_tpu_runs_system_rows_name_libtpu_and_its_init_args():
     rows = dict(environment_rows(env))
     assert rows["devices"] == "1 x TPU v5 lite" and rows["libtpu"] == "0.0.42.1"
     assert rows["LIBTPU_INIT_ARGS"] == "--xla_tpu_use_enhanced_launch_barrier=true" and rows["XLA_FLAGS"] == "(not set)"
+
+
+def test_minimize_on_a_tpu_says_it_needs_two_processes_at_once(store_dir, monkeypatch):
+    """A TPU admits one process at a time, so minimize (a module worker per contender, live together) is refused
+    there with the way out, before any worker starts; the CPU path of the same bundle is untouched."""
+    code, _, err = cli("pack", str(ROOT / "examples/attention.py:make_small"), "--name", "tp", "--platforms",
+                       "tpu,cpu", "--repeat", "2", "--warmup", "1", "--no-dump", "--no-profile", store=store_dir)
+    assert code == 0, err
+    monkeypatch.setenv("REPROBUNDLE_PLATFORMS", "tpu")  # as on the borrowed TPU machine
+    code, _, err = cli("minimize", "tp", "--jax", "installed", "--variant",
+                       "installed:XLA_FLAGS=--xla_cpu_enable_fast_math=false", store=store_dir)
+    assert code == 2 and "a TPU admits one process at a time" in err and "REPROBUNDLE_PLATFORMS=cpu" in err, err

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..envs.platforms import PLATFORMS, canonical_platforms, choose_platform, detect_devices
+from ..envs.platforms import PLATFORMS, canonical_platforms, choose_platform, detect_devices, one_process_at_a_time
 from ..errors import InputMismatchError, ReplayError, UsageError
 from ..text import clean, exception_line
 from ..worker.dtypes import MLIR_ELEMENT_DTYPES as MLIR_ELEMENT_DTYPES  # investigate/isolate.py's import
@@ -84,8 +84,6 @@ def lowering_platforms(platforms: Iterable[str] | str | None) -> tuple[str, ...]
 
 # Accelerators this process keeps off (keep_host_off_device): there, but for the reference worker, not this process.
 _KEPT_OFF: set[str] = set()
-# Accelerators that admit one process at a time: the packing process must not hold one while the worker runs.
-ONE_PROCESS_PLATFORMS = ("tpu",)
 
 
 def keep_host_off_device() -> tuple[str, ...]:
@@ -95,7 +93,7 @@ def keep_host_off_device() -> tuple[str, ...]:
     imported already, JAX_PLATFORMS is the user's, or no such accelerator is here."""
     if "jax" in sys.modules or os.environ.get("JAX_PLATFORMS"):
         return ()
-    here = [p for p in detect_devices().platforms if p in ONE_PROCESS_PLATFORMS]
+    here = [p for p in detect_devices().platforms if one_process_at_a_time(p)]
     if here:
         os.environ["JAX_PLATFORMS"] = "cpu"
         _KEPT_OFF.update(here)

@@ -42,6 +42,26 @@ _ALIASES = {"gpu": "cuda", "nvidia": "cuda", "amd": "rocm", "host": "cpu"}
 GOOGLE_PCI_VENDOR = "0x1ae0"  # TPUs (what libtpu looks for)
 
 
+# Accelerators one process at a time may hold: a second process that opens the chip fails (libtpu's lockfile).
+ONE_PROCESS_PLATFORMS = ("tpu",)
+
+
+def one_process_at_a_time(platform: str) -> bool:
+    """Whether `platform`'s devices admit one process at a time (a TPU): measurements visit their contenders in
+    alternation there (run/schedule.py), and what needs two live workers at once cannot run."""
+    return platform in ONE_PROCESS_PLATFORMS
+
+
+def refuse_two_at_once(platform: str, what: str) -> None:
+    """UsageError where `what` needs a worker of each contender live at once (module workers) on a platform that
+    admits one process at a time."""
+    if one_process_at_a_time(platform):
+        raise UsageError(f"{what} keeps a worker of each contender on the device at once, and a {platform.upper()} "
+                         "admits one process at a time",
+                         hint="run it where the change also shows on the CPU: REPROBUNDLE_PLATFORMS=cpu (a bundle "
+                              "packed with --platforms tpu,cpu), or isolate, whose pieces replay in alternation")
+
+
 def platform_label(platform: str) -> str:
     return _LABELS.get(platform, platform)
 

@@ -35,6 +35,7 @@ from ..analysis.hlo_diff import FREE_OPCODES, fusion_diff
 from ..analysis.passes import pass_diff, read_pipeline, same_hlo
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
+from ..envs.platforms import one_process_at_a_time
 from ..errors import ReplayError, ReproBundleError
 from ..logs import Status
 from ..run.contenders import FROZEN, RETRACE, ContenderSpec, Settings
@@ -402,11 +403,12 @@ def _screen(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candida
 
     if not experiments:
         return {"note": "nothing to screen"}
-    if setup.worker_for is None or chosen.mode == RETRACE:
+    why = _not_screened(setup, chosen)
+    if why:
         for e in experiments:
             e.screened = Screened("not screened")
-        why = "no screen asked" if setup.worker_for is None else "a retraced program is lowered anew by each contender"
         return {"note": f"not screened: {why}"}
+    assert setup.worker_for is not None  # _not_screened said so
     setup.say(f"screening {len(experiments)} experiment(s) on the frozen module, one worker per release", "screen")
     text, inputs = packed_module(registry, bundle)
     t0 = time.monotonic()
@@ -419,6 +421,19 @@ def _screen(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candida
     if setup.ledger is not None:
         setup.ledger.record("screen", [baseline.label, candidate.label], wall_s, {})
     return {"note": result.note, "base_ns": result.base_ns, "cand_ns": result.cand_ns, "wall_s": wall_s}
+
+
+def _not_screened(setup: Setup, chosen: Chosen) -> str:
+    """Why the experiments go to the measurement unscreened ("" where the screen runs): the screen holds a
+    module worker per release at once, which a TPU, one process at a time, does not admit; there every experiment
+    is measured in the alternated rounds."""
+    if setup.worker_for is None:
+        return "no screen asked"
+    if chosen.mode == RETRACE:
+        return "a retraced program is lowered anew by each contender"
+    if one_process_at_a_time(setup.platform):
+        return f"a {setup.platform.upper()} admits one process at a time: each experiment is measured in alternation"
+    return ""
 
 
 def _defined_here(experiments: list[Experiment], flag_types: dict | None,

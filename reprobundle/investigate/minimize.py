@@ -53,6 +53,7 @@ from ..bundle.trees import output_names
 from ..capture.export import concrete_module, function_ops, load_stablehlo, region_ops
 from ..capture.options import PackOptions
 from ..capture.pack import pack
+from ..envs.platforms import refuse_two_at_once
 from ..errors import UsageError
 from ..logs import Status
 from ..run.contenders import ContenderSpec, concrete_versions, variant_args
@@ -413,6 +414,7 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     graph = graph_of(function_ops(text), "minimize")
     values = dict(zip(graph.args, inputs))
     platform = replay_platform(bundle).platform
+    refuse_two_at_once(platform, "minimize")
     a_spec, b_spec = contenders
     workers = [ModuleWorker(spec, env_manager=env_manager, platform=platform, timeout_s=timeout_s,
                             memory_limit_bytes=worker_memory_limit(None, 2, platform), limits=module_limits(bundle))

@@ -27,7 +27,7 @@ from ..bundle.model import RunRecord, RunStatus
 from ..bundle.registry import Bundle, Registry, utc_now
 from ..bundle.trees import output_names
 from ..config import settings as env_settings
-from ..envs.platforms import PlatformChoice, choose_platform, detect_devices
+from ..envs.platforms import PlatformChoice, choose_platform, detect_devices, one_process_at_a_time
 from ..errors import CorruptBundleError, ReproBundleError
 from ..logs import Status
 from ..store.scratch import scratch_dir, temp_folder
@@ -558,7 +558,7 @@ def _alternated(bundles: Sequence[Bundle], targets: Sequence[_Target], contender
         return False
     if env_settings().schedule == "alternate":
         return True
-    if any(t.platform.platform == "tpu" for t in targets):
+    if any(one_process_at_a_time(t.platform.platform) for t in targets):
         log.info("%s: on a TPU only one process holds the chips, so the versions are visited in alternation",
                  ", ".join(str(bundle.ref) for bundle in bundles))
         return True
