@@ -116,3 +116,27 @@ def test_an_environment_built_from_a_file_index_and_a_find_links_folder(tmp_path
     done = subprocess.run([str(env.python_executable), "-I", "-c", "import jax, msgpack; print(jax.__version__)"],
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "0.8.0", done.stderr
+
+
+def test_index_options_of_the_commands_that_make_environments(tmp_path, monkeypatch):
+    """--index-url (a folder or file:// simple index) and --find-links on the commands that build environments or
+    list releases set what REPROBUNDLE_INDEX_URL and REPROBUNDLE_FIND_LINKS would; a folder that is not there is one
+    clear error before anything runs."""
+    from cli_runner import cli
+
+    from reprobundle.envs.package_index import find_links, index_url
+
+    for var in ("REPROBUNDLE_INDEX_URL", "REPROBUNDLE_FIND_LINKS"):  # set by the commands: undone after the test
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
+    store = ["--store", str(tmp_path / "store")]
+    for command in (["explain", "x", *store], ["investigate", "x", "--good", "0.4.30", "--bad", "0.4.31", *store],
+                    ["changes", "0.4.30", "0.4.31"], ["replay", "x", *store],
+                    ["bisect", "x", "--good", "0.4.30", "--bad", "0.4.31", *store], ["sweep", *store]):
+        code, _, err = cli(*command, "--find-links", str(tmp_path / "nowhere"))
+        assert code == 2 and f"no such folder: {tmp_path / 'nowhere'}" in err, (command, err)
+    simple, wheels = tmp_path / "simple", tmp_path / "wheels"
+    _page(simple, "jax", ["jax-0.4.30-py3-none-any.whl"])
+    wheels.mkdir()
+    cli("changes", "0.4.30", "0.4.30", "--index-url", str(simple), "--find-links", str(wheels))
+    assert index_url() == simple.resolve().as_uri() and find_links() == [str(wheels.resolve())]

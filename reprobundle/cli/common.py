@@ -162,6 +162,29 @@ MaxTimeOpt = typer.Option(None, "--max-time", help="Seconds the timing of severa
 IndexOpt = typer.Option(None, "--index-url", help="PEP 503 index of JAX nightlies (default: "
                                                   "$REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index); releases "
                                                   "come from it too (a mirror of PyPI).")
+def _use_index(index: str | None) -> str | None:
+    if index:
+        from ..envs.package_index import use_index
+
+        use_index(index=index)
+    return index
+
+
+def _use_links(links: list[str]) -> list[str]:
+    if links:
+        from ..envs.package_index import use_index
+
+        use_index(links=links)
+    return links
+
+
+ReleaseIndexOpt = typer.Option(None, "--index-url", callback=_use_index,
+                               help="The package index releases come from: a URL (a mirror of PyPI) or a simple "
+                                    "index in a folder (PATH or file://); default $REPROBUNDLE_INDEX_URL, else uv's "
+                                    "UV_DEFAULT_INDEX/UV_INDEX_URL, else PyPI.")
+FindLinksOpt = typer.Option([], "--find-links", callback=_use_links,
+                            help="A folder of wheels that releases and their environments may also come from "
+                                 "(repeatable; default $REPROBUNDLE_FIND_LINKS).")
 RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                       help="Run the replays on this Ray cluster (auto, HOST:6379, ray://HOST:10001; default "
                            "$RAY_ADDRESS), one task per bundle, each holding a whole node; needs the ray extra of "

@@ -14,6 +14,7 @@ from ..errors import EXIT_NOT_OK, UsageError
 from ..text import clean_values
 from .common import (
     BaselineOpt,
+    FindLinksOpt,
     FreshWorkersOpt,
     HtmlOpt,
     IndexOpt,
@@ -23,6 +24,7 @@ from .common import (
     PinOpt,
     PlatformOpt,
     RayOpt,
+    ReleaseIndexOpt,
     ReportOpt,
     RetraceOpt,
     RoundsOpt,
@@ -75,6 +77,7 @@ def replay(
                                                                            "the program's packages a retrace installs "
                                                                            "(default: resolved with each jax)."),
     index_url: Optional[str] = IndexOpt,
+    find_links: List[str] = FindLinksOpt,
     as_json: bool = JsonOpt,
     call_limit: Optional[float] = typer.Option(None, "--call-limit", help="Seconds one call may take (n calls in a "
                                                "row: n times that + 60 s) before its worker is killed as a runaway "
@@ -157,6 +160,8 @@ def explain(
     timeout: float = typer.Option(DEFAULT_TIMEOUT_S, "--timeout",
                                   help="Seconds of work per worker process before it is killed."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    index_url: Optional[str] = ReleaseIndexOpt,
+    find_links: List[str] = FindLinksOpt,
     platform: Optional[str] = PlatformOpt,
     retrace: Optional[bool] = typer.Option(None, "--retrace/--frozen", help="Explain the program as each release "
                                            "traces it, or the stored (frozen) module. Default: retraced when only "
@@ -313,6 +318,7 @@ def bisect_cmd(
     nightly: bool = typer.Option(False, "--nightly", help="Search the nightlies between --good and --bad by date, "
                                                           "down to the commits of the last good and first bad."),
     index_url: Optional[str] = IndexOpt,
+    find_links: List[str] = FindLinksOpt,
     warmup: int = typer.Option(DEFAULT_WARMUP, "--warmup"),
     repeat: int = typer.Option(DEFAULT_STEPS, "--repeat", help="Timed steps per tested version, over all rounds."),
     rounds: Optional[int] = RoundsOpt,
@@ -399,6 +405,8 @@ def changes(
     a: str = typer.Argument(..., metavar="A", help="The older release (e.g. 0.4.31)."),
     b: str = typer.Argument(..., metavar="B", help="The newer release (e.g. 0.4.33)."),
     python: Optional[str] = typer.Option(None, "--python"),
+    index_url: Optional[str] = ReleaseIndexOpt,
+    find_links: List[str] = FindLinksOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """What changed between two releases, as they say themselves: XLA flags and JAX options added, removed, and
@@ -430,6 +438,8 @@ def investigate(
                                                        "tolerance), bits (any difference), time (a settled "
                                                        "slowdown). Default: each kind present, the most severe "
                                                        "first."),
+    index_url: Optional[str] = ReleaseIndexOpt,
+    find_links: List[str] = FindLinksOpt,
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -479,6 +489,7 @@ def sweep(
     store: Optional[str] = StoreOpt,
     retrace: bool = RetraceOpt,
     index_url: Optional[str] = IndexOpt,
+    find_links: List[str] = FindLinksOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Replay many bundles on a baseline and one or more candidate versions, timed together: one table, worst first.

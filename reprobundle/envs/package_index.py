@@ -42,7 +42,7 @@ from ..store.http_client import get
 from .versions import is_final_release, parse_version, same_release, version_key
 
 __all__ = ["DEFAULT_INDEX", "INDEX_CACHE_TTL_S", "INDEX_RECHECK_S", "FALLBACK_PYTHONS", "PackageIndex", "index_url",
-           "find_links",
+           "find_links", "use_index",
            "fetch_project_files", "summarize_index", "jax_file_version", "jaxlib_wheel_pythons", "platform_markers",
            "cpython_minor", "is_generic", "jaxlib_for", "installable", "not_installable", "fallback_pythons", "project_wheel",
            "summarize_project"]
@@ -87,6 +87,25 @@ def find_links() -> list[str]:
         if value:
             return [part for part in value.replace(os.pathsep, " ").split() if part]
     return []
+
+
+def use_index(index: str | None = None, links: list[str] | None = None) -> None:
+    """Releases from `index` (a URL, or a folder or `file://` URL of a simple index) and `links` (folders of
+    wheels) for this process and the processes it starts (uv, the probes): what --index-url and --find-links set,
+    as REPROBUNDLE_INDEX_URL and REPROBUNDLE_FIND_LINKS would. A folder is made a `file://` URL; one that is not
+    there is a UsageError."""
+    from ..errors import UsageError
+
+    for folder in [*([index] if index and _local_folder(index) is not None else []), *(links or [])]:
+        path = _local_folder(folder)
+        if path is None or not path.is_dir():
+            raise UsageError(f"no such folder: {folder}", hint="give a folder of wheels or a simple index's folder, "
+                                                              "or the URL of an index")
+    if index:
+        local = _local_folder(index)
+        os.environ["REPROBUNDLE_INDEX_URL"] = local.resolve().as_uri() if local else index.rstrip("/")
+    if links:
+        os.environ["REPROBUNDLE_FIND_LINKS"] = os.pathsep.join(str(Path(link).resolve()) for link in links)
 
 
 def _local_folder(url: str) -> Path | None:
