@@ -39,7 +39,7 @@ from ..config import default_store_url
 from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
-from .reproducer import script_of
+from .reproducer import script_of, stored_answers
 
 TRACKERS = {"jax": "https://github.com/jax-ml/jax/issues/new", "xla": "https://github.com/openxla/xla/issues/new"}
 BODY_LIMIT = 65_000  # characters: GitHub refuses an issue body over 65,536
@@ -170,14 +170,6 @@ def program_source(registry: Registry, bundle: Bundle) -> dict | None:
 SOURCE_LIMIT = 16_000  # bytes: a longer script is left to the bundle (the issue body has 65 KB in all)
 
 
-def _stored_answers(registry: Registry, bundle: Bundle) -> list[dict]:
-    """The answers stored beside the bundle's runs (a zip's: its copy's in the default local store)."""
-    try:
-        return (Registry.open(None) if registry.store.read_only else registry).answers(bundle.ref.bundle_id)
-    except ReproBundleError:
-        return []
-
-
 def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | None = None) -> str:
     """One line: the backend, what the piece is, what it does, under which setting, on which jax. A replay that
     timed releases together and whose outputs all matched is titled by its measured difference. A stored
@@ -278,7 +270,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     stem = file_stem(bundle)
     from .answers import latest_bisection, latest_explanation
 
-    answers = _stored_answers(registry, bundle)
+    answers = stored_answers(registry, bundle)
     bisection, explanation = latest_bisection(answers), latest_explanation(answers)
     heading = title(bundle, diff, measured, bisection)
     hlo = hlo_texts(registry, bundle)
