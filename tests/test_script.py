@@ -447,3 +447,42 @@ def test_compare_times_two_sides_in_their_own_processes_and_fails_only_on_a_real
     manual = subprocess.run([python, str(script), "--compare", "0.4.31", "0.4.33"], env=nouv, capture_output=True,
                             text=True, timeout=120)
     assert manual.returncode == 3 and "pip install jax==0.4.33 numpy" in manual.stdout, manual.stdout
+
+
+def _fresh(tmp_path_factory, version: str):
+    """An environment with only jax, jaxlib and numpy of `version`, made by uv from its cache."""
+    from uv import find_uv_bin
+
+    venv = tmp_path_factory.mktemp(f"fresh-{version}") / "venv"
+    uv = str(find_uv_bin())
+    subprocess.run([uv, "venv", "-q", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(python), f"jax=={version}", f"jaxlib=={version}",
+                    "numpy"], check=True, timeout=600)
+    return python
+
+
+@pytest.mark.crossversion
+def test_the_zip_replays_itself_with_only_jax_and_numpy_on_the_oldest_and_newest_and_retraces(tmp_path,
+                                                                                             tmp_path_factory,
+                                                                                             fresh_python):
+    """`python NAME.zip` in environments holding only jax, jaxlib and numpy (no msgpack, no flatbuffers): the frozen
+    module and, with --retrace, the program traced by that release; nothing on stderr when it passes (0.4.30's
+    MLIR prints `loc("-":0:0): error: unknown attribute code` from a route that gives way)."""
+    store = tmp_path / "store"
+    reprobundle.api.pack_script(str(PROGRAMS / "colsum.py"), name="colsum", store=str(store), **PACK)
+    code, _, err = cli("export", "colsum", "-o", tmp_path / "colsum.zip", store=store)
+    assert code == 0, err
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
+    env["JAX_PLATFORMS"] = "cpu"
+    for python, version in ((_fresh(tmp_path_factory, OLDEST), OLDEST), (fresh_python, NEWEST)):
+        for extra in ([], ["--retrace"]):
+            done = subprocess.run([str(python), "-I", str(tmp_path / "colsum.zip"), "--repeat", "2", "--json", *extra],
+                                  env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+            assert done.returncode == 0, (version, extra, done.stdout, done.stderr)
+            assert done.stderr == "", (version, extra, done.stderr)
+            summary = json.loads(done.stdout)
+            assert summary["jax"] == version and summary["outputs_ok"]
+            assert summary["route"] == ("retrace" if extra else summary["route"]) and summary["route"]
