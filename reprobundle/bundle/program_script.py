@@ -53,18 +53,23 @@ def needed_packages(program: dict, files: Sequence[tuple[str, str]]) -> list[str
         return sorted(f"{name}=={version}" for name, version in packages.items() if name.lower() not in NOT_NEEDED)
     own = {path.rsplit("/", 1)[-1].removesuffix(".py") for path, _ in files} | {
         path.split("/", 1)[0] for path, _ in files if "/" in path}
-    found: set[str] = set()
-    for _, text in files:
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                found.update(a.name.split(".")[0] for a in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                found.add(node.module.split(".")[0])
+    found = {name for _, text in files for name in imported_modules(text)}
     return sorted(found - own - NOT_NEEDED - set(sys.stdlib_module_names) - {"__future__"})
+
+
+def imported_modules(text: str) -> set[str]:
+    """The top-level modules a Python file imports (absolute imports; none where it does not parse)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
 
 
 def run_outputs(registry: Registry, run: dict) -> list[np.ndarray]:

@@ -397,6 +397,18 @@ class Reference:
     bits: bool | None = None
 
 
+def _reference(diff: Difference, given: Reference | None) -> Reference:
+    """The outputs the script checks against: `given` (its bits setting applied to `diff`), else minimize's baseline
+    run, else the packed reference."""
+    if given is not None and given.run is not None:
+        diff.bits = diff.bits if given.bits is None else given.bits
+        diff.text = f"outputs against {given.label}" + (", any bit" if diff.bits else "")
+        return given
+    if diff.baseline is not None:  # minimize's baseline: the outputs the difference is measured from
+        return Reference(diff.baseline, f"jax {diff.releases[0]}")
+    return Reference()
+
+
 def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py", measured: dict | None = None,
                 reference_of: Reference | None = None) -> str:
     """The standalone script for the bundle; `measured`: analysis/slowdown.py's times of its stored runs (the
@@ -407,12 +419,7 @@ def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py", mea
     ins, outs, _ = signature(bundle)
     inputs, reference = arrays(registry, bundle)
     diff = difference(bundle, stored_runs(registry, bundle), measured)
-    chosen = reference_of or Reference()
-    if chosen.run is not None:
-        diff.bits = diff.bits if chosen.bits is None else chosen.bits
-        diff.text = f"outputs against {chosen.label}" + (", any bit" if diff.bits else "")
-    elif diff.baseline is not None:  # minimize's baseline: the outputs the difference is measured from
-        chosen = Reference(diff.baseline, f"jax {diff.releases[0]}")
+    chosen = _reference(diff, reference_of)
     if chosen.run is not None:
         reference = [leaf_array(registry, leaf) for leaf in chosen.run["outputs"]]
     samples = (bundle.manifest["reference"].get("timing") or {}).get("samples_ns") or []

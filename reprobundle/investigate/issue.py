@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..bundle.program_script import change_lines, program_of, run_outputs, value_changes
 from ..bundle.registry import Bundle, Registry, open_ref
 from ..bundle.reproducer import (
     NoScriptError,
@@ -39,7 +40,7 @@ from ..config import default_store_url
 from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
-from .reproducer import script_of, stored_answers
+from .reproducer import plan, script_of, stored_answers
 
 TRACKERS = {"jax": "https://github.com/jax-ml/jax/issues/new", "xla": "https://github.com/openxla/xla/issues/new"}
 BODY_LIMIT = 65_000  # characters: GitHub refuses an issue body over 65,536
@@ -118,17 +119,19 @@ def _label(run: dict) -> str:
     return column_of(run)
 
 
-def measurement(runs: list[dict]) -> dict | None:
-    """The replay's times (analysis/slowdown.measured_times) with the oldest release as the baseline, each row with
-    its run's status, backend and machine conditions; None with fewer than two runs timed together. The candidate
-    shown in the title is the one furthest from the baseline (a settled verdict first)."""
+def measurement(runs: list[dict], last_good: str | None = None) -> dict | None:
+    """The replay's times (analysis/slowdown.measured_times) with the last good release as the baseline where the
+    replay timed it (the stored answer's), else the oldest release, each row with its run's status, backend and
+    machine conditions; None with fewer than two runs timed together. The candidate shown in the title is the one
+    furthest from the baseline (a settled verdict first)."""
     from ..analysis.busy import summary
     from ..analysis.history import order_columns
     from ..analysis.slowdown import measured_times
 
     timed = [r for r in runs if _timed(r)]
     order = order_columns([_label(r) for r in timed])
-    times = measured_times(sorted(timed, key=lambda r: order.index(_label(r))))
+    first = [r for r in timed if _label(r) == last_good][:1]
+    times = measured_times(first + sorted((r for r in timed if r not in first), key=lambda r: order.index(_label(r))))
     if times is None:
         return None
     by_id = {str(r.get("run_id") or ""): r for r in timed}
@@ -170,10 +173,16 @@ def program_source(registry: Registry, bundle: Bundle) -> dict | None:
 SOURCE_LIMIT = 16_000  # bytes: a longer script is left to the bundle (the issue body has 65 KB in all)
 
 
-def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | None = None) -> str:
-    """One line: the backend, what the piece is, what it does, under which setting, on which jax. A replay that
-    timed releases together and whose outputs all matched is titled by its measured difference. A stored
-    bisection adds the first bad release and the layer where they fit."""
+def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | None = None,
+          changes: list[dict] | None = None) -> str:
+    """One line: what broke, where and how much. From a stored bisection that found a boundary: the function, what
+    changed (the outputs: how many elements of which output, `changes`; an error; the time: the measured ratio
+    against the last good release), from which release, the last good one and the layer. Else the backend, what
+    the piece is, what it does, under which setting, on which jax; a replay that timed releases together and whose
+    outputs all matched is titled by its measured difference."""
+    said = headline(bundle, bisection, measured, changes or [])
+    if said:
+        return said
     base = _title(bundle, diff, measured)
     if bisection is None:
         return base
@@ -181,6 +190,49 @@ def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | 
     layer = (answer.get("layer") or {}).get("layer")
     said = f"; first bad release {answer['first_bad']}" + (f" ({layer})" if layer in ("compiler", "lowering") else "")
     return clean(base + said, 200) if len(base) + len(said) <= 200 else base
+
+
+LAYER_WORDS = {"lowering": "JAX's lowering", "compiler": "the compiler", "both": "JAX's lowering and the compiler"}
+
+
+def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, changes: list[dict]) -> str | None:
+    """The title of a bisection's answer (None where it found no boundary): stable for one stored answer, since
+    it reads only the answer and the stored runs."""
+    a = (bisection or {}).get("answer") or {}
+    good, bad = a.get("last_good"), a.get("first_bad")
+    if not good or not bad or good == bad:
+        return None
+    subject = _subject(bundle.manifest)
+    layer = LAYER_WORDS.get(str((a.get("layer") or {}).get("layer")))
+    where = f" ({layer})" if layer else ""  # a slowdown's title: the ratio first
+    if a.get("criterion") == "time" and measured is not None:
+        row, base = measured["shown"], measured["baseline"]
+        if row["ratio"] and row["settled"] and row["verdict"] == "slower" and base["label"] == good:
+            return clean(f"{subject} {row['ratio']:.2f}x slower on jax {row['label']} than {good} "
+                         f"({row['backend'].upper()}){where}", 200)
+    what, detail = _change_phrase(changes, str(a.get("criterion") or ""))
+    return clean(f"{subject} {what} from jax {bad} (last good {good}{'; ' + layer if layer else ''}){detail}", 200)
+
+
+def _change_phrase(changes: list[dict], criterion: str) -> tuple[str, str]:
+    """(what changed, how much: `: 64 of 64 elements of output 0 (float32[64]) differ` or '')."""
+    if criterion == "error":
+        return "fails", ""
+    first = next((c for c in changes if "count" in c), None)
+    if first is not None:
+        return (f"gives other {'bits' if criterion == 'bits' else 'values'}",
+                f": {first['count']} of {first['size']} elements of output {first['output']} "
+                f"({first['dtype']}{first['shape']}) differ")
+    shape = next((c for c in changes if "got_kind" in c), None)
+    if shape is not None:
+        return f"gives {shape['got_kind']} where it gave {shape['expected_kind']}", ""
+    return ("gives other output bits" if criterion == "bits" else "gives other outputs"), ""
+
+
+def ratio_text(row: dict) -> str:
+    """A measured ratio and its 95% interval, one format for the whole report: `3.70x [3.52-3.90]`."""
+    ci = row.get("ci95")
+    return f"{row['ratio']:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
 
 
 def _title(bundle: Bundle, diff, measured: dict | None) -> str:
@@ -212,7 +264,7 @@ def timing_phrase(measured: dict) -> str:
     if ratio is None:
         return f"timed with no ratio {where}"
     if row["settled"] and row["verdict"] == "slower":
-        return f"{ratio:.3g}x slower on jax {row['label']} than {base['label']} ({row['backend'].upper()})"
+        return f"{ratio_text(row)} slower on jax {row['label']} than {base['label']} ({row['backend'].upper()})"
     if row["settled"] and row["verdict"] == "faster":
         return f"{1 / ratio:.3g}x faster on jax {row['label']} than {base['label']} ({row['backend'].upper()})"
     if row["settled"] and row["verdict"] == "same":
@@ -264,7 +316,6 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     registry, bundle = open_ref(ref, store)
     runs, replay = chosen_replay(every_run(registry, bundle), run_id)
     diff = difference(bundle, runs)
-    measured = measurement(runs)
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
@@ -272,13 +323,16 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
 
     answers = stored_answers(registry, bundle)
     bisection, explanation = latest_bisection(answers), latest_explanation(answers)
-    heading = title(bundle, diff, measured, bisection)
+    found = judged(registry, bundle, runs, bisection)
+    measured = measurement(runs, found["good"] if found else None)
+    heading = title(bundle, diff, measured, bisection, found["changes"] if found else None)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
-            "seen": diff.seen, "replay": replay,
+            "seen": diff.seen, "replay": replay, "judged": found,
+            "asked_again": asked_again(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
             "source": program_source(registry, bundle), "script": _script(registry, bundle, ref, stem, runs),
@@ -289,6 +343,62 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "timing_phrase": timing_phrase(measured) if measured else None,
             "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
             "attached": _attach(registry, bundle, rep, attach)}
+
+
+def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict | None) -> dict | None:
+    """What the report says from a bisection that found a boundary, judged against its last good release (never
+    the packing release): the values that changed between the stored runs of the last good and the first bad
+    release (bundle/program_script.value_changes), each reported run against the last good release's outputs,
+    and which reproducer the script is (investigate/reproducer.plan). None without such an answer."""
+    a = (bisection or {}).get("answer") or {}
+    good, bad = a.get("last_good"), a.get("first_bad")
+    if not good or not bad or good == bad:
+        return None
+    chosen = plan(registry, bundle, bisection)
+    mine = run_outputs(registry, chosen.good) if chosen.good else None
+    changes = value_changes(mine, run_outputs(registry, chosen.bad), chosen.bits) \
+        if mine is not None and chosen.bad else []
+    mode = str(a.get("mode") or "frozen")
+    seen = [_judged_line(registry, r, mine, str(good), chosen.bits) for r in runs
+            if mine is not None and str((r.get("contender") or {}).get("mode") or "frozen") == mode]
+    return {"good": str(good), "bad": str(bad), "criterion": str(a.get("criterion") or ""), "mode": mode,
+            "changes": changes, "change_lines": change_lines(changes, str(good), str(bad)), "seen": seen,
+            "reproducer": chosen.kind, "reproducer_why": chosen.why,
+            "has_program": program_of(bundle) is not None,
+            "backend": str((bundle.manifest.get("environment") or {}).get("backend") or "")}
+
+
+def _judged_line(registry: Registry, run: dict, good: list, release: str, bits: bool) -> str:
+    """One reported run against the last good release's outputs."""
+    label = _label(run)
+    if run.get("status") not in TIMED or not run.get("outputs"):
+        return f"jax {label}: {run.get('status')}" + (f": {clean(run.get('reason'), 200)}" if run.get("reason") else "")
+    changes = value_changes(good, run_outputs(registry, run), bits)
+    if not changes:
+        return f"jax {label}: outputs as jax {release}'s (last good)"
+    first = changes[0]
+    what = (f"{first['count']} of {first['size']} elements of output {first['output']}" if "count" in first
+            else f"{first['got_kind']} where it gave {first['expected_kind']}")
+    return f"jax {label}: differs from jax {release} (last good): {what}"
+
+
+def asked_again(ref: str, bisection: dict | None, explanation: dict | None) -> list[str]:
+    """The commands that ask the stored answers again, for the reporter's terminal (never the body), rebuilt from
+    the records' fields and quoted: a record's own `command` text is a stranger's and is never shown."""
+    out = []
+    a = (bisection or {}).get("answer") or {}
+    if a.get("good") and a.get("bad"):
+        words = ["reprobundle", "bisect", ref, "--good", str(a["good"]), "--bad", str(a["bad"])]
+        words += ["--retrace" if a.get("mode") == "retrace" else "--frozen"]
+        words += ["--by", str(a["by"])] if a.get("by") in ("outputs", "bits", "time") else []
+        out.append(" ".join(shlex.quote(w) for w in words))
+    x = (explanation or {}).get("answer") or {}
+    if x.get("baseline") and x.get("candidate"):
+        words = ["reprobundle", "explain", ref, "--jax", str(x["baseline"]).split(" ")[0], "--jax",
+                 str(x["candidate"]).split(" ")[0]]
+        words += ["--by", str(x["by"])] if x.get("by") in ("outputs", "bits", "time") else []
+        out.append(" ".join(shlex.quote(w) for w in words))
+    return out
 
 
 def _attach(registry: Registry, bundle: Bundle, rep: dict, folder: str | Path | None) -> str | None:

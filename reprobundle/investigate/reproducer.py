@@ -71,26 +71,31 @@ def release_run(runs: list[dict], release: str, mode: str) -> dict | None:
     return None
 
 
+def _a_change_of_outputs(a: dict) -> bool:
+    """Whether a bisection's answer found a boundary where the outputs (or bits, or an error) changed."""
+    return bool(a.get("last_good")) and a.get("last_good") != a.get("first_bad") \
+        and str(a.get("criterion") or "") in OUTPUT_CRITERIA
+
+
 def plan(registry: Registry, bundle: Bundle, answer: dict | None = None) -> Plan:
     """Which reproducer the bundle's latest bisection (or `answer`) calls for; see the module's docstring."""
     record = answer if answer is not None else latest_bisection(stored_answers(registry, bundle))
     a = (record or {}).get("answer") or {}
     criterion, mode = str(a.get("criterion") or ""), str(a.get("mode") or "frozen")
-    if not record or not a.get("last_good") or a.get("last_good") == a.get("first_bad") \
-            or criterion not in OUTPUT_CRITERIA:
+    if not record or not _a_change_of_outputs(a):
         return Plan(why="the frozen module, against its packed reference", answer=record)
     runs = _answer_runs(registry, bundle, record)
     good, bad = (release_run(runs, str(a[k]), mode) for k in ("last_good", "first_bad"))
     bits = criterion == "bits"
     if mode == "retrace" and program_of(bundle) is not None and good is not None:
-        return Plan("program", good, bad, bits, "the program as each release traces it (a lowering change: the "
-                    "frozen module computes the same on both)", record)
+        return Plan("program", good, bad, bits, "the program as each release traces it; the frozen module computes "
+                    "the same on both", record)
     if mode == "retrace":
         return Plan(why="the frozen module, which cannot show a lowering change (the bundle carries no program, or "
                         "no stored run of the last good release retraced)", answer=record)
     if good is not None:
-        return Plan("good", good, bad, bits, f"the frozen module, against jax {a['last_good']}'s outputs (last good)",
-                    record)
+        return Plan("good", good, bad, bits,
+                    f"the frozen module, against the outputs of jax {a['last_good']}, the last good release", record)
     return Plan(why="the frozen module, against its packed reference (no stored run of the last good release)",
                 answer=record)
 
