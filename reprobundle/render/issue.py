@@ -242,7 +242,8 @@ def _cause(data: dict) -> list[str]:
     if d.get("summary"):
         lines.append(f"- **Cause:** {md(d['summary'])}")
     a = (data.get("bisection") or {}).get("answer") or {}
-    layer = a.get("layer") if isinstance(a.get("layer"), dict) else {}
+    found_layer = a.get("layer")
+    layer: dict = found_layer if isinstance(found_layer, dict) else {}
     if layer.get("text"):
         lines.append(f"- **Where:** {md(layer['text'])}")
     given = d.get("lines")
