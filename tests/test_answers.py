@@ -62,7 +62,7 @@ def test_an_answer_is_stored_once_listed_reported_and_pushed(store, tmp_path):
     assert json.loads(out)["answers"][0]["answer_id"] == answer_id
 
     data = issue_data("small", store=str(store))
-    assert data["title"].endswith("; first bad release 0.5.0 (lowering)"), data["title"]
+    assert data["title"].endswith("from jax 0.5.0 (last good 0.4.38; JAX's lowering)"), data["title"]
     body = issue_markdown(data)
     assert "### Which release, which layer" in body and "**First bad release: jax 0.5.0**" in body
     assert "<img" not in body and "\\*\\*bold\\*\\*" in body and "\\[link\\]" in body  # the record's text escaped

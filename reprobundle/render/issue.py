@@ -185,7 +185,8 @@ def _body(data: dict) -> str:
     """The first screen (what broke, expected against got or the ratio, cause, workaround, the reproducer), then
     everything else collapsed."""
     xla = data["tracker"] == "xla"
-    rest = _details("How it was found", _bisection(data)) if data.get("bisection") else []
+    found = (_bisection(data) if data.get("bisection") else []) + _explanation(data)
+    rest = _details("How it was found", found) if found else []
     rest += _details("What the stored replay showed", _seen(data))
     rest += _details("HLO and run_hlo_module", _hlo(data)) if xla else []
     rest += _details(_script_summary(data), _script(data))
@@ -297,12 +298,32 @@ def _bisection(data: dict) -> list[str]:
     """Which release broke it and in which layer, from the latest bisection stored beside the runs (no ids, no
     commands: those are the reporter's, on the terminal)."""
     a = data["bisection"]["answer"]
-    lines = [f"**First bad release: jax {md(a['first_bad'])}** (last good: {md(a['last_good'])}), bisected between "
+    lines = ["### Which release, which layer", "",
+             f"**First bad release: jax {md(a['first_bad'])}** (last good: {md(a['last_good'])}), bisected between "
              f"{md(a['good'])} and {md(a['bad'])} by {md(a['criterion'])}, the program "
              f"{'retraced by each release' if a['mode'] == 'retrace' else 'frozen'}"
              + (f": {md(a['why'])}" if a.get("why") else "") + "."]
     backend = str((data.get("judged") or {}).get("backend") or _backend(data))
-    return lines + [x for line in _bisection_details(a, backend) for x in ("", line)]
+    return lines + [x for line in _bisection_details(a, backend) for x in ("", line)] + [""]
+
+
+def _explanation(data: dict) -> list[str]:
+    """Why, and what works around it, from the latest explanation stored beside the runs: the diagnosis, what it
+    compared, the lines to paste (a fence: they may be several), later releases."""
+    x = data.get("explanation")
+    if not x:
+        return []
+    a = x["answer"]
+    said = a.get("diagnosis")
+    d = said if isinstance(said, dict) else {}
+    lines = ["### Why, and a workaround", "", f"**{md(d.get('summary'))}** ({md(a.get('candidate'))} against "
+             f"{md(a.get('baseline'))}, judged by {md(a.get('by'))}; diagnosis: {md(d.get('kind'))})"]
+    given = d.get("lines")
+    pasted = given if isinstance(given, dict) else {}
+    if pasted:
+        lines += ["", "To get the old behaviour back until a fix ships:", ""]
+        lines += fence("\n".join(clean(str(v), 500) for v in pasted.values()))
+    return lines
 
 
 def _backend(data: dict) -> str:
@@ -340,6 +361,12 @@ def _bisection_details(a: dict, backend: str = "") -> list[str]:
         out.append(f"Defaults that changed from {md(a['last_good'])} to {md(a['first_bad'])} (candidates, not a "
                    "diagnosis): " + "; ".join(f"{md(c.get('name'))} {md(c.get('a'))} → {md(c.get('b'))}"
                                              for c in changed[:12]) + ".")
+    found = a.get("layer")  # free-form in the record's schema: a stranger's may be anything
+    layer = found if isinstance(found, dict) else {}
+    said = layer.get("lowering")
+    ops: dict = said if isinstance(said, dict) else {}
+    if ops.get("changed") and isinstance(ops.get("text"), str) and ops["text"] not in str(layer.get("text") or ""):
+        out.append(f"The lowering changed at: {md(ops['text'])}.")  # where the first screen's layer line lacks it
     return out
 
 
