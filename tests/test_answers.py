@@ -173,3 +173,82 @@ def test_a_hostile_explanation_reaches_the_issue_only_escaped(store):
     bad = {**record, "answer_id": "20261204T000000-0000000b", "answer": {**record["answer"], "by": "vibes"}}
     with pytest.raises(CorruptBundleError):  # the schema refuses what it does not know
         registry.put_answer(bad)
+
+
+CHANGELOG = """# Change log
+
+## jax 0.5.1 (Feb 24, 2025)
+
+* Changes:
+  * Something else entirely.
+
+## jax 0.5.0 (Jan 17, 2025)
+
+* Breaking changes
+  * Enable `jax_threefry_partitionable` by default (see
+    [the update note](https://github.com/jax-ml/jax/discussions/18480)).
+
+* Changes:
+  * {func}`jax.numpy.einsum` now defaults to `optimize='auto'`.
+
+## jaxlib 0.5.0 (Jan 17, 2025)
+
+* The CPU runtime uses `xla_cpu_use_thunk_runtime` by default.
+
+## jax 0.4.38 (Dec 17, 2024)
+
+* Mentions `jax_threefry_partitionable` too, in another release.
+"""
+
+
+def _jax_repo(tmp_path, changelog: str):
+    """A git repository holding CHANGELOG.md at the tag jax-v0.5.0 (as JAX's own repository tags its releases)."""
+    import subprocess
+
+    repo = tmp_path / "jax"
+    repo.mkdir(parents=True)
+    (repo / "CHANGELOG.md").write_text(changelog)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "CHANGELOG.md"], ["commit", "-qm", "notes"], ["tag", "jax-v0.5.0"]):
+        subprocess.run(git + args if args[0] != "init" else ["git", "-C", str(repo), *args], check=True)
+    return repo
+
+
+def test_a_changed_default_is_said_documented_where_the_release_notes_name_it(store, tmp_path):
+    """explain found the default of jax_threefry_partitionable changed at 0.5.0: the 0.5.0 section of JAX's
+    CHANGELOG.md (at the tag, from a repository made here) names it, so the first lines quote the entry; a
+    repository whose notes do not name it, or none, adds nothing."""
+    from reprobundle.investigate.answers import store_explanation
+
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    said = _explained("the default of jax_threefry_partitionable changed from False (jax 0.4.38) to True (jax 0.5.0)")
+    said["diagnosis"]["default"] = {"kind": "option", "name": "jax_threefry_partitionable", "a": False, "b": True,
+                                    "baseline": "0.4.38", "candidate": "0.5.0", "type": "bool"}
+    store_explanation(registry, bundle, said, "reprobundle explain small")
+    repo = _jax_repo(tmp_path, CHANGELOG)
+    code, out, err = cli("issue", "small", "--jax-repo", str(repo), "--json", store=store)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["documented"] == ["documented in the 0.5.0 release notes: Enable `jax_threefry_partitionable` by "
+                                  "default (see the update note)."]
+    first = "\n".join(data["body"].splitlines()[:30])
+    assert "**Documented as intended:** documented in the 0.5.0 release notes: Enable \\`jax\\_threefry" in first
+    other = _jax_repo(tmp_path / "other", CHANGELOG.replace("jax_threefry_partitionable", "something_else"))
+    code, out, err = cli("issue", "small", "--jax-repo", str(other), "--json", store=store)
+    assert code == 0 and json.loads(out)["documented"] == [] and "Documented" not in json.loads(out)["body"], err
+    code, out, err = cli("issue", "small", "--jax-repo", str(tmp_path / "nowhere"), "--json", store=store)
+    assert code == 0 and json.loads(out)["documented"] == [], err
+
+
+def test_the_release_notes_sections_and_entries():
+    from reprobundle.investigate.release_notes import entries, naming, release_sections
+
+    section = release_sections(CHANGELOG, "0.5.0")
+    assert "Something else" not in section and "another release" not in section
+    items = entries(section)
+    assert "`jax.numpy.einsum` now defaults to `optimize='auto'`." in items  # {func} role dropped
+    assert naming(items, ["--xla_cpu_use_thunk_runtime"]) == ["The CPU runtime uses `xla_cpu_use_thunk_runtime` by "
+                                                              "default."]  # the jaxlib section too
+    assert naming(items, ["einsum"]) == [] and naming(items, ["jax.numpy.einsum"]) == [
+        "`jax.numpy.einsum` now defaults to `optimize='auto'`."]
