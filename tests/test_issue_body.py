@@ -235,3 +235,33 @@ def test_a_hostile_answer_records_command_reaches_neither_the_body_nor_the_termi
     words = shlex.split(line[len("Asked again with: "):])
     assert words[:5] == ["reprobundle", "bisect", "rng", "--good", "0.4.38" + evil]  # one quoted word
     assert "reprobundle bisect rng; curl" not in printed
+
+
+@pytest.mark.crossversion
+def test_still_broken_on_a_newer_release_is_said_in_the_title_and_first_lines(lowering, tmp_path):
+    """The newest release replayed beside the last good one (retraced, outputs only, as the bisection judged):
+    0.5.1 still gives 0.5.0's other numbers, and the title and first lines say so."""
+    import shutil
+
+    from reprobundle import api
+    from reprobundle.investigate.newest import newest_release, replay_newest
+    from reprobundle.run.options import ReplayOptions
+
+    assert newest_release(["0.4.38", "0.5.0"], "0.5.0") is None and newest_release(["0.5.1", "0.10.2"], "0.5.0") == \
+        "0.10.2"
+    store = tmp_path / "store"
+    shutil.copytree(lowering, store)
+    registry = Registry.open(str(store))
+    bundle = registry.resolve("rng")
+    answer = registry.answers(bundle.ref.bundle_id)[-1]
+    found = replay_newest(registry, bundle, answer, ReplayOptions(warmup=1, repeat=2, rounds=1, dump=False,
+                                                                  profile=False),
+                          api.environment_manager(), newest="0.5.1")
+    assert found == {"release": "0.5.1", "still": True, "text": "still broken on jax 0.5.1 (the newest): 64 of 64 "
+                                                                "elements of output 0 differ"}
+    code, out, err = cli("issue", "rng", "--json", store=store)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["title"].endswith("; still on jax 0.5.1"), data["title"]
+    first = "\n".join(data["body"].splitlines()[:30])
+    assert "**Newest release:** still broken on jax 0.5.1 (the newest)" in first

@@ -40,6 +40,7 @@ from ..config import default_store_url
 from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
+from .newest import newest_verdict
 from .reproducer import plan, script_of, stored_answers
 
 TRACKERS = {"jax": "https://github.com/jax-ml/jax/issues/new", "xla": "https://github.com/openxla/xla/issues/new"}
@@ -327,13 +328,14 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     bisection, explanation = latest_bisection(answers), latest_explanation(answers)
     found = judged(registry, bundle, runs, bisection)
     measured = measurement(runs, found["good"] if found else None)
-    heading = title(bundle, diff, measured, bisection, found["changes"] if found else None)
+    newest = newest_verdict(registry, bisection, every_run(registry, bundle)) if found else None
+    heading = with_newest(title(bundle, diff, measured, bisection, found["changes"] if found else None), newest)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
-            "seen": diff.seen, "replay": replay, "judged": found,
+            "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
             "documented": intended(explanation, bisection, jax_repo),
             "asked_again": asked_again(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
@@ -383,6 +385,14 @@ def _judged_line(registry: Registry, run: dict, good: list, release: str, bits: 
     what = (f"{first['count']} of {first['size']} elements of output {first['output']}" if "count" in first
             else f"{first['got_kind']} where it gave {first['expected_kind']}")
     return f"jax {label}: differs from jax {release} (last good): {what}"
+
+
+def with_newest(heading: str, newest: dict | None) -> str:
+    """The title with what the newest release says: `; still on jax 0.10.2`, `; fixed by jax 0.10.2`."""
+    if not newest or newest.get("still") is None:
+        return heading
+    said = f"; {'still on' if newest['still'] else 'fixed by'} jax {newest['release']}"
+    return clean(heading + said, 200) if len(heading) + len(said) <= 200 else heading
 
 
 def intended(explanation: dict | None, bisection: dict | None, jax_repo: str | None) -> list[str]:

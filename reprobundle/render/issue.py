@@ -200,8 +200,12 @@ def first_screen(data: dict) -> list[str]:
     """The lines a maintainer reads first: the title, expected against got on each side (or the ratio with its
     interval), the cause and the workaround, and the command that fails until it is fixed."""
     lines = [f"### {md(data['title'])}", ""]
-    judged = data.get("judged") or {}
+    judged, newest = data.get("judged") or {}, data.get("newest") or {}
+    if newest.get("still") is False:  # gone on the newest release: said first
+        lines.append(f"- **Fixed on the newest release:** {md(newest['text'])}")
     lines += _expected_got(judged)
+    if newest.get("still") is not False and newest.get("text"):
+        lines.append(f"- **Newest release:** {md(newest['text'])}")
     if data.get("timing_phrase") and (not judged or judged.get("criterion") == "time"):
         lines.append(f"- **Time:** {md(data['timing_phrase'])}{_conditions(data)}")
     lines += _cause(data)
