@@ -69,6 +69,18 @@ def newest_verdict(registry: Registry, answer: dict | None, runs: list[dict]) ->
     good, bad, mode = str(a.get("last_good") or ""), str(a.get("first_bad") or ""), str(a.get("mode") or "frozen")
     if not good or not bad or good == bad:
         return None
+    found = _latest_pair(runs, good, bad, mode)
+    if found is None:
+        return None
+    base, newest = found
+    if a.get("criterion") in TIMED_CRITERIA:
+        return _time_verdict(base, newest, good)
+    return _outputs_verdict(registry, base, newest, good, a.get("criterion") == "bits")
+
+
+def _latest_pair(runs: list[dict], good: str, bad: str, mode: str) -> tuple[dict, dict] | None:
+    """(the last good release's run, the newest release's) of the stored replay in `mode` that ran the newest
+    release after `bad` beside `good`; None where none did."""
     groups: dict[str, list[dict]] = {}
     for run in runs:
         if _plain(run, mode) and run.get("group"):
@@ -77,16 +89,12 @@ def newest_verdict(registry: Registry, answer: dict | None, runs: list[dict]) ->
     for group in groups.values():
         base = next((r for r in group if _release(r) == good), None)
         later = [r for r in group if version_key(_release(r)) > version_key(bad)]
-        if base is not None and later:
-            newest = max(later, key=lambda r: version_key(_release(r)))
-            if found is None or version_key(_release(newest)) >= version_key(_release(found[1])):
-                found = (base, newest)
-    if found is None:
-        return None
-    base, newest = found
-    if a.get("criterion") in TIMED_CRITERIA:
-        return _time_verdict(base, newest, good)
-    return _outputs_verdict(registry, base, newest, good, a.get("criterion") == "bits")
+        if base is None or not later:
+            continue
+        newest = max(later, key=lambda r: version_key(_release(r)))
+        if found is None or version_key(_release(newest)) >= version_key(_release(found[1])):
+            found = (base, newest)
+    return found
 
 
 def _outputs_verdict(registry: Registry, base: dict, newest: dict, good: str, bits: bool) -> dict:

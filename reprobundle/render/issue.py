@@ -240,28 +240,27 @@ def _conditions(data: dict) -> str:
 def _cause(data: dict) -> list[str]:
     """The cause (explain's diagnosis) and the workaround, where the change is (the layer at the boundary), and
     whether the release notes document it."""
-    lines = []
     x = (data.get("explanation") or {}).get("answer") or {}
     said = x.get("diagnosis")
-    d = said if isinstance(said, dict) else {}
-    if d.get("summary"):
-        lines.append(f"- **Cause:** {md(d['summary'])}")
+    d: dict = said if isinstance(said, dict) else {}
+    lines = [f"- **Cause:** {md(d['summary'])}"] if d.get("summary") else []
     a = (data.get("bisection") or {}).get("answer") or {}
     found_layer = a.get("layer")
     layer: dict = found_layer if isinstance(found_layer, dict) else {}
     if layer.get("text"):
         lines.append(f"- **Where:** {md(layer['text'])}")
+    return lines + _workaround(d) + [f"- **Documented as intended:** {md(note)}"
+                                     for note in (data.get("documented") or [])[:1]]
+
+
+def _workaround(d: dict) -> list[str]:
+    """The lines explain gives to paste, and how far they reach in later releases."""
     given = d.get("lines")
     pasted = [clean(str(v), 300) for v in given.values()] if isinstance(given, dict) else []
-    if pasted:
-        lines.append("- **Workaround:** " + "; ".join(code(v) for v in pasted))
+    lines = ["- **Workaround:** " + "; ".join(code(v) for v in pasted)] if pasted else []
     found = d.get("reach")
     reach = found if isinstance(found, dict) else {}
-    if reach.get("text"):
-        lines.append(f"- **Later releases:** {md(reach['text'])}")
-    for note in (data.get("documented") or [])[:1]:
-        lines.append(f"- **Documented as intended:** {md(note)}")
-    return lines
+    return lines + ([f"- **Later releases:** {md(reach['text'])}"] if reach.get("text") else [])
 
 
 def _reproducer_line(data: dict) -> list[str]:
