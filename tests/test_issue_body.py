@@ -245,9 +245,7 @@ def test_still_broken_on_a_newer_release_is_said_in_the_title_and_first_lines(lo
     0.5.1 still gives 0.5.0's other numbers, and the title and first lines say so."""
     import shutil
 
-    from reprobundle import api
-    from reprobundle.investigate.newest import newest_release, replay_newest
-    from reprobundle.run.options import ReplayOptions
+    from reprobundle.investigate.newest import check_newest, newest_release
 
     assert newest_release(["0.4.38", "0.5.0"], "0.5.0") is None and newest_release(["0.5.1", "0.10.2"], "0.5.0") == \
         "0.10.2"
@@ -256,9 +254,8 @@ def test_still_broken_on_a_newer_release_is_said_in_the_title_and_first_lines(lo
     registry = Registry.open(str(store))
     bundle = registry.resolve("rng")
     answer = registry.answers(bundle.ref.bundle_id)[-1]
-    found = replay_newest(registry, bundle, answer, ReplayOptions(warmup=1, repeat=2, rounds=1, dump=False,
-                                                                  profile=False),
-                          api.environment_manager(), newest="0.5.1")
+    assert check_newest("rng", "no-such-answer", store=str(store)) is None
+    found = check_newest("rng", answer["answer_id"], store=str(store), newest="0.5.1")  # the investigation's step
     assert found == {"release": "0.5.1", "still": True, "text": "still broken on jax 0.5.1 (the newest): 64 of 64 "
                                                                 "elements of output 0 differ"}
     code, out, err = cli("issue", "rng", "--json", store=store)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ..bundle.program_script import run_outputs, value_changes
-from ..bundle.registry import Bundle, Registry
+from ..bundle.registry import Bundle, Registry, open_ref
 from ..envs.versions import version_key
 
 if TYPE_CHECKING:
@@ -126,3 +126,22 @@ def _time_verdict(base: dict, newest: dict, good: str) -> dict:
     if row["settled"]:
         return {"release": release, "still": False, "text": f"fixed by jax {release} ({said})"}
     return {"release": release, "still": None, "text": f"on jax {release} (the newest): {said}, not settled"}
+
+
+def check_newest(ref: str, answer_id: str | None, *, store: str | None = None, python: str | None = None,
+                 env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+                 newest: str | None = None) -> dict | None:
+    """An investigation's step after its bisection (`answer_id`: the answer it stored): the newest release
+    replayed beside the last good one (`replay_newest`, the probes' settings: no dump, no profile), the verdict;
+    None where the answer found no boundary or the first bad release is the newest."""
+    from ..envs.config import EnvConfig
+    from ..envs.manager import EnvironmentManager
+    from ..run.options import ReplayOptions
+    from .reproducer import stored_answers
+
+    registry, bundle = open_ref(ref, store)
+    answer = next((a for a in stored_answers(registry, bundle) if a.get("answer_id") == answer_id), None)
+    if answer is None:
+        return None
+    return replay_newest(registry, bundle, answer, ReplayOptions(dump=False, profile=False),
+                         EnvironmentManager(EnvConfig.of(env_dir, python)), progress=progress, newest=newest)
