@@ -66,8 +66,11 @@ def test_the_issue_of_a_slowdown_states_the_stored_measurement_and_both_environm
     code, out, err = cli("issue", "loopstep", "--json", store=slowdown)
     assert code == 0, err
     data = json.loads(out)
-    ratio = f"{verdict['ratio']:.3g}x"
+    ratio = f"{verdict['ratio']:.2f}x"  # one format everywhere
     assert ratio in data["title"] and f"jax {NEW}" in data["title"] and OLD in data["title"]
+    first = "\n".join(data["body"].splitlines()[:30])  # the first screen: the title and the one ratio, its interval
+    lo, hi = verdict["ci95"]
+    assert ratio in first and f"{verdict['ratio']:.2f}x \\[{lo:.2f}-{hi:.2f}\\]" in first and "measured at load" in first
     assert "within tolerance" not in data["title"]
     tokens = MarkdownIt("commonmark").enable("table").parse(data["body"])
     cells = [t.content for t in tokens if t.type == "inline"]
@@ -261,6 +264,9 @@ def test_still_broken_on_a_newer_release_is_said_in_the_title_and_first_lines(lo
     code, out, err = cli("issue", "rng", "--json", store=store)
     assert code == 0, err
     data = json.loads(out)
-    assert data["title"].endswith("; still on jax 0.5.1"), data["title"]
+    assert data["title"].endswith("from jax 0.5.0 (last good 0.4.38; JAX's lowering): 64 of 64 elements of output 0 "
+                                  "(float32[64]) differ; still on jax 0.5.1"), data["title"]
+    # the replay reported is still the bisection's probe of its first bad release, not the later one of 0.5.1
+    assert "jax 0.5.0 retraced: differs from jax 0.4.38" in data["body"] and "0.5.1 retraced" not in data["body"]
     first = "\n".join(data["body"].splitlines()[:30])
     assert "**Newest release:** still broken on jax 0.5.1 (the newest)" in first

@@ -88,11 +88,18 @@ def _replays(runs: list[dict]) -> list[list[dict]]:
     return list(groups.values())
 
 
-def chosen_replay(runs: list[dict], run_id: str | None) -> tuple[list[dict], dict]:
+def chosen_replay(runs: list[dict], run_id: str | None, bisection: dict | None = None) -> tuple[list[dict], dict]:
     """The runs of the replay the issue reports, and how it was chosen: the one holding `run_id` (its full id or a
-    unique prefix), else the latest that timed two runs or more together, else the latest."""
+    unique prefix), else the latest that ran the first bad release of the stored bisection (`bisection`) among the
+    runs its answer rests on, else the latest that timed two runs or more together, else the latest."""
     replays = _replays(runs)
     together = [g for g in replays if sum(map(_timed, g)) >= 2]
+    answered = _answered_replays(replays, bisection)
+    if run_id is None and answered:
+        chosen = answered[-1]
+        return chosen, {"how": "the stored bisection's probe of its first bad release", "runs": [
+            _run_ref(r) for r in chosen], "replays": len(replays), "together": len(together),
+            "group": chosen[0].get("group")}
     if run_id is not None:
         hits = [g for g in replays if any(str(r.get("run_id", "")).startswith(run_id) for r in g)]
         if len(hits) != 1:
@@ -106,6 +113,21 @@ def chosen_replay(runs: list[dict], run_id: str | None) -> tuple[list[dict], dic
         chosen, how = (replays[-1] if replays else []), "the latest stored run (no replay timed releases together)"
     return chosen, {"how": how, "runs": [_run_ref(r) for r in chosen], "replays": len(replays),
                     "together": len(together), "group": (chosen[0].get("group") if chosen else None)}
+
+
+def _answered_replays(replays: list[list[dict]], bisection: dict | None) -> list[list[dict]]:
+    """The replays holding a run of the bisection's first bad release that its answer rests on (a time answer's:
+    those timed beside the last good release)."""
+    record = bisection or {}
+    ids = {str(r) for r in record.get("runs") or []}
+    bad = str((record.get("answer") or {}).get("first_bad") or "")
+    good = str((record.get("answer") or {}).get("last_good") or "")
+    hits = [g for g in replays if any(str(r.get("run_id")) in ids and _release_of(r) == bad for r in g)]
+    return [g for g in hits if any(_release_of(r) == good for r in g)] or hits
+
+
+def _release_of(run: dict) -> str:
+    return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax") or "")
 
 
 def _run_ref(run: dict) -> dict:
@@ -210,7 +232,7 @@ def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, chan
     subject = _subject(bundle.manifest)
     layer = LAYER_WORDS.get(str((a.get("layer") or {}).get("layer")))
     if a.get("criterion") == "time" and measured is not None:
-        slower = _slower_title(subject, measured, str(good), f" ({layer})" if layer else "")
+        slower = _slower_title(subject, measured, str(good), f"; {layer}" if layer else "")
         if slower:
             return slower
     what, detail = _change_phrase(changes, str(a.get("criterion") or ""))
@@ -222,7 +244,7 @@ def _slower_title(subject: str, measured: dict, good: str, where: str) -> str | 
     row, base = measured["shown"], measured["baseline"]
     if row["ratio"] and row["settled"] and row["verdict"] == "slower" and base["label"] == good:
         return clean(f"{subject} {row['ratio']:.2f}x slower on jax {row['label']} than {good} "
-                     f"({row['backend'].upper()}){where}", 200)
+                     f"({row['backend'].upper()}{where})", 200)
     return None
 
 
@@ -278,10 +300,10 @@ def timing_phrase(measured: dict) -> str:
     if row["settled"] and row["verdict"] == "slower":
         return f"{ratio_text(row)} slower on jax {row['label']} than {base['label']} ({row['backend'].upper()})"
     if row["settled"] and row["verdict"] == "faster":
-        return f"{1 / ratio:.3g}x faster on jax {row['label']} than {base['label']} ({row['backend'].upper()})"
+        return f"{ratio_text(row)} the time on jax {row['label']} than {base['label']} ({row['backend'].upper()}): faster"
     if row["settled"] and row["verdict"] == "same":
-        return f"takes the same time {where}: {ratio:.3g}x, no difference"
-    return f"takes {ratio:.3g}x the time {where}, not settled"
+        return f"takes the same time {where}: {ratio_text(row)}, no difference"
+    return f"takes {ratio_text(row)} the time {where}, not settled"
 
 
 def _what(diff, minimized: bool) -> str:
@@ -321,22 +343,23 @@ def _reproduce(registry: Registry, bundle: Bundle, runs: list[dict]) -> dict:
 def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None, run_id: str | None = None,
                attach: str | Path | None = None, jax_repo: str | None = None) -> dict:
     """The issue of `ref` as plain data (render/issue.py makes the Markdown); `tracker` jax or xla, else chosen;
-    `run_id`: report the stored replay that holds this run (default: the latest that timed releases together);
+    `run_id`: report the stored replay that holds this run (default: the stored bisection's probe of its first bad
+    release, else the latest that timed releases together);
     `attach`: a folder to write the bundle's zip into, so that the body may say it is attached; `jax_repo`: a JAX
     git repository (folder or URL) whose release notes say whether a changed default was intended
     (investigate/release_notes.py; default: a clone in the cache, else none)."""
     if tracker not in (None, *TRACKERS):
         raise UsageError(f"unknown tracker {clean(tracker, 40)!r}", hint="--tracker jax or --tracker xla")
+    from .answers import latest_bisection, latest_explanation
+
     registry, bundle = open_ref(ref, store)
-    runs, replay = chosen_replay(every_run(registry, bundle), run_id)
+    answers = stored_answers(registry, bundle)
+    bisection, explanation = latest_bisection(answers), latest_explanation(answers)
+    runs, replay = chosen_replay(every_run(registry, bundle), run_id, bisection)
     diff = difference(bundle, runs)
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
-    from .answers import latest_bisection, latest_explanation
-
-    answers = stored_answers(registry, bundle)
-    bisection, explanation = latest_bisection(answers), latest_explanation(answers)
     found = judged(registry, bundle, runs, bisection)
     measured = measurement(runs, found["good"] if found else None)
     newest = newest_verdict(registry, bisection, every_run(registry, bundle)) if found else None

@@ -247,10 +247,31 @@ def _cause(data: dict) -> list[str]:
     a = (data.get("bisection") or {}).get("answer") or {}
     found_layer = a.get("layer")
     layer: dict = found_layer if isinstance(found_layer, dict) else {}
-    if layer.get("text"):
-        lines.append(f"- **Where:** {md(layer['text'])}")
+    where = where_line(layer)
+    if where:
+        lines.append(f"- **Where:** {md(where)}")
     return lines + _workaround(d) + [f"- **Documented as intended:** {md(note)}"
                                      for note in (data.get("documented") or [])[:1]]
+
+
+LAYER_TEXT = {"compiler": "XLA (the compiler): the frozen module shows the change",
+              "lowering": "JAX's lowering: the frozen module does not show the change",
+              "both": "both JAX's lowering and XLA: the frozen module shows a change, and the lowering changed"}
+
+
+def where_line(layer: dict) -> str | None:
+    """Where the change is, from the layer's fields (not its text, whose evidence repeats a bisection's own
+    figures): the layer, and the ops whose lowering changed or that both releases lower the program alike."""
+    said = LAYER_TEXT.get(str(layer.get("layer")))
+    if said is None:
+        return clean(layer["text"], 600) if isinstance(layer.get("text"), str) and layer["text"] else None
+    found = layer.get("lowering")
+    lowering: dict = found if isinstance(found, dict) else {}
+    if lowering.get("changed") and isinstance(lowering.get("text"), str):
+        return f"{said}; the lowering changed at: {clean(lowering['text'], 600)}"
+    if lowering.get("changed") is False:
+        return f"{said}; both releases lower the program to the same StableHLO"
+    return said
 
 
 def _workaround(d: dict) -> list[str]:
@@ -368,8 +389,8 @@ def _bisection_details(a: dict, backend: str = "") -> list[str]:
     layer = found if isinstance(found, dict) else {}
     said = layer.get("lowering")
     ops: dict = said if isinstance(said, dict) else {}
-    if ops.get("changed") and isinstance(ops.get("text"), str) and ops["text"] not in str(layer.get("text") or ""):
-        out.append(f"The lowering changed at: {md(ops['text'])}.")  # where the first screen's layer line lacks it
+    if ops.get("changed") and isinstance(ops.get("text"), str) and where_line(layer) is None:
+        out.append(f"The lowering changed at: {md(ops['text'])}.")  # where the first screen's line lacks it
     return out
 
 
