@@ -95,18 +95,10 @@ def chosen_replay(runs: list[dict], run_id: str | None, bisection: dict | None =
     replays = _replays(runs)
     together = [g for g in replays if sum(map(_timed, g)) >= 2]
     answered = _answered_replays(replays, bisection)
-    if run_id is None and answered:
-        chosen = answered[-1]
-        return chosen, {"how": "the stored bisection's probe of its first bad release", "runs": [
-            _run_ref(r) for r in chosen], "replays": len(replays), "together": len(together),
-            "group": chosen[0].get("group")}
     if run_id is not None:
-        hits = [g for g in replays if any(str(r.get("run_id", "")).startswith(run_id) for r in g)]
-        if len(hits) != 1:
-            known = ", ".join(str(r.get("run_id")) for r in runs[-6:]) or "none stored"
-            raise UsageError(f"{'no' if not hits else 'more than one'} stored run of this bundle matches "
-                             f"--run {clean(run_id, 60)!r}", hint=f"pass one of its runs' ids (latest: {known})")
-        chosen, how = hits[0], "chosen with --run"
+        chosen, how = _replay_of_run(replays, runs, run_id), "chosen with --run"
+    elif answered:
+        chosen, how = answered[-1], "the stored bisection's probe of its first bad release"
     elif together:
         chosen, how = together[-1], "the latest of the bundle's stored replays that timed releases together"
     else:
@@ -115,13 +107,23 @@ def chosen_replay(runs: list[dict], run_id: str | None, bisection: dict | None =
                     "together": len(together), "group": (chosen[0].get("group") if chosen else None)}
 
 
+def _replay_of_run(replays: list[list[dict]], runs: list[dict], run_id: str) -> list[dict]:
+    """The one replay holding the run `run_id` names (its full id or a unique prefix), else a UsageError."""
+    hits = [g for g in replays if any(str(r.get("run_id", "")).startswith(run_id) for r in g)]
+    if len(hits) != 1:
+        known = ", ".join(str(r.get("run_id")) for r in runs[-6:]) or "none stored"
+        raise UsageError(f"{'no' if not hits else 'more than one'} stored run of this bundle matches "
+                         f"--run {clean(run_id, 60)!r}", hint=f"pass one of its runs' ids (latest: {known})")
+    return hits[0]
+
+
 def _answered_replays(replays: list[list[dict]], bisection: dict | None) -> list[list[dict]]:
     """The replays holding a run of the bisection's first bad release that its answer rests on (a time answer's:
     those timed beside the last good release)."""
     record = bisection or {}
+    answer = record.get("answer") or {}
     ids = {str(r) for r in record.get("runs") or []}
-    bad = str((record.get("answer") or {}).get("first_bad") or "")
-    good = str((record.get("answer") or {}).get("last_good") or "")
+    bad, good = str(answer.get("first_bad")), str(answer.get("last_good"))
     hits = [g for g in replays if any(str(r.get("run_id")) in ids and _release_of(r) == bad for r in g)]
     return [g for g in hits if any(_release_of(r) == good for r in g)] or hits
 
