@@ -270,3 +270,24 @@ def test_still_broken_on_a_newer_release_is_said_in_the_title_and_first_lines(lo
     assert "jax 0.5.0 retraced: differs from jax 0.4.38" in data["body"] and "0.5.1 retraced" not in data["body"]
     first = "\n".join(data["body"].splitlines()[:30])
     assert "**Newest release:** still broken on jax 0.5.1 (the newest)" in first
+
+
+@pytest.mark.crossversion
+def test_without_the_last_good_releases_retraced_run_the_frozen_script_says_what_it_cannot_show(lowering, tmp_path):
+    """An answer of a lowering change whose runs are not here (a record copied without them): the script is the
+    frozen module's, and both it and the issue say that it cannot show a change in JAX's lowering."""
+    import shutil
+
+    from reprobundle.bundle.registry import utc_now
+
+    store = tmp_path / "store"
+    shutil.copytree(lowering, store)
+    registry = Registry.open(str(store))
+    record = registry.answers(registry.resolve("rng").ref.bundle_id)[-1]
+    registry.put_answer({**record, "answer_id": Registry.new_run_id(), "created": utc_now(), "runs": []})
+    code, out, err = cli("script", "rng", store=store)
+    assert code == 0, err
+    assert "this is the frozen module, which cannot show a lowering change" in out and "MODULE = " in out
+    code, out, err = cli("issue", "rng", "--json", store=store)
+    first = "\n".join(json.loads(out)["body"].splitlines()[:30])
+    assert "the frozen module, which cannot show a lowering change" in first, first

@@ -410,11 +410,11 @@ def _reference(diff: Difference, given: Reference | None) -> Reference:
 
 
 def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py", measured: dict | None = None,
-                reference_of: Reference | None = None) -> str:
+                reference_of: Reference | None = None, notes: Sequence[str] = ()) -> str:
     """The standalone script for the bundle; `measured`: analysis/slowdown.py's times of its stored runs (the
     medians and commands a slowdown's script prints); `reference_of`: the run whose outputs it checks against (a
-    compiler change's last good release). ScriptTooLargeError past SCRIPT_LIMIT, NoScriptError where a script
-    cannot run it."""
+    compiler change's last good release); `notes`: header lines (what this script cannot show). ScriptTooLargeError
+    past SCRIPT_LIMIT, NoScriptError where a script cannot run it."""
     text = module_text(registry, bundle)
     ins, outs, _ = signature(bundle)
     inputs, reference = arrays(registry, bundle)
@@ -424,7 +424,8 @@ def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py", mea
         reference = [leaf_array(registry, leaf) for leaf in chosen.run["outputs"]]
     samples = (bundle.manifest["reference"].get("timing") or {}).get("samples_ns") or []
     wide = any(d in WIDE_64 for d, _ in ins + outs)
-    parts = ["\n".join(_header(bundle, diff, source_lines(registry, bundle), fname)), "",
+    header = _header(bundle, diff, source_lines(registry, bundle), fname)
+    parts = ["\n".join(header[:2] + [comment_line(n, 300) for n in notes] + header[2:]), "",
              "import base64\nimport os\nimport sys\nimport time\nimport zlib\n\nimport numpy as np\n",
              f"BUNDLE = {str(bundle.ref)!r}", f"EXPECT = {diff.expect!r}", f"EXPECT_TEXT = {diff.text!r}",
              f"REFERENCE_LABEL = {chosen.label!r}",

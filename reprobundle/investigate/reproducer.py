@@ -40,6 +40,7 @@ class Plan:
     bits: bool = False
     why: str = ""
     answer: dict | None = None
+    cannot_show: bool = False  # a lowering change that this (frozen) script cannot show
 
 
 def stored_answers(registry: Registry, bundle: Bundle) -> list[dict]:
@@ -92,7 +93,7 @@ def plan(registry: Registry, bundle: Bundle, answer: dict | None = None) -> Plan
                     "the same on both", record)
     if mode == "retrace":
         return Plan(why="the frozen module, which cannot show a lowering change (the bundle carries no program, or "
-                        "no stored run of the last good release retraced)", answer=record)
+                        "no stored run of the last good release retraced)", answer=record, cannot_show=True)
     if good is not None:
         return Plan("good", good, bad, bits,
                     f"the frozen module, against the outputs of jax {a['last_good']}, the last good release", record)
@@ -116,7 +117,9 @@ def script_of(registry: Registry, bundle: Bundle, fname: str = "repro.py", runs:
     runs = stored_runs(registry, bundle) if runs is None else runs
     prop = str((bundle.manifest.get("labels") or {}).get("minimized-property") or "")
     timed = (not prop or prop.startswith("slower")) and all(r.get("status") == "ok" for r in runs)
-    return script_text(registry, bundle, fname, measured_times(runs) if timed else None)
+    notes = [f"Note: the investigation found the change by retracing; this is {chosen.why}."] if chosen.cannot_show \
+        else []
+    return script_text(registry, bundle, fname, measured_times(runs) if timed else None, notes=notes)
 
 
 def write_script(ref: str, out: str | Path | None, *, store: str | None = None) -> dict:
