@@ -252,3 +252,13 @@ def test_the_release_notes_sections_and_entries():
                                                               "default."]  # the jaxlib section too
     assert naming(items, ["einsum"]) == [] and naming(items, ["jax.numpy.einsum"]) == [
         "`jax.numpy.einsum` now defaults to `optimize='auto'`."]
+
+
+def test_the_functions_called_on_a_changed_line_by_their_full_names():
+    from reprobundle.investigate.release_notes import called_names
+
+    program = ("import jax\nimport jax.numpy as jnp\nfrom jax.scipy.special import gamma as g\n\n\n"
+               "def f(x):\n    return jax.jit(lambda y: g(jnp.sin(y)) + jax.lax.cumsum(y))(x)\n")
+    assert called_names({"pkg/prog.py": program}, "+2 convert at prog.py:7; -1 add at prog.py:7; x at prog.py:99") == [
+        "jax.scipy.special.gamma", "jax.numpy.sin", "jax.lax.cumsum"]
+    assert called_names({"prog.py": "def f(:\n"}, "+1 add at prog.py:1") == []

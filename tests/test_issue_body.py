@@ -291,3 +291,27 @@ def test_without_the_last_good_releases_retraced_run_the_frozen_script_says_what
     code, out, err = cli("issue", "rng", "--json", store=store)
     first = "\n".join(json.loads(out)["body"].splitlines()[:30])
     assert "the frozen module, which cannot show a lowering change" in first, first
+
+
+@pytest.mark.crossversion
+def test_release_notes_naming_a_function_called_where_the_lowering_changed_are_quoted(lowering, tmp_path):
+    """No explanation stored: the notes of the first bad release (a JAX repository made here, CHANGELOG.md at the
+    tag jax-v0.5.0) are searched for the functions the program calls on the line whose lowering changed (rng.py:8:
+    jax.random.normal; jax.jit, on every line, left out)."""
+    import subprocess
+
+    repo = tmp_path / "jax"
+    repo.mkdir()
+    (repo / "CHANGELOG.md").write_text("# Change log\n\n## jax 0.5.0 (Jan 17, 2025)\n\n* Changes:\n"
+                                       "  * {func}`jax.random.normal` draws other numbers for the same key.\n"
+                                       "  * {func}`jax.jit` got faster.\n\n## jax 0.4.38\n\n* Older.\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "CHANGELOG.md"], ["commit", "-qm", "notes"], ["tag", "jax-v0.5.0"]):
+        subprocess.run(git + args, check=True)
+    code, out, err = cli("issue", "rng", "--jax-repo", str(repo), "--json", store=lowering)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["documented"] == ["documented in the 0.5.0 release notes (they name jax.random.normal, which the "
+                                  "program calls where its lowering changed): `jax.random.normal` draws other "
+                                  "numbers for the same key."]
+    assert "**Documented as intended:**" in "\n".join(data["body"].splitlines()[:30])

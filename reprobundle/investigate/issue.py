@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from ..bundle.program_script import change_lines, program_of, run_outputs, value_changes
+from ..bundle.program_script import change_lines, program_files, program_of, run_outputs, value_changes
 from ..bundle.registry import Bundle, Registry, open_ref
 from ..bundle.reproducer import (
     NoScriptError,
@@ -372,7 +372,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
             "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
-            "documented": intended(explanation, bisection, jax_repo),
+            "documented": intended(registry, bundle, explanation, bisection, jax_repo),
             "asked_again": asked_again(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
@@ -441,19 +441,37 @@ def with_newest(heading: str, newest: dict | None) -> str:
     return clean(heading + said, 200) if len(heading) + len(said) <= 200 else heading
 
 
-def intended(explanation: dict | None, bisection: dict | None, jax_repo: str | None) -> list[str]:
-    """The release notes' entries that name the default explain found changed, at the release it changed in
-    (`documented in the 0.5.0 release notes: ...`); [] where none does or there is no such cause."""
+def intended(registry: Registry, bundle: Bundle, explanation: dict | None, bisection: dict | None,
+             jax_repo: str | None) -> list[str]:
+    """The release notes' entries that name the cause, at the release it changed in: the default explain found
+    changed (`documented in the 0.5.0 release notes: ...`), else the functions the program calls on the lines whose
+    lowering changed (`... (it names jax.scipy.special.gamma, called at gamma.py:8): ...`); [] where none does."""
     from .release_notes import documented
 
     x = (explanation or {}).get("answer") or {}
     said = x.get("diagnosis")
     default = said.get("default") if isinstance(said, dict) else None
-    if not isinstance(default, dict) or not default.get("name"):
+    if isinstance(default, dict) and default.get("name"):
+        release = str(default.get("candidate") or x.get("candidate") or "").split(" ")[0]
+        return documented(jax_repo, release, [str(default["name"])])
+    return _named_on_changed_lines(registry, bundle, bisection, jax_repo)
+
+
+def _named_on_changed_lines(registry: Registry, bundle: Bundle, bisection: dict | None,
+                            jax_repo: str | None) -> list[str]:
+    """The release notes' entries that name a function the program calls where its lowering changed."""
+    from .release_notes import called_names, documented
+
+    a = (bisection or {}).get("answer") or {}
+    found = (a.get("layer") or {}).get("lowering") if isinstance(a.get("layer"), dict) else None
+    text = found.get("text") if isinstance(found, dict) and found.get("changed") else None
+    program = program_of(bundle)
+    if not isinstance(text, str) or program is None or not a.get("first_bad"):
         return []
-    release = str(default.get("candidate") or x.get("candidate") or
-                  ((bisection or {}).get("answer") or {}).get("first_bad") or "").split(" ")[0]
-    return documented(jax_repo, release, [str(default["name"])])
+    names = called_names(dict(program_files(registry, program)), text)
+    where = ", ".join(names[:3])
+    return [note.replace(" release notes: ", f" release notes (they name {where}, which the program calls where its "
+                         "lowering changed): ", 1) for note in documented(jax_repo, str(a["first_bad"]), names)]
 
 
 def asked_again(ref: str, bisection: dict | None, explanation: dict | None) -> list[str]:

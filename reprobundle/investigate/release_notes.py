@@ -118,3 +118,49 @@ def found_repo() -> str | None:
 
     folder = Path(cache_dir()) / "jax-repo"
     return str(folder) if (folder / ".git").exists() or (folder / "HEAD").is_file() else None
+
+
+# Names on nearly every changed line, whose mention in release notes says nothing about this change.
+UBIQUITOUS = {"jax.jit", "jax.vmap", "jax.grad", "jax.value_and_grad", "jax.pmap", "jax.numpy.array",
+              "jax.numpy.asarray", "jax.block_until_ready"}
+_CHANGED_AT = re.compile(r"\bat ([\w./-]+\.py):(\d+)")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def imported_as(text: str) -> dict[str, str]:
+    """What each name a file binds by import stands for: `jnp` -> `jax.numpy`, `gamma` ->
+    `jax.scipy.special.gamma` (absolute imports; nothing where the file does not parse)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {}
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                names[a.asname or a.name] = f"{node.module}.{a.name}"
+    return names
+
+
+def called_names(files: dict[str, str], lowering_text: str) -> list[str]:
+    """The functions the program calls on the source lines whose lowering changed (`+2 convert at rng.py:8`), by
+    their full names through the file's imports (`jax.scipy.special.gamma`), the ubiquitous transforms left out."""
+    by_name = {path.rsplit("/", 1)[-1]: text for path, text in files.items()}
+    found: list[str] = []
+    for fname, number in dict.fromkeys(_CHANGED_AT.findall(lowering_text)):
+        text = by_name.get(fname)
+        lines = text.splitlines() if text else []
+        if not 0 < int(number) <= len(lines):
+            continue
+        imports = imported_as(text or "")
+        for name in _DOTTED.findall(lines[int(number) - 1]):
+            first, _, rest = name.partition(".")
+            full = imports[first] + ("." + rest if rest else "") if first in imports else None
+            if full and "." in full and full not in UBIQUITOUS and full not in found:
+                found.append(full)
+    return found
