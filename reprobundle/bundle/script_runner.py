@@ -1,21 +1,32 @@
-"""The program part of a standalone reproducer (`reprobundle script`): the text below is copied verbatim into every
-script bundle/reproducer.py writes, after the data it defines (MODULE, IN_AVALS, OUT_AVALS, INPUTS, REFERENCE,
-TOLERANCES, EXPECT, X64, REFERENCE_MEDIAN_NS, STORED_TIMES, STORED_MEDIANS, COMPARE, BUNDLE). It is never imported
-or run by the host.
+"""The program part of a standalone reproducer (`reprobundle script`): the texts below are copied verbatim into every
+script bundle/reproducer.py and bundle/program_script.py write, after the data they define. They are never
+imported or run by the host.
 
-How it runs the module: the mechanism reprobundle's own worker uses on every release from 0.4.30 (worker/serve.py
-and worker/rebuild.py, the way `pack --stablehlo` wraps a raw module): the StableHLO text serialized as a portable
-artifact at the oldest StableHLO version this jaxlib writes, a `jax.export.Exported` rebuilt around it from @main's
-signature (unsharded, one device, no effects, this backend's platform), and its `call` jitted. JAX documents no way
-to run StableHLO text, so this uses `jax._src` (as the worker does), kept to what every release from 0.4.30 has.
+RUNNER (COMMON + FROZEN), the frozen module's script, after MODULE, IN_AVALS, OUT_AVALS, INPUTS, REFERENCE,
+REFERENCE_LABEL, TOLERANCES, EXPECT, EXPECT_TEXT, X64, TIMED_CALLS, REFERENCE_MEDIAN_NS, STORED_TIMES,
+STORED_MEDIANS, COMPARE, BUNDLE. How it runs the module: the mechanism reprobundle's own worker uses on every
+release from 0.4.30 (worker/serve.py and worker/rebuild.py, the way `pack --stablehlo` wraps a raw module): the
+StableHLO text serialized as a portable artifact at the oldest StableHLO version this jaxlib writes, a
+`jax.export.Exported` rebuilt around it from @main's signature (unsharded, one device, no effects, this backend's
+platform), and its `call` jitted. JAX documents no way to run StableHLO text, so this uses `jax._src` (as the
+worker does), kept to what every release from 0.4.30 has.
+
+PROGRAM_RUNNER (COMMON + PROGRAM), a lowering change's script, after PROGRAM_FILES, PROGRAM_SCRIPT, FACTORY,
+STATIC, INPUTS, GOOD_OUTPUTS, GOOD_LABEL, TOLERANCES, X64, BUNDLE: the program's files written to a temporary
+folder, its factory called, the bundle's inputs put in the place of its array leaves (as a retrace does), its
+call run by the jax installed, its outputs checked against the last good release's.
 
 The output check is the one reprobundle's replays apply (analysis/verdict.py, worker/tolerance.py): element i
 passes when |got - reference| <= atol + rtol * |reference| (equal values and two NaNs pass), with each leaf's
-(rtol, atol) computed from the bundle's reference and written into the script as numbers.
+(rtol, atol) computed from the reference and written into the script as numbers.
 
-Time is printed, never judged: one process on one release cannot show a slowdown, so the script prints its median
-beside the stored medians of the compared releases (timed together on the reporter's machine, with their ratio
-and interval) and the commands that run it on each; its exit code says only what it can know (outputs, errors).
+Time on one release is printed, not judged: one process on one release cannot show a slowdown, so the frozen
+script prints its median beside the stored medians of the compared releases (timed together on the reporter's
+machine, with their ratio and interval) and the commands that run it on each. `--compare A B` judges: both sides
+started, each in a process of its own (`uv run --with jax==V`, or a Python's path), then timed in lockstep (one
+side's batch of calls, then the other's, the order alternating, PAIRED_STEPS pairs a round, new processes each
+round); exit 1 when B's median paired ratio is MIN_EFFECT or more and its 95% interval (bootstrapped over rounds,
+then pairs) lies above 1.
 """
 
 COMMON = r'''

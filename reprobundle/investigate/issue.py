@@ -41,7 +41,7 @@ from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
 from .newest import newest_verdict
-from .reproducer import plan, script_of, stored_answers
+from .reproducer import answered_replays, plan, replays_of, script_of, stored_answers
 
 TRACKERS = {"jax": "https://github.com/jax-ml/jax/issues/new", "xla": "https://github.com/openxla/xla/issues/new"}
 BODY_LIMIT = 65_000  # characters: GitHub refuses an issue body over 65,536
@@ -80,21 +80,13 @@ def _timed(run: dict) -> bool:
     return run.get("status") in TIMED and bool((run.get("timing") or {}).get("samples_ns"))
 
 
-def _replays(runs: list[dict]) -> list[list[dict]]:
-    """The stored replays (runs of one `group`; a run without one is a replay of its own), oldest first."""
-    groups: dict[str, list[dict]] = {}
-    for run in runs:
-        groups.setdefault(str(run.get("group") or f"run:{run.get('run_id')}"), []).append(run)
-    return list(groups.values())
-
-
 def chosen_replay(runs: list[dict], run_id: str | None, bisection: dict | None = None) -> tuple[list[dict], dict]:
     """The runs of the replay the issue reports, and how it was chosen: the one holding `run_id` (its full id or a
     unique prefix), else the latest that ran the first bad release of the stored bisection (`bisection`) among the
     runs its answer rests on, else the latest that timed two runs or more together, else the latest."""
-    replays = _replays(runs)
+    replays = replays_of(runs)
     together = [g for g in replays if sum(map(_timed, g)) >= 2]
-    answered = _answered_replays(replays, bisection)
+    answered = answered_replays(replays, bisection)
     if run_id is not None:
         chosen, how = _replay_of_run(replays, runs, run_id), "chosen with --run"
     elif answered:
@@ -115,21 +107,6 @@ def _replay_of_run(replays: list[list[dict]], runs: list[dict], run_id: str) -> 
         raise UsageError(f"{'no' if not hits else 'more than one'} stored run of this bundle matches "
                          f"--run {clean(run_id, 60)!r}", hint=f"pass one of its runs' ids (latest: {known})")
     return hits[0]
-
-
-def _answered_replays(replays: list[list[dict]], bisection: dict | None) -> list[list[dict]]:
-    """The replays holding a run of the bisection's first bad release that its answer rests on (a time answer's:
-    those timed beside the last good release)."""
-    record = bisection or {}
-    answer = record.get("answer") or {}
-    ids = {str(r) for r in record.get("runs") or []}
-    bad, good = str(answer.get("first_bad")), str(answer.get("last_good"))
-    hits = [g for g in replays if any(str(r.get("run_id")) in ids and _release_of(r) == bad for r in g)]
-    return [g for g in hits if any(_release_of(r) == good for r in g)] or hits
-
-
-def _release_of(run: dict) -> str:
-    return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax") or "")
 
 
 def _run_ref(run: dict) -> dict:

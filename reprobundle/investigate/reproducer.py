@@ -78,6 +78,29 @@ def _a_change_of_outputs(a: dict) -> bool:
         and str(a.get("criterion") or "") in OUTPUT_CRITERIA
 
 
+def replays_of(runs: list[dict]) -> list[list[dict]]:
+    """The stored replays (runs of one `group`; a run without one is a replay of its own), oldest first."""
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        groups.setdefault(str(run.get("group") or f"run:{run.get('run_id')}"), []).append(run)
+    return list(groups.values())
+
+
+def answered_replays(replays: list[list[dict]], bisection: dict | None) -> list[list[dict]]:
+    """The replays holding a run of the bisection's first bad release that its answer rests on (a time answer's:
+    those timed beside the last good release)."""
+    record = bisection or {}
+    answer = record.get("answer") or {}
+    ids = {str(r) for r in record.get("runs") or []}
+    bad, good = str(answer.get("first_bad")), str(answer.get("last_good"))
+    hits = [g for g in replays if any(str(r.get("run_id")) in ids and _release_of(r) == bad for r in g)]
+    return [g for g in hits if any(_release_of(r) == good for r in g)] or hits
+
+
+def _release_of(run: dict) -> str:
+    return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax") or "")
+
+
 def plan(registry: Registry, bundle: Bundle, answer: dict | None = None) -> Plan:
     """Which reproducer the bundle's latest bisection (or `answer`) calls for; see the module's docstring."""
     record = answer if answer is not None else latest_bisection(stored_answers(registry, bundle))
@@ -114,12 +137,21 @@ def script_of(registry: Registry, bundle: Bundle, fname: str = "repro.py", runs:
         release = str(((chosen.answer or {}).get("answer") or {}).get("last_good"))
         return script_text(registry, bundle, fname, None,
                            Reference(chosen.good, f"jax {release} (last good)", chosen.bits))
-    runs = stored_runs(registry, bundle) if runs is None else runs
+    runs = _reported_runs(registry, bundle, chosen.answer) if runs is None else runs
     prop = str((bundle.manifest.get("labels") or {}).get("minimized-property") or "")
     timed = (not prop or prop.startswith("slower")) and all(r.get("status") == "ok" for r in runs)
     notes = [f"Note: the investigation found the change by retracing; this is {chosen.why}."] if chosen.cannot_show \
         else []
     return script_text(registry, bundle, fname, measured_times(runs) if timed else None, notes=notes)
+
+
+def _reported_runs(registry: Registry, bundle: Bundle, answer: dict | None) -> list[dict]:
+    """The runs whose times a script shows: the stored bisection's probe of its first bad release (what the issue
+    reports), else the latest stored replay."""
+    from ..bundle.reproducer import every_run
+
+    answered = answered_replays(replays_of(every_run(registry, bundle)), answer)
+    return answered[-1] if answered else stored_runs(registry, bundle)
 
 
 def write_script(ref: str, out: str | Path | None, *, store: str | None = None) -> dict:
