@@ -486,3 +486,23 @@ def test_the_zip_replays_itself_with_only_jax_and_numpy_on_the_oldest_and_newest
             summary = json.loads(done.stdout)
             assert summary["jax"] == version and summary["outputs_ok"]
             assert summary["route"] == ("retrace" if extra else summary["route"]) and summary["route"]
+
+
+def test_the_pure_python_msgpack_reader_reads_what_msgpack_writes(small_store_template):
+    """worker/msgpack_read.py (the zip's reader where msgpack is not installed) against msgpack itself: every
+    type and width reprobundle writes, a real manifest, and truncated or unknown bytes refused."""
+    import msgpack
+
+    from reprobundle.worker.msgpack_read import MsgpackError, unpackb
+
+    values = [None, True, False, 0, 127, 128, -1, -32, -33, 255, 256, 65535, 65536, 2**32, 2**63 - 1, -2**63, 1.5,
+              "x" * 40, "é" * 300, b"abc" * 30000, list(range(20)), {"a": {"b": [1.0, None]}},
+              {str(i): i for i in range(70000)}]
+    for value in values:
+        assert unpackb(msgpack.packb(value, use_bin_type=True)) == value
+    assert unpackb(msgpack.packb(1.5, use_single_float=True)) == 1.5
+    manifest = next((small_store_template / "bundles").rglob("*.msgpack")).read_bytes()
+    assert unpackb(manifest) == msgpack.unpackb(manifest, raw=False, strict_map_key=False)
+    for bad in (msgpack.packb("abcdef")[:-2], b"\xc1", msgpack.packb(1) + b"\x00"):
+        with pytest.raises(MsgpackError):
+            unpackb(bad)
