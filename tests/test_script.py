@@ -31,8 +31,9 @@ EXCESS_FLAG = minimize_chain.EXCESS_PRECISION_OFF.split("XLA_FLAGS=", 1)[1]
 RNG_FLAG = minimize_chain.NO_RNG_EXPANDER.split("XLA_FLAGS=", 1)[1]
 # What the script may import (besides the standard library): it must not need reprobundle, msgpack or flatbuffers.
 AUDIT = ("import runpy, sys\n"
+         "sys.argv = sys.argv[1:]  # as `python SCRIPT ARGS` sets it\n"
          "try:\n"
-         "    runpy.run_path(sys.argv[1], run_name='__main__')\n"
+         "    runpy.run_path(sys.argv[0], run_name='__main__')\n"
          "finally:\n"
          "    bad = sorted(m for m in sys.modules if m.split('.')[0] in ('reprobundle', 'msgpack', 'flatbuffers'))\n"
          "    print('FORBIDDEN' if bad else 'CLEAN', bad)\n")
@@ -101,7 +102,7 @@ def test_the_script_shows_the_mismatch_with_the_flag_and_not_without_on_the_olde
     without = _run(fresh_python, script)
     assert without.returncode == 0, without.stdout + without.stderr
     assert f"jax {NEWEST}" in without.stdout and "backend: cpu" in without.stdout
-    assert "result: as the reference" in without.stdout
+    assert f"result: as jax {NEWEST} (outputs within the tolerance)" in without.stdout  # minimize's baseline
     flagged = _run(fresh_python, script, EXCESS_FLAG)
     assert flagged.returncode == 1, flagged.stdout + flagged.stderr
     assert "outside the tolerance" in flagged.stdout and "reference" in flagged.stdout
@@ -369,3 +370,139 @@ def test_a_slowdowns_script_prints_the_stored_medians_and_never_judges_time(trai
     assert "x the stored median of 0.4.33" in done.stdout and "stored replay, timed together" in done.stdout
     if measured["slower"]:
         assert "time not judged" in done.stdout and "uv run --no-project" in done.stdout
+
+
+# ------------------------------------------------------------------------------------------------ reproducers from
+# an investigation's answer: each exits 1 on the bad release and 0 on the good one
+
+PROGRAMS = Path(__file__).parent / "programs" / "retrace"
+
+
+def _cached(version: str):
+    return reprobundle.api.environment_manager().ensure(version).python_executable
+
+
+@pytest.mark.crossversion
+def test_a_lowering_changes_reproducer_is_the_program_and_fails_on_the_bad_release_only(tmp_path):
+    # threefry became partitionable by default in 0.5.0: the program lowers to other ops there, and the frozen
+    # module computes the same bits on both, so only the program itself, traced by each release, can show it
+    store = tmp_path / "store"
+    reprobundle.api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store), **PACK)
+    result, _ = reprobundle.api.bisect("rng", "0.4.38", "0.5.0", store=str(store), warmup=1, repeat=2, rounds=1)
+    assert (result.mode, result.first_bad, result.last_good) == ("retrace", "0.5.0", "0.4.38")
+    script = _script(store, tmp_path, "rng")
+    text = script.read_text()
+    assert "# Needs: jax and numpy (the program imports nothing else)" in text
+    assert "--with jax==0.4.38 --with jaxlib==0.4.38 python rng.py   # exit 0" in text
+    assert "jax.random.normal(key, (64,))" in text  # the program's own source, inside a string literal
+    good, bad = _run(_cached("0.4.38"), script), _run(_cached("0.5.0"), script)
+    assert good.returncode == 0 and "result: as on jax 0.4.38 (last good)" in good.stdout, good.stdout + good.stderr
+    assert "inputs: the bundle's" in good.stdout
+    assert bad.returncode == 1 and "result: DIFFERS: jax 0.5.0 gives other outputs" in bad.stdout, bad.stdout
+    assert "expected (jax 0.4.38 (last good)):" in bad.stdout and "got (here):" in bad.stdout
+    assert not good.stderr.strip() and not bad.stderr.strip(), good.stderr + bad.stderr
+    # the header's "what changed" line is the stored runs' own values: the first one the bad release printed
+    first_got = bad.stdout.split("got (here):", 1)[1].split()[0].rstrip(",")
+    assert f"jax 0.5.0 gives {first_got}" in text
+
+
+@pytest.mark.crossversion
+def test_a_compiler_changes_reproducer_is_the_frozen_module_against_the_last_good_releases_bits(tmp_path):
+    # colsum's float32 sums change in their last bits from jaxlib 0.5.0 to 0.5.1 (the compiler's: the same
+    # StableHLO): the frozen script checks them against 0.5.0's outputs, any bit, not against the packed reference
+    store = tmp_path / "store"
+    reprobundle.api.pack_script(str(PROGRAMS / "colsum.py"), name="colsum", store=str(store), **PACK)
+    result, _ = reprobundle.api.bisect("colsum", "0.5.0", "0.5.1", store=str(store), by="bits", warmup=1,
+                                       repeat=2, rounds=1)
+    assert (result.criterion, result.first_bad, result.mode) == ("bits", "0.5.1", "frozen")
+    script = _script(store, tmp_path, "colsum")
+    assert "REFERENCE_LABEL = 'jax 0.5.0 (last good)'" in script.read_text()
+    good, bad = _run(_cached("0.5.0"), script), _run(_cached("0.5.1"), script)
+    assert good.returncode == 0 and "result: as jax 0.5.0 (last good)" in good.stdout, good.stdout + good.stderr
+    assert bad.returncode == 1 and "outside the tolerance of jax 0.5.0 (last good)" in bad.stdout, bad.stdout
+
+
+@pytest.mark.crossversion
+def test_compare_times_two_sides_in_their_own_processes_and_fails_only_on_a_real_slowdown(tmp_path, fresh_python):
+    """`--compare A B`: a side that disables algsimp runs the while loop's reduce spot several times slower on every
+    machine (examples/loop_programs.py: 3.4x on the 2-core VM at load 5), so B is judged slower; A against itself
+    is not. Both sides are the newest release with only jax and numpy."""
+    from loop_programs import while_program
+
+    store = tmp_path / "store"
+    fn, args = while_program("reduce")
+    reprobundle.pack(jax.jit(fn), *args, name="loop", store=str(store), **PACK)
+    script = _script(store, tmp_path, "loop")
+    python = str(fresh_python)
+    slow = f"{python}:XLA_FLAGS={minimize_chain.NO_ALGSIMP.split('XLA_FLAGS=', 1)[1]}"
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
+    env["JAX_PLATFORMS"] = "cpu"
+    slower = subprocess.run([python, str(script), "--compare", python, slow, "--rounds", "1"], env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert slower.returncode == 1 and "result: SLOWER: B is" in slower.stdout, slower.stdout + slower.stderr
+    same = subprocess.run([python, str(script), "--compare", python, python], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert same.returncode == 0 and "result: SLOWER" not in same.stdout, same.stdout + same.stderr
+    nouv = dict(env, PATH="/nonexistent")  # a release without uv: the two commands to run, exit 3
+    manual = subprocess.run([python, str(script), "--compare", "0.4.31", "0.4.33"], env=nouv, capture_output=True,
+                            text=True, timeout=120)
+    assert manual.returncode == 3 and "pip install jax==0.4.33 numpy" in manual.stdout, manual.stdout
+
+
+def _fresh(tmp_path_factory, version: str):
+    """An environment with only jax, jaxlib and numpy of `version`, made by uv from its cache."""
+    from uv import find_uv_bin
+
+    venv = tmp_path_factory.mktemp(f"fresh-{version}") / "venv"
+    uv = str(find_uv_bin())
+    subprocess.run([uv, "venv", "-q", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(python), f"jax=={version}", f"jaxlib=={version}",
+                    "numpy"], check=True, timeout=600)
+    return python
+
+
+@pytest.mark.crossversion
+def test_the_zip_replays_itself_with_only_jax_and_numpy_on_the_oldest_and_newest_and_retraces(tmp_path,
+                                                                                             tmp_path_factory,
+                                                                                             fresh_python):
+    """`python NAME.zip` in environments holding only jax, jaxlib and numpy (no msgpack, no flatbuffers): the frozen
+    module and, with --retrace, the program traced by that release; nothing on stderr when it passes (0.4.30's
+    MLIR prints `loc("-":0:0): error: unknown attribute code` from a route that gives way)."""
+    store = tmp_path / "store"
+    reprobundle.api.pack_script(str(PROGRAMS / "colsum.py"), name="colsum", store=str(store), **PACK)
+    code, _, err = cli("export", "colsum", "-o", tmp_path / "colsum.zip", store=store)
+    assert code == 0, err
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
+    env["JAX_PLATFORMS"] = "cpu"
+    for python, version in ((_fresh(tmp_path_factory, OLDEST), OLDEST), (fresh_python, NEWEST)):
+        for extra in ([], ["--retrace"]):
+            done = subprocess.run([str(python), "-I", str(tmp_path / "colsum.zip"), "--repeat", "2", "--json", *extra],
+                                  env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+            assert done.returncode == 0, (version, extra, done.stdout, done.stderr)
+            assert done.stderr == "", (version, extra, done.stderr)
+            summary = json.loads(done.stdout)
+            assert summary["jax"] == version and summary["outputs_ok"]
+            assert summary["route"] == ("retrace" if extra else summary["route"]) and summary["route"]
+
+
+def test_the_pure_python_msgpack_reader_reads_what_msgpack_writes(small_store_template):
+    """worker/msgpack_read.py (the zip's reader where msgpack is not installed) against msgpack itself: every
+    type and width reprobundle writes, a real manifest, and truncated or unknown bytes refused."""
+    import msgpack
+
+    from reprobundle.worker.msgpack_read import MsgpackError, unpackb
+
+    values = [None, True, False, 0, 127, 128, -1, -32, -33, 255, 256, 65535, 65536, 2**32, 2**63 - 1, -2**63, 1.5,
+              "x" * 40, "é" * 300, b"abc" * 30000, list(range(20)), {"a": {"b": [1.0, None]}},
+              {str(i): i for i in range(70000)}]
+    for value in values:
+        assert unpackb(msgpack.packb(value, use_bin_type=True)) == value
+    assert unpackb(msgpack.packb(1.5, use_single_float=True)) == 1.5
+    manifest = next((small_store_template / "bundles").rglob("*.msgpack")).read_bytes()
+    assert unpackb(manifest) == msgpack.unpackb(manifest, raw=False, strict_map_key=False)
+    for bad in (msgpack.packb("abcdef")[:-2], b"\xc1", msgpack.packb(1) + b"\x00"):
+        with pytest.raises(MsgpackError):
+            unpackb(bad)

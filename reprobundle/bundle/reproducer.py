@@ -99,7 +99,7 @@ def signature(bundle: Bundle) -> tuple[list[tuple[str, list[int]]], list[tuple[s
     return [ins[i] for i in kept], outs, kept
 
 
-def _leaf(registry: Registry, leaf: Any) -> np.ndarray:
+def leaf_array(registry: Registry, leaf: Any) -> np.ndarray:
     dtype = np_dtype(leaf["dtype"])
     shape = tuple(int(d) for d in leaf["shape"])
     if "synthetic" in leaf:
@@ -115,8 +115,8 @@ def arrays(registry: Registry, bundle: Bundle) -> tuple[list[np.ndarray], list[n
     """(the inputs @main takes, the reference outputs)."""
     m = bundle.manifest
     _, _, kept = signature(bundle)
-    inputs = [_leaf(registry, leaf) for leaf in m["inputs"]["leaves"]]
-    return [inputs[i] for i in kept], [_leaf(registry, leaf) for leaf in m["reference"]["outputs"]]
+    inputs = [leaf_array(registry, leaf) for leaf in m["inputs"]["leaves"]]
+    return [inputs[i] for i in kept], [leaf_array(registry, leaf) for leaf in m["reference"]["outputs"]]
 
 
 def every_run(registry: Registry, bundle: Bundle) -> list[dict]:
@@ -316,7 +316,7 @@ def _parent_files(registry: Registry, bundle: Bundle) -> dict[str, list[str]]:
 # ------------------------------------------------------------------------------------------------ writing the script
 
 
-def _comment(text: object, limit: int = 160) -> str:
+def comment_line(text: object, limit: int = 160) -> str:
     """Text from the bundle as one comment line: every control character escaped (no newline can end it)."""
     return "# " + clean(text, limit)
 
@@ -342,7 +342,7 @@ def array_literal(a: np.ndarray) -> str:
     return head + _bytes_literal(planes) + ")"
 
 
-def _list_literal(name: str, items: Sequence[str]) -> str:
+def list_literal(name: str, items: Sequence[str]) -> str:
     return f"{name} = [\n" + "".join(f"    {item},\n" for item in items) + "]\n"
 
 
@@ -356,62 +356,94 @@ def _header(bundle: Bundle, diff: Difference, sources: list[str], fname: str) ->
     """The comment block at the top: what it is, how to run it, what was seen. Bundle text: comments only."""
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in diff.show.items())
     lines = ["#!/usr/bin/env python3", "# A reproducer written by `reprobundle script`: it runs with only jax and numpy.",
-             _comment(f"Bundle: {bundle.ref} ({bundle.ref.bundle_id})"), *_exit_lines(diff.expect),
-             _comment(f"  python {fname}          # as the reference ran")]
+             comment_line(f"Bundle: {bundle.ref} ({bundle.ref.bundle_id})"), *_exit_lines(diff.expect),
+             comment_line(f"  python {fname}          # as the reference ran")]
     if env:
-        lines.append(_comment(f"  {env} python {fname}", 400))
+        lines.append(comment_line(f"  {env} python {fname}", 400))
         lines.append("#       (the setting under which the difference was seen)")
     stored = stored_times_lines(diff.measured)
     if stored:
-        lines += [_comment(line, 300) for line in stored]
+        lines += [comment_line(line, 300) for line in stored]
         lines.append("# To compare, run it on each release (one release alone cannot show a slowdown):")
-        lines += [_comment("  " + c, 400) for c in compare_commands(diff.measured, fname)]
+        lines += [comment_line("  " + c, 400) for c in compare_commands(diff.measured, fname)]
     lines += ["# How it runs the StableHLO below: reprobundle's worker mechanism (worker/serve.py, worker/rebuild.py),",
               "# not documented JAX API: the text serialized as a portable artifact, a jax.export.Exported rebuilt",
               "# around it from @main's signature, and its call jitted; the same on every release from 0.4.30.",
               "# The output check is the replay's (analysis/verdict.py) with the tolerances written below."]
     if sources:
         lines.append("# Ops kept by minimize, with their source lines:")
-        lines += [_comment("  " + s) for s in sources]
+        lines += [comment_line("  " + s) for s in sources]
     if diff.seen:
         lines.append("# Seen in the stored replay of this bundle:")
-        lines += [_comment("  " + s, 300) for s in diff.seen]
+        lines += [comment_line("  " + s, 300) for s in diff.seen]
     return lines
 
 
 def _exit_lines(expect: str) -> list[str]:
     if expect != "slower":
         return ["# Exit code: 0 it behaves as the reference did, 1 it shows the difference, 3 it could not run."]
-    return ["# Exit code: 0 it ran and its outputs are the reference's (its time is printed beside the stored medians,",
-            "# not judged: a slowdown is between two releases), 1 its outputs differ, 3 it could not run."]
+    return ["# Exit code: 0 it ran and its outputs are the reference's (on one release its time is printed beside the",
+            "# stored medians, not judged), 1 its outputs differ, 3 it could not run. `--compare A B` times two",
+            "# releases, each in its own process, and exits 1 when B is slower beyond the interval."]
 
 
-def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py", measured: dict | None = None) -> str:
+@dataclass
+class Reference:
+    """Which outputs a script checks against: the packed reference by default; a stored run's (the last good
+    release's, from an investigation's answer), named by `label`, judged bit for bit where `bits`."""
+
+    run: dict | None = None
+    label: str = "the reference"
+    bits: bool | None = None
+
+
+def _reference(diff: Difference, given: Reference | None) -> Reference:
+    """The outputs the script checks against: `given` (its bits setting applied to `diff`), else minimize's baseline
+    run, else the packed reference."""
+    if given is not None and given.run is not None:
+        diff.bits = diff.bits if given.bits is None else given.bits
+        diff.text = f"outputs against {given.label}" + (", any bit" if diff.bits else "")
+        return given
+    if diff.baseline is not None:  # minimize's baseline: the outputs the difference is measured from
+        return Reference(diff.baseline, f"jax {diff.releases[0]}")
+    return Reference()
+
+
+def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py", measured: dict | None = None,
+                reference_of: Reference | None = None, notes: Sequence[str] = ()) -> str:
     """The standalone script for the bundle; `measured`: analysis/slowdown.py's times of its stored runs (the
-    medians and commands a slowdown's script prints). ScriptTooLargeError past SCRIPT_LIMIT, NoScriptError where
-    a script cannot run it."""
+    medians and commands a slowdown's script prints); `reference_of`: the run whose outputs it checks against (a
+    compiler change's last good release); `notes`: header lines (what this script cannot show). ScriptTooLargeError
+    past SCRIPT_LIMIT, NoScriptError where a script cannot run it."""
     text = module_text(registry, bundle)
     ins, outs, _ = signature(bundle)
     inputs, reference = arrays(registry, bundle)
     diff = difference(bundle, stored_runs(registry, bundle), measured)
-    if diff.baseline is not None:  # minimize's baseline: the outputs the difference is measured from
-        reference = [_leaf(registry, leaf) for leaf in diff.baseline["outputs"]]
+    chosen = _reference(diff, reference_of)
+    if chosen.run is not None:
+        reference = [leaf_array(registry, leaf) for leaf in chosen.run["outputs"]]
     samples = (bundle.manifest["reference"].get("timing") or {}).get("samples_ns") or []
     wide = any(d in WIDE_64 for d, _ in ins + outs)
-    parts = ["\n".join(_header(bundle, diff, source_lines(registry, bundle), fname)), "",
+    header = _header(bundle, diff, source_lines(registry, bundle), fname)
+    parts = ["\n".join(header[:2] + [comment_line(n, 300) for n in notes] + header[2:]), "",
              "import base64\nimport os\nimport sys\nimport time\nimport zlib\n\nimport numpy as np\n",
              f"BUNDLE = {str(bundle.ref)!r}", f"EXPECT = {diff.expect!r}", f"EXPECT_TEXT = {diff.text!r}",
+             f"REFERENCE_LABEL = {chosen.label!r}",
              f"X64 = {wide!r}", f"TIMED_CALLS = {TIMED_CALLS!r}", f"REFERENCE_MEDIAN_NS = {_median(samples)!r}",
              f"IN_AVALS = {ins!r}", f"OUT_AVALS = {outs!r}", "",
-             _list_literal("STORED_TIMES", [repr(line) for line in stored_times_lines(diff.measured)]),
-             _list_literal("STORED_MEDIANS", [repr((r["jax"], r["label"], r["median_ns"], r["settings"]))
+             list_literal("STORED_TIMES", [repr(line) for line in stored_times_lines(diff.measured)]),
+             list_literal("STORED_MEDIANS", [repr((r["jax"], r["label"], r["median_ns"], r["settings"]))
                                               for r in (diff.measured or {}).get("rows", [])]),
-             _list_literal("COMPARE", [repr(c) for c in compare_commands(diff.measured, fname)]),
+             list_literal("COMPARE", [repr(c) for c in compare_commands(diff.measured, fname)]),
              _module_literal(text),
-             _list_literal("INPUTS", [array_literal(a) for a in inputs]),
-             _list_literal("REFERENCE", [array_literal(a) for a in reference]),
+             list_literal("INPUTS", [array_literal(a) for a in inputs]),
+             list_literal("REFERENCE", [array_literal(a) for a in reference]),
              f"TOLERANCES = {tolerances(reference, diff.bits)!r}  # (rtol, atol) per output", RUNNER]
-    script = "\n".join(parts)
+    return checked_size(bundle, "\n".join(parts))
+
+
+def checked_size(bundle: Bundle, script: str) -> str:
+    """`script`, or ScriptTooLargeError past SCRIPT_LIMIT."""
     size = len(script.encode("utf-8"))
     if size > SCRIPT_LIMIT:
         raise ScriptTooLargeError(f"the script of {bundle.ref} would be {size // 1024} KiB, over the "

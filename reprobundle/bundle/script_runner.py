@@ -1,27 +1,37 @@
-"""The program part of a standalone reproducer (`reprobundle script`): the text below is copied verbatim into every
-script bundle/reproducer.py writes, after the data it defines (MODULE, IN_AVALS, OUT_AVALS, INPUTS, REFERENCE,
-TOLERANCES, EXPECT, X64, REFERENCE_MEDIAN_NS, STORED_TIMES, STORED_MEDIANS, COMPARE, BUNDLE). It is never imported
-or run by the host.
+"""The program part of a standalone reproducer (`reprobundle script`): the texts below are copied verbatim into every
+script bundle/reproducer.py and bundle/program_script.py write, after the data they define. They are never
+imported or run by the host.
 
-How it runs the module: the mechanism reprobundle's own worker uses on every release from 0.4.30 (worker/serve.py
-and worker/rebuild.py, the way `pack --stablehlo` wraps a raw module): the StableHLO text serialized as a portable
-artifact at the oldest StableHLO version this jaxlib writes, a `jax.export.Exported` rebuilt around it from @main's
-signature (unsharded, one device, no effects, this backend's platform), and its `call` jitted. JAX documents no way
-to run StableHLO text, so this uses `jax._src` (as the worker does), kept to what every release from 0.4.30 has.
+RUNNER (COMMON + FROZEN), the frozen module's script, after MODULE, IN_AVALS, OUT_AVALS, INPUTS, REFERENCE,
+REFERENCE_LABEL, TOLERANCES, EXPECT, EXPECT_TEXT, X64, TIMED_CALLS, REFERENCE_MEDIAN_NS, STORED_TIMES,
+STORED_MEDIANS, COMPARE, BUNDLE. How it runs the module: the mechanism reprobundle's own worker uses on every
+release from 0.4.30 (worker/serve.py and worker/rebuild.py, the way `pack --stablehlo` wraps a raw module): the
+StableHLO text serialized as a portable artifact at the oldest StableHLO version this jaxlib writes, a
+`jax.export.Exported` rebuilt around it from @main's signature (unsharded, one device, no effects, this backend's
+platform), and its `call` jitted. JAX documents no way to run StableHLO text, so this uses `jax._src` (as the
+worker does), kept to what every release from 0.4.30 has.
+
+PROGRAM_RUNNER (COMMON + PROGRAM), a lowering change's script, after PROGRAM_FILES, PROGRAM_SCRIPT, FACTORY,
+STATIC, INPUTS, GOOD_OUTPUTS, GOOD_LABEL, TOLERANCES, X64, BUNDLE: the program's files written to a temporary
+folder, its factory called, the bundle's inputs put in the place of its array leaves (as a retrace does), its
+call run by the jax installed, its outputs checked against the last good release's.
 
 The output check is the one reprobundle's replays apply (analysis/verdict.py, worker/tolerance.py): element i
 passes when |got - reference| <= atol + rtol * |reference| (equal values and two NaNs pass), with each leaf's
-(rtol, atol) computed from the bundle's reference and written into the script as numbers.
+(rtol, atol) computed from the reference and written into the script as numbers.
 
-Time is printed, never judged: one process on one release cannot show a slowdown, so the script prints its median
-beside the stored medians of the compared releases (timed together on the reporter's machine, with their ratio
-and interval) and the commands that run it on each; its exit code says only what it can know (outputs, errors).
+Time on one release is printed, not judged: one process on one release cannot show a slowdown, so the frozen
+script prints its median beside the stored medians of the compared releases (timed together on the reporter's
+machine, with their ratio and interval) and the commands that run it on each. `--compare A B` judges: both sides
+started, each in a process of its own (`uv run --with jax==V`, or a Python's path), then timed in lockstep (one
+side's batch of calls, then the other's, the order alternating, PAIRED_STEPS pairs a round, new processes each
+round); exit 1 when B's median paired ratio is MIN_EFFECT or more and its 95% interval (bootstrapped over rounds,
+then pairs) lies above 1.
 """
 
-RUNNER = r'''
+COMMON = r'''
 
-# ---------------------------------------------------------------------------------------------------- the program
-
+# ---------------------------------------------------------------------------------------------------- helpers
 
 def _array(spec, dtype_of):
     """An array from its (dtype, shape, data): data a list of values, or zlib+base64 of its bytes (little-endian)
@@ -36,6 +46,61 @@ def _array(spec, dtype_of):
         count *= d
     planes = np.frombuffer(raw, np.uint8).reshape(dt.itemsize, count)
     return planes.T.copy().view(dt).reshape(shape)
+
+
+def _first_line(e):
+    text = str(e).strip()
+    return (text.splitlines()[0] if text else type(e).__name__)[:500]
+
+
+def _text(x):
+    value = complex(x) if np.iscomplexobj(x) else float(x) if np.asarray(x).dtype.kind != "b" else bool(x)
+    return "%.7g" % value if isinstance(value, float) else str(value)
+
+
+def _leaf_check(i, got, ref, rtol, atol, expected="reference"):
+    """Whether output i is within the tolerance of `ref` (what `expected` names); prints its first differing
+    elements and its worst ones when it is not."""
+    if got.shape != ref.shape or got.dtype != ref.dtype:
+        print("  output %d: expected %s%s (%s), got %s%s" % (i, ref.dtype, list(ref.shape), expected, got.dtype,
+                                                            list(got.shape)))
+        return False
+    a = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64)
+    b = got.astype(a.dtype)
+    magnitude = np.abs(a)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, np.abs(a - b))
+        allowed = atol + rtol * np.where(np.isfinite(magnitude), magnitude, 0.0)
+        bad = (diff != 0) & ~(diff <= allowed)
+        excess = np.where(diff == 0, 0.0, np.where(np.isnan(diff), np.inf, diff / allowed)).ravel()
+    count = int(np.count_nonzero(bad))
+    if not count:
+        return True
+    worst = np.flatnonzero(bad.ravel())
+    first = worst[:4]
+    print("  output %d (%s%s): %d of %d elements outside the tolerance (rtol %g, atol %g)"
+          % (i, ref.dtype, list(ref.shape), count, bad.size, rtol, atol))
+    print("    expected (%s): %s" % (expected, ", ".join(_text(ref.ravel()[k]) for k in first)))
+    print("    got (here):%s %s" % (" " * max(0, len(expected) - 2), ", ".join(_text(got.ravel()[k]) for k in first)))
+    print("    the worst:")
+    for flat in worst[np.argsort(-excess[worst], kind="stable")][:5]:
+        at = np.unravel_index(int(flat), ref.shape) if ref.ndim else ()
+        print("    [%s]  %s %s  got %s  (abs err %.3g, allowed %.3g)" % (
+            ", ".join(str(int(k)) for k in at), expected, _text(ref[at]), _text(got[at]), float(diff[at]),
+            float(allowed[at])))
+    return False
+
+
+def _median(xs):
+    xs = sorted(xs)
+    return None if not xs else (xs[len(xs) // 2] + xs[(len(xs) - 1) // 2]) / 2.0
+
+
+'''
+
+FROZEN = r'''
+
+# ---------------------------------------------------------------------------------------------------- the program
 
 
 def _import_export():
@@ -123,44 +188,9 @@ def _exported(jax, dtype_of):
     return export.Exported(**kwargs)
 
 
-def _first_line(e):
-    text = str(e).strip()
-    return (text.splitlines()[0] if text else type(e).__name__)[:500]
-
-
-def _text(x):
-    value = complex(x) if np.iscomplexobj(x) else float(x) if np.asarray(x).dtype.kind != "b" else bool(x)
-    return "%.7g" % value if isinstance(value, float) else str(value)
-
-
-def _leaf_check(i, got, ref, rtol, atol):
-    """Whether output i is within the tolerance; prints its worst elements when it is not."""
-    if got.shape != ref.shape or got.dtype != ref.dtype:
-        print("  output %d: expected %s%s, got %s%s" % (i, ref.dtype, list(ref.shape), got.dtype, list(got.shape)))
-        return False
-    a = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64)
-    b = got.astype(a.dtype)
-    magnitude = np.abs(a)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, np.abs(a - b))
-        allowed = atol + rtol * np.where(np.isfinite(magnitude), magnitude, 0.0)
-        bad = (diff != 0) & ~(diff <= allowed)
-        excess = np.where(diff == 0, 0.0, np.where(np.isnan(diff), np.inf, diff / allowed)).ravel()
-    count = int(np.count_nonzero(bad))
-    if not count:
-        return True
-    print("  output %d: %d of %d elements outside the tolerance (rtol %g, atol %g); the worst:"
-          % (i, count, bad.size, rtol, atol))
-    worst = np.flatnonzero(bad.ravel())
-    for flat in worst[np.argsort(-excess[worst], kind="stable")][:5]:
-        at = np.unravel_index(int(flat), ref.shape) if ref.ndim else ()
-        print("    [%s]  reference %s  got %s  (abs err %.3g, allowed %.3g)" % (
-            ", ".join(str(int(k)) for k in at), _text(ref[at]), _text(got[at]), float(diff[at]), float(allowed[at])))
-    return False
-
-
 def _run(jax, dtype_of, inputs):
-    """(outputs, call times in ns), or raises with the phase it failed in (the exception's `phase`)."""
+    """(outputs, call times in ns, the timed step), or raises with the phase it failed in (the exception's
+    `phase`)."""
     phase = "prepare"
     try:
         exported = _exported(jax, dtype_of)
@@ -170,16 +200,16 @@ def _run(jax, dtype_of, inputs):
         compiled = lowered.compile()
         phase = "execute"
         out = jax.block_until_ready(compiled(*inputs))
-        samples = _time_calls(jax, compiled, inputs)
+        step = _stepper(jax, compiled, inputs)
+        samples = _time_calls(step)
     except Exception as e:
         e.phase = phase
         raise
-    return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)], samples
+    return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)], samples, step
 
 
-def _time_calls(jax, compiled, inputs):
-    """Per-call times (ns) of TIMED_CALLS steps after a warmup; a step of a fast module is a batch of calls
-    lasting ~10 ms (as reprobundle's worker batches them), so the dispatch of one call is not what is timed."""
+def _stepper(jax, compiled, inputs):
+    """step(n): the time (ns) of one call, averaged over n calls run back to back."""
 
     def step(n):
         start = time.perf_counter_ns()
@@ -188,19 +218,24 @@ def _time_calls(jax, compiled, inputs):
         jax.block_until_ready(out)
         return (time.perf_counter_ns() - start) / n
 
-    one = min(step(1) for _ in range(3))
-    n = max(1, min(10000, int(1e7 / max(one, 1.0))))
+    return step
+
+
+def _batch(one_ns):
+    """Calls in a step: a fast module's step is a batch lasting ~10 ms (as reprobundle's worker batches them), so
+    the dispatch of one call is not what is timed."""
+    return max(1, min(10000, int(1e7 / max(one_ns, 1.0))))
+
+
+def _time_calls(step):
+    """Per-call times (ns) of TIMED_CALLS steps after a warmup."""
+    n = _batch(min(step(1) for _ in range(3)))
     samples = []
     for _ in range(TIMED_CALLS):
         samples.append(step(n))
         if sum(samples) * n > 3e9:
             break
     return samples
-
-
-def _median(xs):
-    xs = sorted(xs)
-    return None if not xs else (xs[len(xs) // 2] + xs[(len(xs) - 1) // 2]) / 2.0
 
 
 def _time_lines(samples, jax_version):
@@ -224,7 +259,25 @@ def _time_lines(samples, jax_version):
         print(stored)
 
 
-def main():
+USAGE = """usage: python %(name)s               run it on this jax: exit 0 as the reference, 1 the difference, 3 could not run
+       python %(name)s --compare A B [--rounds N]
+           time it on A and B, each in its own process, in alternating rounds (default 3); exit 1 when B is
+           slower than A beyond the interval and by %(effect)d%% or more, 0 when not, 3 when a side could not run.
+           A and B: a JAX release (run by `uv run --with jax==V`), or the path of a Python that has one; either
+           may end in :VAR=VALUE;VAR=VALUE (environment variables of that side, XLA_FLAGS among them)."""
+
+
+def main(argv):
+    if argv[:1] == ["--compare"]:
+        return _compare(argv[1:])
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE % {"name": os.path.basename(sys.argv[0]), "effect": round((MIN_EFFECT - 1) * 100)})
+        return 0
+    serving = argv == ["--serve-times"]  # one side of --compare: it times steps when asked (stdin, stdout)
+    if argv and not serving:
+        print("unknown arguments %r\n%s" % (argv, USAGE % {"name": os.path.basename(sys.argv[0]),
+                                                           "effect": round((MIN_EFFECT - 1) * 100)}))
+        return 2
     print("reproducer of %s (%s)" % (BUNDLE, EXPECT_TEXT))
     try:
         import jax
@@ -242,7 +295,7 @@ def main():
     print("backend: %s; XLA_FLAGS=%r" % (backend, os.environ.get("XLA_FLAGS", "")))
     dtype_of = jnp.dtype  # numpy's dtypes and jax's own (bfloat16, float8_*)
     try:
-        outputs, samples = _run(jax, dtype_of, [_array(spec, dtype_of) for spec in INPUTS])
+        outputs, samples, step = _run(jax, dtype_of, [_array(spec, dtype_of) for spec in INPUTS])
     except Exception as e:
         phase = getattr(e, "phase", "prepare")
         error = "%s: %s: %s" % (phase, type(e).__name__, _first_line(e))
@@ -251,29 +304,362 @@ def main():
             return 1
         print("result: could not run: " + error)
         return 3
-    return _verdict(outputs, samples, dtype_of, jax.__version__)
+    code = _verdict(outputs, samples, dtype_of, jax.__version__)
+    return _serve(step, samples, jax.__version__, code) if serving else code
+
+
+def _serve(step, samples, jax_version, code):
+    """One side of --compare: `REPRO ready` with its release, outputs' exit code and one call's time, then one
+    `REPRO ns` line for each `step N` line read, until `end`."""
+    import json
+
+    sys.stdout.write("REPRO ready %s\n" % json.dumps({"jax": jax_version, "exit": code, "one_ns": _median(samples)}))
+    sys.stdout.flush()
+    for line in sys.stdin:
+        words = line.split()
+        if words[:1] != ["step"]:
+            break
+        sys.stdout.write("REPRO ns %r\n" % step(int(words[1])))
+        sys.stdout.flush()
+    return code
 
 
 def _verdict(outputs, samples, dtype_of, jax_version):
     if len(outputs) != len(REFERENCE):
-        print("result: DIFFERS: %d outputs, the reference has %d" % (len(outputs), len(REFERENCE)))
+        print("result: DIFFERS: %d outputs, %s has %d" % (len(outputs), REFERENCE_LABEL, len(REFERENCE)))
         return 1
-    same = [_leaf_check(i, got, _array(spec, dtype_of), rtol, atol)
+    same = [_leaf_check(i, got, _array(spec, dtype_of), rtol, atol, REFERENCE_LABEL)
             for i, (got, spec, (rtol, atol)) in enumerate(zip(outputs, REFERENCE, TOLERANCES))]
     _time_lines(samples, jax_version)
     if not all(same):
-        print("result: DIFFERS: %d of %d outputs outside the tolerance" % (same.count(False), len(same)))
+        print("result: DIFFERS: %d of %d outputs outside the tolerance of %s"
+              % (same.count(False), len(same), REFERENCE_LABEL))
         return 1
     if EXPECT == "slower":
-        print("result: ran, outputs within the tolerance; time not judged (a slowdown is between two releases:"
-              " compare the median above with the stored ones, or run this script on each release)")
+        print("result: ran, outputs within the tolerance; time not judged on one release (a slowdown is between "
+              "two: python %s --compare A B times both)" % os.path.basename(sys.argv[0]))
         for command in COMPARE:
             print("  " + command)
         return 0
-    print("result: as the reference (outputs within the tolerance)")
+    print("result: as %s (outputs within the tolerance)" % REFERENCE_LABEL)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------- --compare
+
+COMPARE_ROUNDS = 2
+PAIRED_STEPS = 20
+MIN_EFFECT = 1.10  # two processes of one release can differ by a few percent: less than this is not judged
+BOOTSTRAP = 2000
+
+
+def _side(spec):
+    """(what, environment variables) of a --compare side: `0.4.31`, `/path/python`, either with `:VAR=V;VAR=V`."""
+    what, _, rest = spec.partition(":")
+    env = {}
+    for item in filter(None, rest.split(";")):
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            raise ValueError("%r: a side's settings are VAR=VALUE separated by ';'" % spec)
+        env[name.strip()] = value
+    if not what:
+        raise ValueError("an empty side in --compare")
+    return what, env
+
+
+def _side_command(what):
+    """The command that runs this script on one side: a Python's path as it is, a release through uv; None
+    when the release needs uv and there is none."""
+    import shutil
+
+    me = os.path.abspath(sys.argv[0])
+    if os.path.sep in what or os.path.isfile(what):
+        return [what, me, "--serve-times"]
+    uv = shutil.which("uv")
+    if uv is None:
+        return None
+    return [uv, "run", "--no-project", "--with", "jax==" + what, "--with", "jaxlib==" + what, "python", me,
+            "--serve-times"]
+
+
+def _manual_line(what, env):
+    import shlex
+
+    prefix = " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in sorted(env.items()))
+    body = ("python -m venv jax-%s && jax-%s/bin/pip install jax==%s numpy && jax-%s/bin/python %s"
+            % (what, what, what, what, shlex.quote(os.path.basename(sys.argv[0]))))
+    return (prefix + " " if prefix else "") + body
+
+
+class _Side:
+    """One side of --compare: this script serving its times in a process of its own."""
+
+    def __init__(self, name, command, env):
+        import subprocess
+        import tempfile
+
+        self.name = name
+        self.errors = tempfile.TemporaryFile(mode="w+")  # a file: a pipe nobody reads could fill and block it
+        self.proc = subprocess.Popen(command, env=dict(os.environ, **env), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.errors, text=True)
+        self.said = []
+        self.ready = self._read("REPRO ready ")
+
+    def _read(self, prefix):
+        import json
+
+        for line in self.proc.stdout:
+            if line.startswith(prefix):
+                return json.loads(line[len(prefix):])
+            self.said.append(line.rstrip())
+        return None
+
+    def step(self, n):
+        self.proc.stdin.write("step %d\n" % n)
+        self.proc.stdin.flush()
+        found = self._read("REPRO ns ")
+        if found is None:
+            raise RuntimeError("%s stopped answering" % self.name)
+        return float(found)
+
+    def close(self):
+        try:
+            self.proc.stdin.write("end\n")
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=60)
+        except Exception:
+            self.proc.kill()
+        self.errors.seek(0)
+        return self.errors.read()[-2000:]
+
+
+def _compare(argv):
+    """--compare A B: both sides started, each in its own process, then timed in lockstep (A's step, B's step,
+    the order alternating), in `--rounds` pairs of processes; exit 1 when B's median is MIN_EFFECT or more of A's
+    and the 95% interval of the ratio lies above 1."""
+    rounds = COMPARE_ROUNDS
+    if len(argv) == 4 and argv[2] == "--rounds" and argv[3].isdigit() and int(argv[3]) > 0:
+        rounds, argv = int(argv[3]), argv[:2]
+    if len(argv) != 2:
+        print("usage: python %s --compare A B [--rounds N]" % os.path.basename(sys.argv[0]))
+        return 2
+    try:
+        sides = [_side(a) for a in argv]
+    except ValueError as e:
+        print("error: %s" % e)
+        return 2
+    commands = [_side_command(what) for what, _ in sides]
+    if None in commands:
+        print("uv is not on PATH: run these two, each in a fresh environment, and compare their medians:")
+        for what, env in sides:
+            print("  " + _manual_line(what, env))
+        return 3
+    print("comparing %s (A) with %s (B): %d rounds of %d paired steps, each side in its own process"
+          % (argv[0], argv[1], rounds, PAIRED_STEPS))
+    pairs, releases = [], None
+    for _ in range(rounds):
+        found = _round(commands, sides)
+        if found is None:
+            return 3
+        releases, steps = found
+        pairs.append(steps)
+    return _judge(argv, releases, pairs)
+
+
+def _round(commands, sides):
+    """(each side's release, [(A's ns, B's ns)] of PAIRED_STEPS steps), or None (what went wrong printed)."""
+    started = []
+    try:
+        for k in (0, 1):
+            side = _Side("AB"[k], commands[k], sides[k][1])
+            started.append(side)
+            if side.ready is None:
+                print("  %s: could not run:\n    %s" % (side.name, "\n    ".join((side.said + [side.close()])[-8:])))
+                return None
+            if side.ready["exit"] == 1:
+                print("  %s: its outputs differ from %s (run it alone to see them)" % (side.name, REFERENCE_LABEL))
+        n = _batch(max(s.ready["one_ns"] or 1.0 for s in started))
+        steps = []
+        for i in range(PAIRED_STEPS):
+            order = started if i % 2 == 0 else started[::-1]
+            got = {side.name: side.step(n) for side in order}
+            steps.append((got["A"], got["B"]))
+        return [s.ready["jax"] for s in started], steps
+    except (OSError, RuntimeError, ValueError) as e:
+        print("  could not time: %s" % _first_line(e))
+        return None
+    finally:
+        for side in started:
+            side.close()
+
+
+def _judge(names, releases, rounds):
+    a = [np.asarray([x for x, _ in steps]) for steps in rounds]
+    b = [np.asarray([y for _, y in steps]) for steps in rounds]
+    ratio = float(np.median(np.concatenate(b) / np.concatenate(a)))
+    rng = np.random.default_rng(0)
+    draws = []
+    for _ in range(BOOTSTRAP):  # rounds resampled, then each round's pairs: both kinds of noise in the interval
+        pick = rng.integers(0, len(a), len(a))
+        chosen = [rng.integers(0, len(a[i]), len(a[i])) for i in pick]
+        draws.append(np.median(np.concatenate([b[i][c] / a[i][c] for i, c in zip(pick, chosen)])))
+    lo, hi = (float(x) for x in np.percentile(draws, [2.5, 97.5]))
+    for name, label, times in ((names[0], "A", a), (names[1], "B", b)):
+        print("%s %s (jax %s): median %.1f us a call" % (label, name, releases["AB".index(label)],
+                                                         np.median(np.concatenate(times)) / 1e3))
+    for stored in STORED_TIMES:
+        print(stored)
+    said = "B is %.2fx the time of A [%.2f-%.2f, 95%% interval of the paired steps' ratio]" % (ratio, lo, hi)
+    if lo > 1.0 and ratio >= MIN_EFFECT:
+        print("result: SLOWER: " + said)
+        return 1
+    if hi < 1.0 and ratio <= 1 / MIN_EFFECT:
+        print("result: faster, not a slowdown: " + said)
+        return 0
+    print("result: no slowdown of %d%% or more: %s" % (round((MIN_EFFECT - 1) * 100), said))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
 '''
+
+PROGRAM = r'''
+
+# ---------------------------------------------------------------------------------------------------- the program
+
+
+def _factory(jax):
+    """(fn, args, kwargs) from the program's factory: its files written to a temporary folder, the script imported
+    from there (as the reporter ran it)."""
+    import importlib.util
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="repro-program-")
+    for path, text in PROGRAM_FILES:
+        target = os.path.join(folder, *path.split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)
+    sys.path.insert(0, os.path.dirname(os.path.join(folder, *PROGRAM_SCRIPT.split("/"))))
+    spec = importlib.util.spec_from_file_location("repro_program", os.path.join(folder, *PROGRAM_SCRIPT.split("/")))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["repro_program"] = module
+    spec.loader.exec_module(module)
+    made = getattr(module, FACTORY)()
+    fn, args, kwargs = (made[0], made[1], {}) if len(made) == 2 else made
+    return fn, (tuple(args) if isinstance(args, (tuple, list)) else (args,)), dict(kwargs or {})
+
+
+def _is_key(jax, leaf):
+    try:
+        return jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+    except Exception:
+        return False
+
+
+def _static(path):
+    """Whether a leaf's path lies under an argument the bundle was packed with as static (baked in)."""
+    top, arg = path[0], path[1] if len(path) > 1 else None
+    name = getattr(arg, "idx", None) if getattr(top, "idx", 0) == 0 else getattr(arg, "key", None)
+    return name in STATIC
+
+
+def _stored_inputs(jax, args, kwargs):
+    """The call with the bundle's stored inputs in the place of the factory's array leaves (as reprobundle's
+    retrace puts them), and what was done; the factory's own where the leaves do not line up."""
+    if INPUTS is None:
+        return args, kwargs, "the factory's own (the bundle's are too large to write here)"
+    with_path, tree = jax.tree_util.tree_flatten_with_path((args, kwargs))
+    leaves = [leaf for _, leaf in with_path]
+    arrays = (jax.Array, np.ndarray, np.generic)
+    dynamic = [i for i, (path, leaf) in enumerate(with_path) if isinstance(leaf, arrays) and not _static(path)]
+    if len(dynamic) != len(INPUTS):
+        return args, kwargs, "the factory's own (%d array leaves, the bundle stored %d)" % (len(dynamic), len(INPUTS))
+    replaced = 0
+    for i, spec in zip(dynamic, INPUTS):
+        stored = _array(spec, jax.numpy.dtype)
+        leaf = leaves[i]
+        mine = np.asarray(jax.random.key_data(leaf)) if _is_key(jax, leaf) else np.asarray(leaf)
+        if mine.shape != stored.shape or mine.dtype != stored.dtype:
+            return args, kwargs, "the factory's own (leaf %d is %s%s, the bundle stored %s%s)" % (
+                i, mine.dtype, list(mine.shape), stored.dtype, list(stored.shape))
+        if mine.tobytes() == stored.tobytes():
+            continue
+        leaves[i] = (jax.random.wrap_key_data(stored, impl=jax.random.key_impl(leaf)) if _is_key(jax, leaf)
+                     else jax.numpy.asarray(stored) if isinstance(leaf, jax.Array) else stored)
+        replaced += 1
+    args, kwargs = jax.tree_util.tree_unflatten(tree, leaves)
+    return args, kwargs, ("the bundle's, the same as the factory's" if not replaced else
+                          "the bundle's (%d of the factory's %d array leaves replaced)" % (replaced, len(dynamic)))
+
+
+def _outputs(jax, out):
+    """The program's array outputs, flat (key arrays as their key data, as reprobundle stores them)."""
+    found = []
+    for leaf in jax.tree_util.tree_leaves(out):
+        if _is_key(jax, leaf):
+            found.append(np.asarray(jax.random.key_data(leaf)))
+        elif isinstance(leaf, (jax.Array, np.ndarray, np.generic)):
+            found.append(np.asarray(leaf))
+    return found
+
+
+def main(argv):
+    if argv:
+        print("usage: python %s   (exit 0: outputs as %s; 1: they differ; 3: could not run)"
+              % (os.path.basename(sys.argv[0]), GOOD_LABEL))
+        return 0 if argv[0] in ("-h", "--help") else 2
+    print("reproducer of %s: the program as this jax traces it, against the outputs of %s" % (BUNDLE, GOOD_LABEL))
+    try:
+        import jax
+        import jaxlib
+
+        if X64:
+            jax.config.update("jax_enable_x64", True)
+        version = getattr(getattr(jaxlib, "version", None), "__version__", "?")
+    except Exception as e:
+        print("result: could not run: jax: %s: %s" % (type(e).__name__, _first_line(e)))
+        return 3
+    print("release: jax %s, jaxlib %s, Python %s; backend %s; XLA_FLAGS=%r" % (
+        jax.__version__, version, sys.version.split()[0], jax.default_backend(), os.environ.get("XLA_FLAGS", "")))
+    try:
+        fn, args, kwargs = _factory(jax)
+    except ImportError as e:
+        print("result: could not run: the program needs %s (%s)" % (getattr(e, "name", None) or "a module",
+                                                                   _first_line(e)))
+        return 3
+    try:
+        args, kwargs, how = _stored_inputs(jax, args, kwargs)
+        print("inputs: " + how)
+        outputs = _outputs(jax, jax.block_until_ready(fn(*args, **kwargs)))
+    except Exception as e:
+        print("result: ERROR on jax %s, where %s ran: %s: %s" % (jax.__version__, GOOD_LABEL, type(e).__name__,
+                                                                 _first_line(e)))
+        return 1
+    return _verdict(outputs, jax.numpy.dtype, jax.__version__)
+
+
+def _verdict(outputs, dtype_of, jax_version):
+    if len(outputs) < len(GOOD_OUTPUTS):
+        print("result: DIFFERS: %d outputs, %s gave %d" % (len(outputs), GOOD_LABEL, len(GOOD_OUTPUTS)))
+        return 1
+    same = [_leaf_check(i, got, _array(spec, dtype_of), rtol, atol, GOOD_LABEL)
+            for i, (got, spec, (rtol, atol)) in enumerate(zip(outputs, GOOD_OUTPUTS, TOLERANCES))]
+    if not all(same):
+        print("result: DIFFERS: jax %s gives other outputs than %s (%d of %d outside the tolerance)"
+              % (jax_version, GOOD_LABEL, same.count(False), len(same)))
+        return 1
+    print("result: as on %s: outputs within the tolerance" % GOOD_LABEL)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+'''
+
+RUNNER = COMMON + FROZEN  # the frozen module's script
+PROGRAM_RUNNER = COMMON + PROGRAM  # the program's script (a lowering change: bundle/program_script.py)

@@ -125,6 +125,9 @@ def issue_cmd(ref: str,
                                                    "together)."),
               attach: Optional[Path] = typer.Option(None, "--attach", metavar="DIR", help="Write the bundle's zip "
                                                     "into DIR, to attach to the issue (the body then says it is)."),
+              jax_repo: Optional[str] = typer.Option(None, "--jax-repo", metavar="PATH|URL", help="A JAX git "
+                                                     "repository whose release notes say whether a changed default "
+                                                     "was intended (default: a clone in the cache's jax-repo)."),
               store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """A Markdown issue body ready to paste: the measured difference, the replay it comes from, the reproducer
     script, each compared release's environment, the program, the bundle's Reproduce block."""
@@ -132,7 +135,7 @@ def issue_cmd(ref: str,
     from ..investigate.issue import issue_data
     from ..render.issue import before_posting, issue_markdown, issue_text
 
-    data = issue_data(ref, store=store, tracker=tracker, run_id=run_id, attach=attach)
+    data = issue_data(ref, store=store, tracker=tracker, run_id=run_id, attach=attach, jax_repo=jax_repo)
     body = issue_markdown(data)
     if out is not None:
         write_text(out, body)

@@ -183,8 +183,3 @@ def asked_again(record: dict, ref: str) -> str:
     if isinstance(a.get("nightly"), dict):
         args.append("--nightly")
     return " ".join(shlex.quote(w) for w in [*args, mode, *by])
-
-
-def with_command_rebuilt(record: dict | None, ref: str) -> dict | None:
-    """A stored answer with its `command` replaced by the one rebuilt from its fields (`asked_again`)."""
-    return None if record is None else {**record, "command": asked_again(record, ref)}

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from ..bundle.program_script import change_lines, program_files, program_of, run_outputs, value_changes
 from ..bundle.registry import Bundle, Registry, open_ref
 from ..bundle.reproducer import (
     NoScriptError,
@@ -39,7 +40,8 @@ from ..config import default_store_url
 from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
-from .reproducer import script_of
+from .newest import newest_verdict
+from .reproducer import answered_replays, plan, replays_of, script_of, stored_answers
 
 TRACKERS = {"jax": "https://github.com/jax-ml/jax/issues/new", "xla": "https://github.com/openxla/xla/issues/new"}
 BODY_LIMIT = 65_000  # characters: GitHub refuses an issue body over 65,536
@@ -84,32 +86,33 @@ def _timed(run: dict) -> bool:
     return run.get("status") in TIMED and bool((run.get("timing") or {}).get("samples_ns"))
 
 
-def _replays(runs: list[dict]) -> list[list[dict]]:
-    """The stored replays (runs of one `group`; a run without one is a replay of its own), oldest first."""
-    groups: dict[str, list[dict]] = {}
-    for run in runs:
-        groups.setdefault(str(run.get("group") or f"run:{run.get('run_id')}"), []).append(run)
-    return list(groups.values())
-
-
-def chosen_replay(runs: list[dict], run_id: str | None) -> tuple[list[dict], dict]:
+def chosen_replay(runs: list[dict], run_id: str | None, bisection: dict | None = None) -> tuple[list[dict], dict]:
     """The runs of the replay the issue reports, and how it was chosen: the one holding `run_id` (its full id or a
-    unique prefix), else the latest that timed two runs or more together, else the latest."""
-    replays = _replays(runs)
+    unique prefix), else the latest that ran the first bad release of the stored bisection (`bisection`) among the
+    runs its answer rests on, else the latest that timed two runs or more together, else the latest."""
+    replays = replays_of(runs)
     together = [g for g in replays if sum(map(_timed, g)) >= 2]
+    answered = answered_replays(replays, bisection)
     if run_id is not None:
-        hits = [g for g in replays if any(str(r.get("run_id", "")).startswith(run_id) for r in g)]
-        if len(hits) != 1:
-            known = ", ".join(str(r.get("run_id")) for r in runs[-6:]) or "none stored"
-            raise UsageError(f"{'no' if not hits else 'more than one'} stored run of this bundle matches "
-                             f"--run {clean(run_id, 60)!r}", hint=f"pass one of its runs' ids (latest: {known})")
-        chosen, how = hits[0], "chosen with --run"
+        chosen, how = _replay_of_run(replays, runs, run_id), "chosen with --run"
+    elif answered:
+        chosen, how = answered[-1], "the stored bisection's probe of its first bad release"
     elif together:
         chosen, how = together[-1], "the latest of the bundle's stored replays that timed releases together"
     else:
         chosen, how = (replays[-1] if replays else []), "the latest stored run (no replay timed releases together)"
     return chosen, {"how": how, "runs": [_run_ref(r) for r in chosen], "replays": len(replays),
                     "together": len(together), "group": (chosen[0].get("group") if chosen else None)}
+
+
+def _replay_of_run(replays: list[list[dict]], runs: list[dict], run_id: str) -> list[dict]:
+    """The one replay holding the run `run_id` names (its full id or a unique prefix), else a UsageError."""
+    hits = [g for g in replays if any(str(r.get("run_id", "")).startswith(run_id) for r in g)]
+    if len(hits) != 1:
+        known = ", ".join(str(r.get("run_id")) for r in runs[-6:]) or "none stored"
+        raise UsageError(f"{'no' if not hits else 'more than one'} stored run of this bundle matches "
+                         f"--run {clean(run_id, 60)!r}", hint=f"pass one of its runs' ids (latest: {known})")
+    return hits[0]
 
 
 def _run_ref(run: dict) -> dict:
@@ -124,29 +127,35 @@ def _label(run: dict) -> str:
     return column_of(run)
 
 
-def measurement(runs: list[dict]) -> dict | None:
-    """The replay's times (analysis/slowdown.measured_times) with the oldest release as the baseline, each row with
-    its run's status, backend and machine conditions; None with fewer than two runs timed together. The candidate
-    shown in the title is the one furthest from the baseline (a settled verdict first)."""
-    from ..analysis.busy import summary
+def measurement(runs: list[dict], last_good: str | None = None) -> dict | None:
+    """The replay's times (analysis/slowdown.measured_times) with the last good release as the baseline where the
+    replay timed it (the stored answer's), else the oldest release, each row with its run's status, backend and
+    machine conditions; None with fewer than two runs timed together. The candidate shown in the title is the one
+    furthest from the baseline (a settled verdict first)."""
     from ..analysis.history import order_columns
     from ..analysis.slowdown import measured_times
 
     timed = [r for r in runs if _timed(r)]
     order = order_columns([_label(r) for r in timed])
-    times = measured_times(sorted(timed, key=lambda r: order.index(_label(r))))
+    first = [r for r in timed if _label(r) == last_good][:1]
+    times = measured_times(first + sorted((r for r in timed if r not in first), key=lambda r: order.index(_label(r))))
     if times is None:
         return None
     by_id = {str(r.get("run_id") or ""): r for r in timed}
-    rows = []
-    for k, row in enumerate(times["rows"]):
-        env: Any = by_id[row["run_id"]].get("environment") or {}
-        cond = env.get("conditions") if isinstance(env.get("conditions"), dict) else None
-        rows.append(dict(row, label=_label(by_id[row["run_id"]]), baseline=k == 0,
-                         backend=str(env.get("backend") or "?"), conditions=summary(cond) if cond else None))
+    rows = [_with_run(row, by_id[row["run_id"]], k == 0) for k, row in enumerate(times["rows"])]
     shown = max(rows[1:], key=lambda r: (bool(r["settled"]) and r["verdict"] in ("slower", "faster"),
                                          abs(math.log(r["ratio"])) if r["ratio"] and r["ratio"] > 0 else 0.0))
     return {"baseline": rows[0], "rows": rows, "shown": shown}
+
+
+def _with_run(row: dict, run: dict, baseline: bool) -> dict:
+    """A measured row with its run's label, backend and machine conditions."""
+    from ..analysis.busy import summary
+
+    env: Any = run.get("environment") or {}
+    cond = env.get("conditions") if isinstance(env.get("conditions"), dict) else None
+    return dict(row, label=_label(run), baseline=baseline, backend=str(env.get("backend") or "?"),
+                conditions=summary(cond) if cond else None)
 
 
 def run_environments(runs: list[dict]) -> list[dict]:
@@ -176,18 +185,16 @@ def program_source(registry: Registry, bundle: Bundle) -> dict | None:
 SOURCE_LIMIT = 16_000  # bytes: a longer script is left to the bundle (the issue body has 65 KB in all)
 
 
-def _stored_answers(registry: Registry, bundle: Bundle) -> list[dict]:
-    """The answers stored beside the bundle's runs (a zip's: its copy's in the default local store)."""
-    try:
-        return (Registry.open(None) if registry.store.read_only else registry).answers(bundle.ref.bundle_id)
-    except ReproBundleError:
-        return []
-
-
-def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | None = None) -> str:
-    """One line: the backend, what the piece is, what it does, under which setting, on which jax. A replay that
-    timed releases together and whose outputs all matched is titled by its measured difference. A stored
-    bisection adds the first bad release and the layer where they fit."""
+def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | None = None,
+          changes: list[dict] | None = None) -> str:
+    """One line: what broke, where and how much. From a stored bisection that found a boundary: the function, what
+    changed (the outputs: how many elements of which output, `changes`; an error; the time: the measured ratio
+    against the last good release), from which release, the last good one and the layer. Else the backend, what
+    the piece is, what it does, under which setting, on which jax; a replay that timed releases together and whose
+    outputs all matched is titled by its measured difference."""
+    said = headline(bundle, bisection, measured, changes or [])
+    if said:
+        return said
     base = _title(bundle, diff, measured)
     if bisection is None:
         return base
@@ -195,6 +202,56 @@ def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | 
     layer = (answer.get("layer") or {}).get("layer")
     said = f"; first bad release {answer['first_bad']}" + (f" ({layer})" if layer in ("compiler", "lowering") else "")
     return clean(base + said, 200) if len(base) + len(said) <= 200 else base
+
+
+LAYER_WORDS = {"lowering": "JAX's lowering", "compiler": "the compiler", "both": "JAX's lowering and the compiler"}
+
+
+def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, changes: list[dict]) -> str | None:
+    """The title of a bisection's answer (None where it found no boundary): stable for one stored answer, since
+    it reads only the answer and the stored runs."""
+    a = (bisection or {}).get("answer") or {}
+    good, bad = a.get("last_good"), a.get("first_bad")
+    if not good or not bad or good == bad:
+        return None
+    subject = _subject(bundle.manifest)
+    layer = LAYER_WORDS.get(str((a.get("layer") or {}).get("layer")))
+    if a.get("criterion") == "time" and measured is not None:
+        slower = _slower_title(subject, measured, str(good), f"; {layer}" if layer else "")
+        if slower:
+            return slower
+    what, detail = _change_phrase(changes, str(a.get("criterion") or ""))
+    return clean(f"{subject} {what} from jax {bad} (last good {good}{'; ' + layer if layer else ''}){detail}", 200)
+
+
+def _slower_title(subject: str, measured: dict, good: str, where: str) -> str | None:
+    """`fn` 3.70x slower on jax 0.4.33 than 0.4.31 (CPU): a settled slowdown against the last good release."""
+    row, base = measured["shown"], measured["baseline"]
+    if row["ratio"] and row["settled"] and row["verdict"] == "slower" and base["label"] == good:
+        return clean(f"{subject} {row['ratio']:.2f}x slower on jax {row['label']} than {good} "
+                     f"({row['backend'].upper()}{where})", 200)
+    return None
+
+
+def _change_phrase(changes: list[dict], criterion: str) -> tuple[str, str]:
+    """(what changed, how much: `: 64 of 64 elements of output 0 (float32[64]) differ` or '')."""
+    if criterion == "error":
+        return "fails", ""
+    first = next((c for c in changes if "count" in c), None)
+    if first is not None:
+        return (f"gives other {'bits' if criterion == 'bits' else 'values'}",
+                f": {first['count']} of {first['size']} elements of output {first['output']} "
+                f"({first['dtype']}{first['shape']}) differ")
+    shape = next((c for c in changes if "got_kind" in c), None)
+    if shape is not None:
+        return f"gives {shape['got_kind']} where it gave {shape['expected_kind']}", ""
+    return ("gives other output bits" if criterion == "bits" else "gives other outputs"), ""
+
+
+def ratio_text(row: dict) -> str:
+    """A measured ratio and its 95% interval, one format for the whole report: `3.70x [3.52-3.90]`."""
+    ci = row.get("ci95")
+    return f"{row['ratio']:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
 
 
 def _title(bundle: Bundle, diff, measured: dict | None) -> str:
@@ -226,12 +283,12 @@ def timing_phrase(measured: dict) -> str:
     if ratio is None:
         return f"timed with no ratio {where}"
     if row["settled"] and row["verdict"] == "slower":
-        return f"{ratio:.3g}x slower on jax {row['label']} than {base['label']} ({row['backend'].upper()})"
+        return f"{ratio_text(row)} slower on jax {row['label']} than {base['label']} ({row['backend'].upper()})"
     if row["settled"] and row["verdict"] == "faster":
-        return f"{1 / ratio:.3g}x faster on jax {row['label']} than {base['label']} ({row['backend'].upper()})"
+        return f"{ratio_text(row)} the time on jax {row['label']} than {base['label']} ({row['backend'].upper()}): faster"
     if row["settled"] and row["verdict"] == "same":
-        return f"takes the same time {where}: {ratio:.3g}x, no difference"
-    return f"takes {ratio:.3g}x the time {where}, not settled"
+        return f"takes the same time {where}: {ratio_text(row)}, no difference"
+    return f"takes {ratio_text(row)} the time {where}, not settled"
 
 
 def _what(diff, minimized: bool) -> str:
@@ -269,32 +326,37 @@ def _reproduce(registry: Registry, bundle: Bundle, runs: list[dict]) -> dict:
 
 
 def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None, run_id: str | None = None,
-               attach: str | Path | None = None) -> dict:
+               attach: str | Path | None = None, jax_repo: str | None = None) -> dict:
     """The issue of `ref` as plain data (render/issue.py makes the Markdown); `tracker` jax or xla, else chosen;
-    `run_id`: report the stored replay that holds this run (default: the latest that timed releases together);
-    `attach`: a folder to write the bundle's zip into, so that the body may say it is attached."""
+    `run_id`: report the stored replay that holds this run (default: the stored bisection's probe of its first bad
+    release, else the latest that timed releases together);
+    `attach`: a folder to write the bundle's zip into, so that the body may say it is attached; `jax_repo`: a JAX
+    git repository (folder or URL) whose release notes say whether a changed default was intended
+    (investigate/release_notes.py; default: a clone in the cache, else none)."""
     if tracker not in (None, *TRACKERS):
         raise UsageError(f"unknown tracker {clean(tracker, 40)!r}", hint="--tracker jax or --tracker xla")
+    from .answers import latest_bisection, latest_explanation
+
     registry, bundle = open_ref(ref, store)
-    runs, replay = chosen_replay(every_run(registry, bundle), run_id)
+    answers = stored_answers(registry, bundle)
+    bisection, explanation = latest_bisection(answers), latest_explanation(answers)
+    runs, replay = chosen_replay(every_run(registry, bundle), run_id, bisection)
     diff = difference(bundle, runs)
-    measured = measurement(runs)
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
-    from .answers import latest_bisection, latest_explanation, with_command_rebuilt
-
-    answers = _stored_answers(registry, bundle)
-    # the command shown for pasting is rebuilt from the record's fields, never its stored text
-    bisection = with_command_rebuilt(latest_bisection(answers), str(bundle.ref))
-    explanation = with_command_rebuilt(latest_explanation(answers), str(bundle.ref))
-    heading = title(bundle, diff, measured, bisection)
+    found = judged(registry, bundle, runs, bisection)
+    measured = measurement(runs, found["good"] if found else None)
+    newest = newest_verdict(registry, bisection, every_run(registry, bundle)) if found else None
+    heading = with_newest(title(bundle, diff, measured, bisection, found["changes"] if found else None), newest)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
-            "seen": diff.seen, "replay": replay,
+            "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
+            "documented": intended(registry, bundle, explanation, bisection, jax_repo),
+            "asked_again": asked_again_lines(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
             "source": program_source(registry, bundle), "script": _script(registry, bundle, ref, stem, runs),
@@ -305,6 +367,102 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "timing_phrase": timing_phrase(measured) if measured else None,
             "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
             "attached": _attach(registry, bundle, rep, attach)}
+
+
+def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict | None) -> dict | None:
+    """What the report says from a bisection that found a boundary, judged against its last good release (never
+    the packing release): the values that changed between the stored runs of the last good and the first bad
+    release (bundle/program_script.value_changes), each reported run against the last good release's outputs,
+    and which reproducer the script is (investigate/reproducer.plan). None without such an answer."""
+    ends = boundary(bisection)
+    if ends is None:
+        return None
+    good, bad, criterion, mode = ends
+    chosen = plan(registry, bundle, bisection)
+    mine = run_outputs(registry, chosen.good) if chosen.good else None
+    changes = value_changes(mine, run_outputs(registry, chosen.bad), chosen.bits) if mine and chosen.bad else []
+    same_mode = [r for r in runs if _mode_of(r) == mode] if mine else []
+    return {"good": good, "bad": bad, "criterion": criterion, "mode": mode,
+            "changes": changes, "change_lines": change_lines(changes, good, bad),
+            "seen": [_judged_line(registry, r, mine or [], good, chosen.bits) for r in same_mode],
+            "reproducer": chosen.kind, "reproducer_why": chosen.why, "has_program": program_of(bundle) is not None,
+            "backend": str((bundle.manifest.get("environment") or {}).get("backend") or "")}
+
+
+def boundary(bisection: dict | None) -> tuple[str, str, str, str] | None:
+    """(last good, first bad, criterion, mode) of a stored bisection that found a boundary, else None."""
+    a = (bisection or {}).get("answer") or {}
+    good, bad = str(a.get("last_good") or ""), str(a.get("first_bad") or "")
+    if not good or not bad or good == bad:
+        return None
+    return good, bad, str(a.get("criterion") or ""), str(a.get("mode") or "frozen")
+
+
+def _mode_of(run: dict) -> str:
+    return str((run.get("contender") or {}).get("mode") or "frozen")
+
+
+def _judged_line(registry: Registry, run: dict, good: list, release: str, bits: bool) -> str:
+    """One reported run against the last good release's outputs."""
+    label = _label(run)
+    if run.get("status") not in TIMED or not run.get("outputs"):
+        return f"jax {label}: {run.get('status')}" + (f": {clean(run.get('reason'), 200)}" if run.get("reason") else "")
+    changes = value_changes(good, run_outputs(registry, run), bits)
+    if not changes:
+        return f"jax {label}: outputs as jax {release}'s (last good)"
+    first = changes[0]
+    what = (f"{first['count']} of {first['size']} elements of output {first['output']}" if "count" in first
+            else f"{first['got_kind']} where it gave {first['expected_kind']}")
+    return f"jax {label}: differs from jax {release} (last good): {what}"
+
+
+def with_newest(heading: str, newest: dict | None) -> str:
+    """The title with what the newest release says: `; still on jax 0.10.2`, `; fixed by jax 0.10.2`."""
+    if not newest or newest.get("still") is None:
+        return heading
+    said = f"; {'still on' if newest['still'] else 'fixed by'} jax {newest['release']}"
+    return clean(heading + said, 200) if len(heading) + len(said) <= 200 else heading
+
+
+def intended(registry: Registry, bundle: Bundle, explanation: dict | None, bisection: dict | None,
+             jax_repo: str | None) -> list[str]:
+    """The release notes' entries that name the cause, at the release it changed in: the default explain found
+    changed (`documented in the 0.5.0 release notes: ...`), else the functions the program calls on the lines whose
+    lowering changed (`... (it names jax.scipy.special.gamma, called at gamma.py:8): ...`); [] where none does."""
+    from .release_notes import documented
+
+    x = (explanation or {}).get("answer") or {}
+    said = x.get("diagnosis")
+    default = said.get("default") if isinstance(said, dict) else None
+    if isinstance(default, dict) and default.get("name"):
+        release = str(default.get("candidate") or x.get("candidate") or "").split(" ")[0]
+        return documented(jax_repo, release, [str(default["name"])])
+    return _named_on_changed_lines(registry, bundle, bisection, jax_repo)
+
+
+def _named_on_changed_lines(registry: Registry, bundle: Bundle, bisection: dict | None,
+                            jax_repo: str | None) -> list[str]:
+    """The release notes' entries that name a function the program calls where its lowering changed."""
+    from .release_notes import called_names, documented
+
+    a = (bisection or {}).get("answer") or {}
+    found = (a.get("layer") or {}).get("lowering") if isinstance(a.get("layer"), dict) else None
+    text = found.get("text") if isinstance(found, dict) and found.get("changed") else None
+    program = program_of(bundle)
+    if not isinstance(text, str) or program is None or not a.get("first_bad"):
+        return []
+    names = called_names(dict(program_files(registry, program)), text)
+    where = ", ".join(names[:3])
+    return [note.replace(" release notes: ", f" release notes (they name {where}, which the program calls where its "
+                         "lowering changed): ", 1) for note in documented(jax_repo, str(a["first_bad"]), names)]
+
+
+def asked_again_lines(ref: str, bisection: dict | None, explanation: dict | None) -> list[str]:
+    """The commands that ask the stored answers again, for the reporter's terminal (never the body), rebuilt from
+    the records' fields and quoted (answers.asked_again): a record's own `command` text is a stranger's."""
+    from .answers import asked_again
+
+    return [asked_again(record, ref) for record in (bisection, explanation) if record is not None]
 
 
 def _attach(registry: Registry, bundle: Bundle, rep: dict, folder: str | Path | None) -> str | None:

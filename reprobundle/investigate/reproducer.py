@@ -1,25 +1,157 @@
-"""A bundle's reproducer script with what its stored replay measured (`reprobundle script`, and the script of
-`reprobundle issue`): the times of the runs timed together (analysis/slowdown.py) handed to bundle/reproducer.py,
-which writes them into the script. Nothing runs: the bundle and its stored runs are read."""
+"""A bundle's reproducer script with what its stored replay measured and what its investigation answered
+(`reprobundle script`, and the script of `reprobundle issue`). Nothing runs: the bundle, its stored runs and its
+stored answers are read.
+
+Which script, from the latest stored bisection (investigate/answers.py) when there is one:
+
+- a change the retraced program shows (the bisection ran retraced: a lowering change): the program itself
+  (bundle/program_script.py), checked against the last good release's retraced outputs; it exits 1 on the bad
+  release and 0 on the good one. The frozen module could not show it: every release runs the same StableHLO.
+- a change of the frozen module's outputs or bits (the compiler's): the frozen script with the last good release's
+  outputs as its reference (bits judged bit for bit), so it exits 1 on the bad release and 0 on the good one.
+- a slowdown, or no bisection: the frozen script with the stored replay's times (analysis/slowdown.py), which
+  `--compare A B` times on two releases.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..analysis.slowdown import measured_times
+from ..bundle.program_script import program_of, program_script_text
 from ..bundle.registry import Bundle, Registry, open_ref
-from ..bundle.reproducer import script_text, stored_runs, write_text
+from ..bundle.reproducer import Reference, script_text, stored_runs, write_text
+from ..errors import ReproBundleError
+from .answers import latest_bisection
+
+OUTPUT_CRITERIA = ("outputs", "outputs vs good", "bits", "error")
 
 
-def script_of(registry: Registry, bundle: Bundle, fname: str = "repro.py", runs: list[dict] | None = None) -> str:
-    """The standalone script of `bundle` (bundle/reproducer.py's errors), with the times of `runs` (one stored
-    replay; default: the latest, bundle/reproducer.stored_runs) where
+@dataclass
+class Plan:
+    """Which script a bundle's reproducer is: `kind` program (a lowering change), good (the frozen module against
+    the last good release's outputs) or frozen (against the packed reference, with the stored times); the runs
+    of the last good and first bad release that the bisection stored; `why`: one line for the report."""
+
+    kind: str = "frozen"
+    good: dict | None = None
+    bad: dict | None = None
+    bits: bool = False
+    why: str = ""
+    answer: dict | None = None
+    cannot_show: bool = False  # a lowering change that this (frozen) script cannot show
+
+
+def stored_answers(registry: Registry, bundle: Bundle) -> list[dict]:
+    """The answers stored beside the bundle's runs (a zip's: its copy's in the default local store)."""
+    try:
+        return (Registry.open(None) if registry.store.read_only else registry).answers(bundle.ref.bundle_id)
+    except ReproBundleError:
+        return []
+
+
+def _answer_runs(registry: Registry, bundle: Bundle, answer: dict) -> list[dict]:
+    wanted = {str(r) for r in answer.get("runs") or []}
+    try:
+        found = (Registry.open(None) if registry.store.read_only else registry).runs(bundle.ref.bundle_id)
+    except ReproBundleError:
+        return []
+    return [r for r in found if str(r.get("run_id")) in wanted]
+
+
+def release_run(runs: list[dict], release: str, mode: str) -> dict | None:
+    """The run of `release` in `mode` (no variant's settings) that ran with its outputs stored; the latest."""
+    for run in reversed(runs):
+        contender = run.get("contender") or {}
+        settings = contender.get("settings") or {}
+        if (str((run.get("environment") or {}).get("jax") or contender.get("jax")) == release
+                and str(contender.get("mode") or "frozen") == mode and not any(settings.values())
+                and run.get("status") in ("ok", "mismatch") and run.get("outputs")):
+            return run
+    return None
+
+
+def _a_change_of_outputs(a: dict) -> bool:
+    """Whether a bisection's answer found a boundary where the outputs (or bits, or an error) changed."""
+    return bool(a.get("last_good")) and a.get("last_good") != a.get("first_bad") \
+        and str(a.get("criterion") or "") in OUTPUT_CRITERIA
+
+
+def replays_of(runs: list[dict]) -> list[list[dict]]:
+    """The stored replays (runs of one `group`; a run without one is a replay of its own), oldest first."""
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        groups.setdefault(str(run.get("group") or f"run:{run.get('run_id')}"), []).append(run)
+    return list(groups.values())
+
+
+def answered_replays(replays: list[list[dict]], bisection: dict | None) -> list[list[dict]]:
+    """The replays holding a run of the bisection's first bad release that its answer rests on (a time answer's:
+    those timed beside the last good release)."""
+    record = bisection or {}
+    answer = record.get("answer") or {}
+    ids = {str(r) for r in record.get("runs") or []}
+    bad, good = str(answer.get("first_bad")), str(answer.get("last_good"))
+    hits = [g for g in replays if any(str(r.get("run_id")) in ids and _release_of(r) == bad for r in g)]
+    return [g for g in hits if any(_release_of(r) == good for r in g)] or hits
+
+
+def _release_of(run: dict) -> str:
+    return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax") or "")
+
+
+def plan(registry: Registry, bundle: Bundle, answer: dict | None = None) -> Plan:
+    """Which reproducer the bundle's latest bisection (or `answer`) calls for; see the module's docstring."""
+    record = answer if answer is not None else latest_bisection(stored_answers(registry, bundle))
+    a = (record or {}).get("answer") or {}
+    criterion, mode = str(a.get("criterion") or ""), str(a.get("mode") or "frozen")
+    if not record or not _a_change_of_outputs(a):
+        return Plan(why="the frozen module, against its packed reference", answer=record)
+    runs = _answer_runs(registry, bundle, record)
+    good, bad = (release_run(runs, str(a[k]), mode) for k in ("last_good", "first_bad"))
+    bits = criterion == "bits"
+    if mode == "retrace" and program_of(bundle) is not None and good is not None:
+        return Plan("program", good, bad, bits, "the program as each release traces it; the frozen module computes "
+                    "the same on both", record)
+    if mode == "retrace":
+        return Plan(why="the frozen module, which cannot show a lowering change (the bundle carries no program, or "
+                        "no stored run of the last good release retraced)", answer=record, cannot_show=True)
+    if good is not None:
+        return Plan("good", good, bad, bits,
+                    f"the frozen module, against the outputs of jax {a['last_good']}, the last good release", record)
+    return Plan(why="the frozen module, against its packed reference (no stored run of the last good release)",
+                answer=record)
+
+
+def script_of(registry: Registry, bundle: Bundle, fname: str = "repro.py", runs: list[dict] | None = None,
+              answer: dict | None = None) -> str:
+    """The standalone script of `bundle` (bundle/reproducer.py's errors) that the plan above calls for; a frozen
+    one with the times of `runs` (one stored replay; default: the latest, bundle/reproducer.stored_runs) where
     they can show a slowdown: every run ran with the reference's outputs, and minimize (if it made the piece) kept it
     for time. An outputs or error piece's script so never loads scipy (the verdict's t distribution)."""
-    runs = stored_runs(registry, bundle) if runs is None else runs
+    chosen = plan(registry, bundle, answer)
+    if chosen.kind == "program" and chosen.good is not None:
+        return program_script_text(registry, bundle, chosen.good, chosen.bad, fname, chosen.bits)
+    if chosen.kind == "good" and chosen.good is not None:
+        release = str(((chosen.answer or {}).get("answer") or {}).get("last_good"))
+        return script_text(registry, bundle, fname, None,
+                           Reference(chosen.good, f"jax {release} (last good)", chosen.bits))
+    runs = _reported_runs(registry, bundle, chosen.answer) if runs is None else runs
     prop = str((bundle.manifest.get("labels") or {}).get("minimized-property") or "")
     timed = (not prop or prop.startswith("slower")) and all(r.get("status") == "ok" for r in runs)
-    return script_text(registry, bundle, fname, measured_times(runs) if timed else None)
+    notes = [f"Note: the investigation found the change by retracing; this is {chosen.why}."] if chosen.cannot_show \
+        else []
+    return script_text(registry, bundle, fname, measured_times(runs) if timed else None, notes=notes)
+
+
+def _reported_runs(registry: Registry, bundle: Bundle, answer: dict | None) -> list[dict]:
+    """The runs whose times a script shows: the stored bisection's probe of its first bad release (what the issue
+    reports), else the latest stored replay."""
+    from ..bundle.reproducer import every_run
+
+    answered = answered_replays(replays_of(every_run(registry, bundle)), answer)
+    return answered[-1] if answered else stored_runs(registry, bundle)
 
 
 def write_script(ref: str, out: str | Path | None, *, store: str | None = None) -> dict:

@@ -34,27 +34,24 @@ def _details(summary: str, body: list[str]) -> list[str]:
 
 
 def _seen(data: dict) -> list[str]:
-    lines = ["### What happens", ""]
+    """What the reported replay showed: each run against the last good release where a bisection answered (never
+    "mismatch" against the packing release's reference), else each run's status; then the times."""
+    lines = []
     if data.get("minimized_from"):
         lines += [f"A piece reduced by `reprobundle minimize` from {md(data['minimized_from'])}: "
                   f"{md(data['description'])}.", ""]
     elif data.get("description"):
         lines += [md(data["description"]), ""]
-    if data["seen"]:
-        lines += [_which_replay(data), ""] + [f"- {md(line)}" for line in data["seen"]]
+    judged = data.get("judged") or {}
+    if judged.get("seen"):
+        lines += [f"Each run of the reported replay against jax {md(judged['good'])} (last good):", ""]
+        lines += [f"- {md(line)}" for line in judged["seen"]]
+    elif data["seen"]:
+        lines += ["The runs of the reported replay (against the bundle's packed reference):", ""]
+        lines += [f"- {md(line)}" for line in data["seen"]]
     else:
-        lines.append("No stored replay of it: the reference run only (`reprobundle replay` it to add one).")
+        lines.append("No stored replay of it: the reference run only.")
     return lines + _measured(data)
-
-
-def _which_replay(data: dict) -> str:
-    """Which stored replay the report is of, and how another is chosen."""
-    r = data["replay"]
-    runs = ", ".join(f"{md(x['label'])} (run {md(x['run_id'])})" for x in r["runs"])
-    made = md(r["runs"][-1]["created"][:16].replace("T", " ")) + " UTC" if r["runs"] else "?"
-    return (f"The stored replay reported here, made {made}: {runs}; {md(r['how'])} ({r['together']} of "
-            f"{r['replays']} stored replays timed releases together; `reprobundle issue NAME --run RUN_ID` "
-            "reports another).")
 
 
 def _ratio(row: dict) -> str:
@@ -78,7 +75,7 @@ def _measured(data: dict) -> list[str]:
     m = data.get("measured")
     if not m:
         return []
-    lines = ["", "### What was measured", "", f"**{md(data['timing_phrase'])}**", "",
+    lines = ["", f"**{md(data['timing_phrase'])}**", "",
              "| jax | median | vs baseline [95% interval] | verdict | rounds | outputs |", "|---|---|---|---|---|---|"]
     for row in m["rows"]:
         lines.append(f"| {md(row['label'])} | {human_ns(row['median_ns'])} | {_ratio(row)} | {md(_verdict(row))} | "
@@ -126,13 +123,24 @@ def _script(data: dict) -> list[str]:
         else:
             lines.append(f"No standalone script: {md(s['why'])}.")
         return lines
-    show = " ".join(f"{k}={shlex.quote(v)}" for k, v in data["show"].items())
-    runs = [f"python {s['name']}   # as the reference ran: exit 0"]
-    if show:
-        runs.append(f"{show} python {s['name']}   # exit 1: the difference")
-    lines += [f"`{s['name']}` runs with only `jax` and `numpy` installed (exit 0: as the reference, 1: the "
-              "difference, 3: could not run):", "", *fence("\n".join(runs), "sh"), ""]
+    runs = _run_lines(data, s["name"])
+    needs = "needs what its header says" if (data.get("judged") or {}).get("reproducer") == "program" else \
+        "runs with only `jax` and `numpy` installed"
+    lines += [f"`{md(s['name'])}` {needs} (exit 0: as the reference, 1: the difference, 3: could not run):", "",
+              *fence("\n".join(runs), "sh"), ""]
     return lines + _details(f"{s['name']} ({s['bytes'] // 1024 + 1} KiB)", fence(s["text"], "python"))
+
+
+def _run_lines(data: dict, name: str) -> list[str]:
+    """How to run the script, each line with the exit code it gives: on the last good and the first bad release
+    where a bisection answered, else with and without the setting that showed the difference."""
+    judged = data.get("judged") or {}
+    if judged and judged.get("criterion") != "time":
+        return [f"uv run --no-project --with jax=={shlex.quote(v)} --with jaxlib=={shlex.quote(v)} python {name}"
+                f"   # exit {code}" for v, code in ((judged["good"], 0), (judged["bad"], 1))]
+    show = " ".join(f"{k}={shlex.quote(v)}" for k, v in data["show"].items())
+    runs = [f"python {name}   # as the reference ran: exit 0"]
+    return runs + ([f"{show} python {name}   # exit 1: the difference"] if show else [])
 
 
 def _hlo(data: dict) -> list[str]:
@@ -174,14 +182,158 @@ def issue_markdown(data: dict) -> str:
 
 
 def _body(data: dict) -> str:
+    """The first screen (what broke, expected against got or the ratio, cause, workaround, the reproducer), then
+    everything else collapsed."""
     xla = data["tracker"] == "xla"
-    main = _hlo(data) if xla else _script(data)
-    rest = (_script(data) if xla else []) + [""] + _source(data) + _environment(data) + ["", _bundle(data)]
-    return "\n".join(_bisection(data) + _explanation(data) + _seen(data) + [""] + main + [""] + rest) + "\n"
+    found = (_bisection(data) if data.get("bisection") else []) + _explanation(data)
+    rest = _details("How it was found", found) if found else []
+    rest += _details("What the stored replay showed", _seen(data))
+    rest += _details("HLO and run_hlo_module", _hlo(data)) if xla else []
+    rest += _details(_script_summary(data), _script(data))
+    rest += _details("Program", _source(data)) if data.get("source") else []
+    rest += _details("Environment", _environment(data))
+    rest += _details("Bundle (replays with reprobundle, or by itself)", [_bundle(data)])
+    return "\n".join(first_screen(data) + [""] + rest) + "\n"
+
+
+def first_screen(data: dict) -> list[str]:
+    """The lines a maintainer reads first: the title, expected against got on each side (or the ratio with its
+    interval), the cause and the workaround, and the command that fails until it is fixed."""
+    lines = [f"### {md(data['title'])}", ""]
+    judged, newest = data.get("judged") or {}, data.get("newest") or {}
+    if newest.get("still") is False:  # gone on the newest release: said first
+        lines.append(f"- **Fixed on the newest release:** {md(newest['text'])}")
+    lines += _expected_got(judged)
+    if newest.get("still") is not False and newest.get("text"):
+        lines.append(f"- **Newest release:** {md(newest['text'])}")
+    if data.get("timing_phrase") and (not judged or judged.get("criterion") == "time"):
+        lines.append(f"- **Time:** {md(data['timing_phrase'])}{_conditions(data)}")
+    lines += _cause(data)
+    lines += _reproducer_line(data)
+    return lines + [""]
+
+
+def _expected_got(judged: dict) -> list[str]:
+    """Expected (the last good release's values) against got (the first bad release's), a few elements of each
+    output that differs."""
+    lines = []
+    for c in (judged.get("changes") or [])[:3]:
+        if "expected_kind" in c:
+            lines += [f"- **Expected** (jax {md(judged['good'])}, last good): {md(c['expected_kind'])}",
+                      f"- **Got** (jax {md(judged['bad'])}): {md(c['got_kind'])}"]
+            continue
+        at = "" if c["count"] == c["size"] and c["size"] <= len(c["at"]) else \
+            " at " + ", ".join(f"[{k}]" for k in c["at"])
+        lines += [f"- **Expected** (jax {md(judged['good'])}, last good), output {c['output']} "
+                  f"({md(c['dtype'])}{md(c['shape'])}){at}: {md(', '.join(c['expected']))}",
+                  f"- **Got** (jax {md(judged['bad'])}): {md(', '.join(c['got']))} ({c['count']} of {c['size']} "
+                  "elements differ)"]
+    return lines
+
+
+def _conditions(data: dict) -> str:
+    """How busy the machine was while the compared release was timed (analysis/busy.summary), as recorded."""
+    shown = (data.get("measured") or {}).get("shown") or {}
+    return f"; measured at {md(shown['conditions'])}" if shown.get("conditions") else ""
+
+
+def _cause(data: dict) -> list[str]:
+    """The cause (explain's diagnosis) and the workaround, where the change is (the layer at the boundary), and
+    whether the release notes document it."""
+    x = (data.get("explanation") or {}).get("answer") or {}
+    said = x.get("diagnosis")
+    d: dict = said if isinstance(said, dict) else {}
+    lines = [f"- **Cause:** {md(d['summary'])}"] if d.get("summary") else []
+    a = (data.get("bisection") or {}).get("answer") or {}
+    found_layer = a.get("layer")
+    layer: dict = found_layer if isinstance(found_layer, dict) else {}
+    where = where_line(layer)
+    if where:
+        lines.append(f"- **Where:** {md(where)}")
+    return lines + _workaround(d) + [f"- **Documented as intended:** {md(note)}"
+                                     for note in (data.get("documented") or [])[:1]]
+
+
+LAYER_TEXT = {"compiler": "XLA (the compiler): the frozen module shows the change",
+              "lowering": "JAX's lowering: the frozen module does not show the change",
+              "both": "both JAX's lowering and XLA: the frozen module shows a change, and the lowering changed"}
+
+
+def where_line(layer: dict) -> str | None:
+    """Where the change is, from the layer's fields (not its text, whose evidence repeats a bisection's own
+    figures): the layer, and the ops whose lowering changed or that both releases lower the program alike."""
+    said = LAYER_TEXT.get(str(layer.get("layer")))
+    if said is None:
+        return clean(layer["text"], 600) if isinstance(layer.get("text"), str) and layer["text"] else None
+    found = layer.get("lowering")
+    lowering: dict = found if isinstance(found, dict) else {}
+    if lowering.get("changed") and isinstance(lowering.get("text"), str):
+        return f"{said}; the lowering changed at: {clean(lowering['text'], 600)}"
+    if lowering.get("changed") is False:
+        return f"{said}; both releases lower the program to the same StableHLO"
+    return said
+
+
+def _workaround(d: dict) -> list[str]:
+    """The lines explain gives to paste, and how far they reach in later releases."""
+    given = d.get("lines")
+    pasted = [clean(str(v), 300) for v in given.values()] if isinstance(given, dict) else []
+    lines = ["- **Workaround:** " + "; ".join(code(v) for v in pasted)] if pasted else []
+    found = d.get("reach")
+    reach = found if isinstance(found, dict) else {}
+    return lines + ([f"- **Later releases:** {md(reach['text'])}"] if reach.get("text") else [])
+
+
+def _reproducer_line(data: dict) -> list[str]:
+    """What the reproducer does, in one line: the command that fails until it is fixed."""
+    s, judged = data["script"], data.get("judged") or {}
+    if s["text"] is None:
+        return [f"- **Reproducer:** none inline ({md(s['why'])})"]
+    name = s["name"]
+    if judged and judged.get("criterion") != "time":
+        lines = [f"- **Reproducer:** {code('python ' + name)} exits 1 on jax {md(judged['bad'])} and 0 on jax "
+                 f"{md(judged['good'])} (below: {md(judged['reproducer_why'])})"]
+        if judged.get("mode") == "retrace" and not judged.get("has_program"):
+            lines.append("- The bundle carries no program: its frozen module cannot show a change in JAX's lowering.")
+        return lines
+    measured = data.get("measured") or {}
+    base, row = measured.get("baseline"), measured.get("shown")
+    if base and row and row.get("settled") and row.get("verdict") == "slower":
+        compare = f"python {name} --compare {base['jax']} {row['jax']}"
+        return [f"- **Reproducer:** {code(compare)} times both releases, each in its own process, and exits 1 "
+                "while the second is slower beyond the interval"]
+    return [f"- **Reproducer:** {code('python ' + name)} (below; exit 0: as the reference, 1: the difference)"]
+
+
+def code(text: str) -> str:
+    """Inline code that nothing inside can close (a run of backticks longer than any inside)."""
+    text = clean(text, 500)
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    return f"{ticks} {text} {ticks}" if longest else f"`{text}`"
+
+
+def _script_summary(data: dict) -> str:
+    s = data["script"]
+    return f"Reproducer: {s['name']}" + (f" ({s['bytes'] // 1024 + 1} KiB)" if s["text"] is not None else "")
+
+
+def _bisection(data: dict) -> list[str]:
+    """Which release broke it and in which layer, from the latest bisection stored beside the runs (no ids, no
+    commands: those are the reporter's, on the terminal)."""
+    a = data["bisection"]["answer"]
+    lines = ["### Which release, which layer", "",
+             f"**First bad release: jax {md(a['first_bad'])}** (last good: {md(a['last_good'])}), bisected between "
+             f"{md(a['good'])} and {md(a['bad'])} by {md(a['criterion'])}, the program "
+             f"{'retraced by each release' if a['mode'] == 'retrace' else 'frozen'}"
+             + (f": {md(a['why'])}" if a.get("why") else "") + "."]
+    backend = str((data.get("judged") or {}).get("backend") or _backend(data))
+    return lines + [x for line in _bisection_details(a, backend) for x in ("", line)] + [""]
 
 
 def _explanation(data: dict) -> list[str]:
-    """Why, and what works around it, from the latest explanation stored beside the runs."""
+    """Why, and what works around it, from the latest explanation stored beside the runs: the diagnosis, what it
+    compared, the lines to paste (a fence: they may be several), later releases."""
     x = data.get("explanation")
     if not x:
         return []
@@ -195,29 +347,11 @@ def _explanation(data: dict) -> list[str]:
     if pasted:
         lines += ["", "To get the old behaviour back until a fix ships:", ""]
         lines += fence("\n".join(clean(str(v), 500) for v in pasted.values()))
-    found = d.get("reach")
-    reach = found if isinstance(found, dict) else {}
-    if reach.get("text"):
-        lines += ["", f"Later releases: {md(reach['text'])}."]
-    lines += ["", f"Stored answer {md(x['answer_id'])}; asked again with `{md(x['command'])}`."]
-    return lines + [""]
+    return lines
 
 
-def _bisection(data: dict) -> list[str]:
-    """Which release broke it and in which layer, from the latest bisection stored beside the runs."""
-    b = data.get("bisection")
-    if not b:
-        return []
-    a = b["answer"]
-    lines = ["### Which release, which layer", "",
-             f"**First bad release: jax {md(a['first_bad'])}** (last good: {md(a['last_good'])}), bisected between "
-             f"{md(a['good'])} and {md(a['bad'])} by {md(a['criterion'])}, the program "
-             f"{'retraced by each release' if a['mode'] == 'retrace' else 'frozen'}"
-             + (f": {md(a['why'])}" if a.get("why") else "") + "."]
-    lines += [x for line in _bisection_details(a) for x in ("", line)]
-    lines += ["", f"Stored answer {md(b['answer_id'])} ({md(str(b['created'])[:16].replace('T', ' '))} UTC); "
-              f"asked again with `{md(b['command'])}`."]
-    return lines + [""]
+def _backend(data: dict) -> str:
+    return next((v for k, v in data.get("environment") or [] if k == "backend"), "")
 
 
 def _records(a: dict, key: str) -> list[dict]:
@@ -226,38 +360,49 @@ def _records(a: dict, key: str) -> list[dict]:
     return [o for o in found if isinstance(o, dict)] if isinstance(found, list) else []
 
 
-def _bisection_details(a: dict) -> list[str]:
-    """The other changes in the window, how the program was replayed, the defaults that changed, the layer."""
+PLATFORM_PREFIXES = {"cpu": "xla_cpu_", "gpu": "xla_gpu_", "cuda": "xla_gpu_", "rocm": "xla_gpu_",
+                     "tpu": "xla_tpu_"}
+
+
+def for_platform(changed: list[dict], backend: str) -> list[dict]:
+    """The changed defaults that can matter on `backend`: a flag of another platform (xla_gpu_* in a CPU report)
+    is never a candidate."""
+    mine = PLATFORM_PREFIXES.get(backend.lower())
+    others = {p for p in PLATFORM_PREFIXES.values() if p != mine}
+    return [c for c in changed if not mine or not str(c.get("name") or "").startswith(tuple(others))]
+
+
+def _bisection_details(a: dict, backend: str = "") -> list[str]:
+    """The other changes in the window, how the program was replayed, the defaults that changed on this platform.
+    The layer and the ops whose lowering changed are the first screen's (each list once)."""
     out = [f"Also: {md(o.get('criterion'))} changed at jax {md(o.get('first_bad'))} (last good "
            f"{md(o.get('last_good'))}): {md(o.get('why'))}." for o in _records(a, "also")]
     out += [f"Not monotone: {md(o.get('why'))}." for o in _records(a, "beyond_ends")]
     if a.get("mode_why"):
         out.append(f"Frozen or retraced: {md(a['mode_why'])}.")
-    changed = _records(a, "changed_defaults")
+    changed = for_platform(_records(a, "changed_defaults"), backend)
     if changed:
         out.append(f"Defaults that changed from {md(a['last_good'])} to {md(a['first_bad'])} (candidates, not a "
                    "diagnosis): " + "; ".join(f"{md(c.get('name'))} {md(c.get('a'))} → {md(c.get('b'))}"
                                              for c in changed[:12]) + ".")
-    layer = a.get("layer") or {}
-    if layer.get("text"):
-        out.append(f"Layer: {md(layer['text'])}.")
-    found = layer.get("lowering")  # free-form in the record's schema: a stranger's may be anything
-    lowering = found if isinstance(found, dict) else {}
-    if lowering.get("changed") and lowering.get("text"):
-        out.append(f"The lowering changed at: {md(lowering['text'])}.")
+    found = a.get("layer")  # free-form in the record's schema: a stranger's may be anything
+    layer = found if isinstance(found, dict) else {}
+    said = layer.get("lowering")
+    ops: dict = said if isinstance(said, dict) else {}
+    if ops.get("changed") and isinstance(ops.get("text"), str) and where_line(layer) is None:
+        out.append(f"The lowering changed at: {md(ops['text'])}.")  # where the first screen's line lacks it
     return out
 
 
 def _bundle(data: dict) -> str:
-    """The Reproduce block: "attached" only where `--attach` wrote the zip; else the command that writes it (the
-    reporter's note that the store is private stays in the terminal)."""
-    rep = data["reproduce"] if data.get("attached") else {**data["reproduce"], "warning": None}
-    return reproduce_markdown(rep, heading="### Bundle (replays with reprobundle, or by itself)",
-                              attached=bool(data.get("attached")))
+    """The Reproduce block as the issue's reader sees it, the zip attached (making and attaching it is the
+    reporter's to-do: on the terminal, before_posting)."""
+    return reproduce_markdown({**data["reproduce"], "warning": None}, heading="", attached=True)
 
 
 def before_posting(data: dict) -> str | None:
-    """What the reporter must do before posting, for the terminal: attach the zip the body names."""
+    """What the reporter must do before posting, for the terminal (never the body): attach the zip the body
+    names."""
     rep = data["reproduce"]
     if data.get("attached"):
         return f"Before posting: attach {data['attached']} (written now) to the issue: the body says it is attached."
@@ -267,8 +412,19 @@ def before_posting(data: dict) -> str | None:
     return f"Before posting: {made} {rep['attach']} to the issue (or make the body with `issue --attach DIR`)."
 
 
+def reporter_notes(data: dict) -> list[str]:
+    """For the reporter's terminal (never the body): which stored replay is reported and how to choose another,
+    and the commands that ask the stored answers again (rebuilt from their fields, quoted)."""
+    r = data["replay"]
+    runs = ", ".join(f"{x['label']} (run {x['run_id']})" for x in r["runs"])
+    lines = [f"Reported: the stored replay {runs or '(none)'}: {r['how']} ({r['together']} of {r['replays']} "
+             "stored replays timed releases together; `--run RUN_ID` reports another)."]
+    return lines + [f"Asked again with: {c}" for c in data.get("asked_again") or []]
+
+
 def issue_text(data: dict) -> str:
-    """The terminal form: the title, what to do before posting, then the body."""
+    """The terminal form: the title, what to do before posting, which replay is reported, then the body."""
     todo = before_posting(data)
-    return f"Title: {clean(data['title'])}\n" + (f"{clean(todo, 600)}\n" if todo else "") + \
+    notes = "".join(f"{clean(n, 600)}\n" for n in reporter_notes(data))
+    return f"Title: {clean(data['title'])}\n" + (f"{clean(todo, 600)}\n" if todo else "") + notes + \
         f"\n{issue_markdown(data)}"

@@ -1,11 +1,15 @@
-"""A bundle zip that replays itself: ``python NAME.zip`` with nothing but JAX (and msgpack) installed.
+"""A bundle zip that replays itself: ``python NAME.zip`` with nothing but jax and numpy installed.
 
 `reprobundle export` writes this package into the zip as ``reprobundle_worker/`` beside a ``__main__.py`` that
 calls `main`. It reads the bundle's manifest from the zip, extracts (and verifies) the blobs the function and its
 inputs need into a temporary folder, runs the job in this interpreter exactly as a replay's worker does (same
 load routes), compares the outputs with the packed ones, and prints one summary. No reprobundle, no network.
 
-Python 3.9+, JAX 0.4.30+, numpy, msgpack (flatbuffers for the `deserialize` route), like the rest of the worker.
+Python 3.9+, JAX 0.4.30+ and numpy: the manifest is read by msgpack_read.py where msgpack is not installed, and
+the `deserialize` route (which needs flatbuffers) gives way to the next route where it is not. `--retrace` runs the
+program the bundle carries, traced by this jax, instead of the frozen module. What the release prints on stderr
+while loading (MLIR's `loc("-":0:0): error: unknown attribute code: 22` from a route that gives way on 0.4.30 and
+0.4.33, warnings) is kept and shown only when the replay did not run.
 Exit code: 0 outputs match, 1 outputs differ, 3 it did not run (incompatible, error), 2 bad command line.
 """
 from __future__ import annotations
@@ -22,12 +26,13 @@ from .dtypes import np_dtype
 from .protocol import job_inputs
 from .tolerance import scaled_atol, tolerance_for
 
-USAGE = """usage: python NAME.zip [--repeat N] [--warmup N] [--json]
+USAGE = """usage: python NAME.zip [--retrace] [--repeat N] [--warmup N] [--json]
 
 Replays the bundle in this zip on the JAX installed in this interpreter and checks its outputs against the ones
-packed with it. To try another JAX version, make an environment for it:
+packed with it; --retrace runs the program the bundle carries, traced by this JAX, instead of its frozen module.
+It needs only jax and numpy. To try another JAX version, make an environment for it:
 
-    python -m venv jax-0.8.0 && jax-0.8.0/bin/pip install jax==0.8.0 msgpack flatbuffers
+    python -m venv jax-0.8.0 && jax-0.8.0/bin/pip install jax==0.8.0
     jax-0.8.0/bin/python NAME.zip
 
 reprobundle itself (reprobundle replay NAME.zip --jax A --jax B) times several versions together and diffs them.
@@ -35,14 +40,14 @@ reprobundle itself (reprobundle replay NAME.zip --jax A --jax B) times several v
 
 
 def _parse(argv):
-    opts = {"repeat": 20, "warmup": 3, "json": False}
+    opts = {"repeat": 20, "warmup": 3, "json": False, "retrace": False}
     i = 0
     while i < len(argv):
         a = argv[i]
         if a in ("-h", "--help"):
             return None
-        if a == "--json":
-            opts["json"] = True
+        if a in ("--json", "--retrace"):
+            opts[a[2:]] = True
         elif a in ("--repeat", "--warmup") and i + 1 < len(argv) and argv[i + 1].isdigit():
             opts[a[2:]] = int(argv[i + 1])
             i += 1
@@ -55,12 +60,18 @@ def _parse(argv):
 
 
 def _manifest(zf):
-    import msgpack
+    try:
+        import msgpack
+
+        def unpackb(data):
+            return msgpack.unpackb(data, raw=False, strict_map_key=False)
+    except ImportError:  # only jax and numpy here: the pure-Python reader
+        from .msgpack_read import unpackb
 
     keys = [n for n in zf.namelist() if n.startswith("bundles/") and n.endswith(".msgpack") and n.count("/") == 2]
     if len(keys) != 1:
         raise ValueError("the zip holds %d bundle manifests, expected one" % len(keys))
-    return msgpack.unpackb(zf.read(keys[0]), raw=False, strict_map_key=False)
+    return unpackb(zf.read(keys[0]))
 
 
 def _blob(zf, ref, folder):
@@ -90,10 +101,34 @@ def _job(zf, m, folder, opts):
         os.makedirs(os.path.join(folder, sub))
     function = {k: path_of(fn.get(k)) for k in ("exported", "mlir_module", "mlir_module_compat", "stablehlo_text")}
     function["fields"] = fn.get("fields")
-    return {"protocol": 1, "function": function, "inputs": inputs, "outputs_dir": os.path.join(folder, "outputs"),
-            "artifacts_dir": os.path.join(folder, "artifacts"),
-            "timing": {"warmup": opts["warmup"], "repeat": opts["repeat"], "lockstep": False},
-            "dump": False, "profile": False, "routes": None, "describe": False}
+    job = {"protocol": 1, "function": function, "inputs": inputs, "outputs_dir": os.path.join(folder, "outputs"),
+           "artifacts_dir": os.path.join(folder, "artifacts"),
+           "timing": {"warmup": opts["warmup"], "repeat": opts["repeat"], "lockstep": False},
+           "dump": False, "profile": False, "routes": None, "describe": False}
+    if opts["retrace"]:
+        job.update(mode="retrace", program=_program(zf, fn, os.path.join(folder, "program")))
+    return job
+
+
+def _program(zf, fn, folder):
+    """The bundle's program files written under `folder` (each path checked: nothing escapes it), as a retrace
+    job's `program` map."""
+    program = fn.get("program")
+    if not isinstance(program, dict) or not program.get("files"):
+        raise ValueError("--retrace: this bundle carries no program (it was not packed from a script)")
+    for item in program["files"]:
+        parts = str(item["path"]).split("/")
+        if str(item["path"]).startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ValueError("--retrace: the bundle's program names the file %r, outside its folder" % item["path"])
+        target = os.path.join(folder, *parts)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(_blob(zf, item["blob"], _blobs_of(folder)), target)
+    return {"dir": folder, "script": str(program["script"]), "factory": str(program.get("factory") or "make"),
+            "static": list(program.get("static") or [])}
+
+
+def _blobs_of(program_folder):
+    return os.path.join(os.path.dirname(program_folder), "blobs")
 
 
 def _check(zf, m, outputs):
@@ -165,7 +200,10 @@ def replay_zip(path, opts):
         with zipfile.ZipFile(path) as zf:
             m = _manifest(zf)
             job = _job(zf, m, folder, opts)
-            result = run_job(job)
+            with _StderrKept() as kept:
+                result = run_job(job)
+            if result.get("status") not in ("ok", "mismatch"):
+                kept.show()
             env = result.get("environment") or {}
             packed_env = m.get("environment") or {}
             summary = {
@@ -188,6 +226,30 @@ def replay_zip(path, opts):
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return summary
+
+
+class _StderrKept:
+    """What is written to stderr (fd 2: the C++ libraries' messages too) while it is open, kept in a temporary
+    file instead: shown by `show` where the replay did not run, dropped where it did."""
+
+    def __enter__(self):
+        sys.stderr.flush()
+        self.file = tempfile.TemporaryFile()
+        self.saved = os.dup(2)
+        os.dup2(self.file.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        sys.stderr.flush()
+        os.dup2(self.saved, 2)
+        os.close(self.saved)
+        return False
+
+    def show(self):
+        self.file.seek(0)
+        text = self.file.read().decode("utf-8", "replace")
+        if text.strip():
+            sys.stderr.write(text[-8000:])
 
 
 def _text(s):
@@ -230,9 +292,9 @@ def main(zip_path, argv):
         return 0
     try:
         import jax  # noqa: F401
-        import msgpack  # noqa: F401
+        import numpy  # noqa: F401
     except ImportError as e:
-        sys.stderr.write("error: %s; this zip needs jax and msgpack: pip install jax msgpack flatbuffers\n" % e)
+        sys.stderr.write("error: %s; this zip needs jax and numpy: pip install jax\n" % e)
         return 3
     try:
         summary = replay_zip(zip_path, opts)
@@ -246,8 +308,8 @@ def main(zip_path, argv):
     return {"ok": 0, "mismatch": 1}.get(summary["status"], 3)
 
 
-MAIN_PY = '''"""A reprobundle bundle that replays itself: `python THIS.zip` runs it on the JAX of that interpreter (needs jax,
-numpy, msgpack, flatbuffers) and checks its outputs; `python THIS.zip --help` says more. Running it runs Python code
+MAIN_PY = '''"""A reprobundle bundle that replays itself: `python THIS.zip` runs it on the JAX of that interpreter (needs jax
+and numpy) and checks its outputs; `python THIS.zip --help` says more. Running it runs Python code
 from this zip: run it as you would run the sender's program. `reprobundle replay THIS.zip` never runs it."""
 import sys
 

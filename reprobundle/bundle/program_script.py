@@ -1,0 +1,198 @@
+"""The reproducer of a lowering change: the program the bundle carries (pack SCRIPT.py:FACTORY), as one script that
+any release traces and runs itself, its outputs checked against the last good release's (a stored run of it,
+retraced). The frozen module cannot show such a change (every release runs the same StableHLO): only the program,
+lowered by the release under test, can. It exits 1 on the bad release and 0 on the good one.
+
+The program's files and the bundle's inputs sit in the script as string literals (repr) and array literals (the
+frozen script's `array_literal`); the factory's own inputs are used where the bundle's are too large to write
+(then the program's seed makes them). Nothing of the program runs here: its imports are read with `ast`.
+"""
+
+from __future__ import annotations
+
+import ast
+import shlex
+import sys
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..text import clean
+from .registry import Bundle, Registry
+from .reproducer import (
+    array_literal,
+    checked_size,
+    comment_line,
+    file_stem,
+    leaf_array,
+    list_literal,
+    tolerances,
+)
+from .script_runner import PROGRAM_RUNNER
+
+INLINE_INPUTS_LIMIT = 24 * 1024  # bytes of array literals: larger inputs are the factory's own (made by its seed)
+NOT_NEEDED = {"jax", "jaxlib", "numpy", "ml_dtypes", "ml-dtypes", "opt_einsum", "opt-einsum", "scipy"}
+
+
+def program_of(bundle: Bundle) -> dict | None:
+    """The program map the bundle carries (manifest 3), or None."""
+    found = (bundle.manifest.get("function") or {}).get("program")
+    return found if isinstance(found, dict) and found.get("files") else None
+
+
+def program_files(registry: Registry, program: dict) -> list[tuple[str, str]]:
+    """(path, text) of each file of the program, as packed."""
+    return [(str(f["path"]), registry.get_blob(f["blob"]).decode("utf-8", "replace")) for f in program["files"]]
+
+
+def needed_packages(program: dict, files: Sequence[tuple[str, str]]) -> list[str]:
+    """What the program needs beyond jax and numpy: the packages pack recorded (`name==version`), else the top-level
+    modules its files import that are neither the standard library's nor its own files."""
+    packages = program.get("packages") or {}
+    if isinstance(packages, dict) and packages:
+        return sorted(f"{name}=={version}" for name, version in packages.items() if name.lower() not in NOT_NEEDED)
+    own = {path.rsplit("/", 1)[-1].removesuffix(".py") for path, _ in files} | {
+        path.split("/", 1)[0] for path, _ in files if "/" in path}
+    found = {name for _, text in files for name in imported_modules(text)}
+    return sorted(found - own - NOT_NEEDED - set(sys.stdlib_module_names) - {"__future__"})
+
+
+def imported_modules(text: str) -> set[str]:
+    """The top-level modules a Python file imports (absolute imports; none where it does not parse)."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set()
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def run_outputs(registry: Registry, run: dict) -> list[np.ndarray]:
+    """A stored run's outputs as arrays."""
+    return [leaf_array(registry, leaf) for leaf in run.get("outputs") or []]
+
+
+def value_changes(good: Sequence[np.ndarray], bad: Sequence[np.ndarray], bits: bool = False,
+                  limit: int = 4) -> list[dict]:
+    """Each output that differs between two runs' outputs, with the first few elements that differ (beyond the
+    replay's tolerance of `good`, or any bit for `bits`): {"output", "dtype", "shape", "count", "size", "at",
+    "expected", "got"}, or for a changed dtype or shape {"output", "expected_kind", "got_kind"}."""
+    out: list[dict] = []
+    for i, (ref, got, (rtol, atol)) in enumerate(zip(good, bad, tolerances(list(good), bits))):
+        if ref.shape != got.shape or ref.dtype != got.dtype:
+            out.append({"output": i, "expected_kind": f"{ref.dtype}{list(ref.shape)}",
+                        "got_kind": f"{got.dtype}{list(got.shape)}"})
+            continue
+        a = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64).ravel()
+        b = got.astype(a.dtype).ravel()
+        with np.errstate(invalid="ignore", over="ignore"):
+            diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, np.abs(a - b))
+            bad_at = np.flatnonzero((diff != 0) & ~(diff <= atol + rtol * np.where(np.isfinite(a), np.abs(a), 0.0)))
+        if bad_at.size:
+            at = bad_at[:limit]
+            out.append({"output": i, "dtype": ref.dtype.name, "shape": list(ref.shape), "count": int(bad_at.size),
+                        "size": int(a.size), "at": [int(k) for k in at],
+                        "expected": [_value(ref.ravel()[k]) for k in at], "got": [_value(got.ravel()[k]) for k in at]})
+    if len(bad) != len(good):
+        out.append({"output": min(len(good), len(bad)), "expected_kind": f"{len(good)} outputs",
+                    "got_kind": f"{len(bad)} outputs"})
+    return out
+
+
+def _value(x: Any) -> str:
+    if np.iscomplexobj(x):
+        return str(complex(x))
+    if np.asarray(x).dtype.kind == "b":
+        return str(bool(x))
+    return f"{float(x):.7g}"
+
+
+def change_lines(changes: Sequence[dict], good: str, bad: str) -> list[str]:
+    """The changes as lines a person reads: `output 0 (float32[3]): jax 0.4.35 gave inf, inf, inf; jax 0.4.36
+    gives nan, nan, nan (3 of 3 elements)`."""
+    lines = []
+    for c in changes:
+        if "expected_kind" in c:
+            lines.append(f"output {c['output']}: jax {good} gave {c['expected_kind']}, jax {bad} gives {c['got_kind']}")
+            continue
+        where = "" if c["count"] == c["size"] and c["size"] <= len(c["at"]) else \
+            f" at {', '.join(f'[{k}]' for k in c['at'])}"
+        lines.append(f"output {c['output']} ({c['dtype']}{c['shape']}){where}: jax {good} gave "
+                     f"{', '.join(c['expected'])}; jax {bad} gives {', '.join(c['got'])} ({c['count']} of {c['size']} "
+                     "elements differ)")
+    return lines
+
+
+def uv_line(version: str, packages: Sequence[str], fname: str) -> str:
+    """The command that runs the script in a fresh environment of `version` (uv), with the program's packages."""
+    extra = "".join(f" --with {shlex.quote(p)}" for p in packages)
+    return (f"uv run --no-project --with jax=={shlex.quote(version)} --with jaxlib=={shlex.quote(version)}{extra} "
+            f"python {shlex.quote(fname)}")
+
+
+def program_script_text(registry: Registry, bundle: Bundle, good_run: dict, bad_run: dict | None,
+                        fname: str = "repro.py", bits: bool = False) -> str:
+    """The program's reproducer: its outputs on the release that runs it against `good_run`'s (the last good
+    release, retraced); `bad_run` (the first bad release's) gives the header's "got" values."""
+    program = program_of(bundle)
+    if program is None:
+        raise ValueError("the bundle carries no program")
+    files = program_files(registry, program)
+    good_label, bad_label = _release(good_run), _release(bad_run) if bad_run else "?"
+    good = run_outputs(registry, good_run)
+    inputs = [array_literal(leaf_array(registry, leaf)) for leaf in bundle.manifest["inputs"]["leaves"]]
+    inline = sum(len(x) for x in inputs) <= INLINE_INPUTS_LIMIT
+    packages = needed_packages(program, files)
+    changes = value_changes(good, run_outputs(registry, bad_run), bits) if bad_run else []
+    header = _header(bundle, program, packages, fname, (good_label, bad_label),
+                     change_lines(changes, good_label, bad_label))
+    fields: Any = bundle.manifest["function"].get("fields") or {}
+    wide = any(str(a["dtype"]) in ("float64", "int64", "uint64", "complex128")
+               for a in fields.get("in_avals", []) + fields.get("out_avals", []))
+    parts = ["\n".join(header), "",
+             "import base64\nimport os\nimport sys\nimport zlib\n\nimport numpy as np\n",
+             f"BUNDLE = {str(bundle.ref)!r}", f"GOOD_LABEL = {f'jax {good_label} (last good)'!r}",
+             f"X64 = {wide!r}", f"PROGRAM_SCRIPT = {str(program['script'])!r}",
+             f"FACTORY = {str(program.get('factory') or 'make')!r}",
+             f"STATIC = {[s for s in program.get('static') or [] if isinstance(s, (int, str))]!r}", "",
+             list_literal("PROGRAM_FILES", [repr((path, text)) for path, text in files]),
+             list_literal("INPUTS", inputs) if inline else "INPUTS = None  # the factory's own: too large to write\n",
+             list_literal("GOOD_OUTPUTS", [array_literal(a) for a in good]),
+             f"TOLERANCES = {tolerances(good, bits)!r}  # (rtol, atol) per output", PROGRAM_RUNNER]
+    return checked_size(bundle, "\n".join(parts))
+
+
+def _release(run: dict) -> str:
+    return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax")
+               or run.get("requested") or "?")
+
+
+def _header(bundle: Bundle, program: dict, packages: list[str], fname: str, releases: tuple[str, str],
+            changes: list[str]) -> list[str]:
+    good, bad = releases
+    needs = "jax and numpy" + (f", and what the program imports: {', '.join(packages)}" if packages else
+                               " (the program imports nothing else)")
+    lines = ["#!/usr/bin/env python3",
+             "# A reproducer written by `reprobundle script`: the reporter's own program, traced and run by the jax",
+             "# installed here, its outputs checked against those of jax " + clean(good, 40) + " (the last good release).",
+             comment_line(f"Program: {program['script']}:{program.get('factory') or 'make'} (bundle {bundle.ref})"),
+             comment_line(f"Needs: {needs}", 400),
+             comment_line(f"Exit code: 0 the outputs are jax {good}'s (within the tolerance), 1 they differ (as on jax "
+                      f"{bad}), 3 it could not run.", 300),
+             comment_line(f"  {uv_line(good, packages, fname)}   # exit 0", 400),
+             comment_line(f"  {uv_line(bad, packages, fname)}   # exit 1", 400)]
+    if changes:
+        lines.append("# What changed (the stored runs of both releases, retraced):")
+        lines += [comment_line("  " + line, 400) for line in changes[:6]]
+    lines += ["# Running it runs the program below (the reporter's code), as running their program would: it is",
+              "# written to a temporary folder and imported from there."]
+    return lines
+
+
+def default_name(bundle: Bundle) -> str:
+    return f"{file_stem(bundle)}.py"

@@ -1,0 +1,147 @@
+"""Still broken? The newest release replayed beside the last good one, after a bisection found a boundary: a
+maintainer's first question about a report. Its runs are stored as a replay of their own, so the issue reads the
+answer from the store (`newest_verdict`), as it reads everything else.
+
+`replay_newest` runs it (an investigation's step: the api's chain calls it after explain and minimize); the verdict
+is judged as the bisection judged: outputs against the last good release's (beyond the tolerance, or any bit for a
+bisection by bits), time by the paired verdict beside the last good release's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from ..bundle.program_script import run_outputs, value_changes
+from ..bundle.registry import Bundle, Registry, open_ref
+from ..envs.versions import version_key
+
+if TYPE_CHECKING:
+    from ..envs.manager import EnvironmentManager
+    from ..run.options import ReplayOptions
+
+TIMED_CRITERIA = ("time",)
+
+
+def newest_release(available: list[str], first_bad: str) -> str | None:
+    """The newest release, where it is newer than the first bad one (else there is nothing more to ask)."""
+    finals = sorted(available, key=version_key)
+    if not finals or version_key(finals[-1]) <= version_key(first_bad):
+        return None
+    return finals[-1]
+
+
+def replay_newest(registry: Registry, bundle: Bundle, answer: dict, options: ReplayOptions,
+                  env_manager: EnvironmentManager, *, executor=None, progress: Callable[[str], None] | None = None,
+                  newest: str | None = None) -> dict | None:
+    """Replay the last good and the newest release (the index's, or `newest`) together, in the bisection's mode
+    (timed where it judged by time, else outputs only), storing the runs; the verdict (`newest_verdict`), or None
+    where the first bad release is the newest."""
+    from ..fleet.executor import LocalExecutor
+    from .probes import replay_probe
+
+    a = answer.get("answer") or {}
+    good, bad = str(a.get("last_good") or ""), str(a.get("first_bad") or "")
+    newest = newest_release([newest] if newest else env_manager.available_versions(), bad)
+    if not good or newest is None:
+        return None
+    timed = a.get("criterion") in TIMED_CRITERIA
+    probe = replay_probe(registry, bundle, options if timed else options.outputs_only(),
+                         executor=executor or LocalExecutor(), env_manager=env_manager, progress=progress,
+                         mode=str(a.get("mode") or "frozen"))
+    runs = probe([good, newest])
+    return newest_verdict(registry, answer, runs)
+
+
+def _release(run: dict) -> str:
+    return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax") or "")
+
+
+def _plain(run: dict, mode: str) -> bool:
+    contender = run.get("contender") or {}
+    return str(contender.get("mode") or "frozen") == mode and not any((contender.get("settings") or {}).values())
+
+
+def newest_verdict(registry: Registry, answer: dict | None, runs: list[dict]) -> dict | None:
+    """Whether the change is still there on the newest release that stored runs hold beside the last good release
+    (one replay, the bisection's mode): {"release", "still": True/False/None, "text"}; None where no stored replay
+    ran a release newer than the first bad one beside the last good one."""
+    a = (answer or {}).get("answer") or {}
+    good, bad, mode = str(a.get("last_good") or ""), str(a.get("first_bad") or ""), str(a.get("mode") or "frozen")
+    if not good or not bad or good == bad:
+        return None
+    found = _latest_pair(runs, good, bad, mode)
+    if found is None:
+        return None
+    base, newest = found
+    if a.get("criterion") in TIMED_CRITERIA:
+        return _time_verdict(base, newest, good)
+    return _outputs_verdict(registry, base, newest, good, a.get("criterion") == "bits")
+
+
+def _latest_pair(runs: list[dict], good: str, bad: str, mode: str) -> tuple[dict, dict] | None:
+    """(the last good release's run, the newest release's) of the stored replay in `mode` that ran the newest
+    release after `bad` beside `good`; None where none did."""
+    groups: dict[str, list[dict]] = {}
+    for run in runs:
+        if _plain(run, mode) and run.get("group"):
+            groups.setdefault(str(run["group"]), []).append(run)
+    found = None
+    for group in groups.values():
+        base = next((r for r in group if _release(r) == good), None)
+        later = [r for r in group if version_key(_release(r)) > version_key(bad)]
+        if base is None or not later:
+            continue
+        newest = max(later, key=lambda r: version_key(_release(r)))
+        if found is None or version_key(_release(newest)) >= version_key(_release(found[1])):
+            found = (base, newest)
+    return found
+
+
+def _outputs_verdict(registry: Registry, base: dict, newest: dict, good: str, bits: bool) -> dict:
+    release = _release(newest)
+    if newest.get("status") not in ("ok", "mismatch") or not newest.get("outputs"):
+        return {"release": release, "still": None, "text": f"jax {release} did not run it ({newest.get('status')})"}
+    changes = value_changes(run_outputs(registry, base), run_outputs(registry, newest), bits)
+    if not changes:
+        return {"release": release, "still": False,
+                "text": f"fixed by jax {release}: its outputs are jax {good}'s (last good)"}
+    first = changes[0]
+    what = (f"{first['count']} of {first['size']} elements of output {first['output']} differ" if "count" in first
+            else f"it gives {first['got_kind']} where jax {good} gave {first['expected_kind']}")
+    return {"release": release, "still": True, "text": f"still broken on jax {release} (the newest): {what}"}
+
+
+def _time_verdict(base: dict, newest: dict, good: str) -> dict:
+    from ..analysis.slowdown import measured_times
+
+    release = _release(newest)
+    times = measured_times([base, newest])
+    row = (times or {}).get("rows", [None, None])[1] if times else None
+    if row is None or not row.get("ratio"):
+        return {"release": release, "still": None, "text": f"jax {release} was not timed beside jax {good}"}
+    ci = row.get("ci95") or (row["ratio"], row["ratio"])
+    said = f"{row['ratio']:.2f}x [{ci[0]:.2f}-{ci[1]:.2f}] of jax {good}'s time"
+    if row["settled"] and row["verdict"] == "slower":
+        return {"release": release, "still": True, "text": f"still {said} on jax {release} (the newest)"}
+    if row["settled"]:
+        return {"release": release, "still": False, "text": f"fixed by jax {release} ({said})"}
+    return {"release": release, "still": None, "text": f"on jax {release} (the newest): {said}, not settled"}
+
+
+def check_newest(ref: str, answer_id: str | None, *, store: str | None = None, python: str | None = None,
+                 env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+                 newest: str | None = None) -> dict | None:
+    """An investigation's step after its bisection (`answer_id`: the answer it stored): the newest release
+    replayed beside the last good one (`replay_newest`, the probes' settings: no dump, no profile), the verdict;
+    None where the answer found no boundary or the first bad release is the newest."""
+    from ..envs.config import EnvConfig
+    from ..envs.manager import EnvironmentManager
+    from ..run.options import ReplayOptions
+    from .reproducer import stored_answers
+
+    registry, bundle = open_ref(ref, store)
+    answer = next((a for a in stored_answers(registry, bundle) if a.get("answer_id") == answer_id), None)
+    if answer is None:
+        return None
+    return replay_newest(registry, bundle, answer, ReplayOptions(dump=False, profile=False),
+                         EnvironmentManager(EnvConfig.of(env_dir, python)), progress=progress, newest=newest)

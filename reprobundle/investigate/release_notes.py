@@ -1,0 +1,166 @@
+"""Whether a change is documented as intended: JAX's release notes (CHANGELOG.md at the release's tag, from a JAX git
+repository) read for the entries that name the changed option, flag or function.
+
+The repository is one the user names (`issue --jax-repo PATH|URL`: a clone, or a URL cloned shallowly at the tag
+into a temporary folder), else a clone found in reprobundle's cache (`CACHE/jax-repo`). Nothing is fetched
+otherwise, and any failure (no git, no tag, no such section) says nothing: an entry is quoted only where one names
+the change.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+from ..text import clean
+
+GIT_TIMEOUT_S = 60.0
+QUOTE_CHARS = 300
+
+
+def _git(args: Sequence[str]) -> str | None:
+    git = shutil.which("git")
+    if git is None:
+        return None
+    try:
+        done = subprocess.run([git, *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def tags_of(release: str) -> list[str]:
+    """The git tags a JAX release may have: `jax-v0.5.0` (JAX's own), then `v0.5.0`."""
+    return [f"jax-v{release}", f"v{release}"]
+
+
+def changelog_at(repo: str, release: str) -> str | None:
+    """CHANGELOG.md at the release's tag of `repo` (a folder holding a clone, or a URL), or None."""
+    if "://" not in repo and not repo.startswith("git@"):
+        for tag in tags_of(release):
+            text = _git(["-C", repo, "show", f"{tag}:CHANGELOG.md"])
+            if text is not None:
+                return text
+        return None
+    folder = tempfile.mkdtemp(prefix="reprobundle-jax-notes-")
+    try:
+        for tag in tags_of(release):
+            if _git(["clone", "--quiet", "--depth", "1", "--branch", tag, "--no-checkout", repo, folder]) is not None:
+                return _git(["-C", folder, "show", f"{tag}:CHANGELOG.md"])
+        return None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def release_sections(changelog: str, release: str) -> str:
+    """The text of the changelog's sections of `release`: `## jax 0.5.0 (...)` and `## jaxlib 0.5.0 (...)`."""
+    heading = re.compile(r"^##\s+(jax|jaxlib)\s+v?" + re.escape(release) + r"(\s|\(|$)")
+    out, keep = [], False
+    for line in changelog.splitlines():
+        if line.startswith("## "):
+            keep = bool(heading.match(line))
+        elif keep:
+            out.append(line)
+    return "\n".join(out)
+
+
+def entries(section: str) -> list[str]:
+    """The section's list items, each one line (continuation lines joined, Markdown roles and links simplified)."""
+    items: list[list[str]] = []
+    for line in section.splitlines():
+        stripped = line.strip()
+        if re.match(r"[*-]\s", stripped):
+            items.append([stripped[2:].strip()])
+        elif stripped and items:
+            items[-1].append(stripped)
+        elif not stripped and items and items[-1] != [""]:
+            items.append([""])  # a blank line ends an item's continuation
+    text = [" ".join(parts).strip() for parts in items if parts != [""]]
+    return [_plain(t) for t in text if t]
+
+
+def _plain(text: str) -> str:
+    text = re.sub(r"\{[a-z-]+\}(`[^`]*`)", r"\1", text)  # {func}`jax.numpy.einsum` -> `jax.numpy.einsum`
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [the update note](https://...) -> the update note
+    return clean(text, QUOTE_CHARS)
+
+
+def naming(items: Sequence[str], names: Sequence[str]) -> list[str]:
+    """The items that name one of `names` as a whole word (an XLA flag with or without its `--`)."""
+    wanted = [n.lstrip("-") for n in names if n and len(n.lstrip("-")) >= 3]
+    found = []
+    for item in items:
+        if any(re.search(r"(?<![\w.])" + re.escape(n) + r"(?![\w])", item) for n in wanted):
+            found.append(item)
+    return found
+
+
+def documented(repo: str | None, release: str, names: Sequence[str]) -> list[str]:
+    """`documented in the 0.5.0 release notes: ...` for each entry of `release`'s notes that names one of `names`;
+    [] where none does, or the notes cannot be read."""
+    where = repo or found_repo()
+    if not where or not names or not release:
+        return []
+    text = changelog_at(where, release)
+    if text is None:
+        return []
+    return [f"documented in the {release} release notes: {item}"
+            for item in naming(entries(release_sections(text, release)), names)]
+
+
+def found_repo() -> str | None:
+    """A JAX clone in reprobundle's cache (`CACHE/jax-repo`, a git folder), or None."""
+    from ..config import cache_dir
+
+    folder = Path(cache_dir()) / "jax-repo"
+    return str(folder) if (folder / ".git").exists() or (folder / "HEAD").is_file() else None
+
+
+# Names on nearly every changed line, whose mention in release notes says nothing about this change.
+UBIQUITOUS = {"jax.jit", "jax.vmap", "jax.grad", "jax.value_and_grad", "jax.pmap", "jax.numpy.array",
+              "jax.numpy.asarray", "jax.block_until_ready"}
+_CHANGED_AT = re.compile(r"\bat ([\w./-]+\.py):(\d+)")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+
+
+def imported_as(text: str) -> dict[str, str]:
+    """What each name a file binds by import stands for: `jnp` -> `jax.numpy`, `gamma` ->
+    `jax.scipy.special.gamma` (absolute imports; nothing where the file does not parse)."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return {}
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                names[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                names[a.asname or a.name] = f"{node.module}.{a.name}"
+    return names
+
+
+def called_names(files: dict[str, str], lowering_text: str) -> list[str]:
+    """The functions the program calls on the source lines whose lowering changed (`+2 convert at rng.py:8`), by
+    their full names through the file's imports (`jax.scipy.special.gamma`), the ubiquitous transforms left out."""
+    by_name = {path.rsplit("/", 1)[-1]: text for path, text in files.items()}
+    found: list[str] = []
+    for fname, number in dict.fromkeys(_CHANGED_AT.findall(lowering_text)):
+        text = by_name.get(fname)
+        lines = text.splitlines() if text else []
+        if not 0 < int(number) <= len(lines):
+            continue
+        imports = imported_as(text or "")
+        for name in _DOTTED.findall(lines[int(number) - 1]):
+            first, _, rest = name.partition(".")
+            full = imports[first] + ("." + rest if rest else "") if first in imports else None
+            if full and "." in full and full not in UBIQUITOUS and full not in found:
+                found.append(full)
+    return found
