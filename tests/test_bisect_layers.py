@@ -299,7 +299,7 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     data = json.loads(out)
     assert (data["first_bad"], data["layer"]) == ("0.5.0", "lowering")
     steps = {s["name"]: s for s in data["steps"]}
-    assert [s["name"] for s in data["steps"]] == ["bisect", "explain", "commits", "minimize", "issue"]
+    assert [s["name"] for s in data["steps"]] == ["bisect", "explain", "commits", "minimize", "newest", "issue"]
     assert steps["commits"]["status"] == "skipped" and "--jax-repo" in steps["commits"]["answer"]  # no clone here
     assert steps["bisect"]["status"] == "answered" and steps["bisect"]["stored"]  # the answer record's id
     # what it looked at and why, in one line: both ways at the endpoints, every kind present, the most severe first

@@ -81,6 +81,12 @@ def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one
     assert f"{FORK}/pull/22222" in text and f"{FORK}/commit/{shas[2]}" in text
     code, out, _ = cli("show", "int-floor", store=store)
     assert code == 0 and f"first bad commit: {shas[2][:10]} {TITLES[2]} (#22222)" in out
+    # and the issue's first screen carries it beside the release and the layer
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import first_screen
+
+    screen = "\n".join(first_screen(issue_data("int-floor", store=str(store))))
+    assert f"First bad commit: {shas[2][:10]}" in screen and f"{shas[2]}" in screen, screen
 
 
 @pytest.mark.crossversion

@@ -12,7 +12,9 @@ issue file), so an interrupted investigation keeps the steps already answered.
    restores the last good release, and the line to paste (its answer stored beside its runs);
 2b. the first bad JAX commit, for a change in JAX's lowering, when a JAX repository is here (api/commits.py);
 3. minimize, for a change the frozen module shows (outputs, bits or time): the smallest piece that still shows it;
-4. the issue body of the bundle (investigate/issue.py), which says the stored bisection's release and layer.
+3b. the newest release beside the last good one (investigate/newest.py): still broken there, or fixed;
+4. the issue body of the bundle (investigate/issue.py), which says the stored bisection's release and layer, and
+   whether the release notes document a changed default (from `jax_repo`, else a clone in the cache).
 A step that does not apply says why; each says where its time went and the command that reruns it alone.
 `max_time_s` counts from the start; explain and minimize get what is left after the bisection (explain at most
 its own default), and a step with under MIN_STEP_S left is not started.
@@ -37,7 +39,7 @@ MIN_STEP_S = 20.0  # less time than this left: a timed step is not started
 
 @dataclass
 class Step:
-    name: str  # bisect, explain, minimize, issue
+    name: str  # bisect, explain, commits, minimize, newest, issue
     status: str  # "answered", "skipped" (with why), "failed" (with the error)
     answer: str  # one line
     spent_s: float = 0.0
@@ -63,10 +65,11 @@ class Investigation:
 def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_time_s: float | None = None,
                 issue_path: str | Path | None = None, python: str | None = None, env_dir: str | None = None,
                 progress: Callable[[str], None] | None = None, mode: str = "auto",
-                by: str | None = None) -> Investigation:
+                by: str | None = None, jax_repo: str | None = None) -> Investigation:
     """The chain above on `ref` between releases `good` and `bad`; the issue body written to `issue_path` (default
     NAME-issue.md in the current folder). `mode` ("auto", "frozen", "retrace") and `by` (None, "outputs", "bits",
-    "time") direct the bisection as bisect's do."""
+    "time") direct the bisection as bisect's do. `jax_repo`: a clone of JAX (a folder or URL) for the first bad
+    commit and the release notes (default: a clone an earlier `bisect-commits` left in the cache; none is made)."""
     if max_time_s is not None and max_time_s <= 0:
         raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
     started = time.monotonic()
@@ -77,10 +80,12 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
     result = _bisect_step(out, ref, (good, bad), (mode, by), store, store_args, python, env_dir, progress)
     _explain_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
     # the first bad commit, for a change in JAX's lowering (api/commits.py decides whether and says why not)
-    out.steps.append(Step(**commit_step(result, ref, store=store, python=python, env_dir=env_dir, progress=progress)))
+    out.steps.append(Step(**commit_step(result, ref, store=store, python=python, env_dir=env_dir, progress=progress,
+                                        jax_repo=jax_repo)))
     _minimize_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
+    _newest_step(out, result, ref, store, left(), python, env_dir, progress)
     say("investigate: writing the issue body")
-    _issue_step(out, ref, store, store_args, issue_path, reported_run(result))
+    _issue_step(out, ref, store, store_args, issue_path, reported_run(result), jax_repo)
     return out
 
 
@@ -193,19 +198,37 @@ def _minimize_step(out: Investigation, result, ref: str, store, store_args, left
                                                   f"({found.stopped})", spent, nxt, found.packed))
 
 
+def _newest_step(out: Investigation, result, ref: str, store, left: float | None, python, env_dir, progress) -> None:
+    """Still broken? The newest release beside the last good one, as the bisection judged (its runs stored: the
+    issue reads the verdict back from them)."""
+    from ..investigate.newest import check_newest
+
+    if result.last_good == result.first_bad or result.answer_id is None:
+        out.steps.append(Step("newest", "skipped", "the bisection found no boundary (or stored no answer)"))
+        return
+    if left is not None and left < MIN_STEP_S:
+        out.steps.append(Step("newest", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)"))
+        return
+    found, spent = _timed(lambda: check_newest(ref, result.answer_id, store=store, python=python, env_dir=env_dir,
+                                               progress=progress))
+    out.steps.append(Step("newest", "answered" if found else "skipped",
+                          found["text"] if found else "the first bad release is the newest", spent))
+
+
 def _property_of(words: list[str]) -> str:
     """The property of the boundary's minimize command: slower, error, else outputs."""
     return next((name for name in ("slower", "error") if f"--{name}" in words), "outputs")
 
 
-def _issue_step(out: Investigation, ref: str, store, store_args, issue_path, run_id: str | None) -> None:
+def _issue_step(out: Investigation, ref: str, store, store_args, issue_path, run_id: str | None,
+                jax_repo: str | None = None) -> None:
     from ..bundle.reproducer import write_text
     from ..investigate.issue import issue_data
     from ..render.issue import issue_markdown
 
     _, bundle = resolve(ref, store)
     path = Path(issue_path) if issue_path else Path(f"{bundle.ref.name}-issue.md")
-    data, spent = _timed(lambda: issue_data(ref, store=store, run_id=run_id))
+    data, spent = _timed(lambda: issue_data(ref, store=store, run_id=run_id, jax_repo=jax_repo))
     write_text(path, issue_markdown(data))
     out.steps.append(Step("issue", "answered", data["title"], spent,
                           _command("issue", ref, "-o", str(path), *(["--run", run_id] if run_id else []),

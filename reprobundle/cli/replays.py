@@ -438,6 +438,9 @@ def investigate(
                                                        "tolerance), bits (any difference), time (a settled "
                                                        "slowdown). Default: each kind present, the most severe "
                                                        "first."),
+    jax_repo: Optional[str] = typer.Option(None, "--jax-repo", help="A clone of JAX (PATH) or its URL: go on to "
+                                           "the first bad commit for a change in JAX's lowering, and read the release "
+                                           "notes (default: a clone an earlier bisect-commits left in the cache)."),
     index_url: Optional[str] = ReleaseIndexOpt,
     find_links: List[str] = FindLinksOpt,
     store: Optional[str] = StoreOpt,
@@ -452,7 +455,7 @@ def investigate(
 
     found = api.investigate(ref, good, bad, store=store, max_time_s=max_time, issue_path=issue_file, python=python,
                             progress=progress_sink(), mode="auto" if retrace is None else
-                            "retrace" if retrace else "frozen", by=by)
+                            "retrace" if retrace else "frozen", by=by, jax_repo=jax_repo)
     write_files(found.data(), ((report_path, investigation_render.to_markdown),
                                (html_path, investigation_render.to_html)))
     emit(as_json, found.data(), report.investigation_text(found.data()))

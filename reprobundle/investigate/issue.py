@@ -335,7 +335,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     (investigate/release_notes.py; default: a clone in the cache, else none)."""
     if tracker not in (None, *TRACKERS):
         raise UsageError(f"unknown tracker {clean(tracker, 40)!r}", hint="--tracker jax or --tracker xla")
-    from .answers import latest_bisection, latest_explanation
+    from .answers import latest_bisection, latest_commit_bisection, latest_explanation
 
     registry, bundle = open_ref(ref, store)
     answers = stored_answers(registry, bundle)
@@ -356,6 +356,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
             "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
             "documented": intended(registry, bundle, explanation, bisection, jax_repo),
+            "commit_bisection": latest_commit_bisection(answers),
             "asked_again": asked_again_lines(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),

@@ -250,8 +250,27 @@ def _cause(data: dict) -> list[str]:
     where = where_line(layer)
     if where:
         lines.append(f"- **Where:** {md(where)}")
-    return lines + _workaround(d) + [f"- **Documented as intended:** {md(note)}"
-                                     for note in (data.get("documented") or [])[:1]]
+    return lines + _commit(data) + _workaround(d) + [f"- **Documented as intended:** {md(note)}"
+                                                     for note in (data.get("documented") or [])[:1]]
+
+
+def _commit(data: dict) -> list[str]:
+    """The first bad JAX commit (bisect-commits' stored answer), with the changed default its diff names: the
+    default and the commit that changed it, one story."""
+    from .commits import first_bad_line
+
+    found = (data.get("commit_bisection") or {}).get("answer")
+    a: dict = found if isinstance(found, dict) else {}
+    first = a.get("first_bad")
+    window = (data.get("bisection") or {}).get("answer") or {}
+    if not isinstance(first, dict) or not first.get("sha") or \
+            (a.get("good"), a.get("bad")) != (window.get("last_good"), window.get("first_bad")):
+        return []  # none, or of another window than the stored bisection's
+    line = f"- **{md(first_bad_line(a)[0].upper() + first_bad_line(a)[1:])}**"
+    line += f" ({md(first['url'])})" if first.get("url") else ""
+    said = [f"it changed the default of {d['name']} ({d.get('a')} -> {d.get('b')})" for d in a.get("defaults") or []
+            if isinstance(d, dict) and d.get("name")]
+    return [line + (f": {md('; '.join(said))}" if said else "")]
 
 
 LAYER_TEXT = {"compiler": "XLA (the compiler): the frozen module shows the change",
