@@ -349,3 +349,15 @@ def test_the_functions_called_on_a_changed_line_by_their_full_names():
     assert called_names({"pkg/prog.py": program}, "+2 convert at prog.py:7; -1 add at prog.py:7; x at prog.py:99") == [
         "jax.scipy.special.gamma", "jax.numpy.sin", "jax.lax.cumsum"]
     assert called_names({"prog.py": "def f(:\n"}, "+1 add at prog.py:1") == []
+
+
+def test_bisect_commits_refuses_a_stored_compiler_change_before_any_clone(store):
+    """A stored release bisection that found the compiler: bisect-commits says so at once and never reaches for the
+    repository (an unreachable URL here would otherwise be tried first)."""
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    result = _answered()
+    result.layer = {**result.layer, "layer": "compiler", "text": "the compiler: the same StableHLO"}
+    store_bisection(registry, bundle, result, bisect_command("small", result, None))
+    code, _, err = cli("bisect-commits", "small", "--jax-repo", "https://nowhere.invalid/jax.git", store=store)
+    assert code == 2 and "not sent to a commit bisection" in err and "nowhere" not in err, err

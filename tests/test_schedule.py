@@ -138,6 +138,9 @@ def test_a_replay_alternated_on_a_cpu_times_releases_and_variants_and_judges_the
     assert [r["status"] for r in runs] == ["ok"] * 4, [r["reason"] for r in runs]
     assert len({r["timing"]["group"] for r in runs}) == 1
     assert all(r["environment"]["conditions"]["order"] == "alternated" for r in runs)
+    from reprobundle.analysis.busy import ALTERNATED, summary
+
+    assert ALTERNATED in summary(runs[0]["environment"]["conditions"])  # what a report says of the measurement
     comparison = build_comparison(bundle.manifest, runs, hlo_texts={}, outputs={})
     judged = [row for row in comparison["rows"] if row["requested"] != "reference" and not row["is_baseline"]]
     assert len(judged) == 3 and all(row["method"] is not None for row in judged), judged

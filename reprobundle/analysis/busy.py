@@ -216,7 +216,13 @@ def _thread_env_part(cond: dict) -> str | None:
 
 
 # The parts of `summary` after the load, in the order they are shown; each None when not recorded.
-_SUMMARY_PARTS = (_other_part, _steal_part, _memory_part, _pressure_part, _schedule_part, _pin_part,
+def _order_part(cond: dict) -> str | None:
+    """The versions visited in alternation, one process at a time (a TPU: run/schedule.py), not concurrently."""
+    return ALTERNATED if cond.get("order") == "alternated" else None
+
+
+ALTERNATED = "versions alternated, one process at a time"
+_SUMMARY_PARTS = (_other_part, _steal_part, _memory_part, _pressure_part, _schedule_part, _order_part, _pin_part,
                   _thread_env_part)
 
 

@@ -41,13 +41,13 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
         raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
     config = EnvConfig.of(env_dir, python)
     manager = environment_manager(config)
-    repo = open_repo(jax_repo, manager.root, progress)  # before anything runs: a wrong --jax-repo is said at once
     registry, bundle = resolve(ref, store)
-    release = _release_answer(registry, bundle, ref, good, bad, store, config, progress)
-    why_not = cb.refusal(release)
-    if why_not is not None:
-        raise UsageError(f"{ref}: not sent to a commit bisection: {why_not}",
-                         hint="`reprobundle explain` and `minimize` go on from a compiler change")
+    stored = _stored_release(registry, bundle, good, bad)
+    if stored is not None:  # a stored compiler change is refused before any clone
+        _refuse(ref, stored)
+    repo = open_repo(jax_repo, manager.root, progress)  # before a bisection runs: a wrong --jax-repo is said at once
+    release = stored or _release_answer(registry, bundle, ref, good, bad, store, config, progress)
+    _refuse(ref, release)
     found = release["answer"]
     plan = cb.plan_commits(repo, found["last_good"], found["first_bad"])
     say = (lambda line: progress(cb.readable(line))) if progress else None
@@ -100,16 +100,30 @@ def _search(registry: Registry, bundle: Bundle, plan, probe, found: dict, jobs: 
     return {**answer, "runs": list(result.runs.values())}
 
 
-def _release_answer(registry: Registry, bundle: Bundle, ref: str, good: str | None, bad: str | None,
-                    store: str | None, config: EnvConfig, progress) -> dict:
-    """The release bisection a commit bisection goes on from: the latest stored one of this window, else one run
-    now (good and bad given)."""
+def _refuse(ref: str, release: dict) -> None:
+    """UsageError where the release bisection's answer is no lowering change a commit can carry (a compiler change,
+    a time criterion, no boundary: commit_bisect.refusal)."""
+    from ..investigate import commit_bisect as cb
+
+    why_not = cb.refusal(release)
+    if why_not is not None:
+        raise UsageError(f"{ref}: not sent to a commit bisection: {why_not}",
+                         hint="`reprobundle explain` and `minimize` go on from a compiler change")
+
+
+def _stored_release(registry: Registry, bundle: Bundle, good: str | None, bad: str | None) -> dict | None:
+    """The latest stored release bisection of this window, or None."""
     from ..investigate.answers import BISECTION
 
     stored = [] if registry.store.read_only else registry.answers(bundle.ref.bundle_id)
     fits = [a for a in stored if a.get("kind") == BISECTION and _window_fits(a["answer"], good, bad)]
-    if fits:
-        return fits[-1]
+    return fits[-1] if fits else None
+
+
+def _release_answer(registry: Registry, bundle: Bundle, ref: str, good: str | None, bad: str | None,
+                    store: str | None, config: EnvConfig, progress) -> dict:
+    """The release bisection a commit bisection goes on from when none is stored: one run now (good and bad
+    given)."""
     if good is None or bad is None:
         raise UsageError(f"{ref} has no stored release bisection to go on from",
                          hint=f"name the releases: reprobundle bisect-commits {ref} --good GOOD --bad BAD")

@@ -9,6 +9,7 @@ import html
 import re
 import shlex
 
+from ..analysis.busy import ALTERNATED
 from ..text import clean
 from ..units import human_ns
 from .sharing import reproduce_markdown
@@ -80,8 +81,11 @@ def _measured(data: dict) -> list[str]:
     for row in m["rows"]:
         lines.append(f"| {md(row['label'])} | {human_ns(row['median_ns'])} | {_ratio(row)} | {md(_verdict(row))} | "
                      f"{row['rounds'] or '-'} | {md(row['status'])} |")
-    lines += ["", "Timed together, interleaved in rounds on one machine (ratio of medians; the interval and verdict "
-              "from the paired rounds). The machine while each was timed:", ""]
+    alternated = any(ALTERNATED in str(row.get("conditions") or "") for row in m["rows"])
+    how = "alternated in rounds, one process at a time on the device (a TPU admits one)" if alternated else \
+        "interleaved in rounds"
+    lines += ["", f"Timed together, {how} on one machine (ratio of medians; the interval and verdict from the paired "
+              "rounds). The machine while each was timed:", ""]
     return lines + [f"- {md(row['label'])}: {md(row['conditions'] or 'not recorded')}" for row in m["rows"]]
 
 

@@ -593,9 +593,14 @@ def _measure(contenders: Sequence[Contender], budget: Budget, workdir: Path, fir
     return measured, measured_under
 
 
+_WARNED_BUSY: list[bool] = []  # said once a process: a bisection's or investigation's many replays repeat it
+
+
 def _warn_if_busy(first_look, before) -> None:
     # what other processes did since the replay started (environments, fetching); the load alone if that was short
     busy = busy_reason(conditions(first_look, before), now=True) if before.monotonic - first_look.monotonic > 0.3 \
         else busy_reason({"load_before": before.loadavg, "cpus": before.cpus}, now=True)
     if busy:
-        log.warning("%s: timings will be noisier and verdicts need more rounds (the report records it)", busy)
+        level = logging.INFO if _WARNED_BUSY else logging.WARNING
+        _WARNED_BUSY.append(True)
+        log.log(level, "%s: timings will be noisier and verdicts need more rounds (each run records it)", busy)
