@@ -36,10 +36,15 @@ PROGRAMS = {"rng": ("tests/programs/retrace/rng.py", ["--retrace"]),
             "colsum": ("tests/programs/retrace/colsum.py", ["--by", "bits"])}
 
 
-def run(args: list[str], env: dict[str, str]) -> tuple[float, str]:
+def run_status(args: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
+    """One CLI command as a user runs it (a subprocess from the repository root), timed: (wall s, its result)."""
     t0 = time.perf_counter()
     done = subprocess.run(CLI + args, capture_output=True, text=True, env=env, cwd=ROOT)
-    wall = time.perf_counter() - t0
+    return time.perf_counter() - t0, done
+
+
+def run(args: list[str], env: dict[str, str]) -> tuple[float, str]:
+    wall, done = run_status(args, env)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
     return wall, done.stdout
