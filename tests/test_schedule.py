@@ -39,17 +39,19 @@ def fast_and_slow(tmp_path_factory):
     return open_registry(store)
 
 
-def test_contenders_compared_make_the_same_calls_per_step(fast_and_slow, tmp_path):
-    """One group: the fast function's steps make as few calls as the slow one needs, in every step."""
-    registry = fast_and_slow
-    timing = Timing(warmup=2, repeat=4)
-
+def _fast_and_slow_contenders(registry, timing: Timing) -> list[Contender]:
+    """The two bundles as contenders of one group on this interpreter, their jobs lockstep."""
     def writer(name):
         m = registry.resolve(name).manifest
         return lambda folder, _round: build_job(registry, m["function"], m["inputs"]["leaves"], folder,
                                                 timing=timing, dump=False, profile=False, lockstep=True)
 
-    contenders = [Contender(name, sys.executable, writer(name)) for name in ("fast", "slow")]
+    return [Contender(name, sys.executable, writer(name)) for name in ("fast", "slow")]
+
+
+def test_contenders_compared_make_the_same_calls_per_step(fast_and_slow, tmp_path):
+    """One group: the fast function's steps make as few calls as the slow one needs, in every step."""
+    contenders = _fast_and_slow_contenders(fast_and_slow, Timing(warmup=2, repeat=4))
     measured = measure_interleaved(contenders, tmp_path / "work", steps=4, rounds=1, timeout_s=600)
     assert all(m.failed_round is None for m in measured.values()), [m.outcome.reason for m in measured.values()]
     fast, slow = measured["fast"], measured["slow"]
@@ -101,15 +103,7 @@ def test_alternated_rounds_visit_one_contender_at_a_time_and_reuse_a_work_folder
     loads, times its steps and ends before the next starts; the order turns from round to round (A B, B A); the
     first round's calls a step are its own, the later rounds' the group's fewest; two measurements in one work folder
     (a replay's bisection probes) never collide."""
-    registry = fast_and_slow
-    timing = Timing(warmup=1, repeat=4)
-
-    def writer(name):
-        m = registry.resolve(name).manifest
-        return lambda folder, _round: build_job(registry, m["function"], m["inputs"]["leaves"], folder,
-                                                timing=timing, dump=False, profile=False, lockstep=True)
-
-    contenders = [Contender(name, sys.executable, writer(name)) for name in ("fast", "slow")]
+    contenders = _fast_and_slow_contenders(fast_and_slow, Timing(warmup=1, repeat=4))
     for _ in range(2):
         said: list[str] = []
         measured = measure_interleaved(contenders, tmp_path / "work", steps=6, rounds=3, timeout_s=600,

@@ -382,7 +382,8 @@ def _time_decides(result: BisectResult, g: dict, b: dict) -> float | None:
                              f"time: {leaning_text(verdict)}", hint="bisect again with more --rounds (e.g. --rounds 8)")
         raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; {said}",
                          hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY else
-                         "replay with more --repeat or --rounds, or pick other endpoints")
+                         "nothing regressed between them that this measurement sees (outputs, bits, time): pick "
+                         "other endpoints, or more --rounds if a slowdown under a few percent is expected")
     if result.by:
         result.why = f"--by time: jax {bad} is slower than jax {good} timed beside it"
     else:
