@@ -412,8 +412,8 @@ def test_a_compiler_changes_reproducer_is_the_frozen_module_against_the_last_goo
     # StableHLO): the frozen script checks them against 0.5.0's outputs, any bit, not against the packed reference
     store = tmp_path / "store"
     reprobundle.api.pack_script(str(PROGRAMS / "colsum.py"), name="colsum", store=str(store), **PACK)
-    result, _ = reprobundle.api.bisect("colsum", "0.5.0", "0.5.1", store=str(store), by="bits", warmup=1,
-                                       repeat=2, rounds=1)
+    result, _ = reprobundle.api.bisect("colsum", "0.5.0", "0.5.1", store=str(store), by="bits", mode="frozen",
+                                       warmup=1, repeat=2, rounds=1)
     assert (result.criterion, result.first_bad, result.mode) == ("bits", "0.5.1", "frozen")
     script = _script(store, tmp_path, "colsum")
     assert "REFERENCE_LABEL = 'jax 0.5.0 (last good)'" in script.read_text()

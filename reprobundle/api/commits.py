@@ -41,11 +41,13 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
         raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
     config = EnvConfig.of(env_dir, python)
     manager = environment_manager(config)
+    local = jax_repo is not None and "://" not in jax_repo
+    repo = open_repo(jax_repo, manager.root, progress) if local else None  # a wrong folder is said at once
     registry, bundle = resolve(ref, store)
     stored = _stored_release(registry, bundle, good, bad)
     if stored is not None:  # a stored compiler change is refused before any clone
         _refuse(ref, stored)
-    repo = open_repo(jax_repo, manager.root, progress)  # before a bisection runs: a wrong --jax-repo is said at once
+    repo = repo or open_repo(jax_repo, manager.root, progress)  # before a bisection runs
     release = stored or _release_answer(registry, bundle, ref, good, bad, store, config, progress)
     _refuse(ref, release)
     found = release["answer"]

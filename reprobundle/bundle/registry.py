@@ -393,7 +393,11 @@ class Registry:
         the store's names it may be a misspelling of."""
         import difflib
 
-        close = difflib.get_close_matches(name, [n for n in self.names() if n != name], n=3, cutoff=0.6)
+        try:
+            known = [n for n in self.names() if n != name]
+        except ReproBundleError:  # a store that cannot be listed (an http one): the error without the suggestion
+            known = []
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
         meant = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
         return BundleNotFoundError(message or f"no bundle named {name!r} in {self.store.url}",
                                    hint=f"{meant}`reprobundle ls` lists the bundles in this store")

@@ -261,7 +261,7 @@ def _time_lines(samples, jax_version):
 
 USAGE = """usage: python %(name)s               run it on this jax: exit 0 as the reference, 1 the difference, 3 could not run
        python %(name)s --compare A B [--rounds N]
-           time it on A and B, each in its own process, in alternating rounds (default 3); exit 1 when B is
+           time it on A and B, each in its own process, in alternating rounds (default 5); exit 1 when B is
            slower than A beyond the interval and by %(effect)d%% or more, 0 when not, 3 when a side could not run.
            A and B: a JAX release (run by `uv run --with jax==V`), or the path of a Python that has one; either
            may end in :VAR=VALUE;VAR=VALUE (environment variables of that side, XLA_FLAGS among them)."""
@@ -347,7 +347,7 @@ def _verdict(outputs, samples, dtype_of, jax_version):
 
 # ---------------------------------------------------------------------------------------------------- --compare
 
-COMPARE_ROUNDS = 2
+COMPARE_ROUNDS = 5  # fresh pairs of processes: a pair that one busy moment slowed is one round of five, not half
 PAIRED_STEPS = 20
 MIN_EFFECT = 1.10  # two processes of one release can differ by a few percent: less than this is not judged
 BOOTSTRAP = 2000

@@ -91,6 +91,11 @@ def answered_replays(replays: list[list[dict]], bisection: dict | None) -> list[
     those timed beside the last good release)."""
     record = bisection or {}
     answer = record.get("answer") or {}
+    reported = str(answer.get("reported_run") or "")  # the headline's own probe (a bisection's `also` share a release)
+    if reported:
+        own = [g for g in replays if any(str(r.get("run_id")) == reported for r in g)]
+        if own:
+            return own
     ids = {str(r) for r in record.get("runs") or []}
     bad, good = str(answer.get("first_bad")), str(answer.get("last_good"))
     hits = [g for g in replays if any(str(r.get("run_id")) in ids and _release_of(r) == bad for r in g)]

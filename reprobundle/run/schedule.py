@@ -186,10 +186,15 @@ class _Session:
         return f"round {round_index + 1}/{self.rounds}"
 
     def _start(self, c: Contender, round_index: int) -> WorkerProcess:
-        # A folder of its own even where several measurements share `workdir` (the number is this measurement's).
+        # contender-I/round-R, or a folder of its own beside it where another measurement in `workdir` (a
+        # bisection's probes) made that one (I is this measurement's numbering)
         parent = self.workdir / f"contender-{self.contenders.index(c)}"
         parent.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix=f"round-{round_index}-", dir=parent))
+        folder = parent / f"round-{round_index}"
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            folder = Path(tempfile.mkdtemp(prefix=f"round-{round_index}-", dir=parent))
         pin = self.pin
         job = c.write_job(folder, round_index)
         cpus, extra_env = (pin.cpus, pinned_env(pin.threads)) if pin else (None, None)
