@@ -384,9 +384,16 @@ class Registry:
                 return self.load(name, self._version_number(name, selector))
             return self.load(name, self.tag_version(name, selector))
         except BundleNotFoundError as e:
-            if not self.versions(name):  # the name itself is the mistake: with what it may have meant
+            if not self._listed_versions(name, e):  # the name itself is the mistake: with what it may have meant
                 raise self._no_bundle_named(name, e.message) from None
             raise
+
+    def _listed_versions(self, name: str, error: BundleNotFoundError) -> list[int]:
+        """The versions of `name`; where the store cannot be listed (an http one), `error` as it was."""
+        try:
+            return self.versions(name)
+        except ReproBundleError:
+            raise error from None
 
     def _no_bundle_named(self, name: str, message: str | None = None) -> BundleNotFoundError:
         """The error for a name this store has no bundle of (`message`, or "no bundle named NAME"), its hint naming
