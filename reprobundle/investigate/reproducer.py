@@ -91,15 +91,18 @@ def answered_replays(replays: list[list[dict]], bisection: dict | None) -> list[
     those timed beside the last good release)."""
     record = bisection or {}
     answer = record.get("answer") or {}
-    reported = str(answer.get("reported_run") or "")  # the headline's own probe (a bisection's `also` share a release)
-    if reported:
-        own = [g for g in replays if any(str(r.get("run_id")) == reported for r in g)]
-        if own:
-            return own
+    own = _holding(replays, str(answer.get("reported_run") or ""))
+    if own:  # the headline's own probe (the bisections of its `also` run the same releases)
+        return own
     ids = {str(r) for r in record.get("runs") or []}
     bad, good = str(answer.get("first_bad")), str(answer.get("last_good"))
     hits = [g for g in replays if any(str(r.get("run_id")) in ids and _release_of(r) == bad for r in g)]
     return [g for g in hits if any(_release_of(r) == good for r in g)] or hits
+
+
+def _holding(replays: list[list[dict]], run_id: str) -> list[list[dict]]:
+    """The replays holding the run `run_id` ([] for none, or no id)."""
+    return [g for g in replays if any(str(r.get("run_id")) == run_id for r in g)] if run_id else []
 
 
 def _release_of(run: dict) -> str:
