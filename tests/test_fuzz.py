@@ -831,7 +831,6 @@ SUBPROCESS_MODULES = {
                              "release's environment (argument lists, no shell)",
     "envs/jax_commit.py": "runs git on a JAX repository (clone, fetch, log, show, archive: argument lists, no shell; "
                           "nothing from the repository is run but JAX's Python in a worker)",
-    "investigate/release_notes.py": "runs git to read CHANGELOG.md at a release's tag (argument lists, no shell)",
 }
 JAX_IMPORTERS = {"capture/export.py": "the only in-process JAX user on the host, with flatten.py",
                  "capture/flatten.py": "the call flattened for export, under export.py",

@@ -235,6 +235,7 @@ def commit_step(result, ref: str, *, store: str | None = None, python: str | Non
     or no JAX repository here (`jax_repo`, else the clone cached by an earlier bisect-commits; never a clone made
     here, so an investigation needs no network), with the command that gives one. A dict of investigate's Step
     fields: name, status, answer, spent_s, command, stored."""
+    from ..envs.jax_commit import CACHED_REPO
     from ..errors import ReproBundleError
     from ..investigate.commit_bisect import refusal
     from ..render.commits import first_bad_line
@@ -246,7 +247,7 @@ def commit_step(result, ref: str, *, store: str | None = None, python: str | Non
     why_not = "the bisection found no boundary" if result.last_good == result.first_bad else refusal(
         {"answer": {"layer": result.layer, "criterion": result.criterion, "last_good": result.last_good,
                     "first_bad": result.first_bad}})
-    cached = environment_manager(EnvConfig.of(env_dir, python)).root / "jax-repo.git"
+    cached = environment_manager(EnvConfig.of(env_dir, python)).root / CACHED_REPO
     repo = jax_repo or (str(cached) if (cached / "HEAD").exists() else None)
     if why_not is None and repo is None:
         why_not = ("no JAX repository here to bisect its commits: give a clone of https://github.com/jax-ml/jax "

@@ -127,7 +127,7 @@ def issue_cmd(ref: str,
                                                     "into DIR, to attach to the issue (the body then says it is)."),
               jax_repo: Optional[str] = typer.Option(None, "--jax-repo", metavar="PATH|URL", help="A JAX git "
                                                      "repository whose release notes say whether a changed default "
-                                                     "was intended (default: a clone in the cache's jax-repo)."),
+                                                     "was intended (default: the clone bisect-commits keeps in the cache)."),
               store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """A Markdown issue body ready to paste: the measured difference, the replay it comes from, the reproducer
     script, each compared release's environment, the program, the bundle's Reproduce block."""

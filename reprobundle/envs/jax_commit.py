@@ -85,7 +85,7 @@ class JaxRepo:
         self.git_dir, self.web_url = git_dir, web_url
 
     def git(self, *args: str, binary: bool = False) -> str:
-        return _git(["--git-dir", str(self.git_dir), *args], binary=binary)
+        return run_git(["--git-dir", str(self.git_dir), *args], binary=binary)
 
     def tag_of(self, version: str) -> str:
         """The tag of a release: jax-v0.7.2 (since 0.4.x), else v0.7.2. UsageError when the repository has neither."""
@@ -148,7 +148,11 @@ class JaxRepo:
             raise EnvironmentCreationError(f"git archive {sha[:10]} jax failed: {err.strip()[-300:]}")
 
 
-def _git(args: list[str], binary: bool = False) -> str:
+CACHED_REPO = "jax-repo.git"  # a URL's partial clone, under the environments' root
+
+
+def run_git(args: list[str], binary: bool = False) -> str:
+    """`git ARGS` (an argument list, no shell), bounded in time; its stdout, else EnvironmentCreationError."""
     try:
         r = subprocess.run(["git", *args], capture_output=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -171,7 +175,7 @@ def git_dir_of(path: str, option: str, what: str) -> Path:
 
 def git_in(path: str, *args: str) -> str:
     """`git ARGS` in the repository at `path` (a clone or a bare one: --xla-repo)."""
-    return _git(["--git-dir", str(git_dir_of(path, "--xla-repo", "a clone of https://github.com/openxla/xla")),
+    return run_git(["--git-dir", str(git_dir_of(path, "--xla-repo", "a clone of https://github.com/openxla/xla")),
                  *args])
 
 
@@ -180,7 +184,7 @@ def _web_url(git_dir: Path, given: str | None) -> str:
     origin = given
     if origin is None:
         with contextlib.suppress(EnvironmentCreationError):
-            origin = _git(["--git-dir", str(git_dir), "config", "--get", "remote.origin.url"]).strip()
+            origin = run_git(["--git-dir", str(git_dir), "config", "--get", "remote.origin.url"]).strip()
     m = _GITHUB.match(origin or "")
     return f"https://github.com/{m[1]}" if m else JAX_REPO
 
@@ -194,13 +198,13 @@ def open_repo(request: str | None, cache_root: Path, progress=None) -> JaxRepo:
         git_dir = git_dir_of(request, "--jax-repo", "a clone of https://github.com/jax-ml/jax, or its URL")
         return JaxRepo(git_dir, _web_url(git_dir, None))
     url = request or JAX_REPO + ".git"
-    git_dir = cache_root / "jax-repo.git"
+    git_dir = cache_root / CACHED_REPO
     with file_lock(cache_root / ".locks" / "jax-repo.lock"):
         if not (git_dir / "HEAD").exists():
             say(f"cloning {url} into {git_dir} (once; partial: blobs are fetched as the probes need them) ...")
             tmp = cache_root / f".tmp-jax-repo-{secrets.token_hex(4)}"
             try:
-                _git(["clone", "--bare", "--filter=blob:none", url, str(tmp)])
+                run_git(["clone", "--bare", "--filter=blob:none", url, str(tmp)])
                 os.rename(tmp, git_dir)
             except EnvironmentCreationError as e:
                 rmtree(tmp)
@@ -208,7 +212,7 @@ def open_repo(request: str | None, cache_root: Path, progress=None) -> JaxRepo:
                                                hint="name a local clone with --jax-repo PATH") from None
         else:
             with contextlib.suppress(EnvironmentCreationError):
-                _git(["--git-dir", str(git_dir), "fetch", "--quiet", "--tags", url])
+                run_git(["--git-dir", str(git_dir), "fetch", "--quiet", "--tags", url])
     return JaxRepo(git_dir, _web_url(git_dir, url))
 
 

@@ -2,35 +2,24 @@
 repository) read for the entries that name the changed option, flag or function.
 
 The repository is one the user names (`issue --jax-repo PATH|URL`: a clone, or a URL cloned shallowly at the tag
-into a temporary folder), else a clone found in reprobundle's cache (`CACHE/jax-repo`). Nothing is fetched
+into a temporary folder), else the clone `bisect-commits` keeps beside the environments (`jax-repo.git`). Nothing is fetched
 otherwise, and any failure (no git, no tag, no such section) says nothing: an entry is quoted only where one names
 the change.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
-import subprocess
 import tempfile
-from pathlib import Path
 from typing import Sequence
 
+from ..envs.jax_commit import JaxRepo, git_dir_of, run_git
+from ..errors import ReproBundleError
 from ..text import clean
 
-GIT_TIMEOUT_S = 60.0
 QUOTE_CHARS = 300
-
-
-def _git(args: Sequence[str]) -> str | None:
-    git = shutil.which("git")
-    if git is None:
-        return None
-    try:
-        done = subprocess.run([git, *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return done.stdout if done.returncode == 0 else None
 
 
 def tags_of(release: str) -> list[str]:
@@ -41,16 +30,16 @@ def tags_of(release: str) -> list[str]:
 def changelog_at(repo: str, release: str) -> str | None:
     """CHANGELOG.md at the release's tag of `repo` (a folder holding a clone, or a URL), or None."""
     if "://" not in repo and not repo.startswith("git@"):
-        for tag in tags_of(release):
-            text = _git(["-C", repo, "show", f"{tag}:CHANGELOG.md"])
-            if text is not None:
-                return text
+        with contextlib.suppress(ReproBundleError):
+            clone = JaxRepo(git_dir_of(repo, "--jax-repo", "a clone of JAX"), "")
+            return clone.file_at(clone.tag_of(release), "CHANGELOG.md")
         return None
     folder = tempfile.mkdtemp(prefix="reprobundle-jax-notes-")
     try:
         for tag in tags_of(release):
-            if _git(["clone", "--quiet", "--depth", "1", "--branch", tag, "--no-checkout", repo, folder]) is not None:
-                return _git(["-C", folder, "show", f"{tag}:CHANGELOG.md"])
+            with contextlib.suppress(ReproBundleError):
+                run_git(["clone", "--quiet", "--depth", "1", "--branch", tag, "--no-checkout", repo, folder])
+                return run_git(["-C", folder, "show", f"{tag}:CHANGELOG.md"])
         return None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -113,11 +102,12 @@ def documented(repo: str | None, release: str, names: Sequence[str]) -> list[str
 
 
 def found_repo() -> str | None:
-    """A JAX clone in reprobundle's cache (`CACHE/jax-repo`, a git folder), or None."""
-    from ..config import cache_dir
+    """The JAX clone `bisect-commits` keeps beside the environments (envs/jax_commit.open_repo), or None."""
+    from ..envs.folders import default_root
+    from ..envs.jax_commit import CACHED_REPO
 
-    folder = Path(cache_dir()) / "jax-repo"
-    return str(folder) if (folder / ".git").exists() or (folder / "HEAD").is_file() else None
+    folder = default_root() / CACHED_REPO
+    return str(folder) if (folder / "HEAD").is_file() else None
 
 
 # Names on nearly every changed line, whose mention in release notes says nothing about this change.
