@@ -216,9 +216,14 @@ def _thread_env_part(cond: dict) -> str | None:
 
 
 # The parts of `summary` after the load, in the order they are shown; each None when not recorded.
+def alternated(cond: object) -> bool:
+    """Whether a measurement's conditions say its versions were visited in alternation, one process at a time (a
+    TPU: run/schedule.py), not concurrently."""
+    return isinstance(cond, dict) and cond.get("order") == "alternated"
+
+
 def _order_part(cond: dict) -> str | None:
-    """The versions visited in alternation, one process at a time (a TPU: run/schedule.py), not concurrently."""
-    return ALTERNATED if cond.get("order") == "alternated" else None
+    return ALTERNATED if alternated(cond) else None
 
 
 ALTERNATED = "versions alternated, one process at a time"

@@ -14,6 +14,7 @@ from ..bundle.model import run_label, run_notes
 from ..bundle.trees import output_names
 from ..text import first_line
 from ..units import human_ns
+from .busy import alternated
 from .busy import report as conditions_report
 from .hardware import hardware_note
 from .hlo_diff import (
@@ -106,7 +107,7 @@ def _rows(manifest: dict, runs: list[dict], names: list[str]) -> tuple[list[dict
     shapes = {(r.get("labels") or {}).get("shape") for r in runs}
     resized = sorted(shape for shape in shapes if shape is not None)
     # Runs at other sizes (replay --shape) are compared with each other, never with the reference's sizes.
-    rows = ([] if resized else [_reference_row(manifest)]) + [{**_run_row(r, names), "alternated": _alternated(r)}
+    rows = ([] if resized else [_reference_row(manifest)]) + [{**_run_row(r, names), "alternated": alternated(_conditions_of(r))}
                                                               for r in runs]
     _label_duplicates(rows)
     return rows, resized
@@ -257,10 +258,8 @@ def budget_text(timing: dict) -> str:
     return f"{n} call{'s' if n != 1 else ''} in one process" if n else "no timing"
 
 
-def _alternated(run: dict) -> bool:
-    """Whether a run's measurement visited the versions one process at a time (run/schedule.py, a TPU)."""
-    conditions = (run.get("environment") or {}).get("conditions")
-    return isinstance(conditions, dict) and conditions.get("order") == "alternated"
+def _conditions_of(run: dict) -> object:
+    return (run.get("environment") or {}).get("conditions")
 
 
 def _verdict_notes(rows: list[dict], *, alternated: bool = False) -> list[str]:
