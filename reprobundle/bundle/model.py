@@ -200,6 +200,11 @@ class RunRecord(TypedDict):
     contender: NotRequired[dict[str, Any]]  # run 4: {jax, mode, settings, label} (run/contenders.py)
 
 
+def release_of(run: dict[str, Any] | RunRecord) -> str:
+    """The JAX release a run ran: its environment's jax, else its contender's ("" when neither says)."""
+    return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax") or "")
+
+
 def run_label(run: dict[str, Any] | RunRecord) -> str:
     """How a run's contender is named in comparisons and reports: `0.8.0`, `0.8.0 retraced`,
     `0.8.0 [XLA_FLAGS=...]` (run 4's contender label), else the version it requested (runs before format 4)."""

@@ -18,12 +18,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..text import clean
+from .model import release_of
 from .registry import Bundle, Registry
 from .reproducer import (
     array_literal,
     checked_size,
     comment_line,
-    file_stem,
     leaf_array,
     list_literal,
     tolerances,
@@ -168,8 +168,7 @@ def program_script_text(registry: Registry, bundle: Bundle, good_run: dict, bad_
 
 
 def _release(run: dict) -> str:
-    return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax")
-               or run.get("requested") or "?")
+    return release_of(run) or str(run.get("requested") or "?")
 
 
 def _header(bundle: Bundle, program: dict, packages: list[str], fname: str, releases: tuple[str, str],
@@ -192,7 +191,3 @@ def _header(bundle: Bundle, program: dict, packages: list[str], fname: str, rele
     lines += ["# Running it runs the program below (the reporter's code), as running their program would: it is",
               "# written to a temporary folder and imported from there."]
     return lines
-
-
-def default_name(bundle: Bundle) -> str:
-    return f"{file_stem(bundle)}.py"

@@ -35,6 +35,7 @@ import re
 import secrets
 import subprocess
 import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,14 +79,21 @@ def pull_request(message: str) -> int | None:
     return None
 
 
+def commit_headline(record: dict) -> str:
+    """`a7b01146f2 jax.random.randint: enable safer_randint by default (#31234)`, as show, issue and the answer say
+    a commit (its pull request unless the title names it)."""
+    pr = f" (#{record['pr']})" if record.get("pr") and f"#{record['pr']}" not in record["title"] else ""
+    return f"{str(record['sha'])[:10]} {record['title']}{pr}"
+
+
 class JaxRepo:
     """A git repository of JAX, read with `git --git-dir`: its tags, first-parent history, files at a commit."""
 
     def __init__(self, git_dir: Path, web_url: str) -> None:
         self.git_dir, self.web_url = git_dir, web_url
 
-    def git(self, *args: str, binary: bool = False) -> str:
-        return run_git(["--git-dir", str(self.git_dir), *args], binary=binary)
+    def git(self, *args: str) -> str:
+        return run_git(["--git-dir", str(self.git_dir), *args])
 
     def tag_of(self, version: str) -> str:
         """The tag of a release: jax-v0.7.2 (since 0.4.x), else v0.7.2. UsageError when the repository has neither."""
@@ -133,17 +141,22 @@ class JaxRepo:
 
     def export_jax(self, sha: str, into: Path) -> None:
         """The commit's `jax/` folder written under `into` (git archive, read as a tar stream; no path leaves it)."""
-        proc = subprocess.Popen(["git", "--git-dir", str(self.git_dir), "archive", "--format=tar", sha, "jax"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        assert proc.stdout is not None
-        try:
-            with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
-                for member in tar:
-                    if member.isfile() or member.isdir():  # git archive writes only these; no link is followed
-                        tar.extract(member, into, filter="data")
-        finally:
-            err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
-            code = proc.wait()
+        with tempfile.TemporaryFile() as stderr:  # a file: a pipe read only at the end could fill and block git
+            proc = subprocess.Popen(["git", "--git-dir", str(self.git_dir), "archive", "--format=tar", sha, "jax"],
+                                    stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
+            assert proc.stdout is not None
+            try:
+                with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+                    for member in tar:
+                        if member.isfile() or member.isdir():  # git archive writes only these; no link is followed
+                            tar.extract(member, into, filter="data")
+                code = proc.wait(timeout=GIT_TIMEOUT_S)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    code = proc.wait()
+            stderr.seek(0)
+            err = stderr.read().decode("utf-8", "replace")
         if code != 0:
             raise EnvironmentCreationError(f"git archive {sha[:10]} jax failed: {err.strip()[-300:]}")
 
@@ -151,7 +164,7 @@ class JaxRepo:
 CACHED_REPO = "jax-repo.git"  # a URL's partial clone, under the environments' root
 
 
-def run_git(args: list[str], binary: bool = False) -> str:
+def run_git(args: list[str]) -> str:
     """`git ARGS` (an argument list, no shell), bounded in time; its stdout, else EnvironmentCreationError."""
     try:
         r = subprocess.run(["git", *args], capture_output=True, timeout=GIT_TIMEOUT_S, stdin=subprocess.DEVNULL)
@@ -204,7 +217,7 @@ def open_repo(request: str | None, cache_root: Path, progress=None) -> JaxRepo:
             say(f"cloning {url} into {git_dir} (once; partial: blobs are fetched as the probes need them) ...")
             tmp = cache_root / f".tmp-jax-repo-{secrets.token_hex(4)}"
             try:
-                run_git(["clone", "--bare", "--filter=blob:none", url, str(tmp)])
+                run_git(["clone", "--bare", "--filter=blob:none", "--", url, str(tmp)])
                 os.rename(tmp, git_dir)
             except EnvironmentCreationError as e:
                 rmtree(tmp)

@@ -39,8 +39,10 @@ def bisect_command(ref: str, result: BisectResult, forced_mode: str | None) -> s
 def reported_run(result: BisectResult) -> str | None:
     """The run a report of the bisection shows (`issue --run`): the first bad release's probe (beside the good one,
     timed together when time judged), not the latest stored replay (explain's experiments are stored replays too);
-    one answer, one replay reported, one title."""
-    run = result.runs.get(result.first_bad) or {}
+    one answer, one replay reported, one title. A time answer's confirmation, which timed the first bad release
+    beside the last good one (the bisection's probes time each release beside the good endpoint), where it ran."""
+    confirming = [r for r in result.confirm_runs if r.get("requested") == result.first_bad and r.get("run_id")]
+    run = confirming[0] if confirming else result.runs.get(result.first_bad) or {}
     return str(run["run_id"]) if run.get("run_id") else None
 
 

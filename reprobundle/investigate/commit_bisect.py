@@ -25,11 +25,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..envs.jax_commit import Commit, JaxRepo, pull_request
+from ..envs.jax_commit import Commit, JaxRepo, commit_headline, pull_request
 from ..errors import UsageError
 from .bisection import BITS, OUTPUTS, OUTPUTS_VS_GOOD, BisectResult, OutputsDiffer, ReplayTogether, classify
 
-COMMIT_BISECTION = "commit-bisection"
 # the release bisection's criterion -> what the commit bisection asks of `bisect` (`by`)
 BY_OF_CRITERION = {OUTPUTS: "outputs", OUTPUTS_VS_GOOD: "outputs", BITS: "bits"}
 _LABEL = re.compile(r"\d+(?:\.\d+)*\.post\d+\+([0-9a-f]{12})")
@@ -171,10 +170,6 @@ def commit_record(repo: JaxRepo, commit: Commit) -> dict:
             "pr": pull_request(repo.message(commit.sha)), "url": repo.commit_url(commit.sha)}
 
 
-def headline(record: dict) -> str:
-    """`a7b01146f2 "jax.random.randint: enable safer_randint by default" (#31234)`, as show and issue say it."""
-    pr = f" (#{record['pr']})" if record.get("pr") and f"#{record['pr']}" not in record["title"] else ""
-    return f"{record['sha'][:10]} {record['title']}{pr}"
 
 
 def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict, defaults: Sequence[dict] = ()) -> dict:
@@ -226,7 +221,7 @@ def _text(answer: dict) -> str:
     first = answer["first_bad"]
     if first is None:
         return "no commit between the tags shows the change"
-    said = f"first bad commit: {headline(first)}"
+    said = f"first bad commit: {commit_headline(first)}"
     for d in answer.get("defaults") or []:
         said += f"; it changed the default of {d['name']} ({d['a']} -> {d['b']})"
     if answer.get("jaxlib_moved"):

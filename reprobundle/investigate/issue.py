@@ -304,13 +304,14 @@ def _what(diff, minimized: bool) -> str:
             "slower": "runs slower"}.get(diff.expect, "behaves differently")
 
 
-def _script(registry: Registry, bundle: Bundle, ref: str, stem: str, runs: list[dict]) -> dict:
+def _script(registry: Registry, bundle: Bundle, ref: str, stem: str, runs: list[dict],
+            bisection: dict | None) -> dict:
     """The script when it fits in an issue, with the times of the reported replay (`runs`), else the command that
-    makes it (or why none can)."""
+    makes it (or why none can); the one `bisection` (the stored answer read already) calls for."""
     store = " ".join(shlex.quote(a) for a in store_args(registry))
     command = f"reprobundle script {shlex.quote(ref)} -o {stem}.py" + (f" {store}" if store else "")
     try:
-        text = script_of(registry, bundle, f"{stem}.py", runs)
+        text = script_of(registry, bundle, f"{stem}.py", runs, answer=bisection)
     except (ScriptTooLargeError, NoScriptError) as e:
         return {"text": None, "name": f"{stem}.py", "command": None, "why": f"{e.message}; {e.hint}"}
     return {"text": text, "name": f"{stem}.py", "command": command, "bytes": len(text.encode()), "why": None}
@@ -340,14 +341,15 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     registry, bundle = open_ref(ref, store)
     answers = stored_answers(registry, bundle)
     bisection, explanation = latest_bisection(answers), latest_explanation(answers)
-    runs, replay = chosen_replay(every_run(registry, bundle), run_id, bisection)
+    stored = every_run(registry, bundle)  # read once: the replay reported and the newest release's come from it
+    runs, replay = chosen_replay(stored, run_id, bisection)
     diff = difference(bundle, runs)
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
     found = judged(registry, bundle, runs, bisection)
     measured = measurement(runs, found["good"] if found else None)
-    newest = newest_verdict(registry, bisection, every_run(registry, bundle)) if found else None
+    newest = newest_verdict(registry, bisection, stored) if found else None
     heading = with_newest(title(bundle, diff, measured, bisection, found["changes"] if found else None), newest)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
@@ -360,7 +362,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "asked_again": asked_again_lines(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
-            "source": program_source(registry, bundle), "script": _script(registry, bundle, ref, stem, runs),
+            "source": program_source(registry, bundle), "script": _script(registry, bundle, ref, stem, runs, bisection),
             "hlo": {"before": hlo.get("before"), "after": hlo.get("after"), "folder": f"{stem}-hlo",
                     "command": run_hlo_module_line(bundle, diff, f"{stem}.{next(iter(hlo))}.hlo") if hlo else None,
                     "files_command": " ".join(["reprobundle", "script", shlex.quote(ref), "--hlo", f"{stem}-hlo",

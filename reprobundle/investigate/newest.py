@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from ..bundle.model import release_of
 from ..bundle.program_script import run_outputs, value_changes
 from ..bundle.registry import Bundle, Registry, open_ref
 from ..envs.versions import version_key
@@ -52,9 +53,6 @@ def replay_newest(registry: Registry, bundle: Bundle, answer: dict, options: Rep
     return newest_verdict(registry, answer, runs)
 
 
-def _release(run: dict) -> str:
-    return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax") or "")
-
 
 def _plain(run: dict, mode: str) -> bool:
     contender = run.get("contender") or {}
@@ -87,18 +85,18 @@ def _latest_pair(runs: list[dict], good: str, bad: str, mode: str) -> tuple[dict
             groups.setdefault(str(run["group"]), []).append(run)
     found = None
     for group in groups.values():
-        base = next((r for r in group if _release(r) == good), None)
-        later = [r for r in group if version_key(_release(r)) > version_key(bad)]
+        base = next((r for r in group if release_of(r) == good), None)
+        later = [r for r in group if version_key(release_of(r)) > version_key(bad)]
         if base is None or not later:
             continue
-        newest = max(later, key=lambda r: version_key(_release(r)))
-        if found is None or version_key(_release(newest)) >= version_key(_release(found[1])):
+        newest = max(later, key=lambda r: version_key(release_of(r)))
+        if found is None or version_key(release_of(newest)) >= version_key(release_of(found[1])):
             found = (base, newest)
     return found
 
 
 def _outputs_verdict(registry: Registry, base: dict, newest: dict, good: str, bits: bool) -> dict:
-    release = _release(newest)
+    release = release_of(newest)
     if newest.get("status") not in ("ok", "mismatch") or not newest.get("outputs"):
         return {"release": release, "still": None, "text": f"jax {release} did not run it ({newest.get('status')})"}
     changes = value_changes(run_outputs(registry, base), run_outputs(registry, newest), bits)
@@ -114,7 +112,7 @@ def _outputs_verdict(registry: Registry, base: dict, newest: dict, good: str, bi
 def _time_verdict(base: dict, newest: dict, good: str) -> dict:
     from ..analysis.slowdown import measured_times
 
-    release = _release(newest)
+    release = release_of(newest)
     times = measured_times([base, newest])
     row = (times or {}).get("rows", [None, None])[1] if times else None
     if row is None or not row.get("ratio"):

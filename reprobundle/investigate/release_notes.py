@@ -38,7 +38,7 @@ def changelog_at(repo: str, release: str) -> str | None:
     try:
         for tag in tags_of(release):
             with contextlib.suppress(ReproBundleError):
-                run_git(["clone", "--quiet", "--depth", "1", "--branch", tag, "--no-checkout", repo, folder])
+                run_git(["clone", "--quiet", "--depth", "1", "--branch", tag, "--no-checkout", "--", repo, folder])
                 return run_git(["-C", folder, "show", f"{tag}:CHANGELOG.md"])
         return None
     finally:

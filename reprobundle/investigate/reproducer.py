@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..analysis.slowdown import measured_times
+from ..bundle.model import release_of
 from ..bundle.program_script import program_of, program_script_text
 from ..bundle.registry import Bundle, Registry, open_ref
 from ..bundle.reproducer import Reference, script_text, stored_runs, write_text
@@ -96,17 +97,14 @@ def answered_replays(replays: list[list[dict]], bisection: dict | None) -> list[
         return own
     ids = {str(r) for r in record.get("runs") or []}
     bad, good = str(answer.get("first_bad")), str(answer.get("last_good"))
-    hits = [g for g in replays if any(str(r.get("run_id")) in ids and _release_of(r) == bad for r in g)]
-    return [g for g in hits if any(_release_of(r) == good for r in g)] or hits
+    hits = [g for g in replays if any(str(r.get("run_id")) in ids and release_of(r) == bad for r in g)]
+    return [g for g in hits if any(release_of(r) == good for r in g)] or hits
 
 
 def _holding(replays: list[list[dict]], run_id: str) -> list[list[dict]]:
     """The replays holding the run `run_id` ([] for none, or no id)."""
     return [g for g in replays if any(str(r.get("run_id")) == run_id for r in g)] if run_id else []
 
-
-def _release_of(run: dict) -> str:
-    return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax") or "")
 
 
 def plan(registry: Registry, bundle: Bundle, answer: dict | None = None) -> Plan:

@@ -49,7 +49,8 @@ def xla_window(repo: JaxRepo, good_tag: str, bad_tag: str, xla_repo: str | None 
         window["note"] = "no flag whose default changed was named between the releases: nothing to look for"
     for term in wanted:
         try:
-            out = git_in(xla_repo, "log", "--format=%H%x1f%s", "-G", re.escape(term), f"{good}..{bad}")
+            out = git_in(xla_repo, "log", f"--max-count={MAX_LISTED}", "--format=%H%x1f%s", "-G", re.escape(term),
+                         f"{good}..{bad}")
         except EnvironmentCreationError as e:
             window["note"] = f"--xla-repo {xla_repo}: {e.message}"
             break

@@ -22,8 +22,9 @@ def first_bad_line(answer: dict) -> str:
     first = answer.get("first_bad")
     if not first:
         return clean(str(answer.get("text") or "no first bad commit"))
-    pr = f" (#{first['pr']})" if first.get("pr") and f"#{first['pr']}" not in first["title"] else ""
-    return clean(f"first bad commit: {str(first['sha'])[:10]} {first['title']}{pr}")
+    from ..envs.jax_commit import commit_headline
+
+    return clean(f"first bad commit: {commit_headline(first)}")
 
 
 def commit_bisection_text(answer: dict) -> str:

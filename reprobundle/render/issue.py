@@ -140,8 +140,9 @@ def _run_lines(data: dict, name: str) -> list[str]:
     where a bisection answered, else with and without the setting that showed the difference."""
     judged = data.get("judged") or {}
     if judged and judged.get("criterion") != "time":
-        return [f"uv run --no-project --with jax=={shlex.quote(v)} --with jaxlib=={shlex.quote(v)} python {name}"
-                f"   # exit {code}" for v, code in ((judged["good"], 0), (judged["bad"], 1))]
+        from ..bundle.program_script import uv_line
+
+        return [f"{uv_line(v, [], name)}   # exit {code}" for v, code in ((judged["good"], 0), (judged["bad"], 1))]
     show = " ".join(f"{k}={shlex.quote(v)}" for k, v in data["show"].items())
     runs = [f"python {name}   # as the reference ran: exit 0"]
     return runs + ([f"{show} python {name}   # exit 1: the difference"] if show else [])
@@ -270,7 +271,8 @@ def _commit(data: dict) -> list[str]:
     if not isinstance(first, dict) or not first.get("sha") or \
             (a.get("good"), a.get("bad")) != (window.get("last_good"), window.get("first_bad")):
         return []  # none, or of another window than the stored bisection's
-    line = f"- **{md(first_bad_line(a)[0].upper() + first_bad_line(a)[1:])}**"
+    commit = first_bad_line(a)
+    line = f"- **{md(commit[0].upper() + commit[1:])}**"
     line += f" ({md(first['url'])})" if first.get("url") else ""
     said = [f"it changed the default of {d['name']} ({d.get('a')} -> {d.get('b')})" for d in a.get("defaults") or []
             if isinstance(d, dict) and d.get("name")]

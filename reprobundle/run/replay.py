@@ -593,7 +593,7 @@ def _measure(contenders: Sequence[Contender], budget: Budget, workdir: Path, fir
     return measured, measured_under
 
 
-_WARNED_BUSY: list[bool] = []  # said once a process: a bisection's or investigation's many replays repeat it
+_busy = {"warned": False}  # said once a process: a bisection's or investigation's many replays would repeat it
 
 
 def _warn_if_busy(first_look, before) -> None:
@@ -601,6 +601,6 @@ def _warn_if_busy(first_look, before) -> None:
     busy = busy_reason(conditions(first_look, before), now=True) if before.monotonic - first_look.monotonic > 0.3 \
         else busy_reason({"load_before": before.loadavg, "cpus": before.cpus}, now=True)
     if busy:
-        level = logging.INFO if _WARNED_BUSY else logging.WARNING
-        _WARNED_BUSY.append(True)
+        level = logging.INFO if _busy["warned"] else logging.WARNING
+        _busy["warned"] = True
         log.log(level, "%s: timings will be noisier and verdicts need more rounds (each run records it)", busy)

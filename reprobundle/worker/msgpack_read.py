@@ -77,5 +77,8 @@ def _sized(data, at, kind, n, depth):
     for _ in range(n):
         key, at = _read(data, at, depth + 1)
         value, at = _read(data, at, depth + 1)
-        out[key if not isinstance(key, list) else tuple(key)] = value
+        try:
+            out[key if not isinstance(key, list) else tuple(key)] = value
+        except TypeError:  # a map or a list of lists as a key: no manifest has one
+            raise MsgpackError("an unhashable map key at byte %d" % at) from None
     return out, at

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -78,6 +79,8 @@ def _blob(zf, ref, folder):
     """The blob `ref` names, extracted to `folder` and checked against its digest; its path."""
     digest = ref["digest"]
     hexd = digest.split(":", 1)[1]
+    if not re.fullmatch("[0-9a-f]{64}", hexd):  # the manifest's text, never a path of its own
+        raise ValueError("the manifest names a blob that is no sha256 digest: %r" % digest[:80])
     path = os.path.join(folder, hexd)
     if not os.path.exists(path):
         data = zf.read("blobs/sha256/%s/%s" % (hexd[:2], hexd))
