@@ -373,6 +373,8 @@ def test_a_tpu_runs_system_rows_name_libtpu_and_its_init_args():
 def test_minimize_on_a_tpu_says_it_needs_two_processes_at_once(store_dir, monkeypatch):
     """A TPU admits one process at a time, so minimize (a module worker per contender, live together) is refused
     there with the way out, before any worker starts; the CPU path of the same bundle is untouched."""
+    # packed with its reference on the CPU: on the TPU machine this test process may already hold the chip
+    monkeypatch.setenv("REPROBUNDLE_PLATFORMS", "cpu")
     code, _, err = cli("pack", str(ROOT / "examples/attention.py:make_small"), "--name", "tp", "--platforms",
                        "tpu,cpu", "--repeat", "2", "--warmup", "1", "--no-dump", "--no-profile", store=store_dir)
     assert code == 0, err
