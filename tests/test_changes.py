@@ -61,3 +61,56 @@ def test_the_flag_list_is_complete_where_help_is_cut_short():
 def test_a_release_that_does_not_exist_is_one_error():
     code, out, err = cli("changes", "0.4.31", "0.4.99")
     assert code == 2 and out == "" and "not a release" in err and "Traceback" not in err
+
+
+def _libtpu_package(root, version: str, names: list[str]) -> None:
+    """A libtpu package as pip lays it out (the module, its library, its dist-info), its library holding `names`
+    between NULs as a compiled library's string table holds its flags' names, among other strings."""
+    pkg = root / "libtpu"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    table = b"\x00".join([b"\x7fELF", b"hlo-memory-scheduler", *(n.encode() for n in names), b"xla_tpu_",
+                          b"not xla_tpu_a_flag", b"end"])
+    (pkg / "libtpu.so").write_bytes(b"\x00" + table + b"\x00")
+    info = root / f"libtpu-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: libtpu\nVersion: {version}\n")
+
+
+def test_libtpu_flags_are_named_from_its_library_and_their_defaults_said_unknown_once(tmp_path, monkeypatch):
+    """On a TPU the compiler is libtpu: its flags' names come from its library's strings (it tells no defaults),
+    and `changes` lists those added and removed, with the one sentence why no default is shown."""
+    import importlib
+
+    from reprobundle.analysis.release_delta import LIBTPU_NO_DEFAULTS, release_delta
+    from reprobundle.render.text import changes_text
+    from reprobundle.worker import release_facts as probe
+
+    _libtpu_package(tmp_path / "old", "0.0.42.1", ["xla_tpu_enable_latency_hiding_scheduler",
+                                                   "xla_tpu_enable_windowed_einsum_for_all_gather"])
+    _libtpu_package(tmp_path / "new", "0.0.43", ["xla_tpu_enable_latency_hiding_scheduler", "xla_tpu_new_fusion"])
+    found = []
+    for folder in ("old", "new"):
+        with monkeypatch.context() as m:
+            m.syspath_prepend(str(tmp_path / folder))
+            importlib.invalidate_caches()
+            found.append(probe.libtpu_facts())
+    assert found[0]["version"] == "0.0.42.1" and found[0]["flags"] == [
+        "xla_tpu_enable_latency_hiding_scheduler", "xla_tpu_enable_windowed_einsum_for_all_gather"]
+    base = {"revisions": {"jax": "0.10.2"}, "xla_flags": {}, "jax_options": {}}
+    delta = release_delta("0.10.2", "0.10.3", {**base, "libtpu": found[0]}, {**base, "libtpu": found[1]})
+    assert delta["libtpu"]["added"] == ["xla_tpu_new_fusion"]
+    assert delta["libtpu"]["removed"] == ["xla_tpu_enable_windowed_einsum_for_all_gather"]
+    text = changes_text(delta)
+    assert "libtpu 0.0.42.1 -> 0.0.43: 2 -> 2 flags by name, 1 added, 1 removed" in text
+    assert "added    --xla_tpu_new_fusion" in text and text.count(LIBTPU_NO_DEFAULTS) == 1
+    assert release_delta("a", "b", base, base)["libtpu"] is None and "libtpu" not in changes_text(
+        release_delta("a", "b", base, base))
+
+
+def test_a_tpu_explanation_never_tries_a_gpu_or_cpu_flag():
+    from reprobundle.investigate.default_experiments import _on_platform
+
+    assert _on_platform("xla_tpu_enable_latency_hiding_scheduler", "tpu") and _on_platform("xla_llvm_disable_expensive_passes", "tpu")
+    assert not _on_platform("xla_gpu_enable_triton_gemm", "tpu") and not _on_platform("xla_cpu_use_thunk_runtime", "tpu")
+    assert not _on_platform("xla_tpu_enable_latency_hiding_scheduler", "cuda")

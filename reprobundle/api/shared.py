@@ -54,17 +54,21 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
     return comparison
 
 
-def changes(a: str, b: str, *, python: str | None = None, env_dir: str | None = None,
+def changes(a: str, b: str, *, python: str | None = None, env_dir: str | None = None, platform: str | None = None,
             progress: Callable[[str], None] | None = None) -> dict:
-    """What changed from release `a` to release `b`, read from the releases themselves (their environments are
-    made if missing): XLA flags and JAX options added, removed and with another default, and their revisions
+    """What changed from release `a` to release `b`, read from the releases themselves (their environments for
+    `platform` are made if missing; default: this machine's accelerator, else the CPU): XLA flags and JAX options
+    added, removed and with another default, libtpu's flags by name on a TPU, and their revisions
     (analysis/release_delta.py; envs/release_facts.py caches each release's facts beside its environment)."""
     from ..analysis.release_delta import release_delta
+    from ..envs.platforms import detect_devices, parse_platform
     from ..envs.release_facts import release_facts
     from ..envs.versions import check_jax_requests
 
     config = EnvConfig.of(env_dir, python)
     check_jax_requests([a, b], releases_of(config))
     manager = environment_manager(config)
-    facts = [release_facts(manager.ensure(v, progress=progress), progress) for v in (a, b)]
-    return {**release_delta(a, b, *facts), "cached": [f["cached"] for f in facts]}
+    chosen, build = parse_platform(platform) if platform else (detect_devices().platforms[0], None)
+    facts = [release_facts(manager.ensure(v, platform=chosen, build=build, progress=progress), progress)
+             for v in (a, b)]
+    return {**release_delta(a, b, *facts), "platform": chosen, "cached": [f["cached"] for f in facts]}

@@ -405,16 +405,20 @@ def changes(
     a: str = typer.Argument(..., metavar="A", help="The older release (e.g. 0.4.31)."),
     b: str = typer.Argument(..., metavar="B", help="The newer release (e.g. 0.4.33)."),
     python: Optional[str] = typer.Option(None, "--python"),
+    platform: Optional[str] = typer.Option(None, "--platform", help="The build whose environments are read: cpu, "
+                                                                    "cuda (cuda12, cuda13), rocm, tpu (default: this "
+                                                                    "machine's accelerator, else cpu)."),
     index_url: Optional[str] = ReleaseIndexOpt,
     find_links: List[str] = FindLinksOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """What changed between two releases, as they say themselves: XLA flags and JAX options added, removed, and
-    whose default changed (each release's environment is made if missing; what it says is cached beside it)."""
+    whose default changed, and libtpu's flags by name on a TPU (each release's environment is made if missing; what
+    it says is cached beside it)."""
     from .. import api
     from ..render import text as report
 
-    found = api.changes(a, b, python=python, progress=progress_sink())
+    found = api.changes(a, b, python=python, platform=platform, progress=progress_sink())
     emit(as_json, found, report.changes_text(found))
 
 

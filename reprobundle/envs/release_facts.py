@@ -24,7 +24,7 @@ from .folders import JaxEnvironment
 from .installed import keeps_pythonpath
 
 PROBE = Path(__file__).resolve().parent.parent / "worker" / "release_facts.py"
-PROBE_VERSION = 2  # 2: the flags --help prints that are no DebugOptions field
+PROBE_VERSION = 3  # 2: the flags --help prints that are no DebugOptions field; 3: libtpu's flag names
 FACTS_FILE = "release-facts.json"
 TIMEOUT_S = 180
 
@@ -37,7 +37,7 @@ def _key(env: JaxEnvironment) -> dict:
 def release_facts(env: JaxEnvironment, progress: Callable[[str], None] | None = None) -> dict:
     """The facts of the release in `env`, from the cache beside it when it holds this environment's, else probed
     (and cached: temp file, then rename). {"revisions", "xla_flags" (None: the descriptor was not found),
-    "jax_options", "cached": bool}."""
+    "jax_options", "libtpu" (None, or {"version", "flags": its flags' names, "source"}), "cached": bool}."""
     cache = env.path / FACTS_FILE if env.path is not None else None
     if cache is not None:
         with contextlib.suppress(OSError, ValueError):
@@ -81,7 +81,7 @@ def _probe(env: JaxEnvironment) -> dict:
         facts = json.loads(done.stdout)
     except ValueError:
         raise ReplayError(f"jax {env.jax_version}: its flags and options probe printed no JSON") from None
-    out = {k: facts.get(k) for k in ("revisions", "xla_flags", "jax_options")}
+    out = {k: facts.get(k) for k in ("revisions", "xla_flags", "jax_options", "libtpu")}
     if out["xla_flags"] is not None:  # flags that are no DebugOptions field (xla_fuel, legacy aliases)
         for name, entry in _help_flags(env, environ).items():
             out["xla_flags"].setdefault(name, entry)

@@ -25,6 +25,7 @@ from ..analysis.release_delta import changed_defaults, flag_value
 from ..run.contenders import RETRACE, ContenderSpec, Settings
 
 _OTHER_DEVICES = re.compile(r"gpu|cuda|rocm|cudnn|cublas|nccl|triton|tpu|sycl|nvptx|amdgpu|ptx|mosaic")
+_GPU_DEVICES = re.compile(r"gpu|cuda|rocm|cudnn|cublas|nccl|triton|nvptx|amdgpu|ptx")
 _NOT_MEASURED = re.compile(r"^xla_(dump|log|debug_buffer|hlo_graph|hlo_dump|detailed_logging|enable_dumping)")
 SCALAR_TYPES = ("bool", "int32", "int64", "uint64", "uint32", "float", "double", "string")
 
@@ -98,10 +99,11 @@ def default_changes(delta: dict, platform: str) -> tuple[list[DefaultChange], li
 
 
 def _on_platform(name: str, platform: str) -> bool:
-    other = bool(_OTHER_DEVICES.search(name))
     if platform == "cpu":
-        return not other
-    return "_cpu_" not in name
+        return not _OTHER_DEVICES.search(name)
+    if platform == "tpu":  # XLA_FLAGS reach the TPU compiler too, but a GPU's or the CPU's flag changes nothing there
+        return "_cpu_" not in name and not _GPU_DEVICES.search(name)
+    return "_cpu_" not in name and "tpu" not in name
 
 
 def experiment_spec(change: DefaultChange, candidate: ContenderSpec, mode: str) -> ContenderSpec:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from ..analysis.release_delta import flag_value, release_delta
+from ..analysis.release_delta import flag_value, libtpu_line, release_delta
 from ..bundle.model import run_label
 from ..envs.release_facts import release_facts
 from ..envs.versions import version_key
@@ -53,8 +53,10 @@ class ReleasePair:
         a, b = (env.jax_version for env in self._envs)
         delta = release_delta(a, b, *facts)
         changes, left = default_changes(delta, self.platform)
-        note = None if delta["complete"] else "one release's flag list could not be read whole: flags may be missing"
-        return changes, left, note
+        notes = [] if delta["complete"] else ["one release's flag list could not be read whole: flags may be missing"]
+        if delta.get("libtpu") and self.platform == "tpu":  # said once: no libtpu default can become an experiment
+            notes.append(f"{libtpu_line(delta)}; {delta['libtpu']['note']}")
+        return changes, left, "; ".join(notes) or None
 
     def flag_types(self) -> dict | None:
         from ..errors import ReproBundleError

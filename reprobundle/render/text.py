@@ -382,7 +382,8 @@ def investigation_text(data: dict) -> str:
 
 def changes_text(d: dict, limit: int = 40) -> str:
     """`changes A B`: the revisions, then per kind (XLA flags, JAX options) the defaults that changed, what was
-    added (booleans switched on first) and what was removed; at most `limit` lines of each."""
+    added (booleans switched on first) and what was removed; libtpu's flags by name where an environment has it;
+    at most `limit` lines of each."""
     from ..analysis.release_delta import flag_value
 
     ra, rb = d["revisions"]["a"] or {}, d["revisions"]["b"] or {}
@@ -400,10 +401,23 @@ def changes_text(d: dict, limit: int = 40) -> str:
             lines.append(_t(f"  added    {prefix}{c['name']}={flag_value(c['default'])} ({c['type']})", 300))
         for c in part["removed"][:limit]:
             lines.append(_t(f"  removed  {prefix}{c['name']} (was {flag_value(c['default'])})", 300))
+    if d.get("libtpu"):
+        lines += _libtpu_lines(d, limit)
     if not d["complete"]:
         lines.append("note: one release's flag list could not be read from its library (jaxlib's DebugOptions "
                      "descriptor not found): its flags are missing above")
     return "\n".join(lines)
+
+
+def _libtpu_lines(d: dict, limit: int) -> list[str]:
+    """libtpu's flags (set through LIBTPU_INIT_ARGS) by name, and once why no default of theirs is shown."""
+    from ..analysis.release_delta import libtpu_line
+
+    lt = d["libtpu"]
+    lines = [_t(libtpu_line(d), 300)]
+    lines += [_t(f"  added    --{name}", 300) for name in lt["added"][:limit]]
+    lines += [_t(f"  removed  --{name}", 300) for name in lt["removed"][:limit]]
+    return [*lines, _t(f"note: {lt['note']}", 400)]
 
 
 def changed_defaults_text(changed: list[dict], good: str, bad: str, limit: int = 12) -> str:

@@ -10,11 +10,17 @@ jaxlib library that links it: the fields' names and types come from the descript
 the defaults from a CompileOptions that jaxlib fills from its flags (`executable_build_options.debug_options`,
 serialized; proto3 leaves a field at its zero value out). The wire format is decoded by hand (a few lines): no
 protobuf package is guaranteed beside a release.
+
+libtpu (the TPU compiler, a package beside jax on a TPU) takes its own flags through LIBTPU_INIT_ARGS, but does not
+tell their defaults: `LIBTPU_INIT_ARGS=--helpfull` (or --help=SUBSTRING) prints "No flags matched" (libtpu 0.0.42.1 on
+a TPU v5e, 2026-12-05), and loading it opens the chip. Its flags' names are in its library's string table
+(NUL-separated, like every C string there): they are read from the file, without loading it.
 """
 
 import glob
 import importlib
 import json
+import mmap
 import os
 import re
 import sys
@@ -232,10 +238,38 @@ def revisions():
     return out
 
 
+# a libtpu flag's name as its library stores it: a C string between NULs (lookarounds: neighbours share a NUL)
+_LIBTPU_FLAG = re.compile(rb"(?<=\x00)(xla_tpu_[a-z0-9_]{2,120})(?=\x00)")
+
+
+def libtpu_facts():
+    """{"version", "flags": [names], "source"} of the libtpu this jax would load (the `libtpu` package on its path),
+    or None where there is none (a CPU or GPU environment). The names only: libtpu tells no defaults."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("libtpu")
+    if spec is None or not spec.origin:
+        return None
+    path = os.path.join(os.path.dirname(spec.origin), "libtpu.so")
+    version = None
+    for dist in ("libtpu", "libtpu-nightly"):
+        try:
+            version = importlib.import_module("importlib.metadata").version(dist)
+            break
+        except Exception:  # noqa: BLE001 - not this distribution's name
+            continue
+    try:
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            names = sorted({m.decode("ascii") for m in _LIBTPU_FLAG.findall(data)})
+    except (OSError, ValueError):
+        return {"version": version, "flags": None, "source": path}
+    return {"version": version, "flags": names, "source": path}
+
+
 def main():
     flags = xla_flags()
-    print(json.dumps({"probe": 1, "revisions": revisions(), "xla_flags": flags, "jax_options": jax_options()},
-                     sort_keys=True))
+    print(json.dumps({"probe": 1, "revisions": revisions(), "xla_flags": flags, "jax_options": jax_options(),
+                      "libtpu": libtpu_facts()}, sort_keys=True))
 
 
 if __name__ == "__main__":
