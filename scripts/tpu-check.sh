@@ -9,20 +9,26 @@
 #      machine's index (TPU_CHECK_INDEX, default file:///opt/pypi/simple): an A/A pair, visited in alternation, whose
 #      verdict must be "same";
 #   5. replays it beside an XLA flag variant of the installed release;
-#   6. with a jax wheel of a commit after the installed release in TPU_CHECK_COMMIT_WHEELS (default .whl-commit), an
-#      environment of JAX's Python at that commit over the installed jaxlib, replayed beside the installed release;
-#   7. writes the issue body of the bundle, and runs tests/test_accelerators.py on the TPU.
-# Usage: scripts/tpu-check.sh [OUT_DIR] (default tpu-check-DATE); STEPS="pack aa variant commit issue tests" picks.
+#   6. `envs --add-commit`: JAX's Python at TPU_CHECK_COMMIT (default 0145058aa, 2026-07-16) over the 0.10.2 TPU
+#      environment, from a JAX repository carried in TPU_CHECK_JAX_REPO (default .jax-repo.git: a bare repository of
+#      the commits from jax-v0.10.2 to that commit, made by scripts/jax-range-repo.sh); packs examples/empty_rows.py
+#      and replays it retraced beside the installed release (jnp.empty's lowering changed on a TPU: outputs differ);
+#   7. bisect-commits from 0.10.2 to the commit (the first bad commit of that change) and its issue;
+#   8. attention timed on the installed release beside the commit (5 visits each: the two-version replay's time);
+#   9. sweep of two bundles, installed against the commit; `changes` (libtpu's flags, by name);
+#  10. writes the issue body of the attention bundle, and runs tests/test_accelerators.py on the TPU.
+# Usage: scripts/tpu-check.sh [OUT_DIR] (default tpu-check-DATE); STEPS="pack commit bisect ..." picks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
 OUT=${1:-tpu-check-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-STEPS=" ${STEPS:-pack aa variant commit explain issue tests} "
+STEPS=" ${STEPS:-pack aa variant commit bisect timing sweep changes issue tests} "
 INDEX=${TPU_CHECK_INDEX:-file:///opt/pypi/simple}
 WHEELS=${TPU_CHECK_WHEELS:-$REPO/.whl-tpu}
-COMMIT_WHEELS=${TPU_CHECK_COMMIT_WHEELS:-$REPO/.whl-commit}
+JAX_REPO=${TPU_CHECK_JAX_REPO:-$REPO/.jax-repo.git}
+COMMIT=${TPU_CHECK_COMMIT:-0145058aa}
 SITE=${TPU_CHECK_SITE:-/tmp/reprobundle-site}
 ROUNDS=${TPU_CHECK_ROUNDS:-5}
 exec > >(tee -a "$OUT/log.txt") 2>&1
@@ -82,25 +88,47 @@ if want variant; then
   check "installed beside an XLA flag variant" sh -c '"$@"; [ $? -le 1 ]' _ "${RB[@]}" replay attention \
     --jax installed --variant "installed:XLA_FLAGS=--xla_disable_hlo_passes=algsimp" --rounds 3
 fi
-if want commit; then
-  COMMIT_WHEEL=$(ls "$COMMIT_WHEELS"/jax-*.whl 2>/dev/null | head -1)
-  if [ -n "$COMMIT_WHEEL" ]; then
-    # JAX's Python at a commit over the installed jaxlib and libtpu: a venv with that jax, and the machine's own
-    # packages behind it through a .pth file (read in isolated mode too, unlike PYTHONPATH)
-    ENV=/tmp/jax-commit-env
-    python3 -m venv --without-pip "$ENV"
-    PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile \
-      --target /tmp/jax-commit "$COMMIT_WHEEL"
-    PTH="$("$ENV/bin/python" -I -c 'import site; print(site.getsitepackages()[0])')/machine-packages.pth"
-    { echo /tmp/jax-commit; tr ':' '\n' <<< "$PYTHONPATH" | grep -v '^$'; } > "$PTH"
-    "$ENV/bin/python" -I -c 'import jax, jaxlib; print("commit env: jax", jax.__version__, jax.__file__, "jaxlib", jaxlib.__version__)'
-    check "installed beside JAX's Python at a commit ($(basename "$COMMIT_WHEEL"))" \
-      "${RB[@]}" replay attention --jax installed --jax "$ENV/bin/python" --rounds 3
-    if want explain; then
-      check "explain: installed against the commit" "${RB[@]}" explain attention --jax installed \
-        --jax "$ENV/bin/python" --max-time 120
-    fi
-  fi
+if want commit || want bisect || want timing || want sweep; then
+  # JAX's Python at a commit after the installed release, over the release's TPU environment (jax[tpu] 0.10.2 with
+  # libtpu, built offline from the machine's index): the one second version that can meet the installed one here
+  if [ ! -d "$JAX_REPO" ]; then echo "no JAX repository at $JAX_REPO (TPU_CHECK_JAX_REPO)" >&2; fi
+  check "a kept environment of JAX at $COMMIT over jax 0.10.2" sh -c "\"\$@\" > $OUT/commit-env.json" _ \
+    "${RB[@]}" envs --add-commit "$COMMIT" --over 0.10.2 --jax-repo "$JAX_REPO" --json
+  COMMIT_ENV=$(python3 -c 'import json, sys
+def paths(d):
+    if isinstance(d, dict):
+        for k, v in d.items():
+            if k == "path" and isinstance(v, str): yield v
+            yield from paths(v)
+    elif isinstance(d, list):
+        for v in d: yield from paths(v)
+print(next(paths(json.load(open(sys.argv[1]))), ""))' "$OUT/commit-env.json" 2>/dev/null)
+  echo "commit environment: $COMMIT_ENV"; cat "$OUT/commit-env.json"; "${RB[@]}" envs
+fi
+if want commit && [ -n "${COMMIT_ENV:-}" ]; then
+  check "pack examples/empty_rows.py on the TPU" "${RB[@]}" pack examples/empty_rows.py --name empty-rows
+  # jnp.empty became an uninitialized AllocateBuffer on a TPU after 0.10.2: outputs beyond the tolerance (exit 1)
+  check "empty-rows retraced: installed beside the commit (outputs differ)" sh -c '"$@"; [ $? -eq 1 ]' _ \
+    "${RB[@]}" replay empty-rows --jax installed --jax "$COMMIT_ENV" --mode retrace --rounds 1
+fi
+if want bisect && [ -n "${COMMIT_ENV:-}" ]; then
+  check "bisect-commits empty-rows from 0.10.2 to $COMMIT" "${RB[@]}" bisect-commits empty-rows --good 0.10.2 \
+    --bad "$COMMIT" --jax-repo "$JAX_REPO"
+  "${RB[@]}" show empty-rows | tee -a "$OUT/show.txt"
+  check "issue empty-rows" "${RB[@]}" issue empty-rows --jax-repo "$JAX_REPO" -o "$OUT/issue-empty-rows.md"
+  head -40 "$OUT/issue-empty-rows.md" 2>/dev/null
+fi
+if want timing && [ -n "${COMMIT_ENV:-}" ]; then
+  check "attention: installed beside the commit, $ROUNDS visits each" "${RB[@]}" replay attention --jax installed \
+    --jax "$COMMIT_ENV" --rounds "$ROUNDS"
+fi
+if want sweep && [ -n "${COMMIT_ENV:-}" ]; then
+  "${RB[@]}" pack examples/attention.py:make_small --name attention-small > /dev/null 2>&1
+  check "sweep attention-small and empty-rows: installed against the commit" sh -c '"$@"; [ $? -le 9 ]' _ \
+    "${RB[@]}" sweep attention-small empty-rows --baseline installed --candidate "$COMMIT_ENV" --rounds 2
+fi
+if want changes; then
+  check "changes: libtpu's flags of the release" "${RB[@]}" changes 0.10.2 0.10.2
 fi
 say "what a TPU run record says of its machine"
 python3 - "$REPROBUNDLE_STORE" <<'PY'
