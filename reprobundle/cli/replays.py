@@ -572,16 +572,22 @@ def envs(
         return
     manager = EnvironmentManager(None)  # as api.environment_manager(), without loading the whole library
     if remove or remove_all:
-        gone = manager.remove(None if remove_all else remove, platform=platform)
-        emit(as_json, [report.env_data(e) for e in gone],
-              "\n".join(f"removed jax {e.jax_version} {e.build} (Python {e.python_version})" for e in gone)
-              or "nothing removed")
+        _envs_remove(manager, None if remove_all else remove, platform, as_json)
         return
     found = manager.list() + manager.commit_environments()
     if platform:
         found = [e for e in found if platform in (e.platform, e.build)]
     emit(as_json, [report.env_data(e) for e in found],
           report.env_table(found) if found else f"no environments under {manager.root}")
+
+
+def _envs_remove(manager, version: Optional[str], platform: Optional[str], as_json: bool) -> None:
+    from ..render import text as report
+
+    gone = manager.remove(version, platform=platform)
+    emit(as_json, [report.env_data(e) for e in gone],
+          "\n".join(f"removed jax {e.jax_version} {e.build} (Python {e.python_version})" for e in gone)
+          or "nothing removed")
 
 
 def _envs_add(add: List[str], commit: Optional[str], over: Optional[str], jax_repo: Optional[str],

@@ -68,8 +68,8 @@ from .folders import (
     rmtree,
 )
 from .installed import installed
-from .jax_commit import kept_environments, remove_kept
 from .interpreters import InterpreterFinder, requested_python
+from .jax_commit import kept_environments, remove_kept
 from .local import is_path_request, local_environment
 from .nightly import Nightly, find_nightly, list_nightlies, nightly_date, nightly_index_url
 from .package_index import (
