@@ -555,8 +555,8 @@ def envs(
     remove_all: bool = typer.Option(False, "--remove-all", help="Remove every cached environment."),
     platform: Optional[str] = typer.Option(None, "--platform", help="Only the environments of this platform or "
                                                                    "build (cpu, cuda, cuda12, cuda13, rocm, tpu); "
-                                                                   "with --add: the build made (default: the first "
-                                                                   "accelerator here, else cpu)."),
+                                                                   "with --add, --add-commit: the build made (default: "
+                                                                   "the first accelerator here, else cpu)."),
     python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
     index_url: Optional[str] = ReleaseIndexOpt,
     find_links: List[str] = FindLinksOpt,

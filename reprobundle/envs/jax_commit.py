@@ -13,7 +13,7 @@ by `envs` like a release's)::
     <env root>/jax-commits/kept/<sha12>-over-jax-0.10.2-tpu-py3.12/     envs --add-commit's
         pyvenv.cfg, bin/python        the cached environment's interpreter (a symlink), isolated as any venv
         lib/python3.11/site-packages/
-            jax/                      the commit's JAX, from `git archive`
+            jax/                      the commit's JAX, from `git archive` (version.py stamped as a wheel's)
             jax-<V>.dist-info/        its metadata: version `<_version>.dev0+<sha12>` (what a run records)
             _reprobundle_over.pth     the cached release environment's site-packages, after the commit's own
         reprobundle-commit.json       the commit, the jaxlib and the environment it runs over, when it was made
