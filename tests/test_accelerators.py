@@ -168,8 +168,6 @@ def test_environments_made_ahead_on_a_tpu_machine_are_its_tpu_builds(tmp_path, m
     environment; --platform cpu still names the CPU build."""
     from jax_history import _git
 
-    from reprobundle.envs.ahead import platform_here
-
     root = tmp_path / "envs"
     over = _fake_env(root, "jax-0.7.2-tpu-py3.11", "0.7.2", "tpu")
     (over / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
@@ -184,7 +182,7 @@ def test_environments_made_ahead_on_a_tpu_machine_are_its_tpu_builds(tmp_path, m
     sha = _git(repo, "rev-parse", "HEAD").strip()
     monkeypatch.setenv("REPROBUNDLE_ENV_DIR", str(root))
     monkeypatch.setenv("REPROBUNDLE_PLATFORMS", "cpu,tpu")
-    assert platform_here(None) == ("tpu", None) and platform_here("cpu") == ("cpu", "cpu")
+    assert pf.platform_here() == ("tpu", None) and pf.platform_here("cpu") == ("cpu", "cpu")
     code, out, err = cli("envs", "--add", "0.7.2", "--json")
     assert code == 0 and json.loads(out)[0]["path"] == str(over) and not json.loads(out)[0]["built"], err
     code, out, err = cli("envs", "--add-commit", sha[:8], "--over", "0.7.2", "--jax-repo", repo, "--json")

@@ -18,9 +18,9 @@ from .jax_commit import JaxRepo, kept_environment, refuse_older_jaxlib
 from .local import is_path_request
 from .manager import INSTALLED, EnvironmentManager
 from .plan import VERSION_RE, normalize_request
-from .platforms import detect_devices, parse_platform
+from .platforms import platform_here
 
-__all__ = ["Added", "platform_here", "add_release", "add_commit"]
+__all__ = ["Added", "add_release", "add_commit"]
 
 
 @dataclass(frozen=True)
@@ -31,15 +31,6 @@ class Added:
     built: bool
     seconds: float
     over: JaxEnvironment | None = None  # a commit's: the release environment it runs over
-
-
-def platform_here(override: str | None) -> tuple[str, str | None]:
-    """(platform, build or None) of an environment made with no bundle to choose by: --platform, else the first
-    accelerator this machine has, else the CPU."""
-    if override:
-        return parse_platform(override)
-    platform = detect_devices().platforms[0]
-    return platform, "cpu" if platform == "cpu" else None
 
 
 def _release(request: str, option: str) -> str:
@@ -53,7 +44,7 @@ def _release(request: str, option: str) -> str:
 
 def add_release(manager: EnvironmentManager, version: str, *, platform: str | None = None,
                 progress: Callable[[str], None] | None = None) -> Added:
-    """The cached environment of release `version` on `platform` (platform_here), built now unless it is there."""
+    """The cached environment of release `version` on `platform` (platforms.platform_here), built now unless it is there."""
     requested = _release(version, "--add")
     on, build = platform_here(platform)
     before = {e.path for e in manager.list()}
