@@ -1,6 +1,7 @@
 """Environments made ahead of time (`envs --add`, `envs --add-commit`): a release's cached environment built before a
 replay needs it (on an air-gapped machine, from the index it has), and JAX's Python at a commit over a release's
-environment, kept for `replay --jax PATH` (envs/jax_commit.py makes it; here it is only kept).
+environment, kept for `replay --jax PATH` (envs/jax_commit.py makes and keeps it; here the release under it is
+chosen and checked).
 
 The platform is the one a replay on this machine would use without a bundle: `--platform`, else the first
 accelerator detected here (a TPU machine's release environment is its `jax[tpu]` build), else the CPU.
