@@ -45,7 +45,8 @@ def _release(request: str, option: str) -> str:
 
 def add_release(manager: EnvironmentManager, version: str, *, platform: str | None = None,
                 progress: Callable[[str], None] | None = None) -> Added:
-    """The cached environment of release `version` on `platform` (platforms.platform_here), built now unless it is there."""
+    """The cached environment of release `version` on `platform` (platforms.platform_here), built now unless it is
+    there."""
     requested = _release(version, "--add")
     on, build = platform_here(platform)
     before = {e.path for e in manager.list()}
