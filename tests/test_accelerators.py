@@ -162,6 +162,42 @@ def test_environments_per_build_and_old_cpu_names(tmp_path, monkeypatch):
     assert "PLATFORM" in table and "tpu" in table and "shared" in table
 
 
+def test_environments_made_ahead_on_a_tpu_machine_are_its_tpu_builds(tmp_path, monkeypatch):
+    """On a machine with a TPU (REPROBUNDLE_PLATFORMS=tpu, as detection says there), `envs --add` and `--add-commit`
+    with no --platform take the release's TPU build: a commit is kept over `jax-0.7.2-tpu-...`, listed as a TPU
+    environment; --platform cpu still names the CPU build."""
+    from jax_history import _git
+
+    root = tmp_path / "envs"
+    over = _fake_env(root, "jax-0.7.2-tpu-py3.11", "0.7.2", "tpu")
+    (over / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    (over / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).parent}\ninclude-system-site-packages = false\n")
+    repo = tmp_path / "jax"
+    (repo / "jax").mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    (repo / "jax" / "version.py").write_text('_version: str = "0.7.3"\n_minimum_jaxlib_version: str = "0.7.2"\n'
+                                             "_release_version: str | None = None\n_git_hash: str | None = None\n")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "after 0.7.2")
+    sha = _git(repo, "rev-parse", "HEAD").strip()
+    monkeypatch.setenv("REPROBUNDLE_ENV_DIR", str(root))
+    monkeypatch.setenv("REPROBUNDLE_PLATFORMS", "cpu,tpu")
+    assert pf.platform_here() == ("tpu", None) and pf.platform_here("cpu") == ("cpu", "cpu")
+    code, out, err = cli("envs", "--add", "0.7.2", "--json")
+    assert code == 0 and json.loads(out)[0]["path"] == str(over) and not json.loads(out)[0]["built"], err
+    code, out, err = cli("envs", "--add-commit", sha[:8], "--over", "0.7.2", "--jax-repo", repo, "--json")
+    assert code == 0, err
+    (added,) = json.loads(out)
+    assert added["path"] == str(root / "jax-commits" / "kept" / f"{sha[:12]}-over-{over.name}")
+    assert (added["build"], added["platform"], added["over"]) == ("tpu", "tpu", "0.7.2")
+    stamped = next(Path(added["path"]).glob("lib/python3*/site-packages/jax/version.py")).read_text()
+    assert f"_release_version: str = '0.7.3.dev0+{sha[:12]}'" in stamped and f"_git_hash: str = '{sha}'" in stamped
+    code, out, _ = cli("envs", "--platform", "tpu", "--json")
+    assert [e["jax"] for e in json.loads(out)] == ["0.7.2", f"0.7.3.dev0+{sha[:12]}"]
+    code, out, _ = cli("envs", "--remove", "0.7.2", "--json")  # its release gone, the commit over it goes too
+    assert sorted(e["jax"] for e in json.loads(out)) == ["0.7.2", f"0.7.3.dev0+{sha[:12]}"]
+
+
 def _index_reachable() -> str | None:
     try:
         fetch_project_files(index_url(), "jax-cuda12-pjrt", timeout=20)

@@ -221,3 +221,64 @@ def test_a_repository_url_is_cloned_once_into_the_cache_partial_and_found_again(
     assert again.tag_of("0.4.32") == "jax-v0.4.32" and len(said) == 1
     with pytest.raises(UsageError, match="has no tag of jax 0.5.0"):
         again.tag_of("0.5.0")
+
+
+@pytest.mark.crossversion
+def test_a_kept_commit_environment_replays_by_path_is_listed_and_removed(history, small_store_template, tmp_path):
+    """`envs --add-commit`: JAX at a commit over 0.4.30's cached environment, kept beside the environments (not in
+    a bisection's swept folder); `replay --jax PATH` runs it and its record names the commit's version; plain `envs`
+    lists it over its release; --remove takes it by version or by path."""
+    from small_bundle import copy_of
+
+    repo, shas, _ = history
+    store = copy_of(small_store_template, tmp_path / "store")
+    version = f"0.4.31.dev0+{shas[2][:12]}"
+    add = ["envs", "--add-commit", shas[2][:9], "--over", "0.4.30", "--jax-repo", repo, "--platform", "cpu"]
+    cli("envs", "--remove", version)  # one an interrupted run left (the history's hashes are the same each time)
+    code, out, err = cli(*add, "--json")
+    assert code == 0, err
+    (added,) = json.loads(out)
+    path = Path(added["path"])
+    try:
+        assert added["built"] and added["jax"] == version and added["over"] == "0.4.30"
+        assert added["commits"] == {"jax": shas[2]} and added["build"] == "cpu"
+        assert path.parent == api.environment_manager().root / "jax-commits" / "kept"
+        code, out, err = cli("replay", "small", "--jax", path, "--json", store=store)
+        assert code == 0, err
+        registry, bundle = api.resolve("small", str(store))
+        (run,) = [r for r in registry.runs(bundle.ref.bundle_id) if r["requested"] == str(path)]
+        assert run["status"] == "ok" and run["environment"]["jax"] == version
+        assert run["environment"]["jax_build"]["commits"] == {"jax": shas[2]}
+        assert run["environment"]["jaxlib"] == "0.4.30"
+        code, out, _ = cli("envs")
+        assert code == 0 and f"{version} (commit over 0.4.30)" in out and str(path) in out
+        code, out, _ = cli(*add)
+        assert code == 0 and f"jax {version} (cpu, Python {added['python']}) was already there" in out
+        code, out, _ = cli("envs", "--remove", version)
+        assert code == 0 and f"removed jax {version} cpu" in out and not path.exists()
+        assert cli(*add)[0] == 0 and path.exists()
+        code, out, _ = cli("envs", "--remove", path)
+        assert code == 0 and f"removed jax {version} cpu" in out and not path.exists()
+        assert api.environment_manager().list()  # the release environments stay
+    finally:
+        from reprobundle.envs.folders import rmtree
+
+        rmtree(path)
+
+
+def test_a_commit_that_needs_a_newer_jaxlib_than_the_release_is_refused_before_anything_is_built(tmp_path):
+    from jax_history import _git
+
+    origin = tmp_path / "jax"
+    (origin / "jax").mkdir(parents=True)
+    _git(origin, "init", "-q", "-b", "main")
+    (origin / "jax" / "version.py").write_text('_version: str = "0.11.0"\n_minimum_jaxlib_version: str = "0.10.2"\n')
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "Raise the minimum jaxlib to 0.10.2")
+    code, _, err = cli("envs", "--add-commit", "HEAD", "--over", "0.4.30", "--jax-repo", origin)
+    assert code == 2 and "needs jaxlib 0.10.2 or newer" in err and "jax 0.4.30's environment" in err, err
+    assert "--over a release whose jaxlib is 0.10.2 or newer" in err
+    code, _, err = cli("envs", "--add-commit", "nosuch", "--over", "0.4.30", "--jax-repo", origin)
+    assert code == 2 and "has no commit nosuch" in err
+    code, _, err = cli("envs", "--over", "0.4.30")
+    assert code == 2 and "--add-commit COMMIT needs --over RELEASE" in err

@@ -298,7 +298,8 @@ def test_failed_install_leaves_nothing_behind(tmp_path):
     root = tmp_path / "envs"
     result, _, out = _finish(_ensure_in_subprocess(root, OLD, UV_DEFAULT_INDEX="http://127.0.0.1:9/simple"))
     assert result.get("error") == "EnvironmentCreationError", out
-    assert "uv pip install failed" in result["message"], result  # with uv's own words after it
+    # the index it used named, then uv's own words
+    assert "uv pip install from http://127.0.0.1:9/simple failed" in result["message"], result
     assert len(result["message"].splitlines()) > 2, result
     assert "unreachable" in result["hint"]
     assert _leftovers(root) == []

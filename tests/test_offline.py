@@ -89,11 +89,14 @@ def test_releases_listed_from_a_file_index_and_a_find_links_folder(tmp_path, mon
 
 @pytest.mark.crossversion
 def test_an_environment_built_from_a_file_index_and_a_find_links_folder(tmp_path, monkeypatch):
-    """jax 0.8.0's environment made with no index but a `file://` one in a folder (jax, jaxlib and their needs, real
-    wheels) and a find-links folder (msgpack, flatbuffers): uv is told both, the release list comes from them, and
-    the environment imports its jax."""
+    """`envs --add 0.8.0` with no index but a `file://` one in a folder (jax, jaxlib and their needs, real wheels)
+    and a find-links folder (msgpack, flatbuffers): uv is told both, the release list comes from them, the
+    environment imports its jax, a second --add finds it there, and a release the index lacks is an error that names
+    the index."""
     import importlib.metadata as md
+    import json
 
+    from cli_runner import cli
     from nightly_index import release_wheel
 
     simple, links = tmp_path / "simple", tmp_path / "links"
@@ -106,16 +109,26 @@ def test_an_environment_built_from_a_file_index_and_a_find_links_folder(tmp_path
         shutil.copy(wheel, simple / canonicalize_name(project) / wheel.name)
     for project in ("msgpack", "flatbuffers"):
         shutil.copy(release_wheel(project, md.version(project)), links)
-    monkeypatch.setenv("REPROBUNDLE_INDEX_URL", simple.as_uri())
-    monkeypatch.setenv("REPROBUNDLE_FIND_LINKS", str(links))
+    for var in ("REPROBUNDLE_INDEX_URL", "REPROBUNDLE_FIND_LINKS"):  # set by the command: undone after the test
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
     for var in ("UV_DEFAULT_INDEX", "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_FIND_LINKS", "PIP_INDEX_URL"):
         monkeypatch.delenv(var, raising=False)
-    manager = EnvironmentManager(tmp_path / "envs")
-    assert manager.available_versions() == ["0.8.0"]
-    env = manager.ensure("0.8.0")
-    done = subprocess.run([str(env.python_executable), "-I", "-c", "import jax, msgpack; print(jax.__version__)"],
+    monkeypatch.setenv("REPROBUNDLE_ENV_DIR", str(tmp_path / "envs"))
+    options = ["--index-url", simple.as_uri(), "--find-links", str(links), "--platform", "cpu", "--json"]
+    code, out, err = cli("envs", "--add", "0.8.0", *options)
+    assert code == 0, err
+    (added,) = json.loads(out)
+    assert added["built"] and added["jax"] == "0.8.0" and added["build"] == "cpu" and added["seconds"] > 0
+    assert EnvironmentManager(tmp_path / "envs").available_versions() == ["0.8.0"]
+    python = Path(added["path"]) / "bin" / "python"
+    done = subprocess.run([str(python), "-I", "-c", "import jax, msgpack; print(jax.__version__)"],
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "0.8.0", done.stderr
+    code, out, _ = cli("envs", "--add", "0.8.0", *options[:-1])
+    assert code == 0 and f"jax 0.8.0 (cpu, Python {added['python']}) was already there: {added['path']}" in out
+    code, _, err = cli("envs", "--add", "0.7.2", *options)
+    assert code == 7 and simple.as_uri() in err, err
 
 
 def test_index_options_of_the_commands_that_make_environments(tmp_path, monkeypatch):

@@ -33,6 +33,8 @@ from ..run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CL
 from ..text import clean_values
 from .commits import COMMIT_OPTIONS as COMMIT_OPTIONS
 from .commits import bisect_commits as bisect_commits
+from .environments import add_commit_environment as add_commit_environment
+from .environments import add_environments as add_environments
 from .investigation import investigate as investigate
 
 # the investigations (isolate, minimize, bisect, explain) and what they share with this module: re-exported here

@@ -542,28 +542,76 @@ def history(
 
 @app.command()
 def envs(
-    remove: Optional[str] = typer.Option(None, "--remove", help="Remove the environment of this JAX version."),
+    add: List[str] = typer.Option([], "--add", metavar="VERSION",
+                                  help="Build the cached environment of this release now (repeatable): for an "
+                                       "air-gapped machine, or to save the wait later."),
+    add_commit: Optional[str] = typer.Option(None, "--add-commit", metavar="COMMIT",
+                                             help="Make a kept environment of JAX's Python at this commit over "
+                                                  "--over's environment; replay it with --jax PATH."),
+    over: Optional[str] = typer.Option(None, "--over", metavar="RELEASE",
+                                       help="The release whose cached environment (its jaxlib) --add-commit's JAX "
+                                            "runs over (built first if missing)."),
+    jax_repo: Optional[str] = typer.Option(None, "--jax-repo", help="--add-commit's JAX repository: a clone's path, "
+                                                                    "or a URL cloned once into the cache (default: "
+                                                                    "JAX's public repository)."),
+    remove: Optional[str] = typer.Option(None, "--remove", help="Remove the environment of this JAX version (a "
+                                                                "commit's: its version or path)."),
     remove_all: bool = typer.Option(False, "--remove-all", help="Remove every cached environment."),
     platform: Optional[str] = typer.Option(None, "--platform", help="Only the environments of this platform or "
-                                                                   "build (cpu, cuda, cuda12, cuda13, rocm, tpu)."),
+                                                                   "build (cpu, cuda, cuda12, cuda13, rocm, tpu); "
+                                                                   "with --add, --add-commit: the build made (default: "
+                                                                   "the first accelerator here, else cpu)."),
+    python: Optional[str] = typer.Option(None, "--python", help="Interpreter for new environments."),
+    index_url: Optional[str] = ReleaseIndexOpt,
+    find_links: List[str] = FindLinksOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List (or remove) the cached per-version JAX environments (one per release and platform build)."""
+    """List the cached per-version JAX environments (one per release and platform build, and JAX commits kept over
+    one), build them ahead of time (--add, --add-commit), or remove them."""
     from ..envs.manager import EnvironmentManager
     from ..render import text as report
 
+    if add or add_commit or over:
+        _envs_add(add, add_commit, over, jax_repo, platform, python, as_json, removing=bool(remove or remove_all))
+        return
     manager = EnvironmentManager(None)  # as api.environment_manager(), without loading the whole library
     if remove or remove_all:
-        gone = manager.remove(None if remove_all else remove, platform=platform)
-        emit(as_json, [report.env_data(e) for e in gone],
-              "\n".join(f"removed jax {e.jax_version} {e.build} (Python {e.python_version})" for e in gone)
-              or "nothing removed")
+        _envs_remove(manager, None if remove_all else remove, platform, as_json)
         return
-    found = manager.list()
+    found = manager.list() + manager.commit_environments()
     if platform:
         found = [e for e in found if platform in (e.platform, e.build)]
     emit(as_json, [report.env_data(e) for e in found],
           report.env_table(found) if found else f"no environments under {manager.root}")
+
+
+def _envs_remove(manager, version: Optional[str], platform: Optional[str], as_json: bool) -> None:
+    from ..render import text as report
+
+    gone = manager.remove(version, platform=platform)
+    emit(as_json, [report.env_data(e) for e in gone],
+          "\n".join(f"removed jax {e.jax_version} {e.build} (Python {e.python_version})" for e in gone)
+          or "nothing removed")
+
+
+def _envs_add(add: List[str], commit: Optional[str], over: Optional[str], jax_repo: Optional[str],
+              platform: Optional[str], python: Optional[str], as_json: bool, *, removing: bool) -> None:
+    """envs --add and --add-commit: what was built (or found), each with its path and seconds."""
+    if removing:
+        raise UsageError("--add and --add-commit cannot be combined with --remove or --remove-all",
+                         hint="add and remove in two commands")
+    if (commit is None) != (over is None):
+        raise UsageError("--add-commit COMMIT needs --over RELEASE, and --over goes with --add-commit",
+                         hint="reprobundle envs --add-commit COMMIT --over 0.10.2 --jax-repo PATH")
+    from .. import api
+    from ..render import text as report
+
+    sink = progress_sink()
+    added = api.add_environments(add, platform=platform, python=python, progress=sink)
+    if commit is not None and over is not None:
+        added.append(api.add_commit_environment(commit, over, jax_repo=jax_repo, platform=platform, python=python,
+                                                progress=sink))
+    emit(as_json, [report.added_data(a) for a in added], "\n".join(report.added_text(a) for a in added))
 
 
 # -- sharing: push / pull / copy / url / gc / cache ---------------------------------------------------------------

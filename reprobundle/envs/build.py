@@ -31,7 +31,7 @@ from .folders import (
     venv_python,
 )
 from .interpreters import Interpreter
-from .package_index import find_links
+from .package_index import find_links, index_url
 from .plan import NUMPY2_FIRST_JAX, requirements
 from .platforms import ACCELERATORS, build_platform, platform_label
 from .versions import same_release
@@ -58,6 +58,16 @@ def _index_options(index: str | None, nightly: bool) -> list[str]:
     index = index or (None if nightly else os.environ.get("REPROBUNDLE_INDEX_URL", "").strip() or None)
     options = ["--extra-index-url" if nightly else "--index-url", index] if index else []
     return options + [arg for folder in find_links() for arg in ("--find-links", folder)]
+
+
+def _sources(options: Sequence[str]) -> str:
+    """Where an install takes packages from, as an error says it: the index (--index-url's, else the settings'),
+    a nightly's extra index, the find-links folders."""
+    named = {"--index-url": "", "--extra-index-url": "and ", "--find-links": "and "}
+    given = [f"{named[a]}{b}" for a, b in zip(options, options[1:]) if a in named]
+    if not any(a == "--index-url" for a in options):
+        given.insert(0, index_url())
+    return " ".join(given)
 
 
 def clean_env() -> dict[str, str]:
@@ -226,7 +236,7 @@ class EnvironmentBuilder:
                *options, *reqs]
         if offline:
             cmd.insert(3, "--offline")
-        out = self._run(cmd, "uv pip install", version, timeout=INSTALL_TIMEOUT_S)
+        out = self._run(cmd, f"uv pip install from {_sources(options)}", version, timeout=INSTALL_TIMEOUT_S)
         n = sum(1 for line in out.splitlines() if line.startswith(" + "))
         say(f"installed {n} packages in {time.perf_counter() - t:.1f} s")
         return uv_version

@@ -40,6 +40,7 @@ class JaxEnvironment:
     commits: tuple[tuple[str, str], ...] = ()  # (("jax", sha), ("jaxlib", sha)): what the version modules record
     local: bool = False  # --jax PATH: an interpreter reprobundle did not create, used as it is
     source_build: str | None = None  # --jax PATH: why its jaxlib counts as built from source; None: from an index
+    over: str | None = None  # JAX at a commit (envs/jax_commit.py): the release whose environment it runs over
 
     @property
     def platform(self) -> str:

@@ -6,21 +6,24 @@ needs no build: its `jax/` folder, taken from a git repository (`git archive`), 
 environment of a released jaxlib it accepts.
 
 That is a small virtual environment of its own, in a folder of the bisection's own under the environment root
-(removed when the bisection ends)::
+(removed when the bisection ends), or kept where `envs --add-commit` makes one for `--jax PATH` (listed and removed
+by `envs` like a release's)::
 
-    <env root>/jax-commits/run-XXXX/<sha12>-over-jax-0.7.1-py3.11/
+    <env root>/jax-commits/run-XXXX/<sha12>-over-jax-0.7.1-py3.11/     a bisection's
+    <env root>/jax-commits/kept/<sha12>-over-jax-0.10.2-tpu-py3.12/     envs --add-commit's
         pyvenv.cfg, bin/python        the cached environment's interpreter (a symlink), isolated as any venv
         lib/python3.11/site-packages/
-            jax/                      the commit's JAX, from `git archive`
+            jax/                      the commit's JAX, from `git archive` (version.py stamped as a wheel's)
             jax-<V>.dist-info/        its metadata: version `<_version>.dev0+<sha12>` (what a run records)
             _reprobundle_over.pth     the cached release environment's site-packages, after the commit's own
-        reprobundle-commit.json       the commit, the jaxlib and the environment it runs over
+        reprobundle-commit.json       the commit, the jaxlib and the environment it runs over, when it was made
 
 It is built in a temporary folder and renamed into place (never seen half made), and used by its path, as `--jax
 PATH` uses any environment (envs/local.py; `described` tells it what the environment holds without starting its
 interpreter), so a replay and its run records need nothing new. Nothing is installed into the cached release
 environment. Each is ~20 MB of JAX sources made in a fraction of a second: made again by each bisection rather than
-kept.
+kept; a kept one is what a user replays by hand (`replay NAME --jax installed --jax PATH`), such as a later commit's
+JAX over the one jaxlib an air-gapped machine has.
 
 The git side is plain `git` on a repository given by path (a clone, a bare mirror), or one cloned once into the cache
 from a URL (`--jax-repo URL`: partial, `--filter=blob:none`, so blobs are fetched only for the commits probed).
@@ -37,17 +40,19 @@ import subprocess
 import tarfile
 import tempfile
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from ..errors import EnvironmentCreationError, UsageError
-from .folders import JaxEnvironment, file_lock, read_env, rmtree
+from .folders import JaxEnvironment, dir_size, discard, file_lock, read_env, rmtree
 from .nightly import JAX_REPO
 from .versions import version_key
 
 __all__ = ["JaxRepo", "Commit", "open_repo", "commit_environment", "jaxlib_release_for", "pull_request", "git_in",
-           "git_dir_of"]
+           "git_dir_of", "kept_environment", "kept_environments", "remove_kept", "refuse_older_jaxlib"]
 
 COMMITS_DIR = "jax-commits"
+KEPT_DIR = "kept"  # envs --add-commit's environments, under COMMITS_DIR: never swept (a bisection's are run-*)
 METADATA = "reprobundle-commit.json"
 GIT_TIMEOUT_S = 600.0
 _MINIMUM = re.compile(r"""^_minimum_jaxlib_version\s*(?::\s*str\s*)?=\s*["']([^"']+)["']""", re.M)
@@ -115,6 +120,17 @@ class JaxRepo:
             if len(fields) == 4:
                 commits.append(Commit(*fields))
         return commits
+
+    def resolve(self, commit: str) -> str:
+        """The full hash of `commit` (a hash or its prefix, a tag, a branch); UsageError when the repository has no
+        such commit."""
+        try:
+            if commit.startswith("-"):  # never an option of git's
+                raise EnvironmentCreationError(commit)
+            return self.git("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}").strip()
+        except EnvironmentCreationError:
+            raise UsageError(f"the JAX repository {self.git_dir} has no commit {commit}",
+                             hint="fetch it there (git fetch origin), or name another clone with --jax-repo") from None
 
     def message(self, sha: str) -> str:
         return self.git("log", "-1", "--format=%B", sha)
@@ -240,6 +256,18 @@ def jaxlib_release_for(minimum: str | None, good: JaxEnvironment, bad: JaxEnviro
     return None
 
 
+def refuse_older_jaxlib(sha: str, minimum: str | None, over: str, jaxlib: str | None = None) -> None:
+    """UsageError when JAX at `sha` needs a jaxlib newer than `jaxlib`, that of jax `over`'s environment (None: not
+    built yet, so at most the release's own): it would not import there."""
+    have = jaxlib or over
+    if minimum is not None and version_key(have) < version_key(minimum):
+        held = f"has jaxlib {have}" if jaxlib else f"can have no jaxlib newer than {have}"
+        raise UsageError(f"JAX at {sha[:10]} needs jaxlib {minimum} or newer (its _minimum_jaxlib_version), and jax "
+                         f"{over}'s environment {held}",
+                         hint=f"pass --over a release whose jaxlib is {minimum} or newer, or take an earlier commit: "
+                              "`git log -L '/_minimum_jaxlib_version/,+1:jax/version.py'` shows when it was raised")
+
+
 def _site_packages(env: JaxEnvironment) -> Path:
     assert env.path is not None
     found = sorted(env.path.glob("lib/python3*/site-packages")) or sorted(env.path.glob("Lib/site-packages"))
@@ -251,8 +279,7 @@ def _site_packages(env: JaxEnvironment) -> Path:
 def commit_environment(repo: JaxRepo, sha: str, over: JaxEnvironment, folder: Path) -> Path:
     """The environment of JAX at `sha` over the released environment `over`, made under `folder` (a bisection's
     own: the caller removes it), or found there again: the PATH to replay it with, as `--jax PATH`."""
-    assert over.path is not None
-    final = folder / f"{sha[:12]}-over-{over.path.name}"
+    final = folder / _name(sha, over)
     if (final / METADATA).exists():
         return final
     tmp = folder / f".tmp-{final.name}-{secrets.token_hex(4)}"
@@ -262,6 +289,11 @@ def commit_environment(repo: JaxRepo, sha: str, over: JaxEnvironment, folder: Pa
     finally:
         rmtree(tmp)
     return final
+
+
+def _name(sha: str, over: JaxEnvironment) -> str:
+    assert over.path is not None
+    return f"{sha[:12]}-over-{over.path.name}"
 
 
 def _make(repo: JaxRepo, sha: str, over: JaxEnvironment, folder: Path) -> None:
@@ -278,13 +310,66 @@ def _make(repo: JaxRepo, sha: str, over: JaxEnvironment, folder: Path) -> None:
     repo.export_jax(sha, mine)
     base_version, _ = repo.versions_at(sha)
     version = f"{base_version}.dev0+{sha[:12]}"
+    _stamp_version(mine / "jax" / "version.py", version, sha)
     info = mine / f"jax-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: jax\nVersion: {version}\n")
     (info / "INSTALLER").write_text("reprobundle\n")
     (mine / "_reprobundle_over.pth").write_text(f"{site}\n")
-    meta = {"commit": sha, "jax_version": version, "over": str(over.path), "jaxlib_version": over.jaxlib_version}
+    meta = {"commit": sha, "jax_version": version, "over": str(over.path), "jaxlib_version": over.jaxlib_version,
+            "created": datetime.now(UTC).isoformat(timespec="seconds"), "size_bytes": dir_size(folder)}
     (folder / METADATA).write_text(json.dumps(meta, indent=1))
+
+
+def _stamp_version(path: Path, version: str, sha: str) -> None:
+    """`jax.__version__` the commit's version and `jax.version._git_hash` its hash, written into version.py as JAX's
+    own wheel build writes them (`_release_version`, `_git_hash`), so a run records which JAX ran, not a date-stamped
+    guess from a tree with no git."""
+    text = path.read_text()
+    text = re.sub(r"(?m)^_release_version\b.*$", f"_release_version: str = {version!r}", text)
+    text = re.sub(r"(?m)^_git_hash\b.*$", f"_git_hash: str = {sha!r}", text)
+    path.write_text(text)
+
+
+def _kept_folder(root: Path) -> Path:
+    return root / COMMITS_DIR / KEPT_DIR
+
+
+def kept_environment(repo: JaxRepo, sha: str, over: JaxEnvironment, root: Path) -> tuple[Path, bool]:
+    """(the kept environment of JAX at `sha` over `over`, under the environment root `root`; whether it was made
+    now rather than found). One maker at a time per commit (a lock), made atomically (commit_environment)."""
+    folder = _kept_folder(root)
+    with file_lock(root / ".locks" / f"jax-commit-{sha[:12]}.lock"):
+        folder.mkdir(parents=True, exist_ok=True)
+        made = not (folder / _name(sha, over) / METADATA).exists()
+        return commit_environment(repo, sha, over, folder), made
+
+
+def kept_environments(root: Path) -> list[JaxEnvironment]:
+    """The finished kept commit environments under the environment root `root`, by version; one whose release
+    environment is gone is left out (`remove_kept` with no request removes it)."""
+    try:
+        folders = sorted(d for d in _kept_folder(root).iterdir() if not d.name.startswith("."))
+    except OSError:
+        return []
+    found = [env for d in folders if (env := described(str(d))) is not None]
+    return sorted(found, key=lambda e: (version_key(e.jax_version), e.build))
+
+
+def remove_kept(root: Path, env: JaxEnvironment | None = None) -> None:
+    """Remove the kept commit environment `env` (renamed out of view, then deleted), or, when None, every kept one
+    and what interrupted makings left."""
+    if env is None:
+        for d in list(_kept_folder(root).glob("*")):
+            if d.name.startswith("."):
+                rmtree(d)
+            else:
+                discard(root, d)
+        return
+    assert env.path is not None
+    with file_lock(root / ".locks" / f"jax-commit-{env.path.name[:12]}.lock"):
+        if env.path.exists():
+            discard(root, env.path)
 
 
 
@@ -301,5 +386,6 @@ def described(request: str) -> JaxEnvironment | None:
     if over is None or not (folder / "bin" / "python").exists():
         return None
     return JaxEnvironment(str(meta["jax_version"]), (folder / "bin" / "python").absolute(), over.python_version,
-                          folder.absolute(), None, None, over.jaxlib_version, over.numpy_version, local=True,
-                          commits=(("jax", str(meta["commit"])),))
+                          folder.absolute(), meta.get("created"), meta.get("size_bytes"), over.jaxlib_version,
+                          over.numpy_version, build=over.build, local=True, commits=(("jax", str(meta["commit"])),),
+                          over=over.jax_version)

@@ -69,6 +69,7 @@ from .folders import (
 )
 from .installed import installed
 from .interpreters import InterpreterFinder, requested_python
+from .jax_commit import kept_environments, remove_kept
 from .local import is_path_request, local_environment
 from .nightly import Nightly, find_nightly, list_nightlies, nightly_date, nightly_index_url
 from .package_index import (
@@ -226,13 +227,18 @@ class EnvironmentManager:
         return sorted(finished_envs(self.root),
                       key=lambda e: (version_key(e.jax_version), e.build, python_release(e.python_version)))
 
+    def commit_environments(self) -> builtins.list[JaxEnvironment]:
+        """The kept environments of JAX at a commit over a release's (`envs --add-commit`: envs/jax_commit.py)."""
+        return kept_environments(self.root)
+
     def remove(self, version: str | None = None, platform: str | None = None) -> builtins.list[JaxEnvironment]:
         """Remove the environments of jax `version` (all of them when None), of every build or of those of
-        `platform` ("cuda", or a build such as "cuda12"); returns what was removed."""
+        `platform` ("cuda", or a build such as "cuda12"); returns what was removed. A kept commit environment goes
+        when `version` is its version or path, and with the release environment it runs over."""
         targets = self.list() if version is None else self._environments_of(version)
         if platform:
             targets = [e for e in targets if platform in (e.platform, e.build)]
-        removed = []
+        removed = self._remove_commits(version, platform, targets)
         for env in targets:
             assert env.path is not None
             with file_lock(lock_path(self.root, env.jax_version, env.build)):
@@ -244,6 +250,23 @@ class EnvironmentManager:
             for d in dot_dirs(self.root, ".trash-"):
                 rmtree(d)
         return removed
+
+    def _remove_commits(self, version: str | None, platform: str | None,
+                        releases: builtins.list[JaxEnvironment]) -> builtins.list[JaxEnvironment]:
+        """The kept commit environments `remove` takes: those `version` names (its version or path), those over a
+        release environment being removed; every one (and those whose release is gone) when `version` is None."""
+        kept = self.commit_environments()
+        if platform:
+            kept = [e for e in kept if platform in (e.platform, e.build)]
+        under = {(e.jax_version, e.build, e.python_version) for e in releases}
+        asked = os.path.realpath(os.path.expanduser(version.strip())) if version and is_path_request(version) else None
+        gone = [e for e in kept if version is None or version.strip() == e.jax_version
+                or asked == os.path.realpath(str(e.path)) or (e.over, e.build, e.python_version) in under]
+        for env in gone:
+            remove_kept(self.root, env)
+        if version is None and not platform:
+            remove_kept(self.root)
+        return gone
 
     def _environments_of(self, version: str) -> builtins.list[JaxEnvironment]:
         """The finished environments a request names ("0.8.0", "latest", a nightly); none for "installed"."""

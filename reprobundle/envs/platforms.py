@@ -28,8 +28,8 @@ from ..config import settings
 from ..errors import ReplayError, UsageError
 
 __all__ = ["PLATFORMS", "ACCELERATORS", "BUILDS", "CUDA_BUILDS", "Device", "Devices", "PlatformChoice",
-           "parse_platform", "build_platform", "canonical_platforms", "detect_devices", "choose_platform",
-           "platform_label"]
+           "parse_platform", "build_platform", "canonical_platforms", "detect_devices", "platform_here",
+           "choose_platform", "platform_label"]
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +268,15 @@ class PlatformChoice:
     platform: str  # "cpu", "cuda", "rocm", "tpu"
     build: str | None  # "cuda12"/"cuda13" when asked for; None lets the environment manager pick (cpu: "cpu")
     reason: str
+
+
+def platform_here(override: str | None = None) -> tuple[str, str | None]:
+    """(platform, build or None) of what runs with no bundle to choose by (`envs --add`): --platform, else the first
+    accelerator this machine has, else the CPU."""
+    if override:
+        return parse_platform(override)
+    platform = detect_devices().platforms[0]
+    return platform, "cpu" if platform == "cpu" else None
 
 
 def choose_platform(bundle_platforms: Sequence[str], present: Iterable[str], override: str | None = None,

@@ -242,13 +242,33 @@ def env_data(e) -> dict:
             "created": e.created, "bytes": e.size_bytes, "platform": getattr(e, "platform", "cpu"),
             "build": getattr(e, "build", "cpu"), "shared_bytes": getattr(e, "shared_bytes", None),
             "nightly": getattr(e, "nightly", None), "index": getattr(e, "index", None),
-            "commits": dict(getattr(e, "commits", ()))}
+            "commits": dict(getattr(e, "commits", ())), "over": getattr(e, "over", None)}
 
 
 def _jax_text(e) -> str:
-    """`0.8.0`, or `0.8.1.dev20251003 (nightly 2025-10-03)`."""
-    nightly = getattr(e, "nightly", None)
+    """`0.8.0`, `0.8.1.dev20251003 (nightly 2025-10-03)`, or `0.11.0.dev0+0145058aac12 (commit over 0.10.2)`."""
+    nightly, over = getattr(e, "nightly", None), getattr(e, "over", None)
+    if over:
+        return f"{e.jax_version} (commit over {over})"
     return f"{e.jax_version} (nightly {nightly})" if nightly else e.jax_version
+
+
+def added_data(added) -> dict:
+    """An environment `envs --add` or `--add-commit` asked for (envs/ahead.py's Added), as data."""
+    return {**env_data(added.env), "built": added.built, "seconds": added.seconds}
+
+
+def added_text(added) -> str:
+    """`built jax 0.4.31 (cpu, Python 3.11.7) in 12.3 s: PATH`, or `already there`; a commit's environment says what
+    it runs over and how to replay it."""
+    e = added.env
+    what = f"jax {_t(e.jax_version)} ({_t(e.build)}, Python {_t(e.python_version)})"
+    done = f"built {what} in {added.seconds:.1f} s" if added.built else f"{what} was already there"
+    if added.over is None:
+        return f"{done}: {_t(e.path)}"
+    commit = dict(e.commits).get("jax", "")
+    return (f"{done}: JAX's Python at {_t(commit[:10])} over jax {_t(added.over.jax_version)}'s environment (jaxlib "
+            f"{_t(e.jaxlib_version)})\n  {_t(e.path)}\n  replay on it: reprobundle replay NAME --jax {_t(e.path)}")
 
 
 def nightly_text(info: dict) -> str:
