@@ -61,14 +61,14 @@ def changes(a: str, b: str, *, python: str | None = None, env_dir: str | None = 
     added, removed and with another default, libtpu's flags by name on a TPU, and their revisions
     (analysis/release_delta.py; envs/release_facts.py caches each release's facts beside its environment)."""
     from ..analysis.release_delta import release_delta
-    from ..envs.platforms import detect_devices, parse_platform
+    from ..envs.platforms import platform_here
     from ..envs.release_facts import release_facts
     from ..envs.versions import check_jax_requests
 
     config = EnvConfig.of(env_dir, python)
     check_jax_requests([a, b], releases_of(config))
     manager = environment_manager(config)
-    chosen, build = parse_platform(platform) if platform else (detect_devices().platforms[0], None)
+    chosen, build = platform_here(platform)
     facts = [release_facts(manager.ensure(v, platform=chosen, build=build, progress=progress), progress)
              for v in (a, b)]
     return {**release_delta(a, b, *facts), "platform": chosen, "cached": [f["cached"] for f in facts]}
