@@ -7,6 +7,7 @@ the changes between them split into commits file by file, one of them broken at 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -219,5 +220,79 @@ def test_a_repository_url_is_cloned_once_into_the_cache_partial_and_found_again(
     _git(origin, "tag", "jax-v0.4.32")  # a later release: fetched on the next use, not cloned again
     again = open_repo(f"file://{origin}", tmp_path / "cache", said.append)
     assert again.tag_of("0.4.32") == "jax-v0.4.32" and len(said) == 1
+    # a branch of a commit window (--bad main) is the origin's as it is now, not as it was cloned
+    (origin / "jax" / "new.py").write_text("x = 1\n")
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "a commit after the clone")
+    head = _git(origin, "rev-parse", "HEAD").strip()
+    assert again.resolve("main") == head and again.resolve(head[:9]) == head and again.resolve("nothing") is None
     with pytest.raises(UsageError, match="has no tag of jax 0.5.0"):
         again.tag_of("0.5.0")
+
+
+@pytest.mark.crossversion
+def test_a_commit_as_the_bad_end_finds_the_release_window_first_bad_commit_without_a_release_bisection(history):
+    """--bad COMMIT (issue #50: a TPU machine holds one JAX release): the window runs from the good release's tag to
+    that commit, its criterion chosen from those ends over the good release's jaxlib, no bad release made."""
+    repo, shas, store = history
+    answer = api.bisect_commits("int-floor", "0.4.30", shas[5], store=str(store), jax_repo=str(repo), jobs=1)
+    assert answer["ends"]["agree"], answer["ends"]["text"]
+    assert answer["bad"] == shas[5] and answer["bad_tag"] == shas[5][:10] and answer["commits"] == 6
+    assert answer["bad_commit"]["sha"] == shas[5] and answer["bad_commit"]["title"] == TITLES[5]
+    assert answer["first_bad"]["sha"] == shas[2] and answer["last_good"] == shas[1]
+    assert answer["criterion"] == "outputs vs good" and answer["release_answer"] is None and answer["xla"] is None
+    assert "JAX's lowering, by construction" in answer["layer"] and "jaxlib 0.4.30" in answer["layer"]
+    assert {s["sha"] for s in answer["skipped"]} <= {shas[3]}  # the broken commit, where the search met it
+    assert "-1 floor at int_floor.py:" in answer["lowering"]["text"]
+    assert {t["over"] for t in answer["tested"].values()} == {"jaxlib 0.4.30 (jax 0.4.30's environment)"}
+    assert answer["command"].endswith(f"--good 0.4.30 --bad {shas[5]} --jax-repo {repo}")
+    # stored (schema-valid: put_answer checks it), shown, and on the issue's first screen without a release
+    # bisection of that window
+    code, out, _ = cli("show", "int-floor", store=store)
+    assert code == 0 and f"commit bisection jax-v0.4.30..{shas[5][:10]}: first bad commit: {shas[2][:10]}" in out
+    from reprobundle.render.commits import commit_bisection_text
+
+    text = commit_bisection_text(answer)
+    assert f"to commit {shas[5][:10]} {TITLES[5]}" in text and "layer: JAX's lowering, by construction" in text
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import first_screen
+
+    screen = "\n".join(first_screen(issue_data("int-floor", store=str(store))))
+    assert f"First bad commit: {shas[2][:10]}" in screen, screen
+    assert f"searched from jax 0.4.30 to commit {shas[5][:10]}" in screen, screen
+
+
+@pytest.mark.crossversion
+def test_a_commit_before_the_change_says_nothing_changed_and_searches_nothing(history):
+    repo, shas, store = history
+    code, out, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", shas[1][:9], "--jax-repo", repo,
+                         "--json", store=store)
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["ends"]["same"] and not answer["ends"]["agree"] and answer["first_bad"] is None
+    assert answer["bad"] == shas[1] and answer["commits"] == 2 and answer["probes"] == 1  # the ends only
+    assert answer["text"].startswith(f"no change between jax 0.4.30 and commit {shas[1][:10]}")
+    assert answer["answer_id"] and answer["lowering"] is not None  # the bad commit's StableHLO against the good's
+    code, out, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", shas[1], "--jax-repo", repo,
+                         store=store)
+    assert code == 0 and "no change between jax 0.4.30 and commit" in out and f"lowering of {shas[1][:10]}" in out
+
+
+@pytest.mark.crossversion
+def test_an_unknown_commit_or_one_that_needs_a_newer_jaxlib_is_refused_with_the_way_out(history, tmp_path):
+    repo, shas, store = history
+    with pytest.raises(UsageError, match=re.escape(f"the JAX repository {repo}/.git has no commit 'deadbeef'")):
+        api.bisect_commits("int-floor", "0.4.30", "deadbeef", store=str(store), jax_repo=str(repo))
+    with pytest.raises(UsageError, match="names a commit, not a release: name the good release too"):
+        api.bisect_commits("int-floor", None, "main", store=str(store), jax_repo=str(repo))
+    from jax_history import _commit
+
+    moved = tmp_path / "jax"
+    shutil.copytree(repo, moved)
+    version = moved / "jax" / "version.py"
+    version.write_text(version.read_text().replace('_minimum_jaxlib_version = "0.4.30"',
+                                                   '_minimum_jaxlib_version = "0.4.31"'))
+    _commit(moved, "Raise the minimum jaxlib to 0.4.31")
+    with pytest.raises(UsageError, match="needs jaxlib 0.4.31 or newer") as refused:
+        api.bisect_commits("int-floor", "0.4.30", "main", store=str(store), jax_repo=str(moved))
+    assert "name a bad release instead" in str(refused.value.hint)

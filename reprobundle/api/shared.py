@@ -26,6 +26,15 @@ def environment_manager(config: EnvConfig | None = None):
     return EnvironmentManager(config)
 
 
+def probe_jobs(bundle: Bundle, options) -> int:
+    """How many untimed probes a bisection of `bundle` runs at once by default: execution.default_jobs of the
+    platform its replays run on (replay_platform: --platform, else the bundle's accelerator here, else the CPU)."""
+    from ..run.execution import default_jobs
+    from ..run.replay import replay_platform
+
+    return default_jobs(replay_platform(bundle, options.platform).platform)
+
+
 def releases_of(config: EnvConfig) -> Callable[[], list[str]]:
     """The releases a --jax request is checked against before anything runs: the default index's, as always (an
     --index-url may be a nightly index)."""
