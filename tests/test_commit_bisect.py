@@ -279,6 +279,28 @@ def test_a_commit_before_the_change_says_nothing_changed_and_searches_nothing(hi
 
 
 @pytest.mark.crossversion
+def test_a_good_tag_on_a_release_branch_starts_the_search_at_its_branch_point(history, tmp_path):
+    """As JAX tags its releases since 0.10.2 (jax-v0.10.2 is five commits off main): the good tag is no ancestor of
+    `main`; the window starts where its branch left main, and the CLI's --json answer says so."""
+    from jax_history import _commit, _git
+
+    repo, shas, store = history
+    branched = tmp_path / "jax"
+    shutil.copytree(repo, branched)
+    _git(branched, "checkout", "-q", "-b", "release/0.4.30", "jax-v0.4.30")
+    (branched / "ci.txt").write_text("a CI fix on the release branch\n")
+    retag(branched, "jax-v0.4.30", _commit(branched, "Fix CI at the branch cut"))
+    root = _git(branched, "rev-parse", "main~6").strip()
+    code, out, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", "main", "--jax-repo", branched,
+                         "--jobs", "2", "--json", store=store)
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["branch_point"] == root and answer["commits"] == 6 and answer["bad"] == shas[5]
+    assert f"the first commit after jax-v0.4.30's branch point {root[:10]}" in answer["ends"]["text"]
+    assert answer["first_bad"]["sha"] == shas[2] and answer["last_good"] == shas[1]
+
+
+@pytest.mark.crossversion
 def test_an_unknown_commit_or_one_that_needs_a_newer_jaxlib_is_refused_with_the_way_out(history, tmp_path):
     repo, shas, store = history
     with pytest.raises(UsageError, match=re.escape(f"the JAX repository {repo}/.git has no commit 'deadbeef'")):

@@ -46,7 +46,8 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
     config = EnvConfig.of(env_dir, python)
     manager = environment_manager(config)
     if bad is not None and not cb.names_a_release(bad):
-        registry, bundle, plan, found = _commit_window(ref, good, bad, store, jax_repo, manager, progress)
+        registry, bundle, plan, found = _commit_window(ref, good, bad, store, jax_repo, manager, options,
+                                                        progress)
         release: dict = {}
     else:
         registry, bundle, release, repo = _release_window(ref, good, bad, store, jax_repo, config, manager, progress)
@@ -78,7 +79,7 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
 def _opening(plan, found: dict) -> str:
     """The first progress line: the window and how its commits are judged."""
     if plan.bad_commit is not None:
-        return (f"bisect-commits: {len(plan.commits)} commits from {plan.good_tag} to {plan.bad_name} (first "
+        return (f"bisect-commits: {len(plan.commits)} commits from {plan.start} to {plan.bad_name} (first "
                 f"parent), each retraced over jax {plan.good}'s jaxlib, judged against jax {plan.good} by what tells "
                 f"{plan.bad_name} from it")
     return (f"bisect-commits: {len(plan.commits)} commits from {plan.good_tag} to {plan.bad_tag} (first parent), "
@@ -103,8 +104,19 @@ def _release_window(ref: str, good: str | None, bad: str | None, store: str | No
     return registry, bundle, release, repo
 
 
+def _release_environment(manager, bundle: Bundle, options: ReplayOptions, version: str, progress):
+    """The cached environment of a release that commits run over: of the platform (and build) the bundle replays
+    on, as the release's own replay uses (a TPU's carries libtpu, a CPU's does not)."""
+    from ..run.replay import replay_platform
+
+    choice = replay_platform(bundle, options.platform)
+    on_platform: dict[str, Any] = {} if choice.platform == "cpu" else {"platform": choice.platform,
+                                                                       "build": choice.build}
+    return manager.ensure(version, progress=progress, **on_platform)
+
+
 def _commit_window(ref: str, good: str | None, bad: str, store: str | None, jax_repo: str | None, manager,
-                   progress) -> tuple[Registry, Bundle, Any, dict]:
+                   options: ReplayOptions, progress) -> tuple[Registry, Bundle, Any, dict]:
     """A commit window's plan (the good release's tag to the commit `bad`) and what its search goes on from: no
     criterion yet (its ends choose it), the layer by construction. UsageError without --good, for a commit the
     repository lacks, and for one whose JAX does not accept the good release's jaxlib."""
@@ -117,7 +129,7 @@ def _commit_window(ref: str, good: str | None, bad: str, store: str | None, jax_
     repo = open_repo(jax_repo, manager.root, progress)
     registry, bundle = resolve(ref, store)
     plan = cb.plan_commit_window(repo, good, bad)
-    good_env = manager.ensure(good, progress=progress)
+    good_env = _release_environment(manager, bundle, options, good, progress)
     jaxlib = good_env.jaxlib_version or good_env.jax_version
     _version, minimum = repo.versions_at(plan.bad)
     why_not = cb.jaxlib_refusal(plan, minimum, jaxlib)
@@ -234,9 +246,10 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
     from ..investigate.probes import replay_probe
     from ..run.spent import of_runs
 
-    good_env = manager.ensure(plan.good, progress=progress)
+    good_env = _release_environment(manager, bundle, options, plan.good, progress)
     # a commit window has no bad release: every commit runs over the good release's jaxlib or not at all
-    bad_env = good_env if plan.bad_commit is not None else manager.ensure(plan.bad, progress=progress)
+    bad_env = good_env if plan.bad_commit is not None else \
+        _release_environment(manager, bundle, options, plan.bad, progress)
     lacking = f"which jax {plan.good}'s is not" if plan.bad_commit is not None else \
         f"which neither jax {plan.good}'s nor {plan.bad}'s is"
     made: dict[str, tuple[str | None, str]] = {}

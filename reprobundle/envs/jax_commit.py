@@ -128,6 +128,13 @@ class JaxRepo:
         except EnvironmentCreationError:
             return False
 
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits (where a release branch left the main line), or None."""
+        try:
+            return self.git("merge-base", a, b).strip() or None
+        except EnvironmentCreationError:
+            return None
+
     def commits_between(self, good_tag: str, bad_tag: str) -> list[Commit]:
         """The commits on the first-parent line from `good_tag` (excluded) to `bad_tag` (included), oldest first:
         the states the main branch was in, one after another, as `git bisect --first-parent` walks them."""

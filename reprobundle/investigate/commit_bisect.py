@@ -60,6 +60,9 @@ class CommitPlan:
     # a commit window (--bad COMMIT): the bad end is that commit, not a release (then `bad` is its sha, `bad_tag`
     # its short hash); every probe runs over the good release's jaxlib
     bad_commit: Commit | None = None
+    # where the good tag's release branch left the bad commit's history (the tag is no ancestor of it: JAX tags a
+    # release on a branch of its own since 0.10.2), None where the tag is on it
+    branch_point: str | None = None
 
     @property
     def labels(self) -> list[str]:
@@ -69,6 +72,11 @@ class CommitPlan:
     def bad_end(self) -> str:
         """What the search replays as its bad end: the bad release, or the bad commit's label."""
         return self.labels[-1] if self.bad_commit is not None else self.bad
+
+    @property
+    def start(self) -> str:
+        """What the first commit comes after: "jax-v0.7.1", or "jax-v0.10.2's branch point 7db3a70e49"."""
+        return f"{self.good_tag}'s branch point {self.branch_point[:10]}" if self.branch_point else self.good_tag
 
     @property
     def bad_name(self) -> str:
@@ -103,23 +111,29 @@ def names_a_release(text: str) -> bool:
 
 def plan_commit_window(repo: JaxRepo, good: str, commitish: str) -> CommitPlan:
     """The commits from the good release's tag (excluded) to a commit of the repository (included), first parent:
-    the window of `bisect-commits --bad COMMIT`. UsageError for a commit the repository lacks, one the good tag is
-    no ancestor of, or one whose JAX does not accept the good release's jaxlib is checked by the caller
-    (jaxlib_refusal)."""
+    the window of `bisect-commits --bad COMMIT`. A good tag on a release branch (no ancestor of the commit) starts
+    it where that branch left the commit's history (its branch point): the release's own commits on its branch are
+    not searched, and the endpoints' check of the first commit says whether they matter. UsageError for a commit the
+    repository lacks or one that shares no history with the tag; whether its JAX accepts the good release's jaxlib
+    is the caller's check (jaxlib_refusal)."""
     good_tag = repo.tag_of(good)
     sha = repo.resolve(commitish)
     if sha is None:
         raise UsageError(f"the JAX repository {repo.git_dir} has no commit {commitish!r}",
                          hint="name a commit of it (a hash or a prefix, a branch, a tag), fetch it there "
                               "(git fetch), or name another clone with --jax-repo")
-    if not repo.is_ancestor(good_tag, sha):
-        raise UsageError(f"{good_tag} is no ancestor of {commitish} ({sha[:10]}) in {repo.git_dir}",
-                         hint="--good must be a release older than the commit, on its history")
+    branch_point = None
+    if not repo.is_ancestor(good_tag, sha):  # a release branch: the search starts where it left the main line
+        branch_point = repo.merge_base(good_tag, sha)
+        if branch_point is None:
+            raise UsageError(f"{good_tag} and {commitish} ({sha[:10]}) share no history in {repo.git_dir}",
+                             hint="--good must be a release older than the commit, on its history")
     commits = repo.commits_between(good_tag, sha)
     if not commits:
         raise UsageError(f"no commit lies between {good_tag} and {commitish} ({sha[:10]}) in {repo.git_dir}",
                          hint="--bad must be a commit after the good release's tag")
-    return CommitPlan(repo, good, sha, good_tag, commits[-1].short, commits, bad_commit=commits[-1])
+    return CommitPlan(repo, good, sha, good_tag, commits[-1].short, commits, bad_commit=commits[-1],
+                      branch_point=branch_point)
 
 
 def jaxlib_refusal(plan: CommitPlan, minimum: str | None, jaxlib: str) -> str | None:
@@ -208,7 +222,7 @@ def check_endpoints(plan: CommitPlan, checks: ReplayTogether, criterion: str | N
 def _ends_text(plan: CommitPlan, ends: dict) -> tuple[bool, str]:
     """Whether the endpoints agree with the window's ends, and the sentence that says how."""
     first_c, last_c = plan.commits[0], plan.commits[-1]
-    after = f"{first_c.short} (the first commit after {plan.good_tag})"
+    after = f"{first_c.short} (the first commit after {plan.start})"
     if ends["first"]["class"] == "good" and ends["last"]["class"] == "bad":
         if plan.bad_commit is not None:
             return True, (f"the endpoints: {after} behaves like jax {plan.good}; {plan.bad_name} does not: "
@@ -285,6 +299,7 @@ def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict, default
                     "defaults": list(defaults)}
     if plan.bad_commit is not None:
         answer["bad_commit"] = commit_record(plan.repo, plan.bad_commit)
+        answer["branch_point"] = plan.branch_point
     if result is None:
         answer["text"] = ends["text"]
         return answer
@@ -361,7 +376,7 @@ def lowering_of_first_bad(plan: CommitPlan, result: BisectResult, probe: ReplayT
     return {**diff, "parent": parent_commit.sha if parent_commit else plan.good_tag}
 
 
-_ENV_PATH = re.compile(r"\S*/jax-commits/(?:[^/\s]+/)?([0-9a-f]{12})-over-jax-([\w.]+?)-py[\d.]+")
+_ENV_PATH = re.compile(r"\S*/jax-commits/(?:[^/\s]+/)?([0-9a-f]{12})-over-jax-([\w.]+?)(?:-[a-z]+\d*)?-py[\d.]+")
 
 
 def readable(line: str) -> str:

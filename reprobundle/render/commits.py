@@ -72,7 +72,9 @@ def _bad_commit_lines(answer: dict) -> list[str]:
         return []
     from ..envs.jax_commit import commit_headline
 
-    lines = _wrap(f"to commit {commit_headline(bad)} ({bad.get('date')}), from jax {answer['good']}")
+    since = answer.get("branch_point")
+    lines = _wrap(f"to commit {commit_headline(bad)} ({bad.get('date')}), from jax {answer['good']}"
+                  + (f" (its release branch left this history at {str(since)[:10]})" if since else ""))
     return lines + (_wrap(f"layer: {answer['layer']}") if answer.get("layer") else [])
 
 
