@@ -126,8 +126,8 @@ def _commit_window(ref: str, good: str | None, bad: str, store: str | None, jax_
     if good is None:
         raise UsageError(f"--bad {bad} names a commit, not a release: name the good release too",
                          hint=f"reprobundle bisect-commits {ref} --good RELEASE --bad {bad}")
+    registry, bundle = resolve(ref, store)  # a wrong ref is said before any clone
     repo = open_repo(jax_repo, manager.root, progress)
-    registry, bundle = resolve(ref, store)
     plan = cb.plan_commit_window(repo, good, bad)
     good_env = _release_environment(manager, bundle, options, good, progress)
     jaxlib = good_env.jaxlib_version or good_env.jax_version
