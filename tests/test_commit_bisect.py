@@ -22,7 +22,7 @@ from reprobundle.envs.folders import JaxEnvironment
 from reprobundle.envs.jax_commit import jaxlib_release_for, pull_request
 from reprobundle.envs.versions import version_key
 from reprobundle.errors import UsageError
-from reprobundle.investigate.commit_bisect import commit_label, refusal
+from reprobundle.investigate.commit_bisect import commit_label, names_a_release, refusal
 
 PROGRAMS = Path(__file__).parent / "programs" / "retrace"
 FORK = "https://github.com/example/jax-fork"
@@ -117,6 +117,11 @@ def test_a_compiler_change_or_a_time_criterion_is_never_sent_to_a_commit_bisecti
 def test_commit_labels_sort_between_the_releases_in_history_order():
     labels = [commit_label("0.7.1", i, sha) for i, sha in enumerate(["f" * 40, "0" * 40, "a7b01146f2" + "0" * 30])]
     assert sorted(labels + ["0.7.2", "0.7.1"], key=version_key) == ["0.7.1", *labels, "0.7.2"]
+
+
+def test_a_bad_end_is_a_release_when_it_is_a_version_else_a_commit_of_the_repository():
+    assert names_a_release("0.4.31") and names_a_release("v0.4.31") and names_a_release("0.5.0rc1")
+    assert not any(names_a_release(c) for c in ("main", "0145058aa", "1234567", "jax-v0.4.31", "HEAD~3"))
 
 
 def test_the_pull_request_is_read_from_the_message():

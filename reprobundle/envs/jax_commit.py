@@ -332,5 +332,5 @@ def described(request: str) -> JaxEnvironment | None:
     if over is None or not (folder / "bin" / "python").exists():
         return None
     return JaxEnvironment(str(meta["jax_version"]), (folder / "bin" / "python").absolute(), over.python_version,
-                          folder.absolute(), None, None, over.jaxlib_version, over.numpy_version, local=True,
-                          commits=(("jax", str(meta["commit"])),))
+                          folder.absolute(), None, None, over.jaxlib_version, over.numpy_version, build=over.build,
+                          local=True, commits=(("jax", str(meta["commit"])),))
