@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 from ..bundle.registry import Bundle, Registry, open_ref
 from ..envs.config import EnvConfig
-from ..errors import UsageError
+from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, mode_of, variant_args
 
 
@@ -32,7 +32,11 @@ def probe_jobs(bundle: Bundle, options) -> int:
     from ..run.execution import default_jobs
     from ..run.replay import replay_platform
 
-    return default_jobs(replay_platform(bundle, options.platform).platform)
+    try:
+        platform = replay_platform(bundle, options.platform).platform
+    except ReproBundleError:  # no platform here runs it: the replays say so, as they always did
+        platform = "cpu"
+    return default_jobs(platform)
 
 
 def releases_of(config: EnvConfig) -> Callable[[], list[str]]:
