@@ -303,6 +303,12 @@ def test_a_good_tag_on_a_release_branch_starts_the_search_at_its_branch_point(hi
     assert answer["branch_point"] == root and answer["commits"] == 6 and answer["bad"] == shas[5]
     assert f"the first commit after jax-v0.4.30's branch point {root[:10]}" in answer["ends"]["text"]
     assert answer["first_bad"]["sha"] == shas[2] and answer["last_good"] == shas[1]
+    # a release window from that tag starts there too
+    from reprobundle.envs.jax_commit import open_repo
+    from reprobundle.investigate.commit_bisect import plan_commits
+
+    plan = plan_commits(open_repo(str(branched), tmp_path / "cache"), "0.4.30", "0.4.31")
+    assert plan.branch_point == root and [c.sha for c in plan.commits] == shas and plan.start.endswith(root[:10])
 
 
 @pytest.mark.crossversion

@@ -95,8 +95,11 @@ def commit_label(good: str, index: int, sha: str) -> str:
 
 
 def plan_commits(repo: JaxRepo, good: str, bad: str) -> CommitPlan:
+    """The commits from the good release's tag (excluded) to the bad release's (included), first parent; from the
+    good tag's branch point where it is on a release branch of its own (branch_point)."""
     good_tag, bad_tag = repo.tag_of(good), repo.tag_of(bad)
-    plan = CommitPlan(repo, good, bad, good_tag, bad_tag, repo.commits_between(good_tag, bad_tag))
+    plan = CommitPlan(repo, good, bad, good_tag, bad_tag, repo.commits_between(good_tag, bad_tag),
+                      branch_point=branch_point_of(repo, good_tag, bad_tag))
     if not plan.commits:
         raise UsageError(f"no commit lies between {good_tag} and {bad_tag} in {repo.git_dir}",
                          hint="--good must be the older release, and its tag an ancestor of --bad's")
@@ -122,18 +125,24 @@ def plan_commit_window(repo: JaxRepo, good: str, commitish: str) -> CommitPlan:
         raise UsageError(f"the JAX repository {repo.git_dir} has no commit {commitish!r}",
                          hint="name a commit of it (a hash or a prefix, a branch, a tag), fetch it there "
                               "(git fetch), or name another clone with --jax-repo")
-    branch_point = None
-    if not repo.is_ancestor(good_tag, sha):  # a release branch: the search starts where it left the main line
-        branch_point = repo.merge_base(good_tag, sha)
-        if branch_point is None:
-            raise UsageError(f"{good_tag} and {commitish} ({sha[:10]}) share no history in {repo.git_dir}",
-                             hint="--good must be a release older than the commit, on its history")
+    branch_point = branch_point_of(repo, good_tag, sha)
+    if branch_point == "":
+        raise UsageError(f"{good_tag} and {commitish} ({sha[:10]}) share no history in {repo.git_dir}",
+                         hint="--good must be a release older than the commit, on its history")
     commits = repo.commits_between(good_tag, sha)
     if not commits:
         raise UsageError(f"no commit lies between {good_tag} and {commitish} ({sha[:10]}) in {repo.git_dir}",
                          hint="--bad must be a commit after the good release's tag")
     return CommitPlan(repo, good, sha, good_tag, commits[-1].short, commits, bad_commit=commits[-1],
                       branch_point=branch_point)
+
+
+def branch_point_of(repo: JaxRepo, good_tag: str, bad: str) -> str | None:
+    """Where the good tag's release branch left `bad`'s history (JAX tags a release on a branch of its own since
+    0.10.2), None where the tag is an ancestor of `bad`, "" where they share no history."""
+    if repo.is_ancestor(good_tag, bad):
+        return None
+    return repo.merge_base(good_tag, bad) or ""
 
 
 def jaxlib_refusal(plan: CommitPlan, minimum: str | None, jaxlib: str) -> str | None:
@@ -299,6 +308,7 @@ def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict, default
                     "defaults": list(defaults)}
     if plan.bad_commit is not None:
         answer["bad_commit"] = commit_record(plan.repo, plan.bad_commit)
+    if plan.bad_commit is not None or plan.branch_point:
         answer["branch_point"] = plan.branch_point
     if result is None:
         answer["text"] = ends["text"]
