@@ -406,9 +406,12 @@ def test_a_tpu_runs_system_rows_name_libtpu_and_its_init_args():
     assert rows["LIBTPU_INIT_ARGS"] == "--xla_tpu_use_enhanced_launch_barrier=true" and rows["XLA_FLAGS"] == "(not set)"
 
 
-def test_minimize_on_a_tpu_says_it_needs_two_processes_at_once(store_dir, monkeypatch):
+def test_minimize_on_a_tpu_says_it_needs_two_processes_at_once_and_bisections_probe_one_at_a_time(store_dir,
+                                                                                                   monkeypatch):
     """A TPU admits one process at a time, so minimize (a module worker per contender, live together) is refused
-    there with the way out, before any worker starts; the CPU path of the same bundle is untouched."""
+    there with the way out, before any worker starts; the CPU path of the same bundle is untouched. A bisection's
+    untimed probes there run one at a time by default (#50: concurrent workers cannot hold the chip, an (n+1)-ary
+    step would only cost probes); on the CPU as many as before."""
     # packed with its reference on the CPU: on the TPU machine this test process may already hold the chip
     monkeypatch.setenv("REPROBUNDLE_PLATFORMS", "cpu")
     code, _, err = cli("pack", str(ROOT / "examples/attention.py:make_small"), "--name", "tp", "--platforms",
@@ -418,3 +421,13 @@ def test_minimize_on_a_tpu_says_it_needs_two_processes_at_once(store_dir, monkey
     code, _, err = cli("minimize", "tp", "--jax", "installed", "--variant",
                        "installed:XLA_FLAGS=--xla_cpu_enable_fast_math=false", store=store_dir)
     assert code == 2 and "a TPU admits one process at a time" in err and "REPROBUNDLE_PLATFORMS=cpu" in err, err
+    from reprobundle import api
+    from reprobundle.api.shared import probe_jobs
+    from reprobundle.run.execution import default_jobs
+
+    _, bundle = api.resolve("tp", str(store_dir))
+    assert probe_jobs(bundle, api.ReplayOptions()) == default_jobs("tpu") == 1
+    cpu = default_jobs("cpu")
+    assert probe_jobs(bundle, api.ReplayOptions(platform="cpu")) == cpu == default_jobs()
+    monkeypatch.setenv("REPROBUNDLE_PLATFORMS", "cpu")
+    assert probe_jobs(bundle, api.ReplayOptions()) == cpu

@@ -7,6 +7,7 @@ the changes between them split into commits file by file, one of them broken at 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,7 +22,7 @@ from reprobundle.envs.folders import JaxEnvironment
 from reprobundle.envs.jax_commit import jaxlib_release_for, pull_request
 from reprobundle.envs.versions import version_key
 from reprobundle.errors import UsageError
-from reprobundle.investigate.commit_bisect import commit_label, refusal
+from reprobundle.investigate.commit_bisect import commit_label, names_a_release, refusal
 
 PROGRAMS = Path(__file__).parent / "programs" / "retrace"
 FORK = "https://github.com/example/jax-fork"
@@ -116,6 +117,11 @@ def test_a_compiler_change_or_a_time_criterion_is_never_sent_to_a_commit_bisecti
 def test_commit_labels_sort_between_the_releases_in_history_order():
     labels = [commit_label("0.7.1", i, sha) for i, sha in enumerate(["f" * 40, "0" * 40, "a7b01146f2" + "0" * 30])]
     assert sorted(labels + ["0.7.2", "0.7.1"], key=version_key) == ["0.7.1", *labels, "0.7.2"]
+
+
+def test_a_bad_end_is_a_release_when_it_is_a_version_else_a_commit_of_the_repository():
+    assert names_a_release("0.4.31") and names_a_release("v0.4.31") and names_a_release("0.5.0rc1")
+    assert not any(names_a_release(c) for c in ("main", "0145058aa", "1234567", "jax-v0.4.31", "HEAD~3"))
 
 
 def test_the_pull_request_is_read_from_the_message():
@@ -219,6 +225,12 @@ def test_a_repository_url_is_cloned_once_into_the_cache_partial_and_found_again(
     _git(origin, "tag", "jax-v0.4.32")  # a later release: fetched on the next use, not cloned again
     again = open_repo(f"file://{origin}", tmp_path / "cache", said.append)
     assert again.tag_of("0.4.32") == "jax-v0.4.32" and len(said) == 1
+    # a branch of a commit window (--bad main) is the origin's as it is now, not as it was cloned
+    (origin / "jax" / "new.py").write_text("x = 1\n")
+    _git(origin, "add", "-A")
+    _git(origin, "commit", "-q", "-m", "a commit after the clone")
+    head = _git(origin, "rev-parse", "HEAD").strip()
+    assert again.resolve("main") == head and again.resolve(head[:9]) == head and again.resolve("nothing") is None
     with pytest.raises(UsageError, match="has no tag of jax 0.5.0"):
         again.tag_of("0.5.0")
 
@@ -279,6 +291,101 @@ def test_a_commit_that_needs_a_newer_jaxlib_than_the_release_is_refused_before_a
     assert code == 2 and "needs jaxlib 0.10.2 or newer" in err and "jax 0.4.30's environment" in err, err
     assert "--over a release whose jaxlib is 0.10.2 or newer" in err
     code, _, err = cli("envs", "--add-commit", "nosuch", "--over", "0.4.30", "--jax-repo", origin)
-    assert code == 2 and "has no commit nosuch" in err
+    assert code == 2 and "has no commit 'nosuch'" in err
     code, _, err = cli("envs", "--over", "0.4.30")
     assert code == 2 and "--add-commit COMMIT needs --over RELEASE" in err
+
+
+def test_a_commit_as_the_bad_end_finds_the_release_window_first_bad_commit_without_a_release_bisection(history):
+    """--bad COMMIT (issue #50: a TPU machine holds one JAX release): the window runs from the good release's tag to
+    that commit, its criterion chosen from those ends over the good release's jaxlib, no bad release made."""
+    repo, shas, store = history
+    answer = api.bisect_commits("int-floor", "0.4.30", shas[5], store=str(store), jax_repo=str(repo), jobs=1)
+    assert answer["ends"]["agree"], answer["ends"]["text"]
+    assert answer["bad"] == shas[5] and answer["bad_tag"] == shas[5][:10] and answer["commits"] == 6
+    assert answer["bad_commit"]["sha"] == shas[5] and answer["bad_commit"]["title"] == TITLES[5]
+    assert answer["first_bad"]["sha"] == shas[2] and answer["last_good"] == shas[1]
+    assert answer["criterion"] == "outputs vs good" and answer["release_answer"] is None and answer["xla"] is None
+    assert "JAX's lowering, by construction" in answer["layer"] and "jaxlib 0.4.30" in answer["layer"]
+    assert {s["sha"] for s in answer["skipped"]} <= {shas[3]}  # the broken commit, where the search met it
+    assert "-1 floor at int_floor.py:" in answer["lowering"]["text"]
+    assert {t["over"] for t in answer["tested"].values()} == {"jaxlib 0.4.30 (jax 0.4.30's environment)"}
+    assert answer["command"].endswith(f"--good 0.4.30 --bad {shas[5]} --jax-repo {repo}")
+    # stored (schema-valid: put_answer checks it), shown, and on the issue's first screen without a release
+    # bisection of that window
+    code, out, _ = cli("show", "int-floor", store=store)
+    assert code == 0 and f"commit bisection jax-v0.4.30..{shas[5][:10]}: first bad commit: {shas[2][:10]}" in out
+    from reprobundle.render.commits import commit_bisection_text
+
+    text = commit_bisection_text(answer)
+    assert f"to commit {shas[5][:10]} {TITLES[5]}" in text and "layer: JAX's lowering, by construction" in text
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import first_screen
+
+    screen = "\n".join(first_screen(issue_data("int-floor", store=str(store))))
+    assert f"First bad commit: {shas[2][:10]}" in screen, screen
+    assert f"searched from jax 0.4.30 to commit {shas[5][:10]}" in screen, screen
+
+
+@pytest.mark.crossversion
+def test_a_commit_before_the_change_says_nothing_changed_and_searches_nothing(history):
+    repo, shas, store = history
+    code, out, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", shas[1][:9], "--jax-repo", repo,
+                         "--json", store=store)
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["ends"]["same"] and not answer["ends"]["agree"] and answer["first_bad"] is None
+    assert answer["bad"] == shas[1] and answer["commits"] == 2 and answer["probes"] == 1  # the ends only
+    assert answer["text"].startswith(f"no change between jax 0.4.30 and commit {shas[1][:10]}")
+    assert answer["answer_id"] and answer["lowering"] is not None  # the bad commit's StableHLO against the good's
+    code, out, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", shas[1], "--jax-repo", repo,
+                         store=store)
+    assert code == 0 and "no change between jax 0.4.30 and commit" in out and f"lowering of {shas[1][:10]}" in out
+
+
+@pytest.mark.crossversion
+def test_a_good_tag_on_a_release_branch_starts_the_search_at_its_branch_point(history, tmp_path):
+    """As JAX tags its releases since 0.10.2 (jax-v0.10.2 is five commits off main): the good tag is no ancestor of
+    `main`; the window starts where its branch left main, and the CLI's --json answer says so."""
+    from jax_history import _commit, _git
+
+    repo, shas, store = history
+    branched = tmp_path / "jax"
+    shutil.copytree(repo, branched)
+    _git(branched, "checkout", "-q", "-b", "release/0.4.30", "jax-v0.4.30")
+    (branched / "ci.txt").write_text("a CI fix on the release branch\n")
+    retag(branched, "jax-v0.4.30", _commit(branched, "Fix CI at the branch cut"))
+    root = _git(branched, "rev-parse", "main~6").strip()
+    code, out, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", "main", "--jax-repo", branched,
+                         "--jobs", "2", "--json", store=store)
+    assert code == 0, err
+    answer = json.loads(out)
+    assert answer["branch_point"] == root and answer["commits"] == 6 and answer["bad"] == shas[5]
+    assert f"the first commit after jax-v0.4.30's branch point {root[:10]}" in answer["ends"]["text"]
+    assert answer["first_bad"]["sha"] == shas[2] and answer["last_good"] == shas[1]
+    # a release window from that tag starts there too
+    from reprobundle.envs.jax_commit import open_repo
+    from reprobundle.investigate.commit_bisect import plan_commits
+
+    plan = plan_commits(open_repo(str(branched), tmp_path / "cache"), "0.4.30", "0.4.31")
+    assert plan.branch_point == root and [c.sha for c in plan.commits] == shas and plan.start.endswith(root[:10])
+
+
+@pytest.mark.crossversion
+def test_an_unknown_commit_or_one_that_needs_a_newer_jaxlib_is_refused_with_the_way_out(history, tmp_path):
+    repo, shas, store = history
+    with pytest.raises(UsageError, match=re.escape(f"the JAX repository {repo}/.git has no commit 'deadbeef'")):
+        api.bisect_commits("int-floor", "0.4.30", "deadbeef", store=str(store), jax_repo=str(repo))
+    with pytest.raises(UsageError, match="names a commit, not a release: name the good release too"):
+        api.bisect_commits("int-floor", None, "main", store=str(store), jax_repo=str(repo))
+    from jax_history import _commit
+
+    moved = tmp_path / "jax"
+    shutil.copytree(repo, moved)
+    version = moved / "jax" / "version.py"
+    version.write_text(version.read_text().replace('_minimum_jaxlib_version = "0.4.30"',
+                                                   '_minimum_jaxlib_version = "0.4.31"'))
+    _commit(moved, "Raise the minimum jaxlib to 0.4.31")
+    with pytest.raises(UsageError, match="needs jaxlib 0.4.31 or newer") as refused:
+        api.bisect_commits("int-floor", "0.4.30", "main", store=str(store), jax_repo=str(moved))
+    assert "name a bad release instead" in str(refused.value.hint)

@@ -10,7 +10,7 @@ from ..bundle.registry import Bundle, Registry
 from ..envs.config import EnvConfig
 from ..errors import UsageError
 from ..run.options import ReplayOptions, replay_options
-from .shared import environment_manager, resolve
+from .shared import environment_manager, probe_jobs, resolve
 
 COMMIT_OPTIONS = ReplayOptions(dump=False, profile=False)  # a probe needs its outputs: no dump, no per-op profile
 RUN_PREFIX = "run-"  # a bisection's folder of commit environments (api/commits.py's _commit_folder)
@@ -20,20 +20,24 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
                    jax_repo: str | None = None, xla_repo: str | None = None, options: ReplayOptions | None = None,
                    python: str | None = None, env_dir: str | None = None, jobs: int | None = None,
                    progress: Callable[[str], None] | None = None, **settings: Any) -> dict:
-    """The first bad JAX commit between the last good and the first bad release of the bundle's release bisection.
+    """The first bad JAX commit between the last good and the first bad release of the bundle's release bisection,
+    or, where `bad` names a commit of the repository rather than a release (a hash or a prefix, a branch such as
+    main, a tag that is no release: a commit window), between the release `good` and that commit.
 
     The release bisection is the latest one stored beside the bundle whose window is `good`..`bad` (any, when
     neither is given); with `good` and `bad` and none stored, it is run first (api.bisect, retraced). It must have
     found the change in JAX's lowering by outputs or bits: a change in the compiler is refused (no JAX commit
-    carries it). Each probe runs JAX's Python at a commit of `jax_repo` (a path, or a URL cloned once into the
+    carries it). A commit window has no release bisection: its criterion comes from its ends, the good release
+    and the bad commit over the good release's jaxlib, retraced (investigate/commit_bisect.criterion_of_ends), and
+    the layer is JAX's lowering by construction; where they do not differ the answer says so and nothing is
+    searched. Each probe runs JAX's Python at a commit of `jax_repo` (a path, or a URL cloned once into the
     cache; default JAX's public repository) over the released jaxlib it accepts, retraced, untimed, up to `jobs`
-    commits at once. Returns the answer (investigate/commit_bisect.py's `answer_of`, with "lowering", "spent",
-    "probes", "xla" (the releases' XLA window: investigate/xla_window.py) and "answer_id": the record stored
-    beside the runs)."""
-    from ..envs.jax_commit import open_repo
+    commits at once (default: execution.default_jobs of the platform the bundle replays on: 1 on a TPU). Returns
+    the answer (investigate/commit_bisect.py's `answer_of`, with "lowering", "spent", "probes", "xla" (the
+    releases' XLA window: investigate/xla_window.py; None for a commit window, whose probes all run one jaxlib) and
+    "answer_id": the record stored beside the runs)."""
     from ..investigate import commit_bisect as cb
     from ..investigate.xla_window import xla_window
-    from ..run.execution import default_jobs
     from ..run.spent import Ledger
 
     options = replay_options(options, settings, COMMIT_OPTIONS).outputs_only()
@@ -41,26 +45,25 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
         raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
     config = EnvConfig.of(env_dir, python)
     manager = environment_manager(config)
-    local = jax_repo is not None and "://" not in jax_repo
-    repo = open_repo(jax_repo, manager.root, progress) if local else None  # a wrong folder is said at once
-    registry, bundle = resolve(ref, store)
-    stored = _stored_release(registry, bundle, good, bad)
-    if stored is not None:  # a stored compiler change is refused before any clone
-        _refuse(ref, stored)
-    repo = repo or open_repo(jax_repo, manager.root, progress)  # before a bisection runs
-    release = stored or _release_answer(registry, bundle, ref, good, bad, store, config, progress)
-    _refuse(ref, release)
-    found = release["answer"]
-    plan = cb.plan_commits(repo, found["last_good"], found["first_bad"])
+    if bad is not None and not cb.names_a_release(bad):
+        registry, bundle, plan, found = _commit_window(ref, good, bad, store, jax_repo, manager, options,
+                                                        progress)
+        release: dict = {}
+    else:
+        registry, bundle, release, repo = _release_window(ref, good, bad, store, jax_repo, config, manager, progress)
+        found = release["answer"]
+        plan = cb.plan_commits(repo, found["last_good"], found["first_bad"])
     say = (lambda line: progress(cb.readable(line))) if progress else None
     if say:
-        say(f"bisect-commits: {len(plan.commits)} commits from {plan.good_tag} to {plan.bad_tag} (first parent), "
-            f"each retraced over a released jaxlib, judged by {found['criterion']} against jax {plan.good}")
+        say(_opening(plan, found))
     ledger = Ledger()
     with _commit_folder(manager.root) as folder:
         probe = _commit_probe(registry, bundle, options, manager, plan, ledger, folder, say)
-        answer = _search(registry, bundle, plan, probe, found, jobs or default_jobs(), say)
-    answer["xla"] = xla_window(repo, plan.good_tag, plan.bad_tag, xla_repo, found)
+        answer = _search(registry, bundle, plan, probe, found, jobs or probe_jobs(bundle, options), say)
+    if plan.bad_commit is None:
+        answer["xla"] = xla_window(plan.repo, plan.good_tag, plan.bad_tag, xla_repo, found)
+    else:
+        answer["xla"], answer["layer"] = None, found["layer"]
     answer["release_answer"] = release.get("answer_id")
     answer["spent"] = ledger.as_dict()
     answer["probes"] = len(ledger.probes)
@@ -71,6 +74,74 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
     answer["answer_id"] = store_commit_bisection(registry, bundle, answer, runs, command)
     answer["command"] = command
     return answer
+
+
+def _opening(plan, found: dict) -> str:
+    """The first progress line: the window and how its commits are judged."""
+    if plan.bad_commit is not None:
+        return (f"bisect-commits: {len(plan.commits)} commits from {plan.start} to {plan.bad_name} (first "
+                f"parent), each retraced over jax {plan.good}'s jaxlib, judged against jax {plan.good} by what tells "
+                f"{plan.bad_name} from it")
+    return (f"bisect-commits: {len(plan.commits)} commits from {plan.good_tag} to {plan.bad_tag} (first parent), "
+            f"each retraced over a released jaxlib, judged by {found['criterion']} against jax {plan.good}")
+
+
+def _release_window(ref: str, good: str | None, bad: str | None, store: str | None, jax_repo: str | None,
+                    config: EnvConfig, manager, progress) -> tuple[Registry, Bundle, dict, Any]:
+    """The release bisection a release window goes on from (stored, else run now), refused where it found no
+    lowering change, and the JAX repository opened."""
+    from ..envs.jax_commit import open_repo
+
+    local = jax_repo is not None and "://" not in jax_repo
+    repo = open_repo(jax_repo, manager.root, progress) if local else None  # a wrong folder is said at once
+    registry, bundle = resolve(ref, store)
+    stored = _stored_release(registry, bundle, good, bad)
+    if stored is not None:  # a stored compiler change is refused before any clone
+        _refuse(ref, stored)
+    repo = repo or open_repo(jax_repo, manager.root, progress)  # before a bisection runs
+    release = stored or _release_answer(registry, bundle, ref, good, bad, store, config, progress)
+    _refuse(ref, release)
+    return registry, bundle, release, repo
+
+
+def _release_environment(manager, bundle: Bundle, options: ReplayOptions, version: str, progress):
+    """The cached environment of a release that commits run over: of the platform (and build) the bundle replays
+    on, as the release's own replay uses (a TPU's carries libtpu, a CPU's does not)."""
+    from ..run.replay import replay_platform
+
+    choice = replay_platform(bundle, options.platform)
+    on_platform: dict[str, Any] = {} if choice.platform == "cpu" else {"platform": choice.platform,
+                                                                       "build": choice.build}
+    return manager.ensure(version, progress=progress, **on_platform)
+
+
+def _commit_window(ref: str, good: str | None, bad: str, store: str | None, jax_repo: str | None, manager,
+                   options: ReplayOptions, progress) -> tuple[Registry, Bundle, Any, dict]:
+    """A commit window's plan (the good release's tag to the commit `bad`) and what its search goes on from: no
+    criterion yet (its ends choose it), the layer by construction. UsageError without --good, for a commit the
+    repository lacks, and for one whose JAX does not accept the good release's jaxlib."""
+    from ..envs.jax_commit import open_repo
+    from ..investigate import commit_bisect as cb
+
+    if good is None:
+        raise UsageError(f"--bad {bad} names a commit, not a release: name the good release too",
+                         hint=f"reprobundle bisect-commits {ref} --good RELEASE --bad {bad}")
+    registry, bundle = resolve(ref, store)  # a wrong ref is said before any clone
+    repo = open_repo(jax_repo, manager.root, progress)
+    plan = cb.plan_commit_window(repo, good, bad)
+    good_env = _release_environment(manager, bundle, options, good, progress)
+    jaxlib = good_env.jaxlib_version or good_env.jax_version
+    _version, minimum = repo.versions_at(plan.bad)
+    why_not = cb.jaxlib_refusal(plan, minimum, jaxlib)
+    if why_not is not None:
+        raise UsageError(f"{ref}: {why_not}",
+                         hint=f"name a bad release instead (one at or after {plan.bad_name}): reprobundle "
+                              f"bisect-commits {ref} --good {good} --bad RELEASE; or a good release whose jaxlib "
+                              f"is {minimum} or newer")
+    layer = (f"JAX's lowering, by construction: every probe, jax {good} itself included, ran over jaxlib {jaxlib} "
+             f"(jax {good}'s environment), so only JAX's Python differed")
+    return registry, bundle, plan, {"criterion": None, "last_good": good, "first_bad": plan.bad,
+                                    "changed_defaults": None, "layer": layer}
 
 
 def _commit_folder(root):
@@ -88,10 +159,14 @@ def _search(registry: Registry, bundle: Bundle, plan, probe, found: dict, jobs: 
     commit's changed defaults and its lowering against its parent."""
     from ..investigate import commit_bisect as cb
 
-    criterion = found["criterion"]
-    ends = cb.check_endpoints(plan, probe, criterion, _outputs_differ(registry, bundle))
+    ends = cb.check_endpoints(plan, probe, found["criterion"], _outputs_differ(registry, bundle))
+    criterion = ends["criterion"]
     if say:
         say(f"bisect-commits: {ends['text']}")
+    if ends.get("same"):  # a commit window whose ends compute the same: their lowering said, nothing searched
+        good_run, bad_run = probe([plan.good, plan.bad_end])
+        lowering = _lowering_between(registry, bundle, good_run, bad_run, plan.good_tag)
+        return {**cb.answer_of(plan, None, ends), "lowering": lowering, "runs": [good_run, bad_run]}
     if not ends["agree"]:
         return {**cb.answer_of(plan, None, ends), "lowering": None, "runs": []}
     result = cb.search(plan, probe, criterion, _outputs_differ(registry, bundle), ends, jobs=jobs, progress=say)
@@ -171,7 +246,12 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
     from ..investigate.probes import replay_probe
     from ..run.spent import of_runs
 
-    good_env, bad_env = manager.ensure(plan.good, progress=progress), manager.ensure(plan.bad, progress=progress)
+    good_env = _release_environment(manager, bundle, options, plan.good, progress)
+    # a commit window has no bad release: every commit runs over the good release's jaxlib or not at all
+    bad_env = good_env if plan.bad_commit is not None else \
+        _release_environment(manager, bundle, options, plan.bad, progress)
+    lacking = f"which jax {plan.good}'s is not" if plan.bad_commit is not None else \
+        f"which neither jax {plan.good}'s nor {plan.bad}'s is"
     made: dict[str, tuple[str | None, str]] = {}
 
     def env_of(label: str) -> tuple[str | None, str]:
@@ -182,7 +262,7 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
             _version, minimum = plan.repo.versions_at(commit.sha)
             over = jaxlib_release_for(minimum, good_env, bad_env)
             if over is None:
-                made[label] = (None, f"needs jaxlib {minimum}, which neither jax {plan.good}'s nor {plan.bad}'s is")
+                made[label] = (None, f"needs jaxlib {minimum}, {lacking}")
             else:
                 path = commit_environment(plan.repo, commit.sha, over, folder)
                 made[label] = (str(path), f"jaxlib {over.jaxlib_version} (jax {over.jax_version}'s environment)")
@@ -200,10 +280,8 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
     return commit_probe(replay, env_of, progress)
 
 
-def _lowering(registry: Registry, bundle: Bundle, plan, result, probe) -> dict | None:
+def _stablehlo_of(registry: Registry):
     from ..errors import NotFoundError
-    from ..investigate.commit_bisect import lowering_of_first_bad
-    from ..run.retrace import program_file_names
 
     def stablehlo_of(run: dict) -> str | None:
         art = (run.get("artifacts") or {}).get("stablehlo_retraced")
@@ -212,10 +290,33 @@ def _lowering(registry: Registry, bundle: Bundle, plan, result, probe) -> dict |
         except NotFoundError:  # a read-only store keeps no runs, nor their artifacts
             return None
 
-    found = lowering_of_first_bad(plan, result, probe, stablehlo_of, program_file_names(bundle.manifest))
+    return stablehlo_of
+
+
+def _lowering(registry: Registry, bundle: Bundle, plan, result, probe) -> dict | None:
+    from ..investigate.commit_bisect import lowering_of_first_bad
+    from ..run.retrace import program_file_names
+
+    found = lowering_of_first_bad(plan, result, probe, _stablehlo_of(registry),
+                                  program_file_names(bundle.manifest))
     if found is None:
         return None
     return {"changed": found["changed"], "text": found["text"], "parent": found["parent"]}
+
+
+def _lowering_between(registry: Registry, bundle: Bundle, before_run: dict, after_run: dict,
+                      parent: str) -> dict | None:
+    """Two runs' retraced StableHLO by source line (analysis/lowering_diff), as the answer's "lowering" says it
+    (`parent`: what the first was run from); None where either has none."""
+    from ..analysis.lowering_diff import lowering_diff
+    from ..run.retrace import program_file_names
+
+    stablehlo_of = _stablehlo_of(registry)
+    before, after = stablehlo_of(before_run), stablehlo_of(after_run)
+    if not before or not after:
+        return None
+    diff = lowering_diff(before, after, program_file_names(bundle.manifest))
+    return {"changed": diff["changed"], "text": diff["text"], "parent": parent}
 
 
 def _command(ref: str, good: str, bad: str, jax_repo: str | None, xla_repo: str | None) -> str:

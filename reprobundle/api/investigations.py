@@ -15,7 +15,7 @@ from ..investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
 from ..run.contenders import ContenderSpec, concrete_versions, contenders_from, variant_args
 from ..run.options import ReplayOptions, replay_options
 from ..run.replay import replay as _replay
-from .shared import comparison_of, environment_manager, releases_of, resolve
+from .shared import comparison_of, environment_manager, probe_jobs, releases_of, resolve
 
 BISECT_OPTIONS = ReplayOptions(dump=False, profile=False)  # a probe needs its verdict: no XLA dump, no per-op profile
 
@@ -100,8 +100,8 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
 
     Only what the criterion needs is measured: the endpoints' outputs first, each version once, untimed; timed
     together only when outputs do not tell them apart. An outputs or bits bisection then tests up to `jobs` versions
-    at once (default: execution.default_jobs), each once and untimed; a time bisection
-    times one version per step beside the good endpoint. `timed_probes` is the path before that (every probe
+    at once (default: execution.default_jobs of the platform it replays on: 1 on a TPU), each once and untimed; a
+    time bisection times one version per step beside the good endpoint. `timed_probes` is the path before that (every probe
     timed, one version a step), kept to compare with. While a step runs, the environments of the next step's
     versions are made in the background. The result's `spent`: where the wall time went (run/spent.py).
 
@@ -109,7 +109,6 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
     in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
     from ..envs.prefetch import Prefetch
-    from ..run.execution import default_jobs
     from ..run.spent import Ledger
 
     options = replay_options(options, settings, BISECT_OPTIONS)
@@ -119,7 +118,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     executor = _probe_executor(registry, ref, executor, ray_address)
     ledger = Ledger()
     probes = _Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
-    jobs = 1 if timed_probes else jobs or default_jobs()
+    jobs = 1 if timed_probes else jobs or probe_jobs(bundle, options)
     with Prefetch(manager, jobs) as prefetch:
         if nightly:
             search = _Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by)

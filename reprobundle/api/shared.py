@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 from ..bundle.registry import Bundle, Registry, open_ref
 from ..envs.config import EnvConfig
-from ..errors import UsageError
+from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, mode_of, variant_args
 
 
@@ -24,6 +24,19 @@ def environment_manager(config: EnvConfig | None = None):
     from ..envs.manager import EnvironmentManager
 
     return EnvironmentManager(config)
+
+
+def probe_jobs(bundle: Bundle, options) -> int:
+    """How many untimed probes a bisection of `bundle` runs at once by default: execution.default_jobs of the
+    platform its replays run on (replay_platform: --platform, else the bundle's accelerator here, else the CPU)."""
+    from ..run.execution import default_jobs
+    from ..run.replay import replay_platform
+
+    try:
+        platform = replay_platform(bundle, options.platform).platform
+    except ReproBundleError:  # no platform here runs it: the replays say so, as they always did
+        platform = "cpu"
+    return default_jobs(platform)
 
 
 def releases_of(config: EnvConfig) -> Callable[[], list[str]]:

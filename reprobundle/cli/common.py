@@ -191,7 +191,8 @@ RayOpt = typer.Option(None, "--ray", envvar="RAY_ADDRESS",
                            "reprobundle.")
 JobsOpt = typer.Option(None, "--jobs", help="Test this many releases at once in a bisection by outputs or bits "
                                             "(untimed probes; timed ones run one at a time). Default: one per CPU "
-                                            "but one, within the memory free.")
+                                            "but one, within the memory free; one on a TPU, which admits one "
+                                            "process at a time.")
 FreshWorkersOpt = typer.Option(False, "--fresh-workers", help="Give each bundle a worker process of its own per "
                                                            "version and round (by default the bundles measured "
                                                            "together share one per version and round); slower, for "

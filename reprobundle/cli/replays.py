@@ -375,7 +375,10 @@ def bisect_commits_cmd(
     good: Optional[str] = typer.Option(None, "--good", help="The release before the change (default: the last good "
                                                             "release of the bundle's stored bisection)."),
     bad: Optional[str] = typer.Option(None, "--bad", help="The release with the change (default: the stored "
-                                                          "bisection's first bad release)."),
+                                                          "bisection's first bad release), or a commit of the JAX "
+                                                          "repository (a hash, a branch such as main, a tag that is "
+                                                          "no release): then the commits from --good to it, each "
+                                                          "over --good's jaxlib, no release bisection needed."),
     jax_repo: Optional[str] = typer.Option(None, "--jax-repo", help="A clone of JAX (PATH) or its URL; default: "
                                                                     "JAX's public repository, cloned once into the "
                                                                     "cache."),
@@ -390,7 +393,8 @@ def bisect_commits_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Search JAX's commits between two adjacent releases for the first bad one: JAX's Python at each commit over
-    a released jaxlib, the program retraced and judged as the release bisection judged it."""
+    a released jaxlib, the program retraced and judged as the release bisection judged it. With --bad COMMIT, from
+    the release --good to that commit, judged by what tells the two apart."""
     from .. import api
     from ..render.commits import commit_bisection_text
 

@@ -62,7 +62,7 @@ def add_commit(manager: EnvironmentManager, repo: JaxRepo, commit: str, over: st
     newer jaxlib than the release's."""
     release = _release(over, "--over")
     t0 = time.perf_counter()
-    sha = repo.resolve(commit)
+    sha = repo.sha_of(commit)
     _version, minimum = repo.versions_at(sha)
     if VERSION_RE.match(release):  # a release's jaxlib is never newer than the release: said before any build
         refuse_older_jaxlib(sha, minimum, release)

@@ -94,8 +94,9 @@ def commit_headline(record: dict) -> str:
 class JaxRepo:
     """A git repository of JAX, read with `git --git-dir`: its tags, first-parent history, files at a commit."""
 
-    def __init__(self, git_dir: Path, web_url: str) -> None:
+    def __init__(self, git_dir: Path, web_url: str, origin: str | None = None) -> None:
         self.git_dir, self.web_url = git_dir, web_url
+        self.origin = origin  # the URL a cached clone was made from (resolve fetches a commit-ish from it)
 
     def git(self, *args: str) -> str:
         return run_git(["--git-dir", str(self.git_dir), *args])
@@ -109,6 +110,36 @@ class JaxRepo:
         raise UsageError(f"the JAX repository {self.git_dir} has no tag of jax {version} (jax-v{version})",
                          hint="fetch its tags (git fetch --tags), or name another clone with --jax-repo")
 
+    def resolve(self, commitish: str) -> str | None:
+        """The full hash of a commit-ish (a hash or a unique prefix, a branch, a tag), or None when the repository
+        has no such commit. A cached clone fetches it from its origin first (a prefix cannot be fetched: it is
+        looked up in what the clone has)."""
+        if commitish.startswith("-"):  # never an option to git
+            return None
+        if self.origin is not None:  # a cached clone: the branch or commit as its origin has it now
+            with contextlib.suppress(EnvironmentCreationError):
+                self.git("fetch", "--quiet", "--", self.origin, commitish)
+                return self.git("rev-parse", "--verify", "--quiet", "FETCH_HEAD^{commit}").strip()
+        try:
+            return self.git("rev-parse", "--verify", "--quiet", f"{commitish}^{{commit}}").strip()
+        except EnvironmentCreationError:
+            return None
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        """Whether `older` is an ancestor of `newer` (or the same commit)."""
+        try:
+            self.git("merge-base", "--is-ancestor", older, newer)
+            return True
+        except EnvironmentCreationError:
+            return False
+
+    def merge_base(self, a: str, b: str) -> str | None:
+        """The best common ancestor of two commits (where a release branch left the main line), or None."""
+        try:
+            return self.git("merge-base", a, b).strip() or None
+        except EnvironmentCreationError:
+            return None
+
     def commits_between(self, good_tag: str, bad_tag: str) -> list[Commit]:
         """The commits on the first-parent line from `good_tag` (excluded) to `bad_tag` (included), oldest first:
         the states the main branch was in, one after another, as `git bisect --first-parent` walks them."""
@@ -121,16 +152,14 @@ class JaxRepo:
                 commits.append(Commit(*fields))
         return commits
 
-    def resolve(self, commit: str) -> str:
-        """The full hash of `commit` (a hash or its prefix, a tag, a branch); UsageError when the repository has no
-        such commit."""
-        try:
-            if commit.startswith("-"):  # never an option of git's
-                raise EnvironmentCreationError(commit)
-            return self.git("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}").strip()
-        except EnvironmentCreationError:
-            raise UsageError(f"the JAX repository {self.git_dir} has no commit {commit}",
-                             hint="fetch it there (git fetch origin), or name another clone with --jax-repo") from None
+    def sha_of(self, commitish: str) -> str:
+        """The full hash of a commit-ish (resolve's), or UsageError saying the repository has no such commit."""
+        sha = self.resolve(commitish)
+        if sha is None:
+            raise UsageError(f"the JAX repository {self.git_dir} has no commit {commitish!r}",
+                             hint="name a commit of it (a hash or a prefix, a branch, a tag), fetch it there "
+                                  "(git fetch), or name another clone with --jax-repo")
+        return sha
 
     def message(self, sha: str) -> str:
         return self.git("log", "-1", "--format=%B", sha)
@@ -242,7 +271,7 @@ def open_repo(request: str | None, cache_root: Path, progress=None) -> JaxRepo:
         else:
             with contextlib.suppress(EnvironmentCreationError):
                 run_git(["--git-dir", str(git_dir), "fetch", "--quiet", "--tags", url])
-    return JaxRepo(git_dir, _web_url(git_dir, url))
+    return JaxRepo(git_dir, _web_url(git_dir, url), origin=url)
 
 
 def jaxlib_release_for(minimum: str | None, good: JaxEnvironment, bad: JaxEnvironment) -> JaxEnvironment | None:

@@ -26,8 +26,20 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from ..envs.jax_commit import Commit, JaxRepo, commit_headline, pull_request
+from ..envs.versions import parse_version, version_key
 from ..errors import UsageError
-from .bisection import BITS, OUTPUTS, OUTPUTS_VS_GOOD, BisectResult, OutputsDiffer, ReplayTogether, classify
+from .bisection import (
+    BEYOND,
+    BITS,
+    BITS_ONLY,
+    OUTPUTS,
+    OUTPUTS_VS_GOOD,
+    BisectResult,
+    OutputsDiffer,
+    ReplayTogether,
+    by_outputs,
+    classify,
+)
 
 # the release bisection's criterion -> what the commit bisection asks of `bisect` (`by`)
 BY_OF_CRITERION = {OUTPUTS: "outputs", OUTPUTS_VS_GOOD: "outputs", BITS: "bits"}
@@ -45,10 +57,31 @@ class CommitPlan:
     good_tag: str
     bad_tag: str
     commits: list[Commit] = field(default_factory=list)  # oldest first; the last is the bad tag's
+    # a commit window (--bad COMMIT): the bad end is that commit, not a release (then `bad` is its sha, `bad_tag`
+    # its short hash); every probe runs over the good release's jaxlib
+    bad_commit: Commit | None = None
+    # where the good tag's release branch left the bad commit's history (the tag is no ancestor of it: JAX tags a
+    # release on a branch of its own since 0.10.2), None where the tag is on it
+    branch_point: str | None = None
 
     @property
     def labels(self) -> list[str]:
         return [commit_label(self.good, i, c.sha) for i, c in enumerate(self.commits)]
+
+    @property
+    def bad_end(self) -> str:
+        """What the search replays as its bad end: the bad release, or the bad commit's label."""
+        return self.labels[-1] if self.bad_commit is not None else self.bad
+
+    @property
+    def start(self) -> str:
+        """What the first commit comes after: "jax-v0.7.1", or "jax-v0.10.2's branch point 7db3a70e49"."""
+        return f"{self.good_tag}'s branch point {self.branch_point[:10]}" if self.branch_point else self.good_tag
+
+    @property
+    def bad_name(self) -> str:
+        """The bad end as the answer says it: "jax 0.7.2", or "commit 0145058aa0"."""
+        return f"commit {self.bad_commit.short}" if self.bad_commit is not None else f"jax {self.bad}"
 
     def commit_of(self, label: str) -> Commit | None:
         m = _LABEL.fullmatch(label)
@@ -62,12 +95,60 @@ def commit_label(good: str, index: int, sha: str) -> str:
 
 
 def plan_commits(repo: JaxRepo, good: str, bad: str) -> CommitPlan:
+    """The commits from the good release's tag (excluded) to the bad release's (included), first parent; from the
+    good tag's branch point where it is on a release branch of its own (branch_point)."""
     good_tag, bad_tag = repo.tag_of(good), repo.tag_of(bad)
-    plan = CommitPlan(repo, good, bad, good_tag, bad_tag, repo.commits_between(good_tag, bad_tag))
+    plan = CommitPlan(repo, good, bad, good_tag, bad_tag, repo.commits_between(good_tag, bad_tag),
+                      branch_point=branch_point_of(repo, good_tag, bad_tag))
     if not plan.commits:
         raise UsageError(f"no commit lies between {good_tag} and {bad_tag} in {repo.git_dir}",
                          hint="--good must be the older release, and its tag an ancestor of --bad's")
     return plan
+
+
+def names_a_release(text: str) -> bool:
+    """Whether --bad names a release ("0.7.2", "v0.7.2") rather than a commit of the repository (a hash or a prefix,
+    a branch such as main, a tag that is no release's version): a version with a dot in it."""
+    return "." in text and parse_version(text) is not None
+
+
+def plan_commit_window(repo: JaxRepo, good: str, commitish: str) -> CommitPlan:
+    """The commits from the good release's tag (excluded) to a commit of the repository (included), first parent:
+    the window of `bisect-commits --bad COMMIT`. A good tag on a release branch (no ancestor of the commit) starts
+    it where that branch left the commit's history (its branch point): the release's own commits on its branch are
+    not searched, and the endpoints' check of the first commit says whether they matter. UsageError for a commit the
+    repository lacks or one that shares no history with the tag; whether its JAX accepts the good release's jaxlib
+    is the caller's check (jaxlib_refusal)."""
+    good_tag = repo.tag_of(good)
+    sha = repo.sha_of(commitish)
+    branch_point = branch_point_of(repo, good_tag, sha)
+    if branch_point == "":
+        raise UsageError(f"{good_tag} and {commitish} ({sha[:10]}) share no history in {repo.git_dir}",
+                         hint="--good must be a release older than the commit, on its history")
+    commits = repo.commits_between(good_tag, sha)
+    if not commits:
+        raise UsageError(f"no commit lies between {good_tag} and {commitish} ({sha[:10]}) in {repo.git_dir}",
+                         hint="--bad must be a commit after the good release's tag")
+    return CommitPlan(repo, good, sha, good_tag, commits[-1].short, commits, bad_commit=commits[-1],
+                      branch_point=branch_point)
+
+
+def branch_point_of(repo: JaxRepo, good_tag: str, bad: str) -> str | None:
+    """Where the good tag's release branch left `bad`'s history (JAX tags a release on a branch of its own since
+    0.10.2), None where the tag is an ancestor of `bad`, "" where they share no history."""
+    if repo.is_ancestor(good_tag, bad):
+        return None
+    return repo.merge_base(good_tag, bad) or ""
+
+
+def jaxlib_refusal(plan: CommitPlan, minimum: str | None, jaxlib: str) -> str | None:
+    """Why the bad commit cannot run over the good release's jaxlib (its `_minimum_jaxlib_version` is newer), or
+    None when it can."""
+    if minimum is None or version_key(jaxlib) >= version_key(minimum) or plan.bad_commit is None:
+        return None
+    return (f"{plan.bad_name} needs jaxlib {minimum} or newer (its jax/version.py's _minimum_jaxlib_version), and "
+            f"jax {plan.good}'s environment has jaxlib {jaxlib}: a commit window runs every commit over the good "
+            "release's jaxlib")
 
 
 def refusal(release_answer: dict) -> str | None:
@@ -120,33 +201,74 @@ def commit_probe(probe: Callable[[list[str], list[str]], list[dict]], env_of: En
     return replay
 
 
-def check_endpoints(plan: CommitPlan, checks: ReplayTogether, criterion: str,
+def check_endpoints(plan: CommitPlan, checks: ReplayTogether, criterion: str | None,
                     outputs_differ: OutputsDiffer) -> dict:
-    """The first commit after the good tag and the bad tag's commit, each judged against the good release by
-    `criterion`: {"first", "last": {"label", "class", "evidence"}, "agree": bool, "text"}."""
+    """The first commit after the good tag and the bad end's commit, each judged against the good release by
+    `criterion`: {"first", "last": {"label", "class", "evidence"}, "agree": bool, "text", "criterion"}. A commit
+    window (plan.bad_commit) has no release bisection: its criterion is chosen here from the good release and the
+    bad commit (criterion_of_ends), and where they do not differ, "same" is true and nothing is to be searched."""
     labels = plan.labels
     first, last = labels[0], labels[-1]
     good_run, first_run, last_run = checks([plan.good, first, last])
-    ends = {}
+    if plan.bad_commit is not None:
+        criterion, said = criterion_of_ends(plan, good_run, last_run, outputs_differ)
+        if criterion is None:
+            return {"last": {"label": last, "class": "good", "evidence": said}, "agree": False, "same": True,
+                    "criterion": None, "text": said}
+    assert criterion is not None  # a release window's comes from its release bisection
+    ends: dict = {"criterion": criterion}
     for name, label, run in (("first", first, first_run), ("last", last, last_run)):
         cls, evidence = classify(run, good_run, None, criterion, outputs_differ)
         ends[name] = {"label": label, "class": cls, "evidence": evidence}
-    first_c, last_c = plan.commits[0], plan.commits[-1]
-    if ends["first"]["class"] == "good" and ends["last"]["class"] == "bad":
-        agree, text = True, (f"the endpoints agree with the releases: {first_c.short} (the first commit after "
-                             f"{plan.good_tag}) behaves like jax {plan.good}, {last_c.short} ({plan.bad_tag}) like "
-                             f"jax {plan.bad}")
-    elif "skip" in (ends["first"]["class"], ends["last"]["class"]):
-        which = "first" if ends["first"]["class"] == "skip" else "last"
-        agree, text = False, (f"the endpoints could not be checked: {ends[which]['label']} did not run "
-                              f"({ends[which]['evidence']})")
-    else:
-        agree, text = False, (f"the change came with jaxlib, not with JAX's Python: over one jaxlib, "
-                              f"{first_c.short} (the first commit after {plan.good_tag}) is "
-                              f"{ends['first']['class']} and {last_c.short} ({plan.bad_tag}) is "
-                              f"{ends['last']['class']} ({ends['last']['evidence']}); jax {plan.bad}'s own jaxlib "
-                              "(and the XLA it was built with) makes the difference")
+    agree, text = _ends_text(plan, ends)
     return {**ends, "agree": agree, "text": text}
+
+
+def _ends_text(plan: CommitPlan, ends: dict) -> tuple[bool, str]:
+    """Whether the endpoints agree with the window's ends, and the sentence that says how."""
+    first_c, last_c = plan.commits[0], plan.commits[-1]
+    after = f"{first_c.short} (the first commit after {plan.start})"
+    if ends["first"]["class"] == "good" and ends["last"]["class"] == "bad":
+        if plan.bad_commit is not None:
+            return True, (f"the endpoints: {after} behaves like jax {plan.good}; {plan.bad_name} does not: "
+                          f"{ends['last']['evidence']}")
+        return True, (f"the endpoints agree with the releases: {after} behaves like jax {plan.good}, "
+                      f"{last_c.short} ({plan.bad_tag}) like jax {plan.bad}")
+    if "skip" in (ends["first"]["class"], ends["last"]["class"]):
+        which = "first" if ends["first"]["class"] == "skip" else "last"
+        return False, (f"the endpoints could not be checked: {ends[which]['label']} did not run "
+                       f"({ends[which]['evidence']})")
+    if plan.bad_commit is not None:  # the first commit is bad: over the good release's own jaxlib
+        return False, (f"{after} already differs from jax {plan.good} over the same jaxlib "
+                       f"({ends['first']['evidence']}): it made the change, or JAX's Python run from the repository "
+                       f"does not behave as jax {plan.good}'s own package here; nothing was searched")
+    return False, (f"the change came with jaxlib, not with JAX's Python: over one jaxlib, {after} is "
+                   f"{ends['first']['class']} and {last_c.short} ({plan.bad_tag}) is {ends['last']['class']} "
+                   f"({ends['last']['evidence']}); jax {plan.bad}'s own jaxlib (and the XLA it was built with) makes "
+                   "the difference")
+
+
+def criterion_of_ends(plan: CommitPlan, good_run: dict, bad_run: dict,
+                      outputs_differ: OutputsDiffer) -> tuple[str | None, str]:
+    """A commit window's criterion, as a release bisection chooses it from its endpoints but untimed: the bad
+    commit's outputs mismatch the reference where the good release's match it ("outputs"), differ from the good
+    release's beyond the tolerance ("outputs vs good"), or in bits only ("bits"); None where they are the same
+    bit for bit (nothing to search) or either did not run (then the endpoints' check says which). With the
+    sentence that says so."""
+    usable = ("ok", "mismatch")
+    if good_run["status"] not in usable:
+        raise UsageError(f"jax {plan.good} did not run ({good_run['status']}): {str(good_run.get('reason'))[:300]}",
+                         hint="pick a good release on which the bundle runs")
+    if bad_run["status"] not in usable:
+        return OUTPUTS_VS_GOOD, ""  # classed "skip" by the endpoints' check, which says why
+    if bad_run["status"] == "mismatch" and good_run["status"] == "ok":
+        return OUTPUTS, f"its outputs mismatch the reference and jax {plan.good}'s match it"
+    apart = outputs_differ(good_run, bad_run)
+    if apart in (BEYOND, BITS_ONLY):
+        criterion = OUTPUTS_VS_GOOD if apart == BEYOND else BITS
+        return criterion, by_outputs(apart, plan.good, criterion)[1]
+    return None, (f"no change between jax {plan.good} and {plan.bad_name}: over jax {plan.good}'s jaxlib, its "
+                  f"outputs are jax {plan.good}'s bit for bit (retraced): nothing to search")
 
 
 def search(plan: CommitPlan, probe: ReplayTogether, criterion: str, outputs_differ: OutputsDiffer,
@@ -160,7 +282,7 @@ def search(plan: CommitPlan, probe: ReplayTogether, criterion: str, outputs_diff
     def known(label: str, _classes: dict) -> tuple[str, str] | None:
         return known_classes.get(label)
 
-    return bisect(plan.labels, plan.good, plan.bad, probe, progress=progress, known=known,
+    return bisect(plan.labels, plan.good, plan.bad_end, probe, progress=progress, known=known,
                   outputs_differ=outputs_differ, by=BY_OF_CRITERION[criterion], check_together=probe, jobs=jobs)
 
 
@@ -180,10 +302,14 @@ def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict, default
                     "repo": plan.repo.web_url, "commits": len(plan.commits), "ends": ends, "first_bad": None,
                     "last_good": None, "could_be": [], "skipped": [], "tested": {}, "criterion": None, "why": "",
                     "defaults": list(defaults)}
+    if plan.bad_commit is not None:
+        answer["bad_commit"] = commit_record(plan.repo, plan.bad_commit)
+    if plan.bad_commit is not None or plan.branch_point:
+        answer["branch_point"] = plan.branch_point
     if result is None:
         answer["text"] = ends["text"]
         return answer
-    answer.update(criterion=result.criterion, why=result.why)
+    answer.update(criterion=result.criterion, why=readable(result.why))
     for label, cls in result.classes.items():
         commit = plan.commit_of(label)
         if commit is None:
@@ -256,7 +382,7 @@ def lowering_of_first_bad(plan: CommitPlan, result: BisectResult, probe: ReplayT
     return {**diff, "parent": parent_commit.sha if parent_commit else plan.good_tag}
 
 
-_ENV_PATH = re.compile(r"\S*/jax-commits/(?:[^/\s]+/)?([0-9a-f]{12})-over-jax-([\w.]+?)-py[\d.]+")
+_ENV_PATH = re.compile(r"\S*/jax-commits/(?:[^/\s]+/)?([0-9a-f]{12})-over-jax-([\w.]+?)(?:-[a-z]+\d*)?-py[\d.]+")
 
 
 def readable(line: str) -> str:

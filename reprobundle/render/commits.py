@@ -3,6 +3,7 @@ the skipped commits, the lowering diff against its parent, the XLA window, the c
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 from ..text import clean
@@ -30,6 +31,7 @@ def first_bad_line(answer: dict) -> str:
 def commit_bisection_text(answer: dict) -> str:
     lines = [f"bisect-commits {clean(answer['good_tag'])}..{clean(answer['bad_tag'])}: {answer['commits']} commits "
              f"(first parent) in {clean(answer['repo'])}"]
+    lines += _bad_commit_lines(answer)
     lines += _wrap(answer["ends"]["text"])
     if answer.get("first_bad"):
         lines += _first_bad_lines(answer)
@@ -39,9 +41,12 @@ def commit_bisection_text(answer: dict) -> str:
         lines += _wrap("untested just before it (skipped), any of which may be the first bad one: "
                        + ", ".join(str(s)[:10] for s in answer["could_be"]))
     lowering = answer.get("lowering")
-    if lowering:
+    if lowering and answer["ends"].get("same"):  # a commit window whose ends compute the same
+        said = lowering["text"] if lowering["changed"] else "the same StableHLO"
+        lines += _wrap(f"lowering of {clean(answer['bad_tag'])} against jax {clean(answer['good'])}: {said}")
+    elif lowering:
         said = lowering["text"] if lowering["changed"] else "the same StableHLO as its parent's"
-        lines += _wrap(f"lowering against its parent {str(lowering['parent'])[:10]}: {said}")
+        lines += _wrap(f"lowering against its parent {_short(str(lowering['parent']))}: {said}")
     skipped = answer.get("skipped") or []
     if skipped:
         lines.append(f"  skipped ({len(skipped)}, as git bisect skip):")
@@ -53,6 +58,24 @@ def commit_bisection_text(answer: dict) -> str:
     if answer.get("command"):
         lines += _wrap(f"again: {answer['command']}")
     return "\n".join(lines)
+
+
+def _short(ref: str) -> str:
+    """A commit hash as its first 10 digits; a tag (jax-v0.4.30) whole."""
+    return ref[:10] if re.fullmatch(r"[0-9a-f]{40}", ref) else ref
+
+
+def _bad_commit_lines(answer: dict) -> list[str]:
+    """A commit window's bad end (--bad COMMIT) and the layer it stands for: what the search ran to."""
+    bad = answer.get("bad_commit")
+    if not isinstance(bad, dict) or not bad.get("sha"):
+        return []
+    from ..envs.jax_commit import commit_headline
+
+    since = answer.get("branch_point")
+    lines = _wrap(f"to commit {commit_headline(bad)} ({bad.get('date')}), from jax {answer['good']}"
+                  + (f" (its release branch left this history at {str(since)[:10]})" if since else ""))
+    return lines + (_wrap(f"layer: {answer['layer']}") if answer.get("layer") else [])
 
 
 def _first_bad_lines(answer: dict) -> list[str]:

@@ -268,15 +268,31 @@ def _commit(data: dict) -> list[str]:
     a: dict = found if isinstance(found, dict) else {}
     first = a.get("first_bad")
     window = (data.get("bisection") or {}).get("answer") or {}
-    if not isinstance(first, dict) or not first.get("sha") or \
-            (a.get("good"), a.get("bad")) != (window.get("last_good"), window.get("first_bad")):
+    if not isinstance(first, dict) or not first.get("sha") or not _same_window(a, window):
         return []  # none, or of another window than the stored bisection's
     commit = first_bad_line(a)
     line = f"- **{md(commit[0].upper() + commit[1:])}**"
     line += f" ({md(first['url'])})" if first.get("url") else ""
+    line += _searched_to(a)
     said = [f"it changed the default of {d['name']} ({d.get('a')} -> {d.get('b')})" for d in a.get("defaults") or []
             if isinstance(d, dict) and d.get("name")]
     return [line + (f": {md('; '.join(said))}" if said else "")]
+
+
+def _searched_to(answer: dict) -> str:
+    """", searched from jax 0.10.2 to commit 0145058aa0" for a commit window (--bad COMMIT), else nothing."""
+    bad = answer.get("bad_commit")
+    if not isinstance(bad, dict) or not bad.get("sha"):
+        return ""
+    return f", searched from jax {md(str(answer.get('good')))} to commit {md(str(bad['sha'])[:10])}"
+
+
+def _same_window(commits: dict, window: dict) -> bool:
+    """Whether a commit bisection's answer belongs beside the stored release bisection's `window`: the same
+    releases; for a commit window (--bad COMMIT), none stored or one whose last good release is its good one."""
+    if isinstance(commits.get("bad_commit"), dict):
+        return not window or window.get("last_good") == commits.get("good")
+    return (commits.get("good"), commits.get("bad")) == (window.get("last_good"), window.get("first_bad"))
 
 
 LAYER_TEXT = {"compiler": "XLA (the compiler): the frozen module shows the change",

@@ -115,15 +115,20 @@ def worker_memory_limit(requested: int | None, together: int = 1, platform: str 
     return max(MEMORY_FLOOR_BYTES, int(available * MEMORY_SHARE / max(1, together)))
 
 
-def default_jobs() -> int:
-    """How many untimed workers to run at once here: one per CPU this process may use but one (the host's: it reads
-    results, compares outputs and makes environments meanwhile), and no more than MEMORY_SHARE of MemAvailable gives
-    each MEMORY_FLOOR_BYTES (the floor of a worker's default memory limit). On the 2-core VM, two bisection probes at
-    once took as long as one at a time (benchmarks/README.md), so there it is 1."""
+def default_jobs(platform: str = "cpu") -> int:
+    """How many untimed workers to run at once here, replaying on `platform`: one where it admits one process at a
+    time (a TPU: the workers would visit the chip in turn, so an (n+1)-ary step only costs probes), else one per CPU
+    this process may use but one (the host's: it reads results, compares outputs and makes environments meanwhile),
+    and no more than MEMORY_SHARE of MemAvailable gives each MEMORY_FLOOR_BYTES (the floor of a worker's default
+    memory limit). On the 2-core VM, two bisection probes at once took as long as one at a time
+    (benchmarks/README.md), so there it is 1."""
     import os
 
+    from ..envs.platforms import one_process_at_a_time
     from ..worker.memory import mem_available
 
+    if one_process_at_a_time(platform):
+        return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     available = mem_available()
     by_memory = cpus if available is None else int(available * MEMORY_SHARE // MEMORY_FLOOR_BYTES)
