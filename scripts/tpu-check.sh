@@ -59,7 +59,9 @@ if [ -d "$WHEELS" ]; then
     --upgrade --target "$SITE" "$WHEELS"/*.whl || exit 1
 fi
 export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$SITE:$REPO"
-export REPROBUNDLE_STORE="$OUT/store" REPROBUNDLE_INDEX_URL="$INDEX" PYTHONUNBUFFERED=1
+# the store outlives one OUT_DIR (a later call on the same machine goes on from its bundles and answers)
+export REPROBUNDLE_STORE="${TPU_CHECK_STORE:-/tmp/reprobundle-tpu-store}" REPROBUNDLE_INDEX_URL="$INDEX"
+export PYTHONUNBUFFERED=1
 RB=(python3 -m reprobundle)
 "${RB[@]}" --help >/dev/null || { echo "reprobundle does not start here" >&2; exit 1; }
 
@@ -67,7 +69,7 @@ say "devices: reprobundle's detection, and JAX's own (a process that exits befor
 python3 -c 'from reprobundle.envs.platforms import detect_devices; d = detect_devices(); print("reprobundle:", d.describe(), d.platforms)'
 python3 -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())'
 
-if want pack; then
+if want pack && ! "${RB[@]}" show attention > /dev/null 2>&1; then
   check "pack on the TPU" "${RB[@]}" pack examples/attention.py --name attention
   "${RB[@]}" show attention | tee "$OUT/show.txt"
 fi
@@ -106,7 +108,8 @@ print(next(paths(json.load(open(sys.argv[1]))), ""))' "$OUT/commit-env.json" 2>/
   echo "commit environment: $COMMIT_ENV"; cat "$OUT/commit-env.json"; "${RB[@]}" envs
 fi
 if want commit && [ -n "${COMMIT_ENV:-}" ]; then
-  check "pack examples/empty_rows.py on the TPU" "${RB[@]}" pack examples/empty_rows.py --name empty-rows
+  "${RB[@]}" show empty-rows > /dev/null 2>&1 ||
+    check "pack examples/empty_rows.py on the TPU" "${RB[@]}" pack examples/empty_rows.py --name empty-rows
   # jnp.empty became an uninitialized AllocateBuffer on a TPU after 0.10.2: outputs beyond the tolerance (exit 1)
   check "empty-rows retraced: installed beside the commit (outputs differ)" sh -c '"$@"; [ $? -eq 1 ]' _ \
     "${RB[@]}" replay empty-rows --jax installed --jax "$COMMIT_ENV" --mode retrace --rounds 1
