@@ -111,7 +111,7 @@ if want commit && [ -n "${COMMIT_ENV:-}" ]; then
   "${RB[@]}" show empty-rows > /dev/null 2>&1 ||
     check "pack examples/empty_rows.py on the TPU" "${RB[@]}" pack examples/empty_rows.py --name empty-rows
   # jnp.empty became an uninitialized AllocateBuffer on a TPU after 0.10.2: outputs beyond the tolerance (exit 1)
-  check "empty-rows retraced: installed beside the commit (outputs differ)" sh -c '"$@"; [ $? -eq 1 ]' _ \
+  check "empty-rows retraced: installed beside the commit (outputs differ: exit 9)" sh -c '"$@"; [ $? -eq 9 ]' _ \
     "${RB[@]}" replay empty-rows --jax installed --jax "$COMMIT_ENV" --mode retrace --rounds 1
 fi
 if want bisect && [ -n "${COMMIT_ENV:-}" ]; then

@@ -412,11 +412,16 @@ def test_minimize_on_a_tpu_says_it_needs_two_processes_at_once_and_bisections_pr
     there with the way out, before any worker starts; the CPU path of the same bundle is untouched. A bisection's
     untimed probes there run one at a time by default (#50: concurrent workers cannot hold the chip, an (n+1)-ary
     step would only cost probes); on the CPU as many as before."""
-    # packed with its reference on the CPU: on the TPU machine this test process may already hold the chip
-    monkeypatch.setenv("REPROBUNDLE_PLATFORMS", "cpu")
-    code, _, err = cli("pack", str(ROOT / "examples/attention.py:make_small"), "--name", "tp", "--platforms",
-                       "tpu,cpu", "--repeat", "2", "--warmup", "1", "--no-dump", "--no-profile", store=store_dir)
-    assert code == 0, err
+    # packed in a process of its own with its reference on the CPU: on the TPU machine this test process holds the
+    # chip once a test before it used jax there (seen on the borrowed v5e, 2026-12-05), and no worker could open it
+    import subprocess
+
+    packed = subprocess.run([sys.executable, "-m", "reprobundle", "pack", str(ROOT / "examples/attention.py:make_small"),
+                             "--name", "tp", "--platforms", "tpu,cpu", "--repeat", "2", "--warmup", "1", "--no-dump",
+                             "--no-profile"], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "REPROBUNDLE_STORE": str(store_dir), "JAX_PLATFORMS": "cpu",
+                                 "REPROBUNDLE_PLATFORMS": "cpu"})
+    assert packed.returncode == 0, packed.stderr
     monkeypatch.setenv("REPROBUNDLE_PLATFORMS", "tpu")  # as on the borrowed TPU machine
     code, _, err = cli("minimize", "tp", "--jax", "installed", "--variant",
                        "installed:XLA_FLAGS=--xla_cpu_enable_fast_math=false", store=store_dir)
