@@ -328,6 +328,29 @@ def test_a_commit_as_the_bad_end_finds_the_release_window_first_bad_commit_witho
 
 
 @pytest.mark.crossversion
+def test_investigate_to_a_commit_is_the_commit_bisection_and_the_issue(history, tmp_path):
+    """investigate --bad COMMIT (#50: a TPU machine holds one release): no release lies between, so the chain is the
+    commit window's search and the issue; the steps that compare releases say why they do not apply."""
+    repo, shas, store = history
+    issue = tmp_path / "issue.md"
+    code, out, err = cli("investigate", "int-floor", "--good", "0.4.30", "--bad", shas[5][:12], "--jax-repo", repo,
+                         "--issue", issue, "--json", store=store)
+    assert code == 0, err
+    found = json.loads(out)
+    steps = {s["name"]: s for s in found["steps"]}
+    assert [s["name"] for s in found["steps"]] == ["commits", "explain", "minimize", "newest", "issue"]
+    assert steps["commits"]["status"] == "answered" and shas[2][:10] in steps["commits"]["answer"]
+    assert {steps[n]["status"] for n in ("explain", "minimize", "newest")} == {"skipped"}
+    assert found["layer"] == "lowering" and issue.exists() and f"First bad commit: {shas[2][:10]}" in issue.read_text()
+    from reprobundle.render.text import investigation_text
+
+    assert investigation_text(found).startswith(f"int-floor: first bad commit {shas[2][:10]} between 0.4.30 and")
+    code, _, err = cli("investigate", "int-floor", "--good", "0.4.30", "--bad", "main", "--jax-repo",
+                       tmp_path / "nothing", store=store)
+    assert code == 2 and "not a git repository" in err
+
+
+@pytest.mark.crossversion
 def test_a_commit_before_the_change_says_nothing_changed_and_searches_nothing(history):
     repo, shas, store = history
     code, out, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", shas[1][:9], "--jax-repo", repo,

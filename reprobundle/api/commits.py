@@ -336,10 +336,8 @@ def commit_step(result, ref: str, *, store: str | None = None, python: str | Non
     or no JAX repository here (`jax_repo`, else the clone cached by an earlier bisect-commits; never a clone made
     here, so an investigation needs no network), with the command that gives one. A dict of investigate's Step
     fields: name, status, answer, spent_s, command, stored."""
-    from ..envs.jax_commit import CACHED_REPO
     from ..errors import ReproBundleError
     from ..investigate.commit_bisect import refusal
-    from ..render.commits import first_bad_line
 
     command = _command(ref, result.last_good, result.first_bad, jax_repo or "PATH", None) + \
         (f" --store {shlex.quote(store)}" if store else "")
@@ -348,8 +346,7 @@ def commit_step(result, ref: str, *, store: str | None = None, python: str | Non
     why_not = "the bisection found no boundary" if result.last_good == result.first_bad else refusal(
         {"answer": {"layer": result.layer, "criterion": result.criterion, "last_good": result.last_good,
                     "first_bad": result.first_bad}})
-    cached = environment_manager(EnvConfig.of(env_dir, python)).root / CACHED_REPO
-    repo = jax_repo or (str(cached) if (cached / "HEAD").exists() else None)
+    repo = repo_here(jax_repo, env_dir, python)
     if why_not is None and repo is None:
         why_not = ("no JAX repository here to bisect its commits: give a clone of https://github.com/jax-ml/jax "
                    "(or its URL) with --jax-repo")
@@ -361,9 +358,43 @@ def commit_step(result, ref: str, *, store: str | None = None, python: str | Non
                                env_dir=env_dir, progress=progress)
     except ReproBundleError as e:
         return {**step, "status": "failed", "answer": e.message}
+    return _answered(step, found, store, t0)
+
+
+def _answered(step: dict, found: dict, store: str | None, t0: float) -> dict:
+    """A commit bisection's answer as investigate's step: the first bad commit (with its lowering against its
+    parent) or what the ends said."""
+    from ..render.commits import first_bad_line
+
     said = first_bad_line(found) if found["first_bad"] else found["ends"]["text"]
     if found.get("lowering") and found["lowering"]["changed"]:
         said += f"; against its parent: {found['lowering']['text']}"
     return {**step, "status": "answered", "answer": said, "spent_s": round(time.monotonic() - t0, 1),
             "command": found["command"] + (f" --store {shlex.quote(store)}" if store else ""),
             "stored": found["answer_id"]}
+
+
+def repo_here(jax_repo: str | None, env_dir: str | None, python: str | None) -> str | None:
+    """The JAX repository an investigation may use without the network: the one given, else the clone an earlier
+    bisect-commits cached beside the environments, else None."""
+    from ..envs.jax_commit import CACHED_REPO
+
+    cached = environment_manager(EnvConfig.of(env_dir, python)).root / CACHED_REPO
+    return jax_repo or (str(cached) if (cached / "HEAD").exists() else None)
+
+
+def commit_window_step(ref: str, good: str, commit: str, *, store: str | None = None, python: str | None = None,
+                       env_dir: str | None = None, progress: Callable[[str], None] | None = None,
+                       jax_repo: str | None = None) -> tuple[dict, dict]:
+    """investigate --bad COMMIT's search: the commits from release `good` to `commit` (bisect_commits' commit
+    window): (a dict of investigate's Step fields, the answer). UsageError when no JAX repository is here (it is the
+    whole investigation: nothing else could answer)."""
+    repo = repo_here(jax_repo, env_dir, python)
+    if repo is None:
+        raise UsageError(f"--bad {commit} names a commit, and no JAX repository is here to find it in",
+                         hint="give a clone of https://github.com/jax-ml/jax (or its URL) with --jax-repo")
+    t0 = time.monotonic()
+    found = bisect_commits(ref, good, commit, store=store, jax_repo=repo, python=python, env_dir=env_dir,
+                           progress=progress)
+    step = {"name": "commits", "status": "answered", "answer": "", "spent_s": 0.0, "command": None, "stored": None}
+    return _answered(step, found, store, t0), found

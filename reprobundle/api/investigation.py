@@ -15,6 +15,9 @@ issue file), so an interrupted investigation keeps the steps already answered.
 3b. the newest release beside the last good one (investigate/newest.py): still broken there, or fixed;
 4. the issue body of the bundle (investigate/issue.py), which says the stored bisection's release and layer, and
    whether the release notes document a changed default (from `jax_repo`, else a clone in the cache).
+With `bad` a commit of JAX's repository (a hash, `main`; no release lies between it and `good`) the chain is the
+commit bisection from `good` to it (api/commits.commit_window_step) and the issue; the steps that compare releases
+say why they do not apply.
 A step that does not apply says why; each says where its time went and the command that reruns it alone.
 `max_time_s` counts from the start; explain and minimize get what is left after the bisection (explain at most
 its own default), and a step with under MIN_STEP_S left is not started.
@@ -30,7 +33,7 @@ from typing import Any, Callable
 
 from ..errors import UsageError
 from ..investigate.answers import reported_run
-from .commits import commit_step
+from .commits import commit_step, commit_window_step
 from .investigations import EXPLAIN_OPTIONS, bisect, explain, minimize
 from .shared import resolve
 
@@ -77,6 +80,13 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
     store_args = ["--store", store] if store else []
     out = Investigation(ref, good, bad)
     say = progress or (lambda _line: None)
+    from ..investigate.commit_bisect import names_a_release
+
+    if not names_a_release(bad):  # a commit: no release lies between, its commits are the search
+        _commit_window(out, (good, bad), store, python, env_dir, progress, jax_repo)
+        say("investigate: writing the issue body")
+        _issue_step(out, ref, store, store_args, issue_path, None, jax_repo)
+        return out
     result = _bisect_step(out, ref, (good, bad), (mode, by), store, store_args, python, env_dir, progress)
     _explain_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
     # the first bad commit, for a change in JAX's lowering (api/commits.py decides whether and says why not)
@@ -87,6 +97,24 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
     say("investigate: writing the issue body")
     _issue_step(out, ref, store, store_args, issue_path, reported_run(result), jax_repo)
     return out
+
+
+def _commit_window(out: Investigation, ends: tuple[str, str], store, python, env_dir, progress,
+                   jax_repo: str | None) -> None:
+    """investigate --bad COMMIT: the commits from the good release to the commit, each over the good release's
+    jaxlib (so the change is JAX's lowering by construction); explain, minimize and the newest release compare
+    releases or the frozen module, and say why they do not apply."""
+    good, bad = ends
+    step, found = commit_window_step(out.ref, good, bad, store=store, python=python, env_dir=env_dir,
+                                     progress=progress, jax_repo=jax_repo)
+    out.steps.append(Step(**step))
+    out.first_bad = (found.get("first_bad") or {}).get("sha", "")[:10] or None
+    out.layer, out.chosen = "lowering", f"the commits from jax {good} to {bad}, retraced over jax {good}'s jaxlib"
+    out.steps += [Step("explain", "skipped", "the bad end is a commit: explain compares two releases or environments "
+                                             "(`envs --add-commit` makes one of a commit for `explain --jax PATH`)"),
+                  Step("minimize", "skipped", "a change of JAX's lowering (every probe ran over one jaxlib) is no "
+                                              "property of the frozen module minimize reduces"),
+                  Step("newest", "skipped", "the bad end is a commit, not a release the newest one is compared to")]
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:

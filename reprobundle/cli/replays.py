@@ -430,7 +430,8 @@ def changes(
 def investigate(
     ref: str,
     good: str = typer.Option(..., "--good", help="A release on which the bundle behaved (e.g. 0.7.2)."),
-    bad: str = typer.Option(..., "--bad", help="A later release on which it did not."),
+    bad: str = typer.Option(..., "--bad", help="A later release on which it did not, or a JAX commit (a hash, main; "
+                                               "with --jax-repo): then the commits from --good to it are searched."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds for what follows the bisection: "
                                                                       "explain and minimize get what is left."),
     issue_file: Optional[Path] = typer.Option(None, "--issue", "-o", help="Write the issue body here (default: "

@@ -386,8 +386,9 @@ def bisect_other_lines(result) -> list[str]:
 def investigation_text(data: dict) -> str:
     """`investigate`'s answer (api/investigation.py): the first bad release and the layer, then each step: its
     status, its answer, where its time went, what it left and the command that reruns it alone."""
-    lines = [_t(f"{data['ref']}: first bad release {data['first_bad']} between {data['good']} and {data['bad']}; "
-                f"layer: {data['layer'] or 'undecided'}", 300)]
+    what = "release" if data["steps"] and data["steps"][0]["name"] == "bisect" else "commit"
+    lines = [_t(f"{data['ref']}: first bad {what} {data['first_bad'] or '(none)'} between {data['good']} and "
+                f"{data['bad']}; layer: {data['layer'] or 'undecided'}", 300)]
     if data.get("chosen"):  # what the bisection looked at and why, whole (the step's line may be cut)
         lines.append(_t(f"  chosen: {data['chosen']}", 1000))
     for step in data["steps"]:
