@@ -13,10 +13,11 @@
 #      environment, from a JAX repository carried in TPU_CHECK_JAX_REPO (default .jax-repo.git: a bare repository of
 #      the commits from jax-v0.10.2 to that commit, made by scripts/jax-range-repo.sh); packs examples/empty_rows.py
 #      and replays it retraced beside the installed release (jnp.empty's lowering changed on a TPU: outputs differ);
-#   7. bisect-commits from 0.10.2 to the commit (the first bad commit of that change) and its issue;
+#   7. bisect-commits from 0.10.2 to the commit (the first bad commit of that change) and its issue; investigate
+#      from 0.10.2 to the commit, and the reproducer it stores run on both sides;
 #   8. attention timed on the installed release beside the commit (5 visits each: the two-version replay's time);
 #   9. sweep of two bundles, installed against the commit; `changes` (libtpu's flags, by name);
-#  10. writes the issue body of the attention bundle, and runs tests/test_accelerators.py on the TPU.
+#  10. writes the issue body of the attention bundle; first of all, runs tests/test_accelerators.py on the TPU.
 # Usage: scripts/tpu-check.sh [OUT_DIR] (default tpu-check-DATE); STEPS="pack commit bisect ..." picks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +25,7 @@ REPO=$PWD
 OUT=${1:-tpu-check-$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
-STEPS=" ${STEPS:-pack aa variant commit bisect timing sweep changes issue tests} "
+STEPS=" ${STEPS:-tests pack aa variant commit bisect investigate timing sweep changes issue} "
 INDEX=${TPU_CHECK_INDEX:-file:///opt/pypi/simple}
 WHEELS=${TPU_CHECK_WHEELS:-$REPO/.whl-tpu}
 JAX_REPO=${TPU_CHECK_JAX_REPO:-$REPO/.jax-repo.git}
@@ -69,6 +70,10 @@ say "devices: reprobundle's detection, and JAX's own (a process that exits befor
 python3 -c 'from reprobundle.envs.platforms import detect_devices; d = detect_devices(); print("reprobundle:", d.describe(), d.platforms)'
 python3 -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())'
 
+if want tests; then
+  check "tests/test_accelerators.py on the TPU" env -u REPROBUNDLE_INDEX_URL python3 -m pytest -q -p no:cacheprovider \
+    tests/test_accelerators.py
+fi
 if want pack && ! "${RB[@]}" show attention > /dev/null 2>&1; then
   check "pack on the TPU" "${RB[@]}" pack examples/attention.py --name attention
   "${RB[@]}" show attention | tee "$OUT/show.txt"
@@ -90,7 +95,7 @@ if want variant; then
   check "installed beside an XLA flag variant" sh -c '"$@"; [ $? -le 1 ]' _ "${RB[@]}" replay attention \
     --jax installed --variant "installed:XLA_FLAGS=--xla_disable_hlo_passes=algsimp" --rounds 3
 fi
-if want commit || want bisect || want timing || want sweep; then
+if want commit || want bisect || want investigate || want timing || want sweep; then
   # JAX's Python at a commit after the installed release, over the release's TPU environment (jax[tpu] 0.10.2 with
   # libtpu, built offline from the machine's index): the one second version that can meet the installed one here
   if [ ! -d "$JAX_REPO" ]; then echo "no JAX repository at $JAX_REPO (TPU_CHECK_JAX_REPO)" >&2; fi
@@ -107,9 +112,11 @@ def paths(d):
 print(next(paths(json.load(open(sys.argv[1]))), ""))' "$OUT/commit-env.json" 2>/dev/null)
   echo "commit environment: $COMMIT_ENV"; cat "$OUT/commit-env.json"; "${RB[@]}" envs
 fi
-if want commit && [ -n "${COMMIT_ENV:-}" ]; then
+if [ -n "${COMMIT_ENV:-}" ] && { want commit || want bisect || want investigate; }; then
   "${RB[@]}" show empty-rows > /dev/null 2>&1 ||
     check "pack examples/empty_rows.py on the TPU" "${RB[@]}" pack examples/empty_rows.py --name empty-rows
+fi
+if want commit && [ -n "${COMMIT_ENV:-}" ]; then
   # jnp.empty became an uninitialized AllocateBuffer on a TPU after 0.10.2: outputs beyond the tolerance (exit 1)
   check "empty-rows retraced: installed beside the commit (outputs differ: exit 9)" sh -c '"$@"; [ $? -eq 9 ]' _ \
     "${RB[@]}" replay empty-rows --jax installed --jax "$COMMIT_ENV" --mode retrace --rounds 1
@@ -120,6 +127,26 @@ if want bisect && [ -n "${COMMIT_ENV:-}" ]; then
   "${RB[@]}" show empty-rows | tee -a "$OUT/show.txt"
   check "issue empty-rows" "${RB[@]}" issue empty-rows --jax-repo "$JAX_REPO" -o "$OUT/issue-empty-rows.md"
   head -40 "$OUT/issue-empty-rows.md" 2>/dev/null
+fi
+if want investigate && [ -n "${COMMIT_ENV:-}" ]; then
+  # the chain from "it worked on 0.10.2 and broke at that commit" to the issue; then the issue's reproducer run on
+  # both sides: exit 0 on the installed release, 1 under the commit
+  if check "investigate empty-rows from 0.10.2 to $COMMIT" "${RB[@]}" investigate empty-rows --good 0.10.2 \
+      --bad "$COMMIT" --jax-repo "$JAX_REPO" --issue "$OUT/investigate-issue.md"; then
+    # the reproducer as a maintainer takes it: the issue body's python block
+    [ -f "$OUT/investigate-issue.md" ] && python3 - "$OUT/investigate-issue.md" "$OUT/repro.py" <<'PY'
+import re, sys
+found = re.search(r"```python\n(.*?)\n```", open(sys.argv[1]).read(), re.S)
+if found:
+    open(sys.argv[2], "w").write(found.group(1) + "\n")
+PY
+    if [ -f "$OUT/repro.py" ]; then
+      check "the reproducer passes on the installed release" python3 "$OUT/repro.py"
+      # PYTHONPATH (the machine's jax) would come before the environment's own packages: the commit's Python alone
+      check "the reproducer fails under the commit (exit 1)" sh -c '"$@"; [ $? -eq 1 ]' _ env -u PYTHONPATH \
+        "$COMMIT_ENV/bin/python" "$OUT/repro.py"
+    fi
+  fi
 fi
 if want timing && [ -n "${COMMIT_ENV:-}" ]; then
   check "attention: installed beside the commit, $ROUNDS visits each" "${RB[@]}" replay attention --jax installed \
@@ -144,10 +171,6 @@ grep -m3 -iE "model name|vendor_id|cpu family" /proc/cpuinfo || head -12 /proc/c
 if want issue; then
   check "issue" "${RB[@]}" issue attention -o "$OUT/issue.md"
   head -20 "$OUT/issue.md" 2>/dev/null
-fi
-if want tests; then
-  check "tests/test_accelerators.py on the TPU" env -u REPROBUNDLE_INDEX_URL python3 -m pytest -q -p no:cacheprovider \
-    tests/test_accelerators.py
 fi
 say "done"
 cat "$SUMMARY"
