@@ -345,6 +345,10 @@ def test_investigate_to_a_commit_is_the_commit_bisection_and_the_issue(history, 
     from reprobundle.render.text import investigation_text
 
     assert investigation_text(found).startswith(f"int-floor: first bad commit {shas[2][:10]} between 0.4.30 and")
+    quiet = tmp_path / "nothing-to-report.md"  # a commit before the change: no first bad commit, no issue written
+    code, out, err = cli("investigate", "int-floor", "--good", "0.4.30", "--bad", shas[1][:12], "--jax-repo", repo,
+                         "--issue", quiet, "--json", store=store)
+    assert code == 0 and json.loads(out)["steps"][-1]["status"] == "skipped" and not quiet.exists(), err
     code, _, err = cli("investigate", "int-floor", "--good", "0.4.30", "--bad", "main", "--jax-repo",
                        tmp_path / "nothing", store=store)
     assert code == 2 and "not a git repository" in err

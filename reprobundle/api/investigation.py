@@ -83,9 +83,11 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
     from ..investigate.commit_bisect import names_a_release
 
     if not names_a_release(bad):  # a commit: no release lies between, its commits are the search
-        _commit_window(out, (good, bad), store, python, env_dir, progress, jax_repo)
-        say("investigate: writing the issue body")
-        _issue_step(out, ref, store, store_args, issue_path, None, jax_repo)
+        if _commit_window(out, (good, bad), store, python, env_dir, progress, jax_repo):
+            say("investigate: writing the issue body")
+            _issue_step(out, ref, store, store_args, issue_path, None, jax_repo)
+        else:
+            out.steps.append(Step("issue", "skipped", "no first bad commit: nothing to report"))
         return out
     result = _bisect_step(out, ref, (good, bad), (mode, by), store, store_args, python, env_dir, progress)
     _explain_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
@@ -100,10 +102,10 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
 
 
 def _commit_window(out: Investigation, ends: tuple[str, str], store, python, env_dir, progress,
-                   jax_repo: str | None) -> None:
+                   jax_repo: str | None) -> bool:
     """investigate --bad COMMIT: the commits from the good release to the commit, each over the good release's
     jaxlib (so the change is JAX's lowering by construction); explain, minimize and the newest release compare
-    releases or the frozen module, and say why they do not apply."""
+    releases or the frozen module, and say why they do not apply. Whether a first bad commit was found."""
     good, bad = ends
     step, found = commit_window_step(out.ref, good, bad, store=store, python=python, env_dir=env_dir,
                                      progress=progress, jax_repo=jax_repo)
@@ -115,6 +117,7 @@ def _commit_window(out: Investigation, ends: tuple[str, str], store, python, env
                   Step("minimize", "skipped", "a change of JAX's lowering (every probe ran over one jaxlib) is no "
                                               "property of the frozen module minimize reduces"),
                   Step("newest", "skipped", "the bad end is a commit, not a release the newest one is compared to")]
+    return out.first_bad is not None
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
