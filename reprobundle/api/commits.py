@@ -388,7 +388,7 @@ def commit_window_step(ref: str, good: str, commit: str, *, store: str | None = 
                        jax_repo: str | None = None) -> tuple[dict, dict]:
     """investigate --bad COMMIT's search: the commits from release `good` to `commit` (bisect_commits' commit
     window): (a dict of investigate's Step fields, the answer). UsageError when no JAX repository is here (it is the
-    whole investigation: nothing else could answer)."""
+    whole investigation: nothing else could answer; investigate reads such a --bad as a release instead)."""
     repo = repo_here(jax_repo, env_dir, python)
     if repo is None:
         raise UsageError(f"--bad {commit} names a commit, and no JAX repository is here to find it in",

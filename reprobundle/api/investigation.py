@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from ..errors import UsageError
 from ..investigate.answers import reported_run
-from .commits import commit_step, commit_window_step
+from .commits import commit_step, commit_window_step, repo_here
 from .investigations import EXPLAIN_OPTIONS, bisect, explain, minimize
 from .shared import resolve
 
@@ -82,7 +82,8 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
     say = progress or (lambda _line: None)
     from ..investigate.commit_bisect import names_a_release
 
-    if not names_a_release(bad):  # a commit: no release lies between, its commits are the search
+    # a commit of a JAX repository here (else --bad is read as a release, and a typo is said as one)
+    if not names_a_release(bad) and repo_here(jax_repo, env_dir, python):
         if _commit_window(out, (good, bad), store, python, env_dir, progress, jax_repo):
             say("investigate: writing the issue body")
             _issue_step(out, ref, store, store_args, issue_path, None, jax_repo)
