@@ -343,7 +343,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     bisection, explanation = latest_bisection(answers), latest_explanation(answers)
     commits = latest_commit_bisection(answers)
     stored = every_run(registry, bundle)  # read once: the replay reported and the newest release's come from it
-    runs, replay = chosen_replay(stored, run_id, bisection if boundary(bisection) or not commits else commits)
+    runs, replay = chosen_replay(stored, run_id, commits if boundary(bisection) is None and commits else bisection)
     diff = difference(bundle, runs)
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
@@ -351,10 +351,8 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     found = judged(registry, bundle, runs, bisection)
     measured = measurement(runs, found["good"] if found else None)
     newest = newest_verdict(registry, bisection, stored) if found else None
-    titled = bisection if boundary(bisection) or not (found and found.get("commit")) else {"answer": {
-        "last_good": found["good"], "first_bad": found["bad"], "criterion": found["criterion"],
-        "layer": {"layer": "lowering"}}}  # a commit window's (the reproducer's) ends
-    heading = with_newest(title(bundle, diff, measured, titled, found["changes"] if found else None), newest)
+    heading = with_newest(title(bundle, diff, measured, _titled(bisection, found), found["changes"] if found else None),
+                          newest)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
@@ -374,6 +372,15 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "timing_phrase": timing_phrase(measured) if measured else None,
             "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
             "attached": _attach(registry, bundle, rep, attach)}
+
+
+def _titled(bisection: dict | None, found: dict | None) -> dict | None:
+    """The answer the title is of: the release bisection's, else a commit window's ends as the reproducer judged
+    them (the good release, the first bad commit's JAX; JAX's lowering)."""
+    if boundary(bisection) is not None or not found or not found.get("commit"):
+        return bisection
+    return {"answer": {"last_good": found["good"], "first_bad": found["bad"], "criterion": found["criterion"],
+                       "layer": {"layer": "lowering"}}}
 
 
 def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict | None) -> dict | None:

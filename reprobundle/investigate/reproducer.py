@@ -112,13 +112,24 @@ def answered_replays(replays: list[list[dict]], bisection: dict | None) -> list[
     if own:  # the headline's own probe (the bisections of its `also` run the same releases)
         return own
     ids = {str(r) for r in record.get("runs") or []}
-    if record.get("kind") == COMMIT_BISECTION:  # the probe of its first bad commit
-        sha = str((answer.get("first_bad") or {}).get("sha") or "?") if isinstance(answer.get("first_bad"), dict) \
-            else "?"
-        return [g for g in replays if any(str(r.get("run_id")) in ids and commit_of_run(r) == sha for r in g)]
+    if record.get("kind") == COMMIT_BISECTION:
+        return _first_bad_commit_probes(replays, ids, answer)
+    return _first_bad_release_probes(replays, ids, answer)
+
+
+def _first_bad_release_probes(replays: list[list[dict]], ids: set[str], answer: dict) -> list[list[dict]]:
+    """The replays holding a release bisection's run (of `ids`) of its first bad release, those that ran the last
+    good release beside it first."""
     bad, good = str(answer.get("first_bad")), str(answer.get("last_good"))
     hits = [g for g in replays if any(str(r.get("run_id")) in ids and release_of(r) == bad for r in g)]
     return [g for g in hits if any(release_of(r) == good for r in g)] or hits
+
+
+def _first_bad_commit_probes(replays: list[list[dict]], ids: set[str], answer: dict) -> list[list[dict]]:
+    """The replays holding a commit bisection's run (of `ids`) of its first bad commit."""
+    first = answer.get("first_bad")
+    sha = str(first.get("sha") or "?") if isinstance(first, dict) else "?"
+    return [g for g in replays if any(str(r.get("run_id")) in ids and commit_of_run(r) == sha for r in g)]
 
 
 def _holding(replays: list[list[dict]], run_id: str) -> list[list[dict]]:
@@ -126,19 +137,21 @@ def _holding(replays: list[list[dict]], run_id: str) -> list[list[dict]]:
     return [g for g in replays if any(str(r.get("run_id")) == run_id for r in g)] if run_id else []
 
 
-
 def plan(registry: Registry, bundle: Bundle, answer: dict | None = None) -> Plan:
     """Which reproducer the bundle's latest bisection (or `answer`) calls for; see the module's docstring."""
-    answers = stored_answers(registry, bundle) if answer is None or answer.get("kind") != COMMIT_BISECTION else []
-    record = answer if answer is not None else latest_bisection(answers)
-    if record is not None and record.get("kind") == COMMIT_BISECTION:
-        return commit_plan(registry, bundle, record) or Plan(why="the frozen module, against its packed reference")
-    a = (record or {}).get("answer") or {}
+    if answer is not None and answer.get("kind") == COMMIT_BISECTION:
+        return commit_plan(registry, bundle, answer) or Plan(why="the frozen module, against its packed reference")
+    answers = stored_answers(registry, bundle) if answer is None else None  # read once, and only where needed
+    record = answer if answer is not None else latest_bisection(answers or [])
+    if not record or not _a_change_of_outputs(record.get("answer") or {}):
+        return _without_release_boundary(registry, bundle, answers, record)
+    return _release_plan(registry, bundle, record)
+
+
+def _release_plan(registry: Registry, bundle: Bundle, record: dict) -> Plan:
+    """The plan of a release bisection that found a change of the outputs (or bits, or an error)."""
+    a = record.get("answer") or {}
     criterion, mode = str(a.get("criterion") or ""), str(a.get("mode") or "frozen")
-    if not record or not _a_change_of_outputs(a):
-        commits = latest_commit_bisection(answers)
-        found = commit_plan(registry, bundle, commits) if commits is not None else None
-        return found or Plan(why="the frozen module, against its packed reference", answer=record)
     runs = _answer_runs(registry, bundle, record)
     good, bad = (release_run(runs, str(a[k]), mode) for k in ("last_good", "first_bad"))
     bits = criterion == "bits"
@@ -153,6 +166,15 @@ def plan(registry: Registry, bundle: Bundle, answer: dict | None = None) -> Plan
                     f"the frozen module, against the outputs of jax {a['last_good']}, the last good release", record)
     return Plan(why="the frozen module, against its packed reference (no stored run of the last good release)",
                 answer=record)
+
+
+def _without_release_boundary(registry: Registry, bundle: Bundle, answers: list[dict] | None,
+                              record: dict | None) -> Plan:
+    """The plan where no release bisection found a boundary: the latest stored commit bisection's (of `answers`, the
+    stored ones where None), else the frozen module against its packed reference."""
+    commits = latest_commit_bisection(stored_answers(registry, bundle) if answers is None else answers)
+    found = commit_plan(registry, bundle, commits) if commits is not None else None
+    return found or Plan(why="the frozen module, against its packed reference", answer=record)
 
 
 def commit_plan(registry: Registry, bundle: Bundle, record: dict) -> Plan | None:
