@@ -11,7 +11,9 @@ machine's conditions, as `replay` computed them: analysis/verdict.py) and the en
 as its run recorded it; the packing machine's environment is shown apart.
 
 The latest bisection stored beside the runs (investigate/answers.py) gives the first bad release, the layer and
-the source lines whose lowering changed, in the title where they fit and in a section of their own. The tracker
+the source lines whose lowering changed, in the title where they fit and in a section of their own; without one
+that found a boundary, a stored commit bisection's ends (the good release, JAX at the first bad commit) do, as its
+reproducer (investigate/reproducer.commit_plan) judged them. The tracker
 defaults to XLA for a piece minimize reduced (the frozen module shows the difference: the compiler's), else to JAX.
 """
 
