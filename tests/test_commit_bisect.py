@@ -39,7 +39,32 @@ def history(tmp_path_factory):
     subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", FORK + ".git"], check=True)
     store = root / "store"
     api.pack_script(str(PROGRAMS / "int_floor.py"), name="int-floor", store=str(store), **quick.PACK)
+    shutil.copytree(store, root / "packed")  # the bundle only: the commit window's own store (`window`)
     return repo, shas, store
+
+
+NOTES = ("# Change log\n\n## Unreleased\n\n* {func}`jax.numpy.floor` of an integer array now returns the array\n"
+         "  unchanged (no round trip through float32).\n* Something else entirely.\n\n## jax 0.4.31 (July 29, 2024)\n\n"
+         "* An older entry.\n")
+NOTES_TITLE = "Note the floor change in the CHANGELOG"
+
+
+@pytest.fixture(scope="module")
+def window(history):
+    """(a copy of the history with a commit on top that adds CHANGELOG.md, whose "## Unreleased" names
+    jax.numpy.floor; the commits' hashes, that one last; a store of its own that holds the bundle and no release
+    bisection; the answer of its commit window, 0.4.30 to that commit, bisected once)."""
+    from jax_history import _commit
+
+    repo, shas, store = history
+    notes = store.parent / "jax-notes"
+    shutil.copytree(repo, notes)
+    (notes / "CHANGELOG.md").write_text(NOTES)
+    top = _commit(notes, NOTES_TITLE)
+    own = store.parent / "window-store"
+    shutil.copytree(store.parent / "packed", own)
+    answer = api.bisect_commits("int-floor", "0.4.30", top, store=str(own), jax_repo=str(notes), jobs=1)
+    return notes, [*shas, top], own, answer
 
 
 @pytest.mark.crossversion
@@ -296,35 +321,73 @@ def test_a_commit_that_needs_a_newer_jaxlib_than_the_release_is_refused_before_a
     assert code == 2 and "--add-commit COMMIT needs --over RELEASE" in err
 
 
-def test_a_commit_as_the_bad_end_finds_the_release_window_first_bad_commit_without_a_release_bisection(history):
+def test_a_commit_as_the_bad_end_finds_the_release_window_first_bad_commit_without_a_release_bisection(window):
     """--bad COMMIT (issue #50: a TPU machine holds one JAX release): the window runs from the good release's tag to
     that commit, its criterion chosen from those ends over the good release's jaxlib, no bad release made."""
-    repo, shas, store = history
-    answer = api.bisect_commits("int-floor", "0.4.30", shas[5], store=str(store), jax_repo=str(repo), jobs=1)
+    repo, shas, store, answer = window
     assert answer["ends"]["agree"], answer["ends"]["text"]
-    assert answer["bad"] == shas[5] and answer["bad_tag"] == shas[5][:10] and answer["commits"] == 6
-    assert answer["bad_commit"]["sha"] == shas[5] and answer["bad_commit"]["title"] == TITLES[5]
+    assert answer["bad"] == shas[6] and answer["bad_tag"] == shas[6][:10] and answer["commits"] == 7
+    assert answer["bad_commit"]["sha"] == shas[6] and answer["bad_commit"]["title"] == NOTES_TITLE
     assert answer["first_bad"]["sha"] == shas[2] and answer["last_good"] == shas[1]
     assert answer["criterion"] == "outputs vs good" and answer["release_answer"] is None and answer["xla"] is None
     assert "JAX's lowering, by construction" in answer["layer"] and "jaxlib 0.4.30" in answer["layer"]
     assert {s["sha"] for s in answer["skipped"]} <= {shas[3]}  # the broken commit, where the search met it
     assert "-1 floor at int_floor.py:" in answer["lowering"]["text"]
     assert {t["over"] for t in answer["tested"].values()} == {"jaxlib 0.4.30 (jax 0.4.30's environment)"}
-    assert answer["command"].endswith(f"--good 0.4.30 --bad {shas[5]} --jax-repo {repo}")
+    assert answer["command"].endswith(f"--good 0.4.30 --bad {shas[6]} --jax-repo {repo}")
     # stored (schema-valid: put_answer checks it), shown, and on the issue's first screen without a release
     # bisection of that window
     code, out, _ = cli("show", "int-floor", store=store)
-    assert code == 0 and f"commit bisection jax-v0.4.30..{shas[5][:10]}: first bad commit: {shas[2][:10]}" in out
+    assert code == 0 and f"commit bisection jax-v0.4.30..{shas[6][:10]}: first bad commit: {shas[2][:10]}" in out
     from reprobundle.render.commits import commit_bisection_text
 
     text = commit_bisection_text(answer)
-    assert f"to commit {shas[5][:10]} {TITLES[5]}" in text and "layer: JAX's lowering, by construction" in text
+    assert f"to commit {shas[6][:10]} {NOTES_TITLE}" in text and "layer: JAX's lowering, by construction" in text
     from reprobundle.investigate.issue import issue_data
     from reprobundle.render.issue import first_screen
 
     screen = "\n".join(first_screen(issue_data("int-floor", store=str(store))))
     assert f"First bad commit: {shas[2][:10]}" in screen, screen
-    assert f"searched from jax 0.4.30 to commit {shas[5][:10]}" in screen, screen
+    assert f"searched from jax 0.4.30 to commit {shas[6][:10]}" in screen, screen
+
+
+@pytest.mark.crossversion
+def test_a_commit_window_issue_has_the_program_as_reproducer_and_quotes_the_coming_release_notes(window, tmp_path):
+    """With only a commit window's answer stored: the reproducer is the program (the frozen module is 0.4.30's
+    lowering on every JAX), checked against 0.4.30's retraced run among the probes, and it exits 1 on JAX at the
+    first bad commit and 0 on 0.4.30; the CHANGELOG's "## Unreleased" at the bad end names the function the program
+    calls on the line whose lowering changed; the probes' runs are named by their JAX, not by a temporary path."""
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import issue_markdown
+
+    repo, shas, store, _ = window
+    data = issue_data("int-floor", store=str(store), jax_repo=str(repo))
+    judged, bad = data["judged"], f"0.4.31.dev0+{shas[2][:12]}"
+    assert (judged["reproducer"], judged["commit"], judged["good"], judged["bad"]) == ("program", shas[2], "0.4.30",
+                                                                                       bad)
+    body = issue_markdown(data).replace("\\", "")  # Markdown's escapes
+    assert f"exits 1 on jax {bad} (JAX at the first bad commit {shas[2][:10]}) and 0 on jax 0.4.30" in body
+    assert data["title"].startswith(f"`f` gives other values from jax {bad} (last good 0.4.30; JAX's lowering)")
+    assert (f"documented in the notes of the coming release (Unreleased, at commit {shas[6][:10]}; they name "
+            "jax.numpy.floor") in body, body
+    assert "where its lowering changed): `jax.numpy.floor` of an integer array now returns the array unchanged" in body
+    assert "Something else" not in body and "An older entry" not in body
+    assert "/jax-commits/run-" not in body and f"jax {bad} retraced: differs from jax 0.4.30 (last good)" in body
+    script = tmp_path / data["script"]["name"]
+    script.write_text(data["script"]["text"])
+    assert f"--add-commit {shas[2][:12]} --over 0.4.30" in data["script"]["text"]  # its header: no package of it
+    good_python = api.environment_manager().ensure("0.4.30").python_executable
+    assert subprocess.run([str(good_python), str(script)], capture_output=True).returncode == 0
+    add = ["envs", "--add-commit", shas[2][:9], "--over", "0.4.30", "--jax-repo", repo, "--platform", "cpu"]
+    cli("envs", "--remove", bad)  # one an interrupted run (or the test of kept commits) left
+    code, out, err = cli(*add, "--json")
+    assert code == 0, err
+    path = Path(json.loads(out)[0]["path"])
+    try:
+        done = subprocess.run([str(path / "bin" / "python"), str(script)], capture_output=True, text=True)
+        assert done.returncode == 1 and "0.4.30" in done.stdout, done.stdout + done.stderr
+    finally:
+        cli("envs", "--remove", bad)
 
 
 @pytest.mark.crossversion

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import numpy as np
 from packaging.version import InvalidVersion, Version
 
-from ..bundle.model import run_label
+from ..bundle.model import named_label
 from .verdict import timing_verdict
 
 HISTORY_FORMAT = "reprobundle.history"
@@ -32,8 +32,9 @@ TIMED = ("ok", "mismatch")
 
 
 def column_of(run: dict) -> str:
-    """The column a run belongs to: its contender label with "installed" replaced by the JAX it ran."""
-    label = run_label(run)
+    """The column a run belongs to: its contender label with "installed", or the path of a commit's environment
+    (JAX's Python at a commit: a temporary folder of bisect-commits), replaced by the JAX version it ran."""
+    label = named_label(run)
     requested = str(run.get("requested") or "")
     if requested == "installed":
         concrete = str((run.get("environment") or {}).get("jax") or "installed")

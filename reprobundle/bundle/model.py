@@ -205,6 +205,25 @@ def release_of(run: dict[str, Any] | RunRecord) -> str:
     return str((run.get("environment") or {}).get("jax") or (run.get("contender") or {}).get("jax") or "")
 
 
+def commit_of_run(run: dict[str, Any] | RunRecord) -> str | None:
+    """The JAX commit a run's environment was built from (JAX's Python at a commit: its `jax_build`), or None for
+    a release's."""
+    build = (run.get("environment") or {}).get("jax_build")
+    commits = build.get("commits") if isinstance(build, dict) else None
+    found = commits.get("jax") if isinstance(commits, dict) else None
+    return str(found) if found else None
+
+
+def named_label(run: dict[str, Any] | RunRecord) -> str:
+    """run_label with the path of a commit's environment (JAX's Python at a commit, in a temporary folder of
+    bisect-commits) replaced by the JAX version its run records (`0.11.0.dev0+0145058aaca8 retraced`)."""
+    requested = str(run.get("requested") or "")
+    label, jax = str((run.get("contender") or {}).get("label") or requested), (run.get("environment") or {}).get("jax")
+    if "/" in requested and jax and commit_of_run(run) is not None and label.startswith(requested):
+        return str(jax) + label[len(requested):]
+    return label
+
+
 def run_label(run: dict[str, Any] | RunRecord) -> str:
     """How a run's contender is named in comparisons and reports: `0.8.0`, `0.8.0 retraced`,
     `0.8.0 [XLA_FLAGS=...]` (run 4's contender label), else the version it requested (runs before format 4)."""

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..text import clean
-from .model import release_of
+from .model import commit_of_run, release_of
 from .registry import Bundle, Registry
 from .reproducer import (
     array_literal,
@@ -150,7 +150,7 @@ def program_script_text(registry: Registry, bundle: Bundle, good_run: dict, bad_
     packages = needed_packages(program, files)
     changes = value_changes(good, run_outputs(registry, bad_run), bits) if bad_run else []
     header = _header(bundle, program, packages, fname, (good_label, bad_label),
-                     change_lines(changes, good_label, bad_label))
+                     change_lines(changes, good_label, bad_label), _bad_line(bad_run, packages, fname))
     fields: Any = bundle.manifest["function"].get("fields") or {}
     wide = any(str(a["dtype"]) in ("float64", "int64", "uint64", "complex128")
                for a in fields.get("in_avals", []) + fields.get("out_avals", []))
@@ -171,8 +171,19 @@ def _release(run: dict) -> str:
     return release_of(run) or str(run.get("requested") or "?")
 
 
+def _bad_line(bad_run: dict | None, packages: list[str], fname: str) -> str:
+    """How to run the script on the bad side: a release through uv; JAX at a commit (no package of it) in the
+    environment `envs --add-commit` makes over the jaxlib its run had."""
+    commit = commit_of_run(bad_run) if bad_run else None
+    if commit is None:
+        return f"{uv_line(_release(bad_run) if bad_run else '?', packages, fname)}   # exit 1"
+    over = str((bad_run or {}).get("environment", {}).get("jaxlib") or "RELEASE")
+    return (f"reprobundle envs --add-commit {commit[:12]} --over {over} --jax-repo JAX_CLONE, then "
+            f"PATH_IT_PRINTS/bin/python {shlex.quote(fname)}   # exit 1 (JAX at commit {commit[:10]})")
+
+
 def _header(bundle: Bundle, program: dict, packages: list[str], fname: str, releases: tuple[str, str],
-            changes: list[str]) -> list[str]:
+            changes: list[str], bad_line: str) -> list[str]:
     good, bad = releases
     needs = "jax and numpy" + (f", and what the program imports: {', '.join(packages)}" if packages else
                                " (the program imports nothing else)")
@@ -184,7 +195,7 @@ def _header(bundle: Bundle, program: dict, packages: list[str], fname: str, rele
              comment_line(f"Exit code: 0 the outputs are jax {good}'s (within the tolerance), 1 they differ (as on jax "
                       f"{bad}), 3 it could not run.", 300),
              comment_line(f"  {uv_line(good, packages, fname)}   # exit 0", 400),
-             comment_line(f"  {uv_line(bad, packages, fname)}   # exit 1", 400)]
+             comment_line(f"  {bad_line}", 400)]
     if changes:
         lines.append("# What changed (the stored runs of both releases, retraced):")
         lines += [comment_line("  " + line, 400) for line in changes[:6]]

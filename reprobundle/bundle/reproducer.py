@@ -27,6 +27,7 @@ from ..worker.dtypes import WIDE_64, np_dtype
 from ..worker.stablehlo import strip_mlir_locations
 from ..worker.synthetic import synthetic_array
 from ..worker.tolerance import scaled_atol, tolerance_for
+from .model import commit_of_run, named_label
 from .registry import Bundle, Registry, open_ref
 from .script_runner import RUNNER
 
@@ -152,11 +153,11 @@ def settings_env(run: dict) -> dict[str, str]:
 
 
 def run_line(run: dict) -> str:
-    """One stored run as a line: its contender, JAX, status and why."""
-    label = (run.get("contender") or {}).get("label") or run.get("requested")
-    jax = (run.get("environment") or {}).get("jax")
+    """One stored run as a line: its contender, JAX (a commit's environment: the commit), status and why."""
+    jax, commit = (run.get("environment") or {}).get("jax"), commit_of_run(run)
     reason = str(run.get("reason") or "").strip()
-    return f"{label} (jax {jax}): {run.get('status')}" + (f": {reason}" if reason else "")
+    ran = f"JAX at commit {commit[:10]}" if commit else f"jax {jax}"
+    return f"{named_label(run)} ({ran}): {run.get('status')}" + (f": {reason}" if reason else "")
 
 
 def _median(samples: Sequence[int]) -> float | None:

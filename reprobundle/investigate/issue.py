@@ -11,7 +11,9 @@ machine's conditions, as `replay` computed them: analysis/verdict.py) and the en
 as its run recorded it; the packing machine's environment is shown apart.
 
 The latest bisection stored beside the runs (investigate/answers.py) gives the first bad release, the layer and
-the source lines whose lowering changed, in the title where they fit and in a section of their own. The tracker
+the source lines whose lowering changed, in the title where they fit and in a section of their own; without one
+that found a boundary, a stored commit bisection's ends (the good release, JAX at the first bad commit) do, as its
+reproducer (investigate/reproducer.commit_plan) judged them. The tracker
 defaults to XLA for a piece minimize reduced (the frozen module shows the difference: the compiler's), else to JAX.
 """
 
@@ -41,7 +43,7 @@ from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
 from .newest import newest_verdict
-from .reproducer import answered_replays, plan, replays_of, script_of, stored_answers
+from .reproducer import Plan, answered_replays, plan, replays_of, script_of, stored_answers
 
 TRACKERS = {"jax": "https://github.com/jax-ml/jax/issues/new", "xla": "https://github.com/openxla/xla/issues/new"}
 BODY_LIMIT = 65_000  # characters: GitHub refuses an issue body over 65,536
@@ -341,8 +343,9 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     registry, bundle = open_ref(ref, store)
     answers = stored_answers(registry, bundle)
     bisection, explanation = latest_bisection(answers), latest_explanation(answers)
+    commits = latest_commit_bisection(answers)
     stored = every_run(registry, bundle)  # read once: the replay reported and the newest release's come from it
-    runs, replay = chosen_replay(stored, run_id, bisection)
+    runs, replay = chosen_replay(stored, run_id, commits if boundary(bisection) is None and commits else bisection)
     diff = difference(bundle, runs)
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
@@ -350,15 +353,16 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     found = judged(registry, bundle, runs, bisection)
     measured = measurement(runs, found["good"] if found else None)
     newest = newest_verdict(registry, bisection, stored) if found else None
-    heading = with_newest(title(bundle, diff, measured, bisection, found["changes"] if found else None), newest)
+    heading = with_newest(title(bundle, diff, measured, _titled(bisection, found), found["changes"] if found else None),
+                          newest)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
             "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
-            "documented": intended(registry, bundle, explanation, bisection, jax_repo),
-            "commit_bisection": latest_commit_bisection(answers),
+            "documented": intended(registry, bundle, explanation, bisection, jax_repo, commits),
+            "commit_bisection": commits,
             "asked_again": asked_again_lines(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
@@ -372,16 +376,27 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "attached": _attach(registry, bundle, rep, attach)}
 
 
+def _titled(bisection: dict | None, found: dict | None) -> dict | None:
+    """The answer the title is of: the release bisection's, else a commit window's ends as the reproducer judged
+    them (the good release, the first bad commit's JAX; JAX's lowering)."""
+    if boundary(bisection) is not None or not found or not found.get("commit"):
+        return bisection
+    return {"answer": {"last_good": found["good"], "first_bad": found["bad"], "criterion": found["criterion"],
+                       "layer": {"layer": "lowering"}}}
+
+
 def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict | None) -> dict | None:
     """What the report says from a bisection that found a boundary, judged against its last good release (never
     the packing release): the values that changed between the stored runs of the last good and the first bad
     release (bundle/program_script.value_changes), each reported run against the last good release's outputs,
-    and which reproducer the script is (investigate/reproducer.plan). None without such an answer."""
-    ends = boundary(bisection)
+    and which reproducer the script is (investigate/reproducer.plan). Without a release bisection that found one,
+    the stored commit bisection's ends where the reproducer comes from it (the good release, and the JAX of the first
+    bad commit: `commit` its hash). None without such an answer."""
+    chosen = plan(registry, bundle, bisection)
+    ends = boundary(bisection) or _commit_ends(chosen)
     if ends is None:
         return None
     good, bad, criterion, mode = ends
-    chosen = plan(registry, bundle, bisection)
     mine = run_outputs(registry, chosen.good) if chosen.good else None
     changes = value_changes(mine, run_outputs(registry, chosen.bad), chosen.bits) if mine and chosen.bad else []
     same_mode = [r for r in runs if _mode_of(r) == mode] if mine else []
@@ -389,7 +404,17 @@ def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict
             "changes": changes, "change_lines": change_lines(changes, good, bad),
             "seen": [_judged_line(registry, r, mine or [], good, chosen.bits) for r in same_mode],
             "reproducer": chosen.kind, "reproducer_why": chosen.why, "has_program": program_of(bundle) is not None,
+            "commit": chosen.commit,
             "backend": str((bundle.manifest.get("environment") or {}).get("backend") or "")}
+
+
+def _commit_ends(chosen: Plan) -> tuple[str, str, str, str] | None:
+    """(the good release, the JAX version of the first bad commit's run, criterion, "retrace") where the reproducer
+    comes from a stored commit bisection (reproducer.commit_plan), else None."""
+    if chosen.commit is None or chosen.labels is None:
+        return None
+    good, bad = chosen.labels
+    return good, bad, str(((chosen.answer or {}).get("answer") or {}).get("criterion") or ""), "retrace"
 
 
 def boundary(bisection: dict | None) -> tuple[str, str, str, str] | None:
@@ -428,10 +453,12 @@ def with_newest(heading: str, newest: dict | None) -> str:
 
 
 def intended(registry: Registry, bundle: Bundle, explanation: dict | None, bisection: dict | None,
-             jax_repo: str | None) -> list[str]:
+             jax_repo: str | None, commits: dict | None = None) -> list[str]:
     """The release notes' entries that name the cause, at the release it changed in: the default explain found
     changed (`documented in the 0.5.0 release notes: ...`), else the functions the program calls on the lines whose
-    lowering changed (`... (it names jax.scipy.special.gamma, called at gamma.py:8): ...`); [] where none does."""
+    lowering changed (`... (it names jax.scipy.special.gamma, called at gamma.py:8): ...`); for a commit window
+    (`commits`, a stored commit bisection with no release bisection that found a boundary), the `## Unreleased`
+    notes at its first bad commit, else at its bad end; [] where none does."""
     from .release_notes import documented
 
     x = (explanation or {}).get("answer") or {}
@@ -440,24 +467,37 @@ def intended(registry: Registry, bundle: Bundle, explanation: dict | None, bisec
     if isinstance(default, dict) and default.get("name"):
         release = str(default.get("candidate") or x.get("candidate") or "").split(" ")[0]
         return documented(jax_repo, release, [str(default["name"])])
-    return _named_on_changed_lines(registry, bundle, bisection, jax_repo)
-
-
-def _named_on_changed_lines(registry: Registry, bundle: Bundle, bisection: dict | None,
-                            jax_repo: str | None) -> list[str]:
-    """The release notes' entries that name a function the program calls where its lowering changed."""
-    from .release_notes import called_names, documented
-
+    if boundary(bisection) is None and commits is not None:
+        return _named_on_changed_lines(registry, bundle, *_commit_window_notes(commits), jax_repo)
     a = (bisection or {}).get("answer") or {}
     found = (a.get("layer") or {}).get("lowering") if isinstance(a.get("layer"), dict) else None
-    text = found.get("text") if isinstance(found, dict) and found.get("changed") else None
+    return _named_on_changed_lines(registry, bundle, found, str(a.get("first_bad") or ""), [], jax_repo)
+
+
+def _commit_window_notes(commits: dict) -> tuple[dict | None, str, list[str]]:
+    """(its lowering against its parent's, no release, [the first bad commit, the bad end]) of a stored commit
+    bisection: where its notes are read (release_notes.documented)."""
+    a = commits.get("answer") or {}
+    shas = [str(c["sha"]) for c in (a.get("first_bad"), a.get("bad_commit")) if isinstance(c, dict) and c.get("sha")]
+    lowering = a.get("lowering")
+    return (lowering if isinstance(lowering, dict) else None), "", shas if a.get("first_bad") else []
+
+
+def _named_on_changed_lines(registry: Registry, bundle: Bundle, lowering: dict | None, release: str,
+                            commits: list[str], jax_repo: str | None) -> list[str]:
+    """The release notes' entries (of `release`, or the coming release's at `commits`) that name a function the
+    program calls where its lowering changed (`lowering`: a lowering diff's {"changed", "text"})."""
+    from .release_notes import called_names, documented
+
+    text = lowering.get("text") if isinstance(lowering, dict) and lowering.get("changed") else None
     program = program_of(bundle)
-    if not isinstance(text, str) or program is None or not a.get("first_bad"):
+    if not isinstance(text, str) or program is None or not (release or commits):
         return []
     names = called_names(dict(program_files(registry, program)), text)
-    where = ", ".join(names[:3])
-    return [note.replace(" release notes: ", f" release notes (they name {where}, which the program calls where its "
-                         "lowering changed): ", 1) for note in documented(jax_repo, str(a["first_bad"]), names)]
+    where = f"they name {', '.join(names[:3])}, which the program calls where its lowering changed"
+    return [note.replace(" release notes: ", f" release notes ({where}): ", 1).replace("): ", f"; {where}): ", 1)
+            if commits else note.replace(" release notes: ", f" release notes ({where}): ", 1)
+            for note in documented(jax_repo, release, names, commits)]
 
 
 def asked_again_lines(ref: str, bisection: dict | None, explanation: dict | None) -> list[str]:

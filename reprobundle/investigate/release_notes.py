@@ -1,5 +1,6 @@
 """Whether a change is documented as intended: JAX's release notes (CHANGELOG.md at the release's tag, from a JAX git
-repository) read for the entries that name the changed option, flag or function.
+repository; for a commit window, which has no bad release, its `## Unreleased` section at the commit) read for the
+entries that name the changed option, flag or function.
 
 The repository is one the user names (`issue --jax-repo PATH|URL`: a clone, or a URL cloned shallowly at the tag
 into a temporary folder), else the clone `bisect-commits` keeps beside the environments (`jax-repo.git`). Nothing is fetched
@@ -27,15 +28,25 @@ def tags_of(release: str) -> list[str]:
     return [f"jax-v{release}", f"v{release}"]
 
 
-def changelog_at(repo: str, release: str) -> str | None:
-    """CHANGELOG.md at the release's tag of `repo` (a folder holding a clone, or a URL), or None."""
+UNRELEASED = "Unreleased"  # the section where JAX's CHANGELOG keeps the coming release's notes
+
+
+def changelog_at(repo: str, release: str, commit: str | None = None) -> str | None:
+    """CHANGELOG.md at the release's tag of `repo` (a folder holding a clone, or a URL), or at `commit` (a full
+    hash) where given; None where it cannot be read."""
     if "://" not in repo and not repo.startswith("git@"):
         with contextlib.suppress(ReproBundleError):
             clone = JaxRepo(git_dir_of(repo, "--jax-repo", "a clone of JAX"), "")
-            return clone.file_at(clone.tag_of(release), "CHANGELOG.md")
+            return clone.file_at(commit or clone.tag_of(release), "CHANGELOG.md")
         return None
     folder = tempfile.mkdtemp(prefix="reprobundle-jax-notes-")
     try:
+        if commit is not None:  # one commit fetched shallowly (GitHub serves a commit by its full hash)
+            with contextlib.suppress(ReproBundleError):
+                run_git(["init", "--quiet", folder])
+                run_git(["-C", folder, "fetch", "--quiet", "--depth", "1", "--", repo, commit])
+                return run_git(["-C", folder, "show", "FETCH_HEAD:CHANGELOG.md"])
+            return None
         for tag in tags_of(release):
             with contextlib.suppress(ReproBundleError):
                 run_git(["clone", "--quiet", "--depth", "1", "--branch", tag, "--no-checkout", "--", repo, folder])
@@ -46,8 +57,10 @@ def changelog_at(repo: str, release: str) -> str | None:
 
 
 def release_sections(changelog: str, release: str) -> str:
-    """The text of the changelog's sections of `release`: `## jax 0.5.0 (...)` and `## jaxlib 0.5.0 (...)`."""
-    heading = re.compile(r"^##\s+(jax|jaxlib)\s+v?" + re.escape(release) + r"(\s|\(|$)")
+    """The text of the changelog's sections of `release`: `## jax 0.5.0 (...)` and `## jaxlib 0.5.0 (...)`; for
+    UNRELEASED, the `## Unreleased` section (the coming release's notes)."""
+    heading = re.compile(r"^##\s+Unreleased\b", re.I) if release == UNRELEASED else \
+        re.compile(r"^##\s+(jax|jaxlib)\s+v?" + re.escape(release) + r"(\s|\(|$)")
     out, keep = [], False
     for line in changelog.splitlines():
         if line.startswith("## "):
@@ -88,11 +101,21 @@ def naming(items: Sequence[str], names: Sequence[str]) -> list[str]:
     return found
 
 
-def documented(repo: str | None, release: str, names: Sequence[str]) -> list[str]:
+def documented(repo: str | None, release: str, names: Sequence[str], commits: Sequence[str] = ()) -> list[str]:
     """`documented in the 0.5.0 release notes: ...` for each entry of `release`'s notes that names one of `names`;
-    [] where none does, or the notes cannot be read."""
+    with `commits` (full hashes, no release: a commit window), the `## Unreleased` section at the first of them
+    whose section names one: `documented in the notes of the coming release (Unreleased, at commit c36456a817):
+    ...`. [] where none does, or the notes cannot be read."""
     where = repo or found_repo()
-    if not where or not names or not release:
+    if not where or not names or not (release or commits):
+        return []
+    if commits:
+        for commit in dict.fromkeys(commits):
+            text = changelog_at(where, release, commit)
+            found = naming(entries(release_sections(text, UNRELEASED)), names) if text else []
+            if found:
+                return [f"documented in the notes of the coming release ({UNRELEASED}, at commit {commit[:10]}): "
+                        f"{item}" for item in found]
         return []
     text = changelog_at(where, release)
     if text is None:

@@ -7,6 +7,10 @@ Which script, from the latest stored bisection (investigate/answers.py) when the
 - a change the retraced program shows (the bisection ran retraced: a lowering change): the program itself
   (bundle/program_script.py), checked against the last good release's retraced outputs; it exits 1 on the bad
   release and 0 on the good one. The frozen module could not show it: every release runs the same StableHLO.
+  With no release bisection that found a boundary, a stored commit bisection that found a first bad commit
+  (`bisect-commits`: its probes all ran retraced, and only a lowering change is ever sent to one, so its layer is
+  JAX's lowering; a commit window's by construction) gives the same script, checked against the good release's
+  retraced run stored by that bisection; it exits 1 on JAX at the first bad commit and 0 on the good release.
 - a change of the frozen module's outputs or bits (the compiler's): the frozen script with the last good release's
   outputs as its reference (bits judged bit for bit), so it exits 1 on the bad release and 0 on the good one.
 - a slowdown, or no bisection: the frozen script with the stored replay's times (analysis/slowdown.py), which
@@ -19,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..analysis.slowdown import measured_times
-from ..bundle.model import release_of
+from ..bundle.model import commit_of_run, release_of
 from ..bundle.program_script import program_of, program_script_text
 from ..bundle.registry import Bundle, Registry, open_ref
 from ..bundle.reproducer import Reference, script_text, stored_runs, write_text
 from ..errors import ReproBundleError
-from .answers import latest_bisection
+from .answers import COMMIT_BISECTION, latest_bisection, latest_commit_bisection
 
 OUTPUT_CRITERIA = ("outputs", "outputs vs good", "bits", "error")
 
@@ -42,6 +46,18 @@ class Plan:
     why: str = ""
     answer: dict | None = None
     cannot_show: bool = False  # a lowering change that this (frozen) script cannot show
+    commit: str | None = None  # a commit bisection's plan: the first bad commit's hash (`bad` is its run)
+
+    @property
+    def labels(self) -> tuple[str, str] | None:
+        """(the last good release, the first bad one or the JAX version the first bad commit's run records) of a
+        script checked against the last good release; None for the frozen script."""
+        a = (self.answer or {}).get("answer") or {}
+        if self.kind == "frozen" or self.good is None:
+            return None
+        if self.commit is not None:
+            return str(a.get("good")), release_of(self.bad) if self.bad else self.commit[:10]
+        return str(a.get("last_good")), str(a.get("first_bad"))
 
 
 def stored_answers(registry: Registry, bundle: Bundle) -> list[dict]:
@@ -89,16 +105,31 @@ def replays_of(runs: list[dict]) -> list[list[dict]]:
 
 def answered_replays(replays: list[list[dict]], bisection: dict | None) -> list[list[dict]]:
     """The replays holding a run of the bisection's first bad release that its answer rests on (a time answer's:
-    those timed beside the last good release)."""
+    those timed beside the last good release); of a commit bisection's, its first bad commit's."""
     record = bisection or {}
     answer = record.get("answer") or {}
     own = _holding(replays, str(answer.get("reported_run") or ""))
     if own:  # the headline's own probe (the bisections of its `also` run the same releases)
         return own
     ids = {str(r) for r in record.get("runs") or []}
+    if record.get("kind") == COMMIT_BISECTION:
+        return _first_bad_commit_probes(replays, ids, answer)
+    return _first_bad_release_probes(replays, ids, answer)
+
+
+def _first_bad_release_probes(replays: list[list[dict]], ids: set[str], answer: dict) -> list[list[dict]]:
+    """The replays holding a release bisection's run (of `ids`) of its first bad release, those that ran the last
+    good release beside it first."""
     bad, good = str(answer.get("first_bad")), str(answer.get("last_good"))
     hits = [g for g in replays if any(str(r.get("run_id")) in ids and release_of(r) == bad for r in g)]
     return [g for g in hits if any(release_of(r) == good for r in g)] or hits
+
+
+def _first_bad_commit_probes(replays: list[list[dict]], ids: set[str], answer: dict) -> list[list[dict]]:
+    """The replays holding a commit bisection's run (of `ids`) of its first bad commit."""
+    first = answer.get("first_bad")
+    sha = str(first.get("sha") or "?") if isinstance(first, dict) else "?"
+    return [g for g in replays if any(str(r.get("run_id")) in ids and commit_of_run(r) == sha for r in g)]
 
 
 def _holding(replays: list[list[dict]], run_id: str) -> list[list[dict]]:
@@ -106,14 +137,21 @@ def _holding(replays: list[list[dict]], run_id: str) -> list[list[dict]]:
     return [g for g in replays if any(str(r.get("run_id")) == run_id for r in g)] if run_id else []
 
 
-
 def plan(registry: Registry, bundle: Bundle, answer: dict | None = None) -> Plan:
     """Which reproducer the bundle's latest bisection (or `answer`) calls for; see the module's docstring."""
-    record = answer if answer is not None else latest_bisection(stored_answers(registry, bundle))
-    a = (record or {}).get("answer") or {}
+    if answer is not None and answer.get("kind") == COMMIT_BISECTION:
+        return commit_plan(registry, bundle, answer) or Plan(why="the frozen module, against its packed reference")
+    answers = stored_answers(registry, bundle) if answer is None else None  # read once, and only where needed
+    record = answer if answer is not None else latest_bisection(answers or [])
+    if not record or not _a_change_of_outputs(record.get("answer") or {}):
+        return _without_release_boundary(registry, bundle, answers, record)
+    return _release_plan(registry, bundle, record)
+
+
+def _release_plan(registry: Registry, bundle: Bundle, record: dict) -> Plan:
+    """The plan of a release bisection that found a change of the outputs (or bits, or an error)."""
+    a = record.get("answer") or {}
     criterion, mode = str(a.get("criterion") or ""), str(a.get("mode") or "frozen")
-    if not record or not _a_change_of_outputs(a):
-        return Plan(why="the frozen module, against its packed reference", answer=record)
     runs = _answer_runs(registry, bundle, record)
     good, bad = (release_run(runs, str(a[k]), mode) for k in ("last_good", "first_bad"))
     bits = criterion == "bits"
@@ -130,6 +168,38 @@ def plan(registry: Registry, bundle: Bundle, answer: dict | None = None) -> Plan
                 answer=record)
 
 
+def _without_release_boundary(registry: Registry, bundle: Bundle, answers: list[dict] | None,
+                              record: dict | None) -> Plan:
+    """The plan where no release bisection found a boundary: the latest stored commit bisection's (of `answers`, the
+    stored ones where None), else the frozen module against its packed reference."""
+    commits = latest_commit_bisection(stored_answers(registry, bundle) if answers is None else answers)
+    found = commit_plan(registry, bundle, commits) if commits is not None else None
+    return found or Plan(why="the frozen module, against its packed reference", answer=record)
+
+
+def commit_plan(registry: Registry, bundle: Bundle, record: dict) -> Plan | None:
+    """The program's script from a stored commit bisection that found a first bad commit: checked against the good
+    release's retraced run among its probes, the first bad commit's run giving the "got" values; a frozen plan that
+    says it cannot show the change where the bundle carries no program or that run is not stored; None where the
+    commit bisection found no first bad commit."""
+    a = record.get("answer") or {}
+    first = a.get("first_bad")
+    if not isinstance(first, dict) or not first.get("sha") or str(a.get("criterion") or "") not in OUTPUT_CRITERIA:
+        return None
+    runs = _answer_runs(registry, bundle, record)
+    good = release_run([r for r in runs if commit_of_run(r) is None and r.get("requested") == str(a.get("good"))],
+                       str(a.get("good")), "retrace")
+    sha = str(first["sha"])
+    bad = next((r for r in reversed(runs) if commit_of_run(r) == sha and r.get("status") in ("ok", "mismatch")
+                and r.get("outputs")), None)
+    if program_of(bundle) is None or good is None:
+        return Plan(why="the frozen module, which cannot show a lowering change (the bundle carries no program, or "
+                        "no stored run of the good release retraced)", answer=record, cannot_show=True)
+    return Plan("program", good, bad, str(a.get("criterion")) == "bits",
+                "the program as each JAX traces it; the frozen module computes the same on both", record,
+                commit=sha)
+
+
 def script_of(registry: Registry, bundle: Bundle, fname: str = "repro.py", runs: list[dict] | None = None,
               answer: dict | None = None) -> str:
     """The standalone script of `bundle` (bundle/reproducer.py's errors) that the plan above calls for; a frozen
@@ -140,7 +210,7 @@ def script_of(registry: Registry, bundle: Bundle, fname: str = "repro.py", runs:
     if chosen.kind == "program" and chosen.good is not None:
         return program_script_text(registry, bundle, chosen.good, chosen.bad, fname, chosen.bits)
     if chosen.kind == "good" and chosen.good is not None:
-        release = str(((chosen.answer or {}).get("answer") or {}).get("last_good"))
+        release = (chosen.labels or ("?", "?"))[0]
         return script_text(registry, bundle, fname, None,
                            Reference(chosen.good, f"jax {release} (last good)", chosen.bits))
     runs = _reported_runs(registry, bundle, chosen.answer) if runs is None else runs

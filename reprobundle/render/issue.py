@@ -142,6 +142,11 @@ def _run_lines(data: dict, name: str) -> list[str]:
     if judged and judged.get("criterion") != "time":
         from ..bundle.program_script import uv_line
 
+        if judged.get("commit"):  # no package of a commit's JAX: the environment bisect-commits made, again
+            sha = str(judged["commit"])
+            return [f"{uv_line(judged['good'], [], name)}   # exit 0",
+                    f"reprobundle envs --add-commit {sha[:12]} --over {judged['good']} --jax-repo JAX_CLONE",
+                    f"PATH_IT_PRINTS/bin/python {name}   # exit 1 (JAX at commit {sha[:10]})"]
         return [f"{uv_line(v, [], name)}   # exit {code}" for v, code in ((judged["good"], 0), (judged["bad"], 1))]
     show = " ".join(f"{k}={shlex.quote(v)}" for k, v in data["show"].items())
     runs = [f"python {name}   # as the reference ran: exit 0"]
@@ -332,8 +337,8 @@ def _reproducer_line(data: dict) -> list[str]:
         return [f"- **Reproducer:** none inline ({md(s['why'])})"]
     name = s["name"]
     if judged and judged.get("criterion") != "time":
-        lines = [f"- **Reproducer:** {code('python ' + name)} exits 1 on jax {md(judged['bad'])} and 0 on jax "
-                 f"{md(judged['good'])} (below: {md(judged['reproducer_why'])})"]
+        lines = [f"- **Reproducer:** {code('python ' + name)} exits 1 on jax {md(judged['bad'])}{_at_commit(judged)} "
+                 f"and 0 on jax {md(judged['good'])} (below: {md(judged['reproducer_why'])})"]
         if judged.get("mode") == "retrace" and not judged.get("has_program"):
             lines.append("- The bundle carries no program: its frozen module cannot show a change in JAX's lowering.")
         return lines
@@ -344,6 +349,11 @@ def _reproducer_line(data: dict) -> list[str]:
         return [f"- **Reproducer:** {code(compare)} times both releases, each in its own process, and exits 1 "
                 "while the second is slower beyond the interval"]
     return [f"- **Reproducer:** {code('python ' + name)} (below; exit 0: as the reference, 1: the difference)"]
+
+
+def _at_commit(judged: dict) -> str:
+    """" (JAX at the first bad commit c36456a817)" where the bad side is a commit's JAX, not a release."""
+    return f" (JAX at the first bad commit {md(str(judged['commit'])[:10])})" if judged.get("commit") else ""
 
 
 def code(text: str) -> str:
