@@ -64,8 +64,9 @@ def main(argv=None):
 
 
 # Where the next process waits for this one to let go of the device: on a TPU one process holds the chip, and from a
-# visit's result to the next visit's start took 4-5 s of each ~18 s visit on a TPU v5e (2026-12-05), the
-# interpreter's orderly teardown (libtpu's shutdown) among it.
+# visit's result to the next visit's start took 4-5 s of each ~18 s visit on a TPU v5e, the interpreter's orderly
+# teardown (libtpu's shutdown) among it; with this exit 2-3 s of each ~14.5 s (10 visits: 184 s before, 145 s
+# after, 2026-12-05, two machines of that kind: benchmarks/README.md, "On a TPU").
 QUICK_EXIT_PLATFORMS = ("tpu",)
 
 
