@@ -61,15 +61,7 @@ def pieces(tmp_path_factory):
 @pytest.fixture(scope="module")
 def fresh_python(tmp_path_factory):
     """An environment with only jax, jaxlib and numpy of the newest release, made by uv from its cache."""
-    from uv import find_uv_bin
-
-    venv = tmp_path_factory.mktemp("fresh") / "venv"
-    uv = str(find_uv_bin())
-    subprocess.run([uv, "venv", "-q", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    subprocess.run([uv, "pip", "install", "-q", "--python", str(python), f"jax=={NEWEST}", f"jaxlib=={NEWEST}",
-                    "numpy"], check=True, timeout=600)
-    return python
+    return _fresh(tmp_path_factory, NEWEST)
 
 
 def _run(python, script: Path, flags: str | None = None, platforms: str = "cpu") -> subprocess.CompletedProcess:

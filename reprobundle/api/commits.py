@@ -306,17 +306,13 @@ def _lowering(registry: Registry, bundle: Bundle, plan, result, probe) -> dict |
 
 def _lowering_between(registry: Registry, bundle: Bundle, before_run: dict, after_run: dict,
                       parent: str) -> dict | None:
-    """Two runs' retraced StableHLO by source line (analysis/lowering_diff), as the answer's "lowering" says it
-    (`parent`: what the first was run from); None where either has none."""
-    from ..analysis.lowering_diff import lowering_diff
+    """Two runs' retraced StableHLO by source line, as the answer's "lowering" says it (`parent`: what the first
+    was run from); None where either has none."""
+    from ..investigate.commit_bisect import runs_lowering
     from ..run.retrace import program_file_names
 
-    stablehlo_of = _stablehlo_of(registry)
-    before, after = stablehlo_of(before_run), stablehlo_of(after_run)
-    if not before or not after:
-        return None
-    diff = lowering_diff(before, after, program_file_names(bundle.manifest))
-    return {"changed": diff["changed"], "text": diff["text"], "parent": parent}
+    found = runs_lowering(before_run, after_run, _stablehlo_of(registry), program_file_names(bundle.manifest), parent)
+    return None if found is None else {"changed": found["changed"], "text": found["text"], "parent": parent}
 
 
 def _command(ref: str, good: str, bad: str, jax_repo: str | None, xla_repo: str | None) -> str:

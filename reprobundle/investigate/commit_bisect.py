@@ -368,18 +368,25 @@ def lowering_of_first_bad(plan: CommitPlan, result: BisectResult, probe: ReplayT
                           stablehlo_of: Callable[[dict], str | None], program_files: Sequence[str]) -> dict | None:
     """The first bad commit's retraced StableHLO against its parent's, by source line (lowering_diff): {"changed",
     "text", "added", "removed", "parent"}; the parent replayed when the search did not. None where either has none."""
-    from ..analysis.lowering_diff import lowering_diff
-
     if plan.commit_of(result.first_bad) is None:
         return None
     parent = parent_label(plan, result.first_bad)
     parent_run = result.runs.get(parent) or probe([parent])[0]
-    before, after = stablehlo_of(parent_run), stablehlo_of(result.runs[result.first_bad])
+    parent_commit = plan.commit_of(parent)
+    return runs_lowering(parent_run, result.runs[result.first_bad], stablehlo_of, program_files,
+                         parent_commit.sha if parent_commit else plan.good_tag)
+
+
+def runs_lowering(before_run: dict, after_run: dict, stablehlo_of: Callable[[dict], str | None],
+                  program_files: Sequence[str], parent: str) -> dict | None:
+    """Two runs' retraced StableHLO by source line (lowering_diff): {"changed", "text", "added", "removed",
+    "parent"} (`parent`: what the first ran); None where either has none."""
+    from ..analysis.lowering_diff import lowering_diff
+
+    before, after = stablehlo_of(before_run), stablehlo_of(after_run)
     if not before or not after:
         return None
-    diff = lowering_diff(before, after, program_files)
-    parent_commit = plan.commit_of(parent)
-    return {**diff, "parent": parent_commit.sha if parent_commit else plan.good_tag}
+    return {**lowering_diff(before, after, program_files), "parent": parent}
 
 
 _ENV_PATH = re.compile(r"\S*/jax-commits/(?:[^/\s]+/)?([0-9a-f]{12})-over-jax-([\w.]+?)(?:-[a-z]+\d*)?-py[\d.]+")

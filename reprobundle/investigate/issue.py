@@ -495,9 +495,15 @@ def _named_on_changed_lines(registry: Registry, bundle: Bundle, lowering: dict |
         return []
     names = called_names(dict(program_files(registry, program)), text)
     where = f"they name {', '.join(names[:3])}, which the program calls where its lowering changed"
-    return [note.replace(" release notes: ", f" release notes ({where}): ", 1).replace("): ", f"; {where}): ", 1)
-            if commits else note.replace(" release notes: ", f" release notes ({where}): ", 1)
-            for note in documented(jax_repo, release, names, commits)]
+    return [_saying_where(note, where) for note in documented(jax_repo, release, names, commits)]
+
+
+def _saying_where(note: str, where: str) -> str:
+    """A release note's line with why it was quoted: `... release notes (WHERE): ...`, or for the coming release's
+    `... (Unreleased, at commit X; WHERE): ...`."""
+    if " release notes: " in note:
+        return note.replace(" release notes: ", f" release notes ({where}): ", 1)
+    return note.replace("): ", f"; {where}): ", 1)
 
 
 def asked_again_lines(ref: str, bisection: dict | None, explanation: dict | None) -> list[str]:
