@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import filecmp
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -101,3 +102,32 @@ def make_history(repo: Path, old: Path, new: Path) -> list[str]:
 
 def retag(repo: Path, tag: str, sha: str) -> None:
     _git(repo, "tag", "-f", tag, sha)
+
+
+PATCH_TITLES = ["Merge back the patch release: version.py reads 0.4.30 again",
+                "jnp.floor: an integer input goes through float32 again", "Bump the version to 0.4.32"]
+
+
+def _set_versions(jax: Path, version: str, minimum: str) -> None:
+    path = jax / "version.py"
+    text = re.sub(r'(?m)^_version = ".*"$', f'_version = "{version}"', path.read_text())
+    path.write_text(re.sub(r'(?m)^_minimum_jaxlib_version = ".*"$', f'_minimum_jaxlib_version = "{minimum}"', text))
+
+
+def add_patch_window(repo: Path, old: Path) -> list[str]:
+    """Three commits after jax-v0.4.31 on main, as JAX's main after a patch release (after jax-v0.4.33 its commits
+    read 0.4.32, and JAX's check at import refuses jaxlib 0.4.33 under them):
+
+        c7  version.py reads 0.4.30 (_minimum_jaxlib_version 0.4.30): it refuses jaxlib 0.4.31, takes 0.4.30
+        c8  jax/_src/numpy/ufuncs.py as 0.4.30 had it: the floor through float32 again (the lowering change)
+        c9  version.py reads 0.4.32 (_minimum_jaxlib_version 0.4.31): it takes jaxlib 0.4.31 again
+
+    `old`: 0.4.30's `jax/` folder. The commits' hashes, c7 first."""
+    jax = repo / "jax"
+    _set_versions(jax, "0.4.30", "0.4.30")
+    shas = [_commit(repo, PATCH_TITLES[0])]
+    _copy(old, jax, [UFUNCS])
+    shas.append(_commit(repo, PATCH_TITLES[1]))
+    _set_versions(jax, "0.4.32", "0.4.31")
+    shas.append(_commit(repo, PATCH_TITLES[2]))
+    return shas

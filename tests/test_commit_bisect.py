@@ -19,7 +19,7 @@ from jax_history import TITLES, XLA_PINS, make_history, retag, site_jax
 
 from reprobundle import api
 from reprobundle.envs.folders import JaxEnvironment
-from reprobundle.envs.jax_commit import jaxlib_release_for, pull_request
+from reprobundle.envs.jax_commit import ReleasesOver, jaxlib_accepted, pull_request
 from reprobundle.envs.versions import version_key
 from reprobundle.errors import UsageError
 from reprobundle.investigate.commit_bisect import commit_label, names_a_release, refusal
@@ -156,14 +156,35 @@ def test_the_pull_request_is_read_from_the_message():
     assert pull_request("`jax.random.randint`: enable safer_randint by default\n\nPiperOrigin-RevId: 1") is None
 
 
-def test_a_commit_runs_over_the_good_release_jaxlib_when_it_accepts_it_else_the_bad_one():
+def test_a_commit_runs_over_a_released_jaxlib_it_accepts_both_ways_the_ends_first():
+    """JAX's check at import, both ways: no older than _minimum_jaxlib_version, no newer than the commit's own
+    version (after jax-v0.4.33 the commits read 0.4.32 and refuse jaxlib 0.4.33: they run over 0.4.31's, 0.4.32
+    being yanked); where none fits, the whole reason and the way out."""
     def env(v: str) -> JaxEnvironment:
         return JaxEnvironment(v, Path("/x"), "3.11.7", Path(f"/envs/jax-{v}"), None, None, jaxlib_version=v)
 
+    made: list[str] = []
+
+    def ensure(v: str) -> JaxEnvironment:
+        made.append(v)
+        return env(v)
+
+    assert jaxlib_accepted("0.4.32.dev0+4839b003af12", "0.4.31", "0.4.32")
+    assert not jaxlib_accepted("0.4.32", "0.4.31", "0.4.33") and not jaxlib_accepted("0.4.32", "0.4.31", "0.4.30")
+    releases = ["0.4.30", "0.4.31", "0.4.33", "0.4.34"]
     good, bad = env("0.4.30"), env("0.4.31")
-    assert jaxlib_release_for("0.4.27", good, bad) is good and jaxlib_release_for(None, good, bad) is good
-    assert jaxlib_release_for("0.4.31", good, bad) is bad
-    assert jaxlib_release_for("0.4.32", good, bad) is None
+    choice = ReleasesOver((good, bad), lambda: releases, ensure)
+    assert choice.over("0.4.31", "0.4.27")[0] is good and choice.over("0.4.31", None)[0] is good
+    assert choice.over("0.4.31", "0.4.31")[0] is bad and not made  # the ends: nothing else made
+    patch = ReleasesOver((env("0.4.33"), env("0.4.34")), lambda: releases, ensure, lambda: {"0.4.32": "yanked"})
+    over, why = patch.over("0.4.32", "0.4.31")
+    assert over is not None and over.jax_version == "0.4.31" and made == ["0.4.31"] and why == ""
+    assert patch.over("0.4.32", "0.4.31")[0] is over and made == ["0.4.31"]  # one choice per version
+    none, why = patch.over("0.4.32", "0.4.32")
+    assert none is None and "imports only over jaxlib 0.4.32 to 0.4.32" in why and "jax 0.4.32 is yanked" in why
+    assert "jax 0.4.33's has jaxlib 0.4.33" in why and why.endswith("earlier commit as the bad end (--bad COMMIT)")
+    window = ReleasesOver((env("0.4.31"),), lambda: releases, ensure, newest="0.4.31")  # a commit window: no newer
+    assert window.over("0.4.33", "0.4.33")[0] is None and window.over("0.4.30", "0.4.30")[0].jax_version == "0.4.30"
 
 
 def test_a_repository_that_is_not_one_is_refused_with_what_to_give(tmp_path):
@@ -459,6 +480,33 @@ def test_a_good_tag_on_a_release_branch_starts_the_search_at_its_branch_point(hi
 
     plan = plan_commits(open_repo(str(branched), tmp_path / "cache"), "0.4.30", "0.4.31")
     assert plan.branch_point == root and [c.sha for c in plan.commits] == shas and plan.start.endswith(root[:10])
+
+
+@pytest.mark.crossversion
+def test_a_commit_window_from_a_patch_release_runs_commits_reading_an_older_version_over_an_older_jaxlib(history,
+                                                                                                     tmp_path):
+    """#56: as after jax-v0.4.33, whose next commits read 0.4.32 and refuse jaxlib 0.4.33 at import: from the good
+    release 0.4.31 to a commit, the commits whose version.py reads 0.4.30 run over jaxlib 0.4.30, the one that
+    reads 0.4.32 over 0.4.31's; the first bad commit is found between two of the older ones."""
+    from jax_history import PATCH_TITLES, add_patch_window
+
+    repo, _, store = history
+    patched = tmp_path / "jax"
+    shutil.copytree(repo, patched)
+    c7, c8, c9 = add_patch_window(patched, site_jax(api.environment_manager().ensure("0.4.30")))
+    own = tmp_path / "store"
+    shutil.copytree(store.parent / "packed", own)
+    answer = api.bisect_commits("int-floor", "0.4.31", c9, store=str(own), jax_repo=str(patched), jobs=1)
+    assert answer["ends"]["agree"], answer["ends"]["text"]
+    assert answer["first_bad"]["sha"] == c8 and answer["first_bad"]["title"] == PATCH_TITLES[1]
+    assert answer["last_good"] == c7 and answer["jaxlib_moved"] is None  # c7 and c8 over one jaxlib
+    assert "ran over jaxlib 0.4.30 (jax 0.4.30's environment)" in answer["layer"], answer["layer"]
+    # each probe's run records the jaxlib it ran over: the older one under the commits that refuse 0.4.31's
+    registry, bundle = api.resolve("int-floor", str(own))
+    jaxlib = {commit: r["environment"]["jaxlib"] for r in registry.runs(bundle.ref.bundle_id)
+              if (commit := ((r["environment"].get("jax_build") or {}).get("commits") or {}).get("jax"))}
+    assert (jaxlib[c7], jaxlib[c8], jaxlib[c9]) == ("0.4.30", "0.4.30", "0.4.31"), jaxlib
+    assert answer["tested"][c8]["over"] == "jaxlib 0.4.30 (jax 0.4.30's environment)"
 
 
 @pytest.mark.crossversion
