@@ -67,10 +67,17 @@ def window(history):
     return notes, [*shas, top], own, answer
 
 
+@pytest.fixture(scope="module")
+def release_window(history):
+    """The answer of the release window 0.4.30 to 0.4.31, bisected once (its release bisection run first)."""
+    repo, _, store = history
+    return api.bisect_commits("int-floor", "0.4.30", "0.4.31", store=str(store), jax_repo=str(repo), jobs=1)
+
+
 @pytest.mark.crossversion
-def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one_skipped(history):
+def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one_skipped(history, release_window):
     repo, shas, store = history
-    answer = api.bisect_commits("int-floor", "0.4.30", "0.4.31", store=str(store), jax_repo=str(repo), jobs=1)
+    answer = release_window
     assert answer["ends"]["agree"], answer["ends"]["text"]
     # the commits' environments were the bisection's own: none is left behind
     assert not list((api.environment_manager().root / "jax-commits").glob("run-*"))
@@ -113,6 +120,47 @@ def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one
 
     screen = "\n".join(first_screen(issue_data("int-floor", store=str(store))))
     assert f"First bad commit: {shas[2][:10]}" in screen and f"{shas[2]}" in screen, screen
+
+
+@pytest.mark.crossversion
+def test_a_change_the_first_bad_commit_documents_is_titled_so_and_its_entry_and_workaround_lead(history,
+                                                                                                release_window):
+    """#56: the first bad commit's own diff adds its CHANGELOG.md entry under an older heading (jax 0.4.30's, as
+    JAX's bf16 `jnp.arange` entry sits under 0.9.2 though it shipped in 0.10.0): the answer carries it, the issue's
+    title says documented change, and its first screen quotes the entry and its workaround, the code as code."""
+    from jax_history import WORKAROUND
+    from markdown_it import MarkdownIt
+
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import issue_markdown
+
+    repo, shas, store = history
+    notes = release_window["notes"]
+    assert notes["commit"] == shas[2] and notes["release"] == "0.4.31"
+    assert notes["heading"] == "jax 0.4.30 (June 18, 2024)"  # where jax-v0.4.31's CHANGELOG.md carries it
+    assert notes["entry"].startswith("`jax.numpy.floor` of an integer array now returns the array unchanged")
+    assert notes["workaround"] == f"To recover the previous behavior, use {WORKAROUND}."
+    assert 'it documents the change in CHANGELOG.md (jax 0.4.31\'s notes, under "jax 0.4.30' in release_window["text"]
+    data = issue_data("int-floor", store=str(store), jax_repo=str(repo))
+    assert data["title"].startswith("documented change in 0.4.31: `f` gives other values from jax 0.4.31"), \
+        data["title"]
+    first = "\n".join(issue_markdown(data).splitlines()[:30])
+    tokens = MarkdownIt("commonmark").enable("table").parse(first)
+    items = [t for t in tokens if t.type == "inline"]
+    texts = ["".join(c.content for c in t.children or []) for t in items]
+    lead = next(i for i, t in enumerate(texts) if t.startswith("Documented change:"))
+    assert lead == 1, texts  # the first line under the title
+    assert f"the first bad commit {shas[2][:10]} adds it to CHANGELOG.md (jax 0.4.31's notes under " \
+           "\"jax 0.4.30 (June 18, 2024)\")" in texts[lead], texts[lead]
+    assert "of an integer array now returns the array unchanged" in texts[lead]
+    workaround = next(t for t in items if "".join(c.content for c in t.children).startswith("Workaround"))
+    spans = [c.content for c in workaround.children if c.type == "code_inline"]
+    assert spans == [WORKAROUND.strip("`")]
+    assert "Documented as intended" not in first and first.count("jnp.float32") == 1  # each said once, first
+    from reprobundle.render.commits import commit_bisection_text
+
+    assert "its CHANGELOG.md entry (jax 0.4.31's notes, under \"jax 0.4.30 (June 18, 2024)\"): " \
+           "`jax.numpy.floor` of an integer array" in " ".join(commit_bisection_text(release_window).split())
 
 
 @pytest.mark.crossversion
@@ -388,7 +436,9 @@ def test_a_commit_window_issue_has_the_program_as_reproducer_and_quotes_the_comi
                                                                                        bad)
     body = issue_markdown(data).replace("\\", "")  # Markdown's escapes
     assert f"exits 1 on jax {bad} (JAX at the first bad commit {shas[2][:10]}) and 0 on jax 0.4.30" in body
-    assert data["title"].startswith(f"`f` gives other values from jax {bad} (last good 0.4.30; JAX's lowering)")
+    # the first bad commit adds its own CHANGELOG.md entry (tests/jax_history.py): the title leads with it
+    assert data["title"].startswith(f"documented change in the coming release: `f` gives other values from jax {bad} "
+                                    "(last good 0.4.30; JAX's lowering)"), data["title"]
     assert (f"documented in the notes of the coming release (Unreleased, at commit {shas[6][:10]}; they name "
             "jax.numpy.floor") in body, body
     assert "where its lowering changed): `jax.numpy.floor` of an integer array now returns the array unchanged" in body

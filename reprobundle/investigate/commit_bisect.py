@@ -355,8 +355,28 @@ def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict, default
         answer["could_be"] = [c.sha for c in between if c is not None]  # skipped ones between: any may be it
     answer["last_good"] = last_good.sha if last_good is not None else plan.good_tag
     answer["jaxlib_moved"] = _jaxlib_moved(result, ends)
+    answer["notes"] = notes_of(plan, first_bad)
     answer["text"] = _text(answer)
     return answer
+
+
+def notes_of(plan: CommitPlan, first_bad: Commit | None) -> dict | None:
+    """The CHANGELOG.md entry the first bad commit itself adds, its workaround, and where the notes of the release
+    it shipped in carry it (the bad release's tag; a commit window's bad commit), under whatever heading
+    (release_notes.commit_notes); None where it adds none."""
+    from .release_notes import commit_notes
+
+    if first_bad is None:
+        return None
+    return commit_notes(plan.repo, first_bad.sha, None if plan.bad_commit is not None else plan.bad, plan.bad)
+
+
+def notes_where(notes: dict) -> str:
+    """Where a commit's CHANGELOG entry ships: `jax 0.4.31's notes, under "jax 0.4.30 (June 18, 2024)"`, or, for a
+    commit window, `the notes at commit 0145058aa0, under "Unreleased"`."""
+    at = f"jax {notes['release']}'s notes" if notes.get("release") else \
+        f"the notes at commit {str(notes.get('at') or notes.get('commit'))[:10]}, of the coming release"
+    return at + (f', under "{notes["heading"]}"' if notes.get("heading") else "")
 
 
 def _jaxlib_moved(result: BisectResult, ends: dict) -> str | None:
@@ -364,7 +384,7 @@ def _jaxlib_moved(result: BisectResult, ends: dict) -> str | None:
     up at that step, or its version came down below the other's), a sentence saying so: then that step changed
     jaxlib too, and the commit alone is not shown. (An end the endpoints' check classed has its run there.)"""
     def over(label: str) -> str | None:
-        end = next((e for e in (ends.get("first"), ends.get("last")) if e and e.get("label") == label), {})
+        end: dict = next((e for e in (ends.get("first"), ends.get("last")) if e and e.get("label") == label), {})
         return (result.runs.get(label) or {}).get("over") or end.get("over")
 
     bad_over = over(result.first_bad)
@@ -382,6 +402,8 @@ def _text(answer: dict) -> str:
     said = f"first bad commit: {commit_headline(first)}"
     for d in answer.get("defaults") or []:
         said += f"; it changed the default of {d['name']} ({d['a']} -> {d['b']})"
+    if answer.get("notes"):
+        said += f"; it documents the change in CHANGELOG.md ({notes_where(answer['notes'])})"
     if answer.get("jaxlib_moved"):
         said += f"; {answer['jaxlib_moved']}"
     if answer["could_be"]:

@@ -20,6 +20,7 @@ defaults to XLA for a piece minimize reduced (the frozen module shows the differ
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -355,13 +356,16 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     newest = newest_verdict(registry, bisection, stored) if found else None
     heading = with_newest(title(bundle, diff, measured, _titled(bisection, found), found["changes"] if found else None),
                           newest)
+    notes = intended(registry, bundle, explanation, bisection, jax_repo, commits)
+    change = documented_change(bisection, commits, notes)
+    heading = documented_title(heading, change)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
             "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
-            "documented": intended(registry, bundle, explanation, bisection, jax_repo, commits),
+            "documented": notes, "documented_change": change,
             "commit_bisection": commits,
             "asked_again": asked_again_lines(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
@@ -450,6 +454,38 @@ def with_newest(heading: str, newest: dict | None) -> str:
         return heading
     said = f"; {'still on' if newest['still'] else 'fixed by'} jax {newest['release']}"
     return clean(heading + said, 200) if len(heading) + len(said) <= 200 else heading
+
+
+def documented_change(bisection: dict | None, commits: dict | None, notes: list[str]) -> dict | None:
+    """The change as JAX documents it, what the title and the first line say: the CHANGELOG.md entry the first bad
+    commit itself adds, with its workaround and where the notes of the release it shipped in carry it (the stored
+    commit bisection's `notes`: commit_bisect.notes_of), where that bisection is of the window reported (the release
+    bisection's last good and first bad releases; a commit window where no release bisection found a boundary, or
+    from its last good release); else the first release-notes line that names the cause (`notes`, intended's):
+    {"note", "release"}. None where neither is."""
+    a = (commits or {}).get("answer") or {}
+    own, first = a.get("notes"), a.get("first_bad")
+    window = (bisection or {}).get("answer") or {}
+    if isinstance(a.get("bad_commit"), dict):
+        fits = boundary(bisection) is None or window.get("last_good") == a.get("good")
+    else:
+        fits = (a.get("good"), a.get("bad")) == (window.get("last_good"), window.get("first_bad"))
+    if fits and isinstance(own, dict) and own.get("entry") and isinstance(first, dict):
+        return {**own, "first_bad": str(first.get("sha") or "")}
+    if not notes:
+        return None
+    m = re.match(r"documented in the (\S+) release notes", notes[0])
+    return {"note": notes[0], "release": m[1] if m else None}
+
+
+def documented_title(heading: str, change: dict | None) -> str:
+    """The title led by what JAX's notes say of the change: `documented change in 0.4.36: ...` (the release it
+    shipped in), or `documented change in the coming release: ...` for a commit window."""
+    if not change:
+        return heading
+    release = change.get("release")
+    said = f"documented change in {release}: " if release else "documented change in the coming release: "
+    return clean(said + heading, 250)
 
 
 def intended(registry: Registry, bundle: Bundle, explanation: dict | None, bisection: dict | None,

@@ -210,6 +210,7 @@ def first_screen(data: dict) -> list[str]:
     """The lines a maintainer reads first: the title, expected against got on each side (or the ratio with its
     interval), the cause and the workaround, and the command that fails until it is fixed."""
     lines = [f"### {md(data['title'])}", ""]
+    lines += documented_change_lines(data)  # an intended change is said first: a maintainer closes it on this
     judged, newest = data.get("judged") or {}, data.get("newest") or {}
     if newest.get("still") is False:  # gone on the newest release: said first
         lines.append(f"- **Fixed on the newest release:** {md(newest['text'])}")
@@ -260,8 +261,45 @@ def _cause(data: dict) -> list[str]:
     where = where_line(layer)
     if where:
         lines.append(f"- **Where:** {md(where)}")
-    return lines + _commit(data) + _workaround(d) + [f"- **Documented as intended:** {md(note)}"
-                                                     for note in (data.get("documented") or [])[:1]]
+    return lines + _commit(data) + _workaround(d) + _documented_lines(data)
+
+
+def documented_change_lines(data: dict) -> list[str]:
+    """The CHANGELOG.md entry the first bad commit itself adds, quoted with where the notes of the release it shipped
+    in carry it (under whatever heading), and its workaround, as the notes give it, on a line of its own."""
+    change = data.get("documented_change")
+    if not isinstance(change, dict):
+        return []
+    if change.get("note"):  # a release note that names the cause (not the commit's own entry)
+        return [f"- **Documented change:** {md(change['note'])}"]
+    if not change.get("entry"):
+        return []
+    release = f"jax {change['release']}'s notes" if change.get("release") else "the coming release's notes"
+    under = f' under "{md(change["heading"])}"' if change.get("heading") else ""
+    entry, way_back = str(change["entry"]), str(change.get("workaround") or "")
+    said = entry.replace(way_back, "").strip() if way_back else entry  # the workaround: its own line, once
+    lines = [f"- **Documented change:** the first bad commit {md(str(change.get('first_bad'))[:10])} adds it to "
+             f"CHANGELOG.md ({release}{under}): {_quoted(said)}"]
+    if way_back:
+        lines.append(f"- **Workaround (the notes'):** {_quoted(way_back)}")
+    return lines
+
+
+def _documented_lines(data: dict) -> list[str]:
+    """The release notes' line that names the cause, where the first line does not say it already (the first bad
+    commit's own entry, or this very line: documented_change_lines)."""
+    change = data.get("documented_change") or {}
+    own = str(change.get("entry") or change.get("note") or "")
+    return [f"- **Documented as intended:** {md(note)}" for note in (data.get("documented") or [])[:1]
+            if not own or own not in note]
+
+
+def _quoted(text: str) -> str:
+    """A release note's text as Markdown: its code spans as code, the rest escaped (`md`)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: all of it as text
+        return md(text)
+    return "".join(code(part) if i % 2 else md(part) for i, part in enumerate(parts))
 
 
 def _commit(data: dict) -> list[str]:
