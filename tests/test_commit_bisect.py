@@ -384,6 +384,12 @@ def test_a_commit_that_needs_a_newer_jaxlib_than_the_release_is_refused_before_a
     code, _, err = cli("envs", "--add-commit", "HEAD", "--over", "0.4.30", "--jax-repo", origin)
     assert code == 2 and "needs jaxlib 0.10.2 or newer" in err and "jax 0.4.30's environment" in err, err
     assert "--over a release whose jaxlib is 0.10.2 or newer" in err
+    # both ways: a commit reading an older version than the release's jaxlib (JAX's check at import refuses it)
+    (origin / "jax" / "version.py").write_text('_version: str = "0.4.29"\n_minimum_jaxlib_version: str = "0.4.27"\n')
+    _git(origin, "commit", "-qam", "Read 0.4.29 again")
+    code, _, err = cli("envs", "--add-commit", "HEAD", "--over", "0.4.30", "--jax-repo", origin, "--platform", "cpu")
+    assert code == 2 and "reads version 0.4.29, and jax 0.4.30's environment has jaxlib 0.4.30" in err, err
+    assert "--over a release whose jaxlib is in jaxlib 0.4.27 to 0.4.29" in " ".join(err.split())
     code, _, err = cli("envs", "--add-commit", "nosuch", "--over", "0.4.30", "--jax-repo", origin)
     assert code == 2 and "has no commit 'nosuch'" in err
     code, _, err = cli("envs", "--over", "0.4.30")
