@@ -124,7 +124,8 @@ def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one
 
 @pytest.mark.crossversion
 def test_a_change_the_first_bad_commit_documents_is_titled_so_and_its_entry_and_workaround_lead(history,
-                                                                                                release_window):
+                                                                                                release_window,
+                                                                                                tmp_path):
     """#56: the first bad commit's own diff adds its CHANGELOG.md entry under an older heading (jax 0.4.30's, as
     JAX's bf16 `jnp.arange` entry sits under 0.9.2 though it shipped in 0.10.0): the answer carries it, the issue's
     title says documented change, and its first screen quotes the entry and its workaround, the code as code."""
@@ -161,6 +162,17 @@ def test_a_change_the_first_bad_commit_documents_is_titled_so_and_its_entry_and_
 
     assert "its CHANGELOG.md entry (jax 0.4.31's notes, under \"jax 0.4.30 (June 18, 2024)\"): " \
            "`jax.numpy.floor` of an integer array" in " ".join(commit_bisection_text(release_window).split())
+    # an answer stored before answers kept their notes: read from the repository the issue is given
+    from reprobundle.bundle.registry import Registry, utc_now
+
+    older = tmp_path / "store"
+    shutil.copytree(store, older)
+    registry, bundle = api.resolve("int-floor", str(older))
+    record = [a for a in registry.answers(bundle.ref.bundle_id) if a["kind"] == "commit-bisection"][-1]
+    registry.put_answer({**record, "answer_id": Registry.new_run_id(), "created": utc_now(),
+                         "answer": {k: v for k, v in record["answer"].items() if k != "notes"}})
+    again = issue_data("int-floor", store=str(older), jax_repo=str(repo))
+    assert again["title"] == data["title"] and again["documented_change"] == data["documented_change"]
 
 
 @pytest.mark.crossversion

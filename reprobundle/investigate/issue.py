@@ -357,7 +357,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     heading = with_newest(title(bundle, diff, measured, _titled(bisection, found), found["changes"] if found else None),
                           newest)
     notes = intended(registry, bundle, explanation, bisection, jax_repo, commits)
-    change = documented_change(bisection, commits, notes)
+    change = documented_change(bisection, commits, notes, jax_repo)
     heading = documented_title(heading, change)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
@@ -456,26 +456,51 @@ def with_newest(heading: str, newest: dict | None) -> str:
     return clean(heading + said, 200) if len(heading) + len(said) <= 200 else heading
 
 
-def documented_change(bisection: dict | None, commits: dict | None, notes: list[str]) -> dict | None:
+def documented_change(bisection: dict | None, commits: dict | None, notes: list[str],
+                      jax_repo: str | None = None) -> dict | None:
     """The change as JAX documents it, what the title and the first line say: the CHANGELOG.md entry the first bad
     commit itself adds, with its workaround and where the notes of the release it shipped in carry it (the stored
     commit bisection's `notes`: commit_bisect.notes_of), where that bisection is of the window reported (the release
     bisection's last good and first bad releases; a commit window where no release bisection found a boundary, or
     from its last good release); else the first release-notes line that names the cause (`notes`, intended's):
-    {"note", "release"}. None where neither is."""
+    {"note", "release"}. None where neither is. A commit bisection stored before it kept its notes has them read
+    from `jax_repo` (a local clone; else the cached one) where one is here."""
     a = (commits or {}).get("answer") or {}
-    own, first = a.get("notes"), a.get("first_bad")
-    window = (bisection or {}).get("answer") or {}
-    if isinstance(a.get("bad_commit"), dict):
-        fits = boundary(bisection) is None or window.get("last_good") == a.get("good")
-    else:
-        fits = (a.get("good"), a.get("bad")) == (window.get("last_good"), window.get("first_bad"))
-    if fits and isinstance(own, dict) and own.get("entry") and isinstance(first, dict):
-        return {**own, "first_bad": str(first.get("sha") or "")}
+    first = a.get("first_bad")
+    sha = str(first.get("sha") or "") if isinstance(first, dict) else ""
+    own = (a["notes"] if "notes" in a else _read_notes(a, sha, jax_repo)) if sha and _of_window(a, bisection) \
+        else None  # an answer stored before it kept its notes: read now
+    if isinstance(own, dict) and own.get("entry"):
+        return {**own, "first_bad": sha}
     if not notes:
         return None
     m = re.match(r"documented in the (\S+) release notes", notes[0])
     return {"note": notes[0], "release": m[1] if m else None}
+
+
+def _of_window(commits: dict, bisection: dict | None) -> bool:
+    """Whether a commit bisection's answer is of the window reported: the release bisection's last good and first
+    bad releases; a commit window where no release bisection found a boundary, or one from its last good release."""
+    window = (bisection or {}).get("answer") or {}
+    if isinstance(commits.get("bad_commit"), dict):
+        return boundary(bisection) is None or window.get("last_good") == commits.get("good")
+    return (commits.get("good"), commits.get("bad")) == (window.get("last_good"), window.get("first_bad"))
+
+
+def _read_notes(answer: dict, sha: str, jax_repo: str | None) -> dict | None:
+    """commit_bisect.notes_of for a stored commit bisection's first bad commit `sha`, read from a local clone."""
+    from ..envs.jax_commit import JaxRepo, git_dir_of
+    from .release_notes import commit_notes, found_repo
+
+    where = jax_repo if jax_repo and "://" not in jax_repo else found_repo()
+    if not where or len(sha) != 40:
+        return None
+    try:
+        repo = JaxRepo(git_dir_of(where, "--jax-repo", "a clone of JAX"), "")
+        window = isinstance(answer.get("bad_commit"), dict)
+        return commit_notes(repo, sha, None if window else str(answer.get("bad")), str(answer.get("bad")))
+    except ReproBundleError:
+        return None
 
 
 def documented_title(heading: str, change: dict | None) -> str:
