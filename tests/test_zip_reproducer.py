@@ -86,8 +86,8 @@ def test_a_lowering_change_is_retraced_against_the_last_good_releases_outputs(st
         first = done.stdout.splitlines()[0]
         assert first.startswith("checks: outputs within tolerance against jax 0.4.38's (the last good release), "
                                 "the program retraced by this JAX"), _said(done)
-    assert good.returncode == 0 and "result: as on jax 0.4.38, the last good release: jax 0.4.38" in good.stdout, \
-        _said(good)
+    assert good.returncode == 0 and "result: as the last good release: jax 0.4.38 gives the outputs of jax " \
+        "0.4.38" in good.stdout, _said(good)
     assert bad.returncode == 1 and "result: DIFFERS on jax 0.5.0 from jax 0.4.38" in bad.stdout, _said(bad)
     assert "elements outside tolerance" in bad.stdout
     data = json.loads(_run(fresh["0.5.0"], zipped, "--json").stdout)

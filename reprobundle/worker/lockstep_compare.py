@@ -83,19 +83,21 @@ class ComparedSide:
         self.errors = tempfile.TemporaryFile(mode="w+")  # a file: a pipe nobody reads could fill and block it
         self.proc = subprocess.Popen(command, env=dict(os.environ, **env), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.errors, text=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self.to_side, self.from_side = self.proc.stdin, self.proc.stdout
         self.said = []
         self.ready = self._read("REPRO ready ")
 
     def _read(self, prefix):
-        for line in self.proc.stdout:
+        for line in self.from_side:
             if line.startswith(prefix):
                 return json.loads(line[len(prefix):])
             self.said.append(line.rstrip())
         return None
 
     def step(self, n):
-        self.proc.stdin.write("step %d\n" % n)
-        self.proc.stdin.flush()
+        self.to_side.write("step %d\n" % n)
+        self.to_side.flush()
         found = self._read("REPRO ns ")
         if found is None:
             raise RuntimeError("%s stopped answering" % self.name)
@@ -103,8 +105,8 @@ class ComparedSide:
 
     def close(self):
         try:
-            self.proc.stdin.write("end\n")
-            self.proc.stdin.close()
+            self.to_side.write("end\n")
+            self.to_side.close()
         except OSError:
             pass
         try:

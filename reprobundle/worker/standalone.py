@@ -52,7 +52,7 @@ reprobundle itself (reprobundle replay NAME.zip --jax A --jax B) times several v
 
 
 def _parse(argv):
-    opts = {"repeat": 20, "warmup": 3, "json": False, "retrace": False, "packed": False, "serve_times": False,
+    opts: dict = {"repeat": 20, "warmup": 3, "json": False, "retrace": False, "packed": False, "serve_times": False,
             "compare": None, "rounds": None}
     i = 0
     while i < len(argv):
@@ -305,17 +305,18 @@ def _replayed_lines(s):
 def _result_line(s):
     """The last line of a judging zip: the regression shown, as the good release, or could not run."""
     verdict, here = s["verdict"], "jax %s" % (s["jax"] or "?")
+    reason = s["reason"].splitlines()[0][:300] if s["reason"] else ""
     if verdict == "could not run":
-        return "result: could not run on %s: %s: %s" % (here, s["status"], s["reason"].splitlines()[0][:300]
-                                                       if s["reason"] else "")
+        return "result: could not run on %s: %s: %s" % (here, s["status"], reason)
     if verdict == "regression" and s["criterion"] == "error":
-        return "result: ERROR on %s, where jax %s ran: %s" % (here, s["good"], s["reason"].splitlines()[0][:300])
+        return "result: ERROR on %s, where jax %s ran: %s" % (here, s["good"], reason)
     if verdict == "regression":
         return "result: DIFFERS on %s from %s: %s" % (here, s["against"], s["problem"])
     if s["criterion"] == "time":
-        return ("result: ran as on %s (outputs within the tolerance); time is judged between two releases: "
-                "--compare %s" % (s["against"], " ".join(s.get("compare") or [])))
-    return "result: as on %s: %s" % (s["against"], here)
+        return ("result: ran, its outputs as on %s; time is judged between two releases: python %s --compare %s"
+                % (s["against"], s.get("zip") or "NAME.zip", " ".join(s.get("compare") or ["A", "B"])))
+    how = {"bits": "bit for bit", "error": "it runs"}.get(s["criterion"], "within the tolerance")
+    return "result: as the last good release: %s gives the outputs of %s (%s)" % (here, s["against"], how)
 
 
 def _compare(zip_path, opts, record):
@@ -366,7 +367,8 @@ def main(zip_path, argv):
         sys.stderr.write("error: cannot read the bundle in %s: %s\n" % (zip_path, e))
         return 3
     if record is not None:
-        summary.update(checks=checks_line(record, os.path.basename(zip_path)), compare=record.get("compare"))
+        summary.update(checks=checks_line(record, os.path.basename(zip_path)), compare=record.get("compare"),
+                       zip=os.path.basename(zip_path))
     if opts["serve_times"]:
         pass  # a --compare side: what it says goes on its protocol's lines
     elif opts["json"]:

@@ -55,7 +55,7 @@ def checks_line(record, zip_name):
     if criterion == "time":
         a, b = (record.get("compare") or [good, bad])[:2]
         return ("checks: time: python %s --compare %s %s times jax %s (the last good release) against jax %s (the "
-                "first bad), %s; run alone, its outputs" % (zip_name, a, b, a, b, mode))
+                "first bad), %s; run alone, it checks its outputs against jax %s's" % (zip_name, a, b, a, b, mode, good))
     what = {"outputs": "outputs within tolerance against jax %s's" % good,
             "bits": "every bit of the outputs against jax %s's" % good,
             "error": "that it runs, as on jax %s" % good}[criterion]
