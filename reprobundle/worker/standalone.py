@@ -180,7 +180,7 @@ def replay_zip(path, opts, record=None):
             expected = (record or {}).get("expected") or m["reference"]["outputs"]
             control = None
             if opts["serve_times"]:  # one side of --compare: its outputs judged when it is ready to be timed
-                control = ServeTimes(lambda: _judged_exit(zf, m, expected, record, job["outputs_dir"]))
+                control = ServeTimes(lambda: _judged_exit(zf, expected, job["outputs_dir"]))
             with _StderrKept() as kept:
                 result = run_job(job, None, control)
             if result.get("status") not in ("ok", "mismatch"):
@@ -205,25 +205,30 @@ def _summary(m, result, record):
     """What a replay says before its outputs are checked."""
     env = result.get("environment") or {}
     packed_env = m.get("environment") or {}
-    return {
-        "bundle": "%s@%s" % (m.get("name"), m.get("version")), "function": m["function"]["fields"]["fun_name"]
-        if m["function"].get("fields") else "?",
+    fields = m["function"].get("fields")
+    samples = result.get("samples_ns") or []
+    summary = {
+        "bundle": "%s@%s" % (m.get("name"), m.get("version")), "function": fields["fun_name"] if fields else "?",
         "status": result.get("status"), "reason": result.get("reason") or "", "route": result.get("route"),
-        "jax": env.get("jax"), "jaxlib": env.get("jaxlib"), "python": env.get("python"),
-        "platform": env.get("platform"), "cpu_model": env.get("cpu_model"),
-        "notes": [str(n) for n in result.get("notes") or []],
-        "median_ns": _median(result.get("samples_ns") or []), "n": len(result.get("samples_ns") or []),
+        "notes": [str(n) for n in result.get("notes") or []], "median_ns": _median(samples), "n": len(samples),
         "compile_s": result.get("compile_s"),
-        "packed": {"jax": packed_env.get("jax"), "cpu_model": packed_env.get("cpu_model"),
-                   "median_ns": _median((m["reference"].get("timing") or {}).get("samples_ns") or [])},
-        "criterion": (record or {}).get("criterion"), "mode": (record or {}).get("mode"),
-        "against": good_label(record) if record and record.get("expected") else
-        "the outputs packed on jax %s" % (packed_env.get("jax") or "?"),
-        "good": (record or {}).get("good"), "bad": (record or {}).get("bad"),
+        "packed": _packed(m), "against": "the outputs packed on jax %s" % (packed_env.get("jax") or "?"),
     }
+    summary.update((k, env.get(k)) for k in ("jax", "jaxlib", "python", "platform", "cpu_model"))
+    summary.update((k, (record or {}).get(k)) for k in ("criterion", "mode", "good", "bad"))
+    if record and record.get("expected"):
+        summary["against"] = good_label(record)
+    return summary
 
 
-def _judged_exit(zf, m, expected, record, outputs_dir):
+def _packed(m):
+    """The packing release, its CPU and its median call."""
+    env = m.get("environment") or {}
+    return {"jax": env.get("jax"), "cpu_model": env.get("cpu_model"),
+            "median_ns": _median((m["reference"].get("timing") or {}).get("samples_ns") or [])}
+
+
+def _judged_exit(zf, expected, outputs_dir):
     """The exit code of a --compare side's outputs (0 as expected, 1 they differ), judged within the tolerance."""
     outputs = written_outputs(outputs_dir, expected)
     if outputs is None:
@@ -238,7 +243,8 @@ def _verdict(summary, record):
     if record is None:
         return {"ok": "outputs match", "mismatch": "outputs differ"}.get(summary["status"], "did not run")
     if not ran:
-        failed = record["criterion"] == "error" and summary["status"] in ("error", "incompatible")
+        missing = "No module named" in summary["reason"]  # the program needs a package this environment lacks
+        failed = record["criterion"] == "error" and summary["status"] in ("error", "incompatible") and not missing
         return "regression" if failed else "could not run"
     return "regression" if summary["status"] == "mismatch" else "as the good release"
 
@@ -355,6 +361,11 @@ def main(zip_path, argv):
         print(checks_line(record, os.path.basename(zip_path)), flush=True)
     if opts["compare"] is not None:
         return _compare(zip_path, opts, record)
+    return _replay_and_say(zip_path, opts, record)
+
+
+def _replay_and_say(zip_path, opts, record):
+    """The replay here, its summary printed (text or --json; nothing for a --compare side); the exit code."""
     try:
         import jax  # noqa: F401
         import numpy  # noqa: F401
