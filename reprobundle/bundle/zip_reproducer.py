@@ -14,6 +14,7 @@ it with the standard library. Its fields:
                 mode, bit for bit; [] where none is stored (a slowdown's: the packed reference is checked)
     compare     [A, B]: the two releases `--compare` times (a slowdown's), else null
     why         one line: why this check (the plan's)
+    platform    where the last good release's outputs were computed (cpu, gpu, tpu), or null
     answer      {"kind", "answer_id"}: the stored answer it comes from
     bundle_id   the bundle it judges
 

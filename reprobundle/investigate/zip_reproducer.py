@@ -70,24 +70,27 @@ def _time_expectation(registry: Registry, bundle: Bundle) -> ZipExpectation | No
 def _expectation(registry: Registry, bundle: Bundle, answer: dict, criterion: str, mode: str, good: str, bad: str,
                  good_run: dict | None, why: str, compare: list[str] | None = None) -> ZipExpectation | None:
     source = _runs_registry(registry)
-    expected = [{"dtype": str(leaf["dtype"]), "shape": [int(d) for d in leaf["shape"]],
-                 "blob": {"digest": str(leaf["blob"]["digest"]), "size": int(leaf["blob"]["size"])}}
-                for leaf in (good_run or {}).get("outputs") or [] if isinstance(leaf.get("blob"), dict)]
-    if criterion != "time" and (not expected or not all(source.store.exists(_key(e)) for e in expected)):
+    expected = _expected_leaves(source, good_run)
+    if criterion != "time" and not expected:
         return None  # nothing to judge against: the zip checks its packed reference, as before
-    if criterion == "time" and not all(source.store.exists(_key(e)) for e in expected):
-        expected = []
+    platform = ((good_run or {}).get("environment") or {}).get("platform")
     record = {"format": FORMAT, "format_version": FORMAT_VERSION, "bundle_id": bundle.ref.bundle_id,
               "criterion": criterion, "mode": mode, "good": good, "bad": bad, "expected": expected,
-              "compare": compare, "why": why,
+              "compare": compare, "why": why, "platform": str(platform) if platform else None,
               "answer": {"kind": str(answer.get("kind") or ""), "answer_id": str(answer.get("answer_id") or "")}}
     return ZipExpectation(record, source.store)
 
 
-def _key(leaf: dict) -> str:
+def _expected_leaves(source: Registry, run: dict | None) -> list[dict]:
+    """The stored outputs of `run` as a record's leaves, [] where it has none or a blob is not in `source`."""
     from ..bundle.digest import blob_key
 
-    return blob_key(leaf["blob"]["digest"])
+    outputs = [leaf for leaf in (run or {}).get("outputs") or [] if isinstance(leaf.get("blob"), dict)]
+    digests = [str(leaf["blob"]["digest"]) for leaf in outputs]
+    leaves = [{"dtype": str(leaf["dtype"]), "shape": [int(d) for d in leaf["shape"]],
+               "blob": {"digest": digest, "size": int(leaf["blob"]["size"])}} for leaf, digest in zip(outputs, digests)]
+    held = all(source.store.exists(blob_key(digest)) for digest in digests)
+    return leaves if held and len(leaves) == len((run or {}).get("outputs") or []) else []
 
 
 def export_reproducer_zip(registry: Registry, bundle: Bundle, path: str | Path) -> Path:

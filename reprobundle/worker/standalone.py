@@ -283,6 +283,9 @@ def _text(s):
         lines += _replayed_lines(s)
     for note in s["notes"]:
         lines.append("  note:     %s" % note)
+    if s["criterion"] and s.get("expected_platform") not in (None, s["platform"]):
+        lines.append("  note:     the expected outputs were computed on %s, this runs on %s: its outputs may differ "
+                     "for that reason alone" % (s["expected_platform"], s["platform"] or "?"))
     if s["criterion"]:
         lines.append(_result_line(s))
     import textwrap
@@ -379,7 +382,7 @@ def _replay_and_say(zip_path, opts, record):
         return 3
     if record is not None:
         summary.update(checks=checks_line(record, os.path.basename(zip_path)), compare=record.get("compare"),
-                       zip=os.path.basename(zip_path))
+                       zip=os.path.basename(zip_path), expected_platform=record.get("platform"))
     if opts["serve_times"]:
         pass  # a --compare side: what it says goes on its protocol's lines
     elif opts["json"]:
