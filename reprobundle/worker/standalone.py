@@ -52,8 +52,8 @@ reprobundle itself (reprobundle replay NAME.zip --jax A --jax B) times several v
 
 
 def _parse(argv):
-    opts: dict = {"repeat": 20, "warmup": 3, "json": False, "retrace": False, "packed": False, "serve_times": False,
-            "compare": None, "rounds": None}
+    opts: dict = {"repeat": 20, "warmup": 3, "json": False, "retrace": False, "packed": False,
+                  "serve_times": False, "compare": None, "rounds": None}
     i = 0
     while i < len(argv):
         a = argv[i]
