@@ -2,8 +2,8 @@
 script bundle/reproducer.py and bundle/program_script.py write, after the data they define. They are never
 imported or run by the host.
 
-RUNNER (COMMON + FROZEN), the frozen module's script, after MODULE, IN_AVALS, OUT_AVALS, INPUTS, REFERENCE,
-REFERENCE_LABEL, TOLERANCES, EXPECT, EXPECT_TEXT, X64, TIMED_CALLS, REFERENCE_MEDIAN_NS, STORED_TIMES,
+RUNNER (COMMON + FROZEN + LOCKSTEP + FROZEN_MAIN), the frozen module's script, after MODULE, IN_AVALS, OUT_AVALS,
+INPUTS, REFERENCE, REFERENCE_LABEL, TOLERANCES, EXPECT, EXPECT_TEXT, X64, TIMED_CALLS, REFERENCE_MEDIAN_NS, STORED_TIMES,
 STORED_MEDIANS, COMPARE, BUNDLE. How it runs the module: the mechanism reprobundle's own worker uses on every
 release from 0.4.30 (worker/serve.py and worker/rebuild.py, the way `pack --stablehlo` wraps a raw module): the
 StableHLO text serialized as a portable artifact at the oldest StableHLO version this jaxlib writes, a
@@ -25,9 +25,12 @@ script prints its median beside the stored medians of the compared releases (tim
 machine, with their ratio and interval) and the commands that run it on each. `--compare A B` judges: both sides
 started, each in a process of its own (`uv run --with jax==V`, or a Python's path), then timed in lockstep (one
 side's batch of calls, then the other's, the order alternating, PAIRED_STEPS pairs a round, new processes each
-round); exit 1 when B's median paired ratio is MIN_EFFECT or more and its 95% interval (bootstrapped over rounds,
-then pairs) lies above 1.
+round: worker/lockstep_compare.py, whose text the frozen script holds, the one definition that `python NAME.zip
+--compare` imports too); exit 1 when B's median paired ratio is MIN_EFFECT or more and its 95% interval
+(bootstrapped over rounds, then pairs) lies above 1, 3 when a side could not run.
 """
+
+from pathlib import Path
 
 COMMON = r'''
 
@@ -221,15 +224,9 @@ def _stepper(jax, compiled, inputs):
     return step
 
 
-def _batch(one_ns):
-    """Calls in a step: a fast module's step is a batch lasting ~10 ms (as reprobundle's worker batches them), so
-    the dispatch of one call is not what is timed."""
-    return max(1, min(10000, int(1e7 / max(one_ns, 1.0))))
-
-
 def _time_calls(step):
     """Per-call times (ns) of TIMED_CALLS steps after a warmup."""
-    n = _batch(min(step(1) for _ in range(3)))
+    n = calls_a_step(min(step(1) for _ in range(3)))
     samples = []
     for _ in range(TIMED_CALLS):
         samples.append(step(n))
@@ -347,181 +344,14 @@ def _verdict(outputs, samples, dtype_of, jax_version):
 
 # ---------------------------------------------------------------------------------------------------- --compare
 
-COMPARE_ROUNDS = 5  # fresh pairs of processes: a pair that one busy moment slowed is one round of five, not half
-PAIRED_STEPS = 20
-MIN_EFFECT = 1.10  # two processes of one release can differ by a few percent: less than this is not judged
-BOOTSTRAP = 2000
-
-
-def _side(spec):
-    """(what, environment variables) of a --compare side: `0.4.31`, `/path/python`, either with `:VAR=V;VAR=V`."""
-    what, _, rest = spec.partition(":")
-    env = {}
-    for item in filter(None, rest.split(";")):
-        name, eq, value = item.partition("=")
-        if not eq or not name.strip():
-            raise ValueError("%r: a side's settings are VAR=VALUE separated by ';'" % spec)
-        env[name.strip()] = value
-    if not what:
-        raise ValueError("an empty side in --compare")
-    return what, env
-
-
-def _side_command(what):
-    """The command that runs this script on one side: a Python's path as it is, a release through uv; None
-    when the release needs uv and there is none."""
-    import shutil
-
-    me = os.path.abspath(sys.argv[0])
-    if os.path.sep in what or os.path.isfile(what):
-        return [what, me, "--serve-times"]
-    uv = shutil.which("uv")
-    if uv is None:
-        return None
-    return [uv, "run", "--no-project", "--with", "jax==" + what, "--with", "jaxlib==" + what, "python", me,
-            "--serve-times"]
-
-
-def _manual_line(what, env):
-    import shlex
-
-    prefix = " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in sorted(env.items()))
-    body = ("python -m venv jax-%s && jax-%s/bin/pip install jax==%s numpy && jax-%s/bin/python %s"
-            % (what, what, what, what, shlex.quote(os.path.basename(sys.argv[0]))))
-    return (prefix + " " if prefix else "") + body
-
-
-class _Side:
-    """One side of --compare: this script serving its times in a process of its own."""
-
-    def __init__(self, name, command, env):
-        import subprocess
-        import tempfile
-
-        self.name = name
-        self.errors = tempfile.TemporaryFile(mode="w+")  # a file: a pipe nobody reads could fill and block it
-        self.proc = subprocess.Popen(command, env=dict(os.environ, **env), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.errors, text=True)
-        self.said = []
-        self.ready = self._read("REPRO ready ")
-
-    def _read(self, prefix):
-        import json
-
-        for line in self.proc.stdout:
-            if line.startswith(prefix):
-                return json.loads(line[len(prefix):])
-            self.said.append(line.rstrip())
-        return None
-
-    def step(self, n):
-        self.proc.stdin.write("step %d\n" % n)
-        self.proc.stdin.flush()
-        found = self._read("REPRO ns ")
-        if found is None:
-            raise RuntimeError("%s stopped answering" % self.name)
-        return float(found)
-
-    def close(self):
-        try:
-            self.proc.stdin.write("end\n")
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=60)
-        except Exception:
-            self.proc.kill()
-        self.errors.seek(0)
-        return self.errors.read()[-2000:]
-
 
 def _compare(argv):
-    """--compare A B: both sides started, each in its own process, then timed in lockstep (A's step, B's step,
-    the order alternating), in `--rounds` pairs of processes; exit 1 when B's median is MIN_EFFECT or more of A's
-    and the 95% interval of the ratio lies above 1."""
-    rounds = COMPARE_ROUNDS
-    if len(argv) == 4 and argv[2] == "--rounds" and argv[3].isdigit() and int(argv[3]) > 0:
-        rounds, argv = int(argv[3]), argv[:2]
-    if len(argv) != 2:
-        print("usage: python %s --compare A B [--rounds N]" % os.path.basename(sys.argv[0]))
-        return 2
-    try:
-        sides = [_side(a) for a in argv]
-    except ValueError as e:
-        print("error: %s" % e)
-        return 2
-    commands = [_side_command(what) for what, _ in sides]
-    if None in commands:
-        print("uv is not on PATH: run these two, each in a fresh environment, and compare their medians:")
-        for what, env in sides:
-            print("  " + _manual_line(what, env))
-        return 3
-    print("comparing %s (A) with %s (B): %d rounds of %d paired steps, each side in its own process"
-          % (argv[0], argv[1], rounds, PAIRED_STEPS))
-    pairs, releases = [], None
-    for _ in range(rounds):
-        found = _round(commands, sides)
-        if found is None:
-            return 3
-        releases, steps = found
-        pairs.append(steps)
-    return _judge(argv, releases, pairs)
+    """--compare A B: worker/lockstep_compare.py's compare_sides (its text follows this program), this script's
+    sides served by `--serve-times`."""
+    return compare_sides(argv, os.path.abspath(sys.argv[0]), ["--serve-times"], REFERENCE_LABEL, STORED_TIMES)
+'''
 
-
-def _round(commands, sides):
-    """(each side's release, [(A's ns, B's ns)] of PAIRED_STEPS steps), or None (what went wrong printed)."""
-    started = []
-    try:
-        for k in (0, 1):
-            side = _Side("AB"[k], commands[k], sides[k][1])
-            started.append(side)
-            if side.ready is None:
-                print("  %s: could not run:\n    %s" % (side.name, "\n    ".join((side.said + [side.close()])[-8:])))
-                return None
-            if side.ready["exit"] == 1:
-                print("  %s: its outputs differ from %s (run it alone to see them)" % (side.name, REFERENCE_LABEL))
-        n = _batch(max(s.ready["one_ns"] or 1.0 for s in started))
-        steps = []
-        for i in range(PAIRED_STEPS):
-            order = started if i % 2 == 0 else started[::-1]
-            got = {side.name: side.step(n) for side in order}
-            steps.append((got["A"], got["B"]))
-        return [s.ready["jax"] for s in started], steps
-    except (OSError, RuntimeError, ValueError) as e:
-        print("  could not time: %s" % _first_line(e))
-        return None
-    finally:
-        for side in started:
-            side.close()
-
-
-def _judge(names, releases, rounds):
-    a = [np.asarray([x for x, _ in steps]) for steps in rounds]
-    b = [np.asarray([y for _, y in steps]) for steps in rounds]
-    ratio = float(np.median(np.concatenate(b) / np.concatenate(a)))
-    rng = np.random.default_rng(0)
-    draws = []
-    for _ in range(BOOTSTRAP):  # rounds resampled, then each round's pairs: both kinds of noise in the interval
-        pick = rng.integers(0, len(a), len(a))
-        chosen = [rng.integers(0, len(a[i]), len(a[i])) for i in pick]
-        draws.append(np.median(np.concatenate([b[i][c] / a[i][c] for i, c in zip(pick, chosen)])))
-    lo, hi = (float(x) for x in np.percentile(draws, [2.5, 97.5]))
-    for name, label, times in ((names[0], "A", a), (names[1], "B", b)):
-        print("%s %s (jax %s): median %.1f us a call" % (label, name, releases["AB".index(label)],
-                                                         np.median(np.concatenate(times)) / 1e3))
-    for stored in STORED_TIMES:
-        print(stored)
-    said = "B is %.2fx the time of A [%.2f-%.2f, 95%% interval of the paired steps' ratio]" % (ratio, lo, hi)
-    if lo > 1.0 and ratio >= MIN_EFFECT:
-        print("result: SLOWER: " + said)
-        return 1
-    if hi < 1.0 and ratio <= 1 / MIN_EFFECT:
-        print("result: faster, not a slowdown: " + said)
-        return 0
-    print("result: no slowdown of %d%% or more: %s" % (round((MIN_EFFECT - 1) * 100), said))
-    return 0
-
+FROZEN_MAIN = r'''
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
@@ -661,5 +491,8 @@ if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
 '''
 
-RUNNER = COMMON + FROZEN  # the frozen module's script
+# `--compare A B`: worker/lockstep_compare.py's text, the one definition `python NAME.zip --compare` imports too
+LOCKSTEP = "\n\n# " + "-" * 100 + " worker/lockstep_compare.py\n\n" + (
+    Path(__file__).resolve().parent.parent / "worker" / "lockstep_compare.py").read_text(encoding="utf-8")
+RUNNER = COMMON + FROZEN + LOCKSTEP + FROZEN_MAIN  # the frozen module's script (--compare: worker/lockstep_compare.py)
 PROGRAM_RUNNER = COMMON + PROGRAM  # the program's script (a lowering change: bundle/program_script.py)

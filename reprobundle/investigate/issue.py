@@ -522,4 +522,6 @@ def _attach(registry: Registry, bundle: Bundle, rep: dict, folder: str | Path | 
     if not target.is_dir():
         raise UsageError(f"--attach {clean(str(folder), 200)}: no such folder", hint="make it, or name a folder "
                          "that exists: the bundle's zip is written there")
-    return str(registry.export_zip(bundle, target / str(rep.get("attach") or f"{file_stem(bundle)}.zip")))
+    from .zip_reproducer import export_reproducer_zip
+
+    return str(export_reproducer_zip(registry, bundle, target / str(rep.get("attach") or f"{file_stem(bundle)}.zip")))

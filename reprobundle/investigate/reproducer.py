@@ -77,6 +77,11 @@ def _answer_runs(registry: Registry, bundle: Bundle, answer: dict) -> list[dict]
     return [r for r in found if str(r.get("run_id")) in wanted]
 
 
+def answer_runs(registry: Registry, bundle: Bundle, answer: dict) -> list[dict]:
+    """The stored runs a stored answer rests on (its `runs`)."""
+    return _answer_runs(registry, bundle, answer)
+
+
 def release_run(runs: list[dict], release: str, mode: str) -> dict | None:
     """The run of `release` in `mode` (no variant's settings) that ran with its outputs stored; the latest."""
     for run in reversed(runs):
