@@ -56,12 +56,16 @@ from ..capture.pack import pack
 from ..envs.platforms import refuse_two_at_once
 from ..errors import UsageError
 from ..logs import Status
-from ..run.contenders import ContenderSpec, concrete_versions, variant_args
+from ..run.contenders import FROZEN, ContenderSpec, concrete_versions, variant_args
 from ..run.execution import DEFAULT_TIMEOUT_S, PhaseLimits, worker_memory_limit
 from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay, replay_platform
 from ..run.schedule import DEFAULT_STEPS
 from ..store.watchdog import handling_signals
+from .answers import latest_bisection
+from .bisection import BITS as BY_BITS
+from .bisection import ERROR as BY_ERROR
+from .bisection import TIME as BY_TIME
 from .hlo_cut import Cut, FunctionGraph, bundle_inputs, cut, feedable, graph_of, location_key, opened, unused_results
 from .issue import store_args
 
@@ -401,7 +405,9 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     """Reduce `bundle` to the smallest piece that still has the property between contenders[0] (A) and
     contenders[1] (B) (see the module docstring), pack it into `registry` as `name` (default NAME-min) with its real
     inputs and provenance labels, and (`check`) replay it fresh on both to show the property still holds.
-    `prop`: outputs, error or slower; None chooses from a first run of the whole bundle on both. `max_time_s`
+    `prop`: outputs, error or slower; None takes the property of the bundle's latest stored bisection when the
+    contenders are its last good and first bad release (stored_property: bits for a change in the last bits),
+    else chooses from a first run of the whole bundle on both. `max_time_s`
     bounds the search; when it runs out, or on Ctrl-C (KeyboardInterrupt, re-raised after packing), the best piece
     found so far is packed."""
     from ..run.module_server import ModuleWorker
@@ -416,6 +422,9 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     platform = replay_platform(bundle).platform
     refuse_two_at_once(platform, "minimize")
     a_spec, b_spec = contenders
+    stated = stored_property(registry, bundle, contenders) if prop is None else None
+    if stated is not None:
+        prop, bits = stated.prop, stated.bits
     workers = [ModuleWorker(spec, env_manager=env_manager, platform=platform, timeout_s=timeout_s,
                             memory_limit_bytes=worker_memory_limit(None, 2, platform), limits=module_limits(bundle))
                for spec in (a_spec, b_spec)]
@@ -426,16 +435,20 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         try:
             chosen, whole, why = _property(prop, a, b, text, inputs, bits=bits, min_ratio=min_ratio or DEFAULT_MIN_RATIO,
                                            ref=str(bundle.ref), specs=(a_spec, b_spec), registry=registry,
-                                           bundle=bundle)
+                                           bundle=bundle, **({"why": stated.why} if stated else {}))
         except PropertyNotShown as e:
             stack.close()  # the module workers go before the retraced replay starts its own
+            if stated is not None and stated.layer in ("compiler", "both"):  # the lowering is known the same
+                versions = " ".join(f"--jax {spec.jax}" for spec in contenders)
+                raise PropertyNotShown(f"{e.message}, though {stated.why}", hint=(
+                    f"a replay of both shows whether the change shows again: reprobundle replay {bundle.ref} "
+                    f"{versions}; or name another property (--outputs, --bits, --error, --slower)")) from None
             raise lowering_change(e, registry, bundle, (a_spec, b_spec), env_manager, progress) from None
         chosen.hold_share_of(whole)
         say(Status(f"property: {chosen.name} ({why})", "minimize"))
         details: dict[tuple, dict] = {}
         levels: list[Level] = []
-        show = say_progress(progress, len(graph.work), started)
-        stopped = _reduce(levels, graph, values, chosen, a, b, details, deadline, show)
+        stopped = _reduce(levels, graph, values, chosen, a, b, details, deadline, say_progress(progress, started))
     interrupted = stopped == "interrupted"
     level = levels[-1]
     best = candidate(level.search.best, level.graph, level.values)
@@ -487,14 +500,14 @@ def _check_arguments(contenders: Sequence[ContenderSpec], prop: str | None, min_
 
 
 def _reduce(levels: list[Level], graph: FunctionGraph, values: dict[str, np.ndarray], prop: Property, a: Runner,
-            b: Runner, details: dict, deadline: float | None, show: Callable[[list, int], None]) -> str:
+            b: Runner, details: dict, deadline: float | None, show: Callable[..., Callable[[list, int], None]]) -> str:
     """The search, level after level, into `levels`: "done", "max-time", or "interrupted" (Ctrl-C once the first
     level exists; before, KeyboardInterrupt propagates)."""
     try:
         _intermediate_values(a, graph, values)
         levels.append(Level(graph, values, Search(
             functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
-            show, best=list(graph.work))))
+            show(len(graph.work)), best=list(graph.work))))
         levels[0].search.ddmin(graph.work)
         _open_regions(levels, prop, a, b, details, deadline, show)
     except OutOfTime:
@@ -522,7 +535,7 @@ MAX_LEVELS = 4
 
 
 def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, details: dict, deadline: float | None,
-                  show: Callable[[list, int], None]) -> None:
+                  show: Callable[..., Callable[[list, int], None]]) -> None:
     """Below the top level: the best piece's first call or while whose opened form (see the module docstring)
     still has the property becomes the next level, reduced in turn, until none does or MAX_LEVELS. A piece that
     is one call is its callee already (function_ops reads through such a wrapper)."""
@@ -546,7 +559,7 @@ def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, det
         _intermediate_values(a, graph, values)
         deeper = Level(graph, values, Search(
             functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
-            show, best=list(graph.work), tested=level.search.tested), line)
+            show(len(graph.work), len(levels)), best=list(graph.work), tested=level.search.tested), line)
         levels.append(deeper)
         deeper.search.ddmin(graph.work)
 
@@ -590,9 +603,48 @@ def packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.ndar
     return text, inputs
 
 
+@dataclass(frozen=True)
+class Stated:
+    """The property the bundle's latest stored bisection calls for between the two contenders (its last good and
+    first bad release): its criterion, where the layer at its boundary is the compiler's (the frozen module holds
+    the change)."""
+
+    prop: str
+    bits: bool
+    layer: str | None  # the layer at the bisection's boundary: compiler, both, neither, or None (undecided)
+    why: str
+
+
+def stored_property(registry: Registry, bundle: Bundle, specs: Sequence[ContenderSpec]) -> Stated | None:
+    """What the bundle's latest stored bisection says minimize should keep between `specs`, when they are its last
+    good then its first bad release, plain (no settings): bits -> outputs in any bit, error -> error, time ->
+    slower, else outputs beyond the tolerance. PropertyNotShown when the bisection found the change in JAX's
+    lowering alone (no property of the frozen module minimize reduces). None without such an answer."""
+    found = latest_bisection(registry.answers(bundle.ref.bundle_id)) or {}
+    answer = found.get("answer")
+    if not isinstance(answer, dict) or any(s.settings or s.mode != FROZEN for s in specs) or \
+            [s.jax for s in specs] != [answer.get("last_good"), answer.get("first_bad")]:
+        return None
+    criterion = str(answer.get("criterion") or "")
+    layer_record: dict = answer["layer"] if isinstance(answer.get("layer"), dict) else {}
+    layer = layer_record.get("layer")
+    good, bad = specs[0].jax, specs[1].jax
+    said = f"the stored bisection ({found.get('answer_id')}) found {criterion or 'a change'} from {good} to {bad}"
+    if layer == "lowering":
+        lowering = next((str(s.get("command")) for s in layer_record.get("next") or []
+                         if isinstance(s, dict) and s.get("what") == "lowering diff"), None)
+        raise PropertyNotShown(f"{said} in JAX's lowering (the frozen module does not show it): it is no property "
+                               "of the frozen module minimize reduces",
+                               hint=f"the lowering diff names the ops and their source lines: "
+                                    f"{lowering or 'reprobundle replay ... --retrace'}")
+    prop = {BY_BITS: OUTPUTS, BY_ERROR: ERROR, BY_TIME: SLOWER}.get(criterion, OUTPUTS)
+    where = f"the layer at its boundary: {layer}" if layer else "the layer at its boundary undecided"
+    return Stated(prop, criterion == BY_BITS, layer, f"{said} ({where})")
+
+
 def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np.ndarray], *, bits: bool,
               min_ratio: float, ref: str, specs: tuple[ContenderSpec, ContenderSpec], registry: Registry,
-              bundle: Bundle) -> tuple[Property, Judgement, str]:
+              bundle: Bundle, why: str = "named on the command line") -> tuple[Property, Judgement, str]:
     """The property to keep (named, or chosen), what the whole bundle showed, and why; UsageError when the whole
     bundle does not have it (a lowering change named as such where the bundle can be retraced)."""
     if prop is None:
@@ -604,7 +656,7 @@ def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np
     judged = chosen.judge(a, b, text, inputs)
     if not judged.holds:
         raise not_shown(chosen, judged, ref, specs, bundle)
-    return chosen, judged, "named on the command line"
+    return chosen, judged, why
 
 
 def not_shown(prop: Property, judged: Judgement, ref: str, specs: tuple[ContenderSpec, ContenderSpec],
@@ -769,7 +821,7 @@ def _median_ns(run: dict) -> float:
 def could_not_shrink(result: "Minimization") -> str | None:
     """Why the answer is the whole bundle and no piece: the search kept every op, or the piece it kept did not hold
     the property again on the fresh replay. None when the piece stands."""
-    if result.ops_after >= result.ops_before:
+    if result.levels == 1 and result.ops_after >= result.ops_before:  # a region opened is smaller by itself
         return f"could not shrink below {result.ops_before} ops: no smaller piece showed {result.property}" + (
             f" holding {MIN_SHARE:.0%} of the time that moved" if result.property == SLOWER else "")
     if result.check and not result.check.get("holds", True):
@@ -784,16 +836,23 @@ def op_lines(graph: FunctionGraph, members: Sequence[int], inside: str | None = 
     return [{"name": graph.ops[i].name, "line": location_key(graph.ops[i].location) or inside} for i in members]
 
 
-def say_progress(progress: Callable[[str], None] | None, total: int, started: float) -> Callable[[list, int], None]:
-    """The search's progress line: the op count shrinking and the candidates tested."""
+def say_progress(progress: Callable[[str], None] | None,
+                 started: float) -> Callable[..., Callable[[list, int], None]]:
+    """The search's progress line of a level of `total` ops (`depth` regions opened above it): the op count
+    shrinking and the candidates tested."""
     last = [0.0]
 
-    def show(best: list, tested: int) -> None:
-        now = time.monotonic()
-        if progress is None or now - last[0] < 0.5:
-            return
-        last[0] = now
-        progress(Status(f"{len(best)} of {total} ops still show it; {tested} candidates tested "
-                        f"({now - started:.0f} s)", "minimize"))
+    def level(total: int, depth: int = 0) -> Callable[[list, int], None]:
+        where = f" inside the region opened ({depth} down)" if depth else ""
 
-    return show
+        def show(best: list, tested: int) -> None:
+            now = time.monotonic()
+            if progress is None or now - last[0] < 0.5:
+                return
+            last[0] = now
+            progress(Status(f"{len(best)} of {total} ops{where} still show it; {tested} candidates tested "
+                            f"({now - started:.0f} s)", "minimize"))
+
+        return show
+
+    return level
