@@ -188,7 +188,7 @@ def test_an_aborted_worker_says_how_it_died_from_the_evidence_alone():
         assert 50 << 20 < outcome.peak_rss_bytes < 8 << 30  # jax imported and a module compiled: tens of MiB at least
         message = outcome.message
         assert message.startswith("the worker died of SIGABRT in phase 'execute' (peak RSS "), message
-        assert "under a memory limit of 8.0 GiB (RLIMIT_DATA)" in message
+        assert "under a memory limit of 8192 MiB (RLIMIT_DATA)" in message
         assert "its stderr ended: Fatal Python error: Aborted | innermost Python frame: File " in message, message
         assert "memory?" not in message and "ran out of memory" not in message
         assert "Fatal Python error: Aborted" in outcome.stderr_tail
@@ -203,7 +203,7 @@ def test_a_death_is_said_as_memory_only_where_the_evidence_shows_it():
     text = death_text(aborted, "compile", f"{check}\n*** Check failure stack trace: ***\nFatal Python error: "
                       "Aborted\n\nCurrent thread 0x1 (most recent call first):\n  File \"serve.py\", line 9 in "
                       "compile_module\n  File \"serve.py\", line 3 in serve\n", memory_limit_bytes=None)
-    assert text == ("the worker died of SIGABRT in phase 'compile' (peak RSS 300.0 MiB, no memory limit); its stderr "
+    assert text == ("the worker died of SIGABRT in phase 'compile' (peak RSS 300 MiB, no memory limit); its stderr "
                     f"ended: {check} | *** Check failure stack trace: *** | Fatal Python error: Aborted | innermost "
                     'Python frame: File "serve.py", line 9 in compile_module')
     assert "out of memory (its stderr says 'bad_alloc')" in death_text(

@@ -16,7 +16,6 @@ from typing import Sequence
 
 from ..envs.installed import keeps_pythonpath
 from ..store.watchdog import track_group
-from ..units import human_bytes
 
 WORKER_PATH = Path(__file__).parent.parent / "worker"  # a package run by path, see worker/__main__.py
 
@@ -117,23 +116,36 @@ def oom_kills() -> int | None:
 def death_text(ended: Ended, phase: str | None, stderr_tail: str, *, memory_limit_bytes: int | None,
                oom_kills_before: int | None = None) -> str:
     """How a worker died, from the evidence alone: the signal (or exit code) and the phase it was in, its peak
-    resident memory and the limit it ran under, and the last lines of its stderr. It says memory ran out only where
-    the evidence shows it: its stderr names a failed allocation, or a SIGKILL came while the kernel's OOM killer
-    killed a process (its count grew since `oom_kills_before`)."""
+    resident memory and the limit it ran under (memory_said), and the last lines of its stderr."""
     where = f" in phase {phase!r}" if phase else ""
-    memory = f"peak RSS {human_bytes(ended.peak_rss_bytes)}" if ended.peak_rss_bytes else "peak RSS unknown"
-    memory += (f", under a memory limit of {human_bytes(memory_limit_bytes)} (RLIMIT_DATA)" if memory_limit_bytes
+    lines = last_words(stderr_tail)
+    return (f"the worker died of {ended.how}{where}"
+            f"{memory_said(ended, stderr_tail, memory_limit_bytes=memory_limit_bytes, oom_kills_before=oom_kills_before)}"
+            + ("; its stderr ended: " + " | ".join(lines) if lines else "; it wrote nothing to stderr"))
+
+
+def memory_said(ended: Ended, stderr_tail: str, *, memory_limit_bytes: int | None,
+                oom_kills_before: int | None = None) -> str:
+    """` (peak RSS 412 MiB, under a memory limit of 8192 MiB (RLIMIT_DATA))`, then `: it ran out of memory ...`
+    only where the evidence shows it: its stderr names a failed allocation, or a SIGKILL came while the kernel's OOM
+    killer killed a process (its count grew since `oom_kills_before`)."""
+    memory = f"peak RSS {ended.peak_rss_bytes / 2**20:.0f} MiB" if ended.peak_rss_bytes else "peak RSS unknown"
+    memory += (f", under a memory limit of {memory_limit_bytes / 2**20:.0f} MiB (RLIMIT_DATA)" if memory_limit_bytes
                else ", no memory limit")
-    text = f"the worker died of {ended.how}{where} ({memory})"
-    lowered = stderr_tail.lower()
-    sign = next((s for s in OUT_OF_MEMORY_SIGNS if s in lowered), None)
+    text = f" ({memory})"
+    sign = memory_sign(stderr_tail)
     now = oom_kills()
     if sign is not None:
         text += f": it ran out of memory (its stderr says {sign!r})"
-    elif ended.how == "SIGKILL" and None not in (now, oom_kills_before) and now > oom_kills_before:  # type: ignore
+    elif ended.how == "SIGKILL" and now is not None and oom_kills_before is not None and now > oom_kills_before:
         text += ": the kernel's out-of-memory killer killed a process meanwhile (/proc/vmstat oom_kill)"
-    lines = last_words(stderr_tail)
-    return text + ("; its stderr ended: " + " | ".join(lines) if lines else "; it wrote nothing to stderr")
+    return text
+
+
+def memory_sign(text: str) -> str | None:
+    """The first sign in `text` (a worker's stderr or reason) that memory ran out, None without one."""
+    lowered = text.lower()
+    return next((sign for sign in OUT_OF_MEMORY_SIGNS if sign in lowered), None)
 
 
 STDERR_LINES = 3  # of a dead worker's stderr, in the one line that says how it died
