@@ -555,7 +555,7 @@ def test_without_a_property_the_stored_bisections_criterion_and_layer_decide(sma
     import reprobundle
     from reprobundle.bundle.registry import Registry
     from reprobundle.investigate.answers import store_bisection
-    from reprobundle.investigate.minimize import PropertyNotShown, stored_property
+    from reprobundle.investigate.minimize_property import PropertyNotShown, stored_property
     from reprobundle.run.contenders import ContenderSpec, parse_variant
 
     store = copy_of(small_store_template, tmp_path / "store")

@@ -56,34 +56,32 @@ from ..capture.pack import pack
 from ..envs.platforms import refuse_two_at_once
 from ..errors import UsageError
 from ..logs import Status
-from ..run.contenders import FROZEN, ContenderSpec, concrete_versions, variant_args
+from ..run.contenders import ContenderSpec, concrete_versions, variant_args
 from ..run.execution import DEFAULT_TIMEOUT_S, PhaseLimits, worker_memory_limit
 from ..run.options import ReplayOptions
 from ..run.replay import leaf_array, replay, replay_platform
 from ..run.schedule import DEFAULT_STEPS
 from ..store.watchdog import handling_signals
-from .answers import latest_bisection
-from .bisection import BITS as BY_BITS
-from .bisection import ERROR as BY_ERROR
-from .bisection import TIME as BY_TIME
 from .hlo_cut import Cut, FunctionGraph, bundle_inputs, cut, feedable, graph_of, location_key, opened, unused_results
 from .issue import store_args
+from .minimize_property import (
+    ERROR,
+    OUTPUTS,
+    PROPERTIES,
+    SLOWER,
+    PropertyNotShown,
+    not_shown,
+    told_property,
+    whole_not_shown,
+)
 
 if TYPE_CHECKING:
     from ..envs.manager import EnvironmentManager
 
-OUTPUTS = "outputs"
-ERROR = "error"
-SLOWER = "slower"
-PROPERTIES = (OUTPUTS, ERROR, SLOWER)
 DEFAULT_MIN_RATIO = 1.0 + DEFAULT_MIN_EFFECT  # the verdict's own threshold
 CHECK_MAX_TIME_S = 120.0  # the reduced bundle's fresh timed replay (a fresh process per round) stops there
 MIN_SHARE = 0.5  # of the whole bundle's extra time per call (B's median minus A's) that a slower piece must hold
 _STEP_TARGET_S = 0.02  # one timed step of a candidate: calls adding up to about this
-
-
-class PropertyNotShown(UsageError):
-    """The whole bundle does not have the property between the two contenders: nothing to reduce."""
 
 
 class OutOfTime(Exception):
@@ -422,9 +420,7 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     platform = replay_platform(bundle).platform
     refuse_two_at_once(platform, "minimize")
     a_spec, b_spec = contenders
-    stated = stored_property(registry, bundle, contenders) if prop is None else None
-    if stated is not None:
-        prop, bits = stated.prop, stated.bits
+    prop, bits, stated = told_property(prop, bits, registry, bundle, contenders)
     workers = [ModuleWorker(spec, env_manager=env_manager, platform=platform, timeout_s=timeout_s,
                             memory_limit_bytes=worker_memory_limit(None, 2, platform), limits=module_limits(bundle))
                for spec in (a_spec, b_spec)]
@@ -438,12 +434,7 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
                                            bundle=bundle, **({"why": stated.why} if stated else {}))
         except PropertyNotShown as e:
             stack.close()  # the module workers go before the retraced replay starts its own
-            if stated is not None and stated.layer in ("compiler", "both"):  # the lowering is known the same
-                versions = " ".join(f"--jax {spec.jax}" for spec in contenders)
-                raise PropertyNotShown(f"{e.message}, though {stated.why}", hint=(
-                    f"a replay of both shows whether the change shows again: reprobundle replay {bundle.ref} "
-                    f"{versions}; or name another property (--outputs, --bits, --error, --slower)")) from None
-            raise lowering_change(e, registry, bundle, (a_spec, b_spec), env_manager, progress) from None
+            raise whole_not_shown(e, stated, registry, bundle, (a_spec, b_spec), env_manager, progress) from None
         chosen.hold_share_of(whole)
         say(Status(f"property: {chosen.name} ({why})", "minimize"))
         details: dict[tuple, dict] = {}
@@ -603,45 +594,6 @@ def packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.ndar
     return text, inputs
 
 
-@dataclass(frozen=True)
-class Stated:
-    """The property the bundle's latest stored bisection calls for between the two contenders (its last good and
-    first bad release): its criterion, where the layer at its boundary is the compiler's (the frozen module holds
-    the change)."""
-
-    prop: str
-    bits: bool
-    layer: str | None  # the layer at the bisection's boundary: compiler, both, neither, or None (undecided)
-    why: str
-
-
-def stored_property(registry: Registry, bundle: Bundle, specs: Sequence[ContenderSpec]) -> Stated | None:
-    """What the bundle's latest stored bisection says minimize should keep between `specs`, when they are its last
-    good then its first bad release, plain (no settings): bits -> outputs in any bit, error -> error, time ->
-    slower, else outputs beyond the tolerance. PropertyNotShown when the bisection found the change in JAX's
-    lowering alone (no property of the frozen module minimize reduces). None without such an answer."""
-    found = latest_bisection(registry.answers(bundle.ref.bundle_id)) or {}
-    answer = found.get("answer")
-    if not isinstance(answer, dict) or any(s.settings or s.mode != FROZEN for s in specs) or \
-            [s.jax for s in specs] != [answer.get("last_good"), answer.get("first_bad")]:
-        return None
-    criterion = str(answer.get("criterion") or "")
-    layer_record: dict = answer["layer"] if isinstance(answer.get("layer"), dict) else {}
-    layer = layer_record.get("layer")
-    good, bad = specs[0].jax, specs[1].jax
-    said = f"the stored bisection ({found.get('answer_id')}) found {criterion or 'a change'} from {good} to {bad}"
-    if layer == "lowering":
-        lowering = next((str(s.get("command")) for s in layer_record.get("next") or []
-                         if isinstance(s, dict) and s.get("what") == "lowering diff"), None)
-        raise PropertyNotShown(f"{said} in JAX's lowering (the frozen module does not show it): it is no property "
-                               "of the frozen module minimize reduces",
-                               hint=f"the lowering diff names the ops and their source lines: "
-                                    f"{lowering or 'reprobundle replay ... --retrace'}")
-    prop = {BY_BITS: OUTPUTS, BY_ERROR: ERROR, BY_TIME: SLOWER}.get(criterion, OUTPUTS)
-    where = f"the layer at its boundary: {layer}" if layer else "the layer at its boundary undecided"
-    return Stated(prop, criterion == BY_BITS, layer, f"{said} ({where})")
-
-
 def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np.ndarray], *, bits: bool,
               min_ratio: float, ref: str, specs: tuple[ContenderSpec, ContenderSpec], registry: Registry,
               bundle: Bundle, why: str = "named on the command line") -> tuple[Property, Judgement, str]:
@@ -657,70 +609,6 @@ def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np
     if not judged.holds:
         raise not_shown(chosen, judged, ref, specs, bundle)
     return chosen, judged, why
-
-
-def not_shown(prop: Property, judged: Judgement, ref: str, specs: tuple[ContenderSpec, ContenderSpec],
-              bundle: Bundle) -> PropertyNotShown:
-    """The error for a property the whole bundle does not have; where the bundle can be retraced and the contenders
-    are releases, the hint says the change may be in JAX's lowering and gives the command that shows it."""
-    from ..run.retrace import retrace_refusal
-
-    what = {OUTPUTS: "B's outputs do not differ from A's" + (" in any bit" if prop.bits else
-                                                             " beyond the tolerance a replay uses"),
-            ERROR: "B does not fail where A runs it", SLOWER: "B is not slower than A by a settled verdict"}[prop.name]
-    detail = judged.detail
-    if detail.get("a_error"):
-        what = f"A fails on it ({detail['a_error']})"
-    elif detail.get("b_error"):
-        what = f"B fails on it ({detail['b_error']}): try --error"
-    elif prop.name == SLOWER and detail.get("verdict"):
-        v = detail["verdict"]
-        what += f" (verdict {v.get('verdict')}, ratio {v.get('ratio', 0):.3f}x{'' if v.get('settled') else ', not settled'})"
-    versions = " ".join(f"--jax {s.jax}" for s in specs)
-    if retrace_refusal(bundle.manifest) is None:
-        hint = (f"the frozen module is what minimize reduces; if the difference comes from JAX's lowering (the "
-                f"program retraced by each release), it is not in this module: reprobundle replay {ref} {versions} "
-                "--mode both shows the lowering diff with its source lines")
-    else:
-        hint = "check the contenders, or name another property (--outputs, --error, --slower)"
-    return PropertyNotShown(f"the whole bundle does not have the property {prop.name}: {what}", hint=hint)
-
-
-def lowering_change(error: PropertyNotShown, registry: Registry, bundle: Bundle,
-                    specs: tuple[ContenderSpec, ContenderSpec], env_manager: EnvironmentManager | None,
-                    progress: Callable[[str], None] | None) -> PropertyNotShown:
-    """`error`, or where the bundle can be retraced and the contenders are two releases, what a retraced replay of
-    both (one round, not stored) shows: when JAX's lowering changed, the difference is not in the frozen module,
-    and the error says so, with the lowering diff and the command that shows it."""
-    from ..analysis.lowering_diff import lowering_diff
-    from ..run.contenders import RETRACE
-    from ..run.retrace import program_file_names, retrace_refusal
-
-    a_spec, b_spec = specs
-    if retrace_refusal(bundle.manifest) is not None or a_spec.jax == b_spec.jax:
-        return error
-    if progress is not None:
-        progress(Status("the frozen module does not show it: retracing the program on both releases", "minimize"))
-    retraced = [ContenderSpec(s.jax, RETRACE, s.settings) for s in specs]
-    try:
-        runs = replay(registry, bundle, retraced, ReplayOptions(warmup=1, repeat=2, rounds=1, dump=False,
-                                                                profile=False), env_manager=env_manager,
-                      store_runs=False)
-    except UsageError:
-        return error
-    texts = [(r.get("artifacts") or {}).get("stablehlo_retraced") or {} for r in runs]
-    if not all(t.get("blob") for t in texts):
-        return error
-    before, after = (registry.get_blob(t["blob"]).decode("utf-8", "replace") for t in texts)
-    diff = lowering_diff(before, after, program_file_names(bundle.manifest))
-    if not diff["changed"]:
-        return error
-    versions = " ".join(f"--jax {s.jax}" for s in specs)
-    return PropertyNotShown(
-        f"{error.message}; but JAX's lowering of the program changed between {a_spec.jax} and {b_spec.jax} "
-        f"({diff['text']}): the change is in the lowering, not in the frozen module minimize reduces",
-        hint=f"the lowering diff names the ops and their source lines: reprobundle replay {bundle.ref} {versions} "
-             "--mode both")
 
 
 def _intermediate_values(a: Runner, graph: FunctionGraph, values: dict[str, np.ndarray]) -> None:
