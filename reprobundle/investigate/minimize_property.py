@@ -83,7 +83,7 @@ def told_property(prop: str | None, bits: bool, registry: Registry, bundle: Bund
     """(property, bits, what the stored bisection stated): the named property as named; not named, the stored
     bisection's where it speaks of these contenders (stored_property); else (None, bits, None): chosen later."""
     stated = stored_property(registry, bundle, specs) if prop is None else None
-    return (stated.prop, stated.bits, stated) if stated is not None else (prop, bits, None)
+    return (stated.prop, stated.bits or bits, stated) if stated is not None else (prop, bits, None)
 
 
 def whole_not_shown(error: PropertyNotShown, stated: Stated | None, registry: Registry, bundle: Bundle,
