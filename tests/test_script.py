@@ -549,9 +549,11 @@ def test_compare_exits_3_in_one_line_when_a_side_cannot_install(pieces, tmp_path
 
     from reprobundle.bundle.program_script import uv_line
 
+    from uv import find_uv_bin
+
     script = _script(pieces, tmp_path, "chain-min")
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
-    env["JAX_PLATFORMS"] = "cpu"
+    env.update(JAX_PLATFORMS="cpu", PATH=os.path.dirname(find_uv_bin()) + os.pathsep + env.get("PATH", ""))
     release, python = _other_python_release()
     assert f"uv run --no-project --python {python} --with jax=={release} " in uv_line(release, [], "x.py", python)
     for side in ("0.0.1", release):

@@ -546,7 +546,8 @@ def _compare(argv):
         return 2
     commands = [_side_command(what) for what, _ in sides]
     if None in commands:
-        print("uv is not on PATH: run these two, each in a fresh environment, and compare their medians:")
+        print("result: could not run: uv is not on PATH: run these two, each in a fresh environment, and compare "
+              "their medians:")
         for what, env in sides:
             print("  " + _manual_line(what, env))
         return 3

@@ -362,7 +362,7 @@ def _reproducer_line(data: dict) -> list[str]:
     s, judged = data["script"], data.get("judged") or {}
     if s["text"] is None:
         name = str(data.get("zip") or "the bundle's zip")
-        ends = f" exits 1 on jax {md(judged['bad'])}{_at_commit(judged)} and 0 on jax {md(judged['good'])}" if \
+        ends = f" exits 1 on {_bad_side(judged)} and 0 on jax {md(judged['good'])}" if \
             judged and judged.get("criterion") != "time" else " replays it as the reference ran"
         return [f"- **Reproducer:** the attached zip: {code('python ' + name)}{ends} with only jax and numpy "
                 f"installed (below; no script inline: {md(s['why'])})"]
@@ -374,7 +374,7 @@ def _reproducer_line(data: dict) -> list[str]:
                 f"(below; the whole program's script does not fit: {md(s['why'])})"]
     if judged and judged.get("criterion") != "time":
         bits = " bit for bit" if judged.get("criterion") == "bits" else ""
-        lines = [f"- **Reproducer:** {code('python ' + name)} exits 1 on jax {md(judged['bad'])}{_at_commit(judged)} "
+        lines = [f"- **Reproducer:** {code('python ' + name)} exits 1 on {_bad_side(judged)} "
                  f"and 0 on jax {md(judged['good'])}{bits} (below: {md(judged['reproducer_why'])})"]
         if judged.get("mode") == "retrace" and not judged.get("has_program"):
             lines.append("- The bundle carries no program: its frozen module cannot show a change in JAX's lowering.")
@@ -388,9 +388,14 @@ def _reproducer_line(data: dict) -> list[str]:
     return [f"- **Reproducer:** {code('python ' + name)} (below; exit 0: as the reference, 1: the difference)"]
 
 
-def _at_commit(judged: dict) -> str:
-    """" (JAX at the first bad commit c36456a817)" where the bad side is a commit's JAX, not a release."""
-    return f" (JAX at the first bad commit {md(str(judged['commit'])[:10])})" if judged.get("commit") else ""
+def _bad_side(judged: dict) -> str:
+    """The bad side: `jax 0.5.0`, `jax 0.11.0.dev0+c36456a817ab (JAX at the first bad commit c36456a817)`, or
+    `JAX at the first bad commit c36456a817` where no run of it is stored to say its version."""
+    sha = str(judged.get("commit") or "")[:10]
+    if not sha:
+        return f"jax {md(judged['bad'])}"
+    at = f"JAX at the first bad commit {md(sha)}"
+    return at if judged["bad"] == sha else f"jax {md(judged['bad'])} ({at})"
 
 
 def code(text: str) -> str:
