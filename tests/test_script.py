@@ -547,9 +547,9 @@ def test_compare_exits_3_in_one_line_when_a_side_cannot_install(pieces, tmp_path
     release names the Python it needs."""
     import os
 
-    from reprobundle.bundle.program_script import uv_line
-
     from uv import find_uv_bin
+
+    from reprobundle.bundle.program_script import uv_line
 
     script = _script(pieces, tmp_path, "chain-min")
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}

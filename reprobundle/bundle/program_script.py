@@ -162,33 +162,42 @@ def program_script_text(registry: Registry, bundle: Bundle, good_run: dict, bad_
     pythons = pythons or {}
     header = _header(bundle, program, (packages, fname, pythons.get(good_label)), (good_label, bad_label),
                      change_lines(changes, good_label, bad_label), _bad_line(bad_run, packages, fname, pythons), bits)
-    fields: Any = bundle.manifest["function"].get("fields") or {}
-    wide = any(str(a["dtype"]) in ("float64", "int64", "uint64", "complex128")
-               for a in fields.get("in_avals", []) + fields.get("out_avals", []))
     parts = ["\n".join(header), "",
              "import base64\nimport os\nimport sys\nimport zlib\n\nimport numpy as np\n",
              f"BUNDLE = {str(bundle.ref)!r}", f"GOOD_LABEL = {f'jax {good_label} (last good)'!r}",
-             f"X64 = {wide!r}", f"PROGRAM_SCRIPT = {str(program['script'])!r}",
+             f"X64 = {_wide(bundle)!r}", f"PROGRAM_SCRIPT = {str(program['script'])!r}",
              f"FACTORY = {str(program.get('factory') or 'make')!r}",
              f"STATIC = {[s for s in program.get('static') or [] if isinstance(s, (int, str))]!r}", "",
              list_literal("PROGRAM_FILES", [repr((path, text)) for path, text in files]), "INPUTS_PLACE",
              "OUTPUTS_PLACE", f"TOLERANCES = {tolerances(good, False)!r}  # (rtol, atol) per output",
              f"BITS = {bits!r}  # any bit of an output that differs is the difference", PROGRAM_RUNNER]
     room = SCRIPT_LIMIT - len("\n".join(parts).encode("utf-8")) - 512
-    inputs = [array_literal(a) for a in leaves]
-    if sum(len(x) for x in inputs) + sum(a.nbytes for a in good) * 1.4 <= room or \
-            sum(len(x) for x in inputs) <= room // 2:
-        written = list_literal("INPUTS", inputs) + "INPUT_CHECKS = None\n"
-    else:  # the factory's own, made from its seed, checked against the bundle's bytes
-        checks = [(a.dtype.name, [int(d) for d in a.shape], hashlib.sha256(np.require(a, requirements="C").tobytes())
-                   .hexdigest()) for a in leaves]
-        written = ("INPUTS = None  # too large to write here: the factory makes them from its seed\n" +
-                   list_literal("INPUT_CHECKS", [repr(c) for c in checks]))
+    written = _inputs_written(leaves, good, room)
     parts[parts.index("INPUTS_PLACE")] = written
     outputs = reference_literals(good, bad, bits, room - len(written.encode("utf-8")),
                                  f"those that changed at jax {clean(bad_label, 60)}")
     parts[parts.index("OUTPUTS_PLACE")] = list_literal("GOOD_OUTPUTS", outputs)
     return checked_size(bundle, "\n".join(parts))
+
+
+def _wide(bundle: Bundle) -> bool:
+    """Whether the program runs with x64 (a 64-bit input or output)."""
+    fields: Any = bundle.manifest["function"].get("fields") or {}
+    return any(str(a["dtype"]) in ("float64", "int64", "uint64", "complex128")
+               for a in fields.get("in_avals", []) + fields.get("out_avals", []))
+
+
+def _inputs_written(leaves: Sequence[np.ndarray], good: Sequence[np.ndarray], room: int) -> str:
+    """INPUTS and INPUT_CHECKS: the bundle's inputs where they fit (with the outputs whole, or in half the room),
+    else None and each one's (dtype, shape, sha256): the factory makes them from its seed, the script checks them."""
+    inputs = [array_literal(a) for a in leaves]
+    size = sum(len(x) for x in inputs)
+    if size + sum(a.nbytes for a in good) * 1.4 <= room or size <= room // 2:
+        return list_literal("INPUTS", inputs) + "INPUT_CHECKS = None\n"
+    checks = [(a.dtype.name, [int(d) for d in a.shape],
+               hashlib.sha256(np.require(a, requirements="C").tobytes()).hexdigest()) for a in leaves]
+    return ("INPUTS = None  # too large to write here: the factory makes them from its seed\n" +
+            list_literal("INPUT_CHECKS", [repr(c) for c in checks]))
 
 
 def _release(run: dict) -> str:

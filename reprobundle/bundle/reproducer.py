@@ -357,22 +357,22 @@ def reference_literals(good: Sequence[np.ndarray], bad: Sequence[np.ndarray] | N
     if bad is None or sum(len(x) for x in whole) <= room:  # nothing says which elements matter: all, or no script
         return whole
     large = [i for i, x in enumerate(whole) if len(x) > WHOLE_OUTPUT_BYTES]
-    left = room - sum(len(x) for i, x in enumerate(whole) if i not in large)
-    out = list(whole)
-    for i in large:
-        ref = np.require(good[i], requirements="C")
-        share = max(0, left) // len(large)
-        per_element = (4 if ref.size < 2**31 else 8) + ref.dtype.itemsize
-        count = max(16, int(share / (1.45 * per_element)) - 8)  # base64 of zlib: ~4/3 of the bytes, and the frame
-        at = _kept_elements(ref, bad[i] if bad is not None and i < len(bad) else None, bits, count)
-        why = kept_why if bad is not None and i < len(bad) and at.size and _changed_any(ref, bad[i]) else \
-            "its first ones"
-        index = at.astype(np.int32 if ref.size < 2**31 else np.int64)
-        digest = hashlib.sha256(ref.tobytes()).hexdigest()
-        out[i] = (f"{{'dtype': {ref.dtype.name!r}, 'shape': {[int(d) for d in ref.shape]!r}, 'sha256': {digest!r}, "
-                  f"'kept': {why!r},\n     'at': {array_literal(index)},\n"
-                  f"     'values': {array_literal(ref.reshape(-1)[at])}}}")
-    return out
+    share = max(0, room - sum(len(x) for i, x in enumerate(whole) if i not in large)) // max(1, len(large))
+    return [_partial_literal(good[i], bad[i] if i < len(bad) else None, bits, share, kept_why) if i in large else x
+            for i, x in enumerate(whole)]
+
+
+def _partial_literal(good: np.ndarray, bad: np.ndarray | None, bits: bool, room: int, kept_why: str) -> str:
+    """One output as script_runner's map: its sha256 and the elements kept (_kept_elements), in `room` bytes."""
+    ref = np.require(good, requirements="C")
+    per_element = (4 if ref.size < 2**31 else 8) + ref.dtype.itemsize
+    count = max(16, int(room / (1.45 * per_element)) - 8)  # base64 of zlib: ~4/3 of the bytes, and the frame
+    at = _kept_elements(ref, bad, bits, count)
+    why = kept_why if bad is not None and at.size and _changed_any(ref, bad) else "its first ones"
+    index = at.astype(np.int32 if ref.size < 2**31 else np.int64)
+    digest = hashlib.sha256(ref.tobytes()).hexdigest()
+    return (f"{{'dtype': {ref.dtype.name!r}, 'shape': {[int(d) for d in ref.shape]!r}, 'sha256': {digest!r}, "
+            f"'kept': {why!r},\n     'at': {array_literal(index)},\n     'values': {array_literal(ref.reshape(-1)[at])}}}")
 
 
 def _changed_any(ref: np.ndarray, got: np.ndarray) -> bool:

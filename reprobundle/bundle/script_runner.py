@@ -61,9 +61,9 @@ def _first_line(e):
     return (text.splitlines()[0] if text else type(e).__name__)[:500]
 
 
-def _text(x):
+def _text(x, digits=7):
     value = complex(x) if np.iscomplexobj(x) else float(x) if np.asarray(x).dtype.kind != "b" else bool(x)
-    return "%.7g" % value if isinstance(value, float) else str(value)
+    return "%.*g" % (digits, value) if isinstance(value, float) else str(value)
 
 
 def _bit_differs(got, ref):
@@ -110,15 +110,17 @@ def _leaf_check(i, got, ref, rtol, atol, expected="reference", bits=False, where
               % (i, ref.dtype, shape, count, bad.size, rtol, atol, said))
     worst = np.flatnonzero(bad.ravel())
     first = worst[:4]
-    print("    expected (%s): %s" % (expected, ", ".join(_text(ref.ravel()[k]) for k in first)))
-    print("    got (here):%s %s" % (" " * max(0, len(expected) - 2), ", ".join(_text(got.ravel()[k]) for k in first)))
+    digits = (17 if ref.dtype.itemsize >= 8 else 9) if bits else 7  # enough to show the bits that differ
+    print("    expected (%s): %s" % (expected, ", ".join(_text(ref.ravel()[k], digits) for k in first)))
+    print("    got (here):%s %s" % (" " * max(0, len(expected) - 2),
+                                    ", ".join(_text(got.ravel()[k], digits) for k in first)))
     print("    the worst:")
     for flat in worst[np.argsort(-excess[worst], kind="stable")][:5]:
         at = np.unravel_index(int(flat), ref.shape) if ref.ndim else ()
         place = at if where is None else np.unravel_index(int(where[flat]), tuple(of[1])) if of[1] else ()
         print("    [%s]  %s %s  got %s  (abs err %.3g, allowed %.3g)" % (
-            ", ".join(str(int(k)) for k in place), expected, _text(ref[at]), _text(got[at]), float(diff[at]),
-            float(allowed[at])))
+            ", ".join(str(int(k)) for k in place), expected, _text(ref[at], digits), _text(got[at], digits),
+            float(diff[at]), float(allowed[at])))
     return {"count": count, "beyond": outside, "largest": largest}
 
 

@@ -197,13 +197,8 @@ def commit_plan(registry: Registry, bundle: Bundle, record: dict) -> Plan | None
     first = a.get("first_bad")
     if not isinstance(first, dict) or not first.get("sha") or str(a.get("criterion") or "") not in OUTPUT_CRITERIA:
         return None
-    runs = _answer_runs(registry, bundle, record)
-    release = str(a.get("good"))
-    good = release_run([r for r in runs if commit_of_run(r) is None], release, "retrace") or \
-        packed_reference_run(bundle, release)
-    sha = str(first["sha"])
-    bad = next((r for r in reversed(runs) if commit_of_run(r) == sha and r.get("status") in ("ok", "mismatch")
-                and r.get("outputs")), None)
+    release, sha = str(a.get("good")), str(first["sha"])
+    good, bad = _window_ends(registry, bundle, record, release, sha)
     if program_of(bundle) is None or good is None:
         lacking = "the bundle carries no program" if program_of(bundle) is None else \
             f"no stored run of jax {release} retraced, and the bundle was not packed on it"
@@ -213,6 +208,18 @@ def commit_plan(registry: Registry, bundle: Bundle, record: dict) -> Plan | None
     return Plan("program", good, bad, str(a.get("criterion")) == "bits",
                 "the program as each JAX traces it; the frozen module computes the same on both", record,
                 commit=sha)
+
+
+def _window_ends(registry: Registry, bundle: Bundle, record: dict, release: str,
+                 sha: str) -> tuple[dict | None, dict | None]:
+    """(the good release's retraced run among a commit bisection's probes, else its packed reference; the first bad
+    commit's run), each None where not stored."""
+    runs = _answer_runs(registry, bundle, record)
+    good = release_run([r for r in runs if commit_of_run(r) is None], release, "retrace") or \
+        packed_reference_run(bundle, release)
+    bad = next((r for r in reversed(runs) if commit_of_run(r) == sha and r.get("status") in ("ok", "mismatch")
+                and r.get("outputs")), None)
+    return good, bad
 
 
 def packed_reference_run(bundle: Bundle, release: str) -> dict | None:
@@ -265,6 +272,11 @@ def _script_by(registry: Registry, bundle: Bundle, fname: str, runs: list[dict] 
         release = (chosen.labels or ("?", "?"))[0]
         return script_text(registry, bundle, fname, None,
                            Reference(chosen.good, f"jax {release} (last good)", chosen.bits, chosen.bad))
+    return _frozen_script(registry, bundle, fname, runs, chosen)
+
+
+def _frozen_script(registry: Registry, bundle: Bundle, fname: str, runs: list[dict] | None, chosen: Plan) -> str:
+    """The frozen script against the packed reference, with the times of `runs` where they can show a slowdown."""
     runs = _reported_runs(registry, bundle, chosen.answer) if runs is None else runs
     prop = str((bundle.manifest.get("labels") or {}).get("minimized-property") or "")
     timed = (not prop or prop.startswith("slower")) and all(r.get("status") == "ok" for r in runs)

@@ -360,18 +360,9 @@ def _reproducer_line(data: dict) -> list[str]:
     """Which reproducer, what it checks and the command that fails until it is fixed, in one line: the script
     below, else the minimized piece's script, else the attached zip."""
     s, judged = data["script"], data.get("judged") or {}
-    if s["text"] is None:
-        name = str(data.get("zip") or "the bundle's zip")
-        ends = f" exits 1 on {_bad_side(judged)} and 0 on jax {md(judged['good'])}" if \
-            judged and judged.get("criterion") != "time" else " replays it as the reference ran"
-        return [f"- **Reproducer:** the attached zip: {code('python ' + name)}{ends} with only jax and numpy "
-                f"installed (below; no script inline: {md(s['why'])})"]
+    if s["text"] is None or s.get("kind") == "piece":
+        return [_zip_or_piece_line(data)]
     name = s["name"]
-    if s.get("kind") == "piece":
-        sides = s.get("sides") or ["A", "B"]
-        return [f"- **Reproducer:** {code('python ' + name)}, the piece `reprobundle minimize` reduced "
-                f"({md(s['piece'])}: {md(s['description'])}), exits 1 on {md(sides[1])} and 0 on {md(sides[0])} "
-                f"(below; the whole program's script does not fit: {md(s['why'])})"]
     if judged and judged.get("criterion") != "time":
         bits = " bit for bit" if judged.get("criterion") == "bits" else ""
         lines = [f"- **Reproducer:** {code('python ' + name)} exits 1 on {_bad_side(judged)} "
@@ -386,6 +377,22 @@ def _reproducer_line(data: dict) -> list[str]:
         return [f"- **Reproducer:** {code(compare)} times both releases, each in its own process, and exits 1 "
                 "while the second is slower beyond the interval"]
     return [f"- **Reproducer:** {code('python ' + name)} (below; exit 0: as the reference, 1: the difference)"]
+
+
+def _zip_or_piece_line(data: dict) -> str:
+    """The first screen's line of a reproducer that is not the program's own script: the minimized piece's script,
+    else the attached zip."""
+    s, judged = data["script"], data.get("judged") or {}
+    if s["text"] is not None:
+        sides = s.get("sides") or ["A", "B"]
+        return (f"- **Reproducer:** {code('python ' + s['name'])}, the piece `reprobundle minimize` reduced "
+                f"({md(s['piece'])}: {md(s['description'])}), exits 1 on {md(sides[1])} and 0 on {md(sides[0])} "
+                f"(below; the whole program's script does not fit: {md(s['why'])})")
+    name = str(data.get("zip") or "the bundle's zip")
+    ends = f" exits 1 on {_bad_side(judged)} and 0 on jax {md(judged['good'])}" if \
+        judged and judged.get("criterion") != "time" else " replays it as the reference ran"
+    return (f"- **Reproducer:** the attached zip: {code('python ' + name)}{ends} with only jax and numpy installed "
+            f"(below; no script inline: {md(s['why'])})")
 
 
 def _bad_side(judged: dict) -> str:
