@@ -515,6 +515,8 @@ def test_the_pure_python_msgpack_reader_reads_what_msgpack_writes(small_store_te
 def test_an_issue_whose_script_is_too_large_offers_the_minimized_piece_on_its_first_screen(pieces):
     """chain's own script is over 64 KiB (8,192 float32 inputs of noise): the issue offers the piece minimize
     reduced it to (chain-min), its script inline, and `script chain` names it in its hint."""
+    from markdown_it import MarkdownIt
+
     code, out, err = cli("issue", "chain", "--json", store=pieces)
     assert code == 0, err
     data = json.loads(out)
@@ -522,6 +524,9 @@ def test_an_issue_whose_script_is_too_large_offers_the_minimized_piece_on_its_fi
     first = "\n".join(data["body"].splitlines()[:30])
     assert "**Reproducer:** `python chain-min-1.py`, the piece `reprobundle minimize` reduced (chain-min@1" in first
     assert "64 KiB" in first  # why not the whole program's
+    tokens = MarkdownIt("commonmark").enable("table").parse(data["body"])
+    lines = next(t.content for t in tokens if t.type == "fence" and t.info == "sh" and "chain-min-1.py" in t.content)
+    assert f"{EXCESS_FLAG} python chain-min-1.py   # exit 1: the difference" in lines, lines  # the piece's setting
     compile(data["script"]["text"], "chain-min-1.py", "exec")
     code, _, err = cli("script", "chain", store=pieces)
     assert code == 2 and "reprobundle script chain-min@1 -o chain-min.py" in err and "Traceback" not in err

@@ -36,6 +36,7 @@ from ..bundle.reproducer import (
     hlo_texts,
     run_hlo_module_line,
     source_lines,
+    stored_runs,
 )
 from ..bundle.sharing import reproduce_info
 from ..config import default_store_url
@@ -353,6 +354,7 @@ def _piece_or_zip(registry: Registry, bundle: Bundle, stem: str, why: str, store
             return {"kind": "piece", "text": text, "name": name, "command": command, "bytes": len(text.encode()),
                     "why": why, "piece": str(piece.ref), "description": str(piece.manifest.get("description") or ""),
                     "property": str(labels.get("minimized-property") or ""),
+                    "show": difference(piece, stored_runs(registry, piece)).show,
                     "sides": sides if len(sides) == 2 else None, "plan": None}
     return {"kind": "zip", "text": None, "name": f"{stem}.py", "command": None, "why": why, "plan": None}
 

@@ -305,6 +305,8 @@ def pythons_needed(versions: list[str]) -> dict[str, str]:
     from ..envs.package_index import CACHE_FILE, PackageIndex, python_to_name
 
     index = PackageIndex(default_root() / CACHE_FILE)
+    if index.load() is None:  # unreadable and nothing cached: uv's own error will say it
+        return {}
     found = {v: python_to_name(index, v) for v in dict.fromkeys(versions) if v}
     return {v: p for v, p in found.items() if p}
 

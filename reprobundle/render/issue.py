@@ -174,7 +174,8 @@ def _run_lines(data: dict, name: str) -> list[str]:
                     f"PATH_IT_PRINTS/bin/python {name}   # exit 1 (JAX at commit {sha[:10]})"]
         return [f"{uv_line(v, [], name, pythons.get(v))}   # exit {code}"
                 for v, code in ((judged["good"], 0), (judged["bad"], 1))]
-    show = " ".join(f"{k}={shlex.quote(v)}" for k, v in data["show"].items())
+    show = " ".join(f"{k}={shlex.quote(v)}" for k, v in (s.get("show") if s.get("kind") == "piece" else
+                                                         data["show"]).items())
     runs = [f"python {name}   # as the reference ran: exit 0"]
     return runs + ([f"{show} python {name}   # exit 1: the difference"] if show else [])
 
