@@ -158,26 +158,42 @@ def _run_lines(data: dict, name: str) -> list[str]:
     """How to run the script, each line with the exit code it gives: on the last good and the first bad release
     where a bisection answered (the piece: on minimize's two sides where they are releases), else with and without
     the setting that showed the difference."""
+    judged, s = data.get("judged") or {}, data["script"]
+    if s.get("kind") == "piece":
+        return _piece_lines(s, name, judged.get("pythons") or {})
+    if judged and judged.get("criterion") != "time":
+        return _answer_lines(judged, name)
+    return _setting_lines(data["show"], name)
+
+
+def _answer_lines(judged: dict, name: str) -> list[str]:
+    """The script on the last good release (exit 0) and the first bad one, or JAX at the first bad commit (1)."""
     from ..bundle.program_script import uv_line
 
-    judged, s = data.get("judged") or {}, data["script"]
     pythons = judged.get("pythons") or {}
-    if s.get("kind") == "piece":
-        sides = s.get("sides") or []
-        if len(sides) == 2 and all(re.fullmatch(r"\d+(\.\d+)+", v) for v in sides):
-            return [f"{uv_line(v, [], name, pythons.get(v))}   # exit {code}" for v, code in zip(sides, (0, 1))]
-    elif judged and judged.get("criterion") != "time":
-        if judged.get("commit"):  # no package of a commit's JAX: the environment bisect-commits made, again
-            sha = str(judged["commit"])
-            return [f"{uv_line(judged['good'], [], name, pythons.get(judged['good']))}   # exit 0",
-                    f"reprobundle envs --add-commit {sha[:12]} --over {judged['good']} --jax-repo JAX_CLONE",
-                    f"PATH_IT_PRINTS/bin/python {name}   # exit 1 (JAX at commit {sha[:10]})"]
-        return [f"{uv_line(v, [], name, pythons.get(v))}   # exit {code}"
-                for v, code in ((judged["good"], 0), (judged["bad"], 1))]
-    show = " ".join(f"{k}={shlex.quote(v)}" for k, v in (s.get("show") if s.get("kind") == "piece" else
-                                                         data["show"]).items())
+    good = f"{uv_line(judged['good'], [], name, pythons.get(judged['good']))}   # exit 0"
+    if judged.get("commit"):  # no package of a commit's JAX: the environment bisect-commits made, again
+        sha = str(judged["commit"])
+        return [good, f"reprobundle envs --add-commit {sha[:12]} --over {judged['good']} --jax-repo JAX_CLONE",
+                f"PATH_IT_PRINTS/bin/python {name}   # exit 1 (JAX at commit {sha[:10]})"]
+    return [good, f"{uv_line(judged['bad'], [], name, pythons.get(judged['bad']))}   # exit 1"]
+
+
+def _piece_lines(s: dict, name: str, pythons: dict) -> list[str]:
+    """The piece's script on minimize's two sides where they are releases, else under the setting it was kept for."""
+    from ..bundle.program_script import uv_line
+
+    sides = s.get("sides") or []
+    if len(sides) == 2 and all(re.fullmatch(r"\d+(\.\d+)+", v) for v in sides):
+        return [f"{uv_line(v, [], name, pythons.get(v))}   # exit {code}" for v, code in zip(sides, (0, 1))]
+    return _setting_lines(s.get("show") or {}, name)
+
+
+def _setting_lines(show: dict, name: str) -> list[str]:
+    """The script as the reference ran (exit 0), and under the setting that showed the difference (exit 1)."""
+    said = " ".join(f"{k}={shlex.quote(v)}" for k, v in show.items())
     runs = [f"python {name}   # as the reference ran: exit 0"]
-    return runs + ([f"{show} python {name}   # exit 1: the difference"] if show else [])
+    return runs + ([f"{said} python {name}   # exit 1: the difference"] if said else [])
 
 
 def _hlo(data: dict) -> list[str]:
