@@ -3,8 +3,8 @@ script bundle/reproducer.py and bundle/program_script.py write, after the data t
 imported or run by the host.
 
 RUNNER (COMMON + FROZEN + LOCKSTEP + FROZEN_MAIN), the frozen module's script, after MODULE, IN_AVALS, OUT_AVALS,
-INPUTS, REFERENCE, REFERENCE_LABEL, TOLERANCES, EXPECT, EXPECT_TEXT, X64, TIMED_CALLS, REFERENCE_MEDIAN_NS, STORED_TIMES,
-STORED_MEDIANS, COMPARE, BUNDLE. How it runs the module: the mechanism reprobundle's own worker uses on every
+INPUTS, REFERENCE, REFERENCE_LABEL, TOLERANCES, BITS, EXPECT, EXPECT_TEXT, X64, TIMED_CALLS, REFERENCE_MEDIAN_NS,
+STORED_TIMES, STORED_MEDIANS, COMPARE, BUNDLE. How it runs the module: the mechanism reprobundle's own worker uses on every
 release from 0.4.30 (worker/serve.py and worker/rebuild.py, the way `pack --stablehlo` wraps a raw module): the
 StableHLO text serialized as a portable artifact at the oldest StableHLO version this jaxlib writes, a
 `jax.export.Exported` rebuilt around it from @main's signature (unsharded, one device, no effects, this backend's
@@ -12,13 +12,21 @@ platform), and its `call` jitted. JAX documents no way to run StableHLO text, so
 worker does), kept to what every release from 0.4.30 has.
 
 PROGRAM_RUNNER (COMMON + PROGRAM), a lowering change's script, after PROGRAM_FILES, PROGRAM_SCRIPT, FACTORY,
-STATIC, INPUTS, GOOD_OUTPUTS, GOOD_LABEL, TOLERANCES, X64, BUNDLE: the program's files written to a temporary
+STATIC, INPUTS (None: the factory's own, checked against INPUT_CHECKS), GOOD_OUTPUTS, GOOD_LABEL, TOLERANCES, BITS,
+X64, BUNDLE: the program's files written to a temporary
 folder, its factory called, the bundle's inputs put in the place of its array leaves (as a retrace does), its
 call run by the jax installed, its outputs checked against the last good release's.
 
 The output check is the one reprobundle's replays apply (analysis/verdict.py, worker/tolerance.py): element i
 passes when |got - reference| <= atol + rtol * |reference| (equal values and two NaNs pass), with each leaf's
-(rtol, atol) computed from the reference and written into the script as numbers.
+(rtol, atol) computed from the reference and written into the script as numbers. BITS (a change in the last
+bits): any bit of an element that differs fails, and the script says how many elements differ, by how much at most,
+and whether that is within the tolerance. An output too large to write whole is a map: its sha256 (the same bytes
+pass) and the elements kept (those that changed at the first bad release), which say how it differs.
+
+Exit codes, in every script: 0 it behaves as the reference (the last good release), 1 it shows the difference, 3 it
+could not run (jax does not start, a side of --compare does not install or start, a traceback of the script's own:
+`_entry` catches it and says it in one line), 2 bad arguments.
 
 Time on one release is printed, not judged: one process on one release cannot show a slowdown, so the frozen
 script prints its median beside the stored medians of the compared releases (timed together on the reporter's
@@ -56,42 +64,118 @@ def _first_line(e):
     return (text.splitlines()[0] if text else type(e).__name__)[:500]
 
 
-def _text(x):
+def _text(x, digits=7):
     value = complex(x) if np.iscomplexobj(x) else float(x) if np.asarray(x).dtype.kind != "b" else bool(x)
-    return "%.7g" % value if isinstance(value, float) else str(value)
+    return "%.*g" % (digits, value) if isinstance(value, float) else str(value)
 
 
-def _leaf_check(i, got, ref, rtol, atol, expected="reference"):
-    """Whether output i is within the tolerance of `ref` (what `expected` names); prints its first differing
-    elements and its worst ones when it is not."""
+def _bit_differs(got, ref):
+    """Per element, whether its bytes differ (any bit; a NaN's payload too)."""
+    n, size = ref.size, ref.dtype.itemsize
+    a = np.ascontiguousarray(ref).reshape(-1).view(np.uint8).reshape(n, size)
+    b = np.ascontiguousarray(got).reshape(-1).view(np.uint8).reshape(n, size)
+    return (a != b).any(axis=1).reshape(ref.shape)
+
+
+def _leaf_check(i, got, ref, rtol, atol, expected="reference", bits=False, where=None, of=""):
+    """None when output i is as `ref` (what `expected` names): within the tolerance, or for `bits` the same bit for
+    bit; else {"count": elements that differ, "beyond": those outside the tolerance, "largest": the largest
+    |difference|}, its first differing elements and its worst ones printed. `where`: the flat positions in the whole
+    output of these elements (a script that keeps some elements of a large output), said by `of`."""
     if got.shape != ref.shape or got.dtype != ref.dtype:
         print("  output %d: expected %s%s (%s), got %s%s" % (i, ref.dtype, list(ref.shape), expected, got.dtype,
                                                             list(got.shape)))
-        return False
+        return {"count": max(ref.size, 1), "beyond": max(ref.size, 1), "largest": float("inf")}
     a = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64)
     b = got.astype(a.dtype)
     magnitude = np.abs(a)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, np.abs(a - b))
         allowed = atol + rtol * np.where(np.isfinite(magnitude), magnitude, 0.0)
-        bad = (diff != 0) & ~(diff <= allowed)
+        beyond = (diff != 0) & ~(diff <= allowed)
         excess = np.where(diff == 0, 0.0, np.where(np.isnan(diff), np.inf, diff / allowed)).ravel()
+    bad = _bit_differs(got, ref) if bits else beyond
     count = int(np.count_nonzero(bad))
     if not count:
-        return True
+        return None
+    outside = int(np.count_nonzero(beyond))
+    largest = float(np.max(np.where(bad, np.where(np.isnan(diff), np.inf, diff), 0.0)))
+    shape = list(ref.shape) if where is None else list(of[1])
+    said = "" if where is None else " (the %d of its %d elements kept here: %s)" % (ref.size, int(np.prod(of[1])),
+                                                                                   of[0])
+    if bits:
+        print("  output %d (%s%s): %d of %d elements differ in their bits from %s, by at most %.3g; %s%s"
+              % (i, ref.dtype, shape, count, bad.size, expected, largest,
+                 "all within the tolerance (rtol %g, atol %g)" % (rtol, atol) if not outside else
+                 "%d of them outside the tolerance (rtol %g, atol %g)" % (outside, rtol, atol), said))
+    else:
+        print("  output %d (%s%s): %d of %d elements outside the tolerance (rtol %g, atol %g)%s"
+              % (i, ref.dtype, shape, count, bad.size, rtol, atol, said))
     worst = np.flatnonzero(bad.ravel())
     first = worst[:4]
-    print("  output %d (%s%s): %d of %d elements outside the tolerance (rtol %g, atol %g)"
-          % (i, ref.dtype, list(ref.shape), count, bad.size, rtol, atol))
-    print("    expected (%s): %s" % (expected, ", ".join(_text(ref.ravel()[k]) for k in first)))
-    print("    got (here):%s %s" % (" " * max(0, len(expected) - 2), ", ".join(_text(got.ravel()[k]) for k in first)))
+    digits = (17 if ref.dtype.itemsize >= 8 else 9) if bits else 7  # enough to show the bits that differ
+    print("    expected (%s): %s" % (expected, ", ".join(_text(ref.ravel()[k], digits) for k in first)))
+    print("    got (here):%s %s" % (" " * max(0, len(expected) - 2),
+                                    ", ".join(_text(got.ravel()[k], digits) for k in first)))
     print("    the worst:")
     for flat in worst[np.argsort(-excess[worst], kind="stable")][:5]:
         at = np.unravel_index(int(flat), ref.shape) if ref.ndim else ()
+        place = at if where is None else np.unravel_index(int(where[flat]), tuple(of[1])) if of[1] else ()
         print("    [%s]  %s %s  got %s  (abs err %.3g, allowed %.3g)" % (
-            ", ".join(str(int(k)) for k in at), expected, _text(ref[at]), _text(got[at]), float(diff[at]),
-            float(allowed[at])))
-    return False
+            ", ".join(str(int(k)) for k in place), expected, _text(ref[at], digits), _text(got[at], digits),
+            float(diff[at]), float(allowed[at])))
+    return {"count": count, "beyond": outside, "largest": largest}
+
+
+def _output_check(i, got, spec, tolerance, expected, dtype_of, bits):
+    """_leaf_check of output i against its reference `spec`: a whole array (dtype, shape, data), or for an output
+    too large to write here a map of its sha256 and the elements kept (those that changed at the first bad
+    release): its digest decides where it matches, the kept elements say how it differs."""
+    rtol, atol = tolerance
+    if not isinstance(spec, dict):
+        return _leaf_check(i, got, _array(spec, dtype_of), rtol, atol, expected, bits)
+    dt, shape = dtype_of(spec["dtype"]), tuple(spec["shape"])
+    if got.shape != shape or got.dtype != dt:
+        return _leaf_check(i, got, np.zeros(shape, dt), rtol, atol, expected, bits)
+    import hashlib
+
+    if hashlib.sha256(np.ascontiguousarray(got).tobytes()).hexdigest() == spec["sha256"]:
+        return None
+    at = _array(spec["at"], dtype_of)
+    found = _leaf_check(i, got.reshape(-1)[at], _array(spec["values"], dtype_of), rtol, atol, expected, bits,
+                        where=at, of=(spec["kept"], shape))
+    if found is None and bits:
+        print("  output %d (%s%s): its bits differ from %s's (sha256), not at the %d elements kept here"
+              % (i, dt, list(shape), expected, at.size))
+        return {"count": 0, "beyond": 0, "largest": 0.0}
+    return found
+
+
+def _outputs_verdict(outputs, references, dtype_of, expected, bits):
+    """None when every output is as its reference; else what differs, as one phrase (each output printed)."""
+    found = [_output_check(i, got, spec, tolerance, expected, dtype_of, bits)
+             for i, (got, spec, tolerance) in enumerate(zip(outputs, references, TOLERANCES))]
+    differ = [f for f in found if f is not None]
+    if not differ:
+        return None
+    if not bits:
+        return "%d of %d outputs outside the tolerance of %s" % (len(differ), len(found), expected)
+    count, beyond = sum(f["count"] for f in differ), sum(f["beyond"] for f in differ)
+    largest = max(f["largest"] for f in differ)
+    return ("%d elements of %d of %d outputs differ in their bits from %s, by at most %.3g (%s)"
+            % (count, len(differ), len(found), expected, largest,
+               "all within the tolerance" if not beyond else "%d outside the tolerance" % beyond))
+
+
+def _entry():
+    """main's exit code; anything it raises is `could not run` (exit 3) in one line."""
+    try:
+        return main(sys.argv[1:])
+    except KeyboardInterrupt:
+        print("result: could not run: interrupted")
+    except Exception as e:
+        print("result: could not run: %s: %s" % (type(e).__name__, _first_line(e)))
+    return 3
 
 
 def _median(xs):
@@ -325,12 +409,10 @@ def _verdict(outputs, samples, dtype_of, jax_version):
     if len(outputs) != len(REFERENCE):
         print("result: DIFFERS: %d outputs, %s has %d" % (len(outputs), REFERENCE_LABEL, len(REFERENCE)))
         return 1
-    same = [_leaf_check(i, got, _array(spec, dtype_of), rtol, atol, REFERENCE_LABEL)
-            for i, (got, spec, (rtol, atol)) in enumerate(zip(outputs, REFERENCE, TOLERANCES))]
+    differs = _outputs_verdict(outputs, REFERENCE, dtype_of, REFERENCE_LABEL, BITS)
     _time_lines(samples, jax_version)
-    if not all(same):
-        print("result: DIFFERS: %d of %d outputs outside the tolerance of %s"
-              % (same.count(False), len(same), REFERENCE_LABEL))
+    if differs:
+        print("result: DIFFERS: " + differs)
         return 1
     if EXPECT == "slower":
         print("result: ran, outputs within the tolerance; time not judged on one release (a slowdown is between "
@@ -338,7 +420,7 @@ def _verdict(outputs, samples, dtype_of, jax_version):
         for command in COMPARE:
             print("  " + command)
         return 0
-    print("result: as %s (outputs within the tolerance)" % REFERENCE_LABEL)
+    print("result: as %s (%s)" % (REFERENCE_LABEL, "the same bits" if BITS else "outputs within the tolerance"))
     return 0
 
 
@@ -354,7 +436,7 @@ def _compare(argv):
 FROZEN_MAIN = r'''
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(_entry())
 '''
 
 PROGRAM = r'''
@@ -398,11 +480,41 @@ def _static(path):
     return name in STATIC
 
 
+def _leaf_bytes(jax, leaf):
+    return np.asarray(jax.random.key_data(leaf)) if _is_key(jax, leaf) else np.asarray(leaf)
+
+
+def _regenerated(jax, args, kwargs):
+    """The factory's own inputs (the bundle's are too large to write here), checked against the bundle's: the same
+    array leaves, dtypes and shapes, and the same bytes (sha256). None where they are not: `(why)`."""
+    with_path, _ = jax.tree_util.tree_flatten_with_path((args, kwargs))
+    arrays = (jax.Array, np.ndarray, np.generic)
+    dynamic = [leaf for path, leaf in with_path if isinstance(leaf, arrays) and not _static(path)]
+    if len(dynamic) != len(INPUT_CHECKS):
+        return None, "the factory made %d array leaves, the bundle stored %d" % (len(dynamic), len(INPUT_CHECKS))
+    import hashlib
+
+    for i, (leaf, (dtype, shape, digest)) in enumerate(zip(dynamic, INPUT_CHECKS)):
+        mine = _leaf_bytes(jax, leaf)
+        if (mine.dtype.name, list(mine.shape)) != (dtype, list(shape)):
+            return None, "input %d is %s%s here, the bundle stored %s%s" % (i, mine.dtype, list(mine.shape), dtype,
+                                                                            list(shape))
+        if hashlib.sha256(np.ascontiguousarray(mine).tobytes()).hexdigest() != digest:
+            return None, "input %d's values are not the bundle's (its sha256 differs)" % i
+    return (args, kwargs), "the factory's own, made from its seed: the bundle's bytes (sha256 of each of %d)" % len(
+        dynamic)
+
+
 def _stored_inputs(jax, args, kwargs):
     """The call with the bundle's stored inputs in the place of the factory's array leaves (as reprobundle's
-    retrace puts them), and what was done; the factory's own where the leaves do not line up."""
+    retrace puts them), and what was done; the factory's own where the leaves do not line up. Where the bundle's
+    are too large to write here (INPUTS None), the factory's own, checked to be the bundle's (ValueError if not:
+    the outputs of the last good release would not apply)."""
     if INPUTS is None:
-        return args, kwargs, "the factory's own (the bundle's are too large to write here)"
+        made, how = _regenerated(jax, args, kwargs)
+        if made is None:
+            raise ValueError("the factory's inputs are not those the last good release ran: " + how)
+        return made[0], made[1], how
     with_path, tree = jax.tree_util.tree_flatten_with_path((args, kwargs))
     leaves = [leaf for _, leaf in with_path]
     arrays = (jax.Array, np.ndarray, np.generic)
@@ -413,7 +525,7 @@ def _stored_inputs(jax, args, kwargs):
     for i, spec in zip(dynamic, INPUTS):
         stored = _array(spec, jax.numpy.dtype)
         leaf = leaves[i]
-        mine = np.asarray(jax.random.key_data(leaf)) if _is_key(jax, leaf) else np.asarray(leaf)
+        mine = _leaf_bytes(jax, leaf)
         if mine.shape != stored.shape or mine.dtype != stored.dtype:
             return args, kwargs, "the factory's own (leaf %d is %s%s, the bundle stored %s%s)" % (
                 i, mine.dtype, list(mine.shape), stored.dtype, list(stored.shape))
@@ -464,6 +576,10 @@ def main(argv):
         return 3
     try:
         args, kwargs, how = _stored_inputs(jax, args, kwargs)
+    except ValueError as e:
+        print("result: could not run: %s" % _first_line(e))
+        return 3
+    try:
         print("inputs: " + how)
         outputs = _outputs(jax, jax.block_until_ready(fn(*args, **kwargs)))
     except Exception as e:
@@ -477,18 +593,16 @@ def _verdict(outputs, dtype_of, jax_version):
     if len(outputs) < len(GOOD_OUTPUTS):
         print("result: DIFFERS: %d outputs, %s gave %d" % (len(outputs), GOOD_LABEL, len(GOOD_OUTPUTS)))
         return 1
-    same = [_leaf_check(i, got, _array(spec, dtype_of), rtol, atol, GOOD_LABEL)
-            for i, (got, spec, (rtol, atol)) in enumerate(zip(outputs, GOOD_OUTPUTS, TOLERANCES))]
-    if not all(same):
-        print("result: DIFFERS: jax %s gives other outputs than %s (%d of %d outside the tolerance)"
-              % (jax_version, GOOD_LABEL, same.count(False), len(same)))
+    differs = _outputs_verdict(outputs, GOOD_OUTPUTS, dtype_of, GOOD_LABEL, BITS)
+    if differs:
+        print("result: DIFFERS: jax %s gives other outputs than %s: %s" % (jax_version, GOOD_LABEL, differs))
         return 1
-    print("result: as on %s: outputs within the tolerance" % GOOD_LABEL)
+    print("result: as on %s: %s" % (GOOD_LABEL, "the same bits" if BITS else "outputs within the tolerance"))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(_entry())
 '''
 
 # `--compare A B`: worker/lockstep_compare.py's text, the one definition `python NAME.zip --compare` imports too

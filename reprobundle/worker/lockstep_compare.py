@@ -86,6 +86,7 @@ class ComparedSide:
         assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
         self.to_side, self.from_side = self.proc.stdin, self.proc.stdout
         self.said = []
+        self.closed = None
         self.ready = self._read("REPRO ready ")
 
     def _read(self, prefix):
@@ -104,17 +105,29 @@ class ComparedSide:
         return float(found)
 
     def close(self):
+        """End the side (once: a second call returns what the first read); the end of its stderr."""
+        if self.closed is not None:
+            return self.closed
         try:
             self.to_side.write("end\n")
             self.to_side.close()
-        except OSError:
+        except (OSError, ValueError):
             pass
         try:
             self.proc.wait(timeout=60)
         except Exception:
             self.proc.kill()
         self.errors.seek(0)
-        return self.errors.read()[-2000:]
+        self.closed = self.errors.read()[-2000:]
+        return self.closed
+
+    def why(self):
+        """One line: why this side could not start (uv's `cause:` where uv could not install the release)."""
+        said = [line.strip() for line in (self.said + self.close().splitlines()) if line.strip()]
+        cause = [line for line in said if line.startswith("cause:")]
+        errors = [line for line in said if line.startswith(("error:", "result: could not run"))]
+        line = (cause or errors or said[-1:] or ["it exited (%s) before it was ready" % self.proc.returncode])[0]
+        return line.split(":", 1)[1].strip() if line.startswith(("cause:", "error:")) else line
 
 
 def compare_sides(argv, me, serving, reference_label, stored_lines=()):
@@ -136,7 +149,8 @@ def compare_sides(argv, me, serving, reference_label, stored_lines=()):
         return 2
     commands = [side_command(what, me, serving) for what, _ in sides]
     if None in commands:
-        print("uv is not on PATH: run these two, each in a fresh environment, and compare their medians:")
+        print("result: could not run: uv is not on PATH: run these two, each in a fresh environment, and compare "
+              "their medians:")
         for what, env in sides:
             print("  " + manual_line(what, env, name))
         return 3
@@ -161,7 +175,7 @@ def lockstep_round(commands, sides, reference_label):
             side = ComparedSide("AB"[k], commands[k], sides[k][1])
             started.append(side)
             if side.ready is None:
-                print("  %s: could not run:\n    %s" % (side.name, "\n    ".join((side.said + [side.close()])[-8:])))
+                print("result: could not run: %s (%s) did not start: %s" % (side.name, sides[k][0], side.why()))
                 return None
             if side.ready.get("exit") == 1:
                 print("  %s: its outputs differ from %s (run it alone to see them)" % (side.name, reference_label))
@@ -174,7 +188,7 @@ def lockstep_round(commands, sides, reference_label):
         return [s.ready.get("jax") for s in started], steps
     except Exception as e:  # a side that died, said nonsense or could not start: it did not run
         text = str(e).strip()
-        print("  could not time: %s" % ((text.splitlines()[0] if text else type(e).__name__)[:500]))
+        print("result: could not run: could not time: %s" % ((text.splitlines()[0] if text else type(e).__name__)[:500]))
         return None
     finally:
         for side in started:
