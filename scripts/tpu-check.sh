@@ -91,8 +91,10 @@ for r in rows:
 EOF
 fi
 if want variant; then
-  # algsimp off changes the TPU's numerics (outputs beyond the tolerance: exit 1); the check is that both ran
-  check "installed beside an XLA flag variant" sh -c '"$@"; [ $? -le 1 ]' _ "${RB[@]}" replay attention \
+  # algsimp off changes the TPU's numerics: outputs beyond the tolerance, which replay's exit code says (9, a
+  # mismatch; as the commit step below expects); both ran, and the variant's outputs differ
+  check "installed beside an XLA flag variant (outputs differ: exit 9)" sh -c '"$@"; [ $? -eq 9 ]' _ \
+    "${RB[@]}" replay attention \
     --jax installed --variant "installed:XLA_FLAGS=--xla_disable_hlo_passes=algsimp" --rounds 3
 fi
 if want commit || want bisect || want investigate || want timing || want sweep; then
@@ -140,6 +142,8 @@ found = re.search(r"```python\n(.*?)\n```", open(sys.argv[1]).read(), re.S)
 if found:
     open(sys.argv[2], "w").write(found.group(1) + "\n")
 PY
+    check "the issue's title names the first bad commit" grep -q "^### .* from JAX commit " "$OUT/investigate-issue.md"
+    check "the issue's reproducer is the program (never the frozen module)" grep -q "^PROGRAM_FILES = " "$OUT/repro.py"
     if [ -f "$OUT/repro.py" ]; then
       check "the reproducer passes on the installed release" python3 "$OUT/repro.py"
       # PYTHONPATH (the machine's jax) would come before the environment's own packages: the commit's Python alone

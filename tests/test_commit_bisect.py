@@ -253,12 +253,18 @@ def test_a_repository_that_is_not_one_is_refused_with_what_to_give(tmp_path):
 
 
 def test_investigate_goes_on_to_the_commits_only_for_a_lowering_change_and_a_repository_here(tmp_path):
-    from reprobundle.api.commits import commit_step
+    from reprobundle.envs.config import EnvConfig
+    from reprobundle.envs.manager import EnvironmentManager
     from reprobundle.investigate.bisection import BisectResult
+    from reprobundle.investigate.case import Case
+    from reprobundle.investigate.commit_search import commit_step
+
+    config = EnvConfig.of(tmp_path / "envs")
+    case = Case("int-floor", None, config, EnvironmentManager(config))
 
     def step(layer: str, **kw) -> dict:
         result = BisectResult("0.4.30", "0.4.31", "outputs vs good", "0.4.31", "0.4.30", layer={"layer": layer})
-        return commit_step(result, "int-floor", env_dir=str(tmp_path / "envs"), **kw)
+        return commit_step(result, case, **kw)
 
     compiler = step("compiler")
     assert compiler["status"] == "skipped" and "XLA (the compiler)" in compiler["answer"]
@@ -455,8 +461,9 @@ def test_a_commit_window_issue_has_the_program_as_reproducer_and_quotes_the_comi
     body = issue_markdown(data).replace("\\", "")  # Markdown's escapes
     assert f"exits 1 on jax {bad} (JAX at the first bad commit {shas[2][:10]}) and 0 on jax 0.4.30" in body
     # the first bad commit adds its own CHANGELOG.md entry (tests/jax_history.py): the title leads with it
-    assert data["title"].startswith(f"documented change in the coming release: `f` gives other values from jax {bad} "
-                                    "(last good 0.4.30; JAX's lowering)"), data["title"]
+    assert data["title"].startswith(f"documented change in the coming release: `f` gives other values from JAX "
+                                    f"commit {shas[2][:10]} (last good jax 0.4.30; JAX's lowering)"), data["title"]
+    assert data["script"]["kind"] == "script" and "MODULE = " not in data["script"]["text"]  # never the frozen module
     assert (f"documented in the notes of the coming release (Unreleased, at commit {shas[6][:10]}; they name "
             "jax.numpy.floor") in body, body
     assert "where its lowering changed): `jax.numpy.floor` of an integer array now returns the array unchanged" in body
@@ -477,6 +484,31 @@ def test_a_commit_window_issue_has_the_program_as_reproducer_and_quotes_the_comi
         assert done.returncode == 1 and "0.4.30" in done.stdout, done.stdout + done.stderr
     finally:
         cli("envs", "--remove", bad)
+
+
+@pytest.mark.crossversion
+def test_a_commit_window_without_the_good_releases_outputs_offers_the_zip_never_the_frozen_module(window, tmp_path):
+    """The answer's runs not here (a record copied without them) and the bundle packed on another release than the
+    good one: no program script can be written, and the frozen module (the good release's lowering on every JAX)
+    cannot show the commit's change, so the issue offers the zip; its title still names the first bad commit."""
+    from reprobundle.bundle.registry import Registry, utc_now
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import issue_markdown
+
+    _, shas, own, _ = window
+    store = tmp_path / "store"
+    shutil.copytree(own, store)
+    registry = Registry.open(str(store))
+    record = registry.answers(registry.resolve("int-floor").ref.bundle_id)[-1]
+    registry.put_answer({**record, "answer_id": Registry.new_run_id(), "created": utc_now(), "runs": []})
+    data = issue_data("int-floor", store=str(store))
+    assert data["script"]["kind"] == "zip" and data["script"]["text"] is None
+    assert "the frozen module cannot show a commit's change" in data["script"]["why"]
+    assert f"from JAX commit {shas[2][:10]} (last good jax 0.4.30" in data["title"], data["title"]
+    first = "\n".join(issue_markdown(data).splitlines()[:30])
+    assert "**Reproducer:** the attached zip: `python int-floor-1.zip`" in first, first
+    code, out, err = cli("script", "int-floor", store=store)
+    assert code == 2 and "MODULE = " not in out and "cannot show a commit's change" in err, err
 
 
 @pytest.mark.crossversion
@@ -595,3 +627,4 @@ def test_an_unknown_commit_or_one_that_needs_a_newer_jaxlib_is_refused_with_the_
     with pytest.raises(UsageError, match="needs jaxlib 0.4.31 or newer") as refused:
         api.bisect_commits("int-floor", "0.4.30", "main", store=str(store), jax_repo=str(moved))
     assert "name a bad release instead" in str(refused.value.hint)
+
