@@ -126,15 +126,19 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
             result.mode = search.mode
             _stands(result)
         else:
-            result, search = _every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
+            result, searches = _every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
+            search = searches[result.mode]
             comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
-        if layer:
-            by_time = result.criterion == "time" or timed_probes
-            result.layer = search.layer(result, lambda m, timed=True: probes.probe(m, by_time and timed), ref,
-                                        ["--store", store] if store else [], options.args())
-    if not nightly:
-        result.changed_defaults = _changed_defaults(result, python, env_dir, progress)
+        for change in [result, *result.changes] if layer else []:
+            by_time = change.criterion == "time" or timed_probes
+            change.layer = (search if change is result else searches[change.mode]).layer(
+                change, lambda m, timed=True, t=by_time: probes.probe(m, t and timed), ref,
+                ["--store", store] if store else [], options.args())
+    for change in [result, *result.changes] if not nightly else []:
+        change.changed_defaults = _changed_defaults(change, python, env_dir, progress)
     result.spent = ledger.as_dict()
+    for change in result.changes:  # each change's own answer (bisect-commits goes on from it), the headline's last
+        change.answer_id = _stored_answer(registry, bundle, change, ref, None if mode == "auto" else mode)
     result.answer_id = _stored_answer(registry, bundle, result, ref, None if mode == "auto" else mode)
     return result, comparison
 
@@ -272,13 +276,16 @@ class _Search:
 
 def _every_kind(probes: _Probes, mode: str, by: str | None, jobs: int, ahead, ends: tuple[str, str], manager,
                 progress: Callable[[str], None] | None):
-    """(the headline's BisectResult, its search): told both the mode and the criterion, that one bisection; else
+    """(the headline's BisectResult, mode -> its search): told both the mode and the criterion, that one bisection; else
     the endpoints run untimed in each mode (both where the bundle can be retraced: investigate/mode_choice.py's
     survey) and every kind of change present bisected, the most severe first (mode_choice.plan). The first that
     stands is the headline; the others are its `also`, and what was examined and is no regression (a speedup, no
-    settled change, a time change the confirmation did not reproduce) its `set_aside`."""
-    from ..investigate.mode_choice import bisect_each, plan, survey
+    settled change, a time change the confirmation did not reproduce) its `set_aside`. Each bisection by outputs or
+    bits is split into the changes its window holds (investigate/window_changes.py): every change the headline's
+    `changes` but the headline, ranked."""
+    from ..investigate.mode_choice import plan, survey
     from ..investigate.probes import output_difference
+    from ..investigate.window_changes import every_change, split
     from ..run.retrace import retrace_refusal
 
     good, bad = ends
@@ -297,11 +304,16 @@ def _every_kind(probes: _Probes, mode: str, by: str | None, jobs: int, ahead, en
         searches[step_mode] = _Search(probes, step_mode, jobs, ahead, kind)
         return searches[step_mode].run(versions, good, bad, progress, left_out=left_out)
 
+    def split_one(found):  # each change of its kind in the window its own (investigate/window_changes.py)
+        probe = probes.probe(found.mode, timed=False)
+        return split(found, versions, probe, output_difference(*probes.args), progress)
+
     try:
-        head = bisect_each(steps, run_one, by, why, progress)
+        head, *others = every_change(steps, run_one, split_one, by, why, progress)
     except UsageError as e:  # an answer that tells nothing apart says what was tried
         raise _with_tried(e, why) from None
-    return head, searches[head.mode]
+    head.changes = others
+    return head, searches
 
 
 def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, search: _Search,

@@ -42,6 +42,7 @@ from ..config import default_store_url
 from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
+from .change_table import a_map, change_rows, changed_function, explanation_of
 from .newest import newest_verdict
 from .reproducer import Plan, answered_replays, plan, replays_of, script_of, stored_answers
 
@@ -188,13 +189,13 @@ SOURCE_LIMIT = 16_000  # bytes: a longer script is left to the bundle (the issue
 
 
 def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | None = None,
-          changes: list[dict] | None = None) -> str:
+          changes: list[dict] | None = None, named: str | None = None) -> str:
     """One line: what broke, where and how much. From a stored bisection that found a boundary: the function, what
     changed (the outputs: how many elements of which output, `changes`; an error; the time: the measured ratio
     against the last good release), from which release, the last good one and the layer. Else the backend, what
     the piece is, what it does, under which setting, on which jax; a replay that timed releases together and whose
     outputs all matched is titled by its measured difference."""
-    said = headline(bundle, bisection, measured, changes or [])
+    said = headline(bundle, bisection, measured, changes or [], named)
     if said:
         return said
     base = _title(bundle, diff, measured)
@@ -209,21 +210,29 @@ def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | 
 LAYER_WORDS = {"lowering": "JAX's lowering", "compiler": "the compiler", "both": "JAX's lowering and the compiler"}
 
 
-def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, changes: list[dict]) -> str | None:
+def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, changes: list[dict],
+             named: str | None = None) -> str | None:
     """The title of a bisection's answer (None where it found no boundary): stable for one stored answer, since
-    it reads only the answer and the stored runs."""
+    it reads only the answer and the stored runs. Its subject is the JAX function whose lowering changed (`named`)
+    where it did, else the bundle's; its kind the headline's own (a slowdown says slower)."""
     a = (bisection or {}).get("answer") or {}
     good, bad = a.get("last_good"), a.get("first_bad")
     if not good or not bad or good == bad:
         return None
-    subject = _subject(bundle.manifest)
+    subject = f"`{named}`" if named else _subject(bundle.manifest)
     layer = LAYER_WORDS.get(str((a.get("layer") or {}).get("layer")))
-    if a.get("criterion") == "time" and measured is not None:
-        slower = _slower_title(subject, measured, str(good), f"; {layer}" if layer else "")
-        if slower:
-            return slower
+    if a.get("criterion") == "time":
+        slower = _slower_title(subject, measured, str(good), f"; {layer}" if layer else "") if measured else None
+        return slower or clean(f"{subject} {_confirmed_slower(a)} from jax {bad} (last good {good}"
+                               f"{'; ' + layer if layer else ''})", 200)
     what, detail = _change_phrase(changes, str(a.get("criterion") or ""))
     return clean(f"{subject} {what} from jax {bad} (last good {good}{'; ' + layer if layer else ''}){detail}", 200)
+
+
+def _confirmed_slower(a: dict) -> str:
+    """`1.52x slower` as the slowdown's confirmation measured it, else `slower`."""
+    ratio = a_map(a.get("confirmation")).get("ratio")
+    return f"{ratio:.2f}x slower" if isinstance(ratio, (int, float)) and ratio > 0 else "slower"
 
 
 def _slower_title(subject: str, measured: dict, good: str, where: str) -> str | None:
@@ -338,11 +347,11 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     (investigate/release_notes.py; default: a clone in the cache, else none)."""
     if tracker not in (None, *TRACKERS):
         raise UsageError(f"unknown tracker {clean(tracker, 40)!r}", hint="--tracker jax or --tracker xla")
-    from .answers import latest_bisection, latest_commit_bisection, latest_explanation
+    from .answers import latest_bisection, latest_commit_bisection
 
     registry, bundle = open_ref(ref, store)
     answers = stored_answers(registry, bundle)
-    bisection, explanation = latest_bisection(answers), latest_explanation(answers)
+    bisection, explanation = latest_bisection(answers), _explanation_of(answers, latest_bisection(answers))
     commits = latest_commit_bisection(answers)
     stored = every_run(registry, bundle)  # read once: the replay reported and the newest release's come from it
     runs, replay = chosen_replay(stored, run_id, commits if boundary(bisection) is None and commits else bisection)
@@ -353,8 +362,8 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     found = judged(registry, bundle, runs, bisection)
     measured = measurement(runs, found["good"] if found else None)
     newest = newest_verdict(registry, bisection, stored) if found else None
-    heading = with_newest(title(bundle, diff, measured, _titled(bisection, found), found["changes"] if found else None),
-                          newest)
+    heading = with_newest(title(bundle, diff, measured, _titled(bisection, found), found["changes"] if found else None,
+                                named=_named(registry, bundle, bisection)), newest)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
@@ -363,6 +372,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
             "documented": intended(registry, bundle, explanation, bisection, jax_repo, commits),
             "commit_bisection": commits,
+            "changes": change_rows(registry, bundle, bisection, answers, stored, jax_repo),
             "asked_again": asked_again_lines(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
@@ -374,6 +384,21 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "timing_phrase": timing_phrase(measured) if measured else None,
             "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
             "attached": _attach(registry, bundle, rep, attach)}
+
+
+def _explanation_of(answers: list[dict], bisection: dict | None) -> dict | None:
+    """The explanation of the headline's releases where one is stored (a window of several changes has one per
+    change), else the latest."""
+    from .answers import latest_explanation
+
+    ends = boundary(bisection)
+    return (explanation_of(answers, ends[0], ends[1]) if ends else None) or latest_explanation(answers)
+
+
+def _named(registry: Registry, bundle: Bundle, bisection: dict | None) -> str | None:
+    """The JAX function whose lowering changed at the headline's boundary (change_table.changed_function)."""
+    a = (bisection or {}).get("answer") or {}
+    return changed_function(registry, bundle, a_map(a.get("layer")))
 
 
 def _titled(bisection: dict | None, found: dict | None) -> dict | None:

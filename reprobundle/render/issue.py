@@ -209,7 +209,9 @@ def _body(data: dict) -> str:
 def first_screen(data: dict) -> list[str]:
     """The lines a maintainer reads first: the title, expected against got on each side (or the ratio with its
     interval), the cause and the workaround, and the command that fails until it is fixed."""
-    lines = [f"### {md(data['title'])}", ""]
+    from .change_table import changes_lines, heading_md
+
+    lines = [f"### {heading_md(data['title'])}", "", *changes_lines(data)]
     judged, newest = data.get("judged") or {}, data.get("newest") or {}
     if newest.get("still") is False:  # gone on the newest release: said first
         lines.append(f"- **Fixed on the newest release:** {md(newest['text'])}")
@@ -226,8 +228,10 @@ def first_screen(data: dict) -> list[str]:
 def _expected_got(judged: dict) -> list[str]:
     """Expected (the last good release's values) against got (the first bad release's), a few elements of each
     output that differs."""
-    lines = []
+    lines: list[str] = []
     for c in (judged.get("changes") or [])[:3]:
+        if len(lines) >= 2 and _same_pair(c, judged["changes"][0]):  # one pair said once
+            continue
         if "expected_kind" in c:
             lines += [f"- **Expected** (jax {md(judged['good'])}, last good): {md(c['expected_kind'])}",
                       f"- **Got** (jax {md(judged['bad'])}): {md(c['got_kind'])}"]
@@ -239,6 +243,12 @@ def _expected_got(judged: dict) -> list[str]:
                   f"- **Got** (jax {md(judged['bad'])}): {md(', '.join(c['got']))} ({c['count']} of {c['size']} "
                   "elements differ)"]
     return lines
+
+
+def _same_pair(c: dict, first: dict) -> bool:
+    """Whether an output's expected and got values are those of the first output said (the same pair again)."""
+    return c is not first and (c.get("expected"), c.get("got"), c.get("expected_kind"), c.get("got_kind")) == (
+        first.get("expected"), first.get("got"), first.get("expected_kind"), first.get("got_kind"))
 
 
 def _conditions(data: dict) -> str:
