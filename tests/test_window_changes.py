@@ -41,3 +41,34 @@ def test_outputs_that_change_at_two_releases_are_two_changes_each_with_its_layer
     second = own[head["changes"][1]["answer_id"]]  # the second change's own answer, for bisect-commits to go on from
     assert (second["last_good"], second["first_bad"]) == ("0.5.0", "0.5.1")
     assert head["also"] and head["also"][0]["first_bad"] == "0.5.1"  # readers of older answers still see it
+
+
+@pytest.mark.crossversion
+def test_the_first_screen_lists_the_changes_in_one_table_and_the_title_names_the_function(two_changes):
+    import json
+
+    from cli_runner import cli
+    from markdown_it import MarkdownIt
+
+    store, _ = two_changes
+    code, out, err = cli("issue", "rch", "--json", store=store)
+    assert code == 0, err
+    data = json.loads(out)
+    # the title: the headline's kind, the JAX function whose lowering changed (the draw's line), not the bundle's `f`
+    assert data["title"].startswith("`jax.random.normal` gives other values from jax 0.5.0"), data["title"]
+    assert [(r["release"], r["kind"], r["layer"]) for r in data["changes"]][:1] == [
+        ("0.5.0", "outputs", "JAX's lowering")]
+    assert [r["release"] for r in data["changes"]] == ["0.5.0", "0.5.1"]
+    assert all(" of 64 elements of output " in r["how_much"] for r in data["changes"])  # one figure each
+    body = data["body"]
+    md = MarkdownIt("commonmark").enable("table")
+    tokens = md.parse(body)
+    lines = body.splitlines()
+    table = next(i for i, line in enumerate(lines) if line.startswith("| jax | kind | how much |"))
+    assert table < 30 and lines[table + 2].startswith("| 0.5.0 (last good 0.4.38) | outputs |")
+    assert lines[table + 3].startswith("| 0.5.1 (last good 0.5.0) | outputs |")
+    headings = [tokens[i + 1] for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings and all("\\`" not in h.content for h in headings)  # code spans, never escaped backticks
+    assert any(c.type == "code_inline" and c.content == "jax.random.normal" for c in headings[0].children or [])
+    pairs = [line for line in lines if line.startswith("- **Expected**")]
+    assert len(pairs) == len(set(pairs))  # no pair said twice

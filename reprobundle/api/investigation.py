@@ -91,15 +91,25 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
             out.steps.append(Step("issue", "skipped", "no first bad commit: nothing to report"))
         return out
     result = _bisect_step(out, ref, (good, bad), (mode, by), store, store_args, python, env_dir, progress)
-    _explain_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
-    # the first bad commit, for a change in JAX's lowering (api/commits.py decides whether and says why not)
-    out.steps.append(Step(**commit_step(result, ref, store=store, python=python, env_dir=env_dir, progress=progress,
-                                        jax_repo=jax_repo)))
+    for change in [result, *result.changes]:  # every change in the window answered whole, the headline first
+        _explain_step(out, change, ref, store, store_args, left(), python, env_dir, progress)
+        # the first bad commit, for a change in JAX's lowering (api/commits.py decides whether and says why not)
+        out.steps.append(Step(**commit_step(change, ref, store=store, python=python, env_dir=env_dir,
+                                            progress=progress, jax_repo=jax_repo)))
+        _of_change(out.steps[-2:], change, result)
     _minimize_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
-    _newest_step(out, result, ref, store, left(), python, env_dir, progress)
+    for change in [result, *result.changes]:
+        _newest_step(out, change, ref, store, left(), python, env_dir, progress)
+        _of_change(out.steps[-1:], change, result)
     say("investigate: writing the issue body")
     _issue_step(out, ref, store, store_args, issue_path, reported_run(result), jax_repo)
     return out
+
+
+def _of_change(steps: list[Step], change, headline) -> None:
+    """The steps of a change other than the headline named by its release: `explain 0.5.1`."""
+    for step in steps if change is not headline else []:
+        step.name = f"{step.name} {change.first_bad}"
 
 
 def _commit_window(out: Investigation, ends: tuple[str, str], store, python, env_dir, progress,
@@ -159,8 +169,10 @@ def _bisect_answer(result, chosen: str) -> str:
     layer = (result.layer or {}).get("text") or "?"
     said = [f"first bad release {result.first_bad} (last good {result.last_good}; by {result.criterion}, "
             f"{_how(result.mode)}); layer: {layer}"]
+    said += [f"also: {c.criterion} ({_how(c.mode)}) changed at {c.first_bad} (last good {c.last_good}); layer: "
+             f"{(c.layer or {}).get('text') or '?'}" for c in result.changes]
     said += [f"also: {o['criterion']} ({_how(o.get('mode'))}) changed at {o['first_bad']} (last good "
-             f"{o['last_good']})" for o in result.also]
+             f"{o['last_good']})" for o in result.also[len(result.changes):]]
     said += [f"no regression: {s['criterion']} ({_how(s.get('mode'))}): {s['why']}" for s in result.set_aside]
     return "; ".join(said) + f"; chosen: {chosen}"
 

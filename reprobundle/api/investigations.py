@@ -119,28 +119,37 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     ledger = Ledger()
     probes = _Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
     jobs = 1 if timed_probes else jobs or probe_jobs(bundle, options)
+    searches: dict = {}
     with Prefetch(manager, jobs) as prefetch:
         if nightly:
             search = _Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by)
             result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
             result.mode = search.mode
+            searches[result.mode] = search
             _stands(result)
         else:
             result, searches = _every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
-            search = searches[result.mode]
             comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
         for change in [result, *result.changes] if layer else []:
             by_time = change.criterion == "time" or timed_probes
-            change.layer = (search if change is result else searches[change.mode]).layer(
+            change.layer = searches[change.mode].layer(
                 change, lambda m, timed=True, t=by_time: probes.probe(m, t and timed), ref,
                 ["--store", store] if store else [], options.args())
-    for change in [result, *result.changes] if not nightly else []:
-        change.changed_defaults = _changed_defaults(change, python, env_dir, progress)
     result.spent = ledger.as_dict()
-    for change in result.changes:  # each change's own answer (bisect-commits goes on from it), the headline's last
-        change.answer_id = _stored_answer(registry, bundle, change, ref, None if mode == "auto" else mode)
-    result.answer_id = _stored_answer(registry, bundle, result, ref, None if mode == "auto" else mode)
+    _answer_each(registry, bundle, result, ref, None if mode == "auto" else mode, nightly, (python, env_dir),
+                 progress)
     return result, comparison
+
+
+def _answer_each(registry: Registry, bundle: Bundle, result, ref: str, forced_mode: str | None, nightly: bool,
+                 config: tuple[str | None, str | None], progress) -> None:
+    """Each change's changed defaults (releases only) and its own stored answer (bisect-commits goes on from it),
+    the headline's last: the latest, which lists them all."""
+    for change in [result, *result.changes] if not nightly else []:
+        change.changed_defaults = _changed_defaults(change, *config, progress)
+    for change in result.changes:
+        change.answer_id = _stored_answer(registry, bundle, change, ref, forced_mode)
+    result.answer_id = _stored_answer(registry, bundle, result, ref, forced_mode)
 
 
 def _stands(result) -> None:

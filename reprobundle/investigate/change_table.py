@@ -75,11 +75,7 @@ def how_much(registry: Registry, change: dict, runs: Sequence[dict]) -> str:
     0`), an error's status."""
     criterion = str(change.get("criterion"))
     if criterion == "time":
-        found = a_map(change.get("confirmation")) or change
-        ratio, ci = found.get("ratio"), found.get("ci95")
-        if isinstance(ratio, (int, float)):
-            return f"{ratio:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else "")
-        return str(change.get("evidence") or "?")[:80]
+        return _ratio(a_map(change.get("confirmation")) or change) or str(change.get("evidence") or "?")[:80]
     pair = [_run_of(runs, str(change[k]), str(change.get("mode") or "frozen")) for k in ("last_good", "first_bad")]
     if pair[1] is not None and pair[1].get("status") not in ("ok", "mismatch"):
         return f"fails: {pair[1].get('status')}"
@@ -89,9 +85,21 @@ def how_much(registry: Registry, change: dict, runs: Sequence[dict]) -> str:
         changed = value_changes(run_outputs(registry, pair[0]), run_outputs(registry, pair[1]), criterion == "bits")
     except ReproBundleError:
         return "?"
-    first = changed[0] if changed else None
-    if first is None:
+    return _outputs_figure(changed)
+
+
+def _ratio(found: dict) -> str | None:
+    ratio, ci = found.get("ratio"), found.get("ci95")
+    if not isinstance(ratio, (int, float)):
+        return None
+    return f"{ratio:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if isinstance(ci, list) and len(ci) == 2 else "")
+
+
+def _outputs_figure(changed: list[dict]) -> str:
+    """`31 of 64 elements of output 1 (+1 more outputs)`, or a changed dtype or shape."""
+    if not changed:
         return "?"
+    first = changed[0]
     if "count" not in first:
         return f"output {first['output']}: {first['got_kind']} (was {first['expected_kind']})"
     more = f" (+{len(changed) - 1} more outputs)" if len(changed) > 1 else ""

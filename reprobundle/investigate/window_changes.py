@@ -179,11 +179,15 @@ def every_change(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str],
     stood = [r for r in ran if standing(r)]
     found = [c for r in stood for c in split_one(r)]
     out = ranked(found)
+    set_aside = list(head.set_aside)
+    also = [o for r in stood for o in r.also]  # what a bisection found beside its own change (bits beside time)
     for c in out:
         c.also, c.also_runs, c.set_aside = [], [], []
     first = out[0]  # the headline: the others said beside it too (readers of answers before the list of changes)
-    first.set_aside = head.set_aside
+    first.set_aside = set_aside
     first.also = [also_entry(c) for c in out[1:]]
+    listed = {(KIND_OF.get(o["criterion"]), o["first_bad"]) for o in first.also}
+    first.also += [o for o in also if (KIND_OF.get(o["criterion"]), o["first_bad"]) not in listed]
     first.also_runs = [run for c in out[1:] for run in [*c.runs.values(), *c.confirm_runs]]
     return out
 

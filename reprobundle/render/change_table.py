@@ -5,14 +5,15 @@ backticks)."""
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from ..text import clean
 
+Escape = Callable[[str], str]  # render/issue.py's md (text) and code (a code span)
 
-def heading_md(title: str) -> str:
-    """A title as heading text: its `code` spans as code, the rest escaped (render/issue.md)."""
-    from .issue import code, md
 
+def heading_md(title: str, md: Escape, code: Escape) -> str:
+    """A title as heading text: its `code` spans as code, the rest escaped."""
     parts = re.split(r"(`[^`\n]+`)", clean(title, 300))
     return "".join(code(p[1:-1]) if len(p) > 2 and p[0] == p[-1] == "`" else md(p) for p in parts)
 
@@ -29,17 +30,15 @@ def _newest(row: dict) -> str:
     return f"{release}: not judged"
 
 
-def changes_lines(data: dict) -> list[str]:
+def changes_lines(data: dict, md: Escape, code: Escape) -> list[str]:
     """The table of the changes, where the window holds more than one (one change is the first screen's detail
     alone): release, kind, how much, layer (with the JAX function whose lowering changed), first bad commit, cause,
     intended or not, newest release."""
-    from .issue import code, md
-
     rows = data.get("changes") or []
     if len(rows) < 2:
         return []
     a = (data.get("bisection") or {}).get("answer") or {}
-    lines = [f"**{len(rows)} changes between jax {md(a.get('good'))} and {md(a.get('bad'))}**, the headline first:",
+    lines = [f"**{len(rows)} changes between jax {md(str(a.get('good')))} and {md(str(a.get('bad')))}**, the headline first:",
              "",
              "| jax | kind | how much | layer | commit | cause | intended | newest |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:

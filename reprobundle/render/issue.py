@@ -211,7 +211,7 @@ def first_screen(data: dict) -> list[str]:
     interval), the cause and the workaround, and the command that fails until it is fixed."""
     from .change_table import changes_lines, heading_md
 
-    lines = [f"### {heading_md(data['title'])}", "", *changes_lines(data)]
+    lines = [f"### {heading_md(data['title'], md, code)}", "", *changes_lines(data, md, code)]
     judged, newest = data.get("judged") or {}, data.get("newest") or {}
     if newest.get("still") is False:  # gone on the newest release: said first
         lines.append(f"- **Fixed on the newest release:** {md(newest['text'])}")
@@ -436,8 +436,9 @@ def for_platform(changed: list[dict], backend: str) -> list[dict]:
 def _bisection_details(a: dict, backend: str = "") -> list[str]:
     """The other changes in the window, how the program was replayed, the defaults that changed on this platform.
     The layer and the ops whose lowering changed are the first screen's (each list once)."""
+    listed = _records(a, "changes")  # the first screen's table lists every change: no "Also:" line repeats one
     out = [f"Also: {md(o.get('criterion'))} changed at jax {md(o.get('first_bad'))} (last good "
-           f"{md(o.get('last_good'))}): {md(o.get('why'))}." for o in _records(a, "also")]
+           f"{md(o.get('last_good'))}): {md(o.get('why'))}." for o in _records(a, "also") if not listed]
     out += [f"Not monotone: {md(o.get('why'))}." for o in _records(a, "beyond_ends")]
     if a.get("mode_why"):
         out.append(f"Frozen or retraced: {md(a['mode_why'])}.")
