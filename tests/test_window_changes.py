@@ -15,28 +15,39 @@ PROGRAMS = Path(__file__).parent / "programs" / "retrace"
 
 @pytest.fixture(scope="module")
 def two_changes(tmp_path_factory):
-    """tests/programs/retrace/rng_chaos.py bisected from 0.4.38 to 0.5.1 with no flag: its retraced outputs change
-    beyond the tolerance at 0.5.0 (threefry, JAX's lowering) and again at 0.5.1 (the compiler's last bits, carried
-    beyond the tolerance by a logistic map)."""
-    store = tmp_path_factory.mktemp("changes") / "store"
+    """tests/programs/retrace/rng_chaos.py investigated from 0.4.38 to 0.5.1 with no flag: its retraced outputs
+    change beyond the tolerance at 0.5.0 (threefry, JAX's lowering) and again at 0.5.1 (the compiler's last bits,
+    carried beyond the tolerance by a logistic map). (the store, the Investigation)"""
+    folder = tmp_path_factory.mktemp("changes")
+    store = folder / "store"
     api.pack_script(str(PROGRAMS / "rng_chaos.py"), name="rch", store=str(store), **quick.PACK)
-    result, _ = api.bisect("rch", "0.4.38", "0.5.1", store=str(store), warmup=1, rounds=3)
-    return store, result
+    out = api.investigate("rch", "0.4.38", "0.5.1", store=str(store), issue_path=folder / "rch-issue.md")
+    return store, out
 
 
 @pytest.mark.crossversion
-def test_outputs_that_change_at_two_releases_are_two_changes_each_with_its_layer(two_changes):
-    store, result = two_changes
-    changes = [result, *result.changes]
-    assert [(c.criterion, c.last_good, c.first_bad, c.mode) for c in changes] == [
-        ("outputs vs good", "0.4.38", "0.5.0", "retrace"), ("outputs vs good", "0.5.0", "0.5.1", "retrace")]
-    assert changes[0].layer["layer"] == "lowering"  # the draw: the frozen module computes the same numbers
-    assert changes[1].layer["layer"] in ("compiler", "both")  # the column sum's bits: the frozen module shows it
+def test_outputs_that_change_at_two_releases_are_two_changes_each_answered_whole(two_changes):
+    store, out = two_changes
     registry = api.open_registry(str(store))
     answers = registry.answers(registry.resolve("rch").ref.bundle_id)
     bisections = [a for a in answers if a["kind"] == "bisection"]
-    head = bisections[-1]["answer"]  # the headline's answer is stored last: the latest
-    assert [(c["first_bad"], c["kind"]) for c in head["changes"]] == [("0.5.0", "outputs"), ("0.5.1", "outputs")]
+    head = [a for a in bisections if a["answer_id"] == out.steps[0].stored][0]["answer"]  # investigate's
+    assert [(c["criterion"], c["last_good"], c["first_bad"], c["mode"]) for c in head["changes"]] == [
+        ("outputs vs good", "0.4.38", "0.5.0", "retrace"), ("outputs vs good", "0.5.0", "0.5.1", "retrace")]
+    # the draw: the frozen module computes the same numbers; the column sum's bits: the frozen module shows them
+    assert head["changes"][0]["layer"]["layer"] == "lowering"
+    assert head["changes"][1]["layer"]["layer"] in ("compiler", "both")
+    # each change answered whole: explain at its own boundary (its answer stored), its first bad commit's step,
+    # the newest release beside its own last good one
+    steps = {s.name: s for s in out.steps}
+    assert [s.name for s in out.steps] == ["bisect", "explain", "commits", "explain 0.5.1", "commits 0.5.1",
+                                           "minimize", "newest", "newest 0.5.1", "issue"]
+    assert steps["explain"].status == steps["explain 0.5.1"].status == "answered"
+    assert "--jax 0.5.0 --jax 0.5.1" in steps["explain 0.5.1"].command
+    explained = {(a["answer"]["baseline"].split()[0], a["answer"]["candidate"].split()[0]) for a in answers
+                 if a["kind"] == "explanation"}
+    assert explained == {("0.4.38", "0.5.0"), ("0.5.0", "0.5.1")}
+    assert "threefry" in steps["explain"].answer  # the headline's own cause, not the other change's
     own = {a["answer_id"]: a["answer"] for a in bisections}
     second = own[head["changes"][1]["answer_id"]]  # the second change's own answer, for bisect-commits to go on from
     assert (second["last_good"], second["first_bad"]) == ("0.5.0", "0.5.1")
@@ -60,6 +71,7 @@ def test_the_first_screen_lists_the_changes_in_one_table_and_the_title_names_the
         ("0.5.0", "outputs", "JAX's lowering")]
     assert [r["release"] for r in data["changes"]] == ["0.5.0", "0.5.1"]
     assert all(" of 64 elements of output " in r["how_much"] for r in data["changes"])  # one figure each
+    assert data["changes"][0]["cause"] == "the default of jax_threefry_partitionable changed"  # its own explain
     body = data["body"]
     md = MarkdownIt("commonmark").enable("table")
     tokens = md.parse(body)
@@ -72,3 +84,30 @@ def test_the_first_screen_lists_the_changes_in_one_table_and_the_title_names_the
     assert any(c.type == "code_inline" and c.content == "jax.random.normal" for c in headings[0].children or [])
     pairs = [line for line in lines if line.startswith("- **Expected**")]
     assert len(pairs) == len(set(pairs))  # no pair said twice
+
+
+@pytest.mark.crossversion
+def test_a_slowdown_and_a_later_change_of_bits_are_two_changes_the_title_says_slower(tmp_path):
+    """tests/programs/retrace/slower_then_bits.py retraced from 0.4.38 to 0.5.1: 12 laps of its loop from 0.5.0 on
+    where 0.4.38 ran one (slower on any machine: JAX's lowering, the loop's trip count), the column sum's last bits
+    at 0.5.1 (the compiler): both are changes, each with its layer and its own stored answer; the report's title
+    is the slowdown's own kind, and the table lists both."""
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import issue_markdown
+
+    store = tmp_path / "store"
+    api.pack_script(str(PROGRAMS / "slower_then_bits.py"), name="stb", store=str(store), **quick.PACK)
+    result, _ = api.bisect("stb", "0.4.38", "0.5.1", store=str(store), mode="retrace", warmup=1, rounds=6)
+    changes = [result, *result.changes]
+    assert [(c.criterion, c.last_good, c.first_bad) for c in changes] == [("time", "0.4.38", "0.5.0"),
+                                                                          ("bits", "0.5.0", "0.5.1")]
+    assert result.confirmation["confirmed"] and [c.layer["layer"] for c in changes] == ["lowering", "compiler"]
+    assert result.changes[0].answer_id and result.answer_id
+    data = issue_data("stb", store=str(store))
+    assert "slower from jax 0.5.0" in data["title"] or "slower on jax 0.5.0" in data["title"], data["title"]
+    assert "gives other" not in data["title"]
+    assert [(r["kind"], r["release"]) for r in data["changes"]] == [("slower", "0.5.0"), ("bits", "0.5.1")]
+    assert data["changes"][0]["how_much"].endswith("]") and "x [" in data["changes"][0]["how_much"]  # one ratio
+    lines = issue_markdown(data).splitlines()
+    table = next(i for i, line in enumerate(lines) if line.startswith("| jax | kind | how much |"))
+    assert table < 30 and "| slower |" in lines[table + 2] and "| bits |" in lines[table + 3]

@@ -21,7 +21,6 @@ from ..bundle.registry import Bundle, Registry
 from ..envs.versions import same_release
 from ..errors import ReproBundleError
 
-FOUND = ("workaround", "cause", "partial")  # the diagnoses that name a cause (analysis/diagnosis.py)
 KIND_WORD = {"outputs vs good": "outputs", "outputs": "outputs", "error": "error", "time": "slower", "bits": "bits"}
 LAYER_SHORT = {"lowering": "JAX's lowering", "compiler": "XLA (compiler)", "both": "lowering and XLA",
                "neither": "did not show again"}
@@ -169,10 +168,13 @@ def _cause(answers: Sequence[dict], good: str, bad: str) -> str | None:
     that helps); None where it did not, or was not asked."""
     record = explanation_of(answers, good, bad)
     d = ((record or {}).get("answer") or {}).get("diagnosis")
-    if not isinstance(d, dict) or d.get("kind") not in FOUND:
+    if not isinstance(d, dict) or d.get("kind") not in ("workaround", "cause", "partial"):  # found one
         return None
-    default = d.get("default") if isinstance(d.get("default"), dict) else None
-    return f"default of {default['name']} changed" if default and default.get("name") else str(d.get("summary"))
+    default = a_map(d.get("default"))
+    if default.get("name"):
+        return f"the default of {default['name']} changed"
+    return {"workaround": "a setting restores it", "partial": "a setting helps partly"}.get(
+        str(d.get("kind")), "located, no workaround")  # one short cell: the sentence is the first screen's Cause
 
 
 def _intended(registry: Registry, bundle: Bundle, layer: dict, release: str, jax_repo: str | None) -> list[str]:

@@ -48,3 +48,33 @@ def changes_lines(data: dict, md: Escape, code: Escape) -> list[str]:
                      f"{md(row['cause'] or '-')} | {'documented' if row.get('intended') else '-'} | "
                      f"{md(_newest(row))} |")
     return lines + [""]
+
+
+FOUND = ("workaround", "cause", "partial")  # the diagnoses that name a cause (analysis/diagnosis.py)
+
+
+def names_a_cause(diagnosis: dict) -> bool:
+    """Whether explain's diagnosis found a cause (a changed default, a located cause, a setting that helps), not
+    only that the experiments did not restore the last good release."""
+    return diagnosis.get("kind") in FOUND
+
+
+def reach_text(reach: dict) -> str | None:
+    """How far a workaround reaches in later releases (investigate/release_reach.py's rows), one clause a result:
+    `works on 0.4.35, 0.4.36; helps partly on 0.5.0; no longer supported from 0.6.0 (the flag is gone there)`;
+    never a bare `0.6.0: restores`, which reads as "fixed in 0.6.0". None without rows (the text then)."""
+    rows = [r for r in reach.get("releases") or [] if isinstance(r, dict) and r.get("release")]
+    if not rows:
+        return str(reach["text"]) if reach.get("text") else None
+    said = {"restores": "the workaround still works on", "partly": "it helps partly on",
+            "ignored": "it is accepted and ignored on", "nothing to undo": "nothing to undo on",
+            "changes the outputs": "it changes the outputs, not back, on"}
+    groups: dict[str, list[str]] = {}
+    for r in rows:
+        groups.setdefault(str(r.get("result")), []).append(str(r["release"]))
+    out = [f"{said[k]} {', '.join(v)}" for k, v in groups.items() if k in said]
+    if "gone" in groups:
+        out.append(f"no longer supported from {groups['gone'][0]} (the setting is gone there)")
+    out += [str(r.get("text")) for r in rows if r.get("result") not in (*said, "gone")]
+    refused = str(reach.get("text") or "").partition("; the compile-option form is refused on ")[2]
+    return "; ".join(out + ([f"the compile-option form is refused on {refused}"] if refused else []))

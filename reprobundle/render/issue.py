@@ -263,7 +263,10 @@ def _cause(data: dict) -> list[str]:
     x = (data.get("explanation") or {}).get("answer") or {}
     said = x.get("diagnosis")
     d: dict = said if isinstance(said, dict) else {}
-    lines = [f"- **Cause:** {md(d['summary'])}"] if d.get("summary") else []
+    from .change_table import names_a_cause
+
+    # a diagnosis that found no cause ("the 5 experiments measured did not give ... back") is the details' to say
+    lines = [f"- **Cause:** {md(d['summary'])}"] if d.get("summary") and names_a_cause(d) else []
     a = (data.get("bisection") or {}).get("answer") or {}
     found_layer = a.get("layer")
     layer: dict = found_layer if isinstance(found_layer, dict) else {}
@@ -337,7 +340,10 @@ def _workaround(d: dict) -> list[str]:
     lines = ["- **Workaround:** " + "; ".join(code(v) for v in pasted)] if pasted else []
     found = d.get("reach")
     reach = found if isinstance(found, dict) else {}
-    return lines + ([f"- **Later releases:** {md(reach['text'])}"] if reach.get("text") else [])
+    from .change_table import reach_text
+
+    said = reach_text(reach)
+    return lines + ([f"- **The workaround on later releases:** {md(said)}"] if pasted and said else [])
 
 
 def _reproducer_line(data: dict) -> list[str]:
