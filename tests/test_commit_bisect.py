@@ -367,7 +367,8 @@ def test_a_commit_window_issue_has_the_program_as_reproducer_and_quotes_the_comi
                                                                                        bad)
     body = issue_markdown(data).replace("\\", "")  # Markdown's escapes
     assert f"exits 1 on jax {bad} (JAX at the first bad commit {shas[2][:10]}) and 0 on jax 0.4.30" in body
-    assert data["title"].startswith(f"`f` gives other values from jax {bad} (last good 0.4.30; JAX's lowering)")
+    assert data["title"].startswith(f"`jax.numpy.floor` gives other values from jax {bad} (last good 0.4.30; JAX's "
+                                    "lowering)"), data["title"]  # the function whose lowering changed, not `f`
     assert (f"documented in the notes of the coming release (Unreleased, at commit {shas[6][:10]}; they name "
             "jax.numpy.floor") in body, body
     assert "where its lowering changed): `jax.numpy.floor` of an integer array now returns the array unchanged" in body

@@ -226,7 +226,8 @@ def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, chan
         return slower or clean(f"{subject} {_confirmed_slower(a)} from jax {bad} (last good {good}"
                                f"{'; ' + layer if layer else ''})", 200)
     what, detail = _change_phrase(changes, str(a.get("criterion") or ""))
-    return clean(f"{subject} {what} from jax {bad} (last good {good}{'; ' + layer if layer else ''}){detail}", 200)
+    said = f"{subject} {what} from jax {bad} (last good {good}{'; ' + layer if layer else ''})"
+    return clean(said + (detail if len(said + detail) <= 200 else ""), 200)  # the detail whole, or none
 
 
 def _confirmed_slower(a: dict) -> str:
@@ -363,7 +364,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     measured = measurement(runs, found["good"] if found else None)
     newest = newest_verdict(registry, bisection, stored) if found else None
     heading = with_newest(title(bundle, diff, measured, _titled(bisection, found), found["changes"] if found else None,
-                                named=_named(registry, bundle, bisection)), newest)
+                                named=_named(registry, bundle, bisection, commits)), newest)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
@@ -395,8 +396,11 @@ def _explanation_of(answers: list[dict], bisection: dict | None) -> dict | None:
     return (explanation_of(answers, ends[0], ends[1]) if ends else None) or latest_explanation(answers)
 
 
-def _named(registry: Registry, bundle: Bundle, bisection: dict | None) -> str | None:
-    """The JAX function whose lowering changed at the headline's boundary (change_table.changed_function)."""
+def _named(registry: Registry, bundle: Bundle, bisection: dict | None, commits: dict | None) -> str | None:
+    """The JAX function whose lowering changed at the headline's boundary (change_table.changed_function); for a
+    commit window without a release bisection that found one, at its first bad commit."""
+    if boundary(bisection) is None and commits is not None:
+        return changed_function(registry, bundle, {"lowering": _commit_window_notes(commits)[0]})
     a = (bisection or {}).get("answer") or {}
     return changed_function(registry, bundle, a_map(a.get("layer")))
 

@@ -327,7 +327,7 @@ def where_line(layer: dict) -> str | None:
     found = layer.get("lowering")
     lowering: dict = found if isinstance(found, dict) else {}
     if lowering.get("changed") and isinstance(lowering.get("text"), str):
-        return f"{said}; the lowering changed at: {clean(lowering['text'], 600)}"
+        return f"{said}; the lowering changed at: {clean(lowering['text'], 2000)}"  # whole: diff_text bounds it
     if lowering.get("changed") is False:
         return f"{said}; both releases lower the program to the same StableHLO"
     return said
