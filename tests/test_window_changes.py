@@ -11,6 +11,40 @@ import quick
 from reprobundle import api
 
 PROGRAMS = Path(__file__).parent / "programs" / "retrace"
+RELEASES = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "0.7.0", "0.7.2", "0.8.0"]
+
+
+def _outputs_by_release(values: dict[str, int], unmade: tuple[str, ...] = ()):
+    """A probe whose runs carry their outputs as one number per release (`values`: the release each value starts
+    at), and how two differ: beyond the tolerance where the numbers do; a release in `unmade` has no environment."""
+    asked: list[str] = []
+
+    def probe(versions):
+        asked.extend(versions)
+        runs = []
+        for v in versions:
+            start = max((s for s in values if RELEASES.index(s) <= RELEASES.index(v)), key=RELEASES.index)
+            runs.append({"requested": v, "status": "ok", "reason": "", "value": values[start]} if v not in unmade
+                        else {"requested": v, "status": "error", "reason": f"no environment for jax {v}"})
+        return runs
+
+    return probe, (lambda a, b: "same" if a["value"] == b["value"] else "beyond"), asked
+
+
+def test_the_ends_of_each_sub_window_are_searched_until_each_change_stands_alone():
+    from reprobundle.investigate.window_changes import transitions
+
+    # three changes: 0.4.33, 0.5.1 and 0.7.2; 0.6.0 cannot be made (left out, never a change)
+    probe, apart, asked = _outputs_by_release({"0.4.30": 0, "0.4.33": 1, "0.5.1": 2, "0.7.2": 3}, unmade=("0.6.0",))
+    known = dict(zip(["0.4.30", "0.8.0"], probe(["0.4.30", "0.8.0"])))  # the bisection's runs, reused
+    asked.clear()
+    found, runs = transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs", known=known)
+    assert [(t["last_good"], t["first_bad"]) for t in found] == [("0.4.31", "0.4.33"), ("0.5.0", "0.5.1"),
+                                                                 ("0.7.0", "0.7.2")]
+    assert "0.4.30" not in asked and "0.8.0" not in asked and len(asked) == len(set(asked))  # each run once
+    # a change that comes and goes inside a half whose ends agree is not seen: no search by ends sees it
+    probe, apart, _ = _outputs_by_release({"0.4.30": 0, "0.5.0": 1, "0.6.0": 0})
+    assert transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs")[0] == []
 
 
 @pytest.fixture(scope="module")
