@@ -427,7 +427,7 @@ def test_minimize_on_a_tpu_says_it_needs_two_processes_at_once_and_bisections_pr
                        "installed:XLA_FLAGS=--xla_cpu_enable_fast_math=false", store=store_dir)
     assert code == 2 and "a TPU admits one process at a time" in err and "REPROBUNDLE_PLATFORMS=cpu" in err, err
     from reprobundle import api
-    from reprobundle.api.shared import probe_jobs
+    from reprobundle.investigate.probes import probe_jobs
     from reprobundle.run.execution import default_jobs
 
     _, bundle = api.resolve("tp", str(store_dir))

@@ -172,12 +172,18 @@ def test_a_repository_that_is_not_one_is_refused_with_what_to_give(tmp_path):
 
 
 def test_investigate_goes_on_to_the_commits_only_for_a_lowering_change_and_a_repository_here(tmp_path):
-    from reprobundle.api.commits import commit_step
+    from reprobundle.envs.config import EnvConfig
+    from reprobundle.envs.manager import EnvironmentManager
     from reprobundle.investigate.bisection import BisectResult
+    from reprobundle.investigate.case import Case
+    from reprobundle.investigate.commit_search import commit_step
+
+    config = EnvConfig.of(tmp_path / "envs")
+    case = Case("int-floor", None, config, EnvironmentManager(config))
 
     def step(layer: str, **kw) -> dict:
         result = BisectResult("0.4.30", "0.4.31", "outputs vs good", "0.4.31", "0.4.30", layer={"layer": layer})
-        return commit_step(result, "int-floor", env_dir=str(tmp_path / "envs"), **kw)
+        return commit_step(result, case, **kw)
 
     compiler = step("compiler")
     assert compiler["status"] == "skipped" and "XLA (the compiler)" in compiler["answer"]
@@ -480,3 +486,4 @@ def test_an_unknown_commit_or_one_that_needs_a_newer_jaxlib_is_refused_with_the_
     with pytest.raises(UsageError, match="needs jaxlib 0.4.31 or newer") as refused:
         api.bisect_commits("int-floor", "0.4.30", "main", store=str(store), jax_repo=str(moved))
     assert "name a bad release instead" in str(refused.value.hint)
+

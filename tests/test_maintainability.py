@@ -43,6 +43,15 @@ def test_no_module_is_over_the_line_limit():
     assert not long, f"split these by responsibility (over {MAX_LINES} lines):\n" + "\n".join(long)
 
 
+MAX_API_LINES = 1000  # api/ is a face: it checks, resolves and calls; the searches live in investigate/ (#57)
+
+
+def test_the_api_is_a_face_under_its_line_limit():
+    lines = {p.name: len(p.read_text().splitlines()) for p in sorted((PACKAGE / "api").glob("*.py"))}
+    assert sum(lines.values()) < MAX_API_LINES, f"api/ is {sum(lines.values())} lines ({lines}): move what is no " \
+                                                "face into the layer whose job it is (investigate/, run/, fleet/)"
+
+
 def test_the_schema_folders_are_byte_identical():
     """The JSON Schemas ship in the package (reprobundle/schemas/, what the runtime validates against); schemas/ at
     the top is the copy readers find first. Both hold the same files, byte for byte."""

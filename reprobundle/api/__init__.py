@@ -24,6 +24,7 @@ from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..envs.config import EnvConfig
 from ..errors import UsageError
 from ..logs import Status
+from ..run.compare import comparison_of
 from ..run.contenders import contenders_from
 from ..run.execution import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # re-exported: the CLI's default
 from ..run.options import ReplayOptions, check_timing, replay_options
@@ -35,7 +36,6 @@ from .commits import COMMIT_OPTIONS as COMMIT_OPTIONS
 from .commits import bisect_commits as bisect_commits
 from .environments import add_commit_environment as add_commit_environment
 from .environments import add_environments as add_environments
-from .investigation import investigate as investigate
 
 # the investigations (isolate, minimize, bisect, explain) and what they share with this module: re-exported here
 from .investigations import BISECT_OPTIONS as BISECT_OPTIONS
@@ -43,11 +43,12 @@ from .investigations import EXPLAIN_OPTIONS as EXPLAIN_OPTIONS
 from .investigations import ISOLATE_OPTIONS as ISOLATE_OPTIONS
 from .investigations import bisect as bisect
 from .investigations import explain as explain
+from .investigations import investigate as investigate
 from .investigations import isolate as isolate
 from .investigations import minimize as minimize
 from .shared import changes as changes
-from .shared import comparison_of, releases_of, resolve
 from .shared import environment_manager as environment_manager
+from .shared import releases_of, resolve
 
 
 def open_registry(store: str | os.PathLike | None = None) -> Registry:

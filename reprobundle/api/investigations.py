@@ -1,23 +1,23 @@
-"""The Python API of the investigations: isolate, minimize, bisect and explain. Each resolves the store and ref,
-then delegates to reprobundle/investigate/; `reprobundle.api` re-exports them."""
+"""The Python API of the investigations: isolate, minimize, bisect, explain and investigate. Each checks its request,
+resolves the store and ref, makes the environment manager, then calls reprobundle/investigate/ (the release search:
+release_search.py; explain: explanation.py; the chain: chain.py); `reprobundle.api` re-exports them."""
 
 from __future__ import annotations
 
-import functools
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..bundle.model import run_label
-from ..bundle.registry import Bundle, Registry
 from ..bundle.sharing import answered_pair
 from ..envs.config import EnvConfig
+from ..envs.manager import releases_of
 from ..errors import UsageError
+from ..investigate.case import Case
+from ..investigate.explanation import EXPLAIN_OPTIONS as EXPLAIN_OPTIONS
 from ..investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
-from ..run.contenders import ContenderSpec, concrete_versions, contenders_from, variant_args
+from ..investigate.release_search import BISECT_OPTIONS as BISECT_OPTIONS
+from ..run.contenders import ContenderSpec, contenders_from
 from ..run.options import ReplayOptions, replay_options
-from ..run.replay import replay as _replay
-from .shared import comparison_of, environment_manager, probe_jobs, releases_of, resolve
-
-BISECT_OPTIONS = ReplayOptions(dump=False, profile=False)  # a probe needs its verdict: no XLA dump, no per-op profile
+from .shared import environment_manager, resolve
 
 
 def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name: str | None = None,
@@ -108,259 +108,14 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     Each probe (the versions timed together) is a replay task (fleet/executor.py) run by `executor`, by default the
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
     in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
-    from ..envs.prefetch import Prefetch
-    from ..run.spent import Ledger
+    from ..investigate.release_search import bisect_releases, check_bisect_request, probe_executor
 
     options = replay_options(options, settings, BISECT_OPTIONS)
-    _check_bisect_request(good, bad, mode, jobs, nightly, EnvConfig.of(env_dir, python), by)
-    registry, bundle = resolve(ref, store)
-    manager = environment_manager(EnvConfig.of(env_dir, python, index_url))
-    executor = _probe_executor(registry, ref, executor, ray_address)
-    ledger = Ledger()
-    probes = _Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
-    jobs = 1 if timed_probes else jobs or probe_jobs(bundle, options)
-    searches: dict = {}
-    with Prefetch(manager, jobs) as prefetch:
-        if nightly:
-            search = _Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by)
-            result, comparison = _bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
-            result.mode = search.mode
-            searches[result.mode] = search
-            _stands(result)
-        else:
-            result, searches = _every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
-            comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
-        for change in [result, *result.changes] if layer else []:
-            by_time = change.criterion == "time" or timed_probes
-            change.layer = searches[change.mode].layer(
-                change, lambda m, timed=True, t=by_time: probes.probe(m, t and timed), ref,
-                ["--store", store] if store else [], options.args())
-    result.spent = ledger.as_dict()
-    _answer_each(registry, bundle, result, ref, None if mode == "auto" else mode, nightly, (python, env_dir),
-                 progress)
-    return result, comparison
-
-
-def _answer_each(registry: Registry, bundle: Bundle, result, ref: str, forced_mode: str | None, nightly: bool,
-                 config: tuple[str | None, str | None], progress) -> None:
-    """Each change's changed defaults (releases only) and its own stored answer (bisect-commits goes on from it),
-    the headline's last: the latest, which lists them all."""
-    for change in [result, *result.changes] if not nightly else []:
-        change.changed_defaults = _changed_defaults(change, *config, progress)
-    for change in result.changes:
-        change.answer_id = _stored_answer(registry, bundle, change, ref, forced_mode)
-    result.answer_id = _stored_answer(registry, bundle, result, ref, forced_mode)
-
-
-def _stands(result) -> None:
-    """A UsageError where the bisection's first bad build is none: a time change its confirmation did not
-    reproduce (investigate/bisection.confirm)."""
-    from ..investigate.bisection import standing
-
-    if not standing(result):
-        raise UsageError(f"no change stood between {result.good} and {result.bad}: time: "
-                         f"{(result.confirmation or {}).get('why')}", hint="bisect again with more --rounds")
-
-
-def _changed_defaults(result, python: str | None, env_dir: str | None, progress) -> list[dict] | None:
-    """The defaults that changed from the last good to the first bad release (a frequent cause); None where the
-    releases could not say (the bisection's answer stands without it)."""
-    from ..analysis.release_delta import changed_defaults
-    from ..errors import ReproBundleError
-    from .shared import changes
-
-    if result.last_good == result.first_bad:
-        return None
-    try:
-        return changed_defaults(changes(result.last_good, result.first_bad, python=python, env_dir=env_dir,
-                                        progress=progress))
-    except ReproBundleError as e:
-        if progress:
-            progress(f"bisect: the releases' flags and options were not read: {e.message}")
-        return None
-
-
-def _stored_answer(registry: Registry, bundle: Bundle, result, ref: str, forced_mode: str | None) -> str | None:
-    from ..investigate.answers import bisect_command, store_bisection
-
-    return store_bisection(registry, bundle, result, bisect_command(ref, result, forced_mode))
-
-
-def _probe_executor(registry: Registry, ref: str, executor, ray_address: str | None):
-    """Where the probes run: `executor`, Ray's at `ray_address`, else here; a read-only store allows only here."""
-    from ..fleet.connect import executor_for
-
-    if registry.store.read_only and (executor is not None or ray_address):
-        raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
-                         hint="pull it first: reprobundle pull " + ref)
-    return executor or executor_for(ray_address)
-
-
-def _with_tried(e: UsageError, chosen_why: str | None) -> UsageError:
-    return e if chosen_why is None else UsageError(f"{e.message}; {chosen_why}", hint=e.hint)
-
-
-def _check_bisect_request(good: str, bad: str, mode: str, jobs: int | None, nightly: bool, config: EnvConfig,
-                          by: str | None = None) -> None:
-    """What a bisection refuses before anything runs: a mode, a criterion, --jobs, an endpoint that is no release,
-    reversed endpoints."""
-    from ..envs.versions import check_jax_requests, version_key
-    from ..investigate.bisection import BY
-
-    if mode not in ("auto", "frozen", "retrace"):
-        raise UsageError(f"bisect runs one mode at a time, not {mode!r}",
-                         hint="--retrace, --frozen, or neither (chosen from the endpoints)")
-    if by is not None and by not in BY:
-        raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
-    if jobs is not None and jobs < 1:
-        raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
-    check_jax_requests([good, bad], releases_of(config), options=["--good", "--bad"])
-    if not nightly and version_key(good) >= version_key(bad):
-        raise UsageError(f"--good {good} must be older than --bad {bad}")
-
-
-def _comparison_of_bisect(registry: Registry, bundle: Bundle, result, baseline: str) -> dict:
-    from ..envs.versions import version_key
-
-    tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
-    return comparison_of(registry, bundle, tested, baseline=baseline)
-
-
-class _Probes:
-    """A bisection's probes: replays of some versions as fleet tasks (investigate/probes.py), timed or outputs only
-    (ReplayOptions.outputs_only), each recorded in the ledger."""
-
-    def __init__(self, registry: Registry, bundle: Bundle, options: ReplayOptions, executor, manager, progress,
-                 ledger, timed_only: bool):
-        self.args = (registry, bundle)
-        self.options, self.executor, self.manager, self.progress = options, executor, manager, progress
-        self.ledger, self.timed_only = ledger, timed_only
-        self.seen: dict[tuple, list[dict]] = {}
-
-    def probe(self, mode: str, timed: bool = True):
-        """Versions -> runs; the runs of versions already probed the same way are reused (the endpoints' probe of
-        the mode choice is the bisection's first)."""
-        from ..investigate.probes import replay_probe
-
-        timed = timed or self.timed_only
-        options = self.options if timed else self.options.outputs_only()
-        replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
-                              progress=self.progress, mode=mode)
-        what = ("timed" if timed else "untimed") + ("" if mode == "frozen" else f" {mode}")
-        watched = self.ledger.watched(what, replay, concurrent=not timed)
-
-        def remembered(versions: Sequence[str]) -> list[dict]:
-            key = (mode, timed, tuple(versions))
-            if key not in self.seen:
-                self.seen[key] = watched(versions)
-            return self.seen[key]
-
-        return remembered
-
-
-class _Search:
-    """One bisection's search with its probes (timed, and outputs only unless every probe is timed), `jobs` versions
-    a step for outputs, environments asked for ahead of need, and the layer at the boundary."""
-
-    def __init__(self, probes: _Probes, mode: str, jobs: int, ahead, by: str | None):
-        from ..investigate.probes import output_difference
-
-        self.probes, self.mode, self.jobs, self.ahead, self.by = probes, mode, jobs, ahead, by
-        self.compare = output_difference(*probes.args)
-
-    def run(self, versions, good: str, bad: str, progress, known=None, left_out=None):
-        from ..investigate.bisection import bisect_every_change as _bisect
-
-        checks = None if self.probes.timed_only else self.probes.probe(self.mode, timed=False)
-        return _bisect(versions, good, bad, self.probes.probe(self.mode), progress=progress, known=known,
-                       outputs_differ=self.compare, by=self.by, check_together=checks, jobs=self.jobs,
-                       ahead=self.ahead, left_out=left_out)
-
-    def layer(self, result, probe_for, ref: str, store_args, replay_args):
-        from ..investigate.boundary import layer_at_boundary
-
-        return layer_at_boundary(self.probes.args[0], self.probes.args[1], result, self.mode, probe_for,
-                                 self.compare, self.probes.progress, next_args=(ref, store_args, replay_args))
-
-
-def _every_kind(probes: _Probes, mode: str, by: str | None, jobs: int, ahead, ends: tuple[str, str], manager,
-                progress: Callable[[str], None] | None):
-    """(the headline's BisectResult, mode -> its search): told both the mode and the criterion, that one bisection; else
-    the endpoints run untimed in each mode (both where the bundle can be retraced: investigate/mode_choice.py's
-    survey) and every kind of change present bisected, the most severe first (mode_choice.plan). The first that
-    stands is the headline; the others are its `also`, and what was examined and is no regression (a speedup, no
-    settled change, a time change the confirmation did not reproduce) its `set_aside`. Each bisection by outputs or
-    bits is split into the changes its window holds (investigate/window_changes.py): every change the headline's
-    `changes` but the headline, ranked."""
-    from ..investigate.mode_choice import plan, survey
-    from ..investigate.probes import output_difference
-    from ..investigate.window_changes import every_change, split
-    from ..run.retrace import retrace_refusal
-
-    good, bad = ends
-    versions, left_out = manager.available_versions(), manager.left_out_versions()
-    steps, why = [(mode, str(by))], None
-    if mode == "auto" or by is None:
-        refusal = retrace_refusal(probes.args[1].manifest) if mode == "auto" else None
-        modes = [mode] if mode != "auto" else ["frozen"] + ([] if refusal else ["retrace"])
-        compare = output_difference(*probes.args)
-        steps, why = plan(survey(good, bad, {m: probes.probe(m, timed=False) for m in modes}, compare), by, refusal)
-        if progress:
-            progress(f"bisect: {why}")
-    searches = {}
-
-    def run_one(step_mode: str, kind: str):
-        searches[step_mode] = _Search(probes, step_mode, jobs, ahead, kind)
-        return searches[step_mode].run(versions, good, bad, progress, left_out=left_out)
-
-    def split_one(found):  # each change of its kind in the window its own (investigate/window_changes.py)
-        probe = probes.probe(found.mode, timed=False)
-        return split(found, versions, probe, output_difference(*probes.args), progress)
-
-    try:
-        head, *others = every_change(steps, run_one, split_one, by, why, progress)
-    except UsageError as e:  # an answer that tells nothing apart says what was tried
-        raise _with_tried(e, why) from None
-    head.changes = others
-    return head, searches
-
-
-def _bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, search: _Search,
-                      options: ReplayOptions, progress: Callable[[str], None] | None):
-    """bisect --nightly: the days between `good` and `bad` searched with `search`, and the answer's builds,
-    commits, compare URLs and Reproduce lines (investigate/nightly_bisect.py)."""
-    from ..investigate import nightly_bisect
-
-    plan = nightly_bisect.plan_search(manager, good, bad)
-    if progress and plan.skipped:
-        progress(f"bisect: {len(plan.skipped)} day(s) without a nightly are skipped: "
-                 + ", ".join(s["date"] for s in plan.skipped))
-    result = search.run(plan.candidates, plan.good, plan.bad, progress, known=nightly_bisect.same_build(manager))
-    comparison = _comparison_of_bisect(registry, bundle, result, plan.good)
-    result.nightly = nightly_bisect.report(manager, plan, result.last_good, result.first_bad,
-                                           comparison["reproduce"]["url"], options.args())
-    comparison["reproduce"].update(command=result.nightly["command"], nightlies=result.nightly["install"],
-                                   versions=[result.last_good, result.first_bad])
-    return result, comparison
-
-
-EXPLAIN_OPTIONS = ReplayOptions(warmup=2, max_time_s=240.0)  # explain's defaults: bounded, answered in ~5 minutes
-
-
-def _recorded(ledger, replay_fn: Callable[..., list[dict]]) -> Callable[..., list[dict]]:
-    """explain's replay_fn with each replay recorded in `ledger`: the evidence (stored_runs False), the experiments."""
-    import time
-
-    from ..run.spent import of_runs
-
-    def replay(contenders: Sequence[ContenderSpec], options: ReplayOptions, what: str | None = None,
-               **kw: Any) -> list[dict]:
-        t0 = time.perf_counter()
-        runs = replay_fn(contenders, options, **kw)
-        ledger.record(what or ("experiments" if kw.get("store_runs") else "evidence"), [c.label for c in contenders],
-                      time.perf_counter() - t0, of_runs(runs), at_once=len(contenders) if options.concurrent else 1)
-        return runs
-    return replay
+    check_bisect_request(good, bad, mode, jobs, nightly, EnvConfig.of(env_dir, python), by)
+    case = _case(ref, store, EnvConfig.of(env_dir, python, index_url), progress)
+    executor = probe_executor(case.where()[0], ref, executor, ray_address)
+    return bisect_releases(case, good, bad, options=options, executor=executor, nightly=nightly, mode=mode, by=by,
+                           layer=layer, jobs=jobs, timed_probes=timed_probes)
 
 
 def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | None = None,
@@ -376,12 +131,7 @@ def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | N
     lines to paste and where it still works; "reproduce" replays a workaround if found. `profile`: the per-op
     profile in the measurement (a report's table); the answer is stored as a record beside its runs. `reach`: the
     releases a workaround found is measured on (None: those cached here after the candidate's, at most three)."""
-    from ..bundle.sharing import reproduce_info
-    from ..investigate.explain import Setup
-    from ..investigate.explain import explain as _explain
-    from ..investigate.probes import output_difference
-    from ..run.replay import replay_platform
-    from ..run.spent import Ledger
+    from ..investigate.explanation import explain_between
 
     specs = _explain_specs(ref, store, versions)
     if mode not in ("auto", "frozen", "retrace") or by not in (None, "outputs", "bits", "time"):
@@ -390,60 +140,32 @@ def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | N
     from ..envs.versions import check_jax_requests
 
     check_jax_requests([s.jax for s in specs] + list(reach or ()), releases_of(EnvConfig.of(env_dir, python)))
+    case = _case(ref, store, EnvConfig.of(env_dir, python), progress)
+    case.writable()  # refused before the environments are made
+    return explain_between(case, specs, options, mode=mode, by=by, release_delta=release_delta, screen=screen,
+                           profile=profile, reach=reach)
+
+
+def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_time_s: float | None = None,
+                issue_path: str | Path | None = None, python: str | None = None, env_dir: str | None = None,
+                progress: Callable[[str], None] | None = None, mode: str = "auto",
+                by: str | None = None, jax_repo: str | None = None):
+    """`reprobundle investigate`: investigate/chain.py's chain on `ref` between releases `good` and `bad` (or a JAX
+    commit `bad`), an Investigation; the issue body written to `issue_path` (default NAME-issue.md in the current
+    folder). `mode` ("auto", "frozen", "retrace") and `by` (None, "outputs", "bits", "time") direct the bisection
+    as bisect's do. `jax_repo`: a clone of JAX (a folder or URL) for the first bad commit and the release notes
+    (default: a clone an earlier `bisect-commits` left in the cache; none is made)."""
+    from ..investigate.chain import investigate as chain
+    from ..render.issue import issue_markdown
+
+    if max_time_s is not None and max_time_s <= 0:
+        raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
+    case = _case(ref, store, EnvConfig.of(env_dir, python), progress)
+    return chain(case, good, bad, max_time_s=max_time_s, issue_path=issue_path, mode=mode, by=by,
+                 jax_repo=jax_repo, markdown=issue_markdown)
+
+
+def _case(ref: str, store: str | None, config: EnvConfig, progress) -> Case:
+    """The case the searches work on: the ref resolved, the environment manager of `config`."""
     registry, bundle = resolve(ref, store)
-    if registry.store.read_only:
-        raise UsageError(f"{ref} is in a read-only store", hint="pull it first: reprobundle pull " + ref)
-    manager = environment_manager(EnvConfig.of(env_dir, python))
-    ledger = Ledger()
-    replay_fn = _recorded(ledger, functools.partial(_replay, registry, bundle, env_manager=manager, progress=progress))
-    platform = replay_platform(bundle, options.platform).platform
-    setup = _explain_setup(Setup, manager, bundle, specs, platform, options, replay_fn, ledger, progress,
-                           compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
-                           mode=mode, by=by, release_delta=release_delta, screen=screen, profile=profile,
-                           apart=output_difference(registry, bundle), reach_releases=reach)
-    result = _explain(registry, bundle, specs[0], specs[1], setup)
-    result["spent"] = ledger.as_dict()
-    found = result["diagnosis"].get("workaround") or result["diagnosis"].get("partial")  # the setting to replay
-    runs = result["runs"]
-    shown = [runs[0], runs[1], *(r for r in runs[2:] if found and run_label(r) == found["label"])]
-    extra = variant_args(shown, concrete_versions)  # a candidate under settings, and the one that worked
-    if result["mode"] == "retrace":
-        extra.append("--retrace")
-    result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(shown),
-                                         extra_args=[*extra, *options.args(max_time=False)], context="snippet")
-    result["bundle"] = str(bundle.ref)
-    result["answer_id"] = _stored_explanation(registry, bundle, result, ref, specs, mode, by)
-    return result
-
-
-def _explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec], platform: str,
-                   options: ReplayOptions, replay_fn, ledger, progress, *, compare_fn, mode: str, by: str | None,
-                   release_delta: bool, screen: bool, profile: bool, apart=None,
-                   reach_releases: Sequence[str] | None = None):
-    """explain's Setup: the release pair's facts (read once), the screen's module workers, where a workaround
-    still works."""
-    from ..investigate.minimize import module_limits
-    from ..investigate.release_reach import ReachAsk, ReleasePair, reach
-    from ..run.execution import worker_memory_limit
-    from ..run.module_server import ModuleWorker
-
-    pair = ReleasePair(manager, specs[0], specs[1], platform, progress)
-
-    def worker_for(spec: ContenderSpec) -> ModuleWorker:
-        return ModuleWorker(spec, env_manager=manager, platform=platform, timeout_s=options.timeout_s,
-                            memory_limit_bytes=worker_memory_limit(None, 2, platform), limits=module_limits(bundle))
-
-    return setup_type(replay_fn=replay_fn, compare_fn=compare_fn, platform=platform, options=options, mode=mode,
-                      by=by, worker_for=worker_for if screen else None,
-                      changes_fn=pair.changes if release_delta else None, flag_types=pair.flag_types,
-                      reach_fn=lambda change, spec, baseline, candidate, chosen_by: reach(
-                          manager, change, spec, replay_fn, options, platform,
-                          ReachAsk(baseline, candidate, chosen_by, compare_fn, apart, reach_releases)),
-                      profile=profile, progress=progress, ledger=ledger)
-
-
-def _stored_explanation(registry: Registry, bundle: Bundle, result: dict, ref: str, specs: list[ContenderSpec],
-                        mode: str, by: str | None) -> str | None:
-    from ..investigate.answers import explain_command, store_explanation
-
-    return store_explanation(registry, bundle, result, explain_command(ref, specs, mode, by))
+    return Case(ref, store, config, environment_manager(config), progress, registry, bundle)

@@ -418,3 +418,14 @@ def described(request: str) -> JaxEnvironment | None:
                           folder.absolute(), meta.get("created"), meta.get("size_bytes"), over.jaxlib_version,
                           over.numpy_version, build=over.build, local=True, commits=(("jax", str(meta["commit"])),),
                           over=over.jax_version)
+
+
+def first_bad_line(answer: dict) -> str:
+    """`first bad commit: a7b01146f2 <title> (#NNNN)`, or what a commit bisection's answer found instead (one
+    line)."""
+    from ..text import clean
+
+    first = answer.get("first_bad")
+    if not first:
+        return clean(str(answer.get("text") or "no first bad commit"))
+    return clean(f"first bad commit: {commit_headline(first)}")

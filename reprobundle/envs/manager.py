@@ -508,3 +508,11 @@ class EnvironmentManager:
     def _build_for(self, version: str, jaxlib: str | None, platform: str, build: str | None) -> str:
         return build_for(self._index, lambda: self._devices().cuda_driver(), version, jaxlib, platform, build)
 
+
+
+def releases_of(config: EnvConfig) -> Callable[[], list[str]]:
+    """The releases a --jax request is checked against before anything runs: the default index's, as always (an
+    --index-url may be a nightly index)."""
+    from dataclasses import replace
+
+    return lambda: EnvironmentManager(replace(config, index_url=None, nightly_index=None)).available_versions()

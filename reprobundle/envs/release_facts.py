@@ -115,3 +115,16 @@ def _help_value(text: str, kind: str):
         with contextlib.suppress(ValueError):
             return float(text)
     return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
+
+
+def release_changes(manager, a: str, b: str, platform: str | None = None,
+                    progress: Callable[[str], None] | None = None) -> dict:
+    """What changed from release `a` to release `b` (api.changes), read from the releases' environments for
+    `platform` in `manager` (made if missing; default: this machine's accelerator, else the CPU)."""
+    from ..analysis.release_delta import release_delta
+    from .platforms import platform_here
+
+    chosen, build = platform_here(platform)
+    facts = [release_facts(manager.ensure(v, platform=chosen, build=build, progress=progress), progress)
+             for v in (a, b)]
+    return {**release_delta(a, b, *facts), "platform": chosen, "cached": [f["cached"] for f in facts]}

@@ -72,3 +72,17 @@ def outputs_differ(registry: Registry, bundle: Bundle) -> Callable[[dict, dict],
     """What a bisection asks of two runs of `bundle`: whether their outputs differ beyond the check's tolerance."""
     difference = output_difference(registry, bundle)
     return lambda a, b: difference(a, b) == BEYOND
+
+
+def probe_jobs(bundle: Bundle, options) -> int:
+    """How many untimed probes a bisection of `bundle` runs at once by default: execution.default_jobs of the
+    platform its replays run on (replay_platform: --platform, else the bundle's accelerator here, else the CPU)."""
+    from ..errors import ReproBundleError
+    from ..run.execution import default_jobs
+    from ..run.replay import replay_platform
+
+    try:
+        platform = replay_platform(bundle, options.platform).platform
+    except ReproBundleError:  # no platform here runs it: the replays say so, as they always did
+        platform = "cpu"
+    return default_jobs(platform)

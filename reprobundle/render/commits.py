@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import textwrap
 
+from ..envs.jax_commit import first_bad_line as first_bad_line  # what show and issue say of it
 from ..text import clean
 
 SKIPPED_SHOWN = 10
@@ -16,16 +17,6 @@ def _wrap(text: str, indent: str = "  ") -> list[str]:
 
     return textwrap.wrap(clean(text), WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
                          break_long_words=False, break_on_hyphens=False)  # URLs and paths stay whole
-
-
-def first_bad_line(answer: dict) -> str:
-    """`first bad commit: a7b01146f2 <title> (#NNNN)`, or what the answer found instead (one line)."""
-    first = answer.get("first_bad")
-    if not first:
-        return clean(str(answer.get("text") or "no first bad commit"))
-    from ..envs.jax_commit import commit_headline
-
-    return clean(f"first bad commit: {commit_headline(first)}")
 
 
 def commit_bisection_text(answer: dict) -> str:

@@ -53,3 +53,26 @@ def compare_runs(registry: Registry, bundle: Bundle, runs: Sequence[dict], basel
                             stablehlo_texts=texts, program_files=program_file_names(bundle.manifest))
 
 
+
+
+def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], baseline: str | None = None, *,
+                  origin: tuple[Registry, Bundle] | None = None, replay_args: Sequence[str] = (),
+                  reproduce: bool = True) -> dict:
+    """The multi-version comparison of `runs` (see comparison.build_comparison), loading their HLO and outputs;
+    with `reproduce`, its "reproduce" block (bundle/sharing.reproduce_info) names the bundle where `origin`
+    (registry, bundle; default: these) holds it."""
+    from ..errors import UsageError
+    from .contenders import concrete_versions, mode_of, variant_args
+
+    try:
+        comparison = compare_runs(registry, bundle, runs, baseline)
+    except ValueError as e:
+        raise UsageError(str(e), hint="--baseline names one of the replayed versions, or 'reference'") from None
+    if reproduce:
+        from ..bundle.sharing import reproduce_info
+
+        source, there = origin or (registry, bundle)
+        mode = mode_of(runs)
+        extra = [*variant_args(runs, concrete_versions), *replay_args] + (["--mode", mode] if mode != "frozen" else [])
+        comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=extra)
+    return comparison

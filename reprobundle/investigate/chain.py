@@ -10,13 +10,13 @@ issue file), so an interrupted investigation keeps the steps already answered.
    there, with bisect's one line saying what was compared;
 2. explain at the boundary, in the bisection's mode and by its criterion: the changed default, pass or flag that
    restores the last good release, and the line to paste (its answer stored beside its runs);
-2b. the first bad JAX commit, for a change in JAX's lowering, when a JAX repository is here (api/commits.py);
+2b. the first bad JAX commit, for a change in JAX's lowering, when a JAX repository is here (commit_search.py);
 3. minimize, for a change the frozen module shows (outputs, bits or time): the smallest piece that still shows it;
 3b. the newest release beside the last good one (investigate/newest.py): still broken there, or fixed;
 4. the issue body of the bundle (investigate/issue.py), which says the stored bisection's release and layer, and
    whether the release notes document a changed default (from `jax_repo`, else a clone in the cache).
 With `bad` a commit of JAX's repository (a hash, `main`; no release lies between it and `good`) the chain is the
-commit bisection from `good` to it (api/commits.commit_window_step) and the issue; the steps that compare releases
+commit bisection from `good` to it (commit_search.commit_window_step) and the issue; the steps that compare releases
 say why they do not apply.
 A step that does not apply says why; each says where its time went and the command that reruns it alone.
 `max_time_s` counts from the start; explain and minimize get what is left after the bisection (explain at most
@@ -32,10 +32,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
-from ..investigate.answers import reported_run
-from .commits import commit_step, commit_window_step, repo_here
-from .investigations import EXPLAIN_OPTIONS, bisect, explain, minimize
-from .shared import resolve
+from .answers import reported_run
+from .case import Case
+from .commit_search import commit_step, commit_window_step, repo_here
+from .explanation import EXPLAIN_OPTIONS, explain_between
+from .release_search import bisect_releases, check_bisect_request
 
 MIN_STEP_S = 20.0  # less time than this left: a timed step is not started
 
@@ -65,44 +66,44 @@ class Investigation:
                 "layer": self.layer, "chosen": self.chosen, "steps": [vars(s) for s in self.steps]}
 
 
-def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_time_s: float | None = None,
-                issue_path: str | Path | None = None, python: str | None = None, env_dir: str | None = None,
-                progress: Callable[[str], None] | None = None, mode: str = "auto",
-                by: str | None = None, jax_repo: str | None = None) -> Investigation:
-    """The chain above on `ref` between releases `good` and `bad`; the issue body written to `issue_path` (default
-    NAME-issue.md in the current folder). `mode` ("auto", "frozen", "retrace") and `by` (None, "outputs", "bits",
-    "time") direct the bisection as bisect's do. `jax_repo`: a clone of JAX (a folder or URL) for the first bad
-    commit and the release notes (default: a clone an earlier `bisect-commits` left in the cache; none is made)."""
+def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = None,
+                issue_path: str | Path | None = None, mode: str = "auto", by: str | None = None,
+                jax_repo: str | None = None, markdown: Callable[[dict], str] = str) -> Investigation:
+    """The chain above on the case's bundle between releases `good` and `bad` (api.investigate's work once the
+    store is open); the issue body written to `issue_path` (default NAME-issue.md in the current folder). `mode`
+    ("auto", "frozen", "retrace") and `by` (None, "outputs", "bits", "time") direct the bisection as bisect's do.
+    `jax_repo`: a clone of JAX (a folder or URL) for the first bad commit and the release notes (default: a clone an
+    earlier `bisect-commits` left in the cache; none is made). `markdown`: the issue's data as its Markdown body
+    (render/issue.py's issue_markdown, which the face passes: render is a layer above this one)."""
     if max_time_s is not None and max_time_s <= 0:
         raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
+    ref, progress = case.ref, case.progress
     started = time.monotonic()
     left = (lambda: None if max_time_s is None else max_time_s - (time.monotonic() - started))
-    store_args = ["--store", store] if store else []
     out = Investigation(ref, good, bad)
     say = progress or (lambda _line: None)
-    from ..investigate.commit_bisect import names_a_release
+    from .commit_bisect import names_a_release
 
     # a commit of a JAX repository here (else --bad is read as a release, and a typo is said as one)
-    if not names_a_release(bad) and repo_here(jax_repo, env_dir, python):
-        if _commit_window(out, (good, bad), store, python, env_dir, progress, jax_repo):
+    if not names_a_release(bad) and repo_here(jax_repo, case.manager):
+        if _commit_window(out, (good, bad), case, jax_repo):
             say("investigate: writing the issue body")
-            _issue_step(out, ref, store, store_args, issue_path, None, jax_repo)
+            _issue_step(out, case, (issue_path, markdown), None, jax_repo)
         else:
             out.steps.append(Step("issue", "skipped", "no first bad commit: nothing to report"))
         return out
-    result = _bisect_step(out, ref, (good, bad), (mode, by), store, store_args, python, env_dir, progress)
+    result = _bisect_step(out, case, (good, bad), (mode, by))
     for change in [result, *result.changes]:  # every change in the window answered whole, the headline first
-        _explain_step(out, change, ref, store, store_args, left(), python, env_dir, progress)
-        # the first bad commit, for a change in JAX's lowering (api/commits.py decides whether and says why not)
-        out.steps.append(Step(**commit_step(change, ref, store=store, python=python, env_dir=env_dir,
-                                            progress=progress, jax_repo=jax_repo)))
+        _explain_step(out, change, case, left())
+        # the first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not)
+        out.steps.append(Step(**commit_step(change, case, jax_repo)))
         _of_change(out.steps[-2:], change, result)
-    _minimize_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
+    _minimize_step(out, result, case, left())
     for change in [result, *result.changes]:
-        _newest_step(out, change, ref, store, left(), python, env_dir, progress)
+        _newest_step(out, change, case, left())
         _of_change(out.steps[-1:], change, result)
     say("investigate: writing the issue body")
-    _issue_step(out, ref, store, store_args, issue_path, reported_run(result), jax_repo)
+    _issue_step(out, case, (issue_path, markdown), reported_run(result), jax_repo)
     return out
 
 
@@ -112,14 +113,12 @@ def _of_change(steps: list[Step], change, headline) -> None:
         step.name = f"{step.name} {change.first_bad}"
 
 
-def _commit_window(out: Investigation, ends: tuple[str, str], store, python, env_dir, progress,
-                   jax_repo: str | None) -> bool:
+def _commit_window(out: Investigation, ends: tuple[str, str], case: Case, jax_repo: str | None) -> bool:
     """investigate --bad COMMIT: the commits from the good release to the commit, each over the good release's
     jaxlib (so the change is JAX's lowering by construction); explain, minimize and the newest release compare
     releases or the frozen module, and say why they do not apply. Whether a first bad commit was found."""
     good, bad = ends
-    step, found = commit_window_step(out.ref, good, bad, store=store, python=python, env_dir=env_dir,
-                                     progress=progress, jax_repo=jax_repo)
+    step, found = commit_window_step(case, good, bad, jax_repo)
     out.steps.append(Step(**step))
     out.first_bad = (found.get("first_bad") or {}).get("sha", "")[:10] or None
     out.layer, out.chosen = "lowering", f"the commits from jax {good} to {bad}, retraced over jax {good}'s jaxlib"
@@ -137,12 +136,12 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return value, round(time.monotonic() - t0, 1)
 
 
-def _bisect_step(out: Investigation, ref: str, ends: tuple[str, str], asked: tuple[str, str | None], store,
-                 store_args, python, env_dir, progress):
+def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: tuple[str, str | None]):
     good, bad = ends
     mode, by = asked
-    result, spent = _timed(lambda: bisect(ref, good, bad, store=store, python=python, env_dir=env_dir,
-                                          progress=progress, mode=mode, by=by)[0])
+    ref, store_args = case.ref, case.store_args
+    check_bisect_request(good, bad, mode, None, False, case.config, by)
+    result, spent = _timed(lambda: bisect_releases(case, good, bad, mode=mode, by=by)[0])
     layer = result.layer or {}
     out.first_bad, out.layer = result.first_bad, layer.get("layer")
     out.chosen = result.mode_why or f"as asked: {_flags(mode, by)}"
@@ -177,8 +176,8 @@ def _bisect_answer(result, chosen: str) -> str:
     return "; ".join(said) + f"; chosen: {chosen}"
 
 
-def _explain_step(out: Investigation, result, ref: str, store, store_args, left: float | None, python, env_dir,
-                  progress) -> None:
+def _explain_step(out: Investigation, result, case: Case, left: float | None) -> None:
+    ref, store_args = case.ref, case.store_args
     pair = [result.last_good, result.first_bad]
     mode, by = _explain_as(result)
     command = _command("explain", ref, "--jax", pair[0], "--jax", pair[1], "--retrace" if mode == "retrace" else
@@ -189,11 +188,13 @@ def _explain_step(out: Investigation, result, ref: str, store, store_args, left:
         return
     budget = EXPLAIN_OPTIONS.max_time_s if left is None else min(left, EXPLAIN_OPTIONS.max_time_s or left)
     try:
-        from ..investigate.release_reach import window_releases
+        from ..run.contenders import ContenderSpec
+        from ..run.options import replay_options
+        from .release_reach import window_releases
 
-        found, spent = _timed(lambda: explain(ref, pair, store=store, python=python, env_dir=env_dir,
-                                              progress=progress, max_time_s=budget, mode=mode, by=by,
-                                              reach=window_releases(result.classes, result.first_bad)))
+        options = replay_options(None, {"max_time_s": budget}, base=EXPLAIN_OPTIONS)
+        found, spent = _timed(lambda: explain_between(case, [ContenderSpec(v) for v in pair], options, mode=mode,
+                                                      by=by, reach=window_releases(result.classes, result.first_bad)))
     except UsageError as e:
         out.steps.append(Step("explain", "failed", e.message, command=command))
         return
@@ -215,8 +216,7 @@ def _why_not_explain(result, left: float | None) -> str | None:
     return None
 
 
-def _minimize_step(out: Investigation, result, ref: str, store, store_args, left: float | None, python, env_dir,
-                   progress) -> None:
+def _minimize_step(out: Investigation, result, case: Case, left: float | None) -> None:
     layer = (result.layer or {}).get("layer")
     nxt = next((s["command"] for s in (result.layer or {}).get("next") or [] if s["what"] == "minimize"), None)
     if layer not in ("compiler", "both") or nxt is None:
@@ -231,9 +231,8 @@ def _minimize_step(out: Investigation, result, ref: str, store, store_args, left
     versions = [words[i + 1] for i, w in enumerate(words) if w == "--jax"]
     prop = _property_of(words)
     try:
-        found, spent = _timed(lambda: minimize(ref, versions, store=store, python=python, env_dir=env_dir,
-                                               prop=prop, bits="--bits" in words, max_time_s=left,
-                                               progress=progress))
+        found, spent = _timed(lambda: _minimized(case, versions, prop=prop, bits="--bits" in words,
+                                                 max_time_s=left))
     except UsageError as e:
         out.steps.append(Step("minimize", "failed", e.message, command=nxt))
         return
@@ -242,10 +241,10 @@ def _minimize_step(out: Investigation, result, ref: str, store, store_args, left
                                                   f"({found.stopped})", spent, nxt, found.packed))
 
 
-def _newest_step(out: Investigation, result, ref: str, store, left: float | None, python, env_dir, progress) -> None:
+def _newest_step(out: Investigation, result, case: Case, left: float | None) -> None:
     """Still broken? The newest release beside the last good one, as the bisection judged (its runs stored: the
     issue reads the verdict back from them)."""
-    from ..investigate.newest import check_newest
+    from .newest import check_newest
 
     if result.last_good == result.first_bad or result.answer_id is None:
         out.steps.append(Step("newest", "skipped", "the bisection found no boundary (or stored no answer)"))
@@ -253,10 +252,21 @@ def _newest_step(out: Investigation, result, ref: str, store, left: float | None
     if left is not None and left < MIN_STEP_S:
         out.steps.append(Step("newest", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)"))
         return
-    found, spent = _timed(lambda: check_newest(ref, result.answer_id, store=store, python=python, env_dir=env_dir,
-                                               progress=progress))
+    found, spent = _timed(lambda: check_newest(case.ref, result.answer_id, store=case.store,
+                                               python=case.config.python, env_dir=case.config.root,
+                                               progress=case.progress))
     out.steps.append(Step("newest", "answered" if found else "skipped",
                           found["text"] if found else "the first bad release is the newest", spent))
+
+
+def _minimized(case: Case, versions: list[str], **settings: Any):
+    """minimize.py's Minimization between `versions` of the case's (writable) bundle, as api.minimize makes it."""
+    from ..run.contenders import contenders_from
+    from .minimize import minimize
+
+    registry, bundle = case.writable()
+    return minimize(registry, bundle, contenders_from(versions, ()), env_manager=case.manager,
+                    progress=case.progress, **settings)
 
 
 def _property_of(words: list[str]) -> str:
@@ -264,13 +274,14 @@ def _property_of(words: list[str]) -> str:
     return next((name for name in ("slower", "error") if f"--{name}" in words), "outputs")
 
 
-def _issue_step(out: Investigation, ref: str, store, store_args, issue_path, run_id: str | None,
-                jax_repo: str | None = None) -> None:
+def _issue_step(out: Investigation, case: Case, written: tuple[str | Path | None, Callable[[dict], str]],
+                run_id: str | None, jax_repo: str | None = None) -> None:
     from ..bundle.reproducer import write_text
-    from ..investigate.issue import issue_data
-    from ..render.issue import issue_markdown
+    from .issue import issue_data
 
-    _, bundle = resolve(ref, store)
+    issue_path, issue_markdown = written
+    ref, store, store_args = case.ref, case.store, case.store_args
+    _, bundle = case.where()
     path = Path(issue_path) if issue_path else Path(f"{bundle.ref.name}-issue.md")
     data, spent = _timed(lambda: issue_data(ref, store=store, run_id=run_id, jax_repo=jax_repo))
     write_text(path, issue_markdown(data))

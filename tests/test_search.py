@@ -1,0 +1,41 @@
+"""The search over an ordered list of builds (investigate/search.py) run on its own, without the API face: real
+releases the suite already installs, probes made of investigate/ and run/ pieces (a local executor, a ledger), a
+real lowering change (jnp.floor of an int32 array: 0.4.30 rounds it through float32, 0.4.31 leaves it alone)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import quick
+
+PROGRAMS = Path(__file__).parent / "programs" / "retrace"
+
+
+@pytest.mark.crossversion
+def test_the_search_finds_the_first_bad_build_of_a_list_with_probes_built_below_the_api(tmp_path):
+    from reprobundle import api
+    from reprobundle.bundle.registry import open_ref
+    from reprobundle.envs.manager import EnvironmentManager
+    from reprobundle.fleet.executor import LocalExecutor
+    from reprobundle.investigate.release_search import BISECT_OPTIONS
+    from reprobundle.investigate.search import Probes, Search
+    from reprobundle.run.spent import Ledger
+
+    store = tmp_path / "store"
+    api.pack_script(str(PROGRAMS / "int_floor.py"), name="int-floor", store=str(store), **quick.PACK)  # setup only
+    registry, bundle = open_ref("int-floor", str(store))
+    ledger, asked_ahead = Ledger(), []
+    probes = Probes(registry, bundle, BISECT_OPTIONS, LocalExecutor(), EnvironmentManager(), None, ledger, False)
+    search = Search(probes, "retrace", 1, asked_ahead.append, "outputs")
+    builds = ["0.4.30", "0.4.31", "0.4.33"]
+    result = search.run(builds, "0.4.30", "0.4.33", None)
+    assert (result.last_good, result.first_bad) == ("0.4.30", "0.4.31")
+    assert result.criterion.startswith("outputs"), result.criterion
+    assert set(result.runs) == set(builds)  # the ends, then the one build between them
+    assert asked_ahead and asked_ahead[0][:2] == ["0.4.30", "0.4.33"]  # environments asked for ahead of need
+    # every probe went through the ledger, untimed (an outputs search times nothing)
+    assert ledger.probes and all(p["what"] == "untimed retrace" for p in ledger.probes)
+    # a build probed twice the same way is replayed once: the probe remembers its runs
+    again = probes.probe("retrace", timed=False)(["0.4.30", "0.4.33"])
+    assert [r["run_id"] for r in again] == [result.runs["0.4.30"]["run_id"], result.runs["0.4.33"]["run_id"]]
