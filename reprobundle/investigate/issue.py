@@ -220,14 +220,20 @@ def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, chan
     if not good or not bad or good == bad:
         return None
     subject = f"`{named}`" if named else _subject(bundle.manifest)
-    layer = LAYER_WORDS.get(str((a.get("layer") or {}).get("layer")))
+    layer = LAYER_WORDS.get(str(a_map(a.get("layer")).get("layer")))
     if a.get("criterion") == "time":
-        slower = _slower_title(subject, measured, str(good), f"; {layer}" if layer else "") if measured else None
-        return slower or clean(f"{subject} {_confirmed_slower(a)} from jax {bad} (last good {good}"
-                               f"{'; ' + layer if layer else ''})", 200)
+        return _time_title(subject, a, measured, layer)
     what, detail = _change_phrase(changes, str(a.get("criterion") or ""))
     said = f"{subject} {what} from jax {bad} (last good {good}{'; ' + layer if layer else ''})"
     return clean(said + (detail if len(said + detail) <= 200 else ""), 200)  # the detail whole, or none
+
+
+def _time_title(subject: str, a: dict, measured: dict | None, layer: str | None) -> str:
+    """A slowdown's title: the reported replay's settled ratio, else its confirmation's; never "other outputs"."""
+    good, bad = str(a.get("last_good")), str(a.get("first_bad"))
+    slower = _slower_title(subject, measured, good, f"; {layer}" if layer else "") if measured else None
+    return slower or clean(f"{subject} {_confirmed_slower(a)} from jax {bad} (last good {good}"
+                           f"{'; ' + layer if layer else ''})", 200)
 
 
 def _confirmed_slower(a: dict) -> str:
