@@ -145,3 +145,29 @@ def test_a_slowdown_and_a_later_change_of_bits_are_two_changes_the_title_says_sl
     lines = issue_markdown(data).splitlines()
     table = next(i for i, line in enumerate(lines) if line.startswith("| jax | kind | how much |"))
     assert table < 30 and "| slower |" in lines[table + 2] and "| bits |" in lines[table + 3]
+
+
+def test_an_answer_from_before_the_list_of_changes_reads_as_its_headline_alone():
+    from reprobundle.investigate.change_table import window_changes
+
+    old = {"answer": {"criterion": "bits", "first_bad": "0.5.1", "last_good": "0.5.0", "mode": "frozen",
+                      "layer": {"layer": "compiler"}, "also": [{"criterion": "time", "first_bad": "0.4.33"}]}}
+    (only,) = window_changes(old)
+    assert (only["criterion"], only["last_good"], only["first_bad"]) == ("bits", "0.5.0", "0.5.1")
+    assert window_changes({"answer": {"first_bad": "0.5.0", "last_good": "0.5.0"}}) == []  # no boundary
+    listed = {"answer": {**old["answer"], "changes": [{"criterion": "time", "first_bad": "0.4.33",
+                                                       "last_good": "0.4.31"}, "not a map", {"first_bad": "0.5.1"}]}}
+    assert [c["first_bad"] for c in window_changes(listed)] == ["0.4.33"]  # a stranger's entries kept only whole
+
+
+def test_a_workaround_that_reaches_later_releases_never_reads_as_fixed_there():
+    from reprobundle.render.change_table import reach_text
+
+    rows = [{"release": "0.4.35", "result": "restores", "text": "0.4.35: restores (1.00x of 0.4.31's time)"},
+            {"release": "0.5.0", "result": "partly", "text": "0.5.0: helps partly"},
+            {"release": "0.6.0", "result": "gone", "text": "0.6.0: the flag is gone"},
+            {"release": "0.7.2", "result": "gone", "text": "0.7.2: the flag is gone"}]
+    said = reach_text({"releases": rows, "text": "; ".join(r["text"] for r in rows)})
+    assert said == ("the workaround still works on 0.4.35; it helps partly on 0.5.0; no longer supported from 0.6.0 "
+                    "(the setting is gone there)")
+    assert "0.4.35: restores" not in said
