@@ -171,3 +171,17 @@ def test_a_workaround_that_reaches_later_releases_never_reads_as_fixed_there():
     assert said == ("the workaround still works on 0.4.35; it helps partly on 0.5.0; no longer supported from 0.6.0 "
                     "(the setting is gone there)")
     assert "0.4.35: restores" not in said
+
+
+def test_bisect_json_lists_every_change_the_headline_first():
+    from reprobundle.investigate.bisection import BisectResult
+    from reprobundle.render.change_table import changes_data
+
+    second = BisectResult("0.4.30", "0.8.0", "bits", first_bad="0.7.0", last_good="0.6.0", mode="frozen",
+                          answer_id="20261206T000000-00000000")
+    head = BisectResult("0.4.30", "0.8.0", "outputs vs good", first_bad="0.5.0", last_good="0.4.38", mode="retrace",
+                        changes=[second])
+    listed = changes_data(head)
+    assert [(c["kind"], c["first_bad"], c["mode"], c["answer_id"]) for c in listed] == [
+        ("outputs", "0.5.0", "retrace", None), ("bits", "0.7.0", "frozen", "20261206T000000-00000000")]
+    assert changes_data(second) == []  # one change: the answer itself

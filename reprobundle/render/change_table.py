@@ -78,3 +78,11 @@ def reach_text(reach: dict) -> str | None:
     out += [str(r.get("text")) for r in rows if r.get("result") not in (*said, "gone")]
     refused = str(reach.get("text") or "").partition("; the compile-option form is refused on ")[2]
     return "; ".join(out + ([f"the compile-option form is refused on {refused}"] if refused else []))
+
+
+def changes_data(result) -> list[dict]:
+    """A bisection's changes for `bisect --json` (window_changes.change_entry, the headline first, each with its
+    stored answer's id); [] where the window held one change."""
+    from ..investigate.window_changes import change_entry
+
+    return [change_entry(c, {"answer_id": c.answer_id}) for c in [result, *result.changes]] if result.changes else []
