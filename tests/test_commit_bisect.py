@@ -460,9 +460,11 @@ def test_a_commit_window_issue_has_the_program_as_reproducer_and_quotes_the_comi
                                                                                        bad)
     body = issue_markdown(data).replace("\\", "")  # Markdown's escapes
     assert f"exits 1 on jax {bad} (JAX at the first bad commit {shas[2][:10]}) and 0 on jax 0.4.30" in body
-    # the first bad commit adds its own CHANGELOG.md entry (tests/jax_history.py): the title leads with it
-    assert data["title"].startswith(f"documented change in the coming release: `f` gives other values from JAX "
-                                    f"commit {shas[2][:10]} (last good jax 0.4.30; JAX's lowering)"), data["title"]
+    # the first bad commit adds its own CHANGELOG.md entry (tests/jax_history.py): the title leads with it, and names
+    # the function whose lowering changed, not `f`
+    assert data["title"].startswith(f"documented change in the coming release: `jax.numpy.floor` gives other values "
+                                    f"from JAX commit {shas[2][:10]} (last good jax 0.4.30; JAX's lowering)"), \
+        data["title"]
     assert data["script"]["kind"] == "script" and "MODULE = " not in data["script"]["text"]  # never the frozen module
     assert (f"documented in the notes of the coming release (Unreleased, at commit {shas[6][:10]}; they name "
             "jax.numpy.floor") in body, body

@@ -354,6 +354,8 @@ def bisect_cmd(
                                     progress=progress_sink(), ray_address=ray, nightly=nightly, index_url=index_url,
                                     mode="auto" if retrace is None else "retrace" if retrace else "frozen", by=by,
                                     layer=layer, jobs=jobs, timed_probes=timed_probes)
+    from ..render.change_table import changes_data
+
     if comparison is not None:
         write_reports(comparison, report_path, None, ref, store)
     data = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
@@ -363,7 +365,7 @@ def bisect_cmd(
             "spent": result.spent, "left_out": result.left_out, "mode": result.mode, "mode_why": result.mode_why,
             "answer_id": result.answer_id, "also": result.also, "changed_defaults": result.changed_defaults,
             "beyond_ends": result.beyond_ends, "set_aside": result.set_aside,
-            "confirmation": result.confirmation}
+            "confirmation": result.confirmation, "changes": changes_data(result)}
     timed = comparison_text(comparison) if comparison is not None and result.criterion == "time" else None
     human = report.bisect_text(result, ref, timed, comparison is not None)
     emit(as_json, data, human + spent_table(result.spent))

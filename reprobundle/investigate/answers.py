@@ -58,6 +58,10 @@ def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_
               "beyond_ends": list(result.beyond_ends), "set_aside": list(result.set_aside),
               "confirmation": result.confirmation,
               "reported_run": reported_run(result)}
+    if result.changes:  # every change in the window, the headline first, each with its own stored answer
+        from .window_changes import change_entry
+
+        answer["changes"] = [change_entry(c, {"answer_id": c.answer_id}) for c in [result, *result.changes]]
     return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
             "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": BISECTION,
             "command": command, "runs": sorted({str(r["run_id"]) for r in [*result.runs.values(), *result.confirm_runs,

@@ -82,6 +82,9 @@ class BisectResult:
     confirmation: dict | None = None
     confirm_runs: list[dict] = field(default_factory=list)
     also_runs: list[dict] = field(default_factory=list)  # the runs the `also` bisections rest on
+    # the other changes in the window, each whole: a BisectResult of its own, with its layer and its stored answer
+    # (investigate/window_changes.py; the headline is this one); the stored answer lists them all as "changes"
+    changes: list["BisectResult"] = field(default_factory=list, repr=False)
 
 
 def _timing(run: dict) -> dict:

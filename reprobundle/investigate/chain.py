@@ -93,14 +93,24 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
             out.steps.append(Step("issue", "skipped", "no first bad commit: nothing to report"))
         return out
     result = _bisect_step(out, case, (good, bad), (mode, by))
-    _explain_step(out, result, case, left())
-    # the first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not)
-    out.steps.append(Step(**commit_step(result, case, jax_repo)))
+    for change in [result, *result.changes]:  # every change in the window answered whole, the headline first
+        _explain_step(out, change, case, left())
+        # the first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not)
+        out.steps.append(Step(**commit_step(change, case, jax_repo)))
+        _of_change(out.steps[-2:], change, result)
     _minimize_step(out, result, case, left())
-    _newest_step(out, result, case, left())
+    for change in [result, *result.changes]:
+        _newest_step(out, change, case, left())
+        _of_change(out.steps[-1:], change, result)
     say("investigate: writing the issue body")
     _issue_step(out, case, (issue_path, markdown), reported_run(result), jax_repo)
     return out
+
+
+def _of_change(steps: list[Step], change, headline) -> None:
+    """The steps of a change other than the headline named by its release: `explain 0.5.1`."""
+    for step in steps if change is not headline else []:
+        step.name = f"{step.name} {change.first_bad}"
 
 
 def _commit_window(out: Investigation, ends: tuple[str, str], case: Case, jax_repo: str | None) -> bool:
@@ -158,8 +168,10 @@ def _bisect_answer(result, chosen: str) -> str:
     layer = (result.layer or {}).get("text") or "?"
     said = [f"first bad release {result.first_bad} (last good {result.last_good}; by {result.criterion}, "
             f"{_how(result.mode)}); layer: {layer}"]
+    said += [f"also: {c.criterion} ({_how(c.mode)}) changed at {c.first_bad} (last good {c.last_good}); layer: "
+             f"{(c.layer or {}).get('text') or '?'}" for c in result.changes]
     said += [f"also: {o['criterion']} ({_how(o.get('mode'))}) changed at {o['first_bad']} (last good "
-             f"{o['last_good']})" for o in result.also]
+             f"{o['last_good']})" for o in result.also[len(result.changes):]]
     said += [f"no regression: {s['criterion']} ({_how(s.get('mode'))}): {s['why']}" for s in result.set_aside]
     return "; ".join(said) + f"; chosen: {chosen}"
 

@@ -44,6 +44,7 @@ from ..config import default_store_url
 from ..errors import ReproBundleError, UsageError
 from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
+from .change_table import a_map, change_rows, changed_function, explanation_of
 from .newest import newest_verdict
 from .reproducer import (
     Plan,
@@ -200,13 +201,13 @@ SOURCE_LIMIT = 16_000  # bytes: a longer script is left to the bundle (the issue
 
 
 def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | None = None,
-          changes: list[dict] | None = None) -> str:
+          changes: list[dict] | None = None, named: str | None = None) -> str:
     """One line: what broke, where and how much. From a stored bisection that found a boundary: the function, what
     changed (the outputs: how many elements of which output, `changes`; an error; the time: the measured ratio
     against the last good release), from which release, the last good one and the layer. Else the backend, what
     the piece is, what it does, under which setting, on which jax; a replay that timed releases together and whose
     outputs all matched is titled by its measured difference."""
-    said = headline(bundle, bisection, measured, changes or [])
+    said = headline(bundle, bisection, measured, changes or [], named)
     if said:
         return said
     base = _title(bundle, diff, measured)
@@ -221,25 +222,40 @@ def title(bundle: Bundle, diff, measured: dict | None = None, bisection: dict | 
 LAYER_WORDS = {"lowering": "JAX's lowering", "compiler": "the compiler", "both": "JAX's lowering and the compiler"}
 
 
-def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, changes: list[dict]) -> str | None:
+def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, changes: list[dict],
+             named: str | None = None) -> str | None:
     """The title of a bisection's answer (None where it found no boundary): stable for one stored answer, since
-    it reads only the answer and the stored runs."""
+    it reads only the answer and the stored runs. Its subject is the JAX function whose lowering changed (`named`)
+    where it did, else the bundle's; its kind the headline's own (a slowdown says slower)."""
     a = (bisection or {}).get("answer") or {}
     good, bad = a.get("last_good"), a.get("first_bad")
     if not good or not bad or good == bad:
         return None
-    subject = _subject(bundle.manifest)
-    layer = LAYER_WORDS.get(str((a.get("layer") or {}).get("layer")))
-    if a.get("criterion") == "time" and measured is not None:
-        slower = _slower_title(subject, measured, str(good), f"; {layer}" if layer else "")
-        if slower:
-            return slower
+    subject = f"`{named}`" if named else _subject(bundle.manifest)
+    layer = LAYER_WORDS.get(str(a_map(a.get("layer")).get("layer")))
+    if a.get("criterion") == "time":
+        return _time_title(subject, a, measured, layer)
     what, detail = _change_phrase(changes, str(a.get("criterion") or ""))
     where = f"; {layer}" if layer else ""
     if a.get("commit"):  # a commit window's: the first bad commit, not the version its JAX calls itself
-        return clean(f"{subject} {what} from JAX commit {str(a['commit'])[:10]} (last good jax {good}{where})"
-                     f"{detail}", 200)
-    return clean(f"{subject} {what} from jax {bad} (last good {good}{where}){detail}", 200)
+        said = f"{subject} {what} from JAX commit {str(a['commit'])[:10]} (last good jax {good}{where})"
+    else:
+        said = f"{subject} {what} from jax {bad} (last good {good}{where})"
+    return clean(said + (detail if len(said + detail) <= 200 else ""), 200)  # the detail whole, or none
+
+
+def _time_title(subject: str, a: dict, measured: dict | None, layer: str | None) -> str:
+    """A slowdown's title: the reported replay's settled ratio, else its confirmation's; never "other outputs"."""
+    good, bad = str(a.get("last_good")), str(a.get("first_bad"))
+    slower = _slower_title(subject, measured, good, f"; {layer}" if layer else "") if measured else None
+    return slower or clean(f"{subject} {_confirmed_slower(a)} from jax {bad} (last good {good}"
+                           f"{'; ' + layer if layer else ''})", 200)
+
+
+def _confirmed_slower(a: dict) -> str:
+    """`1.52x slower` as the slowdown's confirmation measured it, else `slower`."""
+    ratio = a_map(a.get("confirmation")).get("ratio")
+    return f"{ratio:.2f}x slower" if isinstance(ratio, (int, float)) and ratio > 0 else "slower"
 
 
 def _slower_title(subject: str, measured: dict, good: str, where: str) -> str | None:
@@ -379,11 +395,11 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     (investigate/release_notes.py; default: a clone in the cache, else none)."""
     if tracker not in (None, *TRACKERS):
         raise UsageError(f"unknown tracker {clean(tracker, 40)!r}", hint="--tracker jax or --tracker xla")
-    from .answers import latest_bisection, latest_commit_bisection, latest_explanation
+    from .answers import latest_bisection, latest_commit_bisection
 
     registry, bundle = open_ref(ref, store)
     answers = stored_answers(registry, bundle)
-    bisection, explanation = latest_bisection(answers), latest_explanation(answers)
+    bisection, explanation = latest_bisection(answers), _explanation_of(answers, latest_bisection(answers))
     commits = latest_commit_bisection(answers)
     stored = every_run(registry, bundle)  # read once: the replay reported and the newest release's come from it
     runs, replay = chosen_replay(stored, run_id, commits if boundary(bisection) is None and commits else bisection)
@@ -395,8 +411,8 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     found = judged(registry, bundle, runs, bisection, script.pop("plan"))
     measured = measurement(runs, found["good"] if found else None)
     newest = newest_verdict(registry, bisection, stored) if found else None
-    heading = with_newest(title(bundle, diff, measured, _titled(bisection, found), found["changes"] if found else None),
-                          newest)
+    heading = with_newest(title(bundle, diff, measured, _titled(bisection, found), found["changes"] if found else None,
+                                named=_named(registry, bundle, bisection, commits)), newest)
     notes = intended(registry, bundle, explanation, bisection, jax_repo, commits)
     change = documented_change(bisection, commits, notes, jax_repo)
     heading = documented_title(heading, change)
@@ -408,6 +424,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
             "documented": notes, "documented_change": change,
             "commit_bisection": commits,
+            "changes": change_rows(registry, bundle, bisection, answers, stored, jax_repo),
             "asked_again": asked_again_lines(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
@@ -419,6 +436,24 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "timing_phrase": timing_phrase(measured) if measured else None,
             "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
             "attached": _attach(registry, bundle, rep, attach)} | {"zip": str(rep.get("attach") or f"{stem}.zip")}
+
+
+def _explanation_of(answers: list[dict], bisection: dict | None) -> dict | None:
+    """The explanation of the headline's releases where one is stored (a window of several changes has one per
+    change), else the latest."""
+    from .answers import latest_explanation
+
+    ends = boundary(bisection)
+    return (explanation_of(answers, ends[0], ends[1]) if ends else None) or latest_explanation(answers)
+
+
+def _named(registry: Registry, bundle: Bundle, bisection: dict | None, commits: dict | None) -> str | None:
+    """The JAX function whose lowering changed at the headline's boundary (change_table.changed_function); for a
+    commit window without a release bisection that found one, at its first bad commit."""
+    if boundary(bisection) is None and commits is not None:
+        return changed_function(registry, bundle, {"lowering": _commit_window_notes(commits)[0]})
+    a = (bisection or {}).get("answer") or {}
+    return changed_function(registry, bundle, a_map(a.get("layer")))
 
 
 def _titled(bisection: dict | None, found: dict | None) -> dict | None:

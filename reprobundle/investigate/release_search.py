@@ -39,19 +39,32 @@ def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions =
             search = Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by)
             result, comparison = bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
             result.mode = search.mode
+            searches = {result.mode: search}
             stands(result)
         else:
-            result, search = every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
+            result, searches = every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
             comparison = comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
-        if layer:
-            by_time = result.criterion == "time" or timed_probes
-            result.layer = search.layer(result, lambda m, timed=True: probes.probe(m, by_time and timed), ref,
-                                        ["--store", store] if store else [], options.args())
-    if not nightly:
-        result.changed_defaults = changed_defaults_of(result, manager, progress)
+        for change in [result, *result.changes] if layer else []:  # each change's layer, by its own search
+            by_time = change.criterion == "time" or timed_probes
+            change.layer = searches[change.mode].layer(
+                change, lambda m, timed=True, t=by_time: probes.probe(m, t and timed), ref,
+                ["--store", store] if store else [], options.args())
     result.spent = ledger.as_dict()
-    result.answer_id = stored_answer(registry, bundle, result, ref, None if mode == "auto" else mode)
+    answer_each(registry, bundle, result, (ref, None if mode == "auto" else mode), None if nightly else manager,
+                progress)
     return result, comparison
+
+
+def answer_each(registry: Registry, bundle: Bundle, result, asked: tuple[str, str | None], manager,
+                progress) -> None:
+    """Each change's changed defaults (releases only: `manager` None for nightlies) and its own stored answer
+    (bisect-commits goes on from it), the headline's last: the latest, which lists them all."""
+    ref, forced_mode = asked
+    for change in [result, *result.changes] if manager is not None else []:
+        change.changed_defaults = changed_defaults_of(change, manager, progress)
+    for change in result.changes:
+        change.answer_id = stored_answer(registry, bundle, change, ref, forced_mode)
+    result.answer_id = stored_answer(registry, bundle, result, ref, forced_mode)
 
 
 def stands(result) -> None:
@@ -130,14 +143,17 @@ def comparison_of_bisect(registry: Registry, bundle: Bundle, result, baseline: s
 
 def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends: tuple[str, str], manager,
                progress: Callable[[str], None] | None):
-    """(the headline's BisectResult, its search): told both the mode and the criterion, that one bisection; else
-    the endpoints run untimed in each mode (both where the bundle can be retraced: investigate/mode_choice.py's
-    survey) and every kind of change present bisected, the most severe first (mode_choice.plan). The first that
-    stands is the headline; the others are its `also`, and what was examined and is no regression (a speedup, no
-    settled change, a time change the confirmation did not reproduce) its `set_aside`."""
+    """(the headline's BisectResult, mode -> its search): told both the mode and the criterion, that one
+    bisection; else the endpoints run untimed in each mode (both where the bundle can be retraced:
+    investigate/mode_choice.py's survey) and every kind of change present bisected, the most severe first
+    (mode_choice.plan). Each bisection by outputs or bits is split into the changes its window holds
+    (window_changes.py); the first that stands is the headline, the others its `changes` (each whole) and `also`
+    (one line each), and what was examined and is no regression (a speedup, no settled change, a time change the
+    confirmation did not reproduce) its `set_aside`."""
     from ..run.retrace import retrace_refusal
-    from .mode_choice import bisect_each, plan, survey
+    from .mode_choice import plan, survey
     from .probes import output_difference
+    from .window_changes import every_change, split
 
     good, bad = ends
     versions, left_out = manager.available_versions(), manager.left_out_versions()
@@ -155,11 +171,16 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
         searches[step_mode] = Search(probes, step_mode, jobs, ahead, kind)
         return searches[step_mode].run(versions, good, bad, progress, left_out=left_out)
 
+    def split_one(found):  # each change of its kind in the window its own (window_changes.py)
+        probe = probes.probe(found.mode, timed=False)
+        return split(found, versions, probe, output_difference(*probes.args), progress)
+
     try:
-        head = bisect_each(steps, run_one, by, why, progress)
+        head, *others = every_change(steps, run_one, split_one, by, why, progress)
     except UsageError as e:  # an answer that tells nothing apart says what was tried
         raise with_tried(e, why) from None
-    return head, searches[head.mode]
+    head.changes = others
+    return head, searches
 
 
 def bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, search: Search,

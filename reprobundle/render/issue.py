@@ -252,8 +252,11 @@ def _body(data: dict) -> str:
 def first_screen(data: dict) -> list[str]:
     """The lines a maintainer reads first: the title, expected against got on each side (or the ratio with its
     interval), the cause and the workaround, and the command that fails until it is fixed."""
-    lines = [f"### {md(data['title'])}", ""]
+    from .change_table import changes_lines, heading_md
+
+    lines = [f"### {heading_md(data['title'], md, code)}", ""]
     lines += documented_change_lines(data)  # an intended change is said first: a maintainer closes it on this
+    lines += changes_lines(data, md, code)
     judged, newest = data.get("judged") or {}, data.get("newest") or {}
     if newest.get("still") is False:  # gone on the newest release: said first
         lines.append(f"- **Fixed on the newest release:** {md(newest['text'])}")
@@ -270,8 +273,10 @@ def first_screen(data: dict) -> list[str]:
 def _expected_got(judged: dict) -> list[str]:
     """Expected (the last good release's values) against got (the first bad release's), a few elements of each
     output that differs."""
-    lines = []
+    lines: list[str] = []
     for c in (judged.get("changes") or [])[:3]:
+        if len(lines) >= 2 and _same_pair(c, judged["changes"][0]):  # one pair said once
+            continue
         if "expected_kind" in c:
             lines += [f"- **Expected** (jax {md(judged['good'])}, last good): {md(c['expected_kind'])}",
                       f"- **Got** (jax {md(judged['bad'])}): {md(c['got_kind'])}"]
@@ -283,6 +288,12 @@ def _expected_got(judged: dict) -> list[str]:
                   f"- **Got** (jax {md(judged['bad'])}): {md(', '.join(c['got']))} ({c['count']} of {c['size']} "
                   "elements differ)"]
     return lines
+
+
+def _same_pair(c: dict, first: dict) -> bool:
+    """Whether an output's expected and got values are those of the first output said (the same pair again)."""
+    return c is not first and (c.get("expected"), c.get("got"), c.get("expected_kind"), c.get("got_kind")) == (
+        first.get("expected"), first.get("got"), first.get("expected_kind"), first.get("got_kind"))
 
 
 def _conditions(data: dict) -> str:
@@ -297,7 +308,10 @@ def _cause(data: dict) -> list[str]:
     x = (data.get("explanation") or {}).get("answer") or {}
     said = x.get("diagnosis")
     d: dict = said if isinstance(said, dict) else {}
-    lines = [f"- **Cause:** {md(d['summary'])}"] if d.get("summary") else []
+    from .change_table import names_a_cause
+
+    # a diagnosis that found no cause ("the 5 experiments measured did not give ... back") is the details' to say
+    lines = [f"- **Cause:** {md(d['summary'])}"] if d.get("summary") and names_a_cause(d) else []
     a = (data.get("bisection") or {}).get("answer") or {}
     found_layer = a.get("layer")
     layer: dict = found_layer if isinstance(found_layer, dict) else {}
@@ -395,7 +409,7 @@ def where_line(layer: dict) -> str | None:
     found = layer.get("lowering")
     lowering: dict = found if isinstance(found, dict) else {}
     if lowering.get("changed") and isinstance(lowering.get("text"), str):
-        return f"{said}; the lowering changed at: {clean(lowering['text'], 600)}"
+        return f"{said}; the lowering changed at: {clean(lowering['text'], 2000)}"  # whole: diff_text bounds it
     if lowering.get("changed") is False:
         return f"{said}; both releases lower the program to the same StableHLO"
     return said
@@ -408,7 +422,10 @@ def _workaround(d: dict) -> list[str]:
     lines = ["- **Workaround:** " + "; ".join(code(v) for v in pasted)] if pasted else []
     found = d.get("reach")
     reach = found if isinstance(found, dict) else {}
-    return lines + ([f"- **Later releases:** {md(reach['text'])}"] if reach.get("text") else [])
+    from .change_table import reach_text
+
+    said = reach_text(reach)
+    return lines + ([f"- **The workaround on later releases:** {md(said)}"] if pasted and said else [])
 
 
 def _reproducer_line(data: dict) -> list[str]:
@@ -532,8 +549,9 @@ def for_platform(changed: list[dict], backend: str) -> list[dict]:
 def _bisection_details(a: dict, backend: str = "") -> list[str]:
     """The other changes in the window, how the program was replayed, the defaults that changed on this platform.
     The layer and the ops whose lowering changed are the first screen's (each list once)."""
+    listed = _records(a, "changes")  # the first screen's table lists every change: no "Also:" line repeats one
     out = [f"Also: {md(o.get('criterion'))} changed at jax {md(o.get('first_bad'))} (last good "
-           f"{md(o.get('last_good'))}): {md(o.get('why'))}." for o in _records(a, "also")]
+           f"{md(o.get('last_good'))}): {md(o.get('why'))}." for o in _records(a, "also") if not listed]
     out += [f"Not monotone: {md(o.get('why'))}." for o in _records(a, "beyond_ends")]
     if a.get("mode_why"):
         out.append(f"Frozen or retraced: {md(a['mode_why'])}.")

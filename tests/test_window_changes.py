@@ -1,0 +1,187 @@
+"""Every change in a window, each its own (investigate/window_changes.py), on real releases: a program whose
+outputs change at two releases gets two changes, each with its layer and its own stored answer, and the issue's
+first screen lists them in one table."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import quick
+
+from reprobundle import api
+
+PROGRAMS = Path(__file__).parent / "programs" / "retrace"
+RELEASES = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "0.7.0", "0.7.2", "0.8.0"]
+
+
+def _outputs_by_release(values: dict[str, int], unmade: tuple[str, ...] = ()):
+    """A probe whose runs carry their outputs as one number per release (`values`: the release each value starts
+    at), and how two differ: beyond the tolerance where the numbers do; a release in `unmade` has no environment."""
+    asked: list[str] = []
+
+    def probe(versions):
+        asked.extend(versions)
+        runs = []
+        for v in versions:
+            start = max((s for s in values if RELEASES.index(s) <= RELEASES.index(v)), key=RELEASES.index)
+            runs.append({"requested": v, "status": "ok", "reason": "", "value": values[start]} if v not in unmade
+                        else {"requested": v, "status": "error", "reason": f"no environment for jax {v}"})
+        return runs
+
+    return probe, (lambda a, b: "same" if a["value"] == b["value"] else "beyond"), asked
+
+
+def test_the_ends_of_each_sub_window_are_searched_until_each_change_stands_alone():
+    from reprobundle.investigate.window_changes import transitions
+
+    # three changes: 0.4.33, 0.5.1 and 0.7.2; 0.6.0 cannot be made (left out, never a change)
+    probe, apart, asked = _outputs_by_release({"0.4.30": 0, "0.4.33": 1, "0.5.1": 2, "0.7.2": 3}, unmade=("0.6.0",))
+    known = dict(zip(["0.4.30", "0.8.0"], probe(["0.4.30", "0.8.0"])))  # the bisection's runs, reused
+    asked.clear()
+    found, runs = transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs", known=known)
+    assert [(t["last_good"], t["first_bad"]) for t in found] == [("0.4.31", "0.4.33"), ("0.5.0", "0.5.1"),
+                                                                 ("0.7.0", "0.7.2")]
+    assert "0.4.30" not in asked and "0.8.0" not in asked and len(asked) == len(set(asked))  # each run once
+    # a change that comes and goes inside a half whose ends agree is not seen: no search by ends sees it
+    probe, apart, _ = _outputs_by_release({"0.4.30": 0, "0.5.0": 1, "0.6.0": 0})
+    assert transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs")[0] == []
+
+
+@pytest.fixture(scope="module")
+def two_changes(tmp_path_factory):
+    """tests/programs/retrace/rng_chaos.py investigated from 0.4.38 to 0.5.1 with no flag: its retraced outputs
+    change beyond the tolerance at 0.5.0 (threefry, JAX's lowering) and again at 0.5.1 (the compiler's last bits,
+    carried beyond the tolerance by a logistic map). (the store, the Investigation)"""
+    folder = tmp_path_factory.mktemp("changes")
+    store = folder / "store"
+    api.pack_script(str(PROGRAMS / "rng_chaos.py"), name="rch", store=str(store), **quick.PACK)
+    out = api.investigate("rch", "0.4.38", "0.5.1", store=str(store), issue_path=folder / "rch-issue.md")
+    return store, out
+
+
+@pytest.mark.crossversion
+def test_outputs_that_change_at_two_releases_are_two_changes_each_answered_whole(two_changes):
+    store, out = two_changes
+    registry = api.open_registry(str(store))
+    answers = registry.answers(registry.resolve("rch").ref.bundle_id)
+    bisections = [a for a in answers if a["kind"] == "bisection"]
+    head = [a for a in bisections if a["answer_id"] == out.steps[0].stored][0]["answer"]  # investigate's
+    assert [(c["criterion"], c["last_good"], c["first_bad"], c["mode"]) for c in head["changes"]] == [
+        ("outputs vs good", "0.4.38", "0.5.0", "retrace"), ("outputs vs good", "0.5.0", "0.5.1", "retrace")]
+    # the draw: the frozen module computes the same numbers; the column sum's bits: the frozen module shows them
+    assert head["changes"][0]["layer"]["layer"] == "lowering"
+    assert head["changes"][1]["layer"]["layer"] in ("compiler", "both")
+    # each change answered whole: explain at its own boundary (its answer stored), its first bad commit's step,
+    # the newest release beside its own last good one
+    steps = {s.name: s for s in out.steps}
+    assert [s.name for s in out.steps] == ["bisect", "explain", "commits", "explain 0.5.1", "commits 0.5.1",
+                                           "minimize", "newest", "newest 0.5.1", "issue"]
+    assert steps["explain"].status == steps["explain 0.5.1"].status == "answered"
+    assert "--jax 0.5.0 --jax 0.5.1" in steps["explain 0.5.1"].command
+    explained = {(a["answer"]["baseline"].split()[0], a["answer"]["candidate"].split()[0]) for a in answers
+                 if a["kind"] == "explanation"}
+    assert explained == {("0.4.38", "0.5.0"), ("0.5.0", "0.5.1")}
+    assert "threefry" in steps["explain"].answer  # the headline's own cause, not the other change's
+    own = {a["answer_id"]: a["answer"] for a in bisections}
+    second = own[head["changes"][1]["answer_id"]]  # the second change's own answer, for bisect-commits to go on from
+    assert (second["last_good"], second["first_bad"]) == ("0.5.0", "0.5.1")
+    assert head["also"] and head["also"][0]["first_bad"] == "0.5.1"  # readers of older answers still see it
+
+
+@pytest.mark.crossversion
+def test_the_first_screen_lists_the_changes_in_one_table_and_the_title_names_the_function(two_changes):
+    import json
+
+    from cli_runner import cli
+    from markdown_it import MarkdownIt
+
+    store, _ = two_changes
+    code, out, err = cli("issue", "rch", "--json", store=store)
+    assert code == 0, err
+    data = json.loads(out)
+    # the title: the headline's kind, the JAX function whose lowering changed (the draw's line), not the bundle's `f`
+    assert data["title"].startswith("`jax.random.normal` gives other values from jax 0.5.0"), data["title"]
+    assert [(r["release"], r["kind"], r["layer"]) for r in data["changes"]][:1] == [
+        ("0.5.0", "outputs", "JAX's lowering")]
+    assert [r["release"] for r in data["changes"]] == ["0.5.0", "0.5.1"]
+    assert all(" of 64 elements of output " in r["how_much"] for r in data["changes"])  # one figure each
+    assert data["changes"][0]["cause"] == "the default of jax_threefry_partitionable changed"  # its own explain
+    body = data["body"]
+    md = MarkdownIt("commonmark").enable("table")
+    tokens = md.parse(body)
+    lines = body.splitlines()
+    table = next(i for i, line in enumerate(lines) if line.startswith("| jax | kind | how much |"))
+    assert table < 30 and lines[table + 2].startswith("| 0.5.0 (last good 0.4.38) | outputs |")
+    assert lines[table + 3].startswith("| 0.5.1 (last good 0.5.0) | outputs |")
+    headings = [tokens[i + 1] for i, t in enumerate(tokens) if t.type == "heading_open"]
+    assert headings and all("\\`" not in h.content for h in headings)  # code spans, never escaped backticks
+    assert any(c.type == "code_inline" and c.content == "jax.random.normal" for c in headings[0].children or [])
+    pairs = [line for line in lines if line.startswith("- **Expected**")]
+    assert len(pairs) == len(set(pairs))  # no pair said twice
+
+
+@pytest.mark.crossversion
+def test_a_slowdown_and_a_later_change_of_bits_are_two_changes_the_title_says_slower(tmp_path):
+    """tests/programs/retrace/slower_then_bits.py retraced from 0.4.38 to 0.5.1: 12 laps of its loop from 0.5.0 on
+    where 0.4.38 ran one (slower on any machine: JAX's lowering, the loop's trip count), the column sum's last bits
+    at 0.5.1 (the compiler): both are changes, each with its layer and its own stored answer; the report's title
+    is the slowdown's own kind, and the table lists both."""
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import issue_markdown
+
+    store = tmp_path / "store"
+    api.pack_script(str(PROGRAMS / "slower_then_bits.py"), name="stb", store=str(store), **quick.PACK)
+    result, _ = api.bisect("stb", "0.4.38", "0.5.1", store=str(store), mode="retrace", warmup=1, rounds=6)
+    changes = [result, *result.changes]
+    assert [(c.criterion, c.last_good, c.first_bad) for c in changes] == [("time", "0.4.38", "0.5.0"),
+                                                                          ("bits", "0.5.0", "0.5.1")]
+    assert result.confirmation["confirmed"] and [c.layer["layer"] for c in changes] == ["lowering", "compiler"]
+    assert result.changes[0].answer_id and result.answer_id
+    data = issue_data("stb", store=str(store))
+    assert "slower from jax 0.5.0" in data["title"] or "slower on jax 0.5.0" in data["title"], data["title"]
+    assert "gives other" not in data["title"]
+    assert [(r["kind"], r["release"]) for r in data["changes"]] == [("slower", "0.5.0"), ("bits", "0.5.1")]
+    assert data["changes"][0]["how_much"].endswith("]") and "x [" in data["changes"][0]["how_much"]  # one ratio
+    lines = issue_markdown(data).splitlines()
+    table = next(i for i, line in enumerate(lines) if line.startswith("| jax | kind | how much |"))
+    assert table < 30 and "| slower |" in lines[table + 2] and "| bits |" in lines[table + 3]
+
+
+def test_an_answer_from_before_the_list_of_changes_reads_as_its_headline_alone():
+    from reprobundle.investigate.change_table import window_changes
+
+    old = {"answer": {"criterion": "bits", "first_bad": "0.5.1", "last_good": "0.5.0", "mode": "frozen",
+                      "layer": {"layer": "compiler"}, "also": [{"criterion": "time", "first_bad": "0.4.33"}]}}
+    (only,) = window_changes(old)
+    assert (only["criterion"], only["last_good"], only["first_bad"]) == ("bits", "0.5.0", "0.5.1")
+    assert window_changes({"answer": {"first_bad": "0.5.0", "last_good": "0.5.0"}}) == []  # no boundary
+    listed = {"answer": {**old["answer"], "changes": [{"criterion": "time", "first_bad": "0.4.33",
+                                                       "last_good": "0.4.31"}, "not a map", {"first_bad": "0.5.1"}]}}
+    assert [c["first_bad"] for c in window_changes(listed)] == ["0.4.33"]  # a stranger's entries kept only whole
+
+
+def test_a_workaround_that_reaches_later_releases_never_reads_as_fixed_there():
+    from reprobundle.render.change_table import reach_text
+
+    rows = [{"release": "0.4.35", "result": "restores", "text": "0.4.35: restores (1.00x of 0.4.31's time)"},
+            {"release": "0.5.0", "result": "partly", "text": "0.5.0: helps partly"},
+            {"release": "0.6.0", "result": "gone", "text": "0.6.0: the flag is gone"},
+            {"release": "0.7.2", "result": "gone", "text": "0.7.2: the flag is gone"}]
+    said = reach_text({"releases": rows, "text": "; ".join(r["text"] for r in rows)})
+    assert said == ("the workaround still works on 0.4.35; it helps partly on 0.5.0; no longer supported from 0.6.0 "
+                    "(the setting is gone there)")
+    assert "0.4.35: restores" not in said
+
+
+def test_bisect_json_lists_every_change_the_headline_first():
+    from reprobundle.investigate.bisection import BisectResult
+    from reprobundle.render.change_table import changes_data
+
+    second = BisectResult("0.4.30", "0.8.0", "bits", first_bad="0.7.0", last_good="0.6.0", mode="frozen",
+                          answer_id="20261206T000000-00000000")
+    head = BisectResult("0.4.30", "0.8.0", "outputs vs good", first_bad="0.5.0", last_good="0.4.38", mode="retrace",
+                        changes=[second])
+    listed = changes_data(head)
+    assert [(c["kind"], c["first_bad"], c["mode"], c["answer_id"]) for c in listed] == [
+        ("outputs", "0.5.0", "retrace", None), ("bits", "0.7.0", "frozen", "20261206T000000-00000000")]
+    assert changes_data(second) == []  # one change: the answer itself
