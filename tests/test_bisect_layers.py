@@ -20,7 +20,7 @@ VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "
 ROUNDS, STEPS = 5, 10
 
 
-def _replayer(slow_from: str, bits_from: str, factor: float = 1.15, only_beside: str | None = None):
+def _replayer(slow_from: str, bits_from: str, factor: float = 1.15, only_beside: str | None = None, seed: int = 0):
     """Versions timed together: `factor` times the time (15% slower) from `slow_from` on, other last bits of their
     outputs from `bits_from` on (each run carries its outputs' bits as a number the comparison below reads). With
     `only_beside`, the time moves only in a probe that holds that release (a change no second measurement repeats)."""
@@ -28,7 +28,7 @@ def _replayer(slow_from: str, bits_from: str, factor: float = 1.15, only_beside:
 
     def replay_together(versions):
         calls.append(list(versions))
-        rng = np.random.default_rng(len(calls))
+        rng = np.random.default_rng(seed + len(calls))
         drift = np.exp(0.3 * np.cumsum(rng.standard_normal(ROUNDS * STEPS)) / 10)
         runs = []
         moves = only_beside is None or only_beside in versions
@@ -471,3 +471,89 @@ def test_the_answer_says_each_other_change_and_what_is_no_regression_on_a_line_o
     assert "  also: time (frozen) changed at jax 0.4.34 (last good 0.4.33): 1.50x [1.45-1.55] vs jax 0.4.30 timed " \
            "beside it: slower" in lines
     assert "  no regression: bits (retraced): line\\nbreak" in lines  # a record's text stays on its line
+
+
+# -- #57: time only what the answer needs; #56: a confirmation measures anew ----------------------------------------
+
+def test_the_time_screen_sees_a_slowdown_beyond_its_noise_and_says_what_it_cannot_rule_out():
+    from reprobundle.analysis.time_screen import screen
+
+    slower = screen([0.30, 0.28, 0.33])  # 1.35x, a round's noise of ~2.5%
+    assert slower["seen"] == "slower" and 1.3 < slower["ratio"] < 1.4 and slower["not_ruled_out"] is None
+    faster = screen([-0.7, -0.72, -0.69, -0.71])
+    assert faster["seen"] == "faster" and faster["interval"][1] < 1
+    noisy = screen([0.05, -0.04, 0.08, -0.02, 0.03])  # no slowdown beyond a round's noise of ~5%
+    assert noisy["seen"] == "same" and noisy["rounds"] == 5 and 0.04 < noisy["noise"] < 0.06
+    assert noisy["interval"][0] < 1 < noisy["not_ruled_out"] == noisy["interval"][1]
+    tiny = screen([0.01, 0.012, 0.011])  # certain, but under 2%: no slowdown
+    assert tiny["seen"] == "same"
+    assert screen([0.3])["seen"] is None and screen([])["rounds"] == 0  # one round: no noise to judge by
+
+
+def test_an_outputs_change_screens_time_and_bisects_it_only_where_the_screen_sees_a_slowdown():
+    """The retraced outputs change at 0.6.0; the frozen module is 1.5x slower from 0.4.34 on, or the same. With no
+    flag, time is a screen after the outputs' bisection: only a slowdown it sees beyond its noise is bisected (and
+    confirmed by a probe that measures anew); one it does not see is said with what it could not rule out. Asked
+    for time, or where nothing else changed, time is measured in full and never screened."""
+    from reprobundle.investigate.mode_choice import bisect_each, time_screen
+
+    retraced = _outputs_from("0.6.0")
+    for factor, bisected in ((1.5, True), (1.0, False)):
+        frozen_timed, calls = _replayer(slow_from="0.4.34", bits_from="0.8.0", factor=factor)
+        order: list[str] = []
+
+        def run_one(mode, kind, frozen_timed=frozen_timed):
+            order.append(kind)
+            if mode == "retrace":
+                return bisect(VERSIONS, "0.4.30", "0.8.0", retraced, outputs_differ=_beyond, by=kind)
+            return bisect(VERSIONS, "0.4.30", "0.8.0", frozen_timed, outputs_differ=_apart, by=kind,
+                          confirm_with=frozen_timed)
+
+        def screen_time(mode, frozen_timed=frozen_timed):
+            order.append("screen")
+            return time_screen("0.4.30", "0.8.0", frozen_timed)
+
+        head = bisect_each([("retrace", "outputs"), ("frozen", "time")], run_one, None, "w", screen_time=screen_time)
+        assert (head.criterion, head.first_bad) == ("outputs vs good", "0.6.0")
+        assert order[:2] == ["outputs", "screen"]  # the outputs first: never held back by the screen
+        if bisected:
+            assert order == ["outputs", "screen", "time"] and head.set_aside == []
+            (slower,) = head.also
+            assert (slower["criterion"], slower["first_bad"]) == ("time", "0.4.34")
+            assert slower["confirmation"]["confirmed"]
+        else:
+            assert order == ["outputs", "screen"] and head.also == [] and calls == [["0.4.30", "0.8.0"]]
+            (aside,) = head.set_aside
+            assert aside["criterion"] == "time" and aside["screen"]["rounds"] == ROUNDS
+            assert aside["why"].startswith("jax 0.8.0 is 1.0") and " in a screen of 5 paired rounds (" in aside["why"]
+            assert "no slowdown beyond the noise; a slowdown under 1.0" in aside["why"]
+            assert "is not ruled out: the screen's noise was " in aside["why"]
+    # asked for time, or time alone: no screen
+    asked = []
+    bisect_each([("frozen", "time")], lambda m, k: bisect(VERSIONS, "0.4.30", "0.8.0", _replayer("0.4.34", "0.8.0")[0],
+                                                          outputs_differ=_apart, by=k), None, "w",
+                screen_time=lambda mode: asked.append(mode) or {})
+    bisect_each([("retrace", "outputs"), ("frozen", "time")],
+                lambda m, k: bisect(VERSIONS, "0.4.30", "0.8.0", retraced if m == "retrace" else
+                                    _replayer("0.4.34", "0.8.0")[0], outputs_differ=_beyond, by=k), "time", "w",
+                screen_time=lambda mode: asked.append(mode) or {})
+    assert asked == []
+
+
+def test_a_confirmation_is_a_measurement_of_its_own():
+    """The confirmation's pair is the endpoints here (nothing lies between 0.4.31 and 0.4.33): its probe measures
+    anew, and its figures are its own, never the endpoints' repeated; a probe that hands back the bisection's own
+    runs is refused."""
+    timed, calls = _replayer(slow_from="0.4.33", bits_from="0.8.0")
+    fresh, fresh_calls = _replayer(slow_from="0.4.33", bits_from="0.8.0", seed=100)  # new processes, new rounds
+    remembered: dict = {}
+
+    def remembering(versions):
+        return remembered.setdefault(tuple(versions), timed(versions))
+
+    r = bisect(VERSIONS, "0.4.31", "0.4.33", remembering, outputs_differ=_apart, by="time", confirm_with=fresh)
+    assert calls == [["0.4.31", "0.4.33"]] and fresh_calls == [["0.4.31", "0.4.33"]]
+    assert r.confirm_runs[1] is not r.runs["0.4.33"] and r.confirmation["confirmed"]
+    assert r.confirmation["ratio"] != pytest.approx(r.ends_verdict["ratio"], rel=1e-9)
+    with pytest.raises(AssertionError, match="must measure anew"):
+        bisect(VERSIONS, "0.4.31", "0.4.33", remembering, outputs_differ=_apart, by="time")

@@ -244,6 +244,15 @@ class _Probes:
 
         return remembered
 
+    def fresh(self, mode: str, what: str, options: ReplayOptions | None = None):
+        """Versions -> runs measured anew, timed (`options`, default the bisection's), never remembered nor
+        reused: a confirmation, a time screen (investigate/bisection.confirm, mode_choice.time_screen)."""
+        from ..investigate.probes import replay_probe
+
+        replay = replay_probe(*self.args, options or self.options, executor=self.executor, env_manager=self.manager,
+                              progress=self.progress, mode=mode)
+        return self.ledger.watched(what + ("" if mode == "frozen" else f" {mode}"), replay, concurrent=False)
+
 
 class _Search:
     """One bisection's search with its probes (timed, and outputs only unless every probe is timed), `jobs` versions
@@ -261,7 +270,7 @@ class _Search:
         checks = None if self.probes.timed_only else self.probes.probe(self.mode, timed=False)
         return _bisect(versions, good, bad, self.probes.probe(self.mode), progress=progress, known=known,
                        outputs_differ=self.compare, by=self.by, check_together=checks, jobs=self.jobs,
-                       ahead=self.ahead, left_out=left_out)
+                       ahead=self.ahead, left_out=left_out, confirm_with=self.probes.fresh(self.mode, "confirm"))
 
     def layer(self, result, probe_for, ref: str, store_args, replay_args):
         from ..investigate.boundary import layer_at_boundary
@@ -277,8 +286,9 @@ def _every_kind(probes: _Probes, mode: str, by: str | None, jobs: int, ahead, en
     survey) and every kind of change present bisected, the most severe first (mode_choice.plan). The first that
     stands is the headline; the others are its `also`, and what was examined and is no regression (a speedup, no
     settled change, a time change the confirmation did not reproduce) its `set_aside`."""
-    from ..investigate.mode_choice import bisect_each, plan, survey
+    from ..investigate.mode_choice import bisect_each, plan, survey, time_screen
     from ..investigate.probes import output_difference
+    from ..run.options import screen_options
     from ..run.retrace import retrace_refusal
 
     good, bad = ends
@@ -297,8 +307,11 @@ def _every_kind(probes: _Probes, mode: str, by: str | None, jobs: int, ahead, en
         searches[step_mode] = _Search(probes, step_mode, jobs, ahead, kind)
         return searches[step_mode].run(versions, good, bad, progress, left_out=left_out)
 
+    def screen_time(step_mode: str) -> dict:  # whether the frozen module also got slower: a bounded screen
+        return time_screen(good, bad, probes.fresh(step_mode, "screen", screen_options(probes.options)))
+
     try:
-        head = bisect_each(steps, run_one, by, why, progress)
+        head = bisect_each(steps, run_one, by, why, progress, screen_time)
     except UsageError as e:  # an answer that tells nothing apart says what was tried
         raise _with_tried(e, why) from None
     return head, searches[head.mode]

@@ -143,7 +143,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
            outputs_differ: OutputsDiffer | None = None, by: str | None = None,
            check_together: ReplayTogether | None = None, jobs: int = 1,
            ahead: Callable[[list[str]], None] | None = None,
-           left_out: Mapping[str, str] | None = None) -> BisectResult:
+           left_out: Mapping[str, str] | None = None, confirm_with: ReplayTogether | None = None) -> BisectResult:
     """Search over the released `versions` strictly between `good` and `bad`. `known` classes a version
     without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed).
     `outputs_differ` (two runs -> how their outputs differ) lets endpoints whose outputs differ from each other
@@ -155,7 +155,9 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     split); a time bisection tests one version per step, timed beside the good endpoint, as before. `ahead` is told,
     before the endpoints and before each step of an untimed bisection, the versions the step after it may test
     (their environments can be made meanwhile). `left_out`: releases the index lists but cannot install, with why
-    (EnvironmentManager.left_out_versions); those between `good` and `bad` are the result's `left_out`."""
+    (EnvironmentManager.left_out_versions); those between `good` and `bad` are the result's `left_out`.
+    `confirm_with` times the confirmation (default `replay_together`): a probe that measures anew, never one that
+    hands back runs it remembers (the pair may be the endpoints, or a probe the bisection already made)."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
@@ -182,19 +184,25 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
         last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
     result.first_bad, result.last_good = first_bad, last_good
     if result.criterion == TIME:
-        confirm(result, replay_together, progress)
+        confirm(result, confirm_with or replay_together, progress)
     return result
 
 
 def confirm(result: BisectResult, replay_together: ReplayTogether,
             progress: Callable[[str], None] | None = None) -> None:
-    """A time bisection's first bad release timed again beside its last good one, in one paired measurement: a
-    first bad release only where this second measurement settles it as slower too (result.confirmation; its runs
-    in result.confirm_runs). What it does not reproduce is no first bad release: `standing` says so."""
+    """A time bisection's first bad release timed again beside its last good one, in one paired measurement of
+    its own (`replay_together` must measure anew: new processes, new rounds): a first bad release only where this
+    second measurement settles it as slower too (result.confirmation, with its runs' ids; its runs in
+    result.confirm_runs). What it does not reproduce is no first bad release: `standing` says so. Runs already
+    among the bisection's (a probe that remembered them) are refused: a confirmation never repeats the figures it
+    confirms."""
     pair = [result.last_good, result.first_bad]
     if progress:
         progress(f"bisect: confirming: jax {pair[1]} timed again beside jax {pair[0]}")
     runs = replay_together(pair)
+    earlier = {id(run) for run in result.runs.values()} | {r.get("run_id") for r in result.runs.values()} - {None}
+    assert not any(id(run) in earlier or run.get("run_id") in earlier for run in runs), \
+        "the confirmation was handed the bisection's own runs: its probe must measure anew"
     result.confirm_runs = list(runs)
     good_run, bad_run = runs
     if not (_usable(good_run) and _usable(bad_run)):
@@ -210,7 +218,8 @@ def confirm(result: BisectResult, replay_together: ReplayTogether,
            f"unconfirmed: jax {pair[1]} looked slower in the bisection ({seen}), but timed again beside jax "
            f"{pair[0]} it is {line}: not a first bad release")
     result.confirmation = {"confirmed": confirmed, "verdict": verdict["verdict"], "ratio": verdict["ratio"],
-                           "ci95": verdict.get("ci95"), "why": why}
+                           "ci95": verdict.get("ci95"), "why": why,
+                           "run_ids": [r.get("run_id") for r in runs if r.get("run_id")]}
 
 
 def standing(result: BisectResult) -> bool:
