@@ -557,3 +557,31 @@ def test_a_confirmation_is_a_measurement_of_its_own():
     assert r.confirmation["ratio"] != pytest.approx(r.ends_verdict["ratio"], rel=1e-9)
     with pytest.raises(AssertionError, match="must measure anew"):
         bisect(VERSIONS, "0.4.31", "0.4.33", remembering, outputs_differ=_apart, by="time")
+
+
+@pytest.mark.crossversion
+def test_a_slowdown_the_screen_sees_is_bisected_and_confirmed_by_rounds_of_its_own(store_dir):
+    """tests/programs/retrace/slower_later.py retraced: 0.5.1 runs 200 laps of its loop where 0.5.0 runs one (tens
+    of times the time on any machine: settled in 4 paired rounds even at load 12 on 2 cores), and its bits change there too. The bits change the endpoints show makes time a
+    bounded screen, which sees the slowdown; only then are the endpoints timed in full, and the confirmation times
+    the same pair again in processes and rounds of its own: its runs and its figures are not the endpoints'."""
+    api.pack_script(str(PROGRAMS / "slower_later.py"), name="sl", store=str(store_dir), **quick.PACK)
+    result, _ = api.bisect("sl", "0.5.0", "0.5.1", store=str(store_dir), mode="retrace", warmup=1, repeat=32,
+                           rounds=4, layer=False)
+    assert [(a["criterion"], a["first_bad"]) for a in [vars(result), *result.also] if a["criterion"] == "bits"] == [
+        ("bits", "0.5.1")]
+    probes = [(p["what"], p["versions"]) for p in result.spent["probes"]]
+    assert probes[:3] == [("untimed retrace", ["0.5.0", "0.5.1"]), ("screen retrace", ["0.5.0", "0.5.1"]),
+                          ("timed retrace", ["0.5.0", "0.5.1"])], probes  # the screen saw it: timed in full
+    # the endpoints settled as slower (a verdict, so it rests on the machine: under heavy load the full measurement
+    # may not settle it, said then as no regression) go to the confirmation, a measurement of its own
+    confirmation = result.confirmation if result.criterion == "time" else next(
+        (s.get("confirmation") for s in result.set_aside if s["criterion"] == "time"), None)
+    if confirmation is None:
+        assert "confirm retrace" not in [what for what, _ in probes]
+        return
+    assert probes[3] == ("confirm retrace", ["0.5.0", "0.5.1"]) and len(confirmation["run_ids"]) == 2
+    assert not set(confirmation["run_ids"]) & {r["run_id"] for r in result.runs.values()}
+    assert confirmation["ratio"] != result.ends_verdict["ratio"]  # two measurements, two figures
+    assert confirmation["why"].startswith(("confirmed: jax 0.5.1 timed again beside jax 0.5.0: ",
+                                           "unconfirmed: jax 0.5.1 looked slower in the bisection"))

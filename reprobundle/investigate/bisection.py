@@ -262,7 +262,7 @@ def also_entry(other: BisectResult) -> dict:
 def unconfirmed(result: BisectResult) -> dict:
     """A time bisection whose first bad release the confirmation did not reproduce, as `set_aside` holds it."""
     return {"criterion": TIME, "mode": result.mode, "first_bad": result.first_bad, "last_good": result.last_good,
-            "why": (result.confirmation or {}).get("why", "")}
+            "why": (result.confirmation or {}).get("why", ""), "confirmation": result.confirmation}
 
 
 def _left_out_between(left_out: Mapping[str, str] | None, good: str, bad: str) -> dict[str, str]:
