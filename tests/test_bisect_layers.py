@@ -585,3 +585,27 @@ def test_a_slowdown_the_screen_sees_is_bisected_and_confirmed_by_rounds_of_its_o
     assert confirmation["ratio"] != result.ends_verdict["ratio"]  # two measurements, two figures
     assert confirmation["why"].startswith(("confirmed: jax 0.5.1 timed again beside jax 0.5.0: ",
                                            "unconfirmed: jax 0.5.1 looked slower in the bisection"))
+
+
+@pytest.mark.crossversion
+def test_investigate_starts_no_work_past_max_time_and_keeps_what_it_answered(store_dir, tmp_path):
+    """colsum's bits change at 0.5.1. With --max-time 30 s, whatever this machine manages in them: every probe of
+    the bisection started with time left (from the steps' recorded start times, not the wall clock), no later step
+    started past it, and a bisection the time ended says so: unfinished, or failed for --max-time, never a
+    traceback; what it answered is stored."""
+    api.pack_script(str(PROGRAMS / "colsum.py"), name="colsum", store=str(store_dir), **quick.PACK)
+    budget = 30.0
+    found = api.investigate("colsum", "0.5.0", "0.5.1", store=str(store_dir), max_time_s=budget,
+                            issue_path=tmp_path / "colsum-issue.md")
+    data = found.data()
+    assert data["max_time_s"] == budget
+    bisected, *later = data["steps"]
+    assert bisected["name"] == "bisect" and bisected["started_s"] == 0.0 and bisected["probes"]
+    assert all(p["at_s"] < budget for p in bisected["probes"]), bisected["probes"]
+    assert all(s["started_s"] is None or s["started_s"] < budget for s in later if s["name"] != "issue"), later
+    if bisected["status"] == "failed":  # the time ran out before any answer
+        assert "--max-time 30 s spent" in bisected["answer"]
+        assert all(s["status"] == "skipped" for s in later)
+        return
+    assert bisected["status"] == "answered" and found.first_bad == "0.5.1" and bisected["stored"]
+    assert (tmp_path / "colsum-issue.md").exists()

@@ -19,8 +19,10 @@ With `bad` a commit of JAX's repository (a hash, `main`; no release lies between
 commit bisection from `good` to it (api/commits.commit_window_step) and the issue; the steps that compare releases
 say why they do not apply.
 A step that does not apply says why; each says where its time went and the command that reruns it alone.
-`max_time_s` counts from the start; explain and minimize get what is left after the bisection (explain at most
-its own default), and a step with under MIN_STEP_S left is not started.
+`max_time_s` counts from the start and bounds every step: the bisection's probes are not started where they would
+end past it (the search then keeps what it had narrowed: run/spent.Ledger), its timed rounds end within it, explain,
+minimize and the newest release get what is left (explain at most its own default), and a step with under
+MIN_STEP_S left is not started. Each step records when it started (`started_s`, from the start).
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class Step:
     spent_s: float = 0.0
     command: str | None = None  # reruns this step alone
     stored: str | None = None  # what it left in the store or on disk: an answer id, a bundle ref, a file
+    started_s: float | None = None  # when it started, from the investigation's start (None: not started)
+    # the bisection's probes: what each replayed and when it started, from the investigation's start
+    probes: list[dict] | None = None
 
 
 @dataclass
@@ -59,10 +64,12 @@ class Investigation:
     first_bad: str | None = None
     layer: str | None = None
     chosen: str | None = None  # what the bisection looked at and why, one line (as asked, or mode_choice.plan's)
+    max_time_s: float | None = None
 
     def data(self) -> dict:
         return {"ref": self.ref, "good": self.good, "bad": self.bad, "first_bad": self.first_bad,
-                "layer": self.layer, "chosen": self.chosen, "steps": [vars(s) for s in self.steps]}
+                "layer": self.layer, "chosen": self.chosen, "max_time_s": self.max_time_s,
+                "steps": [vars(s) for s in self.steps]}
 
 
 def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_time_s: float | None = None,
@@ -75,10 +82,12 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
     commit and the release notes (default: a clone an earlier `bisect-commits` left in the cache; none is made)."""
     if max_time_s is not None and max_time_s <= 0:
         raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
-    started = time.monotonic()
-    left = (lambda: None if max_time_s is None else max_time_s - (time.monotonic() - started))
+    from ..run.spent import Ledger
+
+    ledger = Ledger(max_time_s)  # the bisection's probes, within --max-time from here
+    left = ledger.left
     store_args = ["--store", store] if store else []
-    out = Investigation(ref, good, bad)
+    out = Investigation(ref, good, bad, max_time_s=max_time_s)
     say = progress or (lambda _line: None)
     from ..investigate.commit_bisect import names_a_release
 
@@ -90,16 +99,27 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
         else:
             out.steps.append(Step("issue", "skipped", "no first bad commit: nothing to report"))
         return out
-    result = _bisect_step(out, ref, (good, bad), (mode, by), store, store_args, python, env_dir, progress)
-    _explain_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
-    # the first bad commit, for a change in JAX's lowering (api/commits.py decides whether and says why not)
-    out.steps.append(Step(**commit_step(result, ref, store=store, python=python, env_dir=env_dir, progress=progress,
-                                        jax_repo=jax_repo)))
-    _minimize_step(out, result, ref, store, store_args, left(), python, env_dir, progress)
-    _newest_step(out, result, ref, store, left(), python, env_dir, progress)
+    result = _bisect_step(out, ref, (good, bad), (mode, by), store, store_args, python, env_dir, progress, ledger)
+    if result is None:  # --max-time spent before the bisection answered: nothing to go on with
+        out.steps += [Step(name, "skipped", "--max-time spent before the bisection answered")
+                      for name in ("explain", "commits", "minimize", "newest", "issue")]
+        return out
+    _started(out, ledger, _explain_step, out, result, ref, store, store_args, left(), python, env_dir, progress)
+    _started(out, ledger, _commit_step, out, result, ref, left(), (store, python, env_dir, jax_repo), progress)
+    _started(out, ledger, _minimize_step, out, result, ref, store, store_args, left(), python, env_dir, progress)
+    _started(out, ledger, _newest_step, out, result, ref, store, left(), python, env_dir, progress)
     say("investigate: writing the issue body")
-    _issue_step(out, ref, store, store_args, issue_path, reported_run(result), jax_repo)
+    _started(out, ledger, _issue_step, out, ref, store, store_args, issue_path, reported_run(result), jax_repo)
     return out
+
+
+def _started(out: Investigation, ledger, step: Callable[..., None], *args: Any) -> None:
+    """`step(*args)`, each Step it adds that ran (not skipped) marked with when it started."""
+    at, before = round(time.perf_counter() - ledger.started, 3), len(out.steps)
+    step(*args)
+    for added in out.steps[before:]:
+        if added.status != "skipped" and added.started_s is None:
+            added.started_s = at
 
 
 def _commit_window(out: Investigation, ends: tuple[str, str], store, python, env_dir, progress,
@@ -121,6 +141,17 @@ def _commit_window(out: Investigation, ends: tuple[str, str], store, python, env
     return out.first_bad is not None
 
 
+def _commit_step(out: Investigation, result, ref: str, left: float | None, where: tuple, progress) -> None:
+    """The first bad commit, for a change in JAX's lowering (api/commits.py decides whether and says why not); not
+    started with under MIN_STEP_S of --max-time left."""
+    store, python, env_dir, jax_repo = where
+    if left is not None and left < MIN_STEP_S:
+        out.steps.append(Step("commits", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)"))
+        return
+    out.steps.append(Step(**commit_step(result, ref, store=store, python=python, env_dir=env_dir, progress=progress,
+                                        jax_repo=jax_repo)))
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     t0 = time.monotonic()
     value = fn()
@@ -128,18 +159,28 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 
 
 def _bisect_step(out: Investigation, ref: str, ends: tuple[str, str], asked: tuple[str, str | None], store,
-                 store_args, python, env_dir, progress):
+                 store_args, python, env_dir, progress, ledger):
+    """The bisection's step (its probes in `ledger`, within its --max-time); None where --max-time was spent
+    before it answered anything."""
+    from ..errors import TimeSpentError
+
     good, bad = ends
     mode, by = asked
-    result, spent = _timed(lambda: bisect(ref, good, bad, store=store, python=python, env_dir=env_dir,
-                                          progress=progress, mode=mode, by=by)[0])
+    flags = _flags(mode, by).split()
+    command = _command("bisect", ref, "--good", good, "--bad", bad, *flags, *store_args)
+    probes = (lambda: [{k: p[k] for k in ("what", "versions", "at_s", "wall_s")} for p in ledger.probes])
+    try:
+        result, spent = _timed(lambda: bisect(ref, good, bad, store=store, python=python, env_dir=env_dir,
+                                              progress=progress, mode=mode, by=by, ledger=ledger)[0])
+    except TimeSpentError as e:
+        out.steps.append(Step("bisect", "failed", e.message, round(ledger.as_dict()["wall_s"], 1), command,
+                              started_s=0.0, probes=probes()))
+        return None
     layer = result.layer or {}
     out.first_bad, out.layer = result.first_bad, layer.get("layer")
     out.chosen = result.mode_why or f"as asked: {_flags(mode, by)}"
-    flags = _flags(mode, by).split()
-    out.steps.append(Step("bisect", "answered", _bisect_answer(result, out.chosen), spent,
-                          _command("bisect", ref, "--good", good, "--bad", bad, *flags, *store_args),
-                          result.answer_id))
+    out.steps.append(Step("bisect", "answered", _bisect_answer(result, out.chosen), spent, command,
+                          result.answer_id, started_s=0.0, probes=probes()))
     return result
 
 
@@ -162,6 +203,7 @@ def _bisect_answer(result, chosen: str) -> str:
     said += [f"also: {o['criterion']} ({_how(o.get('mode'))}) changed at {o['first_bad']} (last good "
              f"{o['last_good']})" for o in result.also]
     said += [f"no regression: {s['criterion']} ({_how(s.get('mode'))}): {s['why']}" for s in result.set_aside]
+    said += [f"unfinished: {result.unfinished}"] if result.unfinished else []
     return "; ".join(said) + f"; chosen: {chosen}"
 
 
@@ -242,7 +284,7 @@ def _newest_step(out: Investigation, result, ref: str, store, left: float | None
         out.steps.append(Step("newest", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)"))
         return
     found, spent = _timed(lambda: check_newest(ref, result.answer_id, store=store, python=python, env_dir=env_dir,
-                                               progress=progress))
+                                               progress=progress, max_time_s=left))
     out.steps.append(Step("newest", "answered" if found else "skipped",
                           found["text"] if found else "the first bad release is the newest", spent))
 

@@ -80,7 +80,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
            executor=None, ray_address: str | None = None, nightly: bool = False, index_url: str | None = None,
            mode: str = "auto", by: str | None = None, layer: bool = True, jobs: int | None = None,
-           timed_probes: bool = False, **settings: Any):
+           timed_probes: bool = False, ledger=None, **settings: Any):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
     tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
     rounds, timeout_s, platform); no XLA dump is kept. `mode` "retrace": each release runs the bundle's program
@@ -107,7 +107,9 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
 
     Each probe (the versions timed together) is a replay task (fleet/executor.py) run by `executor`, by default the
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
-    in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
+    in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs.
+    `ledger` (run/spent.Ledger): where the probes are recorded, with the --max-time of the command that calls (a
+    probe that would end past it is not started; the search keeps what it had narrowed)."""
     from ..envs.prefetch import Prefetch
     from ..run.spent import Ledger
 
@@ -116,7 +118,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     registry, bundle = resolve(ref, store)
     manager = environment_manager(EnvConfig.of(env_dir, python, index_url))
     executor = _probe_executor(registry, ref, executor, ray_address)
-    ledger = Ledger()
+    ledger = ledger or Ledger()
     probes = _Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
     jobs = 1 if timed_probes else jobs or probe_jobs(bundle, options)
     with Prefetch(manager, jobs) as prefetch:
@@ -129,14 +131,27 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
             result, search = _every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
             comparison = _comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
         if layer:
-            by_time = result.criterion == "time" or timed_probes
-            result.layer = search.layer(result, lambda m, timed=True: probes.probe(m, by_time and timed), ref,
-                                        ["--store", store] if store else [], options.args())
-    if not nightly:
+            result.layer = _layer(search, result, probes, timed_probes, (ref, store, options))
+    if not nightly and (ledger.left() is None or (ledger.left() or 0.0) > 0):
         result.changed_defaults = _changed_defaults(result, python, env_dir, progress)
     result.spent = ledger.as_dict()
     result.answer_id = _stored_answer(registry, bundle, result, ref, None if mode == "auto" else mode)
     return result, comparison
+
+
+def _layer(search, result, probes, timed_probes: bool, asked: tuple) -> dict | None:
+    """The layer at the boundary (investigate/boundary.py), None where --max-time left no time to read it."""
+    from ..errors import TimeSpentError
+
+    ref, store, options = asked
+    by_time = result.criterion == "time" or timed_probes
+    try:
+        return search.layer(result, lambda m, timed=True: probes.probe(m, by_time and timed), ref,
+                            ["--store", store] if store else [], options.args())
+    except TimeSpentError as e:
+        if probes.progress:
+            probes.progress(f"bisect: the layer at the boundary was not read: {e.message}")
+        return None
 
 
 def _stands(result) -> None:
@@ -232,7 +247,7 @@ class _Probes:
         timed = timed or self.timed_only
         options = self.options if timed else self.options.outputs_only()
         replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
-                              progress=self.progress, mode=mode)
+                              progress=self.progress, mode=mode, left=self.ledger.left)
         what = ("timed" if timed else "untimed") + ("" if mode == "frozen" else f" {mode}")
         watched = self.ledger.watched(what, replay, concurrent=not timed)
 
@@ -250,7 +265,7 @@ class _Probes:
         from ..investigate.probes import replay_probe
 
         replay = replay_probe(*self.args, options or self.options, executor=self.executor, env_manager=self.manager,
-                              progress=self.progress, mode=mode)
+                              progress=self.progress, mode=mode, left=self.ledger.left)
         return self.ledger.watched(what + ("" if mode == "frozen" else f" {mode}"), replay, concurrent=False)
 
 

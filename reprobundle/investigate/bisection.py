@@ -26,7 +26,7 @@ from typing import Callable, Mapping, Sequence
 
 from ..analysis.verdict import leaning, leaning_text, timing_verdict
 from ..envs.versions import version_key
-from ..errors import UsageError
+from ..errors import TimeSpentError, UsageError
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
 # (run, run) -> how their outputs differ: SAME (bit for bit), BITS_ONLY (within the tolerance) or BEYOND it
@@ -64,6 +64,8 @@ class BisectResult:
     mode: str = "frozen"  # the program replayed: "frozen" (the stored module) or "retrace" (each release's lowering)
     mode_why: str | None = None  # why that one, when it was chosen (investigate/mode_choice.py)
     answer_id: str | None = None  # the answer record stored beside the runs (investigate/answers.py)
+    # where --max-time ended the search before it was done: what it had narrowed, one line (None: it finished)
+    unfinished: str | None = None
     # the other changes in the window, each bisected by its own criterion: [{"criterion", "first_bad", "last_good",
     # "why"}] (a time bisection whose endpoints' bits differ also finds the release whose bits changed)
     also: list[dict] = field(default_factory=list)
@@ -179,8 +181,13 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
             progress(_step_line(remaining, last_good, first_bad, picks))
         if ahead and result.criterion != TIME:  # nothing is made in the background while a probe is timed
             ahead([*picks, *next_picks(remaining, picks, per_step)])
-        classes = _classes_of(result, picks, replay_together if result.criterion == TIME else checks, target, known,
-                              outputs_differ)
+        try:
+            classes = _classes_of(result, picks, replay_together if result.criterion == TIME else checks, target,
+                                  known, outputs_differ)
+        except TimeSpentError as e:  # what was narrowed is the answer, said as such
+            result.unfinished = (f"{e.message}: the change lies after jax {last_good} and by jax {first_bad}; "
+                                 f"{len(remaining)} release{'s' if len(remaining) != 1 else ''} between them untested")
+            break
         last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
     result.first_bad, result.last_good = first_bad, last_good
     if result.criterion == TIME:
@@ -199,7 +206,13 @@ def confirm(result: BisectResult, replay_together: ReplayTogether,
     pair = [result.last_good, result.first_bad]
     if progress:
         progress(f"bisect: confirming: jax {pair[1]} timed again beside jax {pair[0]}")
-    runs = replay_together(pair)
+    try:
+        runs = replay_together(pair)
+    except TimeSpentError as e:  # no confirmation: a slowdown no second measurement settled is no first bad release
+        result.confirmation = {"confirmed": False, "verdict": None, "ratio": None, "ci95": None,
+                               "why": f"unconfirmed: jax {pair[1]} was not timed again beside jax {pair[0]}: "
+                                      f"{e.message}"}
+        return
     earlier = {id(run) for run in result.runs.values()} | {r.get("run_id") for r in result.runs.values()} - {None}
     assert not any(id(run) in earlier or run.get("run_id") in earlier for run in runs), \
         "the confirmation was handed the bisection's own runs: its probe must measure anew"

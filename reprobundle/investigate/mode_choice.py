@@ -31,7 +31,7 @@ from typing import Callable, Sequence
 
 from ..analysis.time_screen import screen
 from ..analysis.verdict import paired_log_ratios
-from ..errors import UsageError
+from ..errors import TimeSpentError, UsageError
 from .bisection import (
     BEYOND,
     BITS_ONLY,
@@ -179,7 +179,10 @@ def _screened_out(mode: str, screen_time: Callable[[str], dict],
                   progress: Callable[[str], None] | None) -> dict | None:
     """The time step's screen: None where it saw a slowdown beyond its noise (the time bisection runs), else the
     `set_aside` entry that says what it saw and could not rule out."""
-    seen = screen_time(mode)
+    try:
+        seen = screen_time(mode)
+    except TimeSpentError as e:
+        seen = {"seen": None, "said": f"the time screen did not run: {e.message}: no slowdown is ruled out"}
     if progress:
         progress(f"bisect: time ({mode}) screened: {seen['said']}")
     if seen["seen"] == "slower":
@@ -211,6 +214,12 @@ def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], 
                 continue
         try:
             result = run_one(mode, kind)
+        except TimeSpentError as e:  # the bisections before it are kept; this one and those after are said
+            if not found:
+                raise
+            set_aside += [{"criterion": k, "mode": m, "why": f"not bisected: {e.message}"}
+                          for m, k in steps[steps.index((mode, kind)):]]
+            break
         except UsageError as e:
             if len(steps) == 1:
                 raise
