@@ -609,3 +609,21 @@ def test_investigate_starts_no_work_past_max_time_and_keeps_what_it_answered(sto
         return
     assert bisected["status"] == "answered" and found.first_bad == "0.5.1" and bisected["stored"]
     assert (tmp_path / "colsum-issue.md").exists()
+
+
+def test_a_headline_slowdown_explain_does_not_settle_is_unsettled_not_a_first_bad_release():
+    from reprobundle.api.investigation import Investigation, _settled_again
+    from reprobundle.render.text import investigation_text
+
+    result = BisectResult("0.8.0", "0.9.0", "time", first_bad="0.9.0", last_good="0.8.2")
+    out = Investigation("p", "0.8.0", "0.9.0", first_bad="0.9.0")  # (no steps: the text says "commit")
+    _settled_again(out, result, {"verdict": "slower", "ratio": 1.09, "ci95": [1.06, 1.12], "settled": True})
+    assert out.unsettled is None and out.first_bad == "0.9.0"  # settled again: it stands
+    _settled_again(out, result, {"verdict": "same", "ratio": 1.03, "ci95": [0.99, 1.07], "settled": False})
+    assert out.first_bad is None and out.unsettled.startswith("unsettled: jax 0.9.0 looked slower than jax 0.8.2")
+    assert "1.030x [0.990-1.070] (same, not settled)" in out.unsettled
+    assert "first bad commit (none)" in investigation_text(out.data()) and out.unsettled in investigation_text(
+        out.data())
+    outputs = Investigation("p", "0.8.0", "0.9.0", first_bad="0.9.0")
+    _settled_again(outputs, BisectResult("0.8.0", "0.9.0", "outputs", "0.9.0", "0.8.2"), None)
+    assert outputs.first_bad == "0.9.0" and outputs.unsettled is None  # only a slowdown is settled by time

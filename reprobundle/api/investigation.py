@@ -65,10 +65,12 @@ class Investigation:
     layer: str | None = None
     chosen: str | None = None  # what the bisection looked at and why, one line (as asked, or mode_choice.plan's)
     max_time_s: float | None = None
+    # a headline slowdown explain's own measurement did not settle: said so, and then no first bad release
+    unsettled: str | None = None
 
     def data(self) -> dict:
         return {"ref": self.ref, "good": self.good, "bad": self.bad, "first_bad": self.first_bad,
-                "layer": self.layer, "chosen": self.chosen, "max_time_s": self.max_time_s,
+                "layer": self.layer, "chosen": self.chosen, "max_time_s": self.max_time_s, "unsettled": self.unsettled,
                 "steps": [vars(s) for s in self.steps]}
 
 
@@ -228,6 +230,21 @@ def _explain_step(out: Investigation, result, ref: str, store, store_args, left:
         out.steps.append(Step("explain", "failed", e.message, command=command))
         return
     out.steps.append(Step("explain", "answered", found["diagnosis"]["summary"], spent, command, found["answer_id"]))
+    _settled_again(out, result, found.get("regression"))
+
+
+def _settled_again(out: Investigation, result, regression: dict | None) -> None:
+    """A headline slowdown that explain's measurement (new processes, new rounds) does not settle as slower is
+    unsettled: said so, and no first bad release."""
+    if result.criterion != "time" or (regression or {}).get("verdict") == "slower":
+        return
+    seen = "did not run" if not regression else f"{regression['ratio']:.3f}x" + (
+        " [{:.3f}-{:.3f}]".format(*regression["ci95"]) if regression.get("ci95") else "") + \
+        f" ({regression['verdict']}, {'settled' if regression.get('settled') else 'not settled'})"
+    out.unsettled = (f"unsettled: jax {result.first_bad} looked slower than jax {result.last_good} in the bisection, "
+                     f"but explain's own measurement of the pair {seen}: not a first bad release until a measurement "
+                     "settles it (bisect --by time with more --rounds)")
+    out.first_bad = None
 
 
 def _explain_as(result) -> tuple[str, str]:
