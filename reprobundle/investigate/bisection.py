@@ -169,12 +169,23 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
                           left_out=_left_out_between(left_out, good, bad))
     if ahead:  # the endpoints' environments side by side, then the first step's
         ahead([good, bad, *split_points(candidates, max(1, jobs))])
-    target = _endpoints(result, replay_together, outputs_differ, check_together)
-    result.log_ratio = target
+    result.log_ratio = _endpoints(result, replay_together, outputs_differ, check_together)
     checks = check_together if check_together is not None and result.criterion != TIME else replay_together
-    per_step = max(1, jobs) if result.criterion != TIME else 1
-    last_good, first_bad = good, bad
-    remaining = list(candidates)  # untested versions strictly between last_good and first_bad, ascending
+    _narrow(result, replay_together if result.criterion == TIME else checks, max(1, jobs), known, outputs_differ,
+            progress, ahead)
+    if result.criterion == TIME:
+        confirm(result, confirm_with or replay_together, progress)
+    return result
+
+
+def _narrow(result: BisectResult, probe: ReplayTogether, jobs: int, known: Known | None,
+            outputs_differ: OutputsDiffer | None, progress: Callable[[str], None] | None,
+            ahead: Callable[[list[str]], None] | None) -> None:
+    """The search between the endpoints `result` told apart: its first bad and last good release, or, where
+    --max-time ended it (TimeSpentError), what it had narrowed, said in `result.unfinished`."""
+    per_step = jobs if result.criterion != TIME else 1
+    last_good, first_bad = result.good, result.bad
+    remaining = list(result.candidates)  # untested versions strictly between last_good and first_bad, ascending
     while remaining:
         picks = split_points(remaining, per_step)
         if progress:
@@ -182,17 +193,13 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
         if ahead and result.criterion != TIME:  # nothing is made in the background while a probe is timed
             ahead([*picks, *next_picks(remaining, picks, per_step)])
         try:
-            classes = _classes_of(result, picks, replay_together if result.criterion == TIME else checks, target,
-                                  known, outputs_differ)
+            classes = _classes_of(result, picks, probe, result.log_ratio, known, outputs_differ)
         except TimeSpentError as e:  # what was narrowed is the answer, said as such
             result.unfinished = (f"{e.message}: the change lies after jax {last_good} and by jax {first_bad}; "
                                  f"{len(remaining)} release{'s' if len(remaining) != 1 else ''} between them untested")
             break
         last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
     result.first_bad, result.last_good = first_bad, last_good
-    if result.criterion == TIME:
-        confirm(result, confirm_with or replay_together, progress)
-    return result
 
 
 def confirm(result: BisectResult, replay_together: ReplayTogether,

@@ -204,38 +204,59 @@ def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], 
     sees a slowdown beyond its noise."""
     found: list[BisectResult] = []
     set_aside: list[dict] = []
-    screened = screen_time is not None and by is None and any(kind != "time" for _, kind in steps)
-    for mode, kind in steps:
-        if kind == "time" and screened:
-            assert screen_time is not None
-            aside = _screened_out(mode, screen_time, progress)
-            if aside is not None:
-                set_aside.append(aside)
-                continue
+    screened = screen_time if by is None and any(kind != "time" for _, kind in steps) else None
+    for at, (mode, kind) in enumerate(steps):
         try:
-            result = run_one(mode, kind)
+            outcome = _run_step(mode, kind, run_one, len(steps) == 1, progress, screened)
         except TimeSpentError as e:  # the bisections before it are kept; this one and those after are said
             if not found:
                 raise
-            set_aside += [{"criterion": k, "mode": m, "why": f"not bisected: {e.message}"}
-                          for m, k in steps[steps.index((mode, kind)):]]
+            set_aside += [{"criterion": k, "mode": m, "why": f"not bisected: {e.message}"} for m, k in steps[at:]]
             break
-        except UsageError as e:
-            if len(steps) == 1:
-                raise
-            set_aside.append({"criterion": kind, "mode": mode, "why": e.message[:2000]})
-            if progress:
-                progress(f"bisect: {kind} ({mode}) set aside: {e.message}")
+        if isinstance(outcome, dict):
+            set_aside.append(outcome)
             continue
-        result.mode, result.mode_why = mode, why
-        if by is None:  # chosen, not asked for
-            result.by, result.why = None, result.why.removeprefix(f"--by {kind}: ")
-        if standing(result):
-            found.append(result)
+        _as_chosen(outcome, mode, why, None if by is not None else kind)
+        if standing(outcome):
+            found.append(outcome)
             continue
-        set_aside.append(unconfirmed(result))
+        set_aside.append(unconfirmed(outcome))
         if progress:
             progress(f"bisect: {kind} ({mode}): {set_aside[-1]['why']}")
+    return _headline(found, set_aside)
+
+
+def _as_chosen(result: BisectResult, mode: str, why: str | None, chosen_kind: str | None) -> None:
+    """The step's mode and why; a criterion chosen, not asked for (`chosen_kind`), said without its --by."""
+    result.mode, result.mode_why = mode, why
+    if chosen_kind is not None:
+        result.by, result.why = None, result.why.removeprefix(f"--by {chosen_kind}: ")
+
+
+def _run_step(mode: str, kind: str, run_one: Callable[[str, str], BisectResult], alone: bool,
+              progress: Callable[[str], None] | None,
+              screen_time: Callable[[str], dict] | None) -> BisectResult | dict:
+    """One bisection's result, or its `set_aside` entry: where it failed (a UsageError; a step `alone` raises it),
+    or a time step whose `screen_time` (given: it is screened) saw no slowdown beyond its noise."""
+    if kind == "time" and screen_time is not None:
+        aside = _screened_out(mode, screen_time, progress)
+        if aside is not None:
+            return aside
+    try:
+        return run_one(mode, kind)
+    except TimeSpentError:
+        raise
+    except UsageError as e:
+        if alone:
+            raise
+        if progress:
+            progress(f"bisect: {kind} ({mode}) set aside: {e.message}")
+        return {"criterion": kind, "mode": mode, "why": e.message[:2000]}
+
+
+def _headline(found: list[BisectResult], set_aside: list[dict]) -> BisectResult:
+    """The first change that stood, with the others as its `also` and what is no regression as its `set_aside`;
+    none: one UsageError that says each."""
     if not found:
         raise UsageError("no change stood between the endpoints: " + "; ".join(
             f"{s['criterion']} ({s['mode']}): {s['why']}" for s in set_aside),
