@@ -612,7 +612,7 @@ def test_investigate_starts_no_work_past_max_time_and_keeps_what_it_answered(sto
 
 
 def test_a_headline_slowdown_explain_does_not_settle_is_unsettled_not_a_first_bad_release():
-    from reprobundle.api.investigation import Investigation, _settled_again
+    from reprobundle.investigate.chain import Investigation, _settled_again
     from reprobundle.render.text import investigation_text
 
     result = BisectResult("0.8.0", "0.9.0", "time", first_bad="0.9.0", last_good="0.8.2")
