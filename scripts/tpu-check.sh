@@ -14,7 +14,7 @@
 #      the commits from jax-v0.10.2 to that commit, made by scripts/jax-range-repo.sh); packs examples/empty_rows.py
 #      and replays it retraced beside the installed release (jnp.empty's lowering changed on a TPU: outputs differ);
 #   7. bisect-commits from 0.10.2 to the commit (the first bad commit of that change) and its issue; investigate
-#      from 0.10.2 to the commit, and the reproducer it stores run on both sides;
+#      from 0.10.2 to the commit, and the reproducer it stores and the bundle's zip run on both sides;
 #   8. attention timed on the installed release beside the commit (5 visits each: the two-version replay's time);
 #   9. sweep of two bundles, installed against the commit; `changes` (libtpu's flags, by name);
 #  10. writes the issue body of the attention bundle; first of all, runs tests/test_accelerators.py on the TPU.
@@ -149,6 +149,12 @@ PY
       # PYTHONPATH (the machine's jax) would come before the environment's own packages: the commit's Python alone
       check "the reproducer fails under the commit (exit 1)" sh -c '"$@"; [ $? -eq 1 ]' _ env -u PYTHONPATH \
         "$COMMIT_ENV/bin/python" "$OUT/repro.py"
+    fi
+    # the attachment: the bundle's zip judges what the investigation found (#55), with only JAX beside it
+    if check "export the bundle's zip" "${RB[@]}" export empty-rows -o "$OUT/empty-rows.zip"; then
+      check "the zip passes on the installed release (exit 0)" python3 "$OUT/empty-rows.zip"
+      check "the zip fails under the commit (exit 1)" sh -c '"$@"; [ $? -eq 1 ]' _ env -u PYTHONPATH \
+        "$COMMIT_ENV/bin/python" "$OUT/empty-rows.zip"
     fi
   fi
 fi
