@@ -143,7 +143,8 @@ def test_a_change_the_first_bad_commit_documents_is_titled_so_and_its_entry_and_
     assert notes["workaround"] == f"To recover the previous behavior, use {WORKAROUND}."
     assert 'it documents the change in CHANGELOG.md (jax 0.4.31\'s notes, under "jax 0.4.30' in release_window["text"]
     data = issue_data("int-floor", store=str(store), jax_repo=str(repo))
-    assert data["title"].startswith("documented change in 0.4.31: `f` gives other values from jax 0.4.31"), \
+    assert data["title"].startswith("documented change in 0.4.31: `jax.numpy.floor` gives other values from jax "
+                                    "0.4.31"), \
         data["title"]
     first = "\n".join(issue_markdown(data).splitlines()[:30])
     tokens = MarkdownIt("commonmark").enable("table").parse(first)
@@ -162,6 +163,14 @@ def test_a_change_the_first_bad_commit_documents_is_titled_so_and_its_entry_and_
 
     assert "its CHANGELOG.md entry (jax 0.4.31's notes, under \"jax 0.4.30 (June 18, 2024)\"): " \
            "`jax.numpy.floor` of an integer array" in " ".join(commit_bisection_text(release_window).split())
+    # the table of changes says it intended, from the commit's own entry (no release-notes section names it)
+    from reprobundle.investigate.answers import latest_bisection
+    from reprobundle.investigate.change_table import change_rows
+
+    registry, bundle = api.resolve("int-floor", str(store))
+    answers = registry.answers(bundle.ref.bundle_id)
+    (row,) = change_rows(registry, bundle, latest_bisection(answers), answers, [])
+    assert row["intended"].startswith("documented in the 0.4.31 release notes: `jax.numpy.floor`"), row
     # an answer stored before answers kept their notes: read from the repository the issue is given
     from reprobundle.bundle.registry import Registry, utc_now
 

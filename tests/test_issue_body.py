@@ -316,7 +316,8 @@ def test_release_notes_naming_a_function_called_where_the_lowering_changed_are_q
                                   "program calls where its lowering changed): `jax.random.normal` draws other "
                                   "numbers for the same key."]
     # a documented change: its title and its first line say so (#56)
-    assert data["title"].startswith("documented change in 0.5.0: `_lambda_` gives other values"), data["title"]
+    assert data["title"].startswith("documented change in 0.5.0: `jax.random.normal` gives other values"), \
+        data["title"]
     assert data["body"].splitlines()[2].startswith("- **Documented change:** documented in the 0.5.0 release notes")
     assert "Documented as intended" not in data["body"]  # said once
 

@@ -60,7 +60,7 @@ def _row(registry: Registry, bundle: Bundle, change: dict, answers: Sequence[dic
     good, bad = str(change["last_good"]), str(change["first_bad"])
     layer = a_map(change.get("layer"))
     newest = newest_verdict(registry, {"answer": change}, list(runs))
-    notes = _intended(registry, bundle, layer, bad, jax_repo)
+    notes = _commit_entry(answers, good, bad) or _intended(registry, bundle, layer, bad, jax_repo)
     return {"release": bad, "last_good": good, "kind": KIND_WORD.get(str(change.get("criterion")), "?"),
             "how_much": how_much(registry, change, runs), "layer": LAYER_SHORT.get(str(layer.get("layer")), "?"),
             "function": changed_function(registry, bundle, layer), "commit": _commit(answers, good, bad),
@@ -145,6 +145,18 @@ def _commit(answers: Sequence[dict], good: str, bad: str) -> str | None:
                 and isinstance(first, dict) and first.get("sha"):
             return str(first["sha"])[:10]
     return None
+
+
+def _commit_entry(answers: Sequence[dict], good: str, bad: str) -> list[str]:
+    """The CHANGELOG.md entry the first bad commit of exactly these releases adds itself (its commit bisection's
+    `notes`, commit_bisect.notes_of), as a release note's line; [] where none is stored."""
+    for record in reversed(list(answers)):
+        a = record.get("answer") or {}
+        notes = a.get("notes")
+        if record.get("kind") == "commit-bisection" and (a.get("good"), a.get("bad")) == (good, bad):
+            return [f"documented in the {bad} release notes: {notes['entry']}"] \
+                if isinstance(notes, dict) and notes.get("entry") else []
+    return []
 
 
 def explanation_of(answers: Sequence[dict], good: str, bad: str) -> dict | None:
