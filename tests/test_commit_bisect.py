@@ -630,3 +630,34 @@ def test_an_unknown_commit_or_one_that_needs_a_newer_jaxlib_is_refused_with_the_
         api.bisect_commits("int-floor", "0.4.30", "main", store=str(store), jax_repo=str(moved))
     assert "name a bad release instead" in str(refused.value.hint)
 
+
+
+def test_a_release_run_that_records_its_wheels_commit_is_no_commits_run():
+    """Release wheels from 0.10 on record the commit they were built from (jax.version._git_hash): a run of such a
+    release is still the release's, so a commit window finds its good end among its probes (seen on a TPU: the issue
+    offered no script, 'no stored run of jax 0.10.2 retraced'); a commit's environment (its version stamped
+    X.dev0+hash) is the commit's."""
+    from reprobundle.bundle.model import commit_of_run
+
+    sha = "a33ed614c58ee8a10d0b7536c50c2609c38500c1"
+    release = {"environment": {"jax": "0.10.2", "jax_build": {"origin": "release", "commits": {"jax": sha}}}}
+    commit = {"environment": {"jax": "0.11.0.dev0+0145058aaca8",
+                              "jax_build": {"origin": "local", "commits": {"jax": "0145058aaca8775b"}}}}
+    assert commit_of_run(release) is None and commit_of_run(commit) == "0145058aaca8775b"
+    assert commit_of_run({"environment": {"jax": "0.10.2"}}) is None
+
+
+def test_the_packed_reference_stands_for_the_release_that_traced_and_packed_it():
+    """A bundle packed (and traced) by the good release: its reference is that release's outputs, whatever form
+    traced_by takes (pack stores {"jax": VERSION})."""
+    from reprobundle.investigate.reproducer import packed_reference_run
+
+    class Packed:
+        manifest = {"environment": {"jax": "0.10.2"}, "reference": {"outputs": [{"blob": "x"}]},
+                    "function": {"traced_by": {"jax": "0.10.2"}}}
+
+    found = packed_reference_run(Packed(), "0.10.2")  # type: ignore[arg-type]
+    assert found is not None and found["outputs"] == [{"blob": "x"}]
+    assert packed_reference_run(Packed(), "0.9.2") is None  # type: ignore[arg-type]
+    Packed.manifest["function"]["traced_by"] = {"jax": "0.9.2"}
+    assert packed_reference_run(Packed(), "0.10.2") is None  # type: ignore[arg-type]
