@@ -14,15 +14,24 @@ The truths were checked on these releases (the programs' docstrings say why); ev
 the cache here (0.4.32 is yanked), so nothing is installed. A kind answered wrong is printed as such, with the
 answer's own lines.
 
-Usage: cd benchmarks && ../.venv/bin/python bench_kinds.py [--only NAME ...]
+With `--load N` (#57), each bundle's `investigate` runs a second time, on a copy of its store as it was right after
+`pack`, beside N CPU-bound processes (a Python busy loop each, started here and ended by their ids when it
+ends): its wall against the same investigation run alone. The goals: alone, at most 2x the replay; under the load,
+at most 3x alone.
+
+Usage: cd benchmarks && ../.venv/bin/python bench_kinds.py [--only NAME ...] [--load N]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,9 +103,23 @@ def replay_headline(data: dict) -> str:
     return "; ".join(h["text"] for h in heads if h.get("comparable")) or "(no verdict)"
 
 
-def measure(case: Case, scratch: Path) -> dict:
+@contextlib.contextmanager
+def cpu_load(n: int):
+    """N CPU-bound processes while the block runs, ended by their ids after it."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in busy:
+            p.terminate()
+            p.wait()
+
+
+def measure(case: Case, scratch: Path, load: int = 0) -> dict:
     env = {**os.environ, "REPROBUNDLE_STORE": str(scratch / case.name / "store")}
     run(["pack", str(ROOT / case.program), "--name", case.name, "--no-dump", "--no-profile"], env)
+    loaded_env = {**env, "REPROBUNDLE_STORE": str(scratch / case.name / "store-loaded")}
+    shutil.copytree(env["REPROBUNDLE_STORE"], loaded_env["REPROBUNDLE_STORE"])  # as it was after pack
     replay_s, done = run_status(["replay", case.name, "--jax", case.good, "--jax", case.bad,
                                  *(["--retrace"] if case.retrace else []), "--json"], env)
     if done.returncode not in (0, NOT_OK):  # NOT_OK: a replay whose outputs differ is a replay all the same
@@ -104,8 +127,16 @@ def measure(case: Case, scratch: Path) -> dict:
     replayed = json.loads(done.stdout)
     inv_s, kind, first_bad, said = answered(case, env)
     correct = kind.split()[0] == case.truth_kind and first_bad == case.truth_first_bad
-    return {"case": case, "replay_s": replay_s, "replay": replay_headline(replayed), "inv_s": inv_s, "kind": kind,
-            "first_bad": first_bad, "correct": correct, "said": said}
+    out = {"case": case, "replay_s": replay_s, "replay": replay_headline(replayed), "inv_s": inv_s, "kind": kind,
+           "first_bad": first_bad, "correct": correct, "said": said}
+    if load:
+        before = os.getloadavg()[0]
+        with cpu_load(load):
+            loaded_s, loaded_kind, loaded_bad, loaded_said = answered(case, loaded_env)
+        out.update(loaded_s=loaded_s, loaded_kind=loaded_kind, loaded_said=loaded_said,
+                   loaded_correct=loaded_kind.split()[0] == case.truth_kind and loaded_bad == case.truth_first_bad,
+                   loads=(before, os.getloadavg()[0]))
+    return out
 
 
 def chosen_text(r: dict) -> str:
@@ -115,20 +146,27 @@ def chosen_text(r: dict) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    out = ["| bundle (window) | truth | chosen (answer) | correct? | investigate | replay | ratio |",
-           "| --- | --- | --- | --- | --- | --- | --- |"]
+    loaded = any("loaded_s" in r for r in rows)
+    out = ["| bundle (window) | truth | chosen (answer) | correct? | investigate | replay | ratio |"
+           + (" under load (correct?) | / alone | load avg |" if loaded else ""),
+           "| --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- | --- |" if loaded else "")]
     for r in rows:
         c = r["case"]
         truth = f"{c.truth_kind} at {c.truth_first_bad}" if c.truth_first_bad else c.truth_kind
-        out.append(f"| `{c.name}` ({c.good} -> {c.bad}{', retraced replay' if c.retrace else ''}) | {truth} | "
-                   f"{chosen_text(r)} | {'yes' if r['correct'] else '**no**'} | {r['inv_s']:.1f} s | {r['replay_s']:.1f} s | "
-                   f"{r['inv_s'] / r['replay_s']:.2f}x |")
+        line = (f"| `{c.name}` ({c.good} -> {c.bad}{', retraced replay' if c.retrace else ''}) | {truth} | "
+                f"{chosen_text(r)} | {'yes' if r['correct'] else '**no**'} | {r['inv_s']:.1f} s | "
+                f"{r['replay_s']:.1f} s | {r['inv_s'] / r['replay_s']:.2f}x |")
+        if "loaded_s" in r:
+            line += (f" {r['loaded_s']:.1f} s ({'yes' if r['loaded_correct'] else '**no**'}) | "
+                     f"{r['loaded_s'] / r['inv_s']:.2f}x | {r['loads'][0]:.1f} -> {r['loads'][1]:.1f} |")
+        out.append(line)
     return "\n".join(out)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", nargs="*", help="only these bundles (by name)")
+    parser.add_argument("--load", type=int, default=0, help="also investigate beside N CPU-bound processes")
     args = parser.parse_args()
     scratch = Path(tempfile.mkdtemp(prefix="bench-kinds-"))
     rows = []
@@ -136,10 +174,13 @@ def main() -> None:
         if args.only and case.name not in args.only:
             continue
         print(f"== {case.name}: {case.story}; load {os.getloadavg()[0]:.1f}", flush=True)
-        rows.append(measure(case, scratch))
+        rows.append(measure(case, scratch, args.load))
         r = rows[-1]
         print(f"replay ({r['replay_s']:.1f} s): {r['replay']}\ninvestigate ({r['inv_s']:.1f} s): {chosen_text(r)}, "
               f"{'correct' if r['correct'] else 'WRONG'}\n{r['said']}\n", flush=True)
+        if "loaded_s" in r:
+            print(f"beside {args.load} busy processes ({r['loaded_s']:.1f} s, load {r['loads'][0]:.1f} -> "
+                  f"{r['loads'][1]:.1f}): {r['loaded_kind']}\n{r['loaded_said']}\n", flush=True)
     print(table(rows))
     print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 

@@ -52,6 +52,11 @@ class InputMismatchError(UsageError):
     """Arguments do not match the shapes or dtypes of the exported function."""
 
 
+class TimeSpentError(ReproBundleError):
+    """--max-time would be spent before a step could end: it is not started, and what was answered before it is
+    kept (run/spent.Ledger refuses the probe; the search says what it had narrowed)."""
+
+
 class StoreError(ReproBundleError):
     """The store could not be reached or misbehaved."""
 

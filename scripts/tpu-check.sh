@@ -14,7 +14,7 @@
 #      the commits from jax-v0.10.2 to that commit, made by scripts/jax-range-repo.sh); packs examples/empty_rows.py
 #      and replays it retraced beside the installed release (jnp.empty's lowering changed on a TPU: outputs differ);
 #   7. bisect-commits from 0.10.2 to the commit (the first bad commit of that change) and its issue; investigate
-#      from 0.10.2 to the commit, and the reproducer it stores run on both sides;
+#      from 0.10.2 to the commit, and the reproducer it stores and the bundle's zip run on both sides;
 #   8. attention timed on the installed release beside the commit (5 visits each: the two-version replay's time);
 #   9. sweep of two bundles, installed against the commit; `changes` (libtpu's flags, by name);
 #  10. writes the issue body of the attention bundle; first of all, runs tests/test_accelerators.py on the TPU.
@@ -91,8 +91,10 @@ for r in rows:
 EOF
 fi
 if want variant; then
-  # algsimp off changes the TPU's numerics (outputs beyond the tolerance: exit 1); the check is that both ran
-  check "installed beside an XLA flag variant" sh -c '"$@"; [ $? -le 1 ]' _ "${RB[@]}" replay attention \
+  # algsimp off changes the TPU's numerics: outputs beyond the tolerance, which replay's exit code says (9, a
+  # mismatch; as the commit step below expects); both ran, and the variant's outputs differ
+  check "installed beside an XLA flag variant (outputs differ: exit 9)" sh -c '"$@"; [ $? -eq 9 ]' _ \
+    "${RB[@]}" replay attention \
     --jax installed --variant "installed:XLA_FLAGS=--xla_disable_hlo_passes=algsimp" --rounds 3
 fi
 if want commit || want bisect || want investigate || want timing || want sweep; then
@@ -140,11 +142,19 @@ found = re.search(r"```python\n(.*?)\n```", open(sys.argv[1]).read(), re.S)
 if found:
     open(sys.argv[2], "w").write(found.group(1) + "\n")
 PY
+    check "the issue's title names the first bad commit" grep -q "^### .* from JAX commit " "$OUT/investigate-issue.md"
+    check "the issue's reproducer is the program (never the frozen module)" grep -q "^PROGRAM_FILES = " "$OUT/repro.py"
     if [ -f "$OUT/repro.py" ]; then
       check "the reproducer passes on the installed release" python3 "$OUT/repro.py"
       # PYTHONPATH (the machine's jax) would come before the environment's own packages: the commit's Python alone
       check "the reproducer fails under the commit (exit 1)" sh -c '"$@"; [ $? -eq 1 ]' _ env -u PYTHONPATH \
         "$COMMIT_ENV/bin/python" "$OUT/repro.py"
+    fi
+    # the attachment: the bundle's zip judges what the investigation found (#55), with only JAX beside it
+    if check "export the bundle's zip" "${RB[@]}" export empty-rows -o "$OUT/empty-rows.zip"; then
+      check "the zip passes on the installed release (exit 0)" python3 "$OUT/empty-rows.zip"
+      check "the zip fails under the commit (exit 1)" sh -c '"$@"; [ $? -eq 1 ]' _ env -u PYTHONPATH \
+        "$COMMIT_ENV/bin/python" "$OUT/empty-rows.zip"
     fi
   fi
 fi

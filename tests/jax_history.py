@@ -3,7 +3,9 @@ jax-v0.4.30, then the changes to 0.4.31's split file by file into real commits, 
 
     c1  version.py (0.4.31's: _version 0.4.31, _minimum_jaxlib_version 0.4.30)
     c2  every other changed file but jax/_src/numpy/ufuncs.py        (0.4.30's jnp.floor still)
-    c3  jax/_src/numpy/ufuncs.py: floor of an integer is the integer  (the lowering change)
+    c3  jax/_src/numpy/ufuncs.py: floor of an integer is the integer  (the lowering change), and its CHANGELOG.md
+        entry, with a workaround, under the older heading "jax 0.4.30" (as JAX's bf16 `jnp.arange` entry sits
+        under 0.9.2's heading though it shipped in 0.10.0)
     c4  jax/_src/broken_import.py imported by jax/__init__.py, raising (does not import: skipped)
     c5  the broken import taken out again
     c6  "Prepare for JAX release 0.4.31": the XLA pin moved, tagged jax-v0.4.31
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import filecmp
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -60,6 +63,13 @@ def _copy(src: Path, dst: Path, names) -> None:
             target.unlink()
 
 
+CHANGELOG = "# Change log\n\n## jax 0.4.30 (June 18, 2024)\n\n* Changes:\n  * An older entry.\n"
+FLOOR_ENTRY = ("  * {func}`jax.numpy.floor` of an integer array now returns the array unchanged, with no\n"
+               "    round trip through float32. To recover the previous behavior, use\n"
+               "    `jnp.floor(x.astype(jnp.float32)).astype(x.dtype)`.\n")
+WORKAROUND = "`jnp.floor(x.astype(jnp.float32)).astype(x.dtype)`"
+
+
 def _pin(repo: Path, version: str) -> None:
     bzl = repo / "third_party" / "xla" / "workspace.bzl"
     bzl.parent.mkdir(parents=True, exist_ok=True)
@@ -73,6 +83,7 @@ def make_history(repo: Path, old: Path, new: Path) -> list[str]:
     _git(repo, "init", "-q", "-b", "main")
     shutil.copytree(old, repo / "jax", ignore=shutil.ignore_patterns("__pycache__"))
     _pin(repo, "0.4.30")
+    (repo / "CHANGELOG.md").write_text(CHANGELOG)
     _commit(repo, "jax 0.4.30")
     _git(repo, "tag", "jax-v0.4.30")
     a, b = _files(old), _files(new)
@@ -85,6 +96,7 @@ def make_history(repo: Path, old: Path, new: Path) -> list[str]:
     _copy(new, jax, rest)
     shas.append(_commit(repo, TITLES[1]))
     _copy(new, jax, [UFUNCS])
+    (repo / "CHANGELOG.md").write_text(CHANGELOG.replace("* Changes:\n", "* Changes:\n" + FLOOR_ENTRY))
     shas.append(_commit(repo, TITLES[2], f"COPYBARA_INTEGRATE_REVIEW={PULL} from someone:floor-ints"))
     (jax / "_src" / "broken_import.py").write_text('raise ImportError("this module does not work yet")\n')
     init = (jax / "__init__.py").read_text()
@@ -101,3 +113,32 @@ def make_history(repo: Path, old: Path, new: Path) -> list[str]:
 
 def retag(repo: Path, tag: str, sha: str) -> None:
     _git(repo, "tag", "-f", tag, sha)
+
+
+PATCH_TITLES = ["Merge back the patch release: version.py reads 0.4.30 again",
+                "jnp.floor: an integer input goes through float32 again", "Bump the version to 0.4.32"]
+
+
+def _set_versions(jax: Path, version: str, minimum: str) -> None:
+    path = jax / "version.py"
+    text = re.sub(r'(?m)^_version = ".*"$', f'_version = "{version}"', path.read_text())
+    path.write_text(re.sub(r'(?m)^_minimum_jaxlib_version = ".*"$', f'_minimum_jaxlib_version = "{minimum}"', text))
+
+
+def add_patch_window(repo: Path, old: Path) -> list[str]:
+    """Three commits after jax-v0.4.31 on main, as JAX's main after a patch release (after jax-v0.4.33 its commits
+    read 0.4.32, and JAX's check at import refuses jaxlib 0.4.33 under them):
+
+        c7  version.py reads 0.4.30 (_minimum_jaxlib_version 0.4.30): it refuses jaxlib 0.4.31, takes 0.4.30
+        c8  jax/_src/numpy/ufuncs.py as 0.4.30 had it: the floor through float32 again (the lowering change)
+        c9  version.py reads 0.4.32 (_minimum_jaxlib_version 0.4.31): it takes jaxlib 0.4.31 again
+
+    `old`: 0.4.30's `jax/` folder. The commits' hashes, c7 first."""
+    jax = repo / "jax"
+    _set_versions(jax, "0.4.30", "0.4.30")
+    shas = [_commit(repo, PATCH_TITLES[0])]
+    _copy(old, jax, [UFUNCS])
+    shas.append(_commit(repo, PATCH_TITLES[1]))
+    _set_versions(jax, "0.4.32", "0.4.31")
+    shas.append(_commit(repo, PATCH_TITLES[2]))
+    return shas

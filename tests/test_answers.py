@@ -320,7 +320,8 @@ def test_a_changed_default_is_said_documented_where_the_release_notes_name_it(st
     assert data["documented"] == ["documented in the 0.5.0 release notes: Enable `jax_threefry_partitionable` by "
                                   "default (see the update note)."]
     first = "\n".join(data["body"].splitlines()[:30])
-    assert "**Documented as intended:** documented in the 0.5.0 release notes: Enable \\`jax\\_threefry" in first
+    assert "**Documented change:** documented in the 0.5.0 release notes: Enable \\`jax\\_threefry" in first
+    assert data["title"].startswith("documented change in 0.5.0: ") and "Documented as intended" not in first
     other = _jax_repo(tmp_path / "other", CHANGELOG.replace("jax_threefry_partitionable", "something_else"))
     code, out, err = cli("issue", "small", "--jax-repo", str(other), "--json", store=store)
     assert code == 0 and json.loads(out)["documented"] == [] and "Documented" not in json.loads(out)["body"], err

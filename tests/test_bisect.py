@@ -313,3 +313,32 @@ def test_an_error_on_the_bad_side_is_a_regression_bisected_untimed():
                    lambda a, b: "same")
     assert found["frozen"]["said"] == "the frozen module fails on jax 0.8.0 (error) and runs on jax 0.4.30"
     assert plan(found, None)[0] == [("frozen", "outputs"), ("retrace", "time")]
+
+
+def test_a_probe_that_would_end_past_max_time_is_not_started_and_the_search_keeps_what_it_narrowed():
+    """The ledger refuses a probe once --max-time is spent (TimeSpentError, said by the search as what it had
+    narrowed); no clock is read by this test: a budget of zero is spent before the first probe, one of an hour never."""
+    from reprobundle.errors import TimeSpentError
+    from reprobundle.run.spent import Ledger
+
+    spent, roomy = Ledger(max_time_s=0.0), Ledger(max_time_s=3600.0)
+    replay_one, tested = _replayer("0.5.1")
+    with pytest.raises(TimeSpentError, match="--max-time 0 s spent"):
+        spent.watched("timed", replay_one)(["0.4.30", "0.8.0"])
+    assert tested == [] and spent.probes == []
+    roomy.watched("timed", replay_one)(["0.4.30", "0.8.0"])
+    (probe,) = roomy.probes
+    assert tested == [["0.4.30", "0.8.0"]] and 0 <= probe["at_s"] <= roomy.as_dict()["wall_s"]
+    # the endpoints answered, then the time ran out: the window so far is the answer, said as unfinished
+    calls = []
+
+    def then_spent(versions):
+        calls.append(list(versions))
+        if len(calls) > 2:
+            raise TimeSpentError("--max-time 10 s spent: 0 s left, and a timed probe takes ~3 s here")
+        return replay_one(versions)
+
+    r = bisect(VERSIONS, "0.4.30", "0.8.0", then_spent)
+    assert r.unfinished.startswith("--max-time 10 s spent") and "untested" in r.unfinished
+    assert r.classes[r.first_bad] == "bad" and r.classes[r.last_good] == "good"
+    assert r.confirmation["confirmed"] is False and "was not timed again" in r.confirmation["why"]

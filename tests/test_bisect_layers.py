@@ -20,7 +20,7 @@ VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "
 ROUNDS, STEPS = 5, 10
 
 
-def _replayer(slow_from: str, bits_from: str, factor: float = 1.15, only_beside: str | None = None):
+def _replayer(slow_from: str, bits_from: str, factor: float = 1.15, only_beside: str | None = None, seed: int = 0):
     """Versions timed together: `factor` times the time (15% slower) from `slow_from` on, other last bits of their
     outputs from `bits_from` on (each run carries its outputs' bits as a number the comparison below reads). With
     `only_beside`, the time moves only in a probe that holds that release (a change no second measurement repeats)."""
@@ -28,7 +28,7 @@ def _replayer(slow_from: str, bits_from: str, factor: float = 1.15, only_beside:
 
     def replay_together(versions):
         calls.append(list(versions))
-        rng = np.random.default_rng(len(calls))
+        rng = np.random.default_rng(seed + len(calls))
         drift = np.exp(0.3 * np.cumsum(rng.standard_normal(ROUNDS * STEPS)) / 10)
         runs = []
         moves = only_beside is None or only_beside in versions
@@ -475,3 +475,159 @@ def test_the_answer_says_each_other_change_and_what_is_no_regression_on_a_line_o
     assert "  also: time (frozen) changed at jax 0.4.34 (last good 0.4.33): 1.50x [1.45-1.55] vs jax 0.4.30 timed " \
            "beside it: slower" in lines
     assert "  no regression: bits (retraced): line\\nbreak" in lines  # a record's text stays on its line
+
+
+# -- #57: time only what the answer needs; #56: a confirmation measures anew ----------------------------------------
+
+def test_the_time_screen_sees_a_slowdown_beyond_its_noise_and_says_what_it_cannot_rule_out():
+    from reprobundle.analysis.time_screen import screen
+
+    slower = screen([0.30, 0.28, 0.33])  # 1.35x, a round's noise of ~2.5%
+    assert slower["seen"] == "slower" and 1.3 < slower["ratio"] < 1.4 and slower["not_ruled_out"] is None
+    faster = screen([-0.7, -0.72, -0.69, -0.71])
+    assert faster["seen"] == "faster" and faster["interval"][1] < 1
+    noisy = screen([0.05, -0.04, 0.08, -0.02, 0.03])  # no slowdown beyond a round's noise of ~5%
+    assert noisy["seen"] == "same" and noisy["rounds"] == 5 and 0.04 < noisy["noise"] < 0.06
+    assert noisy["interval"][0] < 1 < noisy["not_ruled_out"] == noisy["interval"][1]
+    tiny = screen([0.01, 0.012, 0.011])  # certain, but under 2%: no slowdown
+    assert tiny["seen"] == "same"
+    assert screen([0.3])["seen"] is None and screen([])["rounds"] == 0  # one round: no noise to judge by
+
+
+def test_an_outputs_change_screens_time_and_bisects_it_only_where_the_screen_sees_a_slowdown():
+    """The retraced outputs change at 0.6.0; the frozen module is 1.5x slower from 0.4.34 on, or the same. With no
+    flag, time is a screen after the outputs' bisection: only a slowdown it sees beyond its noise is bisected (and
+    confirmed by a probe that measures anew); one it does not see is said with what it could not rule out. Asked
+    for time, or where nothing else changed, time is measured in full and never screened."""
+    from reprobundle.investigate.mode_choice import bisect_each, time_screen
+
+    retraced = _outputs_from("0.6.0")
+    for factor, bisected in ((1.5, True), (1.0, False)):
+        frozen_timed, calls = _replayer(slow_from="0.4.34", bits_from="0.8.0", factor=factor)
+        order: list[str] = []
+
+        def run_one(mode, kind, frozen_timed=frozen_timed):
+            order.append(kind)
+            if mode == "retrace":
+                return bisect(VERSIONS, "0.4.30", "0.8.0", retraced, outputs_differ=_beyond, by=kind)
+            return bisect(VERSIONS, "0.4.30", "0.8.0", frozen_timed, outputs_differ=_apart, by=kind,
+                          confirm_with=frozen_timed)
+
+        def screen_time(mode, frozen_timed=frozen_timed):
+            order.append("screen")
+            return time_screen("0.4.30", "0.8.0", frozen_timed)
+
+        head = bisect_each([("retrace", "outputs"), ("frozen", "time")], run_one, None, "w", screen_time=screen_time)
+        assert (head.criterion, head.first_bad) == ("outputs vs good", "0.6.0")
+        assert order[:2] == ["outputs", "screen"]  # the outputs first: never held back by the screen
+        if bisected:
+            assert order == ["outputs", "screen", "time"] and head.set_aside == []
+            (slower,) = head.also
+            assert (slower["criterion"], slower["first_bad"]) == ("time", "0.4.34")
+            assert slower["confirmation"]["confirmed"]
+        else:
+            assert order == ["outputs", "screen"] and head.also == [] and calls == [["0.4.30", "0.8.0"]]
+            (aside,) = head.set_aside
+            assert aside["criterion"] == "time" and aside["screen"]["rounds"] == ROUNDS
+            assert aside["why"].startswith("jax 0.8.0 is 1.0") and " in a screen of 5 paired rounds (" in aside["why"]
+            assert "no slowdown beyond the noise; a slowdown under 1.0" in aside["why"]
+            assert "is not ruled out: the screen's noise was " in aside["why"]
+    # asked for time, or time alone: no screen
+    asked = []
+    bisect_each([("frozen", "time")], lambda m, k: bisect(VERSIONS, "0.4.30", "0.8.0", _replayer("0.4.34", "0.8.0")[0],
+                                                          outputs_differ=_apart, by=k), None, "w",
+                screen_time=lambda mode: asked.append(mode) or {})
+    bisect_each([("retrace", "outputs"), ("frozen", "time")],
+                lambda m, k: bisect(VERSIONS, "0.4.30", "0.8.0", retraced if m == "retrace" else
+                                    _replayer("0.4.34", "0.8.0")[0], outputs_differ=_beyond, by=k), "time", "w",
+                screen_time=lambda mode: asked.append(mode) or {})
+    assert asked == []
+
+
+def test_a_confirmation_is_a_measurement_of_its_own():
+    """The confirmation's pair is the endpoints here (nothing lies between 0.4.31 and 0.4.33): its probe measures
+    anew, and its figures are its own, never the endpoints' repeated; a probe that hands back the bisection's own
+    runs is refused."""
+    timed, calls = _replayer(slow_from="0.4.33", bits_from="0.8.0")
+    fresh, fresh_calls = _replayer(slow_from="0.4.33", bits_from="0.8.0", seed=100)  # new processes, new rounds
+    remembered: dict = {}
+
+    def remembering(versions):
+        return remembered.setdefault(tuple(versions), timed(versions))
+
+    r = bisect(VERSIONS, "0.4.31", "0.4.33", remembering, outputs_differ=_apart, by="time", confirm_with=fresh)
+    assert calls == [["0.4.31", "0.4.33"]] and fresh_calls == [["0.4.31", "0.4.33"]]
+    assert r.confirm_runs[1] is not r.runs["0.4.33"] and r.confirmation["confirmed"]
+    assert r.confirmation["ratio"] != pytest.approx(r.ends_verdict["ratio"], rel=1e-9)
+    with pytest.raises(AssertionError, match="must measure anew"):
+        bisect(VERSIONS, "0.4.31", "0.4.33", remembering, outputs_differ=_apart, by="time")
+
+
+@pytest.mark.crossversion
+def test_a_slowdown_the_screen_sees_is_bisected_and_confirmed_by_rounds_of_its_own(store_dir):
+    """tests/programs/retrace/slower_later.py retraced: 0.5.1 runs 200 laps of its loop where 0.5.0 runs one (tens
+    of times the time on any machine: settled in 4 paired rounds even at load 12 on 2 cores), and its bits change there too. The bits change the endpoints show makes time a
+    bounded screen, which sees the slowdown; only then are the endpoints timed in full, and the confirmation times
+    the same pair again in processes and rounds of its own: its runs and its figures are not the endpoints'."""
+    api.pack_script(str(PROGRAMS / "slower_later.py"), name="sl", store=str(store_dir), **quick.PACK)
+    result, _ = api.bisect("sl", "0.5.0", "0.5.1", store=str(store_dir), mode="retrace", warmup=1, repeat=32,
+                           rounds=4, layer=False)
+    assert [(a["criterion"], a["first_bad"]) for a in [vars(result), *result.also] if a["criterion"] == "bits"] == [
+        ("bits", "0.5.1")]
+    probes = [(p["what"], p["versions"]) for p in result.spent["probes"]]
+    assert probes[:3] == [("untimed retrace", ["0.5.0", "0.5.1"]), ("screen retrace", ["0.5.0", "0.5.1"]),
+                          ("timed retrace", ["0.5.0", "0.5.1"])], probes  # the screen saw it: timed in full
+    # the endpoints settled as slower (a verdict, so it rests on the machine: under heavy load the full measurement
+    # may not settle it, said then as no regression) go to the confirmation, a measurement of its own
+    confirmation = result.confirmation if result.criterion == "time" else next(
+        (s.get("confirmation") for s in result.set_aside if s["criterion"] == "time"), None)
+    if confirmation is None:
+        assert "confirm retrace" not in [what for what, _ in probes]
+        return
+    assert probes[3] == ("confirm retrace", ["0.5.0", "0.5.1"]) and len(confirmation["run_ids"]) == 2
+    assert not set(confirmation["run_ids"]) & {r["run_id"] for r in result.runs.values()}
+    assert confirmation["ratio"] != result.ends_verdict["ratio"]  # two measurements, two figures
+    assert confirmation["why"].startswith(("confirmed: jax 0.5.1 timed again beside jax 0.5.0: ",
+                                           "unconfirmed: jax 0.5.1 looked slower in the bisection"))
+
+
+@pytest.mark.crossversion
+def test_investigate_starts_no_work_past_max_time_and_keeps_what_it_answered(store_dir, tmp_path):
+    """colsum's bits change at 0.5.1. With --max-time 30 s, whatever this machine manages in them: every probe of
+    the bisection started with time left (from the steps' recorded start times, not the wall clock), no later step
+    started past it, and a bisection the time ended says so: unfinished, or failed for --max-time, never a
+    traceback; what it answered is stored."""
+    api.pack_script(str(PROGRAMS / "colsum.py"), name="colsum", store=str(store_dir), **quick.PACK)
+    budget = 30.0
+    found = api.investigate("colsum", "0.5.0", "0.5.1", store=str(store_dir), max_time_s=budget,
+                            issue_path=tmp_path / "colsum-issue.md")
+    data = found.data()
+    assert data["max_time_s"] == budget
+    bisected, *later = data["steps"]
+    assert bisected["name"] == "bisect" and bisected["started_s"] == 0.0 and bisected["probes"]
+    assert all(p["at_s"] < budget for p in bisected["probes"]), bisected["probes"]
+    assert all(s["started_s"] is None or s["started_s"] < budget for s in later if s["name"] != "issue"), later
+    if bisected["status"] == "failed":  # the time ran out before any answer
+        assert "--max-time 30 s spent" in bisected["answer"]
+        assert all(s["status"] == "skipped" for s in later)
+        return
+    assert bisected["status"] == "answered" and found.first_bad == "0.5.1" and bisected["stored"]
+    assert (tmp_path / "colsum-issue.md").exists()
+
+
+def test_a_headline_slowdown_explain_does_not_settle_is_unsettled_not_a_first_bad_release():
+    from reprobundle.investigate.chain import Investigation, _settled_again
+    from reprobundle.render.text import investigation_text
+
+    result = BisectResult("0.8.0", "0.9.0", "time", first_bad="0.9.0", last_good="0.8.2")
+    out = Investigation("p", "0.8.0", "0.9.0", first_bad="0.9.0")  # (no steps: the text says "commit")
+    _settled_again(out, result, {"verdict": "slower", "ratio": 1.09, "ci95": [1.06, 1.12], "settled": True})
+    assert out.unsettled is None and out.first_bad == "0.9.0"  # settled again: it stands
+    _settled_again(out, result, {"verdict": "same", "ratio": 1.03, "ci95": [0.99, 1.07], "settled": False})
+    assert out.first_bad is None and out.unsettled.startswith("unsettled: jax 0.9.0 looked slower than jax 0.8.2")
+    assert "1.030x [0.990-1.070] (same, not settled)" in out.unsettled
+    assert "first bad commit (none)" in investigation_text(out.data()) and out.unsettled in investigation_text(
+        out.data())
+    outputs = Investigation("p", "0.8.0", "0.9.0", first_bad="0.9.0")
+    _settled_again(outputs, BisectResult("0.8.0", "0.9.0", "outputs", "0.9.0", "0.8.2"), None)
+    assert outputs.first_bad == "0.9.0" and outputs.unsettled is None  # only a slowdown is settled by time

@@ -19,7 +19,7 @@ from jax_history import TITLES, XLA_PINS, make_history, retag, site_jax
 
 from reprobundle import api
 from reprobundle.envs.folders import JaxEnvironment
-from reprobundle.envs.jax_commit import jaxlib_release_for, pull_request
+from reprobundle.envs.jax_commit import ReleasesOver, jaxlib_accepted, pull_request
 from reprobundle.envs.versions import version_key
 from reprobundle.errors import UsageError
 from reprobundle.investigate.commit_bisect import commit_label, names_a_release, refusal
@@ -67,10 +67,17 @@ def window(history):
     return notes, [*shas, top], own, answer
 
 
+@pytest.fixture(scope="module")
+def release_window(history):
+    """The answer of the release window 0.4.30 to 0.4.31, bisected once (its release bisection run first)."""
+    repo, _, store = history
+    return api.bisect_commits("int-floor", "0.4.30", "0.4.31", store=str(store), jax_repo=str(repo), jobs=1)
+
+
 @pytest.mark.crossversion
-def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one_skipped(history):
+def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one_skipped(history, release_window):
     repo, shas, store = history
-    answer = api.bisect_commits("int-floor", "0.4.30", "0.4.31", store=str(store), jax_repo=str(repo), jobs=1)
+    answer = release_window
     assert answer["ends"]["agree"], answer["ends"]["text"]
     # the commits' environments were the bisection's own: none is left behind
     assert not list((api.environment_manager().root / "jax-commits").glob("run-*"))
@@ -116,6 +123,59 @@ def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one
 
 
 @pytest.mark.crossversion
+def test_a_change_the_first_bad_commit_documents_is_titled_so_and_its_entry_and_workaround_lead(history,
+                                                                                                release_window,
+                                                                                                tmp_path):
+    """#56: the first bad commit's own diff adds its CHANGELOG.md entry under an older heading (jax 0.4.30's, as
+    JAX's bf16 `jnp.arange` entry sits under 0.9.2 though it shipped in 0.10.0): the answer carries it, the issue's
+    title says documented change, and its first screen quotes the entry and its workaround, the code as code."""
+    from jax_history import WORKAROUND
+    from markdown_it import MarkdownIt
+
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import issue_markdown
+
+    repo, shas, store = history
+    notes = release_window["notes"]
+    assert notes["commit"] == shas[2] and notes["release"] == "0.4.31"
+    assert notes["heading"] == "jax 0.4.30 (June 18, 2024)"  # where jax-v0.4.31's CHANGELOG.md carries it
+    assert notes["entry"].startswith("`jax.numpy.floor` of an integer array now returns the array unchanged")
+    assert notes["workaround"] == f"To recover the previous behavior, use {WORKAROUND}."
+    assert 'it documents the change in CHANGELOG.md (jax 0.4.31\'s notes, under "jax 0.4.30' in release_window["text"]
+    data = issue_data("int-floor", store=str(store), jax_repo=str(repo))
+    assert data["title"].startswith("documented change in 0.4.31: `f` gives other values from jax 0.4.31"), \
+        data["title"]
+    first = "\n".join(issue_markdown(data).splitlines()[:30])
+    tokens = MarkdownIt("commonmark").enable("table").parse(first)
+    items = [t for t in tokens if t.type == "inline"]
+    texts = ["".join(c.content for c in t.children or []) for t in items]
+    lead = next(i for i, t in enumerate(texts) if t.startswith("Documented change:"))
+    assert lead == 1, texts  # the first line under the title
+    assert f"the first bad commit {shas[2][:10]} adds it to CHANGELOG.md (jax 0.4.31's notes under " \
+           "\"jax 0.4.30 (June 18, 2024)\")" in texts[lead], texts[lead]
+    assert "of an integer array now returns the array unchanged" in texts[lead]
+    workaround = next(t for t in items if "".join(c.content for c in t.children).startswith("Workaround"))
+    spans = [c.content for c in workaround.children if c.type == "code_inline"]
+    assert spans == [WORKAROUND.strip("`")]
+    assert "Documented as intended" not in first and first.count("jnp.float32") == 1  # each said once, first
+    from reprobundle.render.commits import commit_bisection_text
+
+    assert "its CHANGELOG.md entry (jax 0.4.31's notes, under \"jax 0.4.30 (June 18, 2024)\"): " \
+           "`jax.numpy.floor` of an integer array" in " ".join(commit_bisection_text(release_window).split())
+    # an answer stored before answers kept their notes: read from the repository the issue is given
+    from reprobundle.bundle.registry import Registry, utc_now
+
+    older = tmp_path / "store"
+    shutil.copytree(store, older)
+    registry, bundle = api.resolve("int-floor", str(older))
+    record = [a for a in registry.answers(bundle.ref.bundle_id) if a["kind"] == "commit-bisection"][-1]
+    registry.put_answer({**record, "answer_id": Registry.new_run_id(), "created": utc_now(),
+                         "answer": {k: v for k, v in record["answer"].items() if k != "notes"}})
+    again = issue_data("int-floor", store=str(older), jax_repo=str(repo))
+    assert again["title"] == data["title"] and again["documented_change"] == data["documented_change"]
+
+
+@pytest.mark.crossversion
 def test_endpoints_that_disagree_with_the_releases_say_the_change_came_with_jaxlib(history, tmp_path):
     repo, shas, store = history
     moved = tmp_path / "jax"
@@ -156,14 +216,35 @@ def test_the_pull_request_is_read_from_the_message():
     assert pull_request("`jax.random.randint`: enable safer_randint by default\n\nPiperOrigin-RevId: 1") is None
 
 
-def test_a_commit_runs_over_the_good_release_jaxlib_when_it_accepts_it_else_the_bad_one():
+def test_a_commit_runs_over_a_released_jaxlib_it_accepts_both_ways_the_ends_first():
+    """JAX's check at import, both ways: no older than _minimum_jaxlib_version, no newer than the commit's own
+    version (after jax-v0.4.33 the commits read 0.4.32 and refuse jaxlib 0.4.33: they run over 0.4.31's, 0.4.32
+    being yanked); where none fits, the whole reason and the way out."""
     def env(v: str) -> JaxEnvironment:
         return JaxEnvironment(v, Path("/x"), "3.11.7", Path(f"/envs/jax-{v}"), None, None, jaxlib_version=v)
 
+    made: list[str] = []
+
+    def ensure(v: str) -> JaxEnvironment:
+        made.append(v)
+        return env(v)
+
+    assert jaxlib_accepted("0.4.32.dev0+4839b003af12", "0.4.31", "0.4.32")
+    assert not jaxlib_accepted("0.4.32", "0.4.31", "0.4.33") and not jaxlib_accepted("0.4.32", "0.4.31", "0.4.30")
+    releases = ["0.4.30", "0.4.31", "0.4.33", "0.4.34"]
     good, bad = env("0.4.30"), env("0.4.31")
-    assert jaxlib_release_for("0.4.27", good, bad) is good and jaxlib_release_for(None, good, bad) is good
-    assert jaxlib_release_for("0.4.31", good, bad) is bad
-    assert jaxlib_release_for("0.4.32", good, bad) is None
+    choice = ReleasesOver((good, bad), lambda: releases, ensure)
+    assert choice.over("0.4.31", "0.4.27")[0] is good and choice.over("0.4.31", None)[0] is good
+    assert choice.over("0.4.31", "0.4.31")[0] is bad and not made  # the ends: nothing else made
+    patch = ReleasesOver((env("0.4.33"), env("0.4.34")), lambda: releases, ensure, lambda: {"0.4.32": "yanked"})
+    over, why = patch.over("0.4.32", "0.4.31")
+    assert over is not None and over.jax_version == "0.4.31" and made == ["0.4.31"] and why == ""
+    assert patch.over("0.4.32", "0.4.31")[0] is over and made == ["0.4.31"]  # one choice per version
+    none, why = patch.over("0.4.32", "0.4.32")
+    assert none is None and "imports only over jaxlib 0.4.32 to 0.4.32" in why and "jax 0.4.32 is yanked" in why
+    assert "jax 0.4.33's has jaxlib 0.4.33" in why and why.endswith("earlier commit as the bad end (--bad COMMIT)")
+    window = ReleasesOver((env("0.4.31"),), lambda: releases, ensure, newest="0.4.31")  # a commit window: no newer
+    assert window.over("0.4.33", "0.4.33")[0] is None and window.over("0.4.30", "0.4.30")[0].jax_version == "0.4.30"
 
 
 def test_a_repository_that_is_not_one_is_refused_with_what_to_give(tmp_path):
@@ -321,6 +402,12 @@ def test_a_commit_that_needs_a_newer_jaxlib_than_the_release_is_refused_before_a
     code, _, err = cli("envs", "--add-commit", "HEAD", "--over", "0.4.30", "--jax-repo", origin)
     assert code == 2 and "needs jaxlib 0.10.2 or newer" in err and "jax 0.4.30's environment" in err, err
     assert "--over a release whose jaxlib is 0.10.2 or newer" in err
+    # both ways: a commit reading an older version than the release's jaxlib (JAX's check at import refuses it)
+    (origin / "jax" / "version.py").write_text('_version: str = "0.4.29"\n_minimum_jaxlib_version: str = "0.4.27"\n')
+    _git(origin, "commit", "-qam", "Read 0.4.29 again")
+    code, _, err = cli("envs", "--add-commit", "HEAD", "--over", "0.4.30", "--jax-repo", origin, "--platform", "cpu")
+    assert code == 2 and "reads version 0.4.29, and jax 0.4.30's environment has jaxlib 0.4.30" in err, err
+    assert "--over a release whose jaxlib is in jaxlib 0.4.27 to 0.4.29" in " ".join(err.split())
     code, _, err = cli("envs", "--add-commit", "nosuch", "--over", "0.4.30", "--jax-repo", origin)
     assert code == 2 and "has no commit 'nosuch'" in err
     code, _, err = cli("envs", "--over", "0.4.30")
@@ -373,8 +460,12 @@ def test_a_commit_window_issue_has_the_program_as_reproducer_and_quotes_the_comi
                                                                                        bad)
     body = issue_markdown(data).replace("\\", "")  # Markdown's escapes
     assert f"exits 1 on jax {bad} (JAX at the first bad commit {shas[2][:10]}) and 0 on jax 0.4.30" in body
-    assert data["title"].startswith(f"`jax.numpy.floor` gives other values from jax {bad} (last good 0.4.30; JAX's "
-                                    "lowering)"), data["title"]  # the function whose lowering changed, not `f`
+    # the first bad commit adds its own CHANGELOG.md entry (tests/jax_history.py): the title leads with it, and names
+    # the function whose lowering changed, not `f`
+    assert data["title"].startswith(f"documented change in the coming release: `jax.numpy.floor` gives other values "
+                                    f"from JAX commit {shas[2][:10]} (last good jax 0.4.30; JAX's lowering)"), \
+        data["title"]
+    assert data["script"]["kind"] == "script" and "MODULE = " not in data["script"]["text"]  # never the frozen module
     assert (f"documented in the notes of the coming release (Unreleased, at commit {shas[6][:10]}; they name "
             "jax.numpy.floor") in body, body
     assert "where its lowering changed): `jax.numpy.floor` of an integer array now returns the array unchanged" in body
@@ -395,6 +486,31 @@ def test_a_commit_window_issue_has_the_program_as_reproducer_and_quotes_the_comi
         assert done.returncode == 1 and "0.4.30" in done.stdout, done.stdout + done.stderr
     finally:
         cli("envs", "--remove", bad)
+
+
+@pytest.mark.crossversion
+def test_a_commit_window_without_the_good_releases_outputs_offers_the_zip_never_the_frozen_module(window, tmp_path):
+    """The answer's runs not here (a record copied without them) and the bundle packed on another release than the
+    good one: no program script can be written, and the frozen module (the good release's lowering on every JAX)
+    cannot show the commit's change, so the issue offers the zip; its title still names the first bad commit."""
+    from reprobundle.bundle.registry import Registry, utc_now
+    from reprobundle.investigate.issue import issue_data
+    from reprobundle.render.issue import issue_markdown
+
+    _, shas, own, _ = window
+    store = tmp_path / "store"
+    shutil.copytree(own, store)
+    registry = Registry.open(str(store))
+    record = registry.answers(registry.resolve("int-floor").ref.bundle_id)[-1]
+    registry.put_answer({**record, "answer_id": Registry.new_run_id(), "created": utc_now(), "runs": []})
+    data = issue_data("int-floor", store=str(store))
+    assert data["script"]["kind"] == "zip" and data["script"]["text"] is None
+    assert "the frozen module cannot show a commit's change" in data["script"]["why"]
+    assert f"from JAX commit {shas[2][:10]} (last good jax 0.4.30" in data["title"], data["title"]
+    first = "\n".join(issue_markdown(data).splitlines()[:30])
+    assert "**Reproducer:** the attached zip: `python int-floor-1.zip`" in first, first
+    code, out, err = cli("script", "int-floor", store=store)
+    assert code == 2 and "MODULE = " not in out and "cannot show a commit's change" in err, err
 
 
 @pytest.mark.crossversion
@@ -466,6 +582,33 @@ def test_a_good_tag_on_a_release_branch_starts_the_search_at_its_branch_point(hi
 
     plan = plan_commits(open_repo(str(branched), tmp_path / "cache"), "0.4.30", "0.4.31")
     assert plan.branch_point == root and [c.sha for c in plan.commits] == shas and plan.start.endswith(root[:10])
+
+
+@pytest.mark.crossversion
+def test_a_commit_window_from_a_patch_release_runs_commits_reading_an_older_version_over_an_older_jaxlib(history,
+                                                                                                     tmp_path):
+    """#56: as after jax-v0.4.33, whose next commits read 0.4.32 and refuse jaxlib 0.4.33 at import: from the good
+    release 0.4.31 to a commit, the commits whose version.py reads 0.4.30 run over jaxlib 0.4.30, the one that
+    reads 0.4.32 over 0.4.31's; the first bad commit is found between two of the older ones."""
+    from jax_history import PATCH_TITLES, add_patch_window
+
+    repo, _, store = history
+    patched = tmp_path / "jax"
+    shutil.copytree(repo, patched)
+    c7, c8, c9 = add_patch_window(patched, site_jax(api.environment_manager().ensure("0.4.30")))
+    own = tmp_path / "store"
+    shutil.copytree(store.parent / "packed", own)
+    answer = api.bisect_commits("int-floor", "0.4.31", c9, store=str(own), jax_repo=str(patched), jobs=1)
+    assert answer["ends"]["agree"], answer["ends"]["text"]
+    assert answer["first_bad"]["sha"] == c8 and answer["first_bad"]["title"] == PATCH_TITLES[1]
+    assert answer["last_good"] == c7 and answer["jaxlib_moved"] is None  # c7 and c8 over one jaxlib
+    assert "ran over jaxlib 0.4.30 (jax 0.4.30's environment)" in answer["layer"], answer["layer"]
+    # each probe's run records the jaxlib it ran over: the older one under the commits that refuse 0.4.31's
+    registry, bundle = api.resolve("int-floor", str(own))
+    jaxlib = {commit: r["environment"]["jaxlib"] for r in registry.runs(bundle.ref.bundle_id)
+              if (commit := ((r["environment"].get("jax_build") or {}).get("commits") or {}).get("jax"))}
+    assert (jaxlib[c7], jaxlib[c8], jaxlib[c9]) == ("0.4.30", "0.4.30", "0.4.31"), jaxlib
+    assert answer["tested"][c8]["over"] == "jaxlib 0.4.30 (jax 0.4.30's environment)"
 
 
 @pytest.mark.crossversion

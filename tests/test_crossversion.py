@@ -22,10 +22,10 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     assert code == 0, err
     report_path = tmp_path / "report.md"
     html_path = tmp_path / "report.html"
-    # --max-time: at most ~10 s of rounds (at least 3 run, whatever the time): what this test checks needs no more,
-    # and a busy machine would otherwise take up to 32 rounds of fresh processes
+    # --max-time: no round starts that would end past 30 s (the first always runs): what this test checks needs no
+    # more, and a busy machine would otherwise take up to 32 rounds of fresh processes
     code, out, err = cli("replay", "attention", "--jax", "0.7.2", "--jax", "0.8.0", "--report", str(report_path),
-                         "--html", str(html_path), "--max-time", "10", "--json", store=store_dir)
+                         "--html", str(html_path), "--max-time", "30", "--json", store=store_dir)
     assert code == 0, err
     data = json.loads(out)
     runs = {r["requested"]: r for r in data["runs"]}
@@ -38,14 +38,16 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
     # verdict): a paired verdict with its 95% interval around the ratio. Which way the time goes depends on the CPU
     # (faster on some 2-core VMs of this kind, ~30% slower on others), and how many rounds it takes on how busy the
     # machine is, so neither is asserted, only that the verdict is consistent and the conditions recorded.
-    assert row["method"] == "paired rounds" and 3 <= row["rounds"] <= 32, row
-    assert row["ci95"][0] <= row["ratio"] <= row["ci95"][1], row
+    assert 1 <= row["rounds"] <= 32, row
+    if row["rounds"] >= 3:  # a paired verdict needs three rounds: --max-time may end a busy machine's sooner
+        assert row["method"] == "paired rounds" and row["ci95"][0] <= row["ratio"] <= row["ci95"][1], row
     if row["verdict"] in ("slower", "faster"):
         assert row["settled"] and (row["verdict"] == "slower") == (row["ratio"] > 1), row
     registry = Registry.open(store_dir)
     stored = registry.runs(registry.resolve("attention").ref.bundle_id)
     assert stored and all(r["environment"]["conditions"]["schedule"]["adaptive"] for r in stored)
-    assert all(r["environment"]["conditions"]["schedule"]["max_time_s"] == 10 for r in stored)
+    schedules = [r["environment"]["conditions"]["schedule"] for r in stored]
+    assert all(s["max_time_s"] == 30 and all(end < 30 for end in s["round_ends_s"][:-1]) for s in schedules)
     diff = next(d for d in comparison["diffs"] if d["label"] == "0.8.0")
     # What did change between these releases on CPU, deterministically: 0.8.0 wraps the softmax's reduce-window
     # and reduce ops in single-op kLoop fusions that 0.7.2 leaves unfused.

@@ -135,14 +135,10 @@ def test_isolate_times_the_pieces_and_packs_the_one_that_moved(store_dir):
     assert code == 0, err
     data = json.loads(out)
     assert len(data["pieces"]) == 2 and all(p["statuses"] == ["ok", "ok"] for p in data["pieces"])
-    # timed together: a piece that could not hold the largest move after the screening round stopped there (no
-    # verdict from one round); the others ran to the first look, where --max-time ends the measurement
+    # timed together: --max-time 1 s is past once the first round (always run) ends, so no second round starts; a
+    # piece that could not hold the largest move after it is said so
     for p in data["pieces"]:
-        if p["rounds"] == 1:
-            assert p["ruled_out_after"] == 1 and p["verdict"] == "unknown" and not p["settled"]
-        else:
-            assert p["rounds"] == 3 and p["verdict"] in ("same", "slower", "faster")
-            assert p["ruled_out_after"] in (None, 3)
+        assert p["rounds"] == 1 and p["ruled_out_after"] in (None, 1) and not p["settled"], p
     moved = data["moved"]
     rank = sorted(data["pieces"], key=lambda p: (p["verdict"] in ("slower", "faster"), abs(p["delta_ns"])))
     assert moved["index"] == rank[-1]["index"]

@@ -315,4 +315,69 @@ def test_release_notes_naming_a_function_called_where_the_lowering_changed_are_q
     assert data["documented"] == ["documented in the 0.5.0 release notes (they name jax.random.normal, which the "
                                   "program calls where its lowering changed): `jax.random.normal` draws other "
                                   "numbers for the same key."]
-    assert "**Documented as intended:**" in "\n".join(data["body"].splitlines()[:30])
+    # a documented change: its title and its first line say so (#56)
+    assert data["title"].startswith("documented change in 0.5.0: `_lambda_` gives other values"), data["title"]
+    assert data["body"].splitlines()[2].startswith("- **Documented change:** documented in the 0.5.0 release notes")
+    assert "Documented as intended" not in data["body"]  # said once
+
+
+# ------------------------------------------------------------------------------------------------ a program whose
+# script would pass 64 KiB: a training step over 2.5 MB of inputs made from its seed (a lowering change at 0.5.0)
+
+@pytest.fixture(scope="module")
+def big_training(tmp_path_factory):
+    """A store with drop@1 (tests/programs/retrace/dropout_train.py) and its bisection between 0.4.38 and 0.5.0,
+    retraced and judged by outputs (the first bad release 0.5.0: its dropout masks differ)."""
+    import quick
+
+    from reprobundle import api
+
+    store = tmp_path_factory.mktemp("big") / "store"
+    api.pack_script(str(PROGRAMS / "dropout_train.py"), name="drop", store=str(store), **quick.PACK)
+    result, _ = api.bisect("drop", "0.4.38", "0.5.0", store=str(store), mode="retrace", by="outputs", warmup=1,
+                           repeat=2, rounds=1)
+    assert (result.mode, result.first_bad, result.last_good) == ("retrace", "0.5.0", "0.4.38")
+    return store
+
+
+def _run_in(version: str, script):
+    """The script run by the cached environment of `version` (jax, jaxlib, numpy and their dependencies only)."""
+    import os
+    import subprocess
+
+    from reprobundle import api
+
+    python = api.environment_manager().ensure(version).python_executable
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
+    return subprocess.run([str(python), str(script)], env=dict(env, JAX_PLATFORMS="cpu"), capture_output=True,
+                          text=True, timeout=300, cwd=script.parent)
+
+
+@pytest.mark.crossversion
+def test_a_program_too_large_to_write_whole_gets_a_script_that_fails_on_the_bad_release_only(big_training, tmp_path):
+    """Inline, its inputs and outputs would take megabytes: the script has the factory make the inputs from the
+    program's seed (checked against the bundle's by sha256) and keeps, of each large output, its sha256 and the
+    elements that changed at 0.5.0. It fits in 64 KiB, exits 0 on 0.4.38 and 1 on 0.5.0, and the issue's first
+    screen names it."""
+    code, out, err = cli("issue", "drop", "--json", store=big_training)
+    assert code == 0, err
+    data = json.loads(out)
+    script = data["script"]
+    assert script["kind"] == "script" and script["bytes"] < 64 * 1024
+    text = script["text"]
+    assert "INPUTS = None" in text and "INPUT_CHECKS = [" in text and "'sha256': " in text
+    assert "'kept': 'those that changed at jax 0.5.0'" in text
+    path = tmp_path / script["name"]
+    path.write_text(text)
+    good, bad = _run_in("0.4.38", path), _run_in("0.5.0", path)
+    assert good.returncode == 0 and "inputs: the factory's own, made from its seed" in good.stdout, \
+        good.stdout + good.stderr
+    assert "result: as on jax 0.4.38 (last good)" in good.stdout
+    assert bad.returncode == 1 and "result: DIFFERS: jax 0.5.0 gives other outputs" in bad.stdout, bad.stdout
+    assert "elements kept here: those that changed at jax 0.5.0" in bad.stdout
+    first = "\n".join(data["body"].splitlines()[:30])
+    assert "**Reproducer:** `python drop-1.py` exits 1 on jax 0.5.0 and 0 on jax 0.4.38 (below: the program as " \
+           "each release traces it" in first, first
+    tokens = MarkdownIt("commonmark").enable("table").parse(data["body"])
+    assert any(t.type == "fence" and t.info == "python" and t.content.rstrip("\n") == text.rstrip("\n")
+               for t in tokens)

@@ -490,14 +490,18 @@ def test_a_slower_piece_must_hold_the_stated_share_of_the_time_that_moved():
     prop = Property(SLOWER, min_ratio=1.1)
     prop.hold_share_of(Judgement(True, {"base_ns": 2_000_000.0, "cand_ns": 3_000_000.0}))
     assert prop.min_moved_ns == MIN_SHARE * 1_000_000.0
-    whole = SimpleNamespace(ops_before=14, ops_after=14, property=SLOWER, check={})
+    whole = SimpleNamespace(ops_before=14, ops_after=14, property=SLOWER, check={}, levels=1)
     assert could_not_shrink(whole) == ("could not shrink below 14 ops: no smaller piece showed slower holding 50% of "
                                        "the time that moved")
-    noisy = SimpleNamespace(ops_before=14, ops_after=1, property=SLOWER,
+    noisy = SimpleNamespace(ops_before=14, ops_after=1, property=SLOWER, levels=1,
                             check={"holds": False, "why": "B is slower by 2 us a call, under 50%"})
     assert could_not_shrink(noisy) == "could not shrink below 14 ops: the 1-op piece did not show slower again on " \
                                       "a fresh replay"
-    assert could_not_shrink(SimpleNamespace(ops_before=14, ops_after=3, property=SLOWER, check={"holds": True})) is None
+    assert could_not_shrink(SimpleNamespace(ops_before=14, ops_after=3, property=SLOWER, check={"holds": True},
+                                            levels=1)) is None
+    # a loop opened: its body's 20 ops are one iteration, a piece of the 4 top-level ops however many they are
+    assert could_not_shrink(SimpleNamespace(ops_before=4, ops_after=20, property=SLOWER, check={"holds": True},
+                                            levels=2)) is None
 
 
 def test_the_readme_attention_examples_intermediate_values_come_back_within_a_calls_limit(tmp_path):
@@ -527,3 +531,73 @@ def test_the_readme_attention_examples_intermediate_values_come_back_within_a_ca
     assert whole is not None and len(whole.outputs) >= 20
     assert all(v in values for v in whole.outputs)
     assert sum(values[v].nbytes for v in whole.outputs) > 200 << 20
+
+
+# ------------------------------------------------------------------------------------------------ the stored answer
+# minimize without a property keeps what the bundle's latest stored bisection found between its last good and first
+# bad release: a change in the last bits is kept as bits (never the tolerance's outputs, nor a timing), a change in
+# JAX's lowering is said at once (the frozen module minimize reduces does not hold it)
+
+
+def _bisected(criterion: str, layer: str):
+    from reprobundle.investigate.bisection import BisectResult
+
+    return BisectResult("0.4.31", "0.4.33", criterion, first_bad="0.4.33", last_good="0.4.31",
+                        classes={"0.4.31": "good", "0.4.33": "bad"}, evidence={"0.4.33": "differs"}, why="differs",
+                        mode="frozen", layer={"layer": layer, "last_good": "0.4.31", "first_bad": "0.4.33",
+                                              "text": layer, "next": [{"what": "lowering diff", "command":
+                                                                       "reprobundle replay small --retrace"}]})
+
+
+def test_without_a_property_the_stored_bisections_criterion_and_layer_decide(small_store_template, tmp_path):
+    from small_bundle import copy_of
+
+    import reprobundle
+    from reprobundle.bundle.registry import Registry
+    from reprobundle.investigate.answers import store_bisection
+    from reprobundle.investigate.minimize_property import PropertyNotShown, stored_property
+    from reprobundle.run.contenders import ContenderSpec, parse_variant
+
+    store = copy_of(small_store_template, tmp_path / "store")
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    pair = [ContenderSpec("0.4.31"), ContenderSpec("0.4.33")]
+    assert stored_property(registry, bundle, pair) is None  # no answer: chosen from the whole bundle as before
+    store_bisection(registry, bundle, _bisected("bits", "compiler"), "reprobundle bisect small")
+    stated = stored_property(registry, bundle, pair)
+    assert stated is not None and (stated.prop, stated.bits, stated.layer) == ("outputs", True, "compiler")
+    assert "found bits from 0.4.31 to 0.4.33 (the layer at its boundary: compiler)" in stated.why
+    assert stored_property(registry, bundle, pair[::-1]) is None  # other contenders: the answer says nothing of them
+    assert stored_property(registry, bundle, [pair[0], parse_variant("0.4.33:XLA_FLAGS=--xla_a=1")]) is None
+    store_bisection(registry, bundle, _bisected("time", "both"), "reprobundle bisect small")
+    assert stored_property(registry, bundle, pair).prop == "slower"
+    store_bisection(registry, bundle, _bisected("outputs vs good", "lowering"), "reprobundle bisect small")
+    with pytest.raises(PropertyNotShown) as caught:  # said before any worker starts: no release is installed here
+        reprobundle.api.minimize("small", store=str(store))
+    assert "in JAX's lowering" in caught.value.message and "reprobundle replay small --retrace" in caught.value.hint
+
+
+@pytest.mark.crossversion
+def test_a_transformer_trained_in_a_scan_is_reduced_to_a_piece_whose_bits_differ(tmp_path):
+    """tests/programs/retrace/transformer_scan.py: attention, an MLP with exact GELU and layernorm, trained by SGD in
+    a `lax.scan`. Its outputs change in their last bits at 0.4.33 (the CPU thunk runtime: the compiler's change, the
+    same StableHLO on both). The bisection finds that; minimize, told nothing, keeps the bisection's criterion (once
+    it kept the tolerance's outputs, saw none, and said the frozen module does not show it) and ends with a piece
+    whose bits differ between the two releases on a fresh replay of it."""
+    from quick import PACK
+
+    import reprobundle
+    from reprobundle.investigate.minimize import could_not_shrink
+
+    store = tmp_path / "store"
+    reprobundle.api.pack_script(str(Path(__file__).parent / "programs" / "retrace" / "transformer_scan.py"),
+                                name="block", store=str(store), **PACK)
+    bisected, _ = reprobundle.api.bisect("block", "0.4.31", "0.4.33", store=str(store), by="bits", mode="frozen",
+                                         warmup=1, repeat=2, rounds=1)
+    assert (bisected.criterion, bisected.first_bad, bisected.layer["layer"]) == ("bits", "0.4.33", "compiler")
+    found = reprobundle.api.minimize("block", store=str(store))
+    assert found.contenders == ("0.4.31", "0.4.33") and (found.property, found.bits) == ("outputs", True)
+    assert "the stored bisection" in found.why and "compiler" in found.why
+    assert found.stopped == "done" and could_not_shrink(found) is None, found.check
+    assert found.piece["check"]["ok"] and not found.piece["check"]["bit_identical"]  # within the tolerance: bits
+    assert found.check["holds"] and not found.check["check"]["bit_identical"]  # the packed piece, replayed fresh

@@ -166,12 +166,56 @@ def test_a_killed_worker_is_reported_and_restarted(worker):
     assert any("SIGKILL" in line for line in worker.lost), worker.lost
 
 
-def _kill_when_executing(worker, pid, calls_before):
-    """SIGKILL the worker once it runs the next call's module (it never returns from it)."""
+def _kill_when_executing(worker, pid, calls_before, signum=signal.SIGKILL):
+    """Send `signum` to the worker once it runs the next call's module (it never returns from it)."""
     deadline = time.monotonic() + 60
     while not (worker.calls > calls_before and worker.phase == "execute") and time.monotonic() < deadline:
         time.sleep(0.01)
-    os.kill(pid, signal.SIGKILL)
+    os.kill(pid, signum)
+
+
+def test_an_aborted_worker_says_how_it_died_from_the_evidence_alone():
+    """A worker that aborts (as XLA does on a failed check) is reported with the signal's name, the phase it was in,
+    its own peak resident memory and the limit it ran under, and the last lines of its stderr (faulthandler's
+    first line and the innermost Python frame); never out of memory without the evidence for it."""
+    with ModuleWorker("installed", timeout_s=120, memory_limit_bytes=8 << 30) as worker:
+        pid = worker.pid
+        killer = threading.Thread(target=_kill_when_executing, args=(worker, pid, worker.calls, signal.SIGABRT))
+        killer.start()
+        outcome = worker.run(HANG, [np.int32(0)])
+        killer.join()
+        assert outcome.crashed and outcome.error_type == "SIGABRT" and outcome.phase == "execute", outcome
+        assert 50 << 20 < outcome.peak_rss_bytes < 8 << 30  # jax imported and a module compiled: tens of MiB at least
+        message = outcome.message
+        assert message.startswith("the worker died of SIGABRT in phase 'execute' (peak RSS "), message
+        assert "under a memory limit of 8192 MiB (RLIMIT_DATA)" in message
+        assert "its stderr ended: Fatal Python error: Aborted | innermost Python frame: File " in message, message
+        assert "memory?" not in message and "ran out of memory" not in message
+        assert "Fatal Python error: Aborted" in outcome.stderr_tail
+        assert_affine(worker.run(affine_module(6), [X, Y]), 6)  # replaced at the next call
+
+
+def test_a_death_is_said_as_memory_only_where_the_evidence_shows_it():
+    from reprobundle.run.launch import Ended, death_text, last_words, oom_kills
+
+    aborted = Ended(-signal.SIGABRT, 300 << 20)
+    check = "F1206 external/xla/xla/service/cpu/ir_emitter.cc:123] Check failed: shape.IsArray()"
+    text = death_text(aborted, "compile", f"{check}\n*** Check failure stack trace: ***\nFatal Python error: "
+                      "Aborted\n\nCurrent thread 0x1 (most recent call first):\n  File \"serve.py\", line 9 in "
+                      "compile_module\n  File \"serve.py\", line 3 in serve\n", memory_limit_bytes=None)
+    assert text == ("the worker died of SIGABRT in phase 'compile' (peak RSS 300 MiB, no memory limit); its stderr "
+                    f"ended: {check} | *** Check failure stack trace: *** | Fatal Python error: Aborted | innermost "
+                    'Python frame: File "serve.py", line 9 in compile_module')
+    assert "out of memory (its stderr says 'bad_alloc')" in death_text(
+        aborted, "compile", "terminate called after throwing an instance of 'std::bad_alloc'", memory_limit_bytes=1)
+    killed = Ended(-signal.SIGKILL, None)
+    now = oom_kills()
+    assert "out-of-memory" not in death_text(killed, "execute", "", memory_limit_bytes=None, oom_kills_before=now)
+    if now is not None:  # a SIGKILL while the kernel's OOM killer's count grew is its doing
+        assert "the kernel's out-of-memory killer killed a process meanwhile" in death_text(
+            killed, "execute", "", memory_limit_bytes=None, oom_kills_before=now - 1)
+    assert death_text(killed, None, "", memory_limit_bytes=None).endswith("it wrote nothing to stderr")
+    assert last_words("a\nb\nc\nd\n") == ["b", "c", "d"]
 
 
 def test_the_variants_xla_flags_reach_the_worker(tmp_path):

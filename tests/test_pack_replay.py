@@ -274,3 +274,25 @@ def test_packing_from_a_program_that_runs_jax_forks_without_a_warning(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "f@1"
     assert "os.fork() was called" not in done.stderr, done.stderr
+
+
+def test_max_time_starts_no_round_that_would_end_past_it(small_store_template, tmp_path):
+    """--max-time counts from the replay's start (its environments in it) and no round begins past it, a verdict
+    settled or not; the first round always runs, and every run records when each round ended."""
+    from small_bundle import copy_of
+
+    store = copy_of(small_store_template, tmp_path / "store")
+    code, out, err = cli("replay", "small", "--jax", "installed", "--jax", "installed", "--repeat", "16",
+                         "--warmup", "0", "--no-profile", "--max-time", "1", "--json", store=store)
+    assert code == 0, err
+    from reprobundle.bundle.registry import Registry
+
+    registry = Registry.open(store)
+    ids = {r["run_id"] for r in json.loads(out)["runs"]}
+    stored = [r for r in registry.runs(registry.resolve("small").ref.bundle_id) if r["run_id"] in ids]
+    assert len(stored) == 2
+    for run in stored:
+        schedule = run["environment"]["conditions"]["schedule"]
+        assert schedule["max_time_s"] == 1 and len(schedule["round_ends_s"]) == schedule["rounds"] >= 1
+        assert all(end < 1 for end in schedule["round_ends_s"][:-1]), schedule  # each round began within it
+        assert schedule["stopped"] in ("time limit", "settled"), schedule

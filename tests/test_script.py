@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import io
 import json
+import re
 import subprocess
 import sys
 import tokenize
@@ -151,6 +152,12 @@ def test_a_piece_over_the_size_limit_is_refused_with_the_zip_command(tmp_path):
     code, out, err = cli("script", "wide", "-o", tmp_path / "wide.py", store=store)
     assert code == 2 and not (tmp_path / "wide.py").exists()
     assert "64 KiB" in err and "reprobundle export wide@1 -o wide-1.zip" in err and "Traceback" not in err
+    # the issue offers the zip in its place, on its first screen, with the one line that runs it
+    code, out, err = cli("issue", "wide", "--json", store=store)
+    assert code == 0, err
+    data = json.loads(out)
+    first = "\n".join(data["body"].splitlines()[:30])
+    assert data["script"]["kind"] == "zip" and "**Reproducer:** the attached zip: `python wide-1.zip`" in first, first
 
 
 def test_the_issue_renders_as_markdown_with_the_script_and_the_environment(pieces, tmp_path):
@@ -410,8 +417,13 @@ def test_a_compiler_changes_reproducer_is_the_frozen_module_against_the_last_goo
     script = _script(store, tmp_path, "colsum")
     assert "REFERENCE_LABEL = 'jax 0.5.0 (last good)'" in script.read_text()
     good, bad = _run(_cached("0.5.0"), script), _run(_cached("0.5.1"), script)
-    assert good.returncode == 0 and "result: as jax 0.5.0 (last good)" in good.stdout, good.stdout + good.stderr
-    assert bad.returncode == 1 and "outside the tolerance of jax 0.5.0 (last good)" in bad.stdout, bad.stdout
+    assert good.returncode == 0 and "result: as jax 0.5.0 (last good) (the same bits)" in good.stdout, good.stdout
+    # any bit fails, and the script says how many elements differ, by how much, and that it is within the tolerance
+    assert bad.returncode == 1 and "differ in their bits from jax 0.5.0 (last good), by at most " in bad.stdout, \
+        bad.stdout
+    said = re.search(r"result: DIFFERS: (\d+) elements of 1 of 1 outputs differ in their bits from jax 0\.5\.0 "
+                     r"\(last good\), by at most ([0-9.e+-]+) \(all within the tolerance\)", bad.stdout)
+    assert said and int(said[1]) > 0 and 0 < float(said[2]) < 1e-3, bad.stdout
 
 
 @pytest.mark.crossversion
@@ -498,3 +510,61 @@ def test_the_pure_python_msgpack_reader_reads_what_msgpack_writes(small_store_te
     for bad in (msgpack.packb("abcdef")[:-2], b"\xc1", msgpack.packb(1) + b"\x00"):
         with pytest.raises(MsgpackError):
             unpackb(bad)
+
+
+def test_an_issue_whose_script_is_too_large_offers_the_minimized_piece_on_its_first_screen(pieces):
+    """chain's own script is over 64 KiB (8,192 float32 inputs of noise): the issue offers the piece minimize
+    reduced it to (chain-min), its script inline, and `script chain` names it in its hint."""
+    from markdown_it import MarkdownIt
+
+    code, out, err = cli("issue", "chain", "--json", store=pieces)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["script"]["kind"] == "piece" and data["script"]["piece"] == "chain-min@1"
+    first = "\n".join(data["body"].splitlines()[:30])
+    assert "**Reproducer:** `python chain-min-1.py`, the piece `reprobundle minimize` reduced (chain-min@1" in first
+    assert "64 KiB" in first  # why not the whole program's
+    tokens = MarkdownIt("commonmark").enable("table").parse(data["body"])
+    lines = next(t.content for t in tokens if t.type == "fence" and t.info == "sh" and "chain-min-1.py" in t.content)
+    assert f"{EXCESS_FLAG} python chain-min-1.py   # exit 1: the difference" in lines, lines  # the piece's setting
+    compile(data["script"]["text"], "chain-min-1.py", "exec")
+    code, _, err = cli("script", "chain", store=pieces)
+    assert code == 2 and "reprobundle script chain-min@1 -o chain-min.py" in err and "Traceback" not in err
+
+
+def _other_python_release() -> tuple[str, str]:
+    """A release on the package index that does not take the Python here, and the Python its uv line names."""
+    from reprobundle.envs.folders import default_root
+    from reprobundle.envs.package_index import CACHE_FILE, PackageIndex, python_to_name
+
+    index = PackageIndex(default_root() / CACHE_FILE)
+    for release in ("0.11.0", "0.4.30", "0.4.14"):  # Python >= 3.12; jaxlib wheels up to 3.12; up to 3.11
+        python = python_to_name(index, release)
+        if python is not None:
+            return release, python
+    pytest.skip("every candidate release takes the Python here")
+
+
+@pytest.mark.crossversion
+def test_compare_exits_3_in_one_line_when_a_side_cannot_install(pieces, tmp_path, fresh_python):
+    """A release that does not exist, or one whose Requires-Python (or jaxlib wheels) exclude the Python here:
+    `--compare` says why in one line and exits 3 (uv's own error is not the script's 1); the uv line of such a
+    release names the Python it needs."""
+    import os
+
+    from uv import find_uv_bin
+
+    from reprobundle.bundle.program_script import uv_line
+
+    script = _script(pieces, tmp_path, "chain-min")
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
+    env.update(JAX_PLATFORMS="cpu", PATH=os.path.dirname(find_uv_bin()) + os.pathsep + env.get("PATH", ""))
+    release, python = _other_python_release()
+    assert f"uv run --no-project --python {python} --with jax=={release} " in uv_line(release, [], "x.py", python)
+    for side in ("0.0.1", release):
+        done = subprocess.run([str(fresh_python), str(script), "--compare", side, str(fresh_python), "--rounds", "1"],
+                              env=env, capture_output=True, text=True, timeout=300)
+        said = [line for line in done.stdout.splitlines() if line.startswith("result:")]
+        assert done.returncode == 3 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+        assert len(said) == 1 and said[0].startswith(f"result: could not run: A ({side}) did not start: "), said
+        assert (f"jax=={side}" in said[0]) if side == "0.0.1" else ("Python" in said[0]), said

@@ -137,15 +137,21 @@ def test_the_adaptive_budget_stops_at_its_caps():
     now = [100.0]  # a fake clock (binary fractions: exact sums); the budget reads only this
     timed = B.plan(["a", "b"], repeat=100, rounds=None, max_time_s=2.0)
     timed.clock = lambda: now[0]
-    timed.begin()
-    now[0] += 1.5
-    assert timed.more(measured, 1) == ["a", "b"]  # the minimum rounds run whatever the time
+    timed.begin(now[0] - 0.25)  # counted from the replay's start, a quarter second before (its environments)
+    now[0] += 0.5
+    assert timed.more(measured, 1) == ["a", "b"]  # 0.75 s in; the next round, as long as the first, ends at 1.25 s
     now[0] += 0.25
     assert timed.more(measured, 2) == ["a", "b"]
-    now[0] += 0.0625  # 1.8125 s in; the next round, as the median of those after the first, ends at 1.96875 s
+    now[0] += 0.0625  # 1.0625 s in; the next round, as the median of those after the first, ends at 1.21875 s
     assert timed.more(measured, 3) == ["a", "b"]
-    now[0] += 0.25  # 2.0625 s in: another round would end past max_time_s
+    now[0] += 0.75  # 1.8125 s in: another round would end past max_time_s, a verdict settled or not
     assert timed.more(measured, 4) == [] and timed.stopped == B.STOP_TIME
+    assert timed.describe(4)["round_ends_s"] == [0.75, 1.0, 1.062, 1.812]  # every round began within the bound
+    slow = B.plan(["a", "b"], repeat=100, rounds=None, max_time_s=2.0)
+    slow.clock = lambda: now[0]
+    slow.begin()
+    now[0] += 1.5  # a first round of 1.5 s: a second would end at 3 s, past the bound, so none starts
+    assert slow.more(measured, 1) == [] and slow.stopped == B.STOP_TIME
     failed = B.plan(["a", "b"], repeat=100, rounds=None)
     failed.begin()
     assert failed.more({"a": _measurement([0.0] * 3, base=True), "b": _measurement(noisy, failed=1)}, 3) == []

@@ -360,8 +360,10 @@ def write_attachment(comparison: dict, folder: str | Path, ref: str, store: str 
         return None
     path = Path(folder) / rep["attach"]
     if not path.exists():
+        from ..investigate.zip_reproducer import export_reproducer_zip
+
         registry, bundle = resolve(ref, store)
-        registry.export_zip(bundle, path)
+        export_reproducer_zip(registry, bundle, path)
     return path
 
 

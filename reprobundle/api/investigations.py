@@ -80,7 +80,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
            python: str | None = None, env_dir: str | None = None, progress: Callable[[str], None] | None = None,
            executor=None, ray_address: str | None = None, nightly: bool = False, index_url: str | None = None,
            mode: str = "auto", by: str | None = None, layer: bool = True, jobs: int | None = None,
-           timed_probes: bool = False, **settings: Any):
+           timed_probes: bool = False, ledger=None, **settings: Any):
     """Find the first released JAX version between `good` and `bad` where the bundle regressed (every release
     tested on one platform: `platform`, else as replay chooses). `options` or `settings`: replay's (warmup, repeat,
     rounds, timeout_s, platform); no XLA dump is kept. `mode` "retrace": each release runs the bundle's program
@@ -107,7 +107,9 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
 
     Each probe (the versions timed together) is a replay task (fleet/executor.py) run by `executor`, by default the
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
-    in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs."""
+    in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs.
+    `ledger` (run/spent.Ledger): where the probes are recorded, with the --max-time of the command that calls (a
+    probe that would end past it is not started; the search keeps what it had narrowed)."""
     from ..investigate.release_search import bisect_releases, check_bisect_request, probe_executor
 
     options = replay_options(options, settings, BISECT_OPTIONS)
@@ -115,7 +117,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     case = _case(ref, store, EnvConfig.of(env_dir, python, index_url), progress)
     executor = probe_executor(case.where()[0], ref, executor, ray_address)
     return bisect_releases(case, good, bad, options=options, executor=executor, nightly=nightly, mode=mode, by=by,
-                           layer=layer, jobs=jobs, timed_probes=timed_probes)
+                           layer=layer, jobs=jobs, timed_probes=timed_probes, ledger=ledger)
 
 
 def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | None = None,

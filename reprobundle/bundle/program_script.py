@@ -4,16 +4,20 @@ retraced). The frozen module cannot show such a change (every release runs the s
 lowered by the release under test, can. It exits 1 on the bad release and 0 on the good one.
 
 The program's files and the bundle's inputs sit in the script as string literals (repr) and array literals (the
-frozen script's `array_literal`); the factory's own inputs are used where the bundle's are too large to write
-(then the program's seed makes them). Nothing of the program runs here: its imports are read with `ast`.
+frozen script's `array_literal`, zlib-compressed); where the bundle's inputs would take more than half the room a
+script has (SCRIPT_LIMIT), the factory's own are used, made by the program's seed, and the script checks each
+one's dtype, shape and sha256 against the bundle's before it runs (exit 3 where they are not the bundle's); an output
+too large to write whole is its sha256 and the elements that changed at the first bad release
+(reproducer.reference_literals). Nothing of the program runs here: its imports are read with `ast`.
 """
 
 from __future__ import annotations
 
 import ast
+import hashlib
 import shlex
 import sys
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -21,16 +25,17 @@ from ..text import clean
 from .model import commit_of_run, release_of
 from .registry import Bundle, Registry
 from .reproducer import (
+    SCRIPT_LIMIT,
     array_literal,
     checked_size,
     comment_line,
     leaf_array,
     list_literal,
+    reference_literals,
     tolerances,
 )
 from .script_runner import PROGRAM_RUNNER
 
-INLINE_INPUTS_LIMIT = 24 * 1024  # bytes of array literals: larger inputs are the factory's own (made by its seed)
 NOT_NEEDED = {"jax", "jaxlib", "numpy", "ml_dtypes", "ml-dtypes", "opt_einsum", "opt-einsum", "scipy"}
 
 
@@ -128,73 +133,107 @@ def change_lines(changes: Sequence[dict], good: str, bad: str) -> list[str]:
     return lines
 
 
-def uv_line(version: str, packages: Sequence[str], fname: str) -> str:
-    """The command that runs the script in a fresh environment of `version` (uv), with the program's packages."""
+def uv_line(version: str, packages: Sequence[str], fname: str, python: str | None = None) -> str:
+    """The command that runs the script in a fresh environment of `version` (uv), with the program's packages;
+    `python`: the Python minor that release needs where the reporter's is not one it takes (`--python 3.12`)."""
     extra = "".join(f" --with {shlex.quote(p)}" for p in packages)
-    return (f"uv run --no-project --with jax=={shlex.quote(version)} --with jaxlib=={shlex.quote(version)}{extra} "
+    py = f" --python {shlex.quote(python)}" if python else ""
+    return (f"uv run --no-project{py} --with jax=={shlex.quote(version)} --with jaxlib=={shlex.quote(version)}{extra} "
             f"python {shlex.quote(fname)}")
 
 
 def program_script_text(registry: Registry, bundle: Bundle, good_run: dict, bad_run: dict | None,
-                        fname: str = "repro.py", bits: bool = False) -> str:
+                        fname: str = "repro.py", bits: bool = False, pythons: Mapping[str, str] | None = None) -> str:
     """The program's reproducer: its outputs on the release that runs it against `good_run`'s (the last good
-    release, retraced); `bad_run` (the first bad release's) gives the header's "got" values."""
+    release, retraced); `bad_run` (the first bad release's) gives the header's "got" values, and which elements of an
+    output too large to write whole the script keeps; `pythons`: the Python a release needs, for its uv line
+    (envs/package_index.python_to_name). The bundle's inputs are written where they fit in half the
+    room the script has left, else the factory makes them from its seed and the script checks their digests."""
     program = program_of(bundle)
     if program is None:
         raise ValueError("the bundle carries no program")
     files = program_files(registry, program)
     good_label, bad_label = _release(good_run), _release(bad_run) if bad_run else "?"
     good = run_outputs(registry, good_run)
-    inputs = [array_literal(leaf_array(registry, leaf)) for leaf in bundle.manifest["inputs"]["leaves"]]
-    inline = sum(len(x) for x in inputs) <= INLINE_INPUTS_LIMIT
+    bad = run_outputs(registry, bad_run) if bad_run else None
+    leaves = [leaf_array(registry, leaf) for leaf in bundle.manifest["inputs"]["leaves"]]
     packages = needed_packages(program, files)
-    changes = value_changes(good, run_outputs(registry, bad_run), bits) if bad_run else []
-    header = _header(bundle, program, packages, fname, (good_label, bad_label),
-                     change_lines(changes, good_label, bad_label), _bad_line(bad_run, packages, fname))
-    fields: Any = bundle.manifest["function"].get("fields") or {}
-    wide = any(str(a["dtype"]) in ("float64", "int64", "uint64", "complex128")
-               for a in fields.get("in_avals", []) + fields.get("out_avals", []))
+    changes = value_changes(good, bad, bits) if bad is not None else []
+    pythons = pythons or {}
+    header = _header(bundle, program, (packages, fname, pythons.get(good_label)), (good_label, bad_label),
+                     change_lines(changes, good_label, bad_label), _bad_line(bad_run, packages, fname, pythons), bits)
     parts = ["\n".join(header), "",
              "import base64\nimport os\nimport sys\nimport zlib\n\nimport numpy as np\n",
              f"BUNDLE = {str(bundle.ref)!r}", f"GOOD_LABEL = {f'jax {good_label} (last good)'!r}",
-             f"X64 = {wide!r}", f"PROGRAM_SCRIPT = {str(program['script'])!r}",
+             f"X64 = {_wide(bundle)!r}", f"PROGRAM_SCRIPT = {str(program['script'])!r}",
              f"FACTORY = {str(program.get('factory') or 'make')!r}",
              f"STATIC = {[s for s in program.get('static') or [] if isinstance(s, (int, str))]!r}", "",
-             list_literal("PROGRAM_FILES", [repr((path, text)) for path, text in files]),
-             list_literal("INPUTS", inputs) if inline else "INPUTS = None  # the factory's own: too large to write\n",
-             list_literal("GOOD_OUTPUTS", [array_literal(a) for a in good]),
-             f"TOLERANCES = {tolerances(good, bits)!r}  # (rtol, atol) per output", PROGRAM_RUNNER]
+             list_literal("PROGRAM_FILES", [repr((path, text)) for path, text in files]), "INPUTS_PLACE",
+             "OUTPUTS_PLACE", f"TOLERANCES = {tolerances(good, False)!r}  # (rtol, atol) per output",
+             f"BITS = {bits!r}  # any bit of an output that differs is the difference", PROGRAM_RUNNER]
+    room = SCRIPT_LIMIT - len("\n".join(parts).encode("utf-8")) - 512
+    written = _inputs_written(leaves, good, room)
+    parts[parts.index("INPUTS_PLACE")] = written
+    outputs = reference_literals(good, bad, bits, room - len(written.encode("utf-8")),
+                                 f"those that changed at jax {clean(bad_label, 60)}")
+    parts[parts.index("OUTPUTS_PLACE")] = list_literal("GOOD_OUTPUTS", outputs)
     return checked_size(bundle, "\n".join(parts))
+
+
+def _wide(bundle: Bundle) -> bool:
+    """Whether the program runs with x64 (a 64-bit input or output)."""
+    fields: Any = bundle.manifest["function"].get("fields") or {}
+    return any(str(a["dtype"]) in ("float64", "int64", "uint64", "complex128")
+               for a in fields.get("in_avals", []) + fields.get("out_avals", []))
+
+
+def _inputs_written(leaves: Sequence[np.ndarray], good: Sequence[np.ndarray], room: int) -> str:
+    """INPUTS and INPUT_CHECKS: the bundle's inputs where they fit (with the outputs whole, or in half the room),
+    else None and each one's (dtype, shape, sha256): the factory makes them from its seed, the script checks them."""
+    inputs = [array_literal(a) for a in leaves]
+    size = sum(len(x) for x in inputs)
+    if size + sum(a.nbytes for a in good) * 1.4 <= room or size <= room // 2:
+        return list_literal("INPUTS", inputs) + "INPUT_CHECKS = None\n"
+    checks = [(a.dtype.name, [int(d) for d in a.shape],
+               hashlib.sha256(np.require(a, requirements="C").tobytes()).hexdigest()) for a in leaves]
+    return ("INPUTS = None  # too large to write here: the factory makes them from its seed\n" +
+            list_literal("INPUT_CHECKS", [repr(c) for c in checks]))
 
 
 def _release(run: dict) -> str:
     return release_of(run) or str(run.get("requested") or "?")
 
 
-def _bad_line(bad_run: dict | None, packages: list[str], fname: str) -> str:
+def _bad_line(bad_run: dict | None, packages: list[str], fname: str, pythons: Mapping[str, str]) -> str:
     """How to run the script on the bad side: a release through uv; JAX at a commit (no package of it) in the
     environment `envs --add-commit` makes over the jaxlib its run had."""
     commit = commit_of_run(bad_run) if bad_run else None
     if commit is None:
-        return f"{uv_line(_release(bad_run) if bad_run else '?', packages, fname)}   # exit 1"
+        bad = _release(bad_run) if bad_run else "?"
+        return f"{uv_line(bad, packages, fname, pythons.get(bad))}   # exit 1"
     over = str((bad_run or {}).get("environment", {}).get("jaxlib") or "RELEASE")
     return (f"reprobundle envs --add-commit {commit[:12]} --over {over} --jax-repo JAX_CLONE, then "
             f"PATH_IT_PRINTS/bin/python {shlex.quote(fname)}   # exit 1 (JAX at commit {commit[:10]})")
 
 
-def _header(bundle: Bundle, program: dict, packages: list[str], fname: str, releases: tuple[str, str],
-            changes: list[str], bad_line: str) -> list[str]:
+def _header(bundle: Bundle, program: dict, how: tuple[list[str], str, str | None], releases: tuple[str, str],
+            changes: list[str], bad_line: str, bits: bool) -> list[str]:
+    """The comment block: what it is, what it needs, its exit codes and the uv lines (`how`: the program's packages,
+    the script's file name, the Python the good release needs), what changed."""
+    packages, fname, python = how
     good, bad = releases
     needs = "jax and numpy" + (f", and what the program imports: {', '.join(packages)}" if packages else
                                " (the program imports nothing else)")
+    same = "the same bits as" if bits else "within the tolerance of"
     lines = ["#!/usr/bin/env python3",
              "# A reproducer written by `reprobundle script`: the reporter's own program, traced and run by the jax",
              "# installed here, its outputs checked against those of jax " + clean(good, 40) + " (the last good release).",
              comment_line(f"Program: {program['script']}:{program.get('factory') or 'make'} (bundle {bundle.ref})"),
              comment_line(f"Needs: {needs}", 400),
-             comment_line(f"Exit code: 0 the outputs are jax {good}'s (within the tolerance), 1 they differ (as on jax "
-                      f"{bad}), 3 it could not run.", 300),
-             comment_line(f"  {uv_line(good, packages, fname)}   # exit 0", 400),
+             comment_line(f"Exit code: 0 the outputs are {same} jax {good}'s, 1 they differ (as on jax {bad})"
+                          + (", any bit: it says how many elements and by how much" if bits else "")
+                          + ", 3 it could not run.", 300),
+             comment_line(f"  {uv_line(good, packages, fname, python)}   # exit 0", 400),
              comment_line(f"  {bad_line}", 400)]
     if changes:
         lines.append("# What changed (the stored runs of both releases, retraced):")

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from ..errors import (
     AlreadyExistsError,
@@ -41,6 +41,9 @@ from ..text import clean, first_line, quoted
 from . import manifest as mf
 from .digest import blob_key, check_digest, digest_bytes, digest_file, digest_stream, hex_of
 from .redaction import redact_environment
+
+if TYPE_CHECKING:
+    from .zip_reproducer import ZipExpectation
 
 log = logging.getLogger(__name__)
 
@@ -610,24 +613,32 @@ class Registry:
         return collect(self, delete=delete, grace_s=gc_grace_s() if grace_s is None else grace_s)
 
     # ---------------------------------------------------------------------------------------- export
-    def export_zip(self, bundle: Bundle, path: str | Path, *, runner: bool = True) -> Path:
+    def export_zip(self, bundle: Bundle, path: str | Path, *, runner: bool = True,
+                   expectation: "ZipExpectation | None" = None) -> Path:
         """Write the bundle as a single-file store (same layout) at `path`, atomically. With `runner`, the zip also
-        replays itself with nothing but JAX installed: `python NAME.zip` (see worker/standalone.py)."""
+        replays itself with nothing but JAX installed: `python NAME.zip` (see worker/standalone.py); with
+        `expectation` (bundle/zip_reproducer.py, built from a stored answer above this layer) it judges what the
+        investigation found: its record as `reproducer.json`, the expected outputs' blobs in the store layout."""
         problems = self.verify(bundle)
         if problems:
             raise CorruptBlobError(f"cannot export {bundle.ref}: {problems[0]}")
+        named = {str(ref["digest"]) for ref in mf.blob_refs(bundle.manifest)}
 
         def entries():
             yield MARKER_KEY, self.store, MARKER_KEY
             for ref in mf.blob_refs(bundle.manifest):
                 key = blob_key(ref["digest"])
                 yield key, self.store, key
+            for digest in sorted(set(expectation.blobs if expectation is not None else ()) - named):
+                yield blob_key(digest), expectation.source, blob_key(digest)  # type: ignore[union-attr]
             key = f"bundles/{bundle.ref.name}/{bundle.ref.version}.msgpack"
             yield key, self.store, key
 
         from ..worker.standalone import runner_files
+        from .zip_reproducer import record_entry
 
-        write_zip_store(path, entries(), runner_files() if runner else ())
+        extra = runner_files() + ([record_entry(expectation)] if expectation is not None else []) if runner else []
+        write_zip_store(path, entries(), extra)
         return Path(path)
 
 

@@ -11,6 +11,7 @@ escaped by text.clean): `tests/test_script.py` checks both with a hostile bundle
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import shlex
 import zlib
@@ -343,6 +344,62 @@ def array_literal(a: np.ndarray) -> str:
     return head + _bytes_literal(planes) + ")"
 
 
+WHOLE_OUTPUT_BYTES = 2048  # an output whose literal is at most this stays whole where the outputs do not fit
+
+
+def reference_literals(good: Sequence[np.ndarray], bad: Sequence[np.ndarray] | None, bits: bool, room: int,
+                       kept_why: str = "those that changed at the first bad release") -> list[str]:
+    """Each output's reference as the script's literal: whole (array_literal) while all fit in `room` bytes, or
+    where `bad` (the first bad release's outputs) is None; else the small ones whole and each larger one as a map of
+    its sha256 and the elements kept: those that differ in `bad` (beyond the tolerance first, then in any bit), else
+    its first ones, as many as the room left gives each (script_runner's `_output_check`)."""
+    whole = [array_literal(a) for a in good]
+    if bad is None or sum(len(x) for x in whole) <= room:  # nothing says which elements matter: all, or no script
+        return whole
+    large = [i for i, x in enumerate(whole) if len(x) > WHOLE_OUTPUT_BYTES]
+    share = max(0, room - sum(len(x) for i, x in enumerate(whole) if i not in large)) // max(1, len(large))
+    return [_partial_literal(good[i], bad[i] if i < len(bad) else None, bits, share, kept_why) if i in large else x
+            for i, x in enumerate(whole)]
+
+
+def _partial_literal(good: np.ndarray, bad: np.ndarray | None, bits: bool, room: int, kept_why: str) -> str:
+    """One output as script_runner's map: its sha256 and the elements kept (_kept_elements), in `room` bytes."""
+    ref = np.require(good, requirements="C")
+    per_element = (4 if ref.size < 2**31 else 8) + ref.dtype.itemsize
+    count = max(16, int(room / (1.45 * per_element)) - 8)  # base64 of zlib: ~4/3 of the bytes, and the frame
+    at = _kept_elements(ref, bad, bits, count)
+    why = kept_why if bad is not None and at.size and _changed_any(ref, bad) else "its first ones"
+    index = at.astype(np.int32 if ref.size < 2**31 else np.int64)
+    digest = hashlib.sha256(ref.tobytes()).hexdigest()
+    return (f"{{'dtype': {ref.dtype.name!r}, 'shape': {[int(d) for d in ref.shape]!r}, 'sha256': {digest!r}, "
+            f"'kept': {why!r},\n     'at': {array_literal(index)},\n     'values': {array_literal(ref.reshape(-1)[at])}}}")
+
+
+def _changed_any(ref: np.ndarray, got: np.ndarray) -> bool:
+    return got.shape == ref.shape and got.dtype == ref.dtype and ref.tobytes() != np.require(got, requirements="C") \
+        .tobytes()
+
+
+def _kept_elements(ref: np.ndarray, got: np.ndarray | None, bits: bool, count: int) -> np.ndarray:
+    """Flat positions of at most `count` elements of `ref` to keep: where `got` differs beyond the tolerance, then in
+    any bit (the same dtype and shape), else the first ones."""
+    n = ref.size
+    if got is None or got.shape != ref.shape or got.dtype != ref.dtype:
+        return np.arange(min(n, count), dtype=np.int64)
+    a = ref.reshape(-1).view(np.uint8).reshape(n, ref.dtype.itemsize)
+    b = np.require(got, requirements="C").reshape(-1).view(np.uint8).reshape(n, ref.dtype.itemsize)
+    changed = np.flatnonzero((a != b).any(axis=1))
+    if not changed.size:
+        return np.arange(min(n, count), dtype=np.int64)
+    (rtol, atol), = tolerances([ref], False)
+    x = ref.reshape(-1)[changed].astype(np.complex128 if ref.dtype.kind == "c" else np.float64)
+    y = got.reshape(-1)[changed].astype(x.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        beyond = ~(np.abs(x - y) <= atol + rtol * np.where(np.isfinite(x), np.abs(x), 0.0))
+    order = np.concatenate([changed[beyond], changed[~beyond]]) if not bits else changed
+    return np.sort(order[:count])
+
+
 def list_literal(name: str, items: Sequence[str]) -> str:
     return f"{name} = [\n" + "".join(f"    {item},\n" for item in items) + "]\n"
 
@@ -396,6 +453,7 @@ class Reference:
     run: dict | None = None
     label: str = "the reference"
     bits: bool | None = None
+    bad: dict | None = None  # the first bad release's run: which elements of a large output the script keeps
 
 
 def _reference(diff: Difference, given: Reference | None) -> Reference:
@@ -423,6 +481,8 @@ def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py", mea
     chosen = _reference(diff, reference_of)
     if chosen.run is not None:
         reference = [leaf_array(registry, leaf) for leaf in chosen.run["outputs"]]
+    bad = [leaf_array(registry, leaf) for leaf in chosen.bad["outputs"]] if chosen.bad and \
+        chosen.bad.get("outputs") else None
     samples = (bundle.manifest["reference"].get("timing") or {}).get("samples_ns") or []
     wide = any(d in WIDE_64 for d, _ in ins + outs)
     header = _header(bundle, diff, source_lines(registry, bundle), fname)
@@ -437,9 +497,12 @@ def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py", mea
                                               for r in (diff.measured or {}).get("rows", [])]),
              list_literal("COMPARE", [repr(c) for c in compare_commands(diff.measured, fname)]),
              _module_literal(text),
-             list_literal("INPUTS", [array_literal(a) for a in inputs]),
-             list_literal("REFERENCE", [array_literal(a) for a in reference]),
-             f"TOLERANCES = {tolerances(reference, diff.bits)!r}  # (rtol, atol) per output", RUNNER]
+             list_literal("INPUTS", [array_literal(a) for a in inputs]), "REFERENCE_PLACE",
+             f"TOLERANCES = {tolerances(reference, False)!r}  # (rtol, atol) per output",
+             f"BITS = {diff.bits!r}  # any bit of an output that differs is the difference", RUNNER]
+    room = SCRIPT_LIMIT - len("\n".join(parts).encode("utf-8")) - 256
+    references = reference_literals(reference, bad, diff.bits, room)
+    parts[parts.index("REFERENCE_PLACE")] = list_literal("REFERENCE", references)
     return checked_size(bundle, "\n".join(parts))
 
 

@@ -2,9 +2,9 @@
 script bundle/reproducer.py and bundle/program_script.py write, after the data they define. They are never
 imported or run by the host.
 
-RUNNER (COMMON + FROZEN), the frozen module's script, after MODULE, IN_AVALS, OUT_AVALS, INPUTS, REFERENCE,
-REFERENCE_LABEL, TOLERANCES, EXPECT, EXPECT_TEXT, X64, TIMED_CALLS, REFERENCE_MEDIAN_NS, STORED_TIMES,
-STORED_MEDIANS, COMPARE, BUNDLE. How it runs the module: the mechanism reprobundle's own worker uses on every
+RUNNER (COMMON + FROZEN + LOCKSTEP + FROZEN_MAIN), the frozen module's script, after MODULE, IN_AVALS, OUT_AVALS,
+INPUTS, REFERENCE, REFERENCE_LABEL, TOLERANCES, BITS, EXPECT, EXPECT_TEXT, X64, TIMED_CALLS, REFERENCE_MEDIAN_NS,
+STORED_TIMES, STORED_MEDIANS, COMPARE, BUNDLE. How it runs the module: the mechanism reprobundle's own worker uses on every
 release from 0.4.30 (worker/serve.py and worker/rebuild.py, the way `pack --stablehlo` wraps a raw module): the
 StableHLO text serialized as a portable artifact at the oldest StableHLO version this jaxlib writes, a
 `jax.export.Exported` rebuilt around it from @main's signature (unsharded, one device, no effects, this backend's
@@ -12,22 +12,33 @@ platform), and its `call` jitted. JAX documents no way to run StableHLO text, so
 worker does), kept to what every release from 0.4.30 has.
 
 PROGRAM_RUNNER (COMMON + PROGRAM), a lowering change's script, after PROGRAM_FILES, PROGRAM_SCRIPT, FACTORY,
-STATIC, INPUTS, GOOD_OUTPUTS, GOOD_LABEL, TOLERANCES, X64, BUNDLE: the program's files written to a temporary
+STATIC, INPUTS (None: the factory's own, checked against INPUT_CHECKS), GOOD_OUTPUTS, GOOD_LABEL, TOLERANCES, BITS,
+X64, BUNDLE: the program's files written to a temporary
 folder, its factory called, the bundle's inputs put in the place of its array leaves (as a retrace does), its
 call run by the jax installed, its outputs checked against the last good release's.
 
 The output check is the one reprobundle's replays apply (analysis/verdict.py, worker/tolerance.py): element i
 passes when |got - reference| <= atol + rtol * |reference| (equal values and two NaNs pass), with each leaf's
-(rtol, atol) computed from the reference and written into the script as numbers.
+(rtol, atol) computed from the reference and written into the script as numbers. BITS (a change in the last
+bits): any bit of an element that differs fails, and the script says how many elements differ, by how much at most,
+and whether that is within the tolerance. An output too large to write whole is a map: its sha256 (the same bytes
+pass) and the elements kept (those that changed at the first bad release), which say how it differs.
+
+Exit codes, in every script: 0 it behaves as the reference (the last good release), 1 it shows the difference, 3 it
+could not run (jax does not start, a side of --compare does not install or start, a traceback of the script's own:
+`_entry` catches it and says it in one line), 2 bad arguments.
 
 Time on one release is printed, not judged: one process on one release cannot show a slowdown, so the frozen
 script prints its median beside the stored medians of the compared releases (timed together on the reporter's
 machine, with their ratio and interval) and the commands that run it on each. `--compare A B` judges: both sides
 started, each in a process of its own (`uv run --with jax==V`, or a Python's path), then timed in lockstep (one
 side's batch of calls, then the other's, the order alternating, PAIRED_STEPS pairs a round, new processes each
-round); exit 1 when B's median paired ratio is MIN_EFFECT or more and its 95% interval (bootstrapped over rounds,
-then pairs) lies above 1.
+round: worker/lockstep_compare.py, whose text the frozen script holds, the one definition that `python NAME.zip
+--compare` imports too); exit 1 when B's median paired ratio is MIN_EFFECT or more and its 95% interval
+(bootstrapped over rounds, then pairs) lies above 1, 3 when a side could not run.
 """
+
+from pathlib import Path
 
 COMMON = r'''
 
@@ -53,42 +64,118 @@ def _first_line(e):
     return (text.splitlines()[0] if text else type(e).__name__)[:500]
 
 
-def _text(x):
+def _text(x, digits=7):
     value = complex(x) if np.iscomplexobj(x) else float(x) if np.asarray(x).dtype.kind != "b" else bool(x)
-    return "%.7g" % value if isinstance(value, float) else str(value)
+    return "%.*g" % (digits, value) if isinstance(value, float) else str(value)
 
 
-def _leaf_check(i, got, ref, rtol, atol, expected="reference"):
-    """Whether output i is within the tolerance of `ref` (what `expected` names); prints its first differing
-    elements and its worst ones when it is not."""
+def _bit_differs(got, ref):
+    """Per element, whether its bytes differ (any bit; a NaN's payload too)."""
+    n, size = ref.size, ref.dtype.itemsize
+    a = np.ascontiguousarray(ref).reshape(-1).view(np.uint8).reshape(n, size)
+    b = np.ascontiguousarray(got).reshape(-1).view(np.uint8).reshape(n, size)
+    return (a != b).any(axis=1).reshape(ref.shape)
+
+
+def _leaf_check(i, got, ref, rtol, atol, expected="reference", bits=False, where=None, of=""):
+    """None when output i is as `ref` (what `expected` names): within the tolerance, or for `bits` the same bit for
+    bit; else {"count": elements that differ, "beyond": those outside the tolerance, "largest": the largest
+    |difference|}, its first differing elements and its worst ones printed. `where`: the flat positions in the whole
+    output of these elements (a script that keeps some elements of a large output), said by `of`."""
     if got.shape != ref.shape or got.dtype != ref.dtype:
         print("  output %d: expected %s%s (%s), got %s%s" % (i, ref.dtype, list(ref.shape), expected, got.dtype,
                                                             list(got.shape)))
-        return False
+        return {"count": max(ref.size, 1), "beyond": max(ref.size, 1), "largest": float("inf")}
     a = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64)
     b = got.astype(a.dtype)
     magnitude = np.abs(a)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, np.abs(a - b))
         allowed = atol + rtol * np.where(np.isfinite(magnitude), magnitude, 0.0)
-        bad = (diff != 0) & ~(diff <= allowed)
+        beyond = (diff != 0) & ~(diff <= allowed)
         excess = np.where(diff == 0, 0.0, np.where(np.isnan(diff), np.inf, diff / allowed)).ravel()
+    bad = _bit_differs(got, ref) if bits else beyond
     count = int(np.count_nonzero(bad))
     if not count:
-        return True
+        return None
+    outside = int(np.count_nonzero(beyond))
+    largest = float(np.max(np.where(bad, np.where(np.isnan(diff), np.inf, diff), 0.0)))
+    shape = list(ref.shape) if where is None else list(of[1])
+    said = "" if where is None else " (the %d of its %d elements kept here: %s)" % (ref.size, int(np.prod(of[1])),
+                                                                                   of[0])
+    if bits:
+        print("  output %d (%s%s): %d of %d elements differ in their bits from %s, by at most %.3g; %s%s"
+              % (i, ref.dtype, shape, count, bad.size, expected, largest,
+                 "all within the tolerance (rtol %g, atol %g)" % (rtol, atol) if not outside else
+                 "%d of them outside the tolerance (rtol %g, atol %g)" % (outside, rtol, atol), said))
+    else:
+        print("  output %d (%s%s): %d of %d elements outside the tolerance (rtol %g, atol %g)%s"
+              % (i, ref.dtype, shape, count, bad.size, rtol, atol, said))
     worst = np.flatnonzero(bad.ravel())
     first = worst[:4]
-    print("  output %d (%s%s): %d of %d elements outside the tolerance (rtol %g, atol %g)"
-          % (i, ref.dtype, list(ref.shape), count, bad.size, rtol, atol))
-    print("    expected (%s): %s" % (expected, ", ".join(_text(ref.ravel()[k]) for k in first)))
-    print("    got (here):%s %s" % (" " * max(0, len(expected) - 2), ", ".join(_text(got.ravel()[k]) for k in first)))
+    digits = (17 if ref.dtype.itemsize >= 8 else 9) if bits else 7  # enough to show the bits that differ
+    print("    expected (%s): %s" % (expected, ", ".join(_text(ref.ravel()[k], digits) for k in first)))
+    print("    got (here):%s %s" % (" " * max(0, len(expected) - 2),
+                                    ", ".join(_text(got.ravel()[k], digits) for k in first)))
     print("    the worst:")
     for flat in worst[np.argsort(-excess[worst], kind="stable")][:5]:
         at = np.unravel_index(int(flat), ref.shape) if ref.ndim else ()
+        place = at if where is None else np.unravel_index(int(where[flat]), tuple(of[1])) if of[1] else ()
         print("    [%s]  %s %s  got %s  (abs err %.3g, allowed %.3g)" % (
-            ", ".join(str(int(k)) for k in at), expected, _text(ref[at]), _text(got[at]), float(diff[at]),
-            float(allowed[at])))
-    return False
+            ", ".join(str(int(k)) for k in place), expected, _text(ref[at], digits), _text(got[at], digits),
+            float(diff[at]), float(allowed[at])))
+    return {"count": count, "beyond": outside, "largest": largest}
+
+
+def _output_check(i, got, spec, tolerance, expected, dtype_of, bits):
+    """_leaf_check of output i against its reference `spec`: a whole array (dtype, shape, data), or for an output
+    too large to write here a map of its sha256 and the elements kept (those that changed at the first bad
+    release): its digest decides where it matches, the kept elements say how it differs."""
+    rtol, atol = tolerance
+    if not isinstance(spec, dict):
+        return _leaf_check(i, got, _array(spec, dtype_of), rtol, atol, expected, bits)
+    dt, shape = dtype_of(spec["dtype"]), tuple(spec["shape"])
+    if got.shape != shape or got.dtype != dt:
+        return _leaf_check(i, got, np.zeros(shape, dt), rtol, atol, expected, bits)
+    import hashlib
+
+    if hashlib.sha256(np.ascontiguousarray(got).tobytes()).hexdigest() == spec["sha256"]:
+        return None
+    at = _array(spec["at"], dtype_of)
+    found = _leaf_check(i, got.reshape(-1)[at], _array(spec["values"], dtype_of), rtol, atol, expected, bits,
+                        where=at, of=(spec["kept"], shape))
+    if found is None and bits:
+        print("  output %d (%s%s): its bits differ from %s's (sha256), not at the %d elements kept here"
+              % (i, dt, list(shape), expected, at.size))
+        return {"count": 0, "beyond": 0, "largest": 0.0}
+    return found
+
+
+def _outputs_verdict(outputs, references, dtype_of, expected, bits):
+    """None when every output is as its reference; else what differs, as one phrase (each output printed)."""
+    found = [_output_check(i, got, spec, tolerance, expected, dtype_of, bits)
+             for i, (got, spec, tolerance) in enumerate(zip(outputs, references, TOLERANCES))]
+    differ = [f for f in found if f is not None]
+    if not differ:
+        return None
+    if not bits:
+        return "%d of %d outputs outside the tolerance of %s" % (len(differ), len(found), expected)
+    count, beyond = sum(f["count"] for f in differ), sum(f["beyond"] for f in differ)
+    largest = max(f["largest"] for f in differ)
+    return ("%d elements of %d of %d outputs differ in their bits from %s, by at most %.3g (%s)"
+            % (count, len(differ), len(found), expected, largest,
+               "all within the tolerance" if not beyond else "%d outside the tolerance" % beyond))
+
+
+def _entry():
+    """main's exit code; anything it raises is `could not run` (exit 3) in one line."""
+    try:
+        return main(sys.argv[1:])
+    except KeyboardInterrupt:
+        print("result: could not run: interrupted")
+    except Exception as e:
+        print("result: could not run: %s: %s" % (type(e).__name__, _first_line(e)))
+    return 3
 
 
 def _median(xs):
@@ -221,15 +308,9 @@ def _stepper(jax, compiled, inputs):
     return step
 
 
-def _batch(one_ns):
-    """Calls in a step: a fast module's step is a batch lasting ~10 ms (as reprobundle's worker batches them), so
-    the dispatch of one call is not what is timed."""
-    return max(1, min(10000, int(1e7 / max(one_ns, 1.0))))
-
-
 def _time_calls(step):
     """Per-call times (ns) of TIMED_CALLS steps after a warmup."""
-    n = _batch(min(step(1) for _ in range(3)))
+    n = calls_a_step(min(step(1) for _ in range(3)))
     samples = []
     for _ in range(TIMED_CALLS):
         samples.append(step(n))
@@ -328,12 +409,10 @@ def _verdict(outputs, samples, dtype_of, jax_version):
     if len(outputs) != len(REFERENCE):
         print("result: DIFFERS: %d outputs, %s has %d" % (len(outputs), REFERENCE_LABEL, len(REFERENCE)))
         return 1
-    same = [_leaf_check(i, got, _array(spec, dtype_of), rtol, atol, REFERENCE_LABEL)
-            for i, (got, spec, (rtol, atol)) in enumerate(zip(outputs, REFERENCE, TOLERANCES))]
+    differs = _outputs_verdict(outputs, REFERENCE, dtype_of, REFERENCE_LABEL, BITS)
     _time_lines(samples, jax_version)
-    if not all(same):
-        print("result: DIFFERS: %d of %d outputs outside the tolerance of %s"
-              % (same.count(False), len(same), REFERENCE_LABEL))
+    if differs:
+        print("result: DIFFERS: " + differs)
         return 1
     if EXPECT == "slower":
         print("result: ran, outputs within the tolerance; time not judged on one release (a slowdown is between "
@@ -341,190 +420,23 @@ def _verdict(outputs, samples, dtype_of, jax_version):
         for command in COMPARE:
             print("  " + command)
         return 0
-    print("result: as %s (outputs within the tolerance)" % REFERENCE_LABEL)
+    print("result: as %s (%s)" % (REFERENCE_LABEL, "the same bits" if BITS else "outputs within the tolerance"))
     return 0
 
 
 # ---------------------------------------------------------------------------------------------------- --compare
 
-COMPARE_ROUNDS = 5  # fresh pairs of processes: a pair that one busy moment slowed is one round of five, not half
-PAIRED_STEPS = 20
-MIN_EFFECT = 1.10  # two processes of one release can differ by a few percent: less than this is not judged
-BOOTSTRAP = 2000
-
-
-def _side(spec):
-    """(what, environment variables) of a --compare side: `0.4.31`, `/path/python`, either with `:VAR=V;VAR=V`."""
-    what, _, rest = spec.partition(":")
-    env = {}
-    for item in filter(None, rest.split(";")):
-        name, eq, value = item.partition("=")
-        if not eq or not name.strip():
-            raise ValueError("%r: a side's settings are VAR=VALUE separated by ';'" % spec)
-        env[name.strip()] = value
-    if not what:
-        raise ValueError("an empty side in --compare")
-    return what, env
-
-
-def _side_command(what):
-    """The command that runs this script on one side: a Python's path as it is, a release through uv; None
-    when the release needs uv and there is none."""
-    import shutil
-
-    me = os.path.abspath(sys.argv[0])
-    if os.path.sep in what or os.path.isfile(what):
-        return [what, me, "--serve-times"]
-    uv = shutil.which("uv")
-    if uv is None:
-        return None
-    return [uv, "run", "--no-project", "--with", "jax==" + what, "--with", "jaxlib==" + what, "python", me,
-            "--serve-times"]
-
-
-def _manual_line(what, env):
-    import shlex
-
-    prefix = " ".join("%s=%s" % (k, shlex.quote(v)) for k, v in sorted(env.items()))
-    body = ("python -m venv jax-%s && jax-%s/bin/pip install jax==%s numpy && jax-%s/bin/python %s"
-            % (what, what, what, what, shlex.quote(os.path.basename(sys.argv[0]))))
-    return (prefix + " " if prefix else "") + body
-
-
-class _Side:
-    """One side of --compare: this script serving its times in a process of its own."""
-
-    def __init__(self, name, command, env):
-        import subprocess
-        import tempfile
-
-        self.name = name
-        self.errors = tempfile.TemporaryFile(mode="w+")  # a file: a pipe nobody reads could fill and block it
-        self.proc = subprocess.Popen(command, env=dict(os.environ, **env), stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self.errors, text=True)
-        self.said = []
-        self.ready = self._read("REPRO ready ")
-
-    def _read(self, prefix):
-        import json
-
-        for line in self.proc.stdout:
-            if line.startswith(prefix):
-                return json.loads(line[len(prefix):])
-            self.said.append(line.rstrip())
-        return None
-
-    def step(self, n):
-        self.proc.stdin.write("step %d\n" % n)
-        self.proc.stdin.flush()
-        found = self._read("REPRO ns ")
-        if found is None:
-            raise RuntimeError("%s stopped answering" % self.name)
-        return float(found)
-
-    def close(self):
-        try:
-            self.proc.stdin.write("end\n")
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=60)
-        except Exception:
-            self.proc.kill()
-        self.errors.seek(0)
-        return self.errors.read()[-2000:]
-
 
 def _compare(argv):
-    """--compare A B: both sides started, each in its own process, then timed in lockstep (A's step, B's step,
-    the order alternating), in `--rounds` pairs of processes; exit 1 when B's median is MIN_EFFECT or more of A's
-    and the 95% interval of the ratio lies above 1."""
-    rounds = COMPARE_ROUNDS
-    if len(argv) == 4 and argv[2] == "--rounds" and argv[3].isdigit() and int(argv[3]) > 0:
-        rounds, argv = int(argv[3]), argv[:2]
-    if len(argv) != 2:
-        print("usage: python %s --compare A B [--rounds N]" % os.path.basename(sys.argv[0]))
-        return 2
-    try:
-        sides = [_side(a) for a in argv]
-    except ValueError as e:
-        print("error: %s" % e)
-        return 2
-    commands = [_side_command(what) for what, _ in sides]
-    if None in commands:
-        print("uv is not on PATH: run these two, each in a fresh environment, and compare their medians:")
-        for what, env in sides:
-            print("  " + _manual_line(what, env))
-        return 3
-    print("comparing %s (A) with %s (B): %d rounds of %d paired steps, each side in its own process"
-          % (argv[0], argv[1], rounds, PAIRED_STEPS))
-    pairs, releases = [], None
-    for _ in range(rounds):
-        found = _round(commands, sides)
-        if found is None:
-            return 3
-        releases, steps = found
-        pairs.append(steps)
-    return _judge(argv, releases, pairs)
+    """--compare A B: worker/lockstep_compare.py's compare_sides (its text follows this program), this script's
+    sides served by `--serve-times`."""
+    return compare_sides(argv, os.path.abspath(sys.argv[0]), ["--serve-times"], REFERENCE_LABEL, STORED_TIMES)
+'''
 
-
-def _round(commands, sides):
-    """(each side's release, [(A's ns, B's ns)] of PAIRED_STEPS steps), or None (what went wrong printed)."""
-    started = []
-    try:
-        for k in (0, 1):
-            side = _Side("AB"[k], commands[k], sides[k][1])
-            started.append(side)
-            if side.ready is None:
-                print("  %s: could not run:\n    %s" % (side.name, "\n    ".join((side.said + [side.close()])[-8:])))
-                return None
-            if side.ready["exit"] == 1:
-                print("  %s: its outputs differ from %s (run it alone to see them)" % (side.name, REFERENCE_LABEL))
-        n = _batch(max(s.ready["one_ns"] or 1.0 for s in started))
-        steps = []
-        for i in range(PAIRED_STEPS):
-            order = started if i % 2 == 0 else started[::-1]
-            got = {side.name: side.step(n) for side in order}
-            steps.append((got["A"], got["B"]))
-        return [s.ready["jax"] for s in started], steps
-    except (OSError, RuntimeError, ValueError) as e:
-        print("  could not time: %s" % _first_line(e))
-        return None
-    finally:
-        for side in started:
-            side.close()
-
-
-def _judge(names, releases, rounds):
-    a = [np.asarray([x for x, _ in steps]) for steps in rounds]
-    b = [np.asarray([y for _, y in steps]) for steps in rounds]
-    ratio = float(np.median(np.concatenate(b) / np.concatenate(a)))
-    rng = np.random.default_rng(0)
-    draws = []
-    for _ in range(BOOTSTRAP):  # rounds resampled, then each round's pairs: both kinds of noise in the interval
-        pick = rng.integers(0, len(a), len(a))
-        chosen = [rng.integers(0, len(a[i]), len(a[i])) for i in pick]
-        draws.append(np.median(np.concatenate([b[i][c] / a[i][c] for i, c in zip(pick, chosen)])))
-    lo, hi = (float(x) for x in np.percentile(draws, [2.5, 97.5]))
-    for name, label, times in ((names[0], "A", a), (names[1], "B", b)):
-        print("%s %s (jax %s): median %.1f us a call" % (label, name, releases["AB".index(label)],
-                                                         np.median(np.concatenate(times)) / 1e3))
-    for stored in STORED_TIMES:
-        print(stored)
-    said = "B is %.2fx the time of A [%.2f-%.2f, 95%% interval of the paired steps' ratio]" % (ratio, lo, hi)
-    if lo > 1.0 and ratio >= MIN_EFFECT:
-        print("result: SLOWER: " + said)
-        return 1
-    if hi < 1.0 and ratio <= 1 / MIN_EFFECT:
-        print("result: faster, not a slowdown: " + said)
-        return 0
-    print("result: no slowdown of %d%% or more: %s" % (round((MIN_EFFECT - 1) * 100), said))
-    return 0
-
+FROZEN_MAIN = r'''
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(_entry())
 '''
 
 PROGRAM = r'''
@@ -568,11 +480,41 @@ def _static(path):
     return name in STATIC
 
 
+def _leaf_bytes(jax, leaf):
+    return np.asarray(jax.random.key_data(leaf)) if _is_key(jax, leaf) else np.asarray(leaf)
+
+
+def _regenerated(jax, args, kwargs):
+    """The factory's own inputs (the bundle's are too large to write here), checked against the bundle's: the same
+    array leaves, dtypes and shapes, and the same bytes (sha256). None where they are not: `(why)`."""
+    with_path, _ = jax.tree_util.tree_flatten_with_path((args, kwargs))
+    arrays = (jax.Array, np.ndarray, np.generic)
+    dynamic = [leaf for path, leaf in with_path if isinstance(leaf, arrays) and not _static(path)]
+    if len(dynamic) != len(INPUT_CHECKS):
+        return None, "the factory made %d array leaves, the bundle stored %d" % (len(dynamic), len(INPUT_CHECKS))
+    import hashlib
+
+    for i, (leaf, (dtype, shape, digest)) in enumerate(zip(dynamic, INPUT_CHECKS)):
+        mine = _leaf_bytes(jax, leaf)
+        if (mine.dtype.name, list(mine.shape)) != (dtype, list(shape)):
+            return None, "input %d is %s%s here, the bundle stored %s%s" % (i, mine.dtype, list(mine.shape), dtype,
+                                                                            list(shape))
+        if hashlib.sha256(np.ascontiguousarray(mine).tobytes()).hexdigest() != digest:
+            return None, "input %d's values are not the bundle's (its sha256 differs)" % i
+    return (args, kwargs), "the factory's own, made from its seed: the bundle's bytes (sha256 of each of %d)" % len(
+        dynamic)
+
+
 def _stored_inputs(jax, args, kwargs):
     """The call with the bundle's stored inputs in the place of the factory's array leaves (as reprobundle's
-    retrace puts them), and what was done; the factory's own where the leaves do not line up."""
+    retrace puts them), and what was done; the factory's own where the leaves do not line up. Where the bundle's
+    are too large to write here (INPUTS None), the factory's own, checked to be the bundle's (ValueError if not:
+    the outputs of the last good release would not apply)."""
     if INPUTS is None:
-        return args, kwargs, "the factory's own (the bundle's are too large to write here)"
+        made, how = _regenerated(jax, args, kwargs)
+        if made is None:
+            raise ValueError("the factory's inputs are not those the last good release ran: " + how)
+        return made[0], made[1], how
     with_path, tree = jax.tree_util.tree_flatten_with_path((args, kwargs))
     leaves = [leaf for _, leaf in with_path]
     arrays = (jax.Array, np.ndarray, np.generic)
@@ -583,7 +525,7 @@ def _stored_inputs(jax, args, kwargs):
     for i, spec in zip(dynamic, INPUTS):
         stored = _array(spec, jax.numpy.dtype)
         leaf = leaves[i]
-        mine = np.asarray(jax.random.key_data(leaf)) if _is_key(jax, leaf) else np.asarray(leaf)
+        mine = _leaf_bytes(jax, leaf)
         if mine.shape != stored.shape or mine.dtype != stored.dtype:
             return args, kwargs, "the factory's own (leaf %d is %s%s, the bundle stored %s%s)" % (
                 i, mine.dtype, list(mine.shape), stored.dtype, list(stored.shape))
@@ -634,6 +576,10 @@ def main(argv):
         return 3
     try:
         args, kwargs, how = _stored_inputs(jax, args, kwargs)
+    except ValueError as e:
+        print("result: could not run: %s" % _first_line(e))
+        return 3
+    try:
         print("inputs: " + how)
         outputs = _outputs(jax, jax.block_until_ready(fn(*args, **kwargs)))
     except Exception as e:
@@ -647,19 +593,20 @@ def _verdict(outputs, dtype_of, jax_version):
     if len(outputs) < len(GOOD_OUTPUTS):
         print("result: DIFFERS: %d outputs, %s gave %d" % (len(outputs), GOOD_LABEL, len(GOOD_OUTPUTS)))
         return 1
-    same = [_leaf_check(i, got, _array(spec, dtype_of), rtol, atol, GOOD_LABEL)
-            for i, (got, spec, (rtol, atol)) in enumerate(zip(outputs, GOOD_OUTPUTS, TOLERANCES))]
-    if not all(same):
-        print("result: DIFFERS: jax %s gives other outputs than %s (%d of %d outside the tolerance)"
-              % (jax_version, GOOD_LABEL, same.count(False), len(same)))
+    differs = _outputs_verdict(outputs, GOOD_OUTPUTS, dtype_of, GOOD_LABEL, BITS)
+    if differs:
+        print("result: DIFFERS: jax %s gives other outputs than %s: %s" % (jax_version, GOOD_LABEL, differs))
         return 1
-    print("result: as on %s: outputs within the tolerance" % GOOD_LABEL)
+    print("result: as on %s: %s" % (GOOD_LABEL, "the same bits" if BITS else "outputs within the tolerance"))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(_entry())
 '''
 
-RUNNER = COMMON + FROZEN  # the frozen module's script
+# `--compare A B`: worker/lockstep_compare.py's text, the one definition `python NAME.zip --compare` imports too
+LOCKSTEP = "\n\n# " + "-" * 100 + " worker/lockstep_compare.py\n\n" + (
+    Path(__file__).resolve().parent.parent / "worker" / "lockstep_compare.py").read_text(encoding="utf-8")
+RUNNER = COMMON + FROZEN + LOCKSTEP + FROZEN_MAIN  # the frozen module's script (--compare: worker/lockstep_compare.py)
 PROGRAM_RUNNER = COMMON + PROGRAM  # the program's script (a lowering change: bundle/program_script.py)

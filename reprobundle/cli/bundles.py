@@ -190,13 +190,15 @@ def tag(ref: str, tag_name: str = typer.Argument(..., metavar="TAG"), store: Opt
 @app.command()
 def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="The .zip file to write."),
            store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
-    """Write a bundle as a single .zip file (replayable as is)."""
+    """Write a bundle as a single .zip file (replayable as is: `python NAME.zip` judges what its stored answer
+    found)."""
     from ..bundle.registry import open_ref
+    from ..investigate.zip_reproducer import export_reproducer_zip
     from ..render import text as report
     from ..render.sharing import export_size_warning
 
     registry, bundle = open_ref(ref, store)
-    path = registry.export_zip(bundle, output)
+    path = export_reproducer_zip(registry, bundle, output)
     size = path.stat().st_size
 
     warning = export_size_warning(bundle, size)  # too big for a GitHub attachment: still written, says how to fit

@@ -434,8 +434,9 @@ def investigate(
     good: str = typer.Option(..., "--good", help="A release on which the bundle behaved (e.g. 0.7.2)."),
     bad: str = typer.Option(..., "--bad", help="A later release on which it did not, or a JAX commit (a hash, main; "
                                                "with --jax-repo): then the commits from --good to it are searched."),
-    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds for what follows the bisection: "
-                                                                      "explain and minimize get what is left."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the whole investigation may take: "
+                                                                      "no step or probe starts that would end past "
+                                                                      "it; what was answered is kept."),
     issue_file: Optional[Path] = typer.Option(None, "--issue", "-o", help="Write the issue body here (default: "
                                                                           "NAME-issue.md)."),
     report_path: Optional[Path] = typer.Option(None, "--report", help="Write a Markdown report: each step's answer, "

@@ -59,15 +59,16 @@ def add_commit(manager: EnvironmentManager, repo: JaxRepo, commit: str, over: st
                progress: Callable[[str], None] | None = None) -> Added:
     """A kept environment of JAX's Python at `commit` of `repo` over release `over`'s cached environment (built
     first when missing). UsageError, before anything is built where the release alone tells, when the commit needs a
-    newer jaxlib than the release's."""
+    newer jaxlib than the release's, and once it is there, when its jaxlib is newer than the commit's version (JAX's
+    check at import refuses both)."""
     release = _release(over, "--over")
     t0 = time.perf_counter()
     sha = repo.sha_of(commit)
-    _version, minimum = repo.versions_at(sha)
+    version, minimum = repo.versions_at(sha)
     if VERSION_RE.match(release):  # a release's jaxlib is never newer than the release: said before any build
         refuse_older_jaxlib(sha, minimum, release)
     base = add_release(manager, release, platform=platform, progress=progress).env
-    refuse_older_jaxlib(sha, minimum, base.jax_version, base.jaxlib_version or base.jax_version)
+    refuse_older_jaxlib(sha, minimum, base.jax_version, base.jaxlib_version or base.jax_version, version)
     if progress:
         progress(f"JAX at {sha[:10]} over jax {base.jax_version}'s environment ({base.build}) ...")
     path, made = kept_environment(repo, sha, base, manager.root)

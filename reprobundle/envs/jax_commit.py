@@ -1,9 +1,10 @@
 """JAX's Python at a commit, run over an already-released jaxlib: the build kind of a commit bisection.
 
-JAX is pure Python over jaxlib, and every commit keeps working with the jaxlib its `jax/version.py` names as
-`_minimum_jaxlib_version` (not with later ones: a jaxlib newer than that may not import it). So JAX at a commit
-needs no build: its `jax/` folder, taken from a git repository (`git archive`), is put in front of the cached
-environment of a released jaxlib it accepts.
+JAX is pure Python over jaxlib, and every commit imports over the jaxlib releases its `jax/version.py` allows:
+no older than its `_minimum_jaxlib_version` and no newer than its own `_version` (the check JAX makes at import,
+both ways: after jax-v0.4.33 the commits read 0.4.32 and refuse jaxlib 0.4.33). So JAX at a commit needs no build:
+its `jax/` folder, taken from a git repository (`git archive`), is put in front of the cached environment of a
+released jaxlib it accepts (ReleasesOver chooses which).
 
 That is a small virtual environment of its own, in a folder of the bisection's own under the environment root
 (removed when the bisection ends), or kept where `envs --add-commit` makes one for `--jax PATH` (listed and removed
@@ -39,17 +40,18 @@ import secrets
 import subprocess
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Callable, Mapping, Sequence
 
-from ..errors import EnvironmentCreationError, UsageError
+from ..errors import EnvironmentCreationError, ReproBundleError, UsageError
 from .folders import JaxEnvironment, dir_size, discard, file_lock, read_env, rmtree
 from .nightly import JAX_REPO
 from .versions import version_key
 
-__all__ = ["JaxRepo", "Commit", "open_repo", "commit_environment", "jaxlib_release_for", "pull_request", "git_in",
-           "git_dir_of", "kept_environment", "kept_environments", "remove_kept", "refuse_older_jaxlib"]
+__all__ = ["JaxRepo", "Commit", "open_repo", "commit_environment", "ReleasesOver", "jaxlib_accepted", "pull_request",
+           "git_in", "git_dir_of", "kept_environment", "kept_environments", "remove_kept", "refuse_older_jaxlib"]
 
 COMMITS_DIR = "jax-commits"
 KEPT_DIR = "kept"  # envs --add-commit's environments, under COMMITS_DIR: never swept (a bisection's are run-*)
@@ -274,20 +276,115 @@ def open_repo(request: str | None, cache_root: Path, progress=None) -> JaxRepo:
     return JaxRepo(git_dir, _web_url(git_dir, url), origin=url)
 
 
-def jaxlib_release_for(minimum: str | None, good: JaxEnvironment, bad: JaxEnvironment) -> JaxEnvironment | None:
-    """The released environment a commit runs over: the good release's when the commit accepts its jaxlib (the
-    compiler then stays the good release's at every probe), else the bad release's when that one is accepted; None
-    when neither is (the commit needs a jaxlib between or past them)."""
-    for env in (good, bad):
-        have = env.jaxlib_version or env.jax_version
-        if minimum is None or version_key(have) >= version_key(minimum):
-            return env
-    return None
+_NUMERIC = re.compile(r"[0-9]+(?:\.[0-9]+)*")
 
 
-def refuse_older_jaxlib(sha: str, minimum: str | None, over: str, jaxlib: str | None = None) -> None:
+def import_key(version: str) -> tuple[int, ...]:
+    """A version as JAX's check at import reads it (jax/_src/lib/__init__.py, check_jaxlib_version): its dotted
+    numeric prefix, so `0.4.32.dev0+4839b003af` is (0, 4, 32) and jaxlib 0.4.32 is no newer than it."""
+    m = _NUMERIC.match(version.strip())
+    return tuple(int(x) for x in m[0].split(".")) if m else ()
+
+
+def jaxlib_accepted(jax_version: str, minimum: str | None, jaxlib: str) -> bool:
+    """Whether JAX reading `jax_version` (jax/version.py's `_version`) and needing `minimum` imports over
+    `jaxlib`: the check JAX makes at import, both ways: jaxlib no older than `_minimum_jaxlib_version`
+    ("jaxlib is version X, but this version of jax requires version >= Y") and no newer than JAX's own version
+    ("jaxlib version X is newer than and incompatible with jax version Y")."""
+    have = import_key(jaxlib)
+    return (minimum is None or have >= import_key(minimum)) and have <= import_key(jax_version)
+
+
+def accepted_range(jax_version: str, minimum: str | None) -> str:
+    """`jaxlib 0.4.31 to 0.4.32`: the jaxlib releases JAX reading `jax_version` imports over."""
+    newest = ".".join(map(str, import_key(jax_version)))
+    return f"jaxlib {minimum} to {newest}" if minimum else f"jaxlib {newest} or older"
+
+
+def _jaxlib_of(env: JaxEnvironment) -> str:
+    return env.jaxlib_version or env.jax_version
+
+
+@dataclass
+class ReleasesOver:
+    """Which released environment each commit runs over: one whose jaxlib the commit accepts both ways
+    (jaxlib_accepted), by preference the good release's (the compiler then stays the good release's), then the bad
+    release's; else the newest other installable release whose jaxlib it accepts (a window that starts at a patch
+    release: after jax-v0.4.33 the commits read 0.4.32 and refuse jaxlib 0.4.33, so they run over 0.4.31's, 0.4.32
+    being yanked), made by `ensure`. One choice per (version, minimum): every commit of a stretch runs over the same.
+
+    `releases`: the installable releases (EnvironmentManager.available_versions), asked only when neither end
+    fits; `left_out`: those the index lists but cannot install, with why (left_out_versions), named where none fits;
+    `newest`: no release newer than this one is taken (a commit window runs over the good release's jaxlib or an
+    older one, never a newer: its layer is JAX's lowering)."""
+
+    preferred: Sequence[JaxEnvironment]
+    releases: Callable[[], Sequence[str]]
+    ensure: Callable[[str], JaxEnvironment]
+    left_out: Callable[[], Mapping[str, str]] = dict
+    newest: str | None = None
+    chosen: dict[tuple[str, str | None], tuple[JaxEnvironment | None, str]] = field(default_factory=dict)
+
+    def over(self, jax_version: str, minimum: str | None) -> tuple[JaxEnvironment | None, str]:
+        """(the environment JAX reading `jax_version`, needing `minimum`, runs over, ""), or (None, why none fits,
+        whole, with the way out)."""
+        key = (jax_version, minimum)
+        if key not in self.chosen:
+            self.chosen[key] = self._choose(jax_version, minimum)
+        return self.chosen[key]
+
+    def _choose(self, jax_version: str, minimum: str | None) -> tuple[JaxEnvironment | None, str]:
+        for env in self.preferred:
+            if jaxlib_accepted(jax_version, minimum, _jaxlib_of(env)):
+                return env, ""
+        tried = {e.jax_version for e in self.preferred}
+        failed = []
+        for release in self._candidates(jax_version, minimum, tried)[:2]:
+            try:
+                env = self.ensure(release)
+            except ReproBundleError as e:  # that release cannot be made here: the next one, else said
+                failed.append(f"jax {release}'s could not be made: {e.message}")
+                continue
+            if jaxlib_accepted(jax_version, minimum, _jaxlib_of(env)):
+                return env, ""
+        return None, self._none_fits(jax_version, minimum, failed)
+
+    def _candidates(self, jax_version: str, minimum: str | None, tried: set[str]) -> list[str]:
+        """The installable releases whose own version lies in the accepted range (a release's jaxlib is never newer
+        than it), newest first: the closest to the commit."""
+        try:
+            releases = self.releases()
+        except ReproBundleError:  # the index unreachable: said by _none_fits as no release found
+            return []
+        top = import_key(self.newest) if self.newest else None
+        fits = [r for r in releases if r not in tried and jaxlib_accepted(jax_version, minimum, r)
+                and (top is None or import_key(r) <= top)]
+        return sorted(fits, key=version_key, reverse=True)
+
+    def _none_fits(self, jax_version: str, minimum: str | None, failed: Sequence[str] = ()) -> str:
+        span = accepted_range(jax_version, minimum)
+        ends = ", ".join(f"jax {e.jax_version}'s has jaxlib {_jaxlib_of(e)}" for e in self.preferred)
+        try:
+            gone = {v: why for v, why in self.left_out().items() if jaxlib_accepted(jax_version, minimum, v)}
+        except ReproBundleError:
+            gone = {}
+        missing = "; ".join([*(f"jax {v} is {why}" for v, why in gone.items()), *failed])
+        scope = f" up to jax {self.newest}'s" if self.newest else ""
+        return (f"its jax/version.py reads {jax_version} and needs {minimum or 'no minimum'} as its "
+                f"_minimum_jaxlib_version, so it imports only over {span} (JAX's check at import refuses an older "
+                f"jaxlib and a newer one); no installable release{scope} has one ({ends}"
+                f"{'; ' + missing if missing else ''}): it is skipped, as git bisect skip, and the search goes on "
+                "around it. Where it is an end of the window (or the first bad commit could be among such commits), "
+                "a window whose commits a released jaxlib runs is the way out: a later good release (--good), or an "
+                "earlier commit as the bad end (--bad COMMIT)")
+
+
+def refuse_older_jaxlib(sha: str, minimum: str | None, over: str, jaxlib: str | None = None,
+                        jax_version: str | None = None) -> None:
     """UsageError when JAX at `sha` needs a jaxlib newer than `jaxlib`, that of jax `over`'s environment (None: not
-    built yet, so at most the release's own): it would not import there."""
+    built yet, so at most the release's own): it would not import there; or, given the commit's `jax_version` and
+    the environment's `jaxlib`, when that jaxlib is newer than the commit's version (JAX's check at import refuses
+    it both ways)."""
     have = jaxlib or over
     if minimum is not None and version_key(have) < version_key(minimum):
         held = f"has jaxlib {have}" if jaxlib else f"can have no jaxlib newer than {have}"
@@ -295,6 +392,11 @@ def refuse_older_jaxlib(sha: str, minimum: str | None, over: str, jaxlib: str | 
                          f"{over}'s environment {held}",
                          hint=f"pass --over a release whose jaxlib is {minimum} or newer, or take an earlier commit: "
                               "`git log -L '/_minimum_jaxlib_version/,+1:jax/version.py'` shows when it was raised")
+    if jaxlib and jax_version and not jaxlib_accepted(jax_version, None, jaxlib):
+        raise UsageError(f"JAX at {sha[:10]} reads version {jax_version}, and jax {over}'s environment has jaxlib "
+                         f"{jaxlib}, newer than that: JAX's check at import refuses it (\"jaxlib version {jaxlib} is "
+                         f"newer than and incompatible with jax version {jax_version}\")",
+                         hint=f"pass --over a release whose jaxlib is in {accepted_range(jax_version, minimum)}")
 
 
 def _site_packages(env: JaxEnvironment) -> Path:

@@ -45,7 +45,7 @@ __all__ = ["DEFAULT_INDEX", "INDEX_CACHE_TTL_S", "INDEX_RECHECK_S", "FALLBACK_PY
            "find_links", "use_index",
            "fetch_project_files", "summarize_index", "jax_file_version", "jaxlib_wheel_pythons", "platform_markers",
            "cpython_minor", "is_generic", "jaxlib_for", "installable", "not_installable", "fallback_pythons", "project_wheel",
-           "summarize_project"]
+           "summarize_project", "python_to_name"]
 
 log = logging.getLogger(__name__)
 
@@ -500,3 +500,20 @@ class PackageIndex:
         log.info("jax %s: the index is unreadable; the built-in table says CPython %s", version,
                  ", ".join(f"3.{m}" for m in minors) or "(none)")
         return minors, None, None, False
+
+
+def python_to_name(index: PackageIndex, version: str, here: tuple[int, int] | None = None) -> str | None:
+    """The Python a `uv run --with jax==V` line must name for jax `version` (`3.12`): None where the Python here
+    (`here`, default this interpreter's) is one the release takes (admitted by its Requires-Python, with a jaxlib
+    wheel for it); else the one that is, closest to here (the newer on a tie); None where the index says nothing of
+    the release (a nightly, a commit, an unknown version: uv's own error then says why)."""
+    from .versions import python_allowed
+
+    if parse_version(version) is None:
+        return None
+    major, minor = here or (int(platform.python_version_tuple()[0]), int(platform.python_version_tuple()[1]))
+    minors, requires, _jaxlib, _from_index = index.supported(version)
+    takes = [m for m in minors if python_allowed(requires, f"{major}.{m}")]
+    if not takes or (major == 3 and minor in takes):
+        return None
+    return f"3.{min(takes, key=lambda m: (abs(m - minor), -m))}"

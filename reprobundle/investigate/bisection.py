@@ -26,7 +26,7 @@ from typing import Callable, Mapping, Sequence
 
 from ..analysis.verdict import leaning, leaning_text, timing_verdict
 from ..envs.versions import version_key
-from ..errors import UsageError
+from ..errors import TimeSpentError, UsageError
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
 # (run, run) -> how their outputs differ: SAME (bit for bit), BITS_ONLY (within the tolerance) or BEYOND it
@@ -64,6 +64,8 @@ class BisectResult:
     mode: str = "frozen"  # the program replayed: "frozen" (the stored module) or "retrace" (each release's lowering)
     mode_why: str | None = None  # why that one, when it was chosen (investigate/mode_choice.py)
     answer_id: str | None = None  # the answer record stored beside the runs (investigate/answers.py)
+    # where --max-time ended the search before it was done: what it had narrowed, one line (None: it finished)
+    unfinished: str | None = None
     # the other changes in the window, each bisected by its own criterion: [{"criterion", "first_bad", "last_good",
     # "why"}] (a time bisection whose endpoints' bits differ also finds the release whose bits changed)
     also: list[dict] = field(default_factory=list)
@@ -146,7 +148,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
            outputs_differ: OutputsDiffer | None = None, by: str | None = None,
            check_together: ReplayTogether | None = None, jobs: int = 1,
            ahead: Callable[[list[str]], None] | None = None,
-           left_out: Mapping[str, str] | None = None) -> BisectResult:
+           left_out: Mapping[str, str] | None = None, confirm_with: ReplayTogether | None = None) -> BisectResult:
     """Search over the released `versions` strictly between `good` and `bad`. `known` classes a version
     without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed).
     `outputs_differ` (two runs -> how their outputs differ) lets endpoints whose outputs differ from each other
@@ -158,7 +160,9 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     split); a time bisection tests one version per step, timed beside the good endpoint, as before. `ahead` is told,
     before the endpoints and before each step of an untimed bisection, the versions the step after it may test
     (their environments can be made meanwhile). `left_out`: releases the index lists but cannot install, with why
-    (EnvironmentManager.left_out_versions); those between `good` and `bad` are the result's `left_out`."""
+    (EnvironmentManager.left_out_versions); those between `good` and `bad` are the result's `left_out`.
+    `confirm_with` times the confirmation (default `replay_together`): a probe that measures anew, never one that
+    hands back runs it remembers (the pair may be the endpoints, or a probe the bisection already made)."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
@@ -168,36 +172,60 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
                           left_out=_left_out_between(left_out, good, bad))
     if ahead:  # the endpoints' environments side by side, then the first step's
         ahead([good, bad, *split_points(candidates, max(1, jobs))])
-    target = _endpoints(result, replay_together, outputs_differ, check_together)
-    result.log_ratio = target
+    result.log_ratio = _endpoints(result, replay_together, outputs_differ, check_together)
     checks = check_together if check_together is not None and result.criterion != TIME else replay_together
-    per_step = max(1, jobs) if result.criterion != TIME else 1
-    last_good, first_bad = good, bad
-    remaining = list(candidates)  # untested versions strictly between last_good and first_bad, ascending
+    _narrow(result, replay_together if result.criterion == TIME else checks, max(1, jobs), known, outputs_differ,
+            progress, ahead)
+    if result.criterion == TIME:
+        confirm(result, confirm_with or replay_together, progress)
+    return result
+
+
+def _narrow(result: BisectResult, probe: ReplayTogether, jobs: int, known: Known | None,
+            outputs_differ: OutputsDiffer | None, progress: Callable[[str], None] | None,
+            ahead: Callable[[list[str]], None] | None) -> None:
+    """The search between the endpoints `result` told apart: its first bad and last good release, or, where
+    --max-time ended it (TimeSpentError), what it had narrowed, said in `result.unfinished`."""
+    per_step = jobs if result.criterion != TIME else 1
+    last_good, first_bad = result.good, result.bad
+    remaining = list(result.candidates)  # untested versions strictly between last_good and first_bad, ascending
     while remaining:
         picks = split_points(remaining, per_step)
         if progress:
             progress(_step_line(remaining, last_good, first_bad, picks))
         if ahead and result.criterion != TIME:  # nothing is made in the background while a probe is timed
             ahead([*picks, *next_picks(remaining, picks, per_step)])
-        classes = _classes_of(result, picks, replay_together if result.criterion == TIME else checks, target, known,
-                              outputs_differ)
+        try:
+            classes = _classes_of(result, picks, probe, result.log_ratio, known, outputs_differ)
+        except TimeSpentError as e:  # what was narrowed is the answer, said as such
+            result.unfinished = (f"{e.message}: the change lies after jax {last_good} and by jax {first_bad}; "
+                                 f"{len(remaining)} release{'s' if len(remaining) != 1 else ''} between them untested")
+            break
         last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
     result.first_bad, result.last_good = first_bad, last_good
-    if result.criterion == TIME:
-        confirm(result, replay_together, progress)
-    return result
 
 
 def confirm(result: BisectResult, replay_together: ReplayTogether,
             progress: Callable[[str], None] | None = None) -> None:
-    """A time bisection's first bad release timed again beside its last good one, in one paired measurement: a
-    first bad release only where this second measurement settles it as slower too (result.confirmation; its runs
-    in result.confirm_runs). What it does not reproduce is no first bad release: `standing` says so."""
+    """A time bisection's first bad release timed again beside its last good one, in one paired measurement of
+    its own (`replay_together` must measure anew: new processes, new rounds): a first bad release only where this
+    second measurement settles it as slower too (result.confirmation, with its runs' ids; its runs in
+    result.confirm_runs). What it does not reproduce is no first bad release: `standing` says so. Runs already
+    among the bisection's (a probe that remembered them) are refused: a confirmation never repeats the figures it
+    confirms."""
     pair = [result.last_good, result.first_bad]
     if progress:
         progress(f"bisect: confirming: jax {pair[1]} timed again beside jax {pair[0]}")
-    runs = replay_together(pair)
+    try:
+        runs = replay_together(pair)
+    except TimeSpentError as e:  # no confirmation: a slowdown no second measurement settled is no first bad release
+        result.confirmation = {"confirmed": False, "verdict": None, "ratio": None, "ci95": None,
+                               "why": f"unconfirmed: jax {pair[1]} was not timed again beside jax {pair[0]}: "
+                                      f"{e.message}"}
+        return
+    earlier = {id(run) for run in result.runs.values()} | {r.get("run_id") for r in result.runs.values()} - {None}
+    assert not any(id(run) in earlier or run.get("run_id") in earlier for run in runs), \
+        "the confirmation was handed the bisection's own runs: its probe must measure anew"
     result.confirm_runs = list(runs)
     good_run, bad_run = runs
     if not (_usable(good_run) and _usable(bad_run)):
@@ -213,7 +241,8 @@ def confirm(result: BisectResult, replay_together: ReplayTogether,
            f"unconfirmed: jax {pair[1]} looked slower in the bisection ({seen}), but timed again beside jax "
            f"{pair[0]} it is {line}: not a first bad release")
     result.confirmation = {"confirmed": confirmed, "verdict": verdict["verdict"], "ratio": verdict["ratio"],
-                           "ci95": verdict.get("ci95"), "why": why}
+                           "ci95": verdict.get("ci95"), "why": why,
+                           "run_ids": [r.get("run_id") for r in runs if r.get("run_id")]}
 
 
 def standing(result: BisectResult) -> bool:
@@ -256,7 +285,7 @@ def also_entry(other: BisectResult) -> dict:
 def unconfirmed(result: BisectResult) -> dict:
     """A time bisection whose first bad release the confirmation did not reproduce, as `set_aside` holds it."""
     return {"criterion": TIME, "mode": result.mode, "first_bad": result.first_bad, "last_good": result.last_good,
-            "why": (result.confirmation or {}).get("why", "")}
+            "why": (result.confirmation or {}).get("why", ""), "confirmation": result.confirmation}
 
 
 def _left_out_between(left_out: Mapping[str, str] | None, good: str, bad: str) -> dict[str, str]:

@@ -19,8 +19,10 @@ With `bad` a commit of JAX's repository (a hash, `main`; no release lies between
 commit bisection from `good` to it (commit_search.commit_window_step) and the issue; the steps that compare releases
 say why they do not apply.
 A step that does not apply says why; each says where its time went and the command that reruns it alone.
-`max_time_s` counts from the start; explain and minimize get what is left after the bisection (explain at most
-its own default), and a step with under MIN_STEP_S left is not started.
+`max_time_s` counts from the start and bounds every step: the bisection's probes are not started where they would
+end past it (the search then keeps what it had narrowed: run/spent.Ledger), its timed rounds end within it, explain,
+minimize and the newest release get what is left (explain at most its own default), and a step with under
+MIN_STEP_S left is not started. Each step records when it started (`started_s`, from the start).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class Step:
     spent_s: float = 0.0
     command: str | None = None  # reruns this step alone
     stored: str | None = None  # what it left in the store or on disk: an answer id, a bundle ref, a file
+    started_s: float | None = None  # when it started, from the investigation's start (None: not started)
+    # the bisection's probes: what each replayed and when it started, from the investigation's start
+    probes: list[dict] | None = None
 
 
 @dataclass
@@ -60,10 +65,14 @@ class Investigation:
     first_bad: str | None = None
     layer: str | None = None
     chosen: str | None = None  # what the bisection looked at and why, one line (as asked, or mode_choice.plan's)
+    max_time_s: float | None = None
+    # a headline slowdown explain's own measurement did not settle: said so, and then no first bad release
+    unsettled: str | None = None
 
     def data(self) -> dict:
         return {"ref": self.ref, "good": self.good, "bad": self.bad, "first_bad": self.first_bad,
-                "layer": self.layer, "chosen": self.chosen, "steps": [vars(s) for s in self.steps]}
+                "layer": self.layer, "chosen": self.chosen, "max_time_s": self.max_time_s, "unsettled": self.unsettled,
+                "steps": [vars(s) for s in self.steps]}
 
 
 def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = None,
@@ -78,9 +87,11 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
     if max_time_s is not None and max_time_s <= 0:
         raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
     ref, progress = case.ref, case.progress
-    started = time.monotonic()
-    left = (lambda: None if max_time_s is None else max_time_s - (time.monotonic() - started))
-    out = Investigation(ref, good, bad)
+    from ..run.spent import Ledger
+
+    ledger = Ledger(max_time_s)  # the bisection's probes, within --max-time from here
+    left = ledger.left
+    out = Investigation(ref, good, bad, max_time_s=max_time_s)
     say = progress or (lambda _line: None)
     from .commit_bisect import names_a_release
 
@@ -92,18 +103,22 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
         else:
             out.steps.append(Step("issue", "skipped", "no first bad commit: nothing to report"))
         return out
-    result = _bisect_step(out, case, (good, bad), (mode, by))
+    result = _bisect_step(out, case, (good, bad), (mode, by), ledger)
+    if result is None:  # --max-time spent before the bisection answered: nothing to go on with
+        out.steps += [Step(name, "skipped", "--max-time spent before the bisection answered")
+                      for name in ("explain", "commits", "minimize", "newest", "issue")]
+        return out
     for change in [result, *result.changes]:  # every change in the window answered whole, the headline first
-        _explain_step(out, change, case, left())
+        _started(out, ledger, _explain_step, out, change, case, left())
         # the first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not)
-        out.steps.append(Step(**commit_step(change, case, jax_repo)))
+        _started(out, ledger, _commit_step, out, change, case, left(), jax_repo)
         _of_change(out.steps[-2:], change, result)
-    _minimize_step(out, result, case, left())
+    _started(out, ledger, _minimize_step, out, result, case, left())
     for change in [result, *result.changes]:
-        _newest_step(out, change, case, left())
+        _started(out, ledger, _newest_step, out, change, case, left())
         _of_change(out.steps[-1:], change, result)
     say("investigate: writing the issue body")
-    _issue_step(out, case, (issue_path, markdown), reported_run(result), jax_repo)
+    _started(out, ledger, _issue_step, out, case, (issue_path, markdown), reported_run(result), jax_repo)
     return out
 
 
@@ -114,6 +129,15 @@ def _of_change(steps: list[Step], change, headline) -> None:
 
     for step in steps if change is not headline else []:
         step.name = f"{step.name} {change.first_bad} ({KIND_OF.get(change.criterion, change.criterion)})"
+
+
+def _started(out: Investigation, ledger, step: Callable[..., None], *args: Any) -> None:
+    """`step(*args)`, each Step it adds that ran (not skipped) marked with when it started."""
+    at, before = round(time.perf_counter() - ledger.started, 3), len(out.steps)
+    step(*args)
+    for added in out.steps[before:]:
+        if added.status != "skipped" and added.started_s is None:
+            added.started_s = at
 
 
 def _commit_window(out: Investigation, ends: tuple[str, str], case: Case, jax_repo: str | None) -> bool:
@@ -133,25 +157,44 @@ def _commit_window(out: Investigation, ends: tuple[str, str], case: Case, jax_re
     return out.first_bad is not None
 
 
+def _commit_step(out: Investigation, result, case: Case, left: float | None, jax_repo: str | None) -> None:
+    """The first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not);
+    not started with under MIN_STEP_S of --max-time left."""
+    if left is not None and left < MIN_STEP_S:
+        out.steps.append(Step("commits", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)"))
+        return
+    out.steps.append(Step(**commit_step(result, case, jax_repo)))
+
+
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     t0 = time.monotonic()
     value = fn()
     return value, round(time.monotonic() - t0, 1)
 
 
-def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: tuple[str, str | None]):
+def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: tuple[str, str | None], ledger):
+    """The bisection's step (its probes in `ledger`, within its --max-time); None where --max-time was spent
+    before it answered anything."""
+    from ..errors import TimeSpentError
+
     good, bad = ends
     mode, by = asked
     ref, store_args = case.ref, case.store_args
     check_bisect_request(good, bad, mode, None, False, case.config, by)
-    result, spent = _timed(lambda: bisect_releases(case, good, bad, mode=mode, by=by)[0])
+    flags = _flags(mode, by).split()
+    command = _command("bisect", ref, "--good", good, "--bad", bad, *flags, *store_args)
+    probes = (lambda: [{k: p[k] for k in ("what", "versions", "at_s", "wall_s")} for p in ledger.probes])
+    try:
+        result, spent = _timed(lambda: bisect_releases(case, good, bad, mode=mode, by=by, ledger=ledger)[0])
+    except TimeSpentError as e:
+        out.steps.append(Step("bisect", "failed", e.message, round(ledger.as_dict()["wall_s"], 1), command,
+                              started_s=0.0, probes=probes()))
+        return None
     layer = result.layer or {}
     out.first_bad, out.layer = result.first_bad, layer.get("layer")
     out.chosen = result.mode_why or f"as asked: {_flags(mode, by)}"
-    flags = _flags(mode, by).split()
-    out.steps.append(Step("bisect", "answered", _bisect_answer(result, out.chosen), spent,
-                          _command("bisect", ref, "--good", good, "--bad", bad, *flags, *store_args),
-                          result.answer_id))
+    out.steps.append(Step("bisect", "answered", _bisect_answer(result, out.chosen), spent, command,
+                          result.answer_id, started_s=0.0, probes=probes()))
     return result
 
 
@@ -176,6 +219,7 @@ def _bisect_answer(result, chosen: str) -> str:
     said += [f"also: {o['criterion']} ({_how(o.get('mode'))}) changed at {o['first_bad']} (last good "
              f"{o['last_good']})" for o in result.also[len(result.changes):]]
     said += [f"no regression: {s['criterion']} ({_how(s.get('mode'))}): {s['why']}" for s in result.set_aside]
+    said += [f"unfinished: {result.unfinished}"] if result.unfinished else []
     return "; ".join(said) + f"; chosen: {chosen}"
 
 
@@ -202,6 +246,21 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None) ->
         out.steps.append(Step("explain", "failed", e.message, command=command))
         return
     out.steps.append(Step("explain", "answered", found["diagnosis"]["summary"], spent, command, found["answer_id"]))
+    _settled_again(out, result, found.get("regression"))
+
+
+def _settled_again(out: Investigation, result, regression: dict | None) -> None:
+    """A headline slowdown that explain's measurement (new processes, new rounds) does not settle as slower is
+    unsettled: said so, and no first bad release."""
+    if result.criterion != "time" or result.first_bad != out.first_bad or (regression or {}).get("verdict") == "slower":
+        return  # not the headline slowdown, or settled again
+    seen = "did not run" if not regression else f"{regression['ratio']:.3f}x" + (
+        " [{:.3f}-{:.3f}]".format(*regression["ci95"]) if regression.get("ci95") else "") + \
+        f" ({regression['verdict']}, {'settled' if regression.get('settled') else 'not settled'})"
+    out.unsettled = (f"unsettled: jax {result.first_bad} looked slower than jax {result.last_good} in the bisection, "
+                     f"but explain's own measurement of the pair {seen}: not a first bad release until a measurement "
+                     "settles it (bisect --by time with more --rounds)")
+    out.first_bad = None
 
 
 def _explain_as(result) -> tuple[str, str]:
@@ -257,7 +316,7 @@ def _newest_step(out: Investigation, result, case: Case, left: float | None) -> 
         return
     found, spent = _timed(lambda: check_newest(case.ref, result.answer_id, store=case.store,
                                                python=case.config.python, env_dir=case.config.root,
-                                               progress=case.progress))
+                                               progress=case.progress, max_time_s=left))
     out.steps.append(Step("newest", "answered" if found else "skipped",
                           found["text"] if found else "the first bad release is the newest", spent))
 

@@ -195,7 +195,7 @@ def commit_probe(probe: Callable[[list[str], list[str]], list[dict]], env_of: En
             if progress and label not in said and run["status"] not in ("ok", "mismatch"):
                 said.add(label)
                 progress(f"bisect-commits: {label} skipped, as git bisect skip: {run['status']}: "
-                         f"{str(run.get('reason'))[:300]}")
+                         f"{run.get('reason')}")  # whole: why it could not run, and the way out
         return [seen[label] for label in labels]
 
     return replay
@@ -213,13 +213,14 @@ def check_endpoints(plan: CommitPlan, checks: ReplayTogether, criterion: str | N
     if plan.bad_commit is not None:
         criterion, said = criterion_of_ends(plan, good_run, last_run, outputs_differ)
         if criterion is None:
-            return {"last": {"label": last, "class": "good", "evidence": said}, "agree": False, "same": True,
+            return {"last": {"label": last, "class": "good", "evidence": said, "over": last_run.get("over")},
+                    "agree": False, "same": True,
                     "criterion": None, "text": said}
     assert criterion is not None  # a release window's comes from its release bisection
     ends: dict = {"criterion": criterion}
     for name, label, run in (("first", first, first_run), ("last", last, last_run)):
         cls, evidence = classify(run, good_run, None, criterion, outputs_differ)
-        ends[name] = {"label": label, "class": cls, "evidence": evidence}
+        ends[name] = {"label": label, "class": cls, "evidence": evidence, "over": run.get("over")}
     agree, text = _ends_text(plan, ends)
     return {**ends, "agree": agree, "text": text}
 
@@ -238,14 +239,40 @@ def _ends_text(plan: CommitPlan, ends: dict) -> tuple[bool, str]:
         which = "first" if ends["first"]["class"] == "skip" else "last"
         return False, (f"the endpoints could not be checked: {ends[which]['label']} did not run "
                        f"({ends[which]['evidence']})")
+    careful = _other_jaxlib(plan, ends["first"])
     if plan.bad_commit is not None:  # the first commit is bad: over the good release's own jaxlib
         return False, (f"{after} already differs from jax {plan.good} over the same jaxlib "
                        f"({ends['first']['evidence']}): it made the change, or JAX's Python run from the repository "
-                       f"does not behave as jax {plan.good}'s own package here; nothing was searched")
+                       f"does not behave as jax {plan.good}'s own package here; nothing was searched{careful}")
     return False, (f"the change came with jaxlib, not with JAX's Python: over one jaxlib, {after} is "
                    f"{ends['first']['class']} and {last_c.short} ({plan.bad_tag}) is {ends['last']['class']} "
                    f"({ends['last']['evidence']}); jax {plan.bad}'s own jaxlib (and the XLA it was built with) makes "
-                   "the difference")
+                   f"the difference{careful}")
+
+
+def window_layer(said: str, answer: dict) -> str:
+    """A commit window's layer (`said`: JAX's lowering, by construction, one jaxlib under every probe), with the
+    commits that refused the good release's jaxlib (their jax/version.py reads an older version) and ran over an
+    older one said: between those and the rest, the compiler differs too."""
+    good = f"(jax {answer['good']}'s environment)"
+    ran = [t.get("over") for t in (answer.get("tested") or {}).values()]
+    ran += [(answer.get("ends") or {}).get(end, {}).get("over") for end in ("first", "last")]
+    others = sorted({str(o) for o in ran if o and o.startswith("jaxlib ") and good not in o})
+    if not others:
+        return said
+    return (f"{said}; except the commits whose jax/version.py reads an older version than that jaxlib, which JAX's "
+            f"check at import refuses: they ran over {' and '.join(others)}, so between them and the rest the "
+            "compiler differs too")
+
+
+def _other_jaxlib(plan: CommitPlan, first: dict) -> str:
+    """Where the first commit ran over another release's jaxlib than the good one's (its jax/version.py refuses
+    that one: a window that starts at a patch release), the clause that says its difference may be that jaxlib's."""
+    over = first.get("over")
+    if not over or f"(jax {plan.good}'s environment)" in over:
+        return ""
+    return (f"; careful: {plan.commits[0].short} ran over {over}, not jax {plan.good}'s jaxlib, which its "
+            f"jax/version.py refuses: the compiler under it is not jax {plan.good}'s, and may make that difference")
 
 
 def criterion_of_ends(plan: CommitPlan, good_run: dict, bad_run: dict,
@@ -327,16 +354,41 @@ def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict, default
         between = [plan.commit_of(label) for label in labels[lo:labels.index(result.first_bad)]]
         answer["could_be"] = [c.sha for c in between if c is not None]  # skipped ones between: any may be it
     answer["last_good"] = last_good.sha if last_good is not None else plan.good_tag
-    answer["jaxlib_moved"] = _jaxlib_moved(result)
+    answer["jaxlib_moved"] = _jaxlib_moved(result, ends)
+    answer["notes"] = notes_of(plan, first_bad)
     answer["text"] = _text(answer)
     return answer
 
 
-def _jaxlib_moved(result: BisectResult) -> str | None:
+def notes_of(plan: CommitPlan, first_bad: Commit | None) -> dict | None:
+    """The CHANGELOG.md entry the first bad commit itself adds, its workaround, and where the notes of the release
+    it shipped in carry it (the bad release's tag; a commit window's bad commit), under whatever heading
+    (release_notes.commit_notes); None where it adds none."""
+    from .release_notes import commit_notes
+
+    if first_bad is None:
+        return None
+    return commit_notes(plan.repo, first_bad.sha, None if plan.bad_commit is not None else plan.bad, plan.bad)
+
+
+def notes_where(notes: dict) -> str:
+    """Where a commit's CHANGELOG entry ships: `jax 0.4.31's notes, under "jax 0.4.30 (June 18, 2024)"`, or, for a
+    commit window, `the notes at commit 0145058aa0, under "Unreleased"`."""
+    at = f"jax {notes['release']}'s notes" if notes.get("release") else \
+        f"the notes at commit {str(notes.get('at') or notes.get('commit'))[:10]}, of the coming release"
+    return at + (f', under "{notes["heading"]}"' if notes.get("heading") else "")
+
+
+def _jaxlib_moved(result: BisectResult, ends: dict) -> str | None:
     """When the first bad commit ran over another release's jaxlib than the last good one (its minimum jaxlib went
-    up at that step), a sentence saying so: then that step changed jaxlib too, and the commit alone is not shown."""
-    bad_over = (result.runs.get(result.first_bad) or {}).get("over")
-    good_over = (result.runs.get(result.last_good) or {}).get("over") or f"jax {result.good}'s own"
+    up at that step, or its version came down below the other's), a sentence saying so: then that step changed
+    jaxlib too, and the commit alone is not shown. (An end the endpoints' check classed has its run there.)"""
+    def over(label: str) -> str | None:
+        end: dict = next((e for e in (ends.get("first"), ends.get("last")) if e and e.get("label") == label), {})
+        return (result.runs.get(label) or {}).get("over") or end.get("over")
+
+    bad_over = over(result.first_bad)
+    good_over = over(result.last_good) or f"jax {result.good}'s own"
     if bad_over is None or bad_over == good_over:
         return None
     return (f"careful: the first bad commit ran over {bad_over} and the last good one over {good_over}: the jaxlib "
@@ -350,6 +402,8 @@ def _text(answer: dict) -> str:
     said = f"first bad commit: {commit_headline(first)}"
     for d in answer.get("defaults") or []:
         said += f"; it changed the default of {d['name']} ({d['a']} -> {d['b']})"
+    if answer.get("notes"):
+        said += f"; it documents the change in CHANGELOG.md ({notes_where(answer['notes'])})"
     if answer.get("jaxlib_moved"):
         said += f"; {answer['jaxlib_moved']}"
     if answer["could_be"]:

@@ -48,7 +48,7 @@ def commits_between(case: Case, good: str | None, bad: str | None, *, jax_repo: 
     if plan.bad_commit is None:
         answer["xla"] = xla_window(plan.repo, plan.good_tag, plan.bad_tag, xla_repo, found)
     else:
-        answer["xla"], answer["layer"] = None, found["layer"]
+        answer["xla"], answer["layer"] = None, cb.window_layer(found["layer"], answer)
     answer["release_answer"] = release.get("answer_id")
     answer["spent"] = ledger.as_dict()
     answer["probes"] = len(ledger.probes)
@@ -226,20 +226,23 @@ def _outputs_differ(registry: Registry, bundle: Bundle):
 
 def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, manager, plan, ledger, folder,
                   progress):
-    """Labels -> runs: each commit's environment made (JAX at the commit over the good or bad release's jaxlib,
-    whichever it accepts), all replayed retraced and untimed in one probe recorded in the ledger."""
-    from ..envs.jax_commit import commit_environment, jaxlib_release_for
+    """Labels -> runs: each commit's environment made (JAX at the commit over a released jaxlib it accepts both
+    ways: the good or bad release's, else an older one: envs/jax_commit.ReleasesOver), all replayed retraced and
+    untimed in one probe recorded in the ledger."""
+    from ..envs.jax_commit import ReleasesOver, commit_environment
     from ..fleet.connect import executor_for
     from ..run.spent import of_runs
     from .commit_bisect import commit_probe, readable
     from .probes import replay_probe
 
-    good_env = _release_environment(manager, bundle, options, plan.good, progress)
-    # a commit window has no bad release: every commit runs over the good release's jaxlib or not at all
-    bad_env = good_env if plan.bad_commit is not None else \
-        _release_environment(manager, bundle, options, plan.bad, progress)
-    lacking = f"which jax {plan.good}'s is not" if plan.bad_commit is not None else \
-        f"which neither jax {plan.good}'s nor {plan.bad}'s is"
+    def release_env(version: str):
+        return _release_environment(manager, bundle, options, version, progress)
+
+    good_env = release_env(plan.good)
+    # a commit window has no bad release: every commit runs over the good release's jaxlib, or an older one
+    ends = (good_env,) if plan.bad_commit is not None else (good_env, release_env(plan.bad))
+    releases = ReleasesOver(ends, manager.available_versions, release_env, manager.left_out_versions,
+                            newest=plan.good if plan.bad_commit is not None else None)
     made: dict[str, tuple[str | None, str]] = {}
 
     def env_of(label: str) -> tuple[str | None, str]:
@@ -247,10 +250,9 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
         if commit is None:  # a release: its own environment
             return label, f"jax {label}'s own"
         if label not in made:
-            _version, minimum = plan.repo.versions_at(commit.sha)
-            over = jaxlib_release_for(minimum, good_env, bad_env)
+            over, why = releases.over(*plan.repo.versions_at(commit.sha))
             if over is None:
-                made[label] = (None, f"needs jaxlib {minimum}, {lacking}")
+                made[label] = (None, why)
             else:
                 path = commit_environment(plan.repo, commit.sha, over, folder)
                 made[label] = (str(path), f"jaxlib {over.jaxlib_version} (jax {over.jax_version}'s environment)")

@@ -325,8 +325,8 @@ def explain(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candida
     setup.say(f"{len(experiments)} experiment(s) from the passes, the flags and the defaults that changed", "plan")
     screen_note = _screen(registry, bundle, baseline, candidate, experiments, chosen, setup)
     measured = _to_measure(experiments, chosen.by)
-    left = None if setup.options.max_time_s is None else max(30.0, setup.options.max_time_s -
-                                                              (time.monotonic() - start))
+    left = None if setup.options.max_time_s is None else max(1.0, setup.options.max_time_s -
+                                                             (time.monotonic() - start))
     runs, comparison, facts = _measure(registry, bundle, baseline, candidate, experiments, measured, chosen.by, setup,
                                        left)
     regression = _regression(runs, comparison, chosen, registry, bundle)

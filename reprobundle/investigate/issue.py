@@ -20,6 +20,7 @@ defaults to XLA for a piece minimize reduced (the frozen module shows the differ
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from ..bundle.reproducer import (
     hlo_texts,
     run_hlo_module_line,
     source_lines,
+    stored_runs,
 )
 from ..bundle.sharing import reproduce_info
 from ..config import default_store_url
@@ -44,7 +46,17 @@ from ..run.contenders import concrete_versions, variant_args
 from ..text import clean
 from .change_table import a_map, change_rows, changed_function, explanation_of
 from .newest import newest_verdict
-from .reproducer import Plan, answered_replays, plan, replays_of, script_of, stored_answers
+from .reproducer import (
+    Plan,
+    answered_replays,
+    minimized_piece,
+    plan,
+    pythons_needed,
+    replays_of,
+    script_and_plan,
+    script_of,
+    stored_answers,
+)
 
 TRACKERS = {"jax": "https://github.com/jax-ml/jax/issues/new", "xla": "https://github.com/openxla/xla/issues/new"}
 BODY_LIMIT = 65_000  # characters: GitHub refuses an issue body over 65,536
@@ -224,7 +236,11 @@ def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, chan
     if a.get("criterion") == "time":
         return _time_title(subject, a, measured, layer)
     what, detail = _change_phrase(changes, str(a.get("criterion") or ""))
-    said = f"{subject} {what} from jax {bad} (last good {good}{'; ' + layer if layer else ''})"
+    where = f"; {layer}" if layer else ""
+    if a.get("commit"):  # a commit window's: the first bad commit, not the version its JAX calls itself
+        said = f"{subject} {what} from JAX commit {str(a['commit'])[:10]} (last good jax {good}{where})"
+    else:
+        said = f"{subject} {what} from jax {bad} (last good {good}{where})"
     return clean(said + (detail if len(said + detail) <= 200 else ""), 200)  # the detail whole, or none
 
 
@@ -324,15 +340,40 @@ def _what(diff, minimized: bool) -> str:
 
 def _script(registry: Registry, bundle: Bundle, ref: str, stem: str, runs: list[dict],
             bisection: dict | None) -> dict:
-    """The script when it fits in an issue, with the times of the reported replay (`runs`), else the command that
-    makes it (or why none can); the one `bisection` (the stored answer read already) calls for."""
+    """The reproducer the report offers, the first that exists of: the script, inline where it fits in an issue
+    (with the times of the reported replay, `runs`; the one `bisection`, the stored answer read already, calls
+    for); else the minimized piece's script (minimize's NAME-min of this bundle); else the bundle's zip, which
+    replays itself (`python NAME.zip`; its name is the Reproduce block's, set by issue_data). `kind` script, piece or
+    zip; `why`: why not the one before; `plan`: the plan the script was written by (reproducer.script_and_plan)."""
     store = " ".join(shlex.quote(a) for a in store_args(registry))
     command = f"reprobundle script {shlex.quote(ref)} -o {stem}.py" + (f" {store}" if store else "")
     try:
-        text = script_of(registry, bundle, f"{stem}.py", runs, answer=bisection)
+        text, used = script_and_plan(registry, bundle, f"{stem}.py", runs, answer=bisection)
     except (ScriptTooLargeError, NoScriptError) as e:
-        return {"text": None, "name": f"{stem}.py", "command": None, "why": f"{e.message}; {e.hint}"}
-    return {"text": text, "name": f"{stem}.py", "command": command, "bytes": len(text.encode()), "why": None}
+        return _piece_or_zip(registry, bundle, stem, f"{e.message}; {e.hint}", store)
+    return {"kind": "script", "text": text, "name": f"{stem}.py", "command": command, "bytes": len(text.encode()),
+            "why": None, "plan": used}
+
+
+def _piece_or_zip(registry: Registry, bundle: Bundle, stem: str, why: str, store: str) -> dict:
+    """The minimized piece's script where minimize stored one and it fits, else the zip (named by issue_data)."""
+    piece = minimized_piece(registry, bundle)
+    if piece is not None:
+        name = f"{file_stem(piece)}.py"
+        try:
+            text = script_of(registry, piece, name)
+        except (ScriptTooLargeError, NoScriptError) as e:
+            why += f"; the minimized piece {piece.ref}: {e.message}"
+        else:
+            labels = piece.manifest.get("labels") or {}
+            sides = [c.strip() for c in str(labels.get("minimized-contenders") or "").split(" vs ")]
+            command = f"reprobundle script {shlex.quote(str(piece.ref))} -o {name}" + (f" {store}" if store else "")
+            return {"kind": "piece", "text": text, "name": name, "command": command, "bytes": len(text.encode()),
+                    "why": why, "piece": str(piece.ref), "description": str(piece.manifest.get("description") or ""),
+                    "property": str(labels.get("minimized-property") or ""),
+                    "show": difference(piece, stored_runs(registry, piece)).show,
+                    "sides": sides if len(sides) == 2 else None, "plan": None}
+    return {"kind": "zip", "text": None, "name": f"{stem}.py", "command": None, "why": why, "plan": None}
 
 
 def _reproduce(registry: Registry, bundle: Bundle, runs: list[dict]) -> dict:
@@ -366,31 +407,35 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
-    found = judged(registry, bundle, runs, bisection)
+    script = _script(registry, bundle, ref, stem, runs, bisection)
+    found = judged(registry, bundle, runs, bisection, script.pop("plan"))
     measured = measurement(runs, found["good"] if found else None)
     newest = newest_verdict(registry, bisection, stored) if found else None
     heading = with_newest(title(bundle, diff, measured, _titled(bisection, found), found["changes"] if found else None,
                                 named=_named(registry, bundle, bisection, commits)), newest)
+    notes = intended(registry, bundle, explanation, bisection, jax_repo, commits)
+    change = documented_change(bisection, commits, notes, jax_repo)
+    heading = documented_title(heading, change)
     hlo = hlo_texts(registry, bundle)
     return {"bundle": str(bundle.ref), "bundle_id": bundle.ref.bundle_id, "tracker": chosen, "title": heading,
             "open_url": f"{TRACKERS[chosen]}?title={quote(heading, safe='')}",
             "description": str(bundle.manifest.get("description") or ""),
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
             "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
-            "documented": intended(registry, bundle, explanation, bisection, jax_repo, commits),
+            "documented": notes, "documented_change": change,
             "commit_bisection": commits,
             "changes": change_rows(registry, bundle, bisection, answers, stored, jax_repo),
             "asked_again": asked_again_lines(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
             "environment": environment_rows(bundle.manifest.get("environment")),
-            "source": program_source(registry, bundle), "script": _script(registry, bundle, ref, stem, runs, bisection),
+            "source": program_source(registry, bundle), "script": script,
             "hlo": {"before": hlo.get("before"), "after": hlo.get("after"), "folder": f"{stem}-hlo",
                     "command": run_hlo_module_line(bundle, diff, f"{stem}.{next(iter(hlo))}.hlo") if hlo else None,
                     "files_command": " ".join(["reprobundle", "script", shlex.quote(ref), "--hlo", f"{stem}-hlo",
                                                *(shlex.quote(a) for a in store_args(registry))])},
             "timing_phrase": timing_phrase(measured) if measured else None,
             "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
-            "attached": _attach(registry, bundle, rep, attach)}
+            "attached": _attach(registry, bundle, rep, attach)} | {"zip": str(rep.get("attach") or f"{stem}.zip")}
 
 
 def _explanation_of(answers: list[dict], bisection: dict | None) -> dict | None:
@@ -413,21 +458,23 @@ def _named(registry: Registry, bundle: Bundle, bisection: dict | None, commits: 
 
 def _titled(bisection: dict | None, found: dict | None) -> dict | None:
     """The answer the title is of: the release bisection's, else a commit window's ends as the reproducer judged
-    them (the good release, the first bad commit's JAX; JAX's lowering)."""
+    them (the good release, the first bad commit: the title names it; JAX's lowering)."""
     if boundary(bisection) is not None or not found or not found.get("commit"):
         return bisection
     return {"answer": {"last_good": found["good"], "first_bad": found["bad"], "criterion": found["criterion"],
-                       "layer": {"layer": "lowering"}}}
+                       "layer": {"layer": "lowering"}, "commit": found["commit"]}}
 
 
-def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict | None) -> dict | None:
+def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict | None,
+           used: Plan | None = None) -> dict | None:
     """What the report says from a bisection that found a boundary, judged against its last good release (never
     the packing release): the values that changed between the stored runs of the last good and the first bad
     release (bundle/program_script.value_changes), each reported run against the last good release's outputs,
-    and which reproducer the script is (investigate/reproducer.plan). Without a release bisection that found one,
-    the stored commit bisection's ends where the reproducer comes from it (the good release, and the JAX of the first
-    bad commit: `commit` its hash). None without such an answer."""
-    chosen = plan(registry, bundle, bisection)
+    and which reproducer the script is (`used`, the plan its script was written by, else investigate/reproducer.plan).
+    Without a release bisection that found one, the stored commit bisection's ends where the reproducer comes from
+    it (the good release, and the JAX of the first bad commit, else the commit: `commit` its hash). None without
+    such an answer. `pythons`: the Python each release's uv line names (reproducer.pythons_needed)."""
+    chosen = used or plan(registry, bundle, bisection)
     ends = boundary(bisection) or _commit_ends(chosen)
     if ends is None:
         return None
@@ -439,13 +486,13 @@ def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict
             "changes": changes, "change_lines": change_lines(changes, good, bad),
             "seen": [_judged_line(registry, r, mine or [], good, chosen.bits) for r in same_mode],
             "reproducer": chosen.kind, "reproducer_why": chosen.why, "has_program": program_of(bundle) is not None,
-            "commit": chosen.commit,
+            "commit": chosen.commit, "pythons": pythons_needed([good] if chosen.commit else [good, bad]),
             "backend": str((bundle.manifest.get("environment") or {}).get("backend") or "")}
 
 
 def _commit_ends(chosen: Plan) -> tuple[str, str, str, str] | None:
-    """(the good release, the JAX version of the first bad commit's run, criterion, "retrace") where the reproducer
-    comes from a stored commit bisection (reproducer.commit_plan), else None."""
+    """(the good release, the JAX version of the first bad commit's run (else the commit), criterion, "retrace")
+    where the reproducer comes from a stored commit bisection (reproducer.commit_plan), else None."""
     if chosen.commit is None or chosen.labels is None:
         return None
     good, bad = chosen.labels
@@ -485,6 +532,63 @@ def with_newest(heading: str, newest: dict | None) -> str:
         return heading
     said = f"; {'still on' if newest['still'] else 'fixed by'} jax {newest['release']}"
     return clean(heading + said, 200) if len(heading) + len(said) <= 200 else heading
+
+
+def documented_change(bisection: dict | None, commits: dict | None, notes: list[str],
+                      jax_repo: str | None = None) -> dict | None:
+    """The change as JAX documents it, what the title and the first line say: the CHANGELOG.md entry the first bad
+    commit itself adds, with its workaround and where the notes of the release it shipped in carry it (the stored
+    commit bisection's `notes`: commit_bisect.notes_of), where that bisection is of the window reported (the release
+    bisection's last good and first bad releases; a commit window where no release bisection found a boundary, or
+    from its last good release); else the first release-notes line that names the cause (`notes`, intended's):
+    {"note", "release"}. None where neither is. A commit bisection stored before it kept its notes has them read
+    from `jax_repo` (a local clone; else the cached one) where one is here."""
+    a = (commits or {}).get("answer") or {}
+    first = a.get("first_bad")
+    sha = str(first.get("sha") or "") if isinstance(first, dict) else ""
+    own = (a["notes"] if "notes" in a else _read_notes(a, sha, jax_repo)) if sha and _of_window(a, bisection) \
+        else None  # an answer stored before it kept its notes: read now
+    if isinstance(own, dict) and own.get("entry"):
+        return {**own, "first_bad": sha}
+    if not notes:
+        return None
+    m = re.match(r"documented in the (\S+) release notes", notes[0])
+    return {"note": notes[0], "release": m[1] if m else None}
+
+
+def _of_window(commits: dict, bisection: dict | None) -> bool:
+    """Whether a commit bisection's answer is of the window reported: the release bisection's last good and first
+    bad releases; a commit window where no release bisection found a boundary, or one from its last good release."""
+    window = (bisection or {}).get("answer") or {}
+    if isinstance(commits.get("bad_commit"), dict):
+        return boundary(bisection) is None or window.get("last_good") == commits.get("good")
+    return (commits.get("good"), commits.get("bad")) == (window.get("last_good"), window.get("first_bad"))
+
+
+def _read_notes(answer: dict, sha: str, jax_repo: str | None) -> dict | None:
+    """commit_bisect.notes_of for a stored commit bisection's first bad commit `sha`, read from a local clone."""
+    from ..envs.jax_commit import JaxRepo, git_dir_of
+    from .release_notes import commit_notes, found_repo
+
+    where = jax_repo if jax_repo and "://" not in jax_repo else found_repo()
+    if not where or len(sha) != 40:
+        return None
+    try:
+        repo = JaxRepo(git_dir_of(where, "--jax-repo", "a clone of JAX"), "")
+        window = isinstance(answer.get("bad_commit"), dict)
+        return commit_notes(repo, sha, None if window else str(answer.get("bad")), str(answer.get("bad")))
+    except ReproBundleError:
+        return None
+
+
+def documented_title(heading: str, change: dict | None) -> str:
+    """The title led by what JAX's notes say of the change: `documented change in 0.4.36: ...` (the release it
+    shipped in), or `documented change in the coming release: ...` for a commit window."""
+    if not change:
+        return heading
+    release = change.get("release")
+    said = f"documented change in {release}: " if release else "documented change in the coming release: "
+    return clean(said + heading, 250)
 
 
 def intended(registry: Registry, bundle: Bundle, explanation: dict | None, bisection: dict | None,
@@ -557,4 +661,6 @@ def _attach(registry: Registry, bundle: Bundle, rep: dict, folder: str | Path | 
     if not target.is_dir():
         raise UsageError(f"--attach {clean(str(folder), 200)}: no such folder", hint="make it, or name a folder "
                          "that exists: the bundle's zip is written there")
-    return str(registry.export_zip(bundle, target / str(rep.get("attach") or f"{file_stem(bundle)}.zip")))
+    from .zip_reproducer import export_reproducer_zip
+
+    return str(export_reproducer_zip(registry, bundle, target / str(rep.get("attach") or f"{file_stem(bundle)}.zip")))

@@ -64,22 +64,24 @@ from ..run.schedule import DEFAULT_STEPS
 from ..store.watchdog import handling_signals
 from .hlo_cut import Cut, FunctionGraph, bundle_inputs, cut, feedable, graph_of, location_key, opened, unused_results
 from .issue import store_args
+from .minimize_property import (
+    ERROR,
+    OUTPUTS,
+    PROPERTIES,
+    SLOWER,
+    PropertyNotShown,
+    not_shown,
+    told_property,
+    whole_not_shown,
+)
 
 if TYPE_CHECKING:
     from ..envs.manager import EnvironmentManager
 
-OUTPUTS = "outputs"
-ERROR = "error"
-SLOWER = "slower"
-PROPERTIES = (OUTPUTS, ERROR, SLOWER)
 DEFAULT_MIN_RATIO = 1.0 + DEFAULT_MIN_EFFECT  # the verdict's own threshold
 CHECK_MAX_TIME_S = 120.0  # the reduced bundle's fresh timed replay (a fresh process per round) stops there
 MIN_SHARE = 0.5  # of the whole bundle's extra time per call (B's median minus A's) that a slower piece must hold
 _STEP_TARGET_S = 0.02  # one timed step of a candidate: calls adding up to about this
-
-
-class PropertyNotShown(UsageError):
-    """The whole bundle does not have the property between the two contenders: nothing to reduce."""
 
 
 class OutOfTime(Exception):
@@ -401,7 +403,9 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     """Reduce `bundle` to the smallest piece that still has the property between contenders[0] (A) and
     contenders[1] (B) (see the module docstring), pack it into `registry` as `name` (default NAME-min) with its real
     inputs and provenance labels, and (`check`) replay it fresh on both to show the property still holds.
-    `prop`: outputs, error or slower; None chooses from a first run of the whole bundle on both. `max_time_s`
+    `prop`: outputs, error or slower; None takes the property of the bundle's latest stored bisection when the
+    contenders are its last good and first bad release (stored_property: bits for a change in the last bits),
+    else chooses from a first run of the whole bundle on both. `max_time_s`
     bounds the search; when it runs out, or on Ctrl-C (KeyboardInterrupt, re-raised after packing), the best piece
     found so far is packed."""
     from ..run.module_server import ModuleWorker
@@ -416,6 +420,7 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
     platform = replay_platform(bundle).platform
     refuse_two_at_once(platform, "minimize")
     a_spec, b_spec = contenders
+    prop, bits, stated = told_property(prop, bits, registry, bundle, contenders)
     workers = [ModuleWorker(spec, env_manager=env_manager, platform=platform, timeout_s=timeout_s,
                             memory_limit_bytes=worker_memory_limit(None, 2, platform), limits=module_limits(bundle))
                for spec in (a_spec, b_spec)]
@@ -426,16 +431,15 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         try:
             chosen, whole, why = _property(prop, a, b, text, inputs, bits=bits, min_ratio=min_ratio or DEFAULT_MIN_RATIO,
                                            ref=str(bundle.ref), specs=(a_spec, b_spec), registry=registry,
-                                           bundle=bundle)
+                                           bundle=bundle, **({"why": stated.why} if stated else {}))
         except PropertyNotShown as e:
             stack.close()  # the module workers go before the retraced replay starts its own
-            raise lowering_change(e, registry, bundle, (a_spec, b_spec), env_manager, progress) from None
+            raise whole_not_shown(e, stated, registry, bundle, (a_spec, b_spec), env_manager, progress) from None
         chosen.hold_share_of(whole)
         say(Status(f"property: {chosen.name} ({why})", "minimize"))
         details: dict[tuple, dict] = {}
         levels: list[Level] = []
-        show = say_progress(progress, len(graph.work), started)
-        stopped = _reduce(levels, graph, values, chosen, a, b, details, deadline, show)
+        stopped = _reduce(levels, graph, values, chosen, a, b, details, deadline, say_progress(progress, started))
     interrupted = stopped == "interrupted"
     level = levels[-1]
     best = candidate(level.search.best, level.graph, level.values)
@@ -487,14 +491,14 @@ def _check_arguments(contenders: Sequence[ContenderSpec], prop: str | None, min_
 
 
 def _reduce(levels: list[Level], graph: FunctionGraph, values: dict[str, np.ndarray], prop: Property, a: Runner,
-            b: Runner, details: dict, deadline: float | None, show: Callable[[list, int], None]) -> str:
+            b: Runner, details: dict, deadline: float | None, show: Callable[..., Callable[[list, int], None]]) -> str:
     """The search, level after level, into `levels`: "done", "max-time", or "interrupted" (Ctrl-C once the first
     level exists; before, KeyboardInterrupt propagates)."""
     try:
         _intermediate_values(a, graph, values)
         levels.append(Level(graph, values, Search(
             functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
-            show, best=list(graph.work))))
+            show(len(graph.work)), best=list(graph.work))))
         levels[0].search.ddmin(graph.work)
         _open_regions(levels, prop, a, b, details, deadline, show)
     except OutOfTime:
@@ -522,7 +526,7 @@ MAX_LEVELS = 4
 
 
 def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, details: dict, deadline: float | None,
-                  show: Callable[[list, int], None]) -> None:
+                  show: Callable[..., Callable[[list, int], None]]) -> None:
     """Below the top level: the best piece's first call or while whose opened form (see the module docstring)
     still has the property becomes the next level, reduced in turn, until none does or MAX_LEVELS. A piece that
     is one call is its callee already (function_ops reads through such a wrapper)."""
@@ -546,7 +550,7 @@ def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, det
         _intermediate_values(a, graph, values)
         deeper = Level(graph, values, Search(
             functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
-            show, best=list(graph.work), tested=level.search.tested), line)
+            show(len(graph.work), len(levels)), best=list(graph.work), tested=level.search.tested), line)
         levels.append(deeper)
         deeper.search.ddmin(graph.work)
 
@@ -592,7 +596,7 @@ def packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.ndar
 
 def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np.ndarray], *, bits: bool,
               min_ratio: float, ref: str, specs: tuple[ContenderSpec, ContenderSpec], registry: Registry,
-              bundle: Bundle) -> tuple[Property, Judgement, str]:
+              bundle: Bundle, why: str = "named on the command line") -> tuple[Property, Judgement, str]:
     """The property to keep (named, or chosen), what the whole bundle showed, and why; UsageError when the whole
     bundle does not have it (a lowering change named as such where the bundle can be retraced)."""
     if prop is None:
@@ -604,71 +608,7 @@ def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np
     judged = chosen.judge(a, b, text, inputs)
     if not judged.holds:
         raise not_shown(chosen, judged, ref, specs, bundle)
-    return chosen, judged, "named on the command line"
-
-
-def not_shown(prop: Property, judged: Judgement, ref: str, specs: tuple[ContenderSpec, ContenderSpec],
-              bundle: Bundle) -> PropertyNotShown:
-    """The error for a property the whole bundle does not have; where the bundle can be retraced and the contenders
-    are releases, the hint says the change may be in JAX's lowering and gives the command that shows it."""
-    from ..run.retrace import retrace_refusal
-
-    what = {OUTPUTS: "B's outputs do not differ from A's" + (" in any bit" if prop.bits else
-                                                             " beyond the tolerance a replay uses"),
-            ERROR: "B does not fail where A runs it", SLOWER: "B is not slower than A by a settled verdict"}[prop.name]
-    detail = judged.detail
-    if detail.get("a_error"):
-        what = f"A fails on it ({detail['a_error']})"
-    elif detail.get("b_error"):
-        what = f"B fails on it ({detail['b_error']}): try --error"
-    elif prop.name == SLOWER and detail.get("verdict"):
-        v = detail["verdict"]
-        what += f" (verdict {v.get('verdict')}, ratio {v.get('ratio', 0):.3f}x{'' if v.get('settled') else ', not settled'})"
-    versions = " ".join(f"--jax {s.jax}" for s in specs)
-    if retrace_refusal(bundle.manifest) is None:
-        hint = (f"the frozen module is what minimize reduces; if the difference comes from JAX's lowering (the "
-                f"program retraced by each release), it is not in this module: reprobundle replay {ref} {versions} "
-                "--mode both shows the lowering diff with its source lines")
-    else:
-        hint = "check the contenders, or name another property (--outputs, --error, --slower)"
-    return PropertyNotShown(f"the whole bundle does not have the property {prop.name}: {what}", hint=hint)
-
-
-def lowering_change(error: PropertyNotShown, registry: Registry, bundle: Bundle,
-                    specs: tuple[ContenderSpec, ContenderSpec], env_manager: EnvironmentManager | None,
-                    progress: Callable[[str], None] | None) -> PropertyNotShown:
-    """`error`, or where the bundle can be retraced and the contenders are two releases, what a retraced replay of
-    both (one round, not stored) shows: when JAX's lowering changed, the difference is not in the frozen module,
-    and the error says so, with the lowering diff and the command that shows it."""
-    from ..analysis.lowering_diff import lowering_diff
-    from ..run.contenders import RETRACE
-    from ..run.retrace import program_file_names, retrace_refusal
-
-    a_spec, b_spec = specs
-    if retrace_refusal(bundle.manifest) is not None or a_spec.jax == b_spec.jax:
-        return error
-    if progress is not None:
-        progress(Status("the frozen module does not show it: retracing the program on both releases", "minimize"))
-    retraced = [ContenderSpec(s.jax, RETRACE, s.settings) for s in specs]
-    try:
-        runs = replay(registry, bundle, retraced, ReplayOptions(warmup=1, repeat=2, rounds=1, dump=False,
-                                                                profile=False), env_manager=env_manager,
-                      store_runs=False)
-    except UsageError:
-        return error
-    texts = [(r.get("artifacts") or {}).get("stablehlo_retraced") or {} for r in runs]
-    if not all(t.get("blob") for t in texts):
-        return error
-    before, after = (registry.get_blob(t["blob"]).decode("utf-8", "replace") for t in texts)
-    diff = lowering_diff(before, after, program_file_names(bundle.manifest))
-    if not diff["changed"]:
-        return error
-    versions = " ".join(f"--jax {s.jax}" for s in specs)
-    return PropertyNotShown(
-        f"{error.message}; but JAX's lowering of the program changed between {a_spec.jax} and {b_spec.jax} "
-        f"({diff['text']}): the change is in the lowering, not in the frozen module minimize reduces",
-        hint=f"the lowering diff names the ops and their source lines: reprobundle replay {bundle.ref} {versions} "
-             "--mode both")
+    return chosen, judged, why
 
 
 def _intermediate_values(a: Runner, graph: FunctionGraph, values: dict[str, np.ndarray]) -> None:
@@ -769,7 +709,7 @@ def _median_ns(run: dict) -> float:
 def could_not_shrink(result: "Minimization") -> str | None:
     """Why the answer is the whole bundle and no piece: the search kept every op, or the piece it kept did not hold
     the property again on the fresh replay. None when the piece stands."""
-    if result.ops_after >= result.ops_before:
+    if result.levels == 1 and result.ops_after >= result.ops_before:  # a region opened is smaller by itself
         return f"could not shrink below {result.ops_before} ops: no smaller piece showed {result.property}" + (
             f" holding {MIN_SHARE:.0%} of the time that moved" if result.property == SLOWER else "")
     if result.check and not result.check.get("holds", True):
@@ -784,16 +724,23 @@ def op_lines(graph: FunctionGraph, members: Sequence[int], inside: str | None = 
     return [{"name": graph.ops[i].name, "line": location_key(graph.ops[i].location) or inside} for i in members]
 
 
-def say_progress(progress: Callable[[str], None] | None, total: int, started: float) -> Callable[[list, int], None]:
-    """The search's progress line: the op count shrinking and the candidates tested."""
+def say_progress(progress: Callable[[str], None] | None,
+                 started: float) -> Callable[..., Callable[[list, int], None]]:
+    """The search's progress line of a level of `total` ops (`depth` regions opened above it): the op count
+    shrinking and the candidates tested."""
     last = [0.0]
 
-    def show(best: list, tested: int) -> None:
-        now = time.monotonic()
-        if progress is None or now - last[0] < 0.5:
-            return
-        last[0] = now
-        progress(Status(f"{len(best)} of {total} ops still show it; {tested} candidates tested "
-                        f"({now - started:.0f} s)", "minimize"))
+    def level(total: int, depth: int = 0) -> Callable[[list, int], None]:
+        where = f" inside the region opened ({depth} down)" if depth else ""
 
-    return show
+        def show(best: list, tested: int) -> None:
+            now = time.monotonic()
+            if progress is None or now - last[0] < 0.5:
+                return
+            last[0] = now
+            progress(Status(f"{len(best)} of {total} ops{where} still show it; {tested} candidates tested "
+                            f"({now - started:.0f} s)", "minimize"))
+
+        return show
+
+    return level

@@ -8,6 +8,13 @@ then a settled slowdown (timed on the frozen module where it runs on both), then
 slower bad end is a regression by time, and only one its confirmation reproduces; the headline is the most severe
 change that stands, the others are said beside it.
 
+Time is measured only as far as the answer needs it (`time_screen`): where the untimed endpoints already show
+another change (outputs, an error, bits) and time was not asked for, whether the frozen module also got slower is
+a bounded screen (analysis/time_screen.py: a few paired rounds within a wall bound, the noise measured in those same
+rounds), run after the bisections before it in severity, so an outputs change is never held back by it. Only a
+slowdown the screen sees beyond its noise becomes a time bisection; otherwise the answer says what the screen could
+not rule out. Where nothing else changed, time is the question: it is measured in full, as with `--by time`.
+
 `choose_mode` (explain, which compares two contenders by one criterion): one mode.
 - The frozen module's outputs already differ between the endpoints: frozen (what changed is below JAX, or shows
   there too).
@@ -19,9 +26,12 @@ A bundle without a program is bisected frozen, and the sentence says why it coul
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Sequence
 
-from ..errors import UsageError
+from ..analysis.time_screen import screen
+from ..analysis.verdict import paired_log_ratios
+from ..errors import TimeSpentError, UsageError
 from .bisection import (
     BEYOND,
     BITS_ONLY,
@@ -134,34 +144,119 @@ def _wanted(found: dict[str, dict], order: list[str], by: str | None) -> dict[st
             "bits": first(BITS_ONLY, BEYOND) if by == "bits" else first(BITS_ONLY)}
 
 
+def time_screen(good: str, bad: str, timed: Runs) -> dict:
+    """The bounded screen of time between the endpoints (`timed`: a probe that times them together in a few
+    rounds within a wall bound, fresh): analysis/time_screen.screen's answer with "said" (one clause) and
+    "seconds"."""
+    started = time.monotonic()
+    runs = timed([good, bad])
+    seconds = time.monotonic() - started
+    if not _ran(runs):
+        return {"seen": None, "rounds": 0, "seconds": seconds,
+                "said": f"the time screen did not run ({_failed(good, bad, runs)}): nothing about time is ruled out"}
+    found = screen(paired_log_ratios(runs[0].get("timing") or {}, runs[1].get("timing") or {}) or [])
+    return {**found, "seconds": seconds, "said": _screen_text(found, good, bad, seconds)}
+
+
+def _screen_text(found: dict, good: str, bad: str, seconds: float) -> str:
+    n, seen = found["rounds"], found["seen"]
+    if seen is None:
+        return (f"the time screen timed {n} paired round{'s' if n != 1 else ''} in {seconds:.0f} s, too few to "
+                "judge: no slowdown is ruled out (bisect --by time measures it in full)")
+    lo, hi = found["interval"]
+    measured = (f"jax {bad} is {found['ratio']:.2f}x [{lo:.2f}-{hi:.2f}] of jax {good}'s time in a screen of {n} "
+                f"paired rounds ({seconds:.0f} s)")
+    noise = f"the screen's noise was {found['noise']:.1%} a round"
+    if seen == "slower":
+        return f"{measured}: slower beyond the noise ({noise}), so bisected by time"
+    if seen == "faster":
+        return f"{measured}: faster; nothing regressed by time"
+    return (f"{measured}: no slowdown beyond the noise; a slowdown under {found['not_ruled_out']:.2f}x is not ruled "
+            f"out: {noise} (bisect --by time measures it in full)")
+
+
+def _screened_out(mode: str, screen_time: Callable[[str], dict],
+                  progress: Callable[[str], None] | None) -> dict | None:
+    """The time step's screen: None where it saw a slowdown beyond its noise (the time bisection runs), else the
+    `set_aside` entry that says what it saw and could not rule out."""
+    try:
+        seen = screen_time(mode)
+    except TimeSpentError as e:
+        seen = {"seen": None, "said": f"the time screen did not run: {e.message}: no slowdown is ruled out"}
+    if progress:
+        progress(f"bisect: time ({mode}) screened: {seen['said']}")
+    if seen["seen"] == "slower":
+        return None
+    return {"criterion": "time", "mode": mode, "why": seen["said"],
+            "screen": {k: seen.get(k) for k in ("seen", "ratio", "interval", "noise", "rounds", "not_ruled_out",
+                                                "seconds")}}
+
+
 def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult], by: str | None,
-                why: str | None, progress: Callable[[str], None] | None = None) -> BisectResult:
+                why: str | None, progress: Callable[[str], None] | None = None,
+                screen_time: Callable[[str], dict] | None = None) -> BisectResult:
     """Each of `plan`'s bisections run (`run_one(mode, criterion)`), the headline the first whose answer stands (a
     time change only where its confirmation reproduced it), the others its `also` (each with its own first bad
     release), and what was examined and is no regression (a speedup, no settled change, a time change the
     confirmation did not reproduce, a kind whose bisection failed) its `set_aside`. One step alone: its error is
-    the answer; several that all fall: one UsageError that says each."""
+    the answer; several that all fall: one UsageError that says each. `screen_time(mode)` (`time_screen` over a
+    probe of that mode): with `by` unset and another kind among the steps, the time step runs only where that screen
+    sees a slowdown beyond its noise."""
     found: list[BisectResult] = []
     set_aside: list[dict] = []
-    for mode, kind in steps:
+    screened = screen_time if by is None and any(kind != "time" for _, kind in steps) else None
+    for at, (mode, kind) in enumerate(steps):
         try:
-            result = run_one(mode, kind)
-        except UsageError as e:
-            if len(steps) == 1:
+            outcome = _run_step(mode, kind, run_one, len(steps) == 1, progress, screened)
+        except TimeSpentError as e:  # the bisections before it are kept; this one and those after are said
+            if not found:
                 raise
-            set_aside.append({"criterion": kind, "mode": mode, "why": e.message[:2000]})
-            if progress:
-                progress(f"bisect: {kind} ({mode}) set aside: {e.message}")
+            set_aside += [{"criterion": k, "mode": m, "why": f"not bisected: {e.message}"} for m, k in steps[at:]]
+            break
+        if isinstance(outcome, dict):
+            set_aside.append(outcome)
             continue
-        result.mode, result.mode_why = mode, why
-        if by is None:  # chosen, not asked for
-            result.by, result.why = None, result.why.removeprefix(f"--by {kind}: ")
-        if standing(result):
-            found.append(result)
+        _as_chosen(outcome, mode, why, None if by is not None else kind)
+        if standing(outcome):
+            found.append(outcome)
             continue
-        set_aside.append(unconfirmed(result))
+        set_aside.append(unconfirmed(outcome))
         if progress:
             progress(f"bisect: {kind} ({mode}): {set_aside[-1]['why']}")
+    return _headline(found, set_aside)
+
+
+def _as_chosen(result: BisectResult, mode: str, why: str | None, chosen_kind: str | None) -> None:
+    """The step's mode and why; a criterion chosen, not asked for (`chosen_kind`), said without its --by."""
+    result.mode, result.mode_why = mode, why
+    if chosen_kind is not None:
+        result.by, result.why = None, result.why.removeprefix(f"--by {chosen_kind}: ")
+
+
+def _run_step(mode: str, kind: str, run_one: Callable[[str, str], BisectResult], alone: bool,
+              progress: Callable[[str], None] | None,
+              screen_time: Callable[[str], dict] | None) -> BisectResult | dict:
+    """One bisection's result, or its `set_aside` entry: where it failed (a UsageError; a step `alone` raises it),
+    or a time step whose `screen_time` (given: it is screened) saw no slowdown beyond its noise."""
+    if kind == "time" and screen_time is not None:
+        aside = _screened_out(mode, screen_time, progress)
+        if aside is not None:
+            return aside
+    try:
+        return run_one(mode, kind)
+    except TimeSpentError:
+        raise
+    except UsageError as e:
+        if alone:
+            raise
+        if progress:
+            progress(f"bisect: {kind} ({mode}) set aside: {e.message}")
+        return {"criterion": kind, "mode": mode, "why": e.message[:2000]}
+
+
+def _headline(found: list[BisectResult], set_aside: list[dict]) -> BisectResult:
+    """The first change that stood, with the others as its `also` and what is no regression as its `set_aside`;
+    none: one UsageError that says each."""
     if not found:
         raise UsageError("no change stood between the endpoints: " + "; ".join(
             f"{s['criterion']} ({s['mode']}): {s['why']}" for s in set_aside),

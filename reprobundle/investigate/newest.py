@@ -128,10 +128,10 @@ def _time_verdict(base: dict, newest: dict, good: str) -> dict:
 
 def check_newest(ref: str, answer_id: str | None, *, store: str | None = None, python: str | None = None,
                  env_dir: str | None = None, progress: Callable[[str], None] | None = None,
-                 newest: str | None = None) -> dict | None:
+                 newest: str | None = None, max_time_s: float | None = None) -> dict | None:
     """An investigation's step after its bisection (`answer_id`: the answer it stored): the newest release
-    replayed beside the last good one (`replay_newest`, the probes' settings: no dump, no profile), the verdict;
-    None where the answer found no boundary or the first bad release is the newest."""
+    replayed beside the last good one (`replay_newest`, the probes' settings: no dump, no profile; its rounds within
+    `max_time_s`), the verdict; None where the answer found no boundary or the first bad release is the newest."""
     from ..envs.config import EnvConfig
     from ..envs.manager import EnvironmentManager
     from ..run.options import ReplayOptions
@@ -141,5 +141,5 @@ def check_newest(ref: str, answer_id: str | None, *, store: str | None = None, p
     answer = next((a for a in stored_answers(registry, bundle) if a.get("answer_id") == answer_id), None)
     if answer is None:
         return None
-    return replay_newest(registry, bundle, answer, ReplayOptions(dump=False, profile=False),
+    return replay_newest(registry, bundle, answer, ReplayOptions(dump=False, profile=False, max_time_s=max_time_s),
                          EnvironmentManager(EnvConfig.of(env_dir, python)), progress=progress, newest=newest)

@@ -22,11 +22,12 @@ if TYPE_CHECKING:
 
 def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, executor: Executor | None,
                  env_manager: EnvironmentManager, progress: Callable[[str], None] | None = None,
-                 mode: str = "frozen") -> Callable[[Sequence[str]], list[dict]]:
+                 mode: str = "frozen",
+                 left: Callable[[], float | None] | None = None) -> Callable[[Sequence[str]], list[dict]]:
     """What a bisection calls to replay `bundle` on versions timed together: a replay task on `executor` (its runs
     stored in the bundle's registry, read back; its environments made as `env_manager`'s configuration says), or,
-    for a bundle in a read-only store, a replay here with `env_manager` whose runs are not stored."""
-    template = ReplayTask(registry.url, str(bundle.ref), (), options.for_sweep(), env_manager.config, mode)
+    for a bundle in a read-only store, a replay here with `env_manager` whose runs are not stored. `left()`: the
+    seconds of the command's --max-time left (None: no bound), which bound each replay's rounds."""
     # the local executor runs the task here: the replay's own progress lines can go to the display
     carry_out = functools.partial(run_replay_task, progress=progress) \
         if isinstance(executor, LocalExecutor) else run_replay_task
@@ -35,11 +36,12 @@ def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, 
         from ..run.contenders import contenders_from
         from ..run.replay import replay
 
+        bound = _within(options, left() if left else None)
         if registry.store.read_only:
-            return replay(registry, bundle, contenders_from(versions, (), mode), options, env_manager=env_manager,
+            return replay(registry, bundle, contenders_from(versions, (), mode), bound, env_manager=env_manager,
                           progress=progress, store_runs=False)
         assert executor is not None
-        task = replace(template, versions=tuple(versions))
+        task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), bound.for_sweep(), env_manager.config, mode)
         (_, outcome), = executor.run(carry_out, [task])
         if outcome["status"] == "failed":
             raise ReplayError(f"replaying {bundle.ref} on jax {', '.join(versions)} failed: {outcome['error']}",
@@ -48,6 +50,13 @@ def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, 
         return [by_id[r["run_id"]] for r in outcome["runs"]]
 
     return replay_together
+
+
+def _within(options: ReplayOptions, left: float | None) -> ReplayOptions:
+    """`options` whose rounds end within `left` seconds (None: as they are)."""
+    if left is None:
+        return options
+    return replace(options, max_time_s=max(1.0, left if options.max_time_s is None else min(options.max_time_s, left)))
 
 
 def output_difference(registry: Registry, bundle: Bundle) -> Callable[[dict, dict], str]:

@@ -70,7 +70,7 @@ def release_sections(changelog: str, release: str) -> str:
     return "\n".join(out)
 
 
-def entries(section: str) -> list[str]:
+def entries(section: str, limit: int = QUOTE_CHARS) -> list[str]:
     """The section's list items, each one line (continuation lines joined, Markdown roles and links simplified)."""
     items: list[list[str]] = []
     for line in section.splitlines():
@@ -82,13 +82,13 @@ def entries(section: str) -> list[str]:
         elif not stripped and items and items[-1] != [""]:
             items.append([""])  # a blank line ends an item's continuation
     text = [" ".join(parts).strip() for parts in items if parts != [""]]
-    return [_plain(t) for t in text if t]
+    return [_plain(t, limit) for t in text if t]
 
 
-def _plain(text: str) -> str:
+def _plain(text: str, limit: int = QUOTE_CHARS) -> str:
     text = re.sub(r"\{[a-z-]+\}(`[^`]*`)", r"\1", text)  # {func}`jax.numpy.einsum` -> `jax.numpy.einsum`
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [the update note](https://...) -> the update note
-    return clean(text, QUOTE_CHARS)
+    return clean(text, limit)
 
 
 def naming(items: Sequence[str], names: Sequence[str]) -> list[str]:
@@ -122,6 +122,74 @@ def documented(repo: str | None, release: str, names: Sequence[str], commits: Se
         return []
     return [f"documented in the {release} release notes: {item}"
             for item in naming(entries(release_sections(text, release)), names)]
+
+
+ENTRY_CHARS = 1200  # a commit's own entry is quoted whole (its workaround often ends it): cut only past this
+_ITEM = re.compile(r"^\s*[*-]\s+")
+_WAY_BACK = re.compile(r"\b(?:use|set|pass|call|write|recover|restore|keep|get back)\b[^.]*`[^`]+`|"
+                       r"\b(?:to recover|to restore|to keep|to get) the (?:previous|old|former)\b", re.I)
+
+
+def added_entries(repo: JaxRepo, sha: str) -> list[str]:
+    """The CHANGELOG.md entries the commit itself adds (its diff against its first parent: the list items among
+    the lines it adds, each item's added continuation lines joined), each one line and whole; [] where it adds
+    none or the diff cannot be read."""
+    try:
+        diff = repo.git("diff", "--unified=0", f"{sha}^1", sha, "--", "CHANGELOG.md")
+    except ReproBundleError:
+        return []
+    added = []
+    for line in diff.splitlines():
+        if line.startswith("+") and not line.startswith("+++") and not line[1:].lstrip().startswith("#"):
+            added.append(line[1:])
+        elif line.startswith("@@") or line.startswith("+"):
+            added.append("")  # a hunk or a heading ends the item before it
+    return [e for e in entries("\n".join(added), ENTRY_CHARS) if len(e) > 3 and not e.endswith(":")]
+
+
+def heading_of(changelog: str, entry: str) -> str | None:
+    """The `## ` heading under which `entry` (as added_entries gives it) sits in a changelog, whatever release it
+    names (JAX's bf16 `jnp.arange` entry sits under `JAX 0.9.2` at the jax-v0.10.0 tag, the release it shipped
+    in); None where it is not there."""
+    heading, item = None, ""
+    for line in [*changelog.splitlines(), "## end"]:
+        if item and (line.startswith("#") or _ITEM.match(line) or not line.strip()):
+            if _plain(item, ENTRY_CHARS) == entry:
+                return clean(heading, 200) if heading else None
+            item = ""
+        if line.startswith("## "):
+            heading = line[3:].strip()
+        elif _ITEM.match(line):
+            item = _ITEM.sub("", line).strip()
+        elif line.strip() and item:
+            item += " " + line.strip()
+    return None
+
+
+def workaround_of(entry: str) -> str | None:
+    """The sentence of an entry that gives the way back to the old behaviour ("To recover the previous behavior
+    in this case, use `jnp.array(np.arange(...))`."), or None."""
+    for sentence in re.split(r"(?<=[.;])\s+(?=[A-Z])", entry):
+        if _WAY_BACK.search(sentence):
+            return sentence.strip()
+    return None
+
+
+def commit_notes(repo: JaxRepo, sha: str, release: str | None, at: str | None = None) -> dict | None:
+    """What the first bad commit `sha` documents: the entry it adds to CHANGELOG.md (the first, where it adds
+    several, naming a function: the first that gives a workaround), its workaround, and where the notes carry it:
+    CHANGELOG.md at `release`'s tag (the release the change shipped in), or, with no release (a commit window),
+    at the commit `at`, under whatever heading it sits there. {"entry", "workaround", "release", "at", "heading",
+    "commit"}; None where the commit adds no entry."""
+    found = added_entries(repo, sha)
+    if not found:
+        return None
+    entry = next((e for e in found if workaround_of(e)), found[0])
+    text = None
+    with contextlib.suppress(ReproBundleError):
+        text = repo.file_at(repo.tag_of(release) if release else (at or sha), "CHANGELOG.md")
+    return {"entry": entry, "workaround": workaround_of(entry), "release": release, "commit": sha,
+            "at": None if release else (at or sha), "heading": heading_of(text, entry) if text else None}
 
 
 def found_repo() -> str | None:

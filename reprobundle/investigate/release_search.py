@@ -22,16 +22,18 @@ BISECT_OPTIONS = ReplayOptions(dump=False, profile=False)  # a probe needs its v
 
 def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions = BISECT_OPTIONS, executor=None,
                     nightly: bool = False, mode: str = "auto", by: str | None = None, layer: bool = True,
-                    jobs: int | None = None, timed_probes: bool = False):
+                    jobs: int | None = None, timed_probes: bool = False, ledger=None):
     """(the BisectResult, its comparison): api.bisect's search once its request is checked (check_bisect_request)
-    and its store opened, with `executor` (probe_executor's), the answer stored beside the runs."""
+    and its store opened, with `executor` (probe_executor's), the answer stored beside the runs. `ledger`
+    (run/spent.Ledger): where the probes are recorded, with the --max-time of the command that calls (a probe that
+    would end past it is not started; the search keeps what it had narrowed)."""
     from ..envs.prefetch import Prefetch
     from ..run.spent import Ledger
 
     registry, bundle = case.where()
     ref, store, manager, progress = case.ref, case.store, case.manager, case.progress
     executor = executor or probe_executor(registry, ref, None, None)
-    ledger = Ledger()
+    ledger = ledger or Ledger()
     probes = Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
     jobs = 1 if timed_probes else jobs or probe_jobs(bundle, options)
     with Prefetch(manager, jobs) as prefetch:
@@ -45,14 +47,27 @@ def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions =
             result, searches = every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
             comparison = comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
         for change in [result, *result.changes] if layer else []:  # each change's layer, by its own search
-            by_time = change.criterion == "time" or timed_probes
-            change.layer = searches[change.mode].layer(
-                change, lambda m, timed=True, t=by_time: probes.probe(m, t and timed), ref,
-                ["--store", store] if store else [], options.args())
+            change.layer = layer_of(searches[change.mode], change, probes, timed_probes, (ref, store, options))
     result.spent = ledger.as_dict()
-    answer_each(registry, bundle, result, (ref, None if mode == "auto" else mode), None if nightly else manager,
-                progress)
+    time_left = ledger.left() is None or (ledger.left() or 0.0) > 0
+    answer_each(registry, bundle, result, (ref, None if mode == "auto" else mode),
+                None if nightly or not time_left else manager, progress)
     return result, comparison
+
+
+def layer_of(search: Search, change, probes: Probes, timed_probes: bool, asked: tuple) -> dict | None:
+    """The layer at a change's boundary (boundary.py), None where --max-time left no time to read it."""
+    from ..errors import TimeSpentError
+
+    ref, store, options = asked
+    by_time = change.criterion == "time" or timed_probes
+    try:
+        return search.layer(change, lambda m, timed=True: probes.probe(m, by_time and timed), ref,
+                            ["--store", store] if store else [], options.args())
+    except TimeSpentError as e:
+        if probes.progress:
+            probes.progress(f"bisect: the layer at the boundary was not read: {e.message}")
+        return None
 
 
 def answer_each(registry: Registry, bundle: Bundle, result, asked: tuple[str, str | None], manager,
@@ -150,8 +165,9 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
     (window_changes.py); the first that stands is the headline, the others its `changes` (each whole) and `also`
     (one line each), and what was examined and is no regression (a speedup, no settled change, a time change the
     confirmation did not reproduce) its `set_aside`."""
+    from ..run.options import screen_options
     from ..run.retrace import retrace_refusal
-    from .mode_choice import plan, survey
+    from .mode_choice import plan, survey, time_screen
     from .probes import output_difference
     from .window_changes import every_change, split
 
@@ -171,12 +187,15 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
         searches[step_mode] = Search(probes, step_mode, jobs, ahead, kind)
         return searches[step_mode].run(versions, good, bad, progress, left_out=left_out)
 
+    def screen_time(step_mode: str) -> dict:  # whether the frozen module also got slower: a bounded screen
+        return time_screen(good, bad, probes.fresh(step_mode, "screen", screen_options(probes.options)))
+
     def split_one(found):  # each change of its kind in the window its own (window_changes.py)
         probe = probes.probe(found.mode, timed=False)
         return split(found, versions, probe, output_difference(*probes.args), progress)
 
     try:
-        head, *others = every_change(steps, run_one, split_one, by, why, progress)
+        head, *others = every_change(steps, run_one, split_one, by, why, progress, screen_time)
     except UsageError as e:  # an answer that tells nothing apart says what was tried
         raise with_tried(e, why) from None
     head.changes = others

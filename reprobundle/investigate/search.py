@@ -31,7 +31,7 @@ class Probes:
         timed = timed or self.timed_only
         options = self.options if timed else self.options.outputs_only()
         replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
-                              progress=self.progress, mode=mode)
+                              progress=self.progress, mode=mode, left=self.ledger.left)
         what = ("timed" if timed else "untimed") + ("" if mode == "frozen" else f" {mode}")
         watched = self.ledger.watched(what, replay, concurrent=not timed)
 
@@ -42,6 +42,15 @@ class Probes:
             return self.seen[key]
 
         return remembered
+
+    def fresh(self, mode: str, what: str, options: ReplayOptions | None = None):
+        """Versions -> runs measured anew, timed (`options`, default the bisection's), never remembered nor
+        reused: a confirmation, a time screen (bisection.confirm, mode_choice.time_screen)."""
+        from .probes import replay_probe
+
+        replay = replay_probe(*self.args, options or self.options, executor=self.executor, env_manager=self.manager,
+                              progress=self.progress, mode=mode, left=self.ledger.left)
+        return self.ledger.watched(what + ("" if mode == "frozen" else f" {mode}"), replay, concurrent=False)
 
 
 class Search:
@@ -60,7 +69,7 @@ class Search:
         checks = None if self.probes.timed_only else self.probes.probe(self.mode, timed=False)
         return _bisect(versions, good, bad, self.probes.probe(self.mode), progress=progress, known=known,
                        outputs_differ=self.compare, by=self.by, check_together=checks, jobs=self.jobs,
-                       ahead=self.ahead, left_out=left_out)
+                       ahead=self.ahead, left_out=left_out, confirm_with=self.probes.fresh(self.mode, "confirm"))
 
     def layer(self, result, probe_for, ref: str, store_args, replay_args):
         from .boundary import layer_at_boundary

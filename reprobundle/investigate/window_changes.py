@@ -163,7 +163,8 @@ def ranked(changes: Sequence[BisectResult]) -> list[BisectResult]:
 
 def every_change(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult],
                  split_one: Callable[[BisectResult], list[BisectResult]], by: str | None, why: str | None,
-                 progress: Callable[[str], None] | None = None) -> list[BisectResult]:
+                 progress: Callable[[str], None] | None = None,
+                 screen_time: Callable[[str], dict] | None = None) -> list[BisectResult]:
     """mode_choice.bisect_each's bisections (the same steps, the same headline rules), then each bisection that
     stood split into its changes (`split_one`: `split` with the mode's probe), ranked (`ranked`). The headline
     (the first) keeps what was set aside; every change is whole (its own runs), none an `also` line only."""
@@ -175,7 +176,7 @@ def every_change(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str],
         ran.append(run_one(mode, kind))
         return ran[-1]
 
-    head = bisect_each(steps, kept, by, why, progress)
+    head = bisect_each(steps, kept, by, why, progress, screen_time)
     stood = [r for r in ran if standing(r)]
     found = [c for r in stood for c in split_one(r)]
     out = ranked(found)

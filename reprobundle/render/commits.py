@@ -10,12 +10,13 @@ from ..envs.jax_commit import first_bad_line as first_bad_line  # what show and 
 from ..text import clean
 
 SKIPPED_SHOWN = 10
+SAID_CHARS = 4000  # a sentence is wrapped whole (why a commit could not run, and the way out), cut only past this
 
 
 def _wrap(text: str, indent: str = "  ") -> list[str]:
     from .comparison import WIDTH  # here: comparison loads numpy, which `show` (first_bad_line) does without
 
-    return textwrap.wrap(clean(text), WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
+    return textwrap.wrap(clean(text, SAID_CHARS), WIDTH, initial_indent=indent, subsequent_indent=indent + "  ",
                          break_long_words=False, break_on_hyphens=False)  # URLs and paths stay whole
 
 
@@ -82,6 +83,11 @@ def _first_bad_lines(answer: dict) -> list[str]:
                        f"{answer['good']}) to {d['b']} (jax {answer['bad']})", "    ")
     if answer.get("jaxlib_moved"):
         lines += _wrap(str(answer["jaxlib_moved"]), "    ")
+    notes = answer.get("notes")
+    if isinstance(notes, dict) and notes.get("entry"):
+        from ..investigate.commit_bisect import notes_where
+
+        lines += _wrap(f"its CHANGELOG.md entry ({notes_where(notes)}): {notes['entry']}", "    ")
     return lines
 
 

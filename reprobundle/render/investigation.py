@@ -13,6 +13,7 @@ def to_markdown(data: dict) -> str:
              f"First bad release: **{md(data.get('first_bad') or 'not found')}**; layer: "
              f"**{md(data.get('layer') or 'undecided')}**.", "",
              *([f"Chosen: {md(data['chosen'])}.", ""] if data.get("chosen") else []),
+             *([f"{md(data['unsettled'])}.", ""] if data.get("unsettled") else []),
              "| step | status | time | answer |", "| --- | --- | --- | --- |"]
     lines += [f"| {md(s['name'])} | {md(s['status'])} | {s['spent_s']:.0f} s | {md(s['answer'])} |"
               for s in data["steps"]]

@@ -122,35 +122,78 @@ def _script(data: dict) -> list[str]:
     s = data["script"]
     lines = ["### Reproducer", ""]
     if s["text"] is None:
-        if s["command"]:
-            lines += [f"{md(s['why'])}: it is made by", "", *fence(s["command"], "sh")]
-        else:
-            lines.append(f"No standalone script: {md(s['why'])}.")
+        zip_name = data.get("zip") or "the bundle's zip"
+        lines += [f"No script inline: {md(s['why'])}.", "", f"The attached `{md(zip_name)}` is the reproducer: it "
+                  "replays itself with only `jax` and `numpy` installed (exit 0: as the last good release, 1: the "
+                  "difference, 3: could not run):", "", *fence("\n".join(_zip_lines(data)), "sh")]
         return lines
     runs = _run_lines(data, s["name"])
-    needs = "needs what its header says" if (data.get("judged") or {}).get("reproducer") == "program" else \
-        "runs with only `jax` and `numpy` installed"
+    needs = "needs what its header says" if s.get("kind") == "script" and \
+        (data.get("judged") or {}).get("reproducer") == "program" else "runs with only `jax` and `numpy` installed"
+    if s.get("kind") == "piece":
+        lines += [f"The whole program's script does not fit here ({md(s['why'])}); `reprobundle minimize` reduced it "
+                  f"to the piece {md(s['piece'])}: {md(s['description'])}.", ""]
     lines += [f"`{md(s['name'])}` {needs} (exit 0: as the reference, 1: the difference, 3: could not run):", "",
               *fence("\n".join(runs), "sh"), ""]
     return lines + _details(f"{s['name']} ({s['bytes'] // 1024 + 1} KiB)", fence(s["text"], "python"))
 
 
+def _zip_lines(data: dict) -> list[str]:
+    """How to run the zip, each line with the exit code it gives, on the last good and the first bad release where
+    a bisection answered (a commit's JAX: in the environment bisect-commits made), else as the reference ran."""
+    from ..bundle.program_script import uv_line
+
+    name, judged = str(data.get("zip") or "bundle.zip"), data.get("judged") or {}
+    if not judged or judged.get("criterion") == "time":
+        return [f"python {name}   # as the reference ran: exit 0"]
+    pythons = judged.get("pythons") or {}
+    good = f"{uv_line(judged['good'], [], name, pythons.get(judged['good']))}   # exit 0"
+    if judged.get("commit"):
+        return [good, f"PATH_IT_PRINTS/bin/python {name}   # exit 1 (JAX at commit {str(judged['commit'])[:10]}: "
+                      "reprobundle envs --add-commit makes it)"]
+    return [good, f"{uv_line(judged['bad'], [], name, pythons.get(judged['bad']))}   # exit 1"]
+
+
 def _run_lines(data: dict, name: str) -> list[str]:
     """How to run the script, each line with the exit code it gives: on the last good and the first bad release
-    where a bisection answered, else with and without the setting that showed the difference."""
-    judged = data.get("judged") or {}
+    where a bisection answered (the piece: on minimize's two sides where they are releases), else with and without
+    the setting that showed the difference."""
+    judged, s = data.get("judged") or {}, data["script"]
+    if s.get("kind") == "piece":
+        return _piece_lines(s, name, judged.get("pythons") or {})
     if judged and judged.get("criterion") != "time":
-        from ..bundle.program_script import uv_line
+        return _answer_lines(judged, name)
+    return _setting_lines(data["show"], name)
 
-        if judged.get("commit"):  # no package of a commit's JAX: the environment bisect-commits made, again
-            sha = str(judged["commit"])
-            return [f"{uv_line(judged['good'], [], name)}   # exit 0",
-                    f"reprobundle envs --add-commit {sha[:12]} --over {judged['good']} --jax-repo JAX_CLONE",
-                    f"PATH_IT_PRINTS/bin/python {name}   # exit 1 (JAX at commit {sha[:10]})"]
-        return [f"{uv_line(v, [], name)}   # exit {code}" for v, code in ((judged["good"], 0), (judged["bad"], 1))]
-    show = " ".join(f"{k}={shlex.quote(v)}" for k, v in data["show"].items())
+
+def _answer_lines(judged: dict, name: str) -> list[str]:
+    """The script on the last good release (exit 0) and the first bad one, or JAX at the first bad commit (1)."""
+    from ..bundle.program_script import uv_line
+
+    pythons = judged.get("pythons") or {}
+    good = f"{uv_line(judged['good'], [], name, pythons.get(judged['good']))}   # exit 0"
+    if judged.get("commit"):  # no package of a commit's JAX: the environment bisect-commits made, again
+        sha = str(judged["commit"])
+        return [good, f"reprobundle envs --add-commit {sha[:12]} --over {judged['good']} --jax-repo JAX_CLONE",
+                f"PATH_IT_PRINTS/bin/python {name}   # exit 1 (JAX at commit {sha[:10]})"]
+    return [good, f"{uv_line(judged['bad'], [], name, pythons.get(judged['bad']))}   # exit 1"]
+
+
+def _piece_lines(s: dict, name: str, pythons: dict) -> list[str]:
+    """The piece's script on minimize's two sides where they are releases, else under the setting it was kept for."""
+    from ..bundle.program_script import uv_line
+
+    sides = s.get("sides") or []
+    if len(sides) == 2 and all(re.fullmatch(r"\d+(\.\d+)+", v) for v in sides):
+        return [f"{uv_line(v, [], name, pythons.get(v))}   # exit {code}" for v, code in zip(sides, (0, 1))]
+    return _setting_lines(s.get("show") or {}, name)
+
+
+def _setting_lines(show: dict, name: str) -> list[str]:
+    """The script as the reference ran (exit 0), and under the setting that showed the difference (exit 1)."""
+    said = " ".join(f"{k}={shlex.quote(v)}" for k, v in show.items())
     runs = [f"python {name}   # as the reference ran: exit 0"]
-    return runs + ([f"{show} python {name}   # exit 1: the difference"] if show else [])
+    return runs + ([f"{said} python {name}   # exit 1: the difference"] if said else [])
 
 
 def _hlo(data: dict) -> list[str]:
@@ -185,8 +228,8 @@ def issue_markdown(data: dict) -> str:
         body = _body(data)
     if len(body) > data["body_limit"] and data["script"]["text"] is not None:
         size = data["script"]["bytes"] // 1024 + 1
-        data = {**data, "script": {**data["script"], "text": None, "why": f"the script ({size} KiB) would make the "
-                                                                           "issue too long to paste"}}
+        data = {**data, "script": {**data["script"], "kind": "zip", "text": None,
+                                   "why": f"the script ({size} KiB) would make the issue too long to paste"}}
         body = _body(data)
     return body
 
@@ -211,7 +254,9 @@ def first_screen(data: dict) -> list[str]:
     interval), the cause and the workaround, and the command that fails until it is fixed."""
     from .change_table import changes_lines, heading_md
 
-    lines = [f"### {heading_md(data['title'], md, code)}", "", *changes_lines(data, md, code)]
+    lines = [f"### {heading_md(data['title'], md, code)}", ""]
+    lines += documented_change_lines(data)  # an intended change is said first: a maintainer closes it on this
+    lines += changes_lines(data, md, code)
     judged, newest = data.get("judged") or {}, data.get("newest") or {}
     if newest.get("still") is False:  # gone on the newest release: said first
         lines.append(f"- **Fixed on the newest release:** {md(newest['text'])}")
@@ -273,8 +318,45 @@ def _cause(data: dict) -> list[str]:
     where = where_line(layer)
     if where:
         lines.append(f"- **Where:** {md(where)}")
-    return lines + _commit(data) + _workaround(d) + [f"- **Documented as intended:** {md(note)}"
-                                                     for note in (data.get("documented") or [])[:1]]
+    return lines + _commit(data) + _workaround(d) + _documented_lines(data)
+
+
+def documented_change_lines(data: dict) -> list[str]:
+    """The CHANGELOG.md entry the first bad commit itself adds, quoted with where the notes of the release it shipped
+    in carry it (under whatever heading), and its workaround, as the notes give it, on a line of its own."""
+    change = data.get("documented_change")
+    if not isinstance(change, dict):
+        return []
+    if change.get("note"):  # a release note that names the cause (not the commit's own entry)
+        return [f"- **Documented change:** {md(change['note'])}"]
+    if not change.get("entry"):
+        return []
+    release = f"jax {change['release']}'s notes" if change.get("release") else "the coming release's notes"
+    under = f' under "{md(change["heading"])}"' if change.get("heading") else ""
+    entry, way_back = str(change["entry"]), str(change.get("workaround") or "")
+    said = entry.replace(way_back, "").strip() if way_back else entry  # the workaround: its own line, once
+    lines = [f"- **Documented change:** the first bad commit {md(str(change.get('first_bad'))[:10])} adds it to "
+             f"CHANGELOG.md ({release}{under}): {_quoted(said)}"]
+    if way_back:
+        lines.append(f"- **Workaround (the notes'):** {_quoted(way_back)}")
+    return lines
+
+
+def _documented_lines(data: dict) -> list[str]:
+    """The release notes' line that names the cause, where the first line does not say it already (the first bad
+    commit's own entry, or this very line: documented_change_lines)."""
+    change = data.get("documented_change") or {}
+    own = str(change.get("entry") or change.get("note") or "")
+    return [f"- **Documented as intended:** {md(note)}" for note in (data.get("documented") or [])[:1]
+            if not own or own not in note]
+
+
+def _quoted(text: str) -> str:
+    """A release note's text as Markdown: its code spans as code, the rest escaped (`md`)."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: all of it as text
+        return md(text)
+    return "".join(code(part) if i % 2 else md(part) for i, part in enumerate(parts))
 
 
 def _commit(data: dict) -> list[str]:
@@ -347,14 +429,16 @@ def _workaround(d: dict) -> list[str]:
 
 
 def _reproducer_line(data: dict) -> list[str]:
-    """What the reproducer does, in one line: the command that fails until it is fixed."""
+    """Which reproducer, what it checks and the command that fails until it is fixed, in one line: the script
+    below, else the minimized piece's script, else the attached zip."""
     s, judged = data["script"], data.get("judged") or {}
-    if s["text"] is None:
-        return [f"- **Reproducer:** none inline ({md(s['why'])})"]
+    if s["text"] is None or s.get("kind") == "piece":
+        return [_zip_or_piece_line(data)]
     name = s["name"]
     if judged and judged.get("criterion") != "time":
-        lines = [f"- **Reproducer:** {code('python ' + name)} exits 1 on jax {md(judged['bad'])}{_at_commit(judged)} "
-                 f"and 0 on jax {md(judged['good'])} (below: {md(judged['reproducer_why'])})"]
+        bits = " bit for bit" if judged.get("criterion") == "bits" else ""
+        lines = [f"- **Reproducer:** {code('python ' + name)} exits 1 on {_bad_side(judged)} "
+                 f"and 0 on jax {md(judged['good'])}{bits} (below: {md(judged['reproducer_why'])})"]
         if judged.get("mode") == "retrace" and not judged.get("has_program"):
             lines.append("- The bundle carries no program: its frozen module cannot show a change in JAX's lowering.")
         return lines
@@ -367,9 +451,30 @@ def _reproducer_line(data: dict) -> list[str]:
     return [f"- **Reproducer:** {code('python ' + name)} (below; exit 0: as the reference, 1: the difference)"]
 
 
-def _at_commit(judged: dict) -> str:
-    """" (JAX at the first bad commit c36456a817)" where the bad side is a commit's JAX, not a release."""
-    return f" (JAX at the first bad commit {md(str(judged['commit'])[:10])})" if judged.get("commit") else ""
+def _zip_or_piece_line(data: dict) -> str:
+    """The first screen's line of a reproducer that is not the program's own script: the minimized piece's script,
+    else the attached zip."""
+    s, judged = data["script"], data.get("judged") or {}
+    if s["text"] is not None:
+        sides = s.get("sides") or ["A", "B"]
+        return (f"- **Reproducer:** {code('python ' + s['name'])}, the piece `reprobundle minimize` reduced "
+                f"({md(s['piece'])}: {md(s['description'])}), exits 1 on {md(sides[1])} and 0 on {md(sides[0])} "
+                f"(below; the whole program's script does not fit: {md(s['why'])})")
+    name = str(data.get("zip") or "the bundle's zip")
+    ends = f" exits 1 on {_bad_side(judged)} and 0 on jax {md(judged['good'])}" if \
+        judged and judged.get("criterion") != "time" else " replays it as the reference ran"
+    return (f"- **Reproducer:** the attached zip: {code('python ' + name)}{ends} with only jax and numpy installed "
+            f"(below; no script inline: {md(s['why'])})")
+
+
+def _bad_side(judged: dict) -> str:
+    """The bad side: `jax 0.5.0`, `jax 0.11.0.dev0+c36456a817ab (JAX at the first bad commit c36456a817)`, or
+    `JAX at the first bad commit c36456a817` where no run of it is stored to say its version."""
+    sha = str(judged.get("commit") or "")[:10]
+    if not sha:
+        return f"jax {md(judged['bad'])}"
+    at = f"JAX at the first bad commit {md(sha)}"
+    return at if judged["bad"] == sha else f"jax {md(judged['bad'])} ({at})"
 
 
 def code(text: str) -> str:
@@ -382,7 +487,9 @@ def code(text: str) -> str:
 
 def _script_summary(data: dict) -> str:
     s = data["script"]
-    return f"Reproducer: {s['name']}" + (f" ({s['bytes'] // 1024 + 1} KiB)" if s["text"] is not None else "")
+    if s["text"] is None:
+        return f"Reproducer: {data.get('zip') or 'the bundle zip'}"
+    return f"Reproducer: {s['name']} ({s['bytes'] // 1024 + 1} KiB)"
 
 
 def _bisection(data: dict) -> list[str]:

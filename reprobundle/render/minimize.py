@@ -75,7 +75,8 @@ def summary_line(result) -> str:
     if failed:
         return f"{failed} (between {result.contenders[0]} and {result.contenders[1]}){stopped}; {tested}; the " \
                f"piece kept is packed as {result.packed} for a look"
-    return (f"{result.ops_before} -> {result.ops_after} ops still show {result.property} between "
+    down = f" ({result.levels - 1} level(s) down, inside a call or loop)" if result.levels > 1 else ""
+    return (f"{result.ops_before} -> {result.ops_after} ops{down} still show {result.property} between "
             f"{result.contenders[0]} and {result.contenders[1]}{stopped}; {tested}; packed as {result.packed}")
 
 

@@ -49,7 +49,8 @@ def reproduce_lines(rep: dict) -> list[tuple[str, list[str]]]:
         parts.append(("The JAX nightlies it replays, installed by hand (one environment each):", rep["nightlies"]))
     if rep.get("standalone"):
         parts.append(("With nothing but Python: the zip replays itself on the JAX of the interpreter that runs it "
-                      "(one version per environment; it checks the outputs against the packed ones):",
+                      "(one version per environment; its first line says what it checks: what the stored investigation "
+                      "found where there is one, else the outputs against the packed ones):",
                       rep["standalone"]))
     return parts
 

@@ -391,6 +391,8 @@ def investigation_text(data: dict) -> str:
                 f"{data['bad']}; layer: {data['layer'] or 'undecided'}", 300)]
     if data.get("chosen"):  # what the bisection looked at and why, whole (the step's line may be cut)
         lines.append(_t(f"  chosen: {data['chosen']}", 1000))
+    if data.get("unsettled"):  # the headline slowdown explain's own measurement did not settle
+        lines.append(_t(f"  {data['unsettled']}", 1000))
     for step in data["steps"]:
         spent = f" ({step['spent_s']:.0f} s)" if step["spent_s"] else ""
         lines.append(_t(f"  {step['name']}: {step['status']}{spent}: {step['answer']}", 600))

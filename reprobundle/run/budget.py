@@ -4,9 +4,12 @@ The adaptive budget times rounds of STEPS_PER_ROUND steps (the old fixed budget'
 after each round from the third on, asks the group-sequential test (analysis/sequential.py) whether each version's
 verdict against the baseline (the first version still running) is settled: a version whose verdict is settled
 retires, so the next rounds are cheaper; the baseline runs while any version is unsettled. It ends when every
-verdict is settled, at LAST_LOOK rounds, or when another round would end past `max_time_s` (counted from the first
-round's start; at least FIRST_LOOK rounds always run, since no verdict exists before them). The test's error rates
-hold for any such stopping rule, since they are those of all its looks.
+verdict is settled, at LAST_LOOK rounds (or the `max_rounds` asked: a time screen's few), or when another round would
+end past `max_time_s`, counted from `begin` (the replay's start: its environments and the first round's compiles
+are in it). The time bound holds from the second round on: one round always runs, since nothing is answered
+without it, and a measurement the bound ends before FIRST_LOOK rounds keeps its rounds, its verdict unsettled (a
+user who gave --max-time asked for the answer by then). The test's error rates hold for any such stopping rule,
+since they are those of all its looks.
 
 Several comparisons can share one measurement (`groups`: the versions of each of several bundles, replay.py's
 replay_together); each group's first version still running is its baseline. With `largest_move` the groups are the
@@ -58,8 +61,10 @@ class Budget:
     def steps(self) -> int:
         return self.steps_per_round * self.rounds
 
-    def begin(self) -> None:
-        self.start = self.clock()
+    def begin(self, at: float | None = None) -> None:
+        """The time `max_time_s` counts from: `at` (a `clock()` reading taken earlier, e.g. the replay's start),
+        else now."""
+        self.start = self.clock() if at is None else at
 
     def more(self, measured: dict[str, Measurement], done: int) -> list[str]:
         """The keys that take another round (schedule.MoreRounds)."""
@@ -132,8 +137,7 @@ class Budget:
         if done >= self.rounds:
             return STOP_ROUNDS
         assert self.start is not None
-        if done >= sequential.FIRST_LOOK and self.max_time_s is not None and now + self._next_round(self.start) > (
-                self.start + self.max_time_s):
+        if self.max_time_s is not None and now + self._next_round(self.start) > self.start + self.max_time_s:
             return STOP_TIME
         return ""
 
@@ -152,8 +156,9 @@ class Budget:
             out.update(rounds=self.retired[key], stopped=STOP_RULED_OUT)
         if self.adaptive:
             out["max_rounds"] = self.rounds
-            if self.max_time_s is not None:
+            if self.max_time_s is not None:  # and when each round ended, from `begin`: none started past the bound
                 out["max_time_s"] = self.max_time_s
+                out["round_ends_s"] = [round(end - (self.start or end), 3) for end in self.round_ends[:rounds_run]]
         return out
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import os
 import select
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -30,7 +29,7 @@ from ..text import clean
 from ..worker.dtypes import np_dtype
 from ..worker.protocol import EXIT_NO_SPACE, LIMIT_CALLS, LIMIT_LOAD, job_inputs, phase_limit_kind
 from .contenders import FROZEN, RETRACE, ContenderSpec, Settings, unknown_flag_reason
-from .launch import close_pipes, kill_group, start_worker
+from .launch import Ended, close_pipes, kill_group, memory_said, memory_sign, oom_kills, reap, start_worker
 from .retrace import write_program
 
 PROTOCOL = 1
@@ -242,13 +241,6 @@ def check_leaf_size(leaf: dict, index: int, size: int | None) -> int:
     return declared
 
 
-def _signal_name(code: int) -> str:
-    try:
-        return signal.Signals(code).name
-    except ValueError:
-        return f"signal {code}"
-
-
 # The variables that fix the threads of XLA:CPU and the libraries of its custom calls when a measurement is pinned
 # (schedule.Pin). XLA sizes its intra-op pools to the affinity mask on every release from 0.4.30 to 0.12 (0.7.2: 11
 # threads on 2 CPUs, 6 on 1); NPROC and PJRT_NPROC size the PJRT CPU client's own pool on the releases that read
@@ -292,11 +284,15 @@ class WorkerProcess:
     that malloc, numpy and XLA's buffers take.
     """
 
+    ended: Ended | None = None  # how the process ended, with its peak memory, once reaped by _wait_end
+    _oom_kills: int | None = None  # the kernel's OOM-kill count at the start: a SIGKILL is its only if it grew
+
     def __init__(self, python: str | Path, job_path: Path, *, timeout_s: float,
                  memory_limit_bytes: int | None = None, extra_env: dict[str, str] | None = None,
                  lockstep: bool = False, cpus: Sequence[int] | None = None, limits: PhaseLimits | None = None) -> None:
         self.watch_job(job_path, limits, timeout_s, lockstep)
         self.memory_limit_bytes = memory_limit_bytes
+        self._oom_kills = oom_kills()
         self._buffer = b""
         self._stderr_path = self.workdir / "worker-stderr.txt"
         self.proc = start_worker(python, [str(job_path), str(self.result_path)], self._stderr_path,
@@ -417,7 +413,8 @@ class WorkerProcess:
         return self._within_memory_limit(self._outcome())
 
     def _within_memory_limit(self, outcome: WorkerOutcome) -> WorkerOutcome:
-        """`outcome`, saying so where the memory limit is what ended the worker (or may have)."""
+        """`outcome`, saying so where the memory limit is what ended the worker: where its stderr or reason shows an
+        allocation that failed (a death without that evidence says its signal and peak memory, never a guess)."""
         if self.memory_limit_bytes and outcome.status not in ("ok", "mismatch") and \
                 (outcome.limit or {}).get("kind") != "memory":
             limit_mib = self.memory_limit_bytes / 2**20
@@ -425,8 +422,6 @@ class WorkerProcess:
                 outcome.status = "error" if outcome.status == "timeout" else outcome.status
                 outcome.reason = f"the worker ran out of its memory limit of {limit_mib:.0f} MiB: {outcome.reason}"
                 outcome.limit = {"kind": "memory", "limit_bytes": self.memory_limit_bytes}
-            elif outcome.status == "crashed":  # a failed allocation may end a worker by a signal, silently
-                outcome.reason += f" (it ran under a memory limit of {limit_mib:.0f} MiB: out of memory?)"
         return outcome
 
     def _wait_end(self) -> None:
@@ -434,16 +429,15 @@ class WorkerProcess:
         while True:
             remaining = self._deadline() - time.perf_counter()
             step = remaining if self.limits is None else min(remaining, _PHASE_POLL_S)
-            try:
-                self.proc.wait(timeout=max(0.0, step))
+            self.ended = reap(self.proc, max(0.0, step))
+            if self.ended is not None:
                 return
-            except subprocess.TimeoutExpired:
-                if remaining <= step:
-                    self.timed_out = True
-                    self._kill()
-                    return
-                if self._past_phase_limit():
-                    return
+            if remaining <= step:
+                self.timed_out = True
+                self._kill()
+                return
+            if self._past_phase_limit():
+                return
 
     # -- phase limits ------------------------------------------------------------------------------------------
     def _past_phase_limit(self) -> bool:
@@ -541,11 +535,12 @@ class WorkerProcess:
         if code != 0 and unknown_flag is not None:
             return WorkerOutcome("error", unknown_flag, self._last_result("error"), duration, tail, workdir)
         if code < 0:
-            sig = _signal_name(-code)
-            why = " (out of memory?)" if sig == "SIGKILL" else ""
+            ended = self.ended if self.ended is not None else Ended(code)
+            said = memory_said(ended, tail, memory_limit_bytes=self.memory_limit_bytes,
+                               oom_kills_before=self._oom_kills)
             result = self._last_result("crashed")
-            return WorkerOutcome("crashed", f"the worker was killed by {sig}{why}{_where(result)}", result, duration,
-                                 tail, workdir)
+            return WorkerOutcome("crashed", f"the worker was killed by {ended.how}{_where(result)}{said}", result,
+                                 duration, tail, workdir)
         if not self.result_path.is_file():
             last = tail.strip().splitlines()[-1] if tail.strip() else "no output"
             return WorkerOutcome("crashed", f"the worker exited with code {code} without a result: {last}",
@@ -633,15 +628,8 @@ def _calls_of_job(job_path: Path) -> dict[str, int]:
         return {}
 
 
-# What a worker that ran out of memory leaves on its stderr or in its reason (lower case): numpy's MemoryError,
-# C++'s std::bad_alloc, XLA's RESOURCE_EXHAUSTED, malloc's ENOMEM, a thread whose stack or TLS found no room.
-_OUT_OF_MEMORY = ("memoryerror", "bad_alloc", "resource_exhausted", "resource exhausted", "cannot allocate memory",
-                  "out of memory", "pthread_create failed")
-
-
 def _out_of_memory(outcome: WorkerOutcome) -> bool:
-    text = f"{outcome.reason}\n{outcome.stderr_tail}".lower()
-    return any(sign in text for sign in _OUT_OF_MEMORY)
+    return memory_sign(f"{outcome.reason}\n{outcome.stderr_tail}") is not None
 
 
 def read_outputs(result: dict) -> list[np.ndarray]:

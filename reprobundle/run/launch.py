@@ -8,6 +8,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -46,6 +49,123 @@ def kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How a worker process ended: its exit code (-N: killed by signal N) and its own peak resident memory
+    (ru_maxrss from wait4; None where it was reaped elsewhere)."""
+
+    returncode: int
+    peak_rss_bytes: int | None = None
+
+    @property
+    def how(self) -> str:
+        """A signal's name ("SIGABRT"), or "exit N"."""
+        if self.returncode >= 0:
+            return f"exit {self.returncode}"
+        try:
+            return signal.Signals(-self.returncode).name
+        except ValueError:
+            return f"signal {-self.returncode}"
+
+
+def reap(proc: subprocess.Popen, timeout_s: float | None = None) -> Ended | None:
+    """Wait for `proc` to end (at most `timeout_s`; None: as long as it takes) and reap it by wait4, which also
+    gives its peak resident memory; None when it still runs. Popen's own returncode is set, so its poll() and
+    wait() go on working (they never wait for a pid reaped here)."""
+    if proc.returncode is not None:
+        return Ended(proc.returncode)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    delay = 0.0005
+    while True:
+        try:
+            pid, status, usage = os.wait4(proc.pid, 0 if deadline is None else os.WNOHANG)
+        except ChildProcessError:  # reaped already (by Popen on another path)
+            code = proc.poll()
+            return None if code is None else Ended(code)
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return Ended(proc.returncode, usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024))
+        remaining = (deadline or 0.0) - time.monotonic()
+        if remaining <= 0:
+            return None
+        time.sleep(min(delay, remaining))
+        delay = min(2 * delay, 0.05)
+
+
+# What a worker that ran out of memory leaves on its stderr (lower case): numpy's MemoryError, C++'s std::bad_alloc,
+# XLA's RESOURCE_EXHAUSTED, malloc's ENOMEM, LLVM's "out of memory", a thread whose stack or TLS found no room.
+OUT_OF_MEMORY_SIGNS = ("memoryerror", "bad_alloc", "resource_exhausted", "resource exhausted",
+                       "cannot allocate memory", "out of memory", "pthread_create failed")
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot (/proc/vmstat), None where it
+    does not say: a SIGKILL nobody here sent is the OOM killer's only when this count grew meanwhile."""
+    try:
+        with open("/proc/vmstat") as fh:
+            for line in fh:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def death_text(ended: Ended, phase: str | None, stderr_tail: str, *, memory_limit_bytes: int | None,
+               oom_kills_before: int | None = None) -> str:
+    """How a worker died, from the evidence alone: the signal (or exit code) and the phase it was in, its peak
+    resident memory and the limit it ran under (memory_said), and the last lines of its stderr."""
+    where = f" in phase {phase!r}" if phase else ""
+    lines = last_words(stderr_tail)
+    return (f"the worker died of {ended.how}{where}"
+            f"{memory_said(ended, stderr_tail, memory_limit_bytes=memory_limit_bytes, oom_kills_before=oom_kills_before)}"
+            + ("; its stderr ended: " + " | ".join(lines) if lines else "; it wrote nothing to stderr"))
+
+
+def memory_said(ended: Ended, stderr_tail: str, *, memory_limit_bytes: int | None,
+                oom_kills_before: int | None = None) -> str:
+    """` (peak RSS 412 MiB, under a memory limit of 8192 MiB (RLIMIT_DATA))`, then `: it ran out of memory ...`
+    only where the evidence shows it: its stderr names a failed allocation, or a SIGKILL came while the kernel's OOM
+    killer killed a process (its count grew since `oom_kills_before`)."""
+    memory = f"peak RSS {ended.peak_rss_bytes / 2**20:.0f} MiB" if ended.peak_rss_bytes else "peak RSS unknown"
+    memory += (f", under a memory limit of {memory_limit_bytes / 2**20:.0f} MiB (RLIMIT_DATA)" if memory_limit_bytes
+               else ", no memory limit")
+    text = f" ({memory})"
+    sign = memory_sign(stderr_tail)
+    now = oom_kills()
+    if sign is not None:
+        text += f": it ran out of memory (its stderr says {sign!r})"
+    elif ended.how == "SIGKILL" and now is not None and oom_kills_before is not None and now > oom_kills_before:
+        text += ": the kernel's out-of-memory killer killed a process meanwhile (/proc/vmstat oom_kill)"
+    return text
+
+
+def memory_sign(text: str) -> str | None:
+    """The first sign in `text` (a worker's stderr or reason) that memory ran out, None without one."""
+    lowered = text.lower()
+    return next((sign for sign in OUT_OF_MEMORY_SIGNS if sign in lowered), None)
+
+
+STDERR_LINES = 3  # of a dead worker's stderr, in the one line that says how it died
+_FATAL = "Fatal Python error:"  # faulthandler's dump (the worker enables it) starts so
+
+
+def last_words(stderr_tail: str) -> list[str]:
+    """A dead worker's last lines: what the native code wrote before the end (an XLA `Check failed`, LLVM's
+    error), then, where faulthandler dumped the Python stack, its first line and the innermost frame of the thread
+    that died (the rest of the dump would hide the native lines)."""
+    before, fatal, dump = stderr_tail.partition(_FATAL)
+    lines = [line.strip() for line in before.splitlines() if line.strip()][-STDERR_LINES:]
+    if fatal:
+        dumped = dump.splitlines()
+        lines.append(f"{_FATAL}{dumped[0] if dumped else ''}")
+        current = next((k for k, line in enumerate(dumped) if line.startswith("Current thread")), 0)
+        frame = next((line.strip() for line in dumped[current:] if line.strip().startswith("File ")), None)
+        if frame:
+            lines.append(f"innermost Python frame: {frame}")
+    return lines
 
 
 def close_pipes(proc: subprocess.Popen) -> None:

@@ -4,8 +4,9 @@ Minimize tests hundreds of candidate modules on each contender; a fresh worker p
 its time importing jax. A `ModuleWorker` keeps one worker process of a contender's environment, under its settings
 (XLA_FLAGS and environment variables are fixed per process, hence one worker per contender), and sends it module
 after module. A module that fails to load, compile or run is an outcome like any other; a worker that dies
-(segfault, out-of-memory kill) or exceeds a call's time limit is reported as such and replaced, transparently, at the
-next call.
+(segfault, abort, out-of-memory kill) or exceeds a call's time limit is reported as such and replaced,
+transparently, at the next call. A death is said from its evidence (launch.death_text): the signal, the phase, the
+worker's peak resident memory and the limit it ran under, and the last lines of its stderr.
 
     with ModuleWorker(ContenderSpec("0.8.0")) as worker:
         outcome = worker.run(text, [x, y])       # outcome.outputs: numpy arrays, or outcome.phase/error_type/message
@@ -34,7 +35,7 @@ from ..store.watchdog import track_group, untrack_group
 from ..worker.protocol import LIMIT_COMPILE, LIMIT_LOAD, phase_limit_kind
 from .contenders import ContenderSpec, unknown_flag_reason
 from .execution import PhaseLimits, dtype_of
-from .launch import worker_command, worker_environment
+from .launch import Ended, death_text, oom_kills, reap, worker_command, worker_environment
 
 OK = "ok"
 ERROR = "error"  # the worker answered: the module failed to load, compile or run
@@ -57,8 +58,9 @@ class ModuleOutcome:
 
     status: "ok" (outputs and/or samples_ns are set), "error" (the worker answered that the module failed: `phase`
     "load", "compile" or "execute", `error_type` the exception's class name, `message` its first line), "crashed"
-    (the worker process died: `phase` where it was, `error_type` the signal's name, e.g. "SIGSEGV", or "exit N"),
-    "timeout" (killed after `timeout_s`: `phase` where it was, `error_type` "Timeout")."""
+    (the worker process died: `phase` where it was, `error_type` the signal's name, e.g. "SIGABRT", or "exit N",
+    `message` how it died from the evidence, `peak_rss_bytes` its peak resident memory), "timeout" (killed after
+    `timeout_s`: `phase` where it was, `error_type` "Timeout")."""
 
     status: str
     outputs: list[np.ndarray] = field(default_factory=list)
@@ -71,6 +73,7 @@ class ModuleOutcome:
     duration_s: float = 0.0  # the whole call, as the host saw it
     stderr_tail: str = ""  # what the worker wrote to stderr during the call, when it did not succeed
     pid: int | None = None  # the worker process that served the call
+    peak_rss_bytes: int | None = None  # a worker that died: its own peak resident memory (wait4's ru_maxrss)
 
     @property
     def ok(self) -> bool:
@@ -138,6 +141,8 @@ class ModuleWorker:
         self._phase: str | None = None
         self._busy = False
         self._prepared: tuple[dict, int | None] | None = None  # the request that prepared the kept module, its pid
+        self._exit: Ended | None = None  # how the last worker process ended, once reaped here
+        self._oom_kills: int | None = None  # the kernel's OOM-kill count when the running worker started
 
     # -- life ----------------------------------------------------------------------------------------------------
     def __enter__(self) -> "ModuleWorker":
@@ -198,6 +203,8 @@ class ModuleWorker:
             raise ReplayError(f"cannot start the module worker of {self.contender.label} in {self.python}: {e}",
                               hint="check the contender's environment (reprobundle envs)") from None
         track_group(self._proc.pid)
+        self._exit = None
+        self._oom_kills = oom_kills()
         self.starts += 1
         self._buffer = bytearray()
         self.info = {}
@@ -239,7 +246,11 @@ class ModuleWorker:
         flag = unknown_flag_reason(tail)
         if flag is not None:
             return flag
-        return f"it ended ({self._death()}): {_last_line(tail)}"
+        how = self._death()
+        if self._exit is not None:
+            return death_text(self._exit, "start", tail, memory_limit_bytes=self.memory_limit_bytes,
+                              oom_kills_before=self._oom_kills)
+        return f"it ended ({how}): {_last_line(tail)}"
 
     def close(self) -> None:
         """End the worker (stdin closed, then its process group killed if it lingers); nothing is left behind."""
@@ -263,12 +274,12 @@ class ModuleWorker:
         proc = self._proc
         if proc is None:
             return
-        if proc.poll() is None:
+        if self._reaped(0.0) is None:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        proc.wait()
+        self._reaped(None)
         untrack_group(proc.pid)
         for pipe in (proc.stdin, proc.stdout, self._stderr):
             try:
@@ -314,7 +325,7 @@ class ModuleWorker:
         if self._prepared is None:
             raise ValueError("time_prepared needs a module: call prepare first")
         request, pid = self._prepared
-        if pid != self.pid or (self._proc is not None and self._proc.poll() is not None):
+        if pid != self.pid or (self._proc is not None and self._reaped(0.0) is not None):
             again = self._call(request, timeout_s)
             self._prepared = (request, again.pid) if again.ok else None
             if not again.ok:
@@ -326,7 +337,7 @@ class ModuleWorker:
         return outcome
 
     def _call(self, request: dict, timeout_s: float | None, retry: bool = True) -> ModuleOutcome:
-        if self._proc is not None and self._proc.poll() is not None:  # it died between calls: not this module's doing
+        if self._proc is not None and self._reaped(0.0) is not None:  # it died between calls: not this module's doing
             self._lose()
         self.start()
         assert self._proc is not None and self._stderr is not None
@@ -357,16 +368,25 @@ class ModuleWorker:
     def _lose(self) -> None:
         """Note a worker that died between calls and drop it."""
         assert self._proc is not None
-        self.lost.append(f"the worker {self._proc.pid} died between calls ({self._death()}): "
-                         f"{_last_line(self._stderr_tail())}")
+        pid, how = self._proc.pid, self._death()
+        if self._exit is not None:
+            how = death_text(self._exit, None, self._stderr_tail(), memory_limit_bytes=self.memory_limit_bytes,
+                             oom_kills_before=self._oom_kills)
+        self.lost.append(f"the worker {pid} died between calls: {how}")
         self._stop()
 
     def _ended(self, outcome: ModuleOutcome, t0: float, pid: int) -> ModuleOutcome:
         """A call the worker did not survive: its process group killed (the next call starts a new worker)."""
+        outcome.stderr_tail = self._stderr_tail()
         if outcome.status == CRASHED:
             outcome.error_type = self._death()
-            outcome.message = f"the worker died ({outcome.error_type}){self._memory_note()}"
-        outcome.stderr_tail = self._stderr_tail()
+            if self._exit is not None:
+                outcome.peak_rss_bytes = self._exit.peak_rss_bytes
+                outcome.message = death_text(self._exit, outcome.phase, outcome.stderr_tail,
+                                             memory_limit_bytes=self.memory_limit_bytes,
+                                             oom_kills_before=self._oom_kills)
+            else:
+                outcome.message = f"the worker stopped answering in phase {outcome.phase!r} (still running)"
         self._stop()
         outcome.duration_s = time.perf_counter() - t0
         outcome.pid = pid
@@ -448,28 +468,17 @@ class ModuleWorker:
         return data
 
     # -- what a dead worker left ---------------------------------------------------------------------------------
-    def _death(self) -> str:
-        """How the worker ended: a signal's name ("SIGSEGV"), "exit N", or "running"."""
-        proc = self._proc
-        code = proc.poll() if proc is not None else None
-        if code is None and proc is not None:
-            try:
-                code = proc.wait(timeout=2.0)  # it closed stdout: it is on its way out
-            except subprocess.TimeoutExpired:
-                return "running"
-        if code is None:
-            return "running"
-        if code < 0:
-            try:
-                return signal.Signals(-code).name
-            except ValueError:
-                return f"signal {-code}"
-        return f"exit {code}"
+    def _reaped(self, timeout_s: float | None) -> Ended | None:
+        """How the worker process ended, reaped here (launch.reap: with its peak memory) within `timeout_s`; None
+        while it runs."""
+        if self._exit is None and self._proc is not None:
+            self._exit = reap(self._proc, timeout_s)
+        return self._exit
 
-    def _memory_note(self) -> str:
-        if not self.memory_limit_bytes:
-            return ""
-        return f" (it ran under a memory limit of {self.memory_limit_bytes / 2**20:g} MiB: out of memory?)"
+    def _death(self) -> str:
+        """How the worker ended: a signal's name ("SIGABRT"), "exit N", or "running"."""
+        ended = self._reaped(2.0)  # it closed stdout: it is on its way out
+        return "running" if ended is None else ended.how
 
     def _stderr_tail(self) -> str:
         if self._stderr is None:

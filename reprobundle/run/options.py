@@ -35,7 +35,8 @@ class ReplayOptions:
     `shapes` ({"b": 16}) replays a shape-polymorphic bundle at other sizes, on synthetic inputs;
     `memory_limit_bytes` bounds each worker's memory (its RLIMIT_DATA; None: a share of the memory available,
     execution.worker_memory_limit; 0: none); `dump` and `profile` keep the XLA dump and the per-op profile;
-    `retrace_packages` pins packages of the program in a retrace's environments ("flax==0.10.4").
+    `retrace_packages` pins packages of the program in a retrace's environments ("flax==0.10.4");
+    `max_rounds` caps the adaptive rounds (None: analysis/sequential.LAST_LOOK; a time screen's few).
     The phase limits (execution.PhaseLimits) end a worker stuck in one phase as a `timeout` naming it:
     `load_limit_s` (its inputs, jax), `compile_limit_s` (load, lower, compile), `call_limit_s` each call of the
     function (None: RUNAWAY_FACTOR times the reference's median call, at the packed sizes), `call_grace_s` added
@@ -65,6 +66,7 @@ class ReplayOptions:
     memory_check: bool = True
     concurrent: bool = False  # the first round's workers start together: a probe that times nothing (outputs_only)
     fresh_workers: bool = False  # every bundle's own worker process per version and round, even beside others
+    max_rounds: int | None = None  # the cap on adaptive rounds (None: sequential.LAST_LOOK)
 
     @classmethod
     def of(cls, base: "ReplayOptions | None" = None, *, timing: Timing | None = None,
@@ -146,6 +148,8 @@ class ReplayOptions:
         for name in ("shapes", "memory_limit_bytes", "load_limit_s", "compile_limit_s", "call_limit_s",
                      "call_grace_s", "memory_check", "fresh_workers"):
             del plain[name]
+        if self.max_rounds is None:  # as a sweep recorded its options before the cap existed
+            del plain["max_rounds"]
         return plain
 
     def for_sweep(self) -> "ReplayOptions":
@@ -164,6 +168,16 @@ class ReplayOptions:
         args += ["--pin", ",".join(map(str, self.pin))] if self.pin else []
         args += ["--max-time", f"{self.max_time_s:g}"] if max_time and self.max_time_s is not None else []
         return args
+
+
+def screen_options(options: ReplayOptions) -> ReplayOptions:
+    """`options` for a bounded time screen (analysis/time_screen.py): adaptive rounds up to SCREEN_ROUNDS within
+    SCREEN_S (or the tighter --max-time), no dump, no profile."""
+    from ..analysis.time_screen import SCREEN_ROUNDS, SCREEN_S
+
+    bound = SCREEN_S if options.max_time_s is None else min(SCREEN_S, options.max_time_s)
+    rounds = None if options.rounds is None else min(options.rounds, SCREEN_ROUNDS)
+    return replace(options, rounds=rounds, max_rounds=SCREEN_ROUNDS, max_time_s=bound, dump=False, profile=False)
 
 
 def replay_options(options: ReplayOptions | None, settings: dict[str, Any],

@@ -301,7 +301,7 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
                      progress: Callable[[str], None] | None, store_runs: bool) -> list[list[dict]]:
     """The three entry points' one measurement: contenders, budget, interleaved rounds, run records, stored as one
     group."""
-    first_look = snapshot()
+    first_look, started = snapshot(), time.monotonic()  # --max-time counts from here: environments included
     specs = as_specs(versions)
     interpreters = _Interpreters(env_manager, progress, options.retrace_packages)
     targets = [_target(registry, bundle, options) for bundle in bundles]
@@ -316,7 +316,8 @@ def _replay_measured(registry: Registry, bundles: Sequence[Bundle], versions: Se
         alternate = _alternated(bundles, targets, contenders)
         platform = "cpu" if all(t.platform.platform == "cpu" for t in targets) else "accelerator"
         measured, measured_under = _measure(contenders, budget, Path(tmp), first_look, options=options,
-                                            progress=progress, platform=platform, alternate=alternate)
+                                            progress=progress, platform=platform, alternate=alternate,
+                                            started=started)
         at_sizes = ", ".join(f"{k}={v}" for k, v in sorted((options.shapes or {}).items()))
         shared = set() if alternate else shared_keys(contenders)
         for t in timed:
@@ -339,8 +340,8 @@ def _budget(timed: Sequence[_Timed], bundle_count: int, options: ReplayOptions, 
     keys = [t.contender.key for t in timed]
     groups = [keys] if comparisons.one_group else \
         [[t.contender.key for t in timed if t.bundle_index == b] for b in range(bundle_count)]
-    return plan(keys, options.repeat, options.rounds, options.max_time_s, largest_move=comparisons.largest_move,
-                groups=groups)
+    return plan(keys, options.repeat, options.rounds, options.max_time_s, max_rounds=options.max_rounds,
+                largest_move=comparisons.largest_move, groups=groups)
 
 
 def _say_start(progress: Callable[[str], None] | None, bundles: Sequence[Bundle], timed: Sequence[_Timed],
@@ -567,12 +568,13 @@ def _alternated(bundles: Sequence[Bundle], targets: Sequence[_Target], contender
 
 def _measure(contenders: Sequence[Contender], budget: Budget, workdir: Path, first_look, *,
              options: ReplayOptions, progress: Callable[[str], None] | None, platform: str = "cpu",
-             alternate: bool = False) -> tuple[dict[str, Measurement], dict]:
+             alternate: bool = False, started: float | None = None) -> tuple[dict[str, Measurement], dict]:
     """The contenders measured in interleaved (or alternated) rounds, adaptive when the budget is and the
-    measurement compares something, and the conditions they were measured under."""
+    measurement compares something, and the conditions they were measured under; the budget's time counts from
+    `started` (time.monotonic(); default now)."""
     before = snapshot()
     _warn_if_busy(first_look, before)
-    budget.begin()
+    budget.begin(started)
     pin = options.pinned
     adaptive = budget.adaptive and len(contenders) > 1
     measured = measure_interleaved(contenders, workdir, steps=budget.steps if adaptive else options.repeat,

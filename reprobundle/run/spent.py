@@ -18,6 +18,8 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterable, Mapping, Sequence
 
+from ..errors import TimeSpentError
+
 CATEGORIES = ("env", "start", "load", "compile", "calibrate", "timed", "profile", "wait")
 _START_PHASES = ("validate", "inputs", "import_jax")
 _LOAD_PHASES = ("describe", "hlo_text", "memory_check")
@@ -81,23 +83,48 @@ def of_runs(runs: Iterable[Mapping]) -> dict[str, float]:
 
 class Ledger:
     """What one command's probes cost: each probe (a replay of some versions, or a sweep's task) with its wall time,
-    how many workers ran at once and its runs' seconds by category; the command's wall time since the ledger began.
-    `as_dict` is what `--json` carries and `-v` prints (render/spent.py)."""
+    when it started (`at_s`, from the ledger's start), how many workers ran at once and its runs' seconds by
+    category; the command's wall time since the ledger began. `as_dict` is what `--json` carries and `-v` prints
+    (render/spent.py).
 
-    def __init__(self) -> None:
+    With `max_time_s` (a command's --max-time, counted from the ledger's start) a watched probe is not started where
+    it would end past it, as long as the probes of its kind took so far (the median; the first of a kind starts
+    while any time is left): TimeSpentError instead. `left()` is what a probe may still spend (a timed probe's rounds
+    are bounded by it)."""
+
+    def __init__(self, max_time_s: float | None = None) -> None:
         self.started = time.perf_counter()
+        self.max_time_s = max_time_s
         self.probes: list[dict] = []
+
+    def left(self) -> float | None:
+        """Seconds of --max-time left (None: no bound)."""
+        return None if self.max_time_s is None else self.max_time_s - (time.perf_counter() - self.started)
+
+    def check(self, what: str) -> None:
+        """TimeSpentError where a probe named `what` would end past --max-time."""
+        left = self.left()
+        if left is None:
+            return
+        took = sorted(p["wall_s"] for p in self.probes if p["what"] == what)
+        expected = took[len(took) // 2] if took else 0.0
+        if left <= expected:
+            raise TimeSpentError(f"--max-time {self.max_time_s:g} s spent: {max(0.0, left):.0f} s left, and a "
+                                 f"{what} probe takes ~{expected:.0f} s here",
+                                 hint="what was answered is kept; a larger --max-time goes further")
 
     def record(self, what: str, versions: Sequence[str], wall_s: float, spent: Mapping[str, float], *,
                at_once: int = 1) -> None:
-        """One probe: `spent` its workers' seconds by category (of_runs of its runs)."""
+        """One probe that just ended: `spent` its workers' seconds by category (of_runs of its runs)."""
+        at = time.perf_counter() - self.started - wall_s
         self.probes.append({"what": what, "versions": list(versions), "wall_s": round(wall_s, 3),
-                            "at_once": at_once, "spent": dict(spent)})
+                            "at_s": round(max(0.0, at), 3), "at_once": at_once, "spent": dict(spent)})
 
     def watched(self, what: str, replay: Callable[[Sequence[str]], list], *,
                 concurrent: bool = False) -> Callable[[Sequence[str]], list]:
         """`replay` (versions -> runs), each call recorded as a probe named `what`."""
         def probe(versions: Sequence[str]) -> list:
+            self.check(what)
             t0 = time.perf_counter()
             runs = replay(versions)
             self.record(what, versions, time.perf_counter() - t0, of_runs(runs),

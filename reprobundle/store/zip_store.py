@@ -152,12 +152,15 @@ class _ZipMemberReader:
 
 
 RUNNER_PACKAGE = "reprobundle_worker"  # `python NAME.zip` runs __main__.py, which imports this folder of the zip
+# what `python NAME.zip` judges where an investigation answered (bundle/zip_reproducer.py); zips from before
+# 2026-12-06 have none
+REPRODUCER_ENTRY = "reproducer.json"
 
 
 def is_runner_entry(name: str) -> bool:
-    """An entry of the code that lets a zip replay itself (`__main__.py`, `reprobundle_worker/...`): outside the
-    store layout, skipped by ZipStore."""
-    return name == "__main__.py" or name.startswith(RUNNER_PACKAGE + "/")
+    """An entry of what lets a zip replay itself (`__main__.py`, `reprobundle_worker/...`, `reproducer.json`):
+    outside the store layout, skipped by ZipStore."""
+    return name in ("__main__.py", REPRODUCER_ENTRY) or name.startswith(RUNNER_PACKAGE + "/")
 
 
 def write_zip_store(path: str | Path, entries: Iterator[tuple[str, Store, str]],

@@ -26,6 +26,7 @@ read with ``raw=False``). stdout carries only frames: whatever jax, XLA or a mod
 """
 from __future__ import annotations
 
+import faulthandler
 import os
 import struct
 import sys
@@ -237,6 +238,7 @@ class ModuleServer(Worker):
 def serve():
     """Serve the host's frames until it closes stdin or says "close"; 0 then, 1 when the start failed."""
     channel = Channel()
+    faulthandler.enable()  # a fatal signal (XLA's abort) leaves the Python stack on stderr, which the host reads
     start = channel.receive()
     if start is None:
         return 0

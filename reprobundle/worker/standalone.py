@@ -10,7 +10,14 @@ the `deserialize` route (which needs flatbuffers) gives way to the next route wh
 program the bundle carries, traced by this jax, instead of the frozen module. What the release prints on stderr
 while loading (MLIR's `loc("-":0:0): error: unknown attribute code: 22` from a route that gives way on 0.4.30 and
 0.4.33, warnings) is kept and shown only when the replay did not run.
-Exit code: 0 outputs match, 1 outputs differ, 3 it did not run (incompatible, error), 2 bad command line.
+Where the zip holds a `reproducer.json` (an investigation's answer, exported with it: bundle/zip_reproducer.py), it
+judges that instead (zip_verdict.py): its first line says what it checks and against which release; the program is
+retraced for a change in JAX's lowering, the frozen module run for the compiler's; the outputs are checked against
+the last good release's (any bit for a bits change: how many elements and by how much is said even within the
+tolerance); an error where the good release ran is the regression; a slowdown is judged by `--compare A B`
+(lockstep_compare.py, the code the standalone script holds too). `--packed` checks the packed reference instead.
+Exit code: 0 as the good release (outputs match), 1 the regression shown (outputs differ, an error, slower), 3 it
+did not run (incompatible, error, no jax, a side of --compare that could not run), 2 bad command line.
 """
 from __future__ import annotations
 
@@ -23,14 +30,18 @@ import sys
 import tempfile
 import zipfile
 
-from .dtypes import np_dtype
 from .protocol import job_inputs
-from .tolerance import scaled_atol, tolerance_for
+from .zip_verdict import ServeTimes, check_outputs, checks_line, good_label, read_record, written_outputs
 
-USAGE = """usage: python NAME.zip [--retrace] [--repeat N] [--warmup N] [--json]
+USAGE = """usage: python NAME.zip [--retrace] [--packed] [--repeat N] [--warmup N] [--json]
+       python NAME.zip --compare [A B] [--rounds N]
 
-Replays the bundle in this zip on the JAX installed in this interpreter and checks its outputs against the ones
-packed with it; --retrace runs the program the bundle carries, traced by this JAX, instead of its frozen module.
+Replays the bundle in this zip on the JAX installed in this interpreter and checks its outputs: where the zip
+holds an investigation's answer, against the last good release's (its first line says what it checks), else
+against the ones packed with it; --retrace runs the program the bundle carries, traced by this JAX, instead of its
+frozen module; --packed checks against the packed outputs whatever the answer. --compare A B times it on two
+releases (`uv run --with jax==V`) or two Pythons' paths, each side in its own process, in lockstep (a slowdown's
+zip knows its two). Exit 0 as the good release, 1 the regression shown, 3 it could not run.
 It needs only jax and numpy. To try another JAX version, make an environment for it:
 
     python -m venv jax-0.8.0 && jax-0.8.0/bin/pip install jax==0.8.0
@@ -41,22 +52,27 @@ reprobundle itself (reprobundle replay NAME.zip --jax A --jax B) times several v
 
 
 def _parse(argv):
-    opts = {"repeat": 20, "warmup": 3, "json": False, "retrace": False}
+    opts: dict = {"repeat": 20, "warmup": 3, "json": False, "retrace": False, "packed": False,
+                  "serve_times": False, "compare": None, "rounds": None}
     i = 0
     while i < len(argv):
         a = argv[i]
         if a in ("-h", "--help"):
             return None
-        if a in ("--json", "--retrace"):
-            opts[a[2:]] = True
-        elif a in ("--repeat", "--warmup") and i + 1 < len(argv) and argv[i + 1].isdigit():
+        if a in ("--json", "--retrace", "--packed", "--serve-times"):
+            opts[a[2:].replace("-", "_")] = True
+        elif a in ("--repeat", "--warmup", "--rounds") and i + 1 < len(argv) and argv[i + 1].isdigit():
             opts[a[2:]] = int(argv[i + 1])
             i += 1
+        elif a == "--compare":
+            sides = argv[i + 1:i + 3]
+            opts["compare"] = sides if len(sides) == 2 and not any(x.startswith("--") for x in sides) else []
+            i += len(opts["compare"])
         else:
             raise ValueError("unknown argument %r" % a)
         i += 1
-    if opts["repeat"] < 1:
-        raise ValueError("--repeat must be at least 1")
+    if opts["repeat"] < 1 or opts["rounds"] == 0:
+        raise ValueError("--repeat and --rounds must be at least 1")
     return opts
 
 
@@ -106,7 +122,7 @@ def _job(zf, m, folder, opts):
     function["fields"] = fn.get("fields")
     job = {"protocol": 1, "function": function, "inputs": inputs, "outputs_dir": os.path.join(folder, "outputs"),
            "artifacts_dir": os.path.join(folder, "artifacts"),
-           "timing": {"warmup": opts["warmup"], "repeat": opts["repeat"], "lockstep": False},
+           "timing": {"warmup": opts["warmup"], "repeat": opts["repeat"], "lockstep": opts["serve_times"]},
            "dump": False, "profile": False, "routes": None, "describe": False}
     if opts["retrace"]:
         job.update(mode="retrace", program=_program(zf, fn, os.path.join(folder, "program")))
@@ -134,49 +150,6 @@ def _blobs_of(program_folder):
     return os.path.join(os.path.dirname(program_folder), "blobs")
 
 
-def _check(zf, m, outputs):
-    """Each output leaf against the packed one, with the dtype's tolerance: (ok, bit_identical, max_abs_err, first
-    problem or "")."""
-    import numpy as np
-
-    packed = m["reference"]["outputs"]
-    if len(outputs) != len(packed):
-        return False, False, None, "%d outputs, the bundle packed %d" % (len(outputs), len(packed))
-    ok, exact, worst, problem = True, True, 0.0, ""
-    names = [o.get("path", "output %d" % i) for i, o in enumerate(m["function"].get("outputs") or packed)]
-    for i, (leaf, out) in enumerate(zip(packed, outputs)):
-        dtype = np_dtype(leaf["dtype"])
-        want = np.frombuffer(zf.read("blobs/sha256/%s/%s" % (leaf["blob"]["digest"][7:9], leaf["blob"]["digest"][7:])),
-                             dtype=dtype).reshape(leaf["shape"])
-        with open(out["path"], "rb") as f:
-            got = np.frombuffer(f.read(), dtype=np_dtype(out["dtype"])).reshape(out["shape"])
-        name = names[i] if i < len(names) else "output %d" % i
-        if got.shape != want.shape or got.dtype != want.dtype:
-            ok, exact = False, False
-            problem = problem or "%s: expected %s%s, got %s%s" % (name, want.dtype, list(want.shape), got.dtype,
-                                                                 list(got.shape))
-            continue
-        if got.tobytes() == want.tobytes():
-            continue
-        exact = False
-        rtol, atol = tolerance_for(leaf["dtype"])
-        a = want.astype(np.complex128 if want.dtype.kind == "c" else np.float64)
-        b = got.astype(a.dtype)
-        magnitude = np.abs(a)
-        finite = magnitude[np.isfinite(magnitude)]
-        atol = max(atol, scaled_atol(leaf["dtype"], float(finite.max()) if finite.size else 0.0))
-        with np.errstate(invalid="ignore", over="ignore"):
-            diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, np.abs(a - b))
-            bad = int(np.count_nonzero(~(diff <= atol + rtol * magnitude)))
-        err = float(np.max(diff)) if diff.size else 0.0
-        worst = max(worst, err)
-        if bad:
-            ok = False
-            problem = problem or "%s: %d elements outside tolerance (max abs err %.3g, rtol %g, atol %g)" % (
-                name, bad, err, rtol, atol)
-    return ok, exact, worst, problem
-
-
 def _ns(ns):
     if ns is None:
         return "-"
@@ -194,8 +167,9 @@ def _median(xs):
     return float(xs[n // 2]) if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2.0
 
 
-def replay_zip(path, opts):
-    """Replay the bundle zip at `path` here; a summary dict (see main)."""
+def replay_zip(path, opts, record=None):
+    """Replay the bundle zip at `path` here, judged by `record` (zip_verdict.read_record's, or None: against the
+    packed reference); a summary dict (see main)."""
     from .main import run_job
 
     folder = tempfile.mkdtemp(prefix="reprobundle-zip-")
@@ -203,32 +177,76 @@ def replay_zip(path, opts):
         with zipfile.ZipFile(path) as zf:
             m = _manifest(zf)
             job = _job(zf, m, folder, opts)
+            expected = (record or {}).get("expected") or m["reference"]["outputs"]
+            control = None
+            if opts["serve_times"]:  # one side of --compare: its outputs judged when it is ready to be timed
+                control = ServeTimes(lambda: _judged_exit(zf, expected, job["outputs_dir"]))
             with _StderrKept() as kept:
-                result = run_job(job)
+                result = run_job(job, None, control)
             if result.get("status") not in ("ok", "mismatch"):
                 kept.show()
-            env = result.get("environment") or {}
-            packed_env = m.get("environment") or {}
-            summary = {
-                "bundle": "%s@%s" % (m.get("name"), m.get("version")), "function": m["function"]["fields"]["fun_name"]
-                if m["function"].get("fields") else "?",
-                "status": result.get("status"), "reason": result.get("reason") or "", "route": result.get("route"),
-                "jax": env.get("jax"), "jaxlib": env.get("jaxlib"), "python": env.get("python"),
-                "platform": env.get("platform"), "cpu_model": env.get("cpu_model"),
-                "notes": [str(n) for n in result.get("notes") or []],
-                "median_ns": _median(result.get("samples_ns") or []), "n": len(result.get("samples_ns") or []),
-                "compile_s": result.get("compile_s"),
-                "packed": {"jax": packed_env.get("jax"), "cpu_model": packed_env.get("cpu_model"),
-                           "median_ns": _median((m["reference"].get("timing") or {}).get("samples_ns") or [])},
-            }
+            summary = _summary(m, result, record)
             if result.get("status") == "ok":
-                ok, exact, err, problem = _check(zf, m, result.get("outputs") or [])
-                summary.update(outputs_ok=ok, bit_identical=exact, max_abs_err=err, problem=problem)
-                if not ok:
+                names = [o.get("path", "output %d" % i) for i, o in enumerate(m["function"].get("outputs") or expected)]
+                found = check_outputs(zf, expected, result.get("outputs") or [], names,
+                                      (record or {}).get("criterion") == "bits")
+                summary.update(outputs_ok=found["ok"], bit_identical=found["bit_identical"],
+                               max_abs_err=found["max_abs_err"], problem=found["problem"],
+                               differing_elements=found["differing"], outside_tolerance=found["outside"])
+                if not found["ok"]:
                     summary["status"] = "mismatch"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    summary["verdict"] = _verdict(summary, record)
     return summary
+
+
+def _summary(m, result, record):
+    """What a replay says before its outputs are checked."""
+    env = result.get("environment") or {}
+    packed_env = m.get("environment") or {}
+    fields = m["function"].get("fields")
+    samples = result.get("samples_ns") or []
+    summary = {
+        "bundle": "%s@%s" % (m.get("name"), m.get("version")), "function": fields["fun_name"] if fields else "?",
+        "status": result.get("status"), "reason": result.get("reason") or "", "route": result.get("route"),
+        "notes": [str(n) for n in result.get("notes") or []], "median_ns": _median(samples), "n": len(samples),
+        "compile_s": result.get("compile_s"),
+        "packed": _packed(m), "against": "the outputs packed on jax %s" % (packed_env.get("jax") or "?"),
+    }
+    summary.update((k, env.get(k)) for k in ("jax", "jaxlib", "python", "platform", "cpu_model"))
+    summary.update((k, (record or {}).get(k)) for k in ("criterion", "mode", "good", "bad"))
+    if record and record.get("expected"):
+        summary["against"] = good_label(record)
+    return summary
+
+
+def _packed(m):
+    """The packing release, its CPU and its median call."""
+    env = m.get("environment") or {}
+    return {"jax": env.get("jax"), "cpu_model": env.get("cpu_model"),
+            "median_ns": _median((m["reference"].get("timing") or {}).get("samples_ns") or [])}
+
+
+def _judged_exit(zf, expected, outputs_dir):
+    """The exit code of a --compare side's outputs (0 as expected, 1 they differ), judged within the tolerance."""
+    outputs = written_outputs(outputs_dir, expected)
+    if outputs is None:
+        return 1
+    return 0 if check_outputs(zf, expected, outputs, [], False)["ok"] else 1
+
+
+def _verdict(summary, record):
+    """regression (exit 1), as good (exit 0) or could not run (exit 3) where the zip judges an answer; as before
+    (outputs match, outputs differ, did not run) where it has none."""
+    ran = summary["status"] in ("ok", "mismatch")
+    if record is None:
+        return {"ok": "outputs match", "mismatch": "outputs differ"}.get(summary["status"], "did not run")
+    if not ran:
+        missing = "No module named" in summary["reason"]  # the program needs a package this environment lacks
+        failed = record["criterion"] == "error" and summary["status"] in ("error", "incompatible") and not missing
+        return "regression" if failed else "could not run"
+    return "regression" if summary["status"] == "mismatch" else "as the good release"
 
 
 class _StderrKept:
@@ -265,23 +283,64 @@ def _text(s):
         lines += _replayed_lines(s)
     for note in s["notes"]:
         lines.append("  note:     %s" % note)
+    if s["criterion"] and s.get("expected_platform") not in (None, s["platform"]):
+        lines.append("  note:     the expected outputs were computed on %s, this runs on %s: its outputs may differ "
+                     "for that reason alone" % (s["expected_platform"], s["platform"] or "?"))
+    if s["criterion"]:
+        lines.append(_result_line(s))
     import textwrap
 
     return "\n".join(w for line in lines for w in textwrap.wrap(line, 100, subsequent_indent=" " * 12) or [""])
 
 
 def _replayed_lines(s):
-    """What a replay that ran says: its route, its outputs against the packed ones, its time."""
-    if s["outputs_ok"]:
-        check = "bit-identical" if s["bit_identical"] else "within tolerance, max abs err %.3g" % s["max_abs_err"]
+    """What a replay that ran says: its route, its outputs against the expected ones, its time."""
+    if s["outputs_ok"] and s["bit_identical"]:
+        check = "bit-identical"
+    elif s["outputs_ok"]:
+        check = "within tolerance: %d elements differ in their bits, max abs err %.3g" % (
+            s["differing_elements"], s["max_abs_err"])
     else:
         check = "DIFFER: %s" % s["problem"]
+    against = s["against"] if s["criterion"] else "those packed on jax %s" % (s["packed"]["jax"] or "?")
     return ["  loaded:   by the %s route, compiled in %.2f s" % (s["route"], s["compile_s"] or 0.0),
-            "  outputs:  %s (against those packed on jax %s)" % (check, s["packed"]["jax"] or "?"),
+            "  outputs:  %s (against %s)" % (check, against),
             "  time:     median %s over %d calls; packed: median %s on jax %s (another process%s: "
             "not comparable)" % (_ns(s["median_ns"]), s["n"], _ns(s["packed"]["median_ns"]),
                                  s["packed"]["jax"] or "?",
                                  "" if s["packed"]["cpu_model"] == s["cpu_model"] else ", another CPU")]
+
+
+def _result_line(s):
+    """The last line of a judging zip: the regression shown, as the good release, or could not run."""
+    verdict, here = s["verdict"], "jax %s" % (s["jax"] or "?")
+    reason = s["reason"].splitlines()[0][:300] if s["reason"] else ""
+    if verdict == "could not run":
+        return "result: could not run on %s: %s: %s" % (here, s["status"], reason)
+    if verdict == "regression" and s["criterion"] == "error":
+        return "result: ERROR on %s, where jax %s ran: %s" % (here, s["good"], reason)
+    if verdict == "regression":
+        return "result: DIFFERS on %s from %s: %s" % (here, s["against"], s["problem"])
+    if s["criterion"] == "time":
+        return ("result: ran, its outputs as on %s; time is judged between two releases: python %s --compare %s"
+                % (s["against"], s.get("zip") or "NAME.zip", " ".join(s.get("compare") or ["A", "B"])))
+    how = {"bits": "bit for bit", "error": "it runs"}.get(s["criterion"], "within the tolerance")
+    return "result: as the last good release: %s gives the outputs of %s (%s)" % (here, s["against"], how)
+
+
+def _compare(zip_path, opts, record):
+    """--compare A B (or the record's two): each side this zip serving its times (--serve-times) in a process of
+    its own, through lockstep_compare.py; the exit code."""
+    from .lockstep_compare import compare_sides
+
+    sides = opts["compare"] or list((record or {}).get("compare") or [])
+    if len(sides) != 2:
+        sys.stderr.write("error: --compare needs two sides, A B (this zip stores no slowdown to compare)\n" + USAGE)
+        return 2
+    serving = ["--serve-times"] + [f for f in ("--retrace", "--packed") if opts[f[2:]]]
+    against = good_label(record) if record and record.get("expected") else "the packed outputs"
+    argv = list(sides) + (["--rounds", str(opts["rounds"])] if opts["rounds"] else [])
+    return compare_sides(argv, os.path.abspath(zip_path), serving, against)
 
 
 def main(zip_path, argv):
@@ -294,21 +353,49 @@ def main(zip_path, argv):
         sys.stdout.write(USAGE)
         return 0
     try:
+        with zipfile.ZipFile(zip_path) as zf:
+            record = None if opts["packed"] else read_record(zf)
+    except (ValueError, zipfile.BadZipFile, OSError) as e:
+        sys.stderr.write("error: cannot read the bundle in %s: %s\n" % (zip_path, e))
+        return 3
+    if record is not None and record["mode"] == "retrace":
+        opts["retrace"] = True  # a lowering change: only the program, traced by this JAX, can show it
+    if record is not None and not opts["json"] and not opts["serve_times"]:
+        print(checks_line(record, os.path.basename(zip_path)), flush=True)
+    if opts["compare"] is not None:
+        return _compare(zip_path, opts, record)
+    return _replay_and_say(zip_path, opts, record)
+
+
+def _replay_and_say(zip_path, opts, record):
+    """The replay here, its summary printed (text or --json; nothing for a --compare side); the exit code."""
+    try:
         import jax  # noqa: F401
         import numpy  # noqa: F401
     except ImportError as e:
         sys.stderr.write("error: %s; this zip needs jax and numpy: pip install jax\n" % e)
         return 3
     try:
-        summary = replay_zip(zip_path, opts)
+        summary = replay_zip(zip_path, opts, record)
     except (ValueError, KeyError, zipfile.BadZipFile, OSError) as e:
         sys.stderr.write("error: cannot read the bundle in %s: %s\n" % (zip_path, e))
         return 3
-    if opts["json"]:
+    if record is not None:
+        summary.update(checks=checks_line(record, os.path.basename(zip_path)), compare=record.get("compare"),
+                       zip=os.path.basename(zip_path), expected_platform=record.get("platform"))
+    if opts["serve_times"]:
+        pass  # a --compare side: what it says goes on its protocol's lines
+    elif opts["json"]:
         sys.stdout.write(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     else:
         sys.stdout.write(_text(summary) + "\n")
-    return {"ok": 0, "mismatch": 1}.get(summary["status"], 3)
+    return _exit_code(summary, record)
+
+
+def _exit_code(summary, record):
+    if record is None:
+        return {"ok": 0, "mismatch": 1}.get(summary["status"], 3)
+    return {"regression": 1, "as the good release": 0}.get(summary["verdict"], 3)
 
 
 MAIN_PY = '''"""A reprobundle bundle that replays itself: `python THIS.zip` runs it on the JAX of that interpreter (needs jax

@@ -1,0 +1,163 @@
+"""The zip is the reproducer: `python NAME.zip` judges what the bundle's stored answer found (bundle/zip_reproducer.py,
+investigate/zip_reproducer.py, worker/standalone.py), in fresh environments holding only jax, jaxlib and numpy of
+real releases: it exits 1 on the bad release and 0 on the good one for a change in JAX's lowering (retraced), a
+compiler's change in the last bits (frozen, any bit), an error, and a slowdown (`--compare`); a zip with no answer
+replays against its packed reference as zips always did.
+
+One store per module, each answer stored by a real bisection of a two-release window (api.bisect), on releases the
+suite already installs (0.4.38, 0.5.0, 0.5.1: tests/test_script.py's and tests/test_bisect_layers.py's)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+from cli_runner import cli
+from quick import PACK
+
+import reprobundle
+
+PROGRAMS = Path(__file__).parent / "programs" / "retrace"
+pytestmark = pytest.mark.crossversion
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """rng (its draw changes when 0.5.0 retraces it), colsum (its sums' last bits change with jaxlib 0.5.1, frozen),
+    solve (0.5.0 refuses its batched 1-D solve), slow (retraced, 0.5.1 runs 40 laps of its loop where 0.5.0 runs
+    one), each bisected over its two releases; plain (no answer)."""
+    folder = tmp_path_factory.mktemp("zips") / "store"
+    store = str(folder)
+    fast = dict(store=store, warmup=1, repeat=2, rounds=1)
+    for name, program in (("rng", "rng.py"), ("colsum", "colsum.py"), ("solve", "batched_solve.py"),
+                          ("slow", "slower_later.py"), ("plain", "colsum.py")):
+        reprobundle.api.pack_script(str(PROGRAMS / program), name=name, store=store, **PACK)
+    found = {
+        "rng": reprobundle.api.bisect("rng", "0.4.38", "0.5.0", **fast)[0],
+        "colsum": reprobundle.api.bisect("colsum", "0.5.0", "0.5.1", by="bits", mode="frozen", **fast)[0],
+        "solve": reprobundle.api.bisect("solve", "0.4.38", "0.5.0", mode="retrace", **fast)[0],
+        "slow": reprobundle.api.bisect("slow", "0.5.0", "0.5.1", by="time", mode="retrace",
+                                       **dict(fast, repeat=6, rounds=6))[0],
+    }
+    assert [(r.criterion, r.mode, r.last_good, r.first_bad) for r in found.values()] == [
+        ("outputs vs good", "retrace", "0.4.38", "0.5.0"), ("bits", "frozen", "0.5.0", "0.5.1"),
+        ("error", "retrace", "0.4.38", "0.5.0"), ("time", "retrace", "0.5.0", "0.5.1")], found
+    return folder
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """version -> the Python of an environment with only jax, jaxlib and numpy of that release (uv, from its
+    cache)."""
+    from test_script import _fresh
+
+    return {v: _fresh(tmp_path_factory, v) for v in ("0.4.38", "0.5.0", "0.5.1")}
+
+
+def _export(store, tmp_path, name) -> Path:
+    out = tmp_path / f"{name}.zip"
+    code, _, err = cli("export", name, "-o", out, store=store)
+    assert code == 0, err
+    return out
+
+
+def _run(python, zip_path: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
+    env["JAX_PLATFORMS"] = "cpu"
+    return subprocess.run([str(python), "-I", str(zip_path), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=zip_path.parent)
+
+
+def _said(done: subprocess.CompletedProcess) -> str:
+    return f"exit {done.returncode}\n{done.stdout}\n{done.stderr}"
+
+
+def test_a_lowering_change_is_retraced_against_the_last_good_releases_outputs(store, tmp_path, fresh):
+    zipped = _export(store, tmp_path, "rng")
+    record = json.loads(zipfile.ZipFile(zipped).read("reproducer.json"))
+    assert (record["criterion"], record["mode"], record["good"], record["bad"]) == ("outputs", "retrace", "0.4.38",
+                                                                                    "0.5.0")
+    good, bad = _run(fresh["0.4.38"], zipped), _run(fresh["0.5.0"], zipped, "--json")
+    assert good.stdout.splitlines()[0].startswith(
+        "checks: outputs within tolerance against jax 0.4.38's (the last good release), the program retraced by "
+        "this JAX"), _said(good)
+    assert good.returncode == 0 and "result: as the last good release: jax 0.4.38 gives the outputs of jax " \
+        "0.4.38" in good.stdout, _said(good)
+    data = json.loads(bad.stdout)
+    assert bad.returncode == 1 and (data["criterion"], data["verdict"], data["route"]) == (
+        "outputs", "regression", "retrace"), _said(bad)
+    assert data["checks"] == good.stdout.splitlines()[0] and "elements outside tolerance" in data["problem"]
+    packed = _run(fresh["0.5.0"], zipped, "--packed")  # as before: the frozen module against the packed outputs
+    assert packed.returncode == 0 and not packed.stdout.startswith("checks:"), _said(packed)
+    code, out, err = cli("show", str(zipped), "--json")  # reprobundle reads the zip as a store, the record aside
+    assert code == 0 and json.loads(out)["manifest"]["name"] == "rng", err
+    (tmp_path / "attached").mkdir()
+    code, out, err = cli("issue", "rng", "--attach", tmp_path / "attached", store=store)
+    assert code == 0, err
+    (attached,) = (tmp_path / "attached").glob("*.zip")  # the report's zip judges the same answer
+    assert json.loads(zipfile.ZipFile(attached).read("reproducer.json")) == record
+
+
+def test_a_record_of_a_newer_version_is_refused_with_exit_3(store, tmp_path, fresh):
+    zipped = _export(store, tmp_path, "rng")
+    newer = tmp_path / "newer.zip"
+    with zipfile.ZipFile(zipped) as src, zipfile.ZipFile(newer, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "reproducer.json":
+                data = json.dumps(dict(json.loads(data), format_version=2)).encode()
+            dst.writestr(info, data)
+    done = _run(fresh["0.5.0"], newer)
+    assert done.returncode == 3 and "export the zip again" in done.stderr, _said(done)
+
+
+def test_a_compiler_change_in_the_last_bits_is_judged_bit_for_bit(store, tmp_path, fresh):
+    zipped = _export(store, tmp_path, "colsum")
+    good, bad = _run(fresh["0.5.0"], zipped), _run(fresh["0.5.1"], zipped, "--json")
+    assert good.stdout.startswith("checks: every bit of the outputs against jax 0.5.0's (the last good release), "
+                                  "the frozen module compiled by this JAX"), _said(good)
+    assert good.returncode == 0 and "outputs:  bit-identical" in good.stdout, _said(good)
+    data = json.loads(bad.stdout)
+    assert bad.returncode == 1 and (data["verdict"], data["criterion"], data["outside_tolerance"]) == (
+        "regression", "bits", 0), _said(bad)
+    assert 0 < data["differing_elements"] <= 64 and 0 < data["max_abs_err"] < 1e-3, data
+    assert "elements differ in their bits (max abs err" in data["problem"] and "within the tolerance" in data["problem"]
+
+
+def test_an_error_where_the_good_release_ran_is_the_regression(store, tmp_path, fresh):
+    zipped = _export(store, tmp_path, "solve")
+    good, bad = _run(fresh["0.4.38"], zipped), _run(fresh["0.5.0"], zipped)
+    assert good.stdout.startswith("checks: that it runs, as on jax 0.4.38 (the last good release), the program "
+                                  "retraced by this JAX"), _said(good)
+    assert good.returncode == 0, _said(good)
+    assert bad.returncode == 1 and "result: ERROR on jax 0.5.0, where jax 0.4.38 ran" in bad.stdout, _said(bad)
+    assert "Invalid shapes for solve" in bad.stdout
+
+
+def test_a_slowdown_is_judged_by_compare_of_the_two_releases(store, tmp_path, fresh):
+    zipped = _export(store, tmp_path, "slow")
+    record = json.loads(zipfile.ZipFile(zipped).read("reproducer.json"))
+    assert (record["criterion"], record["compare"]) == ("time", ["0.5.0", "0.5.1"])
+    alone = _run(fresh["0.5.1"], zipped)  # one release cannot show a slowdown: it says how to compare
+    assert alone.returncode == 0 and "--compare 0.5.0 0.5.1" in alone.stdout.splitlines()[0], _said(alone)
+    slower = _run(fresh["0.5.0"], zipped, "--compare", str(fresh["0.5.0"]), str(fresh["0.5.1"]), "--rounds", "1")
+    assert slower.returncode == 1 and "result: SLOWER: B is" in slower.stdout, _said(slower)
+    # the good release as B: faster, never a slowdown (the same built difference, so one round tells it everywhere)
+    good = _run(fresh["0.5.0"], zipped, "--compare", str(fresh["0.5.1"]), str(fresh["0.5.0"]), "--rounds", "1")
+    assert good.returncode == 0 and "result: faster, not a slowdown" in good.stdout, _said(good)
+    nouv = dict(os.environ, PATH="/nonexistent", JAX_PLATFORMS="cpu")  # no uv: the two commands to run, exit 3
+    manual = subprocess.run([str(fresh["0.5.0"]), "-I", str(zipped), "--compare"], env=nouv, capture_output=True,
+                            text=True, timeout=120)
+    assert manual.returncode == 3 and "pip install jax==0.5.1 numpy" in manual.stdout, _said(manual)
+
+
+def test_a_zip_with_no_answer_replays_against_its_packed_reference_as_before(store, tmp_path, fresh):
+    zipped = _export(store, tmp_path, "plain")
+    assert "reproducer.json" not in zipfile.ZipFile(zipped).namelist()
+    done = _run(fresh["0.5.1"], zipped)
+    assert done.returncode == 0 and done.stdout.startswith("plain@1 ("), _said(done)  # no "checks:" line
+    assert "(against those packed on jax" in " ".join(done.stdout.split()), _said(done)
