@@ -123,9 +123,12 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
 
 
 def _of_change(steps: list[Step], change, headline) -> None:
-    """The steps of a change other than the headline named by its release: `explain 0.5.1`."""
+    """The steps of a change other than the headline named by its release and kind: `explain 0.5.1 (bits)` (two
+    kinds may change at one release)."""
+    from .window_changes import KIND_OF
+
     for step in steps if change is not headline else []:
-        step.name = f"{step.name} {change.first_bad}"
+        step.name = f"{step.name} {change.first_bad} ({KIND_OF.get(change.criterion, change.criterion)})"
 
 
 def _started(out: Investigation, ledger, step: Callable[..., None], *args: Any) -> None:
