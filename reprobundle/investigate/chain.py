@@ -20,7 +20,13 @@ commit bisection from `good` to it (commit_search.commit_window_step) and the is
 say why they do not apply.
 A step that does not apply says why; each says where its time went and the command that reruns it alone.
 `max_time_s` counts from the start; explain and minimize get what is left after the bisection (explain at most
-its own default), and a step with under MIN_STEP_S left is not started.
+its own default), and a step with under MIN_STEP_S left is not started: it is `left` for the next call.
+
+The chain is a plan of steps over stored answers: the bisection, the explanation, the commit bisection (and the
+newest release's replay) whose answer for the same bundle, question and builds is stored here is reused, status
+`stored` ("stored 2 min ago": answers.reusable decides, exactly, and never trusts a record another store or
+machine computed); `again` recomputes every step. Each answer is stored as its step ends, so an interrupted or
+time-bounded investigation is resumed by the next call.
 """
 
 from __future__ import annotations
@@ -32,11 +38,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
-from .answers import reported_run
+from .answers import BISECTION, EXPLANATION, reported_run, reusable, stored_ago, stored_bisection
 from .case import Case
 from .commit_search import commit_step, commit_window_step, repo_here
-from .explanation import EXPLAIN_OPTIONS, explain_between
-from .release_search import bisect_releases, check_bisect_request
+from .explanation import EXPLAIN_OPTIONS, explain_between, explanation_asked
+from .release_search import BISECT_OPTIONS, bisect_releases, bisection_asked, check_bisect_request
 
 MIN_STEP_S = 20.0  # less time than this left: a timed step is not started
 
@@ -44,11 +50,14 @@ MIN_STEP_S = 20.0  # less time than this left: a timed step is not started
 @dataclass
 class Step:
     name: str  # bisect, explain, commits, minimize, newest, issue
-    status: str  # "answered", "skipped" (with why), "failed" (with the error)
+    # "answered", "stored" (a stored answer reused: `reused` says when), "skipped" (with why), "left" (no time
+    # left under --max-time: the next call runs it), "failed" (with the error)
+    status: str
     answer: str  # one line
     spent_s: float = 0.0
     command: str | None = None  # reruns this step alone
     stored: str | None = None  # what it left in the store or on disk: an answer id, a bundle ref, a file
+    reused: str | None = None  # "stored 2 min ago", where the answer was a stored one
 
 
 @dataclass
@@ -68,13 +77,15 @@ class Investigation:
 
 def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = None,
                 issue_path: str | Path | None = None, mode: str = "auto", by: str | None = None,
-                jax_repo: str | None = None, markdown: Callable[[dict], str] = str) -> Investigation:
+                jax_repo: str | None = None, markdown: Callable[[dict], str] = str,
+                again: bool = False) -> Investigation:
     """The chain above on the case's bundle between releases `good` and `bad` (api.investigate's work once the
     store is open); the issue body written to `issue_path` (default NAME-issue.md in the current folder). `mode`
     ("auto", "frozen", "retrace") and `by` (None, "outputs", "bits", "time") direct the bisection as bisect's do.
     `jax_repo`: a clone of JAX (a folder or URL) for the first bad commit and the release notes (default: a clone an
     earlier `bisect-commits` left in the cache; none is made). `markdown`: the issue's data as its Markdown body
-    (render/issue.py's issue_markdown, which the face passes: render is a layer above this one)."""
+    (render/issue.py's issue_markdown, which the face passes: render is a layer above this one). `again`:
+    recompute every step, stored answers or not."""
     if max_time_s is not None and max_time_s <= 0:
         raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
     ref, progress = case.ref, case.progress
@@ -92,14 +103,14 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
         else:
             out.steps.append(Step("issue", "skipped", "no first bad commit: nothing to report"))
         return out
-    result = _bisect_step(out, case, (good, bad), (mode, by))
-    _explain_step(out, result, case, left())
+    result, reported = _bisect_step(out, case, (good, bad), (mode, by), again)
+    _explain_step(out, result, case, left(), again)
     # the first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not)
-    out.steps.append(Step(**commit_step(result, case, jax_repo)))
+    out.steps.append(Step(**commit_step(result, case, jax_repo, again)))
     _minimize_step(out, result, case, left())
-    _newest_step(out, result, case, left())
+    _newest_step(out, result, case, left(), again)
     say("investigate: writing the issue body")
-    _issue_step(out, case, (issue_path, markdown), reported_run(result), jax_repo)
+    _issue_step(out, case, (issue_path, markdown), reported, jax_repo)
     return out
 
 
@@ -126,20 +137,28 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return value, round(time.monotonic() - t0, 1)
 
 
-def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: tuple[str, str | None]):
+def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: tuple[str, str | None],
+                 again: bool):
+    """(the BisectResult, the run its report shows): a stored bisection of the same question reused, else one run
+    now (its answer stored as it ends)."""
     good, bad = ends
     mode, by = asked
     ref, store_args = case.ref, case.store_args
     check_bisect_request(good, bad, mode, None, False, case.config, by)
-    result, spent = _timed(lambda: bisect_releases(case, good, bad, mode=mode, by=by)[0])
+    record = None if again else reusable(*case.where(), BISECTION, bisection_asked(
+        good, bad, mode, by, False, BISECT_OPTIONS, True, False), case.manager)
+    if record is not None:
+        result, spent = stored_bisection(record), 0.0
+    else:
+        result, spent = _timed(lambda: bisect_releases(case, good, bad, mode=mode, by=by)[0])
     layer = result.layer or {}
     out.first_bad, out.layer = result.first_bad, layer.get("layer")
     out.chosen = result.mode_why or f"as asked: {_flags(mode, by)}"
     flags = _flags(mode, by).split()
-    out.steps.append(Step("bisect", "answered", _bisect_answer(result, out.chosen), spent,
-                          _command("bisect", ref, "--good", good, "--bad", bad, *flags, *store_args),
-                          result.answer_id))
-    return result
+    out.steps.append(Step("bisect", "answered" if record is None else "stored", _bisect_answer(result, out.chosen),
+                          spent, _command("bisect", ref, "--good", good, "--bad", bad, *flags, *store_args),
+                          result.answer_id, None if record is None else stored_ago(record.get("created"))))
+    return result, reported_run(result) if record is None else record["answer"].get("reported_run")
 
 
 def _flags(mode: str, by: str | None) -> str:
@@ -164,25 +183,33 @@ def _bisect_answer(result, chosen: str) -> str:
     return "; ".join(said) + f"; chosen: {chosen}"
 
 
-def _explain_step(out: Investigation, result, case: Case, left: float | None) -> None:
+def _explain_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
+    from ..run.contenders import ContenderSpec
+    from ..run.options import replay_options
+    from .release_reach import window_releases
+
     ref, store_args = case.ref, case.store_args
     pair = [result.last_good, result.first_bad]
     mode, by = _explain_as(result)
     command = _command("explain", ref, "--jax", pair[0], "--jax", pair[1], "--retrace" if mode == "retrace" else
                        "--frozen", "--by", by, *store_args)
-    why_not = _why_not_explain(result, left)
-    if why_not:
-        out.steps.append(Step("explain", "skipped", why_not, command=command))
+    if result.last_good == result.first_bad:
+        out.steps.append(Step("explain", "skipped", "the bisection found no boundary to explain", command=command))
         return
+    specs, reach = [ContenderSpec(v) for v in pair], window_releases(result.classes, result.first_bad)
     budget = EXPLAIN_OPTIONS.max_time_s if left is None else min(left, EXPLAIN_OPTIONS.max_time_s or left)
+    options = replay_options(None, {"max_time_s": max(budget or 1.0, 1.0)}, base=EXPLAIN_OPTIONS)
+    record = None if again else reusable(*case.where(), EXPLANATION,
+                                         explanation_asked(specs, options, mode, by, reach), case.manager)
+    if record is not None:
+        out.steps.append(Step("explain", "stored", record["answer"]["diagnosis"]["summary"], 0.0, command,
+                              record["answer_id"], stored_ago(record.get("created"))))
+        return
+    if left is not None and left < MIN_STEP_S:
+        out.steps.append(Step("explain", "left", _no_time(left), command=command))
+        return
     try:
-        from ..run.contenders import ContenderSpec
-        from ..run.options import replay_options
-        from .release_reach import window_releases
-
-        options = replay_options(None, {"max_time_s": budget}, base=EXPLAIN_OPTIONS)
-        found, spent = _timed(lambda: explain_between(case, [ContenderSpec(v) for v in pair], options, mode=mode,
-                                                      by=by, reach=window_releases(result.classes, result.first_bad)))
+        found, spent = _timed(lambda: explain_between(case, specs, options, mode=mode, by=by, reach=reach))
     except UsageError as e:
         out.steps.append(Step("explain", "failed", e.message, command=command))
         return
@@ -196,12 +223,8 @@ def _explain_as(result) -> tuple[str, str]:
     return ("retrace" if result.mode == "retrace" else "frozen"), by
 
 
-def _why_not_explain(result, left: float | None) -> str | None:
-    if result.last_good == result.first_bad:
-        return "the bisection found no boundary to explain"
-    if left is not None and left < MIN_STEP_S:
-        return f"--max-time spent ({max(0.0, left):.0f} s left)"
-    return None
+def _no_time(left: float) -> str:
+    return f"--max-time spent ({max(0.0, left):.0f} s left): the next `investigate` runs it"
 
 
 def _minimize_step(out: Investigation, result, case: Case, left: float | None) -> None:
@@ -213,7 +236,7 @@ def _minimize_step(out: Investigation, result, case: Case, left: float | None) -
                                                      "minimize reduces (the issue shows the lowering diff)"))
         return
     if left is not None and left < MIN_STEP_S:
-        out.steps.append(Step("minimize", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)", command=nxt))
+        out.steps.append(Step("minimize", "left", _no_time(left), command=nxt))
         return
     words = shlex.split(nxt)
     versions = [words[i + 1] for i, w in enumerate(words) if w == "--jax"]
@@ -229,16 +252,20 @@ def _minimize_step(out: Investigation, result, case: Case, left: float | None) -
                                                   f"({found.stopped})", spent, nxt, found.packed))
 
 
-def _newest_step(out: Investigation, result, case: Case, left: float | None) -> None:
+def _newest_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
     """Still broken? The newest release beside the last good one, as the bisection judged (its runs stored: the
-    issue reads the verdict back from them)."""
-    from .newest import check_newest
+    issue reads the verdict back from them; a stored replay of that pair on the builds here is reused)."""
+    from .newest import check_newest, stored_newest
 
     if result.last_good == result.first_bad or result.answer_id is None:
         out.steps.append(Step("newest", "skipped", "the bisection found no boundary (or stored no answer)"))
         return
+    stored = None if again else stored_newest(*case.where(), result.answer_id, case.manager)
+    if stored is not None:
+        out.steps.append(Step("newest", "stored", stored["text"], reused=stored_ago(stored.get("created"))))
+        return
     if left is not None and left < MIN_STEP_S:
-        out.steps.append(Step("newest", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)"))
+        out.steps.append(Step("newest", "left", _no_time(left)))
         return
     found, spent = _timed(lambda: check_newest(case.ref, result.answer_id, store=case.store,
                                                python=case.config.python, env_dir=case.config.root,

@@ -13,6 +13,7 @@ from ..envs.config import EnvConfig
 from ..errors import UsageError
 from ..run.compare import comparison_of
 from ..run.options import ReplayOptions
+from .answers import builds_of, reuse_key
 from .case import Case
 from .probes import probe_jobs
 from .search import Probes, Search
@@ -50,8 +51,23 @@ def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions =
     if not nightly:
         result.changed_defaults = changed_defaults_of(result, manager, progress)
     result.spent = ledger.as_dict()
-    result.answer_id = stored_answer(registry, bundle, result, ref, None if mode == "auto" else mode)
+    asked = bisection_asked(good, bad, mode, by, nightly, options, layer, timed_probes)
+    result.answer_id = stored_answer(registry, bundle, result, ref, None if mode == "auto" else mode,
+                                     reuse_key(registry, "bisect", asked, builds_of(manager, tested_builds(result))))
     return result, comparison
+
+
+def bisection_asked(good: str, bad: str, mode: str, by: str | None, nightly: bool, options: ReplayOptions,
+                    layer: bool, timed_probes: bool) -> dict:
+    """What a bisection was asked, as its stored answer records it for reuse: the window, the mode and criterion as
+    given, and what else changes its answer (the replay options' flags, the layer check, timed probes)."""
+    return {"good": good, "bad": bad, "mode": mode, "by": by, "nightly": nightly, "options": options.args(),
+            "layer": layer, "timed_probes": timed_probes}
+
+
+def tested_builds(result) -> list[str]:
+    """The builds a bisection's answer rests on: its ends and every build it classed or ran."""
+    return [result.good, result.bad, *result.classes, *result.runs]
 
 
 def stands(result) -> None:
@@ -81,10 +97,11 @@ def changed_defaults_of(result, manager, progress) -> list[dict] | None:
         return None
 
 
-def stored_answer(registry: Registry, bundle: Bundle, result, ref: str, forced_mode: str | None) -> str | None:
+def stored_answer(registry: Registry, bundle: Bundle, result, ref: str, forced_mode: str | None,
+                  reuse: dict | None = None) -> str | None:
     from .answers import bisect_command, store_bisection
 
-    return store_bisection(registry, bundle, result, bisect_command(ref, result, forced_mode))
+    return store_bisection(registry, bundle, result, bisect_command(ref, result, forced_mode), reuse)
 
 
 def probe_executor(registry: Registry, ref: str, executor, ray_address: str | None):
