@@ -454,9 +454,13 @@ def test_outputs_retraced_at_one_release_and_bits_frozen_at_another_are_both_bis
         s for s in result.set_aside if s["criterion"] == "time"]
     assert len(timed) == 1 and timed[0]["mode"] == "frozen"
     assert result.layer["layer"] == "lowering"  # the headline's boundary
+    assert [c.layer["layer"] for c in result.changes if c.criterion == "bits"] == ["compiler"]  # each its own layer
     registry = api.open_registry(str(store_dir))
-    (answer,) = registry.answers(registry.resolve("rc").ref.bundle_id)
+    answers = registry.answers(registry.resolve("rc").ref.bundle_id)  # each change's own, the headline's last
+    answer = answers[-1]
+    assert answer["answer_id"] == result.answer_id and len(answers) == 1 + len(result.changes)
     assert [a["first_bad"] for a in answer["answer"]["also"] if a["criterion"] == "bits"] == ["0.5.1"]
+    assert [(c["kind"], c["first_bad"]) for c in answer["answer"]["changes"]][:1] == [("outputs", "0.5.0")]
 
 
 def test_the_answer_says_each_other_change_and_what_is_no_regression_on_a_line_of_its_own():

@@ -639,3 +639,86 @@ def test_an_unknown_commit_or_one_that_needs_a_newer_jaxlib_is_refused_with_the_
         api.bisect_commits("int-floor", "0.4.30", "main", store=str(store), jax_repo=str(moved))
     assert "name a bad release instead" in str(refused.value.hint)
 
+
+
+def test_a_release_run_that_records_its_wheels_commit_is_no_commits_run():
+    """Release wheels from 0.10 on record the commit they were built from (jax.version._git_hash): a run of such a
+    release is still the release's, so a commit window finds its good end among its probes (seen on a TPU: the issue
+    offered no script, 'no stored run of jax 0.10.2 retraced'); a commit's environment (its version stamped
+    X.dev0+hash) is the commit's."""
+    from reprobundle.bundle.model import commit_of_run
+
+    sha = "a33ed614c58ee8a10d0b7536c50c2609c38500c1"
+    release = {"environment": {"jax": "0.10.2", "jax_build": {"origin": "release", "commits": {"jax": sha}}}}
+    commit = {"environment": {"jax": "0.11.0.dev0+0145058aaca8",
+                              "jax_build": {"origin": "local", "commits": {"jax": "0145058aaca8775b"}}}}
+    assert commit_of_run(release) is None and commit_of_run(commit) == "0145058aaca8775b"
+    assert commit_of_run({"environment": {"jax": "0.10.2"}}) is None
+
+
+def test_the_packed_reference_stands_for_the_release_that_traced_and_packed_it():
+    """A bundle packed (and traced) by the good release: its reference is that release's outputs, whatever form
+    traced_by takes (pack stores {"jax": VERSION})."""
+    from reprobundle.investigate.reproducer import packed_reference_run
+
+    class Packed:
+        manifest = {"environment": {"jax": "0.10.2"}, "reference": {"outputs": [{"blob": "x"}]},
+                    "function": {"traced_by": {"jax": "0.10.2"}}}
+
+    found = packed_reference_run(Packed(), "0.10.2")  # type: ignore[arg-type]
+    assert found is not None and found["outputs"] == [{"blob": "x"}]
+    assert packed_reference_run(Packed(), "0.9.2") is None  # type: ignore[arg-type]
+    Packed.manifest["function"]["traced_by"] = {"jax": "0.9.2"}
+    assert packed_reference_run(Packed(), "0.10.2") is None  # type: ignore[arg-type]
+@pytest.mark.crossversion
+def test_an_investigation_is_a_plan_over_stored_answers_resumed_and_extended_by_the_commit_step(history, tmp_path):
+    """#57: `--max-time` spent by the bisection leaves explain and the newest release for the next call, which reuses
+    the stored bisection and runs them; adding --jax-repo then runs only the commit step; a copy of the store (what
+    push, pull and copy make) carries the records, never trusted there; --again recomputes."""
+    from reprobundle.investigate.answers import BISECTION, reusable
+
+    repo, shas, store = history
+    own = tmp_path / "store"
+    shutil.copytree(store.parent / "packed", own)  # the bundle only: no answer stored yet
+
+    def investigate(*extra) -> dict[str, dict]:
+        code, out, err = cli("investigate", "int-floor", "--good", "0.4.30", "--bad", "0.4.31", "--retrace", "--by",
+                             "outputs", "--issue", tmp_path / "issue.md", "--json", *extra, store=own)
+        assert code == 0, err
+        steps = {s["name"]: s for s in json.loads(out)["steps"]}
+        print(extra, {n: (s["status"], s["spent_s"]) for n, s in steps.items()})  # where a slow run spent it
+        return steps
+
+    first = investigate("--max-time", "1")  # the bisection spends it: what follows is left for the next call
+    assert first["explain"]["status"] == "left" and first["newest"]["status"] == "left", first
+    assert "the next `investigate` runs it" in first["explain"]["answer"]
+    # the bisection itself is bounded (no probe starts past the second): answered whole, or cut short and said so
+    whole = first["bisect"]["status"] == "answered" and "unfinished" not in first["bisect"]["answer"]
+    assert whole or "--max-time" in first["bisect"]["answer"], first["bisect"]
+    second = investigate()  # resumed: a whole stored bisection reused (one cut short asked again), the rest run now
+    if whole:
+        assert second["bisect"]["status"] == "stored" and second["bisect"]["reused"].startswith("stored ")
+        assert second["bisect"]["stored"] == first["bisect"]["stored"] and second["bisect"]["spent_s"] == 0
+        assert second["bisect"]["answer"] == first["bisect"]["answer"]
+    else:
+        assert second["bisect"]["status"] == "answered" and "unfinished" not in second["bisect"]["answer"]
+    assert (second["explain"]["status"], second["newest"]["status"]) == ("answered", "answered")
+    third = investigate("--jax-repo", str(repo))  # only the commit step is new
+    assert {n: s["status"] for n, s in third.items()} == {"bisect": "stored", "explain": "stored",
+                                                           "commits": "answered", "minimize": "skipped",
+                                                           "newest": "stored", "issue": "answered"}
+    assert third["explain"]["stored"] == second["explain"]["stored"] and shas[2][:10] in third["commits"]["answer"]
+    assert f"First bad commit: {shas[2][:10]}" in (tmp_path / "issue.md").read_text()
+
+    registry, bundle = api.resolve("int-floor", str(own))
+    record = [a for a in registry.answers(bundle.ref.bundle_id) if a["kind"] == BISECTION and a.get("reuse")][-1]
+    asked, manager = record["reuse"]["asked"], api.environment_manager()
+    assert reusable(registry, bundle, BISECTION, asked, manager)["answer_id"] == record["answer_id"]
+    assert reusable(registry, bundle, BISECTION, {**asked, "by": "bits"}, manager) is None  # another question
+    api.copy("int-floor", str(tmp_path / "elsewhere"), store=str(own))
+    there, copied = api.resolve("int-floor", str(tmp_path / "elsewhere"))
+    assert record["answer_id"] in [a["answer_id"] for a in there.answers(copied.ref.bundle_id)
+                                   if a["kind"] == BISECTION]
+    assert reusable(there, copied, BISECTION, asked, manager) is None  # computed in another store: recomputed
+    again = investigate("--again", "--max-time", "1")
+    assert again["bisect"]["status"] != "stored" and again["bisect"]["stored"] != record["answer_id"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +30,6 @@ from ..run.options import ReplayOptions, check_timing, replay_options
 from ..run.options import parse_pin as parse_pin  # re-exported: --pin's parser
 from ..run.replay import replay as _replay
 from ..run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
-from ..text import clean_values
 from .commits import COMMIT_OPTIONS as COMMIT_OPTIONS
 from .commits import bisect_commits as bisect_commits
 from .environments import add_commit_environment as add_commit_environment
@@ -398,6 +396,7 @@ def compare_bundles(ref_a: str, ref_b: str, versions: Sequence[str] = (), *, sto
     alone (the same XLA compiles both), and each on the release that traced it is the whole upgrade. Their runs are
     stored like any replay's (both bundles must be in one writable store). `options` or `settings`: replay's."""
     from ..analysis.bundle_pair import compare_pair
+    from ..run.compare import pair_side
 
     registry, a = resolve(ref_a, store)
     registry_b, b = resolve(ref_b, store)
@@ -409,7 +408,7 @@ def compare_bundles(ref_a: str, ref_b: str, versions: Sequence[str] = (), *, sto
                              "store", hint=f"pull them into it first: reprobundle pull {ref_b}")
         _replay_pair(registry, a, b, versions, replay_options(options, settings), EnvConfig.of(env_dir, python),
                      progress)
-    return compare_pair(_pair_side(registry, a), _pair_side(registry_b, b))
+    return compare_pair(pair_side(registry, a), pair_side(registry_b, b))
 
 
 def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[str], options: ReplayOptions,
@@ -436,16 +435,6 @@ def _replay_pair(registry: Registry, a: Bundle, b: Bundle, versions: Sequence[st
         prefetch(registry, bundle, progress and (lambda line: progress(Status(line, "fetch"))))
     replay_pair(registry, [a, b], contenders_from(wanted, (), "frozen"), options, env_manager=environment_manager(env),
                 progress=progress)
-
-
-def _pair_side(registry: Registry, bundle: Bundle):
-    from ..analysis.bundle_pair import Side
-    from ..run.retrace import program_file_names
-
-    digest = (bundle.manifest.get("function") or {}).get("stablehlo_text")
-    text = registry.get_blob(digest).decode("utf-8", "replace") if digest else None
-    return Side(str(bundle.ref), bundle.manifest, text, registry.runs(bundle.ref.bundle_id),
-                program_file_names(bundle.manifest))
 
 
 def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Sequence[str] = "", *,
@@ -477,7 +466,8 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     from ..render.sweep import outcome_text
     from ..run.spent import Ledger
 
-    baseline, candidates = _sweep_versions(baseline, candidate, releases)
+    baseline, candidates = sweeping.sweep_versions(baseline, candidate, releases,
+                                                   lambda: environment_manager().available_versions())
     options = replay_options(options, settings)
     registry = open_registry(store)
     if registry.store.read_only:
@@ -548,56 +538,10 @@ def history(selection: Sequence[str] = (), *, store: str | None = None, labels: 
 
 def history_reports(data: dict, folder: str | Path, *, store: str | None = None) -> dict[tuple[str, str], str]:
     """Each cell of `data` timed with the baseline: its replay's report (HTML) written under `folder`; returns the
-    files by (bundle id, column), relative to `folder`'s parent, for the page's links."""
-    from ..render.comparison import to_html as comparison_html
+    files by (bundle id, column), relative to `folder`'s parent, for the page's links (render/history.py)."""
+    from ..render.history import cell_reports
 
-    registry = open_registry(store or data.get("store"))
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    links: dict[tuple[str, str], str] = {}
-    for row in data["rows"]:
-        wanted = {c["run_id"]: column for column, c in row["cells"].items() if c.get("together")}
-        if not wanted:
-            continue
-        bundle = registry.resolve(row["ref"])
-        runs = {r["run_id"]: r for r in registry.runs(row["bundle_id"])}
-        for run_id, column in wanted.items():
-            cell = row["cells"][column]
-            pair = [runs[cell["baseline_run_id"]], runs[run_id]]
-            comparison = comparison_of(registry, bundle, pair, run_label(pair[0]), reproduce=False)
-            path = folder / f"{row['name']}-{row['version']}-{_file_part(column)}.html"
-            path.write_text(comparison_html(clean_values(comparison)))
-            links[row["bundle_id"], column] = f"{folder.name}/{path.name}"
-    return links
-
-
-def _file_part(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80]
-
-
-def _sweep_versions(baseline: str, candidate: str | Sequence[str],
-                    releases: str | None) -> tuple[str, tuple[str, ...]]:
-    """The baseline and the candidates of a sweep, from --baseline, --candidate (repeatable) and --versions A..B
-    (every release from A to B known to the package index; A is the baseline unless --baseline names one)."""
-    candidates = [candidate] if isinstance(candidate, str) else list(candidate)
-    if releases:
-        from ..envs.versions import releases_between
-
-        try:
-            found = releases_between(releases, environment_manager().available_versions())
-        except ValueError as e:
-            raise UsageError(str(e), hint="write --versions FIRST..LAST, e.g. 0.7.2..0.9.2") from None
-        if not found:
-            raise UsageError(f"no release of jax on the package index lies in {releases}",
-                             hint="give a range that holds a release, e.g. 0.7.2..0.9.2")
-        baseline = baseline or found[0]
-        candidates += found
-    candidates = [c for c in dict.fromkeys(c for c in candidates if c) if c != baseline]
-    if not baseline or not candidates:
-        raise UsageError("a sweep compares a baseline with at least one other version",
-                         hint="give --baseline VERSION and --candidate VERSION (repeatable) or --versions A..B, e.g. "
-                              "--baseline 0.8.0 --candidate 0.8.1")
-    return baseline, tuple(candidates)
+    return cell_reports(open_registry(store or data.get("store")), data, Path(folder))
 
 
 # ------------------------------------------------------------------------------------------------------ sharing

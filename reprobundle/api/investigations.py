@@ -151,12 +151,13 @@ def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | N
 def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_time_s: float | None = None,
                 issue_path: str | Path | None = None, python: str | None = None, env_dir: str | None = None,
                 progress: Callable[[str], None] | None = None, mode: str = "auto",
-                by: str | None = None, jax_repo: str | None = None):
+                by: str | None = None, jax_repo: str | None = None, again: bool = False):
     """`reprobundle investigate`: investigate/chain.py's chain on `ref` between releases `good` and `bad` (or a JAX
     commit `bad`), an Investigation; the issue body written to `issue_path` (default NAME-issue.md in the current
     folder). `mode` ("auto", "frozen", "retrace") and `by` (None, "outputs", "bits", "time") direct the bisection
     as bisect's do. `jax_repo`: a clone of JAX (a folder or URL) for the first bad commit and the release notes
-    (default: a clone an earlier `bisect-commits` left in the cache; none is made)."""
+    (default: a clone an earlier `bisect-commits` left in the cache; none is made). A step whose answer is stored
+    for the same question and builds is reused unless `again` (chain.py)."""
     from ..investigate.chain import investigate as chain
     from ..render.issue import issue_markdown
 
@@ -164,7 +165,7 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
         raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
     case = _case(ref, store, EnvConfig.of(env_dir, python), progress)
     return chain(case, good, bad, max_time_s=max_time_s, issue_path=issue_path, mode=mode, by=by,
-                 jax_repo=jax_repo, markdown=issue_markdown)
+                 jax_repo=jax_repo, markdown=issue_markdown, again=again)
 
 
 def _case(ref: str, store: str | None, config: EnvConfig, progress) -> Case:

@@ -207,11 +207,23 @@ def release_of(run: dict[str, Any] | RunRecord) -> str:
 
 def commit_of_run(run: dict[str, Any] | RunRecord) -> str | None:
     """The JAX commit a run's environment was built from (JAX's Python at a commit: its `jax_build`), or None for
-    a release's."""
-    build = (run.get("environment") or {}).get("jax_build")
+    a release's. A release's wheel records the commit it was built from too (jax.version._git_hash, from 0.10 on):
+    a run whose JAX calls itself a plain release (no .dev, no +local part) is the release's."""
+    environment = run.get("environment") or {}
+    build = environment.get("jax_build")
     commits = build.get("commits") if isinstance(build, dict) else None
     found = commits.get("jax") if isinstance(commits, dict) else None
-    return str(found) if found else None
+    return str(found) if found and not _a_release(str(environment.get("jax") or "")) else None
+
+
+def _a_release(version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        return False
+    return not (parsed.is_devrelease or parsed.is_prerelease or parsed.local)
 
 
 def named_label(run: dict[str, Any] | RunRecord) -> str:

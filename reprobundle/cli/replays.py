@@ -436,7 +436,8 @@ def investigate(
                                                "with --jax-repo): then the commits from --good to it are searched."),
     max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the whole investigation may take: "
                                                                       "no step or probe starts that would end past "
-                                                                      "it; what was answered is kept."),
+                                                                      "it; what was answered is kept, and the next "
+                                                                      "call runs what was left."),
     issue_file: Optional[Path] = typer.Option(None, "--issue", "-o", help="Write the issue body here (default: "
                                                                           "NAME-issue.md)."),
     report_path: Optional[Path] = typer.Option(None, "--report", help="Write a Markdown report: each step's answer, "
@@ -453,6 +454,8 @@ def investigate(
     jax_repo: Optional[str] = typer.Option(None, "--jax-repo", help="A clone of JAX (PATH) or its URL: go on to "
                                            "the first bad commit for a change in JAX's lowering, and read the release "
                                            "notes (default: a clone an earlier bisect-commits left in the cache)."),
+    again: bool = typer.Option(False, "--again", help="Recompute every step, even one whose answer for the same "
+                                                      "question and builds is stored here (reused by default)."),
     index_url: Optional[str] = ReleaseIndexOpt,
     find_links: List[str] = FindLinksOpt,
     store: Optional[str] = StoreOpt,
@@ -467,7 +470,7 @@ def investigate(
 
     found = api.investigate(ref, good, bad, store=store, max_time_s=max_time, issue_path=issue_file, python=python,
                             progress=progress_sink(), mode="auto" if retrace is None else
-                            "retrace" if retrace else "frozen", by=by, jax_repo=jax_repo)
+                            "retrace" if retrace else "frozen", by=by, jax_repo=jax_repo, again=again)
     write_files(found.data(), ((report_path, investigation_render.to_markdown),
                                (html_path, investigation_render.to_html)))
     emit(as_json, found.data(), report.investigation_text(found.data()))

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
 from ..envs.local import is_path_request
-from ..errors import DiskFullError, ReproBundleError, StoreError
+from ..errors import DiskFullError, ReproBundleError, StoreError, UsageError
 from ..run.budget import plan
 from ..run.compare import compare_runs
 from ..run.options import ReplayOptions
@@ -469,3 +469,29 @@ def counts(results: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     for result in results:
         out[outcome(result)] += 1
     return out
+
+
+def sweep_versions(baseline: str, candidate: str | Sequence[str], releases: str | None,
+                   available: Callable[[], list[str]]) -> tuple[str, tuple[str, ...]]:
+    """The baseline and the candidates of a sweep, from --baseline, --candidate (repeatable) and --versions A..B
+    (every release from A to B that `available` lists: the package index's; A is the baseline unless --baseline names
+    one)."""
+    candidates = [candidate] if isinstance(candidate, str) else list(candidate)
+    if releases:
+        from ..envs.versions import releases_between
+
+        try:
+            found = releases_between(releases, available())
+        except ValueError as e:
+            raise UsageError(str(e), hint="write --versions FIRST..LAST, e.g. 0.7.2..0.9.2") from None
+        if not found:
+            raise UsageError(f"no release of jax on the package index lies in {releases}",
+                             hint="give a range that holds a release, e.g. 0.7.2..0.9.2")
+        baseline = baseline or found[0]
+        candidates += found
+    candidates = [c for c in dict.fromkeys(c for c in candidates if c) if c != baseline]
+    if not baseline or not candidates:
+        raise UsageError("a sweep compares a baseline with at least one other version",
+                         hint="give --baseline VERSION and --candidate VERSION (repeatable) or --versions A..B, e.g. "
+                              "--baseline 0.8.0 --candidate 0.8.1")
+    return baseline, tuple(candidates)

@@ -69,11 +69,13 @@ def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_
             "answer": _plain(answer), "reprobundle": __version__}
 
 
-def store_bisection(registry: Registry, bundle: Bundle, result: BisectResult, command: str) -> str | None:
-    """The bisection's answer stored beside its runs; its id (None for a read-only store, which kept no runs)."""
+def store_bisection(registry: Registry, bundle: Bundle, result: BisectResult, command: str,
+                    reuse: dict | None = None) -> str | None:
+    """The bisection's answer stored beside its runs (with `reuse`: what it was asked, reuse_key's); its id (None
+    for a read-only store, which kept no runs)."""
     if registry.store.read_only:
         return None
-    return registry.put_answer(bisection_answer(bundle, result, command, Registry.new_run_id()))
+    return registry.put_answer(_with_reuse(bisection_answer(bundle, result, command, Registry.new_run_id()), reuse))
 
 
 def latest_bisection(answers: Sequence[dict]) -> dict | None:
@@ -125,11 +127,13 @@ def explanation_answer(bundle: Bundle, result: dict, command: str, answer_id: st
             "answer": _plain(answer), "reprobundle": __version__}
 
 
-def store_explanation(registry: Registry, bundle: Bundle, result: dict, command: str) -> str | None:
-    """The explanation's answer stored beside its runs; its id (None for a read-only store)."""
+def store_explanation(registry: Registry, bundle: Bundle, result: dict, command: str,
+                      reuse: dict | None = None) -> str | None:
+    """The explanation's answer stored beside its runs (with `reuse`); its id (None for a read-only store)."""
     if registry.store.read_only:
         return None
-    return registry.put_answer(explanation_answer(bundle, result, command, Registry.new_run_id()))
+    return registry.put_answer(_with_reuse(explanation_answer(bundle, result, command, Registry.new_run_id()),
+                                           reuse))
 
 
 def latest_explanation(answers: Sequence[dict]) -> dict | None:
@@ -153,17 +157,93 @@ def commit_bisection_answer(bundle: Bundle, answer: dict, runs: Sequence[dict], 
 
 
 def store_commit_bisection(registry: Registry, bundle: Bundle, answer: dict, runs: Sequence[dict],
-                           command: str) -> str | None:
-    """The commit bisection's answer stored beside its runs; its id (None for a read-only store)."""
+                           command: str, reuse: dict | None = None) -> str | None:
+    """The commit bisection's answer stored beside its runs (with `reuse`); its id (None for a read-only store)."""
     if registry.store.read_only:
         return None
-    return registry.put_answer(commit_bisection_answer(bundle, answer, runs, command, Registry.new_run_id()))
+    return registry.put_answer(_with_reuse(commit_bisection_answer(bundle, answer, runs, command,
+                                                                   Registry.new_run_id()), reuse))
 
 
 def latest_commit_bisection(answers: Sequence[dict]) -> dict | None:
     """The latest stored commit bisection among a bundle's answer records (oldest first), or None."""
     found = [a for a in answers if a.get("kind") == COMMIT_BISECTION]
     return found[-1] if found else None
+
+
+# -- reuse: an investigation is a plan of steps over stored answers -------------------------------------------------
+
+
+def _with_reuse(record: dict, reuse: dict | None) -> dict:
+    return {**record, "reuse": reuse} if reuse else record
+
+
+def origin(registry: Registry) -> dict:
+    """Where a record was computed: this machine and the store it was written to. A record that push, pull or copy
+    brought from another store names that one (they copy records as they are), so it is never reused here."""
+    import socket
+
+    return {"host": socket.gethostname(), "store": registry.url}
+
+
+def builds_of(manager, versions: Sequence[str]) -> dict[str, list[str]]:
+    """Each release's environment identity here: `jax V jaxlib W BUILD` of every cached environment of it (a
+    release's, not a local interpreter's nor a commit's), [] where none is cached; a rebuilt, added or removed
+    environment changes it."""
+    envs = [e for e in manager.list() if not e.local and e.over is None]
+    return {v: sorted(f"jax {e.jax_version} jaxlib {e.jaxlib_version} {e.build}" for e in envs if e.jax_version == v)
+            for v in sorted(set(versions))}
+
+
+def reuse_key(registry: Registry, step: str, asked: dict, builds: dict[str, list[str]]) -> dict:
+    """What a stored answer was asked (`asked`: the window, the mode and criterion as given, the options that
+    change it), on which builds, computed where: the record's `reuse`, matched exactly by `reusable`."""
+    return {"step": step, "asked": _plain(asked), "builds": builds, "origin": origin(registry)}
+
+
+def reusable(registry: Registry, bundle: Bundle, kind: str, asked: dict, manager) -> dict | None:
+    """The latest stored answer of `kind` of this bundle that was asked exactly `asked`, computed in this store on
+    this machine, over builds that are still the ones here (builds_of); None where there is none: compute it. A
+    record without `reuse` (an older reprobundle's) or that differs in anything is never trusted."""
+    if registry.store.read_only:
+        return None
+    here, wanted = origin(registry), _plain(asked)
+    for record in reversed(registry.answers(bundle.ref.bundle_id)):
+        key = record.get("reuse")
+        if record.get("kind") != kind or record.get("bundle_id") != bundle.ref.bundle_id or not isinstance(key, dict):
+            continue
+        builds = key.get("builds")
+        if key.get("asked") == wanted and key.get("origin") == here and isinstance(builds, dict) and builds and \
+                builds == builds_of(manager, list(builds)):
+            return record
+    return None
+
+
+def stored_ago(created: str | None) -> str:
+    """`stored 2 min ago`, from a record's `created` (UTC)."""
+    from datetime import UTC, datetime
+
+    try:
+        then = datetime.strptime(str(created), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    except ValueError:
+        return "stored"
+    s = max(0.0, (datetime.now(UTC) - then).total_seconds())
+    said = f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.0f} h" if s < 172800 \
+        else f"{s / 86400:.0f} days"
+    return f"stored {said} ago"
+
+
+def stored_bisection(record: dict) -> BisectResult:
+    """A stored bisection's answer as the BisectResult the steps after it read (no runs: `reported_run` is the
+    record's)."""
+    a = record["answer"]
+    return BisectResult(a["good"], a["bad"], a["criterion"], a["first_bad"], a["last_good"],
+                        classes=dict(a.get("classes") or {}), evidence=dict(a.get("evidence") or {}),
+                        nightly=a.get("nightly"), by=a.get("by"), why=a.get("why") or "", layer=a.get("layer"),
+                        left_out=dict(a.get("left_out") or {}), mode=a.get("mode") or "frozen",
+                        mode_why=a.get("mode_why"), answer_id=record.get("answer_id"), also=list(a.get("also") or []),
+                        changed_defaults=a.get("changed_defaults"), beyond_ends=list(a.get("beyond_ends") or []),
+                        set_aside=list(a.get("set_aside") or []), confirmation=a.get("confirmation"))
 
 
 BYS = ("outputs", "bits", "time")

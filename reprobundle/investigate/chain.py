@@ -23,6 +23,12 @@ A step that does not apply says why; each says where its time went and the comma
 end past it (the search then keeps what it had narrowed: run/spent.Ledger), its timed rounds end within it, explain,
 minimize and the newest release get what is left (explain at most its own default), and a step with under
 MIN_STEP_S left is not started. Each step records when it started (`started_s`, from the start).
+
+The chain is a plan of steps over stored answers: the bisection, the explanation, the commit bisection (and the
+newest release's replay) whose answer for the same bundle, question and builds is stored here is reused, status
+`stored` ("stored 2 min ago": answers.reusable decides, exactly, and never trusts a record another store or
+machine computed); `again` recomputes every step. Each answer is stored as its step ends, so an interrupted or
+time-bounded investigation is resumed by the next call.
 """
 
 from __future__ import annotations
@@ -34,11 +40,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
-from .answers import reported_run
+from .answers import BISECTION, EXPLANATION, reported_run, reusable, stored_ago, stored_bisection
 from .case import Case
 from .commit_search import commit_step, commit_window_step, repo_here
-from .explanation import EXPLAIN_OPTIONS, explain_between
-from .release_search import bisect_releases, check_bisect_request
+from .explanation import EXPLAIN_OPTIONS, explain_between, explanation_asked
+from .release_search import BISECT_OPTIONS, bisect_releases, bisection_asked, check_bisect_request
 
 MIN_STEP_S = 20.0  # less time than this left: a timed step is not started
 
@@ -46,7 +52,9 @@ MIN_STEP_S = 20.0  # less time than this left: a timed step is not started
 @dataclass
 class Step:
     name: str  # bisect, explain, commits, minimize, newest, issue
-    status: str  # "answered", "skipped" (with why), "failed" (with the error)
+    # "answered", "stored" (a stored answer reused: `reused` says when), "skipped" (with why), "left" (no time
+    # left under --max-time: the next call runs it), "failed" (with the error)
+    status: str
     answer: str  # one line
     spent_s: float = 0.0
     command: str | None = None  # reruns this step alone
@@ -54,6 +62,7 @@ class Step:
     started_s: float | None = None  # when it started, from the investigation's start (None: not started)
     # the bisection's probes: what each replayed and when it started, from the investigation's start
     probes: list[dict] | None = None
+    reused: str | None = None  # "stored 2 min ago", where the answer was a stored one
 
 
 @dataclass
@@ -77,13 +86,15 @@ class Investigation:
 
 def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = None,
                 issue_path: str | Path | None = None, mode: str = "auto", by: str | None = None,
-                jax_repo: str | None = None, markdown: Callable[[dict], str] = str) -> Investigation:
+                jax_repo: str | None = None, markdown: Callable[[dict], str] = str,
+                again: bool = False) -> Investigation:
     """The chain above on the case's bundle between releases `good` and `bad` (api.investigate's work once the
     store is open); the issue body written to `issue_path` (default NAME-issue.md in the current folder). `mode`
     ("auto", "frozen", "retrace") and `by` (None, "outputs", "bits", "time") direct the bisection as bisect's do.
     `jax_repo`: a clone of JAX (a folder or URL) for the first bad commit and the release notes (default: a clone an
     earlier `bisect-commits` left in the cache; none is made). `markdown`: the issue's data as its Markdown body
-    (render/issue.py's issue_markdown, which the face passes: render is a layer above this one)."""
+    (render/issue.py's issue_markdown, which the face passes: render is a layer above this one). `again`:
+    recompute every step, stored answers or not."""
     if max_time_s is not None and max_time_s <= 0:
         raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
     ref, progress = case.ref, case.progress
@@ -103,29 +114,32 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
         else:
             out.steps.append(Step("issue", "skipped", "no first bad commit: nothing to report"))
         return out
-    result = _bisect_step(out, case, (good, bad), (mode, by), ledger)
-    if result is None:  # --max-time spent before the bisection answered: nothing to go on with
-        out.steps += [Step(name, "skipped", "--max-time spent before the bisection answered")
+    result, reported = _bisect_step(out, case, (good, bad), (mode, by), ledger, again)
+    if result is None:  # --max-time spent before the bisection answered: the next call goes on from here
+        out.steps += [Step(name, "left", "--max-time spent before the bisection answered")
                       for name in ("explain", "commits", "minimize", "newest", "issue")]
         return out
     for change in [result, *result.changes]:  # every change in the window answered whole, the headline first
-        _started(out, ledger, _explain_step, out, change, case, left())
+        _started(out, ledger, _explain_step, out, change, case, left(), again)
         # the first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not)
-        _started(out, ledger, _commit_step, out, change, case, left(), jax_repo)
+        _started(out, ledger, _commit_step, out, change, case, left(), jax_repo, again)
         _of_change(out.steps[-2:], change, result)
     _started(out, ledger, _minimize_step, out, result, case, left())
     for change in [result, *result.changes]:
-        _started(out, ledger, _newest_step, out, change, case, left())
+        _started(out, ledger, _newest_step, out, change, case, left(), again)
         _of_change(out.steps[-1:], change, result)
     say("investigate: writing the issue body")
-    _started(out, ledger, _issue_step, out, case, (issue_path, markdown), reported_run(result), jax_repo)
+    _started(out, ledger, _issue_step, out, case, (issue_path, markdown), reported, jax_repo)
     return out
 
 
 def _of_change(steps: list[Step], change, headline) -> None:
-    """The steps of a change other than the headline named by its release: `explain 0.5.1`."""
+    """The steps of a change other than the headline named by its release and kind: `explain 0.5.1 (bits)` (two
+    kinds may change at one release)."""
+    from .window_changes import KIND_OF
+
     for step in steps if change is not headline else []:
-        step.name = f"{step.name} {change.first_bad}"
+        step.name = f"{step.name} {change.first_bad} ({KIND_OF.get(change.criterion, change.criterion)})"
 
 
 def _started(out: Investigation, ledger, step: Callable[..., None], *args: Any) -> None:
@@ -154,13 +168,14 @@ def _commit_window(out: Investigation, ends: tuple[str, str], case: Case, jax_re
     return out.first_bad is not None
 
 
-def _commit_step(out: Investigation, result, case: Case, left: float | None, jax_repo: str | None) -> None:
-    """The first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not);
-    not started with under MIN_STEP_S of --max-time left."""
+def _commit_step(out: Investigation, result, case: Case, left: float | None, jax_repo: str | None,
+                 again: bool) -> None:
+    """The first bad commit, for a change in JAX's lowering (commit_search.py decides whether, reuses a stored
+    answer of the same window, and says why not); left for the next call with under MIN_STEP_S of --max-time."""
     if left is not None and left < MIN_STEP_S:
-        out.steps.append(Step("commits", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)"))
+        out.steps.append(Step("commits", "left", _no_time(left)))
         return
-    out.steps.append(Step(**commit_step(result, case, jax_repo)))
+    out.steps.append(Step(**commit_step(result, case, jax_repo, again)))
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -169,9 +184,11 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     return value, round(time.monotonic() - t0, 1)
 
 
-def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: tuple[str, str | None], ledger):
-    """The bisection's step (its probes in `ledger`, within its --max-time); None where --max-time was spent
-    before it answered anything."""
+def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: tuple[str, str | None], ledger,
+                 again: bool):
+    """(the BisectResult, the run its report shows): a stored bisection of the same question reused, else one run
+    now (its probes in `ledger`, within its --max-time; its answer stored as it ends); (None, None) where --max-time
+    was spent before it answered anything."""
     from ..errors import TimeSpentError
 
     good, bad = ends
@@ -181,18 +198,25 @@ def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: t
     flags = _flags(mode, by).split()
     command = _command("bisect", ref, "--good", good, "--bad", bad, *flags, *store_args)
     probes = (lambda: [{k: p[k] for k in ("what", "versions", "at_s", "wall_s")} for p in ledger.probes])
-    try:
-        result, spent = _timed(lambda: bisect_releases(case, good, bad, mode=mode, by=by, ledger=ledger)[0])
-    except TimeSpentError as e:
-        out.steps.append(Step("bisect", "failed", e.message, round(ledger.as_dict()["wall_s"], 1), command,
-                              started_s=0.0, probes=probes()))
-        return None
+    record = None if again else reusable(*case.where(), BISECTION, bisection_asked(
+        good, bad, mode, by, False, BISECT_OPTIONS, True, False), case.manager)
+    if record is not None:
+        result, spent = stored_bisection(record), 0.0
+    else:
+        try:
+            result, spent = _timed(lambda: bisect_releases(case, good, bad, mode=mode, by=by, ledger=ledger)[0])
+        except TimeSpentError as e:
+            out.steps.append(Step("bisect", "failed", e.message, round(ledger.as_dict()["wall_s"], 1), command,
+                                  started_s=0.0, probes=probes()))
+            return None, None
     layer = result.layer or {}
     out.first_bad, out.layer = result.first_bad, layer.get("layer")
     out.chosen = result.mode_why or f"as asked: {_flags(mode, by)}"
-    out.steps.append(Step("bisect", "answered", _bisect_answer(result, out.chosen), spent, command,
-                          result.answer_id, started_s=0.0, probes=probes()))
-    return result
+    out.steps.append(Step("bisect", "answered" if record is None else "stored", _bisect_answer(result, out.chosen),
+                          spent, command, result.answer_id, started_s=0.0 if record is None else None,
+                          probes=probes() if record is None else None,
+                          reused=None if record is None else stored_ago(record.get("created"))))
+    return result, reported_run(result) if record is None else record["answer"].get("reported_run")
 
 
 def _flags(mode: str, by: str | None) -> str:
@@ -220,25 +244,33 @@ def _bisect_answer(result, chosen: str) -> str:
     return "; ".join(said) + f"; chosen: {chosen}"
 
 
-def _explain_step(out: Investigation, result, case: Case, left: float | None) -> None:
+def _explain_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
+    from ..run.contenders import ContenderSpec
+    from ..run.options import replay_options
+    from .release_reach import window_releases
+
     ref, store_args = case.ref, case.store_args
     pair = [result.last_good, result.first_bad]
     mode, by = _explain_as(result)
     command = _command("explain", ref, "--jax", pair[0], "--jax", pair[1], "--retrace" if mode == "retrace" else
                        "--frozen", "--by", by, *store_args)
-    why_not = _why_not_explain(result, left)
-    if why_not:
-        out.steps.append(Step("explain", "skipped", why_not, command=command))
+    if result.last_good == result.first_bad:
+        out.steps.append(Step("explain", "skipped", "the bisection found no boundary to explain", command=command))
         return
+    specs, reach = [ContenderSpec(v) for v in pair], window_releases(result.classes, result.first_bad)
     budget = EXPLAIN_OPTIONS.max_time_s if left is None else min(left, EXPLAIN_OPTIONS.max_time_s or left)
+    options = replay_options(None, {"max_time_s": max(budget or 1.0, 1.0)}, base=EXPLAIN_OPTIONS)
+    record = None if again else reusable(*case.where(), EXPLANATION,
+                                         explanation_asked(specs, options, mode, by, reach), case.manager)
+    if record is not None:
+        out.steps.append(Step("explain", "stored", record["answer"]["diagnosis"]["summary"], 0.0, command,
+                              record["answer_id"], reused=stored_ago(record.get("created"))))
+        return
+    if left is not None and left < MIN_STEP_S:
+        out.steps.append(Step("explain", "left", _no_time(left), command=command))
+        return
     try:
-        from ..run.contenders import ContenderSpec
-        from ..run.options import replay_options
-        from .release_reach import window_releases
-
-        options = replay_options(None, {"max_time_s": budget}, base=EXPLAIN_OPTIONS)
-        found, spent = _timed(lambda: explain_between(case, [ContenderSpec(v) for v in pair], options, mode=mode,
-                                                      by=by, reach=window_releases(result.classes, result.first_bad)))
+        found, spent = _timed(lambda: explain_between(case, specs, options, mode=mode, by=by, reach=reach))
     except UsageError as e:
         out.steps.append(Step("explain", "failed", e.message, command=command))
         return
@@ -267,12 +299,8 @@ def _explain_as(result) -> tuple[str, str]:
     return ("retrace" if result.mode == "retrace" else "frozen"), by
 
 
-def _why_not_explain(result, left: float | None) -> str | None:
-    if result.last_good == result.first_bad:
-        return "the bisection found no boundary to explain"
-    if left is not None and left < MIN_STEP_S:
-        return f"--max-time spent ({max(0.0, left):.0f} s left)"
-    return None
+def _no_time(left: float) -> str:
+    return f"--max-time spent ({max(0.0, left):.0f} s left): the next `investigate` runs it"
 
 
 def _minimize_step(out: Investigation, result, case: Case, left: float | None) -> None:
@@ -284,7 +312,7 @@ def _minimize_step(out: Investigation, result, case: Case, left: float | None) -
                                                      "minimize reduces (the issue shows the lowering diff)"))
         return
     if left is not None and left < MIN_STEP_S:
-        out.steps.append(Step("minimize", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)", command=nxt))
+        out.steps.append(Step("minimize", "left", _no_time(left), command=nxt))
         return
     words = shlex.split(nxt)
     versions = [words[i + 1] for i, w in enumerate(words) if w == "--jax"]
@@ -300,16 +328,20 @@ def _minimize_step(out: Investigation, result, case: Case, left: float | None) -
                                                   f"({found.stopped})", spent, nxt, found.packed))
 
 
-def _newest_step(out: Investigation, result, case: Case, left: float | None) -> None:
+def _newest_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
     """Still broken? The newest release beside the last good one, as the bisection judged (its runs stored: the
-    issue reads the verdict back from them)."""
-    from .newest import check_newest
+    issue reads the verdict back from them; a stored replay of that pair on the builds here is reused)."""
+    from .newest import check_newest, stored_newest
 
     if result.last_good == result.first_bad or result.answer_id is None:
         out.steps.append(Step("newest", "skipped", "the bisection found no boundary (or stored no answer)"))
         return
+    stored = None if again else stored_newest(*case.where(), result.answer_id, case.manager)
+    if stored is not None:
+        out.steps.append(Step("newest", "stored", stored["text"], reused=stored_ago(stored.get("created"))))
+        return
     if left is not None and left < MIN_STEP_S:
-        out.steps.append(Step("newest", "skipped", f"--max-time spent ({max(0.0, left):.0f} s left)"))
+        out.steps.append(Step("newest", "left", _no_time(left)))
         return
     found, spent = _timed(lambda: check_newest(case.ref, result.answer_id, store=case.store,
                                                python=case.config.python, env_dir=case.config.root,

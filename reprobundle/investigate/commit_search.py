@@ -14,6 +14,7 @@ from typing import Any
 from ..bundle.registry import Bundle, Registry
 from ..errors import UsageError
 from ..run.options import ReplayOptions
+from .answers import builds_of, reuse_key
 from .case import Case
 from .probes import probe_jobs
 
@@ -56,9 +57,20 @@ def commits_between(case: Case, good: str | None, bad: str | None, *, jax_repo: 
     command = _command(ref, plan.good, plan.bad, jax_repo, xla_repo)
     from .answers import store_commit_bisection
 
-    answer["answer_id"] = store_commit_bisection(registry, bundle, answer, runs, command)
+    builds = builds_of(manager, [plan.good] + ([plan.bad] if plan.bad_commit is None else []))
+    answer["answer_id"] = store_commit_bisection(registry, bundle, answer, runs, command,
+                                                 reuse_key(registry, "commits", commits_asked(plan), builds))
     answer["command"] = command
     return answer
+
+
+def commits_asked(plan) -> dict:
+    """What a commit bisection was asked, as its stored answer records it for reuse: its ends and its commits, by
+    hash (another history between the same tags is another question)."""
+    import hashlib
+
+    shas = "\n".join(c.sha for c in plan.commits)
+    return {"good": plan.good, "bad": plan.bad, "commits": hashlib.sha256(shas.encode()).hexdigest()}
 
 
 def _opening(plan, found: dict) -> str:
@@ -314,13 +326,14 @@ def _command(ref: str, good: str, bad: str, jax_repo: str | None, xla_repo: str 
     return " ".join(shlex.quote(a) for a in args)
 
 
-def commit_step(result, case: Case, jax_repo: str | None = None) -> dict:
+def commit_step(result, case: Case, jax_repo: str | None = None, again: bool = False) -> dict:
     """investigate's step after the release bisection `result` (a BisectResult): the first bad commit when the layer
     at the boundary is JAX's lowering (commits_between), skipped with why otherwise: a compiler change, no boundary,
     or no JAX repository here (`jax_repo`, else the clone cached by an earlier bisect-commits; never a clone made
     here, so an investigation needs no network), with the command that gives one. A dict of investigate's Step
     fields: name, status, answer, spent_s, command, stored."""
     from ..errors import ReproBundleError
+    from .answers import stored_ago
     from .commit_bisect import refusal
 
     ref, store = case.ref, case.store
@@ -337,6 +350,11 @@ def commit_step(result, case: Case, jax_repo: str | None = None) -> dict:
                    "(or its URL) with --jax-repo")
     if why_not is not None:
         return {**step, "answer": why_not}
+    stored = None if again else _stored_commits(case, str(repo), result)
+    if stored is not None:  # the same window of the same history, answered here on these builds
+        found = {**stored["answer"], "command": stored["command"], "answer_id": stored["answer_id"]}
+        return {**_answered(step, found, store, time.monotonic()), "status": "stored",
+                "reused": stored_ago(stored.get("created"))}
     t0 = time.monotonic()
     try:
         found = commits_between(case, result.last_good, result.first_bad, jax_repo=repo,
@@ -344,6 +362,22 @@ def commit_step(result, case: Case, jax_repo: str | None = None) -> dict:
     except ReproBundleError as e:
         return {**step, "status": "failed", "answer": e.message}
     return _answered(step, found, store, t0)
+
+
+def _stored_commits(case: Case, repo: str, result) -> dict | None:
+    """The stored commit bisection of the release bisection's window that reusable finds (its commits the same
+    hashes in `repo` now), or None."""
+    from ..envs.jax_commit import open_repo
+    from ..errors import ReproBundleError
+    from . import commit_bisect as cb
+    from .answers import COMMIT_BISECTION, reusable
+
+    registry, bundle = case.where()
+    try:
+        plan = cb.plan_commits(open_repo(repo, case.manager.root, None), result.last_good, result.first_bad)
+    except ReproBundleError:  # the search says it, as it always did
+        return None
+    return reusable(registry, bundle, COMMIT_BISECTION, commits_asked(plan), case.manager)
 
 
 def _answered(step: dict, found: dict, store: str | None, t0: float) -> dict:

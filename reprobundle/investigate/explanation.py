@@ -13,6 +13,7 @@ from ..run.compare import comparison_of
 from ..run.contenders import ContenderSpec, concrete_versions, variant_args
 from ..run.options import ReplayOptions
 from ..run.replay import replay as _replay
+from .answers import builds_of, reuse_key
 from .case import Case
 
 EXPLAIN_OPTIONS = ReplayOptions(warmup=2, max_time_s=240.0)  # explain's defaults: bounded, answered in ~5 minutes
@@ -49,8 +50,18 @@ def explain_between(case: Case, specs: list[ContenderSpec], options: ReplayOptio
     result["reproduce"] = reproduce_info(registry, bundle, concrete_versions(shown),
                                          extra_args=[*extra, *options.args(max_time=False)], context="snippet")
     result["bundle"] = str(bundle.ref)
-    result["answer_id"] = stored_explanation(registry, bundle, result, ref, specs, mode, by)
+    builds = builds_of(manager, [s.jax for s in specs] + list(reach or ()))
+    reuse = reuse_key(registry, "explain", explanation_asked(specs, options, mode, by, reach), builds)
+    result["answer_id"] = stored_explanation(registry, bundle, result, ref, specs, mode, by, reuse)
     return result
+
+
+def explanation_asked(specs: Sequence[ContenderSpec], options: ReplayOptions, mode: str, by: str | None,
+                      reach: Sequence[str] | None) -> dict:
+    """What an explanation was asked, as its stored answer records it for reuse: the two contenders, the mode and
+    criterion as given, the releases a workaround is measured on, the replay options but its time budget."""
+    return {"baseline": specs[0].label, "candidate": specs[1].label, "mode": mode, "by": by,
+            "options": options.args(max_time=False), "reach": None if reach is None else list(reach)}
 
 
 def recorded(ledger, replay_fn: Callable[..., list[dict]]) -> Callable[..., list[dict]]:
@@ -96,7 +107,7 @@ def explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec
 
 
 def stored_explanation(registry: Registry, bundle: Bundle, result: dict, ref: str, specs: list[ContenderSpec],
-                       mode: str, by: str | None) -> str | None:
+                       mode: str, by: str | None, reuse: dict | None = None) -> str | None:
     from .answers import explain_command, store_explanation
 
-    return store_explanation(registry, bundle, result, explain_command(ref, specs, mode, by))
+    return store_explanation(registry, bundle, result, explain_command(ref, specs, mode, by), reuse)

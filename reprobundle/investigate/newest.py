@@ -54,6 +54,38 @@ def replay_newest(registry: Registry, bundle: Bundle, answer: dict, options: Rep
 
 
 
+def stored_newest(registry: Registry, bundle: Bundle, answer_id: str, env_manager: EnvironmentManager) -> dict | None:
+    """An investigation's newest step answered already: the verdict (with its newest run's `created`) read back from
+    the stored replay of the last good and the newest release, where the newest is still the index's and both ran
+    on the builds here (answers.builds_of); None: replay them."""
+    from .answers import builds_of
+    from .reproducer import stored_answers
+
+    answer = next((a for a in stored_answers(registry, bundle) if a.get("answer_id") == answer_id), None)
+    found = _stored_pair(registry, bundle, answer)
+    bad = str(((answer or {}).get("answer") or {}).get("first_bad") or "")
+    if found is None or release_of(found[1]) != newest_release(env_manager.available_versions(), bad):
+        return None
+    builds = builds_of(env_manager, [release_of(r) for r in found])
+    if not all(_ran_on(r, builds[release_of(r)]) for r in found):
+        return None
+    verdict = newest_verdict(registry, answer, list(found))
+    return None if verdict is None else {**verdict, "created": found[1].get("created")}
+
+
+def _stored_pair(registry: Registry, bundle: Bundle, answer: dict | None) -> tuple[dict, dict] | None:
+    a = (answer or {}).get("answer") or {}
+    good, bad = str(a.get("last_good") or ""), str(a.get("first_bad") or "")
+    if not good or not bad or good == bad:
+        return None
+    return _latest_pair(registry.runs(bundle.ref.bundle_id), good, bad, str(a.get("mode") or "frozen"))
+
+
+def _ran_on(run: dict, identities: list[str]) -> bool:
+    env = run.get("environment") or {}
+    return any(i.startswith(f"jax {env.get('jax')} jaxlib {env.get('jaxlib')} ") for i in identities)
+
+
 def _plain(run: dict, mode: str) -> bool:
     contender = run.get("contender") or {}
     return str(contender.get("mode") or "frozen") == mode and not any((contender.get("settings") or {}).values())

@@ -13,6 +13,7 @@ from ..envs.config import EnvConfig
 from ..errors import UsageError
 from ..run.compare import comparison_of
 from ..run.options import ReplayOptions
+from .answers import builds_of, reuse_key
 from .case import Case
 from .probes import probe_jobs
 from .search import Probes, Search
@@ -50,13 +51,18 @@ def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions =
             change.layer = layer_of(searches[change.mode], change, probes, timed_probes, (ref, store, options))
     result.spent = ledger.as_dict()
     time_left = ledger.left() is None or (ledger.left() or 0.0) > 0
+    asked = bisection_asked(good, bad, mode, by, nightly, options, layer, timed_probes)
+    # an answer cut short by --max-time (its search or its layer) is stored, never reused: the next call asks again
+    reuse = None if result.unfinished else reuse_key(registry, "bisect", asked,
+                                                       builds_of(manager, tested_builds(result)))
     answer_each(registry, bundle, result, (ref, None if mode == "auto" else mode),
-                None if nightly or not time_left else manager, progress)
+                None if nightly or not time_left else manager, progress, reuse)
     return result, comparison
 
 
 def layer_of(search: Search, change, probes: Probes, timed_probes: bool, asked: tuple) -> dict | None:
-    """The layer at a change's boundary (boundary.py), None where --max-time left no time to read it."""
+    """The layer at a change's boundary (boundary.py), None where --max-time left no time to read it (said in the
+    change's `unfinished`)."""
     from ..errors import TimeSpentError
 
     ref, store, options = asked
@@ -65,21 +71,37 @@ def layer_of(search: Search, change, probes: Probes, timed_probes: bool, asked: 
         return search.layer(change, lambda m, timed=True: probes.probe(m, by_time and timed), ref,
                             ["--store", store] if store else [], options.args())
     except TimeSpentError as e:
+        # said, and the answer is not reused without it: the next investigation reads it
+        change.unfinished = change.unfinished or f"the layer at the boundary was not read: {e.message}"
         if probes.progress:
-            probes.progress(f"bisect: the layer at the boundary was not read: {e.message}")
+            probes.progress(f"bisect: {change.unfinished}")
         return None
 
 
 def answer_each(registry: Registry, bundle: Bundle, result, asked: tuple[str, str | None], manager,
-                progress) -> None:
+                progress, reuse: dict | None = None) -> None:
     """Each change's changed defaults (releases only: `manager` None for nightlies) and its own stored answer
-    (bisect-commits goes on from it), the headline's last: the latest, which lists them all."""
+    (bisect-commits goes on from it), the headline's last: the latest, which lists them all, and the one an
+    investigation of the same question reuses (`reuse`: answers.reuse_key's)."""
     ref, forced_mode = asked
     for change in [result, *result.changes] if manager is not None else []:
         change.changed_defaults = changed_defaults_of(change, manager, progress)
     for change in result.changes:
         change.answer_id = stored_answer(registry, bundle, change, ref, forced_mode)
-    result.answer_id = stored_answer(registry, bundle, result, ref, forced_mode)
+    result.answer_id = stored_answer(registry, bundle, result, ref, forced_mode, reuse)
+
+
+def bisection_asked(good: str, bad: str, mode: str, by: str | None, nightly: bool, options: ReplayOptions,
+                    layer: bool, timed_probes: bool) -> dict:
+    """What a bisection was asked, as its stored answer records it for reuse: the window, the mode and criterion as
+    given, and what else changes its answer (the replay options' flags, the layer check, timed probes)."""
+    return {"good": good, "bad": bad, "mode": mode, "by": by, "nightly": nightly, "options": options.args(),
+            "layer": layer, "timed_probes": timed_probes}
+
+
+def tested_builds(result) -> list[str]:
+    """The builds a bisection's answer rests on: its ends and every build it classed or ran."""
+    return [result.good, result.bad, *result.classes, *result.runs]
 
 
 def stands(result) -> None:
@@ -109,10 +131,11 @@ def changed_defaults_of(result, manager, progress) -> list[dict] | None:
         return None
 
 
-def stored_answer(registry: Registry, bundle: Bundle, result, ref: str, forced_mode: str | None) -> str | None:
+def stored_answer(registry: Registry, bundle: Bundle, result, ref: str, forced_mode: str | None,
+                  reuse: dict | None = None) -> str | None:
     from .answers import bisect_command, store_bisection
 
-    return store_bisection(registry, bundle, result, bisect_command(ref, result, forced_mode))
+    return store_bisection(registry, bundle, result, bisect_command(ref, result, forced_mode), reuse)
 
 
 def probe_executor(registry: Registry, ref: str, executor, ray_address: str | None):

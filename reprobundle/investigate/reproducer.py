@@ -232,8 +232,9 @@ def packed_reference_run(bundle: Bundle, release: str) -> dict | None:
     its frozen module is that release's own lowering of the program, so its outputs are that release's."""
     env = bundle.manifest.get("environment") or {}
     reference = bundle.manifest.get("reference") or {}
-    if str(env.get("jax") or "") != release or not reference.get("outputs") or \
-            (bundle.manifest["function"].get("traced_by") not in (None, release)):
+    traced_by = bundle.manifest["function"].get("traced_by")  # {"jax": the release that traced it}, or none
+    traced = traced_by.get("jax") if isinstance(traced_by, dict) else traced_by
+    if str(env.get("jax") or "") != release or not reference.get("outputs") or traced not in (None, release):
         return None
     return {"run_id": "reference", "status": "ok", "outputs": reference["outputs"], "requested": release,
             "environment": {"jax": release}, "contender": {"jax": release, "mode": "retrace"}}

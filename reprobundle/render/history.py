@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import html
 import math
+import re
+from pathlib import Path
 from typing import Mapping
 
 from ..text import clean
@@ -196,3 +198,33 @@ def history_data(data: Mapping) -> dict:
         return value
 
     return {**plain(dict(data)), "summary": summary_line(data)}
+
+
+def cell_reports(registry, data: dict, folder: Path) -> dict[tuple[str, str], str]:
+    """Each cell of `data` timed with the baseline: its replay's report (HTML) written under `folder`; returns the
+    files by (bundle id, column), relative to `folder`'s parent, for the page's links."""
+    from ..bundle.model import run_label
+    from ..run.compare import comparison_of
+    from ..text import clean_values
+    from .comparison import to_html as comparison_html
+
+    folder.mkdir(parents=True, exist_ok=True)
+    links: dict[tuple[str, str], str] = {}
+    for row in data["rows"]:
+        wanted = {c["run_id"]: column for column, c in row["cells"].items() if c.get("together")}
+        if not wanted:
+            continue
+        bundle = registry.resolve(row["ref"])
+        runs = {r["run_id"]: r for r in registry.runs(row["bundle_id"])}
+        for run_id, column in wanted.items():
+            cell = row["cells"][column]
+            pair = [runs[cell["baseline_run_id"]], runs[run_id]]
+            comparison = comparison_of(registry, bundle, pair, run_label(pair[0]), reproduce=False)
+            path = folder / f"{row['name']}-{row['version']}-{_file_part(column)}.html"
+            path.write_text(comparison_html(clean_values(comparison)))
+            links[row["bundle_id"], column] = f"{folder.name}/{path.name}"
+    return links
+
+
+def _file_part(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80]

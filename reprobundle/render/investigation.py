@@ -15,7 +15,7 @@ def to_markdown(data: dict) -> str:
              *([f"Chosen: {md(data['chosen'])}.", ""] if data.get("chosen") else []),
              *([f"{md(data['unsettled'])}.", ""] if data.get("unsettled") else []),
              "| step | status | time | answer |", "| --- | --- | --- | --- |"]
-    lines += [f"| {md(s['name'])} | {md(s['status'])} | {s['spent_s']:.0f} s | {md(s['answer'])} |"
+    lines += [f"| {md(s['name'])} | {md(s.get('reused') or s['status'])} | {s['spent_s']:.0f} s | {md(s['answer'])} |"
               for s in data["steps"]]
     for s in data["steps"]:
         lines += ["", f"## {md(s['name'])}", "", md(s["answer"])]
@@ -28,7 +28,7 @@ def to_markdown(data: dict) -> str:
 
 def to_html(data: dict) -> str:
     e = html.escape
-    rows = "".join(f"<tr><td>{e(s['name'])}</td><td>{e(s['status'])}</td><td>{s['spent_s']:.0f} s</td>"
+    rows = "".join(f"<tr><td>{e(s['name'])}</td><td>{e(s.get('reused') or s['status'])}</td><td>{s['spent_s']:.0f} s</td>"
                    f"<td>{e(str(s['answer']))}</td></tr>" for s in data["steps"])
     sections = "".join(
         f"<h2>{e(s['name'])}</h2><p>{e(str(s['answer']))}</p>"

@@ -384,7 +384,7 @@ def bisect_other_lines(result) -> list[str]:
 
 
 def investigation_text(data: dict) -> str:
-    """`investigate`'s answer (api/investigation.py): the first bad release and the layer, then each step: its
+    """`investigate`'s answer (investigate/chain.py): the first bad release and the layer, then each step: its
     status, its answer, where its time went, what it left and the command that reruns it alone."""
     what = "release" if data["steps"] and data["steps"][0]["name"] == "bisect" else "commit"
     lines = [_t(f"{data['ref']}: first bad {what} {data['first_bad'] or '(none)'} between {data['good']} and "
@@ -395,7 +395,7 @@ def investigation_text(data: dict) -> str:
         lines.append(_t(f"  {data['unsettled']}", 1000))
     for step in data["steps"]:
         spent = f" ({step['spent_s']:.0f} s)" if step["spent_s"] else ""
-        lines.append(_t(f"  {step['name']}: {step['status']}{spent}: {step['answer']}", 600))
+        lines.append(_t(f"  {step['name']}: {step.get('reused') or step['status']}{spent}: {step['answer']}", 600))
         if step.get("stored"):
             lines.append(_t(f"      kept: {step['stored']}", 300))
         if step.get("command"):

@@ -76,3 +76,13 @@ def comparison_of(registry: Registry, bundle: Bundle, runs: Sequence[dict], base
         extra = [*variant_args(runs, concrete_versions), *replay_args] + (["--mode", mode] if mode != "frozen" else [])
         comparison["reproduce"] = reproduce_info(source, there, concrete_versions(runs), extra_args=extra)
     return comparison
+
+
+def pair_side(registry: Registry, bundle: Bundle):
+    """One side of `compare A B`: the bundle's ref, manifest, StableHLO text, stored runs and program files."""
+    from ..analysis.bundle_pair import Side
+
+    digest = (bundle.manifest.get("function") or {}).get("stablehlo_text")
+    text = registry.get_blob(digest).decode("utf-8", "replace") if digest else None
+    return Side(str(bundle.ref), bundle.manifest, text, registry.runs(bundle.ref.bundle_id),
+                program_file_names(bundle.manifest))
