@@ -71,10 +71,14 @@ def test_attention_on_072_and_080_shows_where_time_moved(store_dir, tmp_path):
             assert (moved["delta_ns"] > 0) == (row["ratio"] > 1), diff["moved"]
     # The report opens with the headline: direction, ratio, interval, how it was measured, p.
     headline = next(h for h in comparison["headlines"] if h["label"] == "0.8.0")
-    assert headline["text"].startswith("jax 0.8.0 ") and "rounds timed together" in headline["text"]
-    # a settled verdict gives its 95% interval; one the capped rounds left unsettled, the interval it was judged on
-    interval = "is not ruled out" if row["settled"] is False else "95% CI"
-    assert "p=" in headline["text"] and interval in headline["text"], (row, headline["text"])
+    assert headline["text"].startswith("jax 0.8.0 ")
+    if row["rounds"] >= 3:  # (--max-time may end a busy machine's replay before a verdict: then it says so)
+        assert "rounds timed together" in headline["text"]
+        # a settled verdict gives its 95% interval; one the capped rounds left unsettled, the interval it was judged on
+        interval = "is not ruled out" if row["settled"] is False else "95% CI"
+        assert "p=" in headline["text"] and interval in headline["text"], (row, headline["text"])
+    else:
+        assert "too few for a verdict" in headline["text"], headline["text"]
     assert _md(headline["text"][:40]) in report.split("|")[0]  # before the table: the first thing one reads
     assert "0.7.2" in report and "0.8.0" in report and row["verdict"] in report
     assert "<svg" in html_path.read_text()

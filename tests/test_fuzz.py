@@ -807,6 +807,9 @@ ALLOWED_CALLS = {
         "then installs the capture hook",
 }
 SUBPROCESS_MODULES = {
+    "worker/lockstep_compare.py": "a reproducer's `--compare A B`: runs the same reproducer (the script or the zip, by "
+                                  "path) as each side, through uv or the Python the user named (argument lists, no "
+                                  "shell); it runs only when a person runs the reproducer, never on load",
     "run/execution.py": "waits on the worker launch.py started (its exit, a timeout)",
     "run/launch.py": "runs the worker package by path in the chosen interpreter (argument list, no shell)",
     "run/module_server.py": "runs the worker package by path (`serve`) in a contender's interpreter, as "
