@@ -41,7 +41,7 @@ def store(tmp_path_factory):
         "colsum": reprobundle.api.bisect("colsum", "0.5.0", "0.5.1", by="bits", mode="frozen", **fast)[0],
         "solve": reprobundle.api.bisect("solve", "0.4.38", "0.5.0", mode="retrace", **fast)[0],
         "slow": reprobundle.api.bisect("slow", "0.5.0", "0.5.1", by="time", mode="retrace",
-                                       **dict(fast, repeat=6, rounds=6))[0],
+                                       **dict(fast, repeat=6, rounds=12))[0],
     }
     assert [(r.criterion, r.mode, r.last_good, r.first_bad) for r in found.values()] == [
         ("outputs vs good", "retrace", "0.4.38", "0.5.0"), ("bits", "frozen", "0.5.0", "0.5.1"),

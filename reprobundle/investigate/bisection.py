@@ -106,8 +106,9 @@ def program_failed(run: dict) -> bool:
 def _verdict_line(verdict: dict, good: str) -> str:
     ci = verdict.get("ci95")
     interval = f" [{ci[0]:.3f}-{ci[1]:.3f}]" if ci else ""
-    return (f"{verdict['ratio']:.3f}x{interval} vs jax {good} timed beside it: {verdict['verdict']} "
-            f"(p={verdict['p_value']:.2g}, {verdict['method']})")
+    said = "not settled" if verdict.get("settled") is False else verdict["verdict"]  # never "same" for a 45x
+    return (f"{verdict['ratio']:.3f}x{interval} vs jax {good} timed beside it: {said} "
+            f"(p={verdict['p_value']:.2g}, {verdict['method']}, {verdict.get('rounds')} rounds)")
 
 
 def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterion: str,
