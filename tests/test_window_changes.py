@@ -137,7 +137,7 @@ def test_a_slowdown_and_a_later_change_of_bits_are_two_changes_the_title_says_sl
 
     store = tmp_path / "store"
     api.pack_script(str(PROGRAMS / "slower_then_bits.py"), name="stb", store=str(store), **quick.PACK)
-    result, _ = api.bisect("stb", "0.4.38", "0.5.1", store=str(store), mode="retrace", warmup=1, rounds=6)
+    result, _ = api.bisect("stb", "0.4.38", "0.5.1", store=str(store), mode="retrace", warmup=1, repeat=24)
     changes = [result, *result.changes]
     assert [(c.criterion, c.last_good, c.first_bad) for c in changes] == [("time", "0.4.38", "0.5.0"),
                                                                           ("bits", "0.5.0", "0.5.1")]
