@@ -99,6 +99,7 @@ __all__ = ["INSTALLED", "LATEST", "JaxEnvironment", "EnvironmentManager", "defau
            "env_dir_name", "requirements"]
 
 log = logging.getLogger(__name__)
+LATEST_TRIES = 3  # releases "latest" tries on an accelerator before it gives up, newest first
 
 
 # ------------------------------------------------------------------------------------------------ manager
@@ -156,6 +157,8 @@ class EnvironmentManager:
             if hit is not None:
                 return hit
             requested = self._resolve_latest(versions)
+            if platform != "cpu":
+                requested = self._newest_resolving(versions, requested, platform, build)
         if not VERSION_RE.match(requested):
             raise EnvironmentCreationError(
                 f"{version!r} is not a jax version",
@@ -170,10 +173,12 @@ class EnvironmentManager:
         {"version", "jaxlib", "build", "platform", "pythons" (CPython 3 minors that fit), "requirements",
         "options" (installer options), "name" (of the environment folder, at the Python closest to the host's)}."""
         requested = normalize_request(version)
-        if requested == LATEST:
-            requested = self.available_versions()[-1]
         if platform == "cpu":
             build = "cpu"
+        if requested == LATEST:
+            versions = self.available_versions()
+            requested = versions[-1] if platform == "cpu" else \
+                self._newest_resolving(versions, versions[-1], platform, build)
         index = self._index.load(want=requested)
         if index is None:
             raise EnvironmentCreationError(f"the package index is unreachable: {self._index.error}",
@@ -403,6 +408,27 @@ class EnvironmentManager:
         raise NoSuitablePythonError(
             f"no jax release on the index runs on the Python interpreters found here ({found})",
             hint="install a recent Python (3.12 or newer) or pass --python PATH")
+
+    def _newest_resolving(self, versions: builtins.list[str], newest: str, platform: str,
+                          build: str | None) -> str:
+        """"latest" on an accelerator: the newest release up to `newest` whose requirements resolve on the index
+        (metadata only). A release comes out before its accelerator's packages at times (jax 0.12.1 pins a
+        libtpu the index did not hold yet): the one before it is the newest a user can install; up to
+        LATEST_TRIES are tried, newest first, each one skipped said in the log."""
+        tried: builtins.list[str] = []
+        older = [v for v in versions if version_key(v) <= version_key(newest)]
+        for v in reversed(older[-LATEST_TRIES:]):
+            try:
+                self.resolve(self.plan(v, platform=platform, build=build))
+                if tried:
+                    log.info("latest on %s: jax %s (%s did not resolve there)", platform, v, ", ".join(tried))
+                return v
+            except EnvironmentCreationError as e:
+                log.info("latest on %s: jax %s skipped: %s", platform, v, e.message.splitlines()[0])
+                tried.append(v)
+        raise EnvironmentCreationError(
+            f"none of the newest jax releases ({', '.join(tried)}) resolves for {build or platform} on the index",
+            hint="give a release such as \"0.8.0\" (its packages must be on the index)")
 
     def _devices(self) -> Devices:
         if self._found_devices is None:
