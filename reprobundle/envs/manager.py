@@ -149,16 +149,10 @@ class EnvironmentManager:
         if nightly_date(requested) is not None:
             return self._ensure_nightly(requested, platform, say)
         if requested == LATEST:
-            versions = self.available_versions()
-            if not versions:
-                raise EnvironmentCreationError("no jax release found on the package index",
-                                               hint=f"check the index ({self.index_shown}) is reachable")
-            hit = self._find_existing(versions[-1], platform, build)
-            if hit is not None:
-                return hit
-            requested = self._resolve_latest(versions)
-            if platform != "cpu":
-                requested = self._newest_resolving(versions, requested, platform, build)
+            latest = self._latest(platform, build)
+            if isinstance(latest, JaxEnvironment):
+                return latest
+            requested = latest
         if not VERSION_RE.match(requested):
             raise EnvironmentCreationError(
                 f"{version!r} is not a jax version",
@@ -408,6 +402,19 @@ class EnvironmentManager:
         raise NoSuitablePythonError(
             f"no jax release on the index runs on the Python interpreters found here ({found})",
             hint="install a recent Python (3.12 or newer) or pass --python PATH")
+
+    def _latest(self, platform: str, build: str | None) -> JaxEnvironment | str:
+        """"latest": the newest release's environment where one is made, else the release to make: the newest an
+        interpreter here runs (and, on an accelerator, whose packages resolve)."""
+        versions = self.available_versions()
+        if not versions:
+            raise EnvironmentCreationError("no jax release found on the package index",
+                                           hint=f"check the index ({self.index_shown}) is reachable")
+        hit = self._find_existing(versions[-1], platform, build)
+        if hit is not None:
+            return hit
+        newest = self._resolve_latest(versions)
+        return newest if platform == "cpu" else self._newest_resolving(versions, newest, platform, build)
 
     def _newest_resolving(self, versions: builtins.list[str], newest: str, platform: str,
                           build: str | None) -> str:
