@@ -49,13 +49,16 @@ def test_the_ends_of_each_sub_window_are_searched_until_each_change_stands_alone
 
 @pytest.fixture(scope="module")
 def two_changes(tmp_path_factory):
-    """tests/programs/retrace/rng_chaos.py investigated from 0.4.38 to 0.5.1 with no flag: its retraced outputs
+    """tests/programs/retrace/rng_chaos.py investigated from 0.4.38 to 0.5.1 by outputs: its retraced outputs
     change beyond the tolerance at 0.5.0 (threefry, JAX's lowering) and again at 0.5.1 (the compiler's last bits,
     carried beyond the tolerance by a logistic map). (the store, the Investigation)"""
     folder = tmp_path_factory.mktemp("changes")
     store = folder / "store"
     api.pack_script(str(PROGRAMS / "rng_chaos.py"), name="rch", store=str(store), **quick.PACK)
-    out = api.investigate("rch", "0.4.38", "0.5.1", store=str(store), issue_path=folder / "rch-issue.md")
+    # by outputs: the question is the outputs' two changes (the frozen module's time, which a machine may or may not
+    # settle as slower at 0.5.1, is test_a_slowdown_and_a_later_change_of_bits's; here it would cost minutes)
+    out = api.investigate("rch", "0.4.38", "0.5.1", store=str(store), by="outputs",
+                          issue_path=folder / "rch-issue.md")
     return store, out
 
 
@@ -68,7 +71,7 @@ def test_outputs_that_change_at_two_releases_are_two_changes_each_answered_whole
     head = [a for a in bisections if a["answer_id"] == out.steps[0].stored][0]["answer"]  # investigate's
     # the outputs' two changes first (a slowdown of the frozen module the machine may settle too is ranked after)
     outputs = [c for c in head["changes"] if c["kind"] == "outputs"]
-    assert head["changes"][:2] == outputs and [c["kind"] for c in head["changes"][2:]] in ([], ["time"])
+    assert head["changes"] == outputs
     assert [(c["criterion"], c["last_good"], c["first_bad"], c["mode"]) for c in outputs] == [
         ("outputs vs good", "0.4.38", "0.5.0", "retrace"), ("outputs vs good", "0.5.0", "0.5.1", "retrace")]
     # the draw: the frozen module computes the same numbers; the column sum's bits: the frozen module shows them
