@@ -3,6 +3,7 @@ outputs change at two releases gets two changes, each with its layer and its own
 first screen lists them in one table."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,70 @@ def test_the_ends_of_each_sub_window_are_searched_until_each_change_stands_alone
     # a change that comes and goes inside a half whose ends agree is not seen: no search by ends sees it
     probe, apart, _ = _outputs_by_release({"0.4.30": 0, "0.5.0": 1, "0.6.0": 0})
     assert transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs")[0] == []
+
+
+def _timed_by_release(times: dict[str, float]):
+    """A timed probe: the releases asked for timed together in 6 paired rounds of 10 steps (a group id shared by the
+    call's runs, a few percent of noise), each taking `times`' value from the release it starts at on (ms); every
+    call measures anew. The calls, in order."""
+    import numpy as np
+
+    calls: list[list[str]] = []
+
+    def probe(versions):
+        calls.append(list(versions))
+        rng = np.random.default_rng(len(calls))
+        runs = []
+        for v in versions:
+            start = max((s for s in times if RELEASES.index(s) <= RELEASES.index(v)), key=RELEASES.index)
+            samples = (times[start] * 1e6 * np.exp(0.02 * rng.standard_normal(60))).astype(int).tolist()
+            runs.append({"requested": v, "status": "ok", "reason": "", "run_id": f"{len(calls)}-{v}",
+                         "timing": {"samples_ns": samples, "steps": [1] * 60, "rounds": [10] * 6,
+                                    "group": f"g{len(calls)}"}})
+        return runs
+
+    return probe, calls
+
+
+def test_a_time_that_moves_more_than_once_is_searched_until_each_slowdown_stands_alone():
+    """#56: a time bisection's probes beside the good end show where the time moved besides its own change: a
+    release classed bad whose time lies below the bad end's (slower at 0.4.33, slower again at 0.5.1), or one
+    classed good that is settled slower than the good end (slower at 0.5.0, back at 0.6.0, slower again at
+    0.7.0); each such sub-window is searched by its ends timed together until each slowdown is a pair of
+    neighbouring releases, confirmed anew; time that moves once is one change, with no probe more."""
+    from reprobundle.investigate.bisection import bisect
+    from reprobundle.investigate.window_changes import split, time_windows
+
+    def search(times):
+        probe, calls = _timed_by_release(times)
+        result = bisect(RELEASES, "0.4.30", "0.8.0", probe)
+        before = len(calls)
+        changes = split(result, RELEASES, probe, lambda a, b: "same", None, (probe, probe))
+        return result, changes, calls[before:]
+
+    # stacked: 4x at 0.4.33 (beyond half-way to the bad end's 9x: classed bad), 9x from 0.5.1
+    result, changes, asked = search({"0.4.30": 1.0, "0.4.33": 4.0, "0.5.1": 9.0})
+    assert (result.criterion, result.last_good, result.first_bad) == ("time", "0.4.31", "0.4.33")
+    assert time_windows(result)  # a probe classed bad below the bad end's time
+    assert [(c.last_good, c.first_bad) for c in changes] == [("0.4.31", "0.4.33"), ("0.5.0", "0.5.1")]
+    second = changes[1]
+    assert second.criterion == "time" and second.confirmation["confirmed"] and second.answer_id is None
+    assert second.evidence["0.5.1"].startswith("2.2") and "vs jax 0.5.0 timed beside it" in second.evidence["0.5.1"]
+    assert second.confirm_runs and asked[-1] == ["0.5.0", "0.5.1"]  # its confirmation: a measurement of its own
+    assert changes[0] is result and result.confirmation["confirmed"]
+    # not monotone: 1.5x at 0.5.0 (0.5.1, probed first, is short of half-way to 9x: classed good, yet settled
+    # slower than the good end), back at 0.6.0, 9x from 0.7.0
+    result, changes, _ = search({"0.4.30": 1.0, "0.5.0": 1.5, "0.6.0": 1.0, "0.7.0": 9.0})
+    assert (result.last_good, result.first_bad) == ("0.6.0", "0.7.0") and result.classes["0.5.1"] == "good"
+    assert time_windows(result) == [("0.4.30", "0.5.1")]
+    assert [(c.last_good, c.first_bad) for c in changes] == [("0.6.0", "0.7.0"), ("0.4.34", "0.5.0")]
+    assert changes[1].confirmation["confirmed"] and 1.3 < changes[1].confirmation["ratio"] < 1.7
+    from reprobundle.investigate.window_changes import ranked
+
+    assert ranked(changes[::-1]) == changes  # the slowdowns the largest first: 9x, then the 1.5x 0.6.0 undid
+    # once: one change, nothing more timed
+    result, changes, asked = search({"0.4.30": 1.0, "0.5.0": 4.0})
+    assert changes == [result] and asked == [] and time_windows(result) == []
 
 
 @pytest.fixture(scope="module")
@@ -126,31 +191,101 @@ def test_the_first_screen_lists_the_changes_in_one_table_and_the_title_names_the
     assert len(pairs) == len(set(pairs))  # no pair said twice
 
 
-@pytest.mark.crossversion
-def test_a_slowdown_and_a_later_change_of_bits_are_two_changes_the_title_says_slower(tmp_path):
-    """tests/programs/retrace/slower_then_bits.py retraced from 0.4.38 to 0.5.1: 12 laps of its loop from 0.5.0 on
-    where 0.4.38 ran one (slower on any machine: JAX's lowering, the loop's trip count), the column sum's last bits
-    at 0.5.1 (the compiler): both are changes, each with its layer and its own stored answer; the report's title
-    is the slowdown's own kind, and the table lists both."""
-    from reprobundle.investigate.issue import issue_data
-    from reprobundle.render.issue import issue_markdown
+@pytest.fixture(scope="module")
+def slower_then_acos(tmp_path_factory):
+    """tests/programs/retrace/acos_after_rolls.py investigated from 0.4.34 to 0.4.36 retraced, with a JAX repository
+    made here (tests/jax_history.make_acos_history: 0.4.35's package, then 0.4.36's in four commits, the third the
+    one that lowers acos to chlo.acos): 12 laps of its loop from 0.4.35 on where 0.4.34 ran one (slower on any
+    machine: JAX's lowering, the loop's trip count), then `jnp.arccos`, whose lowering changed at 0.4.36 (its last
+    bits). (the store, the repository's commits, the investigation's --json answer, the issue file)"""
+    from cli_runner import cli
+    from jax_history import make_acos_history, site_jax
 
-    store = tmp_path / "store"
-    api.pack_script(str(PROGRAMS / "slower_then_bits.py"), name="stb", store=str(store), **quick.PACK)
-    result, _ = api.bisect("stb", "0.4.38", "0.5.1", store=str(store), mode="retrace", warmup=1, rounds=6)
-    changes = [result, *result.changes]
-    assert [(c.criterion, c.last_good, c.first_bad) for c in changes] == [("time", "0.4.38", "0.5.0"),
-                                                                          ("bits", "0.5.0", "0.5.1")]
-    assert result.confirmation["confirmed"] and [c.layer["layer"] for c in changes] == ["lowering", "compiler"]
-    assert result.changes[0].answer_id and result.answer_id
-    data = issue_data("stb", store=str(store))
-    assert "slower from jax 0.5.0" in data["title"] or "slower on jax 0.5.0" in data["title"], data["title"]
-    assert "gives other" not in data["title"]
-    assert [(r["kind"], r["release"]) for r in data["changes"]] == [("slower", "0.5.0"), ("bits", "0.5.1")]
+    folder = tmp_path_factory.mktemp("chains")
+    manager = api.environment_manager()
+    repo = folder / "jax"
+    shas = make_acos_history(repo, site_jax(manager.ensure("0.4.35")), site_jax(manager.ensure("0.4.36")))
+    store = folder / "store"
+    api.pack_script(str(PROGRAMS / "acos_after_rolls.py"), name="acr", store=str(store), **quick.PACK)
+    issue = folder / "acr-issue.md"
+    code, out, err = cli("investigate", "acr", "--good", "0.4.34", "--bad", "0.4.36", "--retrace", "--jax-repo",
+                         repo, "--issue", issue, "--json", store=store)
+    assert code == 0, err
+    return store, shas, json.loads(out), issue
+
+
+@pytest.mark.crossversion
+def test_a_slowdown_and_a_later_lowering_change_of_bits_each_get_their_chain_and_the_later_its_first_bad_commit(
+        slower_then_acos):
+    """#56: the headline is the slowdown (confirmed, JAX's lowering: a time change no commit bisection compares);
+    the later change, arccos' last bits at 0.4.36, gets the whole chain: its layer, explain at its own boundary, its
+    first bad commit in the repository made here (the commit that lowers acos to chlo.acos, with its lowering against
+    its parent), the newest release; the issue's table shows that commit on the change's row."""
+    from jax_history import ACOS_TITLES
+
+    store, shas, found, issue = slower_then_acos
+    steps = {s["name"]: s for s in found["steps"]}
+    assert [s["name"] for s in found["steps"]] == [
+        "bisect", "explain", "commits", "explain 0.4.36 (bits)", "commits 0.4.36 (bits)", "minimize", "newest",
+        "newest 0.4.36 (bits)", "issue"]
+    assert found["first_bad"] == "0.4.35" and found["layer"] == "lowering" and found["unsettled"] is None
+    assert steps["commits"]["status"] == "skipped" and "judged by time" in steps["commits"]["answer"]
+    later = steps["commits 0.4.36 (bits)"]
+    assert later["status"] == "answered" and f"first bad commit: {shas[2][:10]} {ACOS_TITLES[2]}" in later["answer"]
+    assert "--good 0.4.35 --bad 0.4.36" in later["command"]
+    assert {steps[n]["status"] for n in ("explain", "explain 0.4.36 (bits)", "newest 0.4.36 (bits)")} == {"answered"}
+    registry = api.open_registry(str(store))
+    answers = registry.answers(registry.resolve("acr").ref.bundle_id)
+    by_id = {a["answer_id"]: a for a in answers}
+    head = by_id[steps["bisect"]["stored"]]["answer"]
+    assert [(c["criterion"], c["last_good"], c["first_bad"], c["mode"]) for c in head["changes"]] == [
+        ("time", "0.4.34", "0.4.35", "retrace"), ("bits", "0.4.35", "0.4.36", "retrace")]
+    assert head["confirmation"]["confirmed"] and head["confirmation"]["run_ids"]
+    assert [c["layer"]["layer"] for c in head["changes"]] == ["lowering", "lowering"]
+    # the later change's commit bisection: its own window, the commits over the jaxlib each accepts
+    commits = by_id[later["stored"]]["answer"]
+    assert (commits["good"], commits["bad"], commits["commits"]) == ("0.4.35", "0.4.36", 4)
+    assert commits["ends"]["agree"] and commits["first_bad"]["sha"] == shas[2] and commits["last_good"] == shas[1]
+    assert commits["criterion"] == "bits" and commits["lowering"]["changed"]
+    assert "acos_after_rolls.py:" in commits["lowering"]["text"] and commits["lowering"]["parent"] == shas[1]
+    assert commits["tested"][shas[1]]["over"] == "jaxlib 0.4.36 (jax 0.4.36's environment)"
+    assert commits["ends"]["first"]["over"] == "jaxlib 0.4.35 (jax 0.4.35's environment)"  # a1: its minimum is older
+    # the issue: titled by the headline's kind, the table lists both, the commit on the later change's row
+    from reprobundle.investigate.issue import issue_data
+    data = issue_data("acr", store=str(store))
+    assert "slower from jax 0.4.35" in data["title"] and "gives other" not in data["title"], data["title"]
+    rows = [(r["release"], r["kind"], r["layer"], r["commit"], r["function"]) for r in data["changes"]]
+    assert rows == [("0.4.35", "slower", "JAX's lowering", None, rows[0][4]),
+                    ("0.4.36", "bits", "JAX's lowering", shas[2][:10], "jax.numpy.arccos")], rows
     assert data["changes"][0]["how_much"].endswith("]") and "x [" in data["changes"][0]["how_much"]  # one ratio
-    lines = issue_markdown(data).splitlines()
+    lines = issue.read_text().splitlines()  # as investigate wrote it
     table = next(i for i, line in enumerate(lines) if line.startswith("| jax | kind | how much |"))
-    assert table < 30 and "| slower |" in lines[table + 2] and "| bits |" in lines[table + 3]
+    assert table < 30 and "| slower |" in lines[table + 2]
+    assert lines[table + 3].startswith("| 0.4.36 (last good 0.4.35) | bits |") and f"`{shas[2][:10]}`" in lines[table + 3]
+
+
+@pytest.mark.crossversion
+def test_an_investigation_asked_again_reuses_every_change_not_the_headline_alone(slower_then_acos, tmp_path):
+    """#56: the stored bisection, reused by a second `investigate` of the same question, brings back its whole list
+    of changes (each from its own stored answer): every change's steps are there again, each answer the stored
+    one, nothing replayed."""
+    from cli_runner import cli
+
+    store, shas, first, _ = slower_then_acos
+    code, out, err = cli("investigate", "acr", "--good", "0.4.34", "--bad", "0.4.36", "--retrace", "--jax-repo",
+                         store.parent / "jax", "--issue", tmp_path / "again.md", "--json", store=store)
+    assert code == 0, err
+    again = {s["name"]: s for s in json.loads(out)["steps"]}
+    assert list(again) == [s["name"] for s in first["steps"]]
+    assert {n: s["status"] for n, s in again.items()} == {
+        "bisect": "stored", "explain": "stored", "commits": "skipped", "explain 0.4.36 (bits)": "stored",
+        "commits 0.4.36 (bits)": "stored", "minimize": "skipped", "newest": "stored", "newest 0.4.36 (bits)": "stored",
+        "issue": "answered"}
+    before = {s["name"]: s for s in first["steps"]}
+    assert all(again[n]["stored"] == before[n]["stored"] for n in ("bisect", "explain 0.4.36 (bits)",
+                                                                   "commits 0.4.36 (bits)"))
+    assert shas[2][:10] in again["commits 0.4.36 (bits)"]["answer"]
+    assert f"`{shas[2][:10]}`" in (tmp_path / "again.md").read_text()
 
 
 def test_an_answer_from_before_the_list_of_changes_reads_as_its_headline_alone():
