@@ -106,6 +106,17 @@ def test_a_time_that_moves_more_than_once_is_searched_until_each_slowdown_stands
     from reprobundle.investigate.window_changes import ranked
 
     assert ranked(changes[::-1]) == changes  # the slowdowns the largest first: 9x, then the 1.5x 0.6.0 undid
+    # --max-time spent before the sub-windows were searched: the bisection's own change, the rest said unfinished
+    from reprobundle.errors import TimeSpentError
+
+    probe, _ = _timed_by_release({"0.4.30": 1.0, "0.4.33": 4.0, "0.5.1": 9.0})
+    result = bisect(RELEASES, "0.4.30", "0.8.0", probe)
+
+    def spent(versions):
+        raise TimeSpentError("--max-time 60 s spent")
+
+    assert split(result, RELEASES, probe, lambda a, b: "same", None, (spent, spent)) == [result]
+    assert result.unfinished.startswith("--max-time 60 s spent: the time moved again between jax ")
     # once: one change, nothing more timed
     result, changes, asked = search({"0.4.30": 1.0, "0.5.0": 4.0})
     assert changes == [result] and asked == [] and time_windows(result) == []

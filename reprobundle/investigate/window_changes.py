@@ -233,8 +233,17 @@ def split_time(result: BisectResult, builds: Sequence[str], timed: ReplayTogethe
                progress: Callable[[str], None] | None = None) -> list[BisectResult]:
     """A time bisection's slowdowns, each its own BisectResult: its own change, and each slowdown the sub-windows
     its probes disagree on hold (`time_windows`, `time_transitions`), each confirmed anew (`confirm_with`); only
-    those that stand, ascending by release. The result itself where there is no other."""
-    others = [t for a, b in time_windows(result) for t in time_transitions(builds, a, b, timed, progress)]
+    those that stand. The result itself where there is no other (or its search was cut short by --max-time: said in
+    its `unfinished`)."""
+    from ..errors import TimeSpentError
+
+    others: list[dict] = []
+    for a, b in [] if result.unfinished else time_windows(result):
+        try:
+            others += time_transitions(builds, a, b, timed, progress)
+        except TimeSpentError as e:  # what was found is kept; the answer says the rest was not searched
+            result.unfinished = f"{e.message}: the time moved again between jax {a} and {b}, not searched"
+            break
     if not others:
         return [result]
     changes = []
