@@ -60,7 +60,7 @@ MODULE_SECONDS = {
     "test_sweep_ray.py": 55, "test_custom_calls.py": 55, "test_report.py": 55, "test_sweep.py": 50,
     "test_http_store.py": 50, "test_capture_program.py": 45, "test_commit_bisect.py": 150, "test_history.py": 45,
     "test_pack_replay.py": 40, "test_offline.py": 40, "test_schedule.py": 35,
-    "test_bisect_layers.py": 260, "test_window_changes.py": 300, "test_fuzz.py": 40, "test_sharing.py": 35,
+    "test_bisect_layers.py": 260, "test_window_changes.py": 290, "test_change_chains.py": 190, "test_fuzz.py": 40, "test_sharing.py": 35,
     "test_script.py": 35, "test_shared_bucket.py": 30, "test_zip_reproducer.py": 110,
     "test_envs.py": 30, "test_issue_body.py": 90, "test_isolate.py": 25, "test_accelerators.py": 25, "test_runaway.py": 25,
     "test_module_server.py": 25, "test_slow_transfers.py": 20, "test_worker.py": 15, "test_real_difference.py": 15, "test_search.py": 20,

@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 
 UFUNCS = "_src/numpy/ufuncs.py"
-XLA_PINS = {"0.4.30": "1" * 40, "0.4.31": "2" * 40}
+XLA_PINS = {"0.4.30": "1" * 40, "0.4.31": "2" * 40, "0.4.35": "3" * 40, "0.4.36": "4" * 40}
 PULL = "https://github.com/jax-ml/jax/pull/22222"
 TITLES = ["Bump the version to 0.4.31", "Sync the rest of 0.4.31 but jnp.floor",
           "jnp.floor: an integer input is returned as it is", "Import a module that does not work yet",
@@ -141,4 +141,68 @@ def add_patch_window(repo: Path, old: Path) -> list[str]:
     shas.append(_commit(repo, PATCH_TITLES[1]))
     _set_versions(jax, "0.4.32", "0.4.31")
     shas.append(_commit(repo, PATCH_TITLES[2]))
+    return shas
+
+
+LAX = "_src/lax/lax.py"
+# jax 0.4.35's lowering of arccos (a formula of atan2), which jax 0.4.36 replaced by chlo.acos (the later change of
+# tests/programs/retrace/acos_after_rolls.py); as 0.4.35's lax.py has it
+ACOS_BEFORE = """def acos_impl(x):
+  if dtypes.issubdtype(_dtype(x), np.complexfloating):
+    result = mul(_const(x, 1j), acosh(x))
+    # By convention, numpy chooses the branch with positive real part.
+    rpart = real(result)
+    return select(
+      gt(rpart, _const(rpart, 0)),
+      result,
+      neg(result)
+    )
+  else:
+    return select(
+        ne(x, _const(x, -1.0)),
+        mul(_const(x, 2),
+            atan2(sqrt(sub(_const(x, 1), square(x))), add(_const(x, 1), x))),
+        full_like(x, np.pi))
+
+mlir.register_lowering(acos_p,
+                       mlir.lower_fun(acos_impl, multiple_results=False))
+"""
+ACOS_AFTER = "mlir.register_lowering(acos_p, partial(_nary_lower_hlo, chlo.acos))\n"
+ACOS_TITLES = ["Bump the version to 0.4.36", "Sync the rest of 0.4.36 (and its minimum jaxlib) but the lowering of acos",
+               "Lower acos to chlo.acos", "Prepare for JAX release 0.4.36"]
+
+
+def make_acos_history(repo: Path, old: Path, new: Path) -> list[str]:
+    """A JAX history from jax 0.4.35's `jax/` (`old`, tag jax-v0.4.35) to 0.4.36's (`new`, tag jax-v0.4.36):
+
+        a1  version.py reads 0.4.36, its _minimum_jaxlib_version still 0.4.35's (0.4.34): over jaxlib 0.4.35
+        a2  every other changed file, version.py's minimum 0.4.36 (over jaxlib 0.4.36 from here), and
+            jax/_src/lax/lax.py as 0.4.36's but for its lowering of acos (0.4.35's)
+        a3  jax/_src/lax/lax.py as 0.4.36 has it: acos lowered to chlo.acos (the lowering change)
+        a4  "Prepare for JAX release 0.4.36": the XLA pin moved, tagged jax-v0.4.36
+
+    The commits' hashes, a1 first."""
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    shutil.copytree(old, repo / "jax", ignore=shutil.ignore_patterns("__pycache__"))
+    _pin(repo, "0.4.35")
+    (repo / "CHANGELOG.md").write_text(CHANGELOG)
+    _commit(repo, "jax 0.4.35")
+    _git(repo, "tag", "jax-v0.4.35")
+    a, b = _files(old), _files(new)
+    changed = sorted(n for n in a | b if n not in a or n not in b or not filecmp.cmp(old / n, new / n, shallow=False))
+    jax = repo / "jax"
+    _set_versions(jax, "0.4.36", "0.4.34")
+    shas = [_commit(repo, ACOS_TITLES[0])]
+    _copy(new, jax, changed)
+    lax = jax / LAX
+    text = lax.read_text()
+    assert text.count(ACOS_AFTER) == 1, "jax 0.4.36's lax.py lowers acos another way than this history expects"
+    lax.write_text(text.replace(ACOS_AFTER, ACOS_BEFORE))
+    shas.append(_commit(repo, ACOS_TITLES[1]))
+    _copy(new, jax, [LAX])
+    shas.append(_commit(repo, ACOS_TITLES[2], f"COPYBARA_INTEGRATE_REVIEW={PULL} from someone:acos"))
+    _pin(repo, "0.4.36")
+    shas.append(_commit(repo, ACOS_TITLES[3]))
+    _git(repo, "tag", "jax-v0.4.36")
     return shas

@@ -362,3 +362,47 @@ def test_bisect_commits_refuses_a_stored_compiler_change_before_any_clone(store)
     store_bisection(registry, bundle, result, bisect_command("small", result, None))
     code, _, err = cli("bisect-commits", "small", "--jax-repo", "https://nowhere.invalid/jax.git", store=store)
     assert code == 2 and "not sent to a commit bisection" in err and "nowhere" not in err, err
+
+
+def test_a_stored_bisection_read_back_restores_every_change_it_listed_each_from_its_own_answer(store):
+    """#56: investigate reuses a stored bisection (answers.reusable): what it reads back is the whole list of
+    changes, each from its own stored answer (its layer, classes, mode, its answer id for the steps after it), not
+    the headline alone; a change whose own record is gone is read from its entry in the list."""
+    from reprobundle.investigate.answers import stored_bisection
+
+    registry = Registry.open(store)
+    bundle = registry.resolve("small@1")
+    slower = BisectResult("0.4.34", "0.4.36", "time", first_bad="0.4.35", last_good="0.4.34", mode="retrace",
+                          classes={"0.4.34": "good", "0.4.35": "bad", "0.4.36": "bad"},
+                          layer={"layer": "lowering", "text": "JAX's lowering"},
+                          confirmation={"confirmed": True, "verdict": "slower", "ratio": 4.2, "ci95": [3.9, 4.5],
+                                        "why": "confirmed"})
+    bits = BisectResult("0.4.34", "0.4.36", "bits", first_bad="0.4.36", last_good="0.4.35", mode="retrace",
+                        classes={"0.4.35": "good", "0.4.36": "bad"}, why="bits at 0.4.36",
+                        layer={"layer": "lowering", "text": "JAX's lowering", "lowering": {"changed": True,
+                                                                                         "text": "-1 atan2"}})
+    outputs = BisectResult("0.4.34", "0.4.36", "outputs vs good", first_bad="0.4.36", last_good="0.4.35",
+                           mode="frozen", layer={"layer": "compiler"})
+    bits.answer_id = store_bisection(registry, bundle, bits, "reprobundle bisect small")
+    outputs.answer_id = "20261206T000000-00000099"  # its record never stored (or lost): read from the list
+    slower.changes = [bits, outputs]
+    head_id = store_bisection(registry, bundle, slower, "reprobundle bisect small --retrace")
+    answers = registry.answers(bundle.ref.bundle_id)
+    record = next(a for a in answers if a["answer_id"] == head_id)
+    alone = stored_bisection(record).changes  # without the records: each read from its entry in the list
+    assert [(c.criterion, c.first_bad, c.answer_id) for c in alone] == [("bits", "0.4.36", None),
+                                                                      ("outputs vs good", "0.4.36", None)]
+    found = stored_bisection(record, answers)
+    assert (found.criterion, found.first_bad, found.confirmation["ratio"]) == ("time", "0.4.35", 4.2)
+    again, listed = found.changes
+    assert (again.criterion, again.last_good, again.first_bad, again.mode) == ("bits", "0.4.35", "0.4.36", "retrace")
+    assert again.answer_id == bits.answer_id and again.classes == bits.classes and again.why == "bits at 0.4.36"
+    assert again.layer["lowering"]["text"] == "-1 atan2" and again.changes == []
+    assert (listed.criterion, listed.first_bad, listed.mode, listed.layer) == (
+        "outputs vs good", "0.4.36", "frozen", {"layer": "compiler", "lowering": None})
+    assert listed.answer_id is None  # no answer of its own here: its steps ask again
+    # stored again (a later bisect of the same question), it lists the same changes
+    from reprobundle.investigate.answers import bisection_answer
+
+    listed_again = bisection_answer(bundle, found, "", "x")["answer"]["changes"]
+    assert listed_again[1:] == [record["answer"]["changes"][1], {**record["answer"]["changes"][2], "answer_id": None}]

@@ -233,9 +233,21 @@ def stored_ago(created: str | None) -> str:
     return f"stored {said} ago"
 
 
-def stored_bisection(record: dict) -> BisectResult:
+def stored_bisection(record: dict, answers: Sequence[dict] = ()) -> BisectResult:
     """A stored bisection's answer as the BisectResult the steps after it read (no runs: `reported_run` is the
-    record's)."""
+    record's), with every change it listed after the headline as its `changes` (`answers`: the bundle's answer
+    records, where each change's own answer is stored: its `answer_id`; a change whose record is not among them is
+    read from its entry in the list)."""
+    result = _stored_result(record)
+    listed = record["answer"].get("changes")
+    own = {r.get("answer_id"): r for r in answers if r.get("kind") == BISECTION and isinstance(r.get("answer"), dict)}
+    entries = [c for c in listed[1:] if isinstance(c, dict)] if isinstance(listed, list) else []
+    result.changes = [_stored_change(c, own, result) for c in entries
+                      if c.get("first_bad") and c.get("last_good") and c.get("criterion")]
+    return result
+
+
+def _stored_result(record: dict) -> BisectResult:
     a = record["answer"]
     return BisectResult(a["good"], a["bad"], a["criterion"], a["first_bad"], a["last_good"],
                         classes=dict(a.get("classes") or {}), evidence=dict(a.get("evidence") or {}),
@@ -244,6 +256,22 @@ def stored_bisection(record: dict) -> BisectResult:
                         mode_why=a.get("mode_why"), answer_id=record.get("answer_id"), also=list(a.get("also") or []),
                         changed_defaults=a.get("changed_defaults"), beyond_ends=list(a.get("beyond_ends") or []),
                         set_aside=list(a.get("set_aside") or []), confirmation=a.get("confirmation"))
+
+
+def _stored_change(entry: dict, own: dict[Any, dict], head: BisectResult) -> BisectResult:
+    """A change the headline's answer lists: its own stored answer where it is among the records (and is that
+    change), else its entry (its releases, kind, mode, layer, its confirmed ratio)."""
+    record = own.get(entry.get("answer_id"))
+    if record is not None and all(record["answer"].get(k) == entry[k] for k in ("first_bad", "last_good",
+                                                                               "criterion")):
+        return _stored_result(record)
+    ratio = entry.get("ratio")
+    confirmation = {"confirmed": True, "ratio": ratio, "ci95": entry.get("ci95")} if ratio is not None else None
+    return BisectResult(head.good, head.bad, str(entry["criterion"]), str(entry["first_bad"]),
+                        str(entry["last_good"]), why=str(entry.get("why") or ""),
+                        layer=entry.get("layer") if isinstance(entry.get("layer"), dict) else None,
+                        mode=str(entry.get("mode") or "frozen"), outputs_apart=entry.get("outputs_apart"),
+                        answer_id=None, confirmation=confirmation)
 
 
 BYS = ("outputs", "bits", "time")

@@ -76,6 +76,9 @@ class BisectResult:
     # series that is not monotone): [{"version", "direction": "faster" | "slower", "ratio", "ci95", "why"}]
     ends_verdict: dict | None = None
     beyond_ends: list[dict] = field(default_factory=list)
+    # time: each tested release's verdict beside the good end, in its own probe (the bad end's is ends_verdict):
+    # where the time moves more than once (window_changes.split_time)
+    verdicts: dict[str, dict] = field(default_factory=dict, repr=False)
     # what was examined and is no regression: [{"criterion", "mode", "why"}] (a bad end that is faster, a time
     # change that was not settled, or one the confirmation beside the last good release did not reproduce)
     set_aside: list[dict] = field(default_factory=list)
@@ -470,7 +473,8 @@ def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: 
         classes[version], result.evidence[version] = classify(run, good_run, target, result.criterion,
                                                               outputs_differ)
         if result.criterion == TIME and classes[version] != "skip" and _usable(good_run):
-            _note_beyond_ends(result, version, timing_verdict(_timing(good_run), _timing(run)))
+            result.verdicts[version] = timing_verdict(_timing(good_run), _timing(run))
+            _note_beyond_ends(result, version, result.verdicts[version])
     result.classes.update(classes)
     return classes
 

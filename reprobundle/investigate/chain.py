@@ -201,7 +201,8 @@ def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: t
     record = None if again else reusable(*case.where(), BISECTION, bisection_asked(
         good, bad, mode, by, False, BISECT_OPTIONS, True, False), case.manager)
     if record is not None:
-        result, spent = stored_bisection(record), 0.0
+        registry, bundle = case.where()  # every change it listed, each from its own stored answer
+        result, spent = stored_bisection(record, registry.answers(bundle.ref.bundle_id)), 0.0
     else:
         try:
             result, spent = _timed(lambda: bisect_releases(case, good, bad, mode=mode, by=by, ledger=ledger)[0])

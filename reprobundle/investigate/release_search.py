@@ -215,7 +215,8 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
 
     def split_one(found):  # each change of its kind in the window its own (window_changes.py)
         probe = probes.probe(found.mode, timed=False)
-        return split(found, versions, probe, output_difference(*probes.args), progress)
+        timed = (probes.probe(found.mode), probes.fresh(found.mode, "confirm"))  # a slowdown's sub-windows
+        return split(found, versions, probe, output_difference(*probes.args), progress, timed)
 
     try:
         head, *others = every_change(steps, run_one, split_one, by, why, progress, screen_time)

@@ -6,20 +6,24 @@ window is searched by its ends, over an ordered list of builds: two builds whose
 between them; the build in the middle is replayed and each half whose ends still differ is searched again, until
 each change is a pair of neighbouring builds (`transitions`). What tells two builds apart is the kind's: by outputs
 (beyond the tolerance, or one that fails where the other runs), by bits (any difference). A change that comes and
-goes inside a half whose ends agree is not seen: no search over ends can see it.
+goes inside a half whose ends agree is not seen: no search over ends can see it. A time that moves more than once
+is searched the same way where the time bisection's own verdicts show it (`split_time`, below).
 
 `split` makes each transition of a bisection's kind its own BisectResult (its last good and first bad release, its
 runs, why), `every_change` runs the planned bisections (mode_choice.plan and bisect_each, unchanged) and ranks what
-stood: outputs or errors, then a settled slowdown, then bits, each kind by release; the first is the headline.
+stood: outputs or errors, then settled slowdowns (the largest first), then bits, each kind by release; the first is
+the headline.
 `change_entry` is a change as the stored answer lists it (investigate/answers.py: "changes"), with the steps that
 answered it (its layer, explain, first bad commit, newest release).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Callable, Sequence
 
+from ..analysis.verdict import timing_verdict
 from ..envs.versions import version_key
 from .bisection import (
     BEYOND,
@@ -34,6 +38,7 @@ from .bisection import (
     OutputsDiffer,
     ReplayTogether,
     also_entry,
+    confirm,
     program_failed,
     standing,
 )
@@ -113,11 +118,15 @@ def _middle(inside: list[str], runs: dict[str, dict]) -> str:
 
 
 def split(result: BisectResult, builds: Sequence[str], probe: ReplayTogether, apart: OutputsDiffer,
-          progress: Callable[[str], None] | None = None) -> list[BisectResult]:
-    """The changes a bisection by outputs or bits found in its window, each its own BisectResult (the result
-    itself where it is the only one; a time bisection is returned as it is). The first keeps the result's `also`
-    and `set_aside`."""
+          progress: Callable[[str], None] | None = None, timed: tuple[ReplayTogether, ReplayTogether] | None = None
+          ) -> list[BisectResult]:
+    """The changes a bisection found in its window, each its own BisectResult (the result itself where it is the
+    only one). By outputs or bits: `transitions`. By time, with `timed` (a timed probe, and one that measures anew
+    for each confirmation): `split_time`, else the result as it is. The first keeps the result's `also` and
+    `set_aside`."""
     kind = KIND_OF.get(result.criterion)
+    if kind == "time" and timed is not None and result.first_bad != result.last_good:
+        return split_time(result, builds, *timed, progress=progress)
     if kind not in ("outputs", "bits") or result.first_bad == result.last_good:
         return [result]
     found, runs = transitions(builds, result.good, result.bad, probe, apart, kind, known=result.runs,
@@ -149,16 +158,137 @@ def _one_change(result: BisectResult, t: dict, runs: dict[str, dict], count: int
                    also_runs=[])
 
 
+# -- time: where it moves more than once ----------------------------------------------------------------------------
+# A time bisection probes each release beside the good end and classes it by how far its time moved; the time may
+# move more than once: slower at 0.4.33, slower again at 0.5.0 (a release classed bad whose time lies below the bad
+# end's), or slower before a release classed good (settled slower than the good end, short of half-way). The
+# bisection's own verdicts show such sub-windows (`time_windows`); each is searched by its ends, timed together,
+# until each slowdown is a pair of neighbouring releases, and each is confirmed by a measurement of its own. A
+# slowdown that comes and goes between two probes whose times agree is not seen: no search by ends sees it.
+
+
+def _above(earlier: dict | None, later: dict | None, from_good: bool) -> bool:
+    """Whether `later`'s time lies above `earlier`'s, both verdicts beside the good end: from the good end itself,
+    a settled slowdown; else their 95% intervals apart, the later above."""
+    if not later or later.get("verdict") != "slower" or later.get("settled") is False:
+        return False
+    if from_good:
+        return True
+    lo, hi = (later.get("ci95") or [None])[0], ((earlier or {}).get("ci95") or [None, None])[1]
+    return lo is not None and hi is not None and lo > hi
+
+
+def time_windows(result: BisectResult) -> list[tuple[str, str]]:
+    """The sub-windows of a time bisection, other than its own change, whose ends' times disagree as a slowdown
+    (`_above`): neighbouring tested releases (the good end, each probe, the bad end) by their verdicts beside the
+    good end."""
+    tested = sorted((v for v in result.verdicts if result.classes.get(v) in ("good", "bad")), key=version_key)
+    points = [(result.good, None), *[(v, result.verdicts[v]) for v in tested], (result.bad, result.ends_verdict)]
+    return [(a, b) for (a, va), (b, vb) in zip(points, points[1:])
+            if (a, b) != (result.last_good, result.first_bad) and _above(va, vb, a == result.good)]
+
+
+def time_transitions(builds: Sequence[str], good: str, bad: str, timed: ReplayTogether,
+                     progress: Callable[[str], None] | None = None) -> list[dict]:
+    """[{"last_good", "first_bad", "runs": {build: run}, "verdict"}] ascending: each pair of neighbouring builds in
+    good..bad where the later is slower than the earlier timed beside it, found by timing each sub-window's ends
+    with the build in its middle (`timed`: builds -> runs, timed together) and searching each half whose later end
+    is slower; a build that does not run is left out of the search."""
+    order = [v for v in sorted({*builds, good, bad}, key=version_key)
+             if version_key(good) <= version_key(v) <= version_key(bad)]
+    found: list[dict] = []
+    windows: list[tuple[str, str, dict | None]] = [(good, bad, None)]
+    while windows:
+        a, b, seen = windows.pop()
+        inside = [v for v in order if version_key(a) < version_key(v) < version_key(b)]
+        if not inside:
+            if seen is None:
+                ra, rb = timed([a, b])
+                seen = {"runs": {a: ra, b: rb}, "verdict": _verdict(ra, rb)}
+            if seen["verdict"].get("verdict") == "slower":
+                found.append({"last_good": a, "first_bad": b, **seen})
+            continue
+        middle = inside[(len(inside) - 1) // 2]
+        if progress:
+            progress(f"bisect: the time moves again from jax {a} to {b}: timing {middle} between them")
+        ra, rm, rb = timed([a, middle, b])
+        if not _usable(rm):
+            order.remove(middle)
+            windows.append((a, b, None))
+            continue
+        for lo, hi, (r_lo, r_hi) in ((middle, b, (rm, rb)), (a, middle, (ra, rm))):
+            verdict = _verdict(r_lo, r_hi)
+            if verdict.get("verdict") == "slower":
+                windows.append((lo, hi, {"runs": {lo: r_lo, hi: r_hi}, "verdict": verdict}))
+    return sorted(found, key=lambda t: version_key(t["first_bad"]))
+
+
+def _verdict(earlier: dict, later: dict) -> dict:
+    if not (_usable(earlier) and _usable(later)):
+        return {"verdict": None}
+    return timing_verdict(earlier.get("timing") or {}, later.get("timing") or {})
+
+
+def split_time(result: BisectResult, builds: Sequence[str], timed: ReplayTogether, confirm_with: ReplayTogether,
+               progress: Callable[[str], None] | None = None) -> list[BisectResult]:
+    """A time bisection's slowdowns, each its own BisectResult: its own change, and each slowdown the sub-windows
+    its probes disagree on hold (`time_windows`, `time_transitions`), each confirmed anew (`confirm_with`); only
+    those that stand. The result itself where there is no other (or its search was cut short by --max-time: said in
+    its `unfinished`)."""
+    from ..errors import TimeSpentError
+
+    others: list[dict] = []
+    for a, b in [] if result.unfinished else time_windows(result):
+        try:
+            others += time_transitions(builds, a, b, timed, progress)
+        except TimeSpentError as e:  # what was found is kept; the answer says the rest was not searched
+            result.unfinished = f"{e.message}: the time moved again between jax {a} and {b}, not searched"
+            break
+    if not others:
+        return [result]
+    changes = []
+    for t in others:
+        change = _one_slowdown(result, t, len(others) + 1)
+        confirm(change, confirm_with, progress)
+        if standing(change):
+            changes.append(change)
+    if progress:
+        progress(f"bisect: {len(changes) + 1} slowdowns between jax {result.good} and {result.bad}: "
+                 + ", ".join(c.first_bad for c in sorted([result, *changes], key=lambda c: version_key(c.first_bad))))
+    return [result, *changes]
+
+
+def _one_slowdown(result: BisectResult, t: dict, count: int) -> BisectResult:
+    """A slowdown found in a sub-window as a bisection's answer of its own: its ends timed together, why."""
+    good, bad, verdict = t["last_good"], t["first_bad"], t["verdict"]
+    ci = verdict.get("ci95")
+    said = f"{verdict['ratio']:.3f}x" + (f" [{ci[0]:.3f}-{ci[1]:.3f}]" if ci else "") + f" vs jax {good} timed beside it"
+    why = (f"jax {bad} is slower than jax {good} timed beside it (the neighbouring release tested): one of {count} "
+           f"slowdowns between jax {result.good} and {result.bad}, each searched alone")
+    return replace(result, first_bad=bad, last_good=good, runs=dict(t["runs"]), classes={good: "good", bad: "bad"},
+                   evidence={good: f"the last release before the slowdown at {bad}", bad: said}, why=why,
+                   layer=None, also=[], set_aside=[], answer_id=None, also_runs=[], confirmation=None,
+                   confirm_runs=[], verdicts={}, beyond_ends=[], changes=[],
+                   log_ratio=math.log(verdict["ratio"]) if verdict.get("ratio") else result.log_ratio)
+
+
 def ranked(changes: Sequence[BisectResult]) -> list[BisectResult]:
-    """The changes, the most severe kind first (outputs or errors, settled slowdowns, bits), each kind by release;
-    one change found twice (by two modes: the same releases and kind) kept once, the first found."""
+    """The changes, the most severe kind first (outputs or errors, settled slowdowns, bits), each kind by release,
+    slowdowns the largest first (its confirmed ratio: a slowdown a later release undid is rarely the largest); one
+    change found twice (by two modes: the same releases and kind) kept once, the first found."""
     seen, out = set(), []
     for c in changes:
         key = (KIND_OF.get(c.criterion, c.criterion), c.last_good, c.first_bad)
         if key not in seen:
             seen.add(key)
             out.append(c)
-    return sorted(out, key=lambda c: (RANK.get(KIND_OF.get(c.criterion, ""), 3), version_key(c.first_bad)))
+    return sorted(out, key=lambda c: (RANK.get(KIND_OF.get(c.criterion, ""), 3), -_size(c), version_key(c.first_bad)))
+
+
+def _size(change: BisectResult) -> float:
+    """A slowdown's size, as ranked: its confirmed ratio (0 for any other change, or one not measured)."""
+    ratio = (change.confirmation or {}).get("ratio") if change.criterion == TIME else None
+    return float(ratio) if isinstance(ratio, (int, float)) else 0.0
 
 
 def every_change(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult],
