@@ -342,3 +342,41 @@ def test_a_probe_that_would_end_past_max_time_is_not_started_and_the_search_keep
     assert r.unfinished.startswith("--max-time 10 s spent") and "untested" in r.unfinished
     assert r.classes[r.first_bad] == "bad" and r.classes[r.last_good] == "good"
     assert r.confirmation["confirmed"] is False and "was not timed again" in r.confirmation["why"]
+
+
+def test_a_search_max_time_cut_short_is_resumed_inside_the_window_it_had_narrowed():
+    """#57: the window a search narrowed before --max-time cut it (its stored answer's last good, first bad,
+    classes) is where the next search starts: the endpoints checked again, the releases outside it never probed
+    again, the first bad release the same as a whole search finds. No clock: the cut is a probe that refuses."""
+    from reprobundle.errors import TimeSpentError
+
+    replay, tested = _replayer("0.6.0", wrong_outputs=True)
+    calls = []
+
+    def then_spent(versions):  # the endpoints and one step, then the time is spent
+        calls.append(list(versions))
+        if len(calls) > 2:
+            raise TimeSpentError("--max-time 10 s spent: 0 s left, and a timed probe takes ~3 s here")
+        return replay(versions)
+
+    cut = bisect(VERSIONS, "0.4.30", "0.8.0", then_spent)
+    assert cut.criterion == "outputs" and cut.unfinished and cut.resumed is None
+    window = {"criterion": cut.criterion, "last_good": cut.last_good, "first_bad": cut.first_bad,
+              "classes": cut.classes, "evidence": cut.evidence}
+    lo, hi = VERSIONS.index(cut.last_good), VERSIONS.index(cut.first_bad)
+    assert (lo, hi) != (0, len(VERSIONS) - 1)  # the step narrowed it
+    tested.clear()
+    again = bisect(VERSIONS, "0.4.30", "0.8.0", replay, resume=[{**window, "criterion": "time"}, window])
+    assert (again.first_bad, again.last_good, again.unfinished) == ("0.6.0", "0.5.1", None)
+    probed = {v for step in tested for v in step}
+    assert tested[0] == ["0.4.30", "0.8.0"]  # the endpoints, checked again
+    assert probed - {"0.4.30", "0.8.0"} <= set(VERSIONS[lo + 1:hi])  # nothing outside the window again
+    assert again.resumed.startswith(f"resumed from a stored search cut short: the change lies after jax "
+                                    f"{cut.last_good} and by jax {cut.first_bad}")
+    assert again.classes[cut.last_good] == "good" and again.classes[cut.first_bad] == "bad"
+    # a window of another criterion, or one outside the endpoints, is no place to start: searched whole
+    tested.clear()
+    whole = bisect(VERSIONS, "0.4.30", "0.8.0", replay, resume=[{**window, "criterion": "bits"},
+                                                                 {**window, "last_good": "0.3.0"}])
+    assert whole.resumed is None and whole.first_bad == "0.6.0"
+    assert set(calls[1]) <= {v for step in tested for v in step}  # the cut search's first step, probed again

@@ -115,13 +115,19 @@ def _middle(inside: list[str], runs: dict[str, dict]) -> str:
 def split(result: BisectResult, builds: Sequence[str], probe: ReplayTogether, apart: OutputsDiffer,
           progress: Callable[[str], None] | None = None) -> list[BisectResult]:
     """The changes a bisection by outputs or bits found in its window, each its own BisectResult (the result
-    itself where it is the only one; a time bisection is returned as it is). The first keeps the result's `also`
-    and `set_aside`."""
+    itself where it is the only one; a time bisection, or one --max-time cut short, is returned as it is). The first
+    keeps the result's `also` and `set_aside`."""
+    from ..errors import TimeSpentError
+
     kind = KIND_OF.get(result.criterion)
-    if kind not in ("outputs", "bits") or result.first_bad == result.last_good:
+    if kind not in ("outputs", "bits") or result.first_bad == result.last_good or result.unfinished:
+        return [result]  # a search --max-time cut short is resumed whole by the next call, never split
+    try:
+        found, runs = transitions(builds, result.good, result.bad, probe, apart, kind, known=result.runs,
+                                  progress=progress)
+    except TimeSpentError as e:  # its own change stands; the others in its window are the next call's
+        result.unfinished = f"the window's other changes of the {kind} were not searched: {e.message}"
         return [result]
-    found, runs = transitions(builds, result.good, result.bad, probe, apart, kind, known=result.runs,
-                              progress=progress)
     changes = [t for t in found if t["apart"] != RUNS_AGAIN]
     if len(changes) <= 1 and all(t["first_bad"] == result.first_bad for t in changes):
         return [result]
@@ -204,4 +210,4 @@ def change_entry(change: BisectResult, steps: dict | None = None) -> dict:
             "evidence": change.evidence.get(change.first_bad), "ratio": confirmed.get("ratio"),
             "ci95": confirmed.get("ci95"), "outputs_apart": change.outputs_apart,
             "layer": {"layer": layer.get("layer"), "lowering": layer.get("lowering")} if layer else None,
-            **(steps or {})}
+            "unfinished": change.unfinished, **(steps or {})}

@@ -24,9 +24,11 @@ def commit_bisection_text(answer: dict) -> str:
     lines = [f"bisect-commits {clean(answer['good_tag'])}..{clean(answer['bad_tag'])}: {answer['commits']} commits "
              f"(first parent) in {clean(answer['repo'])}"]
     lines += _bad_commit_lines(answer)
+    lines += _wrap(str(answer["resumed"])) if answer.get("resumed") else []  # went on from a search cut short
     lines += _wrap(answer["ends"]["text"])
     if answer.get("first_bad"):
         lines += _first_bad_lines(answer)
+        lines += _wrap(f"unfinished: {answer['unfinished']}") if answer.get("unfinished") else []
     elif answer["ends"].get("agree"):
         lines += _wrap(str(answer.get("text")))
     if answer.get("could_be"):

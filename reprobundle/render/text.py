@@ -349,6 +349,8 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
              f"judged by {result.criterion})\n"
              + (f"  replayed: {result.mode_why}\n" if result.mode_why else "")
              + (f"  why: {result.why}\n" if result.why else "")
+             + "".join(f"  {line}\n" for line in (result.resumed, result.unfinished and
+                                                    f"unfinished: {result.unfinished}") if line)
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
     if result.changed_defaults:
         human += "\n" + changed_defaults_text(result.changed_defaults, result.last_good, result.first_bad)
