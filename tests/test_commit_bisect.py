@@ -673,7 +673,8 @@ def test_the_packed_reference_stands_for_the_release_that_traced_and_packed_it()
 @pytest.mark.crossversion
 def test_an_investigation_is_a_plan_over_stored_answers_resumed_and_extended_by_the_commit_step(history, tmp_path):
     """#57: `--max-time` spent by the bisection leaves explain and the newest release for the next call, which reuses
-    the stored bisection and runs them; adding --jax-repo then runs only the commit step; a copy of the store (what
+    the stored bisection (or, cut short, goes on from the window it had narrowed) and runs them; adding --jax-repo
+    then runs only the commit step; a copy of the store (what
     push, pull and copy make) carries the records, never trusted there; --again recomputes."""
     from reprobundle.investigate.answers import BISECTION, reusable
 
@@ -702,6 +703,9 @@ def test_an_investigation_is_a_plan_over_stored_answers_resumed_and_extended_by_
         assert second["bisect"]["answer"] == first["bisect"]["answer"]
     else:
         assert second["bisect"]["status"] == "answered" and "unfinished" not in second["bisect"]["answer"]
+        if first["bisect"]["stored"]:  # stored cut short: the next search went on from the window it had narrowed
+            assert "resumed from a stored search cut short: the change lies after jax 0.4.30 and by jax 0.4.31" in \
+                second["bisect"]["answer"], second["bisect"]
     assert (second["explain"]["status"], second["newest"]["status"]) == ("answered", "answered")
     third = investigate("--jax-repo", str(repo))  # only the commit step is new
     assert {n: s["status"] for n, s in third.items()} == {"bisect": "stored", "explain": "stored",

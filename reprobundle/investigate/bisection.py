@@ -219,13 +219,10 @@ def resumed_window(result: BisectResult, resume: Sequence[Mapping] | None) -> tu
     short, where the search goes on from (None: from the endpoints). It must lie between the endpoints and bound
     releases of this search; the releases it classed outside it keep their classes and evidence (not probed
     again), said in `result.resumed`."""
-    window = next((w for w in resume or () if w.get("criterion") == result.criterion), None)
+    window = _window_of(result, resume)
     if window is None:
         return None
-    lo, hi = str(window.get("last_good")), str(window.get("first_bad"))
-    ends = [result.good, *result.candidates, result.bad]
-    if lo not in ends or hi not in ends or version_key(lo) >= version_key(hi):
-        return None
+    lo, hi = str(window["last_good"]), str(window["first_bad"])
     classes, evidence = dict(window.get("classes") or {}), dict(window.get("evidence") or {})
     classes.update({lo: "good", hi: "bad"})
     outside = [v for v in result.candidates if not version_key(lo) < version_key(v) < version_key(hi)]
@@ -237,6 +234,16 @@ def resumed_window(result: BisectResult, resume: Sequence[Mapping] | None) -> tu
                       f"{len(outside)} release{'s' if len(outside) != 1 else ''} outside that window not probed "
                       f"again, {inside} inside it searched")
     return lo, hi
+
+
+def _window_of(result: BisectResult, resume: Sequence[Mapping] | None) -> Mapping | None:
+    """The stored window of `result`'s criterion whose ends are builds of this search, in order; None where none is."""
+    window = next((w for w in resume or () if w.get("criterion") == result.criterion), None)
+    ends = [result.good, *result.candidates, result.bad]
+    lo, hi = (str(window.get("last_good")), str(window.get("first_bad"))) if window else ("", "")
+    if window is None or lo not in ends or hi not in ends or version_key(lo) >= version_key(hi):
+        return None
+    return window
 
 
 def confirm(result: BisectResult, replay_together: ReplayTogether,

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import UsageError
+from ..errors import TimeSpentError, UsageError
 from .answers import BISECTION, EXPLANATION, reported_run, reusable, stored_ago, stored_bisection
 from .case import Case
 from .commit_search import commit_step, commit_window_step, repo_here
@@ -192,7 +192,6 @@ def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: t
     """(the BisectResult, the run its report shows): a stored bisection of the same question reused, else one run
     now (its probes in `ledger`, within its --max-time; its answer stored as it ends); (None, None) where --max-time
     was spent before it answered anything."""
-    from ..errors import TimeSpentError
 
     good, bad = ends
     mode, by = asked
@@ -276,6 +275,9 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None, ag
         return
     try:
         found, spent = _timed(lambda: explain_between(case, specs, options, mode=mode, by=by, reach=reach))
+    except TimeSpentError as e:  # not even its evidence could end within --max-time: the next call runs it
+        out.steps.append(Step("explain", "left", f"{e.message}: the next `investigate` runs it", command=command))
+        return
     except UsageError as e:
         out.steps.append(Step("explain", "failed", e.message, command=command))
         return
