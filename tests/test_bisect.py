@@ -208,6 +208,18 @@ def test_an_endpoint_that_is_no_release_is_refused_before_anything_runs(small_st
     assert not list((store / "runs").glob("*/*"))  # nothing replayed, nothing stored
 
 
+def test_bisect_max_time_too_small_for_its_first_probe_ends_with_one_line_and_runs_nothing(small_store_template,
+                                                                                            tmp_path):
+    """#57: bisect --max-time bounds the whole bisection: a budget no probe fits in starts none (TimeSpentError)."""
+    store = copy_of(small_store_template, tmp_path / "store")
+    with audited() as did:
+        code, out, err = cli("bisect", "small", "--good", "0.4.30", "--bad", "0.4.31", "--max-time", "0.000001",
+                             store=store)
+    assert code != 0 and out == "" and did.processes == [], err  # no worker started
+    assert err.count("error:") == 1 and "--max-time 1e-06 s spent" in err and "Traceback" not in err, err
+    assert not list((store / "runs").glob("*/*"))
+
+
 def test_investigate_is_directed_by_by_and_a_criterion_it_does_not_know_is_refused_before_anything_runs(
         small_store_template, tmp_path):
     store = copy_of(small_store_template, tmp_path / "store")
