@@ -372,7 +372,7 @@ def test_a_search_max_time_cut_short_is_resumed_inside_the_window_it_had_narrowe
         return replay(versions)
 
     cut = bisect(VERSIONS, "0.4.30", "0.8.0", then_spent)
-    assert cut.criterion == "outputs" and cut.unfinished and cut.resumed is None
+    assert cut.criterion == "outputs" and cut.unfinished and cut.resumed is None and cut.cut_at == "search"
     window = {"criterion": cut.criterion, "last_good": cut.last_good, "first_bad": cut.first_bad,
               "classes": cut.classes, "evidence": cut.evidence}
     lo, hi = VERSIONS.index(cut.last_good), VERSIONS.index(cut.first_bad)
@@ -386,6 +386,9 @@ def test_a_search_max_time_cut_short_is_resumed_inside_the_window_it_had_narrowe
     assert again.resumed.startswith(f"resumed from a stored search cut short: the change lies after jax "
                                     f"{cut.last_good} and by jax {cut.first_bad}")
     assert again.classes[cut.last_good] == "good" and again.classes[cut.first_bad] == "bad"
+    assert not again.searched_whole  # its window's other changes are still to be split out (window_changes.split)
+    layer_cut = bisect(VERSIONS, "0.4.30", "0.8.0", replay, resume=[{**window, "cut_at": "layer"}])
+    assert layer_cut.searched_whole  # cut only at its layer: its window was split before, not again
     # a window of another criterion, or one outside the endpoints, is no place to start: searched whole
     tested.clear()
     whole = bisect(VERSIONS, "0.4.30", "0.8.0", replay, resume=[{**window, "criterion": "bits"},

@@ -57,7 +57,8 @@ def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_
               "also": list(result.also), "changed_defaults": result.changed_defaults,
               "beyond_ends": list(result.beyond_ends), "set_aside": list(result.set_aside),
               "confirmation": result.confirmation,
-              "reported_run": reported_run(result), "unfinished": result.unfinished, "resumed": result.resumed}
+              "reported_run": reported_run(result), "unfinished": result.unfinished, "cut_at": result.cut_at,
+              "resumed": result.resumed}
     if result.changes:  # every change in the window, the headline first, each with its own stored answer
         from .window_changes import change_entry
 
@@ -242,11 +243,11 @@ def unfinished(record: dict) -> bool:
 def resume_windows(record: dict) -> list[dict]:
     """The windows a stored bisection --max-time cut short had narrowed, each where the next search of its mode and
     criterion starts (bisection.resumed_window): {"mode", "criterion", "last_good", "first_bad", "classes",
-    "evidence"}; the headline's with its classes, another change's with its own ends. A kind found as several
+    "evidence", "cut_at"}; the headline's with its classes, another change's with its own ends. A kind found as several
     changes (split) is searched again from its endpoints: no one window stands for it."""
     a = record.get("answer") or {}
-    head = {k: a.get(k) for k in ("mode", "criterion", "last_good", "first_bad", "classes", "evidence")}
-    others = [{k: c.get(k) for k in ("mode", "criterion", "last_good", "first_bad")}
+    head = {k: a.get(k) for k in ("mode", "criterion", "last_good", "first_bad", "classes", "evidence", "cut_at")}
+    others = [{k: c.get(k) for k in ("mode", "criterion", "last_good", "first_bad", "cut_at")}
               for c in (a.get("changes") or [])[1:] if isinstance(c, dict)]
     windows = [head, *others]
     kinds = [(w["mode"], w["criterion"]) for w in windows]

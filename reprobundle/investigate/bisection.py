@@ -68,6 +68,10 @@ class BisectResult:
     unfinished: str | None = None
     # where the search went on from a stored one --max-time cut short (`resume`): its window, one line (None: it did not)
     resumed: str | None = None
+    # where --max-time cut it: "search", "split" (the window's other changes), "layer", "kinds" (a kind not examined)
+    cut_at: str | None = None
+    # resumed from a stored search that had found its window's changes (cut at its layer or another kind): not split
+    searched_whole: bool = False
     # the other changes in the window, each bisected by its own criterion: [{"criterion", "first_bad", "last_good",
     # "why"}] (a time bisection whose endpoints' bits differ also finds the release whose bits changed)
     also: list[dict] = field(default_factory=list)
@@ -207,6 +211,7 @@ def _narrow(result: BisectResult, probe: ReplayTogether, jobs: int, known: Known
         try:
             classes = _classes_of(result, picks, probe, result.log_ratio, known, outputs_differ)
         except TimeSpentError as e:  # what was narrowed is the answer, said as such
+            result.cut_at = "search"
             result.unfinished = (f"{e.message}: the change lies after jax {last_good} and by jax {first_bad}; "
                                  f"{len(remaining)} release{'s' if len(remaining) != 1 else ''} between them untested")
             break
@@ -230,6 +235,7 @@ def resumed_window(result: BisectResult, resume: Sequence[Mapping] | None) -> tu
         result.classes[v] = str(classes[v])
         result.evidence[v] = str(evidence.get(v) or "classed by the stored search that --max-time cut short")
     inside = len(result.candidates) - len(outside)
+    result.searched_whole = window.get("cut_at") in ("layer", "kinds")
     result.resumed = (f"resumed from a stored search cut short: the change lies after jax {lo} and by jax {hi}; "
                       f"{len(outside)} release{'s' if len(outside) != 1 else ''} outside that window not probed "
                       f"again, {inside} inside it searched")

@@ -270,4 +270,5 @@ def _headline(found: list[BisectResult], set_aside: list[dict]) -> BisectResult:
     cut = [f"{s['criterion']} ({s['mode']})" for s in set_aside if s.get("unfinished")]
     if cut and not head.unfinished:  # what --max-time left unexamined: the answer is the next call's to finish
         head.unfinished = f"--max-time spent before {', '.join(cut)} was examined"
+        head.cut_at = "kinds"
     return head

@@ -91,6 +91,7 @@ def layer_of(search: Search, change, probes: Probes, timed_probes: bool, asked: 
     except TimeSpentError as e:
         # said, and the answer is not reused without it: the next investigation reads it
         change.unfinished = change.unfinished or f"the layer at the boundary was not read: {e.message}"
+        change.cut_at = change.cut_at or "layer"
         if probes.progress:
             probes.progress(f"bisect: {change.unfinished}")
         return None

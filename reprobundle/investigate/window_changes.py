@@ -120,13 +120,15 @@ def split(result: BisectResult, builds: Sequence[str], probe: ReplayTogether, ap
     from ..errors import TimeSpentError
 
     kind = KIND_OF.get(result.criterion)
-    if kind not in ("outputs", "bits") or result.first_bad == result.last_good or result.unfinished:
-        return [result]  # a search --max-time cut short is resumed whole by the next call, never split
+    if kind not in ("outputs", "bits") or result.first_bad == result.last_good or result.unfinished or \
+            result.searched_whole:  # one cut short is resumed by the next call; one resumed was split before
+        return [result]
     try:
         found, runs = transitions(builds, result.good, result.bad, probe, apart, kind, known=result.runs,
                                   progress=progress)
     except TimeSpentError as e:  # its own change stands; the others in its window are the next call's
         result.unfinished = f"the window's other changes of the {kind} were not searched: {e.message}"
+        result.cut_at = "split"
         return [result]
     changes = [t for t in found if t["apart"] != RUNS_AGAIN]
     if len(changes) <= 1 and all(t["first_bad"] == result.first_bad for t in changes):
@@ -210,4 +212,4 @@ def change_entry(change: BisectResult, steps: dict | None = None) -> dict:
             "evidence": change.evidence.get(change.first_bad), "ratio": confirmed.get("ratio"),
             "ci95": confirmed.get("ci95"), "outputs_apart": change.outputs_apart,
             "layer": {"layer": layer.get("layer"), "lowering": layer.get("lowering")} if layer else None,
-            "unfinished": change.unfinished, **(steps or {})}
+            "unfinished": change.unfinished, "cut_at": change.cut_at, **(steps or {})}
