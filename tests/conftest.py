@@ -58,7 +58,7 @@ MODULE_SECONDS = {
     "test_reliability.py": 225, "test_retrace.py": 170, "test_minimize.py": 180, "test_frameworks.py": 95,
     "test_explain.py": 90, "test_crossversion.py": 75, "test_anybuild.py": 65, "test_cli_exit.py": 60,
     "test_sweep_ray.py": 55, "test_custom_calls.py": 55, "test_report.py": 55, "test_sweep.py": 50,
-    "test_http_store.py": 50, "test_capture_program.py": 45, "test_commit_bisect.py": 150, "test_history.py": 45,
+    "test_http_store.py": 50, "test_capture_program.py": 45, "test_commit_bisect.py": 190, "test_history.py": 45,
     "test_pack_replay.py": 40, "test_offline.py": 40, "test_schedule.py": 35,
     "test_bisect_layers.py": 260, "test_window_changes.py": 290, "test_change_chains.py": 190, "test_fuzz.py": 40, "test_sharing.py": 35,
     "test_script.py": 35, "test_shared_bucket.py": 30, "test_zip_reproducer.py": 110,

@@ -208,6 +208,18 @@ def test_an_endpoint_that_is_no_release_is_refused_before_anything_runs(small_st
     assert not list((store / "runs").glob("*/*"))  # nothing replayed, nothing stored
 
 
+def test_bisect_max_time_too_small_for_its_first_probe_ends_with_one_line_and_runs_nothing(small_store_template,
+                                                                                            tmp_path):
+    """#57: bisect --max-time bounds the whole bisection: a budget no probe fits in starts none (TimeSpentError)."""
+    store = copy_of(small_store_template, tmp_path / "store")
+    with audited() as did:
+        code, out, err = cli("bisect", "small", "--good", "0.4.30", "--bad", "0.4.31", "--max-time", "0.000001",
+                             store=store)
+    assert code != 0 and out == "" and did.processes == [], err  # no worker started
+    assert err.count("error:") == 1 and "--max-time 1e-06 s spent" in err and "Traceback" not in err, err
+    assert not list((store / "runs").glob("*/*"))
+
+
 def test_investigate_is_directed_by_by_and_a_criterion_it_does_not_know_is_refused_before_anything_runs(
         small_store_template, tmp_path):
     store = copy_of(small_store_template, tmp_path / "store")
@@ -342,3 +354,44 @@ def test_a_probe_that_would_end_past_max_time_is_not_started_and_the_search_keep
     assert r.unfinished.startswith("--max-time 10 s spent") and "untested" in r.unfinished
     assert r.classes[r.first_bad] == "bad" and r.classes[r.last_good] == "good"
     assert r.confirmation["confirmed"] is False and "was not timed again" in r.confirmation["why"]
+
+
+def test_a_search_max_time_cut_short_is_resumed_inside_the_window_it_had_narrowed():
+    """#57: the window a search narrowed before --max-time cut it (its stored answer's last good, first bad,
+    classes) is where the next search starts: the endpoints checked again, the releases outside it never probed
+    again, the first bad release the same as a whole search finds. No clock: the cut is a probe that refuses."""
+    from reprobundle.errors import TimeSpentError
+
+    replay, tested = _replayer("0.6.0", wrong_outputs=True)
+    calls = []
+
+    def then_spent(versions):  # the endpoints and one step, then the time is spent
+        calls.append(list(versions))
+        if len(calls) > 2:
+            raise TimeSpentError("--max-time 10 s spent: 0 s left, and a timed probe takes ~3 s here")
+        return replay(versions)
+
+    cut = bisect(VERSIONS, "0.4.30", "0.8.0", then_spent)
+    assert cut.criterion == "outputs" and cut.unfinished and cut.resumed is None and cut.cut_at == "search"
+    window = {"criterion": cut.criterion, "last_good": cut.last_good, "first_bad": cut.first_bad,
+              "classes": cut.classes, "evidence": cut.evidence}
+    lo, hi = VERSIONS.index(cut.last_good), VERSIONS.index(cut.first_bad)
+    assert (lo, hi) != (0, len(VERSIONS) - 1)  # the step narrowed it
+    tested.clear()
+    again = bisect(VERSIONS, "0.4.30", "0.8.0", replay, resume=[{**window, "criterion": "time"}, window])
+    assert (again.first_bad, again.last_good, again.unfinished) == ("0.6.0", "0.5.1", None)
+    probed = {v for step in tested for v in step}
+    assert tested[0] == ["0.4.30", "0.8.0"]  # the endpoints, checked again
+    assert probed - {"0.4.30", "0.8.0"} <= set(VERSIONS[lo + 1:hi])  # nothing outside the window again
+    assert again.resumed.startswith(f"resumed from a stored search cut short: the change lies after jax "
+                                    f"{cut.last_good} and by jax {cut.first_bad}")
+    assert again.classes[cut.last_good] == "good" and again.classes[cut.first_bad] == "bad"
+    assert not again.searched_whole  # its window's other changes are still to be split out (window_changes.split)
+    layer_cut = bisect(VERSIONS, "0.4.30", "0.8.0", replay, resume=[{**window, "cut_at": "layer"}])
+    assert layer_cut.searched_whole  # cut only at its layer: its window was split before, not again
+    # a window of another criterion, or one outside the endpoints, is no place to start: searched whole
+    tested.clear()
+    whole = bisect(VERSIONS, "0.4.30", "0.8.0", replay, resume=[{**window, "criterion": "bits"},
+                                                                 {**window, "last_good": "0.3.0"}])
+    assert whole.resumed is None and whole.first_bad == "0.6.0"
+    assert set(calls[1]) <= {v for step in tested for v in step}  # the cut search's first step, probed again

@@ -673,7 +673,8 @@ def test_the_packed_reference_stands_for_the_release_that_traced_and_packed_it()
 @pytest.mark.crossversion
 def test_an_investigation_is_a_plan_over_stored_answers_resumed_and_extended_by_the_commit_step(history, tmp_path):
     """#57: `--max-time` spent by the bisection leaves explain and the newest release for the next call, which reuses
-    the stored bisection and runs them; adding --jax-repo then runs only the commit step; a copy of the store (what
+    the stored bisection (or, cut short, goes on from the window it had narrowed) and runs them; adding --jax-repo
+    then runs only the commit step; a copy of the store (what
     push, pull and copy make) carries the records, never trusted there; --again recomputes."""
     from reprobundle.investigate.answers import BISECTION, reusable
 
@@ -702,6 +703,9 @@ def test_an_investigation_is_a_plan_over_stored_answers_resumed_and_extended_by_
         assert second["bisect"]["answer"] == first["bisect"]["answer"]
     else:
         assert second["bisect"]["status"] == "answered" and "unfinished" not in second["bisect"]["answer"]
+        if first["bisect"]["stored"]:  # stored cut short: the next search went on from the window it had narrowed
+            assert "resumed from a stored search cut short: the change lies after jax 0.4.30 and by jax 0.4.31" in \
+                second["bisect"]["answer"], second["bisect"]
     assert (second["explain"]["status"], second["newest"]["status"]) == ("answered", "answered")
     third = investigate("--jax-repo", str(repo))  # only the commit step is new
     assert {n: s["status"] for n, s in third.items()} == {"bisect": "stored", "explain": "stored",
@@ -722,3 +726,60 @@ def test_an_investigation_is_a_plan_over_stored_answers_resumed_and_extended_by_
     assert reusable(there, copied, BISECTION, asked, manager) is None  # computed in another store: recomputed
     again = investigate("--again", "--max-time", "1")
     assert again["bisect"]["status"] != "stored" and again["bisect"]["stored"] != record["answer_id"]
+
+
+@pytest.mark.crossversion
+def test_bisect_commits_max_time_keeps_the_window_it_narrowed_and_the_next_call_goes_on_from_it(history,
+                                                                                               release_window,
+                                                                                               tmp_path):
+    """#57: `bisect-commits --max-time`: no probe starts once the time is spent; the search keeps the window it had
+    narrowed (no first bad commit claimed), stored `unfinished` and never reused as an answer; the next call starts
+    inside that window: its endpoints checked again, the commits outside it never probed again. No clock decides:
+    the ledger's budget is spent at the search's first narrowed step (a budget of 0 s), and a budget so small that
+    not even the first probe starts ends the command with one line."""
+    from reprobundle.investigate.answers import COMMIT_BISECTION, resumable, reusable
+    from reprobundle.investigate.commit_search import commits_asked
+    from reprobundle.run.spent import Ledger
+
+    repo, shas, store = history
+    own = tmp_path / "store"
+    shutil.copytree(store, own)  # the stored release bisection (release_window's), this test's commit answers
+    ledger, cut_at = Ledger(), []
+
+    def progress(line: str) -> None:  # the first step inside a narrowed window: the time is spent from here on
+        if "; testing " in line and "between 0.4.30 and 0.4.31" not in line and not cut_at:
+            cut_at.append(len(ledger.probes))
+            ledger.max_time_s = 0.0
+
+    cut = api.bisect_commits("int-floor", "0.4.30", "0.4.31", store=str(own), jax_repo=str(repo), jobs=1,
+                             ledger=ledger, progress=progress)
+    assert cut_at and cut["first_bad"] is None and cut["unfinished"].startswith("--max-time 0 s spent"), cut
+    assert cut["text"].startswith("unfinished: ") and cut["lowering"] is None
+    assert len(cut["spent"]["probes"]) == cut_at[0]  # none started once it was spent
+    window = cut["window"]
+    labels = [commit_label("0.4.30", i, sha) for i, sha in enumerate(shas)]
+    lo = labels.index(window["last_good"]) if window["last_good"] in labels else -1
+    hi = labels.index(window["first_bad"]) if window["first_bad"] in labels else len(labels)
+    assert (lo, hi) != (-1, len(labels)) and lo < 2 <= hi  # narrowed, the change (shas[2]) within
+    registry, bundle = api.resolve("int-floor", str(own))
+    from reprobundle.envs.jax_commit import open_repo
+    from reprobundle.investigate.commit_bisect import plan_commits
+
+    manager = api.environment_manager()
+    asked = commits_asked(plan_commits(open_repo(str(repo), manager.root, None), "0.4.30", "0.4.31"))
+    assert reusable(registry, bundle, COMMIT_BISECTION, asked, manager) is None  # never reused as an answer
+    assert resumable(registry, bundle, COMMIT_BISECTION, asked, manager)["answer_id"] == cut["answer_id"]
+
+    again = api.bisect_commits("int-floor", "0.4.30", "0.4.31", store=str(own), jax_repo=str(repo), jobs=1)
+    assert again["first_bad"]["sha"] == shas[2] and not again.get("unfinished")
+    assert again["resumed"].startswith("resumed from a stored search cut short: the change lies after jax ")
+    probed = {v for p in again["spent"]["probes"] for v in p["versions"]}
+    ends = {shas[0][:10], shas[-1][:10]}  # the endpoints' check: the first commit and the bad tag's
+    # (the window's ends may run again: the first bad commit's lowering is read against its parent's)
+    outside = {sha[:10] for i, sha in enumerate(shas) if i < lo or i > hi} - ends
+    assert outside and probed & outside == set(), (probed, outside)
+    assert reusable(registry, bundle, COMMIT_BISECTION, asked, manager)["answer_id"] == again["answer_id"]
+
+    code, _, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", "0.4.31", "--jax-repo", repo,
+                       "--max-time", "0.000001", store=own)  # no probe can start: one line, nothing claimed
+    assert code != 0 and "--max-time 1e-06 s spent" in err and "Traceback" not in err, err

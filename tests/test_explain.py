@@ -180,6 +180,39 @@ def attention_store(tmp_path_factory):
     return store
 
 
+def test_explains_screen_and_phases_start_nothing_that_would_end_past_max_time():
+    """#57: the screen leaves the measurement its room: an experiment is not screened where it would leave less than
+    the measurement's estimate (the evidence's wall time); the ledger estimates a kind not seen yet by its first word
+    ("evidence retrace" as the frozen evidence took). No clock: the seconds left are given."""
+    from reprobundle.investigate.screen import no_time
+    from reprobundle.run.spent import Ledger
+
+    assert no_time(None, [5.0], 30.0) is None and no_time(lambda: None, [5.0], 30.0) is None  # no bound
+    assert no_time(lambda: 100.0, [], 30.0) is None  # the first: while more than the reserve is left
+    assert no_time(lambda: 40.0, [4.0, 6.0, 20.0], 30.0) is None  # 40 - 6 > 30
+    said = no_time(lambda: 35.0, [4.0, 6.0, 20.0], 30.0)
+    assert said.startswith("not screened: --max-time: 35 s left, a screen takes ~6 s") and "~30 s" in said
+    assert no_time(lambda: 30.0, [], 30.0) is not None
+    ledger = Ledger(max_time_s=3600.0)
+    ledger.record("evidence", ["0.4.31", "0.4.33"], 12.0, {})
+    assert ledger.expected("evidence retrace") == 12.0 and ledger.expected("experiments") == 0.0
+    ledger.record("evidence retrace", ["0.4.31", "0.4.33"], 20.0, {})
+    assert ledger.expected("evidence retrace") == 20.0 and ledger.expected("evidence") == 12.0
+
+
+@pytest.mark.crossversion
+def test_explain_with_no_time_for_its_evidence_ends_with_one_line_and_runs_nothing(attention_store):
+    """#57: explain --max-time too small for its first replay: TimeSpentError, said in one line, nothing run."""
+    from cli_runner import cli
+
+    registry, bundle = reprobundle.api.resolve("attention-small", attention_store)
+    before = len(registry.runs(bundle.ref.bundle_id))
+    code, _, err = cli("explain", "attention-small", "--jax", "0.4.31", "--jax", "0.4.33", "--max-time", "0.000001",
+                       store=attention_store)
+    assert code != 0 and "--max-time 1e-06 s spent" in err and "Traceback" not in err, err
+    assert len(registry.runs(bundle.ref.bundle_id)) == before
+
+
 @pytest.mark.crossversion
 def test_settings_reach_only_their_contender_and_an_unknown_flag_is_that_contenders_error(attention_store):
     runs = api.replay("attention-small", ["0.8.0"], store=attention_store, warmup=1, repeat=2, rounds=1,

@@ -197,6 +197,25 @@ def test_selection_by_ref_glob_and_label(swept):
     assert code == 2 and "a baseline with at least one other version" in err
 
 
+def test_sweep_max_time_bounds_each_bundles_timing_and_starts_no_round_past_it(swept, tmp_path):
+    """#57: sweep --max-time is each bundle's: measured alone, its rounds adaptive within it, none begun past it
+    (what every run records: when each round ended, from the replay's start; the first round always runs)."""
+    import shutil
+
+    store, _ = swept
+    own = shutil.copytree(store, tmp_path / "store")  # its runs apart from the other tests' counts
+    data = api.sweep(["chain"], BASELINE, CANDIDATE, store=str(own), rerun=True, warmup=1, repeat=6, max_time_s=2.0)
+    (result,) = data["results"]
+    registry = api.open_registry(str(own))
+    ids = {x["run_id"] for x in result["runs"]}
+    runs = [r for r in registry.runs(registry.resolve("chain").ref.bundle_id) if r["run_id"] in ids]
+    assert len(runs) == 2 and {r["status"] for r in runs} <= {"ok", "mismatch"}
+    for run in runs:
+        schedule = run["environment"]["conditions"]["schedule"]
+        assert schedule["max_time_s"] == 2.0 and len(schedule["round_ends_s"]) == schedule["rounds"] >= 1
+        assert all(end < 2.0 for end in schedule["round_ends_s"][:-1]), schedule  # each round began within it
+
+
 def test_cli_json_and_report(swept, tmp_path):
     store, first = swept
     report, page = tmp_path / "sweep.md", tmp_path / "sweep.html"

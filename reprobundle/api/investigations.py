@@ -109,10 +109,14 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     local one (this process, one probe after another), or the Ray executor of `ray_address`; its runs are stored
     in the bundle's registry. A bundle in a read-only store (a .zip) is replayed here without storing its runs.
     `ledger` (run/spent.Ledger): where the probes are recorded, with the --max-time of the command that calls (a
-    probe that would end past it is not started; the search keeps what it had narrowed)."""
+    probe that would end past it is not started; the search keeps what it had narrowed); without one, the options'
+    `max_time_s` (bisect --max-time) bounds the whole bisection so, from the call. A search cut short is stored
+    `unfinished`, and the next call of the same question starts inside the window it had narrowed."""
     from ..investigate.release_search import bisect_releases, check_bisect_request, probe_executor
+    from ..run.spent import Ledger
 
     options = replay_options(options, settings, BISECT_OPTIONS)
+    ledger = ledger or Ledger(options.max_time_s)
     check_bisect_request(good, bad, mode, jobs, nightly, EnvConfig.of(env_dir, python), by)
     case = _case(ref, store, EnvConfig.of(env_dir, python, index_url), progress)
     executor = probe_executor(case.where()[0], ref, executor, ray_address)

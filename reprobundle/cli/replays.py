@@ -340,6 +340,10 @@ def bisect_cmd(
     timed_probes: bool = typer.Option(False, "--timed-probes", help="Time every probe, one version a step (the "
                                                                     "slower path before untimed outputs probes; "
                                                                     "to compare with)."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the whole bisection may take: no "
+                                                                      "probe starts that would end past it; what "
+                                                                      "was narrowed is kept, and the same command "
+                                                                      "again goes on from it."),
     samples: bool = SamplesOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -349,7 +353,7 @@ def bisect_cmd(
     from ..render import text as report
 
     options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
-                                   platform=platform)
+                                   platform=platform, max_time_s=max_time)
     result, comparison = api.bisect(ref, good, bad, store=store, options=options, python=python,
                                     progress=progress_sink(), ray_address=ray, nightly=nightly, index_url=index_url,
                                     mode="auto" if retrace is None else "retrace" if retrace else "frozen", by=by,
@@ -365,7 +369,8 @@ def bisect_cmd(
             "spent": result.spent, "left_out": result.left_out, "mode": result.mode, "mode_why": result.mode_why,
             "answer_id": result.answer_id, "also": result.also, "changed_defaults": result.changed_defaults,
             "beyond_ends": result.beyond_ends, "set_aside": result.set_aside,
-            "confirmation": result.confirmation, "changes": changes_data(result)}
+            "confirmation": result.confirmation, "changes": changes_data(result), "unfinished": result.unfinished,
+            "resumed": result.resumed}
     timed = comparison_text(comparison) if comparison is not None and result.criterion == "time" else None
     human = report.bisect_text(result, ref, timed, comparison is not None)
     emit(as_json, data, human + spent_table(result.spent))
@@ -392,6 +397,10 @@ def bisect_commits_cmd(
     store: Optional[str] = StoreOpt,
     platform: Optional[str] = PlatformOpt,
     jobs: Optional[int] = JobsOpt,
+    max_time: Optional[float] = typer.Option(None, "--max-time", help="Seconds the whole search may take: no "
+                                                                      "probe starts that would end past it; what "
+                                                                      "was narrowed is kept, and the same command "
+                                                                      "again goes on from it."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Search JAX's commits between two adjacent releases for the first bad one: JAX's Python at each commit over
@@ -402,7 +411,7 @@ def bisect_commits_cmd(
 
     options = api.ReplayOptions.of(api.COMMIT_OPTIONS, timeout_s=timeout, platform=platform)
     answer = api.bisect_commits(ref, good, bad, store=store, jax_repo=jax_repo, xla_repo=xla_repo, options=options,
-                                python=python, jobs=jobs, progress=progress_sink())
+                                python=python, jobs=jobs, progress=progress_sink(), max_time_s=max_time)
     emit(as_json, answer, commit_bisection_text(answer) + spent_table(answer["spent"]))
 
 

@@ -57,7 +57,8 @@ def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_
               "also": list(result.also), "changed_defaults": result.changed_defaults,
               "beyond_ends": list(result.beyond_ends), "set_aside": list(result.set_aside),
               "confirmation": result.confirmation,
-              "reported_run": reported_run(result)}
+              "reported_run": reported_run(result), "unfinished": result.unfinished, "cut_at": result.cut_at,
+              "resumed": result.resumed}
     if result.changes:  # every change in the window, the headline first, each with its own stored answer
         from .window_changes import change_entry
 
@@ -203,10 +204,23 @@ def reuse_key(registry: Registry, step: str, asked: dict, builds: dict[str, list
 
 def reusable(registry: Registry, bundle: Bundle, kind: str, asked: dict, manager) -> dict | None:
     """The latest stored answer of `kind` of this bundle that was asked exactly `asked`, computed in this store on
-    this machine, over builds that are still the ones here (builds_of); None where there is none: compute it. A
-    record without `reuse` (an older reprobundle's) or that differs in anything is never trusted."""
+    this machine, over builds that are still the ones here (builds_of), and finished; None where there is none:
+    compute it. A record without `reuse` (an older reprobundle's), that differs in anything, or that --max-time cut
+    short (`unfinished`: resumable's) is never reused as an answer."""
+    return next((r for r in _matching(registry, bundle, kind, asked, manager) if not unfinished(r)), None)
+
+
+def resumable(registry: Registry, bundle: Bundle, kind: str, asked: dict, manager) -> dict | None:
+    """The latest stored answer `reusable` would match but for --max-time having cut it short: what the next search
+    of the same question goes on from (resume_windows). None where there is none, or a finished one is newer."""
+    latest = next(iter(_matching(registry, bundle, kind, asked, manager)), None)
+    return latest if latest is not None and unfinished(latest) else None
+
+
+def _matching(registry: Registry, bundle: Bundle, kind: str, asked: dict, manager):
+    """The stored answers of `kind` asked exactly `asked`, here, over the builds here, newest first."""
     if registry.store.read_only:
-        return None
+        return
     here, wanted = origin(registry), _plain(asked)
     for record in reversed(registry.answers(bundle.ref.bundle_id)):
         key = record.get("reuse")
@@ -215,8 +229,29 @@ def reusable(registry: Registry, bundle: Bundle, kind: str, asked: dict, manager
         builds = key.get("builds")
         if key.get("asked") == wanted and key.get("origin") == here and isinstance(builds, dict) and builds and \
                 builds == builds_of(manager, list(builds)):
-            return record
-    return None
+            yield record
+
+
+def unfinished(record: dict) -> bool:
+    """Whether a stored answer is one --max-time cut short: its search, a change of its window, its layer, a kind
+    of change it did not examine."""
+    a = record.get("answer") or {}
+    return bool(a.get("unfinished") or any(isinstance(c, dict) and c.get("unfinished") for c in
+                                           [*(a.get("changes") or []), *(a.get("set_aside") or [])]))
+
+
+def resume_windows(record: dict) -> list[dict]:
+    """The windows a stored bisection --max-time cut short had narrowed, each where the next search of its mode and
+    criterion starts (bisection.resumed_window): {"mode", "criterion", "last_good", "first_bad", "classes",
+    "evidence", "cut_at"}; the headline's with its classes, another change's with its own ends. A kind found as several
+    changes (split) is searched again from its endpoints: no one window stands for it."""
+    a = record.get("answer") or {}
+    head = {k: a.get(k) for k in ("mode", "criterion", "last_good", "first_bad", "classes", "evidence", "cut_at")}
+    others = [{k: c.get(k) for k in ("mode", "criterion", "last_good", "first_bad", "cut_at")}
+              for c in (a.get("changes") or [])[1:] if isinstance(c, dict)]
+    windows = [head, *others]
+    kinds = [(w["mode"], w["criterion"]) for w in windows]
+    return [w for w in windows if kinds.count((w["mode"], w["criterion"])) == 1]
 
 
 def stored_ago(created: str | None) -> str:

@@ -66,6 +66,12 @@ class BisectResult:
     answer_id: str | None = None  # the answer record stored beside the runs (investigate/answers.py)
     # where --max-time ended the search before it was done: what it had narrowed, one line (None: it finished)
     unfinished: str | None = None
+    # where the search went on from a stored one --max-time cut short (`resume`): its window, one line (None: it did not)
+    resumed: str | None = None
+    # where --max-time cut it: "search", "split" (the window's other changes), "layer", "kinds" (a kind not examined)
+    cut_at: str | None = None
+    # resumed from a stored search that had found its window's changes (cut at its layer or another kind): not split
+    searched_whole: bool = False
     # the other changes in the window, each bisected by its own criterion: [{"criterion", "first_bad", "last_good",
     # "why"}] (a time bisection whose endpoints' bits differ also finds the release whose bits changed)
     also: list[dict] = field(default_factory=list)
@@ -152,7 +158,8 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
            outputs_differ: OutputsDiffer | None = None, by: str | None = None,
            check_together: ReplayTogether | None = None, jobs: int = 1,
            ahead: Callable[[list[str]], None] | None = None,
-           left_out: Mapping[str, str] | None = None, confirm_with: ReplayTogether | None = None) -> BisectResult:
+           left_out: Mapping[str, str] | None = None, confirm_with: ReplayTogether | None = None,
+           resume: Sequence[Mapping] | None = None) -> BisectResult:
     """Search over the released `versions` strictly between `good` and `bad`. `known` classes a version
     without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed).
     `outputs_differ` (two runs -> how their outputs differ) lets endpoints whose outputs differ from each other
@@ -166,7 +173,10 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     (their environments can be made meanwhile). `left_out`: releases the index lists but cannot install, with why
     (EnvironmentManager.left_out_versions); those between `good` and `bad` are the result's `left_out`.
     `confirm_with` times the confirmation (default `replay_together`): a probe that measures anew, never one that
-    hands back runs it remembers (the pair may be the endpoints, or a probe the bisection already made)."""
+    hands back runs it remembers (the pair may be the endpoints, or a probe the bisection already made).
+    `resume`: windows a stored search of the same question narrowed before --max-time cut it short ({"criterion",
+    "last_good", "first_bad", "classes", "evidence"}); the one of the criterion the endpoints choose is where the
+    search starts (`resumed_window`): the endpoints are still checked, the releases outside it not probed again."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
@@ -179,7 +189,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     result.log_ratio = _endpoints(result, replay_together, outputs_differ, check_together)
     checks = check_together if check_together is not None and result.criterion != TIME else replay_together
     _narrow(result, replay_together if result.criterion == TIME else checks, max(1, jobs), known, outputs_differ,
-            progress, ahead)
+            progress, ahead, resumed_window(result, resume))
     if result.criterion == TIME:
         confirm(result, confirm_with or replay_together, progress)
     return result
@@ -187,12 +197,14 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
 
 def _narrow(result: BisectResult, probe: ReplayTogether, jobs: int, known: Known | None,
             outputs_differ: OutputsDiffer | None, progress: Callable[[str], None] | None,
-            ahead: Callable[[list[str]], None] | None) -> None:
-    """The search between the endpoints `result` told apart: its first bad and last good release, or, where
-    --max-time ended it (TimeSpentError), what it had narrowed, said in `result.unfinished`."""
+            ahead: Callable[[list[str]], None] | None, start: tuple[str, str] | None = None) -> None:
+    """The search between the endpoints `result` told apart (or inside `start`, a window a stored search narrowed):
+    its first bad and last good release, or, where --max-time ended it (TimeSpentError), what it had narrowed, said
+    in `result.unfinished`."""
     per_step = jobs if result.criterion != TIME else 1
-    last_good, first_bad = result.good, result.bad
-    remaining = list(result.candidates)  # untested versions strictly between last_good and first_bad, ascending
+    last_good, first_bad = start or (result.good, result.bad)
+    # untested versions strictly between last_good and first_bad, ascending
+    remaining = [v for v in result.candidates if version_key(last_good) < version_key(v) < version_key(first_bad)]
     while remaining:
         picks = split_points(remaining, per_step)
         if progress:
@@ -202,11 +214,45 @@ def _narrow(result: BisectResult, probe: ReplayTogether, jobs: int, known: Known
         try:
             classes = _classes_of(result, picks, probe, result.log_ratio, known, outputs_differ)
         except TimeSpentError as e:  # what was narrowed is the answer, said as such
+            result.cut_at = "search"
             result.unfinished = (f"{e.message}: the change lies after jax {last_good} and by jax {first_bad}; "
                                  f"{len(remaining)} release{'s' if len(remaining) != 1 else ''} between them untested")
             break
         last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
     result.first_bad, result.last_good = first_bad, last_good
+
+
+def resumed_window(result: BisectResult, resume: Sequence[Mapping] | None) -> tuple[str, str] | None:
+    """The window (last good, first bad) a stored search of `result`'s criterion narrowed before --max-time cut it
+    short, where the search goes on from (None: from the endpoints). It must lie between the endpoints and bound
+    releases of this search; the releases it classed outside it keep their classes and evidence (not probed
+    again), said in `result.resumed`."""
+    window = _window_of(result, resume)
+    if window is None:
+        return None
+    lo, hi = str(window["last_good"]), str(window["first_bad"])
+    classes, evidence = dict(window.get("classes") or {}), dict(window.get("evidence") or {})
+    classes.update({lo: "good", hi: "bad"})
+    outside = [v for v in result.candidates if not version_key(lo) < version_key(v) < version_key(hi)]
+    for v in (v for v in outside if v in classes):
+        result.classes[v] = str(classes[v])
+        result.evidence[v] = str(evidence.get(v) or "classed by the stored search that --max-time cut short")
+    inside = len(result.candidates) - len(outside)
+    result.searched_whole = window.get("cut_at") in ("layer", "kinds")
+    result.resumed = (f"resumed from a stored search cut short: the change lies after jax {lo} and by jax {hi}; "
+                      f"{len(outside)} release{'s' if len(outside) != 1 else ''} outside that window not probed "
+                      f"again, {inside} inside it searched")
+    return lo, hi
+
+
+def _window_of(result: BisectResult, resume: Sequence[Mapping] | None) -> Mapping | None:
+    """The stored window of `result`'s criterion whose ends are builds of this search, in order; None where none is."""
+    window = next((w for w in resume or () if w.get("criterion") == result.criterion), None)
+    ends = [result.good, *result.candidates, result.bad]
+    lo, hi = (str(window.get("last_good")), str(window.get("first_bad"))) if window else ("", "")
+    if window is None or lo not in ends or hi not in ends or version_key(lo) >= version_key(hi):
+        return None
+    return window
 
 
 def confirm(result: BisectResult, replay_together: ReplayTogether,

@@ -28,7 +28,9 @@ The chain is a plan of steps over stored answers: the bisection, the explanation
 newest release's replay) whose answer for the same bundle, question and builds is stored here is reused, status
 `stored` ("stored 2 min ago": answers.reusable decides, exactly, and never trusts a record another store or
 machine computed); `again` recomputes every step. Each answer is stored as its step ends, so an interrupted or
-time-bounded investigation is resumed by the next call.
+time-bounded investigation is resumed by the next call: a bisection --max-time cut short is stored `unfinished`,
+never reused as an answer, and the next call's search starts inside the window it had narrowed (its endpoints
+checked again, the releases outside it not probed again: "resumed from a stored search cut short: ...").
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..errors import UsageError
+from ..errors import TimeSpentError, UsageError
 from .answers import BISECTION, EXPLANATION, reported_run, reusable, stored_ago, stored_bisection
 from .case import Case
 from .commit_search import commit_step, commit_window_step, repo_here
@@ -108,7 +110,7 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
 
     # a commit of a JAX repository here (else --bad is read as a release, and a typo is said as one)
     if not names_a_release(bad) and repo_here(jax_repo, case.manager):
-        if _commit_window(out, (good, bad), case, jax_repo):
+        if _commit_window(out, (good, bad), case, jax_repo, max_time_s):
             say("investigate: writing the issue body")
             _issue_step(out, case, (issue_path, markdown), None, jax_repo)
         else:
@@ -151,12 +153,13 @@ def _started(out: Investigation, ledger, step: Callable[..., None], *args: Any) 
             added.started_s = at
 
 
-def _commit_window(out: Investigation, ends: tuple[str, str], case: Case, jax_repo: str | None) -> bool:
+def _commit_window(out: Investigation, ends: tuple[str, str], case: Case, jax_repo: str | None,
+                   max_time_s: float | None = None) -> bool:
     """investigate --bad COMMIT: the commits from the good release to the commit, each over the good release's
     jaxlib (so the change is JAX's lowering by construction); explain, minimize and the newest release compare
     releases or the frozen module, and say why they do not apply. Whether a first bad commit was found."""
     good, bad = ends
-    step, found = commit_window_step(case, good, bad, jax_repo)
+    step, found = commit_window_step(case, good, bad, jax_repo, max_time_s)
     out.steps.append(Step(**step))
     out.first_bad = (found.get("first_bad") or {}).get("sha", "")[:10] or None
     out.layer, out.chosen = "lowering", f"the commits from jax {good} to {bad}, retraced over jax {good}'s jaxlib"
@@ -175,7 +178,7 @@ def _commit_step(out: Investigation, result, case: Case, left: float | None, jax
     if left is not None and left < MIN_STEP_S:
         out.steps.append(Step("commits", "left", _no_time(left)))
         return
-    out.steps.append(Step(**commit_step(result, case, jax_repo, again)))
+    out.steps.append(Step(**commit_step(result, case, jax_repo, again, left)))
 
 
 def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -189,7 +192,6 @@ def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: t
     """(the BisectResult, the run its report shows): a stored bisection of the same question reused, else one run
     now (its probes in `ledger`, within its --max-time; its answer stored as it ends); (None, None) where --max-time
     was spent before it answered anything."""
-    from ..errors import TimeSpentError
 
     good, bad = ends
     mode, by = asked
@@ -205,7 +207,8 @@ def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: t
         result, spent = stored_bisection(record, registry.answers(bundle.ref.bundle_id)), 0.0
     else:
         try:
-            result, spent = _timed(lambda: bisect_releases(case, good, bad, mode=mode, by=by, ledger=ledger)[0])
+            result, spent = _timed(lambda: bisect_releases(case, good, bad, mode=mode, by=by, ledger=ledger,
+                                                           resume=not again)[0])
         except TimeSpentError as e:
             out.steps.append(Step("bisect", "failed", e.message, round(ledger.as_dict()["wall_s"], 1), command,
                                   started_s=0.0, probes=probes()))
@@ -241,6 +244,7 @@ def _bisect_answer(result, chosen: str) -> str:
     said += [f"also: {o['criterion']} ({_how(o.get('mode'))}) changed at {o['first_bad']} (last good "
              f"{o['last_good']})" for o in result.also[len(result.changes):]]
     said += [f"no regression: {s['criterion']} ({_how(s.get('mode'))}): {s['why']}" for s in result.set_aside]
+    said += [c.resumed for c in [result, *result.changes] if c.resumed]
     said += [f"unfinished: {result.unfinished}"] if result.unfinished else []
     return "; ".join(said) + f"; chosen: {chosen}"
 
@@ -272,6 +276,9 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None, ag
         return
     try:
         found, spent = _timed(lambda: explain_between(case, specs, options, mode=mode, by=by, reach=reach))
+    except TimeSpentError as e:  # not even its evidence could end within --max-time: the next call runs it
+        out.steps.append(Step("explain", "left", f"{e.message}: the next `investigate` runs it", command=command))
+        return
     except UsageError as e:
         out.steps.append(Step("explain", "failed", e.message, command=command))
         return

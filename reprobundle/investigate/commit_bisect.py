@@ -299,9 +299,11 @@ def criterion_of_ends(plan: CommitPlan, good_run: dict, bad_run: dict,
 
 
 def search(plan: CommitPlan, probe: ReplayTogether, criterion: str, outputs_differ: OutputsDiffer,
-           ends: dict, jobs: int = 1, progress: Callable[[str], None] | None = None) -> BisectResult:
+           ends: dict, jobs: int = 1, progress: Callable[[str], None] | None = None,
+           resume: Sequence[dict] | None = None) -> BisectResult:
     """bisection.bisect over the plan's commit labels (the endpoints' classes known from `ends`), by the release
-    bisection's criterion."""
+    bisection's criterion; inside the window of `resume` (a stored search of the same commits --max-time cut short:
+    its answer's "window") where there is one."""
     from .bisection import bisect
 
     known_classes = {ends[e]["label"]: (ends[e]["class"], ends[e]["evidence"]) for e in ("first", "last")}
@@ -310,7 +312,8 @@ def search(plan: CommitPlan, probe: ReplayTogether, criterion: str, outputs_diff
         return known_classes.get(label)
 
     return bisect(plan.labels, plan.good, plan.bad_end, probe, progress=progress, known=known,
-                  outputs_differ=outputs_differ, by=BY_OF_CRITERION[criterion], check_together=probe, jobs=jobs)
+                  outputs_differ=outputs_differ, by=BY_OF_CRITERION[criterion], check_together=probe, jobs=jobs,
+                  resume=resume)
 
 
 def commit_record(repo: JaxRepo, commit: Commit) -> dict:
@@ -337,15 +340,11 @@ def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict, default
         answer["text"] = ends["text"]
         return answer
     answer.update(criterion=result.criterion, why=readable(result.why))
-    for label, cls in result.classes.items():
-        commit = plan.commit_of(label)
-        if commit is None:
-            continue
-        answer["tested"][commit.sha] = {"class": cls, "evidence": result.evidence.get(label, ""),
-                                        "over": (result.runs.get(label) or {}).get("over")}
-        if cls == "skip":
-            answer["skipped"].append({"sha": commit.sha, "title": commit.title,
-                                      "why": result.evidence.get(label, "")})
+    if result.resumed:
+        answer["resumed"] = readable(result.resumed)
+    _tested(answer, plan, result)
+    if result.unfinished:  # no first bad commit claimed: the window so far, where the next call goes on from
+        return cut_short(answer, result, readable(result.unfinished))
     first_bad = plan.commit_of(result.first_bad)
     last_good = plan.commit_of(result.last_good)
     if first_bad is not None:
@@ -358,6 +357,29 @@ def answer_of(plan: CommitPlan, result: BisectResult | None, ends: dict, default
     answer["notes"] = notes_of(plan, first_bad)
     answer["text"] = _text(answer)
     return answer
+
+
+def cut_short(answer: dict, result: BisectResult, why: str) -> dict:
+    """A commit bisection's answer that --max-time cut short (`why`): `unfinished`, and the window it had narrowed
+    (labels, classes) where the next call of the same question goes on from (bisection.resumed_window)."""
+    answer["unfinished"] = why
+    answer["window"] = {"criterion": result.criterion, "last_good": result.last_good, "first_bad": result.first_bad,
+                        "classes": dict(result.classes), "evidence": {k: v[:2000] for k, v in result.evidence.items()}}
+    answer["text"] = f"unfinished: {why}" if answer.get("first_bad") is None else f"{_text(answer)}; unfinished: {why}"
+    return answer
+
+
+def _tested(answer: dict, plan: CommitPlan, result: BisectResult) -> None:
+    """Each tested commit's class, evidence and what it ran over; the skipped ones with why."""
+    for label, cls in result.classes.items():
+        commit = plan.commit_of(label)
+        if commit is None:
+            continue
+        answer["tested"][commit.sha] = {"class": cls, "evidence": result.evidence.get(label, ""),
+                                        "over": (result.runs.get(label) or {}).get("over")}
+        if cls == "skip":
+            answer["skipped"].append({"sha": commit.sha, "title": commit.title,
+                                      "why": result.evidence.get(label, "")})
 
 
 def notes_of(plan: CommitPlan, first_bad: Commit | None) -> dict | None:
@@ -421,13 +443,15 @@ def parent_label(plan: CommitPlan, label: str) -> str:
 def lowering_of_first_bad(plan: CommitPlan, result: BisectResult, probe: ReplayTogether,
                           stablehlo_of: Callable[[dict], str | None], program_files: Sequence[str]) -> dict | None:
     """The first bad commit's retraced StableHLO against its parent's, by source line (lowering_diff): {"changed",
-    "text", "added", "removed", "parent"}; the parent replayed when the search did not. None where either has none."""
+    "text", "added", "removed", "parent"}; the parent (and the first bad commit, which a resumed search may have
+    from the stored one) replayed when the search did not. None where either has none."""
     if plan.commit_of(result.first_bad) is None:
         return None
     parent = parent_label(plan, result.first_bad)
     parent_run = result.runs.get(parent) or probe([parent])[0]
+    bad_run = result.runs.get(result.first_bad) or probe([result.first_bad])[0]  # a resumed search's bound
     parent_commit = plan.commit_of(parent)
-    return runs_lowering(parent_run, result.runs[result.first_bad], stablehlo_of, program_files,
+    return runs_lowering(parent_run, bad_run, stablehlo_of, program_files,
                          parent_commit.sha if parent_commit else plan.good_tag)
 
 

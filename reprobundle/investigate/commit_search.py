@@ -24,28 +24,34 @@ RUN_PREFIX = "run-"  # a bisection's folder of commit environments (_commit_fold
 
 def commits_between(case: Case, good: str | None, bad: str | None, *, jax_repo: str | None = None,
                     xla_repo: str | None = None, options: ReplayOptions = COMMIT_OPTIONS,
-                    jobs: int | None = None) -> dict:
+                    jobs: int | None = None, max_time_s: float | None = None, resume: bool = True,
+                    ledger=None) -> dict:
     """api.bisect_commits' answer once its request is checked (`options` outputs only): the release or commit
-    window, its commits searched, the answer stored beside the runs."""
+    window, its commits searched, the answer stored beside the runs. `max_time_s` (--max-time, from here): no probe
+    is started that would end past it (run/spent.Ledger; the release bisection run first shares it); a search cut
+    short keeps the window it had narrowed, stored `unfinished`, where the next call of the same question goes on
+    from (`resume`). `ledger` (run/spent.Ledger): where the probes are recorded, with its own --max-time (default:
+    one of `max_time_s`)."""
     from ..run.spent import Ledger
     from . import commit_bisect as cb
     from .xla_window import xla_window
 
     ref, manager, progress = case.ref, case.manager, case.progress
+    ledger = ledger or Ledger(max_time_s)
     if bad is not None and not cb.names_a_release(bad):
         registry, bundle, plan, found = _commit_window(case, good, bad, jax_repo, options)
         release: dict = {}
     else:
-        registry, bundle, release, repo = _release_window(case, good, bad, jax_repo)
+        registry, bundle, release, repo = _release_window(case, good, bad, jax_repo, ledger)
         found = release["answer"]
         plan = cb.plan_commits(repo, found["last_good"], found["first_bad"])
     say = (lambda line: progress(cb.readable(line))) if progress else None
     if say:
         say(_opening(plan, found))
-    ledger = Ledger()
+    window = _resumed(registry, bundle, plan, manager, say) if resume else None
     with _commit_folder(manager.root) as folder:
         probe = _commit_probe(registry, bundle, options, manager, plan, ledger, folder, say)
-        answer = _search(registry, bundle, plan, probe, found, jobs or probe_jobs(bundle, options), say)
+        answer = _search(registry, bundle, plan, probe, found, jobs or probe_jobs(bundle, options), say, window)
     if plan.bad_commit is None:
         answer["xla"] = xla_window(plan.repo, plan.good_tag, plan.bad_tag, xla_repo, found)
     else:
@@ -62,6 +68,20 @@ def commits_between(case: Case, good: str | None, bad: str | None, *, jax_repo: 
                                                  reuse_key(registry, "commits", commits_asked(plan), builds))
     answer["command"] = command
     return answer
+
+
+def _resumed(registry: Registry, bundle: Bundle, plan, manager, say) -> dict | None:
+    """The window of the latest stored commit bisection of the same commits that --max-time cut short
+    (answers.resumable), where this search starts; None where there is none."""
+    from .answers import COMMIT_BISECTION, resumable
+
+    record = resumable(registry, bundle, COMMIT_BISECTION, commits_asked(plan), manager)
+    window = ((record or {}).get("answer") or {}).get("window")
+    if record is None or not isinstance(window, dict):
+        return None
+    if say:
+        say(f"bisect-commits: going on from the search stored {record.get('created')} that --max-time cut short")
+    return window
 
 
 def commits_asked(plan) -> dict:
@@ -84,10 +104,13 @@ def _opening(plan, found: dict) -> str:
 
 
 def _release_window(case: Case, good: str | None, bad: str | None,
-                    jax_repo: str | None) -> tuple[Registry, Bundle, dict, Any]:
-    """The release bisection a release window goes on from (stored, else run now), refused where it found no
-    lowering change, and the JAX repository opened."""
+                    jax_repo: str | None, ledger=None) -> tuple[Registry, Bundle, dict, Any]:
+    """The release bisection a release window goes on from (stored and finished, else run now, its probes in
+    `ledger`), refused where it found no lowering change, and the JAX repository opened. TimeSpentError where
+    --max-time cut that bisection short: stored, the next call goes on from it."""
     from ..envs.jax_commit import open_repo
+    from ..errors import TimeSpentError
+    from .answers import unfinished
 
     ref, manager, progress = case.ref, case.manager, case.progress
     local = jax_repo is not None and "://" not in jax_repo
@@ -97,7 +120,10 @@ def _release_window(case: Case, good: str | None, bad: str | None,
     if stored is not None:  # a stored compiler change is refused before any clone
         _refuse(ref, stored)
     repo = repo or open_repo(jax_repo, manager.root, progress)  # before a bisection runs
-    release = stored or _release_answer(case, good, bad)
+    release = stored or _release_answer(case, good, bad, ledger)
+    if unfinished(release):
+        raise TimeSpentError(f"--max-time spent in the release bisection: {release['answer'].get('unfinished')}",
+                             hint="what it narrowed is stored: the same command again goes on from it")
     _refuse(ref, release)
     return registry, bundle, release, repo
 
@@ -153,9 +179,12 @@ def _commit_folder(root):
     return scratch_dir(root / COMMITS_DIR, RUN_PREFIX)
 
 
-def _search(registry: Registry, bundle: Bundle, plan, probe, found: dict, jobs: int, say) -> dict:
-    """The endpoints checked, the commits searched when they agree with the releases, the answer with the first bad
-    commit's changed defaults and its lowering against its parent."""
+def _search(registry: Registry, bundle: Bundle, plan, probe, found: dict, jobs: int, say,
+            window: dict | None = None) -> dict:
+    """The endpoints checked, the commits searched when they agree with the releases (inside `window`, where a
+    stored search cut short had narrowed them), the answer with the first bad commit's changed defaults and its
+    lowering against its parent (the search cut short by --max-time: the window so far, no first bad commit)."""
+    from ..errors import TimeSpentError
     from . import commit_bisect as cb
 
     ends = cb.check_endpoints(plan, probe, found["criterion"], _outputs_differ(registry, bundle))
@@ -168,11 +197,16 @@ def _search(registry: Registry, bundle: Bundle, plan, probe, found: dict, jobs: 
         return {**cb.answer_of(plan, None, ends), "lowering": lowering, "runs": [good_run, bad_run]}
     if not ends["agree"]:
         return {**cb.answer_of(plan, None, ends), "lowering": None, "runs": []}
-    result = cb.search(plan, probe, criterion, _outputs_differ(registry, bundle), ends, jobs=jobs, progress=say)
-    first = plan.commit_of(result.first_bad)
+    result = cb.search(plan, probe, criterion, _outputs_differ(registry, bundle), ends, jobs=jobs, progress=say,
+                       resume=[window] if window else None)
+    first = None if result.unfinished else plan.commit_of(result.first_bad)
     defaults = cb.defaults_touched(plan.repo, first.sha, found.get("changed_defaults")) if first is not None else []
     answer = cb.answer_of(plan, result, ends, defaults)
-    answer["lowering"] = _lowering(registry, bundle, plan, result, probe)
+    try:
+        answer["lowering"] = None if result.unfinished else _lowering(registry, bundle, plan, result, probe)
+    except TimeSpentError as e:  # the first bad commit stands; its lowering is the next call's
+        answer = cb.cut_short(answer, result, f"its lowering against its parent was not read: {e.message}")
+        answer["lowering"] = None
     return {**answer, "runs": list(result.runs.values())}
 
 
@@ -189,14 +223,15 @@ def _refuse(ref: str, release: dict) -> None:
 
 def _stored_release(registry: Registry, bundle: Bundle, good: str | None, bad: str | None) -> dict | None:
     """The latest stored release bisection of this window, or None."""
-    from .answers import BISECTION
+    from .answers import BISECTION, unfinished
 
     stored = [] if registry.store.read_only else registry.answers(bundle.ref.bundle_id)
-    fits = [a for a in stored if a.get("kind") == BISECTION and _window_fits(a["answer"], good, bad)]
+    fits = [a for a in stored if a.get("kind") == BISECTION and _window_fits(a["answer"], good, bad)
+            and not unfinished(a)]  # one --max-time cut short is resumed by the bisection run now
     return fits[-1] if fits else None
 
 
-def _release_answer(case: Case, good: str | None, bad: str | None) -> dict:
+def _release_answer(case: Case, good: str | None, bad: str | None, ledger=None) -> dict:
     """The release bisection a commit bisection goes on from when none is stored: one run now (good and bad
     given; checked as bisect checks them)."""
     ref, progress = case.ref, case.progress
@@ -209,7 +244,7 @@ def _release_answer(case: Case, good: str | None, bad: str | None) -> dict:
     registry, bundle = case.where()
     if progress:
         progress(f"bisect-commits: first the releases from {good} to {bad} (retraced, with the layer check)")
-    result, _ = bisect_releases(case, good, bad, mode="retrace")
+    result, _ = bisect_releases(case, good, bad, mode="retrace", ledger=ledger)
     answers = registry.answers(bundle.ref.bundle_id)
     own = [a for a in answers if a.get("answer_id") == result.answer_id]
     if own:
@@ -273,6 +308,7 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
     raw = replay_probe(registry, bundle, options, executor=None if registry.store.read_only else executor_for(None),
                        env_manager=manager, progress=progress, mode="retrace")
     def replay(paths: list[str], labels: list[str]) -> list[dict]:  # recorded in the ledger by short hashes
+        ledger.check("untimed retrace")  # none started that would end past --max-time
         t0 = time.perf_counter()
         runs = raw(paths)
         ledger.record("untimed retrace", [readable(label) for label in labels], time.perf_counter() - t0,
@@ -326,11 +362,13 @@ def _command(ref: str, good: str, bad: str, jax_repo: str | None, xla_repo: str 
     return " ".join(shlex.quote(a) for a in args)
 
 
-def commit_step(result, case: Case, jax_repo: str | None = None, again: bool = False) -> dict:
+def commit_step(result, case: Case, jax_repo: str | None = None, again: bool = False,
+                max_time_s: float | None = None) -> dict:
     """investigate's step after the release bisection `result` (a BisectResult): the first bad commit when the layer
     at the boundary is JAX's lowering (commits_between), skipped with why otherwise: a compiler change, no boundary,
     or no JAX repository here (`jax_repo`, else the clone cached by an earlier bisect-commits; never a clone made
-    here, so an investigation needs no network), with the command that gives one. A dict of investigate's Step
+    here, so an investigation needs no network), with the command that gives one. `max_time_s`: what is left of
+    investigate's --max-time (a search cut short is resumed by the next call). A dict of investigate's Step
     fields: name, status, answer, spent_s, command, stored."""
     from ..errors import ReproBundleError
     from .answers import stored_ago
@@ -358,7 +396,7 @@ def commit_step(result, case: Case, jax_repo: str | None = None, again: bool = F
     t0 = time.monotonic()
     try:
         found = commits_between(case, result.last_good, result.first_bad, jax_repo=repo,
-                                options=COMMIT_OPTIONS.outputs_only())
+                                options=COMMIT_OPTIONS.outputs_only(), max_time_s=max_time_s, resume=not again)
     except ReproBundleError as e:
         return {**step, "status": "failed", "answer": e.message}
     return _answered(step, found, store, t0)
@@ -385,7 +423,9 @@ def _answered(step: dict, found: dict, store: str | None, t0: float) -> dict:
     parent) or what the ends said."""
     from ..envs.jax_commit import first_bad_line
 
-    said = first_bad_line(found) if found["first_bad"] else found["ends"]["text"]
+    said = found["text"] if found.get("unfinished") else first_bad_line(found) if found["first_bad"] else \
+        found["ends"]["text"]
+    said = f"{found['resumed']}; {said}" if found.get("resumed") else said
     if found.get("lowering") and found["lowering"]["changed"]:
         said += f"; against its parent: {found['lowering']['text']}"
     return {**step, "status": "answered", "answer": said, "spent_s": round(time.monotonic() - t0, 1),
@@ -402,7 +442,8 @@ def repo_here(jax_repo: str | None, manager) -> str | None:
     return jax_repo or (str(cached) if (cached / "HEAD").exists() else None)
 
 
-def commit_window_step(case: Case, good: str, commit: str, jax_repo: str | None = None) -> tuple[dict, dict]:
+def commit_window_step(case: Case, good: str, commit: str, jax_repo: str | None = None,
+                       max_time_s: float | None = None) -> tuple[dict, dict]:
     """investigate --bad COMMIT's search: the commits from release `good` to `commit` (commits_between's commit
     window): (a dict of investigate's Step fields, the answer). UsageError when no JAX repository is here (it is the
     whole investigation: nothing else could answer; investigate reads such a --bad as a release instead)."""
@@ -411,6 +452,7 @@ def commit_window_step(case: Case, good: str, commit: str, jax_repo: str | None 
         raise UsageError(f"--bad {commit} names a commit, and no JAX repository is here to find it in",
                          hint="give a clone of https://github.com/jax-ml/jax (or its URL) with --jax-repo")
     t0 = time.monotonic()
-    found = commits_between(case, good, commit, jax_repo=repo, options=COMMIT_OPTIONS.outputs_only())
+    found = commits_between(case, good, commit, jax_repo=repo, options=COMMIT_OPTIONS.outputs_only(),
+                            max_time_s=max_time_s)
     step = {"name": "commits", "status": "answered", "answer": "", "spent_s": 0.0, "command": None, "stored": None}
     return _answered(step, found, case.store, t0), found

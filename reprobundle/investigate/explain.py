@@ -36,7 +36,7 @@ from ..analysis.passes import pass_diff, read_pipeline, same_hlo
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
 from ..envs.platforms import one_process_at_a_time
-from ..errors import ReplayError, ReproBundleError
+from ..errors import ReplayError, ReproBundleError, TimeSpentError
 from ..logs import Status
 from ..run.contenders import FROZEN, RETRACE, ContenderSpec, Settings
 from ..run.options import ReplayOptions
@@ -325,8 +325,7 @@ def explain(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candida
     setup.say(f"{len(experiments)} experiment(s) from the passes, the flags and the defaults that changed", "plan")
     screen_note = _screen(registry, bundle, baseline, candidate, experiments, chosen, setup)
     measured = _to_measure(experiments, chosen.by)
-    left = None if setup.options.max_time_s is None else max(1.0, setup.options.max_time_s -
-                                                             (time.monotonic() - start))
+    left = _time_left(setup, start)
     runs, comparison, facts = _measure(registry, bundle, baseline, candidate, experiments, measured, chosen.by, setup,
                                        left)
     regression = _regression(runs, comparison, chosen, registry, bundle)
@@ -339,6 +338,15 @@ def explain(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candida
             "fusion": evidence.fusion["summary"] if evidence.fusion else None, "moved_ops": evidence.moved_ops,
             "experiments": facts, "not_tried": not_tried, "delta_note": delta_note, "screen": screen_note,
             "diagnosis": diagnosis, "comparison": comparison, "runs": runs, "wall_s": time.monotonic() - start}
+
+
+def _time_left(setup: Setup, start: float) -> float | None:
+    """What the measurement may spend: the seconds of --max-time left (at least 1: its rounds end within it; the
+    screen left it room), None where there is no bound."""
+    left = setup.ledger.left() if setup.ledger is not None else None
+    if left is None and setup.options.max_time_s is not None:
+        left = setup.options.max_time_s - (time.monotonic() - start)
+    return None if left is None else max(1.0, left)
 
 
 @dataclass
@@ -372,8 +380,11 @@ def choose(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidat
 
     if setup.mode == "auto":
         refusal = retrace_refusal(bundle.manifest)
-        mode, mode_why = choose_mode(baseline.label, candidate.label, runs_in(FROZEN),
-                                     None if refusal else runs_in(RETRACE), apart, refusal)
+        try:
+            mode, mode_why = choose_mode(baseline.label, candidate.label, runs_in(FROZEN),
+                                         None if refusal else runs_in(RETRACE), apart, refusal)
+        except TimeSpentError as e:  # the frozen evidence ran; the retraced one would end past --max-time
+            mode, mode_why = FROZEN, f"frozen: the retraced program was not run: {e.message}"
     else:
         mode, mode_why = setup.mode, None
     runs = runs_in(mode)([])
@@ -412,9 +423,12 @@ def _screen(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candida
     setup.say(f"screening {len(experiments)} experiment(s) on the frozen module, one worker per release", "screen")
     text, inputs = packed_module(registry, bundle)
     t0 = time.monotonic()
+    ledger = setup.ledger
     result = screen(text, inputs, baseline, candidate, [e.spec for e in experiments], by=chosen.by,
                     flag_types=setup.flag_types(), worker_for=setup.worker_for,
-                    output_names=output_names(bundle.manifest), progress=setup.progress)
+                    output_names=output_names(bundle.manifest), progress=setup.progress,
+                    time_left=ledger.left if ledger is not None else None,
+                    reserve_s=ledger.expected("evidence") if ledger is not None else 0.0)
     for e, screened in zip(experiments, result.results):
         e.screened = screened
     wall_s = time.monotonic() - t0
@@ -482,7 +496,7 @@ def _measure(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candid
     else:
         setup.say(f"running {len(measured)} experiment(s) once each, judged by their outputs", "experiments")
         options = replace(setup.options.outputs_only(), dump=True)
-    runs = setup.replay_fn(contenders, options, store_runs=True)
+    runs = setup.replay_fn(contenders, options, store_runs=True, bounded=False)  # its rounds end within `left`
     comparison = setup.compare_fn(runs, run_label(runs[0]))
     rows = {r["label"]: r for r in comparison["rows"]}
     diffs = {d["label"]: d for d in comparison["diffs"]}
@@ -553,6 +567,8 @@ def _add_reach(diagnosis: dict, experiments: list[Experiment], setup: Setup, bas
     if setup.reach_fn:
         setup.say(f"measuring where {exp.what} still works", "reach")
         try:
+            if setup.ledger is not None:  # measured as the experiments were: not started past --max-time
+                setup.ledger.check("experiments")
             reach = setup.reach_fn(change, exp.spec, baseline, candidate, by)
         except ReproBundleError as e:  # a later release that cannot be had here: the diagnosis stands without it
             reach = {"releases": [], "compile": None, "run_ids": [], "text": f"not measured: {e.message}"}

@@ -32,7 +32,7 @@ def explain_between(case: Case, specs: list[ContenderSpec], options: ReplayOptio
 
     registry, bundle = case.writable()
     manager, progress, ref = case.manager, case.progress, case.ref
-    ledger = Ledger()
+    ledger = Ledger(options.max_time_s)  # explain's --max-time, from here: every phase within it
     replay_fn = recorded(ledger, functools.partial(_replay, registry, bundle, env_manager=manager, progress=progress))
     platform = replay_platform(bundle, options.platform).platform
     setup = explain_setup(Setup, manager, bundle, specs, platform, options, replay_fn, ledger, progress,
@@ -65,13 +65,17 @@ def explanation_asked(specs: Sequence[ContenderSpec], options: ReplayOptions, mo
 
 
 def recorded(ledger, replay_fn: Callable[..., list[dict]]) -> Callable[..., list[dict]]:
-    """explain's replay_fn with each replay recorded in `ledger`: the evidence (stored_runs False), the experiments."""
+    """explain's replay_fn with each replay recorded in `ledger`: the evidence (stored_runs False), the experiments.
+    None is started that would end past the ledger's --max-time (TimeSpentError: the first of all starts while any
+    time is left), but the measurement (`bounded` False: its rounds end within what is left)."""
     import time
 
     from ..run.spent import of_runs
 
     def replay(contenders: Sequence[ContenderSpec], options: ReplayOptions, what: str | None = None,
-               **kw: Any) -> list[dict]:
+               bounded: bool = True, **kw: Any) -> list[dict]:
+        if bounded:
+            ledger.check(what or ("experiments" if kw.get("store_runs") else "evidence"))
         t0 = time.perf_counter()
         runs = replay_fn(contenders, options, **kw)
         ledger.record(what or ("experiments" if kw.get("store_runs") else "evidence"), [c.label for c in contenders],
@@ -101,9 +105,19 @@ def explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec
                       by=by, worker_for=worker_for if screen else None,
                       changes_fn=pair.changes if release_delta else None, flag_types=pair.flag_types,
                       reach_fn=lambda change, spec, baseline, candidate, chosen_by: reach(
-                          manager, change, spec, replay_fn, options, platform,
+                          manager, change, spec, replay_fn, within(options, ledger), platform,
                           ReachAsk(baseline, candidate, chosen_by, compare_fn, apart, reach_releases)),
                       profile=profile, progress=progress, ledger=ledger)
+
+
+def within(options: ReplayOptions, ledger) -> ReplayOptions:
+    """`options` with their time bound no longer than what is left of the ledger's --max-time (at least 1 s)."""
+    from dataclasses import replace
+
+    left = ledger.left()
+    if left is None:
+        return options
+    return replace(options, max_time_s=max(1.0, min(left, options.max_time_s or left)))
 
 
 def stored_explanation(registry: Registry, bundle: Bundle, result: dict, ref: str, specs: list[ContenderSpec],

@@ -181,15 +181,16 @@ def _screened_out(mode: str, screen_time: Callable[[str], dict],
     `set_aside` entry that says what it saw and could not rule out."""
     try:
         seen = screen_time(mode)
-    except TimeSpentError as e:
-        seen = {"seen": None, "said": f"the time screen did not run: {e.message}: no slowdown is ruled out"}
+    except TimeSpentError as e:  # said, and the answer is not reused without it: the next call screens
+        seen = {"seen": None, "said": f"the time screen did not run: {e.message}: no slowdown is ruled out",
+                "unfinished": True}
     if progress:
         progress(f"bisect: time ({mode}) screened: {seen['said']}")
     if seen["seen"] == "slower":
         return None
     return {"criterion": "time", "mode": mode, "why": seen["said"],
             "screen": {k: seen.get(k) for k in ("seen", "ratio", "interval", "noise", "rounds", "not_ruled_out",
-                                                "seconds")}}
+                                                "seconds")}, **({"unfinished": True} if seen.get("unfinished") else {})}
 
 
 def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult], by: str | None,
@@ -211,7 +212,8 @@ def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], 
         except TimeSpentError as e:  # the bisections before it are kept; this one and those after are said
             if not found:
                 raise
-            set_aside += [{"criterion": k, "mode": m, "why": f"not bisected: {e.message}"} for m, k in steps[at:]]
+            set_aside += [{"criterion": k, "mode": m, "why": f"not bisected: {e.message}", "unfinished": True}
+                          for m, k in steps[at:]]
             break
         if isinstance(outcome, dict):
             set_aside.append(outcome)
@@ -265,4 +267,8 @@ def _headline(found: list[BisectResult], set_aside: list[dict]) -> BisectResult:
     head.also += [also_entry(r) for r in others]
     head.also_runs = [run for r in others for run in [*r.runs.values(), *r.confirm_runs]]
     head.set_aside = set_aside + head.set_aside
+    cut = [f"{s['criterion']} ({s['mode']})" for s in set_aside if s.get("unfinished")]
+    if cut and not head.unfinished:  # what --max-time left unexamined: the answer is the next call's to finish
+        head.unfinished = f"--max-time spent before {', '.join(cut)} was examined"
+        head.cut_at = "kinds"
     return head

@@ -23,11 +23,13 @@ BISECT_OPTIONS = ReplayOptions(dump=False, profile=False)  # a probe needs its v
 
 def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions = BISECT_OPTIONS, executor=None,
                     nightly: bool = False, mode: str = "auto", by: str | None = None, layer: bool = True,
-                    jobs: int | None = None, timed_probes: bool = False, ledger=None):
+                    jobs: int | None = None, timed_probes: bool = False, ledger=None, resume: bool = True):
     """(the BisectResult, its comparison): api.bisect's search once its request is checked (check_bisect_request)
     and its store opened, with `executor` (probe_executor's), the answer stored beside the runs. `ledger`
     (run/spent.Ledger): where the probes are recorded, with the --max-time of the command that calls (a probe that
-    would end past it is not started; the search keeps what it had narrowed)."""
+    would end past it is not started; the search keeps what it had narrowed). `resume`: where the same question's
+    latest stored answer was cut short by --max-time (answers.resumable), each search starts inside the window it
+    had narrowed (answers.resume_windows; said in the result's `resumed`)."""
     from ..envs.prefetch import Prefetch
     from ..run.spent import Ledger
 
@@ -37,27 +39,43 @@ def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions =
     ledger = ledger or Ledger()
     probes = Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
     jobs = 1 if timed_probes else jobs or probe_jobs(bundle, options)
+    asked = bisection_asked(good, bad, mode, by, nightly, options, layer, timed_probes)
+    windows = resumed_from(registry, bundle, asked, manager, progress) if resume else []
     with Prefetch(manager, jobs) as prefetch:
         if nightly:
-            search = Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by)
+            search = Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by, windows)
             result, comparison = bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
             result.mode = search.mode
             searches = {result.mode: search}
             stands(result)
         else:
-            result, searches = every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress)
+            result, searches = every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress,
+                                          windows)
             comparison = comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
         for change in [result, *result.changes] if layer else []:  # each change's layer, by its own search
             change.layer = layer_of(searches[change.mode], change, probes, timed_probes, (ref, store, options))
     result.spent = ledger.as_dict()
     time_left = ledger.left() is None or (ledger.left() or 0.0) > 0
-    asked = bisection_asked(good, bad, mode, by, nightly, options, layer, timed_probes)
-    # an answer cut short by --max-time (its search or its layer) is stored, never reused: the next call asks again
-    reuse = None if result.unfinished else reuse_key(registry, "bisect", asked,
-                                                       builds_of(manager, tested_builds(result)))
+    # an answer cut short by --max-time (its search, a change, its layer) is stored as `unfinished`: never reused
+    # as an answer, resumed by the next call of the same question (answers.resumable)
+    reuse = reuse_key(registry, "bisect", asked, builds_of(manager, tested_builds(result)))
     answer_each(registry, bundle, result, (ref, None if mode == "auto" else mode),
                 None if nightly or not time_left else manager, progress, reuse)
     return result, comparison
+
+
+def resumed_from(registry: Registry, bundle: Bundle, asked: dict, manager, progress) -> list[dict]:
+    """The windows of the latest stored answer of the same question that --max-time cut short (answers.resumable,
+    resume_windows), each where the next search of its mode and criterion starts; [] where there is none."""
+    from .answers import BISECTION, resumable, resume_windows
+
+    record = resumable(registry, bundle, BISECTION, asked, manager)
+    if record is None:
+        return []
+    if progress:
+        progress(f"bisect: going on from the search stored {record.get('created')} that --max-time cut short: "
+                 f"{(record.get('answer') or {}).get('unfinished') or 'a change of its window unfinished'}")
+    return resume_windows(record)
 
 
 def layer_of(search: Search, change, probes: Probes, timed_probes: bool, asked: tuple) -> dict | None:
@@ -73,6 +91,7 @@ def layer_of(search: Search, change, probes: Probes, timed_probes: bool, asked: 
     except TimeSpentError as e:
         # said, and the answer is not reused without it: the next investigation reads it
         change.unfinished = change.unfinished or f"the layer at the boundary was not read: {e.message}"
+        change.cut_at = change.cut_at or "layer"
         if probes.progress:
             probes.progress(f"bisect: {change.unfinished}")
         return None
@@ -94,8 +113,10 @@ def answer_each(registry: Registry, bundle: Bundle, result, asked: tuple[str, st
 def bisection_asked(good: str, bad: str, mode: str, by: str | None, nightly: bool, options: ReplayOptions,
                     layer: bool, timed_probes: bool) -> dict:
     """What a bisection was asked, as its stored answer records it for reuse: the window, the mode and criterion as
-    given, and what else changes its answer (the replay options' flags, the layer check, timed probes)."""
-    return {"good": good, "bad": bad, "mode": mode, "by": by, "nightly": nightly, "options": options.args(),
+    given, and what else changes its answer (the replay options' flags but --max-time, the layer check, timed
+    probes): a call with another --max-time asks the same question."""
+    return {"good": good, "bad": bad, "mode": mode, "by": by, "nightly": nightly,
+            "options": options.args(max_time=False),
             "layer": layer, "timed_probes": timed_probes}
 
 
@@ -180,14 +201,15 @@ def comparison_of_bisect(registry: Registry, bundle: Bundle, result, baseline: s
 
 
 def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends: tuple[str, str], manager,
-               progress: Callable[[str], None] | None):
+               progress: Callable[[str], None] | None, windows: list[dict] | None = None):
     """(the headline's BisectResult, mode -> its search): told both the mode and the criterion, that one
     bisection; else the endpoints run untimed in each mode (both where the bundle can be retraced:
     investigate/mode_choice.py's survey) and every kind of change present bisected, the most severe first
     (mode_choice.plan). Each bisection by outputs or bits is split into the changes its window holds
     (window_changes.py); the first that stands is the headline, the others its `changes` (each whole) and `also`
     (one line each), and what was examined and is no regression (a speedup, no settled change, a time change the
-    confirmation did not reproduce) its `set_aside`."""
+    confirmation did not reproduce) its `set_aside`. `windows`: where a search cut short stored had narrowed each
+    (resumed_from)."""
     from ..run.options import screen_options
     from ..run.retrace import retrace_refusal
     from .mode_choice import plan, survey, time_screen
@@ -207,7 +229,7 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
     searches = {}
 
     def run_one(step_mode: str, kind: str):
-        searches[step_mode] = Search(probes, step_mode, jobs, ahead, kind)
+        searches[step_mode] = Search(probes, step_mode, jobs, ahead, kind, windows)
         return searches[step_mode].run(versions, good, bad, progress, left_out=left_out)
 
     def screen_time(step_mode: str) -> dict:  # whether the frozen module also got slower: a bounded screen

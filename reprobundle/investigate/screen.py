@@ -26,6 +26,7 @@ goes on to the measurement.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -101,9 +102,13 @@ def extra_flags(spec: ContenderSpec, candidate: ContenderSpec) -> tuple[str, ...
 def screen(text: str, inputs: Sequence[np.ndarray], baseline: ContenderSpec, candidate: ContenderSpec,
            specs: Sequence[ContenderSpec], *, by: str, flag_types: dict[str, dict] | None,
            worker_for: Callable[[ContenderSpec], Any], output_names: Sequence[str] | None = None,
-           progress: Callable[[str], None] | None = None) -> Screen:
+           progress: Callable[[str], None] | None = None,
+           time_left: Callable[[], float | None] | None = None, reserve_s: float = 0.0) -> Screen:
     """Screen each experiment's contender of `specs` (the candidate under its settings) on the module `text`.
-    `by`: "outputs", "bits" or "time"; `worker_for(spec)` makes a module worker (closed here)."""
+    `by`: "outputs", "bits" or "time"; `worker_for(spec)` makes a module worker (closed here). `time_left()`: the
+    seconds of --max-time left (None: no bound); an experiment is not screened where it would leave less than
+    `reserve_s` (what comes after the screen: the measurement), as long as those screened so far took (the median;
+    the first starts while more than `reserve_s` is left): it is "not screened", with why, and not measured."""
     base, cand = worker_for(baseline), worker_for(candidate)
     ahead = [i for i, spec in enumerate(specs) if _needs_own_process(spec, candidate, flag_types)]
     own = {i: worker_for(specs[i]) for i in ahead[:MAX_STARTED_AHEAD]}
@@ -113,19 +118,36 @@ def screen(text: str, inputs: Sequence[np.ndarray], baseline: ContenderSpec, can
         first = run.references()
         if first is not None:
             return Screen([Screened("not screened", error=first) for _ in specs], note=first)
-        results = []
+        results: list[Screened] = []
+        took: list[float] = []
         for i, spec in enumerate(specs):
             if progress:
                 progress(f"screen {i + 1}/{len(specs)}: {spec.settings.describe() or spec.label}")
-            if i in not_started:
-                results.append(Screened("own process", error=not_started[i]))
-            else:
-                results.append(_one(run, spec, candidate, flag_types, worker_for, own.get(i)))
+            spent = no_time(time_left, took, reserve_s)
+            t0 = time.monotonic()
+            if spent or i in not_started:
+                results.append(Screened("not screened" if spent else "own process", error=spent or not_started[i]))
+                continue
+            results.append(_one(run, spec, candidate, flag_types, worker_for, own.get(i)))
+            took.append(time.monotonic() - t0)
         run.close_references()
         return Screen(_decide(results, run, by), run.base_ns, run.cand_ns)
     finally:
         for worker in (base, cand, *own.values()):
             worker.close()
+
+
+def no_time(time_left: Callable[[], float | None] | None, took: Sequence[float], reserve_s: float) -> str | None:
+    """Why the next experiment is not screened: it would leave less than `reserve_s` of --max-time (it takes as
+    long as the median of `took`, those screened so far); None where it is."""
+    left = time_left() if time_left is not None else None
+    if left is None:
+        return None
+    expected = sorted(took)[len(took) // 2] if took else 0.0
+    if left - expected > reserve_s:
+        return None
+    return (f"not screened: --max-time: {max(0.0, left):.0f} s left, a screen takes ~{expected:.0f} s here and the "
+            f"measurement after it ~{reserve_s:.0f} s")
 
 
 def _needs_own_process(spec: ContenderSpec, candidate: ContenderSpec, flag_types) -> bool:

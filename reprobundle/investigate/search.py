@@ -55,13 +55,16 @@ class Probes:
 
 class Search:
     """One bisection's search with its probes (timed, and outputs only unless every probe is timed), `jobs` versions
-    a step for outputs, environments asked for ahead of need, and the layer at the boundary."""
+    a step for outputs, environments asked for ahead of need, and the layer at the boundary; where a stored search
+    of the same question was cut short by --max-time, inside the window it had narrowed (`windows`)."""
 
-    def __init__(self, probes: Probes, mode: str, jobs: int, ahead, by: str | None):
+    def __init__(self, probes: Probes, mode: str, jobs: int, ahead, by: str | None, windows=None):
         from .probes import output_difference
 
         self.probes, self.mode, self.jobs, self.ahead, self.by = probes, mode, jobs, ahead, by
         self.compare = output_difference(*probes.args)
+        # where a stored search of this mode that --max-time cut short had narrowed (bisection.resumed_window)
+        self.resume = [w for w in windows or [] if w.get("mode") == mode]
 
     def run(self, versions, good: str, bad: str, progress, known=None, left_out=None):
         from .bisection import bisect_every_change as _bisect
@@ -69,7 +72,8 @@ class Search:
         checks = None if self.probes.timed_only else self.probes.probe(self.mode, timed=False)
         return _bisect(versions, good, bad, self.probes.probe(self.mode), progress=progress, known=known,
                        outputs_differ=self.compare, by=self.by, check_together=checks, jobs=self.jobs,
-                       ahead=self.ahead, left_out=left_out, confirm_with=self.probes.fresh(self.mode, "confirm"))
+                       ahead=self.ahead, left_out=left_out, confirm_with=self.probes.fresh(self.mode, "confirm"),
+                       resume=self.resume)
 
     def layer(self, result, probe_for, ref: str, store_args, replay_args):
         from .boundary import layer_at_boundary

@@ -121,16 +121,25 @@ def split(result: BisectResult, builds: Sequence[str], probe: ReplayTogether, ap
           progress: Callable[[str], None] | None = None, timed: tuple[ReplayTogether, ReplayTogether] | None = None
           ) -> list[BisectResult]:
     """The changes a bisection found in its window, each its own BisectResult (the result itself where it is the
-    only one). By outputs or bits: `transitions`. By time, with `timed` (a timed probe, and one that measures anew
-    for each confirmation): `split_time`, else the result as it is. The first keeps the result's `also` and
-    `set_aside`."""
+    only one, or where --max-time cut it short: the next call resumes it). By outputs or bits: `transitions`. By
+    time, with `timed` (a timed probe, and one that measures anew for each confirmation): `split_time`, else the
+    result as it is. The first keeps the result's `also` and `set_aside`."""
+    from ..errors import TimeSpentError
+
     kind = KIND_OF.get(result.criterion)
-    if kind == "time" and timed is not None and result.first_bad != result.last_good:
+    if result.first_bad == result.last_good or result.unfinished or result.searched_whole:
+        return [result]  # one cut short is resumed by the next call; one resumed was split before
+    if kind == "time" and timed is not None:
         return split_time(result, builds, *timed, progress=progress)
-    if kind not in ("outputs", "bits") or result.first_bad == result.last_good:
+    if kind not in ("outputs", "bits"):
         return [result]
-    found, runs = transitions(builds, result.good, result.bad, probe, apart, kind, known=result.runs,
-                              progress=progress)
+    try:
+        found, runs = transitions(builds, result.good, result.bad, probe, apart, kind, known=result.runs,
+                                  progress=progress)
+    except TimeSpentError as e:  # its own change stands; the others in its window are the next call's
+        result.unfinished = f"the window's other changes of the {kind} were not searched: {e.message}"
+        result.cut_at = "split"
+        return [result]
     changes = [t for t in found if t["apart"] != RUNS_AGAIN]
     if len(changes) <= 1 and all(t["first_bad"] == result.first_bad for t in changes):
         return [result]
@@ -334,4 +343,4 @@ def change_entry(change: BisectResult, steps: dict | None = None) -> dict:
             "evidence": change.evidence.get(change.first_bad), "ratio": confirmed.get("ratio"),
             "ci95": confirmed.get("ci95"), "outputs_apart": change.outputs_apart,
             "layer": {"layer": layer.get("layer"), "lowering": layer.get("lowering")} if layer else None,
-            **(steps or {})}
+            "unfinished": change.unfinished, "cut_at": change.cut_at, **(steps or {})}

@@ -24,11 +24,7 @@ def commit_bisection_text(answer: dict) -> str:
     lines = [f"bisect-commits {clean(answer['good_tag'])}..{clean(answer['bad_tag'])}: {answer['commits']} commits "
              f"(first parent) in {clean(answer['repo'])}"]
     lines += _bad_commit_lines(answer)
-    lines += _wrap(answer["ends"]["text"])
-    if answer.get("first_bad"):
-        lines += _first_bad_lines(answer)
-    elif answer["ends"].get("agree"):
-        lines += _wrap(str(answer.get("text")))
+    lines += _found_lines(answer)
     if answer.get("could_be"):
         lines += _wrap("untested just before it (skipped), any of which may be the first bad one: "
                        + ", ".join(str(s)[:10] for s in answer["could_be"]))
@@ -50,6 +46,19 @@ def commit_bisection_text(answer: dict) -> str:
     if answer.get("command"):
         lines += _wrap(f"again: {answer['command']}")
     return "\n".join(lines)
+
+
+def _found_lines(answer: dict) -> list[str]:
+    """Where a search cut short was resumed from, the endpoints' check, the first bad commit or what was found
+    instead, and what --max-time left unfinished."""
+    lines = _wrap(str(answer["resumed"])) if answer.get("resumed") else []
+    lines += _wrap(answer["ends"]["text"])
+    if answer.get("first_bad"):
+        lines += _first_bad_lines(answer)
+        lines += _wrap(f"unfinished: {answer['unfinished']}") if answer.get("unfinished") else []
+    elif answer["ends"].get("agree"):
+        lines += _wrap(str(answer.get("text")))
+    return lines
 
 
 def _short(ref: str) -> str:

@@ -349,6 +349,7 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
              f"judged by {result.criterion})\n"
              + (f"  replayed: {result.mode_why}\n" if result.mode_why else "")
              + (f"  why: {result.why}\n" if result.why else "")
+             + "".join(f"  {line}\n" for line in _cut_short_lines(result))
              + "\n".join(f"  {v}: {c}: {result.evidence.get(v, '')}" for v, c in result.classes.items()))
     if result.changed_defaults:
         human += "\n" + changed_defaults_text(result.changed_defaults, result.last_good, result.first_bad)
@@ -368,6 +369,12 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
         human += (f"\n\nanswer stored beside its runs ({result.answer_id}): `reprobundle show` lists it, "
                   "`reprobundle issue` reports it")
     return human
+
+
+def _cut_short_lines(result) -> list[str]:
+    """Where a bisection went on from a stored one --max-time cut short, and what it left unfinished itself."""
+    return [line for line in (result.resumed, f"unfinished: {result.unfinished}" if result.unfinished else None)
+            if line]
 
 
 def bisect_other_lines(result) -> list[str]:

@@ -88,9 +88,10 @@ class Ledger:
     (render/spent.py).
 
     With `max_time_s` (a command's --max-time, counted from the ledger's start) a watched probe is not started where
-    it would end past it, as long as the probes of its kind took so far (the median; the first of a kind starts
-    while any time is left): TimeSpentError instead. `left()` is what a probe may still spend (a timed probe's rounds
-    are bounded by it)."""
+    it would end past it, as long as the probes of its kind took so far (the median; none of its kind yet: those
+    whose name starts with the same word, "evidence" for "evidence retrace"; the first of all starts while any time
+    is left): TimeSpentError instead. `left()` is what a probe may still spend (a timed probe's rounds are bounded
+    by it)."""
 
     def __init__(self, max_time_s: float | None = None) -> None:
         self.started = time.perf_counter()
@@ -101,13 +102,19 @@ class Ledger:
         """Seconds of --max-time left (None: no bound)."""
         return None if self.max_time_s is None else self.max_time_s - (time.perf_counter() - self.started)
 
+    def expected(self, what: str) -> float:
+        """Seconds a probe named `what` is expected to take here: the median of its kind's so far, else of those
+        whose name starts with the same word, else 0."""
+        took = sorted(p["wall_s"] for p in self.probes if p["what"] == what) or \
+            sorted(p["wall_s"] for p in self.probes if p["what"].split()[0] == what.split()[0])
+        return took[len(took) // 2] if took else 0.0
+
     def check(self, what: str) -> None:
         """TimeSpentError where a probe named `what` would end past --max-time."""
         left = self.left()
         if left is None:
             return
-        took = sorted(p["wall_s"] for p in self.probes if p["what"] == what)
-        expected = took[len(took) // 2] if took else 0.0
+        expected = self.expected(what)
         if left <= expected:
             raise TimeSpentError(f"--max-time {self.max_time_s:g} s spent: {max(0.0, left):.0f} s left, and a "
                                  f"{what} probe takes ~{expected:.0f} s here",
