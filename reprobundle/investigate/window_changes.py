@@ -124,8 +124,6 @@ def split(result: BisectResult, builds: Sequence[str], probe: ReplayTogether, ap
     only one, or where --max-time cut it short: the next call resumes it). By outputs or bits: `transitions`. By
     time, with `timed` (a timed probe, and one that measures anew for each confirmation): `split_time`, else the
     result as it is. The first keeps the result's `also` and `set_aside`."""
-    from ..errors import TimeSpentError
-
     kind = KIND_OF.get(result.criterion)
     if result.first_bad == result.last_good or result.unfinished or result.searched_whole:
         return [result]  # one cut short is resumed by the next call; one resumed was split before
@@ -133,13 +131,10 @@ def split(result: BisectResult, builds: Sequence[str], probe: ReplayTogether, ap
         return split_time(result, builds, *timed, progress=progress)
     if kind not in ("outputs", "bits"):
         return [result]
-    try:
-        found, runs = transitions(builds, result.good, result.bad, probe, apart, kind, known=result.runs,
-                                  progress=progress)
-    except TimeSpentError as e:  # its own change stands; the others in its window are the next call's
-        result.unfinished = f"the window's other changes of the {kind} were not searched: {e.message}"
-        result.cut_at = "split"
+    searched = _transitions_within_time(result, builds, probe, apart, kind, progress)
+    if searched is None:
         return [result]
+    found, runs = searched
     changes = [t for t in found if t["apart"] != RUNS_AGAIN]
     if len(changes) <= 1 and all(t["first_bad"] == result.first_bad for t in changes):
         return [result]
@@ -147,6 +142,19 @@ def split(result: BisectResult, builds: Sequence[str], probe: ReplayTogether, ap
         progress(f"bisect: {len(changes)} changes of the {kind} between jax {result.good} and {result.bad}: "
                  + ", ".join(t["first_bad"] for t in changes))
     return [_one_change(result, t, runs, len(changes), k == 0) for k, t in enumerate(changes)]
+
+
+def _transitions_within_time(result: BisectResult, builds: Sequence[str], probe: ReplayTogether,
+                             apart: OutputsDiffer, kind: str, progress: Callable[[str], None] | None):
+    """`transitions` in the result's window; None where --max-time ended it (said in the result's `unfinished`)."""
+    from ..errors import TimeSpentError
+
+    try:
+        return transitions(builds, result.good, result.bad, probe, apart, kind, known=result.runs, progress=progress)
+    except TimeSpentError as e:  # its own change stands; the others in its window are the next call's
+        result.unfinished = f"the window's other changes of the {kind} were not searched: {e.message}"
+        result.cut_at = "split"
+        return None
 
 
 def _one_change(result: BisectResult, t: dict, runs: dict[str, dict], count: int, first: bool) -> BisectResult:
@@ -252,6 +260,7 @@ def split_time(result: BisectResult, builds: Sequence[str], timed: ReplayTogethe
             others += time_transitions(builds, a, b, timed, progress)
         except TimeSpentError as e:  # what was found is kept; the answer says the rest was not searched
             result.unfinished = f"{e.message}: the time moved again between jax {a} and {b}, not searched"
+            result.cut_at = "split"
             break
     if not others:
         return [result]
