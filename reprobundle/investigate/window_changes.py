@@ -129,19 +129,23 @@ def split(result: BisectResult, builds: Sequence[str], probe: ReplayTogether, ap
         return [result]  # one cut short is resumed by the next call; one resumed was split before
     if kind == "time" and timed is not None:
         return split_time(result, builds, *timed, progress=progress)
-    if kind not in ("outputs", "bits"):
-        return [result]
-    searched = _transitions_within_time(result, builds, probe, apart, kind, progress)
+    searched = _transitions_within_time(result, builds, probe, apart, kind, progress) \
+        if kind in ("outputs", "bits") else None
     if searched is None:
         return [result]
     found, runs = searched
     changes = [t for t in found if t["apart"] != RUNS_AGAIN]
-    if len(changes) <= 1 and all(t["first_bad"] == result.first_bad for t in changes):
+    if _only_its_own(result, changes):
         return [result]
     if progress:
         progress(f"bisect: {len(changes)} changes of the {kind} between jax {result.good} and {result.bad}: "
                  + ", ".join(t["first_bad"] for t in changes))
     return [_one_change(result, t, runs, len(changes), k == 0) for k, t in enumerate(changes)]
+
+
+def _only_its_own(result: BisectResult, changes: list[dict]) -> bool:
+    """Whether the window's transitions are the bisection's own change alone (or none)."""
+    return len(changes) <= 1 and all(t["first_bad"] == result.first_bad for t in changes)
 
 
 def _transitions_within_time(result: BisectResult, builds: Sequence[str], probe: ReplayTogether,
