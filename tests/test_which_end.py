@@ -88,24 +88,26 @@ def _paired(log_ratios, steps=4, base_ns=1e7):
     return Measurement(samples_ns=base, **shape), Measurement(samples_ns=cand, **shape)
 
 
-def test_a_probes_budget_stops_once_its_side_is_known_and_the_settled_verdict_still_stops_it():
+def test_a_probes_budget_stops_at_the_first_look_its_side_is_known_and_the_settled_verdict_still_stops_it():
+    """From the group-sequential test's first look (its paired verdict has the rounds window_changes.time_windows
+    reads): a release like the good end, which that test takes many rounds to settle "same", stops there."""
     ends = Ends.of([BIG - 0.01, BIG + 0.01, BIG])
     budget = B.plan(["good", "probe"], repeat=100, rounds=None, ends=ends)
     budget.begin()
-    base, probe = _paired([0.01])
-    assert budget.more({"good": base, "probe": probe}, 1) == [] and budget.stopped == B.STOP_SIDED
-    assert budget.sided == {"probe": GOOD} and budget.describe(1)["stopped"] == "which end decided"
+    noisy_same = [0.01, -0.04, 0.03]  # "same" within 5% is far from settled here
+    for done in (1, 2):
+        base, probe = _paired(noisy_same[:done])
+        assert budget.more({"good": base, "probe": probe}, done) == ["good", "probe"]  # no look before round 3
+    base, probe = _paired(noisy_same)
+    assert sequential.first_decision(noisy_same).decision is None
+    assert budget.more({"good": base, "probe": probe}, 3) == [] and budget.stopped == B.STOP_SIDED
+    assert budget.sided == {"probe": GOOD} and budget.describe(3)["stopped"] == "which end decided"
     # the middle of the change: no side, so the group-sequential verdict decides when to stop, as before
     middle = B.plan(["good", "probe"], repeat=100, rounds=None, ends=ends)
     middle.begin()
-    rounds = [BIG / 2 + 0.001 * (-1) ** i for i in range(4)]
-    for done in range(1, 4):
-        base, probe = _paired(rounds[:done])
-        if done < 3:
-            assert middle.more({"good": base, "probe": probe}, done) == ["good", "probe"]
+    base, probe = _paired([BIG / 2 + 0.001 * (-1) ** i for i in range(3)])
     assert middle.more({"good": base, "probe": probe}, 3) == [] and middle.decided == {"probe": "slower"}
     assert middle.stopped == B.STOP_SETTLED and middle.sided == {}
-    plain = B.plan(["good", "probe"], repeat=100, rounds=None)  # no ends: no look before the third round
+    plain = B.plan(["good", "probe"], repeat=100, rounds=None)  # no ends: "same" not settled, another round
     plain.begin()
-    base, probe = _paired([0.01])
-    assert plain.more({"good": base, "probe": probe}, 1) == ["good", "probe"]
+    assert plain.more({"good": base, "probe": _paired(noisy_same)[1]}, 3) == ["good", "probe"]

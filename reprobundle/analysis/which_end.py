@@ -6,7 +6,10 @@ of their per-round paired log ratios, bad against good) and how much one round's
 (`Ends.spread`). A probe, a release timed beside the good end in the same kind of rounds, only has to say on which
 side of that change it lies. The group-sequential test (sequential.py) is built to detect a 5% change: it needs at
 least FIRST_LOOK rounds, and to settle "same" within 5% on a busy machine it may need 20 or more; against a 3.8x
-change one round of a release that is like either end is enough.
+change one round of a release that is like either end is enough to decide. The budget stops a probe by this test
+at the group-sequential test's looks (from FIRST_LOOK rounds: run/budget.py), so that each probe's paired verdict
+beside the good end still has the rounds the search for a time that moves more than once reads
+(investigate/window_changes.time_windows): a release like the good end takes FIRST_LOOK rounds, not 20.
 
 With per-round paired log ratios d_1..d_n taken as normal draws with mean mu and spread sigma, the log likelihood
 ratio of mu = T against mu = 0 after n rounds is
@@ -30,7 +33,7 @@ Neither is, so both are taken where they cannot make a wrong side likelier:
 
 Simulated (endpoints timed until the group-sequential test settled them slower, then 300 probes of up to 32 rounds
 per case): against a 3.8x change with a 2-15% round-to-round spread, a release like either end is decided in 1-3
-rounds, never wrong; against 1.05x-1.5x changes, 1 wrong side in about 5,000 releases like either end, and what the
+rounds (the budget takes FIRST_LOOK), never wrong; against 1.05x-1.5x changes, 1 wrong side in about 5,000 releases like either end, and what the
 test cannot tell in 32 rounds stays undecided. tests/test_which_end.py checks built cases. An undecided release is judged
 as before (the budget also stops when the group-sequential verdict settles, run/budget.py, and the bisection classes
 it by that verdict). A side is only ever a probe's class: the first bad release it leads to is claimed only once a

@@ -4,8 +4,8 @@ The adaptive budget times rounds of STEPS_PER_ROUND steps (the old fixed budget'
 after each round from the third on, asks the group-sequential test (analysis/sequential.py) whether each version's
 verdict against the baseline (the first version still running) is settled: a version whose verdict is settled
 retires, so the next rounds are cheaper; with `ends` (a time bisection's probe: the change its endpoints measured,
-analysis/which_end.py) a version also retires, from the first round on, once the sequential test between the two ends
-says which end it is like; the baseline runs while any version is unsettled. It ends when every
+analysis/which_end.py) a version also retires once the sequential test between the two ends says which end it is
+like, at the same looks (its paired verdict then has the rounds a search for a time that moves more than once reads); the baseline runs while any version is unsettled. It ends when every
 verdict is settled, at LAST_LOOK rounds (or the `max_rounds` asked: a time screen's few), or when another round would
 end past `max_time_s`, counted from `begin` (the replay's start: its environments and the first round's compiles
 are in it). The time bound holds from the second round on: one round always runs, since nothing is answered
@@ -119,7 +119,9 @@ class Budget:
             pieces.append(_comparison(key, ratios, measured[base], measured[key]))
         if stopped:
             return False
-        if self.ends is not None and ratios:
+        # from the first look on, as the group-sequential test: the probe's paired verdict, which a time that moves
+        # more than once is found by (window_changes.time_windows), needs those rounds
+        if self.ends is not None and len(ratios) >= sequential.FIRST_LOOK:
             side = which_end.which_end(ratios, self.ends).side
             if side is not None:
                 self.sided[key] = side

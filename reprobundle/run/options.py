@@ -38,7 +38,8 @@ class ReplayOptions:
     `retrace_packages` pins packages of the program in a retrace's environments ("flax==0.10.4");
     `max_rounds` caps the adaptive rounds (None: analysis/sequential.LAST_LOOK; a time screen's few);
     `ends` (target log ratio, spread, its degrees of freedom: analysis/which_end.Ends) makes a time bisection's probe,
-    whose adaptive rounds also stop as soon as the test between the change's two ends says which end it is like.
+    whose adaptive rounds also stop, at the group-sequential test's looks, once the test between the change's two ends
+    says which end it is like.
     The phase limits (execution.PhaseLimits) end a worker stuck in one phase as a `timeout` naming it:
     `load_limit_s` (its inputs, jax), `compile_limit_s` (load, lower, compile), `call_limit_s` each call of the
     function (None: RUNAWAY_FACTOR times the reference's median call, at the packed sizes), `call_grace_s` added
