@@ -37,7 +37,8 @@ rounds (the budget takes FIRST_LOOK), never wrong; against 1.05x-1.5x changes, 1
 releases like either end, and what the test cannot tell in 32 rounds stays undecided. tests/test_which_end.py
 checks built cases. An undecided release is judged as before (the budget also stops when the group-sequential
 verdict settles, run/budget.py, and the bisection classes it by that verdict). A side is only ever a probe's
-class: the first bad release it leads to is claimed only once a measurement of its own, judged by the group-sequential test, confirms it (investigate/bisection.confirm).
+class: the first bad release it leads to is claimed only once a measurement of its own, judged by the
+group-sequential test, confirms it (investigate/bisection.confirm).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ analysis/which_end.py) a version also retires once the sequential test between t
 like, at the same looks (its paired verdict then has the rounds a search for a time that moves more than once
 reads); the baseline runs while any version is unsettled. It ends when every verdict is settled, at LAST_LOOK
 rounds (or the `max_rounds` asked: a time screen's few), or when another round would end past `max_time_s`,
-counted from `begin` (the replay's start: its environments and the first round's compiles are in it). The time bound holds from the second round on: one round always runs, since nothing is answered
+counted from `begin` (the replay's start: its environments and the first round's compiles are in it).
+The time bound holds from the second round on: one round always runs, since nothing is answered
 without it, and a measurement the bound ends before FIRST_LOOK rounds keeps its rounds, its verdict unsettled (a
 user who gave --max-time asked for the answer by then). The test's error rates hold for any such stopping rule,
 since they are those of all its looks.
