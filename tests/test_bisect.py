@@ -61,7 +61,31 @@ def test_finds_first_slow_release(first_bad):
     assert tested[-1] == [r.last_good, first_bad]  # then the answer timed again: the confirmation
     assert r.confirmation["confirmed"] and r.confirmation["why"].startswith("confirmed: ")
     assert len(tested) <= 1 + 4 + 1  # endpoints + log2(8 candidates) + 1, the confirmation
-    assert "slower" in r.evidence[first_bad] and "paired rounds" in r.evidence[first_bad]
+    # the bad end by its paired verdict; each probe by the sequential test between the two ends the endpoints
+    # measured (analysis/which_end.py)
+    said = "paired rounds" if first_bad == "0.8.0" else "like the bad end (sequential test against the endpoints' 1.1"
+    assert said in r.evidence[first_bad]
+
+
+def test_a_time_bisections_probes_are_told_the_change_its_endpoints_measured():
+    """`sided_probe` gets the ends the timed endpoints measured and times every probe between them; the endpoints and
+    the confirmation are timed as before."""
+    replay_one, tested = _replayer("0.5.1")
+    asked, probed = [], []
+
+    def sided_probe(ends):
+        asked.append(ends)
+
+        def probe(versions):
+            probed.append(list(versions))
+            return replay_one(versions)
+        return probe
+
+    r = bisect(VERSIONS, "0.4.30", "0.8.0", replay_one, sided_probe=sided_probe)
+    assert (r.first_bad, r.last_good) == ("0.5.1", "0.5.0") and r.confirmation["confirmed"]
+    [ends] = asked
+    assert ends.ratio == pytest.approx(1.15, rel=0.05) and ends.dof == ROUNDS - 1
+    assert probed == tested[1:-1] and tested[0] == ["0.4.30", "0.8.0"] and tested[-1] == ["0.5.0", "0.5.1"]
 
 
 def test_output_regression_uses_outputs():

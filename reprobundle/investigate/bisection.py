@@ -24,7 +24,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from ..analysis.verdict import leaning, leaning_text, timing_verdict
+from ..analysis.verdict import leaning, leaning_text, paired_log_ratios, timing_verdict
+from ..analysis.which_end import Ends, side_text, which_end
 from ..envs.versions import version_key
 from ..errors import TimeSpentError, UsageError
 
@@ -121,8 +122,9 @@ def _verdict_line(verdict: dict, good: str) -> str:
 
 
 def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterion: str,
-             outputs_differ: OutputsDiffer | None = None) -> tuple[str, str]:
-    """("good" | "bad" | "skip", evidence) for a run against the good endpoint's run timed beside it."""
+             outputs_differ: OutputsDiffer | None = None, ends: Ends | None = None) -> tuple[str, str]:
+    """("good" | "bad" | "skip", evidence) for a run against the good endpoint's run timed beside it (by time: see
+    by_time, `ends` the change the endpoints measured)."""
     if criterion == ERROR:
         return ("bad", f"{run['status']}: {run['reason']}") if program_failed(run) else \
             ("good", "runs") if _usable(run) else ("skip", f"{run['status']}: {run['reason']}")
@@ -136,11 +138,27 @@ def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterio
     if not _usable(good_run):
         return "skip", f"the good endpoint failed beside it: {good_run['status']}: {good_run['reason']}"
     assert target_log_ratio is not None  # the time criterion always comes with the endpoints' log ratio
+    return by_time(run, good_run, target_log_ratio, ends)
+
+
+def by_time(run: dict, good_run: dict, target_log_ratio: float, ends: Ends | None = None) -> tuple[str, str]:
+    """A run's class by its time beside the good endpoint's: the side the sequential test between the change's two
+    `ends` (analysis/which_end.py) said, at the first round it decided; else (no ends, or undecided) bad when its
+    paired verdict settled in the change's direction at least half-way to the bad end, good otherwise."""
+    good = good_run["requested"]
+    sided = None
+    if ends is not None:
+        sided = which_end(paired_log_ratios(_timing(good_run), _timing(run)) or [], ends)
+        if sided.side is not None:
+            return sided.side, side_text(sided, ends, good)
     verdict = timing_verdict(_timing(good_run), _timing(run))
     moved = math.log(verdict["ratio"]) if verdict["ratio"] > 0 else 0.0
     same_direction = verdict["verdict"] == ("slower" if target_log_ratio > 0 else "faster")
     cls = "bad" if same_direction and abs(moved) >= abs(target_log_ratio) / 2 else "good"
-    return cls, _verdict_line(verdict, good_run["requested"])
+    line = _verdict_line(verdict, good)
+    if ends is not None and sided is not None and sided.rounds:
+        line += f"; {side_text(sided, ends, good)}"
+    return cls, line
 
 
 def by_outputs(apart: str, good: str, criterion: str) -> tuple[str, str]:
@@ -159,7 +177,8 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
            check_together: ReplayTogether | None = None, jobs: int = 1,
            ahead: Callable[[list[str]], None] | None = None,
            left_out: Mapping[str, str] | None = None, confirm_with: ReplayTogether | None = None,
-           resume: Sequence[Mapping] | None = None) -> BisectResult:
+           resume: Sequence[Mapping] | None = None,
+           sided_probe: Callable[[Ends], ReplayTogether] | None = None) -> BisectResult:
     """Search over the released `versions` strictly between `good` and `bad`. `known` classes a version
     without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed).
     `outputs_differ` (two runs -> how their outputs differ) lets endpoints whose outputs differ from each other
@@ -176,7 +195,10 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     hands back runs it remembers (the pair may be the endpoints, or a probe the bisection already made).
     `resume`: windows a stored search of the same question narrowed before --max-time cut it short ({"criterion",
     "last_good", "first_bad", "classes", "evidence"}); the one of the criterion the endpoints choose is where the
-    search starts (`resumed_window`): the endpoints are still checked, the releases outside it not probed again."""
+    search starts (`resumed_window`): the endpoints are still checked, the releases outside it not probed again.
+    `sided_probe`, given the change the timed endpoints measured (analysis/which_end.Ends), is the time probe that
+    stops each release's rounds as soon as the test between the two ends says which end it is like (default
+    `replay_together`); every time probe is classed by that test first (by_time)."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
@@ -188,7 +210,9 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
         ahead([good, bad, *split_points(candidates, max(1, jobs))])
     result.log_ratio = _endpoints(result, replay_together, outputs_differ, check_together)
     checks = check_together if check_together is not None and result.criterion != TIME else replay_together
-    _narrow(result, replay_together if result.criterion == TIME else checks, max(1, jobs), known, outputs_differ,
+    ends = endpoints_ends(result) if result.criterion == TIME else None
+    timed = sided_probe(ends) if sided_probe is not None and ends is not None else replay_together
+    _narrow(result, timed if result.criterion == TIME else checks, max(1, jobs), known, outputs_differ,
             progress, ahead, resumed_window(result, resume))
     if result.criterion == TIME:
         confirm(result, confirm_with or replay_together, progress)
@@ -497,6 +521,15 @@ def _apart_text(good: str, bad: str, apart: str | None) -> str:
             None: "same outputs"}[apart]
 
 
+def endpoints_ends(result: BisectResult) -> Ends | None:
+    """The change a time bisection's endpoints measured in their paired rounds, which its probes are judged
+    against (None without two paired rounds)."""
+    good, bad = result.runs.get(result.good), result.runs.get(result.bad)
+    if good is None or bad is None:
+        return None
+    return Ends.of(paired_log_ratios(_timing(good), _timing(bad)) or [])
+
+
 def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: ReplayTogether,
                 target: float | None, known: Known | None, outputs_differ: OutputsDiffer | None) -> dict[str, str]:
     """`versions` classed ("good", "bad", "skip"): by `known` when it can, the rest replayed together (each beside
@@ -514,10 +547,11 @@ def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: 
         replayed = [(v, endpoint, run) for v, run in zip(unknown, replay_together(unknown))]
     else:  # each beside the good endpoint, whose run timed with it is what it is judged against
         replayed = [(v, *replay_together([result.good, v])) for v in unknown]
+    ends = endpoints_ends(result) if result.criterion == TIME else None
     for version, good_run, run in replayed:
         result.runs[version] = run
         classes[version], result.evidence[version] = classify(run, good_run, target, result.criterion,
-                                                              outputs_differ)
+                                                              outputs_differ, ends)
         if result.criterion == TIME and classes[version] != "skip" and _usable(good_run):
             result.verdicts[version] = timing_verdict(_timing(good_run), _timing(run))
             _note_beyond_ends(result, version, result.verdicts[version])

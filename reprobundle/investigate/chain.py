@@ -145,11 +145,12 @@ def _of_change(steps: list[Step], change, headline) -> None:
 
 
 def _started(out: Investigation, ledger, step: Callable[..., None], *args: Any) -> None:
-    """`step(*args)`, each Step it adds that ran (not skipped) marked with when it started."""
+    """`step(*args)`, each Step it adds that ran (not skipped, nor left for want of time) marked with when it
+    started."""
     at, before = round(time.perf_counter() - ledger.started, 3), len(out.steps)
     step(*args)
     for added in out.steps[before:]:
-        if added.status != "skipped" and added.started_s is None:
+        if added.status not in ("skipped", "left") and added.started_s is None:
             added.started_s = at
 
 

@@ -23,20 +23,25 @@ class Probes:
         self.ledger, self.timed_only = ledger, timed_only
         self.seen: dict[tuple, list[dict]] = {}
 
-    def probe(self, mode: str, timed: bool = True):
+    def probe(self, mode: str, timed: bool = True, ends=None):
         """Versions -> runs; the runs of versions already probed the same way are reused (the endpoints' probe of
-        the mode choice is the bisection's first)."""
+        the mode choice is the bisection's first). `ends` (analysis/which_end.Ends, timed only): a time
+        bisection's probe, whose rounds stop once the test between the change's two ends says its side."""
+        from dataclasses import replace
+
         from .probes import replay_probe
 
         timed = timed or self.timed_only
         options = self.options if timed else self.options.outputs_only()
+        if ends is not None and timed:
+            options = replace(options, ends=ends.as_data())
         replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
                               progress=self.progress, mode=mode, left=self.ledger.left)
         what = ("timed" if timed else "untimed") + ("" if mode == "frozen" else f" {mode}")
         watched = self.ledger.watched(what, replay, concurrent=not timed)
 
         def remembered(versions: Sequence[str]) -> list[dict]:
-            key = (mode, timed, tuple(versions))
+            key = (mode, timed, tuple(versions), options.ends)
             if key not in self.seen:
                 self.seen[key] = watched(versions)
             return self.seen[key]
@@ -73,7 +78,8 @@ class Search:
         return _bisect(versions, good, bad, self.probes.probe(self.mode), progress=progress, known=known,
                        outputs_differ=self.compare, by=self.by, check_together=checks, jobs=self.jobs,
                        ahead=self.ahead, left_out=left_out, confirm_with=self.probes.fresh(self.mode, "confirm"),
-                       resume=self.resume)
+                       resume=self.resume,
+                       sided_probe=lambda ends: self.probes.probe(self.mode, ends=ends))
 
     def layer(self, result, probe_for, ref: str, store_args, replay_args):
         from .boundary import layer_at_boundary

@@ -3,10 +3,13 @@
 The adaptive budget times rounds of STEPS_PER_ROUND steps (the old fixed budget's round: 100 steps in 8 rounds) and,
 after each round from the third on, asks the group-sequential test (analysis/sequential.py) whether each version's
 verdict against the baseline (the first version still running) is settled: a version whose verdict is settled
-retires, so the next rounds are cheaper; the baseline runs while any version is unsettled. It ends when every
-verdict is settled, at LAST_LOOK rounds (or the `max_rounds` asked: a time screen's few), or when another round would
-end past `max_time_s`, counted from `begin` (the replay's start: its environments and the first round's compiles
-are in it). The time bound holds from the second round on: one round always runs, since nothing is answered
+retires, so the next rounds are cheaper; with `ends` (a time bisection's probe: the change its endpoints measured,
+analysis/which_end.py) a version also retires once the sequential test between the two ends says which end it is
+like, at the same looks (its paired verdict then has the rounds a search for a time that moves more than once
+reads); the baseline runs while any version is unsettled. It ends when every verdict is settled, at LAST_LOOK
+rounds (or the `max_rounds` asked: a time screen's few), or when another round would end past `max_time_s`,
+counted from `begin` (the replay's start: its environments and the first round's compiles are in it).
+The time bound holds from the second round on: one round always runs, since nothing is answered
 without it, and a measurement the bound ends before FIRST_LOOK rounds keeps its rounds, its verdict unsettled (a
 user who gave --max-time asked for the answer by then). The test's error rates hold for any such stopping rule,
 since they are those of all its looks.
@@ -25,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..analysis import selection, sequential
+from ..analysis import selection, sequential, which_end
 from ..analysis.verdict import paired_log_ratios, step_medians
 from .schedule import DEFAULT_ROUNDS, DEFAULT_STEPS, Measurement, rounds_for
 
@@ -36,6 +39,7 @@ STOP_FIXED = "fixed rounds"
 STOP_ALONE = "nothing to compare"
 STOP_SELECTED = "largest move found"
 STOP_RULED_OUT = "cannot hold the largest move"  # one piece's, when the others went on
+STOP_SIDED = "which end decided"  # a bisection's probe: the test between the change's two ends said its side
 
 
 @dataclass
@@ -55,6 +59,8 @@ class Budget:
     groups: Sequence[Sequence[str]] = ()  # the comparisons (default: every key in one)
     largest_move: bool = False  # the groups are pieces of one function: retire those that cannot hold its largest move
     retired: dict[str, int] = field(default_factory=dict)  # key -> the round after which it could not matter
+    ends: which_end.Ends | None = None  # a bisection's probe: also stop a version once its side of the change is known
+    sided: dict[str, str] = field(default_factory=dict)  # key -> "good"/"bad", as the test between the ends said it
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)  # seconds; tests fake it
 
     @property
@@ -106,7 +112,7 @@ class Budget:
     def _look_at(self, base: str, key: str, measured: dict[str, Measurement], pieces: list) -> bool:
         """One candidate against its group's baseline: its comparison joins `pieces` (with `largest_move`), a
         decision goes to `decided`. Whether it is still running unsettled."""
-        stopped = key in self.decided or key in self.retired
+        stopped = key in self.decided or key in self.retired or key in self.sided
         if stopped and not self.largest_move:
             return False
         ratios = paired_log_ratios(_timing(measured[base]), _timing(measured[key])) or []
@@ -114,6 +120,13 @@ class Budget:
             pieces.append(_comparison(key, ratios, measured[base], measured[key]))
         if stopped:
             return False
+        # from the first look on, as the group-sequential test: the probe's paired verdict, which a time that moves
+        # more than once is found by (window_changes.time_windows), needs those rounds
+        if self.ends is not None and len(ratios) >= sequential.FIRST_LOOK:
+            side = which_end.which_end(ratios, self.ends).side
+            if side is not None:
+                self.sided[key] = side
+                return False
         found = sequential.first_decision(ratios)
         if found.decision is not None:
             self.decided[key] = found.decision
@@ -133,7 +146,7 @@ class Budget:
     def _stop_reason(self, running: dict[str, list[str]], done: int, now: float) -> str:
         """Why the measurement ends after round `done` ("" when another round runs)."""
         if not running:
-            return STOP_SELECTED if self.retired else STOP_SETTLED
+            return STOP_SELECTED if self.retired else STOP_SIDED if self.sided else STOP_SETTLED
         if done >= self.rounds:
             return STOP_ROUNDS
         assert self.start is not None
@@ -177,13 +190,14 @@ STEPS_PER_ROUND = math.ceil(DEFAULT_STEPS / DEFAULT_ROUNDS)
 
 
 def plan(keys: Sequence[str], repeat: int, rounds: int | None, max_time_s: float | None = None,
-         max_rounds: int | None = None, groups: Sequence[Sequence[str]] = (), largest_move: bool = False) -> Budget:
+         max_rounds: int | None = None, groups: Sequence[Sequence[str]] = (), largest_move: bool = False,
+         ends: which_end.Ends | None = None) -> Budget:
     """Fixed `rounds` (repeat over them) when given or when there is nothing to compare; else adaptive rounds of
     repeat / DEFAULT_ROUNDS steps, up to `max_rounds` (default sequential.LAST_LOOK), for the comparisons `groups`
-    (default: all keys in one; see Budget)."""
+    (default: all keys in one), stopping a version early once its side of `ends` is known (see Budget)."""
     if rounds is not None or len(keys) < 2:
         n = rounds_for(len(keys), repeat, rounds)
         return Budget(False, n, max(1, math.ceil(repeat / n)), keys)
     cap = max(sequential.FIRST_LOOK, max_rounds or sequential.LAST_LOOK)
     return Budget(True, cap, max(1, math.ceil(repeat / DEFAULT_ROUNDS)), list(keys), max_time_s,
-                  groups=[list(g) for g in groups], largest_move=largest_move)
+                  groups=[list(g) for g in groups], largest_move=largest_move, ends=ends)

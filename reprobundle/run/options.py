@@ -36,7 +36,10 @@ class ReplayOptions:
     `memory_limit_bytes` bounds each worker's memory (its RLIMIT_DATA; None: a share of the memory available,
     execution.worker_memory_limit; 0: none); `dump` and `profile` keep the XLA dump and the per-op profile;
     `retrace_packages` pins packages of the program in a retrace's environments ("flax==0.10.4");
-    `max_rounds` caps the adaptive rounds (None: analysis/sequential.LAST_LOOK; a time screen's few).
+    `max_rounds` caps the adaptive rounds (None: analysis/sequential.LAST_LOOK; a time screen's few);
+    `ends` (target log ratio, spread, its degrees of freedom: analysis/which_end.Ends) makes a time bisection's probe,
+    whose adaptive rounds also stop, at the group-sequential test's looks, once the test between the change's two ends
+    says which end it is like.
     The phase limits (execution.PhaseLimits) end a worker stuck in one phase as a `timeout` naming it:
     `load_limit_s` (its inputs, jax), `compile_limit_s` (load, lower, compile), `call_limit_s` each call of the
     function (None: RUNAWAY_FACTOR times the reference's median call, at the packed sizes), `call_grace_s` added
@@ -67,6 +70,7 @@ class ReplayOptions:
     concurrent: bool = False  # the first round's workers start together: a probe that times nothing (outputs_only)
     fresh_workers: bool = False  # every bundle's own worker process per version and round, even beside others
     max_rounds: int | None = None  # the cap on adaptive rounds (None: sequential.LAST_LOOK)
+    ends: tuple[float, float, int] | None = None  # a bisection's probe: the change it is judged against (which_end)
 
     @classmethod
     def of(cls, base: "ReplayOptions | None" = None, *, timing: Timing | None = None,
@@ -117,9 +121,10 @@ class ReplayOptions:
 
     def to_dict(self) -> dict[str, Any]:
         """These options as plain JSON values (a task crosses processes and machines as data; `from_dict` reads
-        them back): `pin` and `retrace_packages` as lists, `shapes` as a map."""
+        them back): `pin`, `retrace_packages` and `ends` as lists, `shapes` as a map."""
         plain = asdict(self)
         plain["pin"] = list(self.pin) if self.pin else None
+        plain["ends"] = list(self.ends) if self.ends else None
         plain["shapes"] = dict(self.shapes) if self.shapes else None
         plain["retrace_packages"] = list(self.retrace_packages)
         return plain
@@ -137,6 +142,9 @@ class ReplayOptions:
         if "shapes" in known:
             known["shapes"] = dict(known["shapes"]) if known["shapes"] else None
         known["retrace_packages"] = tuple(known.get("retrace_packages") or ())
+        if known.get("ends"):
+            target, spread, dof = known["ends"]
+            known["ends"] = (float(target), float(spread), int(dof))
         return cls(**known)
 
     def timing_record(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import numpy as np
 from ..analysis.busy import busy_reason
 from ..analysis.hlo_diff import median_per_op
 from ..analysis.verdict import check_outputs
+from ..analysis.which_end import Ends
 from ..bundle import manifest as mf
 from ..bundle.dims import resized_inputs
 from ..bundle.model import RunRecord, RunStatus
@@ -341,7 +342,8 @@ def _budget(timed: Sequence[_Timed], bundle_count: int, options: ReplayOptions, 
     groups = [keys] if comparisons.one_group else \
         [[t.contender.key for t in timed if t.bundle_index == b] for b in range(bundle_count)]
     return plan(keys, options.repeat, options.rounds, options.max_time_s, max_rounds=options.max_rounds,
-                largest_move=comparisons.largest_move, groups=groups)
+                largest_move=comparisons.largest_move, groups=groups,
+                ends=Ends(*options.ends) if options.ends else None)
 
 
 def _say_start(progress: Callable[[str], None] | None, bundles: Sequence[Bundle], timed: Sequence[_Timed],
