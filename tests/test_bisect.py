@@ -88,6 +88,36 @@ def test_a_time_bisections_probes_are_told_the_change_its_endpoints_measured():
     assert probed == tested[1:-1] and tested[0] == ["0.4.30", "0.8.0"] and tested[-1] == ["0.5.0", "0.5.1"]
 
 
+def test_a_retraced_slowdowns_layer_check_times_both_pairs_against_the_change_the_endpoints_measured():
+    """After a retraced bisection by time, the four boundary runs are one timed replay told the bisection's change
+    (its rounds stop once each pair's side is known), and each pair is judged by that test: the frozen module like
+    the good end (the lowering's change), the retraced pair like the bad end."""
+    from reprobundle.investigate.boundary import BOTH, RETRACE, boundary_layer, boundary_runs
+
+    replay_one, _ = _replayer("0.5.1")
+    r = bisect(VERSIONS, "0.4.30", "0.8.0", replay_one)
+    asked = []
+
+    def probe_for(mode, timed=True, ends=None):
+        asked.append((mode, timed, ends))
+
+        def probe(pair):  # frozen: the same time on both; retraced: the bisection's change
+            frozen = _together(pair, [10.0, 10.0], ["ok", "ok"], seed=91)
+            retraced = _together(pair, [10.0, 11.5], ["ok", "ok"], seed=92)
+            for run in retraced:
+                run["contender"] = {"mode": RETRACE}
+                run["timing"]["group"] = frozen[0]["timing"]["group"]
+            return frozen + retraced
+        return probe
+
+    runs = boundary_runs(r, RETRACE, probe_for)
+    [(mode, timed, ends)] = asked
+    assert (mode, timed) == (BOTH, True) and ends is not None and ends.ratio == pytest.approx(1.15, rel=0.05)
+    layer = boundary_layer(r, runs, None, lambda a, b: {"changed": True, "text": "other ops"}, RETRACE)
+    assert layer["layer"] == "lowering", layer
+    assert "like the good end" in layer["frozen"]["evidence"] and "like the bad end" in layer["retraced"]["evidence"]
+
+
 def test_output_regression_uses_outputs():
     replay_one, _ = _replayer("0.5.1", wrong_outputs=True)
     r = bisect(VERSIONS, "0.4.30", "0.8.0", replay_one)

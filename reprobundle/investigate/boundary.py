@@ -11,7 +11,9 @@ What the bisection already ran in its own mode is reused and only the other mode
 each, untimed; for time after a frozen bisection, the frozen change is the bisection's own finding (the last good
 and the first bad release each timed beside the good end in paired rounds, then the two timed beside each other:
 its confirmation, whose paired verdict decides whether the change showed again), so the retraced pair runs once,
-untimed, for its StableHLO alone; for time after a retraced bisection (`--retrace`), all four run timed together.
+untimed, for its StableHLO alone; for time after a retraced bisection (`--retrace`), all four run timed together,
+each pair's rounds ending once the test between the bisection's two ends (analysis/which_end.py) says which end it
+is like, and judged by it (a frozen module the change left alone took up to 32 rounds to settle "same" before).
 
 The next command: `minimize` between the two releases for a compiler change (the frozen module holds the change,
 so it can be made smaller); the retraced replay whose report shows the lowering diff with its source lines for a
@@ -38,10 +40,11 @@ from .bisection import (
     ReplayTogether,
     by_outputs,
     classify,
+    endpoints_ends,
 )
 
 FROZEN, RETRACE, BOTH = "frozen", "retrace", "both"
-ProbeFor = Callable[..., ReplayTogether]  # (mode: "frozen", "retrace", "both", timed=True) -> its probe
+ProbeFor = Callable[..., ReplayTogether]  # (mode: "frozen", "retrace", "both", timed=True, ends=None) -> its probe
 LoweringOf = Callable[[dict, dict], "dict | None"]  # (retraced run, retraced run) -> lowering_diff, or None
 WORDS = {"compiler": "XLA (the compiler)", "lowering": "JAX's lowering",
          "both": "both XLA (the compiler) and JAX's lowering", "neither": "neither layer: the change did not show again"}
@@ -95,8 +98,8 @@ def boundary_runs(result: BisectResult, mode: str, probe_for: ProbeFor) -> dict[
     if result.criterion == TIME and mode == FROZEN:
         timed = result.confirm_runs or [result.runs[v] for v in pair if v in result.runs]
         runs = timed + probe_for(RETRACE, timed=False)(pair)
-    elif result.criterion == TIME:
-        runs = probe_for(BOTH)(pair)
+    elif result.criterion == TIME:  # each pair's rounds end once its side of the bisection's change is known
+        runs = probe_for(BOTH, ends=endpoints_ends(result))(pair)
     else:
         runs = [result.runs[v] for v in pair if v in result.runs]
         unrun = [v for v in pair if v not in result.runs]  # classed without a replay (bisect --nightly)
@@ -169,7 +172,7 @@ def _shows(result: BisectResult, good_run: dict | None, bad_run: dict | None,
         return {"changed": None, "evidence": f"{good_run['status']}: {good_run.get('reason', '')}"}
     if result.criterion in (OUTPUTS_VS_GOOD, BITS) and outputs_differ is None:
         return {"changed": None, "evidence": "outputs not compared"}
-    cls, evidence = classify(bad_run, good_run, result.log_ratio, result.criterion, outputs_differ)
+    cls, evidence = _classify_pair(result, good_run, bad_run, outputs_differ)
     if cls == "skip" or (result.criterion == OUTPUTS and good_run["status"] not in ("ok", "mismatch")):
         return {"changed": None, "evidence": evidence}
     if result.criterion == OUTPUTS and good_run["status"] == "mismatch" and cls == "bad":
@@ -178,6 +181,13 @@ def _shows(result: BisectResult, good_run: dict | None, bad_run: dict | None,
         return {"changed": None if apart is None else apart == BEYOND,
                 "evidence": f"both mismatch the reference; {said}"}
     return {"changed": cls == "bad", "evidence": evidence}
+
+
+def _classify_pair(result: BisectResult, good_run: dict, bad_run: dict,
+                   outputs_differ: OutputsDiffer | None) -> tuple[str, str]:
+    """The bad run's class beside the good one by the bisection's criterion (by time: against its two ends)."""
+    ends = endpoints_ends(result) if result.criterion == TIME else None
+    return classify(bad_run, good_run, result.log_ratio, result.criterion, outputs_differ, ends)
 
 
 def _layer(frozen: bool | None, lowered: bool | None) -> str | None:

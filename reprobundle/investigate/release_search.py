@@ -86,7 +86,7 @@ def layer_of(search: Search, change, probes: Probes, timed_probes: bool, asked: 
     ref, store, options = asked
     by_time = change.criterion == "time" or timed_probes
     try:
-        return search.layer(change, lambda m, timed=True: probes.probe(m, by_time and timed), ref,
+        return search.layer(change, lambda m, timed=True, ends=None: probes.probe(m, by_time and timed, ends=ends), ref,
                             ["--store", store] if store else [], options.args())
     except TimeSpentError as e:
         # said, and the answer is not reused without it: the next investigation reads it
