@@ -139,7 +139,7 @@ def test_the_boundary_reuses_the_bisections_runs_and_completes_the_other_mode(cr
     result.runs = {v: _run(v, mode, 0) for v in ("0.4.30", "0.5.0", "0.5.1", "0.8.0")}
     calls = []
 
-    def probe_for(m, timed=True):
+    def probe_for(m, timed=True, ends=None):
         def replay_together(versions):
             calls.append((m, timed, list(versions)))
             return [_run(v, one, 0) for v in versions for one in ((["frozen", "retrace"]) if m == "both" else [m])]
