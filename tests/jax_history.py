@@ -76,18 +76,24 @@ def _pin(repo: Path, version: str) -> None:
     bzl.write_text(f'XLA_COMMIT = "{XLA_PINS[version]}"\nXLA_SHA256 = "0"\n')
 
 
-def make_history(repo: Path, old: Path, new: Path) -> list[str]:
-    """The history above in a new repository at `repo` from the `jax/` folders `old` (0.4.30) and `new` (0.4.31);
-    the commits' hashes, c1 first."""
+def _started(repo: Path, old: Path, new: Path, version: str) -> list[str]:
+    """A new repository at `repo` holding release `version`'s `jax/` (`old`), CHANGELOG and XLA pin, tagged; the
+    files that differ between `old` and `new`, sorted."""
     repo.mkdir(parents=True)
     _git(repo, "init", "-q", "-b", "main")
     shutil.copytree(old, repo / "jax", ignore=shutil.ignore_patterns("__pycache__"))
-    _pin(repo, "0.4.30")
+    _pin(repo, version)
     (repo / "CHANGELOG.md").write_text(CHANGELOG)
-    _commit(repo, "jax 0.4.30")
-    _git(repo, "tag", "jax-v0.4.30")
+    _commit(repo, f"jax {version}")
+    _git(repo, "tag", f"jax-v{version}")
     a, b = _files(old), _files(new)
-    changed = sorted(n for n in a | b if n not in a or n not in b or not filecmp.cmp(old / n, new / n, shallow=False))
+    return sorted(n for n in a | b if n not in a or n not in b or not filecmp.cmp(old / n, new / n, shallow=False))
+
+
+def make_history(repo: Path, old: Path, new: Path) -> list[str]:
+    """The history above in a new repository at `repo` from the `jax/` folders `old` (0.4.30) and `new` (0.4.31);
+    the commits' hashes, c1 first."""
+    changed = _started(repo, old, new, "0.4.30")
     rest = [n for n in changed if n not in ("version.py", UFUNCS)]
     jax = repo / "jax"
     shas = []
@@ -182,15 +188,7 @@ def make_acos_history(repo: Path, old: Path, new: Path) -> list[str]:
         a4  "Prepare for JAX release 0.4.36": the XLA pin moved, tagged jax-v0.4.36
 
     The commits' hashes, a1 first."""
-    repo.mkdir(parents=True)
-    _git(repo, "init", "-q", "-b", "main")
-    shutil.copytree(old, repo / "jax", ignore=shutil.ignore_patterns("__pycache__"))
-    _pin(repo, "0.4.35")
-    (repo / "CHANGELOG.md").write_text(CHANGELOG)
-    _commit(repo, "jax 0.4.35")
-    _git(repo, "tag", "jax-v0.4.35")
-    a, b = _files(old), _files(new)
-    changed = sorted(n for n in a | b if n not in a or n not in b or not filecmp.cmp(old / n, new / n, shallow=False))
+    changed = _started(repo, old, new, "0.4.35")
     jax = repo / "jax"
     _set_versions(jax, "0.4.36", "0.4.34")
     shas = [_commit(repo, ACOS_TITLES[0])]
