@@ -4,12 +4,18 @@ answer from the store (`newest_verdict`), as it reads everything else.
 
 `replay_newest` runs it (an investigation's step: the api's chain calls it after explain and minimize); the verdict
 is judged as the bisection judged: outputs against the last good release's (beyond the tolerance, or any bit for a
-bisection by bits), time by the paired verdict beside the last good release's.
+bisection by bits); time as a time bisection's probe is: by the sequential test between the two ends of the change
+its confirmation measured (analysis/which_end.py), the newest release timed beside the last good one until that
+test says which end it is like ("still" or "fixed": a claim about the change found, not that the two releases are
+within 5% of each other), else by the paired verdict beside the last good release's. A slowdown still there or gone
+is then told in a few rounds, where a verdict of "the same within 5%" about a release near the good end's time took
+up to 32 (65-72 s of a quiet investigation, benchmarks/README.md).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..bundle.model import release_of
 from ..bundle.program_script import run_outputs, value_changes
@@ -17,6 +23,7 @@ from ..bundle.registry import Bundle, Registry, open_ref
 from ..envs.versions import version_key
 
 if TYPE_CHECKING:
+    from ..analysis.which_end import Ends
     from ..envs.manager import EnvironmentManager
     from ..run.options import ReplayOptions
 
@@ -46,11 +53,35 @@ def replay_newest(registry: Registry, bundle: Bundle, answer: dict, options: Rep
     if not good or newest is None:
         return None
     timed = a.get("criterion") in TIMED_CRITERIA
-    probe = replay_probe(registry, bundle, options if timed else options.outputs_only(),
+    confirming = confirmation_runs(a, registry.runs(bundle.ref.bundle_id)) if timed else []
+    ends = change_ends(confirming)
+    probe = replay_probe(registry, bundle, options.outputs_only() if not timed else
+                         replace(options, ends=ends.as_data()) if ends else options,
                          executor=executor or LocalExecutor(), env_manager=env_manager, progress=progress,
                          mode=str(a.get("mode") or "frozen"))
     runs = probe([good, newest])
-    return newest_verdict(registry, answer, runs)
+    return newest_verdict(registry, answer, [*confirming, *runs])
+
+
+def confirmation_runs(answer: dict, runs: Sequence[dict]) -> list[dict]:
+    """The runs of a time answer's confirmation (its last good and first bad release timed together again) among
+    `runs`, the last good release's first; [] where it did not run or they are not there."""
+    ids = ((answer.get("confirmation") or {}).get("run_ids") or answer.get("confirmed_by") or [])
+    by_id = {r.get("run_id"): r for r in runs if r.get("run_id")}
+    found = [by_id[i] for i in ids if i in by_id]
+    if len(found) != 2:
+        return []
+    return sorted(found, key=lambda r: version_key(release_of(r)))
+
+
+def change_ends(confirming: Sequence[dict]) -> Ends | None:
+    """The change the confirmation's paired rounds measured (analysis/which_end.Ends), or None."""
+    if len(confirming) != 2:
+        return None
+    from ..analysis.verdict import paired_log_ratios
+    from ..analysis.which_end import Ends
+
+    return Ends.of(paired_log_ratios(confirming[0].get("timing") or {}, confirming[1].get("timing") or {}) or [])
 
 
 
@@ -62,23 +93,25 @@ def stored_newest(registry: Registry, bundle: Bundle, answer_id: str, env_manage
     from .reproducer import stored_answers
 
     answer = next((a for a in stored_answers(registry, bundle) if a.get("answer_id") == answer_id), None)
-    found = _stored_pair(registry, bundle, answer)
+    all_runs = registry.runs(bundle.ref.bundle_id)
+    found = _stored_pair(all_runs, answer)
     bad = str(((answer or {}).get("answer") or {}).get("first_bad") or "")
     if found is None or release_of(found[1]) != newest_release(env_manager.available_versions(), bad):
         return None
     builds = builds_of(env_manager, [release_of(r) for r in found])
     if not all(_ran_on(r, builds[release_of(r)]) for r in found):
         return None
-    verdict = newest_verdict(registry, answer, list(found))
+    verdict = newest_verdict(registry, answer, [*confirmation_runs((answer or {}).get("answer") or {}, all_runs),
+                                                 *found])
     return None if verdict is None else {**verdict, "created": found[1].get("created")}
 
 
-def _stored_pair(registry: Registry, bundle: Bundle, answer: dict | None) -> tuple[dict, dict] | None:
+def _stored_pair(runs: list[dict], answer: dict | None) -> tuple[dict, dict] | None:
     a = (answer or {}).get("answer") or {}
     good, bad = str(a.get("last_good") or ""), str(a.get("first_bad") or "")
     if not good or not bad or good == bad:
         return None
-    return _latest_pair(registry.runs(bundle.ref.bundle_id), good, bad, str(a.get("mode") or "frozen"))
+    return _latest_pair(runs, good, bad, str(a.get("mode") or "frozen"))
 
 
 def _ran_on(run: dict, identities: list[str]) -> bool:
@@ -94,7 +127,8 @@ def _plain(run: dict, mode: str) -> bool:
 def newest_verdict(registry: Registry, answer: dict | None, runs: list[dict]) -> dict | None:
     """Whether the change is still there on the newest release that stored runs hold beside the last good release
     (one replay, the bisection's mode): {"release", "still": True/False/None, "text"}; None where no stored replay
-    ran a release newer than the first bad one beside the last good one."""
+    ran a release newer than the first bad one beside the last good one. By time, `runs` holding the answer's
+    confirmation (confirmation_runs) judges by the test between its two ends."""
     a = (answer or {}).get("answer") or {}
     good, bad, mode = str(a.get("last_good") or ""), str(a.get("first_bad") or ""), str(a.get("mode") or "frozen")
     if not good or not bad or good == bad:
@@ -104,7 +138,7 @@ def newest_verdict(registry: Registry, answer: dict | None, runs: list[dict]) ->
         return None
     base, newest = found
     if a.get("criterion") in TIMED_CRITERIA:
-        return _time_verdict(base, newest, good)
+        return _time_verdict(base, newest, good, change_ends(confirmation_runs(a, runs)))
     return _outputs_verdict(registry, base, newest, good, a.get("criterion") == "bits")
 
 
@@ -141,10 +175,13 @@ def _outputs_verdict(registry: Registry, base: dict, newest: dict, good: str, bi
     return {"release": release, "still": True, "text": f"still broken on jax {release} (the newest): {what}"}
 
 
-def _time_verdict(base: dict, newest: dict, good: str) -> dict:
+def _time_verdict(base: dict, newest: dict, good: str, ends: Ends | None) -> dict:
     from ..analysis.slowdown import measured_times
 
     release = release_of(newest)
+    sided = _sided_verdict(base, newest, good, ends) if ends is not None else None
+    if sided is not None:
+        return sided
     times = measured_times([base, newest])
     row = (times or {}).get("rows", [None, None])[1] if times else None
     if row is None or not row.get("ratio"):
@@ -156,6 +193,24 @@ def _time_verdict(base: dict, newest: dict, good: str) -> dict:
     if row["settled"]:
         return {"release": release, "still": False, "text": f"fixed by jax {release} ({said})"}
     return {"release": release, "still": None, "text": f"on jax {release} (the newest): {said}, not settled"}
+
+
+def _sided_verdict(base: dict, newest: dict, good: str, ends: Ends) -> dict | None:
+    """Still or fixed, where the test between the change's ends decided which end the newest release is like."""
+    from ..analysis.verdict import paired_log_ratios
+    from ..analysis.which_end import BAD, ERROR, which_end
+
+    release = release_of(newest)
+    found = which_end(paired_log_ratios(base.get("timing") or {}, newest.get("timing") or {}) or [], ends)
+    if found.side is None:
+        return None
+    rounds = f"{found.rounds} round{'s' if found.rounds != 1 else ''}"
+    like = "first bad" if found.side == BAD else "last good"
+    said = (f"{found.ratio:.2f}x of jax {good}'s time in {rounds}: like the {like} release (sequential test against "
+            f"the confirmed {ends.ratio:.2f}x, {ERROR:.0%} error each way)")
+    if found.side == BAD:
+        return {"release": release, "still": True, "text": f"still slower on jax {release} (the newest): {said}"}
+    return {"release": release, "still": False, "text": f"fixed by jax {release}: {said}"}
 
 
 def check_newest(ref: str, answer_id: str | None, *, store: str | None = None, python: str | None = None,

@@ -347,13 +347,15 @@ def every_change(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str],
 
 def change_entry(change: BisectResult, steps: dict | None = None) -> dict:
     """A change as the stored answer lists it: its kind, releases, mode, how much (the evidence at its first bad
-    release, a time change's confirmed ratio), its layer, and the steps that answered it (`steps`: "answer_id",
-    "explain" {"answer_id", "summary"}, "commit" {"answer_id", "sha"}, "newest" {"release", "still", "text"})."""
+    release, a time change's confirmed ratio and the ids of the runs that confirmed it), its layer, and the steps
+    that answered it (`steps`: "answer_id", "explain" {"answer_id", "summary"}, "commit" {"answer_id", "sha"},
+    "newest" {"release", "still", "text"})."""
     layer = change.layer or {}
     confirmed = change.confirmation or {}
     return {"criterion": change.criterion, "kind": KIND_OF.get(change.criterion, change.criterion),
             "first_bad": change.first_bad, "last_good": change.last_good, "mode": change.mode, "why": change.why,
             "evidence": change.evidence.get(change.first_bad), "ratio": confirmed.get("ratio"),
-            "ci95": confirmed.get("ci95"), "outputs_apart": change.outputs_apart,
+            "ci95": confirmed.get("ci95"), "confirmed_by": confirmed.get("run_ids"),
+            "outputs_apart": change.outputs_apart,
             "layer": {"layer": layer.get("layer"), "lowering": layer.get("lowering")} if layer else None,
             "unfinished": change.unfinished, "cut_at": change.cut_at, **(steps or {})}

@@ -1,0 +1,59 @@
+"""Still slower on the newest release? (investigate/newest.py) judged on built runs: by the test between the two ends
+of the change the answer's confirmation measured, where its runs are there; else by the paired verdict."""
+
+import math
+
+import numpy as np
+
+from reprobundle.investigate.newest import change_ends, confirmation_runs, newest_verdict
+
+STEPS = 3  # steps a round
+
+
+def _run(release: str, group: str, ratio_per_round: list[float], run_id: str, seed: int) -> dict:
+    """A run of `release` timed in `group`: one call a step, each step `ratio` times 1 ms (with 1% noise)."""
+    rng = np.random.default_rng(seed)
+    samples = [int(1e6 * r * (1 + 0.01 * rng.standard_normal())) for r in ratio_per_round for _ in range(STEPS)]
+    return {"run_id": run_id, "group": group, "requested": release, "status": "ok",
+            "environment": {"jax": release}, "contender": {"mode": "frozen", "settings": {}},
+            "timing": {"group": group, "samples_ns": samples, "steps": [1] * len(samples), "rounds": [STEPS] * len(ratio_per_round)}}
+
+
+def _answer(confirmed_by: list[str] | None) -> dict:
+    confirmation = {"confirmed": True, "ratio": 3.8, "run_ids": confirmed_by} if confirmed_by else None
+    return {"answer": {"criterion": "time", "last_good": "0.4.31", "first_bad": "0.4.33", "mode": "frozen",
+                       "confirmation": confirmation}}
+
+
+CONFIRMATION = [_run("0.4.31", "c", [1.0] * 3, "c-good", 1), _run("0.4.33", "c", [3.8] * 3, "c-bad", 2)]
+
+
+def test_the_confirmations_runs_are_found_by_id_the_last_good_first():
+    found = confirmation_runs(_answer(["c-bad", "c-good"])["answer"], [*reversed(CONFIRMATION)])
+    assert [r["run_id"] for r in found] == ["c-good", "c-bad"]
+    assert confirmation_runs(_answer(["c-bad", "gone"])["answer"], CONFIRMATION) == []
+    ends = change_ends(found)
+    assert ends is not None and math.isclose(ends.ratio, 3.8, rel_tol=0.02)
+
+
+def test_a_newest_release_like_the_last_good_one_is_fixed_and_one_like_the_first_bad_one_still_slower():
+    fixed = [_run("0.4.31", "n", [1.0] * 3, "n-good", 3), _run("0.12.1", "n", [0.97] * 3, "n-new", 4)]
+    found = newest_verdict(None, _answer(["c-good", "c-bad"]), [*CONFIRMATION, *fixed])
+    assert found is not None and (found["release"], found["still"]) == ("0.12.1", False)
+    assert found["text"].startswith("fixed by jax 0.12.1: 0.9") and found["text"].endswith(
+        "x of jax 0.4.31's time in 1 round: like the last good release (sequential test against the confirmed 3.80x, "
+        "1% error each way)"), found
+    still = [_run("0.4.31", "s", [1.0] * 3, "s-good", 5), _run("0.12.1", "s", [3.7] * 3, "s-new", 6)]
+    found = newest_verdict(None, _answer(["c-good", "c-bad"]), [*CONFIRMATION, *still])
+    assert found is not None and found["still"] is True
+    assert found["text"].startswith("still slower on jax 0.12.1 (the newest): 3.") and "like the first bad" in \
+        found["text"], found
+
+
+def test_without_the_confirmations_runs_the_paired_verdict_judges():
+    """An answer from before its confirmation kept run ids (or one whose runs are gone): the group-sequential verdict
+    beside the last good release, which three rounds 3% apart cannot settle as the same within 5%."""
+    close = [_run("0.4.31", "n", [1.0] * 3, "n-good", 3), _run("0.12.1", "n", [1.03] * 3, "n-new", 4)]
+    found = newest_verdict(None, _answer(None), close)
+    assert found is not None and "like the" not in found["text"]
+    assert found["still"] is not False, found  # never "fixed" from a verdict that did not settle
