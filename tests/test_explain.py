@@ -107,6 +107,48 @@ def test_diagnosis_claims_only_what_an_experiment_showed():
     assert diagnose("0.7.2", "0.8.0", _verdict(1.0, "same"), [fix])["kind"] == NO_REGRESSION
 
 
+def test_experiments_judged_against_the_confirmed_change_restore_only_where_nothing_shows_them_slower():
+    """In an investigation explain's measurement stops each contender once the test between the confirmed ends says
+    its side (chain._explain_step gives it the confirmation's ends): the candidate like the first bad release is the
+    slowdown to explain, settled or not; an experiment like the last good release restores it only where its own
+    interval does not show it slower at all (half of a 4x slowdown is the last good release's side, and no
+    workaround)."""
+    sided_bad = {**_verdict(4.3, "same", settled=False, lo=3.0, hi=6.0), "side": "bad"}
+    like_good = {**_verdict(1.01, "same", settled=False, lo=0.95, hi=1.08), "side": "good",
+                 "side_said": "the test between the confirmed ends (4.40x, 1% error each way) decided in 1 round"}
+    d = diagnose("0.4.31", "0.4.33", sided_bad, [_experiment("XLA_FLAGS=--a", like_good)])
+    assert d["kind"] == WORKAROUND and "XLA_FLAGS=--a restores 1.01x [0.95-1.08] of 0.4.31's time (like 0.4.31, " \
+        "not 0.4.33: the test between the confirmed ends (4.40x, 1% error each way) decided in 1 round), " \
+        "outputs ok" in d["summary"], d["summary"]
+    half = {**_verdict(2.0, "slower", settled=True, lo=1.9, hi=2.1), "side": "good"}
+    half_unsettled = {**_verdict(2.0, "same", settled=False, lo=1.5, hi=2.6), "side": "good"}
+    for v in (half, half_unsettled):
+        assert diagnose("0.4.31", "0.4.33", sided_bad, [_experiment("XLA_FLAGS=--b", v)])["kind"] != WORKAROUND
+    # without a side the verdict alone judges, as before
+    assert diagnose("0.4.31", "0.4.33", {**sided_bad, "side": None}, [])["kind"] == NOT_SETTLED
+
+
+def test_each_timed_contender_gets_its_side_of_the_confirmed_change_on_its_row():
+    """explain's measurement in an investigation: every contender beside the baseline's run gets the side the test
+    between the confirmed ends says (what its rounds were stopped by), the baseline none; one it cannot place none."""
+    from timed_runs import timed_run
+
+    from reprobundle.analysis.which_end import Ends
+    from reprobundle.investigate.explain import _add_sides, row_verdict
+
+    runs = [timed_run("0.4.31", "e", [1.0] * 3, "b", 1), timed_run("0.4.33", "e", [3.8] * 3, "c", 2),
+            timed_run("0.4.33", "e", [1.01] * 3, "x", 3, label="0.4.33 [XLA_FLAGS=--a]"),
+            timed_run("0.4.33", "e", [1.95, 1.95, 1.95], "m", 4, label="0.4.33 [XLA_FLAGS=--m]")]
+    rows = [{"label": label, "verdict": "x"} for label in ("0.4.31", "0.4.33", "0.4.33 [XLA_FLAGS=--a]",
+                                                           "0.4.33 [XLA_FLAGS=--m]")]
+    ends = Ends.of([1.33, 1.34, 1.35])
+    assert ends is not None
+    _add_sides(rows, runs, ends.as_data())
+    assert [r.get("side") for r in rows] == [None, "bad", "good", None]
+    assert row_verdict(rows[2])["side_said"].startswith("the test between the confirmed ends (3.82x, 1% error")
+    assert "side" not in row_verdict({"label": "0.4.33", "verdict": "slower"})
+
+
 def test_a_large_slowdown_too_few_rounds_settled_is_never_called_no_regression():
     """The user's case: ~100x slower, 3 rounds timed (the budget went elsewhere), the group-sequential test not
     settled (at 3 rounds |t| must reach ~32). The verdict stays unsettled, and nothing calls it "no regression" or

@@ -3,20 +3,9 @@ of the change the answer's confirmation measured, where its runs are there; else
 
 import math
 
-import numpy as np
+from timed_runs import timed_run as _run
 
 from reprobundle.investigate.newest import change_ends, confirmation_runs, newest_verdict
-
-STEPS = 3  # steps a round
-
-
-def _run(release: str, group: str, ratio_per_round: list[float], run_id: str, seed: int) -> dict:
-    """A run of `release` timed in `group`: one call a step, each step `ratio` times 1 ms (with 1% noise)."""
-    rng = np.random.default_rng(seed)
-    samples = [int(1e6 * r * (1 + 0.01 * rng.standard_normal())) for r in ratio_per_round for _ in range(STEPS)]
-    return {"run_id": run_id, "group": group, "requested": release, "status": "ok",
-            "environment": {"jax": release}, "contender": {"mode": "frozen", "settings": {}},
-            "timing": {"group": group, "samples_ns": samples, "steps": [1] * len(samples), "rounds": [STEPS] * len(ratio_per_round)}}
 
 
 def _answer(confirmed_by: list[str] | None) -> dict:
@@ -57,3 +46,11 @@ def test_without_the_confirmations_runs_the_paired_verdict_judges():
     found = newest_verdict(None, _answer(None), close)
     assert found is not None and "like the" not in found["text"]
     assert found["still"] is not False, found  # never "fixed" from a verdict that did not settle
+
+
+def test_a_newest_release_on_the_good_side_but_still_slower_is_not_fixed():
+    """Half of a 3.8x slowdown is the last good release's side of the change; the newest release is not called fixed
+    while its own paired rounds show it slower than the last good release."""
+    half = [_run("0.4.31", "h", [1.0] * 3, "h-good", 7), _run("0.12.1", "h", [1.9] * 3, "h-new", 8)]
+    found = newest_verdict(None, _answer(["c-good", "c-bad"]), [*CONFIRMATION, *half])
+    assert found is not None and found["still"] is not False and "like the" not in found["text"], found

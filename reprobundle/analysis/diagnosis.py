@@ -29,12 +29,21 @@ def ratio_text(v: dict) -> str:
 
 def restores(v: dict | None) -> bool:
     """The experiment's time is not measurably worse than the baseline's, and the verdict was reached (settled same or
-    faster)."""
-    return v is not None and v.get("verdict") in ("same", "faster") and bool(v.get("settled"))
+    faster); or, where the measurement was judged against a confirmed change (`side`: analysis/which_end.py), it is
+    like the baseline's end of that change, not the candidate's, and not shown slower than the baseline at all (a
+    workaround that halves a 4x slowdown is on the baseline's side of it, and restores nothing)."""
+    from .verdict import shown_slower
+
+    if v is None:
+        return False
+    if v.get("side") == "good":
+        return not shown_slower(v)
+    return v.get("verdict") in ("same", "faster") and bool(v.get("settled"))
 
 
 def still_slower(v: dict | None) -> bool:
-    return v is not None and v.get("verdict") == "slower"
+    """Slower than the baseline: its verdict, or its side of a confirmed change (like the candidate's end)."""
+    return v is not None and (v.get("verdict") == "slower" or v.get("side") == "bad")
 
 
 def diagnose(baseline: str, candidate: str, regression: dict | None, experiments: list[dict],
@@ -84,6 +93,8 @@ def _nothing_to_explain(baseline: str, candidate: str, regression: dict | None) 
 
     out: dict = {"kind": NOT_SEPARATED, "summary": "", "workaround": None, "cause": None, "partial": None,
                  "default": None}
+    if (regression or {}).get("side") == "bad":  # like the confirmed first bad release: a slowdown to explain
+        return out
     if leaning(regression) == "slower":  # a large difference few rounds could not settle: never "no regression"
         out.update(kind=NOT_SETTLED, summary=f"{candidate} against {baseline}: {leaning_text(regression or {})}; "
                                              "the experiments are judged only against a settled slowdown")
@@ -121,9 +132,12 @@ def set_back(change: dict) -> str:
 
 
 def _restored_text(e: dict, baseline: str, candidate: str) -> str:
-    what = f"{candidate} runs {ratio_text(e['vs_baseline'])} of {baseline}'s time, outputs ok"
+    v = e["vs_baseline"]
+    sided = "" if v.get("settled") and v.get("verdict") in ("same", "faster") else \
+        f" (like {baseline}, not {candidate}: {v.get('side_said') or 'the test between the confirmed ends'})"
+    what = f"{candidate} runs {ratio_text(v)} of {baseline}'s time{sided}, outputs ok"
     return _said_as_change(e, what) if e.get("default") else f"workaround: on {candidate}, {e['setting']} restores " \
-        f"{ratio_text(e['vs_baseline'])} of {baseline}'s time, outputs ok"
+        f"{ratio_text(v)} of {baseline}'s time{sided}, outputs ok"
 
 
 def _best_partial(ran: list[dict]) -> dict | None:

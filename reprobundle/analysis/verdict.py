@@ -246,6 +246,17 @@ def leaning(verdict: dict | None) -> str | None:
     return None
 
 
+def shown_slower(verdict: dict | None) -> bool:
+    """Settled slower, or slower in the whole of its nominal 95% interval (at least DEFAULT_MIN_EFFECT): what a
+    claim that a slowdown is gone (a release like the last good one, a workaround) cannot stand beside."""
+    if not verdict:
+        return False
+    if verdict.get("settled") and verdict.get("verdict") == "slower":
+        return True
+    interval = verdict.get("ci95") or (0.0, 0.0)
+    return interval[0] >= 1.0 + DEFAULT_MIN_EFFECT
+
+
 def leaning_text(verdict: dict) -> str:
     """`105.00x the time in 3 rounds, slower in the whole interval it was judged on (24.7x-447x: a change in it is
     not ruled out, no change is), but not settled ...` for a leaning verdict."""

@@ -527,7 +527,21 @@ def endpoints_ends(result: BisectResult) -> Ends | None:
     good, bad = result.runs.get(result.good), result.runs.get(result.bad)
     if good is None or bad is None:
         return None
-    return Ends.of(paired_log_ratios(_timing(good), _timing(bad)) or [])
+    return pair_ends(good, bad)
+
+
+def confirmed_ends(result: BisectResult) -> Ends | None:
+    """The change a time bisection's confirmation measured (its last good and first bad release timed together
+    again), which what is asked of the change after it (explain's experiments) is judged against; None where it did
+    not run."""
+    if result.criterion != TIME or len(result.confirm_runs) != 2:
+        return None
+    return pair_ends(*result.confirm_runs)
+
+
+def pair_ends(good_run: dict, bad_run: dict) -> Ends | None:
+    """The change between two runs timed together (analysis/which_end.Ends), or None."""
+    return Ends.of(paired_log_ratios(_timing(good_run), _timing(bad_run)) or [])
 
 
 def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: ReplayTogether,

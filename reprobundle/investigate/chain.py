@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import shlex
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ..analysis.diagnosis import still_slower
 from ..errors import TimeSpentError, UsageError
 from .answers import BISECTION, EXPLANATION, reported_run, reusable, stored_ago, stored_bisection
+from .bisection import confirmed_ends
 from .case import Case
 from .commit_search import commit_step, commit_window_step, repo_here
 from .explanation import EXPLAIN_OPTIONS, explain_between, explanation_asked
@@ -266,6 +268,9 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None, ag
     specs, reach = [ContenderSpec(v) for v in pair], window_releases(result.classes, result.first_bad)
     budget = EXPLAIN_OPTIONS.max_time_s if left is None else min(left, EXPLAIN_OPTIONS.max_time_s or left)
     options = replay_options(None, {"max_time_s": max(budget or 1.0, 1.0)}, base=EXPLAIN_OPTIONS)
+    ends = confirmed_ends(result) if by == "time" else None
+    if ends is not None:  # each experiment's rounds end once the test between the confirmed ends says its side
+        options = replace(options, ends=ends.as_data())
     record = None if again else reusable(*case.where(), EXPLANATION,
                                          explanation_asked(specs, options, mode, by, reach), case.manager)
     if record is not None:
@@ -288,10 +293,10 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None, ag
 
 
 def _settled_again(out: Investigation, result, regression: dict | None) -> None:
-    """A headline slowdown that explain's measurement (new processes, new rounds) does not settle as slower is
-    unsettled: said so, and no first bad release."""
-    if result.criterion != "time" or result.first_bad != out.first_bad or (regression or {}).get("verdict") == "slower":
-        return  # not the headline slowdown, or settled again
+    """A headline slowdown that explain's measurement (new processes, new rounds) does not settle as slower, or
+    find like the confirmed first bad release, is unsettled: said so, and no first bad release."""
+    if result.criterion != "time" or result.first_bad != out.first_bad or still_slower(regression):
+        return  # not the headline slowdown, or settled (or sided) again
     seen = "did not run" if not regression else f"{regression['ratio']:.3f}x" + (
         " [{:.3f}-{:.3f}]".format(*regression["ci95"]) if regression.get("ci95") else "") + \
         f" ({regression['verdict']}, {'settled' if regression.get('settled') else 'not settled'})"

@@ -240,7 +240,28 @@ def _flag_experiments(evidence: Evidence, candidate: ContenderSpec, platform: st
 def row_verdict(row: dict | None) -> dict | None:
     if not row or row.get("verdict") in (None, "baseline"):
         return None
-    return {k: row.get(k) for k in ("verdict", "ratio", "ci95", "p_value", "settled", "rounds")}
+    return {k: row.get(k) for k in ("verdict", "ratio", "ci95", "p_value", "settled", "rounds", "side", "side_said")
+            if k in row or k not in ("side", "side_said")}
+
+
+def _add_sides(rows: list[dict], runs: list[dict], ends: tuple[float, float, int]) -> None:
+    """Each timed run's side of the confirmed change beside the baseline's run (`ends`: analysis/which_end.py, what
+    the budget stopped its rounds by), on its comparison row: "side" ("good": like the baseline's end of the change,
+    "bad": like the candidate's) and how it was decided; a run the test left undecided is judged by its verdict."""
+    from ..analysis.verdict import paired_log_ratios
+    from ..analysis.which_end import ERROR, Ends, which_end
+
+    change = Ends(*ends)
+    by_label = {r.get("label"): r for r in rows}
+    for run in runs[1:]:
+        row = by_label.get(run_label(run))
+        if row is None or not (_ran(runs[0]) and _ran(run)):
+            continue
+        found = which_end(paired_log_ratios(runs[0].get("timing") or {}, run.get("timing") or {}) or [], change)
+        if found.side is not None:
+            row["side"] = found.side
+            row["side_said"] = (f"the test between the confirmed ends ({change.ratio:.2f}x, {ERROR:.0%} error each "
+                                f"way) decided in {found.rounds} round{'s' if found.rounds != 1 else ''}")
 
 
 def experiment_facts(exp: Experiment, run: dict | None, rows: dict[str, dict], diffs: dict[str, dict],
@@ -498,6 +519,8 @@ def _measure(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candid
         options = replace(setup.options.outputs_only(), dump=True)
     runs = setup.replay_fn(contenders, options, store_runs=True, bounded=False)  # its rounds end within `left`
     comparison = setup.compare_fn(runs, run_label(runs[0]))
+    if by == "time" and options.ends:
+        _add_sides(comparison["rows"], runs, options.ends)
     rows = {r["label"]: r for r in comparison["rows"]}
     diffs = {d["label"]: d for d in comparison["diffs"]}
     baseline_hlo = hlo_of(registry, runs[0])

@@ -76,12 +76,9 @@ def confirmation_runs(answer: dict, runs: Sequence[dict]) -> list[dict]:
 
 def change_ends(confirming: Sequence[dict]) -> Ends | None:
     """The change the confirmation's paired rounds measured (analysis/which_end.Ends), or None."""
-    if len(confirming) != 2:
-        return None
-    from ..analysis.verdict import paired_log_ratios
-    from ..analysis.which_end import Ends
+    from .bisection import pair_ends
 
-    return Ends.of(paired_log_ratios(confirming[0].get("timing") or {}, confirming[1].get("timing") or {}) or [])
+    return pair_ends(*confirming) if len(confirming) == 2 else None
 
 
 
@@ -179,11 +176,11 @@ def _time_verdict(base: dict, newest: dict, good: str, ends: Ends | None) -> dic
     from ..analysis.slowdown import measured_times
 
     release = release_of(newest)
-    sided = _sided_verdict(base, newest, good, ends) if ends is not None else None
-    if sided is not None:
-        return sided
     times = measured_times([base, newest])
     row = (times or {}).get("rows", [None, None])[1] if times else None
+    sided = _sided_verdict(base, newest, good, ends, row) if ends is not None else None
+    if sided is not None:
+        return sided
     if row is None or not row.get("ratio"):
         return {"release": release, "still": None, "text": f"jax {release} was not timed beside jax {good}"}
     ci = row.get("ci95") or (row["ratio"], row["ratio"])
@@ -195,14 +192,16 @@ def _time_verdict(base: dict, newest: dict, good: str, ends: Ends | None) -> dic
     return {"release": release, "still": None, "text": f"on jax {release} (the newest): {said}, not settled"}
 
 
-def _sided_verdict(base: dict, newest: dict, good: str, ends: Ends) -> dict | None:
-    """Still or fixed, where the test between the change's ends decided which end the newest release is like."""
-    from ..analysis.verdict import paired_log_ratios
+def _sided_verdict(base: dict, newest: dict, good: str, ends: Ends, row: dict | None) -> dict | None:
+    """Still or fixed, where the test between the change's ends decided which end the newest release is like; "fixed"
+    only where its paired verdict (`row`) does not show it slower than the last good release at all (else the paired
+    verdict says what is left)."""
+    from ..analysis.verdict import paired_log_ratios, shown_slower
     from ..analysis.which_end import BAD, ERROR, which_end
 
     release = release_of(newest)
     found = which_end(paired_log_ratios(base.get("timing") or {}, newest.get("timing") or {}) or [], ends)
-    if found.side is None:
+    if found.side is None or found.side != BAD and shown_slower(row):
         return None
     rounds = f"{found.rounds} round{'s' if found.rounds != 1 else ''}"
     like = "first bad" if found.side == BAD else "last good"
