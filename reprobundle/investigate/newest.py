@@ -81,7 +81,6 @@ def change_ends(confirming: Sequence[dict]) -> Ends | None:
     return pair_ends(*confirming) if len(confirming) == 2 else None
 
 
-
 def stored_newest(registry: Registry, bundle: Bundle, answer_id: str, env_manager: EnvironmentManager) -> dict | None:
     """An investigation's newest step answered already: the verdict (with its newest run's `created`) read back from
     the stored replay of the last good and the newest release, where the newest is still the index's and both ran
