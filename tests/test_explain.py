@@ -128,13 +128,33 @@ def test_experiments_judged_against_the_confirmed_change_restore_only_where_noth
     assert diagnose("0.4.31", "0.4.33", {**sided_bad, "side": None}, [])["kind"] == NOT_SETTLED
 
 
+def test_where_a_workaround_still_works_is_judged_by_its_side_of_the_confirmed_change_too():
+    """The reach in an investigation (release_reach._reach_result): the workaround on a later release like the last
+    good one restores, like the first bad one is ignored; a release alone shown slower is never "nothing to undo"."""
+    from reprobundle.investigate.release_reach import _reach_result
+
+    slow = {**_verdict(4.3, "same", settled=False, lo=3.5, hi=5.0), "side": "bad"}
+    good = {**_verdict(1.02, "same", settled=False, lo=0.96, hi=1.09), "side": "good",
+            "side_said": "the test between the confirmed ends (4.40x, 1% error each way) decided in 1 round"}
+    found = _reach_result("0.4.35", "0.4.31", slow, good, None)
+    assert found == {"result": "restores", "text": "0.4.35: restores (1.02x [0.96-1.09] of 0.4.31's time (like "
+                     "0.4.31, not 0.4.35: the test between the confirmed ends (4.40x, 1% error each way) decided in 1 "
+                     "round))"}
+    still = {**_verdict(4.2, "same", settled=False, lo=3.4, hi=5.1), "side": "bad"}
+    assert _reach_result("0.4.35", "0.4.31", slow, still, None)["result"] == "ignored"
+    half = {**_verdict(1.5, "same", settled=False, lo=1.3, hi=1.7), "side": "good"}
+    assert _reach_result("0.4.35", "0.4.31", half, good, None)["result"] == "restores"  # not "nothing to undo"
+    gone = {**_verdict(1.0, "same", settled=False, lo=0.95, hi=1.05), "side": "good"}
+    assert _reach_result("0.4.35", "0.4.31", gone, good, None)["result"] == "nothing to undo"
+
+
 def test_each_timed_contender_gets_its_side_of_the_confirmed_change_on_its_row():
     """explain's measurement in an investigation: every contender beside the baseline's run gets the side the test
     between the confirmed ends says (what its rounds were stopped by), the baseline none; one it cannot place none."""
     from timed_runs import timed_run
 
     from reprobundle.analysis.which_end import Ends
-    from reprobundle.investigate.explain import _add_sides, row_verdict
+    from reprobundle.investigate.explain import add_sides, row_verdict
 
     runs = [timed_run("0.4.31", "e", [1.0] * 3, "b", 1), timed_run("0.4.33", "e", [3.8] * 3, "c", 2),
             timed_run("0.4.33", "e", [1.01] * 3, "x", 3, label="0.4.33 [XLA_FLAGS=--a]"),
@@ -143,7 +163,7 @@ def test_each_timed_contender_gets_its_side_of_the_confirmed_change_on_its_row()
                                                            "0.4.33 [XLA_FLAGS=--m]")]
     ends = Ends.of([1.33, 1.34, 1.35])
     assert ends is not None
-    _add_sides(rows, runs, ends.as_data())
+    add_sides(rows, runs, ends.as_data())
     assert [r.get("side") for r in rows] == [None, "bad", "good", None]
     assert row_verdict(rows[2])["side_said"].startswith("the test between the confirmed ends (3.82x, 1% error")
     assert "side" not in row_verdict({"label": "0.4.33", "verdict": "slower"})

@@ -244,7 +244,7 @@ def row_verdict(row: dict | None) -> dict | None:
             if k in row or k not in ("side", "side_said")}
 
 
-def _add_sides(rows: list[dict], runs: list[dict], ends: tuple[float, float, int]) -> None:
+def add_sides(rows: list[dict], runs: list[dict], ends: tuple[float, float, int]) -> None:
     """Each timed run's side of the confirmed change beside the baseline's run (`ends`: analysis/which_end.py, what
     the budget stopped its rounds by), on its comparison row: "side" ("good": like the baseline's end of the change,
     "bad": like the candidate's) and how it was decided; a run the test left undecided is judged by its verdict."""
@@ -520,7 +520,7 @@ def _measure(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candid
     runs = setup.replay_fn(contenders, options, store_runs=True, bounded=False)  # its rounds end within `left`
     comparison = setup.compare_fn(runs, run_label(runs[0]))
     if by == "time" and options.ends:
-        _add_sides(comparison["rows"], runs, options.ends)
+        add_sides(comparison["rows"], runs, options.ends)
     rows = {r["label"]: r for r in comparison["rows"]}
     diffs = {d["label"]: d for d in comparison["diffs"]}
     baseline_hlo = hlo_of(registry, runs[0])

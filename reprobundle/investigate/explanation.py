@@ -90,8 +90,6 @@ def explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec
                   reach_releases: Sequence[str] | None = None):
     """explain's Setup: the release pair's facts (read once), the screen's module workers, where a workaround
     still works."""
-    from dataclasses import replace
-
     from ..run.execution import worker_memory_limit
     from ..run.module_server import ModuleWorker
     from .minimize import module_limits
@@ -103,13 +101,11 @@ def explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec
         return ModuleWorker(spec, env_manager=manager, platform=platform, timeout_s=options.timeout_s,
                             memory_limit_bytes=worker_memory_limit(None, 2, platform), limits=module_limits(bundle))
 
-    # where the workaround still works is asked of other releases, each judged by its own verdicts: not by the ends
-    # of the change this pair's confirmation measured
     return setup_type(replay_fn=replay_fn, compare_fn=compare_fn, platform=platform, options=options, mode=mode,
                       by=by, worker_for=worker_for if screen else None,
                       changes_fn=pair.changes if release_delta else None, flag_types=pair.flag_types,
                       reach_fn=lambda change, spec, baseline, candidate, chosen_by: reach(
-                          manager, change, spec, replay_fn, within(replace(options, ends=None), ledger), platform,
+                          manager, change, spec, replay_fn, within(options, ledger), platform,
                           ReachAsk(baseline, candidate, chosen_by, compare_fn, apart, reach_releases)),
                       profile=profile, progress=progress, ledger=ledger)
 

@@ -174,39 +174,61 @@ def _measure_reach(change: DefaultChange, spec: ContenderSpec, releases: list[st
                          "text": f"{release}: did not run ({failed['status']}: "
                                  f"{str(failed.get('reason', ''))[:160]})"})
             continue
-        judged = _by_time(release, runs, base, alone, applied, ask) if timed else \
+        judged = _by_time(release, runs, base, alone, applied, ask, options.ends) if timed else \
             _by_outputs(release, base, alone, applied, ask)
         rows.append({"release": release, **judged})
     return runs, rows
 
 
-def _by_time(release: str, runs: list[dict], base: dict, alone: dict, applied: dict, ask: ReachAsk) -> dict:
-    """restores / partly (with the ratio to the release's own time) / ignored / nothing to undo / not settled."""
-    from ..analysis.diagnosis import ratio_text, restores, still_slower
-    from .explain import row_verdict
+def _by_time(release: str, runs: list[dict], base: dict, alone: dict, applied: dict, ask: ReachAsk,
+             ends: tuple[float, float, int] | None = None) -> dict:
+    """restores / partly (with the ratio to the release's own time) / ignored / nothing to undo / not settled; with
+    `ends` (an investigation's: the change its confirmation measured) each run is also judged by its side of it, as
+    explain's experiments are (explain.add_sides)."""
+    from .explain import add_sides, row_verdict
 
     against_base = {r["label"]: r for r in ask.compare_fn(runs, run_label(base))["rows"]}
+    if ends is not None:  # each beside the baseline's run, as the budget stopped its rounds
+        add_sides(list(against_base.values()), runs, ends)
     against_alone = {r["label"]: r for r in ask.compare_fn(runs, run_label(alone))["rows"]}
-    slow = row_verdict(against_base.get(run_label(alone)))
-    fixed = row_verdict(against_base.get(run_label(applied)))
-    moved = row_verdict(against_alone.get(run_label(applied)))
-    found = {"alone_vs_baseline": slow, "vs_baseline": fixed, "vs_release": moved}
-    b = ask.baseline.jax
-    if not still_slower(slow):
+    found = {"alone_vs_baseline": row_verdict(against_base.get(run_label(alone))),
+             "vs_baseline": row_verdict(against_base.get(run_label(applied))),
+             "vs_release": row_verdict(against_alone.get(run_label(applied)))}
+    return {**found, **_reach_result(release, ask.baseline.jax, found["alone_vs_baseline"], found["vs_baseline"],
+                                     found["vs_release"])}
+
+
+def _reach_result(release: str, b: str, slow: dict | None, fixed: dict | None, moved: dict | None) -> dict:
+    """{"result", "text"} from the release alone against the baseline (`slow`), with the workaround against the
+    baseline (`fixed`) and against the release alone (`moved`)."""
+    from ..analysis.diagnosis import ratio_text, restored_basis, restores, still_slower
+    from ..analysis.verdict import shown_slower
+
+    if not still_slower(slow) and not shown_slower(slow):
         said = ratio_text(slow) if slow else "?"
-        return {**found, "result": NOTHING_TO_UNDO,
-                "text": f"{release}: nothing to undo ({release} alone runs {said} of {b}'s time)"}
+        return {"result": NOTHING_TO_UNDO, "text": f"{release}: nothing to undo ({release} alone runs {said} of {b}'s "
+                                                   "time)"}
     if fixed is not None and restores(fixed):
-        return {**found, "result": RESTORES, "text": f"{release}: restores ({ratio_text(fixed)} of {b}'s time)"}
+        basis = restored_basis(fixed, b, release)
+        return {"result": RESTORES, "text": f"{release}: restores ({ratio_text(fixed)} of {b}'s time{basis})"}
+    if fixed is not None and fixed.get("side") == "bad":  # with it, still like the confirmed change's first bad end
+        return {"result": IGNORED, "text": f"{release}: accepted and ignored (the flag parses; with it the time is "
+                                           f"still the change's: {ratio_text(fixed)} of {b}'s)"}
+    return _by_move(release, b, fixed, moved)
+
+
+def _by_move(release: str, b: str, fixed: dict | None, moved: dict | None) -> dict:
+    """What the workaround did to the release's own time (`moved`), where it did not restore the baseline's."""
+    from ..analysis.diagnosis import ratio_text
+
     if moved and moved.get("verdict") == "faster" and moved.get("settled"):
         rest = f", still {ratio_text(fixed)} of {b}'s" if fixed else ""
-        return {**found, "result": PARTLY,
-                "text": f"{release}: helps partly ({ratio_text(moved)} of {release}'s own time{rest})"}
+        return {"result": PARTLY, "text": f"{release}: helps partly ({ratio_text(moved)} of {release}'s own time{rest})"}
     if moved and moved.get("verdict") == "same" and moved.get("settled"):
-        return {**found, "result": IGNORED, "text": f"{release}: accepted and ignored (the flag parses; the time "
-                                                    f"does not move: {ratio_text(moved)} of {release}'s own time)"}
+        return {"result": IGNORED, "text": f"{release}: accepted and ignored (the flag parses; the time does not "
+                                           f"move: {ratio_text(moved)} of {release}'s own time)"}
     said = ratio_text(moved) if moved else "?"
-    return {**found, "result": UNSETTLED, "text": f"{release}: not settled ({said} of {release}'s own time)"}
+    return {"result": UNSETTLED, "text": f"{release}: not settled ({said} of {release}'s own time)"}
 
 
 def _by_outputs(release: str, base: dict, alone: dict, applied: dict, ask: ReachAsk) -> dict:
