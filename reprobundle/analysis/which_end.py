@@ -177,8 +177,17 @@ def _chi2_low(dof: int, error: float) -> float:
 def side_text(found: Side, ends: Ends, good: str) -> str:
     """"1.02x of jax 0.4.30's time in 1 round: like the good end (sequential test against the endpoints' 3.81x, 1%
     error each way)"; undecided: what it had reached."""
-    rounds = f"{found.rounds} round{'s' if found.rounds != 1 else ''}"
-    against = f"sequential test against the endpoints' {ends.ratio:.2f}x, {ERROR:.0%} error each way"
+    rounds, against = rounds_text(found.rounds), against_text(ends, "endpoints'")
     if found.side is None:
         return f"{found.ratio:.3f}x of jax {good}'s time in {rounds}: neither end decided ({against})"
     return f"{found.ratio:.3f}x of jax {good}'s time in {rounds}: like the {found.side} end ({against})"
+
+
+def against_text(ends: Ends, whose: str) -> str:
+    """`sequential test against the endpoints' 3.81x, 1% error each way` (`whose`: "endpoints'", "confirmed")."""
+    return f"sequential test against the {whose} {ends.ratio:.2f}x, {ERROR:.0%} error each way"
+
+
+def rounds_text(n: int) -> str:
+    """`1 round`, `3 rounds`."""
+    return f"{n} round{'s' if n != 1 else ''}"

@@ -249,7 +249,7 @@ def add_sides(rows: list[dict], runs: list[dict], ends: tuple[float, float, int]
     the budget stopped its rounds by), on its comparison row: "side" ("good": like the baseline's end of the change,
     "bad": like the candidate's) and how it was decided; a run the test left undecided is judged by its verdict."""
     from ..analysis.verdict import paired_log_ratios
-    from ..analysis.which_end import ERROR, Ends, which_end
+    from ..analysis.which_end import ERROR, Ends, rounds_text, which_end
 
     change = Ends(*ends)
     by_label = {r.get("label"): r for r in rows}
@@ -261,7 +261,7 @@ def add_sides(rows: list[dict], runs: list[dict], ends: tuple[float, float, int]
         if found.side is not None:
             row["side"] = found.side
             row["side_said"] = (f"the test between the confirmed ends ({change.ratio:.2f}x, {ERROR:.0%} error each "
-                                f"way) decided in {found.rounds} round{'s' if found.rounds != 1 else ''}")
+                                f"way) decided in {rounds_text(found.rounds)}")
 
 
 def experiment_facts(exp: Experiment, run: dict | None, rows: dict[str, dict], diffs: dict[str, dict],

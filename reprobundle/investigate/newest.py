@@ -196,16 +196,15 @@ def _sided_verdict(base: dict, newest: dict, good: str, ends: Ends, row: dict | 
     only where its paired verdict (`row`) does not show it slower than the last good release at all (else the paired
     verdict says what is left)."""
     from ..analysis.verdict import paired_log_ratios, shown_slower
-    from ..analysis.which_end import BAD, ERROR, which_end
+    from ..analysis.which_end import BAD, against_text, rounds_text, which_end
 
     release = release_of(newest)
     found = which_end(paired_log_ratios(base.get("timing") or {}, newest.get("timing") or {}) or [], ends)
     if found.side is None or found.side != BAD and shown_slower(row):
         return None
-    rounds = f"{found.rounds} round{'s' if found.rounds != 1 else ''}"
     like = "first bad" if found.side == BAD else "last good"
-    said = (f"{found.ratio:.2f}x of jax {good}'s time in {rounds}: like the {like} release (sequential test against "
-            f"the confirmed {ends.ratio:.2f}x, {ERROR:.0%} error each way)")
+    said = (f"{found.ratio:.2f}x of jax {good}'s time in {rounds_text(found.rounds)}: like the {like} release "
+            f"({against_text(ends, 'confirmed')})")
     if found.side == BAD:
         return {"release": release, "still": True, "text": f"still slower on jax {release} (the newest): {said}"}
     return {"release": release, "still": False, "text": f"fixed by jax {release}: {said}"}
