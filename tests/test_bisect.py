@@ -142,6 +142,22 @@ def test_indistinguishable_endpoints():
         bisect(VERSIONS, "0.8.0", "0.4.30", same)
 
 
+def test_endpoints_a_slowdown_of_5_percent_is_ruled_out_between_are_no_regression():
+    """A bad end 0.97x of the good end's time, too noisy to settle "faster" or "the same": the rounds that only a
+    slowdown answers stop once one is ruled out (run/budget.py), and the bisection says so, not "more rounds"."""
+    ratios = [-0.03, -0.01, -0.05, -0.03]
+
+    def timed(versions):
+        common = {"steps": [1] * 16, "rounds": [4] * 4, "group": "g"}
+        good = {"samples_ns": [10_000_000] * 16, **common}
+        bad = {"samples_ns": [int(1e7 * np.exp(d)) for d in ratios for _ in range(4)], **common}
+        return [{"requested": v, "status": "ok", "reason": "", "timing": t} for v, t in zip(versions, (good, bad))]
+
+    with pytest.raises(UsageError, match=r"not distinguishable.*0\.97x .*a slowdown of 5% or more ruled out in 4 "
+                                         r"rounds; nothing regressed by time"):
+        bisect(VERSIONS, "0.4.30", "0.8.0", timed)
+
+
 def _checker(first_bad, *, broken=()):
     """An outputs-only probe (each version once, untimed): its calls, and the runs a replay makes of them."""
     checked = []

@@ -161,6 +161,38 @@ def test_the_adaptive_budget_stops_at_its_caps():
     assert B.plan(["a"], repeat=50, rounds=None).rounds == 1
 
 
+def test_a_question_only_a_slowdown_answers_stops_once_one_is_ruled_out():
+    """slowdown_ruled_out_at is the upper edge of "same" alone: on simulated rounds of a true 5% slowdown it rules it
+    out at most BETA of the time over all looks; a clear speedup or the same time, timed with noise that leaves
+    them unsettled, is ruled out within a few rounds; the budget with `slowdown_only` stops there, and without it
+    runs on."""
+    rng = np.random.default_rng(11)
+    missed = sum(S.slowdown_ruled_out_at(list(rng.normal(math.log(1.05), 0.03, S.LAST_LOOK))) is not None
+                 for _ in range(1500))
+    assert missed <= S.BETA * 1500 + 3 * math.sqrt(S.BETA * 1500)
+    faster = [-0.07, -0.02, -0.10, -0.05]  # 0.94x, too noisy to settle "faster" in 4 rounds
+    assert S.first_decision(faster).decision is None and S.slowdown_ruled_out_at(faster) == 4
+    assert S.slowdown_ruled_out_at(faster[:3]) is None  # at 3 rounds the edge is still above 5%
+    assert S.slowdown_ruled_out_at([0.3, 0.31, 0.29, 0.3]) is None  # slower: never ruled out
+    v = timing_verdict(*_interleaved(faster))
+    assert not v["settled"] and v["no_slowdown_at"] == 4
+    from reprobundle.analysis.verdict import slowdown_ruled_out
+    assert slowdown_ruled_out(v) and not slowdown_ruled_out(timing_verdict(*_interleaved([0.3, 0.31, 0.29])))
+    assert slowdown_ruled_out(timing_verdict(*_interleaved([-0.3, -0.31, -0.29])))  # settled faster
+    measured = {"a": _measurement([0.0] * 4, base=True), "b": _measurement(faster)}
+    only = B.plan(["a", "b"], repeat=100, rounds=None, slowdown_only=True)
+    only.begin()
+    assert only.more(measured, 4) == [] and only.stopped == B.STOP_NO_SLOWDOWN and only.no_slowdown == {"b": 4}
+    either = B.plan(["a", "b"], repeat=100, rounds=None)
+    either.begin()
+    assert either.more(measured, 4) == ["a", "b"]  # a speedup or a slowdown asked: not settled, on it goes
+    slower = {"a": _measurement([0.0] * 3, base=True), "b": _measurement([0.3, 0.31, 0.29])}
+    only_slower = B.plan(["a", "b"], repeat=100, rounds=None, slowdown_only=True)
+    only_slower.begin()
+    assert only_slower.more(slower, 3) == [] and only_slower.decided == {"b": "slower"}
+    assert only_slower.stopped == B.STOP_SETTLED
+
+
 # ------------------------------------------------------------------------------------------------ isolate's rule
 
 

@@ -223,7 +223,19 @@ def _sequential(paired: list[float], min_effect: float) -> dict:
         out["caveat"] = (f"not settled in {len(paired)} rounds: no difference was shown, but a change between "
                          f"{lo:.3f}x and {hi:.3f}x is not ruled out (more rounds, --pin or a quieter machine narrow "
                          f"it)")
+        out["no_slowdown_at"] = sequential.slowdown_ruled_out_at(paired)
     return out
+
+
+def slowdown_ruled_out(verdict: dict | None) -> bool:
+    """A paired verdict, settled or not, that rules out a slowdown of sequential.DETECT_EFFECT: settled faster or
+    the same, or unsettled with a look whose interval's upper edge lay below it (what a measurement that only a
+    slowdown answers stops at: run/budget.py's `slowdown_only`)."""
+    if not verdict:
+        return False
+    if verdict.get("settled"):
+        return verdict.get("verdict") in ("faster", "same")
+    return verdict.get("no_slowdown_at") is not None
 
 
 def leaning(verdict: dict | None) -> str | None:

@@ -24,7 +24,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
-from ..analysis.verdict import leaning, leaning_text, paired_log_ratios, timing_verdict
+from ..analysis.sequential import DETECT_EFFECT
+from ..analysis.verdict import leaning, leaning_text, paired_log_ratios, slowdown_ruled_out, timing_verdict
 from ..analysis.which_end import Ends, side_text, which_end
 from ..envs.versions import version_key
 from ..errors import TimeSpentError, UsageError
@@ -483,7 +484,7 @@ def _time_decides(result: BisectResult, g: dict, b: dict) -> float | None:
             raise UsageError(said + ("" if apart in (SAME, None) else f"; {_apart_text(good, bad, apart)}"),
                              hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY
                              else "a faster release is no regression")
-        if leaning(verdict) == "slower":
+        if leaning(verdict) == "slower" and not slowdown_ruled_out(verdict):
             raise UsageError(f"jax {good} and {bad} are not told apart yet: {_apart_text(good, bad, apart)}; their "
                              f"time: {leaning_text(verdict)}", hint="bisect again with more --rounds (e.g. --rounds 8)")
         raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; {said}",
@@ -508,6 +509,9 @@ def not_slower_text(verdict: dict, good: str, bad: str) -> str:
     if verdict["verdict"] == "faster" or leaning(verdict) == "faster":
         settled = "" if verdict["verdict"] == "faster" else " (leaning, not settled)"
         return f"jax {bad} is {ratio} of jax {good}'s time: faster{settled}; nothing regressed by time"
+    if not verdict.get("settled", True) and slowdown_ruled_out(verdict):
+        return (f"jax {bad} is {ratio} of jax {good}'s time: a slowdown of {DETECT_EFFECT:.0%} or more ruled out in "
+                f"{verdict['no_slowdown_at']} rounds; nothing regressed by time")
     if leaning(verdict) == "slower":
         return f"jax {bad} is not settled as slower than jax {good}: {leaning_text(verdict)}"
     return f"no significant time change ({_verdict_line(verdict, good)})"

@@ -26,15 +26,17 @@ class Probes:
     def probe(self, mode: str, timed: bool = True, ends=None):
         """Versions -> runs; the runs of versions already probed the same way are reused (the endpoints' probe of
         the mode choice is the bisection's first). `ends` (analysis/which_end.Ends, timed only): a time
-        bisection's probe, whose rounds stop once the test between the change's two ends says its side."""
+        bisection's probe, whose rounds stop once the test between the change's two ends says its side; a timed
+        probe without them (the endpoints) stops once a slowdown is ruled out, since only a slowdown regresses."""
         from dataclasses import replace
 
         from .probes import replay_probe
 
         timed = timed or self.timed_only
         options = self.options if timed else self.options.outputs_only()
-        if ends is not None and timed:
-            options = replace(options, ends=ends.as_data())
+        if timed:
+            options = replace(options, ends=ends.as_data()) if ends is not None else \
+                replace(options, slowdown_only=True)
         replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
                               progress=self.progress, mode=mode, left=self.ledger.left)
         what = ("timed" if timed else "untimed") + ("" if mode == "frozen" else f" {mode}")

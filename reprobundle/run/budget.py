@@ -6,7 +6,9 @@ verdict against the baseline (the first version still running) is settled: a ver
 retires, so the next rounds are cheaper; with `ends` (a time bisection's probe: the change its endpoints measured,
 analysis/which_end.py) a version also retires once the sequential test between the two ends says which end it is
 like, at the same looks (its paired verdict then has the rounds a search for a time that moves more than once
-reads); the baseline runs while any version is unsettled. It ends when every verdict is settled, at LAST_LOOK
+reads); with `slowdown_only` (a time bisection's endpoints and screens: only a slowdown is a regression) a version
+also retires once a slowdown of sequential.DETECT_EFFECT is ruled out (sequential.slowdown_ruled_out_at), slower
+or not settled; the baseline runs while any version is unsettled. It ends when every verdict is settled, at LAST_LOOK
 rounds (or the `max_rounds` asked: a time screen's few), or when another round would end past `max_time_s`,
 counted from `begin` (the replay's start: its environments and the first round's compiles are in it).
 The time bound holds from the second round on: one round always runs, since nothing is answered
@@ -40,6 +42,7 @@ STOP_ALONE = "nothing to compare"
 STOP_SELECTED = "largest move found"
 STOP_RULED_OUT = "cannot hold the largest move"  # one piece's, when the others went on
 STOP_SIDED = "which end decided"  # a bisection's probe: the test between the change's two ends said its side
+STOP_NO_SLOWDOWN = "slowdown ruled out"  # only a slowdown was asked about, and a 5% one is ruled out
 
 
 @dataclass
@@ -61,6 +64,8 @@ class Budget:
     retired: dict[str, int] = field(default_factory=dict)  # key -> the round after which it could not matter
     ends: which_end.Ends | None = None  # a bisection's probe: also stop a version once its side of the change is known
     sided: dict[str, str] = field(default_factory=dict)  # key -> "good"/"bad", as the test between the ends said it
+    slowdown_only: bool = False  # only a slowdown answers the question: stop a version once one is ruled out
+    no_slowdown: dict[str, int] = field(default_factory=dict)  # key -> the round whose look ruled a slowdown out
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)  # seconds; tests fake it
 
     @property
@@ -112,26 +117,32 @@ class Budget:
     def _look_at(self, base: str, key: str, measured: dict[str, Measurement], pieces: list) -> bool:
         """One candidate against its group's baseline: its comparison joins `pieces` (with `largest_move`), a
         decision goes to `decided`. Whether it is still running unsettled."""
-        stopped = key in self.decided or key in self.retired or key in self.sided
+        stopped = key in self.decided or key in self.retired or key in self.sided or key in self.no_slowdown
         if stopped and not self.largest_move:
             return False
         ratios = paired_log_ratios(_timing(measured[base]), _timing(measured[key])) or []
         if self.largest_move and ratios:
             pieces.append(_comparison(key, ratios, measured[base], measured[key]))
-        if stopped:
-            return False
+        return not stopped and not self._answered(key, ratios)
+
+    def _answered(self, key: str, ratios: list[float]) -> bool:
+        """Whether this look answers `key`'s question (then it is recorded as decided, sided or ruled out)."""
         # from the first look on, as the group-sequential test: the probe's paired verdict, which a time that moves
         # more than once is found by (window_changes.time_windows), needs those rounds
         if self.ends is not None and len(ratios) >= sequential.FIRST_LOOK:
             side = which_end.which_end(ratios, self.ends).side
             if side is not None:
                 self.sided[key] = side
-                return False
+                return True
         found = sequential.first_decision(ratios)
         if found.decision is not None:
             self.decided[key] = found.decision
-            return False
-        return True
+            return True
+        ruled_out = sequential.slowdown_ruled_out_at(ratios) if self.slowdown_only else None
+        if ruled_out is not None:
+            self.no_slowdown[key] = ruled_out
+            return True
+        return False
 
     def _retire_pieces(self, running: dict[str, list[str]], pieces: list[selection.Comparison],
                        done: int) -> dict[str, list[str]]:
@@ -146,7 +157,8 @@ class Budget:
     def _stop_reason(self, running: dict[str, list[str]], done: int, now: float) -> str:
         """Why the measurement ends after round `done` ("" when another round runs)."""
         if not running:
-            return STOP_SELECTED if self.retired else STOP_SIDED if self.sided else STOP_SETTLED
+            return (STOP_SELECTED if self.retired else STOP_SIDED if self.sided else
+                    STOP_NO_SLOWDOWN if self.no_slowdown else STOP_SETTLED)
         if done >= self.rounds:
             return STOP_ROUNDS
         assert self.start is not None
@@ -191,13 +203,15 @@ STEPS_PER_ROUND = math.ceil(DEFAULT_STEPS / DEFAULT_ROUNDS)
 
 def plan(keys: Sequence[str], repeat: int, rounds: int | None, max_time_s: float | None = None,
          max_rounds: int | None = None, groups: Sequence[Sequence[str]] = (), largest_move: bool = False,
-         ends: which_end.Ends | None = None) -> Budget:
+         ends: which_end.Ends | None = None, slowdown_only: bool = False) -> Budget:
     """Fixed `rounds` (repeat over them) when given or when there is nothing to compare; else adaptive rounds of
     repeat / DEFAULT_ROUNDS steps, up to `max_rounds` (default sequential.LAST_LOOK), for the comparisons `groups`
-    (default: all keys in one), stopping a version early once its side of `ends` is known (see Budget)."""
+    (default: all keys in one), stopping a version early once its side of `ends` is known or, with
+    `slowdown_only`, once a slowdown is ruled out (see Budget)."""
     if rounds is not None or len(keys) < 2:
         n = rounds_for(len(keys), repeat, rounds)
         return Budget(False, n, max(1, math.ceil(repeat / n)), keys)
     cap = max(sequential.FIRST_LOOK, max_rounds or sequential.LAST_LOOK)
     return Budget(True, cap, max(1, math.ceil(repeat / DEFAULT_ROUNDS)), list(keys), max_time_s,
-                  groups=[list(g) for g in groups], largest_move=largest_move, ends=ends)
+                  groups=[list(g) for g in groups], largest_move=largest_move, ends=ends,
+                  slowdown_only=slowdown_only)

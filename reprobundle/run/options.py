@@ -39,7 +39,8 @@ class ReplayOptions:
     `max_rounds` caps the adaptive rounds (None: analysis/sequential.LAST_LOOK; a time screen's few);
     `ends` (target log ratio, spread, its degrees of freedom: analysis/which_end.Ends) makes a time bisection's probe,
     whose adaptive rounds also stop, at the group-sequential test's looks, once the test between the change's two ends
-    says which end it is like.
+    says which end it is like; `slowdown_only` (a time bisection's endpoints and screens, where only a slowdown is a
+    regression) stops them once a slowdown is ruled out (run/budget.py).
     The phase limits (execution.PhaseLimits) end a worker stuck in one phase as a `timeout` naming it:
     `load_limit_s` (its inputs, jax), `compile_limit_s` (load, lower, compile), `call_limit_s` each call of the
     function (None: RUNAWAY_FACTOR times the reference's median call, at the packed sizes), `call_grace_s` added
@@ -71,6 +72,7 @@ class ReplayOptions:
     fresh_workers: bool = False  # every bundle's own worker process per version and round, even beside others
     max_rounds: int | None = None  # the cap on adaptive rounds (None: sequential.LAST_LOOK)
     ends: tuple[float, float, int] | None = None  # a bisection's probe: the change it is judged against (which_end)
+    slowdown_only: bool = False  # only a slowdown answers the question: stop once one is ruled out
 
     @classmethod
     def of(cls, base: "ReplayOptions | None" = None, *, timing: Timing | None = None,
@@ -180,12 +182,13 @@ class ReplayOptions:
 
 def screen_options(options: ReplayOptions) -> ReplayOptions:
     """`options` for a bounded time screen (analysis/time_screen.py): adaptive rounds up to SCREEN_ROUNDS within
-    SCREEN_S (or the tighter --max-time), no dump, no profile."""
+    SCREEN_S (or the tighter --max-time), ending once a slowdown is ruled out, no dump, no profile."""
     from ..analysis.time_screen import SCREEN_ROUNDS, SCREEN_S
 
     bound = SCREEN_S if options.max_time_s is None else min(SCREEN_S, options.max_time_s)
     rounds = None if options.rounds is None else min(options.rounds, SCREEN_ROUNDS)
-    return replace(options, rounds=rounds, max_rounds=SCREEN_ROUNDS, max_time_s=bound, dump=False, profile=False)
+    return replace(options, rounds=rounds, max_rounds=SCREEN_ROUNDS, max_time_s=bound, dump=False, profile=False,
+                   slowdown_only=True)
 
 
 def replay_options(options: ReplayOptions | None, settings: dict[str, Any],
