@@ -27,7 +27,7 @@ from typing import Callable, Mapping, Sequence
 from ..analysis.sequential import DETECT_EFFECT
 from ..analysis.verdict import leaning, leaning_text, paired_log_ratios, slowdown_ruled_out, timing_verdict
 from ..analysis.which_end import Ends, side_text, which_end
-from ..envs.versions import version_key
+from ..envs.versions import is_final_release, parse_version, version_key
 from ..errors import TimeSpentError, UsageError
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
@@ -241,10 +241,17 @@ def _narrow(result: BisectResult, probe: ReplayTogether, jobs: int, known: Known
         except TimeSpentError as e:  # what was narrowed is the answer, said as such
             result.cut_at = "search"
             result.unfinished = (f"{e.message}: the change lies after jax {last_good} and by jax {first_bad}; "
-                                 f"{len(remaining)} release{'s' if len(remaining) != 1 else ''} between them untested")
+                                 f"{_count_of(remaining)} between them untested")
             break
         last_good, first_bad, remaining = narrowed(remaining, classes, last_good, first_bad)
     result.first_bad, result.last_good = first_bad, last_good
+
+
+def _count_of(builds: Sequence[str]) -> str:
+    """"3 releases", or "3 builds" where one is no plain release (a JAX commit, a nightly)."""
+    plain = all((v := parse_version(b)) is not None and is_final_release(v) for b in builds)
+    noun = "release" if plain else "build"
+    return f"{len(builds)} {noun}{'s' if len(builds) != 1 else ''}"
 
 
 def resumed_window(result: BisectResult, resume: Sequence[Mapping] | None) -> tuple[str, str] | None:
