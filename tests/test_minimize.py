@@ -457,6 +457,32 @@ def test_the_oldest_release_runs_the_cuts_of_a_loop_the_host_printed(tmp_path):
     assert result.stopped == "done" and result.ops_after < result.ops_before and result.levels >= 2
     # one of the two matches the host's reference (which one is 0.4.30's business), the other does not
     assert result.check["holds"] and sorted(r["status"] for r in result.check["runs"]) == ["mismatch", "ok"]
+    _the_piece_is_reused_by_the_same_question_here(store, result)
+
+
+def _the_piece_is_reused_by_the_same_question_here(store, result):
+    """investigate's minimize step over stored answers (minimized.py): the record of `result` is found for the same
+    question on the builds here; another property is not; a newer record naming a piece that is gone, or a search cut
+    short, is never reused."""
+    from dataclasses import replace
+
+    from reprobundle.bundle.registry import open_ref
+    from reprobundle.envs.manager import EnvironmentManager
+    from reprobundle.investigate.minimized import minimization_asked, store_minimization, stored_minimization
+
+    registry, bundle = open_ref("while", str(store))
+    manager = EnvironmentManager()  # the environments this suite made: the builds the record is matched on
+    asked = minimization_asked(["0.4.30", "0.4.30"], "outputs", False)
+    stored = store_minimization(registry, bundle, result, "reprobundle minimize while", asked, manager)
+    found = stored_minimization(registry, bundle, asked, manager)
+    assert found is not None and found["answer_id"] == stored and found["kind"] == "minimization"
+    assert (found["answer"]["packed"], found["answer"]["ops_after"], found["answer"]["holds"]) == (
+        result.packed, result.ops_after, True)
+    assert stored_minimization(registry, bundle, {**asked, "property": "slower"}, manager) is None
+    store_minimization(registry, bundle, replace(result, stopped="max-time"), "cut", asked, manager)
+    assert stored_minimization(registry, bundle, asked, manager)["answer_id"] == stored  # the cut one is skipped
+    store_minimization(registry, bundle, replace(result, packed="while-min@99"), "gone", asked, manager)
+    assert stored_minimization(registry, bundle, asked, manager) is None  # the newest names a piece not here
 
 
 def _constant_and_input(x):

@@ -172,6 +172,25 @@ def latest_commit_bisection(answers: Sequence[dict]) -> dict | None:
     return found[-1] if found else None
 
 
+MINIMIZATION = "minimization"
+
+
+def minimization_answer(bundle: Bundle, found: Any, command: str, answer_id: str) -> dict:
+    """The answer record of a minimization of `bundle` (minimize.py's Minimization `found`): the two contenders, the
+    property, the ops before and after, why it stopped (a search --max-time or Ctrl-C cut short is `unfinished`),
+    the reduced bundle's ref and whether its fresh replay still showed the property; the runs are that replay's."""
+    from .. import __version__
+
+    answer = {"contenders": list(found.contenders), "property": found.property, "bits": found.bits,
+              "ops_before": found.ops_before, "ops_after": found.ops_after, "stopped": found.stopped,
+              "packed": found.packed, "holds": (found.check or {}).get("holds"),
+              "unfinished": None if found.stopped == "done" else f"the search stopped: {found.stopped}"}
+    return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
+            "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": MINIMIZATION,
+            "command": command, "runs": sorted({str(r["run_id"]) for r in found.runs if r.get("run_id")}),
+            "answer": _plain(answer), "reprobundle": __version__}
+
+
 # -- reuse: an investigation is a plan of steps over stored answers -------------------------------------------------
 
 

@@ -24,13 +24,13 @@ end past it (the search then keeps what it had narrowed: run/spent.Ledger), its 
 minimize and the newest release get what is left (explain at most its own default), and a step with under
 MIN_STEP_S left is not started. Each step records when it started (`started_s`, from the start).
 
-The chain is a plan of steps over stored answers: the bisection, the explanation, the commit bisection (and the
-newest release's replay) whose answer for the same bundle, question and builds is stored here is reused, status
-`stored` ("stored 2 min ago": answers.reusable decides, exactly, and never trusts a record another store or
-machine computed); `again` recomputes every step. Each answer is stored as its step ends, so an interrupted or
-time-bounded investigation is resumed by the next call: a bisection --max-time cut short is stored `unfinished`,
-never reused as an answer, and the next call's search starts inside the window it had narrowed (its endpoints
-checked again, the releases outside it not probed again: "resumed from a stored search cut short: ...").
+The chain is a plan of steps over stored answers: the bisection, the explanation, the commit bisection, the minimized
+piece (minimized.py; and the newest release's replay) whose answer for the same bundle, question and builds is stored
+here is reused, status `stored` ("stored 2 min ago": answers.reusable decides, exactly, and never trusts a record
+another store or machine computed); `again` recomputes every step. Each answer is stored as its step ends, so an
+interrupted or time-bounded investigation is resumed by the next call: a bisection --max-time cut short is stored
+`unfinished`, never reused as an answer, and the next call's search starts inside the window it had narrowed (its
+endpoints checked again, the releases outside it not probed again: "resumed from a stored search cut short: ...").
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
         # the first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not)
         _started(out, ledger, _commit_step, out, change, case, left(), jax_repo, again)
         _of_change(out.steps[-2:], change, result)
-    _started(out, ledger, _minimize_step, out, result, case, left())
+    _started(out, ledger, _minimize_step, out, result, case, left(), again)
     for change in [result, *result.changes]:
         _started(out, ledger, _newest_step, out, change, case, left(), again)
         _of_change(out.steps[-1:], change, result)
@@ -317,29 +317,36 @@ def _no_time(left: float) -> str:
     return f"--max-time spent ({max(0.0, left):.0f} s left): the next `investigate` runs it"
 
 
-def _minimize_step(out: Investigation, result, case: Case, left: float | None) -> None:
-    layer = (result.layer or {}).get("layer")
-    nxt = next((s["command"] for s in (result.layer or {}).get("next") or [] if s["what"] == "minimize"), None)
-    if layer not in ("compiler", "both") or nxt is None:
-        out.steps.append(Step("minimize", "skipped", f"the layer at the boundary is {layer or 'undecided'}: a "
-                                                     "change in JAX's lowering is no property of the frozen module "
-                                                     "minimize reduces (the issue shows the lowering diff)"))
+def _minimize_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
+    """The smallest piece of the frozen module that still shows the change, for a change the compiler made; the
+    piece minimize made of the same question on these builds is reused (minimized.py)."""
+    from .minimized import minimization_asked, minimized_text, store_minimization, stored_minimization
+
+    nxt = _minimize_command(out, result)
+    if nxt is None:
+        return
+    words = shlex.split(nxt)
+    versions = [words[i + 1] for i, w in enumerate(words) if w == "--jax"]
+    asked = minimization_asked(versions, _property_of(words), "--bits" in words)
+    record = None if again else stored_minimization(*case.where(), asked, case.manager)
+    if record is not None:
+        a = record["answer"]
+        out.steps.append(Step("minimize", "stored", minimized_text(a["ops_before"], a["ops_after"], a["property"],
+                                                                   versions, a["stopped"]),
+                              0.0, nxt, a["packed"], reused=stored_ago(record.get("created"))))
         return
     if left is not None and left < MIN_STEP_S:
         out.steps.append(Step("minimize", "left", _no_time(left), command=nxt))
         return
-    words = shlex.split(nxt)
-    versions = [words[i + 1] for i, w in enumerate(words) if w == "--jax"]
-    prop = _property_of(words)
     try:
-        found, spent = _timed(lambda: _minimized(case, versions, prop=prop, bits="--bits" in words,
+        found, spent = _timed(lambda: _minimized(case, versions, prop=asked["property"], bits=asked["bits"],
                                                  max_time_s=left))
     except UsageError as e:
         out.steps.append(Step("minimize", "failed", e.message, command=nxt))
         return
-    out.steps.append(Step("minimize", "answered", f"{found.ops_before} -> {found.ops_after} ops still show "
-                                                  f"{found.property} between {versions[0]} and {versions[1]} "
-                                                  f"({found.stopped})", spent, nxt, found.packed))
+    store_minimization(*case.writable(), found, nxt, asked, case.manager)
+    out.steps.append(Step("minimize", "answered", minimized_text(found.ops_before, found.ops_after, found.property,
+                                                                 versions, found.stopped), spent, nxt, found.packed))
 
 
 def _newest_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
@@ -362,6 +369,18 @@ def _newest_step(out: Investigation, result, case: Case, left: float | None, aga
                                                progress=case.progress, max_time_s=left))
     out.steps.append(Step("newest", "answered" if found else "skipped",
                           found["text"] if found else "the first bad release is the newest", spent))
+
+
+def _minimize_command(out: Investigation, result) -> str | None:
+    """The boundary's minimize command, for a change the frozen module shows; None where the step is skipped (said
+    in `out`)."""
+    layer = (result.layer or {}).get("layer")
+    nxt = next((s["command"] for s in (result.layer or {}).get("next") or [] if s["what"] == "minimize"), None)
+    if layer not in ("compiler", "both") or nxt is None:
+        out.steps.append(Step("minimize", "skipped", f"the layer at the boundary is {layer or 'undecided'}: a "
+                                                     "change in JAX's lowering is no property of the frozen module "
+                                                     "minimize reduces (the issue shows the lowering diff)"))
+    return nxt if layer in ("compiler", "both") else None
 
 
 def _minimized(case: Case, versions: list[str], **settings: Any):
