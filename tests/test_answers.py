@@ -260,6 +260,17 @@ def test_explain_and_minimize_take_the_stored_answers_last_good_and_first_bad(st
     assert answered_pair(registry, bundle) == []
     store_bisection(registry, bundle, _answered(), "reprobundle bisect small --good 0.4.38 --bad 0.5.1")
     assert answered_pair(registry, bundle) == ["0.4.38", "0.5.0"]
+    # a minimization stored after it names no pair: the bisection's still decides, and `show` lists both
+    from types import SimpleNamespace
+
+    from reprobundle.investigate.answers import minimization_answer
+
+    found = SimpleNamespace(contenders=("0.4.38", "0.5.0"), property="outputs", bits=False, ops_before=9, ops_after=2,
+                            stopped="done", packed="small-min@1", check={"holds": True}, runs=[])
+    registry.put_answer(minimization_answer(bundle, found, "reprobundle minimize small", Registry.new_run_id()))
+    assert answered_pair(registry, bundle) == ["0.4.38", "0.5.0"]
+    code, out, _ = cli("show", "small", store=store)
+    assert code == 0 and "minimization 0.4.38 vs 0.5.0 (outputs): 9 -> 2 ops as small-min@1" in out, out
 
 
 CHANGELOG = """# Change log

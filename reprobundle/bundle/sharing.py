@@ -100,15 +100,17 @@ _RELEASE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+:_-]{0,63}$")  # 0.4.38, 0.5.0.d
 
 
 def answer_replay(answers: Sequence[dict]) -> tuple[list[str], bool]:
-    """The replay that shows what the latest of `answers` (stored answer records, oldest first) found: its two
-    releases (a bisection's last good and first bad, an explanation's baseline and candidate, their labels' JAX
-    without a mode or settings) and whether it found it retraced; ([], False) when it names none that reads as a
-    release (a record is a stranger's data)."""
-    if not answers:
+    """The replay that shows what the latest bisection or explanation among `answers` (stored answer records,
+    oldest first; a commit bisection or a minimization names no pair of releases) found: its two releases (a
+    bisection's last good and first bad, an explanation's baseline and candidate, their labels' JAX without a mode
+    or settings) and whether it found it retraced; ([], False) when it names none that reads as a release (a record
+    is a stranger's data)."""
+    pairs = [r for r in answers if r.get("kind") in ("bisection", "explanation")]
+    if not pairs:
         return [], False
-    a = answers[-1].get("answer")
+    a = pairs[-1].get("answer")
     a = a if isinstance(a, dict) else {}
-    if answers[-1].get("kind") == "explanation":
+    if pairs[-1].get("kind") == "explanation":
         named = [str(a.get(k) or "").split(" ", 1)[0] for k in ("baseline", "candidate")]
     else:
         named = [str(a.get(k) or "") for k in ("last_good", "first_bad")]

@@ -68,6 +68,11 @@ def answer_line(a: dict) -> str:
 
         return _t(f"{str(a.get('created', ''))[:19]}  commit bisection {ans.get('good_tag')}..{ans.get('bad_tag')}: "
                   f"{first_bad_line(ans)}  [{a.get('answer_id')}]", 300)
+    if a.get("kind") == "minimization":
+        contenders = " vs ".join(str(c) for c in ans.get("contenders") or [])
+        return _t(f"{str(a.get('created', ''))[:19]}  minimization {contenders} ({ans.get('property')}): "
+                  f"{ans.get('ops_before')} -> {ans.get('ops_after')} ops as {ans.get('packed')}  "
+                  f"[{a.get('answer_id')}]", 300)
     layer = (ans.get("layer") or {}).get("layer")
     return _t(f"{str(a.get('created', ''))[:19]}  bisection {ans.get('good')}..{ans.get('bad')}: first bad "
               f"{ans.get('first_bad')} (last good {ans.get('last_good')}; by {ans.get('criterion')}, "
