@@ -376,10 +376,14 @@ def _minimize_command(out: Investigation, result) -> str | None:
     in `out`)."""
     layer = (result.layer or {}).get("layer")
     nxt = next((s["command"] for s in (result.layer or {}).get("next") or [] if s["what"] == "minimize"), None)
-    if layer not in ("compiler", "both") or nxt is None:
-        out.steps.append(Step("minimize", "skipped", f"the layer at the boundary is {layer or 'undecided'}: a "
-                                                     "change in JAX's lowering is no property of the frozen module "
-                                                     "minimize reduces (the issue shows the lowering diff)"))
+    if layer == "lowering":
+        out.steps.append(Step("minimize", "skipped", "the layer at the boundary is lowering: a change in JAX's "
+                                                     "lowering is no property of the frozen module minimize reduces "
+                                                     "(the issue shows the lowering diff)"))
+    elif layer not in ("compiler", "both") or nxt is None:
+        out.steps.append(Step("minimize", "skipped", f"the layer at the boundary is {layer or 'undecided'}: minimize "
+                                                     "reduces the frozen module where the layer check found the "
+                                                     "compiler's change, which it could not say here"))
     return nxt if layer in ("compiler", "both") else None
 
 
