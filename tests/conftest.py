@@ -49,21 +49,26 @@ def small_store_template(tmp_path_factory) -> Path:
 GCS_FIXTURES = {"gcs_server", "gcs_store_url"}
 
 
-# Seconds each slow module took in a whole run of the suite (`.ci/run` on a clean clone, quiet, 2 processes on the
-# 2-core VM, 2026-12-02 12:13 UTC, with --durations=0: the sum of each file's setup, call and teardown times).
-# scripts/test.sh hands whole modules to its processes in collection order (--no-loadscope-reorder): the longest go
-# first, so that the last modules handed out are short and the processes end together. Only the order depends on
-# these figures; a module not listed (under ~15 s) keeps its place after them.
+# Seconds each slow module takes alone (`python -m pytest tests/MODULE -p no:xdist`, one pytest at a time on the
+# project's 2-core VM beside other engineers' work, load 1-4, 2026-12-06 12:18-13:16 UTC; test_bisect_layers,
+# test_script, test_zip_reproducer and test_issue_body after their cuts of that day, test_script's figure with the
+# shared rng/colsum store built in it: tests/shared_stores.py). The modules not measured then keep their figure from
+# a whole run of the suite (`.ci/run` on a clean clone, 2 processes, 2026-12-02: the sum of each file's setup, call
+# and teardown times). scripts/test.sh hands whole modules to its processes in collection order
+# (--no-loadscope-reorder): the longest go first, so that the last modules handed out are short and the processes end
+# together. Only the order depends on these figures; a module not listed (under ~15 s) keeps its place after them.
 MODULE_SECONDS = {
-    "test_reliability.py": 225, "test_retrace.py": 170, "test_minimize.py": 180, "test_frameworks.py": 95,
-    "test_explain.py": 90, "test_crossversion.py": 75, "test_anybuild.py": 65, "test_cli_exit.py": 60,
-    "test_sweep_ray.py": 55, "test_custom_calls.py": 55, "test_report.py": 55, "test_sweep.py": 50,
-    "test_http_store.py": 50, "test_capture_program.py": 45, "test_commit_bisect.py": 190, "test_history.py": 45,
-    "test_pack_replay.py": 40, "test_offline.py": 40, "test_schedule.py": 35,
-    "test_bisect_layers.py": 260, "test_window_changes.py": 290, "test_change_chains.py": 190, "test_fuzz.py": 40, "test_sharing.py": 35,
-    "test_script.py": 35, "test_shared_bucket.py": 30, "test_zip_reproducer.py": 110,
-    "test_envs.py": 30, "test_issue_body.py": 90, "test_isolate.py": 25, "test_accelerators.py": 25, "test_runaway.py": 25,
-    "test_module_server.py": 25, "test_slow_transfers.py": 20, "test_worker.py": 15, "test_real_difference.py": 15, "test_search.py": 20,
+    "test_explain.py": 238, "test_reliability.py": 229, "test_commit_bisect.py": 220, "test_bisect_layers.py": 172,
+    "test_script.py": 170, "test_change_chains.py": 159, "test_minimize.py": 156, "test_frameworks.py": 100,
+    "test_zip_reproducer.py": 90, "test_retrace.py": 83, "test_http_store.py": 73, "test_capture_program.py": 63,
+    "test_pack_replay.py": 61, "test_cli_exit.py": 59, "test_custom_calls.py": 54, "test_window_changes.py": 53,
+    "test_anybuild.py": 52, "test_issue_body.py": 44, "test_report.py": 41, "test_sweep.py": 35,
+    "test_crossversion.py": 34, "test_fuzz.py": 32, "test_history.py": 31, "test_replay_answers.py": 16,
+    "test_worker_protocol.py": 12, "test_offline.py": 11, "test_sweep_ray.py": 69, "test_schedule.py": 36,
+    "test_shared_bucket.py": 25, "test_sharing.py": 24, "test_envs.py": 24, "test_module_server.py": 23,
+    "test_accelerators.py": 23, "test_runaway.py": 14, "test_isolate.py": 13,
+    # from the 2026-12-02 run of the whole suite
+    "test_slow_transfers.py": 20, "test_search.py": 20, "test_worker.py": 15, "test_real_difference.py": 15,
 }
 
 

@@ -140,15 +140,13 @@ PROGRAMS = __import__("pathlib").Path(__file__).parent / "programs" / "retrace"
 
 @pytest.fixture(scope="module")
 def lowering(tmp_path_factory):
-    """A store with rng@1 and its bisection between 0.4.38 and 0.5.0 (retraced: the first bad release 0.5.0)."""
-    import quick
+    """A store with rng@1 and its bisection between 0.4.38 and 0.5.0 (retraced: the first bad release 0.5.0), built
+    once for the suite (tests/shared_stores.py; it holds colsum@1 too, which no test here reads)."""
+    from shared_stores import bisected_rng_and_colsum, bisection_of
 
-    from reprobundle import api
-
-    store = tmp_path_factory.mktemp("lowering") / "store"
-    api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store), **quick.PACK)
-    result, _ = api.bisect("rng", "0.4.38", "0.5.0", store=str(store), warmup=1, repeat=2, rounds=1)
-    assert (result.mode, result.first_bad) == ("retrace", "0.5.0")
+    store = bisected_rng_and_colsum(tmp_path_factory)
+    answer = bisection_of(store, "rng")
+    assert (answer["mode"], answer["first_bad"]) == ("retrace", "0.5.0")
     return store
 
 

@@ -386,13 +386,14 @@ def _cached(version: str):
 
 
 @pytest.mark.crossversion
-def test_a_lowering_changes_reproducer_is_the_program_and_fails_on_the_bad_release_only(tmp_path):
+def test_a_lowering_changes_reproducer_is_the_program_and_fails_on_the_bad_release_only(tmp_path_factory, tmp_path):
     # threefry became partitionable by default in 0.5.0: the program lowers to other ops there, and the frozen
     # module computes the same bits on both, so only the program itself, traced by each release, can show it
-    store = tmp_path / "store"
-    reprobundle.api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store), **PACK)
-    result, _ = reprobundle.api.bisect("rng", "0.4.38", "0.5.0", store=str(store), warmup=1, repeat=2, rounds=1)
-    assert (result.mode, result.first_bad, result.last_good) == ("retrace", "0.5.0", "0.4.38")
+    from shared_stores import bisected_rng_and_colsum, bisection_of
+
+    store = bisected_rng_and_colsum(tmp_path_factory)  # rng bisected from 0.4.38 to 0.5.0, once for the suite
+    result = bisection_of(store, "rng")
+    assert (result["mode"], result["first_bad"], result["last_good"]) == ("retrace", "0.5.0", "0.4.38")
     script = _script(store, tmp_path, "rng")
     text = script.read_text()
     assert "# Needs: jax and numpy (the program imports nothing else)" in text
@@ -410,14 +411,15 @@ def test_a_lowering_changes_reproducer_is_the_program_and_fails_on_the_bad_relea
 
 
 @pytest.mark.crossversion
-def test_a_compiler_changes_reproducer_is_the_frozen_module_against_the_last_good_releases_bits(tmp_path):
+def test_a_compiler_changes_reproducer_is_the_frozen_module_against_the_last_good_releases_bits(tmp_path_factory,
+                                                                                                 tmp_path):
     # colsum's float32 sums change in their last bits from jaxlib 0.5.0 to 0.5.1 (the compiler's: the same
     # StableHLO): the frozen script checks them against 0.5.0's outputs, any bit, not against the packed reference
-    store = tmp_path / "store"
-    reprobundle.api.pack_script(str(PROGRAMS / "colsum.py"), name="colsum", store=str(store), **PACK)
-    result, _ = reprobundle.api.bisect("colsum", "0.5.0", "0.5.1", store=str(store), by="bits", mode="frozen",
-                                       warmup=1, repeat=2, rounds=1)
-    assert (result.criterion, result.first_bad, result.mode) == ("bits", "0.5.1", "frozen")
+    from shared_stores import bisected_rng_and_colsum, bisection_of
+
+    store = bisected_rng_and_colsum(tmp_path_factory)  # colsum bisected by bits, frozen, once for the suite
+    result = bisection_of(store, "colsum")
+    assert (result["criterion"], result["first_bad"], result["mode"]) == ("bits", "0.5.1", "frozen")
     script = _script(store, tmp_path, "colsum")
     assert "REFERENCE_LABEL = 'jax 0.5.0 (last good)'" in script.read_text()
     good, bad = _run(_cached("0.5.0"), script), _run(_cached("0.5.1"), script)

@@ -5,7 +5,8 @@ compiler's change in the last bits (frozen, any bit), an error, and a slowdown (
 replays against its packed reference as zips always did.
 
 One store per module, each answer stored by a real bisection of a two-release window (api.bisect), on releases the
-suite already installs (0.4.38, 0.5.0, 0.5.1: tests/test_script.py's and tests/test_bisect_layers.py's)."""
+suite already installs (0.4.38, 0.5.0, 0.5.1: tests/test_script.py's and tests/test_bisect_layers.py's); rng's and
+colsum's bisections are the suite's shared ones (tests/shared_stores.py)."""
 
 from __future__ import annotations
 
@@ -30,19 +31,18 @@ def store(tmp_path_factory):
     """rng (its draw changes when 0.5.0 retraces it), colsum (its sums' last bits change with jaxlib 0.5.1, frozen),
     solve (0.5.0 refuses its batched 1-D solve), each bisected over its two releases, untimed; slow (retraced, 0.5.1
     runs 400 laps of its loop where 0.5.0 runs one), packed: its time bisection is its own test's (a busy machine
-    may take many rounds to settle it, and no other test waits on that); plain (no answer)."""
-    folder = tmp_path_factory.mktemp("zips") / "store"
+    may take many rounds to settle it, and no other test waits on that); plain (no answer). rng's and colsum's
+    bisections are the suite's shared ones (tests/shared_stores.py: tests/test_script.py and tests/test_issue_body.py
+    start from them too)."""
+    from shared_stores import bisected_rng_and_colsum, bisection_of
+
+    folder = bisected_rng_and_colsum(tmp_path_factory)
     store = str(folder)
-    fast = dict(store=store, warmup=1, repeat=2, rounds=1)
-    for name, program in (("rng", "rng.py"), ("colsum", "colsum.py"), ("solve", "batched_solve.py"),
-                          ("slow", "slower_later.py"), ("plain", "colsum.py")):
+    for name, program in (("solve", "batched_solve.py"), ("slow", "slower_later.py"), ("plain", "colsum.py")):
         reprobundle.api.pack_script(str(PROGRAMS / program), name=name, store=store, **PACK)
-    found = {
-        "rng": reprobundle.api.bisect("rng", "0.4.38", "0.5.0", **fast)[0],
-        "colsum": reprobundle.api.bisect("colsum", "0.5.0", "0.5.1", by="bits", mode="frozen", **fast)[0],
-        "solve": reprobundle.api.bisect("solve", "0.4.38", "0.5.0", mode="retrace", **fast)[0],
-    }
-    assert [(r.criterion, r.mode, r.last_good, r.first_bad) for r in found.values()] == [
+    reprobundle.api.bisect("solve", "0.4.38", "0.5.0", mode="retrace", store=store, warmup=1, repeat=2, rounds=1)
+    found = [bisection_of(folder, name) for name in ("rng", "colsum", "solve")]
+    assert [(r["criterion"], r["mode"], r["last_good"], r["first_bad"]) for r in found] == [
         ("outputs vs good", "retrace", "0.4.38", "0.5.0"), ("bits", "frozen", "0.5.0", "0.5.1"),
         ("error", "retrace", "0.4.38", "0.5.0")], found
     return folder
