@@ -112,7 +112,7 @@ def main() -> None:
 
 def create_environment(version: str, folder: Path, env: dict[str, str]) -> float:
     """Seconds to make one release's environment in an empty folder, alone."""
-    code = ("from reprobundle.envs.manager import EnvironmentManager; from reprobundle.envs.config import EnvConfig; "
+    code = ("from reprobundle.envs.manager import EnvironmentManager; from reprobundle.envs.env_config import EnvConfig; "
             f"EnvironmentManager(EnvConfig.of({str(folder)!r}, None, None)).ensure({version!r})")
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=ROOT)

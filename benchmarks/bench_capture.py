@@ -1,7 +1,7 @@
 """What `reprobundle capture` costs the program it runs, against the same program run plainly, in the same run.
 
 The program is examples/train_nnx.py (a Flax NNX + optax training loop, `--steps` steps of nnx.jit), run as a
-child process exactly as `reprobundle capture` runs it (capture/launch.py's environment: the capture
+child process exactly as `reprobundle capture` runs it (capture/program_launch.py's environment: the capture
 sitecustomize first on PYTHONPATH, the options in REPROBUNDLE_CAPTURE); packing, which happens after the program
 ended, is not part of the program's time and is not measured. The three variants alternate, in a rotated order,
 for --rounds rounds; figures are medians over the rounds of per-round ratios (drift on a shared VM cancels
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from reprobundle.capture import launch, staging  # noqa: E402
+from reprobundle.capture import program_launch, staging  # noqa: E402
 from reprobundle.capture.staging import CaptureOptions  # noqa: E402
 
 PROGRAM = ROOT / "examples" / "train_nnx.py"
@@ -74,7 +74,7 @@ def run_child(cmd: list[str], options: CaptureOptions | None) -> tuple[float, fl
     """Wall and CPU seconds of one run of the program; with options, under the capture hook, what it staged and
     how many jitted calls reached the hook (every other one ran on jax's C++ fast path)."""
     with tempfile.TemporaryDirectory(prefix="bench-capture-") as d:
-        env = launch.child_environment(options, Path(d)) if options is not None else dict(os.environ)
+        env = program_launch.child_environment(options, Path(d)) if options is not None else dict(os.environ)
         cpu0, t0 = _children_cpu(), time.perf_counter()
         subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
         wall, cpu = time.perf_counter() - t0, _children_cpu() - cpu0

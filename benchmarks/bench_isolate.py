@@ -4,7 +4,7 @@ rounds each: 16 when the figures in benchmarks/README.md were taken), in the sam
 
 - new: `api.isolate` end to end (split, pieces packed, one measurement of every piece on both versions in which a
   piece stops once it cannot hold the largest move, the moved piece packed), as the CLI runs it;
-- old: the same steps with the old timing: the pieces packed (investigate/isolate.pack_pieces), replayed one by one
+- old: the same steps with the old timing: the pieces packed (investigate/minimize/pieces.pack_pieces), replayed one by one
   (run/replay.replay), the moved piece packed.
 - fresh (--fresh-runs N): the new path with `fresh_workers` (each piece its own worker processes every round, as
   before its pieces shared one process per version and round; issue #35).
@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from reprobundle import api  # noqa: E402
 from reprobundle.analysis.busy import summary  # noqa: E402
 from reprobundle.envs.manager import EnvironmentManager  # noqa: E402
-from reprobundle.investigate.isolate import judge, pack_piece, pack_pieces  # noqa: E402
+from reprobundle.investigate.minimize.pieces import judge, pack_piece, pack_pieces  # noqa: E402
 from reprobundle.run.conditions import conditions, snapshot  # noqa: E402
 from reprobundle.run.execution import Timing  # noqa: E402
 from reprobundle.run.replay import replay  # noqa: E402

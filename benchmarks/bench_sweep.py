@@ -37,7 +37,7 @@ import reprobundle  # noqa: E402
 from reprobundle.envs.manager import EnvironmentManager  # noqa: E402
 from reprobundle.fleet.executor import LocalExecutor, ReplayTask  # noqa: E402
 from reprobundle.fleet.sweep import run_replay_task  # noqa: E402
-from reprobundle.run.options import ReplayOptions  # noqa: E402
+from reprobundle.run.replay_options import ReplayOptions  # noqa: E402
 from reprobundle.run.spent import summed  # noqa: E402
 
 

@@ -29,7 +29,7 @@ from reprobundle.bundle.registry import Registry  # noqa: E402
 from reprobundle.envs.manager import EnvironmentManager  # noqa: E402
 from reprobundle.fleet import sweep as sweeping  # noqa: E402
 from reprobundle.fleet.executor import LocalExecutor, ReplayTask  # noqa: E402
-from reprobundle.run.options import ReplayOptions  # noqa: E402
+from reprobundle.run.replay_options import ReplayOptions  # noqa: E402
 from reprobundle.run.spent import summed  # noqa: E402
 
 

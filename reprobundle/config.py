@@ -3,7 +3,7 @@ read here (`settings()`), and each layer parses what it uses. Environment variab
 
 Three more variables are no user's: they pass data to processes that do not import this package (REPROBUNDLE_CAPTURE
 and REPROBUNDLE_CAPTURE_ROOT to a program run by `capture`, capture/staging.py; REPROBUNDLE_PIN_CPUS to a worker's
-launcher, run/launch.py).
+launcher, run/worker_launch.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class Settings:
     cache_dir: str = ""  # the read-through cache of remote blobs and downloaded zips
     cache_max_bytes: str = ""  # the cache's size limit ("20G"; bundle/cache.py)
     gc_grace: str = ""  # how old an unreferenced blob must be before gc deletes it ("6h"; gc_grace_s)
-    env_dir: str = ""  # the cached JAX environments (envs/folders.py)
+    env_dir: str = ""  # the cached JAX environments (envs/env_folders.py)
     install: str = ""  # the install line a Reproduce block shows (bundle/sharing.py)
     debug: str = ""  # "1": tracebacks with the one-line errors
     log: str = ""  # the log level without -v (logs.py)
@@ -54,7 +54,7 @@ def settings() -> Settings:
     """The settings in the environment now (read at each call: a test or a command may change them)."""
     return Settings.from_environ()
 
-# The timing a bundle's reference run (pack) gets by default; a replay's is run/options.py's.
+# The timing a bundle's reference run (pack) gets by default; a replay's is run/replay_options.py's.
 DEFAULT_WARMUP = 5  # untimed calls per worker before its timed ones
 REFERENCE_REPEAT = 50  # timed calls of the reference run
 # Here, not in run/, so that the CLI's option defaults cost nothing to load.
@@ -65,7 +65,7 @@ DEFAULT_TIMEOUT_S = 1800.0
 # on the 2-core CI VM gave no false verdict and a 10% slowdown was flagged every time (benchmarks/README.md); at 50,
 # 92%.
 DEFAULT_STEPS = 100
-# A piece's workers warm up less than a replay's (investigate/isolate.py): its calls are short, and there are many.
+# A piece's workers warm up less than a replay's (investigate/minimize/pieces.py): its calls are short, and there are many.
 ISOLATE_WARMUP = 2
 
 STORE_ENV = "REPROBUNDLE_STORE"

@@ -156,7 +156,7 @@ def test_environments_per_build_and_old_cpu_names(tmp_path, monkeypatch):
     gone = manager.remove("0.7.2", platform="cuda")
     assert sorted(e.build for e in gone) == ["cuda12", "cuda13"]
     assert [e.build for e in manager.list()] == ["cpu", "tpu"]
-    from reprobundle.render.text import env_table
+    from reprobundle.render.listing import env_table
 
     table = env_table(manager.list())
     assert "PLATFORM" in table and "tpu" in table and "shared" in table
@@ -396,7 +396,7 @@ def test_unknown_platform_names_are_usage_errors(store_dir):
 def test_a_tpu_runs_system_rows_name_libtpu_and_its_init_args():
     """The issue's system table of a run on a TPU (a record as the borrowed v5e machine wrote it): the chip, libtpu's
     version and LIBTPU_INIT_ARGS."""
-    from reprobundle.investigate.issue import environment_rows
+    from reprobundle.investigate.report.issue_facts import environment_rows
 
     env = {"jax": "0.10.2", "devices": [{"id": 0, "kind": "TPU v5 lite", "platform": "tpu"}],
            "accelerator": {"accelerator_type": "v5litepod-4", "packages": {"libtpu": "0.0.42.1"}},
@@ -427,7 +427,7 @@ def test_minimize_on_a_tpu_says_it_needs_two_processes_at_once_and_bisections_pr
                        "installed:XLA_FLAGS=--xla_cpu_enable_fast_math=false", store=store_dir)
     assert code == 2 and "a TPU admits one process at a time" in err and "REPROBUNDLE_PLATFORMS=cpu" in err, err
     from reprobundle import api
-    from reprobundle.investigate.probes import probe_jobs
+    from reprobundle.investigate.search.probes import probe_jobs
     from reprobundle.run.execution import default_jobs
 
     _, bundle = api.resolve("tp", str(store_dir))

@@ -18,9 +18,9 @@ from reprobundle import api
 from reprobundle.bundle.digest import hex_of
 from reprobundle.bundle.registry import Registry
 from reprobundle.errors import AlreadyExistsError, CorruptBundleError
-from reprobundle.investigate.answers import bisect_command, bisection_answer, store_bisection
-from reprobundle.investigate.bisection import BisectResult
-from reprobundle.investigate.issue import issue_data
+from reprobundle.investigate.report.issue_facts import issue_data
+from reprobundle.investigate.search.bisection import BisectResult
+from reprobundle.investigate.search.bisection_answer import bisect_command, bisection_answer, store_bisection
 from reprobundle.render.issue import issue_markdown
 
 HOSTILE = "+2 slice at rng.py:8 <img src=x> **bold** `tick` | [link](http://x)"
@@ -379,7 +379,7 @@ def test_a_stored_bisection_read_back_restores_every_change_it_listed_each_from_
     """#56: investigate reuses a stored bisection (answers.reusable): what it reads back is the whole list of
     changes, each from its own stored answer (its layer, classes, mode, its answer id for the steps after it), not
     the headline alone; a change whose own record is gone is read from its entry in the list."""
-    from reprobundle.investigate.answers import stored_bisection
+    from reprobundle.investigate.search.bisection_answer import stored_bisection
 
     registry = Registry.open(store)
     bundle = registry.resolve("small@1")
@@ -413,7 +413,7 @@ def test_a_stored_bisection_read_back_restores_every_change_it_listed_each_from_
         "outputs vs good", "0.4.36", "frozen", {"layer": "compiler", "lowering": None})
     assert listed.answer_id is None  # no answer of its own here: its steps ask again
     # stored again (a later bisect of the same question), it lists the same changes
-    from reprobundle.investigate.answers import bisection_answer
+    from reprobundle.investigate.search.bisection_answer import bisection_answer
 
     listed_again = bisection_answer(bundle, found, "", "x")["answer"]["changes"]
     assert listed_again[1:] == [record["answer"]["changes"][1], {**record["answer"]["changes"][2], "answer_id": None}]

@@ -25,12 +25,12 @@ from cli_runner import cli
 from nightly_index import CACHE, IndexServer, build_index
 
 import reprobundle
-from reprobundle.envs import local as local_env
-from reprobundle.envs.config import EnvConfig
+from reprobundle.envs import local_jax as local_env
+from reprobundle.envs.env_config import EnvConfig
 from reprobundle.envs.manager import EnvironmentManager
 from reprobundle.envs.nightly import find_nightly, list_nightlies, missing_days, nightly_date
 from reprobundle.errors import EnvironmentCreationError
-from reprobundle.render.text import nightly_text
+from reprobundle.render.listing import nightly_text
 
 BAD_RELEASE = "0.8.0"
 HOST = md.version("jax")

@@ -8,8 +8,8 @@ from small_bundle import copy_of
 
 from reprobundle.envs.manager import EnvironmentManager
 from reprobundle.errors import UsageError
-from reprobundle.investigate.bisection import bisect
-from reprobundle.render.text import bisect_left_out_text
+from reprobundle.investigate.search.bisection import bisect
+from reprobundle.render.listing import bisect_left_out_text
 
 VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "0.7.0", "0.7.2", "0.8.0"]
 
@@ -92,7 +92,7 @@ def test_a_retraced_slowdowns_layer_check_times_both_pairs_against_the_change_th
     """After a retraced bisection by time, the four boundary runs are one timed replay told the bisection's change
     (its rounds stop once each pair's side is known), and each pair is judged by that test: the frozen module like
     the good end (the lowering's change), the retraced pair like the bad end."""
-    from reprobundle.investigate.boundary import BOTH, RETRACE, boundary_layer, boundary_runs
+    from reprobundle.investigate.search.boundary import BOTH, RETRACE, boundary_layer, boundary_runs
 
     replay_one, _ = _replayer("0.5.1")
     r = bisect(VERSIONS, "0.4.30", "0.8.0", replay_one)
@@ -205,7 +205,7 @@ def test_endpoints_whose_outputs_agree_are_timed_and_time_probes_stay_one_at_a_t
 
 
 def test_split_points_and_what_the_next_step_may_test():
-    from reprobundle.investigate.bisection import next_picks, split_points
+    from reprobundle.investigate.search.bisection import next_picks, split_points
 
     assert split_points(VERSIONS, 1) == [VERSIONS[5]]  # the binary search's middle
     assert split_points(VERSIONS, 2) == [VERSIONS[3], VERSIONS[6]]
@@ -347,7 +347,7 @@ def test_a_monotone_series_says_nothing_beyond_its_ends():
 
 
 def test_beyond_ends_needs_the_whole_interval_past_the_bad_end():
-    from reprobundle.investigate.bisection import beyond_ends
+    from reprobundle.investigate.search.bisection import beyond_ends
 
     ends = {"verdict": "slower", "ratio": 1.2, "ci95": [1.1, 1.3], "settled": True}
     assert beyond_ends(ends, {"verdict": "slower", "ratio": 2.0, "ci95": [1.8, 2.2], "settled": True}) == "slower"
@@ -358,7 +358,7 @@ def test_beyond_ends_needs_the_whole_interval_past_the_bad_end():
 
 
 def test_beyond_ends_says_nothing_without_intervals():
-    from reprobundle.investigate.bisection import beyond_ends
+    from reprobundle.investigate.search.bisection import beyond_ends
 
     ends = {"verdict": "slower", "ratio": 1.4, "ci95": None}
     assert beyond_ends(ends, {"verdict": "slower", "ratio": 1.2, "ci95": None}) is None
@@ -368,8 +368,8 @@ def test_an_error_on_the_bad_side_is_a_regression_bisected_untimed():
     """From 0.6.0 on the module fails to compile where 0.4.30 runs it: the first release that fails is the answer,
     each probe untimed; a release without an environment is skipped, never called bad; the next command minimizes
     the error."""
-    from reprobundle.investigate.boundary import next_commands
-    from reprobundle.investigate.mode_choice import plan, survey
+    from reprobundle.investigate.search.boundary import next_commands
+    from reprobundle.investigate.search.mode_choice import plan, survey
 
     checked = []
 

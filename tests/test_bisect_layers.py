@@ -12,8 +12,8 @@ import quick
 
 from reprobundle import api
 from reprobundle.errors import UsageError
-from reprobundle.investigate.bisection import BITS_ONLY, SAME, BisectResult, bisect
-from reprobundle.investigate.boundary import boundary_layer, boundary_runs, next_commands
+from reprobundle.investigate.search.bisection import BITS_ONLY, SAME, BisectResult, bisect
+from reprobundle.investigate.search.boundary import boundary_layer, boundary_runs, next_commands
 
 PROGRAMS = Path(__file__).parent / "programs" / "retrace"
 VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "0.7.0", "0.7.2", "0.8.0"]
@@ -69,7 +69,7 @@ def test_bits_within_the_tolerance_are_named_by_the_automatic_choice_and_bisecte
 
 
 def test_every_change_in_the_window_is_reported_bits_at_one_release_and_time_at_another():
-    from reprobundle.investigate.bisection import bisect_every_change
+    from reprobundle.investigate.search.bisection import bisect_every_change
 
     replay_together, _ = _replayer(slow_from="0.5.1", bits_from="0.7.0")
     found = bisect_every_change(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart)
@@ -206,7 +206,7 @@ def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     assert (answer["answer"]["first_bad"], answer["answer"]["mode"], answer["answer"]["layer"]["layer"]) == (
         "0.5.0", "retrace", "lowering")
     assert set(answer["runs"]) <= {r["run_id"] for r in registry.runs(bundle.ref.bundle_id)} and answer["runs"]
-    from reprobundle.investigate.issue import issue_data
+    from reprobundle.investigate.report.issue_facts import issue_data
     from reprobundle.render.issue import issue_markdown
 
     data = issue_data("rng", store=str(store_dir))
@@ -264,9 +264,9 @@ def test_bisect_by_bits_names_the_compiler_release_whose_last_bits_changed(store
     ((("ok", 0), ("ok", 0)), "no program", "frozen", "frozen: cannot retrace it: no program"),
 ])
 def test_the_mode_is_chosen_from_the_endpoints_run_both_ways(frozen, retraced, mode, said):
-    """bisect without --retrace or --frozen (investigate/mode_choice.py): retraced only when the retraced outputs tell
+    """bisect without --retrace or --frozen (investigate/search/mode_choice.py): retraced only when the retraced outputs tell
     the endpoints apart and the frozen ones do not (or the frozen module does not run); each run once."""
-    from reprobundle.investigate.mode_choice import choose_mode
+    from reprobundle.investigate.search.mode_choice import choose_mode
 
     asked = []
 
@@ -344,8 +344,8 @@ def test_a_faster_bad_end_is_no_regression_and_the_bits_are_what_is_bisected():
 def test_a_time_change_the_confirmation_does_not_reproduce_is_no_first_bad_release():
     """The bisection's probes (each beside the good end) see 0.5.1 on as slower, but timed again beside the last
     good release it is 1.0x: unconfirmed, set aside; the bits change that did reproduce is the answer."""
-    from reprobundle.investigate.bisection import bisect_every_change, standing
-    from reprobundle.investigate.mode_choice import bisect_each
+    from reprobundle.investigate.search.bisection import bisect_every_change, standing
+    from reprobundle.investigate.search.mode_choice import bisect_each
 
     replay_together, calls = _replayer(slow_from="0.5.1", bits_from="0.7.0", only_beside="0.4.30")
     timed = bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="time")
@@ -377,7 +377,7 @@ def test_every_change_the_endpoints_show_is_bisected_the_most_severe_first():
     """The retraced outputs change at 0.6.0 (beyond the tolerance), the frozen module's time at 0.4.34: the survey
     of the endpoints finds both, the outputs are the headline and the slowdown is said beside it with its own
     first bad release; the plan says what it chose and why in one line."""
-    from reprobundle.investigate.mode_choice import bisect_each, plan, survey
+    from reprobundle.investigate.search.mode_choice import bisect_each, plan, survey
 
     frozen_timed, _ = _replayer(slow_from="0.4.34", bits_from="0.8.0", factor=1.5)
     def frozen_checks(versions):  # the frozen module: the same bits on every release
@@ -465,7 +465,7 @@ def test_outputs_retraced_at_one_release_and_bits_frozen_at_another_are_both_bis
 
 
 def test_the_answer_says_each_other_change_and_what_is_no_regression_on_a_line_of_its_own():
-    from reprobundle.render.text import bisect_text
+    from reprobundle.render.listing import bisect_text
 
     result = BisectResult("0.4.30", "0.8.0", "outputs vs good", first_bad="0.6.0", last_good="0.5.1",
                           classes={"0.4.30": "good", "0.8.0": "bad"},
@@ -500,7 +500,7 @@ def test_an_outputs_change_screens_time_and_bisects_it_only_where_the_screen_see
     flag, time is a screen after the outputs' bisection: only a slowdown it sees beyond its noise is bisected (and
     confirmed by a probe that measures anew); one it does not see is said with what it could not rule out. Asked
     for time, or where nothing else changed, time is measured in full and never screened."""
-    from reprobundle.investigate.mode_choice import bisect_each, time_screen
+    from reprobundle.investigate.search.mode_choice import bisect_each, time_screen
 
     retraced = _outputs_from("0.6.0")
     for factor, bisected in ((1.5, True), (1.0, False)):
@@ -618,7 +618,7 @@ def test_investigate_starts_no_work_past_max_time_and_keeps_what_it_answered(sto
 
 def test_a_headline_slowdown_explain_does_not_settle_is_unsettled_not_a_first_bad_release():
     from reprobundle.investigate.chain import Investigation, _settled_again
-    from reprobundle.render.text import investigation_text
+    from reprobundle.render.listing import investigation_text
 
     result = BisectResult("0.8.0", "0.9.0", "time", first_bad="0.9.0", last_good="0.8.2")
     out = Investigation("p", "0.8.0", "0.9.0", first_bad="0.9.0")  # (no steps: the text says "commit")

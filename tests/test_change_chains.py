@@ -78,7 +78,7 @@ def test_a_slowdown_and_a_later_lowering_change_of_bits_each_get_their_chain_and
     assert commits["tested"][shas[1]]["over"] == "jaxlib 0.4.36 (jax 0.4.36's environment)"
     assert commits["ends"]["first"]["over"] == "jaxlib 0.4.35 (jax 0.4.35's environment)"  # a1: its minimum is older
     # the issue: titled by the headline's kind, the table lists both, the commit on the later change's row
-    from reprobundle.investigate.issue import issue_data
+    from reprobundle.investigate.report.issue_facts import issue_data
     data = issue_data("acr", store=str(store))
     assert "slower from jax 0.4.35" in data["title"] and "gives other" not in data["title"], data["title"]
     rows = [(r["release"], r["kind"], r["layer"], r["commit"], r["function"]) for r in data["changes"]]

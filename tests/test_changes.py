@@ -83,7 +83,7 @@ def test_libtpu_flags_are_named_from_its_library_and_their_defaults_said_unknown
     import importlib
 
     from reprobundle.analysis.release_delta import LIBTPU_NO_DEFAULTS, release_delta
-    from reprobundle.render.text import changes_text
+    from reprobundle.render.listing import changes_text
     from reprobundle.worker import release_facts as probe
 
     _libtpu_package(tmp_path / "old", "0.0.42.1", ["xla_tpu_enable_latency_hiding_scheduler",
@@ -109,7 +109,7 @@ def test_libtpu_flags_are_named_from_its_library_and_their_defaults_said_unknown
 
 
 def test_a_tpu_explanation_never_tries_a_gpu_or_cpu_flag():
-    from reprobundle.investigate.default_experiments import _on_platform
+    from reprobundle.investigate.explain.default_experiments import _on_platform
 
     assert _on_platform("xla_tpu_enable_latency_hiding_scheduler", "tpu") and _on_platform("xla_llvm_disable_expensive_passes", "tpu")
     assert not _on_platform("xla_gpu_enable_triton_gemm", "tpu") and not _on_platform("xla_cpu_use_thunk_runtime", "tpu")

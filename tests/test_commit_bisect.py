@@ -18,11 +18,11 @@ from cli_runner import cli
 from jax_history import TITLES, XLA_PINS, make_history, retag, site_jax
 
 from reprobundle import api
-from reprobundle.envs.folders import JaxEnvironment
+from reprobundle.envs.env_folders import JaxEnvironment
 from reprobundle.envs.jax_commit import ReleasesOver, jaxlib_accepted, pull_request
 from reprobundle.envs.versions import version_key
 from reprobundle.errors import UsageError
-from reprobundle.investigate.commit_bisect import commit_label, names_a_release, refusal
+from reprobundle.investigate.search.commit_bisect import commit_label, names_a_release, refusal
 
 PROGRAMS = Path(__file__).parent / "programs" / "retrace"
 FORK = "https://github.com/example/jax-fork"
@@ -115,7 +115,7 @@ def test_the_commit_that_carries_the_lowering_change_is_found_and_the_broken_one
     code, out, _ = cli("show", "int-floor", store=store)
     assert code == 0 and f"first bad commit: {shas[2][:10]} {TITLES[2]} (#22222)" in out
     # and the issue's first screen carries it beside the release and the layer
-    from reprobundle.investigate.issue import issue_data
+    from reprobundle.investigate.report.issue_facts import issue_data
     from reprobundle.render.issue import first_screen
 
     screen = "\n".join(first_screen(issue_data("int-floor", store=str(store))))
@@ -132,7 +132,7 @@ def test_a_change_the_first_bad_commit_documents_is_titled_so_and_its_entry_and_
     from jax_history import WORKAROUND
     from markdown_it import MarkdownIt
 
-    from reprobundle.investigate.issue import issue_data
+    from reprobundle.investigate.report.issue_facts import issue_data
     from reprobundle.render.issue import issue_markdown
 
     repo, shas, store = history
@@ -165,7 +165,7 @@ def test_a_change_the_first_bad_commit_documents_is_titled_so_and_its_entry_and_
            "`jax.numpy.floor` of an integer array" in " ".join(commit_bisection_text(release_window).split())
     # the table of changes says it intended, from the commit's own entry (no release-notes section names it)
     from reprobundle.investigate.answers import latest_bisection
-    from reprobundle.investigate.change_table import change_rows
+    from reprobundle.investigate.report.change_rows import change_rows
 
     registry, bundle = api.resolve("int-floor", str(store))
     answers = registry.answers(bundle.ref.bundle_id)
@@ -262,11 +262,11 @@ def test_a_repository_that_is_not_one_is_refused_with_what_to_give(tmp_path):
 
 
 def test_investigate_goes_on_to_the_commits_only_for_a_lowering_change_and_a_repository_here(tmp_path):
-    from reprobundle.envs.config import EnvConfig
+    from reprobundle.envs.env_config import EnvConfig
     from reprobundle.envs.manager import EnvironmentManager
-    from reprobundle.investigate.bisection import BisectResult
     from reprobundle.investigate.case import Case
-    from reprobundle.investigate.commit_search import commit_step
+    from reprobundle.investigate.search.bisection import BisectResult
+    from reprobundle.investigate.search.commit_search import commit_step
 
     config = EnvConfig.of(tmp_path / "envs")
     case = Case("int-floor", None, config, EnvironmentManager(config))
@@ -289,7 +289,7 @@ def test_the_xla_window_lists_the_commits_between_the_pins_that_name_a_changed_f
     from jax_history import _git
 
     from reprobundle.envs.jax_commit import open_repo
-    from reprobundle.investigate.xla_window import xla_window
+    from reprobundle.investigate.search.xla_window import xla_window
 
     xla = tmp_path / "xla"
     xla.mkdir()
@@ -394,7 +394,7 @@ def test_a_kept_commit_environment_replays_by_path_is_listed_and_removed(history
         assert code == 0 and f"removed jax {version} cpu" in out and not path.exists()
         assert api.environment_manager().list()  # the release environments stay
     finally:
-        from reprobundle.envs.folders import rmtree
+        from reprobundle.envs.env_folders import rmtree
 
         rmtree(path)
 
@@ -445,7 +445,7 @@ def test_a_commit_as_the_bad_end_finds_the_release_window_first_bad_commit_witho
 
     text = commit_bisection_text(answer)
     assert f"to commit {shas[6][:10]} {NOTES_TITLE}" in text and "layer: JAX's lowering, by construction" in text
-    from reprobundle.investigate.issue import issue_data
+    from reprobundle.investigate.report.issue_facts import issue_data
     from reprobundle.render.issue import first_screen
 
     screen = "\n".join(first_screen(issue_data("int-floor", store=str(store))))
@@ -459,7 +459,7 @@ def test_a_commit_window_issue_has_the_program_as_reproducer_and_quotes_the_comi
     lowering on every JAX), checked against 0.4.30's retraced run among the probes, and it exits 1 on JAX at the
     first bad commit and 0 on 0.4.30; the CHANGELOG's "## Unreleased" at the bad end names the function the program
     calls on the line whose lowering changed; the probes' runs are named by their JAX, not by a temporary path."""
-    from reprobundle.investigate.issue import issue_data
+    from reprobundle.investigate.report.issue_facts import issue_data
     from reprobundle.render.issue import issue_markdown
 
     repo, shas, store, _ = window
@@ -503,7 +503,7 @@ def test_a_commit_window_without_the_good_releases_outputs_offers_the_zip_never_
     good one: no program script can be written, and the frozen module (the good release's lowering on every JAX)
     cannot show the commit's change, so the issue offers the zip; its title still names the first bad commit."""
     from reprobundle.bundle.registry import Registry, utc_now
-    from reprobundle.investigate.issue import issue_data
+    from reprobundle.investigate.report.issue_facts import issue_data
     from reprobundle.render.issue import issue_markdown
 
     _, shas, own, _ = window
@@ -537,7 +537,7 @@ def test_investigate_to_a_commit_is_the_commit_bisection_and_the_issue(history, 
     assert steps["commits"]["status"] == "answered" and shas[2][:10] in steps["commits"]["answer"]
     assert {steps[n]["status"] for n in ("explain", "minimize", "newest")} == {"skipped"}
     assert found["layer"] == "lowering" and issue.exists() and f"First bad commit: {shas[2][:10]}" in issue.read_text()
-    from reprobundle.render.text import investigation_text
+    from reprobundle.render.listing import investigation_text
 
     assert investigation_text(found).startswith(f"int-floor: first bad commit {shas[2][:10]} between 0.4.30 and")
     quiet = tmp_path / "nothing-to-report.md"  # a commit before the change: no first bad commit, no issue written
@@ -587,7 +587,7 @@ def test_a_good_tag_on_a_release_branch_starts_the_search_at_its_branch_point(hi
     assert answer["first_bad"]["sha"] == shas[2] and answer["last_good"] == shas[1]
     # a release window from that tag starts there too
     from reprobundle.envs.jax_commit import open_repo
-    from reprobundle.investigate.commit_bisect import plan_commits
+    from reprobundle.investigate.search.commit_bisect import plan_commits
 
     plan = plan_commits(open_repo(str(branched), tmp_path / "cache"), "0.4.30", "0.4.31")
     assert plan.branch_point == root and [c.sha for c in plan.commits] == shas and plan.start.endswith(root[:10])
@@ -659,7 +659,7 @@ def test_a_release_run_that_records_its_wheels_commit_is_no_commits_run():
 def test_the_packed_reference_stands_for_the_release_that_traced_and_packed_it():
     """A bundle packed (and traced) by the good release: its reference is that release's outputs, whatever form
     traced_by takes (pack stores {"jax": VERSION})."""
-    from reprobundle.investigate.reproducer import packed_reference_run
+    from reprobundle.investigate.report.script_plan import packed_reference_run
 
     class Packed:
         manifest = {"environment": {"jax": "0.10.2"}, "reference": {"outputs": [{"blob": "x"}]},
@@ -738,7 +738,7 @@ def test_bisect_commits_max_time_keeps_the_window_it_narrowed_and_the_next_call_
     the ledger's budget is spent at the search's first narrowed step (a budget of 0 s), and a budget so small that
     not even the first probe starts ends the command with one line."""
     from reprobundle.investigate.answers import COMMIT_BISECTION, resumable, reusable
-    from reprobundle.investigate.commit_search import commits_asked
+    from reprobundle.investigate.search.commit_search import commits_asked
     from reprobundle.run.spent import Ledger
 
     repo, shas, store = history
@@ -763,7 +763,7 @@ def test_bisect_commits_max_time_keeps_the_window_it_narrowed_and_the_next_call_
     assert (lo, hi) != (-1, len(labels)) and lo < 2 <= hi  # narrowed, the change (shas[2]) within
     registry, bundle = api.resolve("int-floor", str(own))
     from reprobundle.envs.jax_commit import open_repo
-    from reprobundle.investigate.commit_bisect import plan_commits
+    from reprobundle.investigate.search.commit_bisect import plan_commits
 
     manager = api.environment_manager()
     asked = commits_asked(plan_commits(open_repo(str(repo), manager.root, None), "0.4.30", "0.4.31"))

@@ -23,8 +23,8 @@ import reprobundle
 from reprobundle.analysis.verdict import check_outputs
 from reprobundle.api import environment_manager, load_npz
 from reprobundle.bundle.registry import Registry
-from reprobundle.capture.options import PackOptions
 from reprobundle.capture.pack import pack_serialized_in
+from reprobundle.capture.pack_options import PackOptions
 from reprobundle.run.execution import Timing, build_job, read_outputs, run_worker
 from reprobundle.run.replay import reference_arrays, replay
 from reprobundle.worker.dtypes import np_dtype

@@ -20,7 +20,7 @@ import pytest
 from audit import audited
 from packaging.version import Version
 
-from reprobundle.envs.config import EnvConfig
+from reprobundle.envs.env_config import EnvConfig
 from reprobundle.envs.manager import INSTALLED, EnvironmentManager, JaxEnvironment, requirements
 from reprobundle.envs.package_index import (
     fallback_pythons,
@@ -463,7 +463,7 @@ def test_an_environment_configuration_crosses_machines_as_json_with_a_task(tmp_p
     replay task (ReplayOptions, EnvConfig, mode) comes back from its plain data equal, and refuses unknown keys."""
     from reprobundle.errors import UsageError
     from reprobundle.fleet.executor import ReplayTask
-    from reprobundle.run.options import ReplayOptions
+    from reprobundle.run.replay_options import ReplayOptions
 
     config = EnvConfig.of(tmp_path, "3.12", "http://127.0.0.1:9/simple/")
     assert (config.index_url, config.nightly_index) == ("http://127.0.0.1:9/simple",) * 2

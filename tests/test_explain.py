@@ -19,7 +19,7 @@ from reprobundle.analysis.diagnosis import CAUSE, NO_REGRESSION, NOT_SEPARATED, 
 from reprobundle.analysis.passes import canonical, pass_diff, read_pipeline, same_hlo
 from reprobundle.bundle.dims import parse_size_lists, several_sizes
 from reprobundle.errors import UsageError
-from reprobundle.investigate.explain import Evidence, plan
+from reprobundle.investigate.explain.experiments import Evidence, plan
 from reprobundle.render import explain as explain_render
 from reprobundle.render import sizes as sizes_render
 from reprobundle.run.contenders import parse_variant, unknown_flag_reason
@@ -131,7 +131,7 @@ def test_experiments_judged_against_the_confirmed_change_restore_only_where_noth
 def test_where_a_workaround_still_works_is_judged_by_its_side_of_the_confirmed_change_too():
     """The reach in an investigation (release_reach._reach_result): the workaround on a later release like the last
     good one restores, like the first bad one is ignored; a release alone shown slower is never "nothing to undo"."""
-    from reprobundle.investigate.release_reach import _reach_result
+    from reprobundle.investigate.explain.release_reach import _reach_result
 
     slow = {**_verdict(4.3, "same", settled=False, lo=3.5, hi=5.0), "side": "bad"}
     good = {**_verdict(1.02, "same", settled=False, lo=0.96, hi=1.09), "side": "good",
@@ -154,7 +154,7 @@ def test_each_timed_contender_gets_its_side_of_the_confirmed_change_on_its_row()
     from timed_runs import timed_run
 
     from reprobundle.analysis.which_end import Ends
-    from reprobundle.investigate.explain import add_sides, row_verdict
+    from reprobundle.investigate.explain.experiments import add_sides, row_verdict
 
     runs = [timed_run("0.4.31", "e", [1.0] * 3, "b", 1), timed_run("0.4.33", "e", [3.8] * 3, "c", 2),
             timed_run("0.4.33", "e", [1.01] * 3, "x", 3, label="0.4.33 [XLA_FLAGS=--a]"),
@@ -246,7 +246,7 @@ def test_explains_screen_and_phases_start_nothing_that_would_end_past_max_time()
     """#57: the screen leaves the measurement its room: an experiment is not screened where it would leave less than
     the measurement's estimate (the evidence's wall time); the ledger estimates a kind not seen yet by its first word
     ("evidence retrace" as the frozen evidence took). No clock: the seconds left are given."""
-    from reprobundle.investigate.screen import no_time
+    from reprobundle.investigate.explain.experiment_screen import no_time
     from reprobundle.run.spent import Ledger
 
     assert no_time(None, [5.0], 30.0) is None and no_time(lambda: None, [5.0], 30.0) is None  # no bound
@@ -532,7 +532,7 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
     assert answer["answer_id"] == result["answer_id"] and answer["answer"]["diagnosis"]["default"]["name"] == \
         "xla_cpu_use_thunk_runtime"
     assert answer["command"] == "reprobundle explain loop --jax 0.4.31 --jax 0.4.33"
-    from reprobundle.investigate.issue import issue_data
+    from reprobundle.investigate.report.issue_facts import issue_data
     from reprobundle.render.issue import issue_markdown
 
     body = issue_markdown(issue_data("loop", store=store))
@@ -594,8 +594,8 @@ def test_a_change_no_default_caused_is_given_no_default_as_its_cause(tmp_path):
 
 
 def test_the_release_delta_becomes_experiments_for_this_platform_with_the_lines_to_paste():
-    from reprobundle.investigate.default_experiments import default_changes, experiment_spec, workaround_lines
-    from reprobundle.investigate.screen import compile_options
+    from reprobundle.investigate.explain.default_experiments import default_changes, experiment_spec, workaround_lines
+    from reprobundle.investigate.explain.experiment_screen import compile_options
 
     delta = {"a": "0.4.31", "b": "0.4.33", "xla_flags": {
         "changed": [{"name": "xla_cpu_use_thunk_runtime", "a": False, "b": True, "type": "bool"},
@@ -662,7 +662,7 @@ def test_a_default_set_back_is_said_as_the_change_and_a_settled_move_back_as_par
 def test_the_reach_is_measured_on_the_windows_releases_after_the_first_bad_one():
     """investigate hands explain the releases its bisection tested after the first bad one (cached by then): at
     most three, the next, one between and the last; none after it: explain's own choice (those cached here)."""
-    from reprobundle.investigate.release_reach import window_releases
+    from reprobundle.investigate.explain.release_reach import window_releases
 
     tested = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.6.0", "0.7.2", "0.8.0"]
     assert window_releases(tested, "0.4.33") == ["0.4.34", "0.6.0", "0.8.0"]
@@ -676,7 +676,7 @@ def test_minimize_of_the_readme_attention_example_gives_a_piece_or_says_why_with
     began ("the baseline cannot compute the function's intermediate values: timeout in execute"). Now it gives a
     piece (or the whole, said as "could not shrink") by its --max-time, or one clear error that says why the whole
     shows no difference at this size. No direction or size of the change is asserted: it is this machine's."""
-    from reprobundle.investigate.minimize import PropertyNotShown, could_not_shrink
+    from reprobundle.investigate.minimize.reduction import PropertyNotShown, could_not_shrink
 
     try:
         result = api.minimize("attention-small", ["0.7.2", "0.8.0"], store=attention_store, max_time_s=45,
@@ -695,8 +695,8 @@ def test_an_experiments_outputs_are_judged_against_the_baseline_not_the_packing_
     release) and a workaround that gives its outputs both read "mismatch" against it. The experiment's outputs are
     judged against the baseline's run: within its tolerance, it is ok and can be the workaround, and its row says
     so (never "ok" beside "differ from the reference")."""
-    from reprobundle.investigate.bisection import BEYOND, SAME
-    from reprobundle.investigate.explain import Experiment, experiment_facts
+    from reprobundle.investigate.explain.experiments import Experiment, experiment_facts
+    from reprobundle.investigate.search.bisection import BEYOND, SAME
     from reprobundle.run.contenders import ContenderSpec, Settings
 
     exp = Experiment("flag", "--a", "why", ContenderSpec("0.8.0", settings=Settings(("--a",))))

@@ -47,7 +47,7 @@ from reprobundle.errors import (
     ReproBundleError,
     StoreError,
 )
-from reprobundle.render import text as report
+from reprobundle.render import listing as report
 from reprobundle.run.replay import reference_arrays
 from reprobundle.store import check_key
 from reprobundle.store.local import LocalStore
@@ -810,8 +810,8 @@ SUBPROCESS_MODULES = {
     "worker/lockstep_compare.py": "a reproducer's `--compare A B`: runs the same reproducer (the script or the zip, by "
                                   "path) as each side, through uv or the Python the user named (argument lists, no "
                                   "shell); it runs only when a person runs the reproducer, never on load",
-    "run/execution.py": "waits on the worker launch.py started (its exit, a timeout)",
-    "run/launch.py": "runs the worker package by path in the chosen interpreter (argument list, no shell)",
+    "run/execution.py": "waits on the worker worker_launch.py started (its exit, a timeout)",
+    "run/worker_launch.py": "runs the worker package by path in the chosen interpreter (argument list, no shell)",
     "run/module_server.py": "runs the worker package by path (`serve`) in a contender's interpreter, as "
                             "execution.py does (argument list, no shell)",
     "run/shared_worker.py": "waits on the `jobs` worker that launch.start_worker started (its exit, a timeout); "
@@ -827,8 +827,8 @@ SUBPROCESS_MODULES = {
     "envs/program.py": "runs uv venv, uv pip install and uv pip freeze for a retrace's environment with the "
                            "program's packages (argument lists, no shell)",
     "envs/platforms.py": "nvidia-smi -L where /proc/driver/nvidia does not list the GPUs (argument list, no shell)",
-    "capture/launch.py": "runs the program the user gives to `reprobundle capture` (their argument list, no shell)",
-    "envs/local.py": "probes the interpreter `--jax PATH` names for its versions (argument list, no shell, fixed "
+    "capture/program_launch.py": "runs the program the user gives to `reprobundle capture` (their argument list, no shell)",
+    "envs/local_jax.py": "probes the interpreter `--jax PATH` names for its versions (argument list, no shell, fixed "
                         "probe code)",
     "envs/release_facts.py": "runs worker/release_facts.py by path, and `XLA_FLAGS=--help` with fixed code, in a "
                              "release's environment (argument lists, no shell)",
@@ -933,7 +933,7 @@ def test_decoding_runs_no_code(demo, tmp_path):
     m["environment"] = {"code": "eval(compile('1', 'x', 'eval'))", "!!python/object": "os.system"}
     m["function"]["fields"]["fun_name"] = "`touch /tmp/pwned-reprobundle`"
     ref = registry.publish(m)
-    from reprobundle.render import text as report
+    from reprobundle.render import listing as report
 
     benign = registry.load("demo", 1)  # warm-up: lazy imports (numpy.ma parses signatures) happen outside the audit
     report.describe_bundle(benign, [])

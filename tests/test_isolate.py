@@ -1,4 +1,4 @@
-"""Isolation (investigate/isolate.py): a bundle's StableHLO split into pieces that compute, one after the other, what
+"""Isolation (investigate/minimize/pieces.py): a bundle's StableHLO split into pieces that compute, one after the other, what
 the whole function computes; the pieces timed on two versions and the one that moved packed as a bundle."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from reprobundle.analysis.verdict import check_leaf
 from reprobundle.bundle.registry import Registry
 from reprobundle.capture.export import export_function, load_stablehlo
 from reprobundle.errors import UsageError
-from reprobundle.investigate.isolate import split_module
+from reprobundle.investigate.minimize.pieces import split_module
 
 
 def layer(x, w1, w2):
@@ -116,7 +116,7 @@ def test_what_cannot_be_split_says_why():
     exported, _ = export_function(jax.jit(lambda x: x @ x), (np.ones((4, 4), np.float32),), {}, ())
     with pytest.raises(UsageError, match="nothing to split"):
         split_module(exported.stablehlo_text)
-    from reprobundle.investigate.isolate import Piece, _piece_function
+    from reprobundle.investigate.minimize.pieces import Piece, _piece_function
 
     broken = Piece(1, "model.py:3", "module { %0 = stablehlo.sine %x }", ["%x"], ["%0"], ["stablehlo.sine"])
     with pytest.raises(UsageError, match=r"piece 2 \(model.py:3: stablehlo.sine\) of the split does not parse: "
@@ -150,7 +150,7 @@ def test_isolate_times_the_pieces_and_packs_the_one_that_moved(store_dir):
 
 
 def test_the_report_names_the_moved_piece_and_says_which_were_ruled_out():
-    from reprobundle.investigate.isolate import Isolation, Piece, PieceResult
+    from reprobundle.investigate.minimize.pieces import Isolation, Piece, PieceResult
     from reprobundle.render.isolate import isolation_data, isolation_text
 
     def result(i, label, base_ns, verdict, ruled_out=None):

@@ -1,4 +1,4 @@
-"""`reprobundle issue` of a stored slowdown (investigate/issue.py, render/issue.py): a program with a
+"""`reprobundle issue` of a stored slowdown (investigate/report/issue_facts.py, render/issue.py): a program with a
 `lax.fori_loop`, a `lax.scan` and a scalar input, packed from its script and replayed between two real cached
 releases. The body is parsed as Markdown; its figures must be the stored runs' own (never which release is faster)."""
 
@@ -247,7 +247,7 @@ def test_still_broken_on_a_newer_release_is_said_in_the_title_and_first_lines(lo
     0.5.1 still gives 0.5.0's other numbers, and the title and first lines say so."""
     import shutil
 
-    from reprobundle.investigate.newest import check_newest, newest_release
+    from reprobundle.investigate.report.newest import check_newest, newest_release
 
     assert newest_release(["0.4.38", "0.5.0"], "0.5.0") is None and newest_release(["0.5.1", "0.10.2"], "0.5.0") == \
         "0.10.2"

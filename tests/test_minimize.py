@@ -1,4 +1,4 @@
-"""Minimize (investigate/minimize.py): ddmin over a function's StableHLO ops, each candidate a module of its own
+"""Minimize (investigate/minimize/reduction.py): ddmin over a function's StableHLO ops, each candidate a module of its own
 fed with the real values the function computes there, judged on two contenders' long-lived workers.
 
 The reduction is tested on text first (no replays: the cuts are run by this process's jax); the end-to-end cases
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from reprobundle.capture.export import export_function, function_ops, load_stablehlo
-from reprobundle.investigate.hlo_cut import graph_of
-from reprobundle.investigate.minimize import Search, all_values_cut, candidate, error_kind
+from reprobundle.investigate.minimize.hlo_cut import graph_of
+from reprobundle.investigate.minimize.reduction import Search, all_values_cut, candidate, error_kind
 
 STEPS = 36  # ~6 StableHLO ops a step: a program of more than 200 ops
 
@@ -64,7 +64,7 @@ def test_ddmin_finds_the_one_minimal_set_and_tests_each_candidate_once():
 
 
 def test_ddmin_keeps_the_best_so_far_when_stopped():
-    from reprobundle.investigate.minimize import OutOfTime
+    from reprobundle.investigate.minimize.reduction import OutOfTime
 
     search = Search(lambda items: 5 in items, deadline=0.0)  # already past: the first untested candidate stops it
     with pytest.raises(OutOfTime):
@@ -297,7 +297,7 @@ def _with_regions(x):
 
 def test_opening_a_call_or_a_while_body_computes_what_the_op_computed():
     from reprobundle.capture.export import region_ops
-    from reprobundle.investigate.hlo_cut import opened
+    from reprobundle.investigate.minimize.hlo_cut import opened
 
     x = np.linspace(-2, 2, 64, dtype=np.float32)
     exported, _ = export_function(jax.jit(_with_regions), (x,))
@@ -341,7 +341,7 @@ def test_a_bundle_with_symbolic_shapes_is_reduced_at_its_packed_sizes(tmp_path):
 
     import reprobundle
     from reprobundle.bundle.registry import Registry
-    from reprobundle.investigate.minimize import packed_module
+    from reprobundle.investigate.minimize.reduction import packed_module
 
     def f(x, w):
         return jax.numpy.tanh(x @ w).sum(axis=0), x * 2
@@ -364,7 +364,7 @@ def test_a_bundle_with_symbolic_shapes_is_reduced_at_its_packed_sizes(tmp_path):
 def test_bits_holds_for_any_difference_and_outputs_only_beyond_the_tolerance():
     """`--outputs --bits`: one last bit of one element, or another dtype, is the property; plain `--outputs` needs a
     difference beyond the replay's tolerance."""
-    from reprobundle.investigate.minimize import OUTPUTS, Property
+    from reprobundle.investigate.minimize.reduction import OUTPUTS, Property
 
     ref = np.linspace(1, 2, 64, dtype=np.float32)
     last_bit = ref.copy()
@@ -461,14 +461,14 @@ def test_the_oldest_release_runs_the_cuts_of_a_loop_the_host_printed(tmp_path):
 
 
 def _the_piece_is_reused_by_the_same_question_here(store, result):
-    """investigate's minimize step over stored answers (minimized.py): the record of `result` is found for the same
+    """investigate's minimize step over stored answers (minimize/stored_piece.py): the record of `result` is found for the same
     question on the builds here; another property is not; a newer record naming a piece that is gone, or a search cut
     short, is never reused."""
     from dataclasses import replace
 
     from reprobundle.bundle.registry import open_ref
     from reprobundle.envs.manager import EnvironmentManager
-    from reprobundle.investigate.minimized import minimization_asked, store_minimization, stored_minimization
+    from reprobundle.investigate.minimize.stored_piece import minimization_asked, store_minimization, stored_minimization
 
     registry, bundle = open_ref("while", str(store))
     manager = EnvironmentManager()  # the environments this suite made: the builds the record is matched on
@@ -494,7 +494,7 @@ def test_a_slower_piece_of_constants_alone_is_refused_before_anything_runs():
     """A piece whose kept ops use no input of the program (the add of two int32 constants a --slower search once
     kept, 4.9 us against 2.9 us) is never a candidate for slower: it is refused before any worker is asked (no
     worker is given here); an outputs search may still keep one."""
-    from reprobundle.investigate.minimize import OUTPUTS, SLOWER, Property, _holds
+    from reprobundle.investigate.minimize.reduction import OUTPUTS, SLOWER, Property, _holds
 
     exported, leaves = export_function(jax.jit(_constant_and_input), (np.ones(4, np.float32),))
     graph = graph_of(function_ops(exported.stablehlo_text), "minimize")
@@ -511,7 +511,7 @@ def test_a_slower_piece_of_constants_alone_is_refused_before_anything_runs():
 def test_a_slower_piece_must_hold_the_stated_share_of_the_time_that_moved():
     from types import SimpleNamespace
 
-    from reprobundle.investigate.minimize import MIN_SHARE, SLOWER, Judgement, Property, could_not_shrink
+    from reprobundle.investigate.minimize.reduction import MIN_SHARE, SLOWER, Judgement, Property, could_not_shrink
 
     prop = Property(SLOWER, min_ratio=1.1)
     prop.hold_share_of(Judgement(True, {"base_ns": 2_000_000.0, "cand_ns": 3_000_000.0}))
@@ -540,7 +540,7 @@ def test_the_readme_attention_examples_intermediate_values_come_back_within_a_ca
 
     import reprobundle
     from reprobundle.bundle.registry import Registry
-    from reprobundle.investigate.minimize import _intermediate_values, module_limits, packed_module
+    from reprobundle.investigate.minimize.reduction import _intermediate_values, module_limits, packed_module
     from reprobundle.run.contenders import ContenderSpec
     from reprobundle.run.module_server import ModuleWorker
 
@@ -566,7 +566,7 @@ def test_the_readme_attention_examples_intermediate_values_come_back_within_a_ca
 
 
 def _bisected(criterion: str, layer: str):
-    from reprobundle.investigate.bisection import BisectResult
+    from reprobundle.investigate.search.bisection import BisectResult
 
     return BisectResult("0.4.31", "0.4.33", criterion, first_bad="0.4.33", last_good="0.4.31",
                         classes={"0.4.31": "good", "0.4.33": "bad"}, evidence={"0.4.33": "differs"}, why="differs",
@@ -580,8 +580,8 @@ def test_without_a_property_the_stored_bisections_criterion_and_layer_decide(sma
 
     import reprobundle
     from reprobundle.bundle.registry import Registry
-    from reprobundle.investigate.answers import store_bisection
-    from reprobundle.investigate.minimize_property import PropertyNotShown, stored_property
+    from reprobundle.investigate.minimize.kept_property import PropertyNotShown, stored_property
+    from reprobundle.investigate.search.bisection_answer import store_bisection
     from reprobundle.run.contenders import ContenderSpec, parse_variant
 
     store = copy_of(small_store_template, tmp_path / "store")
@@ -613,7 +613,7 @@ def test_a_transformer_trained_in_a_scan_is_reduced_to_a_piece_whose_bits_differ
     from quick import PACK
 
     import reprobundle
-    from reprobundle.investigate.minimize import could_not_shrink
+    from reprobundle.investigate.minimize.reduction import could_not_shrink
 
     store = tmp_path / "store"
     reprobundle.api.pack_script(str(Path(__file__).parent / "programs" / "retrace" / "transformer_scan.py"),

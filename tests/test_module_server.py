@@ -196,7 +196,7 @@ def test_an_aborted_worker_says_how_it_died_from_the_evidence_alone():
 
 
 def test_a_death_is_said_as_memory_only_where_the_evidence_shows_it():
-    from reprobundle.run.launch import Ended, death_text, last_words, oom_kills
+    from reprobundle.run.worker_launch import Ended, death_text, last_words, oom_kills
 
     aborted = Ended(-signal.SIGABRT, 300 << 20)
     check = "F1206 external/xla/xla/service/cpu/ir_emitter.cc:123] Check failed: shape.IsArray()"

@@ -1,11 +1,11 @@
-"""Still slower on the newest release? (investigate/newest.py) judged on built runs: by the test between the two ends
+"""Still slower on the newest release? (investigate/report/newest.py) judged on built runs: by the test between the two ends
 of the change the answer's confirmation measured, where its runs are there; else by the paired verdict."""
 
 import math
 
 from timed_runs import timed_run as _run
 
-from reprobundle.investigate.newest import change_ends, confirmation_runs, newest_verdict
+from reprobundle.investigate.report.newest import change_ends, confirmation_runs, newest_verdict
 
 
 def _answer(confirmed_by: list[str] | None) -> dict:

@@ -267,7 +267,7 @@ print(ref)
 
 
 def test_packing_from_a_program_that_runs_jax_forks_without_a_warning(tmp_path):
-    """On the CPU a worker runs under a memory limit (run/options.py's default); it is set by its launcher, never by a preexec_fn in a fork of the host: JAX warns
+    """On the CPU a worker runs under a memory limit (run/replay_options.py's default); it is set by its launcher, never by a preexec_fn in a fork of the host: JAX warns
     ("os.fork() was called ... deadlock") at every fork of a process whose backend is up."""
     done = subprocess.run([sys.executable, "-c", PACK_FROM_A_PROGRAM, str(tmp_path / "store")], capture_output=True,
                           text=True, timeout=300)

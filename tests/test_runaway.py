@@ -33,8 +33,8 @@ from reprobundle.run.execution import (
     reference_call_limit,
     worker_memory_limit,
 )
-from reprobundle.run.options import ReplayOptions
 from reprobundle.run.replay import replay_together
+from reprobundle.run.replay_options import ReplayOptions
 from reprobundle.worker.protocol import LIMIT_CALLS, LIMIT_COMPILE, LIMIT_LOAD, phase_limit_kind
 
 QUICK = dict(warmup=1, repeat=2, rounds=1, dump=False, profile=False)

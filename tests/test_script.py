@@ -1,4 +1,4 @@
-"""`reprobundle script` and `reprobundle issue` (bundle/reproducer.py, investigate/issue.py, render/issue.py): a
+"""`reprobundle script` and `reprobundle issue` (bundle/frozen_script.py, investigate/report/issue_facts.py, render/issue.py): a
 minimized piece as a standalone script that runs with only jax and numpy, its HLO for XLA, and the Markdown issue.
 
 The pieces are minimized from a small chain (examples/minimize_chain.py) between one release with and without an
@@ -303,13 +303,13 @@ def train_store(tmp_path_factory):
 def test_inputs_and_references_keep_their_exact_dtype_and_shape_in_the_script(train_store):
     """Each array the script writes reads back (by the script's own `_array`) with the dtype and shape of the bundle's
     signature, bit for bit: rank 0, bool, bfloat16, float16, int8, uint8, uint32, complex64, float64, int64."""
-    from reprobundle.bundle import reproducer
+    from reprobundle.bundle import frozen_script
     from reprobundle.bundle.script_runner import RUNNER
 
     registry = Registry.open(str(train_store))
     bundle = registry.resolve("train")
-    ins, outs, _ = reproducer.signature(bundle)
-    inputs, reference = reproducer.arrays(registry, bundle)
+    ins, outs, _ = frozen_script.signature(bundle)
+    inputs, reference = frozen_script.arrays(registry, bundle)
     assert [d for d, _ in ins] == ["float32", "bfloat16", "bool", "float32", "float16", "int8", "uint8", "uint32",
                                    "complex64", "float64"] and ins[0][1] == []
     namespace: dict = {}
@@ -319,10 +319,10 @@ def test_inputs_and_references_keep_their_exact_dtype_and_shape_in_the_script(tr
 
     namespace.update(np=np, base64=base64, zlib=zlib)
     for (dtype, shape), array in [*zip(ins, inputs), *zip(outs, reference)]:
-        back = namespace["_array"](ast.literal_eval(reproducer.array_literal(array)), jnp.dtype)
+        back = namespace["_array"](ast.literal_eval(frozen_script.array_literal(array)), jnp.dtype)
         assert (back.dtype.name, list(back.shape)) == (dtype, shape)
         assert back.tobytes() == np.asarray(array).tobytes()
-    assert "X64 = True" in reproducer.script_text(registry, bundle)
+    assert "X64 = True" in frozen_script.script_text(registry, bundle)
 
 
 @pytest.mark.crossversion
@@ -344,7 +344,7 @@ def test_a_slowdowns_script_prints_the_stored_medians_and_never_judges_time(trai
     it on each release; on a release it exits 0 whatever its time, and a variant that works around the slowdown is
     never called the setting that showed it. Which release is faster is the machine's: not asserted."""
     from reprobundle.analysis.slowdown import measured_times
-    from reprobundle.bundle.reproducer import stored_runs
+    from reprobundle.bundle.frozen_script import stored_runs
     from reprobundle.units import human_ns
 
     flag = "--xla_cpu_use_thunk_runtime=false"
@@ -540,7 +540,7 @@ def test_an_issue_whose_script_is_too_large_offers_the_minimized_piece_on_its_fi
 
 def _other_python_release() -> tuple[str, str]:
     """A release on the package index that does not take the Python here, and the Python its uv line names."""
-    from reprobundle.envs.folders import default_root
+    from reprobundle.envs.env_folders import default_root
     from reprobundle.envs.package_index import CACHE_FILE, PackageIndex, python_to_name
 
     index = PackageIndex(default_root() / CACHE_FILE)

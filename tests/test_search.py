@@ -1,4 +1,4 @@
-"""The search over an ordered list of builds (investigate/search.py) run on its own, without the API face: real
+"""The search over an ordered list of builds (investigate/search/build_search.py) run on its own, without the API face: real
 releases the suite already installs, probes made of investigate/ and run/ pieces (a local executor, a ledger), a
 real lowering change (jnp.floor of an int32 array: 0.4.30 rounds it through float32, 0.4.31 leaves it alone)."""
 
@@ -18,8 +18,8 @@ def test_the_search_finds_the_first_bad_build_of_a_list_with_probes_built_below_
     from reprobundle.bundle.registry import open_ref
     from reprobundle.envs.manager import EnvironmentManager
     from reprobundle.fleet.executor import LocalExecutor
-    from reprobundle.investigate.release_search import BISECT_OPTIONS
-    from reprobundle.investigate.search import Probes, Search
+    from reprobundle.investigate.search.build_search import Probes, Search
+    from reprobundle.investigate.search.release_search import BISECT_OPTIONS
     from reprobundle.run.spent import Ledger
 
     store = tmp_path / "store"

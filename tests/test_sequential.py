@@ -197,13 +197,13 @@ def test_a_question_only_a_slowdown_answers_stops_once_one_is_ruled_out():
 
 
 def _piece(key, log_ratios, base_ns, first_steps=()):
-    from reprobundle.analysis.selection import Comparison
+    from reprobundle.analysis.piece_selection import Comparison
 
     return Comparison(key, log_ratios, base_ns, first_steps)
 
 
 def test_a_piece_retires_when_it_cannot_hold_the_largest_move():
-    from reprobundle.analysis.selection import SCREEN_BAND, cannot_matter, change_interval_ns
+    from reprobundle.analysis.piece_selection import SCREEN_BAND, cannot_matter, change_interval_ns
 
     mover = _piece("mover", [math.log(2.0)], 30e6)  # 30 ms that doubled: at least 30 (exp(log 2 - band) - 1) ms
     flat_big = _piece("big", [0.01], 40e6)  # 40 ms, unchanged: at most 40 (exp(0.01 + band) - 1) ms
@@ -220,7 +220,7 @@ def test_a_piece_retires_when_it_cannot_hold_the_largest_move():
 
 
 def test_no_retirement_after_two_rounds_and_t_intervals_from_the_third():
-    from reprobundle.analysis.selection import cannot_matter, log_ratio_interval
+    from reprobundle.analysis.piece_selection import cannot_matter, log_ratio_interval
 
     assert log_ratio_interval(_piece("a", [0.0, 0.01], 10e6)) is None
     assert cannot_matter([_piece("a", [0.69, 0.70], 30e6), _piece("b", [0.0, 0.01], 40e6)]) == set()

@@ -21,8 +21,8 @@ import quick
 
 import reprobundle
 from reprobundle.bundle.registry import Registry
-from reprobundle.run.options import ReplayOptions
 from reprobundle.run.replay import replay_together
+from reprobundle.run.replay_options import ReplayOptions
 
 FIXED = dict(warmup=1, repeat=4, rounds=2, profile=False)  # two rounds: the second shares a new process too
 

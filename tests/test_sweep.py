@@ -26,13 +26,13 @@ from cli_runner import cli
 
 import reprobundle
 from reprobundle import api
-from reprobundle.bundle.selection import select_bundles
+from reprobundle.bundle.bundle_selection import select_bundles
 from reprobundle.errors import UsageError
 from reprobundle.fleet import sweep as sweeping
 from reprobundle.fleet.connect import executor_for
 from reprobundle.fleet.executor import LocalExecutor, ReplayTask
 from reprobundle.render import sweep as sweep_render
-from reprobundle.run.options import ReplayOptions
+from reprobundle.run.replay_options import ReplayOptions
 
 pytestmark = pytest.mark.crossversion  # every test here sweeps 0.4.30 against the installed release
 BASELINE, CANDIDATE = "0.4.30", "installed"

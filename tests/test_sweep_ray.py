@@ -38,7 +38,7 @@ from reprobundle.fleet.connect import executor_for
 from reprobundle.fleet.executor import ReplayTask
 from reprobundle.fleet.ray_executor import Node, RayExecutor, alive_nodes, import_ray, placement_for, task_platform
 from reprobundle.fleet.sweep import run_replay_task
-from reprobundle.run.options import ReplayOptions
+from reprobundle.run.replay_options import ReplayOptions
 
 pytestmark = [pytest.mark.crossversion, pytest.mark.ray]
 

@@ -9,7 +9,7 @@ import pytest
 from reprobundle.analysis import sequential
 from reprobundle.analysis.which_end import BAD, GOOD, MIN_SPREAD, Ends, side_text, which_end
 from reprobundle.run import budget as B
-from reprobundle.run.options import ReplayOptions
+from reprobundle.run.replay_options import ReplayOptions
 from reprobundle.run.schedule import Measurement
 
 BIG = math.log(3.8)  # the CPU thunk runtime's slowdown of examples/train_loop.py (jaxlib 0.4.33)

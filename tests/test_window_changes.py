@@ -1,4 +1,4 @@
-"""Every change in a window, each its own (investigate/window_changes.py), on real releases: a program whose
+"""Every change in a window, each its own (investigate/search/window_changes.py), on real releases: a program whose
 outputs change at two releases gets two changes, each with its layer and its own stored answer, and the issue's
 first screen lists them in one table."""
 from __future__ import annotations
@@ -32,7 +32,7 @@ def _outputs_by_release(values: dict[str, int], unmade: tuple[str, ...] = ()):
 
 
 def test_the_ends_of_each_sub_window_are_searched_until_each_change_stands_alone():
-    from reprobundle.investigate.window_changes import transitions
+    from reprobundle.investigate.search.window_changes import transitions
 
     # three changes: 0.4.33, 0.5.1 and 0.7.2; 0.6.0 cannot be made (left out, never a change)
     probe, apart, asked = _outputs_by_release({"0.4.30": 0, "0.4.33": 1, "0.5.1": 2, "0.7.2": 3}, unmade=("0.6.0",))
@@ -76,8 +76,8 @@ def test_a_time_that_moves_more_than_once_is_searched_until_each_slowdown_stands
     classed good that is settled slower than the good end (slower at 0.5.0, back at 0.6.0, slower again at
     0.7.0); each such sub-window is searched by its ends timed together until each slowdown is a pair of
     neighbouring releases, confirmed anew; time that moves once is one change, with no probe more."""
-    from reprobundle.investigate.bisection import bisect
-    from reprobundle.investigate.window_changes import split, time_windows
+    from reprobundle.investigate.search.bisection import bisect
+    from reprobundle.investigate.search.window_changes import split, time_windows
 
     def search(times):
         probe, calls = _timed_by_release(times)
@@ -103,7 +103,7 @@ def test_a_time_that_moves_more_than_once_is_searched_until_each_slowdown_stands
     assert time_windows(result) == [("0.4.30", "0.5.1")]
     assert [(c.last_good, c.first_bad) for c in changes] == [("0.6.0", "0.7.0"), ("0.4.34", "0.5.0")]
     assert changes[1].confirmation["confirmed"] and 1.3 < changes[1].confirmation["ratio"] < 1.7
-    from reprobundle.investigate.window_changes import ranked
+    from reprobundle.investigate.search.window_changes import ranked
 
     assert ranked(changes[::-1]) == changes  # the slowdowns the largest first: 9x, then the 1.5x 0.6.0 undid
     # --max-time spent before the sub-windows were searched: the bisection's own change, the rest said unfinished
@@ -205,7 +205,7 @@ def test_the_first_screen_lists_the_changes_in_one_table_and_the_title_names_the
 
 
 def test_an_answer_from_before_the_list_of_changes_reads_as_its_headline_alone():
-    from reprobundle.investigate.change_table import window_changes
+    from reprobundle.investigate.report.change_rows import window_changes
 
     old = {"answer": {"criterion": "bits", "first_bad": "0.5.1", "last_good": "0.5.0", "mode": "frozen",
                       "layer": {"layer": "compiler"}, "also": [{"criterion": "time", "first_bad": "0.4.33"}]}}
@@ -231,7 +231,7 @@ def test_a_workaround_that_reaches_later_releases_never_reads_as_fixed_there():
 
 
 def test_bisect_json_lists_every_change_the_headline_first():
-    from reprobundle.investigate.bisection import BisectResult
+    from reprobundle.investigate.search.bisection import BisectResult
     from reprobundle.render.change_table import changes_data
 
     second = BisectResult("0.4.30", "0.8.0", "bits", first_bad="0.7.0", last_good="0.6.0", mode="frozen",

@@ -1,5 +1,5 @@
-"""The zip is the reproducer: `python NAME.zip` judges what the bundle's stored answer found (bundle/zip_reproducer.py,
-investigate/zip_reproducer.py, worker/standalone.py), in fresh environments holding only jax, jaxlib and numpy of
+"""The zip is the reproducer: `python NAME.zip` judges what the bundle's stored answer found (bundle/zip_expectation.py,
+investigate/report/reproducer_zip.py, worker/standalone.py), in fresh environments holding only jax, jaxlib and numpy of
 real releases: it exits 1 on the bad release and 0 on the good one for a change in JAX's lowering (retraced), a
 compiler's change in the last bits (frozen, any bit), an error, and a slowdown (`--compare`); a zip with no answer
 replays against its packed reference as zips always did.

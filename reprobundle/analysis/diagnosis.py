@@ -3,7 +3,7 @@ they did not separate the two versions. A diagnosis is a claim: it says only wha
 
 An experiment is the candidate release under one setting (a default that changed set back, a pass disabled, a flag
 toggled). By time it is timed in the same paired rounds as the baseline and the candidate; its facts
-(investigate/explain.py gathers them): status, `outputs_ok` (its outputs within the tolerance of the baseline's run,
+(investigate/explain/experiments.py gathers them): status, `outputs_ok` (its outputs within the tolerance of the baseline's run,
 not of the packing release's reference), `hlo_same_as_baseline` (its optimized
 HLO is the baseline's up to names), `fusions_same_as_baseline` (the same fusions and unfused ops), its verdict
 against the baseline and against the candidate (ratio, 95% interval, settled). By outputs it ran once, and

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..bundle.frozen_script import settings_env
 from ..bundle.model import run_label
-from ..bundle.reproducer import settings_env
 from .timing_summary import TimingSummary
 from .verdict import METHOD_PAIRED, timing_verdict
 

@@ -9,7 +9,7 @@ least FIRST_LOOK rounds, and to settle "same" within 5% on a busy machine it may
 change one round of a release that is like either end is enough to decide. The budget stops a probe by this test
 at the group-sequential test's looks (from FIRST_LOOK rounds: run/budget.py), so that each probe's paired verdict
 beside the good end still has the rounds the search for a time that moves more than once reads
-(investigate/window_changes.time_windows): a release like the good end takes FIRST_LOOK rounds, not 20.
+(investigate/search/window_changes.time_windows): a release like the good end takes FIRST_LOOK rounds, not 20.
 
 With per-round paired log ratios d_1..d_n taken as normal draws with mean mu and spread sigma, the log likelihood
 ratio of mu = T against mu = 0 after n rounds is
@@ -38,7 +38,7 @@ releases like either end, and what the test cannot tell in 32 rounds stays undec
 checks built cases. An undecided release is judged as before (the budget also stops when the group-sequential
 verdict settles, run/budget.py, and the bisection classes it by that verdict). A side is only ever a probe's
 class: the first bad release it leads to is claimed only once a measurement of its own, judged by the
-group-sequential test, confirms it (investigate/bisection.confirm).
+group-sequential test, confirms it (investigate/search/bisection.confirm).
 """
 
 from __future__ import annotations

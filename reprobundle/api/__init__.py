@@ -17,18 +17,18 @@ from ..bundle.registry import Bundle, BundleRef, Registry, split_store_ref
 from ..capture.export import export_function, load_exported
 from ..capture.files import load_npz as load_npz  # re-exported: the inputs of pack --inputs
 from ..capture.files import read_user_file
-from ..capture.options import PackOptions
 from ..capture.pack import pack as _pack
+from ..capture.pack_options import PackOptions
 from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
-from ..envs.config import EnvConfig
+from ..envs.env_config import EnvConfig
 from ..errors import UsageError
 from ..logs import Status
 from ..run.compare import comparison_of
 from ..run.contenders import contenders_from
 from ..run.execution import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S  # re-exported: the CLI's default
-from ..run.options import ReplayOptions, check_timing, replay_options
-from ..run.options import parse_pin as parse_pin  # re-exported: --pin's parser
 from ..run.replay import replay as _replay
+from ..run.replay_options import ReplayOptions, check_timing, replay_options
+from ..run.replay_options import parse_pin as parse_pin  # re-exported: --pin's parser
 from ..run.schedule import DEFAULT_STEPS as DEFAULT_STEPS  # re-exported: the CLI's default
 from .commits import COMMIT_OPTIONS as COMMIT_OPTIONS
 from .commits import bisect_commits as bisect_commits
@@ -44,9 +44,9 @@ from .investigations import explain as explain
 from .investigations import investigate as investigate
 from .investigations import isolate as isolate
 from .investigations import minimize as minimize
-from .shared import changes as changes
-from .shared import environment_manager as environment_manager
-from .shared import releases_of, resolve
+from .resolve import changes as changes
+from .resolve import environment_manager as environment_manager
+from .resolve import releases_of, resolve
 
 
 def open_registry(store: str | os.PathLike | None = None) -> Registry:
@@ -71,7 +71,7 @@ def pack(fn: Callable, *args: Any, name: str, store: str | None = None, kwargs: 
     this call as `(fn, args)` or `(fn, args, kwargs)`; its source, its local modules and its packages are stored,
     nothing of it runs here (capture/script.py). `program` (capture/source.py's Program): the same, already collected.
 
-    How: `options` (capture/options.py's PackOptions), or `settings` naming its fields: description, labels,
+    How: `options` (capture/pack_options.py's PackOptions), or `settings` naming its fields: description, labels,
     synthetic_inputs, seed, warmup, repeat (the reference run's timing), dump, profile, timeout_s (bounds the
     reference run's worker).
     """
@@ -213,7 +213,7 @@ def capture_program(command: Sequence[str], *, match: str | None = None, call: i
     the first call after the one that compiled, or the only call) into `store`. Returns a CaptureResult
     (computations, captures with their refs, failures, the program's exit code).
     """
-    from ..capture.launch import capture_program as _capture_program
+    from ..capture.program_launch import capture_program as _capture_program
     from ..capture.staging import CaptureOptions
 
     check_timing(warmup, repeat)
@@ -280,7 +280,7 @@ def replay(ref: str, versions: Sequence[str] = ("installed",), *, store: str | N
     applied to its workers only, timed in the same rounds (run/contenders.py).
 
     How: `options` (a ReplayOptions), or `settings` naming its fields: warmup, repeat, rounds, timeout_s, dump,
-    profile, memory_limit_bytes, shapes, platform, pin, max_time_s (run/options.py holds their defaults).
+    profile, memory_limit_bytes, shapes, platform, pin, max_time_s (run/replay_options.py holds their defaults).
     Several versions are timed in as many rounds as settle their verdicts (at most 32) unless `rounds` fixes them;
     `max_time_s` bounds that timing. `pin` ("1", "0-3", "auto" for the last CPU this process may use, or CPU ids)
     runs every version's worker on those CPUs with as many XLA threads: steadier, less realistic timings.
@@ -358,7 +358,7 @@ def write_attachment(comparison: dict, folder: str | Path, ref: str, store: str 
         return None
     path = Path(folder) / rep["attach"]
     if not path.exists():
-        from ..investigate.zip_reproducer import export_reproducer_zip
+        from ..investigate.report.reproducer_zip import export_reproducer_zip
 
         registry, bundle = resolve(ref, store)
         export_reproducer_zip(registry, bundle, path)
@@ -459,7 +459,7 @@ def sweep(selection: Sequence[str] = (), baseline: str = "", candidate: str | Se
     versions: "installed" is this host's), "executor", "options", "rerun", "results": one per bundle in selection
     order (fleet/executor.py's TaskResult keys, plus "reproduce": the Reproduce block), "counts": {"total", "slower",
     "faster", "same", "unjudged", "mismatch", "failed", "stored"}}."""
-    from ..bundle.selection import select_bundles
+    from ..bundle.bundle_selection import select_bundles
     from ..fleet import sweep as sweeping
     from ..fleet.connect import executor_for
     from ..fleet.executor import LocalExecutor, ReplayTask, TaskResult
@@ -523,7 +523,7 @@ def history(selection: Sequence[str] = (), *, store: str | None = None, labels: 
     """The registry over time from its stored runs only (analysis/history.py): the selected bundles (as sweep's)
     x the releases their runs were made on, each cell against `baseline` (default: the oldest). Plain data."""
     from ..analysis.history import build_history
-    from ..bundle.selection import select_bundles
+    from ..bundle.bundle_selection import select_bundles
 
     registry = open_registry(store)
     bundles = select_bundles(registry, list(selection), labels)

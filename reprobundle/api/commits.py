@@ -1,16 +1,16 @@
 """`bisect_commits`: from "jax 0.7.2 broke it" to the JAX commit that did: the request checked, then
-investigate/commit_search.py's search."""
+investigate/search/commit_search.py's search."""
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..envs.config import EnvConfig
+from ..envs.env_config import EnvConfig
 from ..errors import UsageError
 from ..investigate.case import Case
-from ..investigate.commit_search import COMMIT_OPTIONS as COMMIT_OPTIONS
-from ..run.options import ReplayOptions, replay_options
-from .shared import environment_manager
+from ..investigate.search.commit_search import COMMIT_OPTIONS as COMMIT_OPTIONS
+from ..run.replay_options import ReplayOptions, replay_options
+from .resolve import environment_manager
 
 
 def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *, store: str | None = None,
@@ -26,20 +26,20 @@ def bisect_commits(ref: str, good: str | None = None, bad: str | None = None, *,
     neither is given); with `good` and `bad` and none stored, it is run first (api.bisect, retraced). It must have
     found the change in JAX's lowering by outputs or bits: a change in the compiler is refused (no JAX commit
     carries it). A commit window has no release bisection: its criterion comes from its ends, the good release
-    and the bad commit over the good release's jaxlib, retraced (investigate/commit_bisect.criterion_of_ends), and
+    and the bad commit over the good release's jaxlib, retraced (investigate/search/commit_bisect.criterion_of_ends), and
     the layer is JAX's lowering by construction; where they do not differ the answer says so and nothing is
     searched. Each probe runs JAX's Python at a commit of `jax_repo` (a path, or a URL cloned once into the
     cache; default JAX's public repository) over the released jaxlib it accepts, retraced, untimed, up to `jobs`
     commits at once (default: execution.default_jobs of the platform the bundle replays on: 1 on a TPU). Returns
-    the answer (investigate/commit_bisect.py's `answer_of`, with "lowering", "spent", "probes", "xla" (the
-    releases' XLA window: investigate/xla_window.py; None for a commit window, whose probes all run one jaxlib) and
+    the answer (investigate/search/commit_bisect.py's `answer_of`, with "lowering", "spent", "probes", "xla" (the
+    releases' XLA window: investigate/search/xla_window.py; None for a commit window, whose probes all run one jaxlib) and
     "answer_id": the record stored beside the runs).
 
     `max_time_s` (--max-time) counts from the call: no probe is started that would end past it (the release
     bisection run first included); a search it cuts short answers the window it had narrowed ("unfinished", no first
     bad commit claimed), stored, and the next call of the same question goes on from there ("resumed"). `ledger`
     (run/spent.Ledger): where the probes are recorded, with the --max-time of the command that calls."""
-    from ..investigate.commit_search import commits_between
+    from ..investigate.search.commit_search import commits_between
 
     options = replay_options(options, settings, COMMIT_OPTIONS).outputs_only()
     if jobs is not None and jobs < 1:

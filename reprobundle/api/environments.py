@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from ..envs.ahead import Added, add_commit, add_release
-from ..envs.config import EnvConfig
-from .shared import environment_manager
+from ..envs.env_config import EnvConfig
+from .resolve import environment_manager
 
 
 def add_environments(versions: Sequence[str], *, platform: str | None = None, python: str | None = None,

@@ -8,16 +8,16 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..bundle.sharing import answered_pair
-from ..envs.config import EnvConfig
+from ..envs.env_config import EnvConfig
 from ..envs.manager import releases_of
 from ..errors import UsageError
 from ..investigate.case import Case
-from ..investigate.explanation import EXPLAIN_OPTIONS as EXPLAIN_OPTIONS
-from ..investigate.isolate import DEFAULT_OPTIONS as ISOLATE_OPTIONS
-from ..investigate.release_search import BISECT_OPTIONS as BISECT_OPTIONS
+from ..investigate.explain.explanation import EXPLAIN_OPTIONS as EXPLAIN_OPTIONS
+from ..investigate.minimize.pieces import DEFAULT_OPTIONS as ISOLATE_OPTIONS
+from ..investigate.search.release_search import BISECT_OPTIONS as BISECT_OPTIONS
 from ..run.contenders import ContenderSpec, contenders_from
-from ..run.options import ReplayOptions, replay_options
-from .shared import environment_manager, resolve
+from ..run.replay_options import ReplayOptions, replay_options
+from .resolve import environment_manager, resolve
 
 
 def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name: str | None = None,
@@ -27,7 +27,7 @@ def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name
     standalone on versions[0] and versions[1] in paired rounds, and pack the piece whose median moved most into
     `store` as `name` (default NAME-piece-K): a minimal repro. Returns a capture.isolate.Isolation. `options` or
     `settings`: replay's (warmup, repeat, max_time_s, pin, timeout_s), from ISOLATE_OPTIONS."""
-    from ..investigate.isolate import isolate as _isolate
+    from ..investigate.minimize.pieces import isolate as _isolate
 
     if len(versions) != 2:
         raise UsageError("isolate compares two versions", hint="give --jax twice: the baseline, then the candidate")
@@ -50,9 +50,9 @@ def isolate(ref: str, versions: Sequence[str], *, store: str | None = None, name
 
 def minimize(ref: str, versions: Sequence[str] = (), *, variants: Sequence[str] = (), store: str | None = None,
              python: str | None = None, env_dir: str | None = None, **settings: Any):
-    """investigate/minimize.py's minimize between `versions` then `variants` (the baseline first); `settings`: prop,
+    """investigate/minimize/reduction.py's minimize between `versions` then `variants` (the baseline first); `settings`: prop,
     bits, min_ratio, max_time_s, name, timeout_s, check, progress. Returns its Minimization (the piece NAME-min)."""
-    from ..investigate.minimize import minimize as _minimize
+    from ..investigate.minimize.reduction import minimize as _minimize
 
     registry, bundle = resolve(ref, store)
     if registry.store.read_only:
@@ -87,16 +87,16 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     traced by it (a lowering change then has a first bad release; outputs that differ from the good release's are
     a regression too); "frozen": the stored module; "auto" (releases only; nightlies: frozen): both. `by`
     ("outputs", "bits", "time"): that criterion alone. Not told both, the endpoints run untimed in each mode and
-    every kind of change present is bisected, the most severe first (investigate/mode_choice.py's survey, plan and
+    every kind of change present is bisected, the most severe first (investigate/search/mode_choice.py's survey, plan and
     bisect_each): the result is the headline, the others its `also`, a speedup or a time change its confirmation
     did not reproduce its `set_aside` (never a first bad release); `mode_why` says what was chosen and why.
     `layer`: which layer changed at the boundary, and the next command
-    (investigate/boundary.py).
+    (investigate/search/boundary.py).
 
     With `nightly`, the nightlies between them instead (`good`/`bad`: releases or nightlies, `nightly:2025-10-03`),
     from `index_url` (else $REPROBUNDLE_NIGHTLY_INDEX, else JAX's nightly index): the result's `nightly` holds the
     last good and first bad builds with their commits, the compare URLs, the skipped days and the Reproduce lines
-    (investigate/nightly_bisect.py).
+    (investigate/search/nightly_bisect.py).
 
     Only what the criterion needs is measured: the endpoints' outputs first, each version once, untimed; timed
     together only when outputs do not tell them apart. An outputs or bits bisection then tests up to `jobs` versions
@@ -112,7 +112,7 @@ def bisect(ref: str, good: str, bad: str, *, store: str | None = None, options: 
     probe that would end past it is not started; the search keeps what it had narrowed); without one, the options'
     `max_time_s` (bisect --max-time) bounds the whole bisection so, from the call. A search cut short is stored
     `unfinished`, and the next call of the same question starts inside the window it had narrowed."""
-    from ..investigate.release_search import bisect_releases, check_bisect_request, probe_executor
+    from ..investigate.search.release_search import bisect_releases, check_bisect_request, probe_executor
     from ..run.spent import Ledger
 
     options = replay_options(options, settings, BISECT_OPTIONS)
@@ -129,7 +129,7 @@ def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | N
             progress: Callable[[str], None] | None = None, mode: str = "auto", by: str | None = None,
             release_delta: bool = True, screen: bool = True, profile: bool = False,
             reach: Sequence[str] | None = None, **settings: Any) -> dict:
-    """Why versions[1] differs from versions[0] (investigate/explain.py): the evidence (per-pass dumps), frozen or
+    """Why versions[1] differs from versions[0] (investigate/explain/experiments.py): the evidence (per-pass dumps), frozen or
     retraced (`mode` "auto": retraced when only the retraced outputs differ), the criterion (`by`: outputs, bits or
     time; None: outputs when they differ beyond the tolerance, else time), experiments on the candidate from the
     defaults that changed between the two releases (`release_delta`), the passes and the curated flags, screened
@@ -137,7 +137,7 @@ def explain(ref: str, versions: Sequence[str | ContenderSpec], *, store: str | N
     lines to paste and where it still works; "reproduce" replays a workaround if found. `profile`: the per-op
     profile in the measurement (a report's table); the answer is stored as a record beside its runs. `reach`: the
     releases a workaround found is measured on (None: those cached here after the candidate's, at most three)."""
-    from ..investigate.explanation import explain_between
+    from ..investigate.explain.explanation import explain_between
 
     specs = _explain_specs(ref, store, versions)
     if mode not in ("auto", "frozen", "retrace") or by not in (None, "outputs", "bits", "time"):

@@ -19,7 +19,7 @@ from typing import Callable, Iterable
 from ..config import cache_dir, settings
 from ..errors import UsageError
 from ..store import Store
-from ..store.folders import inside, make_inside
+from ..store.safe_folders import inside, make_inside
 from ..store.scratch import scratch_dir, sweep
 from ..units import human_bytes
 from .blobs import DEFAULT_JOBS, count_cache_hit, download_verified, sha256_of_file

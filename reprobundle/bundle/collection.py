@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from ..config import cache_dir
 from ..errors import NotFoundError, ReproBundleError
-from ..store.folders import inside
+from ..store.safe_folders import inside
 from ..store.scratch import sweep, temp_folder
 from ..text import first_line
 from . import manifest as mf

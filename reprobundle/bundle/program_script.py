@@ -22,9 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..text import clean
-from .model import commit_of_run, release_of
-from .registry import Bundle, Registry
-from .reproducer import (
+from .frozen_script import (
     SCRIPT_LIMIT,
     array_literal,
     checked_size,
@@ -34,6 +32,8 @@ from .reproducer import (
     reference_literals,
     tolerances,
 )
+from .model import commit_of_run, release_of
+from .registry import Bundle, Registry
 from .script_runner import PROGRAM_RUNNER
 
 NOT_NEEDED = {"jax", "jaxlib", "numpy", "ml_dtypes", "ml-dtypes", "opt_einsum", "opt-einsum", "scipy"}

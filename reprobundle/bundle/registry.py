@@ -43,7 +43,7 @@ from .digest import blob_key, check_digest, digest_bytes, digest_file, digest_st
 from .redaction import redact_environment
 
 if TYPE_CHECKING:
-    from .zip_reproducer import ZipExpectation
+    from .zip_expectation import ZipExpectation
 
 log = logging.getLogger(__name__)
 
@@ -617,7 +617,7 @@ class Registry:
                    expectation: "ZipExpectation | None" = None) -> Path:
         """Write the bundle as a single-file store (same layout) at `path`, atomically. With `runner`, the zip also
         replays itself with nothing but JAX installed: `python NAME.zip` (see worker/standalone.py); with
-        `expectation` (bundle/zip_reproducer.py, built from a stored answer above this layer) it judges what the
+        `expectation` (bundle/zip_expectation.py, built from a stored answer above this layer) it judges what the
         investigation found: its record as `reproducer.json`, the expected outputs' blobs in the store layout."""
         problems = self.verify(bundle)
         if problems:
@@ -635,7 +635,7 @@ class Registry:
             yield key, self.store, key
 
         from ..worker.standalone import runner_files
-        from .zip_reproducer import record_entry
+        from .zip_expectation import record_entry
 
         extra = runner_files() + ([record_entry(expectation)] if expectation is not None else []) if runner else []
         write_zip_store(path, entries(), extra)

@@ -1,5 +1,5 @@
 """The program part of a standalone reproducer (`reprobundle script`): the texts below are copied verbatim into every
-script bundle/reproducer.py and bundle/program_script.py write, after the data they define. They are never
+script bundle/frozen_script.py and bundle/program_script.py write, after the data they define. They are never
 imported or run by the host.
 
 RUNNER (COMMON + FROZEN + LOCKSTEP + FROZEN_MAIN), the frozen module's script, after MODULE, IN_AVALS, OUT_AVALS,

@@ -20,6 +20,14 @@ from . import collection, transfer
 from .cache import BlobCache
 from .registry import Bundle, Registry, open_ref, split_store_ref
 
+
+def store_args(registry: Registry) -> list[str]:
+    """`--store URL` where the bundle is not in the default store (or a zip: its path is the ref)."""
+    if registry.store.capabilities.single_file or os.path.abspath(registry.url) == os.path.abspath(default_store_url()):
+        return []
+    return ["--store", registry.url]
+
+
 # ------------------------------------------------------------------------------------------ push/pull/copy
 
 
@@ -319,7 +327,7 @@ def cache_clear() -> dict:
     import shutil
 
     from ..config import cache_dir
-    from ..store.folders import inside
+    from ..store.safe_folders import inside
 
     u = BlobCache.default().clear()
     downloads = inside(cache_dir(), "http")

@@ -31,7 +31,7 @@ from ..errors import (
     UsageError,
 )
 from ..store import Store
-from ..store.folders import make_inside
+from ..store.safe_folders import make_inside
 from ..store.scratch import scratch_dir
 from . import manifest as mf
 from .blobs import (

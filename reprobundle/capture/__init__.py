@@ -4,7 +4,7 @@ It turns a jittable function and its arguments, an already serialized `jax.expor
 module into an `ExportedFunction` (bytes and plain fields, nothing tied to this JAX version) plus the flat input
 leaves as numpy arrays (export.py, flatten.py, pack.py).
 
-It also captures from a running program (hook.py, session.py, launch.py, staging.py): called, this package is
+It also captures from a running program (hook.py, session.py, program_launch.py, staging.py): called, this package is
 the context manager `reprobundle.capture(match=..., store=...)` (see session.Capture), so
 `with reprobundle.capture(match="train_step") as cap: ...` works while `reprobundle.capture.export` stays the
 module it always was.

@@ -18,7 +18,7 @@ import numpy as np
 from ..envs.platforms import PLATFORMS, canonical_platforms, choose_platform, detect_devices, one_process_at_a_time
 from ..errors import InputMismatchError, ReplayError, UsageError
 from ..text import clean, exception_line
-from ..worker.dtypes import MLIR_ELEMENT_DTYPES as MLIR_ELEMENT_DTYPES  # investigate/isolate.py's import
+from ..worker.dtypes import MLIR_ELEMENT_DTYPES as MLIR_ELEMENT_DTYPES  # investigate/minimize/pieces.py's import
 from .flatten import flatten_call
 
 
@@ -330,7 +330,7 @@ def load_stablehlo(text: str, input_shapes: Sequence[Sequence[int]] | None = Non
 
 @dataclass
 class OpText:
-    """One top-level op of a function as text and names (investigate/isolate.py splits functions with these)."""
+    """One top-level op of a function as text and names (investigate/minimize/pieces.py splits functions with these)."""
 
     name: str  # stablehlo.dot_general
     asm: str  # the op printed without locations, with the function's value names
@@ -409,7 +409,7 @@ def _captured(op, visible: set[str]) -> list[str]:
 
 @dataclass
 class RegionText:
-    """The computation inside one top-level op of the main computation (investigate/minimize.py opens it): a
+    """The computation inside one top-level op of the main computation (investigate/minimize/reduction.py opens it): a
     `func.call`'s callee body, or a `stablehlo.while`'s body (one iteration)."""
 
     kind: str  # "call" or "while"

@@ -30,7 +30,7 @@ from ..store.scratch import scratch_dir, temp_folder
 from ..units import human_bytes
 from ..worker.synthetic import synthetic_spec
 from .export import ExportedFunction, as_bytes, check_inputs, reference_platform
-from .options import PackOptions
+from .pack_options import PackOptions
 from .source import Program
 
 
@@ -150,7 +150,7 @@ def _publish(registry: Registry, *, name: str, description: str, labels: dict, p
 def pack(registry: Registry, fn: ExportedFunction, leaves: Sequence[np.ndarray] | None, options: PackOptions, *,
          parent: str | None = None, source: str | None = None, python: str | None = None,
          progress: Callable[[str], None] | None = None, program: Program | None = None) -> BundleRef:
-    """Publish a bundle of a function exported by this process's JAX as `options` say (capture/options.py; its
+    """Publish a bundle of a function exported by this process's JAX as `options` say (capture/pack_options.py; its
     `store` is the caller's: `registry`); the reference runs on `python`. `progress` gets a line (a logs.Status) as
     each phase starts: inputs, reference, publish. `program`: the source a replay can retrace (capture/source.py),
     stored as blobs."""

@@ -4,7 +4,7 @@
         train()                      # unmodified code: jitted functions defined before the block are seen too
     cap.refs                         # the bundles, packed when the block ends (also when it raises)
 
-`reprobundle capture -- python train.py` (launch.py) runs the same hook in a child process and packs with the
+`reprobundle capture -- python train.py` (program_launch.py) runs the same hook in a child process and packs with the
 same functions here, so both give the same bundles.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable, Literal, Sequence
 
 from ..config import DEFAULT_WARMUP, REFERENCE_REPEAT
 from ..errors import ReproBundleError, UsageError
-from .options import PackOptions  # how captured calls become bundles: pack's own options
+from .pack_options import PackOptions  # how captured calls become bundles: pack's own options
 from .staging import CaptureOptions, Staged
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """What a captured program hands to reprobundle: options in, reports and staged captures out, as plain files.
 
 `reprobundle capture -- python train.py` runs the program in a child process; the hook inside it (hook.py) and
-the launcher outside (launch.py) share one temporary session folder and nothing else:
+the launcher outside (program_launch.py) share one temporary session folder and nothing else:
 
     proc-<pid>.json              per Python process that loaded the hook: its interpreter, JAX version, the
                                  computations it saw (rows) and any problem; rewritten atomically

@@ -59,7 +59,7 @@ def pack(
 
     mf.check_name(name)  # before any work (loading the library included): a bad name is refused at once
     from .. import api
-    from ..render import text as report
+    from ..render import listing as report
 
     options = dict(name=name, store=store, synthetic_inputs=synthetic_inputs, seed=seed, description=description,
                    labels=parse_labels(label), warmup=warmup, repeat=repeat, dump=not no_dump, profile=not no_profile,
@@ -141,7 +141,7 @@ def ls(name: Optional[str] = typer.Argument(None), store: Optional[str] = StoreO
     """List bundles (all names, or the versions of NAME)."""
     from ..bundle import manifest as mf
     from ..bundle.registry import Registry
-    from ..render import text as report
+    from ..render import listing as report
 
     registry = Registry.open(store)  # as api.open_registry, without loading the whole library
     if name:
@@ -154,7 +154,7 @@ def ls(name: Optional[str] = typer.Argument(None), store: Optional[str] = StoreO
 def show(ref: str, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """Describe a bundle: function, inputs, reference timing, environment, artifacts."""
     from ..bundle.registry import open_ref
-    from ..render import text as report
+    from ..render import listing as report
 
     registry, bundle = open_ref(ref, store)  # as api.resolve, without loading the whole library
     runs = [] if registry.store.read_only else registry.runs(bundle.ref.bundle_id)
@@ -193,8 +193,8 @@ def export(ref: str, output: Path = typer.Option(..., "-o", "--output", help="Th
     """Write a bundle as a single .zip file (replayable as is: `python NAME.zip` judges what its stored answer
     found)."""
     from ..bundle.registry import open_ref
-    from ..investigate.zip_reproducer import export_reproducer_zip
-    from ..render import text as report
+    from ..investigate.report.reproducer_zip import export_reproducer_zip
+    from ..render import listing as report
     from ..render.sharing import export_size_warning
 
     registry, bundle = open_ref(ref, store)

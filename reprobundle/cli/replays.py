@@ -119,7 +119,7 @@ def _show_replay(result, ref: str, store: Optional[str], baseline: Optional[str]
     """A replay's output: its runs, the comparison of its versions (written as reports when asked), exit 9 unless
     every run was ok."""
     from .. import api
-    from ..render import text as report
+    from ..render import listing as report
 
     multi = len(result.runs) > 1
     comparison = None
@@ -350,7 +350,7 @@ def bisect_cmd(
     """Search the released JAX versions (or, with --nightly, the nightlies) between --good and --bad for the first
     bad one."""
     from .. import api
-    from ..render import text as report
+    from ..render import listing as report
 
     options = api.ReplayOptions.of(api.BISECT_OPTIONS, warmup=warmup, repeat=repeat, rounds=rounds, timeout_s=timeout,
                                    platform=platform, max_time_s=max_time)
@@ -431,7 +431,7 @@ def changes(
     whose default changed, and libtpu's flags by name on a TPU (each release's environment is made if missing; what
     it says is cached beside it)."""
     from .. import api
-    from ..render import text as report
+    from ..render import listing as report
 
     found = api.changes(a, b, python=python, platform=platform, progress=progress_sink())
     emit(as_json, found, report.changes_text(found))
@@ -475,7 +475,7 @@ def investigate(
     comes."""
     from .. import api
     from ..render import investigation as investigation_render
-    from ..render import text as report
+    from ..render import listing as report
 
     found = api.investigate(ref, good, bad, store=store, max_time_s=max_time, issue_path=issue_file, python=python,
                             progress=progress_sink(), mode="auto" if retrace is None else
@@ -589,7 +589,7 @@ def envs(
     """List the cached per-version JAX environments (one per release and platform build, and JAX commits kept over
     one), build them ahead of time (--add, --add-commit), or remove them."""
     from ..envs.manager import EnvironmentManager
-    from ..render import text as report
+    from ..render import listing as report
 
     if add or add_commit or over:
         _envs_add(add, add_commit, over, jax_repo, platform, python, as_json, removing=bool(remove or remove_all))
@@ -606,7 +606,7 @@ def envs(
 
 
 def _envs_remove(manager, version: Optional[str], platform: Optional[str], as_json: bool) -> None:
-    from ..render import text as report
+    from ..render import listing as report
 
     gone = manager.remove(version, platform=platform)
     emit(as_json, [report.env_data(e) for e in gone],
@@ -624,7 +624,7 @@ def _envs_add(add: List[str], commit: Optional[str], over: Optional[str], jax_re
         raise UsageError("--add-commit COMMIT needs --over RELEASE, and --over goes with --add-commit",
                          hint="reprobundle envs --add-commit COMMIT --over 0.10.2 --jax-repo PATH")
     from .. import api
-    from ..render import text as report
+    from ..render import listing as report
 
     sink = progress_sink()
     added = api.add_environments(add, platform=platform, python=python, progress=sink)

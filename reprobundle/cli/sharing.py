@@ -94,8 +94,8 @@ def script_cmd(ref: str,
                store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """A standalone Python reproducer that runs with only jax and numpy (exit 0 as the reference, 1 the
     difference, 3 could not run); refused past 64 KiB (export the zip then)."""
-    from ..bundle.reproducer import write_hlo
-    from ..investigate.reproducer import write_script
+    from ..bundle.frozen_script import write_hlo
+    from ..investigate.report.script_plan import write_script
 
     if hlo is not None:
         data = write_hlo(ref, hlo, store=store)
@@ -131,8 +131,8 @@ def issue_cmd(ref: str,
               store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> None:
     """A Markdown issue body ready to paste: the measured difference, the replay it comes from, the reproducer
     script, each compared release's environment, the program, the bundle's Reproduce block."""
-    from ..bundle.reproducer import write_text
-    from ..investigate.issue import issue_data
+    from ..bundle.frozen_script import write_text
+    from ..investigate.report.issue_facts import issue_data
     from ..render.issue import before_posting, issue_markdown, issue_text
 
     data = issue_data(ref, store=store, tracker=tracker, run_id=run_id, attach=attach, jax_repo=jax_repo)

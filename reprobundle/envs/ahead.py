@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import UsageError
-from .folders import JaxEnvironment
+from .env_folders import JaxEnvironment
 from .jax_commit import JaxRepo, kept_environment, refuse_older_jaxlib
-from .local import is_path_request
+from .local_jax import is_path_request
 from .manager import INSTALLED, EnvironmentManager
 from .plan import VERSION_RE, normalize_request
 from .platforms import platform_here

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 from packaging.version import Version
 
 from ..errors import EnvironmentCreationError
-from .folders import (
+from .env_folders import (
     METADATA_FILE,
     METADATA_SCHEMA,
     JaxEnvironment,

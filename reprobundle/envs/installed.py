@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..errors import EnvironmentCreationError, NoSuitablePythonError
 from .build import clean_env
-from .folders import JaxEnvironment
+from .env_folders import JaxEnvironment
 from .interpreters import InterpreterFinder, requested_python
 
 

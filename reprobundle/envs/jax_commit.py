@@ -20,7 +20,7 @@ by `envs` like a release's)::
         reprobundle-commit.json       the commit, the jaxlib and the environment it runs over, when it was made
 
 It is built in a temporary folder and renamed into place (never seen half made), and used by its path, as `--jax
-PATH` uses any environment (envs/local.py; `described` tells it what the environment holds without starting its
+PATH` uses any environment (envs/local_jax.py; `described` tells it what the environment holds without starting its
 interpreter), so a replay and its run records need nothing new. Nothing is installed into the cached release
 environment. Each is ~20 MB of JAX sources made in a fraction of a second: made again by each bisection rather than
 kept; a kept one is what a user replays by hand (`replay NAME --jax installed --jax PATH`), such as a later commit's
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from ..errors import EnvironmentCreationError, ReproBundleError, UsageError
-from .folders import JaxEnvironment, dir_size, discard, file_lock, read_env, rmtree
+from .env_folders import JaxEnvironment, dir_size, discard, file_lock, read_env, rmtree
 from .nightly import JAX_REPO
 from .versions import version_key
 

@@ -52,8 +52,8 @@ from packaging.version import Version
 
 from ..errors import EnvironmentCreationError, NoSuitablePythonError
 from .build import EnvironmentBuilder, clean_env, tail
-from .config import EnvConfig
-from .folders import (
+from .env_config import EnvConfig
+from .env_folders import (
     ENV_DIR_RE,
     METADATA_FILE,
     JaxEnvironment,
@@ -70,7 +70,7 @@ from .folders import (
 from .installed import installed
 from .interpreters import InterpreterFinder, requested_python
 from .jax_commit import kept_environments, remove_kept
-from .local import is_path_request, local_environment
+from .local_jax import is_path_request, local_environment
 from .nightly import Nightly, find_nightly, list_nightlies, nightly_date, nightly_index_url
 from .package_index import (
     CACHE_FILE,
@@ -109,7 +109,7 @@ class EnvironmentManager:
     """Creates, finds, lists and removes the per-JAX-version environments under one root directory."""
 
     def __init__(self, config: EnvConfig | str | os.PathLike | None = None, *, uv: str | None = None) -> None:
-        """`config` (envs/config.py): the root folder, the interpreter --python names, the package index and the
+        """`config` (envs/env_config.py): the root folder, the interpreter --python names, the package index and the
         nightly index; a path is `EnvConfig(root=path)`, None the defaults. `uv`: the uv binary (default: the `uv`
         package's, else `uv` on PATH)."""
         if not isinstance(config, EnvConfig):

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from ..errors import EnvironmentCreationError, UsageError
-from .folders import file_lock
+from .env_folders import file_lock
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Callable
 from ..errors import ReplayError
 from ..text import clean
 from .build import clean_env
-from .folders import JaxEnvironment
+from .env_folders import JaxEnvironment
 from .installed import keeps_pythonpath
 
 PROBE = Path(__file__).resolve().parent.parent / "worker" / "release_facts.py"

@@ -127,7 +127,7 @@ def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[
 
 def _names_a_python(text: str) -> bool:
     """Whether a --jax PATH names a Python interpreter (by its name: python3.12, pypy3) or a folder holding one
-    (bin/python); its JAX is checked when the environment is resolved (envs/local.py)."""
+    (bin/python); its JAX is checked when the environment is resolved (envs/local_jax.py)."""
     from pathlib import Path
 
     path = Path(text).expanduser()

@@ -14,8 +14,8 @@ Contract for fleet/ray_executor.py (engineer D's side; this file is the only thi
 - `RayExecutor.run(fn, tasks)` calls `fn(task)` remotely (fn is `run_replay_task`, importable on every node) and
   yields `(index, result)` as each finishes, every index exactly once. A task that raised, or whose node died, and
   that still fails after its retry, is yielded as `failed_result(task, error, host=..., attempts=...)`.
-- A task crosses machines as plain JSON (`ReplayTask.to_dict`/`from_dict`): its options are run/options.py's
-  ReplayOptions, its environments envs/config.py's EnvConfig (root None: the node's default environment cache),
+- A task crosses machines as plain JSON (`ReplayTask.to_dict`/`from_dict`): its options are run/replay_options.py's
+  ReplayOptions, its environments envs/env_config.py's EnvConfig (root None: the node's default environment cache),
   its mode frozen or retrace. `options.platform` is what a task needs of its node (e.g. a GPU resource for "cuda").
 """
 
@@ -26,9 +26,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping, NotRequired, Protocol, Sequence, TypedDict
 
-from ..envs.config import EnvConfig
+from ..envs.env_config import EnvConfig
 from ..errors import DiskFullError, ReproBundleError
-from ..run.options import ReplayOptions
+from ..run.replay_options import ReplayOptions
 from ..text import exception_line
 
 

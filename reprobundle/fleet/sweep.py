@@ -27,11 +27,11 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..bundle.model import run_label
 from ..bundle.registry import Bundle, Registry
-from ..envs.local import is_path_request
+from ..envs.local_jax import is_path_request
 from ..errors import DiskFullError, ReproBundleError, StoreError, UsageError
 from ..run.budget import plan
 from ..run.compare import compare_runs
-from ..run.options import ReplayOptions
+from ..run.replay_options import ReplayOptions
 from ..run.spent import of_runs
 from ..text import exception_line, first_line
 from .executor import Executor, ReplayTask, RunSummary, TaskResult, failed_result, result_skeleton

@@ -13,7 +13,6 @@ import shlex
 from typing import Any, Sequence
 
 from ..bundle.registry import Bundle, Registry, utc_now
-from .bisection import BisectResult
 
 BISECTION = "bisection"
 
@@ -23,60 +22,24 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def bisect_command(ref: str, result: BisectResult, forced_mode: str | None) -> str:
-    """The command that asks the same question again of the store that holds the record (the flags the user gave,
-    not what was chosen; no --store: a bug report's reader has the bundle elsewhere)."""
-    args = ["reprobundle", "bisect", ref, "--good", result.good, "--bad", result.bad]
-    if result.nightly is not None:
-        args.append("--nightly")
-    if forced_mode is not None:
-        args.append("--retrace" if forced_mode == "retrace" else "--frozen")
-    if result.by:
-        args += ["--by", result.by]
-    return " ".join(shlex.quote(a) for a in args)
-
-
-def reported_run(result: BisectResult) -> str | None:
-    """The run a report of the bisection shows (`issue --run`): the first bad release's probe (beside the good one,
-    timed together when time judged), not the latest stored replay (explain's experiments are stored replays too);
-    one answer, one replay reported, one title. A time answer's confirmation, which timed the first bad release
-    beside the last good one (the bisection's probes time each release beside the good endpoint), where it ran."""
-    confirming = [r for r in result.confirm_runs if r.get("requested") == result.first_bad and r.get("run_id")]
-    run = confirming[0] if confirming else result.runs.get(result.first_bad) or {}
-    return str(run["run_id"]) if run.get("run_id") else None
-
-
-def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_id: str) -> dict:
-    """The answer record of a finished bisection of `bundle`."""
+def answer_record(bundle: Bundle, kind: str, command: str, runs: Sequence[dict], answer: dict, answer_id: str,
+                  most_runs: int | None = None) -> dict:
+    """The record of an answer of `kind` (schemas/answer-v1.schema.json): what every kind shares around its
+    `answer` (JSON-plain data), the ids of the runs it rests on (at most `most_runs` of them)."""
     from .. import __version__
 
-    answer = {"good": result.good, "bad": result.bad, "criterion": result.criterion, "first_bad": result.first_bad,
-              "last_good": result.last_good, "mode": result.mode, "mode_why": result.mode_why, "why": result.why,
-              "by": result.by, "classes": dict(result.classes), "evidence": dict(result.evidence),
-              "left_out": dict(result.left_out), "nightly": result.nightly, "layer": result.layer,
-              "also": list(result.also), "changed_defaults": result.changed_defaults,
-              "beyond_ends": list(result.beyond_ends), "set_aside": list(result.set_aside),
-              "confirmation": result.confirmation,
-              "reported_run": reported_run(result), "unfinished": result.unfinished, "cut_at": result.cut_at,
-              "resumed": result.resumed}
-    if result.changes:  # every change in the window, the headline first, each with its own stored answer
-        from .window_changes import change_entry
-
-        answer["changes"] = [change_entry(c, {"answer_id": c.answer_id}) for c in [result, *result.changes]]
+    run_ids = sorted({str(r["run_id"]) for r in runs if r.get("run_id")})
     return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
-            "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": BISECTION,
-            "command": command, "runs": sorted({str(r["run_id"]) for r in [*result.runs.values(), *result.confirm_runs,
-                                                                   *result.also_runs] if r.get("run_id")}),
-            "answer": _plain(answer), "reprobundle": __version__}
+            "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": kind,
+            "command": command, "runs": run_ids[:most_runs], "answer": _plain(answer), "reprobundle": __version__}
 
 
-def store_bisection(registry: Registry, bundle: Bundle, result: BisectResult, command: str,
-                    reuse: dict | None = None) -> str | None:
-    """The bisection's answer stored beside its runs (with `reuse`: what it was asked, reuse_key's); its id (None
-    for a read-only store, which kept no runs)."""
+def store_answer(registry: Registry, record: dict, reuse: dict | None = None) -> str | None:
+    """`record` stored beside its runs (with `reuse`: what it was asked, reuse_key's); its id (None for a read-only
+    store, which kept no runs)."""
     if registry.store.read_only:
         return None
-    return registry.put_answer(_with_reuse(bisection_answer(bundle, result, command, Registry.new_run_id()), reuse))
+    return registry.put_answer({**record, "reuse": reuse} if reuse else record)
 
 
 def latest_bisection(answers: Sequence[dict]) -> dict | None:
@@ -110,8 +73,6 @@ def explanation_answer(bundle: Bundle, result: dict, command: str, answer_id: st
     """The answer record of a finished explanation of `bundle`: the two contenders, mode and criterion and why, the
     diagnosis (kind, the sentence, the changed default it names, the lines to paste, where it still works, the
     setting that worked), each experiment's outcome, what was not tried and why."""
-    from .. import __version__
-
     d = result["diagnosis"]
     found = d.get("workaround") or d.get("partial") or d.get("cause")
     answer = {"baseline": result["baseline"], "candidate": result["candidate"], "platform": result["platform"],
@@ -122,19 +83,13 @@ def explanation_answer(bundle: Bundle, result: dict, command: str, answer_id: st
                             "setting": found.get("setting") if found else None},
               "experiments": [_experiment_summary(e) for e in result["experiments"]],
               "not_tried": list(result.get("not_tried") or [])}
-    return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
-            "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": EXPLANATION,
-            "command": command, "runs": sorted({str(r["run_id"]) for r in result["runs"] if r.get("run_id")}),
-            "answer": _plain(answer), "reprobundle": __version__}
+    return answer_record(bundle, EXPLANATION, command, result["runs"], answer, answer_id)
 
 
 def store_explanation(registry: Registry, bundle: Bundle, result: dict, command: str,
                       reuse: dict | None = None) -> str | None:
     """The explanation's answer stored beside its runs (with `reuse`); its id (None for a read-only store)."""
-    if registry.store.read_only:
-        return None
-    return registry.put_answer(_with_reuse(explanation_answer(bundle, result, command, Registry.new_run_id()),
-                                           reuse))
+    return store_answer(registry, explanation_answer(bundle, result, command, Registry.new_run_id()), reuse)
 
 
 def latest_explanation(answers: Sequence[dict]) -> dict | None:
@@ -147,23 +102,15 @@ COMMIT_BISECTION = "commit-bisection"
 
 
 def commit_bisection_answer(bundle: Bundle, answer: dict, runs: Sequence[dict], command: str, answer_id: str) -> dict:
-    """The answer record of a finished commit bisection of `bundle` (investigate/commit_bisect.py's answer)."""
-    from .. import __version__
-
-    return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
-            "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(),
-            "kind": COMMIT_BISECTION, "command": command,
-            "runs": sorted({str(r["run_id"]) for r in runs if r.get("run_id")})[:400], "answer": _plain(answer),
-            "reprobundle": __version__}
+    """The answer record of a finished commit bisection of `bundle` (investigate/search/commit_bisect.py's answer)."""
+    return answer_record(bundle, COMMIT_BISECTION, command, runs, answer, answer_id, most_runs=400)
 
 
 def store_commit_bisection(registry: Registry, bundle: Bundle, answer: dict, runs: Sequence[dict],
                            command: str, reuse: dict | None = None) -> str | None:
     """The commit bisection's answer stored beside its runs (with `reuse`); its id (None for a read-only store)."""
-    if registry.store.read_only:
-        return None
-    return registry.put_answer(_with_reuse(commit_bisection_answer(bundle, answer, runs, command,
-                                                                   Registry.new_run_id()), reuse))
+    return store_answer(registry, commit_bisection_answer(bundle, answer, runs, command, Registry.new_run_id()),
+                        reuse)
 
 
 def latest_commit_bisection(answers: Sequence[dict]) -> dict | None:
@@ -176,26 +123,17 @@ MINIMIZATION = "minimization"
 
 
 def minimization_answer(bundle: Bundle, found: Any, command: str, answer_id: str) -> dict:
-    """The answer record of a minimization of `bundle` (minimize.py's Minimization `found`): the two contenders, the
+    """The answer record of a minimization of `bundle` (minimize/reduction.py's Minimization `found`): the two contenders, the
     property, the ops before and after, why it stopped (a search --max-time or Ctrl-C cut short is `unfinished`),
     the reduced bundle's ref and whether its fresh replay still showed the property; the runs are that replay's."""
-    from .. import __version__
-
     answer = {"contenders": list(found.contenders), "property": found.property, "bits": found.bits,
               "ops_before": found.ops_before, "ops_after": found.ops_after, "stopped": found.stopped,
               "packed": found.packed, "holds": (found.check or {}).get("holds"),
               "unfinished": None if found.stopped == "done" else f"the search stopped: {found.stopped}"}
-    return {"format": "reprobundle-answer", "format_version": 1, "answer_id": answer_id,
-            "bundle_id": bundle.ref.bundle_id, "bundle": str(bundle.ref), "created": utc_now(), "kind": MINIMIZATION,
-            "command": command, "runs": sorted({str(r["run_id"]) for r in found.runs if r.get("run_id")}),
-            "answer": _plain(answer), "reprobundle": __version__}
+    return answer_record(bundle, MINIMIZATION, command, found.runs, answer, answer_id)
 
 
 # -- reuse: an investigation is a plan of steps over stored answers -------------------------------------------------
-
-
-def _with_reuse(record: dict, reuse: dict | None) -> dict:
-    return {**record, "reuse": reuse} if reuse else record
 
 
 def origin(registry: Registry) -> dict:
@@ -285,47 +223,6 @@ def stored_ago(created: str | None) -> str:
     said = f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.0f} h" if s < 172800 \
         else f"{s / 86400:.0f} days"
     return f"stored {said} ago"
-
-
-def stored_bisection(record: dict, answers: Sequence[dict] = ()) -> BisectResult:
-    """A stored bisection's answer as the BisectResult the steps after it read (no runs: `reported_run` is the
-    record's), with every change it listed after the headline as its `changes` (`answers`: the bundle's answer
-    records, where each change's own answer is stored: its `answer_id`; a change whose record is not among them is
-    read from its entry in the list)."""
-    result = _stored_result(record)
-    listed = record["answer"].get("changes")
-    own = {r.get("answer_id"): r for r in answers if r.get("kind") == BISECTION and isinstance(r.get("answer"), dict)}
-    entries = [c for c in listed[1:] if isinstance(c, dict)] if isinstance(listed, list) else []
-    result.changes = [_stored_change(c, own, result) for c in entries
-                      if c.get("first_bad") and c.get("last_good") and c.get("criterion")]
-    return result
-
-
-def _stored_result(record: dict) -> BisectResult:
-    a = record["answer"]
-    return BisectResult(a["good"], a["bad"], a["criterion"], a["first_bad"], a["last_good"],
-                        classes=dict(a.get("classes") or {}), evidence=dict(a.get("evidence") or {}),
-                        nightly=a.get("nightly"), by=a.get("by"), why=a.get("why") or "", layer=a.get("layer"),
-                        left_out=dict(a.get("left_out") or {}), mode=a.get("mode") or "frozen",
-                        mode_why=a.get("mode_why"), answer_id=record.get("answer_id"), also=list(a.get("also") or []),
-                        changed_defaults=a.get("changed_defaults"), beyond_ends=list(a.get("beyond_ends") or []),
-                        set_aside=list(a.get("set_aside") or []), confirmation=a.get("confirmation"))
-
-
-def _stored_change(entry: dict, own: dict[Any, dict], head: BisectResult) -> BisectResult:
-    """A change the headline's answer lists: its own stored answer where it is among the records (and is that
-    change), else its entry (its releases, kind, mode, layer, its confirmed ratio)."""
-    record = own.get(entry.get("answer_id"))
-    if record is not None and all(record["answer"].get(k) == entry[k] for k in ("first_bad", "last_good",
-                                                                               "criterion")):
-        return _stored_result(record)
-    ratio = entry.get("ratio")
-    confirmation = {"confirmed": True, "ratio": ratio, "ci95": entry.get("ci95")} if ratio is not None else None
-    return BisectResult(head.good, head.bad, str(entry["criterion"]), str(entry["first_bad"]),
-                        str(entry["last_good"]), why=str(entry.get("why") or ""),
-                        layer=entry.get("layer") if isinstance(entry.get("layer"), dict) else None,
-                        mode=str(entry.get("mode") or "frozen"), outputs_apart=entry.get("outputs_apart"),
-                        answer_id=None, confirmation=confirmation)
 
 
 BYS = ("outputs", "bits", "time")

@@ -1,7 +1,7 @@
 """What an investigation works on, as the API face opened it: the ref as the user named it (the commands an answer
 offers repeat it), its store, the environments' configuration and manager, where progress goes, and the registry
-and bundle once resolved. The searches (search.py, release_search.py, commit_search.py, explanation.py) and the
-chain (chain.py) take one, so none of them reaches back up into `api/`."""
+and bundle once resolved. The searches (search/build_search.py, release_search.py, commit_search.py), explain
+(explain/explanation.py) and the chain (chain.py) take one, so none of them reaches back up into `api/`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..bundle.registry import Bundle, Registry, open_ref
-from ..envs.config import EnvConfig
+from ..envs.env_config import EnvConfig
 from ..errors import UsageError
 
 

@@ -3,7 +3,7 @@ one step after another, each answer kept as it comes (the bisection's answer rec
 issue file), so an interrupted investigation keeps the steps already answered.
 
 1. bisect: the endpoints run frozen and retraced, untimed, and every kind of change they show bisected, the most
-   severe first (outputs beyond the tolerance, a settled slowdown, bits within it: investigate/mode_choice.py),
+   severe first (outputs beyond the tolerance, a settled slowdown, bits within it: investigate/search/mode_choice.py),
    unless `mode` (--retrace/--frozen) or `by` (--by outputs|bits|time) directs it; a speedup, or a time change its
    confirmation did not reproduce, is no regression and is said so; the headline (the most severe change that
    stands) with the layer at its boundary, its answer stored beside its runs; endpoints that show no change end it
@@ -12,8 +12,8 @@ issue file), so an interrupted investigation keeps the steps already answered.
    restores the last good release, and the line to paste (its answer stored beside its runs);
 2b. the first bad JAX commit, for a change in JAX's lowering, when a JAX repository is here (commit_search.py);
 3. minimize, for a change the frozen module shows (outputs, bits or time): the smallest piece that still shows it;
-3b. the newest release beside the last good one (investigate/newest.py): still broken there, or fixed;
-4. the issue body of the bundle (investigate/issue.py), which says the stored bisection's release and layer, and
+3b. the newest release beside the last good one (investigate/report/newest.py): still broken there, or fixed;
+4. the issue body of the bundle (investigate/report/issue_facts.py), which says the stored bisection's release and layer, and
    whether the release notes document a changed default (from `jax_repo`, else a clone in the cache).
 With `bad` a commit of JAX's repository (a hash, `main`; no release lies between it and `good`) the chain is the
 commit bisection from `good` to it (commit_search.commit_window_step) and the issue; the steps that compare releases
@@ -25,7 +25,7 @@ minimize and the newest release get what is left (explain at most its own defaul
 MIN_STEP_S left is not started. Each step records when it started (`started_s`, from the start).
 
 The chain is a plan of steps over stored answers: the bisection, the explanation, the commit bisection, the minimized
-piece (minimized.py; and the newest release's replay) whose answer for the same bundle, question and builds is stored
+piece (minimize/stored_piece.py; and the newest release's replay) whose answer for the same bundle, question and builds is stored
 here is reused, status `stored` ("stored 2 min ago": answers.reusable decides, exactly, and never trusts a record
 another store or machine computed); `again` recomputes every step. Each answer is stored as its step ends, so an
 interrupted or time-bounded investigation is resumed by the next call: a bisection --max-time cut short is stored
@@ -43,12 +43,13 @@ from typing import Any, Callable
 
 from ..analysis.diagnosis import still_slower
 from ..errors import TimeSpentError, UsageError
-from .answers import BISECTION, EXPLANATION, reported_run, reusable, stored_ago, stored_bisection
-from .bisection import confirmed_ends
+from .answers import BISECTION, EXPLANATION, reusable, stored_ago
 from .case import Case
-from .commit_search import commit_step, commit_window_step, repo_here
-from .explanation import EXPLAIN_OPTIONS, explain_between, explanation_asked
-from .release_search import BISECT_OPTIONS, bisect_releases, bisection_asked, check_bisect_request
+from .explain.explanation import EXPLAIN_OPTIONS, explain_between, explanation_asked
+from .search.bisection import confirmed_ends
+from .search.bisection_answer import reported_run, stored_bisection
+from .search.commit_search import commit_step, commit_window_step, repo_here
+from .search.release_search import BISECT_OPTIONS, bisect_releases, bisection_asked, check_bisect_request
 
 MIN_STEP_S = 20.0  # less time than this left: a timed step is not started
 
@@ -108,7 +109,7 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
     left = ledger.left
     out = Investigation(ref, good, bad, max_time_s=max_time_s)
     say = progress or (lambda _line: None)
-    from .commit_bisect import names_a_release
+    from .search.commit_bisect import names_a_release
 
     # a commit of a JAX repository here (else --bad is read as a release, and a typo is said as one)
     if not names_a_release(bad) and repo_here(jax_repo, case.manager):
@@ -140,7 +141,7 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
 def _of_change(steps: list[Step], change, headline) -> None:
     """The steps of a change other than the headline named by its release and kind: `explain 0.5.1 (bits)` (two
     kinds may change at one release)."""
-    from .window_changes import KIND_OF
+    from .search.window_changes import KIND_OF
 
     for step in steps if change is not headline else []:
         step.name = f"{step.name} {change.first_bad} ({KIND_OF.get(change.criterion, change.criterion)})"
@@ -254,8 +255,8 @@ def _bisect_answer(result, chosen: str) -> str:
 
 def _explain_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
     from ..run.contenders import ContenderSpec
-    from ..run.options import replay_options
-    from .release_reach import window_releases
+    from ..run.replay_options import replay_options
+    from .explain.release_reach import window_releases
 
     ref, store_args = case.ref, case.store_args
     pair = [result.last_good, result.first_bad]
@@ -319,8 +320,8 @@ def _no_time(left: float) -> str:
 
 def _minimize_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
     """The smallest piece of the frozen module that still shows the change, for a change the compiler made; the
-    piece minimize made of the same question on these builds is reused (minimized.py)."""
-    from .minimized import minimization_asked, minimized_text, store_minimization, stored_minimization
+    piece minimize made of the same question on these builds is reused (minimize/stored_piece.py)."""
+    from .minimize.stored_piece import minimization_asked, minimized_text, store_minimization, stored_minimization
 
     nxt = _minimize_command(out, result)
     if nxt is None:
@@ -352,7 +353,7 @@ def _minimize_step(out: Investigation, result, case: Case, left: float | None, a
 def _newest_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
     """Still broken? The newest release beside the last good one, as the bisection judged (its runs stored: the
     issue reads the verdict back from them; a stored replay of that pair on the builds here is reused)."""
-    from .newest import check_newest, stored_newest
+    from .report.newest import check_newest, stored_newest
 
     if result.last_good == result.first_bad or result.answer_id is None:
         out.steps.append(Step("newest", "skipped", "the bisection found no boundary (or stored no answer)"))
@@ -388,9 +389,9 @@ def _minimize_command(out: Investigation, result) -> str | None:
 
 
 def _minimized(case: Case, versions: list[str], **settings: Any):
-    """minimize.py's Minimization between `versions` of the case's (writable) bundle, as api.minimize makes it."""
+    """minimize/reduction.py's Minimization between `versions` of the case's (writable) bundle, as api.minimize makes it."""
     from ..run.contenders import contenders_from
-    from .minimize import minimize
+    from .minimize.reduction import minimize
 
     registry, bundle = case.writable()
     return minimize(registry, bundle, contenders_from(versions, ()), env_manager=case.manager,
@@ -404,8 +405,8 @@ def _property_of(words: list[str]) -> str:
 
 def _issue_step(out: Investigation, case: Case, written: tuple[str | Path | None, Callable[[dict], str]],
                 run_id: str | None, jax_repo: str | None = None) -> None:
-    from ..bundle.reproducer import write_text
-    from .issue import issue_data
+    from ..bundle.frozen_script import write_text
+    from .report.issue_facts import issue_data
 
     issue_path, issue_markdown = written
     ref, store, store_args = case.ref, case.store, case.store_args

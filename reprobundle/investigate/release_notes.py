@@ -194,7 +194,7 @@ def commit_notes(repo: JaxRepo, sha: str, release: str | None, at: str | None = 
 
 def found_repo() -> str | None:
     """The JAX clone `bisect-commits` keeps beside the environments (envs/jax_commit.open_repo), or None."""
-    from ..envs.folders import default_root
+    from ..envs.env_folders import default_root
     from ..envs.jax_commit import CACHED_REPO
 
     folder = default_root() / CACHED_REPO

@@ -7,7 +7,7 @@ import textwrap
 
 from ..units import human_ns
 from .explain import verdict_text
-from .text import table
+from .listing import table
 
 HEADERS = ["timed", "A", "A median", "B", "B median", "B / A"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .text import human_bytes, human_ns, table
+from .listing import human_bytes, human_ns, table
 
 TIMING_NOTE = ("times: each call was followed by block_until_ready (listing and --top only, so calls did not "
                "overlap as they do in a normal run); RUN is the call's time without compilation, COMPILE the "
@@ -136,7 +136,7 @@ def _footer(result) -> list[str]:
 
 
 def capture_data(result) -> dict:
-    from .text import ref_data
+    from .listing import ref_data
 
     return {"command": result.command, "exit_code": result.exit_code, "interrupted": result.interrupted,
             "timed": result.timed, "timing_note": TIMING_NOTE if result.timed else None,

@@ -1,4 +1,4 @@
-"""The changes of a window on a report's first screen (investigate/change_table.py's rows): one short table, a row
+"""The changes of a window on a report's first screen (investigate/report/change_rows.py's rows): one short table, a row
 per change, the headline first; and a title as a Markdown heading whose code spans stay code (never escaped
 backticks)."""
 
@@ -60,7 +60,7 @@ def names_a_cause(diagnosis: dict) -> bool:
 
 
 def reach_text(reach: dict) -> str | None:
-    """How far a workaround reaches in later releases (investigate/release_reach.py's rows), one clause a result:
+    """How far a workaround reaches in later releases (investigate/explain/release_reach.py's rows), one clause a result:
     `works on 0.4.35, 0.4.36; helps partly on 0.5.0; no longer supported from 0.6.0 (the flag is gone there)`;
     never a bare `0.6.0: restores`, which reads as "fixed in 0.6.0". None without rows (the text then)."""
     rows = [r for r in reach.get("releases") or [] if isinstance(r, dict) and r.get("release")]
@@ -83,6 +83,6 @@ def reach_text(reach: dict) -> str | None:
 def changes_data(result) -> list[dict]:
     """A bisection's changes for `bisect --json` (window_changes.change_entry, the headline first, each with its
     stored answer's id); [] where the window held one change."""
-    from ..investigate.window_changes import change_entry
+    from ..investigate.search.window_changes import change_entry
 
     return [change_entry(c, {"answer_id": c.answer_id}) for c in [result, *result.changes]] if result.changes else []

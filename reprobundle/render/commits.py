@@ -1,4 +1,4 @@
-"""A commit bisection's answer (investigate/commit_bisect.py) as text: the first bad commit, the endpoints' check,
+"""A commit bisection's answer (investigate/search/commit_bisect.py) as text: the first bad commit, the endpoints' check,
 the skipped commits, the lowering diff against its parent, the XLA window, the command that asks again."""
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def _first_bad_lines(answer: dict) -> list[str]:
         lines += _wrap(str(answer["jaxlib_moved"]), "    ")
     notes = answer.get("notes")
     if isinstance(notes, dict) and notes.get("entry"):
-        from ..investigate.commit_bisect import notes_where
+        from ..investigate.search.commit_bisect import notes_where
 
         lines += _wrap(f"its CHANGELOG.md entry ({notes_where(notes)}): {notes['entry']}", "    ")
     return lines

@@ -7,8 +7,8 @@ import textwrap
 
 from ..text import clean
 from .comparison import CSS, WIDTH, html_table, md, md_table
+from .listing import table
 from .sharing import reproduce_markdown, reproduce_text
-from .text import table
 
 EXPERIMENT_HEADERS = ["experiment on the candidate", "status", "outputs", "HLO = baseline", "fusions = baseline",
                       "result", "why"]

@@ -1,10 +1,10 @@
-"""Rendering an isolation (investigate/isolate.py): one line per piece, then the piece that moved and its bundle."""
+"""Rendering an isolation (investigate/minimize/pieces.py): one line per piece, then the piece that moved and its bundle."""
 
 from __future__ import annotations
 
 from ..analysis.sequential import MIN_EFFECT
 from ..units import human_ns
-from .text import table
+from .listing import table
 
 
 def isolation_data(iso) -> dict:

@@ -1,5 +1,5 @@
 """A bug report as Markdown, ready to paste into JAX's or XLA's tracker (`reprobundle issue`), from
-investigate/issue.py's data. The JAX form leads with the script and the environment (what JAX's template asks
+investigate/report/issue_facts.py's data. The JAX form leads with the script and the environment (what JAX's template asks
 for); the XLA form with the HLO and the `run_hlo_module` line. Every value from the bundle is escaped for Markdown
 (`md`) or sits in a code fence longer than any run of backticks inside it."""
 

@@ -1,4 +1,4 @@
-"""Rendering a minimization (investigate/minimize.py): the ops before and after, the property checked on the
+"""Rendering a minimization (investigate/minimize/reduction.py): the ops before and after, the property checked on the
 reduced bundle by a fresh replay, the piece's StableHLO when it is short, and the Reproduce block of the reduced
 bundle. One plain-data form (`minimize_data`, also --json) feeds the terminal, Markdown and HTML."""
 
@@ -17,7 +17,7 @@ _LOC = re.compile(r"\s+loc\([^()]*(?:\([^()]*\)[^()]*)*\)")
 
 def minimize_data(result) -> dict:
     """The minimization as plain data (JSON-able)."""
-    from ..investigate.minimize import could_not_shrink
+    from ..investigate.minimize.reduction import could_not_shrink
 
     text = _LOC.sub("", result.text)
     lines = text.strip().splitlines()
@@ -66,7 +66,7 @@ def property_text(prop: str, detail: dict) -> str:
 
 def summary_line(result) -> str:
     """`14 -> 3 ops still show slower between A and B ...`, or why minimize could not shrink it."""
-    from ..investigate.minimize import could_not_shrink
+    from ..investigate.minimize.reduction import could_not_shrink
 
     stopped = {"done": "", "max-time": " (stopped at --max-time: the best piece so far)",
                "interrupted": " (interrupted: the best piece so far)"}[result.stopped]

@@ -7,7 +7,7 @@ import html
 import math
 
 from .comparison import CSS, PALETTE, html_table, md, md_table, nice_ticks
-from .text import table
+from .listing import table
 
 HEADERS = ["size", "version", "ratio [95% CI]", "verdict", "outputs vs baseline"]
 

@@ -18,7 +18,7 @@ since they are those of all its looks.
 
 Several comparisons can share one measurement (`groups`: the versions of each of several bundles, replay.py's
 replay_together); each group's first version still running is its baseline. With `largest_move` the groups are the
-pieces of one function (isolate): a piece that cannot hold the function's largest move (analysis/selection.py) stops
+pieces of one function (isolate): a piece that cannot hold the function's largest move (analysis/piece_selection.py) stops
 being timed, settled or not, and the measurement ends when every piece is settled or ruled out.
 """
 
@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from ..analysis import selection, sequential, which_end
+from ..analysis import piece_selection, sequential, which_end
 from ..analysis.verdict import paired_log_ratios, step_medians
 from .schedule import DEFAULT_ROUNDS, DEFAULT_STEPS, Measurement, rounds_for
 
@@ -101,7 +101,7 @@ class Budget:
         baseline's unsettled candidates and, with `largest_move`, every piece's comparison; None when no group has
         two versions still running."""
         running: dict[str, list[str]] = {}  # baseline -> its unsettled candidates
-        pieces: list[selection.Comparison] = []
+        pieces: list[piece_selection.Comparison] = []
         compared = False
         for group in self.groups or [self.keys]:
             alive = [k for k in group if measured[k].failed_round is None]
@@ -144,11 +144,11 @@ class Budget:
             return True
         return False
 
-    def _retire_pieces(self, running: dict[str, list[str]], pieces: list[selection.Comparison],
+    def _retire_pieces(self, running: dict[str, list[str]], pieces: list[piece_selection.Comparison],
                        done: int) -> dict[str, list[str]]:
         """`running` without the pieces that cannot hold the function's largest move (retired after round
         `done`)."""
-        gone = selection.cannot_matter(pieces)
+        gone = piece_selection.cannot_matter(pieces)
         for candidates in running.values():
             self.retired.update((key, done) for key in candidates if key in gone)
             candidates[:] = [key for key in candidates if key not in gone]
@@ -191,11 +191,11 @@ def _timing(m: Measurement) -> dict:
     return {"samples_ns": m.samples_ns, "steps": m.steps, "rounds": m.rounds, "group": "-"}
 
 
-def _comparison(key: str, ratios: list[float], base: Measurement, candidate: Measurement) -> selection.Comparison:
+def _comparison(key: str, ratios: list[float], base: Measurement, candidate: Measurement) -> piece_selection.Comparison:
     first_base = (step_medians(_timing(base)) or [[]])[0]
     first_cand = (step_medians(_timing(candidate)) or [[]])[0]
     steps = [math.log(c / b) for b, c in zip(first_base, first_cand) if b > 0 and c > 0]
-    return selection.Comparison(key, ratios, statistics.median(base.samples_ns), steps)
+    return piece_selection.Comparison(key, ratios, statistics.median(base.samples_ns), steps)
 
 
 STEPS_PER_ROUND = math.ceil(DEFAULT_STEPS / DEFAULT_ROUNDS)

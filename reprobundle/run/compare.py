@@ -34,7 +34,7 @@ def compare_runs(registry: Registry, bundle: Bundle, runs: Sequence[dict], basel
     """The multi-version comparison of stored `runs` (analysis/comparison.build_comparison) with the optimized HLO
     and outputs it needs loaded from the registry. Raises ValueError for a baseline none of the runs requested."""
     from ..analysis.comparison import REFERENCE, build_comparison
-    from ..run.replay import leaf_array, reference_arrays
+    from .replay import leaf_array, reference_arrays
 
     def hlo_text(artifacts: dict) -> str | None:
         art = artifacts.get("hlo_after")

@@ -183,7 +183,7 @@ def concrete_versions(runs: Sequence[Mapping]) -> list[str]:
     """The versions of runs as a reader would ask for them: `installed` and a local interpreter or environment
     (`--jax PATH`, which only this machine has) become the JAX version they were. Runs under settings are variants
     (variant_args), not versions."""
-    from ..envs.local import is_path_request
+    from ..envs.local_jax import is_path_request
 
     out = []
     for run in runs:

@@ -29,8 +29,8 @@ from ..text import clean
 from ..worker.dtypes import np_dtype
 from ..worker.protocol import EXIT_NO_SPACE, LIMIT_CALLS, LIMIT_LOAD, job_inputs, phase_limit_kind
 from .contenders import FROZEN, RETRACE, ContenderSpec, Settings, unknown_flag_reason
-from .launch import Ended, close_pipes, kill_group, memory_said, memory_sign, oom_kills, reap, start_worker
 from .retrace import write_program
+from .worker_launch import Ended, close_pipes, kill_group, memory_said, memory_sign, oom_kills, reap, start_worker
 
 PROTOCOL = 1
 _STDERR_TAIL = 4000

@@ -35,7 +35,7 @@ from ..store.watchdog import track_group, untrack_group
 from ..worker.protocol import LIMIT_COMPILE, LIMIT_LOAD, phase_limit_kind
 from .contenders import ContenderSpec, unknown_flag_reason
 from .execution import PhaseLimits, dtype_of
-from .launch import Ended, death_text, oom_kills, reap, worker_command, worker_environment
+from .worker_launch import Ended, death_text, oom_kills, reap, worker_command, worker_environment
 
 OK = "ok"
 ERROR = "error"  # the worker answered: the module failed to load, compile or run

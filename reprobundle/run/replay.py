@@ -47,7 +47,7 @@ from .execution import (
     store_result,
     worker_memory_limit,
 )
-from .options import ReplayOptions
+from .replay_options import ReplayOptions
 from .retrace import lowering_fields, retrace_refusal
 from .schedule import (
     Contender,
@@ -203,7 +203,7 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | Contende
            progress: Callable[[str], None] | None = None, store_runs: bool = True, **settings: Any) -> list[dict]:
     """Replay `bundle` on each version ("installed" is the host interpreter) and return the run records, in the
     order of `versions`. The versions are timed together, interleaved (see schedule.py); runs measured together
-    share `timing.group`, which is what lets the verdict pair their samples. `options` (run/options.py), or
+    share `timing.group`, which is what lets the verdict pair their samples. `options` (run/replay_options.py), or
     `settings` naming some of its fields (a Timing as `timing`), say how.
 
     Every version runs on one platform: `options.platform` ("cpu", "cuda", "cuda12", "rocm", "tpu") if given, else
@@ -218,7 +218,7 @@ def replay(registry: Registry, bundle: Bundle, versions: Sequence[str | Contende
     (schedule.Pin). Each run's environment keeps the conditions of the measurement (`conditions`: load, CPUs, busy
     processes, memory, the schedule) and its worker's own (`process`: affinity, threads, thread settings).
 
-    `env_manager` makes each version's environment (its configuration, envs/config.py: root, --python, indexes);
+    `env_manager` makes each version's environment (its configuration, envs/env_config.py: root, --python, indexes);
     None: one with the defaults, made when a version needs it. "installed" is this interpreter unless the
     configuration names one with --python."""
     return replay_together(registry, [bundle], versions, options, env_manager=env_manager, progress=progress,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..store.watchdog import untrack_group
 from .execution import PhaseLimits, WorkerOutcome, WorkerProcess, batch_times, stderr_tail
-from .launch import close_pipes, kill_group, start_worker
+from .worker_launch import close_pipes, kill_group, start_worker
 
 log = logging.getLogger(__name__)
 _CLOSE_WAIT_S = 60.0  # a process whose jobs all ended exits at the end of its stdin; past this it is killed

@@ -40,7 +40,6 @@ from ..errors import (
 from ..text import quoted
 from ..units import human_bytes, parse_size
 from .base import COPY_CHUNK, Capabilities, Store, check_key, read_at_most, too_large, unlink_quietly
-from .folders import inside, make_inside
 from .http_client import (
     ENV_DEADLINE,
     ENV_TIMEOUT,
@@ -52,6 +51,7 @@ from .http_client import (
     timeout,
     with_retries,
 )
+from .safe_folders import inside, make_inside
 from .watchdog import track, untrack
 from .zip_store import ZipStore
 

@@ -41,7 +41,7 @@ from .base import (
     too_large,
     unlink_quietly,
 )
-from .folders import inside, make_inside
+from .safe_folders import inside, make_inside
 from .scratch import STALE_TEMP_S, FileLease, gate, leased_keys, sweep
 from .watchdog import track, untrack
 
@@ -169,7 +169,7 @@ class LocalStore(Store):
 
     # -------------------------------------------------------------------------------------------- writing
     def _folder(self, folder: Path, *, make: bool = False) -> Path:
-        """`folder` if it is the real folder inside the store (see store/folders.py), made when `make`."""
+        """`folder` if it is the real folder inside the store (see store/safe_folders.py), made when `make`."""
         return make_inside(self.root, folder) if make else inside(self.root, folder)
 
     def _write_temp(self, writer, key: str = "", size: int | None = None, *, durable: bool = True) -> Path:

@@ -11,7 +11,7 @@
 Where flock is unavailable (another OS, some network filesystems) leases hold nothing and scratch folders are
 judged by age alone; the grace period of gc still protects writers then.
 
-flock directly, not the `filelock` package (which envs/folders.py uses for its plain exclusive lock): this module
+flock directly, not the `filelock` package (which envs/env_folders.py uses for its plain exclusive lock): this module
 needs what filelock does not offer: shared locks (the gc gate), a lock on a folder's own descriptor (no file left
 behind), a lock file created with O_EXCL and kept for the process's lifetime, and probing another process's lock
 (`is_held`) without creating or following the file.

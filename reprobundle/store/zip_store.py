@@ -152,7 +152,7 @@ class _ZipMemberReader:
 
 
 RUNNER_PACKAGE = "reprobundle_worker"  # `python NAME.zip` runs __main__.py, which imports this folder of the zip
-# what `python NAME.zip` judges where an investigation answered (bundle/zip_reproducer.py); zips from before
+# what `python NAME.zip` judges where an investigation answered (bundle/zip_expectation.py); zips from before
 # 2026-12-06 have none
 REPRODUCER_ENTRY = "reproducer.json"
 

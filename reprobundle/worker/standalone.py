@@ -10,7 +10,7 @@ the `deserialize` route (which needs flatbuffers) gives way to the next route wh
 program the bundle carries, traced by this jax, instead of the frozen module. What the release prints on stderr
 while loading (MLIR's `loc("-":0:0): error: unknown attribute code: 22` from a route that gives way on 0.4.30 and
 0.4.33, warnings) is kept and shown only when the replay did not run.
-Where the zip holds a `reproducer.json` (an investigation's answer, exported with it: bundle/zip_reproducer.py), it
+Where the zip holds a `reproducer.json` (an investigation's answer, exported with it: bundle/zip_expectation.py), it
 judges that instead (zip_verdict.py): its first line says what it checks and against which release; the program is
 retraced for a change in JAX's lowering, the frozen module run for the compiler's; the outputs are checked against
 the last good release's (any bit for a bits change: how many elements and by how much is said even within the

@@ -1,5 +1,5 @@
 """What `python NAME.zip` judges and how (worker/standalone.py): the zip's `reproducer.json` record where an
-investigation answered (its fields: bundle/zip_reproducer.py), the outputs checked against the expected ones (the
+investigation answered (its fields: bundle/zip_expectation.py), the outputs checked against the expected ones (the
 last good release's, or the packed reference), and one side of `--compare` serving its times.
 
 Standard library and numpy only, as the rest of the worker; the record is JSON, checked by hand here (the worker

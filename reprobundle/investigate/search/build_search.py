@@ -1,0 +1,90 @@
+"""One search over an ordered list of builds (releases, nightlies) with its probes: `Probes` replays some builds as
+fleet tasks (investigate/search/probes.py), timed or outputs only, each recorded in the ledger; `Search` runs
+bisection.py's search over the builds with them, `jobs` builds a step for outputs, environments asked for ahead of
+need, and says the layer at the boundary (boundary.py). release_search.py searches releases and nightlies with it;
+commit_search.py labels JAX's commits as builds between two releases for the same bisection.py search."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ...bundle.registry import Bundle, Registry
+from ...run.replay_options import ReplayOptions
+
+
+class Probes:
+    """A bisection's probes: replays of some versions as fleet tasks (investigate/search/probes.py), timed or outputs only
+    (ReplayOptions.outputs_only), each recorded in the ledger."""
+
+    def __init__(self, registry: Registry, bundle: Bundle, options: ReplayOptions, executor, manager, progress,
+                 ledger, timed_only: bool):
+        self.args = (registry, bundle)
+        self.options, self.executor, self.manager, self.progress = options, executor, manager, progress
+        self.ledger, self.timed_only = ledger, timed_only
+        self.seen: dict[tuple, list[dict]] = {}
+
+    def probe(self, mode: str, timed: bool = True, ends=None):
+        """Versions -> runs; the runs of versions already probed the same way are reused (the endpoints' probe of
+        the mode choice is the bisection's first). `ends` (analysis/which_end.Ends, timed only): a time
+        bisection's probe, whose rounds stop once the test between the change's two ends says its side; a timed
+        probe without them (the endpoints) stops once a slowdown is ruled out, since only a slowdown regresses."""
+        from dataclasses import replace
+
+        from .probes import replay_probe
+
+        timed = timed or self.timed_only
+        options = self.options if timed else self.options.outputs_only()
+        if timed:
+            options = replace(options, ends=ends.as_data()) if ends is not None else \
+                replace(options, slowdown_only=True)
+        replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
+                              progress=self.progress, mode=mode, left=self.ledger.left)
+        what = ("timed" if timed else "untimed") + ("" if mode == "frozen" else f" {mode}")
+        watched = self.ledger.watched(what, replay, concurrent=not timed)
+
+        def remembered(versions: Sequence[str]) -> list[dict]:
+            key = (mode, timed, tuple(versions), options.ends)
+            if key not in self.seen:
+                self.seen[key] = watched(versions)
+            return self.seen[key]
+
+        return remembered
+
+    def fresh(self, mode: str, what: str, options: ReplayOptions | None = None):
+        """Versions -> runs measured anew, timed (`options`, default the bisection's), never remembered nor
+        reused: a confirmation, a time screen (bisection.confirm, mode_choice.time_screen)."""
+        from .probes import replay_probe
+
+        replay = replay_probe(*self.args, options or self.options, executor=self.executor, env_manager=self.manager,
+                              progress=self.progress, mode=mode, left=self.ledger.left)
+        return self.ledger.watched(what + ("" if mode == "frozen" else f" {mode}"), replay, concurrent=False)
+
+
+class Search:
+    """One bisection's search with its probes (timed, and outputs only unless every probe is timed), `jobs` versions
+    a step for outputs, environments asked for ahead of need, and the layer at the boundary; where a stored search
+    of the same question was cut short by --max-time, inside the window it had narrowed (`windows`)."""
+
+    def __init__(self, probes: Probes, mode: str, jobs: int, ahead, by: str | None, windows=None):
+        from .probes import output_difference
+
+        self.probes, self.mode, self.jobs, self.ahead, self.by = probes, mode, jobs, ahead, by
+        self.compare = output_difference(*probes.args)
+        # where a stored search of this mode that --max-time cut short had narrowed (bisection.resumed_window)
+        self.resume = [w for w in windows or [] if w.get("mode") == mode]
+
+    def run(self, versions, good: str, bad: str, progress, known=None, left_out=None):
+        from .bisection import bisect_every_change as _bisect
+
+        checks = None if self.probes.timed_only else self.probes.probe(self.mode, timed=False)
+        return _bisect(versions, good, bad, self.probes.probe(self.mode), progress=progress, known=known,
+                       outputs_differ=self.compare, by=self.by, check_together=checks, jobs=self.jobs,
+                       ahead=self.ahead, left_out=left_out, confirm_with=self.probes.fresh(self.mode, "confirm"),
+                       resume=self.resume,
+                       sided_probe=lambda ends: self.probes.probe(self.mode, ends=ends))
+
+    def layer(self, result, probe_for, ref: str, store_args, replay_args):
+        from .boundary import layer_at_boundary
+
+        return layer_at_boundary(self.probes.args[0], self.probes.args[1], result, self.mode, probe_for,
+                                 self.compare, self.probes.progress, next_args=(ref, store_args, replay_args))

@@ -1,0 +1,267 @@
+"""The release bisection (`bisect`, and `bisect --nightly`): build_search.py's search over the releases between two, or
+the nightlies between two builds, every kind of change the endpoints show (mode_choice.py), the layer at the
+boundary, the defaults that changed there, and its answer stored beside its runs (answers.py). The API face
+(api/investigations.py's `bisect`) checks the request, opens the store and calls `bisect_releases`."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ...bundle.model import run_label
+from ...bundle.registry import Bundle, Registry
+from ...envs.env_config import EnvConfig
+from ...errors import UsageError
+from ...run.compare import comparison_of
+from ...run.replay_options import ReplayOptions
+from ..answers import builds_of, reuse_key
+from ..case import Case
+from .build_search import Probes, Search
+from .probes import probe_jobs
+
+BISECT_OPTIONS = ReplayOptions(dump=False, profile=False)  # a probe needs its verdict: no XLA dump, no per-op profile
+
+
+def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions = BISECT_OPTIONS, executor=None,
+                    nightly: bool = False, mode: str = "auto", by: str | None = None, layer: bool = True,
+                    jobs: int | None = None, timed_probes: bool = False, ledger=None, resume: bool = True):
+    """(the BisectResult, its comparison): api.bisect's search once its request is checked (check_bisect_request)
+    and its store opened, with `executor` (probe_executor's), the answer stored beside the runs. `ledger`
+    (run/spent.Ledger): where the probes are recorded, with the --max-time of the command that calls (a probe that
+    would end past it is not started; the search keeps what it had narrowed). `resume`: where the same question's
+    latest stored answer was cut short by --max-time (answers.resumable), each search starts inside the window it
+    had narrowed (answers.resume_windows; said in the result's `resumed`)."""
+    from ...envs.prefetch import Prefetch
+    from ...run.spent import Ledger
+
+    registry, bundle = case.where()
+    ref, store, manager, progress = case.ref, case.store, case.manager, case.progress
+    executor = executor or probe_executor(registry, ref, None, None)
+    ledger = ledger or Ledger()
+    probes = Probes(registry, bundle, options, executor, manager, progress, ledger, timed_probes)
+    jobs = 1 if timed_probes else jobs or probe_jobs(bundle, options)
+    asked = bisection_asked(good, bad, mode, by, nightly, options, layer, timed_probes)
+    windows = resumed_from(registry, bundle, asked, manager, progress) if resume else []
+    with Prefetch(manager, jobs) as prefetch:
+        if nightly:
+            search = Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by, windows)
+            result, comparison = bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
+            result.mode = search.mode
+            searches = {result.mode: search}
+            stands(result)
+        else:
+            result, searches = every_kind(probes, mode, by, jobs, prefetch.want, (good, bad), manager, progress,
+                                          windows)
+            comparison = comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
+        for change in [result, *result.changes] if layer else []:  # each change's layer, by its own search
+            change.layer = layer_of(searches[change.mode], change, probes, timed_probes, (ref, store, options))
+    result.spent = ledger.as_dict()
+    time_left = ledger.left() is None or (ledger.left() or 0.0) > 0
+    # an answer cut short by --max-time (its search, a change, its layer) is stored as `unfinished`: never reused
+    # as an answer, resumed by the next call of the same question (answers.resumable)
+    reuse = reuse_key(registry, "bisect", asked, builds_of(manager, tested_builds(result)))
+    answer_each(registry, bundle, result, (ref, None if mode == "auto" else mode),
+                None if nightly or not time_left else manager, progress, reuse)
+    return result, comparison
+
+
+def resumed_from(registry: Registry, bundle: Bundle, asked: dict, manager, progress) -> list[dict]:
+    """The windows of the latest stored answer of the same question that --max-time cut short (answers.resumable,
+    resume_windows), each where the next search of its mode and criterion starts; [] where there is none."""
+    from ..answers import BISECTION, resumable, resume_windows
+
+    record = resumable(registry, bundle, BISECTION, asked, manager)
+    if record is None:
+        return []
+    if progress:
+        progress(f"bisect: going on from the search stored {record.get('created')} that --max-time cut short: "
+                 f"{(record.get('answer') or {}).get('unfinished') or 'a change of its window unfinished'}")
+    return resume_windows(record)
+
+
+def layer_of(search: Search, change, probes: Probes, timed_probes: bool, asked: tuple) -> dict | None:
+    """The layer at a change's boundary (boundary.py), None where --max-time left no time to read it (said in the
+    change's `unfinished`)."""
+    from ...errors import TimeSpentError
+
+    ref, store, options = asked
+    by_time = change.criterion == "time" or timed_probes
+    try:
+        return search.layer(change, lambda m, timed=True, ends=None: probes.probe(m, by_time and timed, ends=ends), ref,
+                            ["--store", store] if store else [], options.args())
+    except TimeSpentError as e:
+        # said, and the answer is not reused without it: the next investigation reads it
+        change.unfinished = change.unfinished or f"the layer at the boundary was not read: {e.message}"
+        change.cut_at = change.cut_at or "layer"
+        if probes.progress:
+            probes.progress(f"bisect: {change.unfinished}")
+        return None
+
+
+def answer_each(registry: Registry, bundle: Bundle, result, asked: tuple[str, str | None], manager,
+                progress, reuse: dict | None = None) -> None:
+    """Each change's changed defaults (releases only: `manager` None for nightlies) and its own stored answer
+    (bisect-commits goes on from it), the headline's last: the latest, which lists them all, and the one an
+    investigation of the same question reuses (`reuse`: answers.reuse_key's)."""
+    ref, forced_mode = asked
+    for change in [result, *result.changes] if manager is not None else []:
+        change.changed_defaults = changed_defaults_of(change, manager, progress)
+    for change in result.changes:
+        change.answer_id = stored_answer(registry, bundle, change, ref, forced_mode)
+    result.answer_id = stored_answer(registry, bundle, result, ref, forced_mode, reuse)
+
+
+def bisection_asked(good: str, bad: str, mode: str, by: str | None, nightly: bool, options: ReplayOptions,
+                    layer: bool, timed_probes: bool) -> dict:
+    """What a bisection was asked, as its stored answer records it for reuse: the window, the mode and criterion as
+    given, and what else changes its answer (the replay options' flags but --max-time, the layer check, timed
+    probes): a call with another --max-time asks the same question."""
+    return {"good": good, "bad": bad, "mode": mode, "by": by, "nightly": nightly,
+            "options": options.args(max_time=False),
+            "layer": layer, "timed_probes": timed_probes}
+
+
+def tested_builds(result) -> list[str]:
+    """The builds a bisection's answer rests on: its ends and every build it classed or ran."""
+    return [result.good, result.bad, *result.classes, *result.runs]
+
+
+def stands(result) -> None:
+    """A UsageError where the bisection's first bad build is none: a time change its confirmation did not
+    reproduce (investigate/search/bisection.confirm)."""
+    from .bisection import standing
+
+    if not standing(result):
+        raise UsageError(f"no change stood between {result.good} and {result.bad}: time: "
+                         f"{(result.confirmation or {}).get('why')}", hint="bisect again with more --rounds")
+
+
+def changed_defaults_of(result, manager, progress) -> list[dict] | None:
+    """The defaults that changed from the last good to the first bad release (a frequent cause); None where the
+    releases could not say (the bisection's answer stands without it)."""
+    from ...analysis.release_delta import changed_defaults
+    from ...envs.release_facts import release_changes
+    from ...errors import ReproBundleError
+
+    if result.last_good == result.first_bad:
+        return None
+    try:
+        return changed_defaults(release_changes(manager, result.last_good, result.first_bad, progress=progress))
+    except ReproBundleError as e:
+        if progress:
+            progress(f"bisect: the releases' flags and options were not read: {e.message}")
+        return None
+
+
+def stored_answer(registry: Registry, bundle: Bundle, result, ref: str, forced_mode: str | None,
+                  reuse: dict | None = None) -> str | None:
+    from .bisection_answer import bisect_command, store_bisection
+
+    return store_bisection(registry, bundle, result, bisect_command(ref, result, forced_mode), reuse)
+
+
+def probe_executor(registry: Registry, ref: str, executor, ray_address: str | None):
+    """Where the probes run: `executor`, Ray's at `ray_address`, else here; a read-only store allows only here."""
+    from ...fleet.connect import executor_for
+
+    if registry.store.read_only and (executor is not None or ray_address):
+        raise UsageError(f"{ref} is in a read-only store: probes on an executor store their runs in it",
+                         hint="pull it first: reprobundle pull " + ref)
+    return executor or executor_for(ray_address)
+
+
+def with_tried(e: UsageError, chosen_why: str | None) -> UsageError:
+    return e if chosen_why is None else UsageError(f"{e.message}; {chosen_why}", hint=e.hint)
+
+
+def check_bisect_request(good: str, bad: str, mode: str, jobs: int | None, nightly: bool, config: EnvConfig,
+                         by: str | None = None) -> None:
+    """What a bisection refuses before anything runs: a mode, a criterion, --jobs, an endpoint that is no release,
+    reversed endpoints."""
+    from ...envs.manager import releases_of
+    from ...envs.versions import check_jax_requests, version_key
+    from .bisection import BY
+
+    if mode not in ("auto", "frozen", "retrace"):
+        raise UsageError(f"bisect runs one mode at a time, not {mode!r}",
+                         hint="--retrace, --frozen, or neither (chosen from the endpoints)")
+    if by is not None and by not in BY:
+        raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
+    check_jax_requests([good, bad], releases_of(config), options=["--good", "--bad"])
+    if not nightly and version_key(good) >= version_key(bad):
+        raise UsageError(f"--good {good} must be older than --bad {bad}")
+
+
+def comparison_of_bisect(registry: Registry, bundle: Bundle, result, baseline: str) -> dict:
+    from ...envs.versions import version_key
+
+    tested = [result.runs[v] for v in sorted(result.runs, key=version_key)]
+    return comparison_of(registry, bundle, tested, baseline=baseline)
+
+
+def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends: tuple[str, str], manager,
+               progress: Callable[[str], None] | None, windows: list[dict] | None = None):
+    """(the headline's BisectResult, mode -> its search): told both the mode and the criterion, that one
+    bisection; else the endpoints run untimed in each mode (both where the bundle can be retraced:
+    investigate/search/mode_choice.py's survey) and every kind of change present bisected, the most severe first
+    (mode_choice.plan). Each bisection by outputs or bits is split into the changes its window holds
+    (window_changes.py); the first that stands is the headline, the others its `changes` (each whole) and `also`
+    (one line each), and what was examined and is no regression (a speedup, no settled change, a time change the
+    confirmation did not reproduce) its `set_aside`. `windows`: where a search cut short stored had narrowed each
+    (resumed_from)."""
+    from ...run.replay_options import screen_options
+    from ...run.retrace import retrace_refusal
+    from .mode_choice import plan, survey, time_screen
+    from .probes import output_difference
+    from .window_changes import every_change, split
+
+    good, bad = ends
+    versions, left_out = manager.available_versions(), manager.left_out_versions()
+    steps, why = [(mode, str(by))], None
+    if mode == "auto" or by is None:
+        refusal = retrace_refusal(probes.args[1].manifest) if mode == "auto" else None
+        modes = [mode] if mode != "auto" else ["frozen"] + ([] if refusal else ["retrace"])
+        compare = output_difference(*probes.args)
+        steps, why = plan(survey(good, bad, {m: probes.probe(m, timed=False) for m in modes}, compare), by, refusal)
+        if progress:
+            progress(f"bisect: {why}")
+    searches = {}
+
+    def run_one(step_mode: str, kind: str):
+        searches[step_mode] = Search(probes, step_mode, jobs, ahead, kind, windows)
+        return searches[step_mode].run(versions, good, bad, progress, left_out=left_out)
+
+    def screen_time(step_mode: str) -> dict:  # whether the frozen module also got slower: a bounded screen
+        return time_screen(good, bad, probes.fresh(step_mode, "screen", screen_options(probes.options)))
+
+    def split_one(found):  # each change of its kind in the window its own (window_changes.py)
+        probe = probes.probe(found.mode, timed=False)
+        timed = (probes.probe(found.mode), probes.fresh(found.mode, "confirm"))  # a slowdown's sub-windows
+        return split(found, versions, probe, output_difference(*probes.args), progress, timed)
+
+    try:
+        head, *others = every_change(steps, run_one, split_one, by, why, progress, screen_time)
+    except UsageError as e:  # an answer that tells nothing apart says what was tried
+        raise with_tried(e, why) from None
+    head.changes = others
+    return head, searches
+
+
+def bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, search: Search,
+                     options: ReplayOptions, progress: Callable[[str], None] | None):
+    """bisect --nightly: the days between `good` and `bad` searched with `search`, and the answer's builds,
+    commits, compare URLs and Reproduce lines (investigate/search/nightly_bisect.py)."""
+    from . import nightly_bisect
+
+    plan = nightly_bisect.plan_search(manager, good, bad)
+    if progress and plan.skipped:
+        progress(f"bisect: {len(plan.skipped)} day(s) without a nightly are skipped: "
+                 + ", ".join(s["date"] for s in plan.skipped))
+    result = search.run(plan.candidates, plan.good, plan.bad, progress, known=nightly_bisect.same_build(manager))
+    comparison = comparison_of_bisect(registry, bundle, result, plan.good)
+    result.nightly = nightly_bisect.report(manager, plan, result.last_good, result.first_bad,
+                                           comparison["reproduce"]["url"], options.args())
+    comparison["reproduce"].update(command=result.nightly["command"], nightlies=result.nightly["install"],
+                                   versions=[result.last_good, result.first_bad])
+    return result, comparison
