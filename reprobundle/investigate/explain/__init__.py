@@ -1,0 +1,1 @@
+"""`explain`: the experiments (changed defaults, passes, flags) that bring the last good release's behaviour back."""
