@@ -79,3 +79,36 @@ def pytest_collection_modifyitems(config, items):
         if GCS_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.gcs)
     items.sort(key=lambda item: -MODULE_SECONDS.get(item.path.name, 0))
+
+
+# REPROBUNDLE_TEST_CPU=FILE: each module's CPU seconds (this process's and its reaped children's: the workers, the
+# CLI subprocesses, the releases' environments built) and wall seconds, one JSON line a module, appended to FILE. What
+# a module costs the suite whatever else the machine runs, where its wall time on a loaded machine says little.
+_CPU_REPORT = os.environ.get("REPROBUNDLE_TEST_CPU")
+_module_start: dict[str, tuple[float, float]] = {}
+
+
+def _cpu_now() -> float:
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not _CPU_REPORT:
+        yield
+        return
+    import time
+
+    name = item.path.name
+    _module_start.setdefault(name, (_cpu_now(), time.monotonic()))
+    yield
+    if nextitem is None or nextitem.path.name != name:  # the module's last test: its fixtures are torn down
+        import json
+
+        cpu0, wall0 = _module_start.pop(name)
+        with open(_CPU_REPORT, "a") as f:
+            f.write(json.dumps({"module": name, "cpu_s": round(_cpu_now() - cpu0, 1),
+                                "wall_s": round(time.monotonic() - wall0, 1)}) + "\n")
