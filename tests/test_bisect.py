@@ -539,3 +539,56 @@ def test_a_time_probe_max_time_cut_before_it_said_its_side_is_untested_not_good(
     assert r.unfinished.startswith("--max-time ended jax 0.4.34's rounds before they said its side")
     assert (r.last_good, r.first_bad) == ("0.4.30", "0.5.1") and r.confirmation["confirmed"]
     assert first_bad_text(r) == "first bad release one of the 5 releases from 0.4.31 to 0.5.1"
+
+
+@pytest.mark.crossversion
+def test_a_bisection_ctrl_c_stopped_is_stored_unfinished_and_the_next_call_resumes_it(tmp_path_factory, tmp_path):
+    """#64: Ctrl-C (SIGINT, to a real process) while a probe of the search runs stops the search as --max-time does:
+    the window it had narrowed is stored as an unfinished answer, whole (one create-only put), the command says
+    "interrupted" and exits 130 with nothing left in its temp folder; the same command again goes on from that
+    window ("resumed from a stored search cut short") and finds the first bad release."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from shared_stores import bisected_rng_and_colsum
+
+    from reprobundle import api
+    from reprobundle.investigate.answers import unfinished
+
+    store = bisected_rng_and_colsum(tmp_path_factory)  # rng@1: its draw changes when 0.5.0 retraces it
+    args = ["bisect", "rng", "--good", "0.4.38", "--bad", "0.5.1", "--retrace", "--by", "outputs", "--no-layer"]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "REPROBUNDLE_STORE": str(store)}
+    launcher = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "from reprobundle.cli import run; run()")
+    proc = subprocess.Popen([sys.executable, "-c", launcher, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not any("testing 0.5.0" in x for x in lines):
+        time.sleep(0.1)
+    assert proc.poll() is None, "".join(lines)
+    time.sleep(1.5)  # inside the probe: its worker imports jax and retraces the program for seconds
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    reader.join(10)
+    err = "".join(lines)
+    assert proc.returncode == 130 and err.rstrip().endswith("interrupted") and "Traceback" not in err, err
+    assert "what was found is stored" in err
+    assert list(tmp.iterdir()) == []
+    registry = api.open_registry(str(store))
+    record = [a for a in registry.answers(registry.resolve("rng").ref.bundle_id) if a["kind"] == "bisection"][-1]
+    answer = record["answer"]
+    assert unfinished(record) and answer["cut_at"] == "search" and "interrupted by Ctrl-C" in answer["unfinished"]
+    assert (answer["last_good"], answer["first_bad"]) == ("0.4.38", "0.5.1") and "0.5.0" not in answer["classes"]
+    code, out, err = cli(*args, store=store)
+    assert code == 0, err
+    assert "resumed from a stored search cut short: the change lies after jax 0.4.38 and by jax 0.5.1" in out, out
+    assert out.startswith("first bad release: jax 0.5.0 (last good: 0.4.38; judged by outputs"), out
