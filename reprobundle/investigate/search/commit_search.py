@@ -53,9 +53,9 @@ def commits_between(case: Case, good: str | None, bad: str | None, *, jax_repo: 
     window = _resumed(registry, bundle, plan, manager, say) if resume else None
     stop = Interruptible()  # Ctrl-C in a probe: the window so far stored, as --max-time's, then the command ends
     with _commit_folder(manager.root) as folder:
-        probe = _commit_probe(registry, bundle, options, manager, plan, (ledger, stop), folder, say)
+        probes = _commit_probe(registry, bundle, options, manager, plan, (ledger, stop), folder, say)
         try:
-            answer = _search(registry, bundle, plan, probe, found, jobs or probe_jobs(bundle, options), say, window)
+            answer = _search(registry, bundle, plan, probes, found, jobs or probe_jobs(bundle, options), say, window)
         except TimeSpentError:
             if stop.interrupted:  # at the endpoints: nothing found to store
                 raise BisectionInterrupted(None) from None
@@ -188,14 +188,16 @@ def _commit_folder(root):
     return scratch_dir(root / COMMITS_DIR, RUN_PREFIX)
 
 
-def _search(registry: Registry, bundle: Bundle, plan, probe, found: dict, jobs: int, say,
+def _search(registry: Registry, bundle: Bundle, plan, probes: tuple, found: dict, jobs: int, say,
             window: dict | None = None) -> dict:
-    """The endpoints checked, the commits searched when they agree with the releases (inside `window`, where a
-    stored search cut short had narrowed them), the answer with the first bad commit's changed defaults and its
-    lowering against its parent (the search cut short by --max-time: the window so far, no first bad commit)."""
+    """The endpoints checked (`probes`: the commit probe, and which commits run over the good release's jaxlib), the
+    commits searched when they agree with the releases (inside `window`, where a stored search cut short had
+    narrowed them), the answer with the first bad commit's changed defaults and its lowering against its parent
+    (the search cut short by --max-time: the window so far, no first bad commit)."""
     from . import commit_bisect as cb
 
-    ends = cb.check_endpoints(plan, probe, found["criterion"], _outputs_differ(registry, bundle))
+    probe, over_good = probes
+    ends = cb.check_endpoints(plan, probe, found["criterion"], _outputs_differ(registry, bundle), over_good)
     criterion = ends["criterion"]
     if say:
         say(f"bisect-commits: {ends['text']}")
@@ -281,10 +283,10 @@ def _outputs_differ(registry: Registry, bundle: Bundle):
 
 def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, manager, plan, watch: tuple,
                   folder, progress):
-    """Labels -> runs: each commit's environment made (JAX at the commit over a released jaxlib it accepts both
-    ways: the good or bad release's, else an older one: envs/jax_commit.ReleasesOver), all replayed retraced and
-    untimed in one probe recorded in the ledger (`watch`: the ledger and the Interruptible that stops the search on
-    Ctrl-C)."""
+    """(labels -> runs, label -> whether it runs over the good release's jaxlib): each commit's environment made
+    (JAX at the commit over a released jaxlib it accepts both ways: the good or bad release's, else an older one:
+    envs/jax_commit.ReleasesOver), all replayed retraced and untimed in one probe recorded in the ledger (`watch`:
+    the ledger and the Interruptible that stops the search on Ctrl-C)."""
     from ...envs.jax_commit import ReleasesOver, commit_environment
     from ...fleet.connect import executor_for
     from ...run.spent import of_runs
@@ -327,7 +329,11 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
                       of_runs(runs), at_once=len(paths))
         return runs
 
-    return commit_probe(replay, env_of, progress)
+    def over_good(label: str) -> bool:  # read from jax/version.py: nothing is made
+        commit = plan.commit_of(label)
+        return commit is not None and releases.over_first(*plan.repo.versions_at(commit.sha))
+
+    return commit_probe(replay, env_of, progress), over_good
 
 
 def _stablehlo_of(registry: Registry):
