@@ -30,8 +30,10 @@ def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions =
     and its store opened, with `executor` (probe_executor's), the answer stored beside the runs. `ledger`
     (run/spent.Ledger): where the probes are recorded, with the --max-time of the command that calls (a probe that
     would end past it is not started; the search keeps what it had narrowed). `resume`: where the same question's
-    latest stored answer was cut short by --max-time (answers.resumable), each search starts inside the window it
-    had narrowed (answers.resume_windows; said in the result's `resumed`)."""
+    latest stored answer was cut short by --max-time or Ctrl-C (answers.resumable), each search starts inside the
+    window it had narrowed (answers.resume_windows; said in the result's `resumed`). Ctrl-C while a probe runs stops
+    the search as --max-time does: what it had found is stored, then BisectionInterrupted (a KeyboardInterrupt
+    carrying that result; None where nothing was found) ends the call."""
     from ...envs.prefetch import Prefetch
     from ...run.spent import Ledger
 
@@ -58,19 +60,28 @@ def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions =
             change.layer = layer_of(searches[change.mode], change, probes, timed_probes, (ref, store, options))
         if probes.stop.interrupted:
             prefetch.want([])  # nothing more is made ahead: the answer is stored, then Ctrl-C ends the command
+    _store_answer(case, result, (asked, mode, nightly), probes)
+    return result, comparison
+
+
+def _store_answer(case: Case, result, asked: tuple[dict, str, bool], probes: Probes) -> None:
+    """The bisection's answer stored (each change's, the headline's last), with where its time went; unfinished
+    where --max-time or Ctrl-C cut it. After Ctrl-C, BisectionInterrupted once it is stored."""
+    registry, bundle = case.where()
+    manager, progress, ledger = case.manager, case.progress, probes.ledger
+    asked_of, mode, nightly = asked
     result.spent = ledger.as_dict()
     time_left = (ledger.left() is None or (ledger.left() or 0.0) > 0) and not probes.stop.interrupted
     # an answer cut short by --max-time or Ctrl-C (its search, its confirmation, a change, its layer) is stored as
     # `unfinished`: never reused as an answer, resumed by the next call of the same question (answers.resumable)
-    reuse = reuse_key(registry, "bisect", asked, builds_of(manager, tested_builds(result)))
-    answer_each(registry, bundle, result, (ref, None if mode == "auto" else mode),
+    reuse = reuse_key(registry, "bisect", asked_of, builds_of(manager, tested_builds(result)))
+    answer_each(registry, bundle, result, (case.ref, None if mode == "auto" else mode),
                 None if nightly or not time_left else manager, progress, reuse)
     if probes.stop.interrupted:
         if progress:
             progress(f"bisect: interrupted: what was found is stored ({result.answer_id}); the same command again "
                      "goes on from it")
         raise BisectionInterrupted(result)
-    return result, comparison
 
 
 @contextmanager
