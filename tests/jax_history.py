@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 
 UFUNCS = "_src/numpy/ufuncs.py"
-XLA_PINS = {"0.4.30": "1" * 40, "0.4.31": "2" * 40, "0.4.35": "3" * 40, "0.4.36": "4" * 40}
+XLA_PINS = {"0.4.30": "1" * 40, "0.4.31": "2" * 40, "0.4.35": "3" * 40, "0.4.36": "4" * 40, "0.4.33": "5" * 40}
 PULL = "https://github.com/jax-ml/jax/pull/22222"
 TITLES = ["Bump the version to 0.4.31", "Sync the rest of 0.4.31 but jnp.floor",
           "jnp.floor: an integer input is returned as it is", "Import a module that does not work yet",
@@ -203,4 +203,43 @@ def make_acos_history(repo: Path, old: Path, new: Path) -> list[str]:
     _pin(repo, "0.4.36")
     shas.append(_commit(repo, ACOS_TITLES[3]))
     _git(repo, "tag", "jax-v0.4.36")
+    return shas
+
+
+NN = "_src/nn/functions.py"
+# jax 0.4.33's exact GELU and 0.4.34's (ca97af9d43, "Change the default implementation of GeLU to a numerically
+# stable formulation"), as their jax/_src/nn/functions.py have them
+GELU_BEFORE = """    sqrt_2 = np.sqrt(2).astype(x_arr.dtype)
+    return jnp.array(x_arr * (lax.erf(x_arr / sqrt_2) + 1) / 2, dtype=x_arr.dtype)
+"""
+GELU_AFTER = """    sqrt_half = np.sqrt(0.5).astype(x_arr.dtype)
+    return jnp.array(
+        0.5 * x_arr * (lax.erfc(-x_arr * sqrt_half)), dtype=x_arr.dtype
+    )
+"""
+GELU_TITLES = ["Merge main after the patch release: version.py reads 0.4.32", "Bump the version to 0.4.34",
+               "Change the default implementation of GeLU to a numerically stable formulation"]
+
+
+def make_gelu_history(repo: Path, old: Path) -> list[str]:
+    """A JAX history after the patch release 0.4.33 (`old`: jax 0.4.33's `jax/`, tag jax-v0.4.33), as JAX's main
+    after jax-v0.4.33 (its first commits read 0.4.32, and JAX's check at import refuses jaxlib 0.4.33 under them):
+
+        g1  version.py reads 0.4.32 (_minimum_jaxlib_version 0.4.31): over jaxlib 0.4.31, where the CPU thunk
+            runtime is off, so a program's float32 sums differ from 0.4.33's in their last bits
+        g2  version.py reads 0.4.34 (_minimum_jaxlib_version 0.4.33): over jax 0.4.33's jaxlib from here
+        g3  jax/_src/nn/functions.py's exact GELU as 0.4.34 has it (the lowering change: erfc for 1 + erf)
+
+    The commits' hashes, g1 first."""
+    _started(repo, old, old, "0.4.33")
+    jax = repo / "jax"
+    _set_versions(jax, "0.4.32", "0.4.31")
+    shas = [_commit(repo, GELU_TITLES[0])]
+    _set_versions(jax, "0.4.34", "0.4.33")
+    shas.append(_commit(repo, GELU_TITLES[1]))
+    nn = jax / NN
+    text = nn.read_text()
+    assert text.count(GELU_BEFORE) == 1, "jax 0.4.33's nn/functions.py computes gelu another way than expected"
+    nn.write_text(text.replace(GELU_BEFORE, GELU_AFTER))
+    shas.append(_commit(repo, GELU_TITLES[2]))
     return shas

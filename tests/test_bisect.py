@@ -8,7 +8,7 @@ from small_bundle import copy_of
 
 from reprobundle.envs.manager import EnvironmentManager
 from reprobundle.errors import UsageError
-from reprobundle.investigate.search.bisection import bisect
+from reprobundle.investigate.search.bisection import bisect, first_bad_text, standing
 from reprobundle.render.listing import bisect_left_out_text
 
 VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "0.7.0", "0.7.2", "0.8.0"]
@@ -423,7 +423,9 @@ def test_a_probe_that_would_end_past_max_time_is_not_started_and_the_search_keep
     r = bisect(VERSIONS, "0.4.30", "0.8.0", then_spent)
     assert r.unfinished.startswith("--max-time 10 s spent") and "untested" in r.unfinished
     assert r.classes[r.first_bad] == "bad" and r.classes[r.last_good] == "good"
-    assert r.confirmation["confirmed"] is False and "was not timed again" in r.confirmation["why"]
+    # the confirmation could not start either: neither confirmed nor refuted, the finding stands unfinished (#63)
+    assert r.confirmation["confirmed"] is None and r.confirmation["cut"] == "--max-time"
+    assert "not timed again" in r.confirmation["why"] and standing(r)
 
 
 def test_a_search_max_time_cut_short_is_resumed_inside_the_window_it_had_narrowed():
@@ -465,3 +467,128 @@ def test_a_search_max_time_cut_short_is_resumed_inside_the_window_it_had_narrowe
                                                                  {**window, "last_good": "0.3.0"}])
     assert whole.resumed is None and whole.first_bad == "0.6.0"
     assert set(calls[1]) <= {v for step in tested for v in step}  # the cut search's first step, probed again
+
+
+def _cut_by_max_time(run: dict) -> dict:
+    """A run whose rounds the schedule ended because another would have ended past --max-time (run/budget.py)."""
+    return {**run, "environment": {**run.get("environment", {}),
+                                   "conditions": {"schedule": {"stopped": "time limit"}}}}
+
+
+def test_a_confirmation_max_time_cut_before_it_settled_keeps_the_finding_unfinished_never_no_change():
+    """#63: a 50x slowdown whose confirmation --max-time cut after 3 rounds (20x to 125x, not settled) is the answer
+    cut short, said with what it measured, never "no change stood": the headline of every kind's bisection, not
+    split, its window stored for the next call, which confirms it there."""
+    from timed_runs import timed_run
+
+    from reprobundle.investigate.search.mode_choice import bisect_each
+    from reprobundle.investigate.search.window_changes import every_change
+
+    replay_one, tested = _replayer("0.5.1")
+
+    def cut_confirmation(pair):
+        good, bad = pair
+        return [_cut_by_max_time(timed_run(good, "c", [1, 1, 1], "c1", 1)),
+                _cut_by_max_time(timed_run(bad, "c", [20, 60, 125], "c2", 2))]
+
+    def run_one(mode, kind):
+        return bisect(VERSIONS, "0.4.30", "0.8.0", replay_one, by="time", confirm_with=cut_confirmation)
+
+    r = run_one("frozen", "time")
+    assert (r.first_bad, r.last_good) == ("0.5.1", "0.5.0") and standing(r)
+    assert r.confirmation["confirmed"] is None and r.confirmation["cut"] == "--max-time"
+    assert r.confirmation["run_ids"] == ["c1", "c2"] and r.cut_at == "confirm"
+    assert r.unfinished.startswith("the confirmation of jax 0.5.1 was cut by --max-time (53x [")
+    said = first_bad_text(r)
+    assert said.startswith("first bad release 0.5.1 (0.5.1: 53x [") and said.endswith(
+        "] slower in 3 rounds; cut by --max-time)"), said
+    head = bisect_each([("frozen", "time")], run_one, "time", None)  # once: "no change stood between the endpoints"
+    assert head.first_bad == "0.5.1" and head.unfinished
+    (only,) = every_change([("frozen", "time")], run_one, lambda found: [found], "time", None)
+    assert only.first_bad == "0.5.1" and only.confirmation["cut"] == "--max-time"
+    # the next call starts in the stored window and times the confirmation again: confirmed there
+    window = {"criterion": r.criterion, "last_good": r.last_good, "first_bad": r.first_bad, "classes": r.classes,
+              "evidence": r.evidence, "cut_at": r.cut_at}
+    tested.clear()
+    again = bisect(VERSIONS, "0.4.30", "0.8.0", replay_one, by="time", resume=[window])
+    assert again.resumed.startswith("resumed from a stored search cut short: the change lies after jax 0.5.0")
+    assert tested[0] == ["0.4.30", "0.8.0"] and tested[1:] == [["0.5.0", "0.5.1"]]  # nothing probed again
+    assert again.confirmation["confirmed"] and again.unfinished is None
+    assert first_bad_text(again) == "first bad release 0.5.1"
+    # a confirmation that ran its rounds to the end and did not settle a slowdown still refutes it
+    refuted = bisect(VERSIONS, "0.4.30", "0.8.0", replay_one, by="time",
+                     confirm_with=lambda pair: [timed_run(v, "s", [1, 1, 1, 1], v, 3) for v in pair])
+    assert refuted.confirmation["confirmed"] is False and not standing(refuted) and refuted.unfinished is None
+
+
+def test_a_time_probe_max_time_cut_before_it_said_its_side_is_untested_not_good():
+    """#63: a probe whose rounds --max-time ended before the test between the ends said its side (one round, half-way
+    between the ends) is no class: the search keeps its window with that release untested, and the answer names
+    every release the change may be at."""
+    from timed_runs import timed_run
+
+    replay_one, tested = _replayer("0.5.1")
+
+    def replay(versions):
+        if list(versions) == ["0.4.30", "0.4.34"]:  # the second probe: cut after one round, undecided
+            return [_cut_by_max_time(timed_run(v, "p", [r], v, 5)) for v, r in zip(versions, (1.0, 1.07))]
+        return replay_one(versions)
+
+    r = bisect(VERSIONS, "0.4.30", "0.8.0", replay, by="time")
+    assert r.cut_at == "search" and "0.4.34" not in r.classes and r.classes["0.5.1"] == "bad"
+    assert r.unfinished.startswith("--max-time ended jax 0.4.34's rounds before they said its side")
+    assert (r.last_good, r.first_bad) == ("0.4.30", "0.5.1") and r.confirmation["confirmed"]
+    assert first_bad_text(r) == "first bad release one of the 5 releases from 0.4.31 to 0.5.1"
+
+
+@pytest.mark.crossversion
+def test_a_bisection_ctrl_c_stopped_is_stored_unfinished_and_the_next_call_resumes_it(tmp_path_factory, tmp_path):
+    """#64: Ctrl-C (SIGINT, to a real process) while a probe of the search runs stops the search as --max-time does:
+    the window it had narrowed is stored as an unfinished answer, whole (one create-only put), the command says
+    "interrupted" and exits 130 with nothing left in its temp folder; the same command again goes on from that
+    window ("resumed from a stored search cut short") and finds the first bad release."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from shared_stores import bisected_rng_and_colsum
+
+    from reprobundle import api
+    from reprobundle.investigate.answers import unfinished
+
+    store = bisected_rng_and_colsum(tmp_path_factory)  # rng@1: its draw changes when 0.5.0 retraces it
+    args = ["bisect", "rng", "--good", "0.4.38", "--bad", "0.5.1", "--retrace", "--by", "outputs", "--no-layer"]
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "REPROBUNDLE_STORE": str(store)}
+    launcher = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "from reprobundle.cli import run; run()")
+    proc = subprocess.Popen([sys.executable, "-c", launcher, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not any("testing 0.5.0" in x for x in lines):
+        time.sleep(0.1)
+    assert proc.poll() is None, "".join(lines)
+    time.sleep(1.5)  # inside the probe: its worker imports jax and retraces the program for seconds
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    reader.join(10)
+    err = "".join(lines)
+    assert proc.returncode == 130 and err.rstrip().endswith("interrupted") and "Traceback" not in err, err
+    assert "what was found is stored" in err
+    assert list(tmp.iterdir()) == []
+    registry = api.open_registry(str(store))
+    record = [a for a in registry.answers(registry.resolve("rng").ref.bundle_id) if a["kind"] == "bisection"][-1]
+    answer = record["answer"]
+    assert unfinished(record) and answer["cut_at"] == "search" and "interrupted by Ctrl-C" in answer["unfinished"]
+    assert (answer["last_good"], answer["first_bad"]) == ("0.4.38", "0.5.1") and "0.5.0" not in answer["classes"]
+    code, out, err = cli(*args, store=store)
+    assert code == 0, err
+    assert "resumed from a stored search cut short: the change lies after jax 0.4.38 and by jax 0.5.1" in out, out
+    assert out.startswith("first bad release: jax 0.5.0 (last good: 0.4.38; judged by outputs"), out

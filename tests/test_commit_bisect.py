@@ -783,3 +783,35 @@ def test_bisect_commits_max_time_keeps_the_window_it_narrowed_and_the_next_call_
     code, _, err = cli("bisect-commits", "int-floor", "--good", "0.4.30", "--bad", "0.4.31", "--jax-repo", repo,
                        "--max-time", "0.000001", store=own)  # no probe can start: one line, nothing claimed
     assert code != 0 and "--max-time 1e-06 s spent" in err and "Traceback" not in err, err
+
+
+@pytest.mark.crossversion
+def test_a_commit_window_after_a_patch_release_runs_over_the_good_releases_jaxlib_and_finds_the_lowering(tmp_path):
+    """#63: a transformer step whose last bits change at 0.4.34 by the exact GELU's lowering (ca97af9d43). After the
+    patch release 0.4.33, the first commit reads 0.4.32 and refuses jaxlib 0.4.33: over jaxlib 0.4.31 (the CPU thunk
+    runtime off) its bits differ from 0.4.33's, which once was concluded as "the change came with jaxlib". The
+    first commit over 0.4.33's own jaxlib is the first endpoint instead, the one before it said and not searched,
+    and the commit that changed the lowering is found, every searched commit over jax 0.4.33's jaxlib."""
+    from jax_history import GELU_TITLES, make_gelu_history
+
+    manager = api.environment_manager()
+    repo = tmp_path / "jax"
+    g1, g2, g3 = make_gelu_history(repo, site_jax(manager.ensure("0.4.33")))
+    manager.ensure("0.4.31")  # the older jaxlib the first commit runs over
+    store = tmp_path / "store"
+    api.pack_script(str(PROGRAMS / "transformer_scan.py"), name="block", store=str(store), **quick.PACK)
+    answer = api.bisect_commits("block", "0.4.33", g3, store=str(store), jax_repo=str(repo), jobs=1)
+    ends = answer["ends"]
+    assert ends["agree"] and "came with jaxlib" not in ends["text"], ends["text"]
+    assert ends["first"]["label"].endswith(g2[:12]) and ends["first"]["class"] == "good"
+    assert ends["first"]["over"] == "jaxlib 0.4.33 (jax 0.4.33's environment)"
+    lead = ends["lead_in"]
+    assert lead["count"] == 1 and lead["label"].endswith(g1[:12]) and lead["class"] == "bad"
+    assert lead["over"] == "jaxlib 0.4.31 (jax 0.4.31's environment)"
+    assert f"the 1 commit from {g1[:10]}" in ends["text"] and "not searched" in ends["text"]
+    assert answer["criterion"] == "bits" and answer["first_bad"]["sha"] == g3
+    assert answer["first_bad"]["title"] == GELU_TITLES[2] and answer["last_good"] == g2
+    assert g1 not in answer["tested"] and answer["jaxlib_moved"] is None
+    assert {t["over"] for t in answer["tested"].values()} == {"jaxlib 0.4.33 (jax 0.4.33's environment)"}
+    assert answer["lowering"]["changed"] and "transformer_scan.py" in answer["lowering"]["text"]
+    assert "ran over jaxlib 0.4.31" not in answer["text"]

@@ -333,6 +333,11 @@ class ReleasesOver:
             self.chosen[key] = self._choose(jax_version, minimum)
         return self.chosen[key]
 
+    def over_first(self, jax_version: str, minimum: str | None) -> bool:
+        """Whether JAX reading `jax_version`, needing `minimum`, runs over the first preferred environment (a
+        window's good release's): the compiler under it is then that release's. Asked without making anything."""
+        return bool(self.preferred) and jaxlib_accepted(jax_version, minimum, _jaxlib_of(self.preferred[0]))
+
     def _choose(self, jax_version: str, minimum: str | None) -> tuple[JaxEnvironment | None, str]:
         for env in self.preferred:
             if jaxlib_accepted(jax_version, minimum, _jaxlib_of(env)):

@@ -46,7 +46,7 @@ from ..errors import TimeSpentError, UsageError
 from .answers import BISECTION, EXPLANATION, reusable, stored_ago
 from .case import Case
 from .explain.explanation import EXPLAIN_OPTIONS, explain_between, explanation_asked
-from .search.bisection import confirmed_ends
+from .search.bisection import confirmed_ends, first_bad_text
 from .search.bisection_answer import reported_run, stored_bisection
 from .search.commit_search import commit_step, commit_window_step, repo_here
 from .search.release_search import BISECT_OPTIONS, bisect_releases, bisection_asked, check_bisect_request
@@ -241,7 +241,7 @@ def _bisect_answer(result, chosen: str) -> str:
     """The bisection's answer in one line: the headline (the most severe change that stands) and its layer, every
     other change with its own first bad release, what is no regression, and what it looked at and why."""
     layer = (result.layer or {}).get("text") or "?"
-    said = [f"first bad release {result.first_bad} (last good {result.last_good}; by {result.criterion}, "
+    said = [f"{first_bad_text(result)} (last good {result.last_good}; by {result.criterion}, "
             f"{_how(result.mode)}); layer: {layer}"]
     said += [f"also: {c.criterion} ({_how(c.mode)}) changed at {c.first_bad} (last good {c.last_good}); layer: "
              f"{(c.layer or {}).get('text') or '?'}" for c in result.changes]

@@ -349,9 +349,7 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
     """A bisection's answer (investigate/search/bisection.BisectResult) for the terminal: the first bad release, how it was
     replayed and judged, each tested release, what was left out, the layer, the nightlies; the comparison when time
     judged (`timed_comparison`), else where to time the boundary; where the answer was stored."""
-    what = "nightly" if result.nightly else "release"
-    human = (f"first bad {what}: jax {result.first_bad} (last good: {result.last_good}; "
-             f"judged by {result.criterion})\n"
+    human = (f"{_first_bad_line(result)} (last good: {result.last_good}; judged by {result.criterion})\n"
              + (f"  replayed: {result.mode_why}\n" if result.mode_why else "")
              + (f"  why: {result.why}\n" if result.why else "")
              + "".join(f"  {line}\n" for line in _cut_short_lines(result))
@@ -374,6 +372,16 @@ def bisect_text(result, ref: str, timed_comparison: str | None, compared: bool) 
         human += (f"\n\nanswer stored beside its runs ({result.answer_id}): `reprobundle show` lists it, "
                   "`reprobundle issue` reports it")
     return human
+
+
+def _first_bad_line(result) -> str:
+    """`first bad release: jax 0.4.34`; cut short, every release the change may be at and what was measured
+    (bisection.first_bad_text)."""
+    if result.unfinished and not result.nightly:
+        from ..investigate.search.bisection import first_bad_text
+
+        return first_bad_text(result)
+    return f"first bad {'nightly' if result.nightly else 'release'}: jax {result.first_bad}"
 
 
 def _cut_short_lines(result) -> list[str]:

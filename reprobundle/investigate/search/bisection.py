@@ -26,9 +26,10 @@ from typing import Callable, Mapping, Sequence
 
 from ...analysis.sequential import DETECT_EFFECT
 from ...analysis.verdict import leaning, leaning_text, paired_log_ratios, slowdown_ruled_out, timing_verdict
-from ...analysis.which_end import Ends, side_text, which_end
+from ...analysis.which_end import Ends, rounds_text, side_text, which_end
 from ...envs.versions import is_final_release, parse_version, version_key
 from ...errors import TimeSpentError, UsageError
+from ...run.budget import STOP_TIME
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
 # (run, run) -> how their outputs differ: SAME (bit for bit), BITS_ONLY (within the tolerance) or BEYOND it
@@ -40,6 +41,21 @@ BY = ("outputs", "bits", "time")  # what `by` may name
 # (version, the classes so far) -> (class, evidence) when it is known without a replay (the same build as a version
 # already classed), else None
 Known = Callable[[str, dict], "tuple[str, str] | None"]
+
+
+class Interrupted(TimeSpentError):
+    """Ctrl-C during a probe (build_search.Probes, commit_search's probe): the search stops where it is, as
+    --max-time stops it, so that what it had found is stored unfinished and resumed by the next call; the command
+    then ends as Ctrl-C ends it (BisectionInterrupted)."""
+
+
+class BisectionInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a bisection, raised once what it had found is stored as an unfinished answer (the next call of
+    the same question resumes it): `result`, that answer (None where nothing was answered yet)."""
+
+    def __init__(self, result: "BisectResult | None" = None) -> None:
+        super().__init__()
+        self.result = result
 
 
 @dataclass
@@ -146,12 +162,21 @@ def by_time(run: dict, good_run: dict, target_log_ratio: float, ends: Ends | Non
     """A run's class by its time beside the good endpoint's: the side the sequential test between the change's two
     `ends` (analysis/which_end.py) said, at the first round it decided; else (no ends, or undecided) bad when its
     paired verdict settled in the change's direction at least half-way to the bad end, good otherwise."""
+    cls, line, _decided = time_class(run, good_run, target_log_ratio, ends)
+    return cls, line
+
+
+def time_class(run: dict, good_run: dict, target_log_ratio: float,
+               ends: Ends | None = None) -> tuple[str, str, bool]:
+    """by_time's (class, evidence), and whether the rounds decided it: a side of the test between the ends, or a
+    settled paired verdict; an undecided run is classed good (as before), which only rounds that ran to their end
+    may say (a probe --max-time cut is no class: `_classes_of`)."""
     good = good_run["requested"]
     sided = None
     if ends is not None:
         sided = which_end(paired_log_ratios(_timing(good_run), _timing(run)) or [], ends)
         if sided.side is not None:
-            return sided.side, side_text(sided, ends, good)
+            return sided.side, side_text(sided, ends, good), True
     verdict = timing_verdict(_timing(good_run), _timing(run))
     moved = math.log(verdict["ratio"]) if verdict["ratio"] > 0 else 0.0
     same_direction = verdict["verdict"] == ("slower" if target_log_ratio > 0 else "faster")
@@ -159,7 +184,14 @@ def by_time(run: dict, good_run: dict, target_log_ratio: float, ends: Ends | Non
     line = _verdict_line(verdict, good)
     if ends is not None and sided is not None and sided.rounds:
         line += f"; {side_text(sided, ends, good)}"
-    return cls, line
+    return cls, line, verdict.get("settled") is True
+
+
+def cut_by_time(runs: Sequence[dict]) -> bool:
+    """Whether the rounds of a measurement ended because another round would have ended past --max-time (the
+    schedule's "time limit", run/budget.py), not because they decided or reached their cap."""
+    return any(((run.get("environment") or {}).get("conditions") or {}).get("schedule", {}).get("stopped")
+               == STOP_TIME for run in runs)
 
 
 def by_outputs(apart: str, good: str, criterion: str) -> tuple[str, str]:
@@ -300,10 +332,8 @@ def confirm(result: BisectResult, replay_together: ReplayTogether,
         progress(f"bisect: confirming: jax {pair[1]} timed again beside jax {pair[0]}")
     try:
         runs = replay_together(pair)
-    except TimeSpentError as e:  # no confirmation: a slowdown no second measurement settled is no first bad release
-        result.confirmation = {"confirmed": False, "verdict": None, "ratio": None, "ci95": None,
-                               "why": f"unconfirmed: jax {pair[1]} was not timed again beside jax {pair[0]}: "
-                                      f"{e.message}"}
+    except TimeSpentError as e:  # not measured: the search's finding stands, unfinished, for the next call
+        _cut_confirmation(result, None, [], cut_by(e), f"not timed again: {e.message}")
         return
     earlier = {id(run) for run in result.runs.values()} | {r.get("run_id") for r in result.runs.values()} - {None}
     assert not any(id(run) in earlier or run.get("run_id") in earlier for run in runs), \
@@ -318,6 +348,9 @@ def confirm(result: BisectResult, replay_together: ReplayTogether,
         return
     verdict = timing_verdict(_timing(good_run), _timing(bad_run))
     confirmed = verdict["verdict"] == "slower"
+    if not confirmed and verdict.get("settled") is not True and cut_by_time(runs):  # the budget ended it undecided
+        _cut_confirmation(result, verdict, runs, "--max-time", figure_text(verdict))
+        return
     line, seen = _verdict_line(verdict, pair[0]), result.evidence.get(pair[1], "")[:1000]
     why = (f"confirmed: jax {pair[1]} timed again beside jax {pair[0]}: {line}" if confirmed else
            f"unconfirmed: jax {pair[1]} looked slower in the bisection ({seen}), but timed again beside jax "
@@ -327,10 +360,67 @@ def confirm(result: BisectResult, replay_together: ReplayTogether,
                            "run_ids": [r.get("run_id") for r in runs if r.get("run_id")]}
 
 
+def _cut_confirmation(result: BisectResult, verdict: dict | None, runs: Sequence[dict], by: str, seen: str) -> None:
+    """The confirmation --max-time or Ctrl-C (`by`) cut before it settled: neither confirmed nor refuted
+    ("confirmed": None, "cut": by), what it had measured (`seen`) said; the search's finding stands as an unfinished
+    answer (cut_at "confirm" where the search itself was whole), which the next call confirms."""
+    good, bad = result.last_good, result.first_bad
+    v = verdict or {}
+    result.confirmation = {"confirmed": None, "cut": by, "verdict": v.get("verdict"), "ratio": v.get("ratio"),
+                           "ci95": v.get("ci95"), "rounds": v.get("rounds"),
+                           "why": f"cut by {by}: jax {bad} timed again beside jax {good}: {seen}; not settled, "
+                                  "not refuted: the next call confirms it",
+                           "run_ids": [r.get("run_id") for r in runs if r.get("run_id")]}
+    result.confirm_runs = list(runs)
+    said = f"the confirmation of jax {bad} was cut by {by} ({seen})"
+    result.unfinished = f"{result.unfinished}; {said}" if result.unfinished else said
+    result.cut_at = result.cut_at or "confirm"
+
+
+def figure_text(verdict: dict) -> str:
+    """What a paired measurement had, for a line that says it was cut: `51x [21-126] slower in 3 rounds` (a ratio
+    with its interval only from 3 rounds or more), else `1 round: too few for a ratio`."""
+    rounds, ci, ratio = verdict.get("rounds") or 0, verdict.get("ci95"), verdict.get("ratio")
+    if not ci or ratio is None or rounds < 3:
+        return f"{rounds_text(rounds)}: too few for a ratio"
+    how = "slower" if ratio > 1 else "faster" if ratio < 1 else "the same"
+    return f"{_short(ratio)}x [{_short(ci[0])}-{_short(ci[1])}] {how} in {rounds_text(rounds)}"
+
+
+def _short(x: float) -> str:
+    """A ratio as a figure a line can carry: 51, 1.15, 0.98."""
+    return f"{x:.0f}" if x >= 10 else f"{x:.2f}"
+
+
+def cut_by(e: TimeSpentError) -> str:
+    """What cut a search: "Ctrl-C" (Interrupted) or "--max-time"."""
+    return "Ctrl-C" if isinstance(e, Interrupted) else "--max-time"
+
+
 def standing(result: BisectResult) -> bool:
     """Whether the bisection's first bad release stands: any by outputs or bits; by time, one the confirmation
-    reproduced (a bisection without one, as before it was made, stands)."""
-    return result.criterion != TIME or (result.confirmation or {}).get("confirmed", True)
+    reproduced, or one it could not settle before --max-time or Ctrl-C cut it (an unfinished answer: the next call
+    confirms it); a bisection without one, as before it was made, stands. Only a confirmation that measured and
+    did not reproduce it, or did not run, refutes it."""
+    return result.criterion != TIME or (result.confirmation or {}).get("confirmed", True) is not False
+
+
+def first_bad_text(result: BisectResult) -> str:
+    """The headline's release as the answer can claim it: `first bad release 0.4.34`; where the search was cut
+    (--max-time, Ctrl-C) with releases untested before its first bad one, every release the change may be at,
+    `first bad release 0.4.33 or 0.4.34`, and what a cut confirmation had measured: `(0.4.34: 51x [21-126] slower
+    in 3 rounds; cut by --max-time)`."""
+    lo, hi = version_key(result.last_good), version_key(result.first_bad)
+    untested = [v for v in result.candidates if lo < version_key(v) < hi and result.classes.get(v) != "good"]
+    may_be = [*untested, result.first_bad] if result.unfinished else [result.first_bad]
+    listed = ", ".join(may_be[:-1]) + " or " + may_be[-1] if len(may_be) > 1 else may_be[0]
+    said = "first bad release " + (listed if len(may_be) <= 3 else
+                                   f"one of the {len(may_be)} releases from {may_be[0]} to {may_be[-1]}")
+    cut = result.confirmation if (result.confirmation or {}).get("cut") else None
+    if cut is not None:
+        seen = figure_text(cut) if cut.get("rounds") else "not timed again"
+        said += f" ({result.first_bad}: {seen}; cut by {cut['cut']})"
+    return said
 
 
 def _step_line(remaining: Sequence[str], last_good: str, first_bad: str, picks: Sequence[str]) -> str:
@@ -347,7 +437,14 @@ def bisect_every_change(versions: Sequence[str], good: str, bad: str, replay_tog
     other. Only with `by` unset and outputs compared."""
     result = bisect(versions, good, bad, replay_together, **kw)
     if kw.get("by") is None and result.criterion == TIME and result.outputs_apart == BITS_ONLY:
-        bits = bisect(versions, good, bad, replay_together, **{**kw, "by": BITS, "ahead": None})
+        try:
+            bits = bisect(versions, good, bad, replay_together, **{**kw, "by": BITS, "ahead": None})
+        except TimeSpentError as e:  # the time change found stands; the bits are the next call's
+            result.set_aside.append({"criterion": BITS, "mode": result.mode, "why": f"not bisected: {e.message}",
+                                     "unfinished": True})
+            result.unfinished = result.unfinished or f"{cut_by(e)} came before the bits were bisected"
+            result.cut_at = result.cut_at or "kinds"
+            return result
         if not standing(result):  # the time change did not show again: the bits are the answer
             bits.set_aside.append(unconfirmed(result))
             bits.why = bits.why.removeprefix("--by bits: ")
@@ -575,6 +672,7 @@ def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: 
     ends = endpoints_ends(result) if result.criterion == TIME else None
     for version, good_run, run in replayed:
         result.runs[version] = run
+        _refuse_cut_short(result, version, good_run, run, ends)
         classes[version], result.evidence[version] = classify(run, good_run, target, result.criterion,
                                                               outputs_differ, ends)
         if result.criterion == TIME and classes[version] != "skip" and _usable(good_run):
@@ -582,6 +680,18 @@ def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: 
             _note_beyond_ends(result, version, result.verdicts[version])
     result.classes.update(classes)
     return classes
+
+
+def _refuse_cut_short(result: BisectResult, version: str, good_run: dict, run: dict, ends: Ends | None) -> None:
+    """TimeSpentError where --max-time ended a time probe's rounds before they said its side: an undecided probe
+    is no class (a 55x slower release cut after one round is not "good"), so the search keeps its window with that
+    release untested."""
+    if result.criterion != TIME or not (_usable(run) and _usable(good_run)) or not cut_by_time([run, good_run]):
+        return
+    assert result.log_ratio is not None  # a time bisection's endpoints measured it
+    _cls, evidence, decided = time_class(run, good_run, result.log_ratio, ends)
+    if not decided:
+        raise TimeSpentError(f"--max-time ended jax {version}'s rounds before they said its side ({evidence})")
 
 
 def beyond_ends(ends: dict, probe: dict) -> str | None:

@@ -6,15 +6,43 @@ commit_search.py labels JAX's commits as builds between two releases for the sam
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ...bundle.registry import Bundle, Registry
 from ...run.replay_options import ReplayOptions
 
 
+class Interruptible:
+    """Ctrl-C during a probe stops the search as --max-time does: the probe unwinds (its workers killed), then
+    bisection.Interrupted, a TimeSpentError, is what the search meets, so it keeps what it had narrowed; every probe
+    after it is refused at once. `interrupted` says whether it came: the caller stores the unfinished answer, then
+    raises bisection.BisectionInterrupted. A probe holds the exit watchdog off (store/watchdog.handling_signals):
+    the Ctrl-C it takes is the search's, which ends the command once the answer is stored; a second Ctrl-C, outside
+    a probe, ends it at once as before."""
+
+    def __init__(self) -> None:
+        self.interrupted = False
+
+    def guard(self, probe: Callable[..., list]) -> Callable[..., list]:
+        from ...store.watchdog import handling_signals
+        from .bisection import Interrupted
+
+        def guarded(*args) -> list:
+            if self.interrupted:
+                raise Interrupted("interrupted by Ctrl-C")
+            try:
+                with handling_signals():
+                    return probe(*args)
+            except KeyboardInterrupt:
+                self.interrupted = True
+                raise Interrupted("interrupted by Ctrl-C") from None
+        return guarded
+
+
 class Probes:
     """A bisection's probes: replays of some versions as fleet tasks (investigate/search/probes.py), timed or outputs only
-    (ReplayOptions.outputs_only), each recorded in the ledger."""
+    (ReplayOptions.outputs_only), each recorded in the ledger; Ctrl-C during one stops the search as --max-time
+    does (`stop`, Interruptible)."""
 
     def __init__(self, registry: Registry, bundle: Bundle, options: ReplayOptions, executor, manager, progress,
                  ledger, timed_only: bool):
@@ -22,6 +50,7 @@ class Probes:
         self.options, self.executor, self.manager, self.progress = options, executor, manager, progress
         self.ledger, self.timed_only = ledger, timed_only
         self.seen: dict[tuple, list[dict]] = {}
+        self.stop = Interruptible()
 
     def probe(self, mode: str, timed: bool = True, ends=None):
         """Versions -> runs; the runs of versions already probed the same way are reused (the endpoints' probe of
@@ -40,7 +69,7 @@ class Probes:
         replay = replay_probe(*self.args, options, executor=self.executor, env_manager=self.manager,
                               progress=self.progress, mode=mode, left=self.ledger.left)
         what = ("timed" if timed else "untimed") + ("" if mode == "frozen" else f" {mode}")
-        watched = self.ledger.watched(what, replay, concurrent=not timed)
+        watched = self.stop.guard(self.ledger.watched(what, replay, concurrent=not timed))
 
         def remembered(versions: Sequence[str]) -> list[dict]:
             key = (mode, timed, tuple(versions), options.ends)
@@ -57,7 +86,8 @@ class Probes:
 
         replay = replay_probe(*self.args, options or self.options, executor=self.executor, env_manager=self.manager,
                               progress=self.progress, mode=mode, left=self.ledger.left)
-        return self.ledger.watched(what + ("" if mode == "frozen" else f" {mode}"), replay, concurrent=False)
+        return self.stop.guard(self.ledger.watched(what + ("" if mode == "frozen" else f" {mode}"), replay,
+                                                   concurrent=False))
 
 
 class Search:

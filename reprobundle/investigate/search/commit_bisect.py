@@ -202,11 +202,15 @@ def commit_probe(probe: Callable[[list[str], list[str]], list[dict]], env_of: En
 
 
 def check_endpoints(plan: CommitPlan, checks: ReplayTogether, criterion: str | None,
-                    outputs_differ: OutputsDiffer) -> dict:
+                    outputs_differ: OutputsDiffer, over_good: Callable[[str], bool] | None = None) -> dict:
     """The first commit after the good tag and the bad end's commit, each judged against the good release by
-    `criterion`: {"first", "last": {"label", "class", "evidence"}, "agree": bool, "text", "criterion"}. A commit
-    window (plan.bad_commit) has no release bisection: its criterion is chosen here from the good release and the
-    bad commit (criterion_of_ends), and where they do not differ, "same" is true and nothing is to be searched."""
+    `criterion`: {"first", "last": {"label", "class", "evidence", "over"}, "agree": bool, "text", "criterion"}. A
+    commit window (plan.bad_commit) has no release bisection: its criterion is chosen here from the good release
+    and the bad commit (criterion_of_ends), and where they do not differ, "same" is true and nothing is to be
+    searched. A first commit that had to run over another jaxlib than the good release's (its jax/version.py
+    refuses that one: a window after a patch release) and does not behave like the good release there proves
+    nothing: the first commit that runs over the good release's jaxlib (`over_good`, label -> bool) is the first
+    endpoint instead, and the commits before it, said in "lead_in", are not searched (`search_labels`)."""
     labels = plan.labels
     first, last = labels[0], labels[-1]
     good_run, first_run, last_run = checks([plan.good, first, last])
@@ -221,33 +225,104 @@ def check_endpoints(plan: CommitPlan, checks: ReplayTogether, criterion: str | N
     for name, label, run in (("first", first, first_run), ("last", last, last_run)):
         cls, evidence = classify(run, good_run, None, criterion, outputs_differ)
         ends[name] = {"label": label, "class": cls, "evidence": evidence, "over": run.get("over")}
+    if ends["first"]["class"] != "good" and not _over_good(plan, ends["first"]) and over_good is not None:
+        _start_over_good(plan, ends, (checks, over_good), good_run, outputs_differ)
     agree, text = _ends_text(plan, ends)
     return {**ends, "agree": agree, "text": text}
 
 
+def _over_good(plan: CommitPlan, end: dict) -> bool:
+    """Whether an endpoint ran over the good release's own jaxlib (its environment)."""
+    return f"(jax {plan.good}'s environment)" in str(end.get("over") or "")
+
+
+def _start_over_good(plan: CommitPlan, ends: dict, probes: tuple, good_run: dict,
+                     outputs_differ: OutputsDiffer) -> None:
+    """The first endpoint moved to the first commit over the good release's jaxlib (before the last), judged as the
+    first was; the commits before it are the window's lead-in ("lead_in": how many, what the first of them ran
+    over and showed). Unchanged where no commit runs over that jaxlib."""
+    checks, over_good = probes
+    labels = plan.labels
+    start = next((i for i, label in enumerate(labels[1:-1], 1) if over_good(label)), None)
+    if start is None:
+        return
+    run = checks([labels[start]])[0]
+    cls, evidence = classify(run, good_run, None, ends["criterion"], outputs_differ)
+    ends["lead_in"] = {"count": start, "label": ends["first"]["label"], "class": ends["first"]["class"],
+                       "evidence": ends["first"]["evidence"], "over": ends["first"]["over"]}
+    ends["first"] = {"label": labels[start], "class": cls, "evidence": evidence, "over": run.get("over")}
+
+
+def search_labels(plan: CommitPlan, ends: dict) -> list[str]:
+    """The labels a search goes over: the plan's, after the lead-in the endpoints' check left out (check_endpoints),
+    which ran only over another jaxlib than the good release's and did not behave like it there."""
+    return plan.labels[int((ends.get("lead_in") or {}).get("count") or 0):]
+
+
+def _lead_in_text(plan: CommitPlan, ends: dict) -> str:
+    """What the endpoints' check said of the commits it left out: "" where it left none out."""
+    lead = ends.get("lead_in")
+    if not lead:
+        return ""
+    first = plan.commit_of(lead["label"])
+    name = first.short if first is not None else lead["label"]
+    n = int(lead["count"])
+    over = lead.get("over") or "no released jaxlib"
+    return (f"; the {n} commit{'s' if n != 1 else ''} from {name} (the first after {plan.start}) read an older "
+            f"version and refuse jax {plan.good}'s jaxlib: over {over} {name} is {lead['class']} "
+            f"({lead['evidence']}), which says nothing of JAX's Python under another compiler, so "
+            f"{'they are' if n != 1 else 'it is'} not searched")
+
+
 def _ends_text(plan: CommitPlan, ends: dict) -> tuple[bool, str]:
-    """Whether the endpoints agree with the window's ends, and the sentence that says how."""
-    first_c, last_c = plan.commits[0], plan.commits[-1]
-    after = f"{first_c.short} (the first commit after {plan.start})"
+    """Whether the endpoints agree with the window's ends, and the sentence that says how. An endpoint that does
+    not reproduce its release (over another jaxlib than the one it is judged with) is a stop with the reason; the
+    change is said to come with jaxlib only where the bad tag's JAX, over the good release's own jaxlib, computes
+    what the good release computes."""
+    first_c, last_c = plan.commit_of(ends["first"]["label"]) or plan.commits[0], plan.commits[-1]
+    lead = _lead_in_text(plan, ends)
+    after = f"{first_c.short} (the first commit after {plan.start}" + \
+        (f" over jax {plan.good}'s jaxlib)" if lead else ")")
     if ends["first"]["class"] == "good" and ends["last"]["class"] == "bad":
         if plan.bad_commit is not None:
             return True, (f"the endpoints: {after} behaves like jax {plan.good}; {plan.bad_name} does not: "
-                          f"{ends['last']['evidence']}")
+                          f"{ends['last']['evidence']}{lead}")
         return True, (f"the endpoints agree with the releases: {after} behaves like jax {plan.good}, "
-                      f"{last_c.short} ({plan.bad_tag}) like jax {plan.bad}")
+                      f"{last_c.short} ({plan.bad_tag}) like jax {plan.bad}{lead}")
     if "skip" in (ends["first"]["class"], ends["last"]["class"]):
         which = "first" if ends["first"]["class"] == "skip" else "last"
         return False, (f"the endpoints could not be checked: {ends[which]['label']} did not run "
-                       f"({ends[which]['evidence']})")
-    careful = _other_jaxlib(plan, ends["first"])
-    if plan.bad_commit is not None:  # the first commit is bad: over the good release's own jaxlib
-        return False, (f"{after} already differs from jax {plan.good} over the same jaxlib "
-                       f"({ends['first']['evidence']}): it made the change, or JAX's Python run from the repository "
-                       f"does not behave as jax {plan.good}'s own package here; nothing was searched{careful}")
-    return False, (f"the change came with jaxlib, not with JAX's Python: over one jaxlib, {after} is "
-                   f"{ends['first']['class']} and {last_c.short} ({plan.bad_tag}) is {ends['last']['class']} "
-                   f"({ends['last']['evidence']}); jax {plan.bad}'s own jaxlib (and the XLA it was built with) makes "
-                   f"the difference{careful}")
+                       f"({ends[which]['evidence']}){lead}")
+    if ends["first"]["class"] != "good":
+        return False, _first_not_good(plan, ends, after, lead)
+    return False, _last_not_bad(plan, ends, last_c)
+
+
+def _first_not_good(plan: CommitPlan, ends: dict, after: str, lead: str) -> str:
+    """A stop: the first endpoint already differs from the good release, over its jaxlib or over another."""
+    first = ends["first"]
+    if _over_good(plan, first):
+        return (f"{after} already differs from jax {plan.good} over the same jaxlib ({first['evidence']}): it made "
+                f"the change, or JAX's Python run from the repository does not behave as jax {plan.good}'s own "
+                f"package here; nothing was searched{lead}")
+    return (f"{after} ran over {first.get('over') or 'no released jaxlib'}, not jax {plan.good}'s (its "
+            f"jax/version.py refuses that one), and does not behave like jax {plan.good} there "
+            f"({first['evidence']}); no commit of the window runs over jax {plan.good}'s jaxlib to start from, and "
+            "an endpoint that does not reproduce its release says nothing of jaxlib: nothing was searched")
+
+
+def _last_not_bad(plan: CommitPlan, ends: dict, last_c: Commit) -> str:
+    """The bad tag's commit behaves like the good release: over the good release's own jaxlib, jaxlib carries the
+    change; over another, that endpoint does not reproduce its release (a stop with the reason)."""
+    last = ends["last"]
+    if _over_good(plan, last):
+        return (f"the change came with jaxlib, not with JAX's Python: over jax {plan.good}'s own jaxlib, "
+                f"{last_c.short} ({plan.bad_tag}) computes what jax {plan.good} computes ({last['evidence']}); jax "
+                f"{plan.bad}'s own jaxlib (and the XLA it was built with) makes the difference")
+    return (f"{last_c.short} ({plan.bad_tag}) ran over {last.get('over') or 'no released jaxlib'} and does not "
+            f"behave like jax {plan.bad} there ({last['evidence']}): JAX's Python run from the repository does not "
+            f"reproduce jax {plan.bad}'s own package, so the window's commits cannot be judged against it; nothing "
+            "was searched")
 
 
 def window_layer(said: str, answer: dict) -> str:
@@ -263,16 +338,6 @@ def window_layer(said: str, answer: dict) -> str:
     return (f"{said}; except the commits whose jax/version.py reads an older version than that jaxlib, which JAX's "
             f"check at import refuses: they ran over {' and '.join(others)}, so between them and the rest the "
             "compiler differs too")
-
-
-def _other_jaxlib(plan: CommitPlan, first: dict) -> str:
-    """Where the first commit ran over another release's jaxlib than the good one's (its jax/version.py refuses
-    that one: a window that starts at a patch release), the clause that says its difference may be that jaxlib's."""
-    over = first.get("over")
-    if not over or f"(jax {plan.good}'s environment)" in over:
-        return ""
-    return (f"; careful: {plan.commits[0].short} ran over {over}, not jax {plan.good}'s jaxlib, which its "
-            f"jax/version.py refuses: the compiler under it is not jax {plan.good}'s, and may make that difference")
 
 
 def criterion_of_ends(plan: CommitPlan, good_run: dict, bad_run: dict,
@@ -311,7 +376,7 @@ def search(plan: CommitPlan, probe: ReplayTogether, criterion: str, outputs_diff
     def known(label: str, _classes: dict) -> tuple[str, str] | None:
         return known_classes.get(label)
 
-    return bisect(plan.labels, plan.good, plan.bad_end, probe, progress=progress, known=known,
+    return bisect(search_labels(plan, ends), plan.good, plan.bad_end, probe, progress=progress, known=known,
                   outputs_differ=outputs_differ, by=BY_OF_CRITERION[criterion], check_together=probe, jobs=jobs,
                   resume=resume)
 
@@ -370,13 +435,16 @@ def cut_short(answer: dict, result: BisectResult, why: str) -> dict:
 
 
 def _tested(answer: dict, plan: CommitPlan, result: BisectResult) -> None:
-    """Each tested commit's class, evidence and what it ran over; the skipped ones with why."""
+    """Each tested commit's class, evidence and what it ran over (an endpoint classed by the endpoints' check: its
+    run there); the skipped ones with why."""
+    ends = answer.get("ends") or {}
+    checked = {e.get("label"): e.get("over") for e in (ends.get("first"), ends.get("last")) if isinstance(e, dict)}
     for label, cls in result.classes.items():
         commit = plan.commit_of(label)
         if commit is None:
             continue
         answer["tested"][commit.sha] = {"class": cls, "evidence": result.evidence.get(label, ""),
-                                        "over": (result.runs.get(label) or {}).get("over")}
+                                        "over": (result.runs.get(label) or {}).get("over") or checked.get(label)}
         if cls == "skip":
             answer["skipped"].append({"sha": commit.sha, "title": commit.title,
                                       "why": result.evidence.get(label, "")})

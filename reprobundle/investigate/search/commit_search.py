@@ -12,10 +12,12 @@ import time
 from typing import Any
 
 from ...bundle.registry import Bundle, Registry
-from ...errors import UsageError
+from ...errors import TimeSpentError, UsageError
 from ...run.replay_options import ReplayOptions
 from ..answers import builds_of, reuse_key
 from ..case import Case
+from .bisection import BisectionInterrupted
+from .build_search import Interruptible
 from .probes import probe_jobs
 
 COMMIT_OPTIONS = ReplayOptions(dump=False, profile=False)  # a probe needs its outputs: no dump, no per-op profile
@@ -49,9 +51,15 @@ def commits_between(case: Case, good: str | None, bad: str | None, *, jax_repo: 
     if say:
         say(_opening(plan, found))
     window = _resumed(registry, bundle, plan, manager, say) if resume else None
+    stop = Interruptible()  # Ctrl-C in a probe: the window so far stored, as --max-time's, then the command ends
     with _commit_folder(manager.root) as folder:
-        probe = _commit_probe(registry, bundle, options, manager, plan, ledger, folder, say)
-        answer = _search(registry, bundle, plan, probe, found, jobs or probe_jobs(bundle, options), say, window)
+        probes = _commit_probe(registry, bundle, options, manager, plan, (ledger, stop), folder, say)
+        try:
+            answer = _search(registry, bundle, plan, probes, found, jobs or probe_jobs(bundle, options), say, window)
+        except TimeSpentError:
+            if stop.interrupted:  # at the endpoints: nothing found to store
+                raise BisectionInterrupted(None) from None
+            raise
     if plan.bad_commit is None:
         answer["xla"] = xla_window(plan.repo, plan.good_tag, plan.bad_tag, xla_repo, found)
     else:
@@ -67,6 +75,8 @@ def commits_between(case: Case, good: str | None, bad: str | None, *, jax_repo: 
     answer["answer_id"] = store_commit_bisection(registry, bundle, answer, runs, command,
                                                  reuse_key(registry, "commits", commits_asked(plan), builds))
     answer["command"] = command
+    if stop.interrupted:
+        raise BisectionInterrupted(None)
     return answer
 
 
@@ -109,7 +119,6 @@ def _release_window(case: Case, good: str | None, bad: str | None,
     `ledger`), refused where it found no lowering change, and the JAX repository opened. TimeSpentError where
     --max-time cut that bisection short: stored, the next call goes on from it."""
     from ...envs.jax_commit import open_repo
-    from ...errors import TimeSpentError
     from ..answers import unfinished
 
     ref, manager, progress = case.ref, case.manager, case.progress
@@ -179,15 +188,16 @@ def _commit_folder(root):
     return scratch_dir(root / COMMITS_DIR, RUN_PREFIX)
 
 
-def _search(registry: Registry, bundle: Bundle, plan, probe, found: dict, jobs: int, say,
+def _search(registry: Registry, bundle: Bundle, plan, probes: tuple, found: dict, jobs: int, say,
             window: dict | None = None) -> dict:
-    """The endpoints checked, the commits searched when they agree with the releases (inside `window`, where a
-    stored search cut short had narrowed them), the answer with the first bad commit's changed defaults and its
-    lowering against its parent (the search cut short by --max-time: the window so far, no first bad commit)."""
-    from ...errors import TimeSpentError
+    """The endpoints checked (`probes`: the commit probe, and which commits run over the good release's jaxlib), the
+    commits searched when they agree with the releases (inside `window`, where a stored search cut short had
+    narrowed them), the answer with the first bad commit's changed defaults and its lowering against its parent
+    (the search cut short by --max-time: the window so far, no first bad commit)."""
     from . import commit_bisect as cb
 
-    ends = cb.check_endpoints(plan, probe, found["criterion"], _outputs_differ(registry, bundle))
+    probe, over_good = probes
+    ends = cb.check_endpoints(plan, probe, found["criterion"], _outputs_differ(registry, bundle), over_good)
     criterion = ends["criterion"]
     if say:
         say(f"bisect-commits: {ends['text']}")
@@ -271,11 +281,12 @@ def _outputs_differ(registry: Registry, bundle: Bundle):
     return output_difference(registry, bundle)
 
 
-def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, manager, plan, ledger, folder,
-                  progress):
-    """Labels -> runs: each commit's environment made (JAX at the commit over a released jaxlib it accepts both
-    ways: the good or bad release's, else an older one: envs/jax_commit.ReleasesOver), all replayed retraced and
-    untimed in one probe recorded in the ledger."""
+def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, manager, plan, watch: tuple,
+                  folder, progress):
+    """(labels -> runs, label -> whether it runs over the good release's jaxlib): each commit's environment made
+    (JAX at the commit over a released jaxlib it accepts both ways: the good or bad release's, else an older one:
+    envs/jax_commit.ReleasesOver), all replayed retraced and untimed in one probe recorded in the ledger (`watch`:
+    the ledger and the Interruptible that stops the search on Ctrl-C)."""
     from ...envs.jax_commit import ReleasesOver, commit_environment
     from ...fleet.connect import executor_for
     from ...run.spent import of_runs
@@ -305,8 +316,11 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
                 made[label] = (str(path), f"jaxlib {over.jaxlib_version} (jax {over.jax_version}'s environment)")
         return made[label]
 
+    ledger, stop = watch
     raw = replay_probe(registry, bundle, options, executor=None if registry.store.read_only else executor_for(None),
                        env_manager=manager, progress=progress, mode="retrace")
+
+    @stop.guard
     def replay(paths: list[str], labels: list[str]) -> list[dict]:  # recorded in the ledger by short hashes
         ledger.check("untimed retrace")  # none started that would end past --max-time
         t0 = time.perf_counter()
@@ -315,7 +329,11 @@ def _commit_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, ma
                       of_runs(runs), at_once=len(paths))
         return runs
 
-    return commit_probe(replay, env_of, progress)
+    def over_good(label: str) -> bool:  # read from jax/version.py: nothing is made
+        commit = plan.commit_of(label)
+        return commit is not None and releases.over_first(*plan.repo.versions_at(commit.sha))
+
+    return commit_probe(replay, env_of, progress), over_good
 
 
 def _stablehlo_of(registry: Registry):

@@ -5,6 +5,7 @@ boundary, the defaults that changed there, and its answer stored beside its runs
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Callable
 
 from ...bundle.model import run_label
@@ -15,6 +16,7 @@ from ...run.compare import comparison_of
 from ...run.replay_options import ReplayOptions
 from ..answers import builds_of, reuse_key
 from ..case import Case
+from .bisection import BisectionInterrupted
 from .build_search import Probes, Search
 from .probes import probe_jobs
 
@@ -28,8 +30,10 @@ def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions =
     and its store opened, with `executor` (probe_executor's), the answer stored beside the runs. `ledger`
     (run/spent.Ledger): where the probes are recorded, with the --max-time of the command that calls (a probe that
     would end past it is not started; the search keeps what it had narrowed). `resume`: where the same question's
-    latest stored answer was cut short by --max-time (answers.resumable), each search starts inside the window it
-    had narrowed (answers.resume_windows; said in the result's `resumed`)."""
+    latest stored answer was cut short by --max-time or Ctrl-C (answers.resumable), each search starts inside the
+    window it had narrowed (answers.resume_windows; said in the result's `resumed`). Ctrl-C while a probe runs stops
+    the search as --max-time does: what it had found is stored, then BisectionInterrupted (a KeyboardInterrupt
+    carrying that result; None where nothing was found) ends the call."""
     from ...envs.prefetch import Prefetch
     from ...run.spent import Ledger
 
@@ -41,7 +45,7 @@ def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions =
     jobs = 1 if timed_probes else jobs or probe_jobs(bundle, options)
     asked = bisection_asked(good, bad, mode, by, nightly, options, layer, timed_probes)
     windows = resumed_from(registry, bundle, asked, manager, progress) if resume else []
-    with Prefetch(manager, jobs) as prefetch:
+    with Prefetch(manager, jobs) as prefetch, _interrupted_before_an_answer(probes):
         if nightly:
             search = Search(probes, "frozen" if mode == "auto" else mode, jobs, prefetch.want, by, windows)
             result, comparison = bisect_nightlies(registry, bundle, manager, good, bad, search, options, progress)
@@ -54,14 +58,44 @@ def bisect_releases(case: Case, good: str, bad: str, *, options: ReplayOptions =
             comparison = comparison_of_bisect(registry, bundle, result, run_label(result.runs[good]))
         for change in [result, *result.changes] if layer else []:  # each change's layer, by its own search
             change.layer = layer_of(searches[change.mode], change, probes, timed_probes, (ref, store, options))
-    result.spent = ledger.as_dict()
-    time_left = ledger.left() is None or (ledger.left() or 0.0) > 0
-    # an answer cut short by --max-time (its search, a change, its layer) is stored as `unfinished`: never reused
-    # as an answer, resumed by the next call of the same question (answers.resumable)
-    reuse = reuse_key(registry, "bisect", asked, builds_of(manager, tested_builds(result)))
-    answer_each(registry, bundle, result, (ref, None if mode == "auto" else mode),
-                None if nightly or not time_left else manager, progress, reuse)
+        if probes.stop.interrupted:
+            prefetch.want([])  # nothing more is made ahead: the answer is stored, then Ctrl-C ends the command
+    _store_answer(case, result, (asked, mode, nightly), probes)
     return result, comparison
+
+
+def _store_answer(case: Case, result, asked: tuple[dict, str, bool], probes: Probes) -> None:
+    """The bisection's answer stored (each change's, the headline's last), with where its time went; unfinished
+    where --max-time or Ctrl-C cut it. After Ctrl-C, BisectionInterrupted once it is stored."""
+    registry, bundle = case.where()
+    manager, progress, ledger = case.manager, case.progress, probes.ledger
+    asked_of, mode, nightly = asked
+    result.spent = ledger.as_dict()
+    time_left = (ledger.left() is None or (ledger.left() or 0.0) > 0) and not probes.stop.interrupted
+    # an answer cut short by --max-time or Ctrl-C (its search, its confirmation, a change, its layer) is stored as
+    # `unfinished`: never reused as an answer, resumed by the next call of the same question (answers.resumable)
+    reuse = reuse_key(registry, "bisect", asked_of, builds_of(manager, tested_builds(result)))
+    answer_each(registry, bundle, result, (case.ref, None if mode == "auto" else mode),
+                None if nightly or not time_left else manager, progress, reuse)
+    if probes.stop.interrupted:
+        if progress:
+            progress(f"bisect: interrupted: what was found is stored ({result.answer_id}); the same command again "
+                     "goes on from it")
+        raise BisectionInterrupted(result)
+
+
+@contextmanager
+def _interrupted_before_an_answer(probes: Probes):
+    """Ctrl-C that stopped the search before anything was found to store (the endpoints, the survey): the command
+    ends as Ctrl-C ends it, never as a --max-time spent."""
+    from ...errors import TimeSpentError
+
+    try:
+        yield
+    except TimeSpentError:
+        if probes.stop.interrupted:
+            raise BisectionInterrupted(None) from None
+        raise
 
 
 def resumed_from(registry: Registry, bundle: Bundle, asked: dict, manager, progress) -> list[dict]:
