@@ -81,9 +81,10 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: -MODULE_SECONDS.get(item.path.name, 0))
 
 
-# REPROBUNDLE_TEST_CPU=FILE: each module's CPU seconds (this process's and its reaped children's: the workers, the
-# CLI subprocesses, the releases' environments built) and wall seconds, one JSON line a module, appended to FILE. What
-# a module costs the suite whatever else the machine runs, where its wall time on a loaded machine says little.
+# REPROBUNDLE_TEST_CPU=FILE: each test's and each module's CPU seconds (this process's and its reaped children's: the
+# workers, the CLI subprocesses, the releases' environments built) and wall seconds, one JSON line each, appended to
+# FILE (a module's line comes after its last test's, its fixtures' teardown included). What a test costs the suite
+# whatever else the machine runs, where its wall time on a loaded machine says little.
 _CPU_REPORT = os.environ.get("REPROBUNDLE_TEST_CPU")
 _module_start: dict[str, tuple[float, float]] = {}
 
@@ -100,15 +101,16 @@ def pytest_runtest_protocol(item, nextitem):
     if not _CPU_REPORT:
         yield
         return
+    import json
     import time
 
     name = item.path.name
     _module_start.setdefault(name, (_cpu_now(), time.monotonic()))
+    cpu0, wall0 = _cpu_now(), time.monotonic()
     yield
+    lines = [{"test": item.nodeid, "cpu_s": round(_cpu_now() - cpu0, 1), "wall_s": round(time.monotonic() - wall0, 1)}]
     if nextitem is None or nextitem.path.name != name:  # the module's last test: its fixtures are torn down
-        import json
-
         cpu0, wall0 = _module_start.pop(name)
-        with open(_CPU_REPORT, "a") as f:
-            f.write(json.dumps({"module": name, "cpu_s": round(_cpu_now() - cpu0, 1),
-                                "wall_s": round(time.monotonic() - wall0, 1)}) + "\n")
+        lines.append({"module": name, "cpu_s": round(_cpu_now() - cpu0, 1), "wall_s": round(time.monotonic() - wall0, 1)})
+    with open(_CPU_REPORT, "a") as f:
+        f.writelines(json.dumps(line) + "\n" for line in lines)
