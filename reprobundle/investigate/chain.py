@@ -282,7 +282,7 @@ class _Body:
             return False
         step = out.steps.pop() if name is None else out.steps[before]
         step.started_s = round(at, 3)
-        out.written.append({"at_s": round(at + step.spent_s, 3), "after": after})
+        out.written.append({"at_s": round(time.perf_counter() - self.ledger.started, 3), "after": after})
         return True
 
 
