@@ -299,7 +299,10 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     data = json.loads(out)
     assert (data["first_bad"], data["layer"]) == ("0.5.0", "lowering")
     steps = {s["name"]: s for s in data["steps"]}
-    assert [s["name"] for s in data["steps"]] == ["bisect", "explain", "commits", "minimize", "newest", "issue"]
+    # the headline's chain and its report first (#64), then the rest: its window, the frozen module's time
+    assert [s["name"] for s in data["steps"]][:8] == ["bisect", "explain", "commits", "minimize", "newest", "issue",
+                                                      "search outputs (retraced)", "search time (frozen)"]
+    assert data["left_at_report"] == ["other outputs changes between 0.4.38 and 0.5.1 (retraced)", "time (frozen)"]
     assert steps["commits"]["status"] == "skipped" and "--jax-repo" in steps["commits"]["answer"]  # no clone here
     assert steps["bisect"]["status"] == "answered" and steps["bisect"]["stored"]  # the answer record's id
     # what it looked at and why, in one line: both ways at the endpoints, every kind present, the most severe first
@@ -359,6 +362,37 @@ def test_a_time_change_the_confirmation_does_not_reproduce_is_no_first_bad_relea
     with pytest.raises(UsageError, match="no change stood between the endpoints: time .frozen.: unconfirmed"):
         bisect_each([("frozen", "time")], lambda m, k: bisect(VERSIONS, "0.4.30", "0.8.0", replay_together,
                                                                outputs_differ=_apart, by=k), None, None)
+
+
+def test_the_kinds_are_bisected_one_at_a_time_and_a_later_one_that_fails_is_a_line_not_the_end():
+    """#64: mode_choice.standing_each runs plan's bisections one at a time, each yielded as it ends (investigate
+    reports the first that stands before the next is run); after one stood, a later kind whose bisection fails
+    (a worker that hung: ReplayError) is set aside with why, and the headline is kept; before any stood, the
+    error is the answer."""
+    from reprobundle.errors import ReplayError
+    from reprobundle.investigate.search.mode_choice import bisect_each, standing_each
+
+    replay_together, _ = _replayer(slow_from="0.5.1", bits_from="0.7.0")
+    ran = []
+
+    def run_one(mode, kind):
+        ran.append(kind)
+        if kind == "bits":
+            raise ReplayError("jax 0.7.0: the worker ran past the limit of 61 s for 1 call during phase 'execute'")
+        return bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by=kind)
+
+    set_aside: list[dict] = []
+    steps = standing_each([("frozen", "time"), ("frozen", "bits")], run_one, None, "why", set_aside)
+    at, first = next(steps)
+    assert (at, first.criterion, first.first_bad) == (0, "time", "0.5.1") and ran == ["time"]  # nothing more yet
+    assert list(steps) == [(1, None)] and ran == ["time", "bits"]
+    assert set_aside == [{"criterion": "bits", "mode": "frozen", "why": "not bisected: jax 0.7.0: the worker ran "
+                                                                         "past the limit of 61 s for 1 call during "
+                                                                         "phase 'execute'"}]
+    head = bisect_each([("frozen", "time"), ("frozen", "bits")], run_one, None, "why")
+    assert head.first_bad == "0.5.1" and head.set_aside[0]["why"].startswith("not bisected: jax 0.7.0")
+    with pytest.raises(ReplayError):  # nothing stood before it: the error is the answer
+        bisect_each([("frozen", "bits"), ("frozen", "time")], run_one, None, "why")
 
 
 def _outputs_from(first_bad: str):
@@ -607,7 +641,8 @@ def test_investigate_starts_no_work_past_max_time_and_keeps_what_it_answered(sto
     bisected, *later = data["steps"]
     assert bisected["name"] == "bisect" and bisected["started_s"] == 0.0 and bisected["probes"]
     assert all(p["at_s"] < budget for p in bisected["probes"]), bisected["probes"]
-    assert all(s["started_s"] is None or s["started_s"] < budget for s in later if s["name"] != "issue"), later
+    assert all(s["started_s"] is None or s["started_s"] < budget for s in later
+               if not s["name"].startswith("issue")), later
     if bisected["status"] == "failed":  # the time ran out before any answer
         assert "--max-time 30 s spent" in bisected["answer"]
         assert all(s["status"] == "skipped" for s in later)

@@ -6,6 +6,7 @@ its row of the issue's table; asked again, the stored bisection brings back ever
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,48 @@ import quick
 from reprobundle import api
 
 PROGRAMS = Path(__file__).parent / "programs" / "retrace"
+HEADLINE_STEPS = ["bisect", "explain", "commits", "minimize", "newest", "issue"]  # the headline's chain, its report
+LATER_STEPS = ["explain 0.4.36 (bits)", "commits 0.4.36 (bits)", "newest 0.4.36 (bits)"]  # the later change's
+
+
+@dataclass
+class Stopped:
+    """An investigation stopped by Ctrl-C once its report was written: its exit code, its stderr, and the issue body
+    as it was when the signal was sent."""
+
+    code: int
+    err: str
+    body: str
+
+
+def interrupted_after_the_report(args: list, folder: Path) -> Stopped:
+    """`reprobundle ARGS` in a process of its own, SIGINT to its group (a terminal's Ctrl-C) as soon as its progress
+    says the report was written (the next change's search has begun)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    # SIGINT handled as a terminal session does (a test runner started in the background may ignore it, and an
+    # ignored signal stays ignored across exec; a handled one reverts to the default, which Python then handles)
+    launcher = ("import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                "from reprobundle.cli import run; run()")
+    env = {**os.environ, "REPROBUNDLE_CACHE_DIR": str(folder / "cache")}
+    proc = subprocess.Popen([sys.executable, "-c", launcher, *map(str, args)], start_new_session=True, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines, body, deadline = [], "", time.monotonic() + 900
+    assert proc.stderr is not None
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        lines.append(line)
+        if "report written in" in line or not line:
+            break
+    issue = Path(args[args.index("--issue") + 1])
+    body = issue.read_text() if issue.exists() else ""
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    return Stopped(proc.returncode, "".join(lines) + err, body)
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +65,8 @@ def slower_then_acos(tmp_path_factory):
     made here (tests/jax_history.make_acos_history: 0.4.35's package, then 0.4.36's in four commits, the third the
     one that lowers acos to chlo.acos): 12 laps of its loop from 0.4.35 on where 0.4.34 ran one (slower on any
     machine: JAX's lowering, the loop's trip count), then `jnp.arccos`, whose lowering changed at 0.4.36 (its last
-    bits). (the store, the repository's commits, the investigation's --json answer, the issue file)"""
+    bits). Interrupted by Ctrl-C once the headline's report is written, then run again to its end. (the store, the
+    repository's commits, the second call's --json answer, the issue file, the interrupted call)"""
     from cli_runner import cli
     from jax_history import make_acos_history, site_jax
 
@@ -33,12 +77,14 @@ def slower_then_acos(tmp_path_factory):
     store = folder / "store"
     api.pack_script(str(PROGRAMS / "acos_after_rolls.py"), name="acr", store=str(store), **quick.PACK)
     issue = folder / "acr-issue.md"
-    code, out, err = cli("investigate", "acr", "--good", "0.4.34", "--bad", "0.4.36", "--retrace", "--jax-repo",
-                         repo, "--issue", issue, "--json", store=store)
+    args = ["investigate", "acr", "--good", "0.4.34", "--bad", "0.4.36", "--retrace", "--jax-repo", repo, "--issue",
+            issue]
+    stopped = interrupted_after_the_report([*args, "--store", store], folder)
+    code, out, err = cli(*args, "--json", store=store)
     assert code == 0, err
     found = json.loads(out)
     print({s["name"]: (s["status"], s["spent_s"]) for s in found["steps"]})  # where a slow run spent it
-    return store, shas, found, issue
+    return store, shas, found, issue, stopped
 
 
 @pytest.mark.crossversion
@@ -50,17 +96,17 @@ def test_a_slowdown_and_a_later_lowering_change_of_bits_each_get_their_chain_and
     its parent), the newest release; the issue's table shows that commit on the change's row."""
     from jax_history import ACOS_TITLES
 
-    store, shas, found, issue = slower_then_acos
+    store, shas, found, issue, _ = slower_then_acos
     steps = {s["name"]: s for s in found["steps"]}
-    assert [s["name"] for s in found["steps"]] == [
-        "bisect", "explain", "commits", "explain 0.4.36 (bits)", "commits 0.4.36 (bits)", "minimize", "newest",
-        "newest 0.4.36 (bits)", "issue"]
+    assert [s["name"] for s in found["steps"]] == [*HEADLINE_STEPS, "search bits (retraced)", *LATER_STEPS,
+                                                   "issue 0.4.36 (bits)"]
     assert found["first_bad"] == "0.4.35" and found["layer"] == "lowering" and found["unsettled"] is None
     assert steps["commits"]["status"] == "skipped" and "judged by time" in steps["commits"]["answer"]
     later = steps["commits 0.4.36 (bits)"]
     assert later["status"] == "answered" and f"first bad commit: {shas[2][:10]} {ACOS_TITLES[2]}" in later["answer"]
     assert "--good 0.4.35 --bad 0.4.36" in later["command"]
-    assert {steps[n]["status"] for n in ("explain", "explain 0.4.36 (bits)", "newest 0.4.36 (bits)")} == {"answered"}
+    assert steps["explain"]["status"] == "stored"  # answered before Ctrl-C; the resumed call reused it
+    assert {steps[n]["status"] for n in ("explain 0.4.36 (bits)", "newest 0.4.36 (bits)")} == {"answered"}
     registry = api.open_registry(str(store))
     answers = registry.answers(registry.resolve("acr").ref.bundle_id)
     by_id = {a["answer_id"]: a for a in answers}
@@ -98,12 +144,12 @@ def test_an_investigation_asked_again_reuses_every_change_not_the_headline_alone
     one, nothing replayed."""
     from cli_runner import cli
 
-    store, shas, first, _ = slower_then_acos
+    store, shas, first, _, _ = slower_then_acos
     code, out, err = cli("investigate", "acr", "--good", "0.4.34", "--bad", "0.4.36", "--retrace", "--jax-repo",
                          store.parent / "jax", "--issue", tmp_path / "again.md", "--json", store=store)
     assert code == 0, err
     again = {s["name"]: s for s in json.loads(out)["steps"]}
-    assert list(again) == [s["name"] for s in first["steps"]]
+    assert list(again) == [*HEADLINE_STEPS, *LATER_STEPS]  # nothing left to search, nothing new to write again
     assert {n: s["status"] for n, s in again.items()} == {
         "bisect": "stored", "explain": "stored", "commits": "skipped", "explain 0.4.36 (bits)": "stored",
         "commits 0.4.36 (bits)": "stored", "minimize": "skipped", "newest": "stored", "newest 0.4.36 (bits)": "stored",
@@ -113,3 +159,76 @@ def test_an_investigation_asked_again_reuses_every_change_not_the_headline_alone
                                                                    "commits 0.4.36 (bits)"))
     assert shas[2][:10] in again["commits 0.4.36 (bits)"]["answer"]
     assert f"`{shas[2][:10]}`" in (tmp_path / "again.md").read_text()
+
+
+@pytest.mark.crossversion
+def test_the_headline_is_reported_before_the_next_change_is_searched_and_ctrl_c_then_keeps_it(slower_then_acos):
+    """#64: the slowdown's whole chain and its issue body come first; only then is the bits change searched. Ctrl-C
+    once the report was written leaves that body (atomically written: whole) and the headline's stored answer,
+    `unfinished` with what was left; the next call takes the headline as it is (no probe, no timing again) and
+    searches only the bits, its first probe after its own report's body was written, and writes the body again
+    with the second row."""
+    store, shas, found, issue, stopped = slower_then_acos
+    # interrupted in the second search: the body of all that was answered, the headline's alone
+    assert stopped.code == 130 and stopped.err.rstrip().endswith("interrupted"), stopped.err[-2000:]
+    assert "report written in" in stopped.err and "; still to search: bits (retraced)\n" in stopped.err
+    assert "slower from jax 0.4.35" in stopped.body and "0.4.36 (last good 0.4.35)" not in stopped.body
+    registry = api.open_registry(str(store))
+    bundle = registry.resolve("acr")
+    bisections = [a for a in registry.answers(bundle.ref.bundle_id) if a["kind"] == "bisection" and a.get("reuse")]
+    staged = bisections[0]["answer"]  # the interrupted call's: the headline, and what it had not searched yet
+    assert (staged["criterion"], staged["first_bad"], staged["cut_at"]) == ("time", "0.4.35", "kinds")
+    assert staged["unfinished"].endswith("still to search: bits (retraced)") and "changes" not in staged
+    assert [(s["criterion"], s["mode"], s.get("unfinished")) for s in staged["set_aside"]] == [
+        ("bits", "retrace", True)]
+    # resumed: the headline taken as stored, the bits searched after this call's own report was written
+    steps = {s["name"]: s for s in found["steps"]}
+    assert steps["bisect"]["status"] == "stored" and not steps["bisect"]["probes"]
+    assert "resumed from the search stored" in steps["bisect"]["answer"], steps["bisect"]["answer"]
+    assert found["left_at_report"] == ["bits (retraced)"]
+    report = steps["issue"]
+    assert found["report_written_s"] == pytest.approx(report["started_s"] + report["spent_s"], abs=0.2)
+    search = steps["search bits (retraced)"]
+    assert search["probes"] and found["report_written_s"] <= search["started_s"] <= search["probes"][0]["at_s"]
+    assert not [p for p in search["probes"] if p["what"].split()[0] in ("timed", "confirm", "screen")], \
+        search["probes"]  # the slowdown was not timed again
+    assert "bits changed at 0.4.36 (last good 0.4.35" in search["answer"]
+    # the body written again once the later change was answered: both rows, the headline still first
+    assert [w["after"] for w in found["written"]][-1] == "newest 0.4.36 (bits)"
+    assert steps["issue 0.4.36 (bits)"]["started_s"] > steps["newest 0.4.36 (bits)"]["started_s"]
+    body = issue.read_text()
+    assert "slower from jax 0.4.35" in body and f"`{shas[2][:10]}`" in body
+    final = [a for a in bisections if a["answer_id"] == steps["bisect"]["stored"]][0]["answer"]
+    assert final["unfinished"] is None and final["cut_at"] is None and len(final["changes"]) == 2
+    assert final["confirmation"] == staged["confirmation"]  # the headline's own answer, extended
+
+
+@pytest.mark.crossversion
+def test_a_step_that_hangs_is_one_line_and_the_report_and_the_issue_are_still_written(tmp_path):
+    """#64 item 5: tests/programs/retrace/hangs_in_explain.py hangs on jax 0.5.0 only under explain's per-pass dump
+    (its loop's bound is read when traced), so the bisection answers (its numbers change at 0.5.0: threefry) and
+    explain's evidence hangs, for real, until the worker's call limit kills it. The step is one line with the
+    release, the phase and the seconds; the chain goes on: the newest release, the report and the issue body."""
+    from cli_runner import cli
+
+    store = tmp_path / "store"
+    api.pack_script(str(PROGRAMS / "hangs_in_explain.py"), name="hie", store=str(store), **quick.PACK)
+    issue, report = tmp_path / "hie-issue.md", tmp_path / "investigation.md"
+    code, out, err = cli("investigate", "hie", "--good", "0.4.38", "--bad", "0.5.0", "--retrace", "--by", "outputs",
+                         "--issue", issue, "--report", report, "--json", store=store)
+    assert code == 0, err
+    found = json.loads(out)
+    steps = {s["name"]: s for s in found["steps"]}
+    assert list(steps) == HEADLINE_STEPS and found["first_bad"] == "0.5.0"
+    explain = steps["explain"]
+    assert explain["status"] == "failed", explain
+    (death,) = explain["failure"]["deaths"]
+    assert (death["release"], death["how"], death["phase"], death["times"]) == ("0.5.0", "hung", "execute", 1)
+    assert death["seconds"] >= 60  # the call limit: 100 x the reference's call, + 60 s
+    assert explain["answer"].startswith(f"jax 0.5.0 hung in 'execute' for {death['seconds']:.0f} s: ")
+    assert "the candidate did not run (timeout" in explain["answer"] and explain["spent_s"] >= 60
+    # the chain went on: the newest release, the issue body, the report with the failed step's line
+    assert steps["newest"]["status"] in ("answered", "skipped") and steps["issue"]["status"] == "answered"
+    assert found["report_written_s"] >= explain["started_s"] + explain["spent_s"] and found["left_at_report"] == []
+    assert "from jax 0.5.0 (last good 0.4.38" in issue.read_text()
+    assert "| explain | failed |" in report.read_text() and "jax 0.5.0 hung in 'execute' for" in report.read_text()

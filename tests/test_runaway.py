@@ -223,3 +223,26 @@ def test_a_release_without_memory_analysis_skips_the_check_and_says_so():
     needs, _ = memory_needs(compiled)
     assert needs is not None and needs["output_bytes"] == 256 * 256 * 4 and needs["argument_bytes"] == 256 * 4
     assert check_module_fits(compiled, "cpu") is None  # 256 KiB fits
+
+
+def test_how_a_worker_ended_is_read_back_with_its_release_phase_and_seconds():
+    """#64 item 5: a step that failed because a worker hung or crashed is said in one line from how run/ said the
+    worker's end (run/worker_launch.death_text, WorkerProcess's timeout): the release (named, or the side of the
+    pair), the phase, the seconds, how many times."""
+    from reprobundle.investigate.chain import death_line, deaths_of
+    from reprobundle.run.worker_launch import Ended, death_text
+
+    hung = ("the worker ran past the limit of 63.2 s for 7 calls (100 x the reference's median call of 32.1 us, + 60 "
+            "s) during phase 'execute' and was killed")
+    explain = f"gp-linalg@1: the candidate did not run (timeout: {hung})"
+    (death,) = deaths_of(explain, ["0.9.2", "0.10.0"])
+    assert death_line(death) == "jax 0.10.0 hung in 'execute' for 63 s"
+    twice = f"the baseline did not run (timeout: {hung}); the candidate did not run (timeout: {hung}); " \
+            f"jax 0.10.0: {hung}"
+    assert [death_line(d) for d in deaths_of(twice, ["0.9.2", "0.10.0"])] == [
+        "jax 0.9.2 hung in 'execute' for 63 s", "jax 0.10.0 hung in 'execute' for 63 s, twice"]
+    crashed = death_text(Ended(-6, 300 << 20), "load", "LLVM ERROR: Trying to register different dialects\n",
+                         memory_limit_bytes=None)
+    (death,) = deaths_of(f"jax 0.4.35: {crashed}", ["0.4.34"])
+    assert death_line(death) == "jax 0.4.35 crashed (SIGABRT) in 'load'"
+    assert deaths_of("the module worker of 0.4.35 did not start: no environment", ["0.4.35"]) == []

@@ -156,9 +156,19 @@ def test_outputs_that_change_at_two_releases_are_two_changes_each_answered_whole
     # the newest release beside its own last good one
     steps = {s.name: s for s in out.steps}
     names = [s.name for s in out.steps]
-    assert names[:5] == ["bisect", "explain", "commits", "explain 0.5.1 (outputs)", "commits 0.5.1 (outputs)"]
-    assert {"minimize", "newest", "newest 0.5.1 (outputs)"} <= set(names) and names[-1] == "issue"
-    assert len(names) == 3 + 3 * len(head["changes"])  # bisect, minimize, issue; explain, commits, newest each
+    # the headline's chain and its report first (#64), then the rest of its window, the later change's chain and
+    # the body written again
+    assert names == ["bisect", "explain", "commits", "minimize", "newest", "issue", "search outputs (retraced)",
+                     "explain 0.5.1 (outputs)", "commits 0.5.1 (outputs)", "newest 0.5.1 (outputs)",
+                     "issue 0.5.1 (outputs)"]
+    # the headline's body was written before the rest of its window was searched: the second change's search and
+    # each of its probes started after it (the steps' recorded starts, the body's written time)
+    rest = steps["search outputs (retraced)"]
+    assert out.report_written_s is not None and out.left_at_report == [
+        "other outputs changes between 0.4.38 and 0.5.1 (retraced)"]
+    assert steps["issue"].started_s < out.report_written_s <= rest.started_s
+    assert rest.probes and all(p["at_s"] >= out.report_written_s for p in rest.probes)
+    assert [w["after"] for w in out.written][-2:] == ["newest", "newest 0.5.1 (outputs)"]
     assert steps["explain"].status == steps["explain 0.5.1 (outputs)"].status == "answered"
     assert "--jax 0.5.0 --jax 0.5.1" in steps["explain 0.5.1 (outputs)"].command
     explained = {(a["answer"]["baseline"].split()[0], a["answer"]["candidate"].split()[0]) for a in answers

@@ -157,9 +157,11 @@ def investigate(ref: str, good: str, bad: str, *, store: str | None = None, max_
                 progress: Callable[[str], None] | None = None, mode: str = "auto",
                 by: str | None = None, jax_repo: str | None = None, again: bool = False):
     """`reprobundle investigate`: investigate/chain.py's chain on `ref` between releases `good` and `bad` (or a JAX
-    commit `bad`), an Investigation; the issue body written to `issue_path` (default NAME-issue.md in the current
-    folder). `mode` ("auto", "frozen", "retrace") and `by` (None, "outputs", "bits", "time") direct the bisection
-    as bisect's do. `jax_repo`: a clone of JAX (a folder or URL) for the first bad commit and the release notes
+    commit `bad`), an Investigation: the headline's whole chain and its issue body first (`report_written_s`), then
+    the other changes, each written into the body as it lands; the body written to `issue_path` (default
+    NAME-issue.md in the current folder), atomically, as answers come. A step that fails is one line (`failure`).
+    `mode` ("auto", "frozen", "retrace") and `by` (None, "outputs", "bits", "time") direct the bisection as bisect's
+    do. `jax_repo`: a clone of JAX (a folder or URL) for the first bad commit and the release notes
     (default: a clone an earlier `bisect-commits` left in the cache; none is made). A step whose answer is stored
     for the same question and builds is reused unless `again` (chain.py)."""
     from ..investigate.chain import investigate as chain

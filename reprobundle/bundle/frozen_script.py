@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
 import shlex
 import zlib
@@ -529,12 +530,30 @@ def hlo_texts(registry: Registry, bundle: Bundle) -> dict[str, str]:
 
 
 def write_text(path: Path, text: str) -> None:
-    """`text` written to `path`, or one UsageError saying why it cannot be (no such folder, a folder, no right)."""
+    """`text` written to `path` atomically (a temporary file beside it, renamed over it: a reader sees the old text or
+    the new one, never part of it; a signal's watchdog removes the temporary file), or one UsageError saying why it
+    cannot be (no such folder, a folder, no right)."""
+    from ..errors import space_for
+    from ..store.base import make_temp_file, unlink_quietly
+    from ..store.watchdog import track, untrack
+
+    tmp = None
     try:
-        path.write_text(text, encoding="utf-8")
+        with space_for(path.parent, len(text), f"writing {path.name}"):
+            fd, tmp = make_temp_file(path.parent, f".{path.name}.part-")
+            track(tmp)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(tmp, path)
     except OSError as e:
+        if isinstance(e, ReproBundleError):  # a full disk: said as such
+            raise
         raise UsageError(f"cannot write {path}: {e.strerror or e}",
                          hint="give the path of a file in a folder that exists") from None
+    finally:
+        if tmp is not None:
+            unlink_quietly(tmp)
+            untrack(tmp)
 
 
 def file_stem(bundle: Bundle) -> str:

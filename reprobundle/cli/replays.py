@@ -470,9 +470,10 @@ def investigate(
     store: Optional[str] = StoreOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """From "it broke between --good and --bad" to the issue body: bisect every change the endpoints show (the most
-    severe first), the layer, explain and minimize where the compiler changed, the issue; each answer kept as it
-    comes."""
+    """From "it broke between --good and --bad" to the issue body, the change you asked about first: the most severe
+    change the endpoints show bisected, its layer, explain, first bad commit, minimize, the newest release and the
+    issue body; then every other change, the body written again as each lands. Each answer kept as it comes: Ctrl-C
+    or --max-time leaves the body of all that was answered, and the next call goes on."""
     from .. import api
     from ..render import investigation as investigation_render
     from ..render import listing as report

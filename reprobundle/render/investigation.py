@@ -14,6 +14,7 @@ def to_markdown(data: dict) -> str:
              f"**{md(data.get('layer') or 'undecided')}**.", "",
              *([f"Chosen: {md(data['chosen'])}.", ""] if data.get("chosen") else []),
              *([f"{md(data['unsettled'])}.", ""] if data.get("unsettled") else []),
+             *([f"{md(report_line(data))}.", ""] if report_line(data) else []),
              "| step | status | time | answer |", "| --- | --- | --- | --- |"]
     lines += [f"| {md(s['name'])} | {md(s.get('reused') or s['status'])} | {s['spent_s']:.0f} s | {md(s['answer'])} |"
               for s in data["steps"]]
@@ -24,6 +25,16 @@ def to_markdown(data: dict) -> str:
         if s.get("command"):
             lines += ["", "Rerun alone:", "", *fence(s["command"], "bash")]
     return "\n".join(lines) + "\n"
+
+
+def report_line(data: dict) -> str | None:
+    """`Report written in 74 s; then searched: bits (retraced)`: when the headline's issue body was written, and
+    what was searched after it (None: none was written)."""
+    if data.get("report_written_s") is None:
+        return None
+    left = data.get("left_at_report") or []
+    return f"Report written in {data['report_written_s']:.0f} s" + (
+        f"; then searched: {', '.join(str(x) for x in left)}" if left else "")
 
 
 def to_html(data: dict) -> str:
@@ -42,5 +53,6 @@ def to_html(data: dict) -> str:
             "white-space:pre-wrap}</style></head><body>"
             f"<h1>{title}</h1><p>First bad release: <b>{e(str(data.get('first_bad') or 'not found'))}</b>; layer: "
             f"<b>{e(str(data.get('layer') or 'undecided'))}</b>.</p>"
+            + (f"<p>{e(report_line(data) or '')}.</p>" if report_line(data) else "") +
             f"<table><tr><th>step</th><th>status</th><th>time</th><th>answer</th></tr>{rows}</table>"
             f"{sections}</body></html>\n")

@@ -413,6 +413,10 @@ def investigation_text(data: dict) -> str:
         lines.append(_t(f"  chosen: {data['chosen']}", 1000))
     if data.get("unsettled"):  # the headline slowdown explain's own measurement did not settle
         lines.append(_t(f"  {data['unsettled']}", 1000))
+    if data.get("report_written_s") is not None:  # the headline's body, before anything else was searched
+        from .investigation import report_line
+
+        lines.append(_t(f"  {report_line(data)}", 600))
     for step in data["steps"]:
         spent = f" ({step['spent_s']:.0f} s)" if step["spent_s"] else ""
         lines.append(_t(f"  {step['name']}: {step.get('reused') or step['status']}{spent}: {step['answer']}", 600))

@@ -1,6 +1,7 @@
 """Progress of long commands (pack, replay, bisect, capture) on stderr: the phase, the time elapsed and an estimate
-of the time left. On a terminal it is a live rich display (one line that updates, phase changes kept above it);
-elsewhere (a pipe, a CI log) plain lines, each with the elapsed time and the ETA.
+of the time left. On a terminal it is a live rich display (one line that updates, phase changes kept above it, and
+every line of a phase that is news of its own: investigate's "report written in 74 s"); elsewhere (a pipe, a CI log)
+plain lines, each with the elapsed time and the ETA.
 
 The work reports through a plain callable taking a line; a `logs.Status` line also says its phase and how many
 units (rounds) of how many are done, which is what the ETA is computed from.
@@ -15,6 +16,7 @@ from typing import Any, TextIO
 from ..text import cut
 
 _TAGGED = ("environment", "fetch")  # phases of lines that do not say it themselves (lower layers' plain lines)
+_KEPT = ("report",)  # phases whose every line stays above the live line (investigate's "report written in 74 s")
 
 
 def clock(seconds: float) -> str:
@@ -79,7 +81,7 @@ class Progress:
     def _show_plain(self, line: str, phase: str) -> None:
         head = f"[{clock(time.monotonic() - self.started)}{self._tail()}]"
         text = f"{head} {phase}: {line}" if phase in _TAGGED and not line.startswith(phase) else f"{head} {line}"
-        if len(text) > self.width:
+        if len(text) > self.width and phase not in _KEPT:  # news of its own is said whole
             text = text[: self.width - 1] + "…"
         print(text, file=self.stream, flush=True)
 
@@ -100,7 +102,7 @@ class Progress:
                                       redirect_stdout=False, redirect_stderr=False)
             self._rich.start()
             self._task = self._rich.add_task("", total=None, count="", eta="")
-        if phase and phase != self._phase:
+        if phase and (phase != self._phase or phase in _KEPT):
             self._rich.console.print(f"[dim]{clock(time.monotonic() - self.started)}[/dim] {_escape(line)}",
                                      highlight=False)
         self._phase = phase or self._phase

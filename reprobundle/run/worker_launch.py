@@ -6,6 +6,7 @@ kind of worker starts here: a job's (execution.WorkerProcess), a shared one's (s
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -122,6 +123,35 @@ def death_text(ended: Ended, phase: str | None, stderr_tail: str, *, memory_limi
     return (f"the worker died of {ended.how}{where}"
             f"{memory_said(ended, stderr_tail, memory_limit_bytes=memory_limit_bytes, oom_kills_before=oom_kills_before)}"
             + ("; its stderr ended: " + " | ".join(lines) if lines else "; it wrote nothing to stderr"))
+
+
+# How a worker's end is worded where it is said (death_text above; run/execution.py's WorkerProcess outcomes: past a
+# phase's limit, past its working time, killed by a signal, exited without a result; run/module_server.py's), read
+# back by deaths_said: the hang or crash, the seconds, the phase.
+_HUNG = re.compile(r"ran past (?:the limit of (?P<calls>[\d.]+) s|the (?:load|compile) limit of (?P<phase_limit>"
+                   r"[\d.]+) s)|did not finish within (?P<within>[\d.]+) s|stopped answering")
+_CRASHED = re.compile(r"(?:killed by|died of) (?P<signal>SIG[A-Z0-9]+|signal \d+)|exited with code (?P<code>-?\d+)")
+_PHASE = re.compile(r"phase '(?P<phase>[^']+)'|via route '")
+
+
+def deaths_said(text: str) -> list[dict]:
+    """Each worker end that `text` (a run's reason, an error's message, several joined) says, in order:
+    {"at": where in `text`, "how": "hung" (it ran past a limit or stopped answering, and was killed) or "crashed",
+    "seconds": the limit it ran past (None where not said), "signal": "SIGABRT" or "exit 3" (crashed), "phase": the
+    phase it was in ("compile" while loading and compiling via a route; None where not said)}."""
+    found = sorted([*_HUNG.finditer(text), *_CRASHED.finditer(text)], key=lambda m: m.start())
+    out = []
+    for k, match in enumerate(found):
+        clause = text[match.start():found[k + 1].start() if k + 1 < len(found) else len(text)]
+        phase = _PHASE.search(clause)
+        limit = match.groupdict().get("calls") or match.groupdict().get("phase_limit") or \
+            match.groupdict().get("within")
+        code = match.groupdict().get("code")
+        out.append({"at": match.start(), "how": "crashed" if match.re is _CRASHED else "hung",
+                    "seconds": float(limit) if limit else None,
+                    "signal": match.groupdict().get("signal") or (f"exit {code}" if code else None),
+                    "phase": (phase.group("phase") or "compile") if phase else None})
+    return out
 
 
 def memory_said(ended: Ended, stderr_tail: str, *, memory_limit_bytes: int | None,

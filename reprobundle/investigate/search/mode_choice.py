@@ -27,11 +27,11 @@ A bundle without a program is bisected frozen, and the sentence says why it coul
 from __future__ import annotations
 
 import time
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ...analysis.time_screen import screen
 from ...analysis.verdict import paired_log_ratios
-from ...errors import TimeSpentError, UsageError
+from ...errors import ReproBundleError, TimeSpentError, UsageError
 from .bisection import (
     BEYOND,
     BITS_ONLY,
@@ -203,29 +203,55 @@ def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], 
     the answer; several that all fall: one UsageError that says each. `screen_time(mode)` (`time_screen` over a
     probe of that mode): with `by` unset and another kind among the steps, the time step runs only where that screen
     sees a slowdown beyond its noise."""
-    found: list[BisectResult] = []
     set_aside: list[dict] = []
-    screened = screen_time if by is None and any(kind != "time" for _, kind in steps) else None
+    found = [r for _, r in standing_each(steps, run_one, by, why, set_aside, progress,
+                                         screened(steps, by, screen_time)) if r is not None]
+    return _headline(found, set_aside)
+
+
+def screened(steps: Sequence[tuple[str, str]], by: str | None,
+             screen_time: Callable[[str], dict] | None) -> Callable[[str], dict] | None:
+    """`screen_time` where the time step is screened (by unset, and another kind among the steps), else None."""
+    return screen_time if by is None and any(kind != "time" for _, kind in steps) else None
+
+
+def standing_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult], by: str | None,
+                  why: str | None, set_aside: list[dict], progress: Callable[[str], None] | None = None,
+                  screen_time: Callable[[str], dict] | None = None, stood: bool = False
+                  ) -> Iterator[tuple[int, BisectResult | None]]:
+    """bisect_each one step at a time (investigate's headline first: search/headline_first.py): each of `plan`'s
+    bisections run in order, each yielded as it ends with its index in `steps`: its result where its answer stands,
+    else None, what it examined and is no regression appended to `set_aside`. `screen_time`: the time step's screen,
+    already `screened`. Before any stood (`stood`: one stood before these steps), --max-time (TimeSpentError) and a
+    lone step's error are raised; after, a step --max-time left, and those after it, are set aside `unfinished`, and
+    one that failed otherwise (a worker that hung or died, a release that would not install) is set aside with why:
+    the answer already found is kept."""
     for at, (mode, kind) in enumerate(steps):
         try:
-            outcome = _run_step(mode, kind, run_one, len(steps) == 1, progress, screened)
+            outcome = _run_step(mode, kind, run_one, len(steps) == 1 and not stood, progress, screen_time)
         except TimeSpentError as e:  # the bisections before it are kept; this one and those after are said
-            if not found:
+            if not stood:
                 raise
             set_aside += [{"criterion": k, "mode": m, "why": f"not bisected: {e.message}", "unfinished": True}
                           for m, k in steps[at:]]
-            break
+            return
+        except ReproBundleError as e:
+            if not stood or isinstance(e, OSError):  # a full disk is the machine's, not this kind's
+                raise
+            outcome = {"criterion": kind, "mode": mode, "why": f"not bisected: {e.message}"[:2000]}
         if isinstance(outcome, dict):
             set_aside.append(outcome)
+            yield at, None
             continue
         _as_chosen(outcome, mode, why, None if by is not None else kind)
         if standing(outcome):
-            found.append(outcome)
+            stood = True
+            yield at, outcome
             continue
         set_aside.append(unconfirmed(outcome))
         if progress:
             progress(f"bisect: {kind} ({mode}): {set_aside[-1]['why']}")
-    return _headline(found, set_aside)
+        yield at, None
 
 
 def _as_chosen(result: BisectResult, mode: str, why: str | None, chosen_kind: str | None) -> None:
@@ -260,9 +286,7 @@ def _headline(found: list[BisectResult], set_aside: list[dict]) -> BisectResult:
     """The first change that stood, with the others as its `also` and what is no regression as its `set_aside`;
     none: one UsageError that says each."""
     if not found:
-        raise UsageError("no change stood between the endpoints: " + "; ".join(
-            f"{s['criterion']} ({s['mode']}): {s['why']}" for s in set_aside),
-            hint="replay with more --rounds, or pick other endpoints")
+        raise nothing_stood(set_aside)
     head, others = found[0], found[1:]
     head.also += [also_entry(r) for r in others]
     head.also_runs = [run for r in others for run in [*r.runs.values(), *r.confirm_runs]]
@@ -272,3 +296,10 @@ def _headline(found: list[BisectResult], set_aside: list[dict]) -> BisectResult:
         head.unfinished = f"--max-time spent before {', '.join(cut)} was examined"
         head.cut_at = "kinds"
     return head
+
+
+def nothing_stood(set_aside: list[dict]) -> UsageError:
+    """The answer where no bisection's change stood: one UsageError that says each kind examined."""
+    return UsageError("no change stood between the endpoints: " + "; ".join(
+        f"{s['criterion']} ({s['mode']}): {s['why']}" for s in set_aside),
+        hint="replay with more --rounds, or pick other endpoints")

@@ -244,42 +244,73 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
     (one line each), and what was examined and is no regression (a speedup, no settled change, a time change the
     confirmation did not reproduce) its `set_aside`. `windows`: where a search cut short stored had narrowed each
     (resumed_from)."""
-    from ...run.replay_options import screen_options
-    from ...run.retrace import retrace_refusal
-    from .mode_choice import plan, survey, time_screen
-    from .probes import output_difference
-    from .window_changes import every_change, split
+    from .window_changes import every_change
 
-    good, bad = ends
-    versions, left_out = manager.available_versions(), manager.left_out_versions()
-    steps, why = [(mode, str(by))], None
-    if mode == "auto" or by is None:
-        refusal = retrace_refusal(probes.args[1].manifest) if mode == "auto" else None
-        modes = [mode] if mode != "auto" else ["frozen"] + ([] if refusal else ["retrace"])
-        compare = output_difference(*probes.args)
-        steps, why = plan(survey(good, bad, {m: probes.probe(m, timed=False) for m in modes}, compare), by, refusal)
-        if progress:
-            progress(f"bisect: {why}")
-    searches = {}
-
-    def run_one(step_mode: str, kind: str):
-        searches[step_mode] = Search(probes, step_mode, jobs, ahead, kind, windows)
-        return searches[step_mode].run(versions, good, bad, progress, left_out=left_out)
-
-    def screen_time(step_mode: str) -> dict:  # whether the frozen module also got slower: a bounded screen
-        return time_screen(good, bad, probes.fresh(step_mode, "screen", screen_options(probes.options)))
-
-    def split_one(found):  # each change of its kind in the window its own (window_changes.py)
-        probe = probes.probe(found.mode, timed=False)
-        timed = (probes.probe(found.mode), probes.fresh(found.mode, "confirm"))  # a slowdown's sub-windows
-        return split(found, versions, probe, output_difference(*probes.args), progress, timed)
-
+    steps, why = planned(probes, mode, by, ends, progress)
+    kinds = KindSearches(probes, jobs, ahead, manager, progress, windows)
     try:
-        head, *others = every_change(steps, run_one, split_one, by, why, progress, screen_time)
+        head, *others = every_change(steps, lambda m, k: kinds.run(m, k, ends), kinds.split, by, why, progress,
+                                     lambda m: kinds.screen(m, ends))
     except UsageError as e:  # an answer that tells nothing apart says what was tried
         raise with_tried(e, why) from None
     head.changes = others
-    return head, searches
+    return head, kinds.searches
+
+
+def planned(probes: Probes, mode: str, by: str | None, ends: tuple[str, str],
+            progress: Callable[[str], None] | None) -> tuple[list[tuple[str, str]], str | None]:
+    """(the bisections to run as (mode, criterion), the most severe first; why in one line, None where told both):
+    told both the mode and the criterion, that one; else the endpoints run untimed in each mode (mode_choice.survey;
+    their runs are each bisection's first probe) and mode_choice.plan's answer."""
+    from ...run.retrace import retrace_refusal
+    from .mode_choice import plan, survey
+    from .probes import output_difference
+
+    if mode != "auto" and by is not None:
+        return [(mode, str(by))], None
+    good, bad = ends
+    refusal = retrace_refusal(probes.args[1].manifest) if mode == "auto" else None
+    modes = [mode] if mode != "auto" else ["frozen"] + ([] if refusal else ["retrace"])
+    compare = output_difference(*probes.args)
+    steps, why = plan(survey(good, bad, {m: probes.probe(m, timed=False) for m in modes}, compare), by, refusal)
+    if progress:
+        progress(f"bisect: {why}")
+    return steps, why
+
+
+class KindSearches:
+    """The searches of one window's kinds of change over the releases here, each bisection by its own Search
+    (`searches`, by mode, for the layer at its boundary): `run` one of mode_choice.plan's bisections, `screen` the
+    time screen (mode_choice.time_screen: whether the frozen module also got slower), `split` a bisection that stood
+    into the changes its window holds (window_changes.split with the mode's probes)."""
+
+    def __init__(self, probes: Probes, jobs: int, ahead, manager, progress: Callable[[str], None] | None,
+                 windows: list[dict] | None = None):
+        self.probes, self.jobs, self.ahead, self.progress, self.windows = probes, jobs, ahead, progress, windows
+        self.versions, self.left_out = manager.available_versions(), manager.left_out_versions()
+        self.searches: dict[str, Search] = {}
+
+    def run(self, mode: str, kind: str, ends: tuple[str, str]):
+        self.searches[mode] = Search(self.probes, mode, self.jobs, self.ahead, kind, self.windows)
+        return self.searches[mode].run(self.versions, *ends, self.progress, left_out=self.left_out)
+
+    def search(self, mode: str) -> Search:
+        """The mode's search: the one `run` made, else one made now (the layer of a change a stored answer holds)."""
+        return self.searches.setdefault(mode, Search(self.probes, mode, self.jobs, self.ahead, None, self.windows))
+
+    def screen(self, mode: str, ends: tuple[str, str]) -> dict:
+        from ...run.replay_options import screen_options
+        from .mode_choice import time_screen
+
+        return time_screen(*ends, self.probes.fresh(mode, "screen", screen_options(self.probes.options)))
+
+    def split(self, found) -> list:
+        from .probes import output_difference
+        from .window_changes import split
+
+        probe = self.probes.probe(found.mode, timed=False)
+        timed = (self.probes.probe(found.mode), self.probes.fresh(found.mode, "confirm"))  # a slowdown's sub-windows
+        return split(found, self.versions, probe, output_difference(*self.probes.args), self.progress, timed)
 
 
 def bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, search: Search,
