@@ -214,6 +214,9 @@ def _reach_result(release: str, b: str, slow: dict | None, fixed: dict | None, m
     if fixed is not None and fixed.get("side") == "bad":  # with it, still like the confirmed change's first bad end
         return {"result": IGNORED, "text": f"{release}: accepted and ignored (the flag parses; with it the time is "
                                            f"still the change's: {ratio_text(fixed)} of {b}'s)"}
+    if fixed is not None and fixed.get("side") == "good":  # most of the change undone, not all of it (shown slower)
+        return {"result": PARTLY, "text": f"{release}: helps partly ({ratio_text(fixed)} of {b}'s time"
+                                          f"{restored_basis(fixed, b, release)})"}
     return _by_move(release, b, fixed, moved)
 
 
