@@ -204,3 +204,15 @@ def make_acos_history(repo: Path, old: Path, new: Path) -> list[str]:
     shas.append(_commit(repo, ACOS_TITLES[3]))
     _git(repo, "tag", "jax-v0.4.36")
     return shas
+
+
+def publish_notes(repo: Path, version: str, notes: str) -> str:
+    """A commit on the main line whose CHANGELOG.md opens with `notes` (a `## ` section of JAX's notes) before the
+    rest, tagged jax-v`version` (the tag moved there): the notes as JAX's tag of that release holds them. Its hash."""
+    path = repo / "CHANGELOG.md"
+    head, _, rest = path.read_text().partition("\n## ")
+    path.write_text(f"{head}\n{notes.rstrip()}\n\n## {rest}")
+    sha = _commit(repo, f"Release notes of {version}")
+    retag(repo, f"jax-v{version}", sha)
+    return sha
+

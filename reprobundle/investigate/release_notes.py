@@ -1,6 +1,13 @@
 """Whether a change is documented as intended: JAX's release notes (CHANGELOG.md at the release's tag, from a JAX git
 repository; for a commit window, which has no bad release, its `## Unreleased` section at the commit) read for the
-entries that name the changed option, flag or function.
+entries that name the changed option, flag or function, under whatever heading of the notes they sit ("Bug fixes",
+"Changes", "Deprecations", ...).
+
+The notes of a release are where a maintainer reads them: its own section (`## jax 0.4.31`, `## JAX 0.7.2 (...)`:
+JAX capitalised its headings from 0.6.0), which JAX's tag of the release often does not have yet: at jax-v0.7.2 and
+jax-v0.10.0 the release's notes are still the `## Unreleased` section (renamed after the tag), so that section at the
+release's own tag is its notes where the tag has no section of the release; a local clone also reads the release's
+section as the newest release's tag publishes it.
 
 The repository is one the user names (`issue --jax-repo PATH|URL`: a clone, or a URL cloned shallowly at the tag
 into a temporary folder), else the clone `bisect-commits` keeps beside the environments (`jax-repo.git`). Nothing is fetched
@@ -60,7 +67,7 @@ def release_sections(changelog: str, release: str) -> str:
     """The text of the changelog's sections of `release`: `## jax 0.5.0 (...)` and `## jaxlib 0.5.0 (...)`; for
     UNRELEASED, the `## Unreleased` section (the coming release's notes)."""
     heading = re.compile(r"^##\s+Unreleased\b", re.I) if release == UNRELEASED else \
-        re.compile(r"^##\s+(jax|jaxlib)\s+v?" + re.escape(release) + r"(\s|\(|$)")
+        re.compile(r"^##\s+(jax|jaxlib)\s+v?" + re.escape(release) + r"(\s|\(|$)", re.I)
     out, keep = [], False
     for line in changelog.splitlines():
         if line.startswith("## "):
@@ -68,6 +75,13 @@ def release_sections(changelog: str, release: str) -> str:
         elif keep:
             out.append(line)
     return "\n".join(out)
+
+
+def notes_at_tag(changelog: str, release: str) -> str:
+    """The notes of `release` in CHANGELOG.md as its own tag holds it: its sections, or, where the tag has none, the
+    `## Unreleased` section (JAX tags a release before it renames that section)."""
+    own = release_sections(changelog, release)
+    return own if own.strip() else release_sections(changelog, UNRELEASED)
 
 
 def entries(section: str, limit: int = QUOTE_CHARS) -> list[str]:
@@ -91,9 +105,14 @@ def _plain(text: str, limit: int = QUOTE_CHARS) -> str:
     return clean(text, limit)
 
 
+ALIASES = {"jax.numpy.": "jnp.", "jax.lax.": "lax."}  # how JAX's notes often spell a function (`jnp.arccos`)
+
+
 def naming(items: Sequence[str], names: Sequence[str]) -> list[str]:
-    """The items that name one of `names` as a whole word (an XLA flag with or without its `--`)."""
+    """The items that name one of `names` as a whole word (an XLA flag with or without its `--`; a function of
+    jax.numpy or jax.lax also by its usual alias: `jnp.arccos`)."""
     wanted = [n.lstrip("-") for n in names if n and len(n.lstrip("-")) >= 3]
+    wanted += [alias + n[len(full):] for n in wanted for full, alias in ALIASES.items() if n.startswith(full)]
     found = []
     for item in items:
         if any(re.search(r"(?<![\w.])" + re.escape(n) + r"(?![\w])", item) for n in wanted):
@@ -120,8 +139,39 @@ def documented(repo: str | None, release: str, names: Sequence[str], commits: Se
     text = changelog_at(where, release)
     if text is None:
         return []
-    return [f"documented in the {release} release notes: {item}"
-            for item in naming(entries(release_sections(text, release)), names)]
+    items = entries(notes_at_tag(text, release)) + entries(release_sections(published_changelog(where) or "", release))
+    return [f"documented in the {release} release notes: {item}" for item in naming(list(dict.fromkeys(items)), names)]
+
+
+def local_clone(repo: str | None) -> JaxRepo | None:
+    """The JAX repository here: `repo` where it is a folder holding a clone, else the clone `bisect-commits` keeps
+    in the cache (found_repo); None where there is none (nothing is cloned)."""
+    where = repo if repo and "://" not in repo and not repo.startswith("git@") else found_repo()
+    if not where:
+        return None
+    try:
+        return JaxRepo(git_dir_of(where, "--jax-repo", "a clone of JAX"), "")
+    except ReproBundleError:
+        return None
+
+
+def release_tags(clone: JaxRepo) -> list[tuple[str, str]]:
+    """(release, tag) of the clone's release tags (`jax-vX`), oldest first."""
+    from ..envs.versions import version_key
+
+    try:
+        tags = clone.git("tag", "--list", "jax-v*").split()
+    except ReproBundleError:
+        return []
+    return sorted(((t[len("jax-v"):], t) for t in tags), key=lambda found: version_key(found[0]))
+
+
+def published_changelog(repo: str) -> str | None:
+    """CHANGELOG.md at the newest release tag of a local clone (`jax-vX`: the notes as JAX publishes them, each
+    release's under its own heading); None for a URL or where it cannot be read."""
+    clone = local_clone(repo) if "://" not in repo and not repo.startswith("git@") else None
+    tags = release_tags(clone) if clone is not None else []
+    return clone.file_at(tags[-1][1], "CHANGELOG.md") if clone is not None and tags else None
 
 
 ENTRY_CHARS = 1200  # a commit's own entry is quoted whole (its workaround often ends it): cut only past this
