@@ -372,6 +372,34 @@ def test_a_releases_notes_are_its_own_section_whatever_its_case_else_the_unrelea
     assert naming(older, ["jax.random.randint"]) == []
 
 
+def test_a_commits_entry_the_releases_tag_holds_under_unreleased_is_said_under_the_heading_jax_published(tmp_path):
+    """The first bad commit adds its entry under `## Unreleased`; the release's tag still holds it there, and the
+    next release's tag publishes it under the release's own heading: the heading said is the published one."""
+    import subprocess
+
+    from reprobundle.envs.jax_commit import JaxRepo
+    from reprobundle.investigate.release_notes import commit_notes
+
+    repo = tmp_path / "jax"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    notes = repo / "CHANGELOG.md"
+    entry = "`jax.random.randint` is less biased. To restore the old behavior, set `jax_safer_randint` to `False`."
+    shas = []
+    for text, tag in (("# Change log\n\n## JAX 0.7.1\n\n* An older entry.\n", "jax-v0.7.1"),
+                      (f"# Change log\n\n## Unreleased\n\n* Bug fixes\n  * {entry}\n\n## JAX 0.7.1\n\n* An older "
+                       "entry.\n", "jax-v0.7.2"),
+                      (f"# Change log\n\n## JAX 0.7.2 (September 16, 2025)\n\n* Bug fixes\n  * {entry}\n\n## JAX "
+                       "0.7.1\n\n* An older entry.\n", "jax-v0.8.0")):
+        notes.write_text(text)
+        subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True)
+        for args in (["add", "CHANGELOG.md"], ["commit", "-qm", tag], ["tag", tag]):
+            subprocess.run(git + args, check=True)
+        shas.append(subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip())
+    found = commit_notes(JaxRepo(repo / ".git", ""), shas[1], "0.7.2")
+    assert found is not None and found["entry"] == entry and found["heading"] == "JAX 0.7.2 (September 16, 2025)"
+
+
 def test_the_functions_called_on_a_changed_line_by_their_full_names():
     from reprobundle.investigate.release_notes import called_names
 

@@ -229,8 +229,9 @@ def commit_notes(repo: JaxRepo, sha: str, release: str | None, at: str | None = 
     """What the first bad commit `sha` documents: the entry it adds to CHANGELOG.md (the first, where it adds
     several, naming a function: the first that gives a workaround), its workaround, and where the notes carry it:
     CHANGELOG.md at `release`'s tag (the release the change shipped in), or, with no release (a commit window),
-    at the commit `at`, under whatever heading it sits there. {"entry", "workaround", "release", "at", "heading",
-    "commit"}; None where the commit adds no entry."""
+    at the commit `at`, under whatever heading it sits there (where the release's tag still holds it under
+    `## Unreleased`, the heading the newest release's tag gives it). {"entry", "workaround", "release", "at",
+    "heading", "commit"}; None where the commit adds no entry."""
     found = added_entries(repo, sha)
     if not found:
         return None
@@ -238,8 +239,13 @@ def commit_notes(repo: JaxRepo, sha: str, release: str | None, at: str | None = 
     text = None
     with contextlib.suppress(ReproBundleError):
         text = repo.file_at(repo.tag_of(release) if release else (at or sha), "CHANGELOG.md")
+    heading = heading_of(text, entry) if text else None
+    if release and (heading is None or heading.lower().startswith(UNRELEASED.lower())):  # the tag's not yet renamed
+        tags = release_tags(repo)
+        published = repo.file_at(tags[-1][1], "CHANGELOG.md") if tags else None
+        heading = (heading_of(published, entry) if published else None) or heading
     return {"entry": entry, "workaround": workaround_of(entry), "release": release, "commit": sha,
-            "at": None if release else (at or sha), "heading": heading_of(text, entry) if text else None}
+            "at": None if release else (at or sha), "heading": heading}
 
 
 def found_repo() -> str | None:
