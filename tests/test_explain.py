@@ -606,6 +606,71 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
 
 
 @pytest.mark.crossversion
+def test_a_workarounds_reach_runs_to_the_newest_release_and_names_the_release_and_commit_that_removed_it(tmp_path):
+    """#63: `jax.random.randint` changed at 0.7.2 (`jax_safer_randint` on by default); its workaround,
+    `jax.config.update("jax_safer_randint", False)`, is deprecated by 0.7.2 itself, was removed in 0.9.0 (a9dac1167d
+    in JAX's history) and is unknown on 0.12.1. The reach of that workaround, asked for 0.8.0 and the newest
+    release: 0.8.0 measured (tests/programs/retrace/randint8.py, by outputs), 0.12.1 told gone before any replay
+    (its release facts list no such option; the pasted line raises there), the releases' own deprecation warning,
+    and the release and commit that removed it from a JAX repository made here (tests/jax_history.py, over 0.8.0's
+    and 0.12.1's config.py); without a repository, what the releases checked can say."""
+    import functools
+    from pathlib import Path
+
+    from jax_history import RANDINT_TITLES, make_option_removal_history, site_jax
+
+    from reprobundle.investigate.explain.default_experiments import DefaultChange, experiment_spec, workaround_lines
+    from reprobundle.investigate.explain.explanation import recorded
+    from reprobundle.investigate.explain.release_reach import GONE, ReachAsk, reach
+    from reprobundle.investigate.explain.setting_life import removal
+    from reprobundle.investigate.search.probes import output_difference
+    from reprobundle.render.change_table import reach_text
+    from reprobundle.run.compare import comparison_of
+    from reprobundle.run.contenders import RETRACE, ContenderSpec
+    from reprobundle.run.replay import replay
+    from reprobundle.run.replay_options import ReplayOptions
+    from reprobundle.run.spent import Ledger
+
+    manager = api.environment_manager()
+    repo = tmp_path / "jax"
+    shas = make_option_removal_history(repo, site_jax(manager.ensure("0.8.0")), site_jax(manager.ensure("0.12.1")))
+    store = str(tmp_path / "store")
+    api.pack_script(str(Path(__file__).parent / "programs" / "retrace" / "randint8.py"), name="randint8", store=store,
+                    **quick.PACK)
+    registry, bundle = api.resolve("randint8", store)
+    change = DefaultChange("option", "jax_safer_randint", False, True, "0.7.1", "0.7.2", "bool")
+    assert workaround_lines(change)["config"] == 'jax.config.update("jax_safer_randint", False)'
+    ask = ReachAsk(ContenderSpec("0.5.3", RETRACE), ContenderSpec("0.7.2", RETRACE), "outputs",
+                   lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
+                   output_difference(registry, bundle), ["0.8.0", "0.12.1"], str(repo))
+    replay_fn = recorded(Ledger(None), functools.partial(replay, registry, bundle, env_manager=manager))  # explain's
+    found = reach(manager, change, experiment_spec(change, ContenderSpec("0.7.2"), RETRACE), replay_fn,
+                  ReplayOptions(), "cpu", ask)
+    rows = {r["release"]: r for r in found["releases"]}
+    assert set(rows) == {"0.8.0", "0.12.1"}, found
+    assert rows["0.8.0"]["result"] not in (GONE, "failed"), rows  # measured: it ran with the option set
+    assert rows["0.12.1"]["result"] == GONE and "Unrecognized config option: jax_safer_randint" in rows["0.12.1"]["text"]
+    said = found["said"]
+    assert (said["0.8.0"]["defined"], said["0.12.1"]["defined"]) == (True, False)  # the release facts
+    assert (said["0.7.2"]["accepted"], said["0.8.0"]["accepted"], said["0.12.1"]["accepted"]) == (True, True, False)
+    warning = ("DeprecationWarning: The jax_safer_randint configuration is deprecated in JAX v0.7.2 and will be removed "
+               "in JAX v0.9.0.")
+    assert found["deprecated"] == {"releases": ["0.7.2", "0.8.0"], "said": warning,
+                                   "text": f'deprecated: 0.7.2, 0.8.0 warn when it is set (JAX: "{warning}")'}
+    removed = found["removed"]
+    assert (removed["release"], removed["commit"], removed["title"]) == ("0.9.0", shas[1], RANDINT_TITLES[1])
+    assert removed["text"] == (f"removed in 0.9.0 ({shas[1][:10]}): on 0.12.1 the option is unknown (AttributeError: "
+                               "Unrecognized config option: jax_safer_randint)")
+    assert found["text"].endswith(f"{found['deprecated']['text']}; {removed['text']}"), found["text"]
+    report = reach_text(found)
+    assert report is not None and report.endswith(f"{found['deprecated']['text']}; {removed['text']}"), report
+    # without a repository: what the releases checked say (0.12.1 is not the release after 0.8.0)
+    alone = removal(said, change, None, manager.available_versions())
+    assert alone is not None and alone["release"] is None and alone["text"].startswith(
+        "removed after 0.8.0, by 0.12.1: on 0.12.1 the option is unknown (AttributeError: ")
+
+
+@pytest.mark.crossversion
 def test_explain_retraces_by_itself_and_names_the_prng_option_that_flipped_in_0_5_0(tmp_path):
     from pathlib import Path
 
@@ -733,6 +798,10 @@ def test_the_reach_is_measured_on_the_windows_releases_after_the_first_bad_one()
     assert window_releases(tested, "0.4.33") == ["0.4.34", "0.6.0", "0.8.0"]
     assert window_releases(["0.4.31", "0.4.33", "0.4.35"], "0.4.33") == ["0.4.35"]
     assert window_releases(["0.4.31", "0.4.33"], "0.4.33") is None
+    # and the newest release, where a maintainer checks it (#63): the window's end is not the reach's
+    assert window_releases(tested, "0.4.33", "0.12.1") == ["0.4.34", "0.6.0", "0.8.0", "0.12.1"]
+    assert window_releases(["0.4.31", "0.4.33"], "0.4.33", "0.12.1") == ["0.12.1"]
+    assert window_releases(tested, "0.4.33", "0.8.0") == ["0.4.34", "0.6.0", "0.8.0"]
 
 
 @pytest.mark.crossversion

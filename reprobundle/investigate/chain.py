@@ -125,7 +125,7 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
                       for name in ("explain", "commits", "minimize", "newest", "issue")]
         return out
     for change in [result, *result.changes]:  # every change in the window answered whole, the headline first
-        _started(out, ledger, _explain_step, out, change, case, left(), again)
+        _started(out, ledger, _explain_step, out, change, case, left(), again, jax_repo)
         # the first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not)
         _started(out, ledger, _commit_step, out, change, case, left(), jax_repo, again)
         _of_change(out.steps[-2:], change, result)
@@ -253,7 +253,8 @@ def _bisect_answer(result, chosen: str) -> str:
     return "; ".join(said) + f"; chosen: {chosen}"
 
 
-def _explain_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
+def _explain_step(out: Investigation, result, case: Case, left: float | None, again: bool,
+                  jax_repo: str | None = None) -> None:
     from ..run.contenders import ContenderSpec
     from ..run.replay_options import replay_options
     from .explain.release_reach import window_releases
@@ -266,7 +267,8 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None, ag
     if result.last_good == result.first_bad:
         out.steps.append(Step("explain", "skipped", "the bisection found no boundary to explain", command=command))
         return
-    specs, reach = [ContenderSpec(v) for v in pair], window_releases(result.classes, result.first_bad)
+    specs = [ContenderSpec(v) for v in pair]
+    reach = window_releases(result.classes, result.first_bad, _newest(case, result.first_bad))
     budget = EXPLAIN_OPTIONS.max_time_s if left is None else min(left, EXPLAIN_OPTIONS.max_time_s or left)
     options = replay_options(None, {"max_time_s": max(budget or 1.0, 1.0)}, base=EXPLAIN_OPTIONS)
     ends = confirmed_ends(result) if by == "time" else None
@@ -282,7 +284,8 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None, ag
         out.steps.append(Step("explain", "left", _no_time(left), command=command))
         return
     try:
-        found, spent = _timed(lambda: explain_between(case, specs, options, mode=mode, by=by, reach=reach))
+        found, spent = _timed(lambda: explain_between(case, specs, options, mode=mode, by=by, reach=reach,
+                                                      jax_repo=jax_repo))
     except TimeSpentError as e:  # not even its evidence could end within --max-time: the next call runs it
         out.steps.append(Step("explain", "left", f"{e.message}: the next `investigate` runs it", command=command))
         return
@@ -291,6 +294,16 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None, ag
         return
     out.steps.append(Step("explain", "answered", found["diagnosis"]["summary"], spent, command, found["answer_id"]))
     _settled_again(out, result, found.get("regression"))
+
+
+def _newest(case: Case, first_bad: str) -> str | None:
+    """The newest release of the index (newest.py's), where it is later than `first_bad`; None where none is read."""
+    from .report.newest import newest_release
+
+    try:
+        return newest_release(case.manager.available_versions(), first_bad)
+    except Exception:  # noqa: BLE001 - no index to read: the window's releases alone
+        return None
 
 
 def _settled_again(out: Investigation, result, regression: dict | None) -> None:
