@@ -167,11 +167,17 @@ def release_tags(clone: JaxRepo) -> list[tuple[str, str]]:
 
 
 def published_changelog(repo: str) -> str | None:
-    """CHANGELOG.md at the newest release tag of a local clone (`jax-vX`: the notes as JAX publishes them, each
-    release's under its own heading); None for a URL or where it cannot be read."""
+    """CHANGELOG.md at the newest release tag of `repo` where it is a local clone (newest_changelog); None for a URL
+    or where it cannot be read."""
     clone = local_clone(repo) if "://" not in repo and not repo.startswith("git@") else None
-    tags = release_tags(clone) if clone is not None else []
-    return clone.file_at(tags[-1][1], "CHANGELOG.md") if clone is not None and tags else None
+    return newest_changelog(clone) if clone is not None else None
+
+
+def newest_changelog(clone: JaxRepo) -> str | None:
+    """CHANGELOG.md at the clone's newest release tag (`jax-vX`): the notes as JAX publishes them, each release's
+    under its own heading."""
+    tags = release_tags(clone)
+    return clone.file_at(tags[-1][1], "CHANGELOG.md") if tags else None
 
 
 ENTRY_CHARS = 1200  # a commit's own entry is quoted whole (its workaround often ends it): cut only past this
@@ -241,8 +247,7 @@ def commit_notes(repo: JaxRepo, sha: str, release: str | None, at: str | None = 
         text = repo.file_at(repo.tag_of(release) if release else (at or sha), "CHANGELOG.md")
     heading = heading_of(text, entry) if text else None
     if release and (heading is None or heading.lower().startswith(UNRELEASED.lower())):  # the tag's not yet renamed
-        tags = release_tags(repo)
-        published = repo.file_at(tags[-1][1], "CHANGELOG.md") if tags else None
+        published = newest_changelog(repo)
         heading = (heading_of(published, entry) if published else None) or heading
     return {"entry": entry, "workaround": workaround_of(entry), "release": release, "commit": sha,
             "at": None if release else (at or sha), "heading": heading}
