@@ -656,7 +656,7 @@ def test_a_workarounds_reach_runs_to_the_newest_release_and_names_the_release_an
     warning = ("DeprecationWarning: The jax_safer_randint configuration is deprecated in JAX v0.7.2 and will be removed "
                "in JAX v0.9.0.")
     assert found["deprecated"] == {"releases": ["0.7.2", "0.8.0"], "said": warning,
-                                   "text": f'deprecated: 0.7.2, 0.8.0 warn when it is set (JAX: "{warning}")'}
+                                   "text": f"deprecated: 0.7.2, 0.8.0 warn when it is set (JAX says: {warning})"}
     removed = found["removed"]
     assert (removed["release"], removed["commit"], removed["title"]) == ("0.9.0", shas[1], RANDINT_TITLES[1])
     assert removed["text"] == (f"removed in 0.9.0 ({shas[1][:10]}): on 0.12.1 the option is unknown (AttributeError: "

@@ -60,8 +60,8 @@ def gone_text(release: str, change: DefaultChange, entry: dict) -> str:
 
 def deprecation(said: dict[str, dict], change: DefaultChange) -> dict | None:
     """Where releases that take the setting warn when it is set: {"releases", "said": the first one's words,
-    "text": `deprecated: 0.7.2, 0.8.0 warn when it is set (JAX: "DeprecationWarning: ...")`}; None where none
-    does."""
+    "text": `deprecated: 0.7.2, 0.8.0 warn when it is set (JAX says: DeprecationWarning: ...)`}; None where none
+    does (the words as the release prints them: XLA's own open with a quoted flag name)."""
     warned = sorted((v for v, e in said.items() if e.get("accepted") and e.get("said")), key=version_key)
     if not warned:
         return None
@@ -69,7 +69,7 @@ def deprecation(said: dict[str, dict], change: DefaultChange) -> dict | None:
     who = "XLA" if change.kind == "flag" else "JAX"
     verb = "warns" if len(warned) == 1 else "warn"
     return {"releases": warned, "said": words,
-            "text": f"deprecated: {', '.join(warned)} {verb} when it is set ({who}: \"{words}\")"}
+            "text": f"deprecated: {', '.join(warned)} {verb} when it is set ({who} says: {words})"}
 
 
 def removal(said: dict[str, dict], change: DefaultChange, clone: Any, available: Sequence[str] | None) -> dict | None:
