@@ -53,9 +53,10 @@ def noun(change: DefaultChange) -> str:
 
 
 def gone_text(release: str, change: DefaultChange, entry: dict) -> str:
-    """`0.12.1: the option is unknown there (AttributeError: Unrecognized config option: jax_safer_randint)`."""
+    """`0.12.1: the option is unknown (AttributeError: Unrecognized config option: jax_safer_randint): the
+    workaround stops working there`."""
     why = f" ({entry['error']})" if entry.get("error") else ""
-    return f"{release}: {noun(change)} is unknown there{why}: the workaround stops working there"
+    return f"{release}: {noun(change)} is unknown{why}: the workaround stops working there"
 
 
 def deprecation(said: dict[str, dict], change: DefaultChange) -> dict | None:
