@@ -242,4 +242,55 @@ def make_gelu_history(repo: Path, old: Path) -> list[str]:
     assert text.count(GELU_BEFORE) == 1, "jax 0.4.33's nn/functions.py computes gelu another way than expected"
     nn.write_text(text.replace(GELU_BEFORE, GELU_AFTER))
     shas.append(_commit(repo, GELU_TITLES[2]))
+
+
+def publish_notes(repo: Path, version: str, notes: str) -> str:
+    """A commit on the main line whose CHANGELOG.md opens with `notes` (a `## ` section of JAX's notes) before the
+    rest, tagged jax-v`version` (the tag moved there): the notes as JAX's tag of that release holds them. Its hash."""
+    path = repo / "CHANGELOG.md"
+    head, _, rest = path.read_text().partition("\n## ")
+    path.write_text(f"{head}\n{notes.rstrip()}\n\n## {rest}")
+    sha = _commit(repo, f"Release notes of {version}")
+    retag(repo, f"jax-v{version}", sha)
+    return sha
+
+
+CONFIG = "_src/config.py"
+RANDINT_TITLES = ["Tidy an unrelated module", "[dep] remove deprecated `jax_safer_randint` configuration for JAX v0.9.0",
+                  "Prepare for JAX release 0.9.0", "Sync to 0.12.1's configuration"]
+_SAFER_RANDINT = re.compile(r"def _safer_randint_deprecation.*?validator=_safer_randint_deprecation\n\)\n", re.S)
+
+
+def make_option_removal_history(repo: Path, old: Path, new: Path) -> list[str]:
+    """The removal of the JAX option `jax_safer_randint`, as JAX's history has it (a9dac1167d, in 0.9.0), over the
+    `jax/` folders of 0.8.0 (`old`) and 0.12.1 (`new`), with only their jax/_src/config.py:
+
+        tag jax-v0.8.0  0.8.0's config.py (it defines the option, deprecated since 0.7.2)
+        r1  another file changed
+        r2  config.py without the option (the removal)
+        r3  "Prepare for JAX release 0.9.0", tagged jax-v0.9.0
+        r4  0.12.1's config.py, tagged jax-v0.12.1
+
+    The commits' hashes, r1 first."""
+    repo.mkdir(parents=True)
+    _git(repo, "init", "-q", "-b", "main")
+    config = repo / "jax" / CONFIG
+    config.parent.mkdir(parents=True)
+    text = (old / CONFIG).read_text()
+    config.write_text(text)
+    (repo / "CHANGELOG.md").write_text(CHANGELOG)
+    _commit(repo, "jax 0.8.0")
+    _git(repo, "tag", "jax-v0.8.0")
+    (config.parent / "tidy.py").write_text("TIDY = True\n")
+    shas = [_commit(repo, RANDINT_TITLES[0])]
+    removed, count = _SAFER_RANDINT.subn("", text)
+    assert count == 1 and "'jax_safer_randint'" not in removed, "0.8.0 defines jax_safer_randint another way"
+    config.write_text(removed)
+    shas.append(_commit(repo, RANDINT_TITLES[1]))
+    (repo / "CHANGELOG.md").write_text(CHANGELOG.replace("## jax 0.4.30", "## JAX 0.9.0 (January 20, 2026)\n\n## jax 0.4.30"))
+    shas.append(_commit(repo, RANDINT_TITLES[2]))
+    _git(repo, "tag", "jax-v0.9.0")
+    config.write_text((new / CONFIG).read_text())
+    shas.append(_commit(repo, RANDINT_TITLES[3]))
+    _git(repo, "tag", "jax-v0.12.1")
     return shas

@@ -353,6 +353,53 @@ def test_the_release_notes_sections_and_entries():
         "`jax.numpy.einsum` now defaults to `optimize='auto'`."]
 
 
+def test_a_releases_notes_are_its_own_section_whatever_its_case_else_the_unreleased_one_at_its_tag():
+    """#63: JAX capitalised its headings from 0.6.0 (`## JAX 0.7.2 (...)`), and its tag of a release often still
+    holds that release's notes under `## Unreleased` (jax-v0.7.2, jax-v0.10.0): both are the release's notes, under
+    whatever heading of them an entry sits ("Bug fixes"); a jnp or lax function is named by its alias too."""
+    from reprobundle.investigate.release_notes import entries, naming, notes_at_tag
+
+    at_tag = ("# Change log\n\n## Unreleased\n\n* Bug fixes\n  * `jax.random.randint` now produces a less-biased "
+              "distribution for 8-bit and\n    16-bit integer types. To restore the previous biased behavior, you may "
+              "temporarily set\n    the `jax_safer_randint` configuration to `False`.\n\n## JAX 0.7.1 (August 20, "
+              "2025)\n\n* Changes:\n  * `jnp.arccos` is lowered another way.\n")
+    items = entries(notes_at_tag(at_tag, "0.7.2"))
+    assert naming(items, ["jax.random.randint"]) == naming(items, ["jax_safer_randint"]) == [
+        "`jax.random.randint` now produces a less-biased distribution for 8-bit and 16-bit integer types. To restore "
+        "the previous biased behavior, you may temporarily set the `jax_safer_randint` configuration to `False`."]
+    older = entries(notes_at_tag(at_tag, "0.7.1"))  # its own section, capitalised
+    assert naming(older, ["jax.numpy.arccos"]) == ["`jnp.arccos` is lowered another way."]
+    assert naming(older, ["jax.random.randint"]) == []
+
+
+def test_a_commits_entry_the_releases_tag_holds_under_unreleased_is_said_under_the_heading_jax_published(tmp_path):
+    """The first bad commit adds its entry under `## Unreleased`; the release's tag still holds it there, and the
+    next release's tag publishes it under the release's own heading: the heading said is the published one."""
+    import subprocess
+
+    from reprobundle.envs.jax_commit import JaxRepo
+    from reprobundle.investigate.release_notes import commit_notes
+
+    repo = tmp_path / "jax"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    notes = repo / "CHANGELOG.md"
+    entry = "`jax.random.randint` is less biased. To restore the old behavior, set `jax_safer_randint` to `False`."
+    shas = []
+    for text, tag in (("# Change log\n\n## JAX 0.7.1\n\n* An older entry.\n", "jax-v0.7.1"),
+                      (f"# Change log\n\n## Unreleased\n\n* Bug fixes\n  * {entry}\n\n## JAX 0.7.1\n\n* An older "
+                       "entry.\n", "jax-v0.7.2"),
+                      (f"# Change log\n\n## JAX 0.7.2 (September 16, 2025)\n\n* Bug fixes\n  * {entry}\n\n## JAX "
+                       "0.7.1\n\n* An older entry.\n", "jax-v0.8.0")):
+        notes.write_text(text)
+        subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True)
+        for args in (["add", "CHANGELOG.md"], ["commit", "-qm", tag], ["tag", tag]):
+            subprocess.run(git + args, check=True)
+        shas.append(subprocess.run(git + ["rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip())
+    found = commit_notes(JaxRepo(repo / ".git", ""), shas[1], "0.7.2")
+    assert found is not None and found["entry"] == entry and found["heading"] == "JAX 0.7.2 (September 16, 2025)"
+
+
 def test_the_functions_called_on_a_changed_line_by_their_full_names():
     from reprobundle.investigate.release_notes import called_names
 

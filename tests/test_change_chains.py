@@ -232,3 +232,42 @@ def test_a_step_that_hangs_is_one_line_and_the_report_and_the_issue_are_still_wr
     assert found["report_written_s"] >= explain["started_s"] + explain["spent_s"] and found["left_at_report"] == []
     assert "from jax 0.5.0 (last good 0.4.38" in issue.read_text()
     assert "| explain | failed |" in report.read_text() and "jax 0.5.0 hung in 'execute' for" in report.read_text()
+
+
+# jax 0.4.36's notes as JAX's tag of a release holds them (the section not yet renamed from "Unreleased", as at
+# jax-v0.7.2, whose "Bug fixes" list the randint change and `jax_safer_randint`)
+ACOS_NOTES = """## Unreleased
+
+* Changes:
+  * Something else entirely.
+
+* Bug fixes
+  * {func}`jax.numpy.arccos` is now lowered to `chlo.acos`, whose results are
+    more accurate near -1 and 1.
+"""
+
+
+@pytest.mark.crossversion
+def test_the_release_notes_of_the_release_a_change_shipped_in_make_its_row_documented(slower_then_acos, tmp_path):
+    """#63: the release notes of 0.4.36 (at its tag, still under "Unreleased", the entry under "Bug fixes") name
+    `jax.numpy.arccos`, the function the program calls on the line whose lowering changed there: the row of that
+    change says documented, with the line; the slowdown's row, which they do not name, says nothing. Without the
+    entry, nothing is said."""
+    import shutil
+
+    from jax_history import publish_notes
+
+    from reprobundle.investigate.report.issue_facts import issue_data
+
+    store, shas, _, _, _ = slower_then_acos
+    repo = tmp_path / "jax"
+    shutil.copytree(store.parent / "jax", repo)
+    before = issue_data("acr", store=str(store), jax_repo=str(repo))["changes"]
+    assert [r["intended"] for r in before] == [None, None]
+    publish_notes(repo, "0.4.36", ACOS_NOTES)
+    rows = issue_data("acr", store=str(store), jax_repo=str(repo))["changes"]
+    assert (rows[1]["release"], rows[1]["function"]) == ("0.4.36", "jax.numpy.arccos")
+    assert rows[1]["intended"].startswith("documented in the 0.4.36 release notes"), rows[1]
+    assert rows[1]["intended"].endswith(": `jax.numpy.arccos` is now lowered to `chlo.acos`, whose results are more "
+                                        "accurate near -1 and 1."), rows[1]
+    assert rows[0]["intended"] is None

@@ -15,7 +15,7 @@ import re
 import secrets
 import subprocess
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..errors import ReplayError
 from ..text import clean
@@ -86,6 +86,70 @@ def _probe(env: JaxEnvironment) -> dict:
         for name, entry in _help_flags(env, environ).items():
             out["xla_flags"].setdefault(name, entry)
     return out
+
+
+SAID_FILE = "setting-said.json"
+SETTING_TIMEOUT_S = 120
+_LOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [\w.-]+:\d+\] ")  # absl's: W1206 17:29:33.605 31457 f.cc:1079]
+
+
+def setting_said(env: JaxEnvironment, kind: str, name: str, value: Any) -> dict:
+    """What the release in `env` says when a flag ("flag": `--NAME=VALUE` in XLA_FLAGS) or a JAX option ("option":
+    `jax.config.update(NAME, VALUE)`) is set as a user pastes it, with one compile after: {"accepted": whether it
+    ran, "said": [its own words about the setting: a deprecation warning, XLA's "is no longer supported"], "error":
+    the refusal as the release words it ("AttributeError: Unrecognized config option: jax_safer_randint", "Unknown
+    flag in XLA_FLAGS: --xla_x=false"), "cached"}. Cached beside the environment, per setting."""
+    from ..analysis.release_delta import flag_value
+
+    shown = f"--{name}={flag_value(value)}" if kind == "flag" else f"{name}={json.dumps(value)}"
+    key = json.dumps({**_key(env), "setting": [kind, shown]}, sort_keys=True)
+    cache = env.path / SAID_FILE if env.path is not None else None
+    stored: dict = {}
+    if cache is not None:
+        with contextlib.suppress(OSError, ValueError):
+            stored = json.loads(cache.read_text())
+            if isinstance(stored.get(key), dict):
+                return {**stored[key], "cached": True}
+    said = _said(env, kind, name, value, shown)
+    if cache is not None:
+        with contextlib.suppress(OSError):
+            tmp = cache.with_name(f"{SAID_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+            tmp.write_text(json.dumps({**(stored if isinstance(stored, dict) else {}), key: said}, sort_keys=True))
+            os.replace(tmp, cache)
+    return {**said, "cached": False}
+
+
+def _said(env: JaxEnvironment, kind: str, name: str, value: Any, shown: str) -> dict:
+    environ, isolation = _probe_environment(env)
+    if kind == "flag":
+        environ["XLA_FLAGS"] = shown
+    try:
+        done = subprocess.run([str(env.python_executable), isolation, str(PROBE), "--setting", kind, name,
+                               json.dumps(value)], capture_output=True, text=True, timeout=SETTING_TIMEOUT_S,
+                              env=environ)
+    except subprocess.TimeoutExpired:
+        raise ReplayError(f"jax {env.jax_version}: setting {shown} took over {SETTING_TIMEOUT_S} s") from None
+    return _said_of(done, kind, name)
+
+
+def _said_of(done: subprocess.CompletedProcess, kind: str, name: str) -> dict:
+    """setting_said's answer from the probe's output: its JSON, and the lines of stderr (XLA's log, its prefix left
+    out) that name the setting; no JSON: XLA aborted on the flag, or the release could not start."""
+    lines = [_LOG_PREFIX.sub("", line).strip() for line in done.stderr.splitlines()]
+    try:
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"accepted": False, "said": [], "error": clean(_refusal(lines, name, done.returncode), 300)}
+    words = name.removeprefix("jax_") if kind == "option" else name  # JAX's warnings name `safer_randint` too
+    said = [w for w in found.get("warnings") or [] if words in w] + [line for line in lines if name in line]
+    return {"accepted": bool(found.get("accepted")), "said": [clean(w, 300) for w in dict.fromkeys(said)],
+            "error": clean(found["error"], 300) if found.get("error") else None}
+
+
+def _refusal(lines: list[str], name: str, code: int) -> str:
+    """XLA's words where it aborts on a flag (`Unknown flag in XLA_FLAGS: --xla_x=false`), else the last lines."""
+    return next((line for line in lines if "Unknown flag" in line or name in line), None) or " ".join(lines[-2:]) \
+        or f"exit {code}"
 
 
 _HELP_LINE = re.compile(r"^\s*--(xla_[a-z0-9_]+)=(\S*)\s+(bool|int32|int64|float|string)\b", re.M)

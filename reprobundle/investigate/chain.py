@@ -190,7 +190,7 @@ class _Chain:
         each that answered something new (the first after the bisection itself)."""
         out, case, left = self.out, self.case, self.ledger.left
         self.body.write(None, "bisect")
-        _started(out, self.ledger, _explain_step, out, result, case, left(), self.again)
+        _started(out, self.ledger, _explain_step, out, result, case, left(), self.again, self.jax_repo)
         self._written()
         # the first bad commit, for a change in JAX's lowering (commit_search.py decides whether and says why not)
         _started(out, self.ledger, _commit_step, out, result, case, left(), self.jax_repo, self.again)
@@ -219,7 +219,8 @@ class _Chain:
         """A change other than the headline answered whole (explain, commits, newest), then the body written again
         where it answered something new."""
         out, before = self.out, len(self.out.steps)
-        _started(out, self.ledger, _explain_step, out, change, self.case, self.ledger.left(), self.again)
+        _started(out, self.ledger, _explain_step, out, change, self.case, self.ledger.left(), self.again,
+                 self.jax_repo)
         _started(out, self.ledger, _commit_step, out, change, self.case, self.ledger.left(), self.jax_repo,
                  self.again)
         _started(out, self.ledger, _newest_step, out, change, self.case, self.ledger.left(), self.again)
@@ -455,7 +456,8 @@ def _bisect_answer(result, chosen: str) -> str:
     return "; ".join(said) + f"; chosen: {chosen}"
 
 
-def _explain_step(out: Investigation, result, case: Case, left: float | None, again: bool) -> None:
+def _explain_step(out: Investigation, result, case: Case, left: float | None, again: bool,
+                  jax_repo: str | None = None) -> None:
     from ..run.contenders import ContenderSpec
     from ..run.replay_options import replay_options
     from .explain.release_reach import window_releases
@@ -468,7 +470,8 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None, ag
     if result.last_good == result.first_bad:
         out.steps.append(Step("explain", "skipped", "the bisection found no boundary to explain", command=command))
         return
-    specs, reach = [ContenderSpec(v) for v in pair], window_releases(result.classes, result.first_bad)
+    specs = [ContenderSpec(v) for v in pair]
+    reach = window_releases(result.classes, result.first_bad, _newest(case, result.first_bad))
     budget = EXPLAIN_OPTIONS.max_time_s if left is None else min(left, EXPLAIN_OPTIONS.max_time_s or left)
     options = replay_options(None, {"max_time_s": max(budget or 1.0, 1.0)}, base=EXPLAIN_OPTIONS)
     ends = confirmed_ends(result) if by == "time" else None
@@ -483,7 +486,8 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None, ag
     if left is not None and left < MIN_STEP_S:
         out.steps.append(Step("explain", "left", _no_time(left), command=command))
         return
-    found = _explained(out, lambda: explain_between(case, specs, options, mode=mode, by=by, reach=reach), pair,
+    found = _explained(out, lambda: explain_between(case, specs, options, mode=mode, by=by, reach=reach,
+                                                    jax_repo=jax_repo), pair,
                        command)
     if found is not None:
         _settled_again(out, result, found.get("regression"))
@@ -506,6 +510,16 @@ def _explained(out: Investigation, explain: Callable[[], dict], pair: list[str],
         return None
     out.steps.append(Step("explain", "answered", found["diagnosis"]["summary"], spent, command, found["answer_id"]))
     return found
+
+
+def _newest(case: Case, first_bad: str) -> str | None:
+    """The newest release of the index (newest.py's), where it is later than `first_bad`; None where none is read."""
+    from .report.newest import newest_release
+
+    try:
+        return newest_release(case.manager.available_versions(), first_bad)
+    except Exception:  # noqa: BLE001 - no index to read: the window's releases alone
+        return None
 
 
 def _settled_again(out: Investigation, result, regression: dict | None) -> None:

@@ -1,6 +1,13 @@
 """Whether a change is documented as intended: JAX's release notes (CHANGELOG.md at the release's tag, from a JAX git
 repository; for a commit window, which has no bad release, its `## Unreleased` section at the commit) read for the
-entries that name the changed option, flag or function.
+entries that name the changed option, flag or function, under whatever heading of the notes they sit ("Bug fixes",
+"Changes", "Deprecations", ...).
+
+The notes of a release are where a maintainer reads them: its own section (`## jax 0.4.31`, `## JAX 0.7.2 (...)`:
+JAX capitalised its headings from 0.6.0), which JAX's tag of the release often does not have yet: at jax-v0.7.2 and
+jax-v0.10.0 the release's notes are still the `## Unreleased` section (renamed after the tag), so that section at the
+release's own tag is its notes where the tag has no section of the release; a local clone also reads the release's
+section as the newest release's tag publishes it.
 
 The repository is one the user names (`issue --jax-repo PATH|URL`: a clone, or a URL cloned shallowly at the tag
 into a temporary folder), else the clone `bisect-commits` keeps beside the environments (`jax-repo.git`). Nothing is fetched
@@ -60,7 +67,7 @@ def release_sections(changelog: str, release: str) -> str:
     """The text of the changelog's sections of `release`: `## jax 0.5.0 (...)` and `## jaxlib 0.5.0 (...)`; for
     UNRELEASED, the `## Unreleased` section (the coming release's notes)."""
     heading = re.compile(r"^##\s+Unreleased\b", re.I) if release == UNRELEASED else \
-        re.compile(r"^##\s+(jax|jaxlib)\s+v?" + re.escape(release) + r"(\s|\(|$)")
+        re.compile(r"^##\s+(jax|jaxlib)\s+v?" + re.escape(release) + r"(\s|\(|$)", re.I)
     out, keep = [], False
     for line in changelog.splitlines():
         if line.startswith("## "):
@@ -68,6 +75,13 @@ def release_sections(changelog: str, release: str) -> str:
         elif keep:
             out.append(line)
     return "\n".join(out)
+
+
+def notes_at_tag(changelog: str, release: str) -> str:
+    """The notes of `release` in CHANGELOG.md as its own tag holds it: its sections, or, where the tag has none, the
+    `## Unreleased` section (JAX tags a release before it renames that section)."""
+    own = release_sections(changelog, release)
+    return own if own.strip() else release_sections(changelog, UNRELEASED)
 
 
 def entries(section: str, limit: int = QUOTE_CHARS) -> list[str]:
@@ -91,9 +105,14 @@ def _plain(text: str, limit: int = QUOTE_CHARS) -> str:
     return clean(text, limit)
 
 
+ALIASES = {"jax.numpy.": "jnp.", "jax.lax.": "lax."}  # how JAX's notes often spell a function (`jnp.arccos`)
+
+
 def naming(items: Sequence[str], names: Sequence[str]) -> list[str]:
-    """The items that name one of `names` as a whole word (an XLA flag with or without its `--`)."""
+    """The items that name one of `names` as a whole word (an XLA flag with or without its `--`; a function of
+    jax.numpy or jax.lax also by its usual alias: `jnp.arccos`)."""
     wanted = [n.lstrip("-") for n in names if n and len(n.lstrip("-")) >= 3]
+    wanted += [alias + n[len(full):] for n in wanted for full, alias in ALIASES.items() if n.startswith(full)]
     found = []
     for item in items:
         if any(re.search(r"(?<![\w.])" + re.escape(n) + r"(?![\w])", item) for n in wanted):
@@ -120,8 +139,45 @@ def documented(repo: str | None, release: str, names: Sequence[str], commits: Se
     text = changelog_at(where, release)
     if text is None:
         return []
-    return [f"documented in the {release} release notes: {item}"
-            for item in naming(entries(release_sections(text, release)), names)]
+    items = entries(notes_at_tag(text, release)) + entries(release_sections(published_changelog(where) or "", release))
+    return [f"documented in the {release} release notes: {item}" for item in naming(list(dict.fromkeys(items)), names)]
+
+
+def local_clone(repo: str | None) -> JaxRepo | None:
+    """The JAX repository here: `repo` where it is a folder holding a clone, else the clone `bisect-commits` keeps
+    in the cache (found_repo); None where there is none (nothing is cloned)."""
+    where = repo if repo and "://" not in repo and not repo.startswith("git@") else found_repo()
+    if not where:
+        return None
+    try:
+        return JaxRepo(git_dir_of(where, "--jax-repo", "a clone of JAX"), "")
+    except ReproBundleError:
+        return None
+
+
+def release_tags(clone: JaxRepo) -> list[tuple[str, str]]:
+    """(release, tag) of the clone's release tags (`jax-vX`), oldest first."""
+    from ..envs.versions import version_key
+
+    try:
+        tags = clone.git("tag", "--list", "jax-v*").split()
+    except ReproBundleError:
+        return []
+    return sorted(((t[len("jax-v"):], t) for t in tags), key=lambda found: version_key(found[0]))
+
+
+def published_changelog(repo: str) -> str | None:
+    """CHANGELOG.md at the newest release tag of `repo` where it is a local clone (newest_changelog); None for a URL
+    or where it cannot be read."""
+    clone = local_clone(repo) if "://" not in repo and not repo.startswith("git@") else None
+    return newest_changelog(clone) if clone is not None else None
+
+
+def newest_changelog(clone: JaxRepo) -> str | None:
+    """CHANGELOG.md at the clone's newest release tag (`jax-vX`): the notes as JAX publishes them, each release's
+    under its own heading."""
+    tags = release_tags(clone)
+    return clone.file_at(tags[-1][1], "CHANGELOG.md") if tags else None
 
 
 ENTRY_CHARS = 1200  # a commit's own entry is quoted whole (its workaround often ends it): cut only past this
@@ -179,8 +235,9 @@ def commit_notes(repo: JaxRepo, sha: str, release: str | None, at: str | None = 
     """What the first bad commit `sha` documents: the entry it adds to CHANGELOG.md (the first, where it adds
     several, naming a function: the first that gives a workaround), its workaround, and where the notes carry it:
     CHANGELOG.md at `release`'s tag (the release the change shipped in), or, with no release (a commit window),
-    at the commit `at`, under whatever heading it sits there. {"entry", "workaround", "release", "at", "heading",
-    "commit"}; None where the commit adds no entry."""
+    at the commit `at`, under whatever heading it sits there (where the release's tag still holds it under
+    `## Unreleased`, the heading the newest release's tag gives it). {"entry", "workaround", "release", "at",
+    "heading", "commit"}; None where the commit adds no entry."""
     found = added_entries(repo, sha)
     if not found:
         return None
@@ -188,8 +245,12 @@ def commit_notes(repo: JaxRepo, sha: str, release: str | None, at: str | None = 
     text = None
     with contextlib.suppress(ReproBundleError):
         text = repo.file_at(repo.tag_of(release) if release else (at or sha), "CHANGELOG.md")
+    heading = heading_of(text, entry) if text else None
+    if release and (heading is None or heading.lower().startswith(UNRELEASED.lower())):  # the tag's not yet renamed
+        published = newest_changelog(repo)
+        heading = (heading_of(published, entry) if published else None) or heading
     return {"entry": entry, "workaround": workaround_of(entry), "release": release, "commit": sha,
-            "at": None if release else (at or sha), "heading": heading_of(text, entry) if text else None}
+            "at": None if release else (at or sha), "heading": heading}
 
 
 def found_repo() -> str | None:

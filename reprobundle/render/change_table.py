@@ -61,8 +61,10 @@ def names_a_cause(diagnosis: dict) -> bool:
 
 def reach_text(reach: dict) -> str | None:
     """How far a workaround reaches in later releases (investigate/explain/release_reach.py's rows), one clause a result:
-    `works on 0.4.35, 0.4.36; helps partly on 0.5.0; no longer supported from 0.6.0 (the flag is gone there)`;
-    never a bare `0.6.0: restores`, which reads as "fixed in 0.6.0". None without rows (the text then)."""
+    `works on 0.4.35, 0.4.36; helps partly on 0.5.0; no longer supported from 0.6.0 (the flag is gone there)`, and
+    where the releases warn that it is deprecated and where it was removed (`removed in 0.9.0 (a9dac1167d): on 0.12.1
+    the option is unknown`); never a bare `0.6.0: restores`, which reads as "fixed in 0.6.0". None without rows (the
+    text then)."""
     rows = [r for r in reach.get("releases") or [] if isinstance(r, dict) and r.get("release")]
     if not rows:
         return str(reach["text"]) if reach.get("text") else None
@@ -72,12 +74,20 @@ def reach_text(reach: dict) -> str | None:
     groups: dict[str, list[str]] = {}
     for r in rows:
         groups.setdefault(str(r.get("result")), []).append(str(r["release"]))
-    out = [f"{said[k]} {', '.join(v)}" for k, v in groups.items() if k in said]
-    if "gone" in groups:
-        out.append(f"no longer supported from {groups['gone'][0]} (the setting is gone there)")
+    out = [f"{said[k]} {', '.join(v)}" for k, v in groups.items() if k in said] + _lifetime(reach, groups.get("gone"))
     out += [str(r.get("text")) for r in rows if r.get("result") not in (*said, "gone")]
     refused = str(reach.get("text") or "").partition("; the compile-option form is refused on ")[2]
     return "; ".join(out + ([f"the compile-option form is refused on {refused}"] if refused else []))
+
+
+def _lifetime(reach: dict, gone: list[str] | None) -> list[str]:
+    """Where the releases warn that the setting is deprecated and where it was removed (release_reach's, in the
+    releases' own words), else the first release that no longer takes it."""
+    out = [str(found["text"]) for found in (reach.get("deprecated"), reach.get("removed"))
+           if isinstance(found, dict) and found.get("text")]
+    if gone and not isinstance(reach.get("removed"), dict):
+        out.append(f"no longer supported from {gone[0]} (the setting is gone there)")
+    return out
 
 
 def changes_data(result) -> list[dict]:

@@ -83,7 +83,7 @@ def workaround_block(d: dict) -> list[str]:
     out += [f"  {labels.get(k, k)}: {clean(v, 300)}" for k, v in lines.items()]
     reach = d.get("reach") or {}
     if reach.get("text"):
-        out.append(f"  later releases: {clean(reach['text'], 300)}")
+        out.append(f"  later releases: {clean(reach['text'], 900)}")
     return out
 
 

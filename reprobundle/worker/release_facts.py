@@ -1,5 +1,6 @@
 """What a JAX release says of itself, printed as one JSON object: every XLA flag with its type and default, every
-JAX configuration option with its value, and the versions and revisions it records. Run by path in a release's
+JAX configuration option with its value, and the versions and revisions it records; with `--setting KIND NAME VALUE`,
+what it says when one flag or option is set (a workaround's deprecation warning, or its refusal). Run by path in a release's
 environment with a clean environment (no XLA_FLAGS, no JAX_* variables), so the values are the defaults; imports only
 the standard library and jax (envs/release_facts.py runs it and caches what it prints).
 
@@ -266,7 +267,33 @@ def libtpu_facts():
     return {"version": version, "flags": names, "source": path}
 
 
+def setting(kind, name, value):
+    """What the release does when a workaround's setting is applied as a user pastes it: a JAX option ("option")
+    through jax.config.update, then one compile; an XLA flag ("flag", in XLA_FLAGS, set by the caller) by that
+    compile, XLA's own words going to stderr (the caller reads them there, and its abort on a flag it does not
+    know). {"accepted", "warnings": [each warning raised meanwhile], "error": the refusal, as raised}."""
+    import warnings
+
+    import jax
+
+    out = {"accepted": True, "warnings": [], "error": None}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            if kind == "option":
+                jax.config.update(name, value)
+            jax.jit(lambda x: x + 1)(jax.numpy.ones(2)).block_until_ready()
+        except Exception as e:  # noqa: BLE001 - the refusal is the answer
+            out.update(accepted=False, error=f"{type(e).__name__}: {e}")
+    out["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
+    return out
+
+
 def main():
+    if sys.argv[1:2] == ["--setting"]:  # --setting KIND NAME VALUE_AS_JSON
+        kind, name, value = sys.argv[2:5]
+        print(json.dumps(setting(kind, name, json.loads(value)), sort_keys=True))
+        return
     flags = xla_flags()
     print(json.dumps({"probe": 1, "revisions": revisions(), "xla_flags": flags, "jax_options": jax_options(),
                       "libtpu": libtpu_facts()}, sort_keys=True))

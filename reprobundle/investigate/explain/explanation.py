@@ -21,8 +21,9 @@ EXPLAIN_OPTIONS = ReplayOptions(warmup=2, max_time_s=240.0)  # explain's default
 
 def explain_between(case: Case, specs: list[ContenderSpec], options: ReplayOptions, *, mode: str = "auto",
                     by: str | None = None, release_delta: bool = True, screen: bool = True, profile: bool = False,
-                    reach: Sequence[str] | None = None) -> dict:
-    """api.explain's answer for the two contenders `specs` of the case's (writable) bundle."""
+                    reach: Sequence[str] | None = None, jax_repo: str | None = None) -> dict:
+    """api.explain's answer for the two contenders `specs` of the case's (writable) bundle; `jax_repo`: where the
+    commit that removed a workaround's option is looked up (None: the clone in the cache, if any)."""
     from ...bundle.sharing import reproduce_info
     from ...run.replay import replay_platform
     from ...run.spent import Ledger
@@ -38,7 +39,7 @@ def explain_between(case: Case, specs: list[ContenderSpec], options: ReplayOptio
     setup = explain_setup(Setup, manager, bundle, specs, platform, options, replay_fn, ledger, progress,
                           compare_fn=lambda runs, base: comparison_of(registry, bundle, runs, base, reproduce=False),
                           mode=mode, by=by, release_delta=release_delta, screen=screen, profile=profile,
-                          apart=output_difference(registry, bundle), reach_releases=reach)
+                          apart=output_difference(registry, bundle), reach_releases=reach, jax_repo=jax_repo)
     result = _explain(registry, bundle, specs[0], specs[1], setup)
     result["spent"] = ledger.as_dict()
     found = result["diagnosis"].get("workaround") or result["diagnosis"].get("partial")  # the setting to replay
@@ -87,7 +88,7 @@ def recorded(ledger, replay_fn: Callable[..., list[dict]]) -> Callable[..., list
 def explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec], platform: str,
                   options: ReplayOptions, replay_fn, ledger, progress, *, compare_fn, mode: str, by: str | None,
                   release_delta: bool, screen: bool, profile: bool, apart=None,
-                  reach_releases: Sequence[str] | None = None):
+                  reach_releases: Sequence[str] | None = None, jax_repo: str | None = None):
     """explain's Setup: the release pair's facts (read once), the screen's module workers, where a workaround
     still works."""
     from ...run.execution import worker_memory_limit
@@ -106,7 +107,7 @@ def explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec
                       changes_fn=pair.changes if release_delta else None, flag_types=pair.flag_types,
                       reach_fn=lambda change, spec, baseline, candidate, chosen_by: reach(
                           manager, change, spec, replay_fn, within(options, ledger), platform,
-                          ReachAsk(baseline, candidate, chosen_by, compare_fn, apart, reach_releases)),
+                          ReachAsk(baseline, candidate, chosen_by, compare_fn, apart, reach_releases, jax_repo)),
                       profile=profile, progress=progress, ledger=ledger)
 
 

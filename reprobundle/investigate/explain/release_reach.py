@@ -3,10 +3,13 @@ the releases after the candidate's: a flag or option can be removed later, or st
 `--xla_cpu_use_thunk_runtime=false` restores 0.4.33 fully, 0.4.35 partly, and is accepted and ignored from 0.6.0
 on), and a workaround that stops working at the next upgrade is worth knowing about before it is pasted.
 
-The facts each release says of itself (envs/release_facts.py, cached beside it) say where the flag is gone; the
-workaround is then measured on the others as the diagnosis measured it (`reach`), and a flag's compile-option
-form is run on each (XLA refuses some DebugOptions fields as compile options on some releases). The releases are
-those asked for (`--reach`), else those cached here after the candidate's: nothing is installed unasked.
+Each release is first asked, without the program, whether it takes the setting as a user pastes it and what it
+says then (setting_life.py: its facts, its own deprecation warning or refusal, cached beside it); where it is gone,
+the release that removed it and, for a JAX option with a JAX repository here, the commit. The workaround is then
+measured on the others as the diagnosis measured it (`reach`), and a flag's compile-option form is run on each (XLA
+refuses some DebugOptions fields as compile options on some releases). The releases are those asked for
+(`--reach`; an investigation's: its window's after the first bad one, and the newest release), else those cached
+here after the candidate's: nothing is installed unasked.
 """
 
 from __future__ import annotations
@@ -75,8 +78,9 @@ REACH_MAX_TIME_S = 90.0  # the reach's paired rounds stop there (sooner when eve
 class ReachAsk:
     """What the reach of a workaround is measured against: the explanation's two contenders (in its mode), its
     criterion, how two runs' outputs differ (investigate/search/probes.output_difference), the comparison of runs
-    (`compare_fn(runs, baseline_label)`), and the releases asked for (None: those cached here after the candidate's,
-    at most MAX_REACH_RELEASES of them)."""
+    (`compare_fn(runs, baseline_label)`), the releases asked for (None: those cached here after the candidate's,
+    at most MAX_REACH_RELEASES of them), and a JAX repository (a folder; None: the clone in the cache, if any) where
+    the commit that removed an option is looked up."""
 
     baseline: ContenderSpec
     candidate: ContenderSpec
@@ -84,6 +88,7 @@ class ReachAsk:
     compare_fn: Callable[[list[dict], str], dict]
     apart: Callable[[dict, dict], str] | None = None
     releases: Sequence[str] | None = None
+    jax_repo: str | None = None
 
 
 def reach(manager: Any, change: DefaultChange, spec: ContenderSpec, replay_fn: Callable[..., list[dict]],
@@ -92,18 +97,26 @@ def reach(manager: Any, change: DefaultChange, spec: ContenderSpec, replay_fn: C
     candidate's and measured as the diagnosis was: by time in paired rounds with the baseline and each release
     without it, by outputs once each against the baseline's. Per release: it restores the baseline, helps partly
     (its ratio to the release's own time), does nothing (the flag is accepted and ignored), there is nothing to
-    undo there, or the release no longer defines it. A flag's compile-option form is run too: where XLA refuses it.
-    {"releases": [row], "compile": {"accepted": [...], "refused": {release: why}} | None, "run_ids", "text"}."""
+    undo there, or the release refuses it (gone: told before any timing, setting_life.py). Where the candidate and
+    those releases warn that it is deprecated (their own words) and where it was removed (the release, and the
+    commit). A flag's compile-option form is run too: where XLA refuses it.
+    {"releases": [row], "said": {release: setting_life.said_on's}, "deprecated", "removed", "compile":
+    {"accepted": [...], "refused": {release: why}} | None, "run_ids", "text"}."""
+    from .setting_life import deprecation, gone_text, said_on
+
     envs = _reach_envs(manager, spec.jax, platform, ask.releases)
+    said = said_on([*_candidate_env(manager, spec.jax, platform), *envs], change)
     if not envs:
-        return {"releases": [], "compile": None, "run_ids": [],
-                "text": f"no release after {spec.jax} is cached here to try it on"}
+        warned = deprecation(said, change)
+        return {"releases": [], "said": said, "deprecated": warned, "removed": None, "compile": None, "run_ids": [],
+                "text": "; ".join([f"no release after {spec.jax} is cached here to try it on",
+                                   *([warned["text"]] if warned else [])])}
     rows: list[dict] = []
     tried = []
     for env in envs:
-        if _defines(env, change) is False:
-            rows.append({"release": env.jax_version, "result": GONE, "text": f"{env.jax_version}: {_named(change)} "
-                         "is gone: the workaround stops working there"})
+        if said[env.jax_version]["accepted"] is False:
+            rows.append({"release": env.jax_version, "result": GONE,
+                         "text": gone_text(env.jax_version, change, said[env.jax_version])})
         else:
             tried.append(env)
     compile_said = _compile_form(change, spec, [spec.jax, *(e.jax_version for e in tried)], replay_fn, options,
@@ -113,28 +126,65 @@ def reach(manager: Any, change: DefaultChange, spec: ContenderSpec, replay_fn: C
         runs, measured = _measure_reach(change, spec, [e.jax_version for e in tried], replay_fn, options, ask)
         rows += measured
     rows.sort(key=lambda r: version_key(r["release"]))
-    text = "; ".join(r["text"] for r in rows)
+    found = {"said": said, "deprecated": deprecation(said, change), "removed": _removal(manager, said, change, ask)}
+    return {"releases": rows, **found, "compile": compile_said,
+            "run_ids": [str(r["run_id"]) for r in runs if r.get("run_id")],
+            "text": _reach_text(rows, found, compile_said)}
+
+
+def _reach_text(rows: list[dict], found: dict, compile_said: dict | None) -> str:
+    """Each release's result, oldest first; where it is deprecated; where it was removed (in place of the releases
+    that refuse it, where that can be said); where XLA refuses its compile-option form."""
+    removed, warned = found["removed"], found["deprecated"]
+    said = [r["text"] for r in rows if r["result"] != GONE or not removed]
+    said += [warned["text"]] if warned else []
+    said += [removed["text"]] if removed else []
     if compile_said and compile_said["refused"]:
-        text += "; the compile-option form is refused on " + ", ".join(
-            f"{v} ({why})" for v, why in compile_said["refused"].items())
-    return {"releases": rows, "compile": compile_said, "run_ids": [str(r["run_id"]) for r in runs if r.get("run_id")],
-            "text": text}
+        said.append("the compile-option form is refused on " + ", ".join(
+            f"{v} ({why})" for v, why in compile_said["refused"].items()))
+    return "; ".join(said)
+
+
+def _candidate_env(manager: Any, version: str, platform: str) -> list[Any]:
+    """The candidate's environment (made by the explanation already), or none where it cannot be had."""
+    from ...errors import ReproBundleError
+
+    try:
+        return [manager.ensure(version, platform=platform)]
+    except ReproBundleError:
+        return []
+
+
+def _removal(manager: Any, said: dict[str, dict], change: DefaultChange, ask: ReachAsk) -> dict | None:
+    """setting_life.removal over the releases checked, with the JAX repository here and the index's releases."""
+    from ..release_notes import local_clone
+    from .setting_life import removal
+
+    if not any(e.get("accepted") is False for e in said.values()):
+        return None
+    try:
+        available = manager.available_versions()
+    except Exception:  # noqa: BLE001 - no index to read: the releases checked say what they can
+        available = None
+    return removal(said, change, local_clone(ask.jax_repo) if change.kind == "option" else None, available)
 
 
 GONE, RESTORES, PARTLY, IGNORED, NOTHING_TO_UNDO, UNSETTLED, FAILED, CHANGES = (
     "gone", "restores", "partly", "ignored", "nothing to undo", "not settled", "failed", "changes the outputs")
 
 
-def window_releases(tested: Sequence[str], first_bad: str) -> list[str] | None:
+def window_releases(tested: Sequence[str], first_bad: str, newest: str | None = None) -> list[str] | None:
     """The releases of a bisection's window after its first bad one (its tested releases, so cached), at most
-    MAX_REACH_RELEASES (the next, one between, the last): where investigate measures the workaround's reach; None
+    MAX_REACH_RELEASES (the next, one between, the last), and the newest release (`newest`, where it is later):
+    where investigate measures the workaround's reach, through the release a maintainer would check it on; None
     when there are none (the reach then takes those cached here)."""
     try:
         key = version_key(first_bad)
         later = sorted({v for v in tested if version_key(v) > key}, key=version_key)
+        beyond = [newest] if newest and version_key(newest) > key and newest not in later else []
     except Exception:  # noqa: BLE001 - a nightly's date, a path: no release order
         return None
-    return _sampled(later) or None
+    return _sampled(later) + beyond or None
 
 
 def _sampled(later: list) -> list:
@@ -214,6 +264,9 @@ def _reach_result(release: str, b: str, slow: dict | None, fixed: dict | None, m
     if fixed is not None and fixed.get("side") == "bad":  # with it, still like the confirmed change's first bad end
         return {"result": IGNORED, "text": f"{release}: accepted and ignored (the flag parses; with it the time is "
                                            f"still the change's: {ratio_text(fixed)} of {b}'s)"}
+    if fixed is not None and fixed.get("side") == "good":  # most of the change undone, not all of it (shown slower)
+        return {"result": PARTLY, "text": f"{release}: helps partly ({ratio_text(fixed)} of {b}'s time"
+                                          f"{restored_basis(fixed, b, release)})"}
     return _by_move(release, b, fixed, moved)
 
 
@@ -294,17 +347,6 @@ def _facts(env: Any) -> dict | None:
         return release_facts(env)
     except ReproBundleError:
         return None
-
-
-def _defines(env: Any, change: DefaultChange) -> bool | None:
-    """Whether the release in `env` defines the flag or option (None: its facts could not say)."""
-    facts = _facts(env)
-    table = None if facts is None else facts.get("xla_flags") if change.kind == "flag" else facts.get("jax_options")
-    return None if table is None else change.name in table
-
-
-def _named(change: DefaultChange) -> str:
-    return f"--{change.name}" if change.kind == "flag" else change.name
 
 
 def _later_releases(manager: Any, version: str, platform: str) -> list[Any]:
