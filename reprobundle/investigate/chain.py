@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..analysis.diagnosis import still_slower
-from ..errors import TimeSpentError, UsageError
+from ..errors import ReplayError, TimeSpentError, UsageError
 from .answers import BISECTION, EXPLANATION, reusable, stored_ago
 from .case import Case
 from .explain.explanation import EXPLAIN_OPTIONS, explain_between, explanation_asked
@@ -342,7 +342,7 @@ def _minimize_step(out: Investigation, result, case: Case, left: float | None, a
     try:
         found, spent = _timed(lambda: _minimized(case, versions, prop=asked["property"], bits=asked["bits"],
                                                  max_time_s=left))
-    except UsageError as e:
+    except (UsageError, ReplayError) as e:  # a reason in words (a worker that died or could not start): a line
         out.steps.append(Step("minimize", "failed", e.message, command=nxt))
         return
     store_minimization(*case.writable(), found, nxt, asked, case.manager)

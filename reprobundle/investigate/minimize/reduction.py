@@ -15,10 +15,13 @@ A property is judged between contender A (the baseline) and B on a module and it
 
 The search is Zeller's ddmin over the top-level ops of the function (hlo_cut.py): a candidate is any subset of
 them; the values it uses but does not define are its inputs, fed with the real values the whole function computes
-there on A (one run of the function returning every intermediate value it can carry), and the values it defines
-that nothing inside uses are its outputs. Constants are copied in and never counted; a candidate whose boundary
-holds a value no bundle can carry (a token) is simply not kept. Each candidate runs on a long-lived worker per
-contender (run/module_server.py), one small module after another.
+there on A (fed_values.py: one run of the function returning every intermediate value it can carry, or smaller cuts
+where that run kills A's worker), and the values it defines that nothing inside uses are its outputs. Constants
+are copied in and never counted; a candidate whose boundary holds a value no bundle can carry (a token) is simply
+not kept. Each candidate runs on a long-lived worker per contender (run/module_server.py), one small module after
+another. A worker that dies on a module minimize cannot do without (the whole bundle on A, a single op's values)
+ends it with the reason in words (worker_outcomes.py's WorkerDeath): the release, the phase, the worker's own last
+line on stderr, and the command that still shows the change on the whole bundle.
 
 Regions. After the top level, each op of the kept piece that holds a computation is opened where the cut is sound:
 - `func.call`: the callee's body is inlined (its arguments are the call's operands; the call's results are what
@@ -35,12 +38,11 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import shlex
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -62,7 +64,18 @@ from ...run.replay import leaf_array, replay, replay_platform
 from ...run.replay_options import ReplayOptions
 from ...run.schedule import DEFAULT_STEPS
 from ...store.watchdog import handling_signals
-from .hlo_cut import Cut, FunctionGraph, bundle_inputs, cut, feedable, graph_of, location_key, opened, unused_results
+from .fed_values import intermediate_values
+from .hlo_cut import (
+    Cut,
+    FunctionGraph,
+    bundle_inputs,
+    consecutive_chunks,
+    cut,
+    graph_of,
+    location_key,
+    opened,
+    unused_results,
+)
 from .kept_property import (
     ERROR,
     OUTPUTS,
@@ -73,6 +86,7 @@ from .kept_property import (
     told_property,
     whole_not_shown,
 )
+from .worker_outcomes import Runner, WorkerDeath, died_text, error_kind, error_text
 
 if TYPE_CHECKING:
     from ...envs.manager import EnvironmentManager
@@ -85,54 +99,6 @@ _STEP_TARGET_S = 0.02  # one timed step of a candidate: calls adding up to about
 
 class OutOfTime(Exception):
     """The search's time is up (`--max-time`): the best piece so far is the answer."""
-
-
-class Outcome(Protocol):
-    """What a module did on one contender (run/module_server.ModuleOutcome)."""
-
-    status: str
-    outputs: list
-    samples_ns: list
-    phase: str | None
-    error_type: str | None
-    message: str
-
-    @property
-    def ok(self) -> bool: ...
-
-
-class Runner(Protocol):
-    """One contender's long-lived worker (run/module_server.ModuleWorker)."""
-
-    def run(self, text: str, inputs: Sequence[np.ndarray]) -> Any: ...
-
-    def prepare(self, text: str, inputs: Sequence[np.ndarray]) -> Any: ...
-
-    def time_prepared(self, repeat: int, *, warmup: int = 0) -> Any: ...
-
-
-_NUMBER = re.compile(r"\b0x[0-9a-fA-F]+\b|\d+")
-_NAMES = re.compile(r"%[A-Za-z0-9_$.\-#]+|@[A-Za-z0-9_$.\-]+|'[^']*'|\"[^\"]*\"")
-_TYPES = re.compile(r"tensor<[^>]*>")
-
-
-def error_kind(outcome: Any) -> str:
-    """How a failure is told apart from another: the phase, the error's class and its first line with numbers,
-    value and function names, quoted text and tensor types normalised (a piece's error names other values and
-    shapes than the whole module's); a crash or time-out is its status and phase."""
-    if outcome.status in ("crashed", "timeout"):
-        return f"{outcome.status} in {outcome.phase or 'start'}"
-    line = (outcome.message or "").strip().splitlines()[0] if (outcome.message or "").strip() else ""
-    line = _TYPES.sub("tensor<...>", _NAMES.sub("_", line))
-    line = _NUMBER.sub("N", line)
-    return f"{outcome.phase or '?'}: {outcome.error_type or 'error'}: {' '.join(line.split())}"
-
-
-def error_text(outcome: Any) -> str:
-    """A failure as one line: `compile: XlaRuntimeError: UNIMPLEMENTED: ...`."""
-    if outcome.status in ("crashed", "timeout"):
-        return f"{outcome.status} in {outcome.phase or 'start'} ({outcome.error_type or ''}) {outcome.message}".strip()
-    return f"{outcome.phase or '?'}: {outcome.error_type or 'error'}: {outcome.message}"
 
 
 # ------------------------------------------------------------------------------------------------ the search
@@ -175,7 +141,7 @@ class Search:
             self.best = list(current)
         n = 2
         while len(current) >= 2:
-            chunks = _chunks(current, n)
+            chunks = consecutive_chunks(current, n)
             reduced = False
             for chunk in chunks:
                 if self.test(chunk):
@@ -195,17 +161,6 @@ class Search:
         return current
 
 
-def _chunks(items: list, n: int) -> list[list]:
-    """`items` in `n` consecutive chunks of nearly equal size."""
-    size, extra = divmod(len(items), n)
-    out, at = [], 0
-    for k in range(n):
-        step = size + (1 if k < extra else 0)
-        out.append(items[at:at + step])
-        at += step
-    return [c for c in out if c]
-
-
 # ------------------------------------------------------------------------------------------------ candidates
 
 
@@ -223,14 +178,6 @@ def candidate(members: Sequence[int], graph: FunctionGraph, values: dict[str, np
     if made is None or any(v not in values for v in made.inputs):
         return None
     return Candidate(sorted(members), made, [values[v] for v in made.inputs])
-
-
-def all_values_cut(graph: FunctionGraph) -> Cut | None:
-    """The whole function returning every value its ops define that a bundle can carry (what every candidate's
-    inputs are taken from)."""
-    work = graph.work
-    outputs = [r for i in work for r in graph.ops[i].results if feedable(graph.types[r])]
-    return cut(work, graph, outputs, "all_values")
 
 
 # ------------------------------------------------------------------------------------------------ properties
@@ -335,6 +282,9 @@ def choose_property(a: Runner, b: Runner, text: str, inputs: Sequence[np.ndarray
     """The property the whole bundle shows, tried in order error, outputs, slower, and why it was chosen;
     UsageError when it shows none."""
     first, second = a.run(text, inputs), b.run(text, inputs)
+    if first.status == "crashed":
+        raise WorkerDeath(f"{died_text(a.contender, first, 'the whole bundle')}: minimize needs a baseline that runs "
+                          "it", hint="give as the first --jax a contender that runs the bundle")
     if not first.ok:
         raise UsageError(f"the baseline fails on the whole bundle ({error_text(first)}): minimize needs a baseline "
                          "that runs it", hint="give as the first --jax a contender that runs the bundle")
@@ -438,7 +388,10 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         say(Status(f"property: {chosen.name} ({why})", "minimize"))
         details: dict[tuple, dict] = {}
         levels: list[Level] = []
-        stopped = _reduce(levels, graph, values, chosen, a, b, details, deadline, say_progress(progress, started))
+        try:
+            stopped = _reduce(levels, graph, values, chosen, a, b, details, deadline, say_progress(progress, started))
+        except WorkerDeath as e:
+            raise still_shown(e, registry, bundle, contenders) from None
     interrupted = stopped == "interrupted"
     level = levels[-1]
     best = candidate(level.search.best, level.graph, level.values)
@@ -474,6 +427,16 @@ def module_limits(bundle: Bundle) -> PhaseLimits:
     return ReplayOptions().limits(reference_ns)
 
 
+def still_shown(death: WorkerDeath, registry: Registry, bundle: Bundle, specs: Sequence[ContenderSpec]) -> WorkerDeath:
+    """A worker's death during the search, said with what still stands: the whole bundle showed the change, and
+    its replay (or the issue's zip) reproduces it."""
+    sides = [a for s in specs for a in (("--variant", f"{s.jax}:{s.settings.describe()}") if s.settings else
+                                         ("--jax", s.jax))]
+    command = shlex.join(["reprobundle", "replay", str(bundle.ref), *sides, *store_args(registry)])
+    return WorkerDeath(f"{death.message}; the change still shows on the whole bundle: `{command}` or the issue's zip "
+                       "reproduce it", hint="minimize another pair of releases, or report the whole bundle")
+
+
 def _check_arguments(contenders: Sequence[ContenderSpec], prop: str | None, min_ratio: float | None,
                      max_time_s: float | None, name: str | None) -> None:
     if len(contenders) != 2:
@@ -494,7 +457,7 @@ def _reduce(levels: list[Level], graph: FunctionGraph, values: dict[str, np.ndar
     """The search, level after level, into `levels`: "done", "max-time", or "interrupted" (Ctrl-C once the first
     level exists; before, KeyboardInterrupt propagates)."""
     try:
-        _intermediate_values(a, graph, values)
+        intermediate_values(a, graph, values)
         levels.append(Level(graph, values, Search(
             functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
             show(len(graph.work)), best=list(graph.work))))
@@ -546,7 +509,7 @@ def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, det
             text, line = found
         graph = graph_of(function_ops(text), "minimize")
         values = dict(zip(graph.args, best.inputs))
-        _intermediate_values(a, graph, values)
+        intermediate_values(a, graph, values)
         deeper = Level(graph, values, Search(
             functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
             show(len(graph.work), len(levels)), best=list(graph.work), tested=level.search.tested), line)
@@ -608,17 +571,6 @@ def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np
     if not judged.holds:
         raise not_shown(chosen, judged, ref, specs, bundle)
     return chosen, judged, why
-
-
-def _intermediate_values(a: Runner, graph: FunctionGraph, values: dict[str, np.ndarray]) -> None:
-    """Every value the function's ops define that a bundle can carry, computed on A in one run."""
-    whole = all_values_cut(graph)
-    if whole is None:
-        return
-    outcome = a.run(whole.text, [values[v] for v in whole.inputs])
-    if not outcome.ok:
-        raise UsageError(f"the baseline cannot compute the function's intermediate values: {error_text(outcome)}")
-    values.update(zip(whole.outputs, (np.asarray(x) for x in outcome.outputs)))
 
 
 def _holds(members: list, graph: FunctionGraph, values: dict[str, np.ndarray], prop: Property, a: Runner, b: Runner,
