@@ -276,6 +276,22 @@ def test_a_release_that_cannot_load_a_single_ops_values_ends_minimize_with_the_r
     assert "Fatal Python error" not in said
 
 
+def test_a_candidate_release_whose_worker_dies_on_the_whole_bundle_is_said_in_words(short_chain_store, tmp_path):
+    """#63: the candidate's module worker aborts loading the whole bundle, in a fresh worker too, where outputs are
+    asked for (as investigate asks for the bisection's criterion): one message in words, exit 2, never a search
+    nor a lowering diff of a property the bundle was not even run for."""
+    from cli_runner import cli
+    from dying_release import LLVM_LINE, dying_release
+
+    dying = dying_release(tmp_path / "release", "'jax.result_info' in text")
+    code, _, err = cli("minimize", "short", "--jax", "installed", "--jax", dying, "--outputs", store=short_chain_store)
+    said = " ".join(err.split())
+    assert code == 2 and "Traceback" not in err, err
+    assert f"error: {dying}'s module worker aborted (again in a fresh worker) while loading the whole bundle " \
+           f"({LLVM_LINE}): that release cannot load this module's text: the two cannot be compared on it hint: " \
+           "--error keeps a piece that still kills it" in said, said
+
+
 def _pids_with_cwd_under(folder: Path) -> list[int]:
     import psutil
 
@@ -610,7 +626,8 @@ def test_the_readme_attention_examples_intermediate_values_come_back_within_a_ca
 
     import reprobundle
     from reprobundle.bundle.registry import Registry
-    from reprobundle.investigate.minimize.reduction import _intermediate_values, module_limits, packed_module
+    from reprobundle.investigate.minimize.fed_values import intermediate_values
+    from reprobundle.investigate.minimize.reduction import module_limits, packed_module
     from reprobundle.run.contenders import ContenderSpec
     from reprobundle.run.module_server import ModuleWorker
 
@@ -622,7 +639,7 @@ def test_the_readme_attention_examples_intermediate_values_come_back_within_a_ca
     graph = graph_of(function_ops(text), "minimize")
     values = dict(zip(graph.args, inputs))
     with ModuleWorker(ContenderSpec("installed"), platform="cpu", limits=module_limits(bundle)) as worker:
-        _intermediate_values(worker, graph, values)
+        intermediate_values(worker, graph, values)
     whole = all_values_cut(graph)
     assert whole is not None and len(whole.outputs) >= 20
     assert all(v in values for v in whole.outputs)

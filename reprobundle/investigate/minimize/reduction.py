@@ -190,6 +190,7 @@ class Judgement:
 
     holds: bool
     detail: dict = field(default_factory=dict)
+    died: tuple[Runner, Any] | None = None  # a worker that died on the module (in a fresh one too): whose, its outcome
 
 
 @dataclass
@@ -214,7 +215,7 @@ class Property:
             return self._slower(a, b, text, inputs)
         first = a.run(text, inputs)
         if not first.ok:
-            return Judgement(False, {"a_error": error_text(first)})
+            return Judgement(False, {"a_error": error_text(first)}, died=_died(a, first))
         second = b.run(text, inputs)
         if self.name == ERROR:
             if second.ok:
@@ -222,7 +223,7 @@ class Property:
             return Judgement(self.kind is None or error_kind(second) == self.kind,
                              {"error": error_text(second), "kind": error_kind(second)})
         if not second.ok:
-            return Judgement(False, {"b_error": error_text(second)})
+            return Judgement(False, {"b_error": error_text(second)}, died=_died(b, second))
         return self._outputs(first.outputs, second.outputs)
 
     def _outputs(self, ref: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> Judgement:
@@ -239,7 +240,7 @@ class Property:
         for worker in (a, b):
             ready = worker.prepare(text, inputs)
             if not ready.ok:
-                return Judgement(False, {"error": error_text(ready)})
+                return Judgement(False, {"error": error_text(ready)}, died=_died(worker, ready))
         probe = a.time_prepared(3, warmup=1)
         if not probe.ok:
             return Judgement(False, {"a_error": error_text(probe)})
@@ -283,8 +284,7 @@ def choose_property(a: Runner, b: Runner, text: str, inputs: Sequence[np.ndarray
     UsageError when it shows none."""
     first, second = a.run(text, inputs), b.run(text, inputs)
     if first.status == "crashed":
-        raise WorkerDeath(f"{died_text(a.contender, first, 'the whole bundle')}: minimize needs a baseline that runs "
-                          "it", hint="give as the first --jax a contender that runs the bundle")
+        raise whole_death(a, first, baseline=True)
     if not first.ok:
         raise UsageError(f"the baseline fails on the whole bundle ({error_text(first)}): minimize needs a baseline "
                          "that runs it", hint="give as the first --jax a contender that runs the bundle")
@@ -556,6 +556,20 @@ def packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.ndar
     return text, inputs
 
 
+def _died(runner: Runner, outcome: Any) -> tuple[Runner, Any] | None:
+    return (runner, outcome) if outcome.status == "crashed" else None
+
+
+def whole_death(runner: Runner, outcome: Any, *, baseline: bool) -> WorkerDeath:
+    """A worker that died on the whole bundle (in a fresh one too), in words: the baseline's ends minimize; the
+    candidate's, where another property than error was asked for, is what `--error` reduces."""
+    said = died_text(runner.contender, outcome, "the whole bundle")
+    if baseline:
+        return WorkerDeath(f"{said}: minimize needs a baseline that runs it",
+                           hint="give as the first --jax a contender that runs the bundle")
+    return WorkerDeath(f"{said}: the two cannot be compared on it", hint="--error keeps a piece that still kills it")
+
+
 def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np.ndarray], *, bits: bool,
               min_ratio: float, ref: str, specs: tuple[ContenderSpec, ContenderSpec], registry: Registry,
               bundle: Bundle, why: str = "named on the command line") -> tuple[Property, Judgement, str]:
@@ -568,6 +582,9 @@ def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np
         failed = b.run(text, inputs)
         chosen.kind = None if failed.ok else error_kind(failed)
     judged = chosen.judge(a, b, text, inputs)
+    if judged.died is not None:
+        runner, outcome = judged.died
+        raise whole_death(runner, outcome, baseline=runner is a)
     if not judged.holds:
         raise not_shown(chosen, judged, ref, specs, bundle)
     return chosen, judged, why
