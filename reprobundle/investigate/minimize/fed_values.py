@@ -5,8 +5,9 @@ In one run of the function returning them all (all_values_cut), where A's worker
 module kills the worker (a crash in any phase, in a fresh worker too: run/module_server retries a death while
 loading once), the values are computed in smaller cuts: the function's ops in PIECES consecutive pieces, in order,
 each a module of its own fed with the values the pieces before it computed; a piece that kills the worker is cut
-again, down to single ops. A single op that still kills it ends minimize with the reason in words (WorkerDeath): the
-release cannot take the text of a module with that op, whatever the search would try. A piece that cannot be cut
+again, down to single ops. A single op that still kills it raises WorkerDeath, the reason in words: the release
+cannot take the text of a module with that op, whatever the search would try (minimize ends with it at the top
+level; below, the piece above stands). A piece that cannot be cut
 (a value no bundle carries at its edge) or that fails without dying leaves its values unknown: the candidates that
 need them are not built (reduction.candidate), the others are.
 """

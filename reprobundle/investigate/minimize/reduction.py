@@ -19,9 +19,10 @@ there on A (fed_values.py: one run of the function returning every intermediate 
 where that run kills A's worker), and the values it defines that nothing inside uses are its outputs. Constants
 are copied in and never counted; a candidate whose boundary holds a value no bundle can carry (a token) is simply
 not kept. Each candidate runs on a long-lived worker per contender (run/module_server.py), one small module after
-another. A worker that dies on a module minimize cannot do without (the whole bundle on A, a single op's values)
-ends it with the reason in words (worker_outcomes.py's WorkerDeath): the release, the phase, the worker's own last
-line on stderr, and the command that still shows the change on the whole bundle.
+another. A worker that dies on a module minimize cannot do without (the whole bundle on A, a single op's values at
+the top level) ends it with the reason in words (worker_outcomes.py's WorkerDeath): the release, the phase, the
+worker's own last line on stderr, and the command that still shows the change on the whole bundle; below the top
+level, a region whose values kill the worker is not opened, and the piece above is the answer.
 
 Regions. After the top level, each op of the kept piece that holds a computation is opened where the cut is sound:
 - `func.call`: the callee's body is inlined (its arguments are the call's operands; the call's results are what
@@ -490,8 +491,9 @@ MAX_LEVELS = 4
 def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, details: dict, deadline: float | None,
                   show: Callable[..., Callable[[list, int], None]]) -> None:
     """Below the top level: the best piece's first call or while whose opened form (see the module docstring)
-    still has the property becomes the next level, reduced in turn, until none does or MAX_LEVELS. A piece that
-    is one call is its callee already (function_ops reads through such a wrapper)."""
+    still has the property becomes the next level, reduced in turn, until none does, its values kill A's worker
+    (WorkerDeath: the piece above is the answer) or MAX_LEVELS. A piece that is one call is its callee already
+    (function_ops reads through such a wrapper)."""
     serial = [0]
     while len(levels) < MAX_LEVELS:
         level = levels[-1]
@@ -509,7 +511,10 @@ def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, det
             text, line = found
         graph = graph_of(function_ops(text), "minimize")
         values = dict(zip(graph.args, best.inputs))
-        intermediate_values(a, graph, values)
+        try:
+            intermediate_values(a, graph, values)
+        except WorkerDeath:  # the region's values kill A's worker, even op by op: the piece above stands
+            return
         deeper = Level(graph, values, Search(
             functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
             show(len(graph.work), len(levels)), best=list(graph.work), tested=level.search.tested), line)
