@@ -27,8 +27,9 @@ import minimize_chain  # noqa: E402
 import reprobundle  # noqa: E402
 from reprobundle.bundle.registry import Registry  # noqa: E402
 from reprobundle.capture.export import function_ops  # noqa: E402
+from reprobundle.investigate.minimize.fed_values import all_values_cut  # noqa: E402
 from reprobundle.investigate.minimize.hlo_cut import bundle_inputs, graph_of  # noqa: E402
-from reprobundle.investigate.minimize.reduction import OUTPUTS, Property, all_values_cut, candidate  # noqa: E402
+from reprobundle.investigate.minimize.reduction import OUTPUTS, Property, candidate  # noqa: E402
 from reprobundle.run.contenders import ContenderSpec, parse_variant  # noqa: E402
 from reprobundle.run.module_server import ModuleWorker  # noqa: E402
 

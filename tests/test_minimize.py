@@ -18,8 +18,10 @@ import numpy as np
 import pytest
 
 from reprobundle.capture.export import export_function, function_ops, load_stablehlo
+from reprobundle.investigate.minimize.fed_values import all_values_cut
 from reprobundle.investigate.minimize.hlo_cut import graph_of
-from reprobundle.investigate.minimize.reduction import Search, all_values_cut, candidate, error_kind
+from reprobundle.investigate.minimize.reduction import Search, candidate
+from reprobundle.investigate.minimize.worker_outcomes import error_kind
 
 STEPS = 36  # ~6 StableHLO ops a step: a program of more than 200 ops
 
@@ -204,6 +206,90 @@ def test_max_time_keeps_the_best_piece_so_far_and_leaves_nothing_behind(chain_st
     assert result.packed == "chain-short@1"
     assert [p for p in psutil.Process().children(recursive=True) if p.pid not in before] == []  # no worker left
     assert [p for p in tmp.iterdir()] == []
+
+
+@pytest.fixture(scope="module")
+def short_chain_store(tmp_path_factory):
+    """`short@1`: a chain of 10 steps (about 60 ops) with one bfloat16 spot, which EXCESS_PRECISION_OFF changes."""
+    from quick import PACK
+
+    import reprobundle
+
+    root = tmp_path_factory.mktemp("short") / "store"
+    fn, args = minimize_chain.chain(10, ("bf16",))
+    reprobundle.pack(jax.jit(fn), *args, name="short", store=str(root), **PACK)
+    return root
+
+
+def _flag_of(variant: str) -> str:
+    return variant.partition(":")[2]
+
+
+# dying_release's test of a module: its @main returns more than 40 values (the all-values module of `short`, not the
+# whole bundle, which returns one, nor a cut of an eighth of its ops)
+MANY_RESULTS = ("any(line.split('->')[-1].count('tensor<') > 40 for line in text.splitlines() "
+                "if 'func.func public @main' in line)")
+
+
+def test_intermediate_values_that_kill_the_baselines_worker_come_from_smaller_cuts(short_chain_store, tmp_path):
+    """#63: a baseline release whose module worker aborts (LLVM's line, SIGABRT) while loading a module that returns
+    more than 40 values. The whole bundle loads on it; the module of all the intermediate values kills the worker,
+    and a fresh one; the values come from cuts of an eighth of the function each; minimize ends with the piece at
+    the spot the flag changes, as it does on a release that loads everything."""
+    from dying_release import dying_release
+
+    import reprobundle
+
+    deaths = tmp_path / "deaths"
+    dying = dying_release(tmp_path / "release", f"{MANY_RESULTS} and open({str(deaths)!r}, 'a').write('x') > 0")
+    result = reprobundle.api.minimize("short", [str(dying)],
+                                      variants=[f"{dying}:{_flag_of(minimize_chain.EXCESS_PRECISION_OFF)}"],
+                                      prop="outputs", store=str(short_chain_store), check=False)
+    assert deaths.read_text() == "xx"  # the all-values module, then again in a fresh worker; no cut after it
+    assert result.stopped == "done" and result.ops_before > 40 and 1 <= result.ops_after <= 5, result
+    assert {op["name"] for op in result.ops} <= {"stablehlo.convert", "stablehlo.multiply", "stablehlo.add"}
+    assert result.packed == "short-min@1"
+
+
+def test_a_release_that_cannot_load_a_single_ops_values_ends_minimize_with_the_reason_in_words(short_chain_store,
+                                                                                               tmp_path):
+    """#63: a baseline release whose module worker aborts loading any cut of the function with a sine in it (the
+    whole bundle loads). The all-values module, then the eighth of the function with the first sine, then the sine
+    alone kill it, each in a fresh worker too; minimize ends with exit 2 and one message in words: the release, the
+    phase, the worker's own last line (LLVM's), the op, and the command that still shows the change; no traceback,
+    and LLVM's line is not the message."""
+    from cli_runner import cli
+    from dying_release import LLVM_LINE, dying_release
+
+    dying = dying_release(tmp_path / "release", "'stablehlo.sine' in text and 'jax.result_info' not in text")
+    variant = f"{dying}:{_flag_of(minimize_chain.EXCESS_PRECISION_OFF)}"
+    code, out, err = cli("minimize", "short", "--jax", dying, "--variant", variant, "--outputs",
+                         store=short_chain_store)
+    assert code == 2 and "Traceback" not in err, err
+    said = " ".join(err.split())  # the message as one line, however the terminal wrapped it
+    said = said[said.index("error: "):]  # after the progress lines
+    assert (f"error: {dying}'s module worker aborted (again in a fresh worker) while loading the function's "
+            f"intermediate values ({LLVM_LINE}), even in pieces down to a module of one op (stablehlo.sine at "
+            "minimize_chain.py:") in said, said
+    assert "that release cannot load this module's text; the change still shows on the whole bundle: " \
+           f"`reprobundle replay short@1 --jax {dying} --variant {variant} --store {short_chain_store}`" in said
+    assert "Fatal Python error" not in said
+
+
+def test_a_candidate_release_whose_worker_dies_on_the_whole_bundle_is_said_in_words(short_chain_store, tmp_path):
+    """#63: the candidate's module worker aborts loading the whole bundle, in a fresh worker too, where outputs are
+    asked for (as investigate asks for the bisection's criterion): one message in words, exit 2, never a search
+    nor a lowering diff of a property the bundle was not even run for."""
+    from cli_runner import cli
+    from dying_release import LLVM_LINE, dying_release
+
+    dying = dying_release(tmp_path / "release", "'jax.result_info' in text")
+    code, _, err = cli("minimize", "short", "--jax", "installed", "--jax", dying, "--outputs", store=short_chain_store)
+    said = " ".join(err.split())
+    assert code == 2 and "Traceback" not in err, err
+    assert f"error: {dying}'s module worker aborted (again in a fresh worker) while loading the whole bundle " \
+           f"({LLVM_LINE}): that release cannot load this module's text: the two cannot be compared on it hint: " \
+           "--error keeps a piece that still kills it" in said, said
 
 
 def _pids_with_cwd_under(folder: Path) -> list[int]:
@@ -540,7 +626,8 @@ def test_the_readme_attention_examples_intermediate_values_come_back_within_a_ca
 
     import reprobundle
     from reprobundle.bundle.registry import Registry
-    from reprobundle.investigate.minimize.reduction import _intermediate_values, module_limits, packed_module
+    from reprobundle.investigate.minimize.fed_values import intermediate_values
+    from reprobundle.investigate.minimize.reduction import module_limits, packed_module
     from reprobundle.run.contenders import ContenderSpec
     from reprobundle.run.module_server import ModuleWorker
 
@@ -552,7 +639,7 @@ def test_the_readme_attention_examples_intermediate_values_come_back_within_a_ca
     graph = graph_of(function_ops(text), "minimize")
     values = dict(zip(graph.args, inputs))
     with ModuleWorker(ContenderSpec("installed"), platform="cpu", limits=module_limits(bundle)) as worker:
-        _intermediate_values(worker, graph, values)
+        intermediate_values(worker, graph, values)
     whole = all_values_cut(graph)
     assert whole is not None and len(whole.outputs) >= 20
     assert all(v in values for v in whole.outputs)

@@ -185,6 +185,7 @@ def test_an_aborted_worker_says_how_it_died_from_the_evidence_alone():
         outcome = worker.run(HANG, [np.int32(0)])
         killer.join()
         assert outcome.crashed and outcome.error_type == "SIGABRT" and outcome.phase == "execute", outcome
+        assert worker.starts == 1 and not outcome.first_death  # a death while running is the module's: not retried
         assert 50 << 20 < outcome.peak_rss_bytes < 8 << 30  # jax imported and a module compiled: tens of MiB at least
         message = outcome.message
         assert message.startswith("the worker died of SIGABRT in phase 'execute' (peak RSS "), message
@@ -193,6 +194,30 @@ def test_an_aborted_worker_says_how_it_died_from_the_evidence_alone():
         assert "memory?" not in message and "ran out of memory" not in message
         assert "Fatal Python error: Aborted" in outcome.stderr_tail
         assert_affine(worker.run(affine_module(6), [X, Y]), 6)  # replaced at the next call
+
+
+def test_a_worker_that_dies_loading_a_module_is_given_it_once_more_in_a_fresh_one(tmp_path):
+    """A release whose worker aborts loading a module (LLVM's line on stderr, then SIGABRT): where only the first
+    process dies, the module's outputs come from a fresh worker and the outcome says how the first one died; where
+    every process dies, the call is made twice, no more, and the outcome says in words how, in which phase, and the
+    worker's own last line (not faulthandler's dump)."""
+    from dying_release import LLVM_LINE, dies_once, dying_release
+
+    once = dying_release(tmp_path / "once", dies_once(tmp_path / "died"))
+    with ModuleWorker("installed", python=once, timeout_s=120) as worker:
+        first = worker.pid
+        assert_affine(outcome := worker.run(affine_module(2), [X, Y]), 2)
+        assert worker.starts == 2 and outcome.pid != first
+        assert outcome.first_death.startswith("the worker died of SIGABRT in phase 'load'") and \
+            LLVM_LINE in outcome.first_death, outcome.first_death
+        assert worker.lost == [f"the worker {first} died loading a module ({outcome.first_death}); it was loaded "
+                               "again in a fresh worker"]
+    always = dying_release(tmp_path / "always", "'@affine_3' in text")
+    with ModuleWorker("installed", python=always, timeout_s=120) as worker:
+        died = worker.run(affine_module(3), [X, Y])
+        assert died.crashed and died.phase == "load" and died.error_type == "SIGABRT" and worker.starts == 2, died
+        assert died.first_death and died.death_words == "aborted" and died.last_line == LLVM_LINE, died.stderr_tail
+        assert "Fatal Python error: Aborted" in died.stderr_tail  # the dump is there, and not the line said
 
 
 def test_a_death_is_said_as_memory_only_where_the_evidence_shows_it():

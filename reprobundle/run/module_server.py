@@ -5,7 +5,9 @@ its time importing jax. A `ModuleWorker` keeps one worker process of a contender
 (XLA_FLAGS and environment variables are fixed per process, hence one worker per contender), and sends it module
 after module. A module that fails to load, compile or run is an outcome like any other; a worker that dies
 (segfault, abort, out-of-memory kill) or exceeds a call's time limit is reported as such and replaced,
-transparently, at the next call. A death is said from its evidence (launch.death_text): the signal, the phase, the
+transparently, at the next call. A worker that dies while loading a module is given it once more in a fresh worker
+(a death there may be the process's state as much as the text); the outcome then says how the first one died
+(`first_death`). A death is said from its evidence (launch.death_text): the signal, the phase, the
 worker's peak resident memory and the limit it ran under, and the last lines of its stderr.
 
     with ModuleWorker(ContenderSpec("0.8.0")) as worker:
@@ -35,7 +37,7 @@ from ..store.watchdog import track_group, untrack_group
 from ..worker.protocol import LIMIT_COMPILE, LIMIT_LOAD, phase_limit_kind
 from .contenders import ContenderSpec, unknown_flag_reason
 from .execution import PhaseLimits, dtype_of
-from .worker_launch import Ended, death_text, oom_kills, reap, worker_command, worker_environment
+from .worker_launch import Ended, death_text, last_words, oom_kills, reap, worker_command, worker_environment
 
 OK = "ok"
 ERROR = "error"  # the worker answered: the module failed to load, compile or run
@@ -50,6 +52,13 @@ _HEADER = struct.Struct(">I")
 _MAX_FRAME = 1 << 34  # a frame longer than this is not the worker speaking
 _STDERR_TAIL = 4000
 _CLOSE_WAIT_S = 5.0
+# A worker that dies while loading a module (parsing its text, rebuilding and lowering it) may die of the process's
+# state as much as of the text (what the modules served before it left, what the release loaded into it): the module
+# is loaded once more in a fresh worker. A death while compiling or running is the module's (what minimize and
+# explain look for): never retried.
+_RETRIED_PHASE = "load"
+# What last_words adds after the native lines: faulthandler's dump (the worker enables it), not the worker's own words.
+_FAULTHANDLER_LINES = ("Fatal Python error:", "innermost Python frame:")
 
 
 @dataclass
@@ -74,6 +83,7 @@ class ModuleOutcome:
     stderr_tail: str = ""  # what the worker wrote to stderr during the call, when it did not succeed
     pid: int | None = None  # the worker process that served the call
     peak_rss_bytes: int | None = None  # a worker that died: its own peak resident memory (wait4's ru_maxrss)
+    first_death: str = ""  # a call made again in a fresh worker (the first died loading it): how the first died
 
     @property
     def ok(self) -> bool:
@@ -86,6 +96,29 @@ class ModuleOutcome:
     @property
     def timed_out(self) -> bool:
         return self.status == TIMEOUT
+
+    @property
+    def last_line(self) -> str:
+        """A dead worker's own last line on stderr (an LLVM or XLA error), before the Python stack faulthandler
+        dumps; that dump's first line where the native code wrote nothing; "" where stderr is empty."""
+        lines = last_words(self.stderr_tail)
+        native = [line for line in lines if not line.startswith(_FAULTHANDLER_LINES)]
+        if native:
+            return native[-1]
+        return lines[0] if lines else ""
+
+    @property
+    def death_words(self) -> str:
+        """How a dead worker ended, in words: "aborted" (SIGABRT), "crashed (SIGSEGV)", "was killed (SIGKILL)",
+        "exited with code 3"."""
+        how = self.error_type or ""
+        if how == "SIGABRT":
+            return "aborted"
+        if how == "SIGKILL":
+            return "was killed (SIGKILL)"
+        if how.startswith("exit "):
+            return f"exited with code {how[5:]}"
+        return f"crashed ({how})" if how and how != "running" else "stopped answering"
 
     @property
     def failure(self) -> tuple[str, str | None, str | None, str] | None:
@@ -361,7 +394,14 @@ class ModuleWorker:
             if self._phase is None and retry and request["op"] == "run":  # it died before it read the module
                 self._lose()
                 return self._call(request, timeout_s, retry=False)
-            return self._ended(ModuleOutcome(CRASHED, phase=self._phase), t0, pid)
+            died = self._ended(ModuleOutcome(CRASHED, phase=self._phase), t0, pid)
+            if self._phase == _RETRIED_PHASE and retry and request["op"] == "run":
+                self.lost.append(f"the worker {pid} died loading a module ({died.message}); it was loaded again in a "
+                                 "fresh worker")
+                again = self._call(request, timeout_s, retry=False)
+                again.first_death = died.message
+                return again
+            return died
         self._busy = False
         return self._outcome(answer, time.perf_counter() - t0, pid)
 

@@ -188,6 +188,17 @@ def opened(graph: FunctionGraph, index: int, region: RegionText, serial: int) ->
     return function_text(graph, lines, [results.get(v, v) for v in graph.returned], "opened")
 
 
+def consecutive_chunks(items: Sequence, n: int) -> list[list]:
+    """`items` in at most `n` consecutive chunks of nearly equal size (none empty)."""
+    size, extra = divmod(len(items), n)
+    out, at = [], 0
+    for k in range(n):
+        step = size + (1 if k < extra else 0)
+        out.append(list(items[at:at + step]))
+        at += step
+    return [c for c in out if c]
+
+
 def location_key(loc: str) -> str | None:
     """`file.py:23`: the outermost frame, in the innermost frame's file, of an op's location; None without one."""
     frames = [f for f in _FILE_LINE.findall(loc) if f[0] != "-"]  # "-": the parsed text itself, no source

@@ -15,10 +15,14 @@ A property is judged between contender A (the baseline) and B on a module and it
 
 The search is Zeller's ddmin over the top-level ops of the function (hlo_cut.py): a candidate is any subset of
 them; the values it uses but does not define are its inputs, fed with the real values the whole function computes
-there on A (one run of the function returning every intermediate value it can carry), and the values it defines
-that nothing inside uses are its outputs. Constants are copied in and never counted; a candidate whose boundary
-holds a value no bundle can carry (a token) is simply not kept. Each candidate runs on a long-lived worker per
-contender (run/module_server.py), one small module after another.
+there on A (fed_values.py: one run of the function returning every intermediate value it can carry, or smaller cuts
+where that run kills A's worker), and the values it defines that nothing inside uses are its outputs. Constants
+are copied in and never counted; a candidate whose boundary holds a value no bundle can carry (a token) is simply
+not kept. Each candidate runs on a long-lived worker per contender (run/module_server.py), one small module after
+another. A worker that dies on a module minimize cannot do without (the whole bundle on A, a single op's values at
+the top level) ends it with the reason in words (worker_outcomes.py's WorkerDeath): the release, the phase, the
+worker's own last line on stderr, and the command that still shows the change on the whole bundle; below the top
+level, a region whose values kill the worker is not opened, and the piece above is the answer.
 
 Regions. After the top level, each op of the kept piece that holds a computation is opened where the cut is sound:
 - `func.call`: the callee's body is inlined (its arguments are the call's operands; the call's results are what
@@ -35,12 +39,11 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import shlex
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
@@ -62,7 +65,18 @@ from ...run.replay import leaf_array, replay, replay_platform
 from ...run.replay_options import ReplayOptions
 from ...run.schedule import DEFAULT_STEPS
 from ...store.watchdog import handling_signals
-from .hlo_cut import Cut, FunctionGraph, bundle_inputs, cut, feedable, graph_of, location_key, opened, unused_results
+from .fed_values import intermediate_values
+from .hlo_cut import (
+    Cut,
+    FunctionGraph,
+    bundle_inputs,
+    consecutive_chunks,
+    cut,
+    graph_of,
+    location_key,
+    opened,
+    unused_results,
+)
 from .kept_property import (
     ERROR,
     OUTPUTS,
@@ -73,6 +87,7 @@ from .kept_property import (
     told_property,
     whole_not_shown,
 )
+from .worker_outcomes import Runner, WorkerDeath, died_text, error_kind, error_text
 
 if TYPE_CHECKING:
     from ...envs.manager import EnvironmentManager
@@ -85,54 +100,6 @@ _STEP_TARGET_S = 0.02  # one timed step of a candidate: calls adding up to about
 
 class OutOfTime(Exception):
     """The search's time is up (`--max-time`): the best piece so far is the answer."""
-
-
-class Outcome(Protocol):
-    """What a module did on one contender (run/module_server.ModuleOutcome)."""
-
-    status: str
-    outputs: list
-    samples_ns: list
-    phase: str | None
-    error_type: str | None
-    message: str
-
-    @property
-    def ok(self) -> bool: ...
-
-
-class Runner(Protocol):
-    """One contender's long-lived worker (run/module_server.ModuleWorker)."""
-
-    def run(self, text: str, inputs: Sequence[np.ndarray]) -> Any: ...
-
-    def prepare(self, text: str, inputs: Sequence[np.ndarray]) -> Any: ...
-
-    def time_prepared(self, repeat: int, *, warmup: int = 0) -> Any: ...
-
-
-_NUMBER = re.compile(r"\b0x[0-9a-fA-F]+\b|\d+")
-_NAMES = re.compile(r"%[A-Za-z0-9_$.\-#]+|@[A-Za-z0-9_$.\-]+|'[^']*'|\"[^\"]*\"")
-_TYPES = re.compile(r"tensor<[^>]*>")
-
-
-def error_kind(outcome: Any) -> str:
-    """How a failure is told apart from another: the phase, the error's class and its first line with numbers,
-    value and function names, quoted text and tensor types normalised (a piece's error names other values and
-    shapes than the whole module's); a crash or time-out is its status and phase."""
-    if outcome.status in ("crashed", "timeout"):
-        return f"{outcome.status} in {outcome.phase or 'start'}"
-    line = (outcome.message or "").strip().splitlines()[0] if (outcome.message or "").strip() else ""
-    line = _TYPES.sub("tensor<...>", _NAMES.sub("_", line))
-    line = _NUMBER.sub("N", line)
-    return f"{outcome.phase or '?'}: {outcome.error_type or 'error'}: {' '.join(line.split())}"
-
-
-def error_text(outcome: Any) -> str:
-    """A failure as one line: `compile: XlaRuntimeError: UNIMPLEMENTED: ...`."""
-    if outcome.status in ("crashed", "timeout"):
-        return f"{outcome.status} in {outcome.phase or 'start'} ({outcome.error_type or ''}) {outcome.message}".strip()
-    return f"{outcome.phase or '?'}: {outcome.error_type or 'error'}: {outcome.message}"
 
 
 # ------------------------------------------------------------------------------------------------ the search
@@ -175,7 +142,7 @@ class Search:
             self.best = list(current)
         n = 2
         while len(current) >= 2:
-            chunks = _chunks(current, n)
+            chunks = consecutive_chunks(current, n)
             reduced = False
             for chunk in chunks:
                 if self.test(chunk):
@@ -193,17 +160,6 @@ class Search:
                     break
                 n = min(len(current), 2 * n)
         return current
-
-
-def _chunks(items: list, n: int) -> list[list]:
-    """`items` in `n` consecutive chunks of nearly equal size."""
-    size, extra = divmod(len(items), n)
-    out, at = [], 0
-    for k in range(n):
-        step = size + (1 if k < extra else 0)
-        out.append(items[at:at + step])
-        at += step
-    return [c for c in out if c]
 
 
 # ------------------------------------------------------------------------------------------------ candidates
@@ -225,14 +181,6 @@ def candidate(members: Sequence[int], graph: FunctionGraph, values: dict[str, np
     return Candidate(sorted(members), made, [values[v] for v in made.inputs])
 
 
-def all_values_cut(graph: FunctionGraph) -> Cut | None:
-    """The whole function returning every value its ops define that a bundle can carry (what every candidate's
-    inputs are taken from)."""
-    work = graph.work
-    outputs = [r for i in work for r in graph.ops[i].results if feedable(graph.types[r])]
-    return cut(work, graph, outputs, "all_values")
-
-
 # ------------------------------------------------------------------------------------------------ properties
 
 
@@ -243,6 +191,7 @@ class Judgement:
 
     holds: bool
     detail: dict = field(default_factory=dict)
+    died: tuple[Runner, Any] | None = None  # a worker that died on the module (in a fresh one too): whose, its outcome
 
 
 @dataclass
@@ -267,7 +216,7 @@ class Property:
             return self._slower(a, b, text, inputs)
         first = a.run(text, inputs)
         if not first.ok:
-            return Judgement(False, {"a_error": error_text(first)})
+            return Judgement(False, {"a_error": error_text(first)}, died=_died(a, first))
         second = b.run(text, inputs)
         if self.name == ERROR:
             if second.ok:
@@ -275,7 +224,7 @@ class Property:
             return Judgement(self.kind is None or error_kind(second) == self.kind,
                              {"error": error_text(second), "kind": error_kind(second)})
         if not second.ok:
-            return Judgement(False, {"b_error": error_text(second)})
+            return Judgement(False, {"b_error": error_text(second)}, died=_died(b, second))
         return self._outputs(first.outputs, second.outputs)
 
     def _outputs(self, ref: Sequence[np.ndarray], got: Sequence[np.ndarray]) -> Judgement:
@@ -292,7 +241,7 @@ class Property:
         for worker in (a, b):
             ready = worker.prepare(text, inputs)
             if not ready.ok:
-                return Judgement(False, {"error": error_text(ready)})
+                return Judgement(False, {"error": error_text(ready)}, died=_died(worker, ready))
         probe = a.time_prepared(3, warmup=1)
         if not probe.ok:
             return Judgement(False, {"a_error": error_text(probe)})
@@ -335,6 +284,8 @@ def choose_property(a: Runner, b: Runner, text: str, inputs: Sequence[np.ndarray
     """The property the whole bundle shows, tried in order error, outputs, slower, and why it was chosen;
     UsageError when it shows none."""
     first, second = a.run(text, inputs), b.run(text, inputs)
+    if first.status == "crashed":
+        raise whole_death(a, first, baseline=True)
     if not first.ok:
         raise UsageError(f"the baseline fails on the whole bundle ({error_text(first)}): minimize needs a baseline "
                          "that runs it", hint="give as the first --jax a contender that runs the bundle")
@@ -438,7 +389,10 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         say(Status(f"property: {chosen.name} ({why})", "minimize"))
         details: dict[tuple, dict] = {}
         levels: list[Level] = []
-        stopped = _reduce(levels, graph, values, chosen, a, b, details, deadline, say_progress(progress, started))
+        try:
+            stopped = _reduce(levels, graph, values, chosen, a, b, details, deadline, say_progress(progress, started))
+        except WorkerDeath as e:
+            raise still_shown(e, registry, bundle, contenders) from None
     interrupted = stopped == "interrupted"
     level = levels[-1]
     best = candidate(level.search.best, level.graph, level.values)
@@ -474,6 +428,16 @@ def module_limits(bundle: Bundle) -> PhaseLimits:
     return ReplayOptions().limits(reference_ns)
 
 
+def still_shown(death: WorkerDeath, registry: Registry, bundle: Bundle, specs: Sequence[ContenderSpec]) -> WorkerDeath:
+    """A worker's death during the search, said with what still stands: the whole bundle showed the change, and
+    its replay (or the issue's zip) reproduces it."""
+    sides = [a for s in specs for a in (("--variant", f"{s.jax}:{s.settings.describe()}") if s.settings else
+                                         ("--jax", s.jax))]
+    command = shlex.join(["reprobundle", "replay", str(bundle.ref), *sides, *store_args(registry)])
+    return WorkerDeath(f"{death.message}; the change still shows on the whole bundle: `{command}` or the issue's zip "
+                       "reproduce it", hint="minimize another pair of releases, or report the whole bundle")
+
+
 def _check_arguments(contenders: Sequence[ContenderSpec], prop: str | None, min_ratio: float | None,
                      max_time_s: float | None, name: str | None) -> None:
     if len(contenders) != 2:
@@ -494,7 +458,7 @@ def _reduce(levels: list[Level], graph: FunctionGraph, values: dict[str, np.ndar
     """The search, level after level, into `levels`: "done", "max-time", or "interrupted" (Ctrl-C once the first
     level exists; before, KeyboardInterrupt propagates)."""
     try:
-        _intermediate_values(a, graph, values)
+        intermediate_values(a, graph, values)
         levels.append(Level(graph, values, Search(
             functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
             show(len(graph.work)), best=list(graph.work))))
@@ -527,8 +491,9 @@ MAX_LEVELS = 4
 def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, details: dict, deadline: float | None,
                   show: Callable[..., Callable[[list, int], None]]) -> None:
     """Below the top level: the best piece's first call or while whose opened form (see the module docstring)
-    still has the property becomes the next level, reduced in turn, until none does or MAX_LEVELS. A piece that
-    is one call is its callee already (function_ops reads through such a wrapper)."""
+    still has the property becomes the next level, reduced in turn, until none does, its values kill A's worker
+    (WorkerDeath: the piece above is the answer) or MAX_LEVELS. A piece that is one call is its callee already
+    (function_ops reads through such a wrapper)."""
     serial = [0]
     while len(levels) < MAX_LEVELS:
         level = levels[-1]
@@ -546,7 +511,10 @@ def _open_regions(levels: list[Level], prop: Property, a: Runner, b: Runner, det
             text, line = found
         graph = graph_of(function_ops(text), "minimize")
         values = dict(zip(graph.args, best.inputs))
-        _intermediate_values(a, graph, values)
+        try:
+            intermediate_values(a, graph, values)
+        except WorkerDeath:  # the region's values kill A's worker, even op by op: the piece above stands
+            return
         deeper = Level(graph, values, Search(
             functools.partial(_holds, graph=graph, values=values, prop=prop, a=a, b=b, details=details), deadline,
             show(len(graph.work), len(levels)), best=list(graph.work), tested=level.search.tested), line)
@@ -593,6 +561,20 @@ def packed_module(registry: Registry, bundle: Bundle) -> tuple[str, list[np.ndar
     return text, inputs
 
 
+def _died(runner: Runner, outcome: Any) -> tuple[Runner, Any] | None:
+    return (runner, outcome) if outcome.status == "crashed" else None
+
+
+def whole_death(runner: Runner, outcome: Any, *, baseline: bool) -> WorkerDeath:
+    """A worker that died on the whole bundle (in a fresh one too), in words: the baseline's ends minimize; the
+    candidate's, where another property than error was asked for, is what `--error` reduces."""
+    said = died_text(runner.contender, outcome, "the whole bundle")
+    if baseline:
+        return WorkerDeath(f"{said}: minimize needs a baseline that runs it",
+                           hint="give as the first --jax a contender that runs the bundle")
+    return WorkerDeath(f"{said}: the two cannot be compared on it", hint="--error keeps a piece that still kills it")
+
+
 def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np.ndarray], *, bits: bool,
               min_ratio: float, ref: str, specs: tuple[ContenderSpec, ContenderSpec], registry: Registry,
               bundle: Bundle, why: str = "named on the command line") -> tuple[Property, Judgement, str]:
@@ -605,20 +587,12 @@ def _property(prop: str | None, a: Runner, b: Runner, text: str, inputs: list[np
         failed = b.run(text, inputs)
         chosen.kind = None if failed.ok else error_kind(failed)
     judged = chosen.judge(a, b, text, inputs)
+    if judged.died is not None:
+        runner, outcome = judged.died
+        raise whole_death(runner, outcome, baseline=runner is a)
     if not judged.holds:
         raise not_shown(chosen, judged, ref, specs, bundle)
     return chosen, judged, why
-
-
-def _intermediate_values(a: Runner, graph: FunctionGraph, values: dict[str, np.ndarray]) -> None:
-    """Every value the function's ops define that a bundle can carry, computed on A in one run."""
-    whole = all_values_cut(graph)
-    if whole is None:
-        return
-    outcome = a.run(whole.text, [values[v] for v in whole.inputs])
-    if not outcome.ok:
-        raise UsageError(f"the baseline cannot compute the function's intermediate values: {error_text(outcome)}")
-    values.update(zip(whole.outputs, (np.asarray(x) for x in outcome.outputs)))
 
 
 def _holds(members: list, graph: FunctionGraph, values: dict[str, np.ndarray], prop: Property, a: Runner, b: Runner,
