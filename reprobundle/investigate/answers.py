@@ -145,12 +145,16 @@ def minimization_answer(bundle: Bundle, found: Any, command: str, answer_id: str
 def store_minimization_answer(registry: Registry, bundle: Bundle, found: Any, command: str,
                               reuse: dict | None = None) -> str | None:
     """The minimization `found` stored as an answer of `bundle`, sealed with its piece's id and the runs of the
-    piece's fresh replay; its id (None for a read-only store or a piece not packed)."""
+    piece's fresh replay (a piece its ref no longer opens: no id, never reused); its id (None for a read-only store
+    or a piece not packed)."""
     if registry.store.read_only or not found.packed:
         return None
-    piece = registry.resolve(found.packed)
+    try:
+        piece: Bundle | None = registry.resolve(found.packed)
+    except ReproBundleError:
+        piece = None
     record = minimization_answer(bundle, found, command, Registry.new_run_id(), piece)
-    return store_answer(registry, record, reuse, runs_of=piece.ref.bundle_id)
+    return store_answer(registry, record, reuse, runs_of=piece.ref.bundle_id if piece else None)
 
 
 def own_piece(registry: Registry, bundle: Bundle, record: dict) -> Bundle | None:
