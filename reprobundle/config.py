@@ -21,6 +21,7 @@ class Settings:
     store: str = ""  # the default store's URL or folder (config.default_store_url)
     cache_dir: str = ""  # the read-through cache of remote blobs and downloaded zips
     cache_max_bytes: str = ""  # the cache's size limit ("20G"; bundle/cache.py)
+    answer_key: str = ""  # the file of this machine's key that seals the answers it stores (bundle/answer_seal.py)
     gc_grace: str = ""  # how old an unreferenced blob must be before gc deletes it ("6h"; gc_grace_s)
     env_dir: str = ""  # the cached JAX environments (envs/env_folders.py)
     install: str = ""  # the install line a Reproduce block shows (bundle/sharing.py)
@@ -84,6 +85,12 @@ def default_store_url() -> str:
 
 def cache_dir() -> Path:
     return Path(settings().cache_dir or _user_dir("cache"))
+
+
+def answer_key_file() -> Path:
+    """The file of this machine's answer key: $REPROBUNDLE_ANSWER_KEY, else `answer-key` in the user's data folder
+    (beside the default store, never inside any store: nothing a transfer copies)."""
+    return Path(settings().answer_key or _user_dir("data") / "answer-key")
 
 
 GC_GRACE_ENV = "REPROBUNDLE_GC_GRACE"

@@ -21,6 +21,22 @@ except ImportError:  # pragma: no cover
     pass
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _answer_key_of_the_run(tmp_path_factory):
+    """One answer key (bundle/answer_seal.py) for the whole run, outside the user's data folder: shared by its xdist
+    processes, since tests/shared_stores.py's stores are sealed by whichever process builds them. Set before any
+    module's fixtures build a store; a test that plays another machine sets its own."""
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    before = os.environ.get("REPROBUNDLE_ANSWER_KEY")
+    os.environ["REPROBUNDLE_ANSWER_KEY"] = str(root / "answer-key")
+    yield
+    if before is None:
+        os.environ.pop("REPROBUNDLE_ANSWER_KEY", None)
+    else:
+        os.environ["REPROBUNDLE_ANSWER_KEY"] = before
+
+
 @pytest.fixture(autouse=True)
 def _isolated_default_store(tmp_path_factory, monkeypatch):
     """No test touches the user's real store or cache."""

@@ -70,7 +70,10 @@ def test_an_answer_is_stored_once_listed_reported_and_pushed(store, tmp_path):
 
     result = api.push("small", str(tmp_path / "team"), store=str(store))
     assert result.answers_copied == 1
-    assert [a["answer_id"] for a in Registry.open(tmp_path / "team").answers(bundle.ref.bundle_id)] == [answer_id]
+    team = Registry.open(tmp_path / "team")  # carried, and foreign there: a copy is never that store's own
+    assert [(a["answer_id"], why is not None) for a, why in team.answer_records(bundle.ref.bundle_id)] == [
+        (answer_id, True)]
+    assert team.answers(bundle.ref.bundle_id) == [] and "seal" not in team.answer_records(bundle.ref.bundle_id)[0][0]
     assert api.push("small", str(tmp_path / "team"), store=str(store)).answers_copied == 0  # already there
 
 

@@ -38,6 +38,7 @@ from ..store import COPY_CHUNK, Store, open_store
 from ..store.base import Lease, make_temp_file
 from ..store.zip_store import write_zip_store
 from ..text import clean, first_line, quoted
+from . import answer_seal
 from . import manifest as mf
 from .digest import blob_key, check_digest, digest_bytes, digest_file, digest_stream, hex_of
 from .redaction import redact_environment
@@ -92,6 +93,7 @@ class Registry:
         self._marker_checked = False
         self._marker_absent = False  # checked for reading: no marker, so no bundles (a write checks again)
         self.lease_in_use: Lease | None = None  # this registry's hold on the keys it writes (see `hold`)
+        self._run_digest_cache: dict[str, str] = {}  # run record key -> its sha256 as stored (put_answer, answers)
         # Blobs of remote stores (gs://) are read through the persistent local cache (cache.BlobCache).
         self.blob_cache = _default_blob_cache(store)
 
@@ -513,8 +515,10 @@ class Registry:
         it after its own redaction, such as the conditions of a measurement, is judged by the same rules)."""
         self.check_marker(create=True)
         run = {**run, "environment": redact_environment(run.get("environment") or {})}
-        run_id = run["run_id"]
-        self.store.put(f"runs/{hex_of(run['bundle_id'])}/{run_id}.msgpack", mf.encode_run(run), create_only=True)
+        run_id, data = run["run_id"], mf.encode_run(run)
+        key = f"runs/{hex_of(run['bundle_id'])}/{run_id}.msgpack"
+        self.store.put(key, data, create_only=True)
+        self._run_digest_cache[key] = digest_bytes(data)
         return run_id
 
     def put_runs(self, runs: Sequence[dict]) -> list[str]:
@@ -555,28 +559,76 @@ class Registry:
         return sorted(out, key=lambda r: r["created"])
 
     # ---------------------------------------------------------------------------------------- answers
-    def put_answer(self, answer: dict) -> str:
-        """Store an answer record (bundle/manifest.validate_answer) beside the bundle's runs; written once (one
-        put of the whole record: a reader sees all of it or nothing)."""
+    def put_answer(self, answer: dict, *, runs_of: str | None = None) -> str:
+        """Store an answer record (bundle/manifest.validate_answer) beside the bundle's runs, sealed as this store's
+        own (bundle/answer_seal.py): the run records it names (the runs of `runs_of`, default its own bundle; a
+        minimization's are its piece's) by their sha256 as stored here (null: none is), then the whole record under
+        this machine's key. Written once (one put of the whole record: a reader sees all of it or nothing)."""
         self.check_marker(create=True)
-        self.store.put(answer_key(answer["bundle_id"], answer["answer_id"]), mf.encode_answer(answer),
+        folder = f"runs/{hex_of(runs_of or answer['bundle_id'])}"
+        runs = self._run_digests([f"{folder}/{run_id}.msgpack" for run_id in answer.get("runs") or []])
+        record = answer_seal.sealed(answer, runs, answer_seal.sealing_key())
+        self.store.put(answer_key(answer["bundle_id"], answer["answer_id"]), mf.encode_answer(record),
                        create_only=True)
         return answer["answer_id"]
 
+    def put_copied_answer(self, answer: dict) -> bool:
+        """Store a record another store holds, as it is but for its seal, which a copy never carries: foreign here
+        (answer_seal.py), shown, never reused or reported. False where this store holds that record already."""
+        self.check_marker(create=True)
+        try:
+            self.store.put(answer_key(answer["bundle_id"], answer["answer_id"]),
+                           mf.encode_answer(answer_seal.unsealed(answer)), create_only=True)
+        except AlreadyExistsError:
+            return False
+        return True
+
     def answers(self, bundle_id: str) -> list[dict]:
-        """The bundle's answer records, oldest first; one that cannot be read is skipped with a warning naming it."""
+        """The bundle's own answer records (answer_seal.py: sealed here, every run they rest on still as sealed),
+        oldest first: the only ones reused or reported. The others are `answer_records`'."""
+        return [record for record, foreign in self.answer_records(bundle_id) if foreign is None]
+
+    def answer_records(self, bundle_id: str) -> list[tuple[dict, str | None]]:
+        """Every answer record stored beside the bundle, each with why it is foreign (None: this store's own),
+        oldest first (own ones by this machine's clock; a foreign one's `created` is whatever its writer put); one
+        that cannot be read is skipped with a warning naming it."""
         self.check_marker(create=False)
-        out: list[dict] = []
+        records = []
         for key in self.store.list(f"answers/{hex_of(bundle_id)}"):
             if not key.endswith(".msgpack"):
                 continue
             try:
-                out.append(mf.decode_answer(self.store.get_bounded(key, mf.MAX_MANIFEST_BYTES)))
+                records.append(mf.decode_answer(self.store.get_bounded(key, mf.MAX_MANIFEST_BYTES)))
             except NotFoundError:
                 continue
             except (FormatError, StoreError) as e:
                 log.warning("skipped %s: %s", key, first_line(e.message, 200))
-        return sorted(out, key=lambda a: (a["created"], a["answer_id"]))
+        machine_key = answer_seal.machine_key() if any(answer_seal.SEAL in r for r in records) else None
+        judged = [(r, "stored under another bundle" if r["bundle_id"] != bundle_id else
+                   answer_seal.seal_problem(r, machine_key)) for r in records]
+        digests = self._run_digests([k for r, why in judged if why is None for k in answer_seal.sealed_runs(r)])
+        judged = [(r, why or answer_seal.run_problem(r, digests)) for r, why in judged]
+        return sorted(judged, key=lambda j: (j[0]["created"], j[0]["answer_id"]))
+
+    def _run_digests(self, keys: Sequence[str]) -> dict[str, str | None]:
+        """Each run record's sha256 as stored now (None: not there, or unreadable); read once per registry (run
+        records are create-only), several at a time."""
+        def digest(key: str) -> str | None:
+            try:
+                return digest_bytes(self.store.get_bounded(key, mf.MAX_MANIFEST_BYTES))
+            except NotFoundError:
+                return None
+            except StoreError as e:
+                log.warning("cannot read %s: %s", key, first_line(e.message, 200))
+                return None
+
+        todo = sorted({k for k in keys if k not in self._run_digest_cache})
+        if todo:
+            with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+                for key, found in zip(todo, pool.map(digest, todo)):
+                    if found is not None:
+                        self._run_digest_cache[key] = found
+        return {k: self._run_digest_cache.get(k) for k in keys}
 
     @staticmethod
     def new_run_id() -> str:

@@ -11,6 +11,8 @@ Copying a bundle (push, pull, copy all come here):
 - The manifest is written last and create-only: at the source's version number when that is free at the
   destination, else at the next free one (Registry.publish). A manifest identical to one already there (same
   version, or another version with the same content) is not published again.
+- Run records follow with the blobs they name, then the answer records, each without its seal (copy_runs): an
+  answer a copy brings is foreign at the destination (bundle/answer_seal.py), whoever sealed it at the source.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class TransferResult:
     bytes_skipped: int
     seconds: float
     runs_copied: int = 0  # run records copied with the bundle (push/pull/copy without --no-runs)
-    answers_copied: int = 0  # answer records (bisections) copied with the runs
+    answers_copied: int = 0  # answer records copied with the runs, each foreign at the destination (unsealed)
     runs_present: int = 0  # run records the destination already held
 
     def data(self) -> dict:
@@ -261,26 +263,23 @@ def _confirm_blobs(source: Store, dest: Registry, refs: list[Blob], jobs: int) -
 def copy_runs(source: Registry, bundle: Bundle, dest: Registry, result: TransferResult, *,
               progress: Progress | None = None, jobs: int | None = None) -> TransferResult:
     """Copy the run records of `bundle` (and the blobs they name) after `copy_bundle` put it at `result.ref`, so the
-    destination shows its history, then its answer records (what bisections answered from those runs). A record the
-    destination holds is left alone (ids are unique); when the bundle was renumbered there, the copies name the new
-    version and id. Sources that cannot list (a zip, an https store) have none to copy. Returns `result` with
-    runs_copied, runs_present and answers_copied set."""
+    destination shows its history, then its answer records (what investigations answered from those runs), each
+    without its seal: foreign at the destination (bundle/answer_seal.py), shown there, never reused or reported,
+    whatever it claims. A record the destination holds is left alone (ids are unique); when the bundle was
+    renumbered there, the copies name the new version and id. Sources that cannot list (a zip, an https store)
+    have none to copy. Returns `result` with runs_copied, runs_present and answers_copied set."""
     if not source.store.capabilities.writable and not source.store.capabilities.shareable:
         return result  # a zip: it holds no runs
     try:
         runs = source.runs(bundle.ref.bundle_id)
-        answers = source.answers(bundle.ref.bundle_id)
+        answers = [record for record, _ in source.answer_records(bundle.ref.bundle_id)]
     except UsageError:
         return result  # a store that cannot list
     _copy_run_records(source, runs, bundle, dest, result, progress, jobs)
     for answer in answers:
         if result.ref.bundle_id != bundle.ref.bundle_id:
             answer = {**answer, "bundle_id": result.ref.bundle_id, "bundle": str(result.ref)}
-        try:
-            dest.put_answer(answer)
-        except AlreadyExistsError:
-            continue
-        result.answers_copied += 1
+        result.answers_copied += dest.put_copied_answer(answer)
     return result
 
 

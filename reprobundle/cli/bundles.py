@@ -158,7 +158,7 @@ def show(ref: str, store: Optional[str] = StoreOpt, as_json: bool = JsonOpt) -> 
 
     registry, bundle = open_ref(ref, store)  # as api.resolve, without loading the whole library
     runs = [] if registry.store.read_only else registry.runs(bundle.ref.bundle_id)
-    answers = [] if registry.store.read_only else registry.answers(bundle.ref.bundle_id)
+    answers = [] if registry.store.read_only else registry.answer_records(bundle.ref.bundle_id)
     emit(as_json, report.bundle_data(bundle, runs, answers), report.describe_bundle(bundle, runs, answers))
 
 

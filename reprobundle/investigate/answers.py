@@ -1,8 +1,9 @@
 """What an investigation answered, as a record stored beside the runs it rests on (schemas/answer-v1.schema.json):
 a bisection's endpoints, criterion and why, first bad and last good release, each tested release's class and
 evidence, the mode and why, the layer at the boundary, and the command that asks the same question again. `show`
-lists them, `issue` reports the latest, push/pull/copy carry them with the runs. A record is data from whoever wrote
-the store: every reader escapes its text.
+lists them, `issue` reports the latest complete one, push/pull/copy carry them with the runs. A record is data from
+whoever wrote the store: every reader escapes its text, and only the store's own records (Registry.answers: sealed
+here, bundle/answer_seal.py) are reused or reported; the others (`Registry.answer_records`) are foreign.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import shlex
 from typing import Any, Sequence
 
 from ..bundle.registry import Bundle, Registry, utc_now
+from ..errors import ReproBundleError
 
 BISECTION = "bisection"
 
@@ -34,17 +36,23 @@ def answer_record(bundle: Bundle, kind: str, command: str, runs: Sequence[dict],
             "command": command, "runs": run_ids[:most_runs], "answer": _plain(answer), "reprobundle": __version__}
 
 
-def store_answer(registry: Registry, record: dict, reuse: dict | None = None) -> str | None:
-    """`record` stored beside its runs (with `reuse`: what it was asked, reuse_key's); its id (None for a read-only
+def store_answer(registry: Registry, record: dict, reuse: dict | None = None, runs_of: str | None = None) -> str | None:
+    """`record` stored beside its runs, sealed as this store's own (Registry.put_answer; `runs_of`: the bundle whose
+    runs it names, where not its own), with `reuse` (what it was asked, reuse_key's); its id (None for a read-only
     store, which kept no runs)."""
     if registry.store.read_only:
         return None
-    return registry.put_answer({**record, "reuse": reuse} if reuse else record)
+    return registry.put_answer({**record, "reuse": reuse} if reuse else record, runs_of=runs_of)
 
 
 def latest_bisection(answers: Sequence[dict]) -> dict | None:
-    """The latest stored bisection among a bundle's answer records (oldest first), or None."""
-    found = [a for a in answers if a.get("kind") == BISECTION]
+    """The latest complete bisection among a bundle's answer records (its own, oldest first: Registry.answers), or
+    None: one --max-time cut short (`unfinished`) is where the next search starts, never what is reported."""
+    return _latest(answers, BISECTION)
+
+
+def _latest(answers: Sequence[dict], kind: str) -> dict | None:
+    found = [a for a in answers if a.get("kind") == kind and not unfinished(a)]
     return found[-1] if found else None
 
 
@@ -93,9 +101,8 @@ def store_explanation(registry: Registry, bundle: Bundle, result: dict, command:
 
 
 def latest_explanation(answers: Sequence[dict]) -> dict | None:
-    """The latest stored explanation among a bundle's answer records (oldest first), or None."""
-    found = [a for a in answers if a.get("kind") == EXPLANATION]
-    return found[-1] if found else None
+    """The latest explanation among a bundle's answer records (its own, oldest first: Registry.answers), or None."""
+    return _latest(answers, EXPLANATION)
 
 
 COMMIT_BISECTION = "commit-bisection"
@@ -114,31 +121,64 @@ def store_commit_bisection(registry: Registry, bundle: Bundle, answer: dict, run
 
 
 def latest_commit_bisection(answers: Sequence[dict]) -> dict | None:
-    """The latest stored commit bisection among a bundle's answer records (oldest first), or None."""
-    found = [a for a in answers if a.get("kind") == COMMIT_BISECTION]
-    return found[-1] if found else None
+    """The latest complete commit bisection among a bundle's answer records (its own, oldest first:
+    Registry.answers), or None; one --max-time cut short is not reported."""
+    return _latest(answers, COMMIT_BISECTION)
 
 
 MINIMIZATION = "minimization"
 
 
-def minimization_answer(bundle: Bundle, found: Any, command: str, answer_id: str) -> dict:
+def minimization_answer(bundle: Bundle, found: Any, command: str, answer_id: str, piece: Bundle | None = None) -> dict:
     """The answer record of a minimization of `bundle` (minimize/reduction.py's Minimization `found`): the two contenders, the
     property, the ops before and after, why it stopped (a search --max-time or Ctrl-C cut short is `unfinished`),
-    the reduced bundle's ref and whether its fresh replay still showed the property; the runs are that replay's."""
+    the reduced bundle's ref (and, `piece`, its id) and whether its fresh replay still showed the property; the runs
+    are that replay's."""
     answer = {"contenders": list(found.contenders), "property": found.property, "bits": found.bits,
               "ops_before": found.ops_before, "ops_after": found.ops_after, "stopped": found.stopped,
-              "packed": found.packed, "holds": (found.check or {}).get("holds"),
+              "packed": found.packed, "packed_id": piece.ref.bundle_id if piece else None,
+              "holds": (found.check or {}).get("holds"),
               "unfinished": None if found.stopped == "done" else f"the search stopped: {found.stopped}"}
     return answer_record(bundle, MINIMIZATION, command, found.runs, answer, answer_id)
+
+
+def store_minimization_answer(registry: Registry, bundle: Bundle, found: Any, command: str,
+                              reuse: dict | None = None) -> str | None:
+    """The minimization `found` stored as an answer of `bundle`, sealed with its piece's id and the runs of the
+    piece's fresh replay (a piece its ref no longer opens: no id, never reused); its id (None for a read-only store
+    or a piece not packed)."""
+    if registry.store.read_only or not found.packed:
+        return None
+    try:
+        piece: Bundle | None = registry.resolve(found.packed)
+    except ReproBundleError:
+        piece = None
+    record = minimization_answer(bundle, found, command, Registry.new_run_id(), piece)
+    return store_answer(registry, record, reuse, runs_of=piece.ref.bundle_id if piece else None)
+
+
+def own_piece(registry: Registry, bundle: Bundle, record: dict) -> Bundle | None:
+    """The reduced bundle an own minimization record names, where it is still that piece of `bundle`: its ref opens
+    the very bundle the record sealed (`packed_id`), whose labels say it was cut from `bundle`, and whose blobs
+    verify. None otherwise (removed, another program under its name, its blobs altered): minimize again."""
+    a = record.get("answer") or {}
+    try:
+        piece = registry.resolve(str(a.get("packed")))
+    except ReproBundleError:
+        return None
+    labels = piece.manifest.get("labels") or {}
+    if piece.ref.bundle_id != a.get("packed_id") or labels.get("minimized-from-id") != bundle.ref.bundle_id:
+        return None
+    return None if registry.verify(piece) else piece
 
 
 # -- reuse: an investigation is a plan of steps over stored answers -------------------------------------------------
 
 
 def origin(registry: Registry) -> dict:
-    """Where a record was computed: this machine and the store it was written to. A record that push, pull or copy
-    brought from another store names that one (they copy records as they are), so it is never reused here."""
+    """Where a record was computed: this machine and the store it was written to. A field proves nothing by itself
+    (a stranger writes any): `_matching` reads it only in the store's own records, whose seal covers it; a copy that
+    push, pull or copy brought is foreign whatever it names."""
     import socket
 
     return {"host": socket.gethostname(), "store": registry.url}
@@ -162,7 +202,8 @@ def reuse_key(registry: Registry, step: str, asked: dict, builds: dict[str, list
 def reusable(registry: Registry, bundle: Bundle, kind: str, asked: dict, manager) -> dict | None:
     """The latest stored answer of `kind` of this bundle that was asked exactly `asked`, computed in this store on
     this machine, over builds that are still the ones here (builds_of), and finished; None where there is none:
-    compute it. A record without `reuse` (an older reprobundle's), that differs in anything, or that --max-time cut
+    compute it. Only the store's own records count (Registry.answers: sealed here, their runs as sealed); a foreign
+    one, a record without `reuse` (an older reprobundle's), one that differs in anything, or one --max-time cut
     short (`unfinished`: resumable's) is never reused as an answer."""
     return next((r for r in _matching(registry, bundle, kind, asked, manager) if not unfinished(r)), None)
 
@@ -175,7 +216,7 @@ def resumable(registry: Registry, bundle: Bundle, kind: str, asked: dict, manage
 
 
 def _matching(registry: Registry, bundle: Bundle, kind: str, asked: dict, manager):
-    """The stored answers of `kind` asked exactly `asked`, here, over the builds here, newest first."""
+    """The store's own answers of `kind` asked exactly `asked`, here, over the builds here, newest first."""
     if registry.store.read_only:
         return
     here, wanted = origin(registry), _plain(asked)

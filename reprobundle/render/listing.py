@@ -51,9 +51,10 @@ def bundle_table(rows: list[dict]) -> str:
                    human_bytes(r["inputs_bytes"]), r["description"][:40]] for r in rows])
 
 
-def bundle_data(b: Bundle, runs: list[dict], answers: Sequence[dict] = ()) -> dict:
+def bundle_data(b: Bundle, runs: list[dict], answers: Sequence[tuple[dict, str | None]] = ()) -> dict:
+    """`show --json`: each answer record with `foreign`, why it is not this store's own (null: it is)."""
     return {"ref": ref_data(b.ref), "manifest": b.manifest, "runs": [run_data(r) for r in runs],
-            "answers": list(answers)}
+            "answers": [{**a, "foreign": why} for a, why in answers]}
 
 
 def answer_line(a: dict) -> str:
@@ -98,7 +99,9 @@ def _program_lines(fn: dict) -> list[str]:
     return lines
 
 
-def describe_bundle(b: Bundle, runs: list[dict], answers: Sequence[dict] = ()) -> str:
+def describe_bundle(b: Bundle, runs: list[dict], answers: Sequence[tuple[dict, str | None]] = ()) -> str:
+    """`show`: the bundle, its latest runs, and its answer records (Registry.answer_records): the store's own, then
+    the foreign ones apart, each with why it is foreign."""
     from ..analysis.timing_summary import TimingSummary
 
     m = b.manifest
@@ -137,10 +140,19 @@ def describe_bundle(b: Bundle, runs: list[dict], answers: Sequence[dict] = ()) -
         lines.append(f"  runs:         {len(runs)}")
         lines += [_t(f"    {r['created'][:19]}  jax {r['environment'].get('jax', r['requested'])}: {r['status']}")
                   for r in runs[-10:]]
-    if answers:
-        lines.append(f"  answers:      {len(answers)}")
-        lines += ["    " + answer_line(a) for a in answers[-10:]]
-    return "\n".join(lines)
+    return "\n".join(lines + _answer_lines(answers))
+
+
+def _answer_lines(answers: Sequence[tuple[dict, str | None]]) -> list[str]:
+    own = [a for a, why in answers if why is None]
+    foreign = [(a, why) for a, why in answers if why is not None]
+    lines = [f"  answers:      {len(own)}"] if own else []
+    lines += ["    " + answer_line(a) for a in own[-10:]]
+    if foreign:
+        lines.append(f"  foreign answers: {len(foreign)} (not this store's: shown, never reused or reported)")
+    for a, why in foreign[-10:]:
+        lines += ["    " + answer_line(a), _t(f"      foreign: {why}", 300)]
+    return lines
 
 
 def _static_lines(static: list[dict]) -> list[str]:

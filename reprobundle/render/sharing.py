@@ -28,7 +28,7 @@ def transfer_text(result: transfer.TransferResult, verb: str = "copied") -> str:
     if d["runs_copied"] or d["runs_present"]:
         runs = f"\n  runs: {d['runs_copied']} copied, {d['runs_present']} already there"
     if d["answers_copied"]:
-        runs += f"; answers (bisections): {d['answers_copied']} copied"
+        runs += f"; answers: {d['answers_copied']} copied, foreign there (shown, never reused or reported)"
     return (f"{head}\n"
             f"  sent {human_bytes(d['bytes_sent'])} ({what}), skipped {d['blobs_skipped']} blobs "
             f"({human_bytes(d['bytes_skipped'])}) already there, in {d['seconds']:.1f} s{runs}\n"

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ...bundle.registry import Bundle, Registry
-from ...errors import ReproBundleError
-from ..answers import MINIMIZATION, builds_of, minimization_answer, reusable, reuse_key, store_answer
+from ..answers import MINIMIZATION, builds_of, own_piece, reusable, reuse_key, store_minimization_answer
 
 
 def minimization_asked(versions: Sequence[str], prop: str, bits: bool) -> dict:
@@ -19,25 +18,17 @@ def minimization_asked(versions: Sequence[str], prop: str, bits: bool) -> dict:
 
 def stored_minimization(registry: Registry, bundle: Bundle, asked: dict, manager: Any) -> dict | None:
     """The latest finished minimization record asked exactly `asked` here (answers.reusable) whose reduced bundle
-    is still in the store; None: minimize again."""
+    is still that piece of this bundle, its blobs intact (answers.own_piece); None: minimize again."""
     record = reusable(registry, bundle, MINIMIZATION, asked, manager)
-    if record is None:
-        return None
-    try:
-        registry.resolve(str(record["answer"]["packed"]))
-    except ReproBundleError:  # removed since: the record names a piece nobody can open
-        return None
-    return record
+    return record if record is not None and own_piece(registry, bundle, record) is not None else None
 
 
 def store_minimization(registry: Registry, bundle: Bundle, found: Any, command: str, asked: dict,
                        manager: Any) -> str | None:
     """The minimization `found` (reduction.py's Minimization) stored as an answer of `bundle`, with what it was asked
     and the builds it ran on; its id (None for a read-only store or a piece not packed)."""
-    if registry.store.read_only or not found.packed:
-        return None
     reuse = reuse_key(registry, "minimize", asked, builds_of(manager, asked["versions"]))
-    return store_answer(registry, minimization_answer(bundle, found, command, Registry.new_run_id()), reuse)
+    return store_minimization_answer(registry, bundle, found, command, reuse)
 
 
 def minimized_text(ops_before: int, ops_after: int, prop: str, versions: Sequence[str], stopped: str) -> str:
