@@ -10,6 +10,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -178,6 +179,36 @@ def test_second_ensure_is_cached(built, root):
     result, progress, out = _finish(_ensure_in_subprocess(root, OLD, **NO_NETWORK))
     assert result.get("path") == str(env.path), out
     assert result["created"] == env.created and progress == []
+
+
+@pytest.mark.crossversion
+def test_an_environment_imports_ml_dtypes_quickly_and_one_that_does_not_is_made_again(built, root, tmp_path):
+    """Where NumPy before 2.5 is installed (every Python before 3.12), ml_dtypes stays before 0.7: NumPy scans each
+    ufunc's loops as ml_dtypes 0.7 adds its own, ~0.6 s of CPU at every worker's `import jax` (envs/plan.py). An
+    environment that holds the slow pair (made by an older reprobundle) is made again while the index is readable,
+    and still used as it is where it cannot be."""
+    from reprobundle.envs.plan import requirements, slow_ml_dtypes
+
+    assert "ml_dtypes<0.7" in requirements("0.8.0", "0.8.0", "cpu", (3, 11))[0]
+    assert "ml_dtypes<0.7" in requirements("0.4.25", "0.4.25", "cpu", (3, 12))[0]  # numpy<2 there
+    assert "ml_dtypes<0.7" not in requirements("0.8.0", "0.8.0", "cpu", (3, 12))[0]
+    assert slow_ml_dtypes({"ml_dtypes": "0.7.0", "numpy": "2.4.6"})
+    assert not slow_ml_dtypes({"ml_dtypes": "0.7.0", "numpy": "2.5.5"}) and not slow_ml_dtypes({"numpy": "2.4.6"})
+    env, _, _ = built
+    assert not slow_ml_dtypes(env.packages), env.packages
+    # an older reprobundle's environment: the same folder, its metadata saying ml_dtypes 0.7.0 over numpy 2.4.6
+    copy = tmp_path / "envs"
+    shutil.copytree(env.path, copy / env.path.name, symlinks=True)
+    meta_file = copy / env.path.name / "reprobundle-env.json"
+    meta = json.loads(meta_file.read_text())
+    meta["packages"].update(ml_dtypes="0.7.0", numpy="2.4.6")
+    meta_file.write_text(json.dumps(meta))
+    offline = EnvironmentManager(EnvConfig.of(copy, index_url="http://127.0.0.1:9/simple"))
+    assert offline.ensure(OLD).created == meta["created"]  # no index to make it again: it still runs
+    lines: list[str] = []
+    again = EnvironmentManager(copy).ensure(OLD, progress=lines.append)
+    assert again.created != meta["created"] and not slow_ml_dtypes(again.packages), lines
+    assert any(line.startswith("creating environment") for line in lines), lines
 
 
 @pytest.mark.crossversion

@@ -132,13 +132,13 @@ class EnvironmentBuilder:
         for stale in dot_dirs(self.root, f".tmp-{name}-"):  # left by a killed builder (we hold the lock)
             log.info("removing %s, left by an interrupted build", stale)
             rmtree(stale)
-        if final.exists():  # unfinished or broken (its base Python vanished): rebuild
-            log.info("rebuilding %s: it is unfinished or its base Python is gone", final)
+        if final.exists():  # unfinished, broken (its base Python gone) or outdated (manager._find_existing): rebuild
+            log.info("rebuilding %s: it is unfinished, its base Python is gone, or it is outdated", final)
             discard(self.root, final)
         tmp = self.root / f".tmp-{name}-{secrets.token_hex(4)}"
         on = "" if build == "cpu" else f" for {platform_label(build_platform(build))} ({build})"
         say(f"creating environment for jax {version}{on} (Python {interp.version}) ...")
-        reqs, options = requirements(version, jaxlib, build)
+        reqs, options = requirements(version, jaxlib, build, interp.minor)
         options = [*options, *_index_options(index, bool(nightly))]
         if not jaxlib:
             log.info("jax %s: the index is unreadable, so the jaxlib is left to the installer (jaxlib<=%s)",

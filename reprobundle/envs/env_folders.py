@@ -9,7 +9,7 @@ import os
 import re
 import secrets
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -41,6 +41,7 @@ class JaxEnvironment:
     local: bool = False  # --jax PATH: an interpreter reprobundle did not create, used as it is
     source_build: str | None = None  # --jax PATH: why its jaxlib counts as built from source; None: from an index
     over: str | None = None  # JAX at a commit (envs/jax_commit.py): the release whose environment it runs over
+    packages: dict | None = field(default=None, compare=False)  # name -> version, as its metadata records them
 
     @property
     def platform(self) -> str:
@@ -88,7 +89,8 @@ def read_env(d: Path) -> JaxEnvironment | None:
             size_bytes=meta.get("size_bytes"), jaxlib_version=meta.get("jaxlib_version"),
             numpy_version=meta.get("numpy_version"), build=str(meta.get("build") or "cpu"),
             shared_bytes=meta.get("shared_bytes"), nightly=meta.get("nightly"), index=meta.get("index"),
-            commits=tuple(sorted((str(k), str(v)) for k, v in (meta.get("commits") or {}).items() if v)))
+            commits=tuple(sorted((str(k), str(v)) for k, v in (meta.get("commits") or {}).items() if v)),
+            packages=meta.get("packages") if isinstance(meta.get("packages"), dict) else None)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -91,6 +91,7 @@ from .plan import (
     choose_cuda_build,
     normalize_request,
     requirements,
+    slow_ml_dtypes,
 )
 from .platforms import PLATFORMS, Devices, build_platform, detect_devices
 from .versions import python_release, same_release, version_key
@@ -183,9 +184,9 @@ class EnvironmentManager:
         minors, _rp, jaxlib, _ = self._index.supported(canonical)
         build = self._build_for(canonical, jaxlib, platform, build)
         minors = build_pythons(self._index, build, jaxlib or canonical, minors)
-        reqs, options = requirements(canonical, jaxlib, build)
         host = sys.version_info[1]
         best = min(minors, key=lambda m: (abs(m - host), -m)) if minors else host
+        reqs, options = requirements(canonical, jaxlib, build, (3, best))
         return {"version": canonical, "jaxlib": jaxlib, "build": build, "platform": build_platform(build),
                 "pythons": minors, "requirements": reqs, "options": options,
                 "name": env_dir_name(canonical, build, f"3.{best}")}
@@ -311,6 +312,12 @@ class EnvironmentManager:
         """A usable finished environment for `version` on `platform` (of `build`, when given; else the build the
         driver runs first), and for --python, if given; without the network."""
         matches = self._finished(version, platform, build)
+        quick = [e for e in matches if not slow_ml_dtypes(e.packages)]
+        if matches and not quick and self._index.load(max_age=INDEX_CACHE_TTL_S) is not None:
+            log.info("jax %s: making its environment again: its ml_dtypes over its NumPy costs every worker ~0.6 s "
+                     "to import (plan.QUICK_ML_DTYPES)", version)
+            return None
+        matches = quick or matches  # with no index to make it again, the slow one still runs
         if not matches:
             return None
         if platform == "cuda" and build is None and len({e.build for e in matches}) > 1:

@@ -28,6 +28,16 @@ EXTRA_PACKAGES = ("msgpack", "flatbuffers")
 # with numpy 2.4, 0.4.26, 0.4.29 and 0.4.30 work.
 NUMPY2_FIRST_JAX = Version("0.4.26")
 
+# ml_dtypes 0.7 adds its ufunc loops to NumPy, and NumPy before 2.5 adds each after a linear scan of those the ufunc
+# has: `import ml_dtypes`, and so `import jax`, then costs 0.55-0.7 s of CPU in every worker that starts (half of
+# `import jax`), against 0.01-0.02 s with ml_dtypes 0.6 or with NumPy 2.5 (measured with numpy 2.3 and 2.4 on Python
+# 3.11 and 3.12). Every JAX release takes ml_dtypes 0.6, so an environment whose NumPy is older than 2.5 keeps to it:
+# one on a Python before 3.12 (NumPy 2.5 needs 3.12) or with numpy<2. No timed call and no output depends on it.
+QUICK_ML_DTYPES = "ml_dtypes<0.7"
+FIRST_QUICK_NUMPY = Version("2.5")
+FIRST_SLOW_ML_DTYPES = Version("0.7")
+FIRST_NUMPY_2_5_PYTHON = (3, 12)
+
 VERSION_RE = re.compile(r"^\d+(\.\d+)*$")  # what ensure() accepts: a plain release ("0.8.0", "0.12.0.1")
 # The first jax release whose jax[tpu] takes libtpu from PyPI; older ones pin a libtpu-nightly that only Google's
 # find-links page has.
@@ -42,18 +52,33 @@ def plugin_project(build: str) -> str | None:
     return f"jax-{build}-plugin" if build.startswith("cuda") else None
 
 
-def requirements(version: str, jaxlib: str | None, build: str = "cpu") -> tuple[list[str], list[str]]:
+def requirements(version: str, jaxlib: str | None, build: str = "cpu",
+                 python: tuple[int, int] | None = None) -> tuple[list[str], list[str]]:
     """(requirements, installer options) of the environment of jax `version` with `jaxlib` (None: left to the
-    installer) for `build`: jax with the release's own accelerator extra, numpy (<2 before NUMPY2_FIRST_JAX),
-    EXTRA_PACKAGES."""
+    installer) for `build` on Python `python` (major, minor; None: not known yet): jax with the release's own
+    accelerator extra, numpy (<2 before NUMPY2_FIRST_JAX), ml_dtypes before 0.7 where NumPy before 2.5 will be
+    installed (QUICK_ML_DTYPES), EXTRA_PACKAGES."""
     jax = "jax" if build == "cpu" else f"jax[{build}]"
     reqs = [f"{jax}=={version}", f"jaxlib=={jaxlib}" if jaxlib else f"jaxlib<={version}"]
-    reqs.append("numpy<2" if Version(version) < NUMPY2_FIRST_JAX else "numpy")
+    old_numpy = Version(version) < NUMPY2_FIRST_JAX
+    reqs.append("numpy<2" if old_numpy else "numpy")
+    if old_numpy or (python is not None and python < FIRST_NUMPY_2_5_PYTHON):
+        reqs.append(QUICK_ML_DTYPES)
     reqs += list(EXTRA_PACKAGES)
     options = []
     if build == "tpu" and Version(version) < TPU_PYPI_FIRST_JAX:
         options = ["--find-links", LIBTPU_FIND_LINKS]
     return reqs, options
+
+
+def slow_ml_dtypes(packages: dict | None) -> bool:
+    """Whether an environment's packages (name -> version, as its metadata records them) import ml_dtypes slowly:
+    ml_dtypes 0.7 or later over NumPy before 2.5 (QUICK_ML_DTYPES)."""
+    try:
+        return packages is not None and Version(str(packages["ml_dtypes"])) >= FIRST_SLOW_ML_DTYPES and \
+            Version(str(packages["numpy"])) < FIRST_QUICK_NUMPY
+    except (KeyError, ValueError):
+        return False
 
 
 def choose_cuda_build(available: list[str], driver_cuda: tuple[int, int] | None) -> str | None:
