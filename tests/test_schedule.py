@@ -5,7 +5,9 @@ and a chain of 8 matmuls) make the counts differ; which counts they are depends 
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -115,6 +117,10 @@ def test_alternated_rounds_visit_one_contender_at_a_time_and_reuse_a_work_folder
         fast, slow = measured["fast"], measured["slow"]
         later = fast.steps[fast.rounds[0]:] + slow.steps[slow.rounds[0]:]
         assert set(later) == {fast.calls_per_step} == {slow.calls_per_step}
+    # each contender's visits share a persistent compilation cache of its own: a later visit loads what the first
+    # compiled (run/execution.compile_cache_env)
+    caches = sorted((Path(os.environ["REPROBUNDLE_CACHE_DIR"]) / "compiled").iterdir())
+    assert len(caches) == 2 and all(any(p.name.endswith("-cache") for p in c.iterdir()) for c in caches), caches
 
 
 @pytest.mark.crossversion

@@ -252,6 +252,21 @@ def pinned_env(threads: int) -> dict[str, str]:
     return {name: str(threads) for name in PIN_THREAD_VARS}
 
 
+def compile_cache_env(python: str | Path, contender: str) -> dict[str, str]:
+    """What points a visit's JAX (the alternated schedule: one process at a time holds a TPU, each visit a process of
+    its own) at JAX's persistent compilation cache, a folder of its own contender's: its interpreter and its label,
+    which names its settings (a variant's LIBTPU_INIT_ARGS is no part of JAX's own cache key). A contender's later
+    visits load the executable its first visit compiled instead of compiling it again; only the compile time
+    changes, never what runs in a timed call. Every compile is kept (no minimum time or size)."""
+    import hashlib
+
+    from ..config import cache_dir
+
+    key = hashlib.sha256(f"{Path(python).absolute()}\0{contender}".encode()).hexdigest()[:16]
+    return {"JAX_COMPILATION_CACHE_DIR": str(cache_dir() / "compiled" / key),
+            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+
+
 def run_worker(python: str | Path, job_path: Path, *, timeout_s: float, memory_limit_bytes: int | None = None,
                extra_env: dict[str, str] | None = None, limits: PhaseLimits | None = None) -> WorkerOutcome:
     """Run the worker on a job in `python`; never raises for what happens inside the subprocess. `memory_limit_bytes`

@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 from ..config import DEFAULT_STEPS as DEFAULT_STEPS  # defined there for the CLI, with its reason
 from ..logs import Status
 from . import spent
-from .execution import PhaseLimits, WorkerOutcome, WorkerProcess, pinned_env
+from .execution import PhaseLimits, WorkerOutcome, WorkerProcess, compile_cache_env, pinned_env
 from .shared_worker import JobView, SharedWorker
 
 STEP_TARGET_NS = 50_000_000
@@ -185,7 +185,7 @@ class _Session:
     def _where(self, round_index: int) -> str:
         return f"round {round_index + 1}/{self.rounds}"
 
-    def _start(self, c: Contender, round_index: int) -> WorkerProcess:
+    def _start(self, c: Contender, round_index: int, *, visit: bool = False) -> WorkerProcess:
         # contender-I/round-R, or a folder of its own beside it where another measurement in `workdir` (a
         # bisection's probes) made that one (I is this measurement's numbering)
         parent = self.workdir / f"contender-{self.contenders.index(c)}"
@@ -198,6 +198,8 @@ class _Session:
         pin = self.pin
         job = c.write_job(folder, round_index)
         cpus, extra_env = (pin.cpus, pinned_env(pin.threads)) if pin else (None, None)
+        if visit:  # a visit compiles what the contender's visits before it compiled: load it from JAX's cache
+            extra_env = {**(extra_env or {}), **compile_cache_env(c.python, c.label or c.key)}
         worker: WorkerProcess
         if c.shares in self.sharing:
             process = self.processes.get(c.shares)
@@ -259,7 +261,7 @@ class _Session:
         live: Live = []
         self.say(Status(f"{self._where(round_index)}: visiting {_on_jax(c)} (one process at a time)", "round",
                         round_index, self.rounds))
-        worker = self._start(c, round_index)
+        worker = self._start(c, round_index, visit=True)
         _get_ready(c, worker, self.measured, live, round_index, self.rounds)
         return live
 
