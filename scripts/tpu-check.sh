@@ -167,6 +167,38 @@ if want sweep && [ -n "${COMMIT_ENV:-}" ]; then
   check "sweep attention-small and empty-rows: installed against the commit" sh -c '"$@"; [ $? -le 9 ]' _ \
     "${RB[@]}" sweep attention-small empty-rows --baseline installed --candidate "$COMMIT_ENV" --rounds 2
 fi
+if want visits; then
+  # #64: two versions, 5 visits each, before (JAX's compilation cache off: every visit compiles) and after (each
+  # contender's visits share a persistent compilation cache: run/execution.compile_cache_env), back to back in one
+  # call; each visit's start and end read from the progress lines. Then whether `import jax` takes the chip: a
+  # second process imports jax while a first holds the chip (what starting a visit before the last ends needs).
+  "${RB[@]}" envs --add 0.10.2 > /dev/null 2>&1
+  for cache in false true; do
+    t0=$(date +%s)
+    check "two versions, $ROUNDS visits each, JAX_ENABLE_COMPILATION_CACHE=$cache" sh -c "\"\$@\" > $OUT/visits-$cache.json 2> $OUT/visits-$cache.log" _ \
+      env JAX_ENABLE_COMPILATION_CACHE=$cache "${RB[@]}" replay attention --jax installed --jax 0.10.2 --rounds "$ROUNDS" --json
+    echo "   visits with the compilation cache $cache: $(( $(date +%s) - t0 )) s wall" | tee -a "$SUMMARY"
+    grep -E "visiting|timed [0-9]+ round" "$OUT/visits-$cache.log" | tail -12
+    python3 - "$OUT/visits-$cache.json" <<'EOF2' | tee -a "$SUMMARY"
+import json, sys
+d = json.load(open(sys.argv[1]))
+for r in d.get("runs", []):
+    print("   ", r.get("requested"), r.get("status"), "median", r.get("median_ns"), "spent", r.get("spent"))
+for r in d.get("comparison", {}).get("rows", []):
+    print("   row", r.get("label"), r.get("verdict"), r.get("ratio"))
+EOF2
+  done
+  python3 -c 'import jax, time; jax.devices(); print("holder has the chip", flush=True); time.sleep(15)' &
+  holder=$!
+  sleep 8
+  python3 -c 'import time; t = time.time(); import jax; print("import jax beside the holder: %.1f s" % (time.time() - t), flush=True)
+t = time.time()
+try:
+    jax.devices(); print("devices beside the holder: %.1f s" % (time.time() - t))
+except Exception as e:
+    print("devices beside the holder refused after %.1f s: %s" % (time.time() - t, str(e)[:200]))' 2>&1 | tee -a "$SUMMARY"
+  wait $holder
+fi
 if want changes; then
   check "changes: libtpu's flags of the release" "${RB[@]}" changes 0.10.2 0.10.2
 fi

@@ -202,6 +202,7 @@ def test_an_environment_imports_ml_dtypes_quickly_and_one_that_does_not_is_made_
     meta_file = copy / env.path.name / "reprobundle-env.json"
     meta = json.loads(meta_file.read_text())
     meta["packages"].update(ml_dtypes="0.7.0", numpy="2.4.6")
+    meta["schema"] = 1
     meta_file.write_text(json.dumps(meta))
     offline = EnvironmentManager(EnvConfig.of(copy, index_url="http://127.0.0.1:9/simple"))
     assert offline.ensure(OLD).created == meta["created"]  # no index to make it again: it still runs

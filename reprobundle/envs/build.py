@@ -32,7 +32,7 @@ from .env_folders import (
 )
 from .interpreters import Interpreter
 from .package_index import find_links, index_url
-from .plan import NUMPY2_FIRST_JAX, requirements
+from .plan import NUMPY2_FIRST_JAX, QUICK_ML_DTYPES, requirements
 from .platforms import ACCELERATORS, build_platform, platform_label
 from .versions import same_release
 
@@ -236,7 +236,16 @@ class EnvironmentBuilder:
                *options, *reqs]
         if offline:
             cmd.insert(3, "--offline")
-        out = self._run(cmd, f"uv pip install from {_sources(options)}", version, timeout=INSTALL_TIMEOUT_S)
+        try:
+            out = self._run(cmd, f"uv pip install from {_sources(options)}", version, timeout=INSTALL_TIMEOUT_S)
+        except EnvironmentCreationError:
+            if QUICK_ML_DTYPES not in cmd:
+                raise
+            # an index (a mirror, a machine's own) that holds no ml_dtypes before 0.7: the newest it has, slower to
+            # import, rather than no environment
+            log.info("jax %s: no %s on the index; installing its newest ml_dtypes", version, QUICK_ML_DTYPES)
+            cmd.remove(QUICK_ML_DTYPES)
+            out = self._run(cmd, f"uv pip install from {_sources(options)}", version, timeout=INSTALL_TIMEOUT_S)
         n = sum(1 for line in out.splitlines() if line.startswith(" + "))
         say(f"installed {n} packages in {time.perf_counter() - t:.1f} s")
         return uv_version

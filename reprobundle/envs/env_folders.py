@@ -18,7 +18,9 @@ from .platforms import build_platform
 from .versions import release_name
 
 METADATA_FILE = "reprobundle-env.json"
-METADATA_SCHEMA = 1
+# 2 (2026-12-06): ml_dtypes before 0.7 asked for where NumPy before 2.5 installs (plan.QUICK_ML_DTYPES); an
+# environment of schema 1 that holds the slow pair is made again (manager._find_existing)
+METADATA_SCHEMA = 2
 # no build: cpu; a nightly's version ends in .devYYYYMMDD
 ENV_DIR_RE = re.compile(r"^jax-(\d+(?:\.\d+)*(?:\.dev\d{8})?)(?:-(cuda\d+|rocm|tpu))?-py(\d+)\.(\d+)$")
 
@@ -42,6 +44,7 @@ class JaxEnvironment:
     source_build: str | None = None  # --jax PATH: why its jaxlib counts as built from source; None: from an index
     over: str | None = None  # JAX at a commit (envs/jax_commit.py): the release whose environment it runs over
     packages: dict | None = field(default=None, compare=False)  # name -> version, as its metadata records them
+    schema: int = 1  # of its metadata: what the reprobundle that made it asked for (METADATA_SCHEMA)
 
     @property
     def platform(self) -> str:
@@ -90,7 +93,8 @@ def read_env(d: Path) -> JaxEnvironment | None:
             numpy_version=meta.get("numpy_version"), build=str(meta.get("build") or "cpu"),
             shared_bytes=meta.get("shared_bytes"), nightly=meta.get("nightly"), index=meta.get("index"),
             commits=tuple(sorted((str(k), str(v)) for k, v in (meta.get("commits") or {}).items() if v)),
-            packages=meta.get("packages") if isinstance(meta.get("packages"), dict) else None)
+            packages=meta.get("packages") if isinstance(meta.get("packages"), dict) else None,
+            schema=int(meta.get("schema") or 1))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -312,7 +312,7 @@ class EnvironmentManager:
         """A usable finished environment for `version` on `platform` (of `build`, when given; else the build the
         driver runs first), and for --python, if given; without the network."""
         matches = self._finished(version, platform, build)
-        quick = [e for e in matches if not slow_ml_dtypes(e.packages)]
+        quick = [e for e in matches if e.schema >= 2 or not slow_ml_dtypes(e.packages)]
         if matches and not quick and self._index.load(max_age=INDEX_CACHE_TTL_S) is not None:
             log.info("jax %s: making its environment again: its ml_dtypes over its NumPy costs every worker ~0.6 s "
                      "to import (plan.QUICK_ML_DTYPES)", version)
