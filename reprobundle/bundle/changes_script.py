@@ -91,20 +91,13 @@ def changes_script_text(registry: Registry, bundle: Bundle, checks: Sequence[Cha
                         pythons: Mapping[str, str] | None = None) -> str:
     """The script that reproduces `checks` (module docstring); NoScriptError where a change needs what the bundle
     lacks (a retraced change and no program), ScriptTooLargeError past SCRIPT_LIMIT."""
-    program = program_of(bundle)
+    program, files = _program_needed(registry, bundle, checks)
     frozen = any(c.mode == "frozen" for c in checks)
-    if any(c.mode == "retrace" for c in checks) and program is None:
-        raise NoScriptError(f"{bundle.ref} carries no program: a change in JAX's lowering needs it",
-                            hint="share the bundle's zip")
-    files = program_files(registry, program) if program is not None and not all(c.mode == "frozen" for c in checks) \
-        else []
-    packages = needed_packages(program, files) if files else []
+    packages = needed_packages(program, files) if program is not None and files else []
     references, index = _references(registry, checks)
     leaves = [leaf_array(registry, leaf) for leaf in bundle.manifest["inputs"]["leaves"]]
     ins, outs, kept = signature(bundle)
-    changes = [{"row": c.row, "criterion": c.criterion, "mode": c.mode, "good": c.good, "bad": c.bad,
-                "reference": index.get(c.row), "what": c.what,
-                "label": references[index[c.row]][0] if c.row in index else f"jax {c.good}"} for c in checks]
+    changes = [_change_entry(c, index.get(c.row), references) for c in checks]
     parts = ["\n".join(_header(bundle, checks, fname, packages, pythons or {})), "",
              "import base64\nimport os\nimport sys\nimport time\nimport zlib\n\nimport numpy as np\n",
              f"BUNDLE = {str(bundle.ref)!r}", f"X64 = {wide_dtypes(bundle)!r}", f"TIMED_CALLS = {TIMED_CALLS!r}",
@@ -118,6 +111,25 @@ def changes_script_text(registry: Registry, bundle: Bundle, checks: Sequence[Cha
     parts[parts.index("INPUTS_PLACE")] = written
     parts[parts.index("REFERENCES_PLACE")] = _references_literal(references, room - len(written.encode("utf-8")))
     return checked_size(bundle, "\n".join(parts))
+
+
+def _program_needed(registry: Registry, bundle: Bundle, checks: Sequence[ChangeCheck]) -> tuple[dict | None, list]:
+    """(the program, its files) where a change is retraced, else (the program or None, []); NoScriptError where a
+    change is retraced and the bundle carries no program."""
+    program = program_of(bundle)
+    if not any(c.mode == "retrace" for c in checks):
+        return program, []
+    if program is None:
+        raise NoScriptError(f"{bundle.ref} carries no program: a change in JAX's lowering needs it",
+                            hint="share the bundle's zip")
+    return program, program_files(registry, program)
+
+
+def _change_entry(check: ChangeCheck, reference: int | None, references: list[tuple]) -> dict:
+    """A change as the script's CHANGES lists it (bundle/changes_runner.py reads it)."""
+    return {"row": check.row, "criterion": check.criterion, "mode": check.mode, "good": check.good,
+            "bad": check.bad, "reference": reference, "what": check.what,
+            "label": references[reference][0] if reference is not None else f"jax {check.good}"}
 
 
 def _references(registry: Registry, checks: Sequence[ChangeCheck]) -> tuple[list[tuple], dict[int, int]]:

@@ -119,16 +119,23 @@ def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[
     except ReproBundleError:
         return
     for release, option in plain:
-        if release in known:
-            continue
-        near = nearest_release(release, known)
-        if near is not None and same_release(release, near):  # `0.6`: it would run as a version of its own
-            raise UsageError(f"{option} {quoted(release, 40)}: did you mean {near}?",
-                             hint=f"name the release as the package index does: {option} {near}")
-        newest = known[-1] if known else "none"
-        raise UsageError(f"jax {quoted(release, 40)} is not a release on the package index"
-                         + (f": did you mean {near}?" if near else ""),
-                         hint=f"the installable releases run from {known[0] if known else 'none'} to {newest}")
+        if release not in known:
+            _refuse_release(release, option, known)
+
+
+def _refuse_release(release: str, option: str, known: list[str]) -> None:
+    """The UsageError of a release the index does not name as given, with the nearest it does."""
+    from ..errors import UsageError
+    from ..text import quoted
+
+    near = nearest_release(release, known)
+    if near is not None and same_release(release, near):  # `0.6`: it would run as a version of its own
+        raise UsageError(f"{option} {quoted(release, 40)}: did you mean {near}?",
+                         hint=f"name the release as the package index does: {option} {near}")
+    newest = known[-1] if known else "none"
+    raise UsageError(f"jax {quoted(release, 40)} is not a release on the package index"
+                     + (f": did you mean {near}?" if near else ""),
+                     hint=f"the installable releases run from {known[0] if known else 'none'} to {newest}")
 
 
 def nearest_release(text: str, known: Sequence[str]) -> str | None:

@@ -394,10 +394,10 @@ def _commit(data: dict) -> list[str]:
 
 
 def commit_title_md(first: dict, repo_url: str) -> str:
-    """A commit's short hash (closing the bold its line opens) and title as Markdown that links nowhere it should not: each `#N` of the title as code
-    (a title's number may be another repository's pull request, an upstream StableHLO or XLA one: GitHub would
-    link it to this tracker's issue N), and the pull request its message names by merge or review line, written
-    whole with its repository (`jax-ml/jax#31234` autolinks there and only there)."""
+    """A commit's short hash (closing the bold its line opens) and title as Markdown that links nowhere it should
+    not: each `#N` of the title as code (a title's number may be another repository's pull request, an upstream
+    StableHLO or XLA one: GitHub would link it to this tracker's issue N), and the pull request its message names by
+    merge or review line, written whole with its repository (`jax-ml/jax#31234` autolinks there and only there)."""
     title = clean(str(first.get("title") or ""), 300)
     parts = re.split(r"(#\d+)", title)
     said = "".join(code(p) if re.fullmatch(r"#\d+", p) else md(p) for p in parts if p)

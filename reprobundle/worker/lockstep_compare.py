@@ -2,9 +2,10 @@
 on one bundle, each side a process of its own, in lockstep; a slowdown judged from the paired steps.
 
 One definition, used twice: `python NAME.zip --compare A B` imports this module (worker/standalone.py), and the
-standalone script `reprobundle script` writes holds its code verbatim, this docstring aside (bundle/script_runner.py
-reads this file and appends it to the script's program). So it needs only the standard library and numpy, has no relative import and
-no `from __future__` line, and its names never clash with the script's own.
+standalone script `reprobundle script` writes holds its code verbatim, this docstring aside
+(bundle/script_runner.py reads this file and appends it to the script's program). So it needs only the standard
+library and numpy, has no relative import and no `from __future__` line, and its names never clash with the
+script's own.
 
 A side is `0.4.31` (run by `uv run --no-project --with jax==V --with jaxlib==V`), or the path of a Python that has
 JAX, either followed by `:VAR=VALUE;VAR=VALUE` (XLA_FLAGS among them). Each round starts both sides afresh; a side

@@ -530,8 +530,7 @@ def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict
         return None
     good, bad, criterion, mode = ends
     mine = run_outputs(registry, chosen.good) if chosen.good else None
-    changes = value_changes(mine, run_outputs(registry, chosen.bad), chosen.bits) \
-        if mine and chosen.bad and criterion != "time" else []  # a slowdown's outputs are no expected and got
+    changes = _expected_and_got(registry, chosen, mine) if criterion != "time" else []  # a slowdown has none
     same_mode = [r for r in runs if _mode_of(r) == mode] if mine else []
     return {"good": good, "bad": bad, "criterion": criterion, "mode": mode,
             "changes": changes, "change_lines": change_lines(changes, good, bad),
@@ -539,6 +538,12 @@ def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict
             "reproducer": chosen.kind, "reproducer_why": chosen.why, "has_program": program_of(bundle) is not None,
             "commit": chosen.commit, "pythons": pythons_needed([good] if chosen.commit else [good, bad]),
             "backend": str((bundle.manifest.get("environment") or {}).get("backend") or "")}
+
+
+def _expected_and_got(registry: Registry, chosen: Plan, mine: list | None) -> list[dict]:
+    """The values that changed between the plan's runs of the last good release (`mine`, its outputs) and the
+    first bad one (bundle/program_script.value_changes); [] where either is missing."""
+    return value_changes(mine, run_outputs(registry, chosen.bad), chosen.bits) if mine and chosen.bad else []
 
 
 def _commit_ends(chosen: Plan) -> tuple[str, str, str, str] | None:

@@ -17,10 +17,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from ...analysis.which_end import rounds_text
 from ...bundle.model import release_of
 from ...bundle.program_script import run_outputs, ulps_text, value_changes
 from ...bundle.registry import Bundle, Registry, open_ref
-from ...analysis.which_end import rounds_text
 from ...envs.versions import version_key
 
 if TYPE_CHECKING:

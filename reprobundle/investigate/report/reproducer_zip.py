@@ -92,15 +92,20 @@ def _time_expectation(registry: Registry, bundle: Bundle, record: dict | None) -
     """A time bisection's: its first bad release stood (confirmed), the releases `--compare` times."""
     a = (record or {}).get("answer") or {}
     good, bad = str(a.get("last_good") or ""), str(a.get("first_bad") or "")
-    confirmed = (a.get("confirmation") or {}).get("confirmed", True) if isinstance(a.get("confirmation"), dict) \
-        else True
-    if record is None or a.get("criterion") != "time" or not good or not bad or good == bad or not confirmed:
+    if record is None or a.get("criterion") != "time" or not good or not bad or good == bad or not _stands(a):
         return None
     mode = "retrace" if a.get("mode") == "retrace" else "frozen"
     good_run = release_run(answer_runs(registry, bundle, record), good, mode)
     why = f"jax {bad} is slower than jax {good}" + (" (the program as each release traces it)" if mode == "retrace"
                                                     else " (the frozen module)")
     return _expectation(registry, bundle, record or {}, "time", mode, good, bad, good_run, why, compare=[good, bad])
+
+
+def _stands(answer: dict) -> bool:
+    """Whether a time answer's first bad release stands: its confirmation kept it (or none ran, as before one
+    was made)."""
+    confirmation = answer.get("confirmation")
+    return confirmation.get("confirmed", True) if isinstance(confirmation, dict) else True
 
 
 def _expectation(registry: Registry, bundle: Bundle, answer: dict, criterion: str, mode: str, good: str, bad: str,

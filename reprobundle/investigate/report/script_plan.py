@@ -82,8 +82,7 @@ def window_changes(bisection: dict | None) -> list[dict]:
     carries the bisection's own layer (the whole of its layer check)."""
     a = (bisection or {}).get("answer") or {}
     found = a.get("changes")
-    listed = [c for c in found if isinstance(c, dict)] if isinstance(found, list) else []
-    listed = [c for c in listed if c.get("first_bad") and c.get("last_good") and c["first_bad"] != c["last_good"]]
+    listed = [c for c in found if _a_listed_change(c)] if isinstance(found, list) else []
     if listed:
         head = listed[0]
         if same_change(head, a) and isinstance(a.get("layer"), dict):
@@ -94,6 +93,12 @@ def window_changes(bisection: dict | None) -> list[dict]:
                  "mode": a.get("mode"), "layer": a.get("layer"), "confirmation": a.get("confirmation"),
                  "answer_id": (bisection or {}).get("answer_id")}]
     return []
+
+
+def _a_listed_change(entry) -> bool:
+    """Whether an entry of a stored answer's `changes` is a change: a map with both releases, apart."""
+    return isinstance(entry, dict) and bool(entry.get("first_bad")) and bool(entry.get("last_good")) and \
+        entry["first_bad"] != entry["last_good"]
 
 
 def same_change(one: dict, other: dict) -> bool:
