@@ -113,3 +113,38 @@ def test_an_investigation_asked_again_reuses_every_change_not_the_headline_alone
                                                                    "commits 0.4.36 (bits)"))
     assert shas[2][:10] in again["commits 0.4.36 (bits)"]["answer"]
     assert f"`{shas[2][:10]}`" in (tmp_path / "again.md").read_text()
+
+
+@pytest.mark.crossversion
+def test_the_issue_an_investigation_writes_is_its_own_answer_not_the_latest_of_another_window(slower_then_acos,
+                                                                                             tmp_path):
+    """#63 (`investigate --good 0.6.0 --bad 0.10.2 -o FILE` wrote an issue of another window's record, the latest in
+    the store, while its report said its own answer): a bisection of another window (0.4.35..0.4.36 by bits) stored
+    after this investigation's; asked again, the investigation reuses its own answer and writes ITS issue (the
+    slowdown at 0.4.35 and both its changes), the same answer its --report and --json give."""
+    import shutil
+
+    from cli_runner import cli
+
+    store, _, first, _ = slower_then_acos
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    other = api.bisect("acr", "0.4.35", "0.4.36", store=str(copy), mode="retrace", by="bits", warmup=1, repeat=2,
+                       rounds=1)[0]
+    assert (other.first_bad, other.criterion) == ("0.4.36", "bits")  # the latest record now: another question's
+    issue, report = tmp_path / "issue.md", tmp_path / "report.md"
+    code, out, err = cli("investigate", "acr", "--good", "0.4.34", "--bad", "0.4.36", "--retrace", "--jax-repo",
+                         store.parent / "jax", "-o", issue, "--report", report, "--json", store=copy)
+    assert code == 0, err
+    again = json.loads(out)
+    steps = {s["name"]: s for s in again["steps"]}
+    assert steps["bisect"]["status"] == "stored" and steps["bisect"]["stored"] == first["steps"][0]["stored"]
+    assert again["first_bad"] == "0.4.35"
+    body = issue.read_text()
+    title = body.splitlines()[0]
+    assert "slower from jax 0.4.35" in title and "gives other" not in title, title
+    assert "**2 changes between jax 0.4.34 and 0.4.36**" in body
+    from reprobundle.render.issue import md
+
+    assert md(steps["issue"]["answer"]) in report.read_text()  # the title the report gives is the file's
+    assert "slower from jax 0.4.35" in steps["issue"]["answer"]

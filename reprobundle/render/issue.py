@@ -150,7 +150,9 @@ def _zip_lines(data: dict) -> list[str]:
     name, judged = str(data.get("zip") or "bundle.zip"), data.get("judged") or {}
     if data["script"].get("changes"):
         return changes_commands(data["script"]["changes"], name)
-    if not judged or judged.get("criterion") == "time":
+    if judged.get("criterion") == "time":  # the zip's record knows the slowdown's two releases
+        return [f"python {name} --compare {judged['good']} {judged['bad']}   # exit 1: the second is slower"]
+    if not judged:
         return [f"python {name}   # as the reference ran: exit 0"]
     pythons = judged.get("pythons") or {}
     good = f"{uv_line(judged['good'], [], name, pythons.get(judged['good']))}   # exit 0"
@@ -330,7 +332,7 @@ def _cause(data: dict) -> list[str]:
     # a diagnosis that found no cause ("the 5 experiments measured did not give ... back") is the details' to say
     lines = [f"- **Cause:** {md(d['summary'])}"] if d.get("summary") and names_a_cause(d) else []
     a = (data.get("bisection") or {}).get("answer") or {}
-    found_layer = a.get("layer")
+    found_layer = data.get("layer") or a.get("layer")  # the headline's layer as measured for it
     layer: dict = found_layer if isinstance(found_layer, dict) else {}
     where = where_line(layer)
     if where:
@@ -435,6 +437,8 @@ def where_line(layer: dict) -> str | None:
         return clean(layer["text"], 600) if isinstance(layer.get("text"), str) and layer["text"] else None
     found = layer.get("lowering")
     lowering: dict = found if isinstance(found, dict) else {}
+    if lowering.get("changed") and layer.get("layer") == "compiler":  # "both" where the retraced pair was not judged
+        return f"{said}; the lowering differs between these releases too, but this change was not measured retraced"
     if lowering.get("changed") and isinstance(lowering.get("text"), str):
         return f"{said}; the lowering changed at: {clean(lowering['text'], 2000)}"  # whole: diff_text bounds it
     if lowering.get("changed") is False:
@@ -471,13 +475,24 @@ def _reproducer_line(data: dict) -> list[str]:
         if judged.get("mode") == "retrace" and not judged.get("has_program"):
             lines.append("- The bundle carries no program: its frozen module cannot show a change in JAX's lowering.")
         return lines
-    measured = data.get("measured") or {}
-    base, row = measured.get("baseline"), measured.get("shown")
-    if base and row and row.get("settled") and row.get("verdict") == "slower":
-        compare = f"python {name} --compare {base['jax']} {row['jax']}"
+    pair = _slowdown_pair(data)
+    if pair is not None:
+        compare = f"python {name} --compare {pair[0]} {pair[1]}"
         return [f"- **Reproducer:** {code(compare)} times both releases, each in its own process, and exits 1 "
                 "while the second is slower beyond the interval"]
     return [f"- **Reproducer:** {code('python ' + name)} (below; exit 0: as the reference, 1: the difference)"]
+
+
+def _slowdown_pair(data: dict) -> tuple[str, str] | None:
+    """The two releases a slowdown's `--compare` times: the answer's where a bisection found it, else the reported
+    replay's baseline and the release settled slower than it; None for no slowdown."""
+    judged, measured = data.get("judged") or {}, data.get("measured") or {}
+    if judged.get("criterion") == "time":
+        return judged["good"], judged["bad"]
+    base, row = measured.get("baseline"), measured.get("shown")
+    if base and row and row.get("settled") and row.get("verdict") == "slower":
+        return base["jax"], row["jax"]
+    return None
 
 
 def _changes_line(data: dict) -> str:
@@ -524,8 +539,13 @@ def _zip_or_piece_line(data: dict) -> str:
                 f"({md(s['piece'])}: {md(s['description'])}), exits 1 on {md(sides[1])} and 0 on {md(sides[0])} "
                 f"(below; the whole program's script does not fit: {md(s['why'])})")
     name = str(data.get("zip") or "the bundle's zip")
-    ends = f" exits 1 on {_bad_side(judged)} and 0 on jax {md(judged['good'])}" if \
-        judged and judged.get("criterion") != "time" else " replays it as the reference ran"
+    if judged.get("criterion") == "time":
+        compare = f"python {name} --compare {judged['good']} {judged['bad']}"
+        return (f"- **Reproducer:** the attached zip: {code(compare)} times both releases, each in its own process, "
+                f"and exits 1 while the second is slower beyond the interval, with only jax and numpy installed "
+                f"(below; no script inline: {md(s['why'])})")
+    ends = f" exits 1 on {_bad_side(judged)} and 0 on jax {md(judged['good'])}" if judged else \
+        " replays it as the reference ran"
     return (f"- **Reproducer:** the attached zip: {code('python ' + name)}{ends} with only jax and numpy installed "
             f"(below; no script inline: {md(s['why'])})")
 

@@ -442,7 +442,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
             "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
             "documented": notes, "documented_change": change,
-            "commit_bisection": commits,
+            "commit_bisection": commits, "layer": _headline_layer(bisection),
             "changes": change_rows(registry, bundle, bisection, answers, stored, jax_repo),
             "asked_again": asked_again_lines(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
@@ -456,6 +456,14 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
             "attached": _attach(registry, bundle, rep, attach, bisection)} | {"zip": str(rep.get("attach") or
                                                                                       f"{stem}.zip")}
+
+
+def _headline_layer(bisection: dict | None) -> dict | None:
+    """The headline change's layer as measured for it (change_rows.measured_layer), or None."""
+    a = (bisection or {}).get("answer") or {}
+    if not isinstance(a.get("layer"), dict):
+        return None
+    return measured_layer(a["layer"], str(a.get("criterion")), str(a.get("mode") or "frozen"))
 
 
 def reported_bisection(answers: list[dict], answer_id: str | None) -> dict | None:
@@ -665,8 +673,11 @@ def intended(registry: Registry, bundle: Bundle, explanation: dict | None, bisec
     if boundary(bisection) is None and commits is not None:
         return _named_on_changed_lines(registry, bundle, *_commit_window_notes(commits), jax_repo)
     a = (bisection or {}).get("answer") or {}
-    found = (a.get("layer") or {}).get("lowering") if isinstance(a.get("layer"), dict) else None
-    return _named_on_changed_lines(registry, bundle, found, str(a.get("first_bad") or ""), [], jax_repo)
+    layer = measured_layer(a_map(a.get("layer")), str(a.get("criterion")), str(a.get("mode") or "frozen"))
+    if layer.get("layer") not in ("lowering", "both"):  # no lowering change measured for this change: none named
+        return []
+    return _named_on_changed_lines(registry, bundle, a_map(layer.get("lowering")), str(a.get("first_bad") or ""),
+                                   [], jax_repo)
 
 
 def _commit_window_notes(commits: dict) -> tuple[dict | None, str, list[str]]:
