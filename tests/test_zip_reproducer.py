@@ -265,6 +265,11 @@ def test_a_slowdown_beside_a_change_of_bits_at_one_release_has_its_own_cells(sto
         "first_bad": {"sha": sha, "title": "Sum rows (#2496)", "pr": None},
         "notes": {"entry": "Column sums may differ in their last bits.", "release": "0.5.1"}}, runs,
         "reprobundle bisect-commits slow --good 0.5.0 --bad 0.5.1")
+    other = "0ddba11" * 5 + "00000"  # a later commit bisection of these releases by outputs: another kind of change
+    store_commit_bisection(registry, bundle, {
+        "good": "0.5.0", "bad": "0.5.1", "criterion": "outputs vs good", "ends": {"agree": True}, "skipped": [],
+        "text": "", "first_bad": {"sha": other, "title": "Other values", "pr": None}}, runs,
+        "reprobundle bisect-commits slow --good 0.5.0 --bad 0.5.1")
     code, out, err = cli("issue", "slow", "--json", store=copy)
     assert code == 0, err
     data = json.loads(out)
@@ -280,3 +285,4 @@ def test_a_slowdown_beside_a_change_of_bits_at_one_release_has_its_own_cells(sto
     assert "| slower | " in first and "| last bits, within the tolerance | " in first
     assert "fast\\_math" not in first.split("| jax | kind |")[0] and "**Cause:**" not in first  # the slowdown's own
     assert sha[:10] not in first.replace(f"`{sha[:10]}`", "") and "Documented change" not in first
+    assert other[:10] not in data["body"]  # of no change listed: on no row

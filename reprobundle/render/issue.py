@@ -64,9 +64,11 @@ def _ratio(row: dict) -> str:
 
 
 def _verdict(row: dict) -> str:
+    from ..investigate.report.issue_facts import verdict_words
+
     if row["baseline"] or row["verdict"] is None:
         return "-" if not row["baseline"] else ""
-    return row["verdict"] + ("" if row["settled"] else " (not settled)")
+    return verdict_words(row)
 
 
 def _measured(data: dict) -> list[str]:

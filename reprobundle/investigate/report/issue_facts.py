@@ -325,6 +325,12 @@ def _subject(manifest: dict) -> str:
             else f"`{manifest['function'].get('fields', {}).get('fun_name', 'function')}`")
 
 
+def verdict_words(row: dict) -> str:
+    """A paired verdict in words, one text wherever the report prints it: slower, faster or the same where it
+    settled, else `not settled` (never "same" of a verdict that did not settle)."""
+    return str(row["verdict"]) if row.get("settled") else "not settled"
+
+
 def timing_phrase(measured: dict) -> str:
     """`30.1x slower on jax 0.4.33 than 0.4.31 (CPU)`: the verdict only where it settled, else the ratio."""
     row, base = measured["shown"], measured["baseline"]
