@@ -405,8 +405,8 @@ def _property_of(words: list[str]) -> str:
 
 def _issue_step(out: Investigation, case: Case, written: tuple[str | Path | None, Callable[[dict], str]],
                 run_id: str | None, jax_repo: str | None = None) -> None:
-    """The issue body of this investigation's own answer (its bisection's stored answer, never the latest record of
-    another window in the store), written where asked."""
+    """The issue body of this investigation's own answer (its bisection's stored answer, or its commit window's,
+    never the latest record of another window in the store), written where asked."""
     from ..bundle.frozen_script import write_text
     from .report.issue_facts import issue_data
 
@@ -414,7 +414,7 @@ def _issue_step(out: Investigation, case: Case, written: tuple[str | Path | None
     ref, store, store_args = case.ref, case.store, case.store_args
     _, bundle = case.where()
     path = Path(issue_path) if issue_path else Path(f"{bundle.ref.name}-issue.md")
-    answer_id = next((s.stored for s in out.steps if s.name == "bisect" and s.stored), None)
+    answer_id = next((s.stored for s in out.steps if s.name in ("bisect", "commits") and s.stored), None)
     data, spent = _timed(lambda: issue_data(ref, store=store, run_id=run_id, jax_repo=jax_repo, answer_id=answer_id))
     write_text(path, issue_markdown(data))
     out.steps.append(Step("issue", "answered", data["title"], spent,

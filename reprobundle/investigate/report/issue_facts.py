@@ -50,6 +50,7 @@ from ...bundle.sharing import reproduce_info, store_args
 from ...errors import ReproBundleError, UsageError
 from ...run.contenders import concrete_versions, variant_args
 from ...text import clean
+from ..answers import COMMIT_BISECTION
 from .change_rows import (
     a_map,
     change_rows,
@@ -368,7 +369,8 @@ def _script(registry: Registry, bundle: Bundle, ref: str, stem: str, runs: list[
     zip; `why`: why not the one before; `plan`: the plan the script was written by (reproducer.script_and_plan)."""
     store = " ".join(shlex.quote(a) for a in store_args(registry))
     command = f"reprobundle script {shlex.quote(ref)} -o {stem}.py" + (f" {store}" if store else "")
-    plans = change_plans(registry, bundle, bisection, window_changes(bisection)) if bisection is not None else []
+    plans = change_plans(registry, bundle, bisection, window_changes(bisection)) \
+        if bisection is not None and bisection.get("kind") != COMMIT_BISECTION else []
     several = reproduced_changes(registry, bundle, plans) if needs_changes_script(plans) else None
     try:
         text, used = script_and_plan(registry, bundle, f"{stem}.py", runs, answer=bisection)
@@ -424,15 +426,16 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
         raise UsageError(f"unknown tracker {clean(tracker, 40)!r}", hint="--tracker jax or --tracker xla")
     registry, bundle = open_ref(ref, store)
     answers = stored_answers(registry, bundle)
-    bisection = reported_bisection(answers, answer_id)
-    explanation, commits = _explanation_of(answers, bisection), _commits_of(answers, bisection)
+    bisection, commits = reported_answer(answers, answer_id)
+    explanation = _explanation_of(answers, bisection)
     stored = every_run(registry, bundle)  # read once: the replay reported and the newest release's come from it
     runs, replay = chosen_replay(stored, run_id, commits if boundary(bisection) is None and commits else bisection)
     diff = difference(bundle, runs)
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
-    script = _script(registry, bundle, ref, stem, runs, bisection)
+    script = _script(registry, bundle, ref, stem, runs, bisection if commits is None or boundary(bisection) else
+                     commits)  # a commit window's own plan, never another window's release bisection
     found = judged(registry, bundle, runs, bisection, script.pop("plan"))
     measured = measurement(runs, found["good"] if found else None)
     newest = newest_verdict(registry, bisection, stored) if found else None
@@ -460,8 +463,8 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
                                                *(shlex.quote(a) for a in store_args(registry))])},
             "timing_phrase": timing_phrase(measured) if measured else None,
             "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
-            "attached": _attach(registry, bundle, rep, attach, bisection)} | {"zip": str(rep.get("attach") or
-                                                                                      f"{stem}.zip")}
+            "attached": _attach(registry, bundle, rep, attach, bisection or commits)} | {
+        "zip": str(rep.get("attach") or f"{stem}.zip")}
 
 
 def _headline_layer(bisection: dict | None) -> dict | None:
@@ -472,18 +475,22 @@ def _headline_layer(bisection: dict | None) -> dict | None:
     return measured_layer(a["layer"], str(a.get("criterion")), str(a.get("mode") or "frozen"))
 
 
-def reported_bisection(answers: list[dict], answer_id: str | None) -> dict | None:
-    """The bisection a report is of: the stored one `answer_id` names (an investigation's own answer), else the
-    latest stored; UsageError where `answer_id` names none."""
-    from ..answers import BISECTION, latest_bisection
+def reported_answer(answers: list[dict], answer_id: str | None) -> tuple[dict | None, dict | None]:
+    """(the release bisection, the commit bisection) a report is of: of the stored answer `answer_id` names (an
+    investigation's own: a release bisection, with the commit bisection of its headline; or a commit window's,
+    with no release bisection), else the latest stored bisection's; UsageError where `answer_id` names none."""
+    from ..answers import BISECTION, COMMIT_BISECTION, latest_bisection
 
     if answer_id is None:
-        return latest_bisection(answers)
-    found = [a for a in answers if a.get("kind") == BISECTION and a.get("answer_id") == answer_id]
+        bisection = latest_bisection(answers)
+        return bisection, _commits_of(answers, bisection)
+    found = [a for a in answers if a.get("kind") in (BISECTION, COMMIT_BISECTION) and a.get("answer_id") == answer_id]
     if not found:
-        raise UsageError(f"no stored bisection {clean(answer_id, 60)!r} of this bundle",
+        raise UsageError(f"no stored answer {clean(answer_id, 60)!r} of this bundle",
                          hint="`reprobundle show REF` lists its stored answers")
-    return found[-1]
+    if found[-1].get("kind") == COMMIT_BISECTION:
+        return None, found[-1]
+    return found[-1], _commits_of(answers, found[-1])
 
 
 def _explanation_of(answers: list[dict], bisection: dict | None) -> dict | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from ...bundle.model import release_of
 from ...bundle.registry import Bundle, Registry
 from ...bundle.zip_expectation import FORMAT, FORMAT_VERSION, ZipExpectation
-from ..answers import latest_bisection
+from ..answers import COMMIT_BISECTION, latest_bisection
 from .script_plan import (
     Plan,
     answer_runs,
@@ -50,7 +50,8 @@ def zip_expectation(registry: Registry, bundle: Bundle, bisection: dict | None =
     """What the bundle's zip judges (the module docstring): of `bisection` (a stored answer), else the latest stored
     bisection's; None where no stored answer calls for a check of its own."""
     record = bisection if bisection is not None else latest_bisection(stored_answers(registry, bundle))
-    plans = change_plans(registry, bundle, record, window_changes(record)) if record is not None else []
+    plans = change_plans(registry, bundle, record, window_changes(record)) \
+        if record is not None and record.get("kind") != COMMIT_BISECTION else []
     if needs_changes_script(plans):
         return _changes_expectation(registry, bundle, plans)
     chosen = plan(registry, bundle, record)
