@@ -429,13 +429,13 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
     bisection, commits = reported_answer(answers, answer_id)
     explanation = _explanation_of(answers, bisection)
     stored = every_run(registry, bundle)  # read once: the replay reported and the newest release's come from it
-    runs, replay = chosen_replay(stored, run_id, commits if boundary(bisection) is None and commits else bisection)
+    answer = commits if boundary(bisection) is None and commits else bisection  # what the reproducers are of
+    runs, replay = chosen_replay(stored, run_id, answer)
     diff = difference(bundle, runs)
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
-    script = _script(registry, bundle, ref, stem, runs, bisection if commits is None or boundary(bisection) else
-                     commits)  # a commit window's own plan, never another window's release bisection
+    script = _script(registry, bundle, ref, stem, runs, answer)  # a commit window's own, never another window's
     found = judged(registry, bundle, runs, bisection, script.pop("plan"))
     measured = measurement(runs, found["good"] if found else None)
     newest = newest_verdict(registry, bisection, stored) if found else None
@@ -463,8 +463,8 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
                                                *(shlex.quote(a) for a in store_args(registry))])},
             "timing_phrase": timing_phrase(measured) if measured else None,
             "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
-            "attached": _attach(registry, bundle, rep, attach, bisection or commits)} | {
-        "zip": str(rep.get("attach") or f"{stem}.zip")}
+            "attached": _attach(registry, bundle, rep, attach, answer)} | {"zip": str(rep.get("attach") or
+                                                                                   f"{stem}.zip")}
 
 
 def _headline_layer(bisection: dict | None) -> dict | None:
