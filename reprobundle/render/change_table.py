@@ -24,7 +24,7 @@ def _newest(row: dict) -> str:
     if not release:
         return "-"
     if found.get("still") is True:
-        return f"still changed on {release}"
+        return f"still {'slower' if row.get('kind') == 'slower' else 'changed'} on {release}"
     if found.get("still") is False:
         return f"gone on {release}"
     return f"{release}: not judged"
