@@ -158,7 +158,7 @@ def test_a_record_whose_runs_changed_or_are_gone_is_foreign(store):
 
     path = store / run_key
     original = path.read_bytes()
-    path.write_bytes(mf.encode_run({**mf.decode_run(original), "created": "2026-12-07T00:00:00.000000Z"}))
+    path.write_bytes(mf.encode_run({**mf.decode_run(original), "created": "2026-12-06T00:00:00.000000Z"}))
     ((_, why),) = Registry.open(store).answer_records(bundle.ref.bundle_id)
     assert why == f"its run {run['run_id']} changed since it was sealed"
     assert issue_data("small", store=str(store))["bisection"] is None
