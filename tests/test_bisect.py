@@ -276,6 +276,15 @@ def test_an_endpoint_that_is_no_release_is_refused_before_anything_runs(small_st
     assert err.count("error:") == 1 and "0.4.99" in err and "is not a release on the package index" in err
     assert "pick endpoints on which the bundle runs" not in err and "hint: the installable releases run from" in err
     assert not list((store / "runs").glob("*/*"))  # nothing replayed, nothing stored
+    assert "did you mean 0.4.38?" in err  # the nearest release the index has
+    # #63: `--good 0.6` ran as a version of its own ("jax 0.6") and stored an answer with "?" for its release
+    for command in ("bisect", "investigate"):
+        with audited() as did:
+            code, out, err = cli(command, "small", "--good", "0.5", "--bad", "0.5.1", store=store)
+        assert code == 2 and did.processes == [] and err.count("error:") == 1, err
+        assert "--good '0.5': did you mean 0.5.0?" in err, err
+    assert "hint: name the release as the package index does: --good 0.5.0" in err
+    assert not list((store / "runs").glob("*/*")) and not list(store.glob("answers/*/*"))
 
 
 def test_bisect_max_time_too_small_for_its_first_probe_ends_with_one_line_and_runs_nothing(small_store_template,

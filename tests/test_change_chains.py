@@ -134,7 +134,8 @@ def test_a_slowdown_and_a_later_lowering_change_of_bits_each_get_their_chain_and
     lines = issue.read_text().splitlines()  # as investigate wrote it
     table = next(i for i, line in enumerate(lines) if line.startswith("| jax | kind | how much |"))
     assert table < 30 and "| slower |" in lines[table + 2]
-    assert lines[table + 3].startswith("| 0.4.36 (last good 0.4.35) | bits |") and f"`{shas[2][:10]}`" in lines[table + 3]
+    assert lines[table + 3].startswith("| 0.4.36 (last good 0.4.35) | last bits, within the tolerance | ") and \
+        f"`{shas[2][:10]}`" in lines[table + 3]
 
 
 @pytest.mark.crossversion
@@ -271,3 +272,35 @@ def test_the_release_notes_of_the_release_a_change_shipped_in_make_its_row_docum
     assert rows[1]["intended"].endswith(": `jax.numpy.arccos` is now lowered to `chlo.acos`, whose results are more "
                                         "accurate near -1 and 1."), rows[1]
     assert rows[0]["intended"] is None
+
+
+def test_the_issue_an_investigation_writes_is_its_own_answer_not_the_latest_of_another_window(slower_then_acos,
+                                                                                             tmp_path):
+    """#63 (`investigate --good 0.6.0 --bad 0.10.2 -o FILE` wrote an issue of another window's record, the latest in
+    the store, while its report said its own answer): a bisection of another window (0.4.35..0.4.36 by bits) stored
+    after this investigation's; asked again, the investigation reuses its own answer and writes ITS issue (the
+    slowdown at 0.4.35 and both its changes), the same answer its --report and --json give. (The module's store
+    itself: a copy is another store, whose records are never reused.)"""
+    from cli_runner import cli
+
+    store, _, first, _, _ = slower_then_acos
+    copy = store
+    other = api.bisect("acr", "0.4.35", "0.4.36", store=str(copy), mode="retrace", by="bits", warmup=1, repeat=2,
+                       rounds=1)[0]
+    assert (other.first_bad, other.criterion) == ("0.4.36", "bits")  # the latest record now: another question's
+    issue, report = tmp_path / "issue.md", tmp_path / "report.md"
+    code, out, err = cli("investigate", "acr", "--good", "0.4.34", "--bad", "0.4.36", "--retrace", "--jax-repo",
+                         store.parent / "jax", "-o", issue, "--report", report, "--json", store=copy)
+    assert code == 0, err
+    again = json.loads(out)
+    steps = {s["name"]: s for s in again["steps"]}
+    assert steps["bisect"]["status"] == "stored" and steps["bisect"]["stored"] == first["steps"][0]["stored"]
+    assert again["first_bad"] == "0.4.35"
+    body = issue.read_text()
+    title = body.splitlines()[0]
+    assert "slower from jax 0.4.35" in title and "gives other" not in title, title
+    assert "**2 changes between jax 0.4.34 and 0.4.36**" in body
+    from reprobundle.render.issue import md
+
+    assert md(steps["issue"]["answer"]) in report.read_text()  # the title the report gives is the file's
+    assert "slower from jax 0.4.35" in steps["issue"]["answer"]

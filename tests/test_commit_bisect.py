@@ -537,6 +537,8 @@ def test_investigate_to_a_commit_is_the_commit_bisection_and_the_issue(history, 
     assert steps["commits"]["status"] == "answered" and shas[2][:10] in steps["commits"]["answer"]
     assert {steps[n]["status"] for n in ("explain", "minimize", "newest")} == {"skipped"}
     assert found["layer"] == "lowering" and issue.exists() and f"First bad commit: {shas[2][:10]}" in issue.read_text()
+    # #63: the issue is this run's answer, the commit window's, not the store's release bisection of 0.4.30..0.4.31
+    assert f"from JAX commit {shas[2][:10]} (last good jax 0.4.30" in issue.read_text().splitlines()[0]
     from reprobundle.render.listing import investigation_text
 
     assert investigation_text(found).startswith(f"int-floor: first bad commit {shas[2][:10]} between 0.4.30 and")

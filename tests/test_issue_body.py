@@ -189,7 +189,7 @@ def test_the_first_screen_says_what_broke_against_the_last_good_release_and_no_i
     text = "\n".join(first)
     assert "gives other values from jax 0.5.0" in first[0]  # the title
     values = _stored_values(lowering)
-    expected, got = (", ".join(f"{float(x):.7g}" for x in values[v][:4]) for v in ("0.4.38", "0.5.0"))
+    expected, got = (", ".join(str(x) for x in values[v][:4]) for v in ("0.4.38", "0.5.0"))  # float32's digits
     assert "**Expected** (jax 0.4.38, last good), output 0" in text and expected in text
     assert f"**Got** (jax 0.5.0): {got}" in text
     assert "**Where:** JAX's lowering" in text and "rng.py:8" in text  # the cause as far as it is known
@@ -258,8 +258,8 @@ def test_still_broken_on_a_newer_release_is_said_in_the_title_and_first_lines(lo
     answer = registry.answers(bundle.ref.bundle_id)[-1]
     assert check_newest("rng", "no-such-answer", store=str(store)) is None
     found = check_newest("rng", answer["answer_id"], store=str(store), newest="0.5.1")  # the investigation's step
-    assert found == {"release": "0.5.1", "still": True, "text": "still broken on jax 0.5.1 (the newest): 64 of 64 "
-                                                                "elements of output 0 differ"}
+    assert found == {"release": "0.5.1", "still": True, "text": "still changed on jax 0.5.1 (the newest): 64 of 64 "
+                                                                "elements of output 0 differ beyond the tolerance"}
     code, out, err = cli("issue", "rng", "--json", store=store)
     assert code == 0, err
     data = json.loads(out)
@@ -268,7 +268,44 @@ def test_still_broken_on_a_newer_release_is_said_in_the_title_and_first_lines(lo
     # the replay reported is still the bisection's probe of its first bad release, not the later one of 0.5.1
     assert "jax 0.5.0 retraced: differs from jax 0.4.38" in data["body"] and "0.5.1 retraced" not in data["body"]
     first = "\n".join(data["body"].splitlines()[:30])
-    assert "**Newest release:** still broken on jax 0.5.1 (the newest)" in first
+    assert "**Newest release:** still changed on jax 0.5.1 (the newest)" in first and "broken" not in first
+
+
+@pytest.mark.crossversion
+def test_last_bits_within_the_tolerance_are_titled_so_and_never_broken(lowering, tmp_path):
+    """#63 (the README's attention: its last bits changed at 0.8.0 by a few ULP, all within the tolerance, was
+    titled "gives other bits" and "still broken on jax 0.12.1"): colsum's column sums, whose bits jaxlib 0.5.1
+    changes within the tolerance (the shared store's bisection by bits, frozen), with 0.5.3 replayed beside 0.5.0
+    as investigate's newest step does. The title, the table's kind, the newest release's line say within the
+    tolerance and the ULPs; the first screen's Expected and Got show the digits that differ; nothing says broken."""
+    import re
+    import shutil
+
+    from reprobundle.investigate.report.newest import check_newest
+
+    store = tmp_path / "store"
+    shutil.copytree(lowering, store)
+    registry = Registry.open(str(store))
+    answer = [a for a in registry.answers(registry.resolve("colsum").ref.bundle_id) if a["kind"] == "bisection"][-1]
+    assert (answer["answer"]["criterion"], answer["answer"]["first_bad"]) == ("bits", "0.5.1")
+    found = check_newest("colsum", answer["answer_id"], store=str(store), newest="0.5.3")
+    assert found is not None and found["still"] is True, found
+    assert re.fullmatch(r"last bits within the tolerance, still changed on jax 0\.5\.3 \(the newest\): \d+ of 64 "
+                        r"elements of output 0 differ by up to \d+ ULP", found["text"]), found
+    code, out, err = cli("issue", "colsum", "--json", store=store)
+    assert code == 0, err
+    data = json.loads(out)
+    assert re.fullmatch(r"`.+` changes its last bits, within the tolerance, from jax 0\.5\.1 \(last good 0\.5\.0; "
+                        r"the compiler\): \d+ of 64 elements of output 0 \(float32\[64\]\) differ by up to \d+ ULP; "
+                        r"still on jax 0\.5\.3", data["title"]), data["title"]
+    assert "broken" not in data["body"].lower() and "gives other" not in data["body"]
+    first = data["body"].split("<details>", 1)[0]
+    assert "**Newest release:** last bits within the tolerance, still changed on jax 0.5.3" in first, first
+    expected = next(x for x in first.splitlines() if x.startswith("- **Expected**")).rsplit(": ", 1)[1].split(", ")
+    got_line = next(x for x in first.splitlines() if x.startswith("- **Got**"))
+    got = got_line.split("): ", 1)[1].rsplit(" (", 1)[0].split(", ")
+    assert len(expected) == len(got) == 4 and all(a != b for a, b in zip(expected, got)), (expected, got)
+    assert re.search(r"\(\d+ of 64 elements differ by up to \d+ ULP, all within the tolerance\)$", got_line), got_line
 
 
 @pytest.mark.crossversion

@@ -29,14 +29,23 @@ def test_a_newest_release_like_the_last_good_one_is_fixed_and_one_like_the_first
     fixed = [_run("0.4.31", "n", [1.0] * 3, "n-good", 3), _run("0.12.1", "n", [0.97] * 3, "n-new", 4)]
     found = newest_verdict(None, _answer(["c-good", "c-bad"]), [*CONFIRMATION, *fixed])
     assert found is not None and (found["release"], found["still"]) == ("0.12.1", False)
-    assert found["text"].startswith("fixed by jax 0.12.1: 0.9") and found["text"].endswith(
-        "x of jax 0.4.31's time in 1 round: like the last good release (sequential test against the confirmed 3.80x, "
-        "1% error each way)"), found
+    # decided in one round: the side alone, never a ratio of one round (#63: "2.13x ... in 1 round" for a 1.15x)
+    assert found["text"] == ("gone on jax 0.12.1: like the last good release (decided in 1 round by the sequential "
+                             "test against the confirmed 3.80x, 1% error each way)"), found
     still = [_run("0.4.31", "s", [1.0] * 3, "s-good", 5), _run("0.12.1", "s", [3.7] * 3, "s-new", 6)]
     found = newest_verdict(None, _answer(["c-good", "c-bad"]), [*CONFIRMATION, *still])
     assert found is not None and found["still"] is True
-    assert found["text"].startswith("still slower on jax 0.12.1 (the newest): 3.") and "like the first bad" in \
-        found["text"], found
+    assert found["text"].startswith("still slower on jax 0.12.1 (the newest): like the first bad release (decided "
+                                    "in 1 round") and "x of jax" not in found["text"], found
+
+
+def test_a_figure_is_said_only_from_three_rounds_or_more():
+    """One verdict, one text (newest.timed_text, which the issue's ratios use too): a ratio with its interval from
+    at least three paired rounds; from fewer, the rounds alone."""
+    from reprobundle.investigate.report.newest import timed_text
+
+    assert timed_text({"ratio": 2.13, "ci95": [1.5, 3.0], "rounds": 1}) == "timed in 1 round, too few for a figure"
+    assert timed_text({"ratio": 1.15, "ci95": [1.08, 1.22], "rounds": 3}) == "1.15x [1.08-1.22]"
 
 
 def test_without_the_confirmations_runs_the_paired_verdict_judges():

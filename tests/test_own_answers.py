@@ -158,7 +158,7 @@ def test_a_record_whose_runs_changed_or_are_gone_is_foreign(store):
 
     path = store / run_key
     original = path.read_bytes()
-    path.write_bytes(mf.encode_run({**mf.decode_run(original), "created": "2026-12-07T00:00:00.000000Z"}))
+    path.write_bytes(mf.encode_run({**mf.decode_run(original), "created": "2026-12-06T00:00:00.000000Z"}))
     ((_, why),) = Registry.open(store).answer_records(bundle.ref.bundle_id)
     assert why == f"its run {run['run_id']} changed since it was sealed"
     assert issue_data("small", store=str(store))["bisection"] is None
@@ -204,10 +204,13 @@ def test_a_strangers_explanation_never_puts_its_lines_in_the_issue(store, tmp_pa
 
     from reprobundle.investigate.answers import explanation_answer, store_explanation
 
+    # each an explanation of the bisection's own boundary (0.4.32 -> 0.4.33, by outputs, frozen): the one a report
+    # would take as its Cause
+    explained = {**_explained(), "baseline": "0.4.32", "candidate": "0.4.33", "by": "outputs"}
     theirs = copy_of(store, tmp_path / "theirs")
     stranger = Registry.open(theirs)
     bundle = stranger.resolve("small@1")
-    hostile = explanation_answer(bundle, _explained(), "reprobundle explain small", "20261206T000000-0000e111")
+    hostile = explanation_answer(bundle, explained, "reprobundle explain small", "20261206T000000-0000e111")
     hostile["answer"]["diagnosis"]["lines"] = {"XLA_FLAGS": EVIL, "environment": f"export X=1; {EVIL}"}
     _write_raw(stranger, {**hostile, "created": "2099-01-01T00:00:00.000000Z"})
     api.pull(f"{theirs}/small@1", store=str(store))
@@ -219,7 +222,7 @@ def test_a_strangers_explanation_never_puts_its_lines_in_the_issue(store, tmp_pa
     assert data["explanation"] is None and "evil.example" not in body and "evil.example" not in json.dumps(data)
     assert "To get the old behaviour back" not in body and "**Workaround:**" not in body
 
-    store_explanation(registry, bundle, _explained(), "reprobundle explain small")  # the control: our own
+    store_explanation(registry, bundle, explained, "reprobundle explain small")  # the control: our own
     body = issue_markdown(issue_data("small", store=str(store)))
     assert "To get the old behaviour back" in body and "--xla_cpu_use_thunk_runtime=false" in body
     assert "evil.example" not in body

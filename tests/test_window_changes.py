@@ -252,3 +252,39 @@ def test_bisect_json_lists_every_change_the_headline_first():
     assert [(c["kind"], c["first_bad"], c["mode"], c["answer_id"]) for c in listed] == [
         ("outputs", "0.5.0", "retrace", None), ("bits", "0.7.0", "frozen", "20261206T000000-00000000")]
     assert changes_data(second) == []  # one change: the answer itself
+
+
+def test_the_first_screen_renders_as_written_in_a_markdown_parser():
+    """#63: the "**N changes between ...**" line after a bullet (the documented change) is a paragraph of its own,
+    not the bullet's text run on (a blank line between); a commit title's "(#2496)", another repository's pull
+    request, is code (GitHub links a bare #N to this tracker's issue N) and the pull request the commit's merge line
+    names is written with its repository; a change of bits within the tolerance is said so in its row."""
+    from markdown_it import MarkdownIt
+
+    from reprobundle.render.issue import commit_title_md, first_screen
+
+    rows = [{"release": "0.4.36", "last_good": "0.4.35", "kind": "outputs", "how_much": "3 of 3 elements of output 0",
+             "layer": "lowering and XLA", "function": "jax.scipy.special.gamma", "commit": "0123456789",
+             "cause": None, "intended": "documented in the 0.4.36 release notes: NaN for negative integers",
+             "newest": None},
+            {"release": "0.4.36", "last_good": "0.4.35", "kind": "bits", "within": True, "layer": "XLA (compiler)",
+             "how_much": "12 of 64 elements of output 0, up to 4 ULP", "function": None, "commit": None,
+             "cause": None, "intended": None, "newest": None}]
+    data = {"title": "`jax.scipy.special.gamma` gives other values from jax 0.4.36", "changes": rows,
+            "documented_change": {"note": "documented in the 0.4.36 release notes: NaN for negative integers"},
+            "bisection": {"answer": {"good": "0.4.30", "bad": "0.5.0"}}, "judged": {}, "newest": {},
+            "script": {"text": None, "kind": "zip", "why": "too long"}, "zip": "gamma-1.zip"}
+    text = "\n".join(first_screen(data))
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    strong = [i for i, t in enumerate(tokens) if t.type == "inline" and t.content.startswith("**2 changes between")]
+    assert strong and tokens[strong[0] - 1].type == "paragraph_open" and tokens[strong[0] - 1].level == 0, text
+    cells = [t.content for t in tokens if t.type == "inline"]
+    assert "last bits, within the tolerance" in cells and "12 of 64 elements of output 0, up to 4 ULP" in cells
+    title = commit_title_md({"sha": "a7b01146f2" + "0" * 30, "title": "[stablehlo] lower acos to chlo (#2496)",
+                             "pr": 2496}, "https://github.com/jax-ml/jax")
+    inline = MarkdownIt("commonmark").parseInline(f"**{title}")[0].children
+    assert [c.content for c in inline if c.type == "code_inline"] == ["#2496"]
+    assert not any("#2496" in c.content for c in inline if c.type == "text")  # never a bare #N
+    merged = commit_title_md({"sha": "a7b01146f2", "title": "Lower acos to chlo", "pr": 31234},
+                             "https://github.com/jax-ml/jax")
+    assert merged.endswith("Lower acos to chlo (jax-ml/jax#31234)")

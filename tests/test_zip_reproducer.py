@@ -137,12 +137,21 @@ def test_an_error_where_the_good_release_ran_is_the_regression(store, tmp_path, 
     assert "Invalid shapes for solve" in bad.stdout
 
 
-def test_a_slowdown_is_judged_by_compare_of_the_two_releases(store, tmp_path, fresh):
-    # adaptive rounds of 3 steps (the default cap): a quiet machine settles ~100x in the first three, a busy one
-    # goes on until the confirmation settles it too
-    found = reprobundle.api.bisect("slow", "0.5.0", "0.5.1", by="time", mode="retrace", store=str(store), warmup=1,
+@pytest.fixture(scope="module")
+def slow_changes(store):
+    """slow bisected retraced from 0.5.0 to 0.5.1 with no --by: two changes at one release, each found on its own,
+    the headline the slowdown (0.5.1 traces 400 laps of its loop where 0.5.0 traces one: real on any machine), then
+    its column sum's last bits (jaxlib 0.5.1, within the tolerance). Adaptive rounds of 3 steps (the default cap): a
+    quiet machine settles ~100x in the first three, a busy one goes on until the confirmation settles it too."""
+    found = reprobundle.api.bisect("slow", "0.5.0", "0.5.1", mode="retrace", store=str(store), warmup=1,
                                    repeat=24)[0]
     assert (found.criterion, found.mode, found.last_good, found.first_bad) == ("time", "retrace", "0.5.0", "0.5.1")
+    assert [(c.criterion, c.mode, c.last_good, c.first_bad) for c in found.changes] == [
+        ("bits", "retrace", "0.5.0", "0.5.1")]
+    return found
+
+
+def test_a_slowdown_is_judged_by_compare_of_the_two_releases(store, slow_changes, tmp_path, fresh):
     zipped = _export(store, tmp_path, "slow")
     record = json.loads(zipfile.ZipFile(zipped).read("reproducer.json"))
     assert (record["criterion"], record["compare"]) == ("time", ["0.5.0", "0.5.1"])
@@ -165,3 +174,115 @@ def test_a_zip_with_no_answer_replays_against_its_packed_reference_as_before(sto
     done = _run(fresh["0.5.1"], zipped)
     assert done.returncode == 0 and done.stdout.startswith("plain@1 ("), _said(done)  # no "checks:" line
     assert "(against those packed on jax" in " ".join(done.stdout.split()), _said(done)
+
+
+def _printed(line: str) -> tuple[list[str], int]:
+    """A reproducer's printed line (`COMMAND   # exit N`): its words and the exit code it says."""
+    import shlex
+
+    command, _, said = line.partition("   # exit ")
+    return shlex.split(command), int(said.split()[0])
+
+
+def _as_printed(words: list[str], fresh: dict, folder: Path) -> subprocess.CompletedProcess:
+    """A printed line run with plain jax: `uv run ... --with jax==V ... python FILE ARGS` in the environment of V
+    holding only jax, jaxlib and numpy; `python FILE --compare A B` with its sides' releases as those environments'
+    Pythons (one round: the slowdown is built to be real in any one)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "PYTHONPATH")}
+    env["JAX_PLATFORMS"] = "cpu"
+    if words[0] == "uv":
+        release = next(w.split("==", 1)[1] for w in words if w.startswith("jax=="))
+        python, args = fresh[release], words[words.index("python") + 1:]
+    else:
+        assert words[0] == "python" and "--compare" in words, words
+        python, args = fresh["0.5.0"], [str(fresh[w]) if w in fresh else w for w in words[1:]] + ["--rounds", "1"]
+    return subprocess.run([str(python), "-I", *args], env=env, capture_output=True, text=True, timeout=600,
+                          cwd=folder)
+
+
+def test_a_slowdown_and_a_change_of_bits_at_one_release_each_exit_as_printed_with_plain_jax(store, slow_changes,
+                                                                                           tmp_path, fresh):
+    """#63 (einsum's report shipped the reproducer of its second row under a slowdown headline, and a `--compare`
+    that exited 2): every change the table lists has its lines, the headline's first, in the issue's first screen
+    (the zip: the script is too long to paste beside the body) and in the script's header, and each line as printed
+    exits as it says with plain jax: the slowdown's `--compare 0.5.0 0.5.1` 1, the bits' check 0 on 0.5.0 and 1 on
+    0.5.1."""
+    from markdown_it import MarkdownIt
+
+    (tmp_path / "attached").mkdir()
+    code, out, err = cli("issue", "slow", "--json", "--attach", tmp_path / "attached", store=store)
+    assert code == 0, err
+    data = json.loads(out)
+    assert [(r["kind"], r["release"], r["last_good"]) for r in data["changes"]] == [
+        ("slower", "0.5.1", "0.5.0"), ("bits", "0.5.1", "0.5.0")]
+    zipped = next((tmp_path / "attached").glob("*.zip"))
+    record = json.loads(zipfile.ZipFile(zipped).read("reproducer.json"))
+    assert [(r["row"], r["criterion"], r["mode"]) for r in record["changes"]] == [(1, "time", "retrace"),
+                                                                                 (2, "bits", "retrace")]
+    visible = data["body"].split("<details>", 1)[0]  # the first screen
+    block = next(t.content for t in MarkdownIt("commonmark").parse(visible) if t.type == "fence" and t.info == "sh")
+    zip_lines = [line for line in block.splitlines() if not line.startswith("#")]
+    assert zip_lines[0] == f"python {zipped.name} --compare 0.5.0 0.5.1   # exit 1", block  # the headline's first
+    assert [_printed(line)[1] for line in zip_lines] == [1, 0, 1] and all("--change 2" in x for x in zip_lines[1:])
+    script = tmp_path / "attached" / "slow-1.py"
+    code, _, err = cli("script", "slow", "-o", script, store=store)
+    assert code == 0, err
+    header = [line[4:] for line in script.read_text().splitlines() if line.startswith("#   ") and "# exit " in line]
+    assert [_printed(line)[1] for line in header] == [1, 0, 1] and header[0].startswith("python slow-1.py --compare")
+    for line in zip_lines + header:
+        words, said = _printed(line)
+        done = _as_printed(words, fresh, zipped.parent)
+        assert done.returncode == said, f"{line}\n{_said(done)}"
+
+
+def test_a_slowdown_beside_a_change_of_bits_at_one_release_has_its_own_cells(store, slow_changes, tmp_path):
+    """#63 (gamma's 1.04x slowdown row borrowed the commit, "documented" and layer of the outputs change at its
+    release, and its first screen's Cause was another change's): the bits change's explanation and first bad commit
+    stored as investigate's steps store them (over its own stored runs) are on its row alone; the slowdown's row says
+    "-" where nothing was measured for it, its layer is what its own check measured, and the first screen, of the
+    slowdown, shows neither that cause nor that commit."""
+    import shutil
+
+    from reprobundle.bundle.registry import Registry
+    from reprobundle.investigate.answers import store_commit_bisection, store_explanation
+
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    registry = Registry.open(str(copy))
+    bundle = registry.resolve("slow")
+    own = [a for a in registry.answers(bundle.ref.bundle_id) if a["answer_id"] == slow_changes.changes[0].answer_id]
+    runs = [r for r in registry.runs(bundle.ref.bundle_id) if r["run_id"] in set(own[0]["runs"])]
+    change = {"kind": "flag", "name": "xla_cpu_enable_fast_math", "a": False, "b": True, "baseline": "0.5.0",
+              "candidate": "0.5.1", "type": "bool"}
+    store_explanation(registry, bundle, {
+        "baseline": "0.5.0 retraced", "candidate": "0.5.1 retraced", "platform": "cpu", "mode": "retrace",
+        "by": "bits", "diagnosis": {"kind": "workaround", "summary": "the column sums' bits come back with "
+                                    "--xla_cpu_enable_fast_math=false", "default": change, "lines": {}},
+        "experiments": [], "runs": runs}, "reprobundle explain slow --jax 0.5.0 --jax 0.5.1 --retrace --by bits")
+    sha = "c0ffee" * 6 + "c0ff"
+    store_commit_bisection(registry, bundle, {
+        "good": "0.5.0", "bad": "0.5.1", "criterion": "bits", "ends": {"agree": True}, "skipped": [], "text": "",
+        "first_bad": {"sha": sha, "title": "Sum rows (#2496)", "pr": None},
+        "notes": {"entry": "Column sums may differ in their last bits.", "release": "0.5.1"}}, runs,
+        "reprobundle bisect-commits slow --good 0.5.0 --bad 0.5.1")
+    other = "0ddba11" * 5 + "00000"  # a later commit bisection of these releases by outputs: another kind of change
+    store_commit_bisection(registry, bundle, {
+        "good": "0.5.0", "bad": "0.5.1", "criterion": "outputs vs good", "ends": {"agree": True}, "skipped": [],
+        "text": "", "first_bad": {"sha": other, "title": "Other values", "pr": None}}, runs,
+        "reprobundle bisect-commits slow --good 0.5.0 --bad 0.5.1")
+    code, out, err = cli("issue", "slow", "--json", store=copy)
+    assert code == 0, err
+    data = json.loads(out)
+    slower, bits = data["changes"]
+    assert (slower["kind"], slower["layer"], slower["commit"], slower["cause"], slower["intended"]) == (
+        "slower", "JAX's lowering", None, None, None), slower  # the frozen module is not slower: measured so
+    assert (bits["commit"], bits["cause"]) == (sha[:10], "the default of xla_cpu_enable_fast_math changed"), bits
+    assert bits["intended"].endswith("Column sums may differ in their last bits.") and bits["within"] is True
+    import re
+
+    assert re.fullmatch(r"\d+ of 64 elements of output 0, up to \d+ ULP", bits["how_much"]), bits["how_much"]
+    first = data["body"].split("<details>", 1)[0]
+    assert "| slower | " in first and "| last bits, within the tolerance | " in first
+    assert "fast\\_math" not in first.split("| jax | kind |")[0] and "**Cause:**" not in first  # the slowdown's own
+    assert sha[:10] not in first.replace(f"`{sha[:10]}`", "") and "Documented change" not in first
+    assert other[:10] not in data["body"]  # of no change listed: on no row

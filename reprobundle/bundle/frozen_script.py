@@ -235,7 +235,7 @@ def stored_times_lines(measured: dict | None) -> list[str]:
     rounds = max(int(r["rounds"] or 0) for r in rows)
     busy = f"; other processes used {measured['busy']:.1f} CPUs" if measured.get("busy") else ""
     lines = [f"stored replay, timed together on the reporter's machine ({measured['machine']}; Python "
-             f"{measured['python'] or '?'}; {rounds} rounds{busy}):"]
+             f"{measured['python'] or 'not recorded'}; {rounds} rounds{busy}):"]
     for row in rows:
         role = " (a workaround)" if any(row is w for w in workarounds) else \
             " (the slowdown)" if row is slower else ""
@@ -405,7 +405,7 @@ def list_literal(name: str, items: Sequence[str]) -> str:
     return f"{name} = [\n" + "".join(f"    {item},\n" for item in items) + "]\n"
 
 
-def _module_literal(text: str) -> str:
+def module_literal(text: str) -> str:
     """The module text as one string literal per line: readable, and repr() makes each one safe."""
     lines = text.rstrip("\n").split("\n")
     return "MODULE = \"\\n\".join([\n" + "".join(f"    {line!r},\n" for line in lines) + "])\n"
@@ -497,7 +497,7 @@ def script_text(registry: Registry, bundle: Bundle, fname: str = "repro.py", mea
              list_literal("STORED_MEDIANS", [repr((r["jax"], r["label"], r["median_ns"], r["settings"]))
                                               for r in (diff.measured or {}).get("rows", [])]),
              list_literal("COMPARE", [repr(c) for c in compare_commands(diff.measured, fname)]),
-             _module_literal(text),
+             module_literal(text),
              list_literal("INPUTS", [array_literal(a) for a in inputs]), "REFERENCE_PLACE",
              f"TOLERANCES = {tolerances(reference, False)!r}  # (rtol, atol) per output",
              f"BITS = {diff.bits!r}  # any bit of an output that differs is the difference", RUNNER]

@@ -86,9 +86,12 @@ def value_changes(good: Sequence[np.ndarray], bad: Sequence[np.ndarray], bits: b
                   limit: int = 4) -> list[dict]:
     """Each output that differs between two runs' outputs, with the first few elements that differ (beyond the
     replay's tolerance of `good`, or any bit for `bits`): {"output", "dtype", "shape", "count", "size", "at",
-    "expected", "got"}, or for a changed dtype or shape {"output", "expected_kind", "got_kind"}."""
+    "expected", "got", "beyond" (of `count`, those outside the tolerance), "ulps" ([largest, median] distance in
+    units in the last place among the finite floats that differ, else None)}, each value written with the digits
+    its dtype needs to tell it from its neighbours; or for a changed dtype or shape {"output", "expected_kind",
+    "got_kind"}."""
     out: list[dict] = []
-    for i, (ref, got, (rtol, atol)) in enumerate(zip(good, bad, tolerances(list(good), bits))):
+    for i, (ref, got, (rtol, atol)) in enumerate(zip(good, bad, tolerances(list(good), False))):
         if ref.shape != got.shape or ref.dtype != got.dtype:
             out.append({"output": i, "expected_kind": f"{ref.dtype}{list(ref.shape)}",
                         "got_kind": f"{got.dtype}{list(got.shape)}"})
@@ -97,11 +100,13 @@ def value_changes(good: Sequence[np.ndarray], bad: Sequence[np.ndarray], bits: b
         b = got.astype(a.dtype).ravel()
         with np.errstate(invalid="ignore", over="ignore"):
             diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, np.abs(a - b))
-            bad_at = np.flatnonzero((diff != 0) & ~(diff <= atol + rtol * np.where(np.isfinite(a), np.abs(a), 0.0)))
+            beyond = (diff != 0) & ~(diff <= atol + rtol * np.where(np.isfinite(a), np.abs(a), 0.0))
+        bad_at = np.flatnonzero(diff != 0 if bits else beyond)
         if bad_at.size:
             at = bad_at[:limit]
             out.append({"output": i, "dtype": ref.dtype.name, "shape": list(ref.shape), "count": int(bad_at.size),
-                        "size": int(a.size), "at": [int(k) for k in at],
+                        "size": int(a.size), "at": [int(k) for k in at], "beyond": int(np.count_nonzero(beyond)),
+                        "ulps": ulp_distances(ref.ravel()[bad_at], got.ravel()[bad_at]),
                         "expected": [_value(ref.ravel()[k]) for k in at], "got": [_value(got.ravel()[k]) for k in at]})
     if len(bad) != len(good):
         out.append({"output": min(len(good), len(bad)), "expected_kind": f"{len(good)} outputs",
@@ -109,11 +114,46 @@ def value_changes(good: Sequence[np.ndarray], bad: Sequence[np.ndarray], bits: b
     return out
 
 
+def ulp_distances(expected: np.ndarray, got: np.ndarray) -> list[int] | None:
+    """[largest, median] of how many representable values lie between each pair of finite real floats (units in
+    the last place); None for other dtypes or where no pair is finite."""
+    if expected.dtype.kind != "f" or expected.dtype.itemsize not in (2, 4, 8) or not expected.size:
+        return None
+    finite = np.isfinite(expected.astype(np.float64)) & np.isfinite(got.astype(np.float64))
+    if not finite.any():
+        return None
+    width = {2: np.int16, 4: np.int32, 8: np.int64}[expected.dtype.itemsize]
+    x, y = (_ordered(np.ascontiguousarray(v[finite]).view(width)) for v in (expected, got))
+    with np.errstate(over="ignore"):
+        same_sign = (x >= 0) == (y >= 0)
+        apart = np.where(same_sign, np.abs(np.where(same_sign, x - y, 0)).astype(np.float64),
+                         np.abs(x.astype(np.float64)) + np.abs(y.astype(np.float64)))
+    return [int(apart.max()), int(np.median(apart))]
+
+
+def _ordered(bits: np.ndarray) -> np.ndarray:
+    """Sign-magnitude float bits as int64 in the order of the floats they are (neighbours differ by 1; -0 and +0
+    are both 0)."""
+    wide = bits.astype(np.int64)
+    low = np.int64(np.iinfo(bits.dtype).min)
+    return np.where(wide < 0, low - wide, wide)
+
+
+def ulps_text(change: dict) -> str:
+    """`, up to 3 ULP` for floats whose last bits changed (value_changes' `ulps`), else nothing."""
+    ulps = change.get("ulps")
+    return f", up to {ulps[0]} ULP" if isinstance(ulps, list) and ulps and change.get("beyond") == 0 else ""
+
+
 def _value(x: Any) -> str:
+    """A value as a person reads it, with the digits its own dtype needs to tell it from its neighbours (numpy's
+    shortest round-trip form: two floats whose bits differ never read alike)."""
     if np.iscomplexobj(x):
         return str(complex(x))
     if np.asarray(x).dtype.kind == "b":
         return str(bool(x))
+    if np.asarray(x).dtype.kind == "f":
+        return str(x)
     return f"{float(x):.7g}"
 
 
@@ -153,7 +193,7 @@ def program_script_text(registry: Registry, bundle: Bundle, good_run: dict, bad_
     if program is None:
         raise ValueError("the bundle carries no program")
     files = program_files(registry, program)
-    good_label, bad_label = _release(good_run), _release(bad_run) if bad_run else "?"
+    good_label, bad_label = _release(good_run), _release(bad_run) if bad_run else "the first bad release"
     good = run_outputs(registry, good_run)
     bad = run_outputs(registry, bad_run) if bad_run else None
     leaves = [leaf_array(registry, leaf) for leaf in bundle.manifest["inputs"]["leaves"]]
@@ -165,14 +205,14 @@ def program_script_text(registry: Registry, bundle: Bundle, good_run: dict, bad_
     parts = ["\n".join(header), "",
              "import base64\nimport os\nimport sys\nimport zlib\n\nimport numpy as np\n",
              f"BUNDLE = {str(bundle.ref)!r}", f"GOOD_LABEL = {f'jax {good_label} (last good)'!r}",
-             f"X64 = {_wide(bundle)!r}", f"PROGRAM_SCRIPT = {str(program['script'])!r}",
+             f"X64 = {wide_dtypes(bundle)!r}", f"PROGRAM_SCRIPT = {str(program['script'])!r}",
              f"FACTORY = {str(program.get('factory') or 'make')!r}",
              f"STATIC = {[s for s in program.get('static') or [] if isinstance(s, (int, str))]!r}", "",
              list_literal("PROGRAM_FILES", [repr((path, text)) for path, text in files]), "INPUTS_PLACE",
              "OUTPUTS_PLACE", f"TOLERANCES = {tolerances(good, False)!r}  # (rtol, atol) per output",
              f"BITS = {bits!r}  # any bit of an output that differs is the difference", PROGRAM_RUNNER]
     room = SCRIPT_LIMIT - len("\n".join(parts).encode("utf-8")) - 512
-    written = _inputs_written(leaves, good, room)
+    written = inputs_written(leaves, good, room)
     parts[parts.index("INPUTS_PLACE")] = written
     outputs = reference_literals(good, bad, bits, room - len(written.encode("utf-8")),
                                  f"those that changed at jax {clean(bad_label, 60)}")
@@ -180,14 +220,14 @@ def program_script_text(registry: Registry, bundle: Bundle, good_run: dict, bad_
     return checked_size(bundle, "\n".join(parts))
 
 
-def _wide(bundle: Bundle) -> bool:
+def wide_dtypes(bundle: Bundle) -> bool:
     """Whether the program runs with x64 (a 64-bit input or output)."""
     fields: Any = bundle.manifest["function"].get("fields") or {}
     return any(str(a["dtype"]) in ("float64", "int64", "uint64", "complex128")
                for a in fields.get("in_avals", []) + fields.get("out_avals", []))
 
 
-def _inputs_written(leaves: Sequence[np.ndarray], good: Sequence[np.ndarray], room: int) -> str:
+def inputs_written(leaves: Sequence[np.ndarray], good: Sequence[np.ndarray], room: int) -> str:
     """INPUTS and INPUT_CHECKS: the bundle's inputs where they fit (with the outputs whole, or in half the room),
     else None and each one's (dtype, shape, sha256): the factory makes them from its seed, the script checks them."""
     inputs = [array_literal(a) for a in leaves]
@@ -201,15 +241,17 @@ def _inputs_written(leaves: Sequence[np.ndarray], good: Sequence[np.ndarray], ro
 
 
 def _release(run: dict) -> str:
-    return release_of(run) or str(run.get("requested") or "?")
+    return release_of(run) or str(run.get("requested") or "the release its run did not record")
 
 
 def _bad_line(bad_run: dict | None, packages: list[str], fname: str, pythons: Mapping[str, str]) -> str:
     """How to run the script on the bad side: a release through uv; JAX at a commit (no package of it) in the
     environment `envs --add-commit` makes over the jaxlib its run had."""
     commit = commit_of_run(bad_run) if bad_run else None
+    if bad_run is None or commit is None and not release_of(bad_run):  # no release to name: no line to run
+        return "(no stored run of the first bad release names it: run it there, where it exits 1)"
     if commit is None:
-        bad = _release(bad_run) if bad_run else "?"
+        bad = _release(bad_run)
         return f"{uv_line(bad, packages, fname, pythons.get(bad))}   # exit 1"
     over = str((bad_run or {}).get("environment", {}).get("jaxlib") or "RELEASE")
     return (f"reprobundle envs --add-commit {commit[:12]} --over {over} --jax-repo JAX_CLONE, then "

@@ -178,6 +178,22 @@ def _entry():
     return 3
 
 
+def _serve(step, samples, jax_version, code):
+    """One side of --compare: `REPRO ready` with its release, outputs' exit code and one call's time, then one
+    `REPRO ns` line for each `step N` line read, until `end`."""
+    import json
+
+    sys.stdout.write("REPRO ready %s\n" % json.dumps({"jax": jax_version, "exit": code, "one_ns": _median(samples)}))
+    sys.stdout.flush()
+    for line in sys.stdin:
+        words = line.split()
+        if words[:1] != ["step"]:
+            break
+        sys.stdout.write("REPRO ns %r\n" % step(int(words[1])))
+        sys.stdout.flush()
+    return code
+
+
 def _median(xs):
     xs = sorted(xs)
     return None if not xs else (xs[len(xs) // 2] + xs[(len(xs) - 1) // 2]) / 2.0
@@ -185,7 +201,7 @@ def _median(xs):
 
 '''
 
-FROZEN = r'''
+FROZEN_CORE = r'''
 
 # ---------------------------------------------------------------------------------------------------- the program
 
@@ -318,6 +334,9 @@ def _time_calls(step):
             break
     return samples
 
+'''
+
+FROZEN_CLI = r'''
 
 def _time_lines(samples, jax_version):
     """The median call here beside the stored medians of the compared releases (else the reference's): printed,
@@ -389,22 +408,6 @@ def main(argv):
     return _serve(step, samples, jax.__version__, code) if serving else code
 
 
-def _serve(step, samples, jax_version, code):
-    """One side of --compare: `REPRO ready` with its release, outputs' exit code and one call's time, then one
-    `REPRO ns` line for each `step N` line read, until `end`."""
-    import json
-
-    sys.stdout.write("REPRO ready %s\n" % json.dumps({"jax": jax_version, "exit": code, "one_ns": _median(samples)}))
-    sys.stdout.flush()
-    for line in sys.stdin:
-        words = line.split()
-        if words[:1] != ["step"]:
-            break
-        sys.stdout.write("REPRO ns %r\n" % step(int(words[1])))
-        sys.stdout.flush()
-    return code
-
-
 def _verdict(outputs, samples, dtype_of, jax_version):
     if len(outputs) != len(REFERENCE):
         print("result: DIFFERS: %d outputs, %s has %d" % (len(outputs), REFERENCE_LABEL, len(REFERENCE)))
@@ -439,7 +442,7 @@ if __name__ == "__main__":
     sys.exit(_entry())
 '''
 
-PROGRAM = r'''
+PROGRAM_CORE = r'''
 
 # ---------------------------------------------------------------------------------------------------- the program
 
@@ -549,6 +552,10 @@ def _outputs(jax, out):
             found.append(np.asarray(leaf))
     return found
 
+'''
+
+PROGRAM_CLI = r'''
+
 
 def main(argv):
     if argv:
@@ -606,7 +613,10 @@ if __name__ == "__main__":
 '''
 
 # `--compare A B`: worker/lockstep_compare.py's text, the one definition `python NAME.zip --compare` imports too
-LOCKSTEP = "\n\n# " + "-" * 100 + " worker/lockstep_compare.py\n\n" + (
-    Path(__file__).resolve().parent.parent / "worker" / "lockstep_compare.py").read_text(encoding="utf-8")
+_LOCKSTEP_TEXT = (Path(__file__).resolve().parent.parent / "worker" / "lockstep_compare.py").read_text(encoding="utf-8")
+LOCKSTEP = "\n\n# " + "-" * 100 + " worker/lockstep_compare.py (its code; its docstring says how it works)\n\n" + \
+    _LOCKSTEP_TEXT[_LOCKSTEP_TEXT.index("\nimport "):].lstrip("\n")  # the room a pasted script has is for its data
+FROZEN = FROZEN_CORE + FROZEN_CLI
 RUNNER = COMMON + FROZEN + LOCKSTEP + FROZEN_MAIN  # the frozen module's script (--compare: worker/lockstep_compare.py)
+PROGRAM = PROGRAM_CORE + PROGRAM_CLI
 PROGRAM_RUNNER = COMMON + PROGRAM  # the program's script (a lowering change: bundle/program_script.py)

@@ -17,6 +17,9 @@ it with the standard library. Its fields:
     platform    where the last good release's outputs were computed (cpu, gpu, tpu), or null
     answer      {"kind", "answer_id"}: the stored answer it comes from
     bundle_id   the bundle it judges
+    changes     (where the report lists several changes, 2026-12-06) each change the zip checks, a record of the
+                fields above with its `row` in the report's table, the headline first (it is also the record's own
+                fields): `python NAME.zip --change N` judges row N; absent in a record of one change
 
 No record (a zip of a bundle with no stored answer, or one from before that day): the zip checks the frozen module
 against its packed reference, as it always did. Nothing in the record is executed.
@@ -49,7 +52,8 @@ class ZipExpectation:
         r = self.record
         if r.get("format") != FORMAT or r.get("criterion") not in CRITERIA or r.get("mode") not in MODES:
             raise ValueError(f"not a zip reproducer record: {json.dumps(r)[:200]}")
-        self.blobs = [str(leaf["blob"]["digest"]) for leaf in r.get("expected") or []]
+        rows = [r, *(c for c in r.get("changes") or [] if isinstance(c, dict))]
+        self.blobs = list(dict.fromkeys(str(leaf["blob"]["digest"]) for row in rows for leaf in row.get("expected") or []))
 
     def data(self) -> bytes:
         """The record as the zip stores it."""

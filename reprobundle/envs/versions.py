@@ -106,7 +106,7 @@ def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[
     for i, request in enumerate(requests):
         text = str(getattr(request, "jax", request)).strip()  # a version, or a contender (run/contenders.py)
         if _RELEASE_RE.match(text):
-            plain.append(re.sub(r"^(jax\s*==\s*)?[vV]?", "", text))
+            plain.append((re.sub(r"^(jax\s*==\s*)?[vV]?", "", text), options[i] if options else "--jax"))
         elif not _REQUEST_RE.match(text) and not (os.sep in text and _names_a_python(text)):
             raise UsageError(f"{options[i] if options else '--jax'} {quoted(text, 60)} is not a JAX version"
                              + (": no Python interpreter or environment is there" if os.sep in text else ""),
@@ -118,11 +118,48 @@ def check_jax_requests(requests: Sequence[Any], releases: Callable[[], Sequence[
         known = list(releases())
     except ReproBundleError:
         return
-    for release in plain:
-        if not any(same_release(release, k) for k in known):
-            newest = known[-1] if known else "none"
-            raise UsageError(f"jax {quoted(release, 40)} is not a release on the package index",
-                             hint=f"the installable releases run from {known[0] if known else 'none'} to {newest}")
+    for release, option in plain:
+        if release not in known:
+            _refuse_release(release, option, known)
+
+
+def _refuse_release(release: str, option: str, known: list[str]) -> None:
+    """The UsageError of a release the index does not name as given, with the nearest it does."""
+    from ..errors import UsageError
+    from ..text import quoted
+
+    near = nearest_release(release, known)
+    if near is not None and same_release(release, near):  # `0.6`: it would run as a version of its own
+        raise UsageError(f"{option} {quoted(release, 40)}: did you mean {near}?",
+                         hint=f"name the release as the package index does: {option} {near}")
+    newest = known[-1] if known else "none"
+    raise UsageError(f"jax {quoted(release, 40)} is not a release on the package index"
+                     + (f": did you mean {near}?" if near else ""),
+                     hint=f"the installable releases run from {known[0] if known else 'none'} to {newest}")
+
+
+def nearest_release(text: str, known: Sequence[str]) -> str | None:
+    """The release of `known` nearest to the version `text`: the same release spelled by the index (`0.6` ->
+    0.6.0), else the one sharing the most leading numbers with it, the closer of its neighbours in version order
+    first; None where `text` is no version or `known` is empty."""
+    wanted = parse_version(text)
+    found = [(v, k) for k in known if (v := parse_version(k)) is not None]
+    if wanted is None or not found:
+        return None
+    same = [k for v, k in found if v == wanted]
+    if same:
+        return same[0]
+
+    def shared(v: Version) -> int:
+        return next((i for i, (a, b) in enumerate(zip(v.release, wanted.release)) if a != b),
+                    min(len(v.release), len(wanted.release)))
+
+    return max(found, key=lambda vk: (shared(vk[0]), -abs(_as_number(vk[0]) - _as_number(wanted))))[1]
+
+
+def _as_number(v: Version) -> float:
+    """A release as one number for distances between neighbours (each part a thousandth of the one before)."""
+    return sum(part / 1000.0 ** i for i, part in enumerate(v.release[:4]))
 
 
 def _names_a_python(text: str) -> bool:

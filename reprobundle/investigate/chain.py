@@ -663,6 +663,8 @@ def _property_of(words: list[str]) -> str:
 
 def _issue_step(out: Investigation, case: Case, written: tuple[str | Path | None, Callable[[dict], str]],
                 run_id: str | None, jax_repo: str | None = None, name: str = "issue") -> None:
+    """The issue body of this investigation's own answer (its bisection's stored answer, or its commit window's,
+    never the latest record of another window in the store), written where asked."""
     from ..bundle.frozen_script import write_text
     from .report.issue_facts import issue_data
 
@@ -670,7 +672,8 @@ def _issue_step(out: Investigation, case: Case, written: tuple[str | Path | None
     ref, store, store_args = case.ref, case.store, case.store_args
     _, bundle = case.where()
     path = Path(issue_path) if issue_path else Path(f"{bundle.ref.name}-issue.md")
-    data, spent = _timed(lambda: issue_data(ref, store=store, run_id=run_id, jax_repo=jax_repo))
+    answer_id = next((s.stored for s in out.steps if s.name in ("bisect", "commits") and s.stored), None)
+    data, spent = _timed(lambda: issue_data(ref, store=store, run_id=run_id, jax_repo=jax_repo, answer_id=answer_id))
     write_text(path, issue_markdown(data))
     out.steps.append(Step(name, "answered", data["title"], spent,
                           _command("issue", ref, "-o", str(path), *(["--run", run_id] if run_id else []),

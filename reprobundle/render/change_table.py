@@ -24,7 +24,7 @@ def _newest(row: dict) -> str:
     if not release:
         return "-"
     if found.get("still") is True:
-        return f"still on {release}"
+        return f"still {'slower' if row.get('kind') == 'slower' else 'changed'} on {release}"
     if found.get("still") is False:
         return f"gone on {release}"
     return f"{release}: not judged"
@@ -38,16 +38,24 @@ def changes_lines(data: dict, md: Escape, code: Escape) -> list[str]:
     if len(rows) < 2:
         return []
     a = (data.get("bisection") or {}).get("answer") or {}
-    lines = [f"**{len(rows)} changes between jax {md(str(a.get('good')))} and {md(str(a.get('bad')))}**, the headline first:",
-             "",
-             "| jax | kind | how much | layer | commit | cause | intended | newest |", "|---|---|---|---|---|---|---|---|"]
+    lines = [f"**{len(rows)} changes between jax {md(str(a.get('good')))} and {md(str(a.get('bad')))}**, the headline "
+             "first (each row's cells measured for that change; - where nothing was):", "",
+             "| jax | kind | how much | layer | commit | cause | documented | newest |", "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         layer = md(row["layer"]) + (f": {code(row['function'])}" if row.get("function") else "")
-        lines.append(f"| {md(row['release'])} (last good {md(row['last_good'])}) | {md(row['kind'])} | "
+        lines.append(f"| {md(row['release'])} (last good {md(row['last_good'])}) | {md(kind_text(row))} | "
                      f"{md(row['how_much'])} | {layer} | {code(row['commit']) if row.get('commit') else '-'} | "
                      f"{md(row['cause'] or '-')} | {'documented' if row.get('intended') else '-'} | "
                      f"{md(_newest(row))} |")
     return lines + [""]
+
+
+def kind_text(row: dict) -> str:
+    """A row's kind as the table says it: `last bits, within the tolerance` for a change of bits that stays within
+    it (never a breakage), else the kind."""
+    if row.get("kind") == "bits":
+        return "last bits, within the tolerance" if row.get("within") else "bits"
+    return str(row.get("kind") or "-")
 
 
 FOUND = ("workaround", "cause", "partial")  # the diagnoses that name a cause (analysis/diagnosis.py)

@@ -56,18 +56,19 @@ def _seen(data: dict) -> list[str]:
 
 
 def _ratio(row: dict) -> str:
+    from ..investigate.report.issue_facts import ratio_text
+
     if row["baseline"]:
         return "baseline"
-    if row["ratio"] is None:
-        return "-"
-    ci = row["ci95"]
-    return f"{row['ratio']:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
+    return "-" if row["ratio"] is None else ratio_text(row)
 
 
 def _verdict(row: dict) -> str:
+    from ..investigate.report.issue_facts import verdict_words
+
     if row["baseline"] or row["verdict"] is None:
         return "-" if not row["baseline"] else ""
-    return row["verdict"] + ("" if row["settled"] else " (not settled)")
+    return verdict_words(row)
 
 
 def _measured(data: dict) -> list[str]:
@@ -127,6 +128,11 @@ def _script(data: dict) -> list[str]:
                   "replays itself with only `jax` and `numpy` installed (exit 0: as the last good release, 1: the "
                   "difference, 3: could not run):", "", *fence("\n".join(_zip_lines(data)), "sh")]
         return lines
+    if s.get("changes"):
+        return lines + [f"`{md(s['name'])}` checks each change on its own (`--change N`); the attached `"
+                        f"{md(str(data.get('zip')))}` checks the same with only `jax` and `numpy` installed:", "",
+                        *fence("\n".join(changes_commands(s["changes"], str(data.get("zip")))), "sh"), ""] + \
+            _details(f"{s['name']} ({s['bytes'] // 1024 + 1} KiB)", fence(s["text"], "python"))
     runs = _run_lines(data, s["name"])
     needs = "needs what its header says" if s.get("kind") == "script" and \
         (data.get("judged") or {}).get("reproducer") == "program" else "runs with only `jax` and `numpy` installed"
@@ -144,7 +150,11 @@ def _zip_lines(data: dict) -> list[str]:
     from ..bundle.program_script import uv_line
 
     name, judged = str(data.get("zip") or "bundle.zip"), data.get("judged") or {}
-    if not judged or judged.get("criterion") == "time":
+    if data["script"].get("changes"):
+        return changes_commands(data["script"]["changes"], name)
+    if judged.get("criterion") == "time":  # the zip's record knows the slowdown's two releases
+        return [f"python {name} --compare {judged['good']} {judged['bad']}   # exit 1: the second is slower"]
+    if not judged:
         return [f"python {name}   # as the reference ran: exit 0"]
     pythons = judged.get("pythons") or {}
     good = f"{uv_line(judged['good'], [], name, pythons.get(judged['good']))}   # exit 0"
@@ -256,10 +266,11 @@ def first_screen(data: dict) -> list[str]:
 
     lines = [f"### {heading_md(data['title'], md, code)}", ""]
     lines += documented_change_lines(data)  # an intended change is said first: a maintainer closes it on this
-    lines += changes_lines(data, md, code)
+    table = changes_lines(data, md, code)
+    lines += ([""] if table and lines[-1] else []) + table  # a paragraph after a bullet needs a blank line
     judged, newest = data.get("judged") or {}, data.get("newest") or {}
     if newest.get("still") is False:  # gone on the newest release: said first
-        lines.append(f"- **Fixed on the newest release:** {md(newest['text'])}")
+        lines.append(f"- **Gone on the newest release:** {md(newest['text'])}")
     lines += _expected_got(judged)
     if newest.get("still") is not False and newest.get("text"):
         lines.append(f"- **Newest release:** {md(newest['text'])}")
@@ -267,7 +278,7 @@ def first_screen(data: dict) -> list[str]:
         lines.append(f"- **Time:** {md(data['timing_phrase'])}{_conditions(data)}")
     lines += _cause(data)
     lines += _reproducer_line(data)
-    return lines + [""]
+    return lines + [""] + _changes_block(data)
 
 
 def _expected_got(judged: dict) -> list[str]:
@@ -285,9 +296,19 @@ def _expected_got(judged: dict) -> list[str]:
             " at " + ", ".join(f"[{k}]" for k in c["at"])
         lines += [f"- **Expected** (jax {md(judged['good'])}, last good), output {c['output']} "
                   f"({md(c['dtype'])}{md(c['shape'])}){at}: {md(', '.join(c['expected']))}",
-                  f"- **Got** (jax {md(judged['bad'])}): {md(', '.join(c['got']))} ({c['count']} of {c['size']} "
-                  "elements differ)"]
+                  f"- **Got** (jax {md(judged['bad'])}): {md(', '.join(c['got']))} ({_how_they_differ(c)})"]
     return lines
+
+
+def _how_they_differ(c: dict) -> str:
+    """`47 of 64 elements differ, by up to 3 ULP, all within the tolerance`: how many, by how much, whether within
+    the tolerance (a change of bits, where the values alone may read alike)."""
+    from ..bundle.program_script import ulps_text
+
+    said = f"{c['count']} of {c['size']} elements differ{ulps_text(c).replace(',', ' by', 1)}"
+    if "beyond" in c and c["beyond"] == 0:
+        return said + ", all within the tolerance"
+    return said + (f", {c['beyond']} beyond the tolerance" if c.get("beyond") not in (None, c["count"]) else "")
 
 
 def _same_pair(c: dict, first: dict) -> bool:
@@ -313,7 +334,7 @@ def _cause(data: dict) -> list[str]:
     # a diagnosis that found no cause ("the 5 experiments measured did not give ... back") is the details' to say
     lines = [f"- **Cause:** {md(d['summary'])}"] if d.get("summary") and names_a_cause(d) else []
     a = (data.get("bisection") or {}).get("answer") or {}
-    found_layer = a.get("layer")
+    found_layer = data.get("layer") or a.get("layer")  # the headline's layer as measured for it
     layer: dict = found_layer if isinstance(found_layer, dict) else {}
     where = where_line(layer)
     if where:
@@ -362,21 +383,31 @@ def _quoted(text: str) -> str:
 def _commit(data: dict) -> list[str]:
     """The first bad JAX commit (bisect-commits' stored answer), with the changed default its diff names: the
     default and the commit that changed it, one story."""
-    from .commits import first_bad_line
-
     found = (data.get("commit_bisection") or {}).get("answer")
     a: dict = found if isinstance(found, dict) else {}
     first = a.get("first_bad")
     window = (data.get("bisection") or {}).get("answer") or {}
     if not isinstance(first, dict) or not first.get("sha") or not _same_window(a, window):
         return []  # none, or of another window than the stored bisection's
-    commit = first_bad_line(a)
-    line = f"- **{md(commit[0].upper() + commit[1:])}**"
+    line = f"- **First bad commit: {commit_title_md(first, str(a.get('repo') or ''))}"
     line += f" ({md(first['url'])})" if first.get("url") else ""
     line += _searched_to(a)
     said = [f"it changed the default of {d['name']} ({d.get('a')} -> {d.get('b')})" for d in a.get("defaults") or []
             if isinstance(d, dict) and d.get("name")]
     return [line + (f": {md('; '.join(said))}" if said else "")]
+
+
+def commit_title_md(first: dict, repo_url: str) -> str:
+    """A commit's short hash (closing the bold its line opens) and title as Markdown that links nowhere it should
+    not: each `#N` of the title as code (a title's number may be another repository's pull request, an upstream
+    StableHLO or XLA one: GitHub would link it to this tracker's issue N), and the pull request its message names by
+    merge or review line, written whole with its repository (`jax-ml/jax#31234` autolinks there and only there)."""
+    title = clean(str(first.get("title") or ""), 300)
+    parts = re.split(r"(#\d+)", title)
+    said = "".join(code(p) if re.fullmatch(r"#\d+", p) else md(p) for p in parts if p)
+    pr, owner = first.get("pr"), re.sub(r"^https?://github\.com/", "", repo_url).strip("/")
+    named = isinstance(pr, int) and f"#{pr}" not in title and re.fullmatch(r"[\w.-]+/[\w.-]+", owner)
+    return f"{md(str(first.get('sha') or '')[:10])}** {said}" + (f" ({md(owner)}#{pr})" if named else "")
 
 
 def _searched_to(answer: dict) -> str:
@@ -408,6 +439,8 @@ def where_line(layer: dict) -> str | None:
         return clean(layer["text"], 600) if isinstance(layer.get("text"), str) and layer["text"] else None
     found = layer.get("lowering")
     lowering: dict = found if isinstance(found, dict) else {}
+    if lowering.get("changed") and layer.get("layer") == "compiler":  # "both" where the retraced pair was not judged
+        return f"{said}; the lowering differs between these releases too, but this change was not measured retraced"
     if lowering.get("changed") and isinstance(lowering.get("text"), str):
         return f"{said}; the lowering changed at: {clean(lowering['text'], 2000)}"  # whole: diff_text bounds it
     if lowering.get("changed") is False:
@@ -432,6 +465,8 @@ def _reproducer_line(data: dict) -> list[str]:
     """Which reproducer, what it checks and the command that fails until it is fixed, in one line: the script
     below, else the minimized piece's script, else the attached zip."""
     s, judged = data["script"], data.get("judged") or {}
+    if s.get("changes"):
+        return [_changes_line(data)]
     if s["text"] is None or s.get("kind") == "piece":
         return [_zip_or_piece_line(data)]
     name = s["name"]
@@ -442,13 +477,58 @@ def _reproducer_line(data: dict) -> list[str]:
         if judged.get("mode") == "retrace" and not judged.get("has_program"):
             lines.append("- The bundle carries no program: its frozen module cannot show a change in JAX's lowering.")
         return lines
-    measured = data.get("measured") or {}
-    base, row = measured.get("baseline"), measured.get("shown")
-    if base and row and row.get("settled") and row.get("verdict") == "slower":
-        compare = f"python {name} --compare {base['jax']} {row['jax']}"
+    pair = _slowdown_pair(data)
+    if pair is not None:
+        compare = f"python {name} --compare {pair[0]} {pair[1]}"
         return [f"- **Reproducer:** {code(compare)} times both releases, each in its own process, and exits 1 "
                 "while the second is slower beyond the interval"]
     return [f"- **Reproducer:** {code('python ' + name)} (below; exit 0: as the reference, 1: the difference)"]
+
+
+def _slowdown_pair(data: dict) -> tuple[str, str] | None:
+    """The two releases a slowdown's `--compare` times: the answer's where a bisection found it, else the reported
+    replay's baseline and the release settled slower than it; None for no slowdown."""
+    judged, measured = data.get("judged") or {}, data.get("measured") or {}
+    if judged.get("criterion") == "time":
+        return judged["good"], judged["bad"]
+    base, row = measured.get("baseline"), measured.get("shown")
+    if base and row and row.get("settled") and row.get("verdict") == "slower":
+        return base["jax"], row["jax"]
+    return None
+
+
+def _changes_line(data: dict) -> str:
+    """The first screen's reproducer line where the script (or the zip) checks every change listed."""
+    s, several = data["script"], data["script"]["changes"]
+    which = f"{code('python ' + s['name'])} (below)" if s["text"] is not None else \
+        f"the attached zip, {code('python ' + str(data.get('zip')))},"
+    left = "; ".join(f"change {x['row']} is not checked: {x['why']}" for x in several["left"])
+    return (f"- **Reproducer:** {which} checks each change listed on its own, with only jax and numpy (and what the "
+            f"program imports); each line exits as its comment says (3: could not run)" + (f"; {md(left)}" if left
+                                                                                         else "") + ":")
+
+
+def changes_commands(several: dict, name: str) -> list[str]:
+    """The lines that check each change with the script or zip `name` (bundle/changes_script.change_commands),
+    each change's lines under a comment naming it."""
+    from ..bundle.changes_script import ChangeCheck, change_commands
+
+    lines = []
+    for c in several["checks"]:
+        check = ChangeCheck(c["row"], c["criterion"], c["mode"], c["good"], c["bad"])
+        lines.append(f"# change {c['row']}: {clean(c['what'], 200)}")
+        lines += [f"{line}   # exit {exit_code}"
+                  for line, exit_code in change_commands(check, name, several["packages"], several["pythons"])]
+    return lines
+
+
+def _changes_block(data: dict) -> list[str]:
+    """The commands of _changes_line, in a block after the first screen's bullets."""
+    s = data["script"]
+    if not s.get("changes"):
+        return []
+    name = s["name"] if s["text"] is not None else str(data.get("zip"))
+    return [*fence("\n".join(changes_commands(s["changes"], name)), "sh"), ""]
 
 
 def _zip_or_piece_line(data: dict) -> str:
@@ -461,8 +541,13 @@ def _zip_or_piece_line(data: dict) -> str:
                 f"({md(s['piece'])}: {md(s['description'])}), exits 1 on {md(sides[1])} and 0 on {md(sides[0])} "
                 f"(below; the whole program's script does not fit: {md(s['why'])})")
     name = str(data.get("zip") or "the bundle's zip")
-    ends = f" exits 1 on {_bad_side(judged)} and 0 on jax {md(judged['good'])}" if \
-        judged and judged.get("criterion") != "time" else " replays it as the reference ran"
+    if judged.get("criterion") == "time":
+        compare = f"python {name} --compare {judged['good']} {judged['bad']}"
+        return (f"- **Reproducer:** the attached zip: {code(compare)} times both releases, each in its own process, "
+                f"and exits 1 while the second is slower beyond the interval, with only jax and numpy installed "
+                f"(below; no script inline: {md(s['why'])})")
+    ends = f" exits 1 on {_bad_side(judged)} and 0 on jax {md(judged['good'])}" if judged else \
+        " replays it as the reference ran"
     return (f"- **Reproducer:** the attached zip: {code('python ' + name)}{ends} with only jax and numpy installed "
             f"(below; no script inline: {md(s['why'])})")
 

@@ -2,9 +2,10 @@
 on one bundle, each side a process of its own, in lockstep; a slowdown judged from the paired steps.
 
 One definition, used twice: `python NAME.zip --compare A B` imports this module (worker/standalone.py), and the
-standalone script `reprobundle script` writes holds its text verbatim (bundle/script_runner.py reads this file and
-appends it to the script's program). So it needs only the standard library and numpy, has no relative import and
-no `from __future__` line, and its names never clash with the script's own.
+standalone script `reprobundle script` writes holds its code verbatim, this docstring aside
+(bundle/script_runner.py reads this file and appends it to the script's program). So it needs only the standard
+library and numpy, has no relative import and no `from __future__` line, and its names never clash with the
+script's own.
 
 A side is `0.4.31` (run by `uv run --no-project --with jax==V --with jaxlib==V`), or the path of a Python that has
 JAX, either followed by `:VAR=VALUE;VAR=VALUE` (XLA_FLAGS among them). Each round starts both sides afresh; a side
@@ -55,16 +56,18 @@ def compare_side(spec):
     return what, env
 
 
-def side_command(what, me, serving):
+def side_command(what, me, serving, packages=()):
     """The command that runs the reproducer `me` (a script or a zip) on one side with its `serving` arguments: a
-    Python's path as it is, a release through uv; None when the release needs uv and there is none."""
+    Python's path as it is, a release through uv (with `packages`); None when the release needs uv and there is
+    none."""
     if os.path.sep in what or os.path.isfile(what):
         return [what, me] + list(serving)
     uv = shutil.which("uv")
     if uv is None:
         return None
-    return [uv, "run", "--no-project", "--with", "jax==" + what, "--with", "jaxlib==" + what, "python", me] + \
-        list(serving)
+    extra = [word for package in packages for word in ("--with", package)]
+    return [uv, "run", "--no-project", "--with", "jax==" + what, "--with", "jaxlib==" + what] + extra + \
+        ["python", me] + list(serving)
 
 
 def manual_line(what, env, name):
@@ -130,11 +133,11 @@ class ComparedSide:
         return line.split(":", 1)[1].strip() if line.startswith(("cause:", "error:")) else line
 
 
-def compare_sides(argv, me, serving, reference_label, stored_lines=()):
+def compare_sides(argv, me, serving, reference_label, stored_lines=(), packages=()):
     """--compare A B [--rounds N] of the reproducer `me` (served by `serving` arguments): both sides started, each in
     its own process, then timed in lockstep, in `--rounds` pairs of processes; the exit code (module docstring).
     `reference_label` names what a side's outputs are checked against; `stored_lines`: the stored replay's times,
-    printed beside the verdict."""
+    printed beside the verdict; `packages`: what a side made by uv needs beyond jax and numpy."""
     name = os.path.basename(me)
     rounds = COMPARE_ROUNDS
     if len(argv) == 4 and argv[2] == "--rounds" and argv[3].isdigit() and int(argv[3]) > 0:
@@ -147,7 +150,7 @@ def compare_sides(argv, me, serving, reference_label, stored_lines=()):
     except ValueError as e:
         print("error: %s" % e)
         return 2
-    commands = [side_command(what, me, serving) for what, _ in sides]
+    commands = [side_command(what, me, serving, packages) for what, _ in sides]
     if None in commands:
         print("result: could not run: uv is not on PATH: run these two, each in a fresh environment, and compare "
               "their medians:")

@@ -31,17 +31,26 @@ import tempfile
 import zipfile
 
 from .protocol import job_inputs
-from .zip_verdict import ServeTimes, check_outputs, checks_line, good_label, read_record, written_outputs
+from .zip_verdict import (
+    ServeTimes,
+    change_record,
+    check_outputs,
+    checks_line,
+    good_label,
+    read_record,
+    written_outputs,
+)
 
-USAGE = """usage: python NAME.zip [--retrace] [--packed] [--repeat N] [--warmup N] [--json]
-       python NAME.zip --compare [A B] [--rounds N]
+USAGE = """usage: python NAME.zip [--change N] [--retrace] [--packed] [--repeat N] [--warmup N] [--json]
+       python NAME.zip [--change N] --compare [A B] [--rounds N]
 
 Replays the bundle in this zip on the JAX installed in this interpreter and checks its outputs: where the zip
 holds an investigation's answer, against the last good release's (its first line says what it checks), else
 against the ones packed with it; --retrace runs the program the bundle carries, traced by this JAX, instead of its
 frozen module; --packed checks against the packed outputs whatever the answer. --compare A B times it on two
 releases (`uv run --with jax==V`) or two Pythons' paths, each side in its own process, in lockstep (a slowdown's
-zip knows its two). Exit 0 as the good release, 1 the regression shown, 3 it could not run.
+zip knows its two). Where the answer lists several changes, --change N judges change N of the report (default its
+first, the headline). Exit 0 as the good release, 1 the regression shown, 3 it could not run.
 It needs only jax and numpy. To try another JAX version, make an environment for it:
 
     python -m venv jax-0.8.0 && jax-0.8.0/bin/pip install jax==0.8.0
@@ -53,7 +62,7 @@ reprobundle itself (reprobundle replay NAME.zip --jax A --jax B) times several v
 
 def _parse(argv):
     opts: dict = {"repeat": 20, "warmup": 3, "json": False, "retrace": False, "packed": False,
-                  "serve_times": False, "compare": None, "rounds": None}
+                  "serve_times": False, "compare": None, "rounds": None, "change": None}
     i = 0
     while i < len(argv):
         a = argv[i]
@@ -61,7 +70,7 @@ def _parse(argv):
             return None
         if a in ("--json", "--retrace", "--packed", "--serve-times"):
             opts[a[2:].replace("-", "_")] = True
-        elif a in ("--repeat", "--warmup", "--rounds") and i + 1 < len(argv) and argv[i + 1].isdigit():
+        elif a in ("--repeat", "--warmup", "--rounds", "--change") and i + 1 < len(argv) and argv[i + 1].isdigit():
             opts[a[2:]] = int(argv[i + 1])
             i += 1
         elif a == "--compare":
@@ -71,8 +80,8 @@ def _parse(argv):
         else:
             raise ValueError("unknown argument %r" % a)
         i += 1
-    if opts["repeat"] < 1 or opts["rounds"] == 0:
-        raise ValueError("--repeat and --rounds must be at least 1")
+    if opts["repeat"] < 1 or opts["rounds"] == 0 or opts["change"] == 0:
+        raise ValueError("--repeat, --rounds and --change must be at least 1")
     return opts
 
 
@@ -322,8 +331,9 @@ def _result_line(s):
     if verdict == "regression":
         return "result: DIFFERS on %s from %s: %s" % (here, s["against"], s["problem"])
     if s["criterion"] == "time":
-        return ("result: ran, its outputs as on %s; time is judged between two releases: python %s --compare %s"
-                % (s["against"], s.get("zip") or "NAME.zip", " ".join(s.get("compare") or ["A", "B"])))
+        pick = " --change %s" % s["row"] if s.get("row") not in (None, 1) else ""
+        return ("result: ran, its outputs as on %s; time is judged between two releases: python %s%s --compare %s"
+                % (s["against"], s.get("zip") or "NAME.zip", pick, " ".join(s.get("compare") or ["A", "B"])))
     how = {"bits": "bit for bit", "error": "it runs"}.get(s["criterion"], "within the tolerance")
     return "result: as the last good release: %s gives the outputs of %s (%s)" % (here, s["against"], how)
 
@@ -337,7 +347,8 @@ def _compare(zip_path, opts, record):
     if len(sides) != 2:
         sys.stderr.write("error: --compare needs two sides, A B (this zip stores no slowdown to compare)\n" + USAGE)
         return 2
-    serving = ["--serve-times"] + [f for f in ("--retrace", "--packed") if opts[f[2:]]]
+    serving = ["--serve-times"] + [f for f in ("--retrace", "--packed") if opts[f[2:]]] + \
+        (["--change", str(opts["change"])] if opts["change"] else [])
     against = good_label(record) if record and record.get("expected") else "the packed outputs"
     argv = list(sides) + (["--rounds", str(opts["rounds"])] if opts["rounds"] else [])
     return compare_sides(argv, os.path.abspath(zip_path), serving, against)
@@ -355,6 +366,10 @@ def main(zip_path, argv):
     try:
         with zipfile.ZipFile(zip_path) as zf:
             record = None if opts["packed"] else read_record(zf)
+        if record is not None:
+            record = change_record(record, opts["change"])
+        elif opts["change"] not in (None, 1):
+            raise ValueError("--change %d: this zip holds no answer listing changes" % opts["change"])
     except (ValueError, zipfile.BadZipFile, OSError) as e:
         sys.stderr.write("error: cannot read the bundle in %s: %s\n" % (zip_path, e))
         return 3
@@ -382,6 +397,7 @@ def _replay_and_say(zip_path, opts, record):
         return 3
     if record is not None:
         summary.update(checks=checks_line(record, os.path.basename(zip_path)), compare=record.get("compare"),
+                       row=record.get("row"),
                        zip=os.path.basename(zip_path), expected_platform=record.get("platform"))
     if opts["serve_times"]:
         pass  # a --compare side: what it says goes on its protocol's lines

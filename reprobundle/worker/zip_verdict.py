@@ -39,6 +39,23 @@ def read_record(zf):
     return record
 
 
+def change_record(record, row):
+    """The record of change `row` of a record that lists several (its `changes`); the record itself for row None
+    (its first); ValueError where it lists no such change."""
+    rows = [c for c in record.get("changes") or [] if isinstance(c, dict)]
+    if row is None:
+        return record
+    found = [c for c in rows if c.get("row") == row] or ([record] if row == record.get("row", 1) else [])
+    if not found:
+        listed = ", ".join(str(c.get("row")) for c in rows) or str(record.get("row", 1))
+        raise ValueError("--change %d: this zip checks change %s of its report" % (row, listed))
+    chosen = found[0]
+    if chosen.get("criterion") not in ("outputs", "bits", "error", "time") or \
+            chosen.get("mode") not in ("retrace", "frozen") or not isinstance(chosen.get("expected"), list):
+        raise ValueError("its change %d names no criterion, mode or expected outputs this runner knows" % row)
+    return dict(chosen, changes=rows)
+
+
 MODE_TEXT = {"retrace": "the program retraced by this JAX", "frozen": "the frozen module compiled by this JAX"}
 
 
@@ -48,14 +65,23 @@ def good_label(record):
 
 
 def checks_line(record, zip_name):
-    """The first line a judging zip prints: what it checks, against which release, and how."""
+    """The first line a judging zip prints: what it checks, against which release, and how (of a zip that checks
+    several changes, which one: `change 2 of 2: ...`)."""
+    rows = record.get("changes") or []
+    which = "change %s of %d: " % (record.get("row", 1), len(rows)) if len(rows) > 1 else ""
+    return which + _checks(record, zip_name)
+
+
+def _checks(record, zip_name):
     good, bad, mode = record.get("good"), record.get("bad"), MODE_TEXT[record["mode"]]
     bad_said = bad if str(bad).startswith("JAX at commit") else "jax %s" % bad
     criterion = record["criterion"]
     if criterion == "time":
         a, b = (record.get("compare") or [good, bad])[:2]
-        return ("checks: time: python %s --compare %s %s times jax %s (the last good release) against jax %s (the "
-                "first bad), %s; run alone, it checks its outputs against jax %s's" % (zip_name, a, b, a, b, mode, good))
+        pick = " --change %s" % record["row"] if record.get("row", 1) != 1 else ""
+        return ("checks: time: python %s%s --compare %s %s times jax %s (the last good release) against jax %s (the "
+                "first bad), %s; run alone, it checks its outputs against jax %s's" % (zip_name, pick, a, b, a, b,
+                                                                                      mode, good))
     what = {"outputs": "outputs within tolerance against jax %s's" % good,
             "bits": "every bit of the outputs against jax %s's" % good,
             "error": "that it runs, as on jax %s" % good}[criterion]

@@ -37,24 +37,43 @@ from ...bundle.frozen_script import (
     source_lines,
     stored_runs,
 )
-from ...bundle.program_script import change_lines, program_files, program_of, run_outputs, value_changes
+from ...bundle.program_script import (
+    change_lines,
+    program_files,
+    program_of,
+    run_outputs,
+    ulps_text,
+    value_changes,
+)
 from ...bundle.registry import Bundle, Registry, open_ref
 from ...bundle.sharing import reproduce_info, store_args
 from ...errors import ReproBundleError, UsageError
 from ...run.contenders import concrete_versions, variant_args
 from ...text import clean
-from .change_rows import a_map, change_rows, changed_function, explanation_of
-from .newest import newest_verdict
+from ..answers import COMMIT_BISECTION
+from .change_rows import (
+    a_map,
+    change_rows,
+    changed_function,
+    commit_bisection_of,
+    explanation_of,
+    measured_layer,
+)
+from .newest import newest_verdict, timed_text
 from .script_plan import (
     Plan,
     answered_replays,
+    change_plans,
     minimized_piece,
+    needs_changes_script,
     plan,
     pythons_needed,
     replays_of,
+    reproduced_changes,
     script_and_plan,
     script_of,
     stored_answers,
+    window_changes,
 )
 
 TRACKERS = {"jax": "https://github.com/jax-ml/jax/issues/new", "xla": "https://github.com/openxla/xla/issues/new"}
@@ -159,7 +178,7 @@ def _with_run(row: dict, run: dict, baseline: bool) -> dict:
 
     env: Any = run.get("environment") or {}
     cond = env.get("conditions") if isinstance(env.get("conditions"), dict) else None
-    return dict(row, label=_label(run), baseline=baseline, backend=str(env.get("backend") or "?"),
+    return dict(row, label=_label(run), baseline=baseline, backend=str(env.get("backend") or "backend not recorded"),
                 conditions=summary(cond) if cond else None)
 
 
@@ -222,7 +241,8 @@ def headline(bundle: Bundle, bisection: dict | None, measured: dict | None, chan
     if not good or not bad or good == bad:
         return None
     subject = f"`{named}`" if named else _subject(bundle.manifest)
-    layer = LAYER_WORDS.get(str(a_map(a.get("layer")).get("layer")))
+    measured_as = measured_layer(a_map(a.get("layer")), str(a.get("criterion")), str(a.get("mode") or "frozen"))
+    layer = LAYER_WORDS.get(str(measured_as.get("layer")))
     if a.get("criterion") == "time":
         return _time_title(subject, a, measured, layer)
     what, detail = _change_phrase(changes, str(a.get("criterion") or ""))
@@ -262,6 +282,10 @@ def _change_phrase(changes: list[dict], criterion: str) -> tuple[str, str]:
     if criterion == "error":
         return "fails", ""
     first = next((c for c in changes if "count" in c), None)
+    if first is not None and criterion == "bits" and all(c.get("beyond") == 0 for c in changes if "count" in c):
+        return ("changes its last bits, within the tolerance,",
+                f": {first['count']} of {first['size']} elements of output {first['output']} "
+                f"({first['dtype']}{first['shape']}) differ{ulps_text(first).replace(',', ' by', 1)}")
     if first is not None:
         return (f"gives other {'bits' if criterion == 'bits' else 'values'}",
                 f": {first['count']} of {first['size']} elements of output {first['output']} "
@@ -273,9 +297,9 @@ def _change_phrase(changes: list[dict], criterion: str) -> tuple[str, str]:
 
 
 def ratio_text(row: dict) -> str:
-    """A measured ratio and its 95% interval, one format for the whole report: `3.70x [3.52-3.90]`."""
-    ci = row.get("ci95")
-    return f"{row['ratio']:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
+    """A measured ratio and its 95% interval, one format for the whole report: `3.70x [3.52-3.90]`; fewer rounds
+    than make a figure say so instead (newest.timed_text, the one definition)."""
+    return timed_text(row)
 
 
 def _title(bundle: Bundle, diff, measured: dict | None) -> str:
@@ -288,8 +312,10 @@ def _title(bundle: Bundle, diff, measured: dict | None) -> str:
         return clean(f"{subject} {timing_phrase(measured)}{setting}", 160)
     what = _what(diff, bool(prop))
     releases = list(dict.fromkeys(diff.releases))
-    jax = f"jax {releases[-1]} vs {releases[0]}" if len(releases) >= 2 else f"jax {env.get('jax') or '?'}"
-    return clean(f"[{env.get('backend') or '?'}] {subject} {what}{setting} ({jax})", 160)
+    jax = f"jax {releases[-1]} vs {releases[0]}" if len(releases) >= 2 else \
+        f"jax {env['jax']}" if env.get("jax") else "the packing jax not recorded"
+    backend = f"[{env['backend']}] " if env.get("backend") else ""
+    return clean(f"{backend}{subject} {what}{setting} ({jax})", 160)
 
 
 def _subject(manifest: dict) -> str:
@@ -298,6 +324,12 @@ def _subject(manifest: dict) -> str:
     ops = [part.split(" (")[0] for part in str(labels.get("minimized-ops") or "").split("; ") if part]
     return (f"{len(ops)} ops ({', '.join(ops[:4])})" if ops
             else f"`{manifest['function'].get('fields', {}).get('fun_name', 'function')}`")
+
+
+def verdict_words(row: dict) -> str:
+    """A paired verdict in words, one text wherever the report prints it: slower, faster or the same where it
+    settled, else `not settled` (never "same" of a verdict that did not settle)."""
+    return str(row["verdict"]) if row.get("settled") else "not settled"
 
 
 def timing_phrase(measured: dict) -> str:
@@ -337,12 +369,18 @@ def _script(registry: Registry, bundle: Bundle, ref: str, stem: str, runs: list[
     zip; `why`: why not the one before; `plan`: the plan the script was written by (reproducer.script_and_plan)."""
     store = " ".join(shlex.quote(a) for a in store_args(registry))
     command = f"reprobundle script {shlex.quote(ref)} -o {stem}.py" + (f" {store}" if store else "")
+    plans = change_plans(registry, bundle, bisection, window_changes(bisection)) \
+        if bisection is not None and bisection.get("kind") != COMMIT_BISECTION else []
+    several = reproduced_changes(registry, bundle, plans) if needs_changes_script(plans) else None
     try:
         text, used = script_and_plan(registry, bundle, f"{stem}.py", runs, answer=bisection)
     except (ScriptTooLargeError, NoScriptError) as e:
+        if several is not None:  # minimize's piece shows the headline alone: the zip checks every change
+            return {"kind": "zip", "text": None, "name": f"{stem}.py", "command": None, "plan": None,
+                    "why": f"{e.message}; {e.hint}", "changes": several}
         return _piece_or_zip(registry, bundle, stem, f"{e.message}; {e.hint}", store)
     return {"kind": "script", "text": text, "name": f"{stem}.py", "command": command, "bytes": len(text.encode()),
-            "why": None, "plan": used}
+            "why": None, "plan": used, "changes": several}
 
 
 def _piece_or_zip(registry: Registry, bundle: Bundle, stem: str, why: str, store: str) -> dict:
@@ -376,28 +414,28 @@ def _reproduce(registry: Registry, bundle: Bundle, runs: list[dict]) -> dict:
 
 
 def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None, run_id: str | None = None,
-               attach: str | Path | None = None, jax_repo: str | None = None) -> dict:
+               attach: str | Path | None = None, jax_repo: str | None = None, answer_id: str | None = None) -> dict:
     """The issue of `ref` as plain data (render/issue.py makes the Markdown); `tracker` jax or xla, else chosen;
     `run_id`: report the stored replay that holds this run (default: the stored bisection's probe of its first bad
     release, else the latest that timed releases together);
     `attach`: a folder to write the bundle's zip into, so that the body may say it is attached; `jax_repo`: a JAX
     git repository (folder or URL) whose release notes say whether a changed default was intended
-    (investigate/release_notes.py; default: a clone in the cache, else none)."""
+    (investigate/release_notes.py; default: a clone in the cache, else none); `answer_id`: the stored bisection to
+    report (an investigation's own answer), else the latest stored one."""
     if tracker not in (None, *TRACKERS):
         raise UsageError(f"unknown tracker {clean(tracker, 40)!r}", hint="--tracker jax or --tracker xla")
-    from ..answers import latest_bisection, latest_commit_bisection
-
     registry, bundle = open_ref(ref, store)
     answers = stored_answers(registry, bundle)
-    bisection, explanation = latest_bisection(answers), _explanation_of(answers, latest_bisection(answers))
-    commits = latest_commit_bisection(answers)
+    bisection, commits = reported_answer(answers, answer_id)
+    explanation = _explanation_of(answers, bisection)
     stored = every_run(registry, bundle)  # read once: the replay reported and the newest release's come from it
-    runs, replay = chosen_replay(stored, run_id, commits if boundary(bisection) is None and commits else bisection)
+    answer = commits if boundary(bisection) is None and commits else bisection  # what the reproducers are of
+    runs, replay = chosen_replay(stored, run_id, answer)
     diff = difference(bundle, runs)
     labels = bundle.manifest.get("labels") or {}
     chosen = tracker or ("xla" if labels.get("minimized-from") else "jax")
     stem = file_stem(bundle)
-    script = _script(registry, bundle, ref, stem, runs, bisection)
+    script = _script(registry, bundle, ref, stem, runs, answer)  # a commit window's own, never another window's
     found = judged(registry, bundle, runs, bisection, script.pop("plan"))
     measured = measurement(runs, found["good"] if found else None)
     newest = newest_verdict(registry, bisection, stored) if found else None
@@ -413,7 +451,7 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
             "minimized_from": labels.get("minimized-from"), "expect": diff.expect, "show": diff.show,
             "seen": diff.seen, "replay": replay, "judged": found, "newest": newest,
             "documented": notes, "documented_change": change,
-            "commit_bisection": commits,
+            "commit_bisection": commits, "layer": _headline_layer(bisection),
             "changes": change_rows(registry, bundle, bisection, answers, stored, jax_repo),
             "asked_again": asked_again_lines(ref, bisection, explanation),
             "bisection": bisection, "explanation": explanation, "measured": measured, "run_environments": run_environments(runs),
@@ -425,16 +463,58 @@ def issue_data(ref: str, *, store: str | None = None, tracker: str | None = None
                                                *(shlex.quote(a) for a in store_args(registry))])},
             "timing_phrase": timing_phrase(measured) if measured else None,
             "reproduce": (rep := _reproduce(registry, bundle, runs)), "body_limit": BODY_LIMIT,
-            "attached": _attach(registry, bundle, rep, attach)} | {"zip": str(rep.get("attach") or f"{stem}.zip")}
+            "attached": _attach(registry, bundle, rep, attach, answer)} | {"zip": str(rep.get("attach") or
+                                                                                   f"{stem}.zip")}
+
+
+def _headline_layer(bisection: dict | None) -> dict | None:
+    """The headline change's layer as measured for it (change_rows.measured_layer), or None."""
+    a = (bisection or {}).get("answer") or {}
+    if not isinstance(a.get("layer"), dict):
+        return None
+    return measured_layer(a["layer"], str(a.get("criterion")), str(a.get("mode") or "frozen"))
+
+
+def reported_answer(answers: list[dict], answer_id: str | None) -> tuple[dict | None, dict | None]:
+    """(the release bisection, the commit bisection) a report is of: of the stored answer `answer_id` names (an
+    investigation's own: a release bisection, with the commit bisection of its headline; or a commit window's,
+    with no release bisection), else the latest stored bisection's; UsageError where `answer_id` names none."""
+    from ..answers import BISECTION, COMMIT_BISECTION, latest_bisection
+
+    if answer_id is None:
+        bisection = latest_bisection(answers)
+        return bisection, _commits_of(answers, bisection)
+    found = [a for a in answers if a.get("kind") in (BISECTION, COMMIT_BISECTION) and a.get("answer_id") == answer_id]
+    if not found:
+        raise UsageError(f"no stored answer {clean(answer_id, 60)!r} of this bundle",
+                         hint="`reprobundle show REF` lists its stored answers")
+    if found[-1].get("kind") == COMMIT_BISECTION:
+        return None, found[-1]
+    return found[-1], _commits_of(answers, found[-1])
 
 
 def _explanation_of(answers: list[dict], bisection: dict | None) -> dict | None:
-    """The explanation of the headline's releases where one is stored (a window of several changes has one per
-    change), else the latest."""
+    """The explanation of the headline change: its releases, by its criterion, in its mode (a window of several
+    changes has one per change, and two changes at one release one each); without a bisection that found a
+    boundary, the latest stored."""
     from ..answers import latest_explanation
 
     ends = boundary(bisection)
-    return (explanation_of(answers, ends[0], ends[1]) if ends else None) or latest_explanation(answers)
+    if ends is None:
+        return latest_explanation(answers)
+    return explanation_of(answers, ends[0], ends[1], ends[2], ends[3])
+
+
+def _commits_of(answers: list[dict], bisection: dict | None) -> dict | None:
+    """The commit bisection of the headline change (its releases and kind: never the commit of another change at
+    that release); without a bisection that found a boundary, the latest stored (a commit window)."""
+    from ..answers import latest_commit_bisection
+
+    a = (bisection or {}).get("answer") or {}
+    if boundary(bisection) is None:
+        return latest_commit_bisection(answers)
+    layer = measured_layer(a_map(a.get("layer")), str(a.get("criterion")), str(a.get("mode") or "frozen"))
+    return commit_bisection_of(answers, a, layer)
 
 
 def _named(registry: Registry, bundle: Bundle, bisection: dict | None, commits: dict | None) -> str | None:
@@ -443,7 +523,8 @@ def _named(registry: Registry, bundle: Bundle, bisection: dict | None, commits: 
     if boundary(bisection) is None and commits is not None:
         return changed_function(registry, bundle, {"lowering": _commit_window_notes(commits)[0]})
     a = (bisection or {}).get("answer") or {}
-    return changed_function(registry, bundle, a_map(a.get("layer")))
+    layer = measured_layer(a_map(a.get("layer")), str(a.get("criterion")), str(a.get("mode") or "frozen"))
+    return changed_function(registry, bundle, layer) if layer.get("layer") in ("lowering", "both") else None
 
 
 def _titled(bisection: dict | None, found: dict | None) -> dict | None:
@@ -470,7 +551,7 @@ def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict
         return None
     good, bad, criterion, mode = ends
     mine = run_outputs(registry, chosen.good) if chosen.good else None
-    changes = value_changes(mine, run_outputs(registry, chosen.bad), chosen.bits) if mine and chosen.bad else []
+    changes = _expected_and_got(registry, chosen, mine) if criterion != "time" else []  # a slowdown has none
     same_mode = [r for r in runs if _mode_of(r) == mode] if mine else []
     return {"good": good, "bad": bad, "criterion": criterion, "mode": mode,
             "changes": changes, "change_lines": change_lines(changes, good, bad),
@@ -478,6 +559,12 @@ def judged(registry: Registry, bundle: Bundle, runs: list[dict], bisection: dict
             "reproducer": chosen.kind, "reproducer_why": chosen.why, "has_program": program_of(bundle) is not None,
             "commit": chosen.commit, "pythons": pythons_needed([good] if chosen.commit else [good, bad]),
             "backend": str((bundle.manifest.get("environment") or {}).get("backend") or "")}
+
+
+def _expected_and_got(registry: Registry, chosen: Plan, mine: list | None) -> list[dict]:
+    """The values that changed between the plan's runs of the last good release (`mine`, its outputs) and the
+    first bad one (bundle/program_script.value_changes); [] where either is missing."""
+    return value_changes(mine, run_outputs(registry, chosen.bad), chosen.bits) if mine and chosen.bad else []
 
 
 def _commit_ends(chosen: Plan) -> tuple[str, str, str, str] | None:
@@ -517,10 +604,10 @@ def _judged_line(registry: Registry, run: dict, good: list, release: str, bits: 
 
 
 def with_newest(heading: str, newest: dict | None) -> str:
-    """The title with what the newest release says: `; still on jax 0.10.2`, `; fixed by jax 0.10.2`."""
+    """The title with what the newest release says: `; still on jax 0.10.2`, `; gone on jax 0.10.2`."""
     if not newest or newest.get("still") is None:
         return heading
-    said = f"; {'still on' if newest['still'] else 'fixed by'} jax {newest['release']}"
+    said = f"; {'still on' if newest['still'] else 'gone on'} jax {newest['release']}"
     return clean(heading + said, 200) if len(heading) + len(said) <= 200 else heading
 
 
@@ -599,8 +686,11 @@ def intended(registry: Registry, bundle: Bundle, explanation: dict | None, bisec
     if boundary(bisection) is None and commits is not None:
         return _named_on_changed_lines(registry, bundle, *_commit_window_notes(commits), jax_repo)
     a = (bisection or {}).get("answer") or {}
-    found = (a.get("layer") or {}).get("lowering") if isinstance(a.get("layer"), dict) else None
-    return _named_on_changed_lines(registry, bundle, found, str(a.get("first_bad") or ""), [], jax_repo)
+    layer = measured_layer(a_map(a.get("layer")), str(a.get("criterion")), str(a.get("mode") or "frozen"))
+    if layer.get("layer") not in ("lowering", "both"):  # no lowering change measured for this change: none named
+        return []
+    return _named_on_changed_lines(registry, bundle, a_map(layer.get("lowering")), str(a.get("first_bad") or ""),
+                                   [], jax_repo)
 
 
 def _commit_window_notes(commits: dict) -> tuple[dict | None, str, list[str]]:
@@ -643,7 +733,8 @@ def asked_again_lines(ref: str, bisection: dict | None, explanation: dict | None
     return [asked_again(record, ref) for record in (bisection, explanation) if record is not None]
 
 
-def _attach(registry: Registry, bundle: Bundle, rep: dict, folder: str | Path | None) -> str | None:
+def _attach(registry: Registry, bundle: Bundle, rep: dict, folder: str | Path | None,
+            bisection: dict | None = None) -> str | None:
     """Write the bundle's zip, under the name the Reproduce block gives it, into `folder`; its path (None: none)."""
     if folder is None:
         return None
@@ -653,4 +744,5 @@ def _attach(registry: Registry, bundle: Bundle, rep: dict, folder: str | Path | 
                          "that exists: the bundle's zip is written there")
     from .reproducer_zip import export_reproducer_zip
 
-    return str(export_reproducer_zip(registry, bundle, target / str(rep.get("attach") or f"{file_stem(bundle)}.zip")))
+    return str(export_reproducer_zip(registry, bundle, target / str(rep.get("attach") or f"{file_stem(bundle)}.zip"),
+                                     bisection))

@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from ...analysis.which_end import rounds_text
 from ...bundle.model import release_of
-from ...bundle.program_script import run_outputs, value_changes
+from ...bundle.program_script import run_outputs, ulps_text, value_changes
 from ...bundle.registry import Bundle, Registry, open_ref
 from ...envs.versions import version_key
 
@@ -164,11 +165,19 @@ def _outputs_verdict(registry: Registry, base: dict, newest: dict, good: str, bi
     changes = value_changes(run_outputs(registry, base), run_outputs(registry, newest), bits)
     if not changes:
         return {"release": release, "still": False,
-                "text": f"fixed by jax {release}: its outputs are jax {good}'s (last good)"}
+                "text": f"gone on jax {release}: its outputs are jax {good}'s (last good)"
+                        + (", bit for bit" if bits else "")}
     first = changes[0]
-    what = (f"{first['count']} of {first['size']} elements of output {first['output']} differ" if "count" in first
+    within = bits and all(c.get("beyond") == 0 for c in changes if "count" in c) and "count" in first
+    if within:
+        return {"release": release, "still": True, "within": True,
+                "text": f"last bits within the tolerance, still changed on jax {release} (the newest): "
+                        f"{first['count']} of {first['size']} elements of output {first['output']} differ"
+                        f"{ulps_text(first).replace(',', ' by', 1)}"}
+    what = (f"{first['count']} of {first['size']} elements of output {first['output']} differ"
+            + (" beyond the tolerance" if first.get("beyond") else "") if "count" in first
             else f"it gives {first['got_kind']} where jax {good} gave {first['expected_kind']}")
-    return {"release": release, "still": True, "text": f"still broken on jax {release} (the newest): {what}"}
+    return {"release": release, "still": True, "text": f"still changed on jax {release} (the newest): {what}"}
 
 
 def _time_verdict(base: dict, newest: dict, good: str, ends: Ends | None) -> dict:
@@ -182,13 +191,25 @@ def _time_verdict(base: dict, newest: dict, good: str, ends: Ends | None) -> dic
         return sided
     if row is None or not row.get("ratio"):
         return {"release": release, "still": None, "text": f"jax {release} was not timed beside jax {good}"}
-    ci = row.get("ci95") or (row["ratio"], row["ratio"])
-    said = f"{row['ratio']:.2f}x [{ci[0]:.2f}-{ci[1]:.2f}] of jax {good}'s time"
+    said = f"{timed_text(row)} of jax {good}'s time"
     if row["settled"] and row["verdict"] == "slower":
-        return {"release": release, "still": True, "text": f"still {said} on jax {release} (the newest)"}
+        return {"release": release, "still": True, "text": f"still slower on jax {release} (the newest): {said}"}
     if row["settled"]:
-        return {"release": release, "still": False, "text": f"fixed by jax {release} ({said})"}
+        return {"release": release, "still": False, "text": f"gone on jax {release}: {said}"}
     return {"release": release, "still": None, "text": f"on jax {release} (the newest): {said}, not settled"}
+
+
+MIN_FIGURE_ROUNDS = 3  # rounds a ratio and its interval are said from; fewer decide a side, never a figure
+
+
+def timed_text(row: dict) -> str:
+    """A paired row's ratio with its 95% interval (`1.15x [1.08-1.22]`) where at least MIN_FIGURE_ROUNDS rounds made
+    it, else the rounds alone (`timed in 1 round`): one text for one verdict wherever a report prints it."""
+    rounds = int(row.get("rounds") or 0)
+    if rounds < MIN_FIGURE_ROUNDS:
+        return f"timed in {rounds_text(rounds)}, too few for a figure"
+    ci = row.get("ci95")
+    return f"{row['ratio']:.2f}x" + (f" [{ci[0]:.2f}-{ci[1]:.2f}]" if ci else "")
 
 
 def _sided_verdict(base: dict, newest: dict, good: str, ends: Ends, row: dict | None) -> dict | None:
@@ -196,18 +217,20 @@ def _sided_verdict(base: dict, newest: dict, good: str, ends: Ends, row: dict | 
     only where its paired verdict (`row`) does not show it slower than the last good release at all (else the paired
     verdict says what is left)."""
     from ...analysis.verdict import paired_log_ratios, shown_slower
-    from ...analysis.which_end import BAD, against_text, rounds_text, which_end
+    from ...analysis.which_end import BAD, against_text, which_end
 
     release = release_of(newest)
     found = which_end(paired_log_ratios(base.get("timing") or {}, newest.get("timing") or {}) or [], ends)
     if found.side is None or found.side != BAD and shown_slower(row):
         return None
     like = "first bad" if found.side == BAD else "last good"
-    said = (f"{found.ratio:.2f}x of jax {good}'s time in {rounds_text(found.rounds)}: like the {like} release "
-            f"({against_text(ends, 'confirmed')})")
+    figure = f"{found.ratio:.2f}x of jax {good}'s time in {rounds_text(found.rounds)}: " \
+        if found.rounds >= MIN_FIGURE_ROUNDS else ""  # a side decided in fewer rounds is said alone
+    said = (f"{figure}like the {like} release (decided in {rounds_text(found.rounds)} by the "
+            f"{against_text(ends, 'confirmed')})")
     if found.side == BAD:
         return {"release": release, "still": True, "text": f"still slower on jax {release} (the newest): {said}"}
-    return {"release": release, "still": False, "text": f"fixed by jax {release}: {said}"}
+    return {"release": release, "still": False, "text": f"gone on jax {release}: {said}"}
 
 
 def check_newest(ref: str, answer_id: str | None, *, store: str | None = None, python: str | None = None,

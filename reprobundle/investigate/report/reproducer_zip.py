@@ -12,6 +12,10 @@ From the latest stored bisection, else a commit bisection with a first bad commi
   run checks the outputs (against the last good release's where stored) and says so;
 - anything else (no answer, no boundary, a lowering change with no program to retrace): no record, and the zip
   checks its frozen module against its packed reference as before.
+
+Where the bisection lists more than one change (or its slowdown shows only retraced), the record lists each change
+the zip can check (`changes`, one record each with its `row` in the report's table: script_plan.change_plans), the
+headline's first and also at the top; `python NAME.zip --change N` judges change N.
 """
 
 from __future__ import annotations
@@ -21,8 +25,18 @@ from pathlib import Path
 from ...bundle.model import release_of
 from ...bundle.registry import Bundle, Registry
 from ...bundle.zip_expectation import FORMAT, FORMAT_VERSION, ZipExpectation
-from ..answers import latest_bisection
-from .script_plan import Plan, answer_runs, plan, release_run, stored_answers
+from ..answers import COMMIT_BISECTION, latest_bisection
+from .script_plan import (
+    Plan,
+    answer_runs,
+    change_checks,
+    change_plans,
+    needs_changes_script,
+    plan,
+    release_run,
+    stored_answers,
+    window_changes,
+)
 
 _CRITERIA = {"outputs": "outputs", "outputs vs good": "outputs", "bits": "bits", "error": "error", "time": "time"}
 
@@ -32,18 +46,42 @@ def _runs_registry(registry: Registry) -> Registry:
     return Registry.open(None) if registry.store.read_only else registry
 
 
-def zip_expectation(registry: Registry, bundle: Bundle) -> ZipExpectation | None:
-    """What the bundle's zip judges (the module docstring), or None where no stored answer calls for a check of its
-    own."""
-    chosen = plan(registry, bundle)
+def zip_expectation(registry: Registry, bundle: Bundle, bisection: dict | None = None) -> ZipExpectation | None:
+    """What the bundle's zip judges (the module docstring): of `bisection` (a stored answer), else the latest stored
+    bisection's; None where no stored answer calls for a check of its own."""
+    record = bisection if bisection is not None else latest_bisection(stored_answers(registry, bundle))
+    plans = change_plans(registry, bundle, record, window_changes(record)) \
+        if record is not None and record.get("kind") != COMMIT_BISECTION else []
+    if needs_changes_script(plans):
+        return _changes_expectation(registry, bundle, plans)
+    chosen = plan(registry, bundle, record)
     if chosen.kind in ("program", "good") and chosen.good is not None:
         return _outputs_expectation(registry, bundle, chosen)
-    return _time_expectation(registry, bundle)
+    return _time_expectation(registry, bundle, record)
+
+
+def _changes_expectation(registry: Registry, bundle: Bundle, plans: list[Plan]) -> ZipExpectation | None:
+    """Every change the zip can check, each its record with its `row`; the first at the top."""
+    checks, _ = change_checks(plans)
+    by_row = {p.row: p for p in plans}
+    rows = []
+    for c in checks:
+        answer = by_row[c.row].answer or {}
+        compare = [c.good, c.bad] if c.criterion == "time" else None
+        found = _expectation(registry, bundle, answer, c.criterion, c.mode, c.good, c.bad, c.good_run,
+                             by_row[c.row].why, compare)
+        if found is not None:
+            rows.append({**found.record, "row": c.row})
+    if not rows:
+        return None
+    return ZipExpectation({**rows[0], "changes": rows}, _runs_registry(registry).store)
 
 
 def _outputs_expectation(registry: Registry, bundle: Bundle, chosen: Plan) -> ZipExpectation | None:
     a = (chosen.answer or {}).get("answer") or {}
-    good, bad = chosen.labels or ("?", "?")
+    if chosen.labels is None:
+        return None
+    good, bad = chosen.labels
     if chosen.commit is not None:
         bad = f"JAX at commit {chosen.commit[:10]}" + (f" ({release_of(chosen.bad)})" if chosen.bad else "")
     criterion = _CRITERIA.get(str(a.get("criterion") or ""), "outputs")
@@ -51,20 +89,24 @@ def _outputs_expectation(registry: Registry, bundle: Bundle, chosen: Plan) -> Zi
     return _expectation(registry, bundle, chosen.answer or {}, criterion, mode, good, bad, chosen.good, chosen.why)
 
 
-def _time_expectation(registry: Registry, bundle: Bundle) -> ZipExpectation | None:
+def _time_expectation(registry: Registry, bundle: Bundle, record: dict | None) -> ZipExpectation | None:
     """A time bisection's: its first bad release stood (confirmed), the releases `--compare` times."""
-    record = latest_bisection(stored_answers(registry, bundle))
     a = (record or {}).get("answer") or {}
     good, bad = str(a.get("last_good") or ""), str(a.get("first_bad") or "")
-    confirmed = (a.get("confirmation") or {}).get("confirmed", True) if isinstance(a.get("confirmation"), dict) \
-        else True
-    if record is None or a.get("criterion") != "time" or not good or not bad or good == bad or not confirmed:
+    if record is None or a.get("criterion") != "time" or not good or not bad or good == bad or not _stands(a):
         return None
     mode = "retrace" if a.get("mode") == "retrace" else "frozen"
     good_run = release_run(answer_runs(registry, bundle, record), good, mode)
     why = f"jax {bad} is slower than jax {good}" + (" (the program as each release traces it)" if mode == "retrace"
                                                     else " (the frozen module)")
-    return _expectation(registry, bundle, record, "time", mode, good, bad, good_run, why, compare=[good, bad])
+    return _expectation(registry, bundle, record or {}, "time", mode, good, bad, good_run, why, compare=[good, bad])
+
+
+def _stands(answer: dict) -> bool:
+    """Whether a time answer's first bad release stands: its confirmation kept it (or none ran, as before one
+    was made)."""
+    confirmation = answer.get("confirmation")
+    return confirmation.get("confirmed", True) if isinstance(confirmation, dict) else True
 
 
 def _expectation(registry: Registry, bundle: Bundle, answer: dict, criterion: str, mode: str, good: str, bad: str,
@@ -93,6 +135,8 @@ def _expected_leaves(source: Registry, run: dict | None) -> list[dict]:
     return leaves if held and len(leaves) == len((run or {}).get("outputs") or []) else []
 
 
-def export_reproducer_zip(registry: Registry, bundle: Bundle, path: str | Path) -> Path:
-    """The bundle's zip at `path`, judging what its stored answer found where there is one (module docstring)."""
-    return registry.export_zip(bundle, path, expectation=zip_expectation(registry, bundle))
+def export_reproducer_zip(registry: Registry, bundle: Bundle, path: str | Path,
+                          bisection: dict | None = None) -> Path:
+    """The bundle's zip at `path`, judging what its stored answer (`bisection`, else the latest) found where there is
+    one (module docstring)."""
+    return registry.export_zip(bundle, path, expectation=zip_expectation(registry, bundle, bisection))

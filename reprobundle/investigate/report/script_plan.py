@@ -13,8 +13,13 @@ Which script, from the latest stored bisection (investigate/answers.py) when the
   retraced run stored by that bisection; it exits 1 on JAX at the first bad commit and 0 on the good release.
 - a change of the frozen module's outputs or bits (the compiler's): the frozen script with the last good release's
   outputs as its reference (bits judged bit for bit), so it exits 1 on the bad release and 0 on the good one.
-- a slowdown, or no bisection: the frozen script with the stored replay's times (analysis/slowdown.py), which
-  `--compare A B` times on two releases.
+- a slowdown the frozen module shows, or no bisection: the frozen script with the stored replay's times
+  (analysis/slowdown.py), which `--compare A B` times on two releases.
+
+Where the bisection lists more than one change (its `changes`, the headline first), or its slowdown shows only where
+each release traces the program, the script is bundle/changes_script.py's: every change the report lists, each its
+own check (`--change N`) in its own mode against its own last good release (`change_plans`, one Plan a change, from
+that change's own stored answer and runs), a slowdown by `--compare` of its two releases.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...analysis.slowdown import measured_times
+from ...bundle.changes_script import ChangeCheck, changes_script_text
 from ...bundle.frozen_script import (
     NoScriptError,
     Reference,
@@ -55,6 +61,7 @@ class Plan:
     answer: dict | None = None
     cannot_show: bool = False  # a lowering change that this (frozen) script cannot show
     commit: str | None = None  # a commit bisection's plan: the first bad commit's hash (`bad` is its run)
+    row: int = 1  # the change's number in the report's table (1: the headline)
 
     @property
     def labels(self) -> tuple[str, str] | None:
@@ -64,9 +71,39 @@ class Plan:
         a = (self.answer or {}).get("answer") or {}
         if self.commit is not None:
             return str(a.get("good")), release_of(self.bad) if self.bad else self.commit[:10]
-        if self.kind == "frozen" or self.good is None:
+        if self.kind in ("frozen", "none") or self.good is None:
             return None
         return str(a.get("last_good")), str(a.get("first_bad"))
+
+
+def window_changes(bisection: dict | None) -> list[dict]:
+    """The stored bisection's changes (its `changes`, the headline first), else the headline alone; [] without a
+    boundary. A stranger's record may hold anything: only maps with both releases are kept. The headline's entry
+    carries the bisection's own layer (the whole of its layer check)."""
+    a = (bisection or {}).get("answer") or {}
+    found = a.get("changes")
+    listed = [c for c in found if _a_listed_change(c)] if isinstance(found, list) else []
+    if listed:
+        head = listed[0]
+        if same_change(head, a) and isinstance(a.get("layer"), dict):
+            listed[0] = {**head, "layer": a["layer"]}
+        return listed
+    if a.get("first_bad") and a.get("last_good") and a["first_bad"] != a["last_good"]:
+        return [{"criterion": a.get("criterion"), "first_bad": a["first_bad"], "last_good": a["last_good"],
+                 "mode": a.get("mode"), "layer": a.get("layer"), "confirmation": a.get("confirmation"),
+                 "answer_id": (bisection or {}).get("answer_id")}]
+    return []
+
+
+def _a_listed_change(entry) -> bool:
+    """Whether an entry of a stored answer's `changes` is a change: a map with both releases, apart."""
+    return isinstance(entry, dict) and bool(entry.get("first_bad")) and bool(entry.get("last_good")) and \
+        entry["first_bad"] != entry["last_good"]
+
+
+def same_change(one: dict, other: dict) -> bool:
+    """Whether two answers or entries are of one change: its releases and criterion."""
+    return all(one.get(k) == other.get(k) for k in ("first_bad", "last_good", "criterion"))
 
 
 def stored_answers(registry: Registry, bundle: Bundle) -> list[dict]:
@@ -157,9 +194,100 @@ def plan(registry: Registry, bundle: Bundle, answer: dict | None = None) -> Plan
         return commit_plan(registry, bundle, answer) or Plan(why="the frozen module, against its packed reference")
     answers = stored_answers(registry, bundle) if answer is None else None  # read once, and only where needed
     record = answer if answer is not None else latest_bisection(answers or [])
+    if record and _a_slowdown(record.get("answer") or {}):
+        return _time_plan(registry, bundle, record)
     if not record or not _a_change_of_outputs(record.get("answer") or {}):
         return _without_release_boundary(registry, bundle, answers, record)
     return _release_plan(registry, bundle, record)
+
+
+def _a_slowdown(a: dict) -> bool:
+    """Whether a bisection's answer found a boundary where the time changed (a slowdown its confirmation kept)."""
+    return bool(a.get("last_good")) and a.get("last_good") != a.get("first_bad") and a.get("criterion") == "time"
+
+
+def _time_plan(registry: Registry, bundle: Bundle, record: dict) -> Plan:
+    """A slowdown's plan: its two releases, timed by `--compare`; the runs of its last good and first bad release
+    in its mode (the last good one's outputs what each side is checked against)."""
+    a = record.get("answer") or {}
+    mode = "retrace" if a.get("mode") == "retrace" else "frozen"
+    runs = _answer_runs(registry, bundle, record)
+    good, bad = (release_run(runs, str(a[k]), mode) for k in ("last_good", "first_bad"))
+    how = "the program as each release traces it" if mode == "retrace" else "the frozen module"
+    return Plan("time", good, bad, False, f"{how}, timed on jax {a['last_good']} and {a['first_bad']} by --compare",
+                record)
+
+
+def change_plans(registry: Registry, bundle: Bundle, bisection: dict | None, changes: list[dict]) -> list[Plan]:
+    """One plan a change of the stored bisection (`changes`: change_rows.window_changes' list, the headline first),
+    each from the change's own stored answer and its runs (the headline's answer where the change has none of its
+    own stored): its number `row`, what its check runs (program, good, time; else it cannot be checked, saying
+    why)."""
+    from dataclasses import replace
+
+    answers = stored_answers(registry, bundle)
+    found = []
+    for row, change in enumerate(changes, 1):
+        record = _change_record(change, bisection, answers)
+        chosen = _time_plan(registry, bundle, record) if _a_slowdown(record["answer"]) else \
+            _release_plan(registry, bundle, record) if _a_change_of_outputs(record["answer"]) else \
+            Plan("none", why="no boundary stored for it", answer=record)
+        found.append(replace(chosen, row=row))
+    return found
+
+
+def _change_record(change: dict, bisection: dict | None, answers: list[dict]) -> dict:
+    """The stored answer of one listed change: its own (by `answer_id`, the same change), the bisection's where it
+    is the headline, else its entry as an answer over the bisection's runs."""
+    same = ("first_bad", "last_good", "criterion")
+    own = next((r for r in answers if r.get("kind") == "bisection" and change.get("answer_id")
+                and r.get("answer_id") == change.get("answer_id")), None)
+    for record in (own, bisection):
+        a = (record or {}).get("answer") or {}
+        if record is not None and all(a.get(k) == change.get(k) for k in same):
+            return record
+    return {"kind": "bisection", "answer_id": change.get("answer_id"), "answer": dict(change),
+            "runs": (bisection or {}).get("runs") or []}
+
+
+def change_checks(plans: list[Plan]) -> tuple[list[ChangeCheck], list[tuple[int, str]]]:
+    """(the checks a script of the changes runs, one a plan that can show its change; (row, why) of each that
+    cannot)."""
+    checks, left = [], []
+    for p in plans:
+        a = (p.answer or {}).get("answer") or {}
+        criterion = {"outputs vs good": "outputs"}.get(str(a.get("criterion")), str(a.get("criterion")))
+        if p.kind not in ("program", "good", "time") or (p.kind != "time" and p.good is None):
+            left.append((p.row, p.why or "no stored run of its last good release"))
+            continue
+        mode = "retrace" if p.kind == "program" or (p.kind == "time" and a.get("mode") == "retrace") else "frozen"
+        checks.append(ChangeCheck(p.row, criterion, mode, str(a.get("last_good")), str(a.get("first_bad")),
+                                  p.good, p.bad))
+    return checks, left
+
+
+def reproduced_changes(registry: Registry, bundle: Bundle, plans: list[Plan]) -> dict:
+    """What a report says of the changes its script and zip check: {"checks": [{"row", "criterion", "mode", "good",
+    "bad", "what"}] (bundle/changes_script.change_commands makes their lines), "left": [{"row", "why"}] (changes
+    neither can check), "packages" (what the program needs beyond jax and numpy), "pythons" (the Python a release
+    needs, for its uv line)}."""
+    from ...bundle.program_script import needed_packages, program_files
+
+    checks, left = change_checks(plans)
+    program = program_of(bundle)
+    retraced = program is not None and any(c.mode == "retrace" for c in checks)
+    packages = needed_packages(program, program_files(registry, program)) if retraced and program else []
+    return {"checks": [{"row": c.row, "criterion": c.criterion, "mode": c.mode, "good": c.good, "bad": c.bad,
+                        "what": c.what} for c in checks],
+            "left": [{"row": row, "why": why} for row, why in left], "packages": packages,
+            "pythons": pythons_needed([v for c in checks for v in (c.good, c.bad)])}
+
+
+def needs_changes_script(plans: list[Plan]) -> bool:
+    """Whether the report's script is the changes' (bundle/changes_script.py): more than one change, or a slowdown
+    only the program, traced by each release, shows (the frozen script times the frozen module)."""
+    head = ((plans[0].answer or {}).get("answer") or {}) if plans else {}
+    return len(plans) > 1 or bool(plans and plans[0].kind == "time" and head.get("mode") == "retrace")
 
 
 def _release_plan(registry: Registry, bundle: Bundle, record: dict) -> Plan:
@@ -257,6 +385,11 @@ def script_and_plan(registry: Registry, bundle: Bundle, fname: str = "repro.py",
     factory's seed); a commit window without a program script (plan `none`) is NoScriptError, never the frozen
     module."""
     chosen = plan(registry, bundle, answer)
+    record = answer if answer is not None else latest_bisection(stored_answers(registry, bundle))
+    plans = change_plans(registry, bundle, record, window_changes(record)) if record is not None and \
+        record.get("kind") != COMMIT_BISECTION else []
+    if needs_changes_script(plans):
+        return changes_script(registry, bundle, fname, plans), plans[0]
     if chosen.kind == "none":
         raise NoScriptError(f"{bundle.ref}: {chosen.why}", hint="share the bundle's zip: reprobundle export "
                                                                f"{bundle.ref.name}@{bundle.ref.version}")
@@ -269,13 +402,24 @@ def script_and_plan(registry: Registry, bundle: Bundle, fname: str = "repro.py",
         return _script_by(registry, bundle, fname, runs, other), other
 
 
+def changes_script(registry: Registry, bundle: Bundle, fname: str, plans: list[Plan]) -> str:
+    """bundle/changes_script.py's script of the changes `plans` can check; NoScriptError where none can."""
+    checks, left = change_checks(plans)
+    if not checks:
+        raise NoScriptError(f"{bundle.ref}: none of its {len(plans)} changes can be checked by a script: "
+                            + "; ".join(f"change {row}: {why}" for row, why in left),
+                            hint=f"share the bundle's zip: reprobundle export {bundle.ref.name}@{bundle.ref.version}")
+    releases = [v for c in checks for v in (c.good, c.bad)]
+    return changes_script_text(registry, bundle, checks, fname, pythons_needed(releases))
+
+
 def _script_by(registry: Registry, bundle: Bundle, fname: str, runs: list[dict] | None, chosen: Plan) -> str:
     if chosen.kind == "program" and chosen.good is not None:
         versions = [release_of(r) for r in (chosen.good, chosen.bad) if r is not None and commit_of_run(r) is None]
         return program_script_text(registry, bundle, chosen.good, chosen.bad, fname, chosen.bits,
                                    pythons_needed(versions))
-    if chosen.kind == "good" and chosen.good is not None:
-        release = (chosen.labels or ("?", "?"))[0]
+    if chosen.kind == "good" and chosen.good is not None and chosen.labels is not None:
+        release = chosen.labels[0]
         return script_text(registry, bundle, fname, None,
                            Reference(chosen.good, f"jax {release} (last good)", chosen.bits, chosen.bad))
     return _frozen_script(registry, bundle, fname, runs, chosen)
