@@ -242,6 +242,7 @@ def make_gelu_history(repo: Path, old: Path) -> list[str]:
     assert text.count(GELU_BEFORE) == 1, "jax 0.4.33's nn/functions.py computes gelu another way than expected"
     nn.write_text(text.replace(GELU_BEFORE, GELU_AFTER))
     shas.append(_commit(repo, GELU_TITLES[2]))
+    return shas
 
 
 def publish_notes(repo: Path, version: str, notes: str) -> str:

@@ -311,13 +311,7 @@ class EnvironmentManager:
     def _find_existing(self, version: str, platform: str = "cpu", build: str | None = None) -> JaxEnvironment | None:
         """A usable finished environment for `version` on `platform` (of `build`, when given; else the build the
         driver runs first), and for --python, if given; without the network."""
-        matches = self._finished(version, platform, build)
-        quick = [e for e in matches if e.schema >= 2 or not slow_ml_dtypes(e.packages)]
-        if matches and not quick and self._index.load(max_age=INDEX_CACHE_TTL_S) is not None:
-            log.info("jax %s: making its environment again: its ml_dtypes over its NumPy costs every worker ~0.6 s "
-                     "to import (plan.QUICK_ML_DTYPES)", version)
-            return None
-        matches = quick or matches  # with no index to make it again, the slow one still runs
+        matches = self._current(version, self._finished(version, platform, build))
         if not matches:
             return None
         if platform == "cuda" and build is None and len({e.build for e in matches}) > 1:
@@ -326,6 +320,17 @@ class EnvironmentManager:
         if self.python:
             return self._built_with_user_python(version, matches)
         return self._closest_to_host(version, matches)
+
+    def _current(self, version: str, matches: builtins.list[JaxEnvironment]) -> builtins.list[JaxEnvironment]:
+        """`matches` but those an older reprobundle made with ml_dtypes that import slowly over their NumPy
+        (plan.QUICK_ML_DTYPES): none where only such remain and the index can be read (the caller makes one again),
+        and those where it cannot (they still run)."""
+        quick = [e for e in matches if e.schema >= 2 or not slow_ml_dtypes(e.packages)]
+        if matches and not quick and self._index.load(max_age=INDEX_CACHE_TTL_S) is not None:
+            log.info("jax %s: making its environment again: its ml_dtypes over its NumPy costs every worker ~0.6 s "
+                     "to import (plan.QUICK_ML_DTYPES)", version)
+            return []
+        return quick or matches
 
     def _finished(self, version: str, platform: str, build: str | None) -> builtins.list[JaxEnvironment]:
         """The usable finished environments of `version` on `platform` (of `build`, when given)."""

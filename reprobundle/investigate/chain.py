@@ -513,12 +513,20 @@ def _explained(out: Investigation, explain: Callable[[], dict], pair: list[str],
 
 
 def _newest(case: Case, first_bad: str) -> str | None:
-    """The newest release of the index (newest.py's), where it is later than `first_bad`; None where none is read."""
+    """The newest release of the index (newest.py's), where it is later than `first_bad`, its environment made now;
+    None where none is read. The newest step needs that environment anyway, and explain's answer is keyed on the
+    builds its reach found: made after explain, it would change that key, and the next call would explain again."""
     from .report.newest import newest_release
 
     try:
-        return newest_release(case.manager.available_versions(), first_bad)
-    except Exception:  # noqa: BLE001 - no index to read: the window's releases alone
+        newest = newest_release(case.manager.available_versions(), first_bad)
+        if newest is not None:
+            from ..run.replay import replay_platform
+
+            platform = replay_platform(case.where()[1], None).platform
+            case.manager.ensure(newest, platform=platform, progress=case.progress)
+        return newest
+    except Exception:  # noqa: BLE001 - no index to read, or the newest does not install: the window's releases alone
         return None
 
 
