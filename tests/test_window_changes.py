@@ -31,8 +31,12 @@ def _outputs_by_release(values: dict[str, int], unmade: tuple[str, ...] = ()):
     return probe, (lambda a, b: "same" if a["value"] == b["value"] else "beyond"), asked
 
 
-def test_the_ends_of_each_sub_window_are_searched_until_each_change_stands_alone():
-    from reprobundle.investigate.search.window_changes import transitions
+def test_every_release_runs_once_so_a_change_undone_later_is_seen_and_a_long_window_says_what_never_ran():
+    """#64: every release of a window runs once, untimed, so each change of outputs is a pair of neighbouring
+    releases, one undone a few releases later included (said as its `undone`, the undoing no change of its own); a
+    window longer than the sweep's bound runs that many spread over it, searches each pair of those that differ
+    by its ends, and names the releases no run reached."""
+    from reprobundle.investigate.search.window_changes import changes_of, never_lines, never_ran, transitions
 
     # three changes: 0.4.33, 0.5.1 and 0.7.2; 0.6.0 cannot be made (left out, never a change)
     probe, apart, asked = _outputs_by_release({"0.4.30": 0, "0.4.33": 1, "0.5.1": 2, "0.7.2": 3}, unmade=("0.6.0",))
@@ -42,9 +46,25 @@ def test_the_ends_of_each_sub_window_are_searched_until_each_change_stands_alone
     assert [(t["last_good"], t["first_bad"]) for t in found] == [("0.4.31", "0.4.33"), ("0.5.0", "0.5.1"),
                                                                  ("0.7.0", "0.7.2")]
     assert "0.4.30" not in asked and "0.8.0" not in asked and len(asked) == len(set(asked))  # each run once
-    # a change that comes and goes inside a half whose ends agree is not seen: no search by ends sees it
+    assert sorted(asked) == sorted(set(RELEASES) - {"0.4.30", "0.8.0"})  # every other release, once
+    assert never_ran(RELEASES, "0.4.30", "0.8.0", runs) == {"0.6.0": "error: no environment for jax 0.6.0"}
+    # a change that comes and goes inside a window whose ends agree: seen, and undone at 0.6.0
     probe, apart, _ = _outputs_by_release({"0.4.30": 0, "0.5.0": 1, "0.6.0": 0})
-    assert transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs")[0] == []
+    found, _ = transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs")
+    assert [(t["last_good"], t["first_bad"], t.get("undone")) for t in changes_of(found)] == [
+        ("0.4.34", "0.5.0", "0.6.0")]
+    assert [t.get("undoes") for t in found] == [None, "0.5.0"]  # the undoing: not a change of its own
+    # a window longer than the bound: 4 releases run spread over it, each pair that differs searched by its ends;
+    # the change that came and went between two releases run is not seen, and the releases never run are named
+    probe, apart, asked = _outputs_by_release({"0.4.30": 0, "0.4.33": 1, "0.4.34": 0, "0.7.2": 3})
+    found, runs = transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs", most=4)
+    assert asked[:4] == ["0.4.30", "0.4.34", "0.6.0", "0.8.0"]
+    assert [(t["last_good"], t["first_bad"]) for t in changes_of(found)] == [("0.7.0", "0.7.2")]
+    missed = never_ran(RELEASES, "0.4.30", "0.8.0", runs)
+    assert {"0.4.31", "0.4.33"} <= set(missed) and "0.7.2" not in missed
+    (line,) = never_lines({"frozen": missed, "retrace": missed}, most=4)
+    assert line["line"].startswith("never ran (frozen and retraced): 0.4.31, 0.4.33") and "more releases than the 4" \
+        in line["line"]
 
 
 def _timed_by_release(times: dict[str, float]):

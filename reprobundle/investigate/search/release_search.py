@@ -239,20 +239,23 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
     """(the headline's BisectResult, mode -> its search): told both the mode and the criterion, that one
     bisection; else the endpoints run untimed in each mode (both where the bundle can be retraced:
     investigate/search/mode_choice.py's survey) and every kind of change present bisected, the most severe first
-    (mode_choice.plan). Each bisection by outputs or bits is split into the changes its window holds
-    (window_changes.py); the first that stands is the headline, the others its `changes` (each whole) and `also`
-    (one line each), and what was examined and is no regression (a speedup, no settled change, a time change the
-    confirmation did not reproduce) its `set_aside`. `windows`: where a search cut short stored had narrowed each
-    (resumed_from)."""
+    (mode_choice.plan). A time bisection whose confirmation failed is searched on until its slowdown is placed or
+    said (window_changes.place); each bisection by outputs or bits is split into the changes its window holds, and
+    every release of the window is run once, untimed, in each mode, for the changes of outputs or bits no
+    bisection saw (window_changes.py: those undone a few releases later, and kinds whose endpoints agree); the first
+    that stands is the headline, the others its `changes` (each whole) and `also` (one line each), and what was
+    examined and is no regression (a speedup, no settled change, a time change the confirmation did not reproduce)
+    its `set_aside`, what it does not list (a slowdown under the resolution, one not placed, the releases never
+    run) its `not_listed`. `windows`: where a search cut short stored had narrowed each (resumed_from)."""
     from ...run.replay_options import screen_options
     from ...run.retrace import retrace_refusal
     from .mode_choice import plan, survey, time_screen
     from .probes import output_difference
-    from .window_changes import every_change, split
+    from .window_changes import every_change
 
     good, bad = ends
     versions, left_out = manager.available_versions(), manager.left_out_versions()
-    steps, why = [(mode, str(by))], None
+    steps, why, modes = [(mode, str(by))], None, [mode]
     if mode == "auto" or by is None:
         refusal = retrace_refusal(probes.args[1].manifest) if mode == "auto" else None
         modes = [mode] if mode != "auto" else ["frozen"] + ([] if refusal else ["retrace"])
@@ -260,26 +263,87 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
         steps, why = plan(survey(good, bad, {m: probes.probe(m, timed=False) for m in modes}, compare), by, refusal)
         if progress:
             progress(f"bisect: {why}")
-    searches = {}
+    searches: dict = {}
+    control = _control_now(progress)  # the A/A control where the machine is busy (analysis/resolution.py)
 
     def run_one(step_mode: str, kind: str):
-        searches[step_mode] = Search(probes, step_mode, jobs, ahead, kind, windows)
+        searches[step_mode] = Search(probes, step_mode, jobs, ahead, kind, windows, control=control["now"])
         return searches[step_mode].run(versions, good, bad, progress, left_out=left_out)
 
     def screen_time(step_mode: str) -> dict:  # whether the frozen module also got slower: a bounded screen
-        return time_screen(good, bad, probes.fresh(step_mode, "screen", screen_options(probes.options)))
+        seen = time_screen(good, bad, probes.fresh(step_mode, "screen", screen_options(probes.options)))
+        control["now"] = control["now"] or _small(seen)  # a small slowdown: its timings beside a control
+        return seen
 
-    def split_one(found):  # each change of its kind in the window its own (window_changes.py)
-        probe = probes.probe(found.mode, timed=False)
-        timed = (probes.probe(found.mode), probes.fresh(found.mode, "confirm"))  # a slowdown's sub-windows
-        return split(found, versions, probe, output_difference(*probes.args), progress, timed)
-
+    split_one, place_one = _searched_on(probes, versions, jobs, progress)
+    sweep_one = _swept(probes, (good, bad), versions, modes, by, jobs, (searches, windows, ahead), progress)
     try:
-        head, *others = every_change(steps, run_one, split_one, by, why, progress, screen_time)
+        head, *others = every_change(steps, run_one, split_one, by, why, progress, screen_time, place_one=place_one,
+                                     sweep_one=sweep_one)
     except UsageError as e:  # an answer that tells nothing apart says what was tried
         raise with_tried(e, why) from None
     head.changes = others
     return head, searches
+
+
+def _control_now(progress: Callable[[str], None] | None) -> dict:
+    """{"now": whether the machine is busy as the search begins (run/conditions.busy_now), so that a time
+    bisection's endpoints and confirmation carry an A/A control from their first round}."""
+    from ...run.conditions import busy_now
+
+    busy = busy_now()
+    if busy and progress:
+        progress(f"bisect: {busy}: a slowdown is judged beside the good release timed against itself")
+    return {"now": bool(busy)}
+
+
+def _small(seen: dict) -> bool:
+    """Whether a time screen saw a slowdown whose interval reaches under analysis/resolution.CONTROL_UNDER."""
+    from ...analysis.resolution import CONTROL_UNDER
+
+    interval = seen.get("interval") or [0.0, 0.0]
+    return seen.get("seen") in ("slower", "small") and interval[0] < CONTROL_UNDER
+
+
+def _searched_on(probes: Probes, versions: list[str], jobs: int, progress):
+    """(split_one, place_one) for window_changes.every_change: each change of its kind in a bisection's window its
+    own (every release run once, untimed); a slowdown whose confirmation failed searched on until placed or said."""
+    from .probes import output_difference
+    from .window_changes import SWEPT, place, split
+
+    most = 2 if probes.timed_only else SWEPT  # every probe timed: the window searched by its ends alone
+
+    def split_one(found):
+        timed = (probes.probe(found.mode), probes.confirming(found.mode))  # a slowdown's sub-windows
+        return split(found, versions, probes.probe(found.mode, timed=False), output_difference(*probes.args),
+                     progress, timed, most=most, jobs=jobs)
+
+    def place_one(found):
+        return place(found, versions, probes.probe(found.mode), probes.confirming(found.mode), progress)
+
+    return split_one, place_one
+
+
+def _swept(probes: Probes, ends: tuple[str, str], versions: list[str], modes: list[str], by: str | None, jobs: int,
+           searched: tuple, progress):
+    """The sweep for window_changes.every_change (None: none): every release of the window run once, untimed, in each mode
+    surveyed, for the changes of outputs or bits (`by` one of them: that one; time: none); a mode the sweep finds
+    changes in gets its Search (its changes' layer is read by it)."""
+    from .probes import output_difference
+    from .window_changes import SWEPT, swept_changes
+
+    searches, windows, ahead = searched
+    kinds = [by] if by in ("outputs", "bits") else [] if by == "time" else ["outputs", "bits"]
+    if not kinds or probes.timed_only:
+        return None
+
+    def sweep_one():
+        for m in modes:
+            searches.setdefault(m, Search(probes, m, jobs, ahead, by, windows))
+        return swept_changes(*ends, versions, {m: probes.probe(m, timed=False) for m in modes},
+                             output_difference(*probes.args), kinds, progress, SWEPT, jobs)
+
+    return sweep_one
 
 
 def bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, search: Search,
