@@ -262,3 +262,25 @@ def test_bisect_json_lists_every_change_the_headline_first():
     assert [(c["kind"], c["first_bad"], c["mode"], c["answer_id"]) for c in listed] == [
         ("outputs", "0.5.0", "retrace", None), ("bits", "0.7.0", "frozen", "20261206T000000-00000000")]
     assert changes_data(second) == []  # one change: the answer itself
+
+
+@pytest.mark.crossversion
+def test_a_change_of_bits_undone_two_releases_later_is_listed(tmp_path):
+    """#64, on real releases: tests/programs/retrace/gated_cumsum.py's last bits change at 0.4.34 and are 0.4.33's
+    again at 0.4.36, so the window's ends agree bit for bit and a search by ends sees nothing; every release of the
+    window runs once, untimed, so the change is found, between neighbouring releases, and said undone."""
+    from reprobundle.investigate.answers import BISECTION
+
+    store = tmp_path / "store"
+    api.pack_script(str(PROGRAMS / "gated_cumsum.py"), name="gate", store=str(store), **quick.PACK)
+    result, _ = api.bisect("gate", "0.4.33", "0.4.36", store=str(store), mode="retrace", by="bits", layer=False)
+    assert (result.criterion, result.last_good, result.first_bad, result.undone) == ("bits", "0.4.33", "0.4.34",
+                                                                                     "0.4.36")
+    assert result.changes == [] and result.not_listed == []  # one change; every release of the window ran
+    assert "undone at jax 0.4.36, whose outputs are jax 0.4.33's again" in result.why
+    registry = api.open_registry(str(store))
+    runs = registry.runs(registry.resolve("gate").ref.bundle_id)
+    ran = sorted(r["requested"] for r in runs if (r.get("contender") or {}).get("mode") == "retrace")
+    assert ran == ["0.4.33", "0.4.34", "0.4.35", "0.4.36"]  # each release once, untimed
+    (answer,) = [a["answer"] for a in registry.answers(registry.resolve("gate").ref.bundle_id) if a["kind"] == BISECTION]
+    assert (answer["first_bad"], answer["undone"]) == ("0.4.34", "0.4.36")

@@ -70,14 +70,15 @@ def judged(verdict: dict, control: dict | None = None, good: str = "", asked_con
     if verdict.get("verdict") != "slower" or not ci or ci[0] <= RESOLUTION:
         return {**out, "said": _short_of(verdict)}
     reach = control_reach(control) if control is not None else None
-    itself = f"jax {good} against itself" if good else "the good release against itself"
+    release = f"jax {good}" if good else "the good release"
     if asked_control and reach is None:
-        return {**out, "said": f"beyond the {DETECT_EFFECT:.0%} this measures, but the A/A control ({itself}) did "
-                               "not run"}
+        return {**out, "said": f"beyond the {DETECT_EFFECT:.0%} this measures, but the A/A control ({release} "
+                               "against itself) did not run"}
     if reach is not None and ci[0] <= reach:
-        return {**out, "said": f"within what {itself} moves in the same rounds ({figure(control or {})}): the "
-                               "machine's own noise"}
-    beside = f" and beyond {itself} in the same rounds ({figure(control or {})})" if reach is not None else ""
+        return {**out, "said": f"within what {release} moves against itself in the same rounds "
+                               f"({figure(control or {})}): the machine's own noise"}
+    beside = f" and beyond {release} against itself in the same rounds ({figure(control or {})})" \
+        if reach is not None else ""
     return {**out, "listed": True, "said": f"beyond the {DETECT_EFFECT:.0%} this measures{beside}"}
 
 

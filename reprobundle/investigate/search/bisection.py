@@ -26,7 +26,14 @@ from typing import Callable, Mapping, Sequence
 
 from ...analysis.resolution import busy_runs, control_needed
 from ...analysis.sequential import DETECT_EFFECT
-from ...analysis.verdict import leaning, leaning_text, paired_log_ratios, slowdown_ruled_out, timing_verdict
+from ...analysis.verdict import (
+    leaning,
+    leaning_text,
+    paired_log_ratios,
+    shown_slower,
+    slowdown_ruled_out,
+    timing_verdict,
+)
 from ...analysis.which_end import Ends, side_text, which_end
 from ...envs.versions import is_final_release, parse_version, version_key
 from ...errors import TimeSpentError, UsageError
@@ -387,7 +394,7 @@ def _confirmed(result: BisectResult, runs: list[dict], controls: list[dict], ask
                            "ci95": verdict.get("ci95"),
                            "why": confirmation_why(pair, verdict, seen, result.evidence.get(pair[1], "")[:1000]),
                            "resolution": seen["said"], "control": seen["control"],
-                           "under": verdict["verdict"] == "slower" and not confirmed,
+                           "under": shown_slower(verdict) and not confirmed,
                            "run_ids": [r.get("run_id") for r in runs if r.get("run_id")],
                            "control_ids": [r.get("run_id") for r in controls if r.get("run_id")]}
 
@@ -600,7 +607,7 @@ def _time_decides(result: BisectResult, g: dict, b: dict, replay_together: Repla
     good, bad, apart = result.good, result.bad, result.outputs_apart
     verdict = timing_verdict(timing_of(g), timing_of(b))
     result.ends_verdict = verdict
-    if verdict["verdict"] != "slower":
+    if not shown_slower(verdict):  # a 1.03x settled within 5% is a slowdown too, under the resolution: said below
         _not_slower(result, verdict)  # judged by bits, or a UsageError
         return None
     seen = _ends_judged(result, g, b, replay_together)

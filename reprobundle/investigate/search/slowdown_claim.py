@@ -6,7 +6,7 @@ confirmation judge by these; what is under the resolution is one `not_listed` li
 from __future__ import annotations
 
 from ...analysis.resolution import control_needed, figure, judged
-from ...analysis.verdict import timing_verdict
+from ...analysis.verdict import shown_slower, timing_verdict
 from ...analysis.which_end import rounds_text
 from ...errors import UsageError
 
@@ -85,7 +85,7 @@ def confirmation_why(pair: tuple[str, str], verdict: dict, seen: dict, looked: s
     line = verdict_line(verdict, good)
     if seen["listed"] and verdict["verdict"] == "slower":
         return f"confirmed: jax {bad} timed again beside jax {good}: {line}; {seen['said']}"
-    if verdict["verdict"] == "slower":
+    if shown_slower(verdict):
         return (f"not a change at this resolution: jax {bad} timed again beside jax {good} is {line}: "
                 f"{seen['said']}")
     return (f"unconfirmed: jax {bad} looked slower in the bisection ({looked}), but timed again beside jax {good} it "

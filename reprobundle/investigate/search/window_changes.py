@@ -403,24 +403,27 @@ def place(result: BisectResult, builds: Sequence[str], timed: ReplayTogether, co
                  "window on")
     cut = None
     try:
-        found = time_transitions(builds, result.good, result.bad, timed, progress)
+        everywhere = time_transitions(builds, result.good, result.bad, timed, progress)
     except TimeSpentError as e:
-        found, cut = [], e.message
-    found = [t for t in found if (t["last_good"], t["first_bad"]) != (result.last_good, result.first_bad)]
+        everywhere, cut = [], e.message
+    found = [t for t in everywhere if (t["last_good"], t["first_bad"]) != (result.last_good, result.first_bad)]
     placed = confirmed_slowdowns(result, found, confirm_with, progress, len(found))
     if not placed:
-        result.not_listed.append(_unplaced(result, found, cut))
+        result.not_listed.append(_unplaced(result, found, cut, len(everywhere) > len(found)))
     return placed
 
 
-def _unplaced(result: BisectResult, found: list[dict], cut: str | None) -> dict:
-    """`1.17x [1.14-1.20] between 0.4.30 and 0.5.1, not placed: ...` as the answer's `not_listed` says it."""
+def _unplaced(result: BisectResult, found: list[dict], cut: str | None, again: bool) -> dict:
+    """`1.17x [1.14-1.20] between 0.4.30 and 0.5.1, not placed: ...` as the answer's `not_listed` says it
+    (`again`: the search found the pair whose confirmation had failed, and no other)."""
     ends = result.ends_verdict or {}
     failed = (result.confirmation or {}).get("why") or "its confirmation did not reproduce it"
+    other = "other " if again else ""
     searched = (f"--max-time ended the search of its window ({cut})" if cut else
-                "the window's halves timed together found no pair of neighbouring releases slower" if not found else
-                f"the {len(found)} pair{'s' if len(found) != 1 else ''} of neighbouring releases found slower "
-                "did not stand timed again (" + ", ".join(f"{t['last_good']}..{t['first_bad']}" for t in found) + ")")
+                f"the window's halves timed together found no {other}pair of neighbouring releases slower" if not found
+                else f"the {len(found)} {other}pair{'s' if len(found) != 1 else ''} of neighbouring releases found "
+                "slower did not stand timed again (" + ", ".join(f"{t['last_good']}..{t['first_bad']}" for t in found)
+                + ")")
     return {"kind": "unplaced", "last_good": result.good, "first_bad": result.bad, "mode": result.mode,
             "ratio": ends.get("ratio"), "ci95": ends.get("ci95"), "unfinished": cut is not None,
             "line": f"{figure(ends)} between {result.good} and {result.bad}, not placed: the first bad release the "
