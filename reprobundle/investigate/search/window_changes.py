@@ -456,16 +456,18 @@ def _one_slowdown(result: BisectResult, t: dict, count: int) -> BisectResult:
 
 
 def ranked(changes: Sequence[BisectResult]) -> list[BisectResult]:
-    """The changes, the most severe kind first (outputs or errors, settled slowdowns, bits), each kind by release,
-    slowdowns the largest first (its confirmed ratio: a slowdown a later release undid is rarely the largest); one
-    change found twice (by two modes: the same releases and kind) kept once, the first found."""
+    """The changes, the most severe kind first (outputs or errors, settled slowdowns, bits), each kind by release (one
+    still there at the bad end before one a later release undid), slowdowns the largest first (its confirmed ratio:
+    a slowdown a later release undid is rarely the largest); one change found twice (by two modes: the same releases
+    and kind) kept once, the first found."""
     seen, out = set(), []
     for c in changes:
         key = (KIND_OF.get(c.criterion, c.criterion), c.last_good, c.first_bad)
         if key not in seen:
             seen.add(key)
             out.append(c)
-    return sorted(out, key=lambda c: (RANK.get(KIND_OF.get(c.criterion, ""), 3), -_size(c), version_key(c.first_bad)))
+    return sorted(out, key=lambda c: (RANK.get(KIND_OF.get(c.criterion, ""), 3), c.undone is not None, -_size(c),
+                                      version_key(c.first_bad)))
 
 
 def _size(change: BisectResult) -> float:
