@@ -182,17 +182,3 @@ def conditions(before: Snapshot, after: Snapshot, own: int | None = None) -> dic
     }
     return out
 
-
-def busy_now() -> str | None:
-    """Whether the machine is busy as a measurement is about to start, by the 1-minute load average against the
-    CPUs this process may use (analysis/busy.busy_reason: one task per CPU): `the machine is busy: load 11 on 2
-    CPUs`, else None. Context, not evidence (it lags and counts this process): what a search decides ahead of its
-    first timing by (an A/A control among its contenders: analysis/resolution.py)."""
-    from ..analysis.busy import busy_reason
-
-    try:
-        load = list(os.getloadavg())
-    except OSError:
-        return None
-    return busy_reason({"load_before": load, "cpus": _affinity(), "cpu_count": os.cpu_count()}, now=True)
-

@@ -150,7 +150,7 @@ class BisectResult:
     # not undone within the window)
     undone: str | None = None
     # time: the endpoints and the confirmation are timed beside an A/A control (analysis/resolution.py) whatever
-    # their figures: the machine was busy when the search began, or a screen measured a small slowdown
+    # their figures: a screen measured a small slowdown
     aa_control: bool = False
     control_runs: list[dict] = field(default_factory=list, repr=False)  # the A/A controls' runs, stored with them
 
@@ -255,8 +255,9 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     `sided_probe`, given the change the timed endpoints measured (analysis/which_end.Ends), is the time probe that
     stops each release's rounds as soon as the test between the two ends says which end it is like (default
     `replay_together`); every time probe is classed by that test first (by_time). `control`: the endpoints' and the
-    confirmation's timings carry an A/A control whatever their figures (analysis/resolution.py: the machine is busy,
-    or a screen measured a small slowdown); without it one is added where they show the need."""
+    confirmation's timings carry an A/A control whatever their figures (analysis/resolution.py: a screen measured a
+    small slowdown); without it one is added where they show the need (a small slowdown; a busy machine, for the
+    confirmation)."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
@@ -656,12 +657,13 @@ def _judged_by_bits(result: BisectResult, said: str) -> None:
 
 
 def _ends_judged(result: BisectResult, g: dict, b: dict, replay_together: ReplayTogether) -> dict:
-    """analysis/resolution.judged of the endpoints' slowdown, beside the A/A control they were timed with; one the
-    rule lists without a control, where one is needed (a busy machine, a small slowdown), timed again beside one."""
+    """analysis/resolution.judged of the endpoints' slowdown, beside the A/A control they were timed with; a small
+    one (its interval reaching under 1.2x) the rule lists without a control timed again beside one, so that no
+    search starts for what the good release does against itself. (A busy machine's control is the confirmation's:
+    what it confirms is what is listed.)"""
     c = result.control_runs[0] if result.control_runs else None
     seen = judged_pair(g, b, c, result.good, c is not None)
-    busy = bool(result.aa_control or busy_runs([g, b]))
-    if not seen["listed"] or c is not None or not control_needed(result.ends_verdict, busy):
+    if not seen["listed"] or c is not None or not control_needed(result.ends_verdict, False):
         return seen
     g, b, c = _replay_endpoints(result, replay_together, control=True)  # anew, the control in the same rounds
     result.ends_verdict = timing_verdict(timing_of(g), timing_of(b))

@@ -77,7 +77,7 @@ class Probes:
                 self.seen[key] = watched(versions)
             return self.seen[key]
 
-        return remembered if timed else self._each_once(mode, watched)
+        return remembered if timed or mode not in ("frozen", "retrace") else self._each_once(mode, watched)
 
     def _each_once(self, mode: str, watched: Callable[[Sequence[str]], list[dict]]):
         """An untimed probe whose runs are remembered version by version: a release run once, untimed, in this

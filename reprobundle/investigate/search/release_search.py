@@ -264,7 +264,7 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
         if progress:
             progress(f"bisect: {why}")
     searches: dict = {}
-    control = _control_now(progress)  # the A/A control where the machine is busy (analysis/resolution.py)
+    control = {"now": False}  # a screen saw a small slowdown: its endpoints timed beside an A/A control at once
 
     def run_one(step_mode: str, kind: str):
         searches[step_mode] = Search(probes, step_mode, jobs, ahead, kind, windows, control=control["now"])
@@ -284,17 +284,6 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
         raise with_tried(e, why) from None
     head.changes = others
     return head, searches
-
-
-def _control_now(progress: Callable[[str], None] | None) -> dict:
-    """{"now": whether the machine is busy as the search begins (run/conditions.busy_now), so that a time
-    bisection's endpoints and confirmation carry an A/A control from their first round}."""
-    from ...run.conditions import busy_now
-
-    busy = busy_now()
-    if busy and progress:
-        progress(f"bisect: {busy}: a slowdown is judged beside the good release timed against itself")
-    return {"now": bool(busy)}
 
 
 def _small(seen: dict) -> bool:

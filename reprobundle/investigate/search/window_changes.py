@@ -511,7 +511,7 @@ def every_change(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str],
         _nothing_found(failed, said)
     out = ranked(found + swept)
     _headed(out, stood, set_aside, said)
-    return _kinds_unfinished(out, head)
+    return _kinds_unfinished(out, head, said)
 
 
 def _nothing_found(failed, said: list[dict]) -> None:
@@ -523,10 +523,14 @@ def _nothing_found(failed, said: list[dict]) -> None:
     raise UsageError("; ".join([failed.message, *lines]), hint=failed.hint) from None
 
 
-def _kinds_unfinished(out: list[BisectResult], head: BisectResult | None) -> list[BisectResult]:
-    """`out`, its headline unfinished where --max-time left a kind of change unexamined (bisect_each said so)."""
+def _kinds_unfinished(out: list[BisectResult], head: BisectResult | None, said: list[dict]) -> list[BisectResult]:
+    """`out`, its headline unfinished where --max-time left a kind of change unexamined (bisect_each said so), or
+    releases of the window unrun or a slowdown unplaced (a `not_listed` line it cut): the next call goes on."""
+    cut = [e["line"] for e in said if e.get("unfinished")]
     if head is not None and head.cut_at == "kinds" and not out[0].unfinished:
         out[0].unfinished, out[0].cut_at = head.unfinished, head.cut_at
+    elif cut and not out[0].unfinished:
+        out[0].unfinished, out[0].cut_at = f"--max-time spent: {cut[0]}", "split"
     return out
 
 
@@ -646,6 +650,7 @@ def never_lines(never: dict[str, dict[str, str]], most: int = SWEPT) -> list[dic
                                 "outputs or bits that comes and goes between two releases run is not seen"
                                 for _, w in pairs}))[:1500]
         lines.append({"kind": "never_ran", "releases": releases, "mode": " and ".join(modes),
+                      "unfinished": any(w.startswith("--max-time") for _, w in pairs),
                       "line": f"never ran ({' and '.join(modes)}): {shown}: {why}"})
     return lines
 
