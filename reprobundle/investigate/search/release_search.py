@@ -316,8 +316,8 @@ def _searched_on(probes: Probes, versions: list[str], jobs: int, progress):
 def _swept(probes: Probes, ends: tuple[str, str], versions: list[str], modes: list[str], by: str | None, jobs: int,
            searched: tuple, progress):
     """The sweep for window_changes.every_change (None: none): every release of the window run once, untimed, in each mode
-    surveyed, for the changes of outputs or bits (`by` one of them: that one; time: none); a mode the sweep finds
-    changes in gets its Search (its changes' layer is read by it)."""
+    surveyed whose good end runs, for the changes of outputs or bits (`by` one of them: that one; time: none); a mode
+    the sweep finds changes in gets its Search (its changes' layer is read by it)."""
     from .probes import output_difference
     from .window_changes import SWEPT, swept_changes
 
@@ -327,9 +327,13 @@ def _swept(probes: Probes, ends: tuple[str, str], versions: list[str], modes: li
         return None
 
     def sweep_one():
-        for m in modes:
+        from .slowdown_claim import usable
+
+        # a mode whose good end does not run has no window to sweep (the bisection said why); the survey's runs
+        ran = [m for m in modes if usable(probes.probe(m, timed=False)([ends[0]])[0])]
+        for m in ran:
             searches.setdefault(m, Search(probes, m, jobs, ahead, by, windows))
-        return swept_changes(*ends, versions, {m: probes.probe(m, timed=False) for m in modes},
+        return swept_changes(*ends, versions, {m: probes.probe(m, timed=False) for m in ran},
                              output_difference(*probes.args), kinds, progress, SWEPT, jobs)
 
     return sweep_one
