@@ -26,14 +26,7 @@ from typing import Callable, Mapping, Sequence
 
 from ...analysis.resolution import busy_runs, control_needed
 from ...analysis.sequential import DETECT_EFFECT
-from ...analysis.verdict import (
-    leaning,
-    leaning_text,
-    paired_log_ratios,
-    shown_slower,
-    slowdown_ruled_out,
-    timing_verdict,
-)
+from ...analysis.verdict import leaning, leaning_text, paired_log_ratios, shown_slower, slowdown_ruled_out, timing_verdict
 from ...analysis.which_end import Ends, side_text, which_end
 from ...envs.versions import is_final_release, parse_version, version_key
 from ...errors import TimeSpentError, UsageError
