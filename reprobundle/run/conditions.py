@@ -181,4 +181,3 @@ def conditions(before: Snapshot, after: Snapshot, own: int | None = None) -> dic
         "thread_env": {k: os.environ[k] for k in THREAD_ENV if k in os.environ},
     }
     return out
-
