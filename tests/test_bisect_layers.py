@@ -14,10 +14,12 @@ from reprobundle import api
 from reprobundle.errors import UsageError
 from reprobundle.investigate.search.bisection import BITS_ONLY, SAME, BisectResult, bisect
 from reprobundle.investigate.search.boundary import boundary_layer, boundary_runs, next_commands
+from reprobundle.run.contenders import control_of
 
 PROGRAMS = Path(__file__).parent / "programs" / "retrace"
 VERSIONS = ["0.4.30", "0.4.31", "0.4.33", "0.4.34", "0.5.0", "0.5.1", "0.6.0", "0.7.0", "0.7.2", "0.8.0"]
 ROUNDS, STEPS = 5, 10
+CONTROL = control_of("0.5.0")  # the last good release timed against itself (analysis/resolution.py)
 
 
 def _replayer(slow_from: str, bits_from: str, factor: float = 1.15, only_beside: str | None = None, seed: int = 0):
@@ -33,6 +35,7 @@ def _replayer(slow_from: str, bits_from: str, factor: float = 1.15, only_beside:
         runs = []
         moves = only_beside is None or only_beside in versions
         for v in versions:
+            v = v.split(":")[0]  # an A/A control (run/contenders.control_of) is its release, timed again
             median = 10.0 * factor if moves and VERSIONS.index(v) >= VERSIONS.index(slow_from) else 10.0
             noise = np.exp(0.02 * rng.standard_normal(ROUNDS * STEPS))
             samples = (median * 1e6 * drift * noise).astype(int).tolist()
@@ -231,7 +234,7 @@ def test_bisect_by_bits_names_the_compiler_release_whose_last_bits_changed(store
     # layer check replays the frozen pair at the boundary)
     assert [(p["what"], p["versions"], p["at_once"]) for p in spent["probes"]] == [
         ("untimed", ["0.4.38", "0.5.1"], 2), ("untimed retrace", ["0.4.38", "0.5.1"], 2),
-        ("untimed retrace", ["0.5.0"], 1), ("untimed", ["0.5.0", "0.5.1"], 2)]
+        ("untimed retrace", ["0.5.0"], 1), ("untimed", ["0.5.0"], 1)]  # frozen 0.5.1: the survey's run, reused
     assert data["mode"] == "retrace" and data["mode_why"].startswith("bisected by bits (retraced) (--by bits): ")
     assert all(p["what"].startswith("untimed") and p["spent"]["start"] > 0 for p in spent["probes"])
     assert spent["wall_s"] >= spent["probe_wall_s"] > 0
@@ -299,10 +302,13 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     data = json.loads(out)
     assert (data["first_bad"], data["layer"]) == ("0.5.0", "lowering")
     steps = {s["name"]: s for s in data["steps"]}
-    # the headline's chain and its report first (#64), then the rest: its window, the frozen module's time
-    assert [s["name"] for s in data["steps"]][:8] == ["bisect", "explain", "commits", "minimize", "newest", "issue",
-                                                      "search outputs (retraced)", "search time (frozen)"]
-    assert data["left_at_report"] == ["other outputs changes between 0.4.38 and 0.5.1 (retraced)", "time (frozen)"]
+    # the headline's chain and its report first (#64), then the rest: its window, the frozen module's time, every
+    # release of the window run once (the changes of outputs or bits no bisection saw)
+    assert [s["name"] for s in data["steps"]][:9] == ["bisect", "explain", "commits", "minimize", "newest", "issue",
+                                                      "search outputs (retraced)", "search time (frozen)",
+                                                      "run every release once"]
+    assert data["left_at_report"] == ["other outputs changes between 0.4.38 and 0.5.1 (retraced)", "time (frozen)",
+                                      "every release between 0.4.38 and 0.5.1 run once"]
     assert steps["commits"]["status"] == "skipped" and "--jax-repo" in steps["commits"]["answer"]  # no clone here
     assert steps["bisect"]["status"] == "answered" and steps["bisect"]["stored"]  # the answer record's id
     # what it looked at and why, in one line: both ways at the endpoints, every kind present, the most severe first
@@ -352,7 +358,8 @@ def test_a_time_change_the_confirmation_does_not_reproduce_is_no_first_bad_relea
 
     replay_together, calls = _replayer(slow_from="0.5.1", bits_from="0.7.0", only_beside="0.4.30")
     timed = bisect(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart, by="time")
-    assert (timed.first_bad, timed.last_good) == ("0.5.1", "0.5.0") and calls[-1] == ["0.5.0", "0.5.1"]
+    # a 1.15x slowdown: under 1.2x, so its confirmation times the last good release against itself too
+    assert (timed.first_bad, timed.last_good) == ("0.5.1", "0.5.0") and calls[-1] == ["0.5.0", "0.5.1", CONTROL]
     assert not standing(timed) and timed.confirmation["why"].startswith("unconfirmed: jax 0.5.1 looked slower")
     assert "not a first bad release" in timed.confirmation["why"] and timed.confirmation["verdict"] != "slower"
     found = bisect_every_change(VERSIONS, "0.4.30", "0.8.0", replay_together, outputs_differ=_apart)
@@ -591,7 +598,11 @@ def test_a_confirmation_is_a_measurement_of_its_own():
         return remembered.setdefault(tuple(versions), timed(versions))
 
     r = bisect(VERSIONS, "0.4.31", "0.4.33", remembering, outputs_differ=_apart, by="time", confirm_with=fresh)
-    assert calls == [["0.4.31", "0.4.33"]] and fresh_calls == [["0.4.31", "0.4.33"]]
+    # a 1.15x slowdown: under 1.2x, so the endpoints are timed again beside the good release against itself (an A/A
+    # control in the same rounds), and so is the confirmation
+    control = control_of("0.4.31")
+    assert calls == [["0.4.31", "0.4.33"], ["0.4.31", "0.4.33", control]]
+    assert fresh_calls == [["0.4.31", "0.4.33", control]]
     assert r.confirm_runs[1] is not r.runs["0.4.33"] and r.confirmation["confirmed"]
     assert r.confirmation["ratio"] != pytest.approx(r.ends_verdict["ratio"], rel=1e-9)
     with pytest.raises(AssertionError, match="must measure anew"):
@@ -619,7 +630,9 @@ def test_a_slowdown_the_screen_sees_is_bisected_and_confirmed_by_rounds_of_its_o
     if confirmation is None:
         assert "confirm retrace" not in [what for what, _ in probes]
         return
-    assert probes[3] == ("confirm retrace", ["0.5.0", "0.5.1"]) and len(confirmation["run_ids"]) == 2
+    # (on a busy machine the confirmation also times 0.5.0 against itself: an A/A control, its runs apart)
+    assert probes[3][0] == "confirm retrace" and probes[3][1][:2] == ["0.5.0", "0.5.1"]
+    assert probes[3][1][2:] in ([], [control_of("0.5.0")]) and len(confirmation["run_ids"]) == 2
     assert not set(confirmation["run_ids"]) & {r["run_id"] for r in result.runs.values()}
     assert confirmation["ratio"] != result.ends_verdict["ratio"]  # two measurements, two figures
     assert confirmation["why"].startswith(("confirmed: jax 0.5.1 timed again beside jax 0.5.0: ",

@@ -99,7 +99,7 @@ def test_a_slowdown_and_a_later_lowering_change_of_bits_each_get_their_chain_and
     store, shas, found, issue, _ = slower_then_acos
     steps = {s["name"]: s for s in found["steps"]}
     assert [s["name"] for s in found["steps"]] == [*HEADLINE_STEPS, "search bits (retraced)", *LATER_STEPS,
-                                                   "issue 0.4.36 (bits)"]
+                                                   "issue 0.4.36 (bits)", "run every release once"]
     assert found["first_bad"] == "0.4.35" and found["layer"] == "lowering" and found["unsettled"] is None
     assert steps["commits"]["status"] == "skipped" and "judged by time" in steps["commits"]["answer"]
     later = steps["commits 0.4.36 (bits)"]
@@ -172,21 +172,23 @@ def test_the_headline_is_reported_before_the_next_change_is_searched_and_ctrl_c_
     store, shas, found, issue, stopped = slower_then_acos
     # interrupted in the second search: the body of all that was answered, the headline's alone
     assert stopped.code == 130 and stopped.err.rstrip().endswith("interrupted"), stopped.err[-2000:]
-    assert "report written in" in stopped.err and "; still to search: bits (retraced)\n" in stopped.err
+    assert "report written in" in stopped.err and \
+        "; still to search: bits (retraced), every release between 0.4.34 and 0.4.36 run once\n" in stopped.err
     assert "slower from jax 0.4.35" in stopped.body and "0.4.36 (last good 0.4.35)" not in stopped.body
     registry = api.open_registry(str(store))
     bundle = registry.resolve("acr")
     bisections = [a for a in registry.answers(bundle.ref.bundle_id) if a["kind"] == "bisection" and a.get("reuse")]
     staged = bisections[0]["answer"]  # the interrupted call's: the headline, and what it had not searched yet
     assert (staged["criterion"], staged["first_bad"], staged["cut_at"]) == ("time", "0.4.35", "kinds")
-    assert staged["unfinished"].endswith("still to search: bits (retraced)") and "changes" not in staged
+    assert staged["unfinished"].endswith("still to search: bits (retraced), every release between 0.4.34 and 0.4.36 "
+                                         "run once") and "changes" not in staged
     assert [(s["criterion"], s["mode"], s.get("unfinished")) for s in staged["set_aside"]] == [
         ("bits", "retrace", True)]
     # resumed: the headline taken as stored, the bits searched after this call's own report was written
     steps = {s["name"]: s for s in found["steps"]}
     assert steps["bisect"]["status"] == "stored" and not steps["bisect"]["probes"]
     assert "resumed from the search stored" in steps["bisect"]["answer"], steps["bisect"]["answer"]
-    assert found["left_at_report"] == ["bits (retraced)"]
+    assert found["left_at_report"] == ["bits (retraced)", "every release between 0.4.34 and 0.4.36 run once"]
     report = steps["issue"]
     assert found["report_written_s"] == pytest.approx(report["started_s"] + report["spent_s"], abs=0.2)
     search = steps["search bits (retraced)"]
@@ -195,7 +197,7 @@ def test_the_headline_is_reported_before_the_next_change_is_searched_and_ctrl_c_
         search["probes"]  # the slowdown was not timed again
     assert "bits changed at 0.4.36 (last good 0.4.35" in search["answer"]
     # the body written again once the later change was answered: both rows, the headline still first
-    assert [w["after"] for w in found["written"]][-1] == "newest 0.4.36 (bits)"
+    assert [w["after"] for w in found["written"]][-2:] == ["newest 0.4.36 (bits)", "run every release once"]
     assert steps["issue 0.4.36 (bits)"]["started_s"] > steps["newest 0.4.36 (bits)"]["started_s"]
     body = issue.read_text()
     assert "slower from jax 0.4.35" in body and f"`{shas[2][:10]}`" in body

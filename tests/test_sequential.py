@@ -263,3 +263,15 @@ def test_the_budget_compares_within_groups_and_rules_out_pieces():
     plain.begin()
     assert plain.more(measured(3), 3) == ["p3.0", "p3.1"]
     assert plain.decided == {"p1.1": "slower", "p2.1": "same"} and not plain.retired
+
+
+def test_a_slowdown_is_shown_beyond_the_resolution_at_most_alpha_over_two_of_the_time_where_it_is_the_resolution():
+    """sequential.beyond_at shifts the efficacy bound by log(1.05): on simulated rounds of a true 5% slowdown it
+    declares one beyond 5% at most ALPHA / 2 of the time over all looks (t is pivotal: the calibration holds), and
+    it finds a 10% one at a 2% spread within the cap."""
+    rng = np.random.default_rng(12)
+    false = sum(S.beyond_at(list(rng.normal(math.log(1.05), 0.03, S.LAST_LOOK))) is not None for _ in range(2000))
+    assert false <= S.ALPHA / 2 * 2000 + 3 * math.sqrt(S.ALPHA / 2 * 2000)
+    found = sum(S.beyond_at(list(rng.normal(math.log(1.10), 0.02, S.LAST_LOOK))) is not None for _ in range(300))
+    assert found >= 0.95 * 300
+    assert S.beyond_at([0.3, 0.31, 0.29]) == 3 and S.beyond_at([0.04] * 5) is None  # exact, under the edge

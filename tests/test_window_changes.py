@@ -31,8 +31,12 @@ def _outputs_by_release(values: dict[str, int], unmade: tuple[str, ...] = ()):
     return probe, (lambda a, b: "same" if a["value"] == b["value"] else "beyond"), asked
 
 
-def test_the_ends_of_each_sub_window_are_searched_until_each_change_stands_alone():
-    from reprobundle.investigate.search.window_changes import transitions
+def test_every_release_runs_once_so_a_change_undone_later_is_seen_and_a_long_window_says_what_never_ran():
+    """#64: every release of a window runs once, untimed, so each change of outputs is a pair of neighbouring
+    releases, one undone a few releases later included (said as its `undone`, the undoing no change of its own); a
+    window longer than the sweep's bound runs that many spread over it, searches each pair of those that differ
+    by its ends, and names the releases no run reached."""
+    from reprobundle.investigate.search.window_changes import changes_of, never_lines, never_ran, transitions
 
     # three changes: 0.4.33, 0.5.1 and 0.7.2; 0.6.0 cannot be made (left out, never a change)
     probe, apart, asked = _outputs_by_release({"0.4.30": 0, "0.4.33": 1, "0.5.1": 2, "0.7.2": 3}, unmade=("0.6.0",))
@@ -42,9 +46,25 @@ def test_the_ends_of_each_sub_window_are_searched_until_each_change_stands_alone
     assert [(t["last_good"], t["first_bad"]) for t in found] == [("0.4.31", "0.4.33"), ("0.5.0", "0.5.1"),
                                                                  ("0.7.0", "0.7.2")]
     assert "0.4.30" not in asked and "0.8.0" not in asked and len(asked) == len(set(asked))  # each run once
-    # a change that comes and goes inside a half whose ends agree is not seen: no search by ends sees it
+    assert sorted(asked) == sorted(set(RELEASES) - {"0.4.30", "0.8.0"})  # every other release, once
+    assert never_ran(RELEASES, "0.4.30", "0.8.0", runs) == {"0.6.0": "error: no environment for jax 0.6.0"}
+    # a change that comes and goes inside a window whose ends agree: seen, and undone at 0.6.0
     probe, apart, _ = _outputs_by_release({"0.4.30": 0, "0.5.0": 1, "0.6.0": 0})
-    assert transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs")[0] == []
+    found, _ = transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs")
+    assert [(t["last_good"], t["first_bad"], t.get("undone")) for t in changes_of(found)] == [
+        ("0.4.34", "0.5.0", "0.6.0")]
+    assert [t.get("undoes") for t in found] == [None, "0.5.0"]  # the undoing: not a change of its own
+    # a window longer than the bound: 4 releases run spread over it, each pair that differs searched by its ends;
+    # the change that came and went between two releases run is not seen, and the releases never run are named
+    probe, apart, asked = _outputs_by_release({"0.4.30": 0, "0.4.33": 1, "0.4.34": 0, "0.7.2": 3})
+    found, runs = transitions(RELEASES, "0.4.30", "0.8.0", probe, apart, "outputs", most=4)
+    assert asked[:4] == ["0.4.30", "0.4.34", "0.6.0", "0.8.0"]
+    assert [(t["last_good"], t["first_bad"]) for t in changes_of(found)] == [("0.7.0", "0.7.2")]
+    missed = never_ran(RELEASES, "0.4.30", "0.8.0", runs)
+    assert {"0.4.31", "0.4.33"} <= set(missed) and "0.7.2" not in missed
+    (line,) = never_lines({"frozen": missed, "retrace": missed}, most=4)
+    assert line["line"].startswith("never ran (frozen and retraced): 0.4.31, 0.4.33") and "more releases than the 4" \
+        in line["line"]
 
 
 def _timed_by_release(times: dict[str, float]):
@@ -160,15 +180,17 @@ def test_outputs_that_change_at_two_releases_are_two_changes_each_answered_whole
     # the body written again
     assert names == ["bisect", "explain", "commits", "minimize", "newest", "issue", "search outputs (retraced)",
                      "explain 0.5.1 (outputs)", "commits 0.5.1 (outputs)", "newest 0.5.1 (outputs)",
-                     "issue 0.5.1 (outputs)"]
+                     "issue 0.5.1 (outputs)", "run every release once"]
     # the headline's body was written before the rest of its window was searched: the second change's search and
     # each of its probes started after it (the steps' recorded starts, the body's written time)
     rest = steps["search outputs (retraced)"]
     assert out.report_written_s is not None and out.left_at_report == [
-        "other outputs changes between 0.4.38 and 0.5.1 (retraced)"]
+        "other outputs changes between 0.4.38 and 0.5.1 (retraced)", "every release between 0.4.38 and 0.5.1 run once"]
     assert steps["issue"].started_s < out.report_written_s <= rest.started_s
-    assert rest.probes and all(p["at_s"] >= out.report_written_s for p in rest.probes)
-    assert [w["after"] for w in out.written][-2:] == ["newest", "newest 0.5.1 (outputs)"]
+    # the three releases of the window each ran once already (the survey's ends, the bisection's 0.5.0), untimed: the
+    # rest of the window runs none again
+    assert rest.probes == [] and rest.answer.startswith("outputs changed at 0.5.1 (last good 0.5.0")
+    assert [w["after"] for w in out.written][-3:] == ["newest", "newest 0.5.1 (outputs)", "run every release once"]
     assert steps["explain"].status == steps["explain 0.5.1 (outputs)"].status == "answered"
     assert "--jax 0.5.0 --jax 0.5.1" in steps["explain 0.5.1 (outputs)"].command
     explained = {(a["answer"]["baseline"].split()[0], a["answer"]["candidate"].split()[0]) for a in answers
@@ -288,3 +310,25 @@ def test_the_first_screen_renders_as_written_in_a_markdown_parser():
     merged = commit_title_md({"sha": "a7b01146f2", "title": "Lower acos to chlo", "pr": 31234},
                              "https://github.com/jax-ml/jax")
     assert merged.endswith("Lower acos to chlo (jax-ml/jax#31234)")
+
+
+@pytest.mark.crossversion
+def test_a_change_of_bits_undone_two_releases_later_is_listed(tmp_path):
+    """#64, on real releases: tests/programs/retrace/gated_cumsum.py's last bits change at 0.4.34 and are 0.4.33's
+    again at 0.4.36, so the window's ends agree bit for bit and a search by ends sees nothing; every release of the
+    window runs once, untimed, so the change is found, between neighbouring releases, and said undone."""
+    from reprobundle.investigate.answers import BISECTION
+
+    store = tmp_path / "store"
+    api.pack_script(str(PROGRAMS / "gated_cumsum.py"), name="gate", store=str(store), **quick.PACK)
+    result, _ = api.bisect("gate", "0.4.33", "0.4.36", store=str(store), mode="retrace", by="bits", layer=False)
+    assert (result.criterion, result.last_good, result.first_bad, result.undone) == ("bits", "0.4.33", "0.4.34",
+                                                                                     "0.4.36")
+    assert result.changes == [] and result.not_listed == []  # one change; every release of the window ran
+    assert "undone at jax 0.4.36, whose outputs are jax 0.4.33's again" in result.why
+    registry = api.open_registry(str(store))
+    runs = registry.runs(registry.resolve("gate").ref.bundle_id)
+    ran = sorted(r["requested"] for r in runs if (r.get("contender") or {}).get("mode") == "retrace")
+    assert ran == ["0.4.33", "0.4.34", "0.4.35", "0.4.36"]  # each release once, untimed
+    (answer,) = [a["answer"] for a in registry.answers(registry.resolve("gate").ref.bundle_id) if a["kind"] == BISECTION]
+    assert (answer["first_bad"], answer["undone"]) == ("0.4.34", "0.4.36")

@@ -16,7 +16,10 @@ A question that only a slowdown answers (a time bisection's endpoints: a bad end
 regression, whatever else it is) may stop at the first look whose interval's upper edge lies below
 log(1 + DETECT_EFFECT) (`slowdown_ruled_out_at`): a slowdown of DETECT_EFFECT is ruled out. That edge is the upper
 half of "same", and BETA is calibrated on exactly it (P(the edge falls below a true +DETECT_EFFECT at some look)), so
-a 5% slowdown is missed this way at most 5% of the time over all looks, as by "same".
+a 5% slowdown is missed this way at most 5% of the time over all looks, as by "same". Its other answer is a
+slowdown shown beyond DETECT_EFFECT (`beyond_at`: the efficacy bound on the mean less log(1 + DETECT_EFFECT)), not
+merely a settled one: a slowdown is a change only at the resolution the design has power for
+(analysis/resolution.py).
 
 ALPHA_LOOK and BETA_LOOK are constant nominal levels per look (Pocock's design on the t scale), calibrated by
 simulation (2.8 million normal paths of LAST_LOOK rounds, four seeds; tests/test_sequential.py checks them again) so
@@ -139,6 +142,21 @@ def slowdown_ruled_out_at(log_ratios: Sequence[float], *, detect: float = DETECT
     for n in range(FIRST_LOOK, min(int(d.size), design.last_look) + 1):
         mean, se = float(d[:n].mean()), float(d[:n].std(ddof=1) / math.sqrt(n))
         if mean + equivalence_bound(n, design.beta_look) * se < edge:
+            return n
+    return None
+
+
+def beyond_at(log_ratios: Sequence[float], *, detect: float = DETECT_EFFECT, design: Design = DESIGN) -> int | None:
+    """The first look (its round) at which the rounds showed a slowdown beyond `detect` (a ratio above 1 + detect):
+    the efficacy bound applied to the mean less log(1 + detect). t is pivotal, so shifting the mean by a known
+    edge keeps the calibration: a slowdown of exactly `detect` is declared beyond it at most ALPHA / 2 of the time
+    over all looks. What a question at the resolution the design has power for stops at (run/budget.py's
+    `slowdown_only`); None where no look did."""
+    edge = math.log1p(detect)
+    d = np.asarray(log_ratios, dtype=np.float64)
+    for n in range(FIRST_LOOK, min(int(d.size), design.last_look) + 1):
+        mean, se = float(d[:n].mean()), float(d[:n].std(ddof=1) / math.sqrt(n))
+        if mean > edge and (se == 0 or (mean - edge) / se >= efficacy_bound(n, design.alpha_look)):
             return n
     return None
 

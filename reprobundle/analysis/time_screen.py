@@ -10,6 +10,8 @@ CONFIDENCE quantile of t on n - 1 degrees of freedom:
 
 - "slower": m - q s > 0 and exp(m) at least MIN_EFFECT above 1: a slowdown beyond the noise, for a time bisection
   (and its confirmation, a measurement of its own) to settle;
+- "small": as "slower", but exp(m + q s) at most analysis/resolution.RESOLUTION: a slowdown whose interval cannot
+  lie above the 5% a change must be to be listed (analysis/resolution.py), so it is said and never bisected;
 - "faster": m + q s < 0 and exp(m) at least MIN_EFFECT below 1;
 - "same": neither; a slowdown up to exp(m + q s) is not ruled out (`not_ruled_out`);
 - None: fewer than two rounds (or none paired): no noise to judge by, nothing ruled out.
@@ -23,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from .resolution import RESOLUTION
+
 SCREEN_ROUNDS = 5  # the most paired rounds a screen times
 SCREEN_S = 40.0  # the wall bound of a screen's rounds (its environments and first compiles in it)
 CONFIDENCE = 0.95
@@ -32,7 +36,8 @@ MIN_EFFECT = 0.02  # smaller moves are no slowdown, however certain (as analysis
 def screen(log_ratios: Sequence[float]) -> dict:
     """{"seen": "slower" | "faster" | "same" | None, "ratio", "interval": [lo, hi] (one-sided bounds at
     CONFIDENCE, as ratios), "noise": the spread of one round's log ratio (a fraction, e.g. 0.04), "rounds",
-    "not_ruled_out": the largest slowdown the screen cannot rule out (a ratio; None when it saw one, or faster)}."""
+    "not_ruled_out": the largest slowdown the screen cannot rule out (a ratio; None when it saw one, or faster)}.
+    "small": a slowdown beyond the noise whose upper bound lies at or under resolution.RESOLUTION."""
     d = [float(x) for x in log_ratios if x is not None and math.isfinite(x)]
     n = len(d)
     mean = sum(d) / n if n else math.nan
@@ -47,5 +52,7 @@ def screen(log_ratios: Sequence[float]) -> dict:
     moved = math.expm1(mean)
     seen = ("slower" if lo > 0 and moved >= MIN_EFFECT else "faster" if hi < 0 and -moved >= MIN_EFFECT else
             "same")
+    if seen == "slower" and math.exp(hi) <= RESOLUTION:
+        seen = "small"
     return {"seen": seen, "ratio": math.exp(mean), "interval": [math.exp(lo), math.exp(hi)], "noise": spread,
             "rounds": n, "not_ruled_out": math.exp(hi) if seen == "same" else None}

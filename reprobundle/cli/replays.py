@@ -370,7 +370,7 @@ def bisect_cmd(
             "answer_id": result.answer_id, "also": result.also, "changed_defaults": result.changed_defaults,
             "beyond_ends": result.beyond_ends, "set_aside": result.set_aside,
             "confirmation": result.confirmation, "changes": changes_data(result), "unfinished": result.unfinished,
-            "resumed": result.resumed}
+            "resumed": result.resumed, "not_listed": result.not_listed}
     timed = comparison_text(comparison) if comparison is not None and result.criterion == "time" else None
     human = report.bisect_text(result, ref, timed, comparison is not None)
     emit(as_json, data, human + spent_table(result.spent))

@@ -56,7 +56,7 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
     from ..bundle.collection import sweep_scratch
     from ..bundle.transfer import prefetch
     from ..envs.manager import EnvironmentManager
-    from ..run.contenders import contenders_from
+    from ..run.contenders import task_contenders
     from ..run.replay import replay
 
     sweep_scratch()  # what a cancelled or killed task left on this machine (its folder's lock is free): gone first
@@ -66,7 +66,7 @@ def run_replay_task(task: ReplayTask, progress: Callable[[str], None] | None = N
     try:
         bundle = registry.resolve(task.ref)
         prefetch(registry, bundle)
-        runs = replay(registry, bundle, contenders_from(task.versions, (), task.mode), task.options,
+        runs = replay(registry, bundle, task_contenders(task.versions, task.mode), task.options,
                       env_manager=EnvironmentManager(task.env), store_runs=False, progress=progress)
     except (StoreError, DiskFullError):
         raise
@@ -89,7 +89,7 @@ def run_replay_tasks(tasks: Sequence[ReplayTask], progress: Callable[[str], None
     from ..bundle.collection import sweep_scratch
     from ..bundle.transfer import prefetch
     from ..envs.manager import EnvironmentManager
-    from ..run.contenders import contenders_from
+    from ..run.contenders import task_contenders
     from ..run.replay import replay_together
 
     sweep_scratch()
@@ -109,7 +109,7 @@ def run_replay_tasks(tasks: Sequence[ReplayTask], progress: Callable[[str], None
             results[i] = failed_result(task, e.message)
     if resolved:
         try:
-            runs = replay_together(registry, [b for _, b in resolved], contenders_from(first.versions, (), first.mode),
+            runs = replay_together(registry, [b for _, b in resolved], task_contenders(first.versions, first.mode),
                                    first.options, env_manager=EnvironmentManager(first.env), store_runs=False,
                                    progress=progress)
         except (StoreError, DiskFullError):
@@ -252,9 +252,9 @@ def _severity(candidate: dict) -> tuple:
 
 def contender_labels(versions: Sequence[str], mode: str = "frozen") -> list[str]:
     """The labels of a task's runs (`0.8.0`, `0.8.0 retraced`): one contender per version in the task's mode."""
-    from ..run.contenders import contenders_from
+    from ..run.contenders import task_contenders
 
-    return [spec.label for spec in contenders_from(versions, (), mode)] if mode != "both" else list(versions)
+    return [spec.label for spec in task_contenders(versions, mode)] if mode != "both" else list(versions)
 
 
 def _outputs_of_runs(runs: Sequence[dict]) -> dict[str, Any]:

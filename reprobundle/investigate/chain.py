@@ -451,6 +451,7 @@ def _bisect_answer(result, chosen: str) -> str:
     said += [f"also: {o['criterion']} ({_how(o.get('mode'))}) changed at {o['first_bad']} (last good "
              f"{o['last_good']})" for o in result.also[len(result.changes):]]
     said += [f"no regression: {s['criterion']} ({_how(s.get('mode'))}): {s['why']}" for s in result.set_aside]
+    said += [f"not listed: {e['line']}" for e in result.not_listed]
     said += [c.resumed for c in [result, *result.changes] if c.resumed]
     said += [f"unfinished: {result.unfinished}"] if result.unfinished else []
     return "; ".join(said) + f"; chosen: {chosen}"

@@ -632,12 +632,14 @@ def for_platform(changed: list[dict], backend: str) -> list[dict]:
 
 
 def _bisection_details(a: dict, backend: str = "") -> list[str]:
-    """The other changes in the window, how the program was replayed, the defaults that changed on this platform.
-    The layer and the ops whose lowering changed are the first screen's (each list once)."""
+    """The other changes in the window, how the program was replayed, the defaults that changed on this platform,
+    what the answer does not list (a slowdown under the resolution, one not placed, the releases never run). The
+    layer and the ops whose lowering changed are the first screen's (each list once)."""
     listed = _records(a, "changes")  # the first screen's table lists every change: no "Also:" line repeats one
     out = [f"Also: {md(o.get('criterion'))} changed at jax {md(o.get('first_bad'))} (last good "
            f"{md(o.get('last_good'))}): {md(o.get('why'))}." for o in _records(a, "also") if not listed]
     out += [f"Not monotone: {md(o.get('why'))}." for o in _records(a, "beyond_ends")]
+    out += [f"Not listed: {md(o.get('line'))}." for o in _records(a, "not_listed")]
     if a.get("mode_why"):
         out.append(f"Frozen or retraced: {md(a['mode_why'])}.")
     changed = for_platform(_records(a, "changed_defaults"), backend)

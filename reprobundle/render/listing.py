@@ -404,7 +404,8 @@ def _cut_short_lines(result) -> list[str]:
 
 def bisect_other_lines(result) -> list[str]:
     """What a bisection says beside its headline, a line each: its confirmation, every other change with its own
-    first bad release, what was examined and is no regression, the releases beyond both ends."""
+    first bad release, what was examined and is no regression, the releases beyond both ends, what it does not list
+    (a slowdown under the resolution, one not placed, the releases never run)."""
     def how(mode: str | None) -> str:
         return "retraced" if mode == "retrace" else "frozen"
 
@@ -412,7 +413,8 @@ def bisect_other_lines(result) -> list[str]:
     lines += [f"  also: {o['criterion']} ({how(o.get('mode'))}) changed at jax {o['first_bad']} (last good "
               f"{o['last_good']}): {o.get('evidence') or o['why']}" for o in result.also]
     lines += [f"  no regression: {a['criterion']} ({how(a.get('mode'))}): {a['why']}" for a in result.set_aside]
-    return lines + [f"  not monotone: {o['why']}" for o in result.beyond_ends]
+    lines += [f"  not monotone: {o['why']}" for o in result.beyond_ends]
+    return lines + [f"  not listed: {e['line']}" for e in result.not_listed]
 
 
 def investigation_text(data: dict) -> str:

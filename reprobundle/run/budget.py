@@ -6,11 +6,16 @@ verdict against the baseline (the first version still running) is settled: a ver
 retires, so the next rounds are cheaper; with `ends` (a time bisection's probe: the change its endpoints measured,
 analysis/which_end.py) a version also retires once the sequential test between the two ends says which end it is
 like, at the same looks (its paired verdict then has the rounds a search for a time that moves more than once
-reads); with `slowdown_only` (a time bisection's endpoints and screens: only a slowdown is a regression) a version
-also retires once a slowdown of sequential.DETECT_EFFECT is ruled out (sequential.slowdown_ruled_out_at), slower
-or not settled; the baseline runs while any version is unsettled. It ends when every verdict is settled, at LAST_LOOK
-rounds (or the `max_rounds` asked: a time screen's few), or when another round would end past `max_time_s`,
-counted from `begin` (the replay's start: its environments and the first round's compiles are in it).
+reads); with `slowdown_only` (a time bisection's endpoints, screens and confirmations: only a slowdown is a
+regression, and only one beyond sequential.DETECT_EFFECT is a change: analysis/resolution.py) a version retires
+once a slowdown of DETECT_EFFECT is ruled out (sequential.slowdown_ruled_out_at) or shown beyond it
+(sequential.beyond_at), not once it is settled slower: a settled 1.04x goes on until its interval says which side
+of 1.05 it lies; the baseline runs while any version is unsettled. A control (`controls`: the baseline's own
+release as a contender of its own, the A/A control of analysis/resolution.py) is timed in the same rounds but never
+keeps the measurement going by itself: it ends when the versions it controls are answered. It ends when every
+verdict is settled, at LAST_LOOK rounds (or the `max_rounds` asked: a time screen's few), or when another round
+would end past `max_time_s`, counted from `begin` (the replay's start: its environments and the first round's
+compiles are in it).
 The time bound holds from the second round on: one round always runs, since nothing is answered
 without it, and a measurement the bound ends before FIRST_LOOK rounds keeps its rounds, its verdict unsettled (a
 user who gave --max-time asked for the answer by then). The test's error rates hold for any such stopping rule,
@@ -66,6 +71,7 @@ class Budget:
     sided: dict[str, str] = field(default_factory=dict)  # key -> "good"/"bad", as the test between the ends said it
     slowdown_only: bool = False  # only a slowdown answers the question: stop a version once one is ruled out
     no_slowdown: dict[str, int] = field(default_factory=dict)  # key -> the round whose look ruled a slowdown out
+    controls: frozenset[str] = frozenset()  # A/A controls: timed while another version of their group runs
     clock: Callable[[], float] = field(default=time.monotonic, repr=False, compare=False)  # seconds; tests fake it
 
     @property
@@ -112,6 +118,8 @@ class Budget:
             for key in alive[1:]:
                 if self._look_at(base, key, measured, pieces):
                     running.setdefault(base, []).append(key)
+        # a control never keeps a measurement going by itself: it is timed while what it controls is
+        running = {base: keys for base, keys in running.items() if set(keys) - self.controls}
         return (running, pieces) if compared else None
 
     def _look_at(self, base: str, key: str, measured: dict[str, Measurement], pieces: list) -> bool:
@@ -135,10 +143,15 @@ class Budget:
                 self.sided[key] = side
                 return True
         found = sequential.first_decision(ratios)
-        if found.decision is not None:
+        if found.decision is not None and not (self.slowdown_only and found.decision == "slower"):
             self.decided[key] = found.decision
             return True
-        ruled_out = sequential.slowdown_ruled_out_at(ratios) if self.slowdown_only else None
+        if not self.slowdown_only:
+            return False
+        if sequential.beyond_at(ratios) is not None:  # a slowdown beyond the resolution: the change is shown
+            self.decided[key] = "slower"
+            return True
+        ruled_out = sequential.slowdown_ruled_out_at(ratios)
         if ruled_out is not None:
             self.no_slowdown[key] = ruled_out
             return True
@@ -203,15 +216,16 @@ STEPS_PER_ROUND = math.ceil(DEFAULT_STEPS / DEFAULT_ROUNDS)
 
 def plan(keys: Sequence[str], repeat: int, rounds: int | None, max_time_s: float | None = None,
          max_rounds: int | None = None, groups: Sequence[Sequence[str]] = (), largest_move: bool = False,
-         ends: which_end.Ends | None = None, slowdown_only: bool = False) -> Budget:
+         ends: which_end.Ends | None = None, slowdown_only: bool = False, controls: Sequence[str] = ()) -> Budget:
     """Fixed `rounds` (repeat over them) when given or when there is nothing to compare; else adaptive rounds of
     repeat / DEFAULT_ROUNDS steps, up to `max_rounds` (default sequential.LAST_LOOK), for the comparisons `groups`
     (default: all keys in one), stopping a version early once its side of `ends` is known or, with
-    `slowdown_only`, once a slowdown is ruled out (see Budget)."""
+    `slowdown_only`, once a slowdown is ruled out or shown beyond the resolution; `controls` never keep it going
+    (see Budget)."""
     if rounds is not None or len(keys) < 2:
         n = rounds_for(len(keys), repeat, rounds)
         return Budget(False, n, max(1, math.ceil(repeat / n)), keys)
     cap = max(sequential.FIRST_LOOK, max_rounds or sequential.LAST_LOOK)
     return Budget(True, cap, max(1, math.ceil(repeat / DEFAULT_ROUNDS)), list(keys), max_time_s,
                   groups=[list(g) for g in groups], largest_move=largest_move, ends=ends,
-                  slowdown_only=slowdown_only)
+                  slowdown_only=slowdown_only, controls=frozenset(controls))

@@ -30,6 +30,7 @@ MODES = (FROZEN, RETRACE)
 BOTH = "both"  # --mode both: per version a frozen and a retraced contender
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_VARIANT = re.compile(r"^(?P<jax>.+?):(?P<settings>[A-Za-z_][A-Za-z0-9_]*=.*)$")  # JAX:NAME=VALUE[;...]
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def parse_settings(text: str) -> Settings:
 def parse_variant(text: str, mode: str = FROZEN) -> ContenderSpec:
     """`0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper` (the JAX, a colon, the settings). A JAX that
     itself holds a colon (`nightly:2025-10-03`, a Windows path) is told apart by the settings' `NAME=` shape."""
-    match = re.match(r"^(?P<jax>.+?):(?P<settings>[A-Za-z_][A-Za-z0-9_]*=.*)$", text.strip())
+    match = _VARIANT.match(text.strip())
     if match is None:
         raise UsageError(f"variant {text[:60]!r} is not JAX:NAME=VALUE[;NAME=VALUE...]",
                          hint='e.g. --variant "0.8.0:XLA_FLAGS=--xla_disable_hlo_passes=fusion-wrapper"')
@@ -146,6 +147,35 @@ def contenders_from(versions: Iterable[str], variants: Iterable[str] = (), mode:
     specs = [ContenderSpec(v, m) for v in versions for m in modes]
     specs += [parse_variant(text, m) for text in variants for m in modes]
     return list(dict.fromkeys(specs))
+
+
+# The A/A control (analysis/resolution.py): a release timed beside itself in the same rounds, as a contender of its
+# own. Its one setting is an environment variable nothing reads: the same build, the same program, another process.
+CONTROL_SETTING = "REPROBUNDLE_AA_CONTROL=1"
+
+
+def control_of(version: str) -> str:
+    """The A/A control of `version` as a variant's text (`0.6.0:REPROBUNDLE_AA_CONTROL=1`), which a probe's list of
+    versions may carry (split_variants)."""
+    return f"{version}:{CONTROL_SETTING}"
+
+
+def is_control(spec: ContenderSpec) -> bool:
+    name, _, value = CONTROL_SETTING.partition("=")
+    return (name, value) in spec.settings.env
+
+
+def split_variants(versions: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(plain versions, variants) of a list that may hold variants' text (`JAX:NAME=VALUE`, as control_of writes),
+    each in its order: a replay lists the plain versions first, then the variants."""
+    variants = [v for v in versions if _VARIANT.match(v.strip())]
+    return [v for v in versions if v not in variants], variants
+
+
+def task_contenders(versions: Sequence[str], mode: str = FROZEN) -> list[ContenderSpec]:
+    """The contenders of a replay task's versions, which may hold variants' text (a probe's A/A control)."""
+    plain, variants = split_variants(versions)
+    return contenders_from(plain, variants, mode)
 
 
 def as_specs(versions: Sequence[str | ContenderSpec]) -> list[ContenderSpec]:

@@ -36,7 +36,7 @@ from ..worker.dtypes import WIDE_64
 from . import spent
 from .budget import Budget, plan
 from .conditions import conditions, snapshot
-from .contenders import RETRACE, ContenderSpec, as_specs
+from .contenders import RETRACE, ContenderSpec, as_specs, is_control
 from .execution import (
     PhaseLimits,
     Timing,
@@ -343,7 +343,8 @@ def _budget(timed: Sequence[_Timed], bundle_count: int, options: ReplayOptions, 
         [[t.contender.key for t in timed if t.bundle_index == b] for b in range(bundle_count)]
     return plan(keys, options.repeat, options.rounds, options.max_time_s, max_rounds=options.max_rounds,
                 largest_move=comparisons.largest_move, groups=groups,
-                ends=Ends(*options.ends) if options.ends else None, slowdown_only=options.slowdown_only)
+                ends=Ends(*options.ends) if options.ends else None, slowdown_only=options.slowdown_only,
+                controls=[t.contender.key for t in timed if is_control(t.spec)])
 
 
 def _say_start(progress: Callable[[str], None] | None, bundles: Sequence[Bundle], timed: Sequence[_Timed],

@@ -24,12 +24,25 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
+from ...analysis.resolution import busy_runs, control_needed
 from ...analysis.sequential import DETECT_EFFECT
-from ...analysis.verdict import leaning, leaning_text, paired_log_ratios, slowdown_ruled_out, timing_verdict
-from ...analysis.which_end import Ends, rounds_text, side_text, which_end
+from ...analysis.verdict import leaning, leaning_text, paired_log_ratios, shown_slower, slowdown_ruled_out, timing_verdict
+from ...analysis.which_end import Ends, side_text, which_end
 from ...envs.versions import is_final_release, parse_version, version_key
 from ...errors import TimeSpentError, UsageError
 from ...run.budget import STOP_TIME
+from ...run.contenders import control_of
+from .slowdown_claim import (
+    UnderResolution,
+    beside_control,
+    confirmation_why,
+    figure_text,
+    judged_pair,
+    small_entry,
+    timing_of,
+    usable,
+    verdict_line,
+)
 
 ReplayTogether = Callable[[Sequence[str]], list]  # versions -> their run records, timed together
 # (run, run) -> how their outputs differ: SAME (bit for bit), BITS_ONLY (within the tolerance) or BEYOND it
@@ -47,6 +60,14 @@ class Interrupted(TimeSpentError):
     """Ctrl-C during a probe (build_search.Probes, commit_search's probe): the search stops where it is, as
     --max-time stops it, so that what it had found is stored unfinished and resumed by the next call; the command
     then ends as Ctrl-C ends it (BisectionInterrupted)."""
+
+
+class NothingStood(UsageError):
+    """Every bisection of a window fell (mode_choice.bisect_each): what each set aside, as `set_aside`."""
+
+    def __init__(self, message: str, set_aside: list[dict], hint: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.set_aside = set_aside
 
 
 class BisectionInterrupted(KeyboardInterrupt):
@@ -114,28 +135,23 @@ class BisectResult:
     # the other changes in the window, each whole: a BisectResult of its own, with its layer and its stored answer
     # (investigate/search/window_changes.py; the headline is this one); the stored answer lists them all as "changes"
     changes: list["BisectResult"] = field(default_factory=list, repr=False)
-
-
-def _timing(run: dict) -> dict:
-    return run.get("timing") or {}
-
-
-def _usable(run: dict) -> bool:
-    return run["status"] in ("ok", "mismatch")
+    # what the answer saw, or could not see, and does not list as a change, one line each: a slowdown under the
+    # resolution (kind "small": not searched), a settled slowdown not placed between neighbouring releases
+    # ("unplaced"), the releases of the window never run ("never_ran"): {"kind", "line", ...}
+    not_listed: list[dict] = field(default_factory=list)
+    # outputs or bits: the release after the first bad one whose outputs are the last good release's again (None:
+    # not undone within the window)
+    undone: str | None = None
+    # time: the endpoints and the confirmation are timed beside an A/A control (analysis/resolution.py) whatever
+    # their figures: a screen measured a small slowdown
+    aa_control: bool = False
+    control_runs: list[dict] = field(default_factory=list, repr=False)  # the A/A controls' runs, stored with them
 
 
 def program_failed(run: dict) -> bool:
     """Whether a run failed for the program's sake (an error, a crash, a timeout, a module the release refuses), not
     for want of an environment: an error regression where the good end runs."""
-    return not _usable(run) and not str(run.get("reason", "")).startswith("no environment for jax")
-
-
-def _verdict_line(verdict: dict, good: str) -> str:
-    ci = verdict.get("ci95")
-    interval = f" [{ci[0]:.3f}-{ci[1]:.3f}]" if ci else ""
-    said = "not settled" if verdict.get("settled") is False else verdict["verdict"]  # never "same" for a 45x
-    return (f"{verdict['ratio']:.3f}x{interval} vs jax {good} timed beside it: {said} "
-            f"(p={verdict['p_value']:.2g}, {verdict['method']}, {verdict.get('rounds')} rounds)")
+    return not usable(run) and not str(run.get("reason", "")).startswith("no environment for jax")
 
 
 def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterion: str,
@@ -144,15 +160,15 @@ def classify(run: dict, good_run: dict, target_log_ratio: float | None, criterio
     by_time, `ends` the change the endpoints measured)."""
     if criterion == ERROR:
         return ("bad", f"{run['status']}: {run['reason']}") if program_failed(run) else \
-            ("good", "runs") if _usable(run) else ("skip", f"{run['status']}: {run['reason']}")
-    if not _usable(run):
+            ("good", "runs") if usable(run) else ("skip", f"{run['status']}: {run['reason']}")
+    if not usable(run):
         return "skip", f"{run['status']}: {run['reason']}"
     if criterion in (OUTPUTS_VS_GOOD, BITS):
         assert outputs_differ is not None  # the criterion is chosen only with it
         return by_outputs(outputs_differ(good_run, run), good_run["requested"], criterion)
     if criterion == OUTPUTS:
         return ("bad", "outputs mismatch") if run["status"] == "mismatch" else ("good", "outputs match")
-    if not _usable(good_run):
+    if not usable(good_run):
         return "skip", f"the good endpoint failed beside it: {good_run['status']}: {good_run['reason']}"
     assert target_log_ratio is not None  # the time criterion always comes with the endpoints' log ratio
     return by_time(run, good_run, target_log_ratio, ends)
@@ -174,14 +190,14 @@ def time_class(run: dict, good_run: dict, target_log_ratio: float,
     good = good_run["requested"]
     sided = None
     if ends is not None:
-        sided = which_end(paired_log_ratios(_timing(good_run), _timing(run)) or [], ends)
+        sided = which_end(paired_log_ratios(timing_of(good_run), timing_of(run)) or [], ends)
         if sided.side is not None:
             return sided.side, side_text(sided, ends, good), True
-    verdict = timing_verdict(_timing(good_run), _timing(run))
+    verdict = timing_verdict(timing_of(good_run), timing_of(run))
     moved = math.log(verdict["ratio"]) if verdict["ratio"] > 0 else 0.0
     same_direction = verdict["verdict"] == ("slower" if target_log_ratio > 0 else "faster")
     cls = "bad" if same_direction and abs(moved) >= abs(target_log_ratio) / 2 else "good"
-    line = _verdict_line(verdict, good)
+    line = verdict_line(verdict, good)
     if ends is not None and sided is not None and sided.rounds:
         line += f"; {side_text(sided, ends, good)}"
     return cls, line, verdict.get("settled") is True
@@ -211,7 +227,7 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
            ahead: Callable[[list[str]], None] | None = None,
            left_out: Mapping[str, str] | None = None, confirm_with: ReplayTogether | None = None,
            resume: Sequence[Mapping] | None = None,
-           sided_probe: Callable[[Ends], ReplayTogether] | None = None) -> BisectResult:
+           sided_probe: Callable[[Ends], ReplayTogether] | None = None, control: bool = False) -> BisectResult:
     """Search over the released `versions` strictly between `good` and `bad`. `known` classes a version
     without replaying it when it can (bisect --nightly: a day built from the same commits as one already classed).
     `outputs_differ` (two runs -> how their outputs differ) lets endpoints whose outputs differ from each other
@@ -231,14 +247,17 @@ def bisect(versions: Sequence[str], good: str, bad: str, replay_together: Replay
     search starts (`resumed_window`): the endpoints are still checked, the releases outside it not probed again.
     `sided_probe`, given the change the timed endpoints measured (analysis/which_end.Ends), is the time probe that
     stops each release's rounds as soon as the test between the two ends says which end it is like (default
-    `replay_together`); every time probe is classed by that test first (by_time)."""
+    `replay_together`); every time probe is classed by that test first (by_time). `control`: the endpoints' and the
+    confirmation's timings carry an A/A control whatever their figures (analysis/resolution.py: a screen measured a
+    small slowdown); without it one is added where they show the need (a small slowdown; a busy machine, for the
+    confirmation)."""
     ordered = sorted(set(versions) | {good, bad}, key=version_key)
     if version_key(good) >= version_key(bad):
         raise UsageError(f"--good {good} must be older than --bad {bad}")
     candidates = [v for v in ordered if version_key(good) < version_key(v) < version_key(bad)]
     _check_by(by, outputs_differ)
     result = BisectResult(good, bad, TIME, first_bad=bad, last_good=good, candidates=candidates, by=by,
-                          left_out=_left_out_between(left_out, good, bad))
+                          left_out=_left_out_between(left_out, good, bad), aa_control=control)
     if ahead:  # the endpoints' environments side by side, then the first step's
         ahead([good, bad, *split_points(candidates, max(1, jobs))])
     result.log_ratio = _endpoints(result, replay_together, outputs_differ, check_together)
@@ -323,41 +342,55 @@ def confirm(result: BisectResult, replay_together: ReplayTogether,
             progress: Callable[[str], None] | None = None) -> None:
     """A time bisection's first bad release timed again beside its last good one, in one paired measurement of
     its own (`replay_together` must measure anew: new processes, new rounds): a first bad release only where this
-    second measurement settles it as slower too (result.confirmation, with its runs' ids; its runs in
-    result.confirm_runs). What it does not reproduce is no first bad release: `standing` says so. Runs already
-    among the bisection's (a probe that remembered them) are refused: a confirmation never repeats the figures it
-    confirms."""
+    second measurement settles it as slower too, at the resolution the tool measures (slowdown_claim.py: its
+    interval above 1.05, and beyond the last good release against itself, timed in the same rounds where the machine
+    is busy or the slowdown small) (result.confirmation, with its runs' ids; its runs in result.confirm_runs, the
+    control's in result.control_runs). What it does not reproduce is no first bad release: `standing` says so.
+    Runs already among the bisection's (a probe that remembered them) are refused: a confirmation never repeats the
+    figures it confirms."""
     pair = [result.last_good, result.first_bad]
+    control = beside_control(result.aa_control, bool(result.control_runs or busy_runs(list(result.runs.values()))),
+                             [result.ends_verdict, result.verdicts.get(result.first_bad)])
     if progress:
-        progress(f"bisect: confirming: jax {pair[1]} timed again beside jax {pair[0]}")
+        progress(f"bisect: confirming: jax {pair[1]} timed again beside jax {pair[0]}"
+                 + (" and beside itself (an A/A control)" if control else ""))
     try:
-        runs = replay_together(pair)
+        runs = replay_together([*pair, *([control_of(pair[0])] if control else [])])
     except TimeSpentError as e:  # not measured: the search's finding stands, unfinished, for the next call
         _cut_confirmation(result, None, [], cut_by(e), f"not timed again: {e.message}")
         return
     earlier = {id(run) for run in result.runs.values()} | {r.get("run_id") for r in result.runs.values()} - {None}
     assert not any(id(run) in earlier or run.get("run_id") in earlier for run in runs), \
         "the confirmation was handed the bisection's own runs: its probe must measure anew"
-    result.confirm_runs = list(runs)
-    good_run, bad_run = runs
-    if not (_usable(good_run) and _usable(bad_run)):
-        failed = good_run if not _usable(good_run) else bad_run
+    runs, controls = list(runs[:2]), list(runs[2:])
+    result.confirm_runs, result.control_runs = runs, [*result.control_runs, *controls]
+    failed = next((r for r in runs if not usable(r)), None)
+    if failed is not None:
         result.confirmation = {"confirmed": False, "verdict": None, "ratio": None, "ci95": None,
                                "why": f"the confirmation did not run: jax {failed['requested']} {failed['status']}: "
                                       f"{failed['reason']}"}
         return
-    verdict = timing_verdict(_timing(good_run), _timing(bad_run))
-    confirmed = verdict["verdict"] == "slower"
-    if not confirmed and verdict.get("settled") is not True and cut_by_time(runs):  # the budget ended it undecided
+    _confirmed(result, runs, controls, control)
+
+
+def _confirmed(result: BisectResult, runs: list[dict], controls: list[dict], asked_control: bool) -> None:
+    """The confirmation's verdict on its runs (and its control's), as `result.confirmation`; one --max-time cut
+    before its side of the resolution was known is said cut, neither confirmed nor refuted."""
+    pair = (result.last_good, result.first_bad)
+    verdict = timing_verdict(timing_of(runs[0]), timing_of(runs[1]))
+    seen = judged_pair(runs[0], runs[1], controls[0] if controls else None, pair[0], asked_control)
+    confirmed = verdict["verdict"] == "slower" and seen["listed"]
+    undecided = verdict.get("settled") is not True or verdict["verdict"] == "slower"  # its side of 1.05 open
+    if not confirmed and undecided and cut_by_time(runs):  # the budget ended it undecided
         _cut_confirmation(result, verdict, runs, "--max-time", figure_text(verdict))
         return
-    line, seen = _verdict_line(verdict, pair[0]), result.evidence.get(pair[1], "")[:1000]
-    why = (f"confirmed: jax {pair[1]} timed again beside jax {pair[0]}: {line}" if confirmed else
-           f"unconfirmed: jax {pair[1]} looked slower in the bisection ({seen}), but timed again beside jax "
-           f"{pair[0]} it is {line}: not a first bad release")
     result.confirmation = {"confirmed": confirmed, "verdict": verdict["verdict"], "ratio": verdict["ratio"],
-                           "ci95": verdict.get("ci95"), "why": why,
-                           "run_ids": [r.get("run_id") for r in runs if r.get("run_id")]}
+                           "ci95": verdict.get("ci95"),
+                           "why": confirmation_why(pair, verdict, seen, result.evidence.get(pair[1], "")[:1000]),
+                           "resolution": seen["said"], "control": seen["control"],
+                           "under": shown_slower(verdict) and not confirmed,
+                           "run_ids": [r.get("run_id") for r in runs if r.get("run_id")],
+                           "control_ids": [r.get("run_id") for r in controls if r.get("run_id")]}
 
 
 def _cut_confirmation(result: BisectResult, verdict: dict | None, runs: Sequence[dict], by: str, seen: str) -> None:
@@ -375,21 +408,6 @@ def _cut_confirmation(result: BisectResult, verdict: dict | None, runs: Sequence
     said = f"the confirmation of jax {bad} was cut by {by} ({seen})"
     result.unfinished = f"{result.unfinished}; {said}" if result.unfinished else said
     result.cut_at = result.cut_at or "confirm"
-
-
-def figure_text(verdict: dict) -> str:
-    """What a paired measurement had, for a line that says it was cut: `51x [21-126] slower in 3 rounds` (a ratio
-    with its interval only from 3 rounds or more), else `1 round: too few for a ratio`."""
-    rounds, ci, ratio = verdict.get("rounds") or 0, verdict.get("ci95"), verdict.get("ratio")
-    if not ci or ratio is None or rounds < 3:
-        return f"{rounds_text(rounds)}: too few for a ratio"
-    how = "slower" if ratio > 1 else "faster" if ratio < 1 else "the same"
-    return f"{_short(ratio)}x [{_short(ci[0])}-{_short(ci[1])}] {how} in {rounds_text(rounds)}"
-
-
-def _short(x: float) -> str:
-    """A ratio as a figure a line can carry: 51, 1.15, 0.98."""
-    return f"{x:.0f}" if x >= 10 else f"{x:.2f}"
 
 
 def cut_by(e: TimeSpentError) -> str:
@@ -514,31 +532,35 @@ def _endpoints(result: BisectResult, replay_together: ReplayTogether, outputs_di
                check_together: ReplayTogether | None = None) -> float | None:
     """The endpoints replayed together, what tells them apart (result.criterion, why, evidence, classes), and the
     log ratio a bad version's time moves by (None when outputs tell them apart). With `check_together`, their
-    outputs first, untimed; timed together only when the outputs do not tell them apart (or `by` is time)."""
+    outputs first, untimed; timed together only when the outputs do not tell them apart (or `by` is time), beside
+    an A/A control where `result.aa_control` asks for one."""
     good, bad = result.good, result.bad
     check = check_together if result.by != TIME else None
-    g, b = _replay_endpoints(result, check or replay_together)
+    g, b, _ = _replay_endpoints(result, check or replay_together, control=check is None and result.aa_control)
     result.classes = {good: "good", bad: "bad"}
-    result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None and _usable(b) else None
+    result.outputs_apart = outputs_differ(g, b) if outputs_differ is not None and usable(b) else None
     if _outputs_decide(result, g, b):
         return None
     if check is not None:
-        g, b = _replay_endpoints(result, replay_together)
-    return _time_decides(result, g, b)
+        g, b, _ = _replay_endpoints(result, replay_together, control=result.aa_control)
+    return _time_decides(result, g, b, replay_together)
 
 
-def _replay_endpoints(result: BisectResult, replay_together: ReplayTogether) -> tuple[dict, dict]:
+def _replay_endpoints(result: BisectResult, replay_together: ReplayTogether,
+                      control: bool = False) -> tuple[dict, dict, dict | None]:
+    """The endpoints' runs, and the good end's A/A control timed in the same rounds where `control` (else None)."""
     good, bad = result.good, result.bad
-    g, b = replay_together([good, bad])
+    g, b, *c = replay_together([good, bad, *([control_of(good)] if control else [])])
     result.runs[good], result.runs[bad] = g, b
-    fails_where_good_runs = _usable(g) and program_failed(b) and result.by in (None, OUTPUTS)
+    result.control_runs = list(c) or result.control_runs
+    fails_where_good_runs = usable(g) and program_failed(b) and result.by in (None, OUTPUTS)
     for name, run in (("good", g), ("bad", b)):
-        if not _usable(run) and not (name == "bad" and fails_where_good_runs):  # that is an error regression
+        if not usable(run) and not (name == "bad" and fails_where_good_runs):  # that is an error regression
             no_environment = str(run["reason"]).startswith("no environment for jax")
             raise UsageError(f"the {name} version {run['requested']} did not run ({run['status']}): {run['reason']}",
                              hint="pick endpoints whose environments can be made (`reprobundle envs` lists those "
                                   "made here)" if no_environment else "pick endpoints on which the bundle runs")
-    return g, b
+    return g, b, (c[0] if c else None)
 
 
 def _outputs_decide(result: BisectResult, g: dict, b: dict) -> bool:
@@ -546,7 +568,7 @@ def _outputs_decide(result: BisectResult, g: dict, b: dict) -> bool:
     how); a UsageError when `by` asks for outputs or bits and they do not."""
     good, bad, apart = result.good, result.bad, result.outputs_apart
     asked = f"--by {result.by}: " if result.by else ""
-    if not _usable(b):  # _replay_endpoints let it through: it fails where the good end runs
+    if not usable(b):  # _replay_endpoints let it through: it fails where the good end runs
         result.criterion = ERROR
         result.why = f"{asked}jax {bad} fails ({b['status']}: {str(b['reason'])[:300]}) where jax {good} runs"
         result.evidence = {good: "runs", bad: f"{b['status']}: {b['reason']}"}
@@ -568,41 +590,90 @@ def _outputs_decide(result: BisectResult, g: dict, b: dict) -> bool:
     return False
 
 
-def _time_decides(result: BisectResult, g: dict, b: dict) -> float | None:
+def _time_decides(result: BisectResult, g: dict, b: dict, replay_together: ReplayTogether) -> float | None:
     """The endpoints told apart by time (result's why and evidence): the log ratio a bad version's time moves by.
-    Only a settled slowdown is a regression by time: a bad endpoint that is faster, or not settled as slower, is
-    none; without `by`, endpoints whose bits differ (within the tolerance) are then judged by bits, the time said
-    in `set_aside` (None returned); else a UsageError that says what the time showed."""
+    Only a settled slowdown is a regression by time, and only one at the resolution the tool measures
+    (analysis/resolution.py: its interval above 1.05, and beyond an A/A control timed in the same rounds where the
+    machine is busy or the slowdown small, the endpoints then timed again beside one): a bad endpoint that is
+    faster, not settled as slower, or slower by less than that is none; without `by`, endpoints whose bits differ
+    (within the tolerance) are then judged by bits, the time said in `set_aside` (None returned); else a UsageError
+    that says what the time showed (UnderResolution for a small slowdown: never searched)."""
     good, bad, apart = result.good, result.bad, result.outputs_apart
-    verdict = timing_verdict(_timing(g), _timing(b))
+    verdict = timing_verdict(timing_of(g), timing_of(b))
     result.ends_verdict = verdict
-    if verdict["verdict"] != "slower":
-        said = not_slower_text(verdict, good, bad)
-        if result.by is None and apart == BITS_ONLY:
-            result.set_aside.append({"criterion": TIME, "why": said})
-            result.criterion = BITS
-            result.why = f"{said}; {_apart_text(good, bad, apart)}: judged by bits"
-            result.evidence = {good: "the good endpoint", bad: by_outputs(BITS_ONLY, good, BITS)[1]}
-            return None
-        if verdict["verdict"] == "faster" or leaning(verdict) == "faster":  # the speedup is the answer
-            raise UsageError(said + ("" if apart in (SAME, None) else f"; {_apart_text(good, bad, apart)}"),
-                             hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY
-                             else "a faster release is no regression")
-        if leaning(verdict) == "slower" and not slowdown_ruled_out(verdict):
-            raise UsageError(f"jax {good} and {bad} are not told apart yet: {_apart_text(good, bad, apart)}; their "
-                             f"time: {leaning_text(verdict)}", hint="bisect again with more --rounds (e.g. --rounds 8)")
-        raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; {said}",
-                         hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY else
-                         "nothing regressed between them that this measurement sees (outputs, bits, time): pick "
-                         "other endpoints, or more --rounds if a slowdown under a few percent is expected")
+    if not shown_slower(verdict):  # a 1.03x settled within 5% is a slowdown too, under the resolution: said below
+        _not_slower(result, verdict)  # judged by bits, or a UsageError
+        return None
+    seen = _ends_judged(result, g, b, replay_together)
+    if not seen["listed"]:
+        _under_resolution(result, seen)  # judged by bits, or UnderResolution
+        return None
+    verdict = result.ends_verdict
     if result.by:
         result.why = f"--by time: jax {bad} is slower than jax {good} timed beside it"
     else:
         result.why = (f"jax {bad} is slower than jax {good} timed beside it; {_apart_text(good, bad, apart)}"
                       + ("; bisect --by bits finds the release whose bits changed, which may be another one"
                          if apart == BITS_ONLY else ""))
-    result.evidence = {good: "the good endpoint", bad: _verdict_line(verdict, good)}
+    result.evidence = {good: "the good endpoint", bad: f"{verdict_line(verdict, good)}; {seen['said']}"}
     return math.log(verdict["ratio"])
+
+
+def _not_slower(result: BisectResult, verdict: dict) -> None:
+    """Endpoints whose bad end is not settled slower: judged by bits where theirs differ and `by` is unset (the
+    time said in `set_aside`), else a UsageError that says what the time showed."""
+    good, bad, apart = result.good, result.bad, result.outputs_apart
+    said = not_slower_text(verdict, good, bad)
+    if result.by is None and apart == BITS_ONLY:
+        _judged_by_bits(result, said)
+        return
+    if verdict["verdict"] == "faster" or leaning(verdict) == "faster":  # the speedup is the answer
+        raise UsageError(said + ("" if apart in (SAME, None) else f"; {_apart_text(good, bad, apart)}"),
+                         hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY
+                         else "a faster release is no regression")
+    if leaning(verdict) == "slower" and not slowdown_ruled_out(verdict):
+        raise UsageError(f"jax {good} and {bad} are not told apart yet: {_apart_text(good, bad, apart)}; their "
+                         f"time: {leaning_text(verdict)}", hint="bisect again with more --rounds (e.g. --rounds 8)")
+    raise UsageError(f"jax {good} and {bad} are not distinguishable: {_apart_text(good, bad, apart)}; {said}",
+                     hint="bisect --by bits to find the release whose bits changed" if apart == BITS_ONLY else
+                     "nothing regressed between them that this measurement sees (outputs, bits, time): pick "
+                     "other endpoints, or more --rounds if a slowdown under a few percent is expected")
+
+
+def _judged_by_bits(result: BisectResult, said: str) -> None:
+    """Endpoints whose time is no change (`said`) and whose bits differ: the bisection is by bits."""
+    good, bad = result.good, result.bad
+    result.set_aside.append({"criterion": TIME, "why": said})
+    result.criterion = BITS
+    result.why = f"{said}; {_apart_text(good, bad, BITS_ONLY)}: judged by bits"
+    result.evidence = {good: "the good endpoint", bad: by_outputs(BITS_ONLY, good, BITS)[1]}
+
+
+def _ends_judged(result: BisectResult, g: dict, b: dict, replay_together: ReplayTogether) -> dict:
+    """analysis/resolution.judged of the endpoints' slowdown, beside the A/A control they were timed with; a small
+    one (its interval reaching under 1.2x) the rule lists without a control timed again beside one, so that no
+    search starts for what the good release does against itself. (A busy machine's control is the confirmation's:
+    what it confirms is what is listed.)"""
+    c = result.control_runs[0] if result.control_runs else None
+    seen = judged_pair(g, b, c, result.good, c is not None)
+    if not seen["listed"] or c is not None or not control_needed(result.ends_verdict, False):
+        return seen
+    g, b, c = _replay_endpoints(result, replay_together, control=True)  # anew, the control in the same rounds
+    result.ends_verdict = timing_verdict(timing_of(g), timing_of(b))
+    return judged_pair(g, b, c, result.good, True)
+
+
+def _under_resolution(result: BisectResult, seen: dict) -> None:
+    """Endpoints settled slower by less than the resolution: one line (`not_listed`), never searched; judged by
+    bits where theirs differ and `by` is unset, else UnderResolution."""
+    entry = small_entry(result.good, result.bad, result.ends_verdict or {}, seen, ends=True)
+    if result.by is None and result.outputs_apart == BITS_ONLY:
+        result.not_listed.append(entry)
+        _judged_by_bits(result, entry["line"])
+        return
+    raise UnderResolution(entry["line"], entry, hint="a slowdown is a change only where its interval lies above "
+                                                     "1.05x (and beyond the good release against itself on a busy "
+                                                     "machine); time it alone with more --rounds on a quiet machine")
 
 
 def not_slower_text(verdict: dict, good: str, bad: str) -> str:
@@ -618,7 +689,7 @@ def not_slower_text(verdict: dict, good: str, bad: str) -> str:
                 f"{verdict['no_slowdown_at']} rounds; nothing regressed by time")
     if leaning(verdict) == "slower":
         return f"jax {bad} is not settled as slower than jax {good}: {leaning_text(verdict)}"
-    return f"no significant time change ({_verdict_line(verdict, good)})"
+    return f"no significant time change ({verdict_line(verdict, good)})"
 
 
 def _apart_text(good: str, bad: str, apart: str | None) -> str:
@@ -649,7 +720,7 @@ def confirmed_ends(result: BisectResult) -> Ends | None:
 
 def pair_ends(good_run: dict, bad_run: dict) -> Ends | None:
     """The change between two runs timed together (analysis/which_end.Ends), or None."""
-    return Ends.of(paired_log_ratios(_timing(good_run), _timing(bad_run)) or [])
+    return Ends.of(paired_log_ratios(timing_of(good_run), timing_of(bad_run)) or [])
 
 
 def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: ReplayTogether,
@@ -675,8 +746,8 @@ def _classes_of(result: BisectResult, versions: Sequence[str], replay_together: 
         _refuse_cut_short(result, version, good_run, run, ends)
         classes[version], result.evidence[version] = classify(run, good_run, target, result.criterion,
                                                               outputs_differ, ends)
-        if result.criterion == TIME and classes[version] != "skip" and _usable(good_run):
-            result.verdicts[version] = timing_verdict(_timing(good_run), _timing(run))
+        if result.criterion == TIME and classes[version] != "skip" and usable(good_run):
+            result.verdicts[version] = timing_verdict(timing_of(good_run), timing_of(run))
             _note_beyond_ends(result, version, result.verdicts[version])
     result.classes.update(classes)
     return classes
@@ -686,7 +757,7 @@ def _refuse_cut_short(result: BisectResult, version: str, good_run: dict, run: d
     """TimeSpentError where --max-time ended a time probe's rounds before they said its side: an undecided probe
     is no class (a 55x slower release cut after one round is not "good"), so the search keeps its window with that
     release untested."""
-    if result.criterion != TIME or not (_usable(run) and _usable(good_run)) or not cut_by_time([run, good_run]):
+    if result.criterion != TIME or not (usable(run) and usable(good_run)) or not cut_by_time([run, good_run]):
         return
     assert result.log_ratio is not None  # a time bisection's endpoints measured it
     _cls, evidence, decided = time_class(run, good_run, result.log_ratio, ends)

@@ -44,13 +44,13 @@ def bisection_answer(bundle: Bundle, result: BisectResult, command: str, answer_
               "beyond_ends": list(result.beyond_ends), "set_aside": list(result.set_aside),
               "confirmation": result.confirmation,
               "reported_run": reported_run(result), "unfinished": result.unfinished, "cut_at": result.cut_at,
-              "resumed": result.resumed}
+              "resumed": result.resumed, "not_listed": list(result.not_listed), "undone": result.undone}
     if result.changes:  # every change in the window, the headline first, each with its own stored answer
         from .window_changes import change_entry
 
         answer["changes"] = [change_entry(c, {"answer_id": c.answer_id}) for c in [result, *result.changes]]
-    return answer_record(bundle, BISECTION, command, [*result.runs.values(), *result.confirm_runs, *result.also_runs],
-                         answer, answer_id)
+    return answer_record(bundle, BISECTION, command, [*result.runs.values(), *result.confirm_runs,
+                                                      *result.control_runs, *result.also_runs], answer, answer_id)
 
 
 def store_bisection(registry: Registry, bundle: Bundle, result: BisectResult, command: str,
@@ -82,7 +82,9 @@ def _stored_result(record: dict) -> BisectResult:
                         left_out=dict(a.get("left_out") or {}), mode=a.get("mode") or "frozen",
                         mode_why=a.get("mode_why"), answer_id=record.get("answer_id"), also=list(a.get("also") or []),
                         changed_defaults=a.get("changed_defaults"), beyond_ends=list(a.get("beyond_ends") or []),
-                        set_aside=list(a.get("set_aside") or []), confirmation=a.get("confirmation"))
+                        set_aside=list(a.get("set_aside") or []), confirmation=a.get("confirmation"),
+                        not_listed=[e for e in a.get("not_listed") or [] if isinstance(e, dict)],
+                        undone=a.get("undone") if isinstance(a.get("undone"), str) else None)
 
 
 def _stored_change(entry: dict, own: dict[Any, dict], head: BisectResult) -> BisectResult:
@@ -98,4 +100,5 @@ def _stored_change(entry: dict, own: dict[Any, dict], head: BisectResult) -> Bis
                         str(entry["last_good"]), why=str(entry.get("why") or ""),
                         layer=entry.get("layer") if isinstance(entry.get("layer"), dict) else None,
                         mode=str(entry.get("mode") or "frozen"), outputs_apart=entry.get("outputs_apart"),
-                        answer_id=None, confirmation=confirmation)
+                        answer_id=None, confirmation=confirmation,
+                        undone=entry.get("undone") if isinstance(entry.get("undone"), str) else None)

@@ -77,7 +77,27 @@ class Probes:
                 self.seen[key] = watched(versions)
             return self.seen[key]
 
+        return remembered if timed or mode not in ("frozen", "retrace") else self._each_once(mode, watched)
+
+    def _each_once(self, mode: str, watched: Callable[[Sequence[str]], list[dict]]):
+        """An untimed probe whose runs are remembered version by version: a release run once, untimed, in this
+        mode (its outputs do not depend on what ran beside it) serves every later probe of it, the window's sweep
+        and the bisections alike."""
+        def remembered(versions: Sequence[str]) -> list[dict]:
+            missing = [v for v in dict.fromkeys(versions) if (mode, False, v) not in self.seen]
+            if missing:
+                for v, run in zip(missing, watched(missing)):
+                    self.seen[mode, False, v] = [run]
+            return [self.seen[mode, False, v][0] for v in versions]
+
         return remembered
+
+    def confirming(self, mode: str):
+        """The probe of a confirmation: fresh, timed until a slowdown is shown beyond the resolution or ruled out
+        (ReplayOptions.slowdown_only), whatever its pair (a control among them: run/contenders.control_of)."""
+        from dataclasses import replace
+
+        return self.fresh(mode, "confirm", replace(self.options, slowdown_only=True))
 
     def fresh(self, mode: str, what: str, options: ReplayOptions | None = None):
         """Versions -> runs measured anew, timed (`options`, default the bisection's), never remembered nor
@@ -95,10 +115,12 @@ class Search:
     a step for outputs, environments asked for ahead of need, and the layer at the boundary; where a stored search
     of the same question was cut short by --max-time, inside the window it had narrowed (`windows`)."""
 
-    def __init__(self, probes: Probes, mode: str, jobs: int, ahead, by: str | None, windows=None):
+    def __init__(self, probes: Probes, mode: str, jobs: int, ahead, by: str | None, windows=None,
+                 control: bool = False):
         from .probes import output_difference
 
         self.probes, self.mode, self.jobs, self.ahead, self.by = probes, mode, jobs, ahead, by
+        self.control = control  # time its endpoints and confirmation beside an A/A control (bisection.bisect)
         self.compare = output_difference(*probes.args)
         # where a stored search of this mode that --max-time cut short had narrowed (bisection.resumed_window)
         self.resume = [w for w in windows or [] if w.get("mode") == mode]
@@ -109,9 +131,9 @@ class Search:
         checks = None if self.probes.timed_only else self.probes.probe(self.mode, timed=False)
         return _bisect(versions, good, bad, self.probes.probe(self.mode), progress=progress, known=known,
                        outputs_differ=self.compare, by=self.by, check_together=checks, jobs=self.jobs,
-                       ahead=self.ahead, left_out=left_out, confirm_with=self.probes.fresh(self.mode, "confirm"),
-                       resume=self.resume,
-                       sided_probe=lambda ends: self.probes.probe(self.mode, ends=ends))
+                       ahead=self.ahead, left_out=left_out, confirm_with=self.probes.confirming(self.mode),
+                       resume=self.resume, sided_probe=lambda ends: self.probes.probe(self.mode, ends=ends),
+                       control=self.control)
 
     def layer(self, result, probe_for, ref: str, store_args, replay_args):
         from .boundary import layer_at_boundary

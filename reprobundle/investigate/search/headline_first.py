@@ -10,13 +10,19 @@ change the user asked about is written before anything else is searched:
    the rest of its own window is, else "kinds"; each kind not yet searched a `set_aside` entry marked `unfinished`),
    so that it is never reused as the whole answer and a call that stops now is resumed by the next one.
 2. `next_stage()`, after the headline's chain and report: one more search, each a `Stage`: the rest of the
-   headline's window (window_changes.split: other changes of its kind), then each later kind of the plan (its
-   bisection and its window's changes). What a stage lands is stored as it lands: each change's own answer, then
+   headline's window (window_changes.split: other changes of its kind; what window_changes.place placed beside a
+   headline whose first confirmation failed), then each later kind of the plan (its bisection and its window's
+   changes), then the sweep (every release of the window run once, untimed: window_changes.swept_changes, the
+   changes of outputs or bits no bisection saw, those undone a few releases later included).
+   What a stage lands is stored as it lands: each change's own answer, then
    the headline's answer again, listing every change so far (the headline first, the others ranked:
    window_changes.ranked); each such record supersedes the one before it (the latest of a question is the one
    reused, resumed and reported). The last stage's record is the whole answer, as `bisect` would store it.
 
 The headline stays the first change found: a change a later stage finds is listed after it, whatever its rank.
+Where no bisection stood, the sweep runs at once and its first change, ranked, is the headline. What the answer
+saw and does not list (a slowdown under the resolution, one not placed, the releases never run) is its
+`not_listed`.
 
 Resumed: a stored answer of the same question that a stage left unfinished (answers.resumable), whose headline's
 own search was whole (its window narrowed to neighbouring releases, its layer read, every change listed after it
@@ -34,7 +40,7 @@ from typing import TYPE_CHECKING, Iterator
 from ...errors import ReproBundleError, TimeSpentError, UsageError
 from ..answers import BISECTION, answer_record, builds_of, resumable, reuse_key, store_answer
 from ..case import Case
-from .bisection import BisectResult, also_entry
+from .bisection import BisectResult, also_entry, unconfirmed
 from .bisection_answer import bisect_command, bisection_answer, stored_bisection
 from .build_search import Probes
 from .mode_choice import nothing_stood, screened, standing_each
@@ -49,6 +55,7 @@ from .release_search import (
     probe_executor,
     resumed_from,
     stored_answer,
+    surveyed_modes,
     tested_builds,
     with_tried,
 )
@@ -58,6 +65,8 @@ if TYPE_CHECKING:
     from ...envs.prefetch import Prefetch
 
 REST = "rest"  # a stage's kind: the rest of the headline's own window (its other changes of that kind)
+SWEEP = "sweep"  # a stage's kind: every release of the window run once, untimed (window_changes.swept_changes)
+WHOLE = (REST, SWEEP)  # the stages that search the window itself, not one more kind of change
 
 
 @dataclass
@@ -84,7 +93,10 @@ def _how(mode: str | None) -> str:
 
 
 def stage_name(mode: str, kind: str) -> str:
-    """`search bits (retraced)`: a stage by the kind of change it searches and the program it replays."""
+    """`search bits (retraced)`: a stage by the kind of change it searches and the program it replays; the sweep's
+    `run every release once`."""
+    if kind == SWEEP:
+        return "run every release once"
     return f"search {KIND_OF.get(kind, kind)} ({_how(mode)})"
 
 
@@ -105,8 +117,12 @@ class HeadlineFirst:
         self.pending: list[tuple[str, str]] = []  # the stages left: (mode, kind), REST first where it is left
         self.set_aside: list[dict] = []
         self._also: list[dict] = []  # what a stood bisection found beside its own change (bits beside time)
+        self._placed: list[BisectResult] = []  # changes found beside the headline, landed by the REST stage
+        self.not_listed: list[dict] = []  # what was seen, or not, and is not a change (the headline's not_listed)
         self._steps: Iterator[tuple[int, BisectResult | None]] = iter(())
         self._kinds: KindSearches | None = None
+        self._sweep_one = None  # the SWEEP stage's search (KindSearches.sweeper), where there is one
+        self._failed: UsageError | None = None  # the error of a plan no bisection of stood, kept for the sweep
         self._prefetch: Prefetch | None = None
         self._base: dict = {}  # the headline's first stored record: what each later one extends
 
@@ -125,26 +141,52 @@ class HeadlineFirst:
             steps, why = planned(self.probes, self.mode, self.by, self.ends, self.case.progress)
             self._kinds = KindSearches(self.probes, self.jobs, self._want, self.case.manager, self.case.progress,
                                        windows)
+            self._sweep_one = self._kinds.sweeper(self.ends, surveyed_modes(self.probes, self.mode), self.by)
             self._steps = standing_each(steps, self._run, self.by, why, self.set_aside, self.case.progress,
                                         screened(steps, self.by, self._screen))
-            try:
-                at, head = next((s for s in self._steps if s[1] is not None), (len(steps), None))
-            except UsageError as e:  # an answer that tells nothing apart says what was tried
-                raise with_tried(e, why) from None
-            if head is None:
-                raise with_tried(nothing_stood(self.set_aside), why)
-            self.pending = [(head.mode, REST)] * splittable(head) + list(steps[at + 1:])
+            at, head = self._first_standing(steps, why)
+            swept = head is None
+            if head is None:  # no bisection stood: the sweep may still find changes that came and went
+                head = self._swept_headline(why)
+            self.pending = [(head.mode, REST)] * (splittable(head) or bool(self._placed)) + list(steps[at + 1:]) + \
+                [(head.mode, SWEEP)] * (not swept and self._sweeps(head))
             head.layer = self._layer(head)
             self._keep(head)
             self.head = head
             self._store([head])
         return head
 
+    def _sweeps(self, head: BisectResult) -> bool:
+        """Whether the sweep may see what no other stage does: a window of more than two releases, unless the one
+        kind and mode asked for is the headline's, whose window the rest-of-window stage runs whole."""
+        from ...envs.versions import version_key
+
+        good, bad = (version_key(v) for v in self.ends)
+        inside = [v for v in self._kinds.versions if good < version_key(v) < bad] if self._kinds else []
+        asked_only = self.by is not None and self.mode != "auto" and KIND_OF.get(head.criterion) == self.by
+        return self._sweep_one is not None and bool(inside) and not asked_only
+
+    def _first_standing(self, steps: list[tuple[str, str]], why: str | None) -> tuple[int, BisectResult | None]:
+        """(the index of the first of the plan's bisections that stood, it), (count, None) where none did; a
+        bisection's error (a lone step's) raised, saying what was tried, unless a sweep may still find a change:
+        then what it set aside is kept."""
+        from .window_changes import failed_aside
+
+        try:
+            return next((s for s in self._steps if s[1] is not None), (len(steps), None))
+        except UsageError as e:  # an answer that tells nothing apart says what was tried
+            if self._sweep_one is None:
+                raise with_tried(e, why) from None
+            self.set_aside += failed_aside(e, steps)
+            self._failed = e
+            return len(steps), None
+
     def left(self) -> list[str]:
         """What is still to search, one phrase a stage: `other outputs changes between 0.4.38 and 0.5.1
         (retraced)`, `time (frozen)`."""
         good, bad = self.ends
         return [f"other {self._kind_of(k)} changes between {good} and {bad} ({_how(m)})" if k == REST else
+                f"every release between {good} and {bad} run once" if k == SWEEP else
                 f"{k} ({_how(m)})" for m, k in self.pending]
 
     def _kind_of(self, kind: str) -> str:
@@ -160,7 +202,7 @@ class HeadlineFirst:
         before = len(self.set_aside)
         with self._prefetched():
             try:
-                stage.changes = self._rest() if kind == REST else self._kind()
+                stage.changes = self._rest() if kind == REST else self._swept() if kind == SWEEP else self._kind()
             except TimeSpentError as e:  # this stage and those after it: the next call's
                 self._cut([(mode, kind), *self.pending], e.message)
             except ReproBundleError as e:
@@ -188,8 +230,49 @@ class HeadlineFirst:
     # -- one stage's search ----------------------------------------------------------------------------------------
 
     def _run(self, mode: str, kind: str) -> BisectResult:
+        """One bisection; a time bisection whose confirmation failed placed (window_changes.place): the first
+        change it places stands in its stead (the others land with the rest of its window), its failed
+        confirmation set aside."""
         assert self._kinds is not None
-        return self._kinds.run(mode, kind, self.ends)
+        result = self._kinds.run(mode, kind, self.ends)
+        result.mode = mode
+        found = self._kinds.place(result)
+        self.not_listed += result.not_listed
+        result.not_listed = []
+        if not found:
+            return result
+        self.set_aside.append(unconfirmed(result))
+        self._placed += found[1:]
+        return found[0]
+
+    def _swept_headline(self, why: str | None) -> BisectResult:
+        """Where no bisection stood: the sweep's first change, ranked, the headline (its others land with the rest
+        of its window); none: what each bisection set aside, and what the sweep did not run."""
+        found = self._sweep_all(why)
+        if not found:
+            failed = self._failed or nothing_stood(self.set_aside)
+            lines = [e["line"] for e in [*self._moved_out(), *self.not_listed] if e["line"] not in failed.message]
+            raise with_tried(UsageError("; ".join([failed.message, *dict.fromkeys(lines)]), hint=failed.hint), why)
+        head, *self._placed = ranked(found)
+        return head
+
+    def _sweep_all(self, why: str | None) -> list[BisectResult]:
+        """Every change of outputs or bits the sweep finds (none where there is no sweep), its `never_ran` lines
+        kept."""
+        if self._sweep_one is None:
+            return []
+        swept, never = self._sweep_one()
+        self.not_listed += never
+        for change in swept:
+            change.mode_why = why
+        return swept
+
+    def _moved_out(self) -> list[dict]:
+        """The `not_listed` lines the entries set aside carried (a screen's or the endpoints' small slowdown), moved
+        into `not_listed`: each said once; the lines moved."""
+        moved = [aside.pop("not_listed") for aside in self.set_aside if aside.get("not_listed")]
+        self.not_listed += moved
+        return moved
 
     def _screen(self, mode: str) -> dict:
         assert self._kinds is not None
@@ -199,8 +282,9 @@ class HeadlineFirst:
         """The headline's window searched for its other changes of its kind: those, each with its layer."""
         assert self._kinds is not None and self.head is not None
         head = self.head
-        key = _key(head)
-        found = [c for c in self._kinds.split(head) if c is not head and _key(c) != key]
+        known = {_key(c) for c in [head, *head.changes]}
+        placed, self._placed = self._placed, []
+        found = ranked([c for c in [*self._kinds.split(head), *placed] if c is not head and _key(c) not in known])
         for change in found:
             change.layer = self._layer(change)
             self._keep(change)
@@ -217,17 +301,26 @@ class HeadlineFirst:
         if stood is None:
             return []
         known = {_key(c) for c in [self.result, *self.result.changes]}
-        found = [c for c in self._kinds.split(stood) if _key(c) not in known]
+        placed, self._placed = self._placed, []  # what its confirmation's failure placed beside it
+        found = ranked([c for c in [*self._kinds.split(stood), *placed] if _key(c) not in known])
         for change in found:
             change.layer = self._layer(change)
             self._keep(change)
         return found
 
+    def _swept(self) -> list[BisectResult]:
+        """The sweep's changes no search listed yet, each with its layer."""
+        known = {_key(c) for c in [self.result, *self.result.changes]}
+        found = [c for c in ranked(self._sweep_all(self.result.mode_why)) if _key(c) not in known]
+        for change in found:
+            change.layer = self._layer(change)
+        return found
+
     def _cut(self, stages: list[tuple[str, str]], why: str) -> None:
         """The stages --max-time left, set aside `unfinished` (the next call's), none left to run here."""
         self.set_aside += [{"criterion": k, "mode": m, "why": f"not searched: {why}", "unfinished": True}
-                           for m, k in stages if k != REST]
-        if any(k == REST for _, k in stages):  # said by the headline's own cut, as window_changes.split says it
+                           for m, k in stages if k not in WHOLE]
+        if any(k in WHOLE for _, k in stages):  # said by the headline's own cut, as window_changes.split says it
             self.result.unfinished = self.result.unfinished or f"the window's other changes were not searched: {why}"
             self.result.cut_at = self.result.cut_at or "split"
         self.pending = []
@@ -281,7 +374,9 @@ class HeadlineFirst:
         listed = {(KIND_OF.get(c.criterion), c.first_bad) for c in head.changes}
         head.also = [also_entry(c) for c in head.changes] + [
             o for o in self._also if (KIND_OF.get(o["criterion"]), o["first_bad"]) not in listed]
+        self._moved_out()
         head.set_aside = list(self.set_aside)
+        head.not_listed = list(self.not_listed)
 
     def _record(self, registry, bundle, command: str) -> dict:
         """The headline's answer record now: the first is bisection_answer's; each later one that record's answer
@@ -294,23 +389,27 @@ class HeadlineFirst:
                                           registry.new_run_id())
             return self._base
         answer = dict(self._base["answer"])
-        answer.update(also=head.also, set_aside=head.set_aside + left, unfinished=unfinished, cut_at=cut_at)
+        answer.update(also=head.also, set_aside=head.set_aside + left, unfinished=unfinished, cut_at=cut_at,
+                      not_listed=head.not_listed)
         if head.changes:
             answer["changes"] = [change_entry(replace(head, unfinished=unfinished, cut_at=cut_at), {"answer_id": None}),
                                  *[change_entry(c, {"answer_id": c.answer_id}) for c in head.changes]]
         runs = [{"run_id": r} for r in self._base["runs"]] + [
-            run for c in head.changes for run in [*c.runs.values(), *c.confirm_runs]]
+            run for c in head.changes for run in [*c.runs.values(), *c.confirm_runs, *c.control_runs]]
         return answer_record(bundle, BISECTION, command, runs, answer, registry.new_run_id())
 
     def _unfinished(self) -> tuple[str | None, str | None, list[dict]]:
         """(unfinished, cut_at, the set_aside entries of the kinds still to search) of the headline's answer now."""
         head = self.result
         left = [{"criterion": k, "mode": m, "why": "not searched yet: the headline's report came first",
-                 "unfinished": True} for m, k in self.pending if k != REST]
+                 "unfinished": True} for m, k in self.pending if k not in WHOLE]
         if not self.pending:
+            cut = [e["line"] for e in head.not_listed if e.get("unfinished")]  # releases --max-time left unrun
+            if cut and not head.unfinished:
+                return f"--max-time spent: {cut[0]}", "split", []
             return head.unfinished, head.cut_at, []
         said = f"the headline was answered first; still to search: {', '.join(self.left())}"
-        cut_at = "split" if self.pending[0][1] == REST else "kinds"
+        cut_at = "split" if self.pending[0][1] in WHOLE else "kinds"
         return head.unfinished or said, head.cut_at or cut_at, left
 
     def _reuse(self, record: dict) -> BisectResult:
@@ -326,8 +425,8 @@ class HeadlineFirst:
         listed = {(KIND_OF.get(c.criterion), c.first_bad) for c in head.changes}
         self._also = [o for o in head.also if (KIND_OF.get(str(o.get("criterion"))), o.get("first_bad")) not in listed]
         self._base, self.reused, self.head = record, record, head
-        self._kinds = KindSearches(self.probes, self.jobs, self._want, self.case.manager, self.case.progress)
-        steps = [(m, k) for m, k in self.pending if k != REST]
+        self._resume_sweep(head)
+        steps = [(m, k) for m, k in self.pending if k not in WHOLE]
         planned_steps = [(head.mode, str(KIND_OF.get(head.criterion, head.criterion))), *steps]
         self._steps = standing_each(steps, self._run, self.by, head.mode_why, self.set_aside, self.case.progress,
                                     screened(planned_steps, self.by, self._screen), stood=True)
@@ -337,6 +436,14 @@ class HeadlineFirst:
         if self.case.progress:
             self.case.progress(f"bisect: {head.resumed}")
         return head
+
+    def _resume_sweep(self, head: BisectResult) -> None:
+        """The searches of a resumed answer, and its sweep among the stages left: the sweep is the last stage, so
+        an answer a stage left unfinished never finished it (its `never_ran` lines are the sweep's to say again)."""
+        self._kinds = KindSearches(self.probes, self.jobs, self._want, self.case.manager, self.case.progress)
+        self._sweep_one = self._kinds.sweeper(self.ends, surveyed_modes(self.probes, self.mode), self.by)
+        self.pending += [(head.mode, SWEEP)] * self._sweeps(head)
+        self.not_listed = [e for e in head.not_listed if e.get("kind") != "never_ran"]
 
     # -- environments made ahead, within a stage only --------------------------------------------------------------
 

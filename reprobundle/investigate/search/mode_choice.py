@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Iterator, Sequence
 
+from ...analysis.resolution import RESOLUTION, UNDER
 from ...analysis.time_screen import screen
 from ...analysis.verdict import paired_log_ratios
 from ...errors import ReproBundleError, TimeSpentError, UsageError
@@ -37,11 +38,13 @@ from .bisection import (
     BITS_ONLY,
     SAME,
     BisectResult,
+    NothingStood,
     also_entry,
     program_failed,
     standing,
     unconfirmed,
 )
+from .slowdown_claim import UnderResolution
 
 FROZEN, RETRACE = "frozen", "retrace"
 Runs = Callable[[Sequence[str]], list]
@@ -146,8 +149,8 @@ def _wanted(found: dict[str, dict], order: list[str], by: str | None) -> dict[st
 
 def time_screen(good: str, bad: str, timed: Runs) -> dict:
     """The bounded screen of time between the endpoints (`timed`: a probe that times them together in a few
-    rounds within a wall bound, fresh): analysis/time_screen.screen's answer with "said" (one clause) and
-    "seconds"."""
+    rounds within a wall bound, fresh): analysis/time_screen.screen's answer with "said" (one clause), "seconds",
+    "good" and "bad"."""
     started = time.monotonic()
     runs = timed([good, bad])
     seconds = time.monotonic() - started
@@ -155,7 +158,7 @@ def time_screen(good: str, bad: str, timed: Runs) -> dict:
         return {"seen": None, "rounds": 0, "seconds": seconds,
                 "said": f"the time screen did not run ({_failed(good, bad, runs)}): nothing about time is ruled out"}
     found = screen(paired_log_ratios(runs[0].get("timing") or {}, runs[1].get("timing") or {}) or [])
-    return {**found, "seconds": seconds, "said": _screen_text(found, good, bad, seconds)}
+    return {**found, "seconds": seconds, "said": _screen_text(found, good, bad, seconds), "good": good, "bad": bad}
 
 
 def _screen_text(found: dict, good: str, bad: str, seconds: float) -> str:
@@ -169,6 +172,9 @@ def _screen_text(found: dict, good: str, bad: str, seconds: float) -> str:
     noise = f"the screen's noise was {found['noise']:.1%} a round"
     if seen == "slower":
         return f"{measured}: slower beyond the noise ({noise}), so bisected by time"
+    if seen == "small":
+        return f"{measured}: slower beyond the noise ({noise}), but {UNDER}: its interval cannot lie above " \
+               f"{RESOLUTION:.2f}x"
     if seen == "faster":
         return f"{measured}: faster; nothing regressed by time"
     return (f"{measured}: no slowdown beyond the noise; a slowdown under {found['not_ruled_out']:.2f}x is not ruled "
@@ -188,9 +194,16 @@ def _screened_out(mode: str, screen_time: Callable[[str], dict],
         progress(f"bisect: time ({mode}) screened: {seen['said']}")
     if seen["seen"] == "slower":
         return None
+    good, bad = seen.get("good"), seen.get("bad")
+    small = {"not_listed": {"kind": "small", "last_good": good, "first_bad": bad, "mode": mode,
+                            "ratio": seen["ratio"], "ci95": seen["interval"], "control": None,
+                            "line": f"{good}..{bad} (the window's ends, screened): {seen['ratio']:.2f}x "
+                                    f"[{seen['interval'][0]:.2f}-{seen['interval'][1]:.2f}] in {seen['rounds']} "
+                                    f"rounds, {UNDER}; not searched"}} if seen["seen"] == "small" else {}
     return {"criterion": "time", "mode": mode, "why": seen["said"],
             "screen": {k: seen.get(k) for k in ("seen", "ratio", "interval", "noise", "rounds", "not_ruled_out",
-                                                "seconds")}, **({"unfinished": True} if seen.get("unfinished") else {})}
+                                                "seconds")}, **({"unfinished": True} if seen.get("unfinished") else {}),
+            **small}
 
 
 def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult], by: str | None,
@@ -275,11 +288,14 @@ def _run_step(mode: str, kind: str, run_one: Callable[[str, str], BisectResult],
     except TimeSpentError:
         raise
     except UsageError as e:
+        if isinstance(e, UnderResolution):
+            e.entry["mode"] = mode
         if alone:
             raise
         if progress:
             progress(f"bisect: {kind} ({mode}) set aside: {e.message}")
-        return {"criterion": kind, "mode": mode, "why": e.message[:2000]}
+        small = {"not_listed": e.entry} if isinstance(e, UnderResolution) else {}
+        return {"criterion": kind, "mode": mode, "why": e.message[:2000], **small}
 
 
 def _headline(found: list[BisectResult], set_aside: list[dict]) -> BisectResult:
@@ -298,8 +314,9 @@ def _headline(found: list[BisectResult], set_aside: list[dict]) -> BisectResult:
     return head
 
 
-def nothing_stood(set_aside: list[dict]) -> UsageError:
-    """The answer where no bisection's change stood: one UsageError that says each kind examined."""
-    return UsageError("no change stood between the endpoints: " + "; ".join(
-        f"{s['criterion']} ({s['mode']}): {s['why']}" for s in set_aside),
+def nothing_stood(set_aside: list[dict]) -> NothingStood:
+    """The answer where no bisection's change stood: one UsageError that says each kind examined (its
+    `set_aside`: what each set aside)."""
+    return NothingStood("no change stood between the endpoints: " + "; ".join(
+        f"{s['criterion']} ({s['mode']}): {s['why']}" for s in set_aside), set_aside,
         hint="replay with more --rounds, or pick other endpoints")

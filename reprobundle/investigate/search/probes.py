@@ -27,18 +27,19 @@ def replay_probe(registry: Registry, bundle: Bundle, options: ReplayOptions, *, 
     """What a bisection calls to replay `bundle` on versions timed together: a replay task on `executor` (its runs
     stored in the bundle's registry, read back; its environments made as `env_manager`'s configuration says), or,
     for a bundle in a read-only store, a replay here with `env_manager` whose runs are not stored. `left()`: the
-    seconds of the command's --max-time left (None: no bound), which bound each replay's rounds."""
+    seconds of the command's --max-time left (None: no bound), which bound each replay's rounds. A version may be a
+    variant's text (run/contenders.control_of: the A/A control), replayed after the plain versions."""
     # the local executor runs the task here: the replay's own progress lines can go to the display
     carry_out = functools.partial(run_replay_task, progress=progress) \
         if isinstance(executor, LocalExecutor) else run_replay_task
 
     def replay_together(versions: Sequence[str]) -> list[dict]:
-        from ...run.contenders import contenders_from
+        from ...run.contenders import task_contenders
         from ...run.replay import replay
 
         bound = _within(options, left() if left else None)
         if registry.store.read_only:
-            return replay(registry, bundle, contenders_from(versions, (), mode), bound, env_manager=env_manager,
+            return replay(registry, bundle, task_contenders(versions, mode), bound, env_manager=env_manager,
                           progress=progress, store_runs=False)
         assert executor is not None
         task = ReplayTask(registry.url, str(bundle.ref), tuple(versions), bound.for_sweep(), env_manager.config, mode)

@@ -239,18 +239,22 @@ def every_kind(probes: Probes, mode: str, by: str | None, jobs: int, ahead, ends
     """(the headline's BisectResult, mode -> its search): told both the mode and the criterion, that one
     bisection; else the endpoints run untimed in each mode (both where the bundle can be retraced:
     investigate/search/mode_choice.py's survey) and every kind of change present bisected, the most severe first
-    (mode_choice.plan). Each bisection by outputs or bits is split into the changes its window holds
-    (window_changes.py); the first that stands is the headline, the others its `changes` (each whole) and `also`
-    (one line each), and what was examined and is no regression (a speedup, no settled change, a time change the
-    confirmation did not reproduce) its `set_aside`. `windows`: where a search cut short stored had narrowed each
-    (resumed_from)."""
+    (mode_choice.plan). A time bisection whose confirmation failed is searched on until its slowdown is placed or
+    said (window_changes.place); each bisection by outputs or bits is split into the changes its window holds, and
+    every release of the window is run once, untimed, in each mode, for the changes of outputs or bits no
+    bisection saw (window_changes.py: those undone a few releases later, and kinds whose endpoints agree); the first
+    that stands is the headline, the others its `changes` (each whole) and `also` (one line each), and what was
+    examined and is no regression (a speedup, no settled change, a time change the confirmation did not reproduce)
+    its `set_aside`, what it does not list (a slowdown under the resolution, one not placed, the releases never
+    run) its `not_listed`. `windows`: where a search cut short stored had narrowed each (resumed_from)."""
     from .window_changes import every_change
 
     steps, why = planned(probes, mode, by, ends, progress)
     kinds = KindSearches(probes, jobs, ahead, manager, progress, windows)
     try:
         head, *others = every_change(steps, lambda m, k: kinds.run(m, k, ends), kinds.split, by, why, progress,
-                                     lambda m: kinds.screen(m, ends))
+                                     lambda m: kinds.screen(m, ends), place_one=kinds.place,
+                                     sweep_one=kinds.sweeper(ends, surveyed_modes(probes, mode), by))
     except UsageError as e:  # an answer that tells nothing apart says what was tried
         raise with_tried(e, why) from None
     head.changes = others
@@ -270,7 +274,7 @@ def planned(probes: Probes, mode: str, by: str | None, ends: tuple[str, str],
         return [(mode, str(by))], None
     good, bad = ends
     refusal = retrace_refusal(probes.args[1].manifest) if mode == "auto" else None
-    modes = [mode] if mode != "auto" else ["frozen"] + ([] if refusal else ["retrace"])
+    modes = surveyed_modes(probes, mode)
     compare = output_difference(*probes.args)
     steps, why = plan(survey(good, bad, {m: probes.probe(m, timed=False) for m in modes}, compare), by, refusal)
     if progress:
@@ -278,20 +282,35 @@ def planned(probes: Probes, mode: str, by: str | None, ends: tuple[str, str],
     return steps, why
 
 
+def surveyed_modes(probes: Probes, mode: str) -> list[str]:
+    """The modes the endpoints are surveyed in: `mode`, or for "auto" frozen and, where the bundle can be
+    retraced, retrace."""
+    from ...run.retrace import retrace_refusal
+
+    if mode != "auto":
+        return [mode]
+    return ["frozen"] + ([] if retrace_refusal(probes.args[1].manifest) else ["retrace"])
+
+
 class KindSearches:
     """The searches of one window's kinds of change over the releases here, each bisection by its own Search
     (`searches`, by mode, for the layer at its boundary): `run` one of mode_choice.plan's bisections, `screen` the
     time screen (mode_choice.time_screen: whether the frozen module also got slower), `split` a bisection that stood
-    into the changes its window holds (window_changes.split with the mode's probes)."""
+    into the changes its window holds (window_changes.split: every release run once, untimed), `place` a time
+    bisection whose confirmation failed (window_changes.place), `sweeper` the sweep of every release of the window
+    for the changes of outputs or bits no bisection saw (window_changes.swept_changes). A screen that saw a small
+    slowdown has each later bisection time its endpoints beside an A/A control at once (`control`)."""
 
     def __init__(self, probes: Probes, jobs: int, ahead, manager, progress: Callable[[str], None] | None,
                  windows: list[dict] | None = None):
         self.probes, self.jobs, self.ahead, self.progress, self.windows = probes, jobs, ahead, progress, windows
         self.versions, self.left_out = manager.available_versions(), manager.left_out_versions()
         self.searches: dict[str, Search] = {}
+        self.control = False
 
     def run(self, mode: str, kind: str, ends: tuple[str, str]):
-        self.searches[mode] = Search(self.probes, mode, self.jobs, self.ahead, kind, self.windows)
+        self.searches[mode] = Search(self.probes, mode, self.jobs, self.ahead, kind, self.windows,
+                                     control=self.control)
         return self.searches[mode].run(self.versions, *ends, self.progress, left_out=self.left_out)
 
     def search(self, mode: str) -> Search:
@@ -302,15 +321,54 @@ class KindSearches:
         from ...run.replay_options import screen_options
         from .mode_choice import time_screen
 
-        return time_screen(*ends, self.probes.fresh(mode, "screen", screen_options(self.probes.options)))
+        seen = time_screen(*ends, self.probes.fresh(mode, "screen", screen_options(self.probes.options)))
+        self.control = self.control or _small(seen)
+        return seen
 
     def split(self, found) -> list:
         from .probes import output_difference
-        from .window_changes import split
+        from .window_changes import SWEPT, split
 
-        probe = self.probes.probe(found.mode, timed=False)
-        timed = (self.probes.probe(found.mode), self.probes.fresh(found.mode, "confirm"))  # a slowdown's sub-windows
-        return split(found, self.versions, probe, output_difference(*self.probes.args), self.progress, timed)
+        most = 2 if self.probes.timed_only else SWEPT  # every probe timed: the window searched by its ends alone
+        timed = (self.probes.probe(found.mode), self.probes.confirming(found.mode))  # a slowdown's sub-windows
+        return split(found, self.versions, self.probes.probe(found.mode, timed=False),
+                     output_difference(*self.probes.args), self.progress, timed, most=most, jobs=self.jobs)
+
+    def place(self, found) -> list:
+        from .window_changes import place
+
+        return place(found, self.versions, self.probes.probe(found.mode), self.probes.confirming(found.mode),
+                     self.progress)
+
+    def sweeper(self, ends: tuple[str, str], modes: list[str], by: str | None):
+        """The sweep for window_changes.every_change (None: none): every release of the window run once, untimed,
+        in each mode surveyed whose good end runs, for the changes of outputs or bits (`by` one of them: that one;
+        time: none); a mode the sweep finds changes in gets its Search (its changes' layer is read by it)."""
+        kinds = [by] if by in ("outputs", "bits") else [] if by == "time" else ["outputs", "bits"]
+        if not kinds or self.probes.timed_only:
+            return None
+
+        def sweep_one():
+            from .probes import output_difference
+            from .slowdown_claim import usable
+            from .window_changes import SWEPT, swept_changes
+
+            # a mode whose good end does not run has no window to sweep (the bisection said why); the survey's runs
+            ran = [m for m in modes if usable(self.probes.probe(m, timed=False)([ends[0]])[0])]
+            for m in ran:
+                self.searches.setdefault(m, Search(self.probes, m, self.jobs, self.ahead, by, self.windows))
+            return swept_changes(*ends, self.versions, {m: self.probes.probe(m, timed=False) for m in ran},
+                                 output_difference(*self.probes.args), kinds, self.progress, SWEPT, self.jobs)
+
+        return sweep_one
+
+
+def _small(seen: dict) -> bool:
+    """Whether a time screen saw a slowdown whose interval reaches under analysis/resolution.CONTROL_UNDER."""
+    from ...analysis.resolution import CONTROL_UNDER
+
+    interval = seen.get("interval") or [0.0, 0.0]
+    return seen.get("seen") in ("slower", "small") and interval[0] < CONTROL_UNDER
 
 
 def bisect_nightlies(registry: Registry, bundle: Bundle, manager, good: str, bad: str, search: Search,
