@@ -65,26 +65,22 @@ def small_store_template(tmp_path_factory) -> Path:
 GCS_FIXTURES = {"gcs_server", "gcs_store_url"}
 
 
-# Seconds each slow module takes alone (`python -m pytest tests/MODULE -p no:xdist`, one pytest at a time on the
-# project's 2-core VM beside other engineers' work, load 1-4, 2026-12-06 12:18-13:16 UTC; test_bisect_layers,
-# test_script, test_zip_reproducer and test_issue_body after their cuts of that day, test_script's figure with the
-# shared rng/colsum store built in it: tests/shared_stores.py). The modules not measured then keep their figure from
-# a whole run of the suite (`.ci/run` on a clean clone, 2 processes, 2026-12-02: the sum of each file's setup, call
-# and teardown times). scripts/test.sh hands whole modules to its processes in collection order
-# (--no-loadscope-reorder): the longest go first, so that the last modules handed out are short and the processes end
-# together. Only the order depends on these figures; a module not listed (under ~15 s) keeps its place after them.
+# Each slow module's wall seconds in one process of a whole run of the suite (scripts/test.sh, 3 processes on the
+# project's 2-core VM, alone on it, 2026-12-06 20:53-21:19 UTC; REPROBUNDLE_TEST_CPU's module lines). scripts/test.sh
+# hands whole modules to its processes in collection order (--no-loadscope-reorder): the longest go first, so that
+# the last modules handed out are short and the processes end together. Only the order depends on these figures; a
+# module not listed (under 20 s) keeps its place after them.
 MODULE_SECONDS = {
-    "test_explain.py": 238, "test_reliability.py": 229, "test_commit_bisect.py": 220, "test_bisect_layers.py": 172,
-    "test_script.py": 170, "test_change_chains.py": 159, "test_minimize.py": 156, "test_frameworks.py": 100,
-    "test_zip_reproducer.py": 90, "test_retrace.py": 83, "test_http_store.py": 73, "test_capture_program.py": 63,
-    "test_pack_replay.py": 61, "test_cli_exit.py": 59, "test_custom_calls.py": 54, "test_window_changes.py": 53,
-    "test_anybuild.py": 52, "test_issue_body.py": 44, "test_report.py": 41, "test_sweep.py": 35,
-    "test_crossversion.py": 34, "test_fuzz.py": 32, "test_history.py": 31, "test_replay_answers.py": 16,
-    "test_worker_protocol.py": 12, "test_offline.py": 11, "test_sweep_ray.py": 69, "test_schedule.py": 36,
-    "test_shared_bucket.py": 25, "test_sharing.py": 24, "test_envs.py": 24, "test_module_server.py": 23,
-    "test_accelerators.py": 23, "test_runaway.py": 14, "test_isolate.py": 13,
-    # from the 2026-12-02 run of the whole suite
-    "test_slow_transfers.py": 20, "test_search.py": 20, "test_worker.py": 15, "test_real_difference.py": 15,
+    "test_explain.py": 429, "test_minimize.py": 395, "test_commit_bisect.py": 375, "test_reliability.py": 341,
+    "test_change_chains.py": 315, "test_bisect_layers.py": 277, "test_script.py": 255, "test_frameworks.py": 179,
+    "test_zip_reproducer.py": 177, "test_retrace.py": 134, "test_capture_program.py": 98, "test_sweep_ray.py": 91,
+    "test_window_changes.py": 84, "test_anybuild.py": 84, "test_schedule.py": 82, "test_fuzz.py": 82,
+    "test_pack_replay.py": 80, "test_http_store.py": 76, "test_cli_exit.py": 74, "test_custom_calls.py": 72,
+    "test_shared_bucket.py": 69, "test_envs.py": 59, "test_issue_body.py": 55, "test_report.py": 54,
+    "test_sweep.py": 47, "test_crossversion.py": 40, "test_sharing.py": 38, "test_isolate.py": 38,
+    "test_shared_worker.py": 34, "test_module_server.py": 32, "test_accelerators.py": 31, "test_history.py": 28,
+    "test_runaway.py": 28, "test_startup.py": 26, "test_real_difference.py": 23, "test_worker.py": 21,
+    "test_store_contract.py": 21, "test_slow_transfers.py": 20,
 }
 
 
