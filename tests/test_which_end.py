@@ -2,6 +2,7 @@
 that stops a bisection's probe with it (run/budget.py)."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -20,8 +21,12 @@ def test_a_huge_change_is_decided_in_one_round_either_way():
     assert ends is not None and ends.ratio == pytest.approx(3.8, rel=1e-3)
     like_good, like_bad = which_end([0.01], ends), which_end([BIG - 0.02], ends)
     assert (like_good.side, like_good.rounds) == (GOOD, 1) and (like_bad.side, like_bad.rounds) == (BAD, 1)
-    assert side_text(like_good, ends, "0.4.30") == ("1.010x of jax 0.4.30's time in 1 round: like the good end "
-                                                   "(sequential test against the endpoints' 3.80x, 1% error each way)")
+    # a side decided in fewer rounds than make a figure (#63 item 7) is said alone, without a ratio
+    assert side_text(like_good, ends, "0.4.30") == ("like the good end in 1 round (sequential test against the "
+                                                   "endpoints' 3.80x, 1% error each way)")
+    three = which_end([0.01, 0.02, 0.0, 0.01], ends)  # decided at once; three rounds make a figure
+    assert side_text(replace(three, rounds=3), ends, "0.4.30").startswith("1.010x of jax 0.4.30's time in 3 rounds: "
+                                                                           "like the good end (")
     # the decision is the first round's: later rounds never revise it
     assert which_end([0.01, BIG, BIG, BIG], ends).rounds == 1
 

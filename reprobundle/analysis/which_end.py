@@ -174,13 +174,18 @@ def _chi2_low(dof: int, error: float) -> float:
     return float(stats.chi2.ppf(error, dof))
 
 
+MIN_FIGURE_ROUNDS = 3  # rounds a ratio is said from; fewer decide a side, never a figure
+
+
 def side_text(found: Side, ends: Ends, good: str) -> str:
-    """"1.02x of jax 0.4.30's time in 1 round: like the good end (sequential test against the endpoints' 3.81x, 1%
-    error each way)"; undecided: what it had reached."""
+    """"like the good end in 1 round (sequential test against the endpoints' 3.81x, 1% error each way)"; from
+    MIN_FIGURE_ROUNDS rounds on, with the ratio they make ("1.02x of jax 0.4.30's time in 3 rounds: like the good
+    end (...)"); undecided: what it had reached."""
     rounds, against = rounds_text(found.rounds), against_text(ends, "endpoints'")
-    if found.side is None:
-        return f"{found.ratio:.3f}x of jax {good}'s time in {rounds}: neither end decided ({against})"
-    return f"{found.ratio:.3f}x of jax {good}'s time in {rounds}: like the {found.side} end ({against})"
+    said = f"like the {found.side} end" if found.side is not None else "neither end decided"
+    if found.rounds < MIN_FIGURE_ROUNDS:
+        return f"{said} in {rounds} ({against})"
+    return f"{found.ratio:.3f}x of jax {good}'s time in {rounds}: {said} ({against})"
 
 
 def against_text(ends: Ends, whose: str) -> str:

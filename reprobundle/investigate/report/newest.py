@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from ...analysis.which_end import rounds_text
+from ...analysis.which_end import MIN_FIGURE_ROUNDS, rounds_text
 from ...bundle.model import release_of
 from ...bundle.program_script import run_outputs, ulps_text, value_changes
 from ...bundle.registry import Bundle, Registry, open_ref
@@ -197,9 +197,6 @@ def _time_verdict(base: dict, newest: dict, good: str, ends: Ends | None) -> dic
     if row["settled"]:
         return {"release": release, "still": False, "text": f"gone on jax {release}: {said}"}
     return {"release": release, "still": None, "text": f"on jax {release} (the newest): {said}, not settled"}
-
-
-MIN_FIGURE_ROUNDS = 3  # rounds a ratio and its interval are said from; fewer decide a side, never a figure
 
 
 def timed_text(row: dict) -> str:
