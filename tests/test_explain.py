@@ -117,8 +117,14 @@ def test_experiments_judged_against_the_confirmed_change_restore_only_where_noth
     like_good = {**_verdict(1.01, "same", settled=False, lo=0.95, hi=1.08), "side": "good",
                  "side_said": "the test between the confirmed ends (4.40x, 1% error each way) decided in 1 round"}
     d = diagnose("0.4.31", "0.4.33", sided_bad, [_experiment("XLA_FLAGS=--a", like_good)])
+    # decided in 1 round: said by its side alone, no figure (#63 item 7); from 3 rounds on, with the figure
+    assert d["kind"] == WORKAROUND and "XLA_FLAGS=--a restores 0.4.31's time: like 0.4.31, not 0.4.33 (the test " \
+        "between the confirmed ends (4.40x, 1% error each way) decided in 1 round), outputs ok" in d["summary"], \
+        d["summary"]
+    three = {**like_good, "rounds": 3, "side_said": like_good["side_said"].replace("1 round", "3 rounds")}
+    d = diagnose("0.4.31", "0.4.33", sided_bad, [_experiment("XLA_FLAGS=--a", three)])
     assert d["kind"] == WORKAROUND and "XLA_FLAGS=--a restores 1.01x [0.95-1.08] of 0.4.31's time (like 0.4.31, " \
-        "not 0.4.33: the test between the confirmed ends (4.40x, 1% error each way) decided in 1 round), " \
+        "not 0.4.33: the test between the confirmed ends (4.40x, 1% error each way) decided in 3 rounds), " \
         "outputs ok" in d["summary"], d["summary"]
     half = {**_verdict(2.0, "slower", settled=True, lo=1.9, hi=2.1), "side": "good"}
     half_unsettled = {**_verdict(2.0, "same", settled=False, lo=1.5, hi=2.6), "side": "good"}
@@ -137,9 +143,12 @@ def test_where_a_workaround_still_works_is_judged_by_its_side_of_the_confirmed_c
     good = {**_verdict(1.02, "same", settled=False, lo=0.96, hi=1.09), "side": "good",
             "side_said": "the test between the confirmed ends (4.40x, 1% error each way) decided in 1 round"}
     found = _reach_result("0.4.35", "0.4.31", slow, good, None)
-    assert found == {"result": "restores", "text": "0.4.35: restores (1.02x [0.96-1.09] of 0.4.31's time (like "
-                     "0.4.31, not 0.4.35: the test between the confirmed ends (4.40x, 1% error each way) decided in 1 "
-                     "round))"}
+    assert found == {"result": "restores", "text": "0.4.35: restores (like 0.4.31, not 0.4.35 (the test between the "
+                     "confirmed ends (4.40x, 1% error each way) decided in 1 round))"}  # no figure from 1 round
+    three = {**good, "rounds": 3, "side_said": good["side_said"].replace("1 round", "3 rounds")}
+    assert _reach_result("0.4.35", "0.4.31", slow, three, None) == {
+        "result": "restores", "text": "0.4.35: restores (1.02x [0.96-1.09] of 0.4.31's time (like 0.4.31, not "
+        "0.4.35: the test between the confirmed ends (4.40x, 1% error each way) decided in 3 rounds))"}
     still = {**_verdict(4.2, "same", settled=False, lo=3.4, hi=5.1), "side": "bad"}
     assert _reach_result("0.4.35", "0.4.31", slow, still, None)["result"] == "ignored"
     half = {**_verdict(1.5, "same", settled=False, lo=1.3, hi=1.7), "side": "good"}
@@ -147,10 +156,13 @@ def test_where_a_workaround_still_works_is_judged_by_its_side_of_the_confirmed_c
     gone = {**_verdict(1.0, "same", settled=False, lo=0.95, hi=1.05), "side": "good"}
     assert _reach_result("0.4.35", "0.4.31", gone, good, None)["result"] == "nothing to undo"
     # like the last good release, yet shown slower than it: most of the change undone, not all (#63)
-    most = {**_verdict(1.27, "same", settled=False, lo=1.2, hi=1.34), "side": "good", "side_said": good["side_said"]}
+    most = {**_verdict(1.27, "same", settled=False, lo=1.2, hi=1.34), "side": "good", "side_said": good["side_said"],
+            "rounds": 3}
     found = _reach_result("0.4.35", "0.4.31", slow, most, None)
     assert found["result"] == "partly" and found["text"].startswith("0.4.35: helps partly (1.27x [1.20-1.34] of 0.4.31's "
                                                                     "time (like 0.4.31, not 0.4.35: the test between")
+    found = _reach_result("0.4.35", "0.4.31", slow, {**most, "rounds": 1}, None)  # 1 round: no figure
+    assert found["result"] == "partly" and found["text"].startswith("0.4.35: helps partly (like 0.4.31, not 0.4.35 (")
 
 
 def test_each_timed_contender_gets_its_side_of_the_confirmed_change_on_its_row():

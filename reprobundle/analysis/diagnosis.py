@@ -141,9 +141,27 @@ def restored_basis(v: dict, baseline: str, candidate: str) -> str:
     return f" (like {baseline}, not {candidate}: {v.get('side_said') or 'the test between the confirmed ends'})"
 
 
+def few_rounds(v: dict) -> bool:
+    """Whether a verdict decided by its side of a confirmed change (`side`) came from fewer rounds than make a
+    figure (which_end.MIN_FIGURE_ROUNDS): said by its side alone, never with a ratio."""
+    from .which_end import MIN_FIGURE_ROUNDS
+
+    return v.get("side") is not None and int(v.get("rounds") or 0) < MIN_FIGURE_ROUNDS
+
+
+def side_alone(v: dict, baseline: str, candidate: str) -> str:
+    """`like 0.4.31, not 0.4.33 (the test between the confirmed ends (4.38x, 1% error each way) decided in 1
+    round)`: a verdict `few_rounds` says by its side alone."""
+    return f"like {baseline}, not {candidate} ({v.get('side_said') or 'the test between the confirmed ends'})"
+
+
 def _restored_text(e: dict, baseline: str, candidate: str) -> str:
     v = e["vs_baseline"]
     sided = restored_basis(v, baseline, candidate)
+    if few_rounds(v) and sided:
+        how = side_alone(v, baseline, candidate)
+        return _said_as_change(e, f"{candidate} runs {how}, outputs ok") if e.get("default") else \
+            f"workaround: on {candidate}, {e['setting']} restores {baseline}'s time: {how}, outputs ok"
     what = f"{candidate} runs {ratio_text(v)} of {baseline}'s time{sided}, outputs ok"
     return _said_as_change(e, what) if e.get("default") else f"workaround: on {candidate}, {e['setting']} restores " \
         f"{ratio_text(v)} of {baseline}'s time{sided}, outputs ok"
@@ -175,7 +193,9 @@ def _partial_text(e: dict, baseline: str, candidate: str, regression: dict | Non
     [...]), outputs ok: part of the change, not shown to be all of it`; decided by its side of a confirmed change:
     `(like U, not V: the test between the confirmed ends (146.81x, 1% error each way) decided in 1 round)`."""
     against = e.get("vs_baseline")
-    if against and against.get("ci95"):
+    if against and few_rounds(against):  # a side decided in fewer rounds than make a figure: said alone
+        now = "runs"
+    elif against and against.get("ci95"):
         now = f"runs {ratio_text(against)} of {baseline}'s time"
         if regression and regression.get("ci95"):
             now += f" instead of {ratio_text(regression)}"

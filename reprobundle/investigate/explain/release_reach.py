@@ -251,13 +251,17 @@ def _by_time(release: str, runs: list[dict], base: dict, alone: dict, applied: d
 def _reach_result(release: str, b: str, slow: dict | None, fixed: dict | None, moved: dict | None) -> dict:
     """{"result", "text"} from the release alone against the baseline (`slow`), with the workaround against the
     baseline (`fixed`) and against the release alone (`moved`)."""
-    from ...analysis.diagnosis import ratio_text, restored_basis, restores, still_slower
+    from ...analysis.diagnosis import few_rounds, ratio_text, restored_basis, restores, side_alone, still_slower
     from ...analysis.verdict import shown_slower
 
     if not still_slower(slow) and not shown_slower(slow):
         said = ratio_text(slow) if slow else "?"
         return {"result": NOTHING_TO_UNDO, "text": f"{release}: nothing to undo ({release} alone runs {said} of {b}'s "
                                                    "time)"}
+    if fixed is not None and fixed.get("side") == "good" and few_rounds(fixed):  # too few rounds for a figure
+        result = RESTORES if restores(fixed) else PARTLY
+        return {"result": result, "text": f"{release}: {'restores' if result == RESTORES else 'helps partly'} "
+                                          f"({side_alone(fixed, b, release)})"}
     if fixed is not None and restores(fixed):
         basis = restored_basis(fixed, b, release)
         return {"result": RESTORES, "text": f"{release}: restores ({ratio_text(fixed)} of {b}'s time{basis})"}
