@@ -161,7 +161,8 @@ def refusal(release_answer: dict) -> str | None:
         return (f"the release bisection found the change from {window} in XLA (the compiler): the frozen module "
                 "shows it and both releases lower the program alike, so no JAX commit carries it")
     if layer not in ("lowering", "both"):
-        return f"the release bisection did not find a change in JAX's lowering from {window} (layer: {layer})"
+        said = f"the layer is {layer}" if layer else "the layer at its boundary is undecided"
+        return f"the release bisection did not find a change in JAX's lowering from {window} ({said})"
     if answer.get("criterion") not in BY_OF_CRITERION:
         return (f"the release bisection judged by {answer.get('criterion')}: a commit bisection compares outputs "
                 "or bits with the good release (a lowering that only changes time is not searched yet)")
