@@ -16,6 +16,7 @@ from reprobundle import api
 
 PROGRAMS = Path(__file__).parent / "programs" / "retrace"
 HEADLINE_STEPS = ["bisect", "explain", "commits", "minimize", "newest", "issue"]  # the headline's chain, its report
+TIME_REST = "search time (retraced)"  # the rest of the slowdown's window, where its probes showed the time move twice
 LATER_STEPS = ["explain 0.4.36 (bits)", "commits 0.4.36 (bits)", "newest 0.4.36 (bits)"]  # the later change's
 
 
@@ -98,8 +99,13 @@ def test_a_slowdown_and_a_later_lowering_change_of_bits_each_get_their_chain_and
 
     store, shas, found, issue, _ = slower_then_acos
     steps = {s["name"]: s for s in found["steps"]}
-    assert [s["name"] for s in found["steps"]] == [*HEADLINE_STEPS, "search bits (retraced)", *LATER_STEPS,
-                                                   "issue 0.4.36 (bits)", "run every release once"]
+    names = [s["name"] for s in found["steps"]]
+    if TIME_REST in names:  # the slowdown's probes showed the time moving at 0.4.36 too (a machine may or may not
+        # resolve that): the rest of its window searched, a slowdown there confirmed anew, none stood
+        assert "changed at" not in steps[TIME_REST]["answer"], steps[TIME_REST]
+        names.remove(TIME_REST)
+    assert names == [*HEADLINE_STEPS, "search bits (retraced)", *LATER_STEPS, "issue 0.4.36 (bits)",
+                     "run every release once"]
     assert found["first_bad"] == "0.4.35" and found["layer"] == "lowering" and found["unsettled"] is None
     assert steps["commits"]["status"] == "skipped" and "judged by time" in steps["commits"]["answer"]
     later = steps["commits 0.4.36 (bits)"]
@@ -170,25 +176,28 @@ def test_the_headline_is_reported_before_the_next_change_is_searched_and_ctrl_c_
     searches only the bits, its first probe after its own report's body was written, and writes the body again
     with the second row."""
     store, shas, found, issue, stopped = slower_then_acos
-    # interrupted in the second search: the body of all that was answered, the headline's alone
+    # interrupted in the second search: the body of all that was answered, the headline's alone. Where the
+    # slowdown's probes showed the time moving at 0.4.36 too, the second search is the rest of its window (a Ctrl-C
+    # inside it stops the command as inside any other: the next call searches it again)
+    rest = ["other time changes between 0.4.34 and 0.4.36 (retraced)"] * ("still to search: other time" in stopped.err)
+    left = [*rest, "bits (retraced)", "every release between 0.4.34 and 0.4.36 run once"]
     assert stopped.code == 130 and stopped.err.rstrip().endswith("interrupted"), stopped.err[-2000:]
-    assert "report written in" in stopped.err and \
-        "; still to search: bits (retraced), every release between 0.4.34 and 0.4.36 run once\n" in stopped.err
+    assert "report written in" in stopped.err and f"; still to search: {', '.join(left)}\n" in stopped.err
     assert "slower from jax 0.4.35" in stopped.body and "0.4.36 (last good 0.4.35)" not in stopped.body
     registry = api.open_registry(str(store))
     bundle = registry.resolve("acr")
     bisections = [a for a in registry.answers(bundle.ref.bundle_id) if a["kind"] == "bisection" and a.get("reuse")]
     staged = bisections[0]["answer"]  # the interrupted call's: the headline, and what it had not searched yet
-    assert (staged["criterion"], staged["first_bad"], staged["cut_at"]) == ("time", "0.4.35", "kinds")
-    assert staged["unfinished"].endswith("still to search: bits (retraced), every release between 0.4.34 and 0.4.36 "
-                                         "run once") and "changes" not in staged
+    assert (staged["criterion"], staged["first_bad"], staged["cut_at"]) == ("time", "0.4.35",
+                                                                            "split" if rest else "kinds")
+    assert staged["unfinished"].endswith(f"still to search: {', '.join(left)}") and "changes" not in staged
     assert [(s["criterion"], s["mode"], s.get("unfinished")) for s in staged["set_aside"]] == [
         ("bits", "retrace", True)]
     # resumed: the headline taken as stored, the bits searched after this call's own report was written
     steps = {s["name"]: s for s in found["steps"]}
     assert steps["bisect"]["status"] == "stored" and not steps["bisect"]["probes"]
     assert "resumed from the search stored" in steps["bisect"]["answer"], steps["bisect"]["answer"]
-    assert found["left_at_report"] == ["bits (retraced)", "every release between 0.4.34 and 0.4.36 run once"]
+    assert found["left_at_report"] == left
     report = steps["issue"]
     assert found["report_written_s"] == pytest.approx(report["started_s"] + report["spent_s"], abs=0.2)
     search = steps["search bits (retraced)"]

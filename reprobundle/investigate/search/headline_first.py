@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Iterator
 from ...errors import ReproBundleError, TimeSpentError, UsageError
 from ..answers import BISECTION, answer_record, builds_of, resumable, reuse_key, store_answer
 from ..case import Case
-from .bisection import BisectResult, also_entry, unconfirmed
+from .bisection import BisectionInterrupted, BisectResult, also_entry, unconfirmed
 from .bisection_answer import bisect_command, bisection_answer, stored_bisection
 from .build_search import Probes
 from .mode_choice import nothing_stood, screened, standing_each
@@ -131,7 +131,19 @@ class HeadlineFirst:
     def headline(self) -> BisectResult:
         """The headline (its `changes`: those a resumed answer had listed already), its answer stored; a
         UsageError where no change stood (what was tried), TimeSpentError where --max-time left no time to tell the
-        endpoints apart."""
+        endpoints apart. Ctrl-C in a probe (which the search takes as --max-time: build_search.Interruptible):
+        BisectionInterrupted, once what was found is stored."""
+        try:
+            head = self._headline()
+        except TimeSpentError:
+            if self.probes.stop.interrupted:
+                raise BisectionInterrupted(None) from None
+            raise
+        if self.probes.stop.interrupted:
+            raise BisectionInterrupted(head)
+        return head
+
+    def _headline(self) -> BisectResult:
         record = resumable(*self.case.where(), BISECTION, self.asked, self.case.manager) if self.resume else None
         if record is not None and whole_headline(record):
             return self._reuse(record)
@@ -199,19 +211,25 @@ class HeadlineFirst:
             return None
         mode, kind = self.pending.pop(0)
         stage = Stage(stage_name(mode, self._kind_of(kind)))
-        before = len(self.set_aside)
+        before, cut = len(self.set_aside), False
         with self._prefetched():
             try:
                 stage.changes = self._rest() if kind == REST else self._swept() if kind == SWEEP else self._kind()
             except TimeSpentError as e:  # this stage and those after it: the next call's
                 self._cut([(mode, kind), *self.pending], e.message)
+                cut = True
             except ReproBundleError as e:
                 if isinstance(e, OSError):  # a full disk is the machine's, not this stage's
                     raise
                 self.set_aside.append({"criterion": self._kind_of(kind), "mode": mode,
                                        "why": f"not searched: {e.message}"[:2000]})
+            interrupted = self.probes.stop.interrupted
+            if interrupted and not cut:  # a search that took Ctrl-C as --max-time and kept what it had
+                self._cut([(mode, kind), *self.pending], "interrupted by Ctrl-C")
             stage.set_aside = self.set_aside[before:]
             stage.answer_id = self._store(stage.changes)
+        if interrupted:  # stored as --max-time would leave it; the next call resumes it
+            raise BisectionInterrupted(self.head)
         return stage
 
     def leave(self, why: str) -> list[str]:
