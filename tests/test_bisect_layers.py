@@ -634,7 +634,10 @@ def test_a_slowdown_the_screen_sees_is_bisected_and_confirmed_by_rounds_of_its_o
     assert probes[3][0] == "confirm retrace" and probes[3][1][:2] == ["0.5.0", "0.5.1"]
     assert probes[3][1][2:] in ([], [control_of("0.5.0")]) and len(confirmation["run_ids"]) == 2
     assert not set(confirmation["run_ids"]) & {r["run_id"] for r in result.runs.values()}
-    assert confirmation["ratio"] != result.ends_verdict["ratio"]  # two measurements, two figures
+    # two measurements, two figures (the endpoints' verdict is the answer's own where time is its headline; where
+    # the confirmation set the slowdown aside, as a busy machine's control may, the headline is the bits)
+    ends = result.ends_verdict if result.criterion == "time" else None
+    assert ends is None or confirmation["ratio"] != ends["ratio"]
     assert confirmation["why"].startswith(("confirmed: jax 0.5.1 timed again beside jax 0.5.0: ",
                                            "unconfirmed: jax 0.5.1 looked slower in the bisection"))
 
