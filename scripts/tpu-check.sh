@@ -18,6 +18,8 @@
 #   8. attention timed on the installed release beside the commit (5 visits each: the two-version replay's time);
 #   9. sweep of two bundles, installed against the commit; `changes` (libtpu's flags, by name);
 #  10. writes the issue body of the attention bundle; first of all, runs tests/test_accelerators.py on the TPU.
+#  visits (not by default): the two-version replay's time with JAX's compilation cache off and on (VISIT_CACHES),
+#      then whether a second process may import jax, or open the chip, while one holds it.
 # Usage: scripts/tpu-check.sh [OUT_DIR] (default tpu-check-DATE); STEPS="pack commit bisect ..." picks.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,7 +61,9 @@ if [ -d "$WHEELS" ]; then
   PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile --no-cache-dir \
     --upgrade --target "$SITE" "$WHEELS"/*.whl || exit 1
 fi
-export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$SITE:$REPO"
+# TPU_CHECK_CODE: another checkout's reprobundle (an earlier commit's, carried) run by this script: a before/after
+CODE=${TPU_CHECK_CODE:-$REPO}
+export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$SITE:$CODE"
 # the store outlives one OUT_DIR (a later call on the same machine goes on from its bundles and answers)
 export REPROBUNDLE_STORE="${TPU_CHECK_STORE:-/tmp/reprobundle-tpu-store}" REPROBUNDLE_INDEX_URL="$INDEX"
 export PYTHONUNBUFFERED=1
@@ -173,7 +177,7 @@ if want visits; then
   # call; each visit's start and end read from the progress lines. Then whether `import jax` takes the chip: a
   # second process imports jax while a first holds the chip (what starting a visit before the last ends needs).
   "${RB[@]}" envs --add 0.10.2 > /dev/null 2>&1
-  for cache in false true; do
+  for cache in ${VISIT_CACHES:-false true}; do
     t0=$(date +%s)
     check "two versions, $ROUNDS visits each, JAX_ENABLE_COMPILATION_CACHE=$cache" sh -c "\"\$@\" > $OUT/visits-$cache.json 2> $OUT/visits-$cache.log" _ \
       env JAX_ENABLE_COMPILATION_CACHE=$cache "${RB[@]}" replay attention --jax installed --jax 0.10.2 --rounds "$ROUNDS" --json
@@ -197,6 +201,21 @@ try:
     jax.devices(); print("devices beside the holder: %.1f s" % (time.time() - t))
 except Exception as e:
     print("devices beside the holder refused after %.1f s: %s" % (time.time() - t, str(e)[:200]))' 2>&1 | tee -a "$SUMMARY"
+  wait $holder
+  # whether a process refused the chip while another held it gets it once that one ends, in the same process (a
+  # visit opened as the last one ends: worker/job.open_device tries again)
+  python3 -c 'import jax, time; jax.devices(); print("holder has the chip", flush=True); time.sleep(6)' &
+  holder=$!
+  sleep 4
+  python3 -c 'import time, jax
+t = time.time(); n = 0
+while True:
+    try:
+        jax.devices(); print("devices after %d refusals: %.1f s" % (n, time.time() - t)); break
+    except Exception as e:
+        n += 1
+        if time.time() - t > 20: print("still refused after %.1f s: %s" % (time.time() - t, str(e)[:120])); break
+        time.sleep(0.5)' 2>&1 | grep -v -i "hugepage\|warnings.warn" | tee -a "$SUMMARY"
   wait $holder
 fi
 if want changes; then
