@@ -27,17 +27,7 @@ from ..store.scratch import no_room
 from ..store.watchdog import untrack_group
 from ..text import clean
 from ..worker.dtypes import np_dtype
-from ..worker.protocol import (
-    EXIT_NO_SPACE,
-    GATE_ENV,
-    GATE_PHASE,
-    GATED,
-    LIMIT_CALLS,
-    LIMIT_LOAD,
-    OPEN,
-    job_inputs,
-    phase_limit_kind,
-)
+from ..worker.protocol import EXIT_NO_SPACE, LIMIT_CALLS, LIMIT_LOAD, job_inputs, phase_limit_kind
 from .contenders import FROZEN, RETRACE, ContenderSpec, Settings, unknown_flag_reason
 from .retrace import write_program
 from .worker_launch import Ended, close_pipes, kill_group, memory_said, memory_sign, oom_kills, reap, start_worker
@@ -301,13 +291,12 @@ class WorkerProcess:
     With `lockstep` (the job must say `timing.lockstep` too) the worker waits after its warmup for `time_calls`,
     so that several of them can be timed in alternation (see schedule.py and the worker's module docstring).
     `timeout_s` bounds the time the worker works: from its start to its ready line, each batch of timed calls, its
-    finish; not the time it waits while the host times the others. A `gated` one (lockstep too) stops before it
-    opens the device until `open_gate` (a visit started while the one before it ends; worker/protocol.GATE_ENV).
-    `limits` bound each phase it goes through (the phase its last provisional result names, looked at every
-    _PHASE_POLL_S): a worker past one is killed, and its outcome is a "timeout" naming the phase and the limit.
-    `memory_limit_bytes` is its RLIMIT_DATA (None: none): RLIMIT_AS, its address space, would count what XLA and the
-    thread stacks reserve without using (1.5 GB of address space for 250 MB of data on 2 CPUs, more with more),
-    RLIMIT_DATA counts the private writable memory that malloc, numpy and XLA's buffers take.
+    finish; not the time it waits while the host times the others. `limits` bound each phase it goes through (the
+    phase its last provisional result names, looked at every _PHASE_POLL_S): a worker past one is killed, and its
+    outcome is a "timeout" naming the phase and the limit. `memory_limit_bytes` is its RLIMIT_DATA (None: none):
+    RLIMIT_AS, its address space, would count what XLA and the thread stacks reserve without using (1.5 GB of
+    address space for 250 MB of data on 2 CPUs, more with more), RLIMIT_DATA counts the private writable memory
+    that malloc, numpy and XLA's buffers take.
     """
 
     ended: Ended | None = None  # how the process ended, with its peak memory, once reaped by _wait_end
@@ -315,11 +304,8 @@ class WorkerProcess:
 
     def __init__(self, python: str | Path, job_path: Path, *, timeout_s: float,
                  memory_limit_bytes: int | None = None, extra_env: dict[str, str] | None = None,
-                 lockstep: bool = False, cpus: Sequence[int] | None = None, limits: PhaseLimits | None = None,
-                 gated: bool = False) -> None:
+                 lockstep: bool = False, cpus: Sequence[int] | None = None, limits: PhaseLimits | None = None) -> None:
         self.watch_job(job_path, limits, timeout_s, lockstep)
-        if gated:
-            extra_env = {**(extra_env or {}), GATE_ENV: "1"}
         self.memory_limit_bytes = memory_limit_bytes
         self._oom_kills = oom_kills()
         self._buffer = b""
@@ -360,19 +346,6 @@ class WorkerProcess:
             return None
         self._ready = True
         return int(fields[1])
-
-    def open_gate(self) -> None:
-        """Let a `gated` worker open the device, once it has come to its gate; where it ended or said something
-        else, it is killed, and wait_ready then returns None (its outcome says why). Its working time starts at
-        each of the two: what it waited meanwhile, it waited for the host."""
-        self._working_since, self._budget_s = time.perf_counter(), self.timeout_s
-        line = self._read_line()
-        if line != GATED:
-            if line is not None:
-                self._kill()  # not the worker speaking
-            return
-        self._send(OPEN)
-        self._working_since, self._budget_s = time.perf_counter(), self.timeout_s
 
     def time_calls(self, n: int) -> list[int] | None:
         """Times of `n` calls made now; None if the worker ended (the outcome then says why)."""
@@ -499,7 +472,7 @@ class WorkerProcess:
         limit applies (no limits, a result already written, or a lockstep worker waiting for the host)."""
         self._look_at_phase()
         phase, limits = self._phase, self.limits
-        if phase is None or limits is None or phase == GATE_PHASE:
+        if phase is None or limits is None:
             return None
         kind = phase_limit_kind(phase)
         if kind != LIMIT_CALLS:

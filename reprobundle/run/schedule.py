@@ -17,9 +17,7 @@ runs the same code faster or slower than the next. So the contenders are never t
   visits the contenders one after another, in the round's rotated order (A B, then B A, ...), each visit one process
   that loads, compiles and times the round's steps, then ends before the next opens the device. The device's
   opening is never inside a timed call, and the verdict pairs the adjacent visits of a round as it pairs the
-  interleaved steps of a concurrent one; the run records say the versions were alternated, not concurrent. The next
-  visit's process is started as the last one's timed steps end (its interpreter, job, inputs and `import jax` while
-  that one profiles and exits) and opens the device when the last one has ended (execution.WorkerProcess.gated).
+  interleaved steps of a concurrent one; the run records say the versions were alternated, not concurrent.
 """
 
 from __future__ import annotations
@@ -127,8 +125,7 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
                 break
             order = rotated(active, round_index)
             if alternate:
-                after = rotated(active, round_index + 1)[0] if round_index + 1 < rounds else None
-                session.visit_round(order, steps_per_round, round_index, after)
+                session.visit_round(order, steps_per_round, round_index)
             else:
                 live = session.start_round(order, round_index)
                 session.time_steps(live, steps_per_round, round_index)
@@ -140,7 +137,6 @@ def measure_interleaved(contenders: Sequence[Contender], workdir: Path, *, steps
     except BaseException:
         session.kill_started()  # interrupted (Ctrl-C) or failed here: no worker outlives the host's temp folder
         raise
-    session.drop_ahead()  # started for a round that `more` did not ask for
     done = max((len(m.rounds) for m in session.measured.values()), default=0)
     session.say(Status(f"timed {done} round{'s' if done != 1 else ''}", "done", done, done))
     return session.measured
@@ -179,12 +175,10 @@ class _Session:
         self.started: Live = []
         self.sharing: set[str] = set()  # the `shares` keys served by one process in the round under way
         self.processes: dict[str, SharedWorker] = {}  # their processes
-        self.ahead: tuple[Contender, int, WorkerProcess] | None = None  # the next visit's, started gated
 
     def kill_started(self) -> None:
         for _, worker in self.started:
             worker.kill()
-        self.drop_ahead()
         for process in self.processes.values():
             process.kill()
 
@@ -192,11 +186,6 @@ class _Session:
         return f"round {round_index + 1}/{self.rounds}"
 
     def _start(self, c: Contender, round_index: int, *, visit: bool = False) -> WorkerProcess:
-        worker = self._new_worker(c, round_index, visit=visit)
-        self.started.append((c, worker))
-        return worker
-
-    def _new_worker(self, c: Contender, round_index: int, *, visit: bool = False) -> WorkerProcess:
         # contender-I/round-R, or a folder of its own beside it where another measurement in `workdir` (a
         # bisection's probes) made that one (I is this measurement's numbering)
         parent = self.workdir / f"contender-{self.contenders.index(c)}"
@@ -222,7 +211,8 @@ class _Session:
             worker = process.add(job, c.limits, c.label or c.key)
         else:
             worker = WorkerProcess(c.python, job, timeout_s=self.timeout_s, memory_limit_bytes=self.memory_limit_bytes,
-                                   lockstep=True, limits=c.limits, cpus=cpus, extra_env=extra_env, gated=visit)
+                                   lockstep=True, limits=c.limits, cpus=cpus, extra_env=extra_env)
+        self.started.append((c, worker))
         return worker
 
     def start_round(self, order: Sequence[Contender], round_index: int) -> Live:
@@ -252,49 +242,26 @@ class _Session:
             self._same_calls_per_group(live)
         return live
 
-    def visit_round(self, order: Sequence[Contender], steps_per_round: int, round_index: int,
-                    after: Contender | None) -> None:
+    def visit_round(self, order: Sequence[Contender], steps_per_round: int, round_index: int) -> None:
         """An alternated round: each contender in `order` gets a process of its own that loads, times the round's
-        steps and finishes before the next one opens the device; the next one's process (the next of `order`, else
-        `after`, the next round's first) starts as the last one's steps end. In the first round each visit times
-        with its own calls a step; the later rounds with the fewest of its group (as concurrent rounds do from the
-        first)."""
+        steps and finishes before the next one starts. In the first round each visit times with its own calls a
+        step; the later rounds with the fewest of its group (as concurrent rounds do from the first)."""
         visited: Live = []
         self.sharing = set()
-        for i, c in enumerate(order):
+        for c in order:
             live = self._visit_ready(c, round_index)
             self.time_steps(live, steps_per_round, round_index)
-            if i + 1 < len(order):
-                self._start_ahead(order[i + 1], round_index)
-            elif after is not None:
-                self._start_ahead(after, round_index + 1)
             self.finish_round(live, round_index)
             visited += live
         if round_index == 0:
             self._same_calls_per_group(visited)
 
-    def _start_ahead(self, c: Contender, round_index: int) -> None:
-        self.drop_ahead()
-        self.ahead = (c, round_index, self._new_worker(c, round_index, visit=True))
-
-    def drop_ahead(self) -> None:
-        """Kill the worker started ahead for a visit that is not coming (a contender failed or retired)."""
-        if self.ahead is not None:
-            worker, self.ahead = self.ahead[2], None
-            worker.kill()
-            shutil.rmtree(worker.workdir, ignore_errors=True)
-
     def _visit_ready(self, c: Contender, round_index: int) -> Live:
+        self.started = []
         live: Live = []
         self.say(Status(f"{self._where(round_index)}: visiting {_on_jax(c)} (one process at a time)", "round",
                         round_index, self.rounds))
-        if self.ahead is not None and self.ahead[0] is c and self.ahead[1] == round_index:
-            worker, self.ahead = self.ahead[2], None
-        else:
-            self.drop_ahead()
-            worker = self._new_worker(c, round_index, visit=True)
-        self.started = [(c, worker)]
-        worker.open_gate()
+        worker = self._start(c, round_index, visit=True)
         _get_ready(c, worker, self.measured, live, round_index, self.rounds)
         return live
 

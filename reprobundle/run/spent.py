@@ -10,8 +10,7 @@ The categories, in the order a table shows them:
 - calibrate: the first call and the warm-up calls (a lockstep step's size is measured on them)
 - timed: the timed calls themselves
 - profile: the profiled calls
-- wait: a lockstep worker waiting for the host while the other contenders of its round time their steps, or a
-  visit's worker, started ahead, waiting for the visit before it to let go of the device
+- wait: a lockstep worker waiting for the host while the other contenders of its round time their steps
 """
 
 from __future__ import annotations
@@ -20,10 +19,9 @@ import time
 from typing import Callable, Iterable, Mapping, Sequence
 
 from ..errors import TimeSpentError
-from ..worker.protocol import GATE_PHASE, OPEN_PHASE
 
 CATEGORIES = ("env", "start", "load", "compile", "calibrate", "timed", "profile", "wait")
-_START_PHASES = ("validate", "inputs", "import_jax", OPEN_PHASE)
+_START_PHASES = ("validate", "inputs", "import_jax")
 _LOAD_PHASES = ("describe", "hlo_text", "memory_check")
 
 
@@ -56,7 +54,7 @@ def _by_category(phases: dict[str, float], compile_s: float, calibrate: float, t
         "calibrate": phases.get("execute", 0.0) + calibrate,
         "timed": min(timed, timing) if timing else timed,
         "profile": phases.get("profile", 0.0),
-        "wait": max(0.0, timing - calibrate - timed) + phases.get(GATE_PHASE, 0.0),
+        "wait": max(0.0, timing - calibrate - timed),
     }
 
 

@@ -18,11 +18,6 @@ from .environment import (
 from .memory import check_inputs_fit, check_module_fits, check_room_for_jax
 from .process_state import process_conditions
 from .protocol import (
-    GATE_ENV,
-    GATE_PHASE,
-    GATED,
-    OPEN,
-    OPEN_PHASE,
     PROTOCOL_VERSION,
     ROUTES,
     STAGE_RANK,
@@ -223,7 +218,6 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
                 self.shared.setup_notes = self.notes[noted:]
         import jax  # noqa: F401  (first import of jax happens here)
 
-        self.wait_at_gate()
         env = self.result["environment"]
         jax_environment(env)
         env["env_vars"] = env_vars()
@@ -244,44 +238,6 @@ class Worker(Routes, Retrace, TimedCalls, Profiling):
             self.result["stablehlo"]["jaxlib_error"] = exc_msg(e)
         self._enable_x64_if_needed()
         apply_config(job, self.notes)  # the contender's options, after the worker's own (they may override it)
-
-    def wait_at_gate(self):
-        """A visit's worker started while the visit before it still holds the device (GATE_ENV, protocol.py): the
-        interpreter, the job, its inputs and `import jax` are done by now, in the time that visit took to finish;
-        the device is opened once the host says it has ended."""
-        if self.control is None or os.environ.pop(GATE_ENV, None) != "1":
-            return
-        self.end_phase()
-        self.checkpoint(GATE_PHASE)
-        self.control.send(GATED)
-        command = self.control.receive()
-        if command != OPEN:
-            raise JobError("the host ended the visit before it opened the device (it said %r)" % command)
-        self.end_phase()
-        self.checkpoint(OPEN_PHASE)
-        self.open_device()
-
-    def open_device(self, patience_s=10.0):
-        """Open the device the visit before let go of: a TPU may refuse a process for a moment after the one that
-        held it has ended (libtpu's multi-process lockfile), so that refusal is tried again for up to
-        `patience_s`; any other failure, or the same one after that, jax_environment reports."""
-        import time
-
-        import jax
-
-        start, refused = time.monotonic(), 0
-        while True:
-            try:
-                jax.devices()
-                break
-            except Exception as e:
-                if "lockfile" not in str(e) or time.monotonic() - start > patience_s:
-                    break
-                refused += 1
-            time.sleep(0.5)
-        if refused:
-            self.notes.append("the device was still held as the visit opened it: refused %d time(s) in %.1f s"
-                              % (refused, time.monotonic() - start))
 
     def set_flags_before_jax(self):
         """The environment the job's settings ask for and the dump's flags, set before jax is imported; the

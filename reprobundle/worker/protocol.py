@@ -140,14 +140,6 @@ def phase_limit_kind(phase):
     return LIMIT_LOAD
 
 
-# A visit's worker (run/schedule.py: one process at a time holds a TPU) started with this variable set to "1" does
-# everything up to `import jax` and then waits at a gate before it opens the device: it says GATED on its control
-# channel and goes on at OPEN, which the host sends once the visit before it has ended. Its wait is the phase
-# GATE_PHASE, under no limit (the host makes it wait); what follows, up to the end of its jax set-up, OPEN_PHASE.
-GATE_ENV = "REPROBUNDLE_WORKER_GATE"
-GATED, OPEN = "gated", "open"
-GATE_PHASE, OPEN_PHASE = "gate", "open_device"
-
 STAGE_RANK = {"skipped": 0, "load": 1, "lower": 2, "compile": 3}
 
 
