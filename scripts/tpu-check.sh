@@ -203,7 +203,7 @@ except Exception as e:
     print("devices beside the holder refused after %.1f s: %s" % (time.time() - t, str(e)[:200]))' 2>&1 | tee -a "$SUMMARY"
   wait $holder
   # whether a process refused the chip while another held it gets it once that one ends, in the same process (a
-  # visit opened as the last one ends: worker/job.open_device tries again)
+  # next visit could try again rather than wait for the last one's exit)
   python3 -c 'import jax, time; jax.devices(); print("holder has the chip", flush=True); time.sleep(6)' &
   holder=$!
   sleep 4
