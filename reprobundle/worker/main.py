@@ -36,7 +36,7 @@ def main(argv=None):
     if len(argv) == 2 and argv[0] == "jobs":  # one lockstep process serving several jobs (shared.py)
         from .shared import serve_jobs
 
-        return serve_jobs(argv[1])
+        quick_exit(serve_jobs(argv[1]))
     if len(argv) != 2:
         sys.stderr.write("usage: python worker.py JOB.msgpack RESULT.msgpack | serve | jobs FOLDER\n")
         return 2
@@ -58,16 +58,15 @@ def main(argv=None):
     code = write_result(result_path, res)
     if outcome.get("no_space") or code == EXIT_NO_SPACE:
         exit_no_space()
-    if isinstance(job, dict) and job.get("platform") in QUICK_EXIT_PLATFORMS:
-        quick_exit(code)
-    return code
+    quick_exit(code)
 
 
-# Where the next process waits for this one to let go of the device: on a TPU one process holds the chip, and from a
-# visit's result to the next visit's start took 4-5 s of each ~18 s visit on a TPU v5e, the interpreter's orderly
-# teardown (libtpu's shutdown) among it; with this exit 2-3 s of each ~14.5 s (10 visits: 184 s before, 145 s
-# after, 2026-12-05, two machines of that kind: benchmarks/README.md, "On a TPU").
-QUICK_EXIT_PLATFORMS = ("tpu",)
+# A worker's result is written and closed when it ends, so the interpreter's orderly teardown (JAX's and XLA's
+# objects freed one by one, libtpu's shutdown) is skipped. On a TPU, where the next process waits for this one to
+# let go of the chip, it took 4-5 s of each ~18 s visit on a v5e, 2-3 s with this exit (10 visits: 184 s before,
+# 145 s after, 2026-12-05: benchmarks/README.md, "On a TPU"); on a CPU the teardown is a fifth of a small job's
+# worker: 1.03-1.10 CPU-s a worker with it, 0.84-0.90 without (jax 0.8.0, 4 workers three times each, alternated,
+# the project's 2-core VM, 2026-12-07), and the suite starts over a thousand of them.
 
 
 def quick_exit(code):
