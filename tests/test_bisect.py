@@ -283,6 +283,9 @@ def test_an_endpoint_that_is_no_release_is_refused_before_anything_runs(small_st
     assert "pick endpoints on which the bundle runs" not in err and "hint: the installable releases run from" in err
     assert not list((store / "runs").glob("*/*"))  # nothing replayed, nothing stored
     assert "did you mean 0.4.38?" in err  # the nearest release the index has
+    # a digit left off the end is the likelier slip: 0.4.3 was 0.4.3x, not 0.4.13
+    code, out, err = cli("bisect", "small", "--good", "0.4.3", "--bad", "0.4.31", store=store)
+    assert code == 2 and "did you mean 0.4.30?" in err, err
     # #63: `--good 0.6` ran as a version of its own ("jax 0.6") and stored an answer with "?" for its release
     for command in ("bisect", "investigate"):
         with audited() as did:

@@ -140,7 +140,8 @@ def _refuse_release(release: str, option: str, known: list[str]) -> None:
 
 def nearest_release(text: str, known: Sequence[str]) -> str | None:
     """The release of `known` nearest to the version `text`: the same release spelled by the index (`0.6` ->
-    0.6.0), else the one sharing the most leading numbers with it, the closer of its neighbours in version order
+    0.6.0), else the first that `text` begins with a digit short of (`0.4.3` -> 0.4.30, the likelier slip than
+    0.4.13), else the one sharing the most leading numbers with it, the closer of its neighbours in version order
     first; None where `text` is no version or `known` is empty."""
     wanted = parse_version(text)
     found = [(v, k) for k in known if (v := parse_version(k)) is not None]
@@ -149,6 +150,9 @@ def nearest_release(text: str, known: Sequence[str]) -> str | None:
     same = [k for v, k in found if v == wanted]
     if same:
         return same[0]
+    longer = sorted((v, k) for v, k in found if k.startswith(text) and k[len(text):].isdigit())
+    if longer:
+        return longer[0][1]
 
     def shared(v: Version) -> int:
         return next((i for i, (a, b) in enumerate(zip(v.release, wanted.release)) if a != b),
