@@ -468,3 +468,18 @@ def test_a_stored_bisection_read_back_restores_every_change_it_listed_each_from_
 
     listed_again = bisection_answer(bundle, found, "", "x")["answer"]["changes"]
     assert listed_again[1:] == [record["answer"]["changes"][1], {**record["answer"]["changes"][2], "answer_id": None}]
+
+
+def test_an_answer_reused_is_said_stored_earlier_in_this_run_where_this_run_stored_it():
+    """A later change's step reusing what an earlier step of the same investigation stored says so, never "stored
+    16 s ago" as if another run had made it; an older record says its age."""
+    from datetime import UTC, datetime, timedelta
+
+    from reprobundle.bundle.registry import utc_now
+    from reprobundle.investigate.answers import stored_ago
+
+    started = utc_now()
+    assert stored_ago(utc_now(), started) == "stored earlier in this run"
+    before = (datetime.now(UTC) - timedelta(minutes=10)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    assert stored_ago(before, started) == "stored 10 min ago" == stored_ago(before)
+    assert stored_ago("not a time", started) == "stored"

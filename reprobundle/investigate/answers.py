@@ -252,14 +252,17 @@ def resume_windows(record: dict) -> list[dict]:
     return [w for w in windows if kinds.count((w["mode"], w["criterion"])) == 1]
 
 
-def stored_ago(created: str | None) -> str:
-    """`stored 2 min ago`, from a record's `created` (UTC)."""
+def stored_ago(created: str | None, run_started: str | None = None) -> str:
+    """`stored 2 min ago`, from a record's `created` (UTC); `stored earlier in this run` where that is at or after
+    `run_started` (the investigation's own start: a later change's step reusing what an earlier one stored)."""
     from datetime import UTC, datetime
 
     try:
         then = datetime.strptime(str(created), "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
     except ValueError:
         return "stored"
+    if run_started is not None and str(created) >= run_started:
+        return "stored earlier in this run"
     s = max(0.0, (datetime.now(UTC) - then).total_seconds())
     said = f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.0f} h" if s < 172800 \
         else f"{s / 86400:.0f} days"

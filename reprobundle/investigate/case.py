@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..bundle.registry import Bundle, Registry, open_ref
+from ..bundle.registry import Bundle, Registry, open_ref, utc_now
 from ..envs.env_config import EnvConfig
 from ..errors import UsageError
 
@@ -22,6 +22,7 @@ class Case:
     progress: Callable[[str], None] | None = None
     registry: Registry | None = field(default=None, repr=False)
     bundle: Bundle | None = field(default=None, repr=False)
+    started: str = field(default_factory=utc_now)  # when this investigation began (UTC, as records say `created`)
 
     def where(self) -> tuple[Registry, Bundle]:
         """The registry and the bundle: as the face resolved them, else resolved now (the same open_ref)."""

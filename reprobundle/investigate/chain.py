@@ -426,7 +426,7 @@ def _bisect_step(out: Investigation, case: Case, ends: tuple[str, str], asked: t
     out.steps.append(Step("bisect", "answered" if record is None else "stored", _bisect_answer(result, out.chosen),
                           spent, command, result.answer_id, started_s=0.0 if record is None else None,
                           probes=probes() if record is None else None,
-                          reused=None if record is None else stored_ago(record.get("created"))))
+                          reused=None if record is None else stored_ago(record.get("created"), case.started)))
     return search, reported_run(result) if record is None else record["answer"].get("reported_run")
 
 
@@ -482,7 +482,7 @@ def _explain_step(out: Investigation, result, case: Case, left: float | None, ag
                                          explanation_asked(specs, options, mode, by, reach), case.manager)
     if record is not None:
         out.steps.append(Step("explain", "stored", record["answer"]["diagnosis"]["summary"], 0.0, command,
-                              record["answer_id"], reused=stored_ago(record.get("created"))))
+                              record["answer_id"], reused=stored_ago(record.get("created"), case.started)))
         return
     if left is not None and left < MIN_STEP_S:
         out.steps.append(Step("explain", "left", _no_time(left), command=command))
@@ -572,7 +572,7 @@ def _minimize_step(out: Investigation, result, case: Case, left: float | None, a
         a = record["answer"]
         out.steps.append(Step("minimize", "stored", minimized_text(a["ops_before"], a["ops_after"], a["property"],
                                                                    versions, a["stopped"]),
-                              0.0, nxt, a["packed"], reused=stored_ago(record.get("created"))))
+                              0.0, nxt, a["packed"], reused=stored_ago(record.get("created"), case.started)))
         return
     if left is not None and left < MIN_STEP_S:
         out.steps.append(Step("minimize", "left", _no_time(left), command=nxt))
@@ -604,7 +604,7 @@ def _newest_step(out: Investigation, result, case: Case, left: float | None, aga
         return
     stored = None if again else stored_newest(*case.where(), result.answer_id, case.manager)
     if stored is not None:
-        out.steps.append(Step("newest", "stored", stored["text"], reused=stored_ago(stored.get("created"))))
+        out.steps.append(Step("newest", "stored", stored["text"], reused=stored_ago(stored.get("created"), case.started)))
         return
     if left is not None and left < MIN_STEP_S:
         out.steps.append(Step("newest", "left", _no_time(left)))

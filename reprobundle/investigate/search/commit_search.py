@@ -410,7 +410,7 @@ def commit_step(result, case: Case, jax_repo: str | None = None, again: bool = F
     if stored is not None:  # the same window of the same history, answered here on these builds
         found = {**stored["answer"], "command": stored["command"], "answer_id": stored["answer_id"]}
         return {**_answered(step, found, store, time.monotonic()), "status": "stored",
-                "reused": stored_ago(stored.get("created"))}
+                "reused": stored_ago(stored.get("created"), case.started)}
     t0 = time.monotonic()
     try:
         found = commits_between(case, result.last_good, result.first_bad, jax_repo=repo,
