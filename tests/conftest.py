@@ -66,21 +66,20 @@ GCS_FIXTURES = {"gcs_server", "gcs_store_url"}
 
 
 # Each slow module's wall seconds in one process of a whole run of the suite (scripts/test.sh, 3 processes on the
-# project's 2-core VM, alone on it, 2026-12-06 20:53-21:19 UTC; REPROBUNDLE_TEST_CPU's module lines). scripts/test.sh
+# project's 2-core VM, alone on it, 2026-12-07 00:59-01:21 UTC; REPROBUNDLE_TEST_CPU's module lines). scripts/test.sh
 # hands whole modules to its processes in collection order (--no-loadscope-reorder): the longest go first, so that
 # the last modules handed out are short and the processes end together. Only the order depends on these figures; a
 # module not listed (under 20 s) keeps its place after them.
 MODULE_SECONDS = {
-    "test_explain.py": 429, "test_minimize.py": 395, "test_commit_bisect.py": 375, "test_reliability.py": 341,
-    "test_change_chains.py": 315, "test_bisect_layers.py": 277, "test_script.py": 255, "test_frameworks.py": 179,
-    "test_zip_reproducer.py": 177, "test_retrace.py": 134, "test_capture_program.py": 98, "test_sweep_ray.py": 91,
-    "test_window_changes.py": 84, "test_anybuild.py": 84, "test_schedule.py": 82, "test_fuzz.py": 82,
-    "test_pack_replay.py": 80, "test_http_store.py": 76, "test_cli_exit.py": 74, "test_custom_calls.py": 72,
-    "test_shared_bucket.py": 69, "test_envs.py": 59, "test_issue_body.py": 55, "test_report.py": 54,
-    "test_sweep.py": 47, "test_crossversion.py": 40, "test_sharing.py": 38, "test_isolate.py": 38,
-    "test_shared_worker.py": 34, "test_module_server.py": 32, "test_accelerators.py": 31, "test_history.py": 28,
-    "test_runaway.py": 28, "test_startup.py": 26, "test_real_difference.py": 23, "test_worker.py": 21,
-    "test_store_contract.py": 21, "test_slow_transfers.py": 20,
+    "test_minimize.py": 421, "test_commit_bisect.py": 338, "test_reliability.py": 336, "test_change_chains.py": 234,
+    "test_explain.py": 194, "test_script.py": 193, "test_bisect_layers.py": 182, "test_zip_reproducer.py": 163,
+    "test_frameworks.py": 136, "test_retrace.py": 104, "test_capture_program.py": 86, "test_sweep_ray.py": 86,
+    "test_anybuild.py": 75, "test_fuzz.py": 67, "test_window_changes.py": 66, "test_cli_exit.py": 59,
+    "test_http_store.py": 56, "test_pack_replay.py": 51, "test_envs.py": 46, "test_schedule.py": 45,
+    "test_accelerators.py": 43, "test_shared_bucket.py": 42, "test_sharing.py": 40, "test_crossversion.py": 39,
+    "test_module_server.py": 39, "test_report.py": 38, "test_shared_worker.py": 38, "test_issue_body.py": 35,
+    "test_custom_calls.py": 33, "test_sweep.py": 32, "test_history.py": 26, "test_startup.py": 26,
+    "test_isolate.py": 23, "test_runaway.py": 23, "test_slow_transfers.py": 20,
 }
 
 
