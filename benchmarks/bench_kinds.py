@@ -8,8 +8,8 @@ folder):
    sees when the program is traced again, as the user would replay it): the unit the time is compared with;
 3. `investigate NAME --good GOOD --bad BAD --json`, no flag: the kind it chose and its first bad release, printed
    beside the truth, its time beside the replay's, and when the headline's issue body was written (#64:
-   `report_written_s`, the body before any further change is searched). Where it refuses (exit 1), what it says is the answer: "nothing
-   regressed by time", "not distinguishable" or "no change stood" is the answer "nothing".
+   `report_written_s`, the body before any further change is searched). Where it refuses (exit 1), what it says is
+   the answer: "nothing regressed by time", "not distinguishable" or "no change stood" is the answer "nothing".
 
 The truths were checked on these releases (the programs' docstrings say why); every release of each window is in
 the cache here (0.4.32 is yanked), so nothing is installed. A kind answered wrong is printed as such, with the
