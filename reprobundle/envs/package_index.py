@@ -300,15 +300,16 @@ def summarize_index(jax_files: list[dict], jaxlib_files: list[dict]) -> dict:
 # ------------------------------------------------------------------------------------ what the summary says
 
 
-def jaxlib_for(index: dict, version: str) -> str | None:
-    """The jaxlib release that goes with jax `version`, per the index; None when it cannot be installed."""
+def jaxlib_for(index: dict, version: str, released: list[str] | None = None) -> str | None:
+    """The jaxlib release that goes with jax `version`, per the index; None when it cannot be installed.
+    `released`: the index's releases not yanked, ascending (`_released`), where the caller asks of many versions."""
     entry = index["jax"].get(version)
     if entry is None or entry["yanked"]:
         return None
     if version in index["jaxlib"]:
         return version
     # A jax-only patch release (e.g. 0.4.37) runs on the jaxlib of the jax release just before it.
-    released = sorted((v for v, e in index["jax"].items() if not e["yanked"]), key=version_key)
+    released = _released(index) if released is None else released
     i = released.index(version)
     if i == 0:
         return None
@@ -318,16 +319,22 @@ def jaxlib_for(index: dict, version: str) -> str | None:
     return None
 
 
+def _released(index: dict) -> list[str]:
+    return sorted((v for v, e in index["jax"].items() if not e["yanked"]), key=version_key)
+
+
 def installable(index: dict) -> list[str]:
     """The jax releases in the summary that can be installed (not yanked, with a jaxlib), in index order."""
-    return [v for v in index["jax"] if jaxlib_for(index, v) is not None]
+    released = _released(index)
+    return [v for v in index["jax"] if jaxlib_for(index, v, released) is not None]
 
 
 def not_installable(index: dict) -> dict[str, str]:
     """The jax releases in the summary that cannot be installed, with why ("yanked", "no jaxlib for it on the
     index"), ascending: what `installable` leaves out, for an answer that names the releases it never tested."""
+    released = _released(index)
     left = {v: "yanked" if e["yanked"] else "no jaxlib for it on the index" for v, e in index["jax"].items()
-            if jaxlib_for(index, v) is None}
+            if jaxlib_for(index, v, released) is None}
     return {v: left[v] for v in sorted(left, key=version_key)}
 
 
