@@ -129,3 +129,20 @@ def test_xla_flags_keep_their_names_and_lose_only_secret_values():
         f"--xla_gpu_per_fusion_autotune_cache_dir={REDACTED}", REDACTED]
     assert redact_argv(["--xla_backend_optimization_level=0", f"--flag={key}"]) == [
         "--xla_backend_optimization_level=0", f"--flag={REDACTED}"]
+
+
+def test_token_shapes_are_searched_where_their_words_are_and_in_every_text_that_is_not_ascii():
+    """scrub looks for a token's shape only in a text that holds its words (an XLA dump is megabytes): a token in
+    any case is masked; in a text that is not ASCII every shape is searched, as IGNORECASE folds the Kelvin sign
+    onto k ("to\u212aen") and the long s onto s."""
+    from reprobundle.bundle.redaction import scrub
+
+    for token in (b"Bearer abcdefgh12345678", b"TOKEN abcdefgh12345678", b"https://u:pw@h/x", b"AKIA1234567890ABCDEF",
+                  b"hf_" + b"q" * 22, b"-----BEGIN RSA PRIVATE KEY-----", b"eyJ" + b"a" * 12 + b"." + b"b" * 12 + b"."):
+        text = b"ROOT %add.3 = f32[8] add(%a, %b)\n" + token + b"\n"
+        out = scrub(text, [], patterns=True)
+        assert len(out) == len(text) and token not in out and b"<redacted>" in out, token
+    folded = "x = 1\nto\u212aen abcdefgh12345678\n".encode()
+    assert "to\u212aen".encode() not in scrub(folded, [], patterns=True)
+    hlo = b"ENTRY %main { %p = f32[8] parameter(0) ROOT %t = token[] after-all() }\n" * 1000
+    assert scrub(hlo, [], patterns=True) is hlo

@@ -24,21 +24,26 @@ _SECRET_NAME_RE = re.compile(
 )
 # Variables whose values we keep even though their names match loosely above.
 _SAFE_NAMES = frozenset({"PWD", "OLDPWD", "SSH_TTY", "SSH_CONNECTION", "SSH_CLIENT"})
-_SECRET_VALUE_RES = [
-    re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@", re.IGNORECASE),  # scheme://user:password@host
-    re.compile(r"\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE),
-    re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"),  # AWS access key id
-    re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"),  # Google API key
-    re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}"),  # Google OAuth access token
-    re.compile(r"\b(gh[pousr]|github_pat)_[A-Za-z0-9_]{20,}"),  # GitHub tokens
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),  # Slack tokens
-    re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"),  # OpenAI-style keys
-    re.compile(r"\bhf_[A-Za-z0-9]{20,}"),  # Hugging Face tokens
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"),
-    re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\."),  # JWT
-    re.compile(r"(credentials?|service[-_]?account|\.netrc|\.pgpass|id_rsa|id_ed25519|\.pem|\.p12|keyfile)",
-               re.IGNORECASE),  # paths to credential files
+# The shapes of a secret's value, each with the words (lower case) every match of it contains: scrub reads whole
+# XLA dumps, and a text with none of a shape's words is not searched for it.
+_SECRET_SHAPES: list[tuple[re.Pattern, tuple[bytes, ...]]] = [
+    (re.compile(r"[a-z][a-z0-9+.-]*://[^/\s:@]+:[^/\s@]+@", re.IGNORECASE), (b"://",)),  # scheme://user:password@host
+    (re.compile(r"\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}", re.IGNORECASE), (b"bearer", b"basic", b"token")),
+    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), (b"akia", b"asia")),  # AWS access key id
+    (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), (b"aiza",)),  # Google API key
+    (re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}"), (b"ya29.",)),  # Google OAuth access token
+    (re.compile(r"\b(gh[pousr]|github_pat)_[A-Za-z0-9_]{20,}"),
+     (b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_")),  # GitHub tokens
+    (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), (b"xox",)),  # Slack tokens
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{20,}"), (b"sk-",)),  # OpenAI-style keys
+    (re.compile(r"\bhf_[A-Za-z0-9]{20,}"), (b"hf_",)),  # Hugging Face tokens
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), (b"private key-----",)),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\."), (b"eyj",)),  # JWT
+    (re.compile(r"(credentials?|service[-_]?account|\.netrc|\.pgpass|id_rsa|id_ed25519|\.pem|\.p12|keyfile)",
+                re.IGNORECASE),  # paths to credential files
+     (b"credential", b"service", b".netrc", b".pgpass", b"id_rsa", b"id_ed25519", b".pem", b".p12", b"keyfile")),
 ]
+_SECRET_VALUE_RES = [shape for shape, _ in _SECRET_SHAPES]
 
 
 def _entropy_per_char(s: str) -> float:
@@ -164,7 +169,7 @@ def redact(obj: Any) -> Any:
 
 MIN_SECRET_LEN = 8  # shorter values are not looked for in files: replacing them would garble unrelated text
 _FLAG_LIST_NAMES = ("XLA_FLAGS", "LIBTPU_INIT_ARGS", "TF_XLA_FLAGS")
-_TOKEN_RES = _SECRET_VALUE_RES[:-1]  # the shapes of tokens and credentials in URLs (not the credential-path words)
+_TOKEN_SHAPES = _SECRET_SHAPES[:-1]  # the shapes of tokens and credentials in URLs (not the credential-path words)
 
 
 def secret_values(env: dict[str, str]) -> list[str]:
@@ -226,9 +231,12 @@ def scrub(data: bytes, secrets: list[str], *, patterns: bool = False) -> bytes:
             text = out.decode("utf-8")
         except UnicodeDecodeError:
             return out
+        # ASCII text only: IGNORECASE also folds some other letters onto ASCII ones (the Kelvin sign onto k)
+        lowered = out.lower() if out.isascii() else None
         changed = text
-        for r in _TOKEN_RES:
-            changed = r.sub(lambda m: _mask(len(m.group(0).encode())).decode("ascii"), changed)
+        for r, words in _TOKEN_SHAPES:
+            if lowered is None or any(word in lowered for word in words):
+                changed = r.sub(lambda m: _mask(len(m.group(0).encode())).decode("ascii"), changed)
         if changed != text:
             out = changed.encode("utf-8")
     return out
