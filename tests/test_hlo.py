@@ -476,3 +476,12 @@ def test_median_per_op_over_profiles():
     merged = median_per_op(tables)
     assert merged == [{"name": "dot.1", "kind": "dot", "time_ns": 110.0, "count": 1},
                       {"name": "fusion.2", "kind": "fusion(kLoop)", "time_ns": 51.0, "count": 2}]
+
+
+def test_one_text_is_parsed_once_and_its_module_shared():
+    """A comparison parses a release's HLO again in every comparison it is part of: the same text (or its bytes)
+    gives the one module parsed the first time; another text its own."""
+    first, second = (p.read_text() for p in HLO_FILES[:2])
+    module = hlo_parse.parse_hlo(first)
+    assert hlo_parse.parse_hlo(first) is module and hlo_parse.parse_hlo(first.encode()) is module
+    assert hlo_parse.parse_hlo(second) is not module and hlo_parse.parse_hlo(second).computations

@@ -16,6 +16,7 @@ condition/body, conditional branches, call, async-start).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -321,11 +322,17 @@ def _set_source(instr: Instruction, tables: _SourceTables) -> None:
 
 def parse_hlo(text: str | bytes | None) -> HloModule:
     """Parse HLO module text (bytes are read as UTF-8). Unknown lines are skipped (counted in `skipped`); never
-    raises on text."""
+    raises on text. The module is shared by the callers that parse the same text (an investigation compares one
+    release's HLO again in every comparison it is part of): read it, never change it."""
     if isinstance(text, (bytes, bytearray)):
         text = bytes(text).decode("utf-8", "replace")
+    return _parsed(text or "")
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(text: str) -> HloModule:
     module, tables, current = HloModule(), _SourceTables(), None
-    for line in (text or "").splitlines():
+    for line in text.splitlines():
         s = line.strip()
         if not s or s.startswith("//"):
             continue
