@@ -157,3 +157,22 @@ def test_decoder_on_corrupted_bytes_raises_only_format_errors(base, data):
     except FormatError:
         return
     assert_schema_valid(decoded)  # whatever survived corruption is still a valid manifest
+
+
+@pytest.mark.parametrize("golden", ["v1-run-tanh-matmul", "v2-run-tanh-matmul", "v3-run-pytree-notes",
+                                    "v4-run-contender"])
+def test_a_run_record_read_again_is_the_same_record_with_objects_of_its_own(golden):
+    """decode_run remembers what it decoded and checked (an investigation reads every run again at every step):
+    the same bytes again give an equal record, upgraded from its format as the first time, that a caller may
+    change without changing what the next read gets."""
+    from pathlib import Path
+
+    data = (Path(__file__).parent / "golden" / f"{golden}.msgpack").read_bytes()
+    first, again = mf.decode_run(data), mf.decode_run(data)
+    assert first == again and first is not again and first["format_version"] == mf.RUN_VERSION
+    again["environment"]["jax"] = "changed"
+    again["status"] = "changed"
+    third = mf.decode_run(data)
+    assert third == first and third["status"] != "changed"
+    with pytest.raises(CorruptBundleError):  # bytes never checked are checked
+        mf.decode_run(data[:-3])
