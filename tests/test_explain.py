@@ -107,6 +107,43 @@ def test_diagnosis_claims_only_what_an_experiment_showed():
     assert diagnose("0.7.2", "0.8.0", _verdict(1.0, "same"), [fix])["kind"] == NO_REGRESSION
 
 
+def test_a_workaround_whose_rounds_rule_out_a_5_percent_slowdown_restores_at_the_tools_resolution():
+    """Explain's rounds stop once each contender is answered at the 5% the design has power for (budget's
+    `slowdown_only`): a workaround whose rounds ruled out a 5% slowdown beside the baseline restores its time, said
+    with the rounds that did, where nothing shows it slower; not one shown slower, nor one ruled out of nothing."""
+    import numpy as np
+
+    from reprobundle.analysis.resolution import slowdown_ruled_out
+    from reprobundle.investigate.explain.experiments import add_ruled_out, row_verdict
+
+    def timing(medians):  # one step a round, paired with the baseline's by the group
+        return {"samples_ns": [int(m) for m in medians], "steps": [1] * len(medians), "rounds": [1] * len(medians),
+                "group": "g"}
+
+    rng = np.random.default_rng(0)
+    base = 1e6 * np.exp(rng.normal(0, 0.01, 12))
+    level, slow = base * np.exp(rng.normal(0, 0.005, 12)), base * 1.3 * np.exp(rng.normal(0, 0.005, 12))
+    assert slowdown_ruled_out(timing(base), timing(level)) is not None
+    assert slowdown_ruled_out(timing(base), timing(slow)) is None
+    assert slowdown_ruled_out(timing(base), {**timing(level), "group": "other"}) is None  # not timed together
+    runs = [{"label": lbl, "status": "ok", "timing": timing(t), "requested": lbl, "contender": {"label": lbl}}
+            for lbl, t in (("0.4.31", base), ("0.4.33", slow), ("0.4.33 [XLA_FLAGS=--a]", level))]
+    rows = [{"label": "0.4.33", **_verdict(1.3, "slower")},
+            {"label": "0.4.33 [XLA_FLAGS=--a]", **_verdict(1.0, "same", settled=False, lo=0.97, hi=1.06)}]
+    add_ruled_out(rows, runs)
+    assert "ruled_out" not in rows[0] and rows[1]["ruled_out"] >= 3
+    fixed = row_verdict(rows[1])
+    d = diagnose("0.4.31", "0.4.33", _verdict(1.3, "slower"), [_experiment("XLA_FLAGS=--a", fixed)])
+    assert d["kind"] == WORKAROUND and (f"XLA_FLAGS=--a restores 1.00x [0.97-1.06] of 0.4.31's time (a slowdown of 5% "
+                                        f"ruled out in {fixed['ruled_out']} rounds), outputs ok") in d["summary"]
+    shown = {**fixed, **_verdict(1.03, "slower", lo=1.02, hi=1.04)}  # settled 1.03x slower: no restore
+    assert diagnose("0.4.31", "0.4.33", _verdict(1.3, "slower"), [_experiment("XLA_FLAGS=--a", shown)])["kind"] \
+        != WORKAROUND
+    unsure = {k: v for k, v in fixed.items() if k != "ruled_out"}
+    assert diagnose("0.4.31", "0.4.33", _verdict(1.3, "slower"), [_experiment("XLA_FLAGS=--a", unsure)])["kind"] \
+        != WORKAROUND
+
+
 def test_experiments_judged_against_the_confirmed_change_restore_only_where_nothing_shows_them_slower():
     """In an investigation explain's measurement stops each contender once the test between the confirmed ends says
     its side (chain._explain_step gives it the confirmation's ends): the candidate like the first bad release is the

@@ -31,14 +31,15 @@ def ratio_text(v: dict) -> str:
 
 def restores(v: dict | None) -> bool:
     """The experiment's time is not measurably worse than the baseline's, and the verdict was reached (settled same or
-    faster); or, where the measurement was judged against a confirmed change (`side`: analysis/which_end.py), it is
-    like the baseline's end of that change, not the candidate's, and not shown slower than the baseline at all (a
-    workaround that halves a 4x slowdown is on the baseline's side of it, and restores nothing)."""
+    faster); or its rounds ruled out a slowdown of the 5% this measures (`ruled_out`: analysis/resolution.py), or,
+    where the measurement was judged against a confirmed change (`side`: analysis/which_end.py), it is like the
+    baseline's end of that change, not the candidate's; either only where it is not shown slower than the baseline
+    at all (a workaround that halves a 4x slowdown is on the baseline's side of it, and restores nothing)."""
     from .verdict import shown_slower
 
     if v is None:
         return False
-    if v.get("side") == "good":
+    if v.get("side") == "good" or v.get("ruled_out"):
         return not shown_slower(v)
     return v.get("verdict") in ("same", "faster") and bool(v.get("settled"))
 
@@ -135,9 +136,15 @@ def set_back(change: dict) -> str:
 
 def restored_basis(v: dict, baseline: str, candidate: str) -> str:
     """How a restore was decided, where its verdict did not settle it: ` (like 0.4.31, not 0.4.33: the test between
-    the confirmed ends (4.38x, 1% error each way) decided in 1 round)`; "" for a settled one."""
+    the confirmed ends (4.38x, 1% error each way) decided in 1 round)`, ` (a slowdown of 5% ruled out in 6
+    rounds)`; "" for a settled one."""
     if v.get("settled") and v.get("verdict") in ("same", "faster"):
         return ""
+    if v.get("side") is None and v.get("ruled_out"):
+        from .sequential import DETECT_EFFECT
+        from .which_end import rounds_text
+
+        return f" (a slowdown of {DETECT_EFFECT:.0%} ruled out in {rounds_text(int(v['ruled_out']))})"
     return f" (like {baseline}, not {candidate}: {v.get('side_said') or 'the test between the confirmed ends'})"
 
 

@@ -59,6 +59,18 @@ def control_reach(control: dict) -> float | None:
     return max(ci[1], 1.0 / ci[0])
 
 
+def slowdown_ruled_out(baseline_timing: dict, timing: dict) -> int | None:
+    """The round at which the paired rounds of `timing` beside `baseline_timing` ruled out a slowdown of
+    DETECT_EFFECT (sequential.slowdown_ruled_out_at): not slower at the resolution the tool measures, what a
+    workaround that restores the baseline's time is at this resolution (analysis/diagnosis.restores); None where
+    they did not, or were not timed together."""
+    from .sequential import slowdown_ruled_out_at
+    from .verdict import paired_log_ratios
+
+    ratios = paired_log_ratios(baseline_timing, timing)
+    return slowdown_ruled_out_at(ratios) if ratios else None
+
+
 def judged(verdict: dict, control: dict | None = None, good: str = "", asked_control: bool = False) -> dict:
     """{"listed": whether the slowdown `verdict` (the bad release against the good one, paired) is a change at this
     resolution, "said": why in one clause, "control": the control's ratio and interval (None: not timed)}.

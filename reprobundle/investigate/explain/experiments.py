@@ -240,8 +240,26 @@ def _flag_experiments(evidence: Evidence, candidate: ContenderSpec, platform: st
 def row_verdict(row: dict | None) -> dict | None:
     if not row or row.get("verdict") in (None, "baseline"):
         return None
-    return {k: row.get(k) for k in ("verdict", "ratio", "ci95", "p_value", "settled", "rounds", "side", "side_said")
-            if k in row or k not in ("side", "side_said")}
+    return {k: row.get(k) for k in (*_VERDICT_KEYS, *_JUDGED_KEYS) if k in row or k not in _JUDGED_KEYS}
+
+
+_VERDICT_KEYS = ("verdict", "ratio", "ci95", "p_value", "settled", "rounds")
+_JUDGED_KEYS = ("side", "side_said", "ruled_out")  # on a row where the rounds were judged so too
+
+
+def add_ruled_out(rows: list[dict], runs: list[dict]) -> None:
+    """Each timed run whose paired rounds beside the baseline's run (runs[0]) ruled out a slowdown of the 5% this
+    measures gets the round that did, as `ruled_out` on its comparison row (analysis/resolution.slowdown_ruled_out:
+    what the budget's `slowdown_only` stopped its rounds by)."""
+    from ...analysis.resolution import slowdown_ruled_out
+
+    by_label = {r.get("label"): r for r in rows}
+    for run in runs[1:]:
+        row = by_label.get(run_label(run))
+        if row is not None and _ran(runs[0]) and _ran(run):
+            found = slowdown_ruled_out(runs[0].get("timing") or {}, run.get("timing") or {})
+            if found is not None:
+                row["ruled_out"] = found
 
 
 def add_sides(rows: list[dict], runs: list[dict], ends: tuple[float, float, int]) -> None:
@@ -513,12 +531,16 @@ def _measure(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candid
     contenders = [baseline, candidate, *(_as_measured(e, candidate, flag_types) for e in measured)]
     if by == "time":
         setup.say(f"timing {len(measured)} experiment(s) with both in paired rounds", "experiments")
-        options = replace(setup.options, dump=True, profile=setup.profile, max_time_s=left)
+        # each answered at the resolution the tool measures: a workaround restores where a 5% slowdown beside the
+        # baseline is ruled out, not where the two are shown the same within it (up to 32 rounds)
+        options = replace(setup.options, dump=True, profile=setup.profile, max_time_s=left, slowdown_only=True)
     else:
         setup.say(f"running {len(measured)} experiment(s) once each, judged by their outputs", "experiments")
         options = replace(setup.options.outputs_only(), dump=True)
     runs = setup.replay_fn(contenders, options, store_runs=True, bounded=False)  # its rounds end within `left`
     comparison = setup.compare_fn(runs, run_label(runs[0]))
+    if by == "time":
+        add_ruled_out(comparison["rows"], runs)
     if by == "time" and options.ends:
         add_sides(comparison["rows"], runs, options.ends)
     rows = {r["label"]: r for r in comparison["rows"]}

@@ -212,7 +212,8 @@ def _measure_reach(change: DefaultChange, spec: ContenderSpec, releases: list[st
     contenders = [replace(ask.baseline, mode=spec.mode), *(c for pair in zip(plain, worked) for c in pair)]
     timed = ask.by == "time"
     bound = REACH_MAX_TIME_S if options.max_time_s is None else min(options.max_time_s, REACH_MAX_TIME_S)
-    run_options = replace(options, dump=False, profile=False, max_time_s=bound) if timed else options.outputs_only()
+    run_options = replace(options, dump=False, profile=False, max_time_s=bound, slowdown_only=True) if timed else \
+        options.outputs_only()
     runs = replay_fn(contenders, run_options, store_runs=timed, what="where the workaround works")
     base = runs[0]
     rows = []
@@ -235,9 +236,10 @@ def _by_time(release: str, runs: list[dict], base: dict, alone: dict, applied: d
     """restores / partly (with the ratio to the release's own time) / ignored / nothing to undo / not settled; with
     `ends` (an investigation's: the change its confirmation measured) each run is also judged by its side of it, as
     explain's experiments are (explain.add_sides)."""
-    from .experiments import add_sides, row_verdict
+    from .experiments import add_ruled_out, add_sides, row_verdict
 
     against_base = {r["label"]: r for r in ask.compare_fn(runs, run_label(base))["rows"]}
+    add_ruled_out(list(against_base.values()), runs)
     if ends is not None:  # each beside the baseline's run, as the budget stopped its rounds
         add_sides(list(against_base.values()), runs, ends)
     against_alone = {r["label"]: r for r in ask.compare_fn(runs, run_label(alone))["rows"]}
