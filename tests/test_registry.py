@@ -289,3 +289,9 @@ def test_a_misspelt_bundle_name_is_one_error_that_says_what_it_may_have_meant(sm
     assert "small@9" in raised.value.message and "did you mean" not in raised.value.hint
     code, out, err = cli("show", "smal", store=store)
     assert code != 0 and "did you mean 'small'?" in err and "Traceback" not in err, err
+    # a short name one character off: "t1" for "tl" (half of it matches, under difflib's usual 0.6); "ab" no guess
+    registry.publish(make_manifest(registry, name="tl"))
+    for typo, meant in (("t1", "did you mean 'tl'?"), ("ab", None)):
+        with pytest.raises(BundleNotFoundError) as raised:
+            registry.resolve(typo)
+        assert (meant in raised.value.hint) if meant else "did you mean" not in raised.value.hint, raised.value.hint

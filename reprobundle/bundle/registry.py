@@ -409,7 +409,8 @@ class Registry:
             known = [n for n in self.names() if n != name]
         except ReproBundleError:  # a store that cannot be listed (an http one): the error without the suggestion
             known = []
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+        # a name of 2-3 characters with one wrong ("t1" for "tl") matches only half of it: difflib's 0.6 misses it
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6 if len(name) > 3 else 0.5)
         meant = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
         return BundleNotFoundError(message or f"no bundle named {name!r} in {self.store.url}",
                                    hint=f"{meant}`reprobundle ls` lists the bundles in this store")
