@@ -192,6 +192,10 @@ def test_where_a_workaround_still_works_is_judged_by_its_side_of_the_confirmed_c
     assert _reach_result("0.4.35", "0.4.31", half, good, None)["result"] == "restores"  # not "nothing to undo"
     gone = {**_verdict(1.0, "same", settled=False, lo=0.95, hi=1.05), "side": "good"}
     assert _reach_result("0.4.35", "0.4.31", gone, good, None)["result"] == "nothing to undo"
+    # a release alone 1.02x, leaning slower, whose rounds ruled out a 5% slowdown: nothing to undo at this resolution
+    small = {**_verdict(1.02, "slower", settled=False, lo=0.99, hi=1.04), "ruled_out": 6}
+    assert _reach_result("0.4.35", "0.4.31", small, good, None)["result"] == "nothing to undo"
+    assert _reach_result("0.4.35", "0.4.31", {**small, "ruled_out": None}, good, None)["result"] != "nothing to undo"
     # like the last good release, yet shown slower than it: most of the change undone, not all (#63)
     most = {**_verdict(1.27, "same", settled=False, lo=1.2, hi=1.34), "side": "good", "side_said": good["side_said"],
             "rounds": 3}

@@ -256,7 +256,8 @@ def _reach_result(release: str, b: str, slow: dict | None, fixed: dict | None, m
     from ...analysis.diagnosis import few_rounds, ratio_text, restored_basis, restores, side_alone, still_slower
     from ...analysis.verdict import shown_slower
 
-    if not still_slower(slow) and not shown_slower(slow):
+    # nothing to undo: the release alone not slower, or not at the 5% this measures (`ruled_out`: resolution.py)
+    if (not still_slower(slow) or (slow or {}).get("ruled_out")) and not shown_slower(slow):
         said = ratio_text(slow) if slow else "?"
         return {"result": NOTHING_TO_UNDO, "text": f"{release}: nothing to undo ({release} alone runs {said} of {b}'s "
                                                    "time)"}
