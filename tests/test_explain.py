@@ -280,7 +280,7 @@ def test_the_while_loops_investigation_names_the_thunk_runtime_as_its_cause_howe
     assert re.search(r" of 0\.4\.31's time instead of 147\.05x \[[\d.-]+\] \(like 0\.4\.31, not 0\.4\.33: the test "
                      r"between the confirmed ends \(146\.83x, 1% error each way\) decided in \d rounds?\), outputs ok: "
                      r"part of the change, not shown to be all of it$", d["summary"]), d["summary"]
-    E._add_reach(d, [exp], setup, ContenderSpec("0.4.31"), ContenderSpec("0.4.33"), "time")  # no reach asked here
+    E._add_reach(d, [exp], setup, (ContenderSpec("0.4.31"), ContenderSpec("0.4.33")), "time")  # no reach asked here
     assert d["lines"] == {"XLA_FLAGS": 'XLA_FLAGS="$XLA_FLAGS --xla_cpu_use_thunk_runtime=false"'}
     # an experiment still like the first bad release is no part of the change
     still = {**facts, "vs_baseline": {**facts["vs_baseline"], "ratio": 140.0, "side": "bad"}}
@@ -641,6 +641,8 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
     assert reach["compile"]["refused"] == {"0.8.0": "No such compile option"}, reach["compile"]
     assert "0.4.34: " in reach["text"] and "the compile-option form is refused on 0.8.0" in reach["text"]
     assert reach["run_ids"] and set(reach["run_ids"]) <= set(stored)
+    # one measurement for both claims (#64): the reach's releases timed in the experiments' rounds, one replay group
+    assert {stored[i]["group"] for i in reach["run_ids"]} == {stored[i]["group"] for i in result["run_ids"]}
     # JAX options cannot matter to a frozen module: not tried, and why
     assert any("acts while tracing" in t["why"] for t in result["not_tried"])
     assert "--variant 0.4.33:XLA_FLAGS=--xla_cpu_use_thunk_runtime=false" in result["reproduce"]["command"].replace(

@@ -14,7 +14,9 @@
    with its flag as a compile option (experiment_screen.py); only those that moved toward the baseline (and those the
    screen cannot serve: retraced ones) go on, at most MAX_MEASURED.
 4. The measurement decides: by outputs, one stored replay running each once, judged against the baseline's outputs;
-   by time, one replay of [baseline, candidate, experiments] timed in the same paired rounds, stored as runs; per
+   by time, one replay of [baseline, candidate, experiments] timed in the same paired rounds, stored as runs, with
+   the reach's contenders (the first changed default's, on the releases after the candidate: release_reach.py) in
+   the same rounds, each answered at the 5% the tool measures (the budget's `slowdown_only`); per
    experiment its optimized HLO against the baseline's (`hlo_same_as_baseline`, up to names;
    `fusions_same_as_baseline`), its outputs, its verdict against the baseline and against the candidate.
 5. analysis/diagnosis.py says what the experiments showed; a changed default that restored the baseline is said as
@@ -317,8 +319,9 @@ class Setup:
     environment); `compare_fn(runs, baseline_label) -> comparison` compares stored runs; `worker_for(spec)` makes a
     module worker for the screen (None: no screen); `changes_fn()` -> (DefaultChange list, left out, note) of the
     two releases (None: the release delta is not used); `flag_types`: the candidate's XLA flags by name (release
-    facts), for the screen's compile options; `reach_fn(change, spec, baseline, candidate, by)` -> where a
-    workaround still works (investigate/explain/release_reach.reach, measured)."""
+    facts), for the screen's compile options; `reach_fn(change, spec, baseline, candidate, by, measured)` -> where a
+    workaround still works (investigate/explain/release_reach.reach, measured, its timed runs taken from `measured`
+    where the measurement timed them: `reach_ahead(change, spec, baseline, candidate)` names them)."""
 
     replay_fn: Callable[..., list[dict]]
     compare_fn: Callable[[list[dict], str], dict]
@@ -329,7 +332,11 @@ class Setup:
     worker_for: Callable[[ContenderSpec], Any] | None = None
     changes_fn: Callable[[], tuple[list[DefaultChange], list[dict], str | None]] | None = None
     flag_types: Callable[[], dict | None] = lambda: None
-    reach_fn: Callable[[DefaultChange, ContenderSpec, ContenderSpec, ContenderSpec, str], dict | None] | None = None
+    # (change, spec, baseline, candidate, by, runs measured already by contender) -> the reach
+    reach_fn: Callable[[DefaultChange, ContenderSpec, ContenderSpec, ContenderSpec, str, dict], dict | None] | None = None
+    # (change, spec, baseline, candidate) -> the contenders the reach times, timed in the measurement's rounds
+    reach_ahead: Callable[[DefaultChange, ContenderSpec, ContenderSpec, ContenderSpec], list[ContenderSpec]] | None = \
+        None
     profile: bool = False  # the per-op profile in the measurement (a report's table); off: the time goes to timing
     progress: Callable[[str], None] | None = None
     ledger: Any = None  # run/spent.Ledger: the screen is recorded there as a probe of its own
@@ -364,12 +371,13 @@ def explain(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candida
     setup.say(f"{len(experiments)} experiment(s) from the passes, the flags and the defaults that changed", "plan")
     screen_note = _screen(registry, bundle, baseline, candidate, experiments, chosen, setup)
     measured = _to_measure(experiments, chosen.by)
+    ahead = _reach_ahead(measured, setup, baseline, candidate, chosen.by)
     left = _time_left(setup, start)
-    runs, comparison, facts = _measure(registry, bundle, baseline, candidate, experiments, measured, chosen.by, setup,
-                                       left)
+    runs, comparison, facts, timed = _measure(registry, bundle, (baseline, candidate), experiments, measured,
+                                              chosen.by, setup, left, ahead)
     regression = _regression(runs, comparison, chosen, registry, bundle)
     diagnosis = diagnose(baseline.label, candidate.label, regression, facts, by=chosen.by)
-    _add_reach(diagnosis, experiments, setup, baseline, candidate, chosen.by)
+    _add_reach(diagnosis, experiments, setup, (baseline, candidate), chosen.by, timed)
     return {"baseline": baseline.label, "candidate": candidate.label, "platform": setup.platform,
             "mode": chosen.mode, "mode_why": chosen.mode_why, "by": chosen.by, "by_why": chosen.by_why,
             "regression": regression, "passes": evidence.passes["passes"],
@@ -520,15 +528,33 @@ def _to_measure(experiments: list[Experiment], by: str) -> list[Experiment]:
     return chosen[:MAX_MEASURED]
 
 
-def _measure(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candidate: ContenderSpec,
-             experiments: list[Experiment], measured: list[Experiment], by: str, setup: Setup,
-             left: float | None) -> tuple[list[dict], dict, list[dict]]:
-    """One stored replay of [baseline, candidate, measured...]: by outputs each once, untimed; by time in the same
-    paired rounds. The comparison and each experiment's facts (in the plan's order)."""
+def _reach_ahead(measured: list[Experiment], setup: Setup, baseline: ContenderSpec, candidate: ContenderSpec,
+                 by: str) -> list[ContenderSpec]:
+    """The contenders of the reach of the first changed default measured (the one a workaround names, where one
+    restores), by time: timed in the measurement's rounds, one measurement for both claims; [] where there is none
+    or they cannot be had (the reach then says why, as it would have)."""
+    exp = next((e for e in measured if e.change is not None), None)
+    if by != "time" or exp is None or exp.change is None or setup.reach_ahead is None:
+        return []
+    try:
+        return setup.reach_ahead(exp.change, exp.spec, baseline, candidate)
+    except ReproBundleError as e:
+        log.info("the reach of %s is not timed with the experiments: %s", exp.what, e.message)
+        return []
+
+
+def _measure(registry: Registry, bundle: Bundle, pair: tuple[ContenderSpec, ContenderSpec],
+             experiments: list[Experiment], measured: list[Experiment], by: str, setup: Setup, left: float | None,
+             ahead: Sequence[ContenderSpec] = ()) -> tuple[list[dict], dict, list[dict], dict]:
+    """One stored replay of [baseline, candidate, measured..., the reach's contenders `ahead` not among them]: by
+    outputs each once, untimed; by time in the same paired rounds. Its runs but the reach's, the comparison and
+    each experiment's facts (in the plan's order), and every run by its contender (where the reach takes its own)."""
     from ..search.probes import output_difference
 
+    baseline, candidate = pair
     flag_types = setup.flag_types()
-    contenders = [baseline, candidate, *(_as_measured(e, candidate, flag_types) for e in measured)]
+    own = [baseline, candidate, *(_as_measured(e, candidate, flag_types) for e in measured)]
+    contenders = own + [c for c in dict.fromkeys(ahead) if c not in own]
     if by == "time":
         setup.say(f"timing {len(measured)} experiment(s) with both in paired rounds", "experiments")
         # each answered at the resolution the tool measures: a workaround restores where a 5% slowdown beside the
@@ -537,7 +563,8 @@ def _measure(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candid
     else:
         setup.say(f"running {len(measured)} experiment(s) once each, judged by their outputs", "experiments")
         options = replace(setup.options.outputs_only(), dump=True)
-    runs = setup.replay_fn(contenders, options, store_runs=True, bounded=False)  # its rounds end within `left`
+    every = setup.replay_fn(contenders, options, store_runs=True, bounded=False)  # its rounds end within `left`
+    runs = every[:len(own)]
     comparison = setup.compare_fn(runs, run_label(runs[0]))
     if by == "time":
         add_ruled_out(comparison["rows"], runs)
@@ -556,7 +583,7 @@ def _measure(registry: Registry, bundle: Bundle, baseline: ContenderSpec, candid
                                       how))
     if by == "time":
         _against_candidate(facts, runs, setup)
-    return runs, comparison, facts
+    return runs, comparison, facts, dict(zip(contenders, every))
 
 
 def _as_measured(e: Experiment, candidate: ContenderSpec, flag_types: dict | None) -> ContenderSpec:
@@ -597,14 +624,15 @@ def _regression(runs: list[dict], comparison: dict, chosen: Chosen, registry: Re
     return row_verdict(rows.get(run_label(runs[1]))) if _ran(runs[1]) else None
 
 
-def _add_reach(diagnosis: dict, experiments: list[Experiment], setup: Setup, baseline: ContenderSpec,
-               candidate: ContenderSpec, by: str) -> None:
+def _add_reach(diagnosis: dict, experiments: list[Experiment], setup: Setup,
+               pair: tuple[ContenderSpec, ContenderSpec], by: str, timed: dict | None = None) -> None:
     """Where the workaround of a changed default still works, measured on the releases after the candidate's (a flag
     can be removed, or stay and do nothing), and the lines to paste: a flag's compile-option form only where a run
     showed XLA accepts it on the candidate."""
     found = diagnosis.get("workaround") or diagnosis.get("partial")
     if not found or not found.get("default"):
         return
+    baseline, candidate = pair
     exp = next(e for e in experiments if e.change and e.change.as_record() == found["default"])
     change = exp.change
     assert change is not None
@@ -614,7 +642,7 @@ def _add_reach(diagnosis: dict, experiments: list[Experiment], setup: Setup, bas
         try:
             if setup.ledger is not None:  # measured as the experiments were: not started past --max-time
                 setup.ledger.check("experiments")
-            reach = setup.reach_fn(change, exp.spec, baseline, candidate, by)
+            reach = setup.reach_fn(change, exp.spec, baseline, candidate, by, timed or {})
         except ReproBundleError as e:  # a later release that cannot be had here: the diagnosis stands without it
             reach = {"releases": [], "compile": None, "run_ids": [], "text": f"not measured: {e.message}"}
         diagnosis["reach"] = reach

@@ -94,9 +94,12 @@ def explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec
     from ...run.execution import worker_memory_limit
     from ...run.module_server import ModuleWorker
     from ..minimize.reduction import module_limits
-    from .release_reach import ReachAsk, ReleasePair, reach
+    from .release_reach import ReachAsk, ReleasePair, reach, timed_contenders
 
     pair = ReleasePair(manager, specs[0], specs[1], platform, progress)
+
+    def asked(baseline: ContenderSpec, candidate: ContenderSpec, chosen_by: str) -> ReachAsk:
+        return ReachAsk(baseline, candidate, chosen_by, compare_fn, apart, reach_releases, jax_repo)
 
     def worker_for(spec: ContenderSpec) -> ModuleWorker:
         return ModuleWorker(spec, env_manager=manager, platform=platform, timeout_s=options.timeout_s,
@@ -105,10 +108,23 @@ def explain_setup(setup_type, manager, bundle: Bundle, specs: list[ContenderSpec
     return setup_type(replay_fn=replay_fn, compare_fn=compare_fn, platform=platform, options=options, mode=mode,
                       by=by, worker_for=worker_for if screen else None,
                       changes_fn=pair.changes if release_delta else None, flag_types=pair.flag_types,
-                      reach_fn=lambda change, spec, baseline, candidate, chosen_by: reach(
-                          manager, change, spec, replay_fn, within(options, ledger), platform,
-                          ReachAsk(baseline, candidate, chosen_by, compare_fn, apart, reach_releases, jax_repo)),
+                      reach_fn=lambda change, spec, baseline, candidate, chosen_by, timed: reach(
+                          manager, change, spec, measured_first(replay_fn, timed), within(options, ledger), platform,
+                          asked(baseline, candidate, chosen_by)),
+                      reach_ahead=lambda change, spec, baseline, candidate: timed_contenders(
+                          manager, change, spec, platform, asked(baseline, candidate, "time")),
                       profile=profile, progress=progress, ledger=ledger)
+
+
+def measured_first(replay_fn: Callable[..., list[dict]], timed: dict) -> Callable[..., list[dict]]:
+    """`replay_fn`, but a timed replay to store (`store_runs`) of contenders that `timed` holds a run of each (the
+    experiments' measurement timed them in its rounds, and stored them) is answered with those runs, not timed
+    again."""
+    def replay(contenders: Sequence[ContenderSpec], options: ReplayOptions, **kw: Any) -> list[dict]:
+        if kw.get("store_runs") and contenders and all(c in timed for c in contenders):
+            return [timed[c] for c in contenders]
+        return replay_fn(contenders, options, **kw)
+    return replay
 
 
 def within(options: ReplayOptions, ledger) -> ReplayOptions:

@@ -102,23 +102,18 @@ def reach(manager: Any, change: DefaultChange, spec: ContenderSpec, replay_fn: C
     commit). A flag's compile-option form is run too: where XLA refuses it.
     {"releases": [row], "said": {release: setting_life.said_on's}, "deprecated", "removed", "compile":
     {"accepted": [...], "refused": {release: why}} | None, "run_ids", "text"}."""
-    from .setting_life import deprecation, gone_text, said_on
+    from .setting_life import deprecation, gone_text
 
-    envs = _reach_envs(manager, spec.jax, platform, ask.releases)
-    said = said_on([*_candidate_env(manager, spec.jax, platform), *envs], change)
+    envs, said = _reach_envs_said(manager, change, spec, platform, ask)
     if not envs:
         warned = deprecation(said, change)
         return {"releases": [], "said": said, "deprecated": warned, "removed": None, "compile": None, "run_ids": [],
                 "text": "; ".join([f"no release after {spec.jax} is cached here to try it on",
                                    *([warned["text"]] if warned else [])])}
-    rows: list[dict] = []
-    tried = []
-    for env in envs:
-        if said[env.jax_version]["accepted"] is False:
-            rows.append({"release": env.jax_version, "result": GONE,
-                         "text": gone_text(env.jax_version, change, said[env.jax_version])})
-        else:
-            tried.append(env)
+    rows = [{"release": env.jax_version, "result": GONE, "text": gone_text(env.jax_version, change,
+                                                                          said[env.jax_version])}
+            for env in envs if said[env.jax_version]["accepted"] is False]
+    tried = [env for env in envs if said[env.jax_version]["accepted"] is not False]
     compile_said = _compile_form(change, spec, [spec.jax, *(e.jax_version for e in tried)], replay_fn, options,
                                  {e.jax_version: e for e in tried})
     runs: list[dict] = []
@@ -130,6 +125,35 @@ def reach(manager: Any, change: DefaultChange, spec: ContenderSpec, replay_fn: C
     return {"releases": rows, **found, "compile": compile_said,
             "run_ids": [str(r["run_id"]) for r in runs if r.get("run_id")],
             "text": _reach_text(rows, found, compile_said)}
+
+
+def _reach_envs_said(manager: Any, change: DefaultChange, spec: ContenderSpec, platform: str,
+                     ask: ReachAsk) -> tuple[list[Any], dict[str, dict]]:
+    """The environments of the releases the reach is measured on, and what the candidate's and each of their
+    releases say of the setting (setting_life.said_on: a release that refuses it is told gone, never timed)."""
+    from .setting_life import said_on
+
+    envs = _reach_envs(manager, spec.jax, platform, ask.releases)
+    return envs, said_on([*_candidate_env(manager, spec.jax, platform), *envs], change)
+
+
+def timed_contenders(manager: Any, change: DefaultChange, spec: ContenderSpec, platform: str,
+                     ask: ReachAsk) -> list[ContenderSpec]:
+    """The contenders `reach` times (by time): the baseline, then each later release that takes the setting, plain
+    and with the workaround; explain times them in its own measurement's rounds, beside its experiments (one
+    measurement for both claims), and `reach` then takes their runs from there ([] by outputs, or with none)."""
+    if ask.by != "time":
+        return []
+    envs, said = _reach_envs_said(manager, change, spec, platform, ask)
+    tried = [env.jax_version for env in envs if said[env.jax_version]["accepted"] is not False]
+    return _reach_contenders(spec, tried, ask) if tried else []
+
+
+def _reach_contenders(spec: ContenderSpec, releases: list[str], ask: ReachAsk) -> list[ContenderSpec]:
+    """[the baseline, then per release: it plain and it with the workaround as XLA_FLAGS or the option]."""
+    plain = [replace(ask.candidate, jax=v, mode=spec.mode) for v in releases]
+    worked = [replace(spec, jax=v, at_compile=()) for v in releases]
+    return [replace(ask.baseline, mode=spec.mode), *(c for pair in zip(plain, worked) for c in pair)]
 
 
 def _reach_text(rows: list[dict], found: dict, compile_said: dict | None) -> str:
@@ -207,9 +231,7 @@ def _measure_reach(change: DefaultChange, spec: ContenderSpec, releases: list[st
                    ask: ReachAsk) -> tuple[list[dict], list[dict]]:
     """One replay of [baseline, then per release: it plain and it with the workaround]: by time in the same paired
     rounds (stored as runs), by outputs once each. Each release's row."""
-    plain = [replace(ask.candidate, jax=v, mode=spec.mode) for v in releases]
-    worked = [replace(spec, jax=v, at_compile=()) for v in releases]
-    contenders = [replace(ask.baseline, mode=spec.mode), *(c for pair in zip(plain, worked) for c in pair)]
+    contenders = _reach_contenders(spec, releases, ask)
     timed = ask.by == "time"
     bound = REACH_MAX_TIME_S if options.max_time_s is None else min(options.max_time_s, REACH_MAX_TIME_S)
     run_options = replace(options, dump=False, profile=False, max_time_s=bound, slowdown_only=True) if timed else \
