@@ -549,8 +549,6 @@ def _measure(registry: Registry, bundle: Bundle, pair: tuple[ContenderSpec, Cont
     """One stored replay of [baseline, candidate, measured..., the reach's contenders `ahead` not among them]: by
     outputs each once, untimed; by time in the same paired rounds. Its runs but the reach's, the comparison and
     each experiment's facts (in the plan's order), and every run by its contender (where the reach takes its own)."""
-    from ..search.probes import output_difference
-
     baseline, candidate = pair
     flag_types = setup.flag_types()
     own = [baseline, candidate, *(_as_measured(e, candidate, flag_types) for e in measured)]
@@ -570,20 +568,30 @@ def _measure(registry: Registry, bundle: Bundle, pair: tuple[ContenderSpec, Cont
         add_ruled_out(comparison["rows"], runs)
     if by == "time" and options.ends:
         add_sides(comparison["rows"], runs, options.ends)
+    facts = _facts_of(registry, bundle, experiments, dict(zip((e.spec for e in measured), runs[2:])), runs,
+                      comparison)
+    if by == "time":
+        _against_candidate(facts, runs, setup)
+    return runs, comparison, facts, dict(zip(contenders, every))
+
+
+def _facts_of(registry: Registry, bundle: Bundle, experiments: list[Experiment], by_spec: dict, runs: list[dict],
+              comparison: dict) -> list[dict]:
+    """Each experiment's facts (experiment_facts), in the plan's order, from its run (`by_spec`) beside the
+    baseline's (runs[0]) and the measurement's comparison."""
+    from ..search.probes import output_difference
+
     rows = {r["label"]: r for r in comparison["rows"]}
     diffs = {d["label"]: d for d in comparison["diffs"]}
     baseline_hlo = hlo_of(registry, runs[0])
     apart = output_difference(registry, bundle)
-    by_spec = dict(zip((e.spec for e in measured), runs[2:]))
     facts = []
     for e in experiments:
         run = by_spec.get(e.spec)
         how = apart(runs[0], run) if run is not None and _ran(runs[0]) and _ran(run) else None
         facts.append(experiment_facts(e, run, rows, diffs, baseline_hlo, hlo_of(registry, run) if run else None,
                                       how))
-    if by == "time":
-        _against_candidate(facts, runs, setup)
-    return runs, comparison, facts, dict(zip(contenders, every))
+    return facts
 
 
 def _as_measured(e: Experiment, candidate: ContenderSpec, flag_types: dict | None) -> ContenderSpec:

@@ -275,11 +275,9 @@ def _by_time(release: str, runs: list[dict], base: dict, alone: dict, applied: d
 def _reach_result(release: str, b: str, slow: dict | None, fixed: dict | None, moved: dict | None) -> dict:
     """{"result", "text"} from the release alone against the baseline (`slow`), with the workaround against the
     baseline (`fixed`) and against the release alone (`moved`)."""
-    from ...analysis.diagnosis import few_rounds, ratio_text, restored_basis, restores, side_alone, still_slower
-    from ...analysis.verdict import shown_slower
+    from ...analysis.diagnosis import few_rounds, ratio_text, restored_basis, restores, side_alone
 
-    # nothing to undo: the release alone not slower, or not at the 5% this measures (`ruled_out`: resolution.py)
-    if (not still_slower(slow) or (slow or {}).get("ruled_out")) and not shown_slower(slow):
+    if _nothing_to_undo(slow):
         said = ratio_text(slow) if slow else "?"
         return {"result": NOTHING_TO_UNDO, "text": f"{release}: nothing to undo ({release} alone runs {said} of {b}'s "
                                                    "time)"}
@@ -297,6 +295,15 @@ def _reach_result(release: str, b: str, slow: dict | None, fixed: dict | None, m
         return {"result": PARTLY, "text": f"{release}: helps partly ({ratio_text(fixed)} of {b}'s time"
                                           f"{restored_basis(fixed, b, release)})"}
     return _by_move(release, b, fixed, moved)
+
+
+def _nothing_to_undo(slow: dict | None) -> bool:
+    """The release alone is not slower than the baseline, or not at the 5% this measures (its rounds ruled that out:
+    `ruled_out`, analysis/resolution.py), and nothing shows it slower."""
+    from ...analysis.diagnosis import still_slower
+    from ...analysis.verdict import shown_slower
+
+    return (not still_slower(slow) or bool((slow or {}).get("ruled_out"))) and not shown_slower(slow)
 
 
 def _by_move(release: str, b: str, fixed: dict | None, moved: dict | None) -> dict:
