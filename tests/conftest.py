@@ -71,15 +71,15 @@ GCS_FIXTURES = {"gcs_server", "gcs_store_url"}
 # the last modules handed out are short and the processes end together. Only the order depends on these figures; a
 # module not listed (under 20 s) keeps its place after them.
 MODULE_SECONDS = {
-    "test_minimize.py": 421, "test_commit_bisect.py": 338, "test_reliability.py": 336, "test_change_chains.py": 234,
-    "test_explain.py": 194, "test_script.py": 193, "test_bisect_layers.py": 182, "test_zip_reproducer.py": 163,
-    "test_frameworks.py": 136, "test_retrace.py": 104, "test_capture_program.py": 86, "test_sweep_ray.py": 86,
-    "test_anybuild.py": 75, "test_fuzz.py": 67, "test_window_changes.py": 66, "test_cli_exit.py": 59,
-    "test_http_store.py": 56, "test_pack_replay.py": 51, "test_envs.py": 46, "test_schedule.py": 45,
-    "test_accelerators.py": 43, "test_shared_bucket.py": 42, "test_sharing.py": 40, "test_crossversion.py": 39,
-    "test_module_server.py": 39, "test_report.py": 38, "test_shared_worker.py": 38, "test_issue_body.py": 35,
-    "test_custom_calls.py": 33, "test_sweep.py": 32, "test_history.py": 26, "test_startup.py": 26,
-    "test_isolate.py": 23, "test_runaway.py": 23, "test_slow_transfers.py": 20,
+    "test_minimize.py": 386, "test_reliability.py": 308, "test_commit_bisect.py": 260, "test_change_chains.py": 228,
+    "test_script.py": 219, "test_explain.py": 186, "test_bisect_layers.py": 180, "test_zip_reproducer.py": 176,
+    "test_frameworks.py": 146, "test_retrace.py": 121, "test_cli_exit.py": 80, "test_capture_program.py": 79,
+    "test_fuzz.py": 77, "test_sweep_ray.py": 73, "test_anybuild.py": 66, "test_http_store.py": 64,
+    "test_shared_bucket.py": 54, "test_custom_calls.py": 53, "test_pack_replay.py": 48,
+    "test_window_changes.py": 47, "test_crossversion.py": 46, "test_schedule.py": 45, "test_envs.py": 41,
+    "test_accelerators.py": 37, "test_report.py": 36, "test_module_server.py": 36, "test_issue_body.py": 36,
+    "test_sharing.py": 33, "test_sweep.py": 32, "test_shared_worker.py": 30, "test_store_contract.py": 24,
+    "test_history.py": 23, "test_worker.py": 22, "test_slow_transfers.py": 21, "test_real_difference.py": 18,
 }
 
 
