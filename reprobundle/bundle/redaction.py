@@ -227,16 +227,18 @@ def scrub(data: bytes, secrets: list[str], *, patterns: bool = False) -> bytes:
         if needle in out:
             out = out.replace(needle, _mask(len(needle)))
     if patterns:
+        # ASCII text only: IGNORECASE also folds some other letters onto ASCII ones (the Kelvin sign onto k)
+        lowered = out.lower() if out.isascii() else None
+        shapes = [r for r, words in _TOKEN_SHAPES if lowered is None or any(word in lowered for word in words)]
+        if not shapes:
+            return out
         try:
             text = out.decode("utf-8")
         except UnicodeDecodeError:
             return out
-        # ASCII text only: IGNORECASE also folds some other letters onto ASCII ones (the Kelvin sign onto k)
-        lowered = out.lower() if out.isascii() else None
         changed = text
-        for r, words in _TOKEN_SHAPES:
-            if lowered is None or any(word in lowered for word in words):
-                changed = r.sub(lambda m: _mask(len(m.group(0).encode())).decode("ascii"), changed)
+        for r in shapes:
+            changed = r.sub(lambda m: _mask(len(m.group(0).encode())).decode("ascii"), changed)
         if changed != text:
             out = changed.encode("utf-8")
     return out
