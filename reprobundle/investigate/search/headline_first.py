@@ -226,6 +226,9 @@ class HeadlineFirst:
             interrupted = self.probes.stop.interrupted
             if interrupted and not cut:  # a search that took Ctrl-C as --max-time and kept what it had
                 self._cut([(mode, kind), *self.pending], "interrupted by Ctrl-C")
+                # a change it had not narrowed yet is not landed: the stored headline stays whole (whole_headline),
+                # and the next call takes it as it is and searches this stage again
+                stage.changes = [c for c in stage.changes if not c.unfinished]
             stage.set_aside = self.set_aside[before:]
             stage.answer_id = self._store(stage.changes)
         if interrupted:  # stored as --max-time would leave it; the next call resumes it
