@@ -39,3 +39,34 @@ def test_the_search_finds_the_first_bad_build_of_a_list_with_probes_built_below_
     # a build probed twice the same way is replayed once: the probe remembers its runs
     again = probes.probe("retrace", timed=False)(["0.4.30", "0.4.33"])
     assert [r["run_id"] for r in again] == [result.runs["0.4.30"]["run_id"], result.runs["0.4.33"]["run_id"]]
+
+
+@pytest.mark.parametrize("ratio, rounds, taken", [
+    (100.0, None, True),  # settled, listed as it stands: the screen's rounds are the endpoints' measurement
+    (1.03, None, False),  # settled, but under the resolution: the endpoints time it (and say it) themselves
+    (1.12, None, False),  # listed only beside an A/A control (under 1.2x): timed anew with one
+    (100.0, 8, False),  # --rounds 8 asked for: the endpoints time the rounds asked
+])
+def test_a_screen_that_settles_a_listed_slowdown_is_the_endpoints_measurement_and_nothing_else_is(ratio, rounds,
+                                                                                                  taken):
+    """#64 item 3 on built runs: the time screen's rounds (the endpoints' own adaptive design, at fewer looks) serve
+    as the endpoints' timed probe only where they settle a slowdown the endpoints list as they stand; the probe then
+    replays nothing, and the confirmation (a fresh probe) still measures anew."""
+    from dataclasses import replace
+
+    from timed_runs import timed_run
+
+    from reprobundle.investigate.search.build_search import Probes
+    from reprobundle.investigate.search.release_search import BISECT_OPTIONS
+    from reprobundle.run.spent import Ledger
+
+    ledger, replayed = Ledger(), []
+    probes = Probes(None, None, replace(BISECT_OPTIONS, rounds=rounds), None, None, None, ledger, False)
+    drift = [1.0, 1.03, 0.98, 1.01]
+    screened = [timed_run("0.5.0", "g1", drift, "good", seed=1),
+                timed_run("0.5.1", "g1", [ratio * d for d in drift], "bad", seed=2)]
+    assert probes.taken_as_endpoints("retrace", ("0.5.0", "0.5.1"), screened) is taken
+    probes.seen.setdefault(("retrace", True, ("0.5.0", "0.5.1"), None), replayed)  # else: what the probe replays
+    ends = probes.probe("retrace")(["0.5.0", "0.5.1"])
+    assert (ends == screened) is taken and (ends is replayed) is not taken
+    assert ledger.probes == []  # nothing replayed here either way (the stand-in above plays the replay)

@@ -92,6 +92,19 @@ class Probes:
 
         return remembered
 
+    def taken_as_endpoints(self, mode: str, ends: Sequence[str], runs: list[dict]) -> bool:
+        """The runs of the endpoints `ends` timed in `mode` by the endpoints' own design at fewer looks (a time
+        screen: adaptive rounds that stop as theirs do, at most SCREEN_ROUNDS), kept as the endpoints' timed probe
+        where they settle a slowdown the endpoints list as they stand (slowdown_claim.listed_as_they_stand) and the
+        rounds are adaptive: one claim, one measurement; the confirmation still measures anew. Whether they were
+        kept."""
+        from .slowdown_claim import listed_as_they_stand
+
+        if self.options.rounds is not None or len(runs) != 2 or not listed_as_they_stand(*runs, ends[0]):
+            return False
+        self.seen[(mode, True, tuple(ends), None)] = list(runs)
+        return True
+
     def confirming(self, mode: str):
         """The probe of a confirmation: fresh, timed until a slowdown is shown beyond the resolution or ruled out
         (ReplayOptions.slowdown_only), whatever its pair (a control among them: run/contenders.control_of)."""

@@ -191,7 +191,8 @@ def _screened_out(mode: str, screen_time: Callable[[str], dict],
         seen = {"seen": None, "said": f"the time screen did not run: {e.message}: no slowdown is ruled out",
                 "unfinished": True}
     if progress:
-        progress(f"bisect: time ({mode}) screened: {seen['said']}")
+        taken = "; its rounds the endpoints' measurement (not timed again)" if seen.get("taken") else ""
+        progress(f"bisect: time ({mode}) screened: {seen['said']}{taken}")
     if seen["seen"] == "slower":
         return None
     good, bad = seen.get("good"), seen.get("bad")

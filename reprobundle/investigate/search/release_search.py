@@ -299,7 +299,8 @@ class KindSearches:
     into the changes its window holds (window_changes.split: every release run once, untimed), `place` a time
     bisection whose confirmation failed (window_changes.place), `sweeper` the sweep of every release of the window
     for the changes of outputs or bits no bisection saw (window_changes.swept_changes). A screen that saw a small
-    slowdown has each later bisection time its endpoints beside an A/A control at once (`control`)."""
+    slowdown has each later bisection time its endpoints beside an A/A control at once (`control`); one whose rounds
+    settle a slowdown the endpoints list as they stand is their timed measurement (Probes.taken_as_endpoints)."""
 
     def __init__(self, probes: Probes, jobs: int, ahead, manager, progress: Callable[[str], None] | None,
                  windows: list[dict] | None = None):
@@ -321,8 +322,17 @@ class KindSearches:
         from ...run.replay_options import screen_options
         from .mode_choice import time_screen
 
-        seen = time_screen(*ends, self.probes.fresh(mode, "screen", screen_options(self.probes.options)))
+        screened: list[list[dict]] = []
+        fresh = self.probes.fresh(mode, "screen", screen_options(self.probes.options))
+
+        def timed(versions):
+            screened.append(fresh(versions))
+            return screened[-1]
+
+        seen = time_screen(*ends, timed)
         self.control = self.control or _small(seen)
+        if screened and not self.control:  # a slowdown it settled as the endpoints would: not timed again
+            seen["taken"] = self.probes.taken_as_endpoints(mode, ends, screened[0])
         return seen
 
     def split(self, found) -> list:

@@ -61,6 +61,17 @@ def judged_pair(good_run: dict, bad_run: dict, control_run: dict | None, good: s
     return judged(verdict, control, good, asked_control)
 
 
+def listed_as_they_stand(good_run: dict, bad_run: dict, good: str) -> bool:
+    """Whether two runs timed together settle a slowdown that a time bisection's endpoints list as they stand: both
+    usable, shown slower at the resolution, and no A/A control asked for by their figures (bisection._ends_judged
+    times nothing more for them)."""
+    if not (usable(good_run) and usable(bad_run)):
+        return False
+    verdict = timing_verdict(timing_of(good_run), timing_of(bad_run))
+    return shown_slower(verdict) and not control_needed(verdict, False) and \
+        judged_pair(good_run, bad_run, None, good, False)["listed"]
+
+
 def beside_control(asked: bool, busy: bool, verdicts: list[dict | None]) -> bool:
     """Whether a measurement of a slowdown times the good release beside itself too: asked for, or a busy machine,
     or a slowdown measured so far (`verdicts`: none known, one is) whose interval reaches under
