@@ -34,10 +34,11 @@ def push_cmd(ref: str, to: str = typer.Option(..., "--to", help="Destination sto
              jobs: Optional[int] = JobsOpt, no_runs: bool = NoRunsOpt, store: Optional[str] = StoreOpt,
              as_json: bool = JsonOpt) -> None:
     """Copy a bundle and its runs to another store, sending only the blobs it lacks."""
-    from .. import api
+    from ..bundle import sharing
     from ..render.sharing import transfer_text
 
-    result = api.push(ref, to, store=store, progress=_transfer_progress(f"push {ref}"), jobs=jobs,
+    # as api's, without loading the whole library: a transfer needs no JAX, numpy or run/ (tests/test_startup.py)
+    result = sharing.push(ref, to, store=store, progress=_transfer_progress(f"push {ref}"), jobs=jobs,
                       runs=not no_runs)
     emit(as_json, result.data(), transfer_text(result, "pushed"))
 
@@ -47,10 +48,10 @@ def pull_cmd(url: str = typer.Argument(..., help="STORE_URL/NAME[@VERSION], e.g.
              jobs: Optional[int] = JobsOpt, no_runs: bool = NoRunsOpt, store: Optional[str] = StoreOpt,
              as_json: bool = JsonOpt) -> None:
     """Copy a bundle (and its runs) from another store into the current one."""
-    from .. import api
+    from ..bundle import sharing
     from ..render.sharing import transfer_text
 
-    result = api.pull(url, store=store, progress=_transfer_progress(f"pull {url}"), jobs=jobs,
+    result = sharing.pull(url, store=store, progress=_transfer_progress(f"pull {url}"), jobs=jobs,
                       runs=not no_runs)
     emit(as_json, result.data(), transfer_text(result, "pulled"))
 
@@ -61,10 +62,10 @@ def copy_cmd(src_ref: str = typer.Argument(..., metavar="SRC_REF"),
              jobs: Optional[int] = JobsOpt, no_runs: bool = NoRunsOpt, store: Optional[str] = StoreOpt,
              as_json: bool = JsonOpt) -> None:
     """Copy a bundle and its runs between any two stores (a .zip may be the source)."""
-    from .. import api
+    from ..bundle import sharing
     from ..render.sharing import transfer_text
 
-    result = api.copy(src_ref, dest_url, store=store, progress=_transfer_progress(f"copy {src_ref}"),
+    result = sharing.copy(src_ref, dest_url, store=store, progress=_transfer_progress(f"copy {src_ref}"),
                       jobs=jobs, runs=not no_runs)
     emit(as_json, result.data(), transfer_text(result, "copied"))
 
@@ -164,9 +165,9 @@ def gc_cmd(delete: bool = typer.Option(False, "--delete", help="Remove them (def
     except ValueError:
         raise UsageError(f"--grace {clean(grace, 40)} is not a duration",
                          hint="write seconds, or a number with s, m, h or d (e.g. 6h)") from None
-    from .. import api
+    from ..bundle import sharing
 
-    data = api.gc(store, delete=delete, grace_s=grace_s)
+    data = sharing.gc(store, delete=delete, grace_s=grace_s)  # as api's, without loading the whole library
     emit(as_json, data, gc_text(data))
 
 
