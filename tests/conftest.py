@@ -66,20 +66,20 @@ GCS_FIXTURES = {"gcs_server", "gcs_store_url"}
 
 
 # Each slow module's wall seconds in one process of a whole run of the suite (scripts/test.sh, 3 processes on the
-# project's 2-core VM, alone on it, 2026-12-07 00:59-01:21 UTC; REPROBUNDLE_TEST_CPU's module lines). scripts/test.sh
-# hands whole modules to its processes in collection order (--no-loadscope-reorder): the longest go first, so that
-# the last modules handed out are short and the processes end together. Only the order depends on these figures; a
-# module not listed (under 20 s) keeps its place after them.
+# project's 2-core VM, alone on it, environments cached, 2026-12-07 19:29-19:46 UTC; REPROBUNDLE_TEST_CPU's module
+# lines). scripts/test.sh hands whole modules to its processes in collection order (--no-loadscope-reorder): the
+# longest go first, so that the last modules handed out are short and the processes end together. Only the order
+# depends on these figures; a module not listed (under 18 s) keeps its place after them.
 MODULE_SECONDS = {
-    "test_minimize.py": 386, "test_reliability.py": 308, "test_commit_bisect.py": 260, "test_change_chains.py": 228,
-    "test_script.py": 219, "test_explain.py": 186, "test_bisect_layers.py": 180, "test_zip_reproducer.py": 176,
-    "test_frameworks.py": 146, "test_retrace.py": 121, "test_cli_exit.py": 80, "test_capture_program.py": 79,
-    "test_fuzz.py": 77, "test_sweep_ray.py": 73, "test_anybuild.py": 66, "test_http_store.py": 64,
-    "test_shared_bucket.py": 54, "test_custom_calls.py": 53, "test_pack_replay.py": 48,
-    "test_window_changes.py": 47, "test_crossversion.py": 46, "test_schedule.py": 45, "test_envs.py": 41,
-    "test_accelerators.py": 37, "test_report.py": 36, "test_module_server.py": 36, "test_issue_body.py": 36,
-    "test_sharing.py": 33, "test_sweep.py": 32, "test_shared_worker.py": 30, "test_store_contract.py": 24,
-    "test_history.py": 23, "test_worker.py": 22, "test_slow_transfers.py": 21, "test_real_difference.py": 18,
+    "test_reliability.py": 342, "test_minimize.py": 279, "test_commit_bisect.py": 234, "test_explain.py": 185,
+    "test_change_chains.py": 160, "test_bisect_layers.py": 158, "test_zip_reproducer.py": 140, "test_script.py": 136,
+    "test_frameworks.py": 96, "test_retrace.py": 79, "test_capture_program.py": 64, "test_cli_exit.py": 61,
+    "test_sweep_ray.py": 59, "test_http_store.py": 53, "test_pack_replay.py": 50, "test_fuzz.py": 48,
+    "test_anybuild.py": 44, "test_envs.py": 42, "test_window_changes.py": 42, "test_report.py": 40,
+    "test_issue_body.py": 40, "test_module_server.py": 39, "test_schedule.py": 38, "test_accelerators.py": 36,
+    "test_shared_worker.py": 34, "test_crossversion.py": 34, "test_sharing.py": 33, "test_custom_calls.py": 32,
+    "test_shared_bucket.py": 31, "test_sweep.py": 30, "test_worker.py": 24, "test_history.py": 21,
+    "test_slow_transfers.py": 21, "test_store_contract.py": 20, "test_real_difference.py": 19,
 }
 
 
