@@ -100,7 +100,7 @@ class Probes:
         kept."""
         from .slowdown_claim import listed_as_they_stand
 
-        if self.options.rounds is not None or len(runs) != 2 or not listed_as_they_stand(*runs, ends[0]):
+        if self.options.rounds is not None or len(runs) != 2 or not listed_as_they_stand(runs[0], runs[1], ends[0]):
             return False
         self.seen[(mode, True, tuple(ends), None)] = list(runs)
         return True
