@@ -114,7 +114,8 @@ class Probes:
 
     def fresh(self, mode: str, what: str, options: ReplayOptions | None = None):
         """Versions -> runs measured anew, timed (`options`, default the bisection's), never remembered nor
-        reused: a confirmation, a time screen (bisection.confirm, mode_choice.time_screen)."""
+        reused: a confirmation, a time screen (bisection.confirm, mode_choice.time_screen; a screen's runs become the
+        endpoints' only where `taken_as_endpoints` says they settle them)."""
         from .probes import replay_probe
 
         replay = replay_probe(*self.args, options or self.options, executor=self.executor, env_manager=self.manager,
