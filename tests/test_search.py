@@ -70,3 +70,33 @@ def test_a_screen_that_settles_a_listed_slowdown_is_the_endpoints_measurement_an
     ends = probes.probe("retrace")(["0.5.0", "0.5.1"])
     assert (ends == screened) is taken and (ends is replayed) is not taken
     assert ledger.probes == []  # nothing replayed here either way (the stand-in above plays the replay)
+
+
+@pytest.mark.parametrize("left, cut_at, rest_again", [
+    ([("retrace", "bits"), ("retrace", "sweep")], "kinds", False),  # Ctrl-C in the bits stage: the sweep was left
+    ([("retrace", "sweep")], "kinds", False),  # in the sweep
+    ([("retrace", "rest"), ("retrace", "bits"), ("retrace", "sweep")], "split", True),  # in the rest of the window
+])
+def test_a_stage_cut_short_leaves_the_rest_of_the_window_to_search_again_only_where_it_was_left(left, cut_at,
+                                                                                                 rest_again):
+    """investigate's stages after the headline (search/headline_first.py) cut by Ctrl-C or --max-time: the stored
+    headline is `cut_at` "split" (the next call searches the rest of its window again) only where that stage was
+    among those left; a sweep left is run again by any resumed call on its own (CI found a resumed call searching
+    the rest of a window it had never left: the sweep alone had made the cut "split")."""
+    from reprobundle.investigate.search.bisection import BisectResult
+    from reprobundle.investigate.search.headline_first import REST, HeadlineFirst
+
+    for between_stages in (False, True):  # cut inside a stage, or stored between two with these still to run
+        search = object.__new__(HeadlineFirst)  # no store: only the cut's bookkeeping is asked
+        search.head = BisectResult("0.4.34", "0.4.36", "time", "0.4.35", "0.4.34", mode="retrace")
+        search.ends, search.set_aside, search.pending = ("0.4.34", "0.4.36"), [], list(left)
+        if between_stages:
+            unfinished, stored_cut, _ = search._unfinished()
+        else:
+            search._cut(list(left), "interrupted by Ctrl-C")
+            unfinished, stored_cut = search.head.unfinished, search.head.cut_at
+        assert unfinished and stored_cut == cut_at
+        assert (stored_cut == "split") is rest_again is any(kind == REST for _, kind in left)
+        if not between_stages:
+            assert [(s["criterion"], s["unfinished"]) for s in search.set_aside] == [
+                ("bits", True)] * any(kind == "bits" for _, kind in left)

@@ -343,7 +343,9 @@ class HeadlineFirst:
                            for m, k in stages if k not in WHOLE]
         if any(k in WHOLE for _, k in stages):  # said by the headline's own cut, as window_changes.split says it
             self.result.unfinished = self.result.unfinished or f"the window's other changes were not searched: {why}"
-            self.result.cut_at = self.result.cut_at or "split"
+            # "split" only where the rest of the headline's window is left: the next call (_reuse) searches it then;
+            # a sweep left is run again by any resumed call (_resume_sweep)
+            self.result.cut_at = self.result.cut_at or ("split" if any(k == REST for _, k in stages) else "kinds")
         self.pending = []
 
     def _layer(self, change: BisectResult) -> dict | None:
@@ -430,7 +432,7 @@ class HeadlineFirst:
                 return f"--max-time spent: {cut[0]}", "split", []
             return head.unfinished, head.cut_at, []
         said = f"the headline was answered first; still to search: {', '.join(self.left())}"
-        cut_at = "split" if self.pending[0][1] in WHOLE else "kinds"
+        cut_at = "split" if self.pending[0][1] == REST else "kinds"  # a sweep left: any resumed call runs it again
         return head.unfinished or said, head.cut_at or cut_at, left
 
     def _reuse(self, record: dict) -> BisectResult:
