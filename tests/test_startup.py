@@ -68,15 +68,15 @@ def _heavy(modules: set[str]) -> list[str]:
 def test_a_light_command_loads_no_heavy_module(env, tmp_path, argv):
     """None of them loads numpy either: ls and show summarise the reference run's integer timings in pure Python
     (analysis/timing_summary.py); push and gc move and count blobs (bundle/sharing.py), as the library's face
-    would, without loading it (the CLI subprocesses of a push campaign: 0.85 -> 0.50 CPU-s each)."""
+    would, without loading it (a push 0.51 -> 0.21 CPU-s quiet: benchmarks/README.md)."""
     modules = _modules(env, tmp_path, *[a.format(tmp=tmp_path) for a in argv])
     assert _heavy(modules) == []
     assert "numpy" not in modules
     assert "reprobundle.cli.runner" in modules  # the audit saw the command run, not an early exit
 
 
-@pytest.mark.parametrize("argv", [["verify", "small"], ["tag", "small", "t"], ["script", "small", "-o", "{tmp}/repro.py"],
-                                  ["issue", "small"]],
+@pytest.mark.parametrize("argv", [["verify", "small"], ["tag", "small", "t"],
+                                  ["script", "small", "-o", "{tmp}/repro.py"], ["issue", "small"]],
                          ids=["verify", "tag", "script", "issue"])
 def test_a_command_that_runs_no_jax_loads_no_scipy_jax_or_cloud_client(env, tmp_path, argv):
     """Commands that move and check bundles go through the library but never its statistics, JAX or cloud clients
