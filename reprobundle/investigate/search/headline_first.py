@@ -343,9 +343,7 @@ class HeadlineFirst:
                            for m, k in stages if k not in WHOLE]
         if any(k in WHOLE for _, k in stages):  # said by the headline's own cut, as window_changes.split says it
             self.result.unfinished = self.result.unfinished or f"the window's other changes were not searched: {why}"
-            # "split" only where the rest of the headline's window is left: the next call (_reuse) searches it then;
-            # a sweep left is run again by any resumed call (_resume_sweep)
-            self.result.cut_at = self.result.cut_at or ("split" if any(k == REST for _, k in stages) else "kinds")
+            self.result.cut_at = self.result.cut_at or _cut_at(stages)
         self.pending = []
 
     def _layer(self, change: BisectResult) -> dict | None:
@@ -432,8 +430,7 @@ class HeadlineFirst:
                 return f"--max-time spent: {cut[0]}", "split", []
             return head.unfinished, head.cut_at, []
         said = f"the headline was answered first; still to search: {', '.join(self.left())}"
-        cut_at = "split" if self.pending[0][1] == REST else "kinds"  # a sweep left: any resumed call runs it again
-        return head.unfinished or said, head.cut_at or cut_at, left
+        return head.unfinished or said, head.cut_at or _cut_at(self.pending), left
 
     def _reuse(self, record: dict) -> BisectResult:
         """A stored answer a stage left unfinished, its headline whole: taken as it is, what it left still to
@@ -485,6 +482,13 @@ class HeadlineFirst:
                 yield
             finally:
                 self._prefetch = None
+
+
+def _cut_at(left: list[tuple[str, str]]) -> str:
+    """A stored headline's `cut_at` with the stages `left` still to run: "split" only where the rest of its window is
+    among them (the next call, _reuse, searches it then); "kinds" else: a sweep left is run again by any resumed
+    call (_resume_sweep)."""
+    return "split" if any(kind == REST for _, kind in left) else "kinds"
 
 
 def splittable(head: BisectResult) -> bool:
