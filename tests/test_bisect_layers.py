@@ -178,11 +178,13 @@ def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     api.pack_script(str(PROGRAMS / "rng.py"), name="rng", store=str(store_dir), **quick.PACK)
     result, comparison = api.bisect("rng", "0.4.38", "0.5.1", store=str(store_dir), warmup=1, repeat=2, rounds=1)
     # no flag: the endpoints ran both ways, the frozen module computed the same bits, the retraced ones differed;
-    # the outputs are bisected retraced, the frozen module's time is examined too (with rounds=1 it tells nothing
-    # apart: said as no regression, never the headline)
+    # the outputs are bisected retraced, the frozen module's time is examined too, and the retraced program's (0.5.0
+    # lowers it to other StableHLO: a slowdown there would not show in the frozen module) (with rounds=1 they tell
+    # nothing apart: said as no regression, never the headline)
     assert result.mode == "retrace" and result.mode_why == (
-        "bisected by outputs (retraced), then time (frozen) (the most severe first): the retraced program's outputs "
-        "differ beyond the tolerance; the frozen module's outputs are the same bit for bit")
+        "bisected by outputs (retraced), then time (frozen), then time (retraced) (the most severe first): the "
+        "retraced program's outputs differ beyond the tolerance, and jax 0.5.1 lowers it to other StableHLO than jax "
+        "0.4.38; the frozen module's outputs are the same bit for bit")
     # the mode choice's retraced endpoints were the bisection's first probe, not run again
     assert [p["what"] for p in result.spent["probes"]][:3] == ["untimed", "untimed retrace", "untimed retrace"]
     assert result.spent["probes"][2]["versions"] != ["0.4.38", "0.5.1"]
@@ -193,7 +195,8 @@ def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     # the frozen module's time (the same module on both: about 1.0x) is examined and, one round telling nothing
     # apart, said as no regression; a time change beside the headline only with its confirmation
     assert all(a["confirmation"]["confirmed"] for a in result.also if a["criterion"] == "time")
-    assert [s["mode"] for s in result.set_aside + result.also if s["criterion"] == "time"] == ["frozen"]
+    assert sorted(s["mode"] for s in result.set_aside + result.also if s["criterion"] == "time") == [
+        "frozen", "retrace"]
     layer = result.layer
     assert layer["layer"] == "lowering", layer
     assert layer["frozen"] == {"changed": False, "evidence": "outputs are jax 0.4.38's bit for bit"}
@@ -302,17 +305,19 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     data = json.loads(out)
     assert (data["first_bad"], data["layer"]) == ("0.5.0", "lowering")
     steps = {s["name"]: s for s in data["steps"]}
-    # the headline's chain and its report first (#64), then the rest: its window, the frozen module's time, every
-    # release of the window run once (the changes of outputs or bits no bisection saw)
-    assert [s["name"] for s in data["steps"]][:9] == ["bisect", "explain", "commits", "minimize", "newest", "issue",
-                                                      "search outputs (retraced)", "search time (frozen)",
-                                                      "run every release once"]
+    # the headline's chain and its report first (#64), then the rest: its window, the frozen module's time, the
+    # retraced program's (0.5.0 lowers it to other StableHLO), every release of the window run once (the changes of
+    # outputs or bits no bisection saw)
+    assert [s["name"] for s in data["steps"]][:10] == ["bisect", "explain", "commits", "minimize", "newest", "issue",
+                                                       "search outputs (retraced)", "search time (frozen)",
+                                                       "search time (retraced)", "run every release once"]
     assert data["left_at_report"] == ["other outputs changes between 0.4.38 and 0.5.1 (retraced)", "time (frozen)",
-                                      "every release between 0.4.38 and 0.5.1 run once"]
+                                      "time (retraced)", "every release between 0.4.38 and 0.5.1 run once"]
     assert steps["commits"]["status"] == "skipped" and "--jax-repo" in steps["commits"]["answer"]  # no clone here
     assert steps["bisect"]["status"] == "answered" and steps["bisect"]["stored"]  # the answer record's id
     # what it looked at and why, in one line: both ways at the endpoints, every kind present, the most severe first
-    assert data["chosen"].startswith("bisected by outputs (retraced), then time (frozen) (the most severe first): ")
+    assert data["chosen"].startswith("bisected by outputs (retraced), then time (frozen), then time (retraced) (the most "
+                                     "severe first): ")
     assert steps["bisect"]["answer"].endswith("; chosen: " + data["chosen"])
     assert steps["explain"]["status"] == "answered" and steps["explain"]["stored"]
     assert steps["explain"]["answer"].startswith("the default of jax_threefry_partitionable changed from False (jax "
@@ -453,6 +458,58 @@ def test_every_change_the_endpoints_show_is_bisected_the_most_severe_first():
     assert plan(unrunnable, None)[0] == [("retrace", "time")]  # timed where it runs
 
 
+def test_a_slowdown_of_jaxs_lowering_is_looked_for_in_the_retraced_program_where_the_lowering_changed():
+    """The frozen module keeps its time and its bits; the program as the later releases lower it (other StableHLO
+    from 0.6.0 on) is 1.5x slower from 0.6.0 and changes its last bits there. Time on the frozen module alone would
+    say nothing about it (a slowdown of JAX's lowering never shows there): where the survey's retraced runs were
+    lowered to other StableHLO, the retraced program's time is screened too, after the frozen module's, and its
+    slowdown is the headline. Where the lowering is the same, or unknown, time stays on the frozen module alone."""
+    from reprobundle.investigate.search.mode_choice import bisect_each, plan, screened, survey
+
+    frozen_timed, _ = _replayer(slow_from="0.4.30", bits_from="0.4.30", factor=1.0)  # nothing moves
+    retraced, _ = _replayer(slow_from="0.6.0", bits_from="0.6.0", factor=1.5)
+
+    def lowering(a: dict, b: dict) -> bool:  # what the survey's two retraced runs' StableHLO say
+        return (VERSIONS.index(a["requested"]) >= VERSIONS.index("0.6.0")) != (
+            VERSIONS.index(b["requested"]) >= VERSIONS.index("0.6.0"))
+
+    found = survey("0.4.30", "0.8.0", {"frozen": frozen_timed, "retrace": retraced}, _apart, lowering)
+    assert found["retrace"]["lowered"] is True and "frozen" in found and "lowered" not in found["frozen"]
+    assert found["retrace"]["said"].endswith(", and jax 0.8.0 lowers it to other StableHLO than jax 0.4.30")
+    steps, why = plan(found, None)
+    assert steps == [("frozen", "time"), ("retrace", "time"), ("retrace", "bits")]
+    assert why.startswith("bisected by time (frozen), then time (retraced), then bits (retraced) ")
+    # the same survey where the releases lower it alike (or it is not known): time on the frozen module alone
+    for same in (lambda a, b: False, lambda a, b: None):
+        alike = survey("0.4.30", "0.8.0", {"frozen": frozen_timed, "retrace": retraced}, _apart, same)
+        assert plan(alike, None)[0] == [("frozen", "time"), ("retrace", "bits")]
+    # screened: beside another kind, every time step; time alone, the retraced look only (the frozen module's time
+    # measured in full); asked --by time, none
+    screens: list[str] = []
+
+    def screen(mode: str) -> dict:
+        screens.append(mode)
+        return {"seen": "slower" if mode == "retrace" else "same", "said": f"{mode} screened", "good": "0.4.30",
+                "bad": "0.8.0", "ratio": 1.0, "interval": [0.98, 1.02], "rounds": 3, "not_ruled_out": 1.05,
+                "noise": 0.01}
+
+    assert screened(steps, None, screen) is screen and screened(steps, "time", screen) is None
+    only_time = screened([("frozen", "time"), ("retrace", "time")], None, screen)
+    assert only_time is not None and only_time("frozen") is None and only_time("retrace")["said"] == "retrace screened"
+    assert screened([("frozen", "time")], None, screen) is None
+    screens.clear()
+
+    def run_one(mode, kind):
+        return bisect(VERSIONS, "0.4.30", "0.8.0", frozen_timed if mode == "frozen" else retraced,
+                      outputs_differ=_apart, by=kind)
+
+    head = bisect_each(steps, run_one, None, why, screen_time=screened(steps, None, screen))
+    assert screens == ["frozen", "retrace"]  # the frozen module's screen saw nothing: only the retraced time bisected
+    assert (head.criterion, head.mode, head.first_bad, head.last_good) == ("time", "retrace", "0.6.0", "0.5.1")
+    assert [(a["criterion"], a["mode"], a["first_bad"]) for a in head.also] == [("bits", "retrace", "0.6.0")]
+    assert [(s["criterion"], s["mode"]) for s in head.set_aside] == [("time", "frozen")]
+
+
 @pytest.mark.crossversion
 def test_a_program_faster_on_the_later_release_is_never_a_regression(store_dir):
     """Retraced, 0.5.0 runs 40 laps of its loop and 0.5.1 one (tests/programs/retrace/faster_later.py: about a tenth
@@ -489,12 +546,14 @@ def test_outputs_retraced_at_one_release_and_bits_frozen_at_another_are_both_bis
     result, _ = api.bisect("rc", "0.4.38", "0.5.1", store=str(store_dir), warmup=1, repeat=2, rounds=1)
     assert (result.criterion, result.first_bad, result.last_good, result.mode) == ("outputs vs good", "0.5.0",
                                                                                    "0.4.38", "retrace")
-    assert result.mode_why.startswith("bisected by outputs (retraced), then time (frozen), then bits (frozen)")
+    # the retraced program's time is looked at too: 0.5.0 lowers it to other StableHLO (threefry)
+    assert result.mode_why.startswith("bisected by outputs (retraced), then time (frozen), then time (retraced), "
+                                      "then bits (frozen)")
     bits = [a for a in result.also if a["criterion"] == "bits"]
     assert [(a["mode"], a["first_bad"], a["last_good"]) for a in bits] == [("frozen", "0.5.1", "0.5.0")]
     timed = [a for a in result.also if a["criterion"] == "time"] + [
         s for s in result.set_aside if s["criterion"] == "time"]
-    assert len(timed) == 1 and timed[0]["mode"] == "frozen"
+    assert sorted(t["mode"] for t in timed) == ["frozen", "retrace"]
     assert result.layer["layer"] == "lowering"  # the headline's boundary
     assert [c.layer["layer"] for c in result.changes if c.criterion == "bits"] == ["compiler"]  # each its own layer
     registry = api.open_registry(str(store_dir))

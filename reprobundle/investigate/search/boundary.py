@@ -77,14 +77,12 @@ def _layer_at_boundary(registry: Registry, bundle: Bundle, result: BisectResult,
     if progress:
         progress(f"bisect: which layer changed from {result.last_good} to {result.first_bad}: "
                  "both replayed frozen and retraced")
+    from .probes import retraced_text
+
     runs = boundary_runs(result, mode, probe_for)
 
-    def text(run: dict) -> str | None:
-        art = (run.get("artifacts") or {}).get("stablehlo_retraced")
-        return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
-
     def lowering_of(a: dict, b: dict) -> dict | None:
-        before, after = text(a), text(b)
+        before, after = retraced_text(registry, a), retraced_text(registry, b)
         return lowering_diff(before, after, program_file_names(bundle.manifest)) if before and after else None
 
     return boundary_layer(result, runs, outputs_differ, lowering_of, mode)

@@ -4,16 +4,18 @@ untimed, side by side; a user should not need to know which layer broke to find 
 
 `survey`, `plan` and `bisect_each` (bisect and investigate): every kind of change the endpoints show is bisected
 on its own, the most severe first: outputs beyond the tolerance (the retraced program first: what the user runs),
-then a settled slowdown (timed on the frozen module where it runs on both), then bits within the tolerance. Only a
-slower bad end is a regression by time, and only one its confirmation reproduces; the headline is the most severe
-change that stands, the others are said beside it.
+then a settled slowdown (timed on the frozen module where it runs on both; and on the retraced program too where
+the two releases lower it to other StableHLO: a slowdown of JAX's lowering never shows in the frozen module), then
+bits within the tolerance. Only a slower bad end is a regression by time, and only one its confirmation reproduces;
+the headline is the most severe change that stands, the others are said beside it.
 
 Time is measured only as far as the answer needs it (`time_screen`): where the untimed endpoints already show
 another change (outputs, an error, bits) and time was not asked for, whether the frozen module also got slower is
 a bounded screen (analysis/time_screen.py: a few paired rounds within a wall bound, the noise measured in those same
 rounds), run after the bisections before it in severity, so an outputs change is never held back by it. Only a
 slowdown the screen sees beyond its noise becomes a time bisection; otherwise the answer says what the screen could
-not rule out. Where nothing else changed, time is the question: it is measured in full, as with `--by time`.
+not rule out. Where nothing else changed, time is the question: it is measured in full, as with `--by time` (the
+frozen module's; the retraced program's time beside it, where the lowering changed, is screened as a second look).
 
 `choose_mode` (explain, which compares two contenders by one criterion): one mode.
 - The frozen module's outputs already differ between the endpoints: frozen (what changed is below JAX, or shows
@@ -97,10 +99,13 @@ FAILS = "fails"  # survey: the bad end fails where the good end runs
 _NAME = {RETRACE: "the retraced program", FROZEN: "the frozen module"}
 
 
-def survey(good: str, bad: str, runs_of: dict[str, Runs], apart: Callable[[dict, dict], str]) -> dict[str, dict]:
+def survey(good: str, bad: str, runs_of: dict[str, Runs], apart: Callable[[dict, dict], str],
+           lowered: Callable[[dict, dict], bool | None] | None = None) -> dict[str, dict]:
     """mode -> {"apart": SAME, BITS_ONLY, BEYOND, FAILS or None (it does not run on both), "said": one clause},
     from each mode's endpoints replayed once, untimed (`runs_of`: mode -> its probe). A bad end that mismatches the
-    reference where the good end matches it counts as BEYOND; one that fails where the good end runs, FAILS."""
+    reference where the good end matches it counts as BEYOND; one that fails where the good end runs, FAILS. The
+    retraced program's entry also says whether the two releases lower it differently (`lowered`: of its two runs,
+    None where not known), and where they do, its said clause says so."""
     out = {}
     for mode, probe in runs_of.items():
         runs = probe([good, bad])
@@ -115,7 +120,17 @@ def survey(good: str, bad: str, runs_of: dict[str, Runs], apart: Callable[[dict,
                 f"{_NAME[mode]}'s outputs are the same bit for bit" if found == SAME else
                 f"{_NAME[mode]} does not run on both ({_failed(good, bad, runs)})")
         out[mode] = {"apart": found, "said": said}
+        if mode == RETRACE and lowered is not None and _ran(runs):
+            out[mode].update(_lowering_said(lowered(*runs), good, bad, said))
     return out
+
+
+def _lowering_said(differently: bool | None, good: str, bad: str, said: str) -> dict:
+    """The retraced program's survey entry's "lowered" (None: not known, and not said) and its clause."""
+    if differently is None:
+        return {}
+    return {"lowered": differently,
+            "said": said + (f", and jax {bad} lowers it to other StableHLO than jax {good}" if differently else "")}
 
 
 def plan(found: dict[str, dict], by: str | None, refusal: str | None = None) -> tuple[list[tuple[str, str]], str]:
@@ -124,7 +139,8 @@ def plan(found: dict[str, dict], by: str | None, refusal: str | None = None) -> 
     one bisection by `by` (else outputs) in a mode, which then says why, from the endpoints' untimed runs."""
     order = [m for m in (RETRACE, FROZEN) if m in found]
     wanted = _wanted(found, order, by)
-    steps = [(str(wanted[kind]), kind) for kind in SEVERITY if wanted[kind] is not None and by in (None, kind)]
+    steps = _with_lowering_time(found, [(str(wanted[kind]), kind) for kind in SEVERITY
+                                        if wanted[kind] is not None and by in (None, kind)])
     if not steps:  # its bisection says why: not told apart by `by`, or an endpoint that does not run (the
         # untimed runs above, remembered by the probe: nothing more is replayed)
         steps = [(wanted["time"] or (order[0] if order else FROZEN), by or "outputs")]
@@ -132,6 +148,16 @@ def plan(found: dict[str, dict], by: str | None, refusal: str | None = None) -> 
     said = [found[m]["said"] for m in order] + ([f"not retraced: {refusal}"] if refusal else [])
     asked = f"--by {by}" if by else "the most severe first"
     return steps, f"bisected by {chosen} ({asked}): " + "; ".join(said)
+
+
+def _with_lowering_time(found: dict[str, dict], steps: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`steps` with the retraced program's time after the frozen module's, where the retraced program runs on both
+    endpoints and they lower it to other StableHLO: a slowdown of JAX's lowering never shows in the frozen module."""
+    retraced = found.get(RETRACE, {})
+    if (FROZEN, "time") not in steps or not retraced.get("lowered") or retraced.get("apart") in (None, FAILS):
+        return steps
+    at = steps.index((FROZEN, "time")) + 1
+    return [*steps[:at], (RETRACE, "time"), *steps[at:]]
 
 
 def _wanted(found: dict[str, dict], order: list[str], by: str | None) -> dict[str, str | None]:
@@ -181,15 +207,18 @@ def _screen_text(found: dict, good: str, bad: str, seconds: float) -> str:
             f"out: {noise} (bisect --by time measures it in full)")
 
 
-def _screened_out(mode: str, screen_time: Callable[[str], dict],
+def _screened_out(mode: str, screen_time: Callable[[str], dict | None],
                   progress: Callable[[str], None] | None) -> dict | None:
-    """The time step's screen: None where it saw a slowdown beyond its noise (the time bisection runs), else the
-    `set_aside` entry that says what it saw and could not rule out."""
+    """The time step's screen: None where it saw a slowdown beyond its noise, or where this mode's time is not
+    screened (`screen_time` answers None: measured in full), so the time bisection runs; else the `set_aside` entry
+    that says what it saw and could not rule out."""
     try:
         seen = screen_time(mode)
     except TimeSpentError as e:  # said, and the answer is not reused without it: the next call screens
         seen = {"seen": None, "said": f"the time screen did not run: {e.message}: no slowdown is ruled out",
                 "unfinished": True}
+    if seen is None:
+        return None
     if progress:
         taken = "; its rounds the endpoints' measurement (not timed again)" if seen.get("taken") else ""
         progress(f"bisect: time ({mode}) screened: {seen['said']}{taken}")
@@ -209,7 +238,7 @@ def _screened_out(mode: str, screen_time: Callable[[str], dict],
 
 def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult], by: str | None,
                 why: str | None, progress: Callable[[str], None] | None = None,
-                screen_time: Callable[[str], dict] | None = None) -> BisectResult:
+                screen_time: Callable[[str], dict | None] | None = None) -> BisectResult:
     """Each of `plan`'s bisections run (`run_one(mode, criterion)`), the headline the first whose answer stands (a
     time change only where its confirmation reproduced it), the others its `also` (each with its own first bad
     release), and what was examined and is no regression (a speedup, no settled change, a time change the
@@ -224,14 +253,23 @@ def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], 
 
 
 def screened(steps: Sequence[tuple[str, str]], by: str | None,
-             screen_time: Callable[[str], dict] | None) -> Callable[[str], dict] | None:
-    """`screen_time` where the time step is screened (by unset, and another kind among the steps), else None."""
-    return screen_time if by is None and any(kind != "time" for _, kind in steps) else None
+             screen_time: Callable[[str], dict | None] | None) -> Callable[[str], dict | None] | None:
+    """`screen_time` where a time step is screened, else None: by unset and another kind among the steps, every
+    time step; by unset and time the only kind, the retraced program's time beside the frozen module's (a second
+    look, secondary: the frozen module's time is measured in full), that one alone (the others: None, measured in
+    full)."""
+    if screen_time is None or by is not None:
+        return None
+    if any(kind != "time" for _, kind in steps):
+        return screen_time
+    if (FROZEN, "time") in steps and (RETRACE, "time") in steps:
+        return lambda mode: screen_time(mode) if mode == RETRACE else None
+    return None
 
 
 def standing_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult], by: str | None,
                   why: str | None, set_aside: list[dict], progress: Callable[[str], None] | None = None,
-                  screen_time: Callable[[str], dict] | None = None, stood: bool = False
+                  screen_time: Callable[[str], dict | None] | None = None, stood: bool = False
                   ) -> Iterator[tuple[int, BisectResult | None]]:
     """bisect_each one step at a time (investigate's headline first: search/headline_first.py): each of `plan`'s
     bisections run in order, each yielded as it ends with its index in `steps`: its result where its answer stands,
@@ -277,7 +315,7 @@ def _as_chosen(result: BisectResult, mode: str, why: str | None, chosen_kind: st
 
 def _run_step(mode: str, kind: str, run_one: Callable[[str, str], BisectResult], alone: bool,
               progress: Callable[[str], None] | None,
-              screen_time: Callable[[str], dict] | None) -> BisectResult | dict:
+              screen_time: Callable[[str], dict | None] | None) -> BisectResult | dict:
     """One bisection's result, or its `set_aside` entry: where it failed (a UsageError; a step `alone` raises it),
     or a time step whose `screen_time` (given: it is screened) saw no slowdown beyond its noise."""
     if kind == "time" and screen_time is not None:

@@ -78,6 +78,25 @@ def output_difference(registry: Registry, bundle: Bundle) -> Callable[[dict, dic
     return difference
 
 
+def retraced_text(registry: Registry, run: dict) -> str | None:
+    """The StableHLO a retraced run's release lowered the program to (its `stablehlo_retraced` artifact), None
+    where the run has none (a frozen run, one that failed before lowering)."""
+    art = (run.get("artifacts") or {}).get("stablehlo_retraced")
+    return registry.get_blob(art["blob"]).decode("utf-8", "replace") if art else None
+
+
+def lowered_differently(registry: Registry) -> Callable[[dict, dict], bool | None]:
+    """Whether the releases of two retraced runs lowered the program to other StableHLO (locations, names and debug
+    info aside: analysis/lowering_diff.same_lowering); None where either run has none."""
+    from ...analysis.lowering_diff import same_lowering
+
+    def differently(a: dict, b: dict) -> bool | None:
+        before, after = retraced_text(registry, a), retraced_text(registry, b)
+        return None if before is None or after is None else not same_lowering(before, after)
+
+    return differently
+
+
 def outputs_differ(registry: Registry, bundle: Bundle) -> Callable[[dict, dict], bool]:
     """What a bisection asks of two runs of `bundle`: whether their outputs differ beyond the check's tolerance."""
     difference = output_difference(registry, bundle)

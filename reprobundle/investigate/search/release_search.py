@@ -144,14 +144,20 @@ def answer_each(registry: Registry, bundle: Bundle, result, asked: tuple[str, st
     result.answer_id = stored_answer(registry, bundle, result, ref, forced_mode, reuse)
 
 
+# When the search's rules last changed what a stored answer of the same question holds (2026-12-07: the retraced
+# program's time looked at too where the endpoints lower it differently): an answer stored under older rules is
+# computed again, never reused as if these had made it.
+SEARCH_RULES = "2026-12-07"
+
+
 def bisection_asked(good: str, bad: str, mode: str, by: str | None, nightly: bool, options: ReplayOptions,
                     layer: bool, timed_probes: bool) -> dict:
     """What a bisection was asked, as its stored answer records it for reuse: the window, the mode and criterion as
     given, and what else changes its answer (the replay options' flags but --max-time, the layer check, timed
-    probes): a call with another --max-time asks the same question."""
+    probes, the search's rules): a call with another --max-time asks the same question."""
     return {"good": good, "bad": bad, "mode": mode, "by": by, "nightly": nightly,
             "options": options.args(max_time=False),
-            "layer": layer, "timed_probes": timed_probes}
+            "layer": layer, "timed_probes": timed_probes, "rules": SEARCH_RULES}
 
 
 def tested_builds(result) -> list[str]:
@@ -268,7 +274,7 @@ def planned(probes: Probes, mode: str, by: str | None, ends: tuple[str, str],
     their runs are each bisection's first probe) and mode_choice.plan's answer."""
     from ...run.retrace import retrace_refusal
     from .mode_choice import plan, survey
-    from .probes import output_difference
+    from .probes import lowered_differently, output_difference
 
     if mode != "auto" and by is not None:
         return [(mode, str(by))], None
@@ -276,7 +282,9 @@ def planned(probes: Probes, mode: str, by: str | None, ends: tuple[str, str],
     refusal = retrace_refusal(probes.args[1].manifest) if mode == "auto" else None
     modes = surveyed_modes(probes, mode)
     compare = output_difference(*probes.args)
-    steps, why = plan(survey(good, bad, {m: probes.probe(m, timed=False) for m in modes}, compare), by, refusal)
+    found = survey(good, bad, {m: probes.probe(m, timed=False) for m in modes}, compare,
+                   lowered_differently(probes.args[0]))
+    steps, why = plan(found, by, refusal)
     if progress:
         progress(f"bisect: {why}")
     return steps, why

@@ -479,7 +479,7 @@ def _size(change: BisectResult) -> float:
 def every_change(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], BisectResult],
                  split_one: Callable[[BisectResult], list[BisectResult]], by: str | None, why: str | None,
                  progress: Callable[[str], None] | None = None,
-                 screen_time: Callable[[str], dict] | None = None,
+                 screen_time: Callable[[str], dict | None] | None = None,
                  place_one: Callable[[BisectResult], list[BisectResult]] | None = None,
                  sweep_one: Callable[[], tuple[list[BisectResult], list[dict]]] | None = None) -> list[BisectResult]:
     """mode_choice.bisect_each's bisections (the same steps, the same headline rules), a time bisection whose
