@@ -182,9 +182,9 @@ def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     # lowers it to other StableHLO: a slowdown there would not show in the frozen module) (with rounds=1 they tell
     # nothing apart: said as no regression, never the headline)
     assert result.mode == "retrace" and result.mode_why == (
-        "bisected by outputs (retraced), then time (frozen), then time (retraced) (the most severe first): the "
-        "retraced program's outputs differ beyond the tolerance, and jax 0.5.1 lowers it to other StableHLO than jax "
-        "0.4.38; the frozen module's outputs are the same bit for bit")
+        "bisected by outputs (retraced), then time (frozen), then time (retraced) where the frozen module's stood "
+        "none (the most severe first): the retraced program's outputs differ beyond the tolerance, and jax 0.5.1 "
+        "lowers it to other StableHLO than jax 0.4.38; the frozen module's outputs are the same bit for bit")
     # the mode choice's retraced endpoints were the bisection's first probe, not run again
     assert [p["what"] for p in result.spent["probes"]][:3] == ["untimed", "untimed retrace", "untimed retrace"]
     assert result.spent["probes"][2]["versions"] != ["0.4.38", "0.5.1"]
@@ -316,8 +316,8 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     assert steps["commits"]["status"] == "skipped" and "--jax-repo" in steps["commits"]["answer"]  # no clone here
     assert steps["bisect"]["status"] == "answered" and steps["bisect"]["stored"]  # the answer record's id
     # what it looked at and why, in one line: both ways at the endpoints, every kind present, the most severe first
-    assert data["chosen"].startswith("bisected by outputs (retraced), then time (frozen), then time (retraced) (the most "
-                                     "severe first): ")
+    assert data["chosen"].startswith("bisected by outputs (retraced), then time (frozen), then time (retraced) "
+                                     "where the frozen module's stood none (the most severe first): ")
     assert steps["bisect"]["answer"].endswith("; chosen: " + data["chosen"])
     assert steps["explain"]["status"] == "answered" and steps["explain"]["stored"]
     assert steps["explain"]["answer"].startswith("the default of jax_threefry_partitionable changed from False (jax "
@@ -463,7 +463,8 @@ def test_a_slowdown_of_jaxs_lowering_is_looked_for_in_the_retraced_program_where
     from 0.6.0 on) is 1.5x slower from 0.6.0 and changes its last bits there. Time on the frozen module alone would
     say nothing about it (a slowdown of JAX's lowering never shows there): where the survey's retraced runs were
     lowered to other StableHLO, the retraced program's time is screened too, after the frozen module's, and its
-    slowdown is the headline. Where the lowering is the same, or unknown, time stays on the frozen module alone."""
+    slowdown is the headline. Where the lowering is the same, or unknown, time stays on the frozen module alone;
+    where the frozen module's own slowdown stood, the second look is skipped (its screen says so), never listed."""
     from reprobundle.investigate.search.mode_choice import bisect_each, plan, screened, survey
 
     frozen_timed, _ = _replayer(slow_from="0.4.30", bits_from="0.4.30", factor=1.0)  # nothing moves
@@ -478,13 +479,14 @@ def test_a_slowdown_of_jaxs_lowering_is_looked_for_in_the_retraced_program_where
     assert found["retrace"]["said"].endswith(", and jax 0.8.0 lowers it to other StableHLO than jax 0.4.30")
     steps, why = plan(found, None)
     assert steps == [("frozen", "time"), ("retrace", "time"), ("retrace", "bits")]
-    assert why.startswith("bisected by time (frozen), then time (retraced), then bits (retraced) ")
+    assert why.startswith("bisected by time (frozen), then time (retraced) where the frozen module's stood none, "
+                          "then bits (retraced) ")
     # the same survey where the releases lower it alike (or it is not known): time on the frozen module alone
     for same in (lambda a, b: False, lambda a, b: None):
         alike = survey("0.4.30", "0.8.0", {"frozen": frozen_timed, "retrace": retraced}, _apart, same)
         assert plan(alike, None)[0] == [("frozen", "time"), ("retrace", "bits")]
-    # screened: beside another kind, every time step; time alone, the retraced look only (the frozen module's time
-    # measured in full); asked --by time, none
+    # screened: beside another kind, every time step; time alone (asked for or not), the retraced look only (the
+    # frozen module's time measured in full); asked for another kind, none
     screens: list[str] = []
 
     def screen(mode: str) -> dict:
@@ -493,9 +495,11 @@ def test_a_slowdown_of_jaxs_lowering_is_looked_for_in_the_retraced_program_where
                 "bad": "0.8.0", "ratio": 1.0, "interval": [0.98, 1.02], "rounds": 3, "not_ruled_out": 1.05,
                 "noise": 0.01}
 
-    assert screened(steps, None, screen) is screen and screened(steps, "time", screen) is None
-    only_time = screened([("frozen", "time"), ("retrace", "time")], None, screen)
-    assert only_time is not None and only_time("frozen") is None and only_time("retrace")["said"] == "retrace screened"
+    assert screened(steps, None, screen) is screen and screened(steps, "bits", screen) is None
+    for by in (None, "time"):
+        only_time = screened([("frozen", "time"), ("retrace", "time")], by, screen)
+        assert only_time is not None and only_time("frozen") is None
+        assert only_time("retrace")["said"] == "retrace screened"
     assert screened([("frozen", "time")], None, screen) is None
     screens.clear()
 
@@ -508,6 +512,26 @@ def test_a_slowdown_of_jaxs_lowering_is_looked_for_in_the_retraced_program_where
     assert (head.criterion, head.mode, head.first_bad, head.last_good) == ("time", "retrace", "0.6.0", "0.5.1")
     assert [(a["criterion"], a["mode"], a["first_bad"]) for a in head.also] == [("bits", "retrace", "0.6.0")]
     assert [(s["criterion"], s["mode"]) for s in head.set_aside] == [("time", "frozen")]
+    # the frozen module 1.5x slower from 0.4.34 too, measured in full (time the only kind): it stands, and the
+    # retraced look is skipped as KindSearches.screen skips it (no second bisection of one slowdown, nothing listed)
+    slower_frozen, _ = _replayer(slow_from="0.4.34", bits_from="0.4.30", factor=1.5)
+    stood: list = []
+    said: list[str] = []
+
+    def run_both(mode, kind):
+        found = bisect(VERSIONS, "0.4.30", "0.8.0", slower_frozen if mode == "frozen" else retraced,
+                       outputs_differ=_apart, by=kind)
+        stood.append(mode)
+        return found
+
+    def second_look(mode: str) -> dict:
+        return {"skip": "the frozen module's slowdown stands"} if "frozen" in stood else screen(mode)
+
+    time_only = [("frozen", "time"), ("retrace", "time")]
+    head = bisect_each(time_only, run_both, None, "why", said.append, screened(time_only, None, second_look))
+    assert stood == ["frozen"] and (head.mode, head.first_bad) == ("frozen", "0.4.34")
+    assert head.also == [] and head.set_aside == []
+    assert "bisect: time (retrace) not looked at: the frozen module's slowdown stands" in said
 
 
 @pytest.mark.crossversion
@@ -547,8 +571,8 @@ def test_outputs_retraced_at_one_release_and_bits_frozen_at_another_are_both_bis
     assert (result.criterion, result.first_bad, result.last_good, result.mode) == ("outputs vs good", "0.5.0",
                                                                                    "0.4.38", "retrace")
     # the retraced program's time is looked at too: 0.5.0 lowers it to other StableHLO (threefry)
-    assert result.mode_why.startswith("bisected by outputs (retraced), then time (frozen), then time (retraced), "
-                                      "then bits (frozen)")
+    assert result.mode_why.startswith("bisected by outputs (retraced), then time (frozen), then time (retraced) "
+                                      "where the frozen module's stood none, then bits (frozen)")
     bits = [a for a in result.also if a["criterion"] == "bits"]
     assert [(a["mode"], a["first_bad"], a["last_good"]) for a in bits] == [("frozen", "0.5.1", "0.5.0")]
     timed = [a for a in result.also if a["criterion"] == "time"] + [

@@ -5,8 +5,8 @@ untimed, side by side; a user should not need to know which layer broke to find 
 `survey`, `plan` and `bisect_each` (bisect and investigate): every kind of change the endpoints show is bisected
 on its own, the most severe first: outputs beyond the tolerance (the retraced program first: what the user runs),
 then a settled slowdown (timed on the frozen module where it runs on both; and on the retraced program too where
-the two releases lower it to other StableHLO: a slowdown of JAX's lowering never shows in the frozen module), then
-bits within the tolerance. Only a slower bad end is a regression by time, and only one its confirmation reproduces;
+the two releases lower it to other StableHLO and the frozen module's slowdown did not stand: a slowdown of JAX's
+lowering never shows in the frozen module), then bits within the tolerance. Only a slower bad end is a regression by time, and only one its confirmation reproduces;
 the headline is the most severe change that stands, the others are said beside it.
 
 Time is measured only as far as the answer needs it (`time_screen`): where the untimed endpoints already show
@@ -15,7 +15,8 @@ a bounded screen (analysis/time_screen.py: a few paired rounds within a wall bou
 rounds), run after the bisections before it in severity, so an outputs change is never held back by it. Only a
 slowdown the screen sees beyond its noise becomes a time bisection; otherwise the answer says what the screen could
 not rule out. Where nothing else changed, time is the question: it is measured in full, as with `--by time` (the
-frozen module's; the retraced program's time beside it, where the lowering changed, is screened as a second look).
+frozen module's; the retraced program's time beside it, where the lowering changed, is screened as a second look,
+skipped where the frozen module's slowdown stood: KindSearches.screen).
 
 `choose_mode` (explain, which compares two contenders by one criterion): one mode.
 - The frozen module's outputs already differ between the endpoints: frozen (what changed is below JAX, or shows
@@ -144,10 +145,18 @@ def plan(found: dict[str, dict], by: str | None, refusal: str | None = None) -> 
     if not steps:  # its bisection says why: not told apart by `by`, or an endpoint that does not run (the
         # untimed runs above, remembered by the probe: nothing more is replayed)
         steps = [(wanted["time"] or (order[0] if order else FROZEN), by or "outputs")]
-    chosen = ", then ".join(f"{kind} ({'retraced' if mode == RETRACE else 'frozen'})" for mode, kind in steps)
+    chosen = ", then ".join(_step_text(mode, kind, steps) for mode, kind in steps)
     said = [found[m]["said"] for m in order] + ([f"not retraced: {refusal}"] if refusal else [])
     asked = f"--by {by}" if by else "the most severe first"
     return steps, f"bisected by {chosen} ({asked}): " + "; ".join(said)
+
+
+def _step_text(mode: str, kind: str, steps: list[tuple[str, str]]) -> str:
+    """`time (frozen)`; the retraced program's time beside the frozen module's: `time (retraced) where the frozen
+    module's stood none`."""
+    if mode == RETRACE and kind == "time" and (FROZEN, "time") in steps:
+        return "time (retraced) where the frozen module's stood none"
+    return f"{kind} ({'retraced' if mode == RETRACE else 'frozen'})"
 
 
 def _with_lowering_time(found: dict[str, dict], steps: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -210,15 +219,18 @@ def _screen_text(found: dict, good: str, bad: str, seconds: float) -> str:
 def _screened_out(mode: str, screen_time: Callable[[str], dict | None],
                   progress: Callable[[str], None] | None) -> dict | None:
     """The time step's screen: None where it saw a slowdown beyond its noise, or where this mode's time is not
-    screened (`screen_time` answers None: measured in full), so the time bisection runs; else the `set_aside` entry
-    that says what it saw and could not rule out."""
+    screened (`screen_time` answers None: measured in full), so the time bisection runs; the screen's {"skip": why}
+    where it answered so (the step neither run nor listed); else the `set_aside` entry that says what it saw and
+    could not rule out."""
     try:
         seen = screen_time(mode)
     except TimeSpentError as e:  # said, and the answer is not reused without it: the next call screens
         seen = {"seen": None, "said": f"the time screen did not run: {e.message}: no slowdown is ruled out",
                 "unfinished": True}
-    if seen is None:
-        return None
+    if seen is None or "skip" in seen:
+        if seen is not None and progress:
+            progress(f"bisect: time ({mode}) not looked at: {seen['skip']}")
+        return seen
     if progress:
         taken = "; its rounds the endpoints' measurement (not timed again)" if seen.get("taken") else ""
         progress(f"bisect: time ({mode}) screened: {seen['said']}{taken}")
@@ -255,12 +267,13 @@ def bisect_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str], 
 def screened(steps: Sequence[tuple[str, str]], by: str | None,
              screen_time: Callable[[str], dict | None] | None) -> Callable[[str], dict | None] | None:
     """`screen_time` where a time step is screened, else None: by unset and another kind among the steps, every
-    time step; by unset and time the only kind, the retraced program's time beside the frozen module's (a second
-    look, secondary: the frozen module's time is measured in full), that one alone (the others: None, measured in
-    full)."""
-    if screen_time is None or by is not None:
+    time step; time the only kind (by unset or time), the retraced program's time beside the frozen module's (a
+    second look, secondary: the frozen module's time is measured in full), that one alone (the others: None,
+    measured in full). A screen may answer {"skip": why}: the step is not run, nor listed (a second look at a
+    slowdown that stood already)."""
+    if screen_time is None or by not in (None, "time"):
         return None
-    if any(kind != "time" for _, kind in steps):
+    if by is None and any(kind != "time" for _, kind in steps):
         return screen_time
     if (FROZEN, "time") in steps and (RETRACE, "time") in steps:
         return lambda mode: screen_time(mode) if mode == RETRACE else None
@@ -292,7 +305,7 @@ def standing_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str]
                 raise
             outcome = {"criterion": kind, "mode": mode, "why": f"not bisected: {e.message}"[:2000]}
         if isinstance(outcome, dict):
-            set_aside.append(outcome)
+            set_aside += [] if "skip" in outcome else [outcome]
             yield at, None
             continue
         _as_chosen(outcome, mode, why, None if by is not None else kind)
@@ -317,7 +330,8 @@ def _run_step(mode: str, kind: str, run_one: Callable[[str, str], BisectResult],
               progress: Callable[[str], None] | None,
               screen_time: Callable[[str], dict | None] | None) -> BisectResult | dict:
     """One bisection's result, or its `set_aside` entry: where it failed (a UsageError; a step `alone` raises it),
-    or a time step whose `screen_time` (given: it is screened) saw no slowdown beyond its noise."""
+    or a time step whose `screen_time` (given: it is screened) saw no slowdown beyond its noise; or {"skip": why}, a
+    time step its screen skipped."""
     if kind == "time" and screen_time is not None:
         aside = _screened_out(mode, screen_time, progress)
         if aside is not None:

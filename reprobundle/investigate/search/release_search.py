@@ -16,7 +16,7 @@ from ...run.compare import comparison_of
 from ...run.replay_options import ReplayOptions
 from ..answers import builds_of, reuse_key
 from ..case import Case
-from .bisection import BisectionInterrupted
+from .bisection import BisectionInterrupted, standing
 from .build_search import Probes, Search
 from .probes import probe_jobs
 
@@ -168,8 +168,6 @@ def tested_builds(result) -> list[str]:
 def stands(result) -> None:
     """A UsageError where the bisection's first bad build is none: a time change its confirmation did not
     reproduce (investigate/search/bisection.confirm)."""
-    from .bisection import standing
-
     if not standing(result):
         raise UsageError(f"no change stood between {result.good} and {result.bad}: time: "
                          f"{(result.confirmation or {}).get('why')}", hint="bisect again with more --rounds")
@@ -316,11 +314,15 @@ class KindSearches:
         self.versions, self.left_out = manager.available_versions(), manager.left_out_versions()
         self.searches: dict[str, Search] = {}
         self.control = False
+        self.frozen_slowdowns: list = []  # the frozen module's time changes that stood (a resumed answer's too)
 
     def run(self, mode: str, kind: str, ends: tuple[str, str]):
         self.searches[mode] = Search(self.probes, mode, self.jobs, self.ahead, kind, self.windows,
                                      control=self.control)
-        return self.searches[mode].run(self.versions, *ends, self.progress, left_out=self.left_out)
+        found = self.searches[mode].run(self.versions, *ends, self.progress, left_out=self.left_out)
+        if (mode, kind) == ("frozen", "time") and standing(found):
+            self.frozen_slowdowns.append(found)
+        return found
 
     def search(self, mode: str) -> Search:
         """The mode's search: the one `run` made, else one made now (the layer of a change a stored answer holds)."""
@@ -329,6 +331,12 @@ class KindSearches:
     def screen(self, mode: str, ends: tuple[str, str]) -> dict:
         from ...run.replay_options import screen_options
         from .mode_choice import time_screen
+
+        if mode == "retrace" and self.frozen_slowdowns:  # the second look at time (mode_choice.plan): not needed
+            first = self.frozen_slowdowns[0]
+            return {"skip": f"the frozen module's slowdown from jax {first.first_bad} stands, and the program as each "
+                            "release lowers it runs on the same XLA (the layer at its boundary says whether JAX's "
+                            "lowering changed there too)"}
 
         screened: list[list[dict]] = []
         fresh = self.probes.fresh(mode, "screen", screen_options(self.probes.options))
