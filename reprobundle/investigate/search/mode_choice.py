@@ -6,8 +6,9 @@ untimed, side by side; a user should not need to know which layer broke to find 
 on its own, the most severe first: outputs beyond the tolerance (the retraced program first: what the user runs),
 then a settled slowdown (timed on the frozen module where it runs on both; and on the retraced program too where
 the two releases lower it to other StableHLO and the frozen module's slowdown did not stand: a slowdown of JAX's
-lowering never shows in the frozen module), then bits within the tolerance. Only a slower bad end is a regression by time, and only one its confirmation reproduces;
-the headline is the most severe change that stands, the others are said beside it.
+lowering never shows in the frozen module), then bits within the tolerance. Only a slower bad end is a regression
+by time, and only one its confirmation reproduces; the headline is the most severe change that stands, the others
+are said beside it.
 
 Time is measured only as far as the answer needs it (`time_screen`): where the untimed endpoints already show
 another change (outputs, an error, bits) and time was not asked for, whether the frozen module also got slower is
