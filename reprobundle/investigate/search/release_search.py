@@ -306,7 +306,9 @@ class KindSearches:
     bisection whose confirmation failed (window_changes.place), `sweeper` the sweep of every release of the window
     for the changes of outputs or bits no bisection saw (window_changes.swept_changes). A screen that saw a small
     slowdown has each later bisection time its endpoints beside an A/A control at once (`control`); one whose rounds
-    settle a slowdown the endpoints list as they stand is their timed measurement (Probes.taken_as_endpoints)."""
+    settle a slowdown the endpoints list as they stand is their timed measurement (Probes.taken_as_endpoints). The
+    retraced program's screen, the second look at time beside the frozen module's, is skipped where a slowdown of the
+    frozen module stood (`frozen_slowdowns`)."""
 
     def __init__(self, probes: Probes, jobs: int, ahead, manager, progress: Callable[[str], None] | None,
                  windows: list[dict] | None = None):
@@ -334,9 +336,9 @@ class KindSearches:
 
         if mode == "retrace" and self.frozen_slowdowns:  # the second look at time (mode_choice.plan): not needed
             first = self.frozen_slowdowns[0]
-            return {"skip": f"the frozen module's slowdown from jax {first.first_bad} stands, and the program as each "
-                            "release lowers it runs on the same XLA (the layer at its boundary says whether JAX's "
-                            "lowering changed there too)"}
+            return {"skip": f"the frozen module's slowdown from jax {first.first_bad} stands (the layer at its "
+                            "boundary says whether JAX's lowering changed there too); its time is not bisected again "
+                            "as the program each release lowers"}
 
         screened: list[list[dict]] = []
         fresh = self.probes.fresh(mode, "screen", screen_options(self.probes.options))
