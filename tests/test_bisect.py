@@ -316,6 +316,9 @@ def test_investigate_is_directed_by_by_and_a_criterion_it_does_not_know_is_refus
                              "--frozen", store=store)
     assert code == 2 and out == "" and did.processes == []
     assert err.count("error:") == 1 and "--by 'speed' is not one of outputs, bits, time" in err, err
+    assert "hint: leave --by out to look for every kind" in err, err
+    code, _, err = cli("bisect", "small", "--good", "0.4.30", "--bad", "0.4.31", "--by", "tme", store=store)
+    assert code == 2 and err.count("error:") == 1 and "hint: did you mean --by time?" in err, err
     # an endpoint that is no JAX version is named by the option that gave it
     with audited() as did:
         code, out, err = cli("investigate", "small", "--good", "0.4.30", "--bad", "jax-0.5.0", store=store)

@@ -217,13 +217,13 @@ def check_bisect_request(good: str, bad: str, mode: str, jobs: int | None, night
     reversed endpoints."""
     from ...envs.manager import releases_of
     from ...envs.versions import check_jax_requests, version_key
-    from .bisection import BY
+    from .bisection import BY, unknown_by
 
     if mode not in ("auto", "frozen", "retrace"):
         raise UsageError(f"bisect runs one mode at a time, not {mode!r}",
                          hint="--retrace, --frozen, or neither (chosen from the endpoints)")
     if by is not None and by not in BY:
-        raise UsageError(f"--by {by!r} is not one of {', '.join(BY)}")
+        raise unknown_by(by)
     if jobs is not None and jobs < 1:
         raise UsageError(f"invalid --jobs {jobs}", hint="at least 1")
     check_jax_requests([good, bad], releases_of(config), options=["--good", "--bad"])
