@@ -521,18 +521,9 @@ def narrowed(remaining: Sequence[str], classes: dict[str, str], last_good: str,
     return last_good, first_bad, left
 
 
-def unknown_by(by: str) -> UsageError:
-    """The error of a --by that names no kind of change, with the kind it may be a misspelling of."""
-    import difflib
-
-    close = difflib.get_close_matches(by, BY, n=1, cutoff=0.5)
-    return UsageError(f"--by {by!r} is not one of {', '.join(BY)}",
-                      hint=f"did you mean --by {close[0]}?" if close else "leave --by out to look for every kind")
-
-
 def _check_by(by: str | None, outputs_differ: OutputsDiffer | None) -> None:
     if by is not None and by not in BY:
-        raise unknown_by(by)
+        raise UsageError(f"bisect --by {by!r} is not one of {', '.join(BY)}")
     if by in (OUTPUTS, BITS) and outputs_differ is None:
         raise UsageError(f"bisect --by {by} compares outputs, which this bisection cannot", hint="bisect --by time")
 

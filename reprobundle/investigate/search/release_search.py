@@ -211,13 +211,24 @@ def with_tried(e: UsageError, chosen_why: str | None) -> UsageError:
     return e if chosen_why is None else UsageError(f"{e.message}; {chosen_why}", hint=e.hint)
 
 
+def unknown_by(by: str) -> UsageError:
+    """The error of a --by that names no kind of change (bisection.BY), with the kind it may be a misspelling of."""
+    import difflib
+
+    from .bisection import BY
+
+    close = difflib.get_close_matches(by, BY, n=1, cutoff=0.5)
+    return UsageError(f"--by {by!r} is not one of {', '.join(BY)}",
+                      hint=f"did you mean --by {close[0]}?" if close else "leave --by out to look for every kind")
+
+
 def check_bisect_request(good: str, bad: str, mode: str, jobs: int | None, nightly: bool, config: EnvConfig,
                          by: str | None = None) -> None:
     """What a bisection refuses before anything runs: a mode, a criterion, --jobs, an endpoint that is no release,
     reversed endpoints."""
     from ...envs.manager import releases_of
     from ...envs.versions import check_jax_requests, version_key
-    from .bisection import BY, unknown_by
+    from .bisection import BY
 
     if mode not in ("auto", "frozen", "retrace"):
         raise UsageError(f"bisect runs one mode at a time, not {mode!r}",
