@@ -534,6 +534,32 @@ def test_a_slowdown_of_jaxs_lowering_is_looked_for_in_the_retraced_program_where
     assert "bisect: time (retrace) not looked at: the frozen module's slowdown stands" in said
 
 
+def test_the_survey_reads_whether_the_lowering_changed_from_the_retraced_runs_stablehlo(small_store_template,
+                                                                                          tmp_path):
+    """probes.lowered_differently on a real store: the same program with other locations and value names is the
+    same lowering, another op is another; a run without its StableHLO (a frozen run), or whose blob the store lacks,
+    says nothing (None), and the survey then keeps time on the frozen module alone."""
+    from small_bundle import copy_of
+
+    from reprobundle.investigate.search.probes import lowered_differently
+
+    registry = api.open_registry(str(copy_of(small_store_template, tmp_path / "store")))
+    module = ('module @jit_f {{\n  func.func public @main(%arg0: tensor<4xf32> loc("x")) -> tensor<4xf32> {{\n'
+              '    %0 = stablehlo.{op} %arg0 : tensor<4xf32> loc({loc})\n    return %0 : tensor<4xf32>\n  }}\n}}\n')
+
+    def run(text: str | None) -> dict:
+        return {"artifacts": {} if text is None else
+                {"stablehlo_retraced": {"blob": registry.put_blob(text.encode()), "media_type": "text/plain"}}}
+
+    differently = lowered_differently(registry)
+    sine = run(module.format(op="sine", loc='"f.py":3:0'))
+    assert differently(sine, run(module.format(op="sine", loc='"f.py":4:2'))) is False
+    assert differently(sine, run(module.format(op="cosine", loc='"f.py":3:0'))) is True
+    assert differently(sine, run(None)) is None
+    lost = {"artifacts": {"stablehlo_retraced": {"blob": {"digest": "sha256:" + "0" * 64, "size": 1}}}}
+    assert differently(sine, lost) is None
+
+
 @pytest.mark.crossversion
 def test_a_program_faster_on_the_later_release_is_never_a_regression(store_dir):
     """Retraced, 0.5.0 runs 40 laps of its loop and 0.5.1 one (tests/programs/retrace/faster_later.py: about a tenth

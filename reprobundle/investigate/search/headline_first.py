@@ -461,7 +461,8 @@ class HeadlineFirst:
         """The searches of a resumed answer, and its sweep among the stages left: the sweep is the last stage, so
         an answer a stage left unfinished never finished it (its `never_ran` lines are the sweep's to say again)."""
         self._kinds = KindSearches(self.probes, self.jobs, self._want, self.case.manager, self.case.progress)
-        self._kinds.frozen_slowdowns = [c for c in [head, *head.changes] if (c.mode, c.criterion) == ("frozen", "time")]
+        for change in [head, *head.changes]:
+            self._kinds.stood(change)
         self._sweep_one = self._kinds.sweeper(self.ends, surveyed_modes(self.probes, self.mode), self.by)
         self.pending += [(head.mode, SWEEP)] * self._sweeps(head)
         self.not_listed = [e for e in head.not_listed if e.get("kind") != "never_ran"]

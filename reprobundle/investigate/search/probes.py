@@ -87,11 +87,16 @@ def retraced_text(registry: Registry, run: dict) -> str | None:
 
 def lowered_differently(registry: Registry) -> Callable[[dict, dict], bool | None]:
     """Whether the releases of two retraced runs lowered the program to other StableHLO (locations, names and debug
-    info aside: analysis/lowering_diff.same_lowering); None where either run has none."""
+    info aside: analysis/lowering_diff.same_lowering); None where either run has none, or its text cannot be read
+    (not known: the bisections go on without it)."""
     from ...analysis.lowering_diff import same_lowering
+    from ...errors import ReproBundleError
 
     def differently(a: dict, b: dict) -> bool | None:
-        before, after = retraced_text(registry, a), retraced_text(registry, b)
+        try:
+            before, after = retraced_text(registry, a), retraced_text(registry, b)
+        except ReproBundleError:
+            return None
         return None if before is None or after is None else not same_lowering(before, after)
 
     return differently

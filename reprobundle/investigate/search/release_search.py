@@ -319,7 +319,7 @@ class KindSearches:
     slowdown has each later bisection time its endpoints beside an A/A control at once (`control`); one whose rounds
     settle a slowdown the endpoints list as they stand is their timed measurement (Probes.taken_as_endpoints). The
     retraced program's screen, the second look at time beside the frozen module's, is skipped where a slowdown of the
-    frozen module stood (`frozen_slowdowns`)."""
+    frozen module stood (`stood`)."""
 
     def __init__(self, probes: Probes, jobs: int, ahead, manager, progress: Callable[[str], None] | None,
                  windows: list[dict] | None = None):
@@ -327,15 +327,20 @@ class KindSearches:
         self.versions, self.left_out = manager.available_versions(), manager.left_out_versions()
         self.searches: dict[str, Search] = {}
         self.control = False
-        self.frozen_slowdowns: list = []  # the frozen module's time changes that stood (a resumed answer's too)
+        self.frozen_slowdown: str | None = None  # the first bad release of a frozen module's slowdown that stood
 
     def run(self, mode: str, kind: str, ends: tuple[str, str]):
         self.searches[mode] = Search(self.probes, mode, self.jobs, self.ahead, kind, self.windows,
                                      control=self.control)
         found = self.searches[mode].run(self.versions, *ends, self.progress, left_out=self.left_out)
-        if (mode, kind) == ("frozen", "time") and standing(found):
-            self.frozen_slowdowns.append(found)
+        self.stood(found)
         return found
+
+    def stood(self, change) -> None:
+        """Note a change found (a resumed answer's too): a slowdown of the frozen module that stands makes the
+        retraced program's second look at time needless (`screen`)."""
+        if (change.mode, change.criterion) == ("frozen", "time") and standing(change):
+            self.frozen_slowdown = self.frozen_slowdown or change.first_bad
 
     def search(self, mode: str) -> Search:
         """The mode's search: the one `run` made, else one made now (the layer of a change a stored answer holds)."""
@@ -345,9 +350,8 @@ class KindSearches:
         from ...run.replay_options import screen_options
         from .mode_choice import time_screen
 
-        if mode == "retrace" and self.frozen_slowdowns:  # the second look at time (mode_choice.plan): not needed
-            first = self.frozen_slowdowns[0]
-            return {"skip": f"the frozen module's slowdown from jax {first.first_bad} stands (the layer at its "
+        if mode == "retrace" and self.frozen_slowdown:  # the second look at time (mode_choice.plan): not needed
+            return {"skip": f"the frozen module's slowdown from jax {self.frozen_slowdown} stands (the layer at its "
                             "boundary says whether JAX's lowering changed there too); its time is not bisected again "
                             "as the program each release lowers"}
 

@@ -8,7 +8,7 @@ laps.
 Where it is going to hang it first lowers every thread of its process, and its session's scheduling group, to the lowest
 CPU priority (nice 19; the threads XLA starts later inherit it): the hang is as real (the loop never ends, the host's
 wall-clock limit ends it), but its spinning takes only the CPU nothing else of the suite wants (beside two busy loops
-on the 2-core VM the test took 69 CPU-s before, 13 after)"""
+on the 2-core VM the test took 69 CPU-s before, 13 after)."""
 import os
 
 import jax
@@ -34,7 +34,8 @@ def make():
 
 
 def _lowest_priority():
-    for thread in os.listdir("/proc/self/task"):  # Linux: a priority is each thread's own
+    threads = os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else []  # Linux: each thread's own
+    for thread in threads:
         try:
             os.setpriority(os.PRIO_PROCESS, int(thread), 19)
         except OSError:  # a thread that ended meanwhile
