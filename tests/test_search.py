@@ -100,3 +100,14 @@ def test_a_stage_cut_short_leaves_the_rest_of_the_window_to_search_again_only_wh
         if not between_stages:
             assert [(s["criterion"], s["unfinished"]) for s in search.set_aside] == [
                 ("bits", True)] * any(kind == "bits" for _, kind in left)
+
+
+def test_a_stage_whose_time_step_was_skipped_says_it_did_not_look_not_that_nothing_changed():
+    """The retraced program's second look at time, skipped where the frozen module's slowdown stood
+    (KindSearches.screen), is said by its stage as not looked at and why; a stage that looked and found nothing says
+    so."""
+    from reprobundle.investigate.search.headline_first import Stage
+
+    skipped = Stage("search time (retraced)", skipped=["time (retraced): the frozen module's slowdown stands"])
+    assert skipped.said == "not looked at: time (retraced): the frozen module's slowdown stands"
+    assert Stage("search bits (retraced)").said == "no other change"

@@ -78,6 +78,7 @@ class Stage:
     changes: list[BisectResult] = field(default_factory=list)
     set_aside: list[dict] = field(default_factory=list)
     answer_id: str | None = None
+    skipped: list[str] = field(default_factory=list)  # what it did not look at, and why (KindSearches.screen)
 
     @property
     def said(self) -> str:
@@ -85,7 +86,7 @@ class Stage:
                  f"{(c.layer or {}).get('text') or '?'})" for c in self.changes]
         aside = [f"{'not searched' if s.get('unfinished') else 'no regression'}: {s['criterion']} "
                  f"({_how(s.get('mode'))}): {s['why']}" for s in self.set_aside]
-        return "; ".join(found + aside) or "no other change"
+        return "; ".join(found + aside + [f"not looked at: {s}" for s in self.skipped]) or "no other change"
 
 
 def _how(mode: str | None) -> str:
@@ -212,6 +213,7 @@ class HeadlineFirst:
         mode, kind = self.pending.pop(0)
         stage = Stage(stage_name(mode, self._kind_of(kind)))
         before, cut = len(self.set_aside), False
+        skipped = len(self._kinds.skipped) if self._kinds else 0
         with self._prefetched():
             try:
                 stage.changes = self._rest() if kind == REST else self._swept() if kind == SWEEP else self._kind()
@@ -230,6 +232,7 @@ class HeadlineFirst:
                 # and the next call takes it as it is and searches this stage again
                 stage.changes = [c for c in stage.changes if not c.unfinished]
             stage.set_aside = self.set_aside[before:]
+            stage.skipped = self._kinds.skipped[skipped:] if self._kinds else []
             stage.answer_id = self._store(stage.changes)
         if interrupted:  # stored as --max-time would leave it; the next call resumes it
             raise BisectionInterrupted(self.head)

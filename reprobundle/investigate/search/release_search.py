@@ -328,6 +328,7 @@ class KindSearches:
         self.searches: dict[str, Search] = {}
         self.control = False
         self.frozen_slowdown: str | None = None  # the first bad release of a frozen module's slowdown that stood
+        self.skipped: list[str] = []  # why each time step `screen` skipped was not looked at
 
     def run(self, mode: str, kind: str, ends: tuple[str, str]):
         self.searches[mode] = Search(self.probes, mode, self.jobs, self.ahead, kind, self.windows,
@@ -351,9 +352,10 @@ class KindSearches:
         from .mode_choice import time_screen
 
         if mode == "retrace" and self.frozen_slowdown:  # the second look at time (mode_choice.plan): not needed
-            return {"skip": f"the frozen module's slowdown from jax {self.frozen_slowdown} stands (the layer at its "
-                            "boundary says whether JAX's lowering changed there too); its time is not bisected again "
-                            "as the program each release lowers"}
+            self.skipped.append(f"time (retraced): the frozen module's slowdown from jax {self.frozen_slowdown} "
+                                "stands (the layer at its boundary says whether JAX's lowering changed there too); "
+                                "its time is not bisected again as the program each release lowers")
+            return {"skip": self.skipped[-1].removeprefix("time (retraced): ")}
 
         screened: list[list[dict]] = []
         fresh = self.probes.fresh(mode, "screen", screen_options(self.probes.options))
