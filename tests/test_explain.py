@@ -599,10 +599,12 @@ def test_explain_names_the_cpu_runtime_default_that_flipped_in_0_4_33(tmp_path):
     store = str(tmp_path / "store")
     reprobundle.pack(jax.jit(_tiny_loop), np.ones(4, np.float32), np.float32(1e-3), name="loop", store=store,
                      **quick.PACK)
-    # --max-time bounds a busy machine's rounds; the reach is not started where the time left cannot hold it (a probe
-    # of the experiments' size): 300 s leaves it room after a measurement of up to ~200 s
+    # 6 fixed rounds: the experiment's 5-30x move settles in them on any machine, while a reach row near 1.05x would
+    # take adaptive rounds up to 32 (this test took 23-77 CPU-s by the machine's noise; a row "not settled" is
+    # accepted below); --max-time bounds a busy machine's rounds; the reach is not started where the time left
+    # cannot hold it (a probe of the experiments' size): 300 s leaves it room after a measurement of up to ~200 s
     code, out, err = cli("explain", "loop", "--jax", "0.4.31", "--jax", "0.4.33", "--max-time", "300", "--json",
-                         "--reach", "0.4.34", "--reach", "0.8.0", store=tmp_path / "store")
+                         "--rounds", "6", "--reach", "0.4.34", "--reach", "0.8.0", store=tmp_path / "store")
     assert code == 0, err
     result = json.loads(out)
     assert (result["mode"], result["by"]) == ("frozen", "time")

@@ -90,7 +90,8 @@ def _resumed(registry: Registry, bundle: Bundle, plan, manager, say) -> dict | N
     if record is None or not isinstance(window, dict):
         return None
     if say:
-        say(f"bisect-commits: going on from the search stored {record.get('created')} that --max-time cut short")
+        say(f"bisect-commits: going on from the search stored {record.get('created')} that --max-time or Ctrl-C "
+            "cut short")
     return window
 
 
