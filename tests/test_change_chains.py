@@ -182,6 +182,10 @@ def test_the_headline_is_reported_before_the_next_change_is_searched_and_ctrl_c_
     rest = ["other time changes between 0.4.34 and 0.4.36 (retraced)"] * ("still to search: other time" in stopped.err)
     left = [*rest, "bits (retraced)", "every release between 0.4.34 and 0.4.36 run once"]
     assert stopped.code == 130 and stopped.err.rstrip().endswith("interrupted"), stopped.err[-2000:]
+    # what stays is said, with the body's file and that the same command goes on (it does, below)
+    kept = next(line for line in stopped.err.splitlines() if line.startswith("investigate: interrupted"))
+    assert kept.startswith("investigate: interrupted: kept the answers of bisect, explain, ") and kept.endswith(
+        f"; the issue body as last written: {issue}; the same command again goes on from them"), kept
     assert "report written in" in stopped.err and f"; still to search: {', '.join(left)}\n" in stopped.err
     assert "slower from jax 0.4.35" in stopped.body and "0.4.36 (last good 0.4.35)" not in stopped.body
     registry = api.open_registry(str(store))
@@ -315,3 +319,22 @@ def test_the_issue_an_investigation_writes_is_its_own_answer_not_the_latest_of_a
 
     assert md(steps["issue"]["answer"]) in report.read_text()  # the title the report gives is the file's
     assert "slower from jax 0.4.35" in steps["issue"]["answer"]
+
+
+def test_an_interrupted_investigation_says_what_it_keeps():
+    """Ctrl-C (built records): the steps answered, a search stopped and stored unfinished, the body's file; or that
+    nothing was answered yet."""
+    from reprobundle.investigate.chain import Investigation, Step, kept_line
+    from reprobundle.investigate.search.bisection import BisectionInterrupted, BisectResult
+
+    out = Investigation("acr", "0.4.34", "0.4.36")
+    assert kept_line(out, None, BisectionInterrupted(None)) == (
+        "investigate: interrupted before anything was answered; the same command starts it again")
+    out.steps = [Step("bisect", "answered", "first bad release 0.4.35"), Step("explain", "stored", "a flag"),
+                 Step("commits", "skipped", "no repository"), Step("minimize", "failed", "hung")]
+    stopped = BisectionInterrupted(BisectResult("0.4.34", "0.4.36", "bits", first_bad="0.4.35", last_good="0.4.34"))
+    assert kept_line(out, "acr-issue.md", stopped) == (
+        "investigate: interrupted: kept the answers of bisect, explain and the search so far, unfinished; the issue "
+        "body as last written: acr-issue.md; the same command again goes on from them")
+    assert kept_line(out, None, KeyboardInterrupt()) == (
+        "investigate: interrupted: kept the answers of bisect, explain; the same command again goes on from them")

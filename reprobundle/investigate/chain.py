@@ -63,7 +63,7 @@ from ..errors import ReproBundleError, TimeSpentError, UsageError
 from .answers import BISECTION, EXPLANATION, reusable, stored_ago
 from .case import Case
 from .explain.explanation import EXPLAIN_OPTIONS, explain_between, explanation_asked
-from .search.bisection import confirmed_ends, first_bad_text
+from .search.bisection import BisectionInterrupted, confirmed_ends, first_bad_text
 from .search.bisection_answer import reported_run, stored_bisection
 from .search.commit_search import commit_step, commit_window_step, repo_here
 from .search.headline_first import HeadlineFirst, Stage
@@ -129,11 +129,26 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
     if max_time_s is not None and max_time_s <= 0:
         raise UsageError(f"invalid --max-time {max_time_s}", hint="seconds, above 0")
     from ..run.spent import Ledger
-    from .search.commit_bisect import names_a_release
 
     ledger = Ledger(max_time_s)  # the bisection's probes, within --max-time from here
     out = Investigation(case.ref, good, bad, max_time_s=max_time_s)
     body = _Body(out, case, ledger, (issue_path, markdown), jax_repo)
+    try:
+        return _chain_of(out, case, body, ledger, (good, bad), (mode, by), jax_repo, again)
+    except KeyboardInterrupt as e:  # Ctrl-C: said what stays, then the command ends as Ctrl-C ends it
+        if case.progress:
+            from ..logs import Status
+
+            case.progress(Status(kept_line(out, body.path, e), "interrupted"))
+        raise
+
+
+def _chain_of(out: Investigation, case: Case, body: "_Body", ledger, ends: tuple[str, str],
+              asked: tuple[str, str | None], jax_repo: str | None, again: bool) -> Investigation:
+    """investigate's chain once its record, body and ledger exist."""
+    from .search.commit_bisect import names_a_release
+
+    (good, bad), max_time_s = ends, ledger.max_time_s
     # a commit of a JAX repository here (else --bad is read as a release, and a typo is said as one)
     if not names_a_release(bad) and repo_here(jax_repo, case.manager):
         if _commit_window(out, (good, bad), case, jax_repo, max_time_s):
@@ -141,7 +156,7 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
         else:
             out.steps.append(Step("issue", "skipped", "no first bad commit: nothing to report"))
         return out
-    found = _bisect_step(out, case, (good, bad), (mode, by), ledger, again)
+    found = _bisect_step(out, case, (good, bad), asked, ledger, again)
     if found is None:  # --max-time spent before the bisection answered: the next call goes on from here
         out.steps += [Step(name, "left", "--max-time spent before the bisection answered")
                       for name in ("explain", "commits", "minimize", "newest", "issue")]
@@ -157,6 +172,20 @@ def investigate(case: Case, good: str, bad: str, *, max_time_s: float | None = N
             chain.change(change, search.result)
         chain.stage_done(stage, search)
     return out
+
+
+def kept_line(out: Investigation, body_path: str | None, interrupted: KeyboardInterrupt) -> str:
+    """What an investigation Ctrl-C stopped keeps, one progress line: each step's answer stored as the step ended, a
+    search it stopped stored unfinished (bisection.BisectionInterrupted), the issue body as last written; the same
+    command goes on from them."""
+    kept = [f"the answers of {', '.join(s.name for s in out.steps if s.status in ('answered', 'stored'))}"] if any(
+        s.status in ("answered", "stored") for s in out.steps) else []
+    if isinstance(interrupted, BisectionInterrupted) and interrupted.result is not None:
+        kept.append("the search so far, unfinished")
+    body = f"; the issue body as last written: {body_path}" if body_path else ""
+    if not kept:
+        return f"investigate: interrupted before anything was answered{body}; the same command starts it again"
+    return f"investigate: interrupted: kept {' and '.join(kept)}{body}; the same command again goes on from them"
 
 
 class _Answered:
@@ -268,6 +297,7 @@ class _Body:
     def __init__(self, out: Investigation, case: Case, ledger, written: tuple, jax_repo: str | None):
         self.out, self.case, self.ledger, self.written, self.jax_repo = out, case, ledger, written, jax_repo
         self.run_id: str | None = None  # the replay the report shows
+        self.path: str | None = None  # where the body was last written
 
     def write(self, name: str | None, after: str) -> bool:
         """The body written now, as a step named `name` (None: not a step of its own, only in `written`); False
@@ -282,7 +312,7 @@ class _Body:
                 out.steps.append(_failed(name, e.message, [], started_s=round(at, 3)))
             return False
         step = out.steps.pop() if name is None else out.steps[before]
-        step.started_s = round(at, 3)
+        step.started_s, self.path = round(at, 3), step.stored
         out.written.append({"at_s": round(time.perf_counter() - self.ledger.started, 3), "after": after})
         return True
 

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from ..analysis.timing_summary import TimingSummary
 
 
+ANSWER_LIMIT = 4000  # a step's answer in investigate's text, whole (a stored record's strings stop there too)
+
+
 def _t(value: object, limit: int | None = None) -> str:
     """A value from a bundle or run record as one line of terminal text (text.clean: controls escaped)."""
     return clean(value, limit)
@@ -433,7 +436,9 @@ def investigation_text(data: dict) -> str:
         lines.append(_t(f"  {report_line(data)}", 600))
     for step in data["steps"]:
         spent = f" ({step['spent_s']:.0f} s)" if step["spent_s"] else ""
-        lines.append(_t(f"  {step['name']}: {step.get('reused') or step['status']}{spent}: {step['answer']}", 600))
+        # whole: a step's answer is one claim with its evidence, and a cut mid-sentence hides how it was measured
+        lines.append(_t(f"  {step['name']}: {step.get('reused') or step['status']}{spent}: {step['answer']}",
+                        ANSWER_LIMIT))
         if step.get("stored"):
             lines.append(_t(f"      kept: {step['stored']}", 300))
         if step.get("command"):

@@ -16,7 +16,9 @@ from typing import Any, TextIO
 from ..text import cut
 
 _TAGGED = ("environment", "fetch")  # phases of lines that do not say it themselves (lower layers' plain lines)
-_KEPT = ("report",)  # phases whose every line stays above the live line (investigate's "report written in 74 s")
+# phases whose every line is said whole and stays above the live line: investigate's "report written in 74 s", and
+# what a Ctrl-C keeps ("investigate: interrupted: kept ...")
+_KEPT = ("report", "interrupted")
 
 
 def clock(seconds: float) -> str:

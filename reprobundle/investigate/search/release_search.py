@@ -79,8 +79,10 @@ def _store_answer(case: Case, result, asked: tuple[dict, str, bool], probes: Pro
                 None if nightly or not time_left else manager, progress, reuse)
     if probes.stop.interrupted:
         if progress:
-            progress(f"bisect: interrupted: what was found is stored ({result.answer_id}); the same command again "
-                     "goes on from it")
+            from ...logs import Status
+
+            progress(Status(f"bisect: interrupted: what was found is stored ({result.answer_id}); the same command "
+                            "again goes on from it", "interrupted"))
         raise BisectionInterrupted(result)
 
 
@@ -99,7 +101,7 @@ def _interrupted_before_an_answer(probes: Probes):
 
 
 def resumed_from(registry: Registry, bundle: Bundle, asked: dict, manager, progress) -> list[dict]:
-    """The windows of the latest stored answer of the same question that --max-time cut short (answers.resumable,
+    """The windows of the latest stored answer of the same question that --max-time or Ctrl-C cut short (answers.resumable,
     resume_windows), each where the next search of its mode and criterion starts; [] where there is none."""
     from ..answers import BISECTION, resumable, resume_windows
 
@@ -107,7 +109,7 @@ def resumed_from(registry: Registry, bundle: Bundle, asked: dict, manager, progr
     if record is None:
         return []
     if progress:
-        progress(f"bisect: going on from the search stored {record.get('created')} that --max-time cut short: "
+        progress(f"bisect: going on from the search stored {record.get('created')}, cut short: "
                  f"{(record.get('answer') or {}).get('unfinished') or 'a change of its window unfinished'}")
     return resume_windows(record)
 
