@@ -268,6 +268,9 @@ def test_bisect_by_bits_names_the_compiler_release_whose_last_bits_changed(store
     ((("ok", 0), ("ok", 0)), (("ok", 0), ("ok", 0)), "frozen", "the retraced program's outputs are the same too, "
                                                               "so time decides on the frozen module"),
     ((("ok", 0), ("ok", 0)), "no program", "frozen", "frozen: cannot retrace it: no program"),
+    ((("ok", 0), ("ok", 0)), (("error", 0, "retrace: 2 array leaves\ntraceback"), ("error", 0, "retrace: 2 array leaves")),
+     "frozen", "the retraced program does not run on both (jax 0.4.30 error, jax 0.8.0 error: retrace: 2 array "
+               "leaves)"),
 ])
 def test_the_mode_is_chosen_from_the_endpoints_run_both_ways(frozen, retraced, mode, said):
     """bisect without --retrace or --frozen (investigate/search/mode_choice.py): retraced only when the retraced outputs tell
@@ -279,7 +282,8 @@ def test_the_mode_is_chosen_from_the_endpoints_run_both_ways(frozen, retraced, m
     def replay(runs):
         def together(versions):
             asked.append(list(versions))
-            return [{"requested": v, "status": s, "bits": b} for v, (s, b) in zip(versions, runs)]
+            return [{"requested": v, "status": s, "bits": b, "reason": why[0] if why else None}
+                    for v, (s, b, *why) in zip(versions, runs)]
         return together
 
     got = choose_mode("0.4.30", "0.8.0", replay(frozen), None if isinstance(retraced, str) else replay(retraced),

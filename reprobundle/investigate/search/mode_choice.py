@@ -37,6 +37,7 @@ from ...analysis.resolution import RESOLUTION, UNDER
 from ...analysis.time_screen import screen
 from ...analysis.verdict import paired_log_ratios
 from ...errors import ReproBundleError, TimeSpentError, UsageError
+from ...text import first_line
 from .bisection import (
     BEYOND,
     BITS_ONLY,
@@ -59,7 +60,11 @@ def _ran(runs: Sequence[dict]) -> bool:
 
 
 def _failed(good: str, bad: str, runs: Sequence[dict]) -> str:
-    return ", ".join(f"jax {v} {r['status']}" for v, r in zip((good, bad), runs) if r["status"] not in ("ok", "mismatch"))
+    """`jax 0.5.0 error, jax 0.5.3 error: retrace: the factory's call has 2 array leaves, ...`: the ends that did not
+    run, then why (each run's reason, its first line, said once where both ends give the same)."""
+    failed = [(v, r) for v, r in zip((good, bad), runs) if r["status"] not in ("ok", "mismatch")]
+    reasons = [line for line in dict.fromkeys(first_line(r.get("reason"), 300) for _, r in failed) if line]
+    return ", ".join(f"jax {v} {r['status']}" for v, r in failed) + (f": {'; '.join(reasons)}" if reasons else "")
 
 
 _HOW = {BEYOND: "beyond the tolerance", BITS_ONLY: "in bits, within the tolerance"}
