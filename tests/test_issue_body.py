@@ -132,6 +132,21 @@ def test_the_investigation_report_escapes_what_it_was_given():
     assert "<img" not in page and "&lt;img" in page and "<script>" not in page
 
 
+def test_code_in_the_issue_reads_as_written():
+    """Inline code is literal in Markdown: the script's name and the pack command read `train_loop.py`, never with
+    the backslashes that escape emphasis in prose (`train\\_loop.py`), and backticks inside cannot close the span."""
+    from reprobundle.render.issue import _source
+
+    src = {"kept_ops": [], "text": "def make_step(): ...", "script": "train_loop.py", "factory": "make_step"}
+    tokens = MarkdownIt("commonmark").parse("\n".join(_source({"source": src})))
+    spans = [c.content for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "code_inline"]
+    assert spans == ["reprobundle pack train_loop.py:make_step", "make_step", "train_loop.py"], spans
+    src["script"] = "a`b.py"
+    tokens = MarkdownIt("commonmark").parse("\n".join(_source({"source": src})))
+    spans = [c.content for t in tokens if t.type == "inline" for c in t.children or [] if c.type == "code_inline"]
+    assert spans[-1] == "a`b.py", spans
+
+
 # ------------------------------------------------------------------------------------------------ the first screen
 # of a stored investigation: threefry became partitionable by default in jax 0.5.0 (a lowering change)
 
@@ -148,6 +163,22 @@ def lowering(tmp_path_factory):
     answer = bisection_of(store, "rng")
     assert (answer["mode"], answer["first_bad"]) == ("retrace", "0.5.0")
     return store
+
+
+def test_show_names_each_run_by_its_contender_and_says_how_many_it_lists(lowering):
+    """`show`: the latest runs each by its contender's label (retraced ones said so), and where there are more, how
+    many and where all are."""
+    registry = Registry.open(str(lowering))
+    runs = registry.runs(registry.resolve("rng").ref.bundle_id)
+    code, out, err = cli("show", "rng", store=lowering)
+    assert code == 0, err
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("  runs:"))
+    more = " (the latest 10; `--json` lists all)" if len(runs) > 10 else ""
+    assert lines[at] == f"  runs:         {len(runs)}{more}"
+    labels = [r["contender"]["label"] for r in runs[-10:]]
+    assert [line.split("  jax ", 1)[1].rsplit(": ", 1)[0] for line in lines[at + 1:at + 1 + len(labels)]] == labels
+    assert any(label.endswith(" retraced") for label in labels)
 
 
 def _visible(body: str) -> list:

@@ -113,8 +113,8 @@ def _source(data: dict) -> list[str]:
         lines += ["The kept ops and the source lines they came from:", ""] + [f"- {md(x)}" for x in src["kept_ops"]]
         lines.append("")
     if src["text"] is not None:
-        lines += [f"Packed with `reprobundle pack {md(src['script'])}:{md(src['factory'])}`: the factory "
-                  f"`{md(src['factory'])}` in `{md(src['script'])}`:", ""]
+        packed = f"reprobundle pack {src['script']}:{src['factory']}"
+        lines += [f"Packed with {code(packed)}: the factory {code(src['factory'])} in {code(src['script'])}:", ""]
         lines += _details(f"{src['script']}", fence(src["text"], "python")) + [""]
     return lines
 
@@ -124,13 +124,13 @@ def _script(data: dict) -> list[str]:
     lines = ["### Reproducer", ""]
     if s["text"] is None:
         zip_name = data.get("zip") or "the bundle's zip"
-        lines += [f"No script inline: {md(s['why'])}.", "", f"The attached `{md(zip_name)}` is the reproducer: it "
+        lines += [f"No script inline: {md(s['why'])}.", "", f"The attached {code(zip_name)} is the reproducer: it "
                   "replays itself with only `jax` and `numpy` installed (exit 0: as the last good release, 1: the "
                   "difference, 3: could not run):", "", *fence("\n".join(_zip_lines(data)), "sh")]
         return lines
     if s.get("changes"):
-        return lines + [f"`{md(s['name'])}` checks each change on its own (`--change N`); the attached `"
-                        f"{md(str(data.get('zip')))}` checks the same with only `jax` and `numpy` installed:", "",
+        return lines + [f"{code(s['name'])} checks each change on its own (`--change N`); the attached "
+                        f"{code(str(data.get('zip')))} checks the same with only `jax` and `numpy` installed:", "",
                         *fence("\n".join(changes_commands(s["changes"], str(data.get("zip")))), "sh"), ""] + \
             _details(f"{s['name']} ({s['bytes'] // 1024 + 1} KiB)", fence(s["text"], "python"))
     runs = _run_lines(data, s["name"])
@@ -139,7 +139,7 @@ def _script(data: dict) -> list[str]:
     if s.get("kind") == "piece":
         lines += [f"The whole program's script does not fit here ({md(s['why'])}); `reprobundle minimize` reduced it "
                   f"to the piece {md(s['piece'])}: {md(s['description'])}.", ""]
-    lines += [f"`{md(s['name'])}` {needs} (exit 0: as the reference, 1: the difference, 3: could not run):", "",
+    lines += [f"{code(s['name'])} {needs} (exit 0: as the reference, 1: the difference, 3: could not run):", "",
               *fence("\n".join(runs), "sh"), ""]
     return lines + _details(f"{s['name']} ({s['bytes'] // 1024 + 1} KiB)", fence(s["text"], "python"))
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..analysis.timing_summary import TimingSummary
 
 
+SHOWN_RUNS = 10  # `show` lists a bundle's latest runs
 ANSWER_LIMIT = 4000  # a step's answer in investigate's text, whole (a stored record's strings stop there too)
 
 
@@ -140,9 +141,10 @@ def describe_bundle(b: Bundle, runs: list[dict], answers: Sequence[tuple[dict, s
                                        for k, v in sorted(m["artifacts"].items())),
     ]
     if runs:
-        lines.append(f"  runs:         {len(runs)}")
-        lines += [_t(f"    {r['created'][:19]}  jax {r['environment'].get('jax', r['requested'])}: {r['status']}")
-                  for r in runs[-10:]]
+        shown = runs[-SHOWN_RUNS:]
+        lines.append(f"  runs:         {len(runs)}" + (f" (the latest {len(shown)}; `--json` lists all)"
+                                                      if len(shown) < len(runs) else ""))
+        lines += [_t(f"    {r['created'][:19]}  jax {run_label(r)}: {r['status']}") for r in shown]
     return "\n".join(lines + _answer_lines(answers))
 
 

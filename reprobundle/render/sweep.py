@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 from ..fleet.sweep import outcome
 from ..text import clean, cut, first_line
 from .comparison import CSS, PALETTE, WIDTH, details, html_table, md, md_table
+from .issue import code
 from .sharing import where_text
 from .sizes import ratio_by_size_svg, sweep_sizes
 from .sizes import to_markdown as sizes_markdown
@@ -141,7 +142,7 @@ def to_markdown(data: dict) -> str:
            md_table([h.lower() for h in HEADERS], [cells(r) for r in results])]
     for title, items in (("failed", _failures(results)), ("mismatched", _mismatches(results))):
         if items:
-            body = "\n".join(f"- `{md(ref)}`: {md(first_line(why, 1000))}" for ref, why in items)
+            body = "\n".join(f"- {code(ref)}: {md(first_line(why, 1000))}" for ref, why in items)
             out += ["", details(f"{len(items)} {title}", body)]
     out += ["", "#### Reproduce", ""]
     if any((r.get("reproduce") or {}).get("warning") for r in results):
@@ -152,7 +153,7 @@ def to_markdown(data: dict) -> str:
         if rep:
             where = f"attach `{rep['attach']}`" + (f", from `{rep['export_command']}`" if rep.get("export_command")
                                                    else "") if rep.get("attach") else md(where_text(rep))
-            out.append(f"- `{md(r['ref'])}` ({md(cells(r)[1])}): `{rep['command']}` ({where})")
+            out.append(f"- {code(r['ref'])} ({md(cells(r)[1])}): {code(rep['command'])} ({where})")
     for by_size in sweep_sizes(data):
         out += ["", sizes_markdown(by_size).replace("### ", "#### ", 1)]
     return "\n".join(out) + "\n"
