@@ -93,6 +93,11 @@ def cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[:max(1, width - 1)] + "…"
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 op`, `3 ops`: a count and its noun, plural where it is not one."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def first_line(text: object, limit: int = 200) -> str:
     """The first non-empty line of a message, escaped and cut to `limit` characters by `clean`: what one error line
     shows."""

@@ -326,7 +326,7 @@ def test_ctrl_c_mid_search_exits_130_keeps_the_best_piece_and_leaves_nothing_beh
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")), daemon=True)
     reader.start()
     deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and proc.poll() is None and not any("candidates tested" in x for x in lines):
+    while time.monotonic() < deadline and proc.poll() is None and not any("still show it so far" in x for x in lines):
         time.sleep(0.1)
     assert proc.poll() is None, "".join(lines)
     proc.send_signal(signal.SIGINT)

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -413,7 +414,8 @@ class Registry:
         close = difflib.get_close_matches(name, known, n=3, cutoff=0.6 if len(name) > 3 else 0.5)
         meant = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
         return BundleNotFoundError(message or f"no bundle named {name!r} in {self.store.url}",
-                                   hint=f"{meant}`reprobundle ls` lists the bundles in this store")
+                                   hint=f"{meant}`reprobundle ls --store {shlex.quote(self.store.url)}` lists the "
+                                        "bundles in this store")
 
     def _resolve_single_bundle(self) -> Bundle:
         """The ref '' or None: the one bundle of a zip store, else an InvalidRefError that asks for a name."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import re
 
-from ..text import clean
+from ..text import clean, counted
 from .comparison import CSS, md
 from .sharing import reproduce_markdown, reproduce_text
 
@@ -70,7 +70,7 @@ def summary_line(result) -> str:
 
     stopped = {"done": "", "max-time": " (stopped at --max-time: the best piece so far)",
                "interrupted": " (interrupted: the best piece so far)"}[result.stopped]
-    tested = f"{result.tested} candidates tested in {result.elapsed_s:.0f} s"
+    tested = f"{counted(result.tested, 'candidate')} tested in {result.elapsed_s:.0f} s"
     failed = could_not_shrink(result)
     if failed:
         return f"{failed} (between {result.contenders[0]} and {result.contenders[1]}){stopped}; {tested}; the " \

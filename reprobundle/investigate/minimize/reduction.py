@@ -65,6 +65,7 @@ from ...run.replay import leaf_array, replay, replay_platform
 from ...run.replay_options import ReplayOptions
 from ...run.schedule import DEFAULT_STEPS
 from ...store.watchdog import handling_signals
+from ...text import counted
 from .fed_values import intermediate_values
 from .hlo_cut import (
     Cut,
@@ -404,7 +405,7 @@ def minimize(registry: Registry, bundle: Bundle, contenders: Sequence[ContenderS
         stopped=stopped, text=best.cut.text, ops=op_lines(level.graph, best.members, level.line), whole=whole.detail,
         piece=details.get((id(level.graph), *best.members), whole.detail), levels=len(levels))
     target = name or f"{bundle.ref.name}-min"
-    say(Status(f"packing the {result.ops_after} ops as {target}", "minimize"))
+    say(Status(f"packing the {counted(result.ops_after, 'op')} as {target}", "minimize"))
     result.packed = _pack(registry, bundle, best, result, target, timeout_s)
     result.next = " ".join(["reprobundle", "issue", result.packed, *map(shlex.quote, store_args(registry))])
     if interrupted:
@@ -711,7 +712,8 @@ def say_progress(progress: Callable[[str], None] | None,
             if progress is None or now - last[0] < 0.5:
                 return
             last[0] = now
-            progress(Status(f"{len(best)} of {total} ops{where} still show it; {tested} candidates tested "
+            progress(Status(f"{len(best)} of {counted(total, 'op')}{where} still show it so far; "
+                            f"{counted(tested, 'candidate')} tested "
                             f"({now - started:.0f} s)", "minimize"))
 
         return show

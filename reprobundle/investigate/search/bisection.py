@@ -32,6 +32,7 @@ from ...envs.versions import is_final_release, parse_version, version_key
 from ...errors import TimeSpentError, UsageError
 from ...run.budget import STOP_TIME
 from ...run.contenders import control_of
+from ...text import counted
 from .slowdown_claim import (
     UnderResolution,
     beside_control,
@@ -302,7 +303,7 @@ def _count_of(builds: Sequence[str]) -> str:
     """"3 releases", or "3 builds" where one is no plain release (a JAX commit, a nightly)."""
     plain = all((v := parse_version(b)) is not None and is_final_release(v) for b in builds)
     noun = "release" if plain else "build"
-    return f"{len(builds)} {noun}{'s' if len(builds) != 1 else ''}"
+    return counted(len(builds), noun)
 
 
 def resumed_window(result: BisectResult, resume: Sequence[Mapping] | None) -> tuple[str, str] | None:
