@@ -182,8 +182,8 @@ def test_bisect_names_the_lowering_when_the_retraced_numbers_change(store_dir):
     # lowers it to other StableHLO: a slowdown there would not show in the frozen module) (with rounds=1 they tell
     # nothing apart: said as no regression, never the headline)
     assert result.mode == "retrace" and result.mode_why == (
-        "bisected by outputs (retraced), then time (frozen), then time (retraced) where the frozen module's stood "
-        "none (the most severe first): the retraced program's outputs differ beyond the tolerance, and jax 0.5.1 "
+        "bisected by outputs (retraced), then time (frozen), then time (retraced) unless the frozen module is found "
+        "slower (the most severe first): the retraced program's outputs differ beyond the tolerance, and jax 0.5.1 "
         "lowers it to other StableHLO than jax 0.4.38; the frozen module's outputs are the same bit for bit")
     # the mode choice's retraced endpoints were the bisection's first probe, not run again
     assert [p["what"] for p in result.spent["probes"]][:3] == ["untimed", "untimed retrace", "untimed retrace"]
@@ -321,7 +321,7 @@ def test_investigate_goes_from_two_releases_to_the_issue_body(store_dir, tmp_pat
     assert steps["bisect"]["status"] == "answered" and steps["bisect"]["stored"]  # the answer record's id
     # what it looked at and why, in one line: both ways at the endpoints, every kind present, the most severe first
     assert data["chosen"].startswith("bisected by outputs (retraced), then time (frozen), then time (retraced) "
-                                     "where the frozen module's stood none (the most severe first): ")
+                                     "unless the frozen module is found slower (the most severe first): ")
     assert steps["bisect"]["answer"].endswith("; chosen: " + data["chosen"])
     assert steps["explain"]["status"] == "answered" and steps["explain"]["stored"]
     assert steps["explain"]["answer"].startswith("the default of jax_threefry_partitionable changed from False (jax "
@@ -483,7 +483,7 @@ def test_a_slowdown_of_jaxs_lowering_is_looked_for_in_the_retraced_program_where
     assert found["retrace"]["said"].endswith(", and jax 0.8.0 lowers it to other StableHLO than jax 0.4.30")
     steps, why = plan(found, None)
     assert steps == [("frozen", "time"), ("retrace", "time"), ("retrace", "bits")]
-    assert why.startswith("bisected by time (frozen), then time (retraced) where the frozen module's stood none, "
+    assert why.startswith("bisected by time (frozen), then time (retraced) unless the frozen module is found slower, "
                           "then bits (retraced) ")
     # the same survey where the releases lower it alike (or it is not known): time on the frozen module alone
     for same in (lambda a, b: False, lambda a, b: None):
@@ -602,7 +602,7 @@ def test_outputs_retraced_at_one_release_and_bits_frozen_at_another_are_both_bis
                                                                                    "0.4.38", "retrace")
     # the retraced program's time is looked at too: 0.5.0 lowers it to other StableHLO (threefry)
     assert result.mode_why.startswith("bisected by outputs (retraced), then time (frozen), then time (retraced) "
-                                      "where the frozen module's stood none, then bits (frozen)")
+                                      "unless the frozen module is found slower, then bits (frozen)")
     bits = [a for a in result.also if a["criterion"] == "bits"]
     assert [(a["mode"], a["first_bad"], a["last_good"]) for a in bits] == [("frozen", "0.5.1", "0.5.0")]
     timed = [a for a in result.also if a["criterion"] == "time"] + [

@@ -158,10 +158,10 @@ def plan(found: dict[str, dict], by: str | None, refusal: str | None = None) -> 
 
 
 def _step_text(mode: str, kind: str, steps: list[tuple[str, str]]) -> str:
-    """`time (frozen)`; the retraced program's time beside the frozen module's: `time (retraced) where the frozen
-    module's stood none`."""
+    """`time (frozen)`; the retraced program's time beside the frozen module's: `time (retraced) unless the frozen
+    module is found slower` (KindSearches.screen skips it where the frozen module's slowdown stands)."""
     if mode == RETRACE and kind == "time" and (FROZEN, "time") in steps:
-        return "time (retraced) where the frozen module's stood none"
+        return "time (retraced) unless the frozen module is found slower"
     return f"{kind} ({'retraced' if mode == RETRACE else 'frozen'})"
 
 
