@@ -104,6 +104,12 @@ def test_diagnosis_claims_only_what_an_experiment_showed():
     failed = _experiment("XLA_FLAGS=--f", None, status="error", outputs_ok=None)
     d = diagnose("0.7.2", "0.8.0", slower, [unsure, wrong, failed])
     assert d["kind"] == NOT_SEPARATED and "3 experiments measured did not separate them" in d["summary"]
+    # every experiment screened out: none measured, said as such (not "the 0 experiments measured")
+    screened = [dict(e, measured=False) for e in (unsure, wrong)]
+    d = diagnose("0.7.2", "0.8.0", slower, screened)
+    assert d["kind"] == NOT_SEPARATED and d["summary"].startswith(
+        "0.8.0 is 1.17x") and ", and no experiment was measured (the 2 experiments tried screened out: they did not " \
+        "move them toward the baseline): none restored 0.7.2's time" in d["summary"], d["summary"]
     assert diagnose("0.7.2", "0.8.0", _verdict(1.0, "same"), [fix])["kind"] == NO_REGRESSION
 
 

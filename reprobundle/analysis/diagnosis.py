@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 
+from ..text import counted
+
 WORKAROUND = "workaround"
 CAUSE = "cause"  # the change is located (not in the HLO passes, or not in the fusion decision), without a workaround
 NOT_SEPARATED = "not-separated"
@@ -84,7 +86,7 @@ def diagnose(baseline: str, candidate: str, regression: dict | None, experiments
             out["summary"] += "; " + text
     if out["kind"] == NOT_SEPARATED and regression is not None:
         out["summary"] = (f"{candidate} is {ratio_text(regression)} of {baseline}'s time, and "
-                          f"{_tried(experiments)} did not separate them: none restored {baseline}'s time with ok "
+                          f"{_tried(experiments, 'separate them')}: none restored {baseline}'s time with ok "
                           f"outputs, none reached {baseline}'s HLO or fusions while staying slower")
     return out
 
@@ -106,13 +108,16 @@ def _nothing_to_explain(baseline: str, candidate: str, regression: dict | None) 
     return out
 
 
-def _tried(experiments: list[dict]) -> str:
-    """`the 5 experiments tried (2 more screened out)`."""
+def _tried(experiments: list[dict], did_not: str) -> str:
+    """`the 5 experiments measured (2 more screened out: ...) did not DID_NOT`; where the screen left none to
+    measure, `no experiment was measured (the 3 tried were screened out: ...)`."""
     measured = [e for e in experiments if e.get("measured", True)]
-    text = f"the {len(measured)} experiment{'s' if len(measured) != 1 else ''} measured"
     out = len(experiments) - len(measured)
-    return text + (f" ({out} more screened out: they did not move {'it' if out == 1 else 'them'} toward the "
-                   "baseline)" if out else "")
+    moved = f"they did not move {'it' if out == 1 else 'them'} toward the baseline"
+    if not measured and out:
+        return f"no experiment was measured (the {counted(out, 'experiment')} tried screened out: {moved})"
+    return f"the {counted(len(measured), 'experiment')} measured" + (
+        f" ({out} more screened out: {moved})" if out else "") + f" did not {did_not}"
 
 
 def _said_as_change(e: dict, what: str) -> str:
@@ -245,8 +250,8 @@ def _diagnose_outputs(baseline: str, candidate: str, regression: dict | None, ex
                    f"{_OUTPUTS_SAID[best['outputs_vs_baseline']]}")
         return out
     how = "beyond the tolerance" if apart == "beyond" else "in bits"
-    out["summary"] = (f"{candidate}'s outputs differ from {baseline}'s {how}, and {_tried(experiments)} did not "
-                      f"give {baseline}'s outputs back")
+    back = f"give {baseline}'s outputs back"
+    out["summary"] = f"{candidate}'s outputs differ from {baseline}'s {how}, and {_tried(experiments, back)}"
     return out
 
 
