@@ -183,7 +183,7 @@ def test_the_headline_is_reported_before_the_next_change_is_searched_and_ctrl_c_
     left = [*rest, "bits (retraced)", "every release between 0.4.34 and 0.4.36 run once"]
     assert stopped.code == 130 and stopped.err.rstrip().endswith("interrupted"), stopped.err[-2000:]
     # what stays is said, with the body's file and that the same command goes on (it does, below)
-    kept = next(line for line in stopped.err.splitlines() if line.startswith("investigate: interrupted"))
+    kept = next(line.split("] ", 1)[1] for line in stopped.err.splitlines() if "] investigate: interrupted" in line)
     assert kept.startswith("investigate: interrupted: kept the answers of bisect, explain, ") and kept.endswith(
         f"; the issue body as last written: {issue}; the same command again goes on from them"), kept
     assert "report written in" in stopped.err and f"; still to search: {', '.join(left)}\n" in stopped.err
