@@ -167,3 +167,19 @@ def test_a_replay_records_its_conditions_and_pins_its_workers(store_dir):
     notes = data["comparison"]["notes"]
     assert any(n.startswith("measured under: load ") and f"pinned to CPUs {cpu} (1) with 1 thread(s)" in n
                for n in notes), notes
+
+
+def test_the_load_alone_warns_only_where_this_process_did_not_just_measure(caplog, monkeypatch):
+    """A replay that starts at once has only the 1-minute load average to go by, which counts this process's own
+    workers for a minute after it measured (an investigation's previous replay): no warning then."""
+    import logging
+
+    from reprobundle.run import replay as R
+
+    first, before = snap(100.0, {}, load=(6.0, 5.0, 4.0)), snap(100.1, {}, load=(6.0, 5.0, 4.0))
+    for measured_at, warned in ((None, True), (80.0, False), (30.0, True)):  # never, 20 s, 70 s before
+        monkeypatch.setattr(R, "_busy", {"warned": False, "measured_at": measured_at})
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger=R.log.name):
+            R._warn_if_busy(first, before)
+        assert ("the machine is busy: load 6 on 2 CPUs" in caplog.text) is warned, (measured_at, caplog.text)

@@ -589,6 +589,7 @@ def _measure(contenders: Sequence[Contender], budget: Budget, workdir: Path, fir
                                        1 if alternate else processes_at_once(contenders), platform),
                                    progress=progress, more=budget.more if adaptive else None, pin=pin,
                                    concurrent=options.concurrent, alternate=alternate)
+    _busy["measured_at"] = time.monotonic()
     measured_under = conditions(before, snapshot())
     measured_under["schedule"] = budget.describe(max((len(x.rounds) for x in measured.values()), default=0))
     if alternate:  # said beside the verdict: the versions met the same drift visit by visit, not step by step
@@ -598,13 +599,21 @@ def _measure(contenders: Sequence[Contender], budget: Budget, workdir: Path, fir
     return measured, measured_under
 
 
-_busy = {"warned": False}  # said once a process: a bisection's or investigation's many replays would repeat it
+# said once a process (a bisection's or investigation's many replays would repeat it); when this process last
+# measured (its own workers are in the 1-minute load average for a minute after)
+_busy: dict = {"warned": False, "measured_at": None}
+LOAD_MEMORY_S = 60.0
 
 
 def _warn_if_busy(first_look, before) -> None:
-    # what other processes did since the replay started (environments, fetching); the load alone if that was short
-    busy = busy_reason(conditions(first_look, before), now=True) if before.monotonic - first_look.monotonic > 0.3 \
-        else busy_reason({"load_before": before.loadavg, "cpus": before.cpus}, now=True)
+    # what other processes did since the replay started (environments, fetching); the load alone if that was short,
+    # and not within a minute of this process's own measurement, whose workers that load still counts
+    if before.monotonic - first_look.monotonic > 0.3:
+        busy = busy_reason(conditions(first_look, before), now=True)
+    elif _busy["measured_at"] is not None and before.monotonic - _busy["measured_at"] < LOAD_MEMORY_S:
+        busy = None
+    else:
+        busy = busy_reason({"load_before": before.loadavg, "cpus": before.cpus}, now=True)
     if busy:
         level = logging.INFO if _busy["warned"] else logging.WARNING
         _busy["warned"] = True
