@@ -181,6 +181,15 @@ def test_show_names_each_run_by_its_contender_and_says_how_many_it_lists(lowerin
     assert any(label.endswith(" retraced") for label in labels)
 
 
+def test_compare_of_a_label_misspelled_names_the_stored_ones_of_that_version(lowering):
+    """`compare --jax 0.5.0-retraced`: that version has stored runs, so the label is a typo, and the hint names the
+    labels it has; a version with none is to be replayed first."""
+    code, _, err = cli("compare", "rng", "--jax", "0.5.0-retraced", "--jax", "0.4.38 retraced", store=lowering)
+    assert code != 0 and "hint: did you mean '0.5.0 retraced'" in err and "Traceback" not in err, err
+    code, _, err = cli("compare", "rng", "--jax", "0.4.31", "--jax", "0.5.0", store=lowering)
+    assert code != 0 and "hint: replay it first: reprobundle replay rng@1 --jax 0.4.31" in err, err
+
+
 def _visible(body: str) -> list:
     """The Markdown tokens outside every <details> block (what a reader sees before expanding anything)."""
     depth, shown = 0, []
