@@ -243,6 +243,20 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(replayed):
     assert re.search(r"VERSION +JAX +STATUS", wide) and "COMPILE" in wide  # a wide terminal shows every column
 
 
+def test_progress_to_a_file_is_said_whole(monkeypatch):
+    """Progress on a file or a pipe (a log, CI) keeps each line whole; only a terminal's are cut to its width."""
+    import io
+
+    from reprobundle.cli import common
+
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", out)
+    sink = common.progress_sink()
+    sink("bisect: " + "x" * 300 + " the end")
+    common.close_progress()
+    assert out.getvalue().rstrip().endswith("x" * 300 + " the end") and "…" not in out.getvalue()
+
+
 def test_progress_estimates_the_time_left():
     lines: list[str] = []
 

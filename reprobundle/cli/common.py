@@ -56,12 +56,17 @@ def emit(as_json: bool, data, human: str) -> None:
         typer.echo(terminal_text(human))  # the net under render/'s per-value escaping: no terminal controls
 
 
+UNCUT_PROGRESS_WIDTH = 4000  # a progress line's bound where nothing needs it to fit a width
+
+
 def progress_sink():
     """Progress on stderr: phase, elapsed time and ETA; live (rich) on a terminal, plain lines elsewhere. In every
     mode, --json included (stdout holds the JSON alone), as uv and gh do: a long bisection must not look hung."""
-    from ..render.progress import Progress
+    from ..render.progress import Progress, is_terminal
 
-    sink = Progress(sys.stderr, width=terminal(sys.stderr)[0])
+    columns, _ = terminal(sys.stderr)
+    # a file or a pipe (a log, CI) gets each line whole: only a terminal's lines are cut to fit its width
+    sink = Progress(sys.stderr, width=columns if is_terminal(sys.stderr) else UNCUT_PROGRESS_WIDTH)
     _SINKS.append(sink)
     return sink
 
@@ -72,10 +77,9 @@ def terminal(stream=None) -> tuple[int, bool]:
     import shutil
 
     stream = stream or sys.stdout
-    try:
-        tty = stream.isatty()
-    except (AttributeError, ValueError):
-        tty = False
+    from ..render.progress import is_terminal
+
+    tty = is_terminal(stream)
     width = max(100, shutil.get_terminal_size((100, 24)).columns) if tty else 100
     color = tty and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     return width, color

@@ -33,7 +33,7 @@ class Progress:
 
     def __init__(self, stream: TextIO | None = None, *, live: bool | None = None, width: int = 100) -> None:
         self.stream = stream or sys.stderr
-        self.live = _isatty(self.stream) if live is None else live
+        self.live = is_terminal(self.stream) if live is None else live
         self.width = width
         self.started = time.monotonic()
         self._done_at: dict[int, float] = {}  # units done -> when that count was first reported
@@ -126,7 +126,8 @@ def _escape(text: str) -> str:
     return escape(text)
 
 
-def _isatty(stream) -> bool:
+def is_terminal(stream) -> bool:
+    """Whether `stream` is a terminal (a closed or odd stream is not)."""
     try:
         return bool(stream.isatty())
     except (AttributeError, ValueError):
