@@ -110,7 +110,7 @@ def _nothing_to_explain(baseline: str, candidate: str, regression: dict | None) 
 
 def _tried(experiments: list[dict], did_not: str) -> str:
     """`the 5 experiments measured (2 more screened out: ...) did not DID_NOT`; where the screen left none to
-    measure, `no experiment was measured (the 3 tried were screened out: ...)`."""
+    measure, `no experiment was measured (the 3 experiments tried screened out: ...)`."""
     measured = [e for e in experiments if e.get("measured", True)]
     out = len(experiments) - len(measured)
     moved = f"they did not move {'it' if out == 1 else 'them'} toward the baseline"

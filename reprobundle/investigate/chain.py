@@ -178,8 +178,8 @@ def kept_line(out: Investigation, body_path: str | None, interrupted: KeyboardIn
     """What an investigation Ctrl-C stopped keeps, one progress line: each step's answer stored as the step ended, a
     search it stopped stored unfinished (bisection.BisectionInterrupted), the issue body as last written; the same
     command goes on from them."""
-    kept = [f"the answers of {', '.join(s.name for s in out.steps if s.status in ('answered', 'stored'))}"] if any(
-        s.status in ("answered", "stored") for s in out.steps) else []
+    answered = [s.name for s in out.steps if s.status in ("answered", "stored")]
+    kept = [f"the answers of {', '.join(answered)}"] if answered else []
     if isinstance(interrupted, BisectionInterrupted) and interrupted.result is not None:
         kept.append("the search so far, unfinished")
     body = f"; the issue body as last written: {body_path}" if body_path else ""

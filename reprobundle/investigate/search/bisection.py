@@ -320,7 +320,7 @@ def resumed_window(result: BisectResult, resume: Sequence[Mapping] | None) -> tu
     outside = [v for v in result.candidates if not version_key(lo) < version_key(v) < version_key(hi)]
     for v in (v for v in outside if v in classes):
         result.classes[v] = str(classes[v])
-        result.evidence[v] = str(evidence.get(v) or "classed by the stored search that --max-time or Ctrl-C cut short")
+        result.evidence[v] = str(evidence.get(v) or "classed by the stored search --max-time or Ctrl-C cut short")
     inside = len(result.candidates) - len(outside)
     result.searched_whole = window.get("cut_at") in ("layer", "kinds")
     result.resumed = (f"resumed from a stored search cut short: the change lies after jax {lo} and by jax {hi}; "

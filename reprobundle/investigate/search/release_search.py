@@ -101,8 +101,9 @@ def _interrupted_before_an_answer(probes: Probes):
 
 
 def resumed_from(registry: Registry, bundle: Bundle, asked: dict, manager, progress) -> list[dict]:
-    """The windows of the latest stored answer of the same question that --max-time or Ctrl-C cut short (answers.resumable,
-    resume_windows), each where the next search of its mode and criterion starts; [] where there is none."""
+    """The windows of the latest stored answer of the same question that --max-time or Ctrl-C cut short
+    (answers.resumable, resume_windows), each where the next search of its mode and criterion starts; [] where there
+    is none."""
     from ..answers import BISECTION, resumable, resume_windows
 
     record = resumable(registry, bundle, BISECTION, asked, manager)
