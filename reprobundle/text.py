@@ -4,7 +4,7 @@ message use for values from bundles, stores, records and foreign exceptions."""
 from __future__ import annotations
 
 import re
-from typing import Any, overload
+from typing import Any, Sequence, overload
 
 
 def clean(text: object, limit: int | None = 200, *, newlines: bool = False) -> str:
@@ -96,6 +96,14 @@ def cut(text: str, width: int) -> str:
 def counted(n: int, noun: str) -> str:
     """`1 op`, `3 ops`: a count and its noun, plural where it is not one."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def did_you_mean(word: str, choices: Sequence[str], *, n: int = 3, cutoff: float = 0.6) -> str:
+    """`did you mean 'a' or 'b'?` for the choices close to `word` (difflib), or "" where none is."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(choices), n=n, cutoff=cutoff)
+    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def first_line(text: object, limit: int = 200) -> str:

@@ -377,15 +377,15 @@ def compare(ref: str, versions: Sequence[str] | None = None, *, store: str | Non
     chosen, selection = select_runs(stored, list(versions) if versions else None)
     missing = [v for v in versions or [] if not any(run_label(r) == v for r in chosen)]
     if missing:
-        import difflib
         import re
+
+        from ..text import did_you_mean
 
         # a label of a version that has stored runs, misspelled ('0.5.0-retraced'): the labels of that version
         version = re.split(r"[\s\[-]", missing[0].strip(), maxsplit=1)[0]
         labels = list(dict.fromkeys(run_label(r) for r in stored if run_label(r).split(" ")[0] == version))
-        close = difflib.get_close_matches(missing[0], labels, n=2, cutoff=0.5)
-        hint = (f"did you mean {' or '.join(repr(c) for c in close)}?" if close
-                else f"replay it first: reprobundle replay {bundle.ref} --jax {missing[0]}")
+        hint = did_you_mean(missing[0], labels, n=2, cutoff=0.5) or \
+            f"replay it first: reprobundle replay {bundle.ref} --jax {missing[0]}"
         raise UsageError(f"no stored run of {bundle.ref} on jax {', '.join(missing)}", hint=hint)
     comparison = comparison_of(registry, bundle, chosen, baseline)
     comparison["selection"] = selection

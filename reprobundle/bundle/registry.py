@@ -38,7 +38,7 @@ from ..errors import (
 from ..store import COPY_CHUNK, Store, open_store
 from ..store.base import Lease, make_temp_file
 from ..store.zip_store import write_zip_store
-from ..text import clean, first_line, quoted
+from ..text import clean, did_you_mean, first_line, quoted
 from . import answer_seal
 from . import manifest as mf
 from .digest import blob_key, check_digest, digest_bytes, digest_file, digest_stream, hex_of
@@ -404,15 +404,13 @@ class Registry:
     def _no_bundle_named(self, name: str, message: str | None = None) -> BundleNotFoundError:
         """The error for a name this store has no bundle of (`message`, or "no bundle named NAME"), its hint naming
         the store's names it may be a misspelling of."""
-        import difflib
-
         try:
             known = [n for n in self.names() if n != name]
         except ReproBundleError:  # a store that cannot be listed (an http one): the error without the suggestion
             known = []
         # a name of 2-3 characters with one wrong ("t1" for "tl") matches only half of it: difflib's 0.6 misses it
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6 if len(name) > 3 else 0.5)
-        meant = f"did you mean {' or '.join(repr(n) for n in close)}? " if close else ""
+        meant = did_you_mean(name, known, cutoff=0.6 if len(name) > 3 else 0.5)
+        meant += " " if meant else ""
         return BundleNotFoundError(message or f"no bundle named {name!r} in {self.store.url}",
                                    hint=f"{meant}`reprobundle ls --store {shlex.quote(self.store.url)}` lists the "
                                         "bundles in this store")

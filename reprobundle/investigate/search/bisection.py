@@ -324,7 +324,7 @@ def resumed_window(result: BisectResult, resume: Sequence[Mapping] | None) -> tu
     inside = len(result.candidates) - len(outside)
     result.searched_whole = window.get("cut_at") in ("layer", "kinds")
     result.resumed = (f"resumed from a stored search cut short: the change lies after jax {lo} and by jax {hi}; "
-                      f"{len(outside)} release{'s' if len(outside) != 1 else ''} outside that window not probed "
+                      f"{counted(len(outside), 'release')} outside that window not probed "
                       f"again, {inside} inside it searched")
     return lo, hi
 

@@ -311,7 +311,8 @@ def standing_each(steps: Sequence[tuple[str, str]], run_one: Callable[[str, str]
                 raise
             outcome = {"criterion": kind, "mode": mode, "why": f"not bisected: {e.message}"[:2000]}
         if isinstance(outcome, dict):
-            set_aside += [] if "skip" in outcome else [outcome]
+            if "skip" not in outcome:  # a skipped step is said by its search (KindSearches.skipped), not set aside
+                set_aside.append(outcome)
             yield at, None
             continue
         _as_chosen(outcome, mode, why, None if by is not None else kind)

@@ -355,10 +355,11 @@ class KindSearches:
         from .mode_choice import time_screen
 
         if mode == "retrace" and self.frozen_slowdown:  # the second look at time (mode_choice.plan): not needed
-            self.skipped.append(f"time (retraced): the frozen module's slowdown from jax {self.frozen_slowdown} "
-                                "stands (the layer at its boundary says whether JAX's lowering changed there too); "
-                                "its time is not bisected again as the program each release lowers")
-            return {"skip": self.skipped[-1].removeprefix("time (retraced): ")}
+            why = (f"the frozen module's slowdown from jax {self.frozen_slowdown} stands (the layer at its boundary "
+                   "says whether JAX's lowering changed there too); its time is not bisected again as the program "
+                   "each release lowers")
+            self.skipped.append(f"time (retraced): {why}")
+            return {"skip": why}
 
         screened: list[list[dict]] = []
         fresh = self.probes.fresh(mode, "screen", screen_options(self.probes.options))
